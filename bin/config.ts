@@ -1,0 +1,59 @@
+/**
+ * Stack configuration, read once from the environment, validated (every error listed), frozen.
+ * The only module that reads process.env.
+ */
+import { resolve } from 'node:path';
+import { Type, type Static } from '@sinclair/typebox';
+import { Value } from '@sinclair/typebox/value';
+
+const Port = Type.Integer({ minimum: 0, maximum: 65535 });
+
+export const ConfigSchema = Type.Object({
+  GATEWAY_PORT: Port,
+  CORE_PORT: Port,
+  AUTHZ_PORT: Port,
+  DATA_DIR: Type.String({ minLength: 1 }),
+  DATABASE_URL: Type.Optional(Type.String({ pattern: '^postgres(ql)?://' })),
+  LOG_LEVEL: Type.Union([
+    Type.Literal('fatal'), Type.Literal('error'), Type.Literal('warn'), Type.Literal('info'),
+    Type.Literal('debug'), Type.Literal('trace'), Type.Literal('silent'),
+  ]),
+});
+
+export interface Config {
+  gatewayPort: number;
+  corePort: number;
+  authzPort: number;
+  dataDir: string;
+  databaseUrl: string | undefined;
+  logLevel: Static<typeof ConfigSchema>['LOG_LEVEL'];
+}
+
+const defaults = { GATEWAY_PORT: '8000', CORE_PORT: '8080', AUTHZ_PORT: '9191', DATA_DIR: './.data', LOG_LEVEL: 'info' };
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration: ${problems.join('; ')}`);
+  }
+}
+
+/** Read the configuration from `env`; throws ConfigError listing every problem. */
+export function loadConfig(env: Record<string, string | undefined> = process.env): Readonly<Config> {
+  const raw: Record<string, unknown> = {};
+  for (const key of Object.keys(ConfigSchema.properties)) {
+    const value = env[key] === '' ? undefined : (env[key] ?? defaults[key as keyof typeof defaults]);
+    if (value === undefined) continue;
+    raw[key] = key.endsWith('_PORT') && /^\d+$/.test(value) ? Number(value) : value;
+  }
+  const problems = [...Value.Errors(ConfigSchema, raw)].map((e) => `${e.path.slice(1)}: ${e.message} (got ${JSON.stringify(e.value)})`);
+  if (problems.length > 0) throw new ConfigError(problems);
+  const c = raw as Static<typeof ConfigSchema>;
+  return Object.freeze({
+    gatewayPort: c.GATEWAY_PORT,
+    corePort: c.CORE_PORT,
+    authzPort: c.AUTHZ_PORT,
+    dataDir: resolve(c.DATA_DIR),
+    databaseUrl: c.DATABASE_URL,
+    logLevel: c.LOG_LEVEL,
+  });
+}

@@ -1,0 +1,111 @@
+/**
+ * Start and stop the whole stack from a Config. Used by `npm start` and by end-to-end tests
+ * (which pass port 0 everywhere and their own DATABASE_URL).
+ */
+import type { Server } from 'node:http';
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import { buildCore } from '../core/app.ts';
+import { startEmbedded, type EmbeddedServer } from '../core/db/embedded.ts';
+import { migrate } from '../core/db/migrate.ts';
+import { createDb, type Db } from '../core/db/pool.ts';
+import { readBuildInfo } from '../core/platform/build-info.ts';
+import { createLogger } from '../core/platform/log.ts';
+import { createMetrics } from '../core/platform/metrics.ts';
+import { seedDemo } from '../core/seed.ts';
+import { createGateway, type Gateway } from '../edge/gateway.ts';
+import { bindEdge, createEdgeServer } from '../edge/server.ts';
+import { freePort, listen } from '../lib/net.ts';
+import type { Config } from './config.ts';
+
+/** A start-up failure that is the operator's to fix; its message is one line. */
+export class StartError extends Error {}
+
+export interface Stack {
+  ports: { gateway: number; core: number; authz: number };
+  embedded: EmbeddedServer | undefined;
+  db: Db;
+  log: Logger;
+  demo: Record<string, unknown>;
+  stop(): Promise<void>;
+}
+
+async function listenOrExplain(server: Server, port: number, name: string): Promise<number> {
+  try {
+    return await listen(server, port);
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    if (code === 'EADDRINUSE') throw new StartError(`port ${port} (${name}) is already in use`);
+    throw new StartError(`cannot listen on port ${port} (${name}): ${(err as Error).message}`);
+  }
+}
+
+export async function startStack(config: Config, opts: { logDestination?: NodeJS.WritableStream } = {}): Promise<Stack> {
+  const log = createLogger(config.logLevel, opts.logDestination);
+  const cleanups: (() => Promise<unknown>)[] = [];
+  let stopping = false;
+  const stop = async () => {
+    stopping = true;
+    for (const c of cleanups.reverse()) await c().catch((err: unknown) => log.warn({ err: (err as Error).message }, 'stop step failed'));
+    cleanups.length = 0;
+  };
+  try {
+    let embedded: EmbeddedServer | undefined;
+    let databaseUrl = config.databaseUrl;
+    if (!databaseUrl) {
+      const pgLog = log.child({ component: 'postgres' });
+      embedded = await startEmbedded({ dir: join(config.dataDir, 'pg'), port: await freePort(), onLog: (m) => pgLog.debug(m.trim()) }).catch(
+        (err: unknown) => {
+          throw new StartError((err as Error).message.split('\n')[0] ?? 'PostgreSQL could not start');
+        },
+      );
+      const server = embedded;
+      cleanups.push(() => server.stop());
+      void embedded.exited.then(() => {
+        if (!stopping) log.error('PostgreSQL stopped; /v1/ready answers 503 until it is back');
+      });
+      databaseUrl = embedded.url('postgres');
+    }
+    const metrics = createMetrics();
+    const db = createDb({ connectionString: databaseUrl, metrics, log });
+    cleanups.push(() => db.close());
+    try {
+      await migrate(db.pool);
+    } catch (err) {
+      throw new StartError(`database migration failed: ${(err as Error).message.split('\n')[0]}`);
+    }
+    const demo = await seedDemo(db, config.dataDir);
+
+    const core = buildCore({ db, log: log.child({ component: 'core' }), metrics, build: readBuildInfo() });
+    const corePort = await listenOrExplain(core.server, config.corePort, 'CORE_PORT');
+    cleanups.push(async () => {
+      core.server.closeAllConnections();
+      await new Promise((r) => core.server.close(r));
+    });
+
+    const edge = createEdgeServer({ log: log.child({ component: 'edge' }) });
+    let authzPort: number;
+    try {
+      authzPort = await bindEdge(edge, config.authzPort);
+    } catch (err) {
+      const inUse = /EADDRINUSE|address already in use|No address added/i.test((err as Error).message);
+      throw new StartError(inUse ? `port ${config.authzPort} (AUTHZ_PORT) is already in use` : `edge authz could not bind: ${(err as Error).message}`);
+    }
+    cleanups.push(async () => {
+      edge.forceShutdown();
+    });
+
+    const gateway: Gateway = createGateway({
+      log: log.child({ component: 'gateway' }),
+      authzAddress: `127.0.0.1:${authzPort}`,
+      coreOrigin: `http://127.0.0.1:${corePort}`,
+    });
+    const gatewayPort = await listenOrExplain(gateway.server, config.gatewayPort, 'GATEWAY_PORT');
+    cleanups.push(() => gateway.close());
+
+    return { ports: { gateway: gatewayPort, core: corePort, authz: authzPort }, embedded, db, log, demo, stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}

@@ -1,0 +1,40 @@
+/**
+ * build(deps) for the core service: every domain contributes its routes here, and the HTTP
+ * pipeline, the OpenAPI document and the route list all come from that one array.
+ */
+import type { Server } from 'node:http';
+import type { Logger } from 'pino';
+import type { Db } from './db/pool.ts';
+import { buildOpenApi } from './http/openapi.ts';
+import type { RouteSpec } from './http/route.ts';
+import { createCoreServer } from './http/server.ts';
+import type { BuildInfo } from './platform/build-info.ts';
+import type { Metrics } from './platform/metrics.ts';
+import { platformRoutes } from './platform/routes.ts';
+
+export interface CoreDeps {
+  db: Db;
+  log: Logger;
+  metrics: Metrics;
+  build: BuildInfo;
+  now?: () => number;
+}
+
+export interface Core {
+  server: Server;
+  routes: RouteSpec[];
+}
+
+export function buildCore(deps: CoreDeps): Core {
+  const now = deps.now ?? Date.now;
+  const routes: RouteSpec[] = [];
+  let openapi: unknown;
+  routes.push(
+    ...platformRoutes({
+      db: deps.db, metrics: deps.metrics, build: deps.build, startedAt: now(), now,
+      openapi: () => (openapi ??= buildOpenApi(routes, { version: deps.build.version })),
+    }),
+  );
+  const server = createCoreServer({ routes, log: deps.log, metrics: deps.metrics });
+  return { server, routes };
+}

@@ -1,0 +1,97 @@
+/**
+ * The PostgreSQL pool of one process: every query is timed into the db histogram, and
+ * transactions retry serialization failures and deadlocks a bounded number of times.
+ */
+import pg from 'pg';
+import type { Logger } from 'pino';
+import type { Metrics } from '../platform/metrics.ts';
+
+export type Queryable = Pick<pg.PoolClient, 'query'>;
+
+export interface Db {
+  readonly pool: pg.Pool;
+  query<R extends pg.QueryResultRow = pg.QueryResultRow>(sql: string, params?: unknown[]): Promise<pg.QueryResult<R>>;
+  /** Run `fn` in one transaction; retried on 40001/40P01 up to `txRetryLimit` times. */
+  tx<T>(fn: (client: pg.PoolClient) => Promise<T>, opts?: { isolation?: 'read committed' | 'repeatable read' | 'serializable' }): Promise<T>;
+  close(): Promise<void>;
+}
+
+/** A connection attempt that has not succeeded by then is an outage, not a slow query. */
+export const connectTimeoutMs = 2000;
+export const txRetryLimit = 5;
+const poolMax = 10;
+const retryableCodes = new Set(['40001', '40P01']);
+
+// numeric and bigint come back as strings: money is never a JS number (DESIGN.md "Money").
+pg.types.setTypeParser(pg.types.builtins.NUMERIC, (v) => v);
+pg.types.setTypeParser(pg.types.builtins.INT8, (v) => v);
+
+function opOf(sql: string): string {
+  const word = /^\s*([A-Za-z]+)/.exec(sql)?.[1]?.toLowerCase() ?? 'other';
+  return ['select', 'insert', 'update', 'delete', 'with', 'begin', 'commit', 'rollback'].includes(word) ? word : 'other';
+}
+
+export function createDb(opts: { connectionString: string; metrics: Metrics; log: Logger; max?: number }): Db {
+  const pool = new pg.Pool({
+    connectionString: opts.connectionString,
+    max: opts.max ?? poolMax,
+    connectionTimeoutMillis: connectTimeoutMs,
+    idleTimeoutMillis: 30_000,
+  });
+  // An idle client losing its server must not crash the process; the next query reports it.
+  pool.on('error', (err) => opts.log.warn({ err: err.message }, 'idle database connection lost'));
+
+  const timed = async <R extends pg.QueryResultRow>(q: Queryable, sql: string, params?: unknown[]) => {
+    const end = opts.metrics.dbDuration.startTimer({ op: opOf(sql) });
+    try {
+      const result = await q.query<R>(sql, params);
+      end({ outcome: 'ok' });
+      return result;
+    } catch (err) {
+      end({ outcome: 'error' });
+      throw err;
+    }
+  };
+
+  const instrument = (client: pg.PoolClient): pg.PoolClient => {
+    const original = client.query.bind(client) as (sql: string, params?: unknown[]) => Promise<pg.QueryResult>;
+    const wrapped = new Proxy(client, {
+      get(target, prop, receiver) {
+        if (prop === 'query') {
+          return (sql: string, params?: unknown[]) => timed({ query: original } as unknown as Queryable, sql, params);
+        }
+        return Reflect.get(target, prop, receiver) as unknown;
+      },
+    });
+    return wrapped;
+  };
+
+  return {
+    pool,
+    query: (sql, params) => timed(pool, sql, params),
+    async tx(fn, txOpts) {
+      for (let attempt = 0; ; attempt++) {
+        const raw = await pool.connect();
+        const client = instrument(raw);
+        try {
+          await client.query(`BEGIN ISOLATION LEVEL ${(txOpts?.isolation ?? 'read committed').toUpperCase()}`);
+          const result = await fn(client);
+          await client.query('COMMIT');
+          raw.release();
+          return result;
+        } catch (err) {
+          await raw.query('ROLLBACK').catch(() => undefined);
+          const code = (err as { code?: unknown }).code;
+          // A connection that failed mid-transaction is destroyed, never reused.
+          raw.release(typeof code === 'string' && code.length === 5 ? undefined : (err as Error));
+          if (typeof code === 'string' && retryableCodes.has(code) && attempt < txRetryLimit) {
+            await new Promise((r) => setTimeout(r, Math.random() * 5 * (attempt + 1)));
+            continue;
+          }
+          throw err;
+        }
+      }
+    },
+    close: () => pool.end(),
+  };
+}

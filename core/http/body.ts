@@ -1,0 +1,60 @@
+/** Reading and decoding request bodies, with a hard size limit. */
+import type { IncomingMessage } from 'node:http';
+import { AppError } from './errors.ts';
+import type { BodyKind } from './route.ts';
+
+/** SPEC-independent default: a JSON API body never needs more than this. */
+export const defaultBodyLimitBytes = 1024 * 1024;
+
+/** Read the whole body, refusing more than `limitBytes` (by header or by count). */
+export async function readBody(req: IncomingMessage, limitBytes: number): Promise<Buffer> {
+  const declared = Number(req.headers['content-length'] ?? '0');
+  if (Number.isFinite(declared) && declared > limitBytes) {
+    req.resume();
+    throw new AppError('PAYLOAD_TOO_LARGE', `body exceeds ${limitBytes} bytes`);
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    const buf = chunk as Buffer;
+    size += buf.length;
+    if (size > limitBytes) {
+      req.resume();
+      throw new AppError('PAYLOAD_TOO_LARGE', `body exceeds ${limitBytes} bytes`);
+    }
+    chunks.push(buf);
+  }
+  return Buffer.concat(chunks);
+}
+
+function mediaType(contentType: string | undefined): string {
+  return (contentType ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
+}
+
+function isJsonMedia(type: string): boolean {
+  return type === 'application/json' || (type.startsWith('application/') && type.endsWith('+json'));
+}
+
+/** Decode a body by the route's kind; wrong media type → 415, bad JSON → 400. */
+export function decodeBody(kind: BodyKind, contentType: string | undefined, raw: Buffer): unknown {
+  if (kind === 'raw') return undefined;
+  if (raw.length === 0) return undefined;
+  const type = mediaType(contentType);
+  if (kind === 'none') {
+    throw new AppError('UNSUPPORTED_MEDIA_TYPE', 'this route takes no request body');
+  }
+  if (kind === 'form') {
+    if (type !== 'application/x-www-form-urlencoded') {
+      throw new AppError('UNSUPPORTED_MEDIA_TYPE', 'expected application/x-www-form-urlencoded');
+    }
+    return Object.fromEntries(new URLSearchParams(raw.toString('utf8')));
+  }
+  if (!isJsonMedia(type)) {
+    throw new AppError('UNSUPPORTED_MEDIA_TYPE', 'expected application/json');
+  }
+  try {
+    return JSON.parse(raw.toString('utf8')) as unknown;
+  } catch {
+    throw new AppError('MALFORMED_JSON', 'request body is not valid JSON');
+  }
+}

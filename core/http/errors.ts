@@ -1,0 +1,80 @@
+/**
+ * The one error type of the core service. Every expected failure is an AppError with a code
+ * from the closed list below; the table maps each code to its HTTP status and title, and the
+ * two renderers produce the core body `{code, message}` (SPEC 2.2) or Problem+JSON (SPEC 7.3).
+ * Nothing branches on message text.
+ */
+
+/** code → [HTTP status, title]. Add new codes here, grouped by the domain that raises them. */
+const table = {
+  // transport and validation (SPEC 7.1)
+  VALIDATION_FAILED: [400, 'Bad Request'],
+  MALFORMED_JSON: [400, 'Bad Request'],
+  MISSING_REQUEST_ID: [400, 'Bad Request'],
+  UNAUTHORIZED: [401, 'Unauthorized'],
+  FORBIDDEN: [403, 'Forbidden'],
+  NOT_FOUND: [404, 'Record Not Found'],
+  METHOD_NOT_ALLOWED: [405, 'Method Not Allowed'],
+  CONFLICT: [409, 'Conflict'],
+  IDEMPOTENCY_CONFLICT: [409, 'Conflict'],
+  PAYLOAD_TOO_LARGE: [413, 'Payload Too Large'],
+  UNSUPPORTED_MEDIA_TYPE: [415, 'Unsupported Media Type'],
+  UNPROCESSABLE: [422, 'Parameter Error'],
+  PRECONDITION_FAILED: [412, 'Precondition Failed'],
+  PRECONDITION_REQUIRED: [428, 'Precondition Required'],
+  RATE_LIMITED: [429, 'Too Many Requests'],
+  INTERNAL: [500, 'Server Error'],
+  SERVICE_UNAVAILABLE: [503, 'Service Unavailable'],
+} as const satisfies Record<string, readonly [number, string]>;
+
+export type ErrorCode = keyof typeof table;
+
+/** Extra fields a few errors carry on the wire (e.g. a step-up challenge). */
+export type ErrorExtra = Record<string, unknown>;
+
+export class AppError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  readonly title: string;
+  readonly extra: ErrorExtra | undefined;
+  readonly headers: Record<string, string> | undefined;
+
+  constructor(code: ErrorCode, message?: string, opts?: { extra?: ErrorExtra; headers?: Record<string, string> }) {
+    const [status, title] = table[code];
+    super(message ?? title);
+    this.name = 'AppError';
+    this.code = code;
+    this.status = status;
+    this.title = title;
+    this.extra = opts?.extra;
+    this.headers = opts?.headers;
+  }
+}
+
+export function isErrorCode(value: string): value is ErrorCode {
+  return Object.hasOwn(table, value);
+}
+
+/** Core wire body (SPEC 2.2). */
+export function toCoreBody(err: AppError): Record<string, unknown> {
+  return { code: err.code, message: err.message, ...err.extra };
+}
+
+/** Problem+JSON body (RFC 9457, SPEC 7.3) for the administration API. */
+export function toProblem(err: AppError, instance: string): Record<string, unknown> {
+  return {
+    type: `urn:problem:${err.code.toLowerCase().replaceAll('_', '-')}`,
+    title: err.title,
+    status: err.status,
+    detail: err.message,
+    instance,
+    code: err.code,
+    ...err.extra,
+  };
+}
+
+/** Any thrown value becomes an AppError; unknown failures become INTERNAL without detail. */
+export function asAppError(err: unknown): AppError {
+  if (err instanceof AppError) return err;
+  return new AppError('INTERNAL', 'internal error');
+}

@@ -1,0 +1,86 @@
+/**
+ * A route is a plain object: method, OpenAPI path template, TypeBox schemas and a handler
+ * whose argument types are derived from those schemas. The same objects drive request
+ * validation, the OpenAPI document and the route list the edge is checked against.
+ */
+import type { IncomingMessage } from 'node:http';
+import type { Static, TSchema } from '@sinclair/typebox';
+import type { Logger } from 'pino';
+
+export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+/** How the request body is read. `none` refuses a body; `json` is the default for writes. */
+export type BodyKind = 'none' | 'json' | 'form' | 'raw';
+
+/** Which error body a route answers with: core `{code, message}` or Problem+JSON. */
+export type ErrorFormat = 'core' | 'problem';
+
+export interface ResponseSpec {
+  description: string;
+  schema?: TSchema;
+  /** Defaults to application/json when a schema is given. */
+  contentType?: string;
+}
+
+/** Identity the edge established for this request (SPEC 5.2 identity headers). */
+export interface EdgeIdentity {
+  tenantId: string | undefined;
+  principalId: string | undefined;
+  sessionId: string | undefined;
+  purpose: string | undefined;
+  aal: number | undefined;
+  clientIp: string | undefined;
+  deviceId: string | undefined;
+}
+
+export interface RequestContext<P, Q, B> {
+  readonly req: IncomingMessage;
+  readonly method: Method;
+  /** Path without the query string. */
+  readonly path: string;
+  readonly template: string;
+  readonly params: P;
+  readonly query: Q;
+  readonly body: B;
+  readonly rawBody: Buffer;
+  /** Lower-cased header names; repeated headers joined with ", ". */
+  readonly headers: Readonly<Record<string, string>>;
+  readonly requestId: string;
+  readonly log: Logger;
+  readonly identity: EdgeIdentity;
+}
+
+export interface Reply {
+  status: number;
+  body?: unknown;
+  headers?: Record<string, string>;
+  /** A non-JSON body (CSV, HTML, plain text, static files). */
+  raw?: { contentType: string; data: string | Buffer };
+}
+
+export interface RouteSpec<P extends TSchema = TSchema, Q extends TSchema = TSchema, B extends TSchema = TSchema> {
+  method: Method;
+  path: string;
+  operationId: string;
+  summary: string;
+  tags: string[];
+  params?: P;
+  query?: Q;
+  body?: B;
+  bodyKind?: BodyKind;
+  bodyLimitBytes?: number;
+  /** Headers documented (and, when `required`, enforced) for this route. */
+  headers?: { name: string; required: boolean; description: string }[];
+  errorFormat?: ErrorFormat;
+  /** Left out of the OpenAPI document (static assets). */
+  hidden?: boolean;
+  responses: Record<number, ResponseSpec>;
+  handler: (ctx: RequestContext<Static<P>, Static<Q>, Static<B>>) => Promise<Reply>;
+}
+
+/** Identity function that keeps the handler's types tied to the schemas. */
+export function defineRoute<P extends TSchema, Q extends TSchema, B extends TSchema>(
+  spec: RouteSpec<P, Q, B>,
+): RouteSpec {
+  return spec as unknown as RouteSpec;
+}

@@ -1,0 +1,155 @@
+/**
+ * The core HTTP pipeline, one implementation for every route: request id, routing (404/405),
+ * body limit and decoding (413/415/400), schema validation, the handler, the error body in the
+ * route's format, a JSON log line and the request-duration histogram. A client mistake never
+ * becomes a 500, and no response ever carries a stack trace.
+ */
+import { randomUUID } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Logger } from 'pino';
+import { TemplateTable } from '../../lib/path-template.ts';
+import type { Metrics } from '../platform/metrics.ts';
+import { decodeBody, defaultBodyLimitBytes, readBody } from './body.ts';
+import { AppError, asAppError, toCoreBody, toProblem } from './errors.ts';
+import type { EdgeIdentity, ErrorFormat, Method, Reply, RouteSpec } from './route.ts';
+import { validate } from './validate.ts';
+
+export interface HttpDeps {
+  routes: RouteSpec[];
+  log: Logger;
+  metrics: Metrics;
+}
+
+const requestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/;
+const methodsWithBody = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+/** Accept the caller's X-Request-Id when it is well-formed, otherwise mint one. */
+export function requestIdOf(req: IncomingMessage): string {
+  const given = req.headers['x-request-id'] ?? req.headers['x-req-id'];
+  const value = Array.isArray(given) ? given[0] : given;
+  return value && requestIdPattern.test(value) ? value : randomUUID();
+}
+
+function flatHeaders(req: IncomingMessage): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(req.headers)) {
+    if (v !== undefined) out[k] = Array.isArray(v) ? v.join(', ') : v;
+  }
+  return out;
+}
+
+function identityOf(h: Record<string, string>): EdgeIdentity {
+  const aal = h['x-aal'] !== undefined ? Number(h['x-aal']) : undefined;
+  return {
+    tenantId: h['x-tenant-id'],
+    principalId: h['x-principal-id'],
+    sessionId: h['x-session-id'],
+    purpose: h['x-purpose'],
+    aal: aal !== undefined && Number.isInteger(aal) ? aal : undefined,
+    clientIp: h['x-client-ip'],
+    deviceId: h['x-device-id'],
+  };
+}
+
+function send(res: ServerResponse, reply: Reply, requestId: string, method: string): void {
+  res.setHeader('x-request-id', requestId);
+  for (const [k, v] of Object.entries(reply.headers ?? {})) res.setHeader(k, v);
+  let payload: string | Buffer | undefined;
+  if (reply.raw) {
+    res.setHeader('content-type', reply.raw.contentType);
+    payload = reply.raw.data;
+  } else if (reply.body !== undefined) {
+    if (!res.hasHeader('content-type')) res.setHeader('content-type', 'application/json; charset=utf-8');
+    payload = JSON.stringify(reply.body);
+  }
+  res.statusCode = reply.status;
+  if (payload !== undefined) res.setHeader('content-length', Buffer.byteLength(payload));
+  res.end(method === 'HEAD' ? undefined : payload);
+}
+
+function errorReply(err: AppError, format: ErrorFormat, instance: string): Reply {
+  if (format === 'problem') {
+    return {
+      status: err.status,
+      headers: { 'content-type': 'application/problem+json', ...err.headers },
+      body: toProblem(err, instance),
+    };
+  }
+  return { status: err.status, headers: { ...err.headers }, body: toCoreBody(err) };
+}
+
+/** Build the request listener; `createCoreServer` wraps it in an http.Server. */
+export function createHandler(deps: HttpDeps): (req: IncomingMessage, res: ServerResponse) => void {
+  const table = new TemplateTable<RouteSpec>();
+  for (const r of deps.routes) table.add(r.method, r.path, r);
+
+  return (req, res) => {
+    const started = process.hrtime.bigint();
+    const requestId = requestIdOf(req);
+    const method = (req.method ?? 'GET').toUpperCase();
+    const url = new URL(req.url ?? '/', 'http://core.invalid');
+    const path = url.pathname;
+    const match = table.find(method, path);
+    const route = match?.entry;
+    const template = route?.path ?? 'unmatched';
+    const log = deps.log.child({ reqId: requestId });
+
+    const finish = (reply: Reply, err?: unknown) => {
+      send(res, reply, requestId, method);
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      deps.metrics.httpDuration.observe({ method, route: template, status: String(reply.status) }, seconds);
+      const line = { method, route: template, status: reply.status, ms: Math.round(seconds * 1e4) / 10 };
+      if (err !== undefined) log.error({ ...line, err: err instanceof Error ? err.stack : String(err) }, 'request failed');
+      else if (reply.status >= 500) log.warn(line, 'request unavailable');
+      else log.info(line, 'request');
+    };
+
+    const run = async (): Promise<Reply> => {
+      if (!match || !route) {
+        const allowed = table.allowedMethods(path);
+        if (allowed.length > 0) {
+          throw new AppError('METHOD_NOT_ALLOWED', `${method} is not allowed on ${path}`, {
+            headers: { allow: allowed.join(', ') },
+          });
+        }
+        throw new AppError('NOT_FOUND', `no route for ${method} ${path}`);
+      }
+      const headers = flatHeaders(req);
+      for (const h of route.headers ?? []) {
+        if (h.required && !headers[h.name.toLowerCase()]) {
+          throw new AppError(h.name.toLowerCase() === 'x-request-id' ? 'MISSING_REQUEST_ID' : 'VALIDATION_FAILED', `header ${h.name} is required`);
+        }
+      }
+      const kind = route.bodyKind ?? (route.body ? 'json' : 'none');
+      const rawBody = methodsWithBody.has(method) || req.headers['content-length'] || req.headers['transfer-encoding']
+        ? await readBody(req, route.bodyLimitBytes ?? defaultBodyLimitBytes)
+        : Buffer.alloc(0);
+      const decoded = decodeBody(kind, req.headers['content-type'], rawBody);
+      const body = route.body ? validate(route.body, decoded, 'body') : decoded;
+      const query = route.query ? validate(route.query, Object.fromEntries(url.searchParams), 'query', true) : {};
+      const params = route.params ? validate(route.params, match.params, 'params') : match.params;
+      return route.handler({
+        req, method: method as Method, path, template, params, query, body, rawBody, headers,
+        requestId, log, identity: identityOf(headers),
+      });
+    };
+
+    run().then(
+      (reply) => finish(reply),
+      (err: unknown) => {
+        const appErr = asAppError(err);
+        if (res.headersSent) {
+          res.destroy();
+          return;
+        }
+        finish(errorReply(appErr, route?.errorFormat ?? 'core', path), appErr.code === 'INTERNAL' ? err : undefined);
+      },
+    );
+  };
+}
+
+export function createCoreServer(deps: HttpDeps): Server {
+  const server = createServer({ requestTimeout: 30_000, headersTimeout: 10_000 }, createHandler(deps));
+  server.keepAliveTimeout = 5_000;
+  return server;
+}

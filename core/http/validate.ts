@@ -1,0 +1,36 @@
+/** TypeBox validation at the HTTP boundary: compiled once per schema, errors listed by path. */
+import type { Static, TSchema } from '@sinclair/typebox';
+import { TypeCompiler, type TypeCheck } from '@sinclair/typebox/compiler';
+import { Value } from '@sinclair/typebox/value';
+import { AppError } from './errors.ts';
+
+const compiled = new WeakMap<TSchema, TypeCheck<TSchema>>();
+
+function checkerFor<T extends TSchema>(schema: T): TypeCheck<T> {
+  let check = compiled.get(schema);
+  if (!check) {
+    check = TypeCompiler.Compile(schema);
+    compiled.set(schema, check);
+  }
+  return check as TypeCheck<T>;
+}
+
+/** Maximum number of individual problems reported in one 400. */
+const maxReportedErrors = 10;
+
+/**
+ * Check `value` against `schema`; on failure throw VALIDATION_FAILED naming each bad field.
+ * `where` prefixes paths (`body`, `query`, `params`). `convert` coerces query-string text.
+ */
+export function validate<T extends TSchema>(schema: T, value: unknown, where: string, convert = false): Static<T> {
+  const check = checkerFor(schema);
+  const input = convert ? Value.Convert(schema, value) : value;
+  if (check.Check(input)) return input;
+  const errors = [...check.Errors(input)].slice(0, maxReportedErrors).map((e) => ({
+    path: `${where}${e.path || ''}`,
+    message: e.message,
+  }));
+  const first = errors[0];
+  const message = first ? `${first.path}: ${first.message}` : `${where} is invalid`;
+  throw new AppError('VALIDATION_FAILED', message, { extra: { errors } });
+}

@@ -1,0 +1,31 @@
+/** Prometheus metrics of one core process (its own registry, so tests can build several). */
+import { Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+export interface Metrics {
+  registry: Registry;
+  httpDuration: Histogram<'method' | 'route' | 'status'>;
+  dbDuration: Histogram<'op' | 'outcome'>;
+}
+
+/** Buckets in seconds: sub-millisecond reads up to multi-second argon2 bursts. */
+const latencyBucketsS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
+
+export function createMetrics(): Metrics {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  const httpDuration = new Histogram({
+    name: 'http_request_duration_seconds',
+    help: 'HTTP request duration by method, route template and status',
+    labelNames: ['method', 'route', 'status'] as const,
+    buckets: latencyBucketsS,
+    registers: [registry],
+  });
+  const dbDuration = new Histogram({
+    name: 'db_query_duration_seconds',
+    help: 'PostgreSQL query duration by statement kind and outcome',
+    labelNames: ['op', 'outcome'] as const,
+    buckets: latencyBucketsS,
+    registers: [registry],
+  });
+  return { registry, httpDuration, dbDuration };
+}

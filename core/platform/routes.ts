@@ -1,0 +1,140 @@
+/** Platform routes (SPEC 4.6 platform group, 4.5 health): liveness, readiness, metrics, version, docs. */
+import { readFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { Type } from '@sinclair/typebox';
+import type { Db } from '../db/pool.ts';
+import { schemaHash } from '../db/migrate.ts';
+import { AppError } from '../http/errors.ts';
+import { defineRoute, type RouteSpec } from '../http/route.ts';
+import type { BuildInfo } from './build-info.ts';
+import type { Metrics } from './metrics.ts';
+
+export interface PlatformDeps {
+  db: Db;
+  metrics: Metrics;
+  build: BuildInfo;
+  startedAt: number;
+  openapi: () => unknown;
+  now?: () => number;
+}
+
+const Health = Type.Object({
+  status: Type.Literal('ok'),
+  build: Type.String(),
+  uptime_s: Type.Integer({ minimum: 0 }),
+});
+const Ready = Type.Object({ status: Type.Literal('ready') });
+const Version = Type.Object({ commit: Type.String(), version: Type.String(), schema_hash: Type.String() });
+
+/** A readiness probe that hangs is as bad as one that fails. */
+const readyTimeoutMs = 1500;
+
+const swaggerDir = dirname(createRequire(import.meta.url).resolve('swagger-ui-dist/package.json'));
+const docAssets: Record<string, string> = {
+  'swagger-ui.css': 'text/css; charset=utf-8',
+  'swagger-ui-bundle.js': 'text/javascript; charset=utf-8',
+  'swagger-ui-standalone-preset.js': 'text/javascript; charset=utf-8',
+  'favicon-32x32.png': 'image/png',
+};
+
+const docsPage = `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Payments platform API</title>
+<link rel="stylesheet" href="/v1/docs/swagger-ui.css"><link rel="icon" href="/v1/docs/favicon-32x32.png"></head>
+<body><div id="ui"></div>
+<script src="/v1/docs/swagger-ui-bundle.js"></script>
+<script src="/v1/docs/swagger-ui-standalone-preset.js"></script>
+<script src="/v1/docs/init.js"></script>
+</body></html>`;
+const docsInit = `window.ui = SwaggerUIBundle({ url: '/v1/openapi.json', dom_id: '#ui', deepLinking: true,
+  presets: [SwaggerUIBundle.presets.apis, SwaggerUIStandalonePreset], layout: 'StandaloneLayout' });`;
+
+async function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([p, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+export function platformRoutes(deps: PlatformDeps): RouteSpec[] {
+  const now = deps.now ?? Date.now;
+  const tags = ['platform'];
+  return [
+    defineRoute({
+      method: 'GET', path: '/v1/health', operationId: 'health', summary: 'Liveness, without touching dependencies', tags,
+      headers: [
+        { name: 'X-Device-Id', required: false, description: 'Agent device (SPEC 4.5)' },
+        { name: 'X-Agent-Id', required: false, description: 'Agent id (SPEC 4.5)' },
+        { name: 'X-Request-Id', required: false, description: 'Echoed back' },
+      ],
+      responses: { 200: { description: 'Alive', schema: Health } },
+      handler: async () => ({
+        status: 200,
+        body: { status: 'ok', build: deps.build.build, uptime_s: Math.floor((now() - deps.startedAt) / 1000) },
+      }),
+    }),
+    defineRoute({
+      method: 'GET', path: '/v1/ready', operationId: 'ready', summary: 'Ready when the database answers and is migrated', tags,
+      responses: { 200: { description: 'Ready', schema: Ready }, 503: { description: 'Not ready' } },
+      handler: async () => {
+        let migrated: boolean;
+        try {
+          const { rows } = await withTimeout(
+            deps.db.query<{ t: string | null }>("SELECT to_regclass('public.schema_migrations')::text AS t"),
+            readyTimeoutMs,
+          );
+          migrated = rows[0]?.t != null;
+        } catch (err) {
+          throw new AppError('SERVICE_UNAVAILABLE', `database unavailable: ${(err as Error).message}`);
+        }
+        if (!migrated) throw new AppError('SERVICE_UNAVAILABLE', 'migrations table missing');
+        return { status: 200, body: { status: 'ready' } };
+      },
+    }),
+    defineRoute({
+      method: 'GET', path: '/v1/metrics', operationId: 'metrics', summary: 'Prometheus metrics', tags,
+      responses: { 200: { description: 'Prometheus text exposition', contentType: 'text/plain' } },
+      handler: async () => ({
+        status: 200,
+        raw: { contentType: deps.metrics.registry.contentType, data: await deps.metrics.registry.metrics() },
+      }),
+    }),
+    defineRoute({
+      method: 'GET', path: '/v1/version', operationId: 'version', summary: 'Commit, semantic version and schema hash', tags,
+      responses: { 200: { description: 'Version', schema: Version } },
+      handler: async () => {
+        const hash = await withTimeout(schemaHash(deps.db), readyTimeoutMs).catch(() => 'unavailable');
+        return { status: 200, body: { commit: deps.build.commit, version: deps.build.version, schema_hash: hash } };
+      },
+    }),
+    defineRoute({
+      method: 'GET', path: '/v1/openapi.json', operationId: 'openapi', summary: 'OpenAPI 3.1 description', tags,
+      responses: { 200: { description: 'OpenAPI document', contentType: 'application/json' } },
+      handler: async () => ({ status: 200, body: deps.openapi() }),
+    }),
+    defineRoute({
+      method: 'GET', path: '/v1/docs', operationId: 'docs', summary: 'Interactive API description', tags,
+      responses: { 200: { description: 'HTML page', contentType: 'text/html' } },
+      handler: async () => ({ status: 200, raw: { contentType: 'text/html; charset=utf-8', data: docsPage } }),
+    }),
+    defineRoute({
+      method: 'GET', path: '/v1/docs/{asset}', operationId: 'docsAsset', summary: 'Docs page assets', tags, hidden: true,
+      params: Type.Object({ asset: Type.String({ maxLength: 64 }) }),
+      responses: { 200: { description: 'Asset' } },
+      handler: async ({ params }) => {
+        if (params.asset === 'init.js') {
+          return { status: 200, raw: { contentType: 'text/javascript; charset=utf-8', data: docsInit } };
+        }
+        const type = docAssets[params.asset];
+        if (!type) throw new AppError('NOT_FOUND', 'no such asset');
+        const data = await readFile(join(swaggerDir, params.asset));
+        return { status: 200, headers: { 'cache-control': 'public, max-age=86400' }, raw: { contentType: type, data } };
+      },
+    }),
+  ];
+}

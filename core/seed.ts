@@ -1,0 +1,53 @@
+/**
+ * Idempotent development seed: the demo tenant and every development credential later
+ * features create, all listed in DATA_DIR/demo.json so a newcomer, a script or a test harness
+ * can find them without reading logs. Running it twice changes nothing.
+ */
+import { readFile, writeFile, rename } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Db } from './db/pool.ts';
+
+export const demoTenant = Object.freeze({ id: 'demo', name: 'Demo Mobile Money', country: 'KE', baseCurrency: 'KES' });
+
+export interface SeedContext {
+  db: Db;
+  tenantId: string;
+  /** What the previous run wrote, so a seeder can reuse a secret it cannot read back. */
+  previous: Record<string, unknown>;
+}
+
+/** A seeder inserts what it needs (ON CONFLICT DO NOTHING) and returns its part of demo.json. */
+export type Seeder = (ctx: SeedContext) => Promise<Record<string, unknown>>;
+
+const tenantSeeder: Seeder = async ({ db }) => {
+  await db.query(
+    `INSERT INTO tenants (id, name, country, base_currency) VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO NOTHING`,
+    [demoTenant.id, demoTenant.name, demoTenant.country, demoTenant.baseCurrency],
+  );
+  return { tenant: { ...demoTenant } };
+};
+
+/** Every seeder, in order; domains append theirs here. */
+export const seeders: Seeder[] = [tenantSeeder];
+
+async function readPrevious(path: string): Promise<Record<string, unknown>> {
+  try {
+    const parsed = JSON.parse(await readFile(path, 'utf8')) as unknown;
+    return parsed && typeof parsed === 'object' ? (parsed as Record<string, unknown>) : {};
+  } catch {
+    return {};
+  }
+}
+
+/** Seed the demo tenant and write `demo.json` (atomically) into `dataDir` when given. */
+export async function seedDemo(db: Db, dataDir?: string): Promise<Record<string, unknown>> {
+  const file = dataDir ? join(dataDir, 'demo.json') : undefined;
+  const previous = file ? await readPrevious(file) : {};
+  let out: Record<string, unknown> = {};
+  for (const seeder of seeders) out = { ...out, ...(await seeder({ db, tenantId: demoTenant.id, previous })) };
+  if (file) {
+    await writeFile(`${file}.tmp`, `${JSON.stringify(out, null, 2)}\n`, { mode: 0o600 });
+    await rename(`${file}.tmp`, file);
+  }
+  return out;
+}

@@ -1,0 +1,123 @@
+/**
+ * The Check decision, from an Envoy CheckRequest to a CheckResponse. Until the policy bundle
+ * is wired in, only public `operational` platform routes are allowed; everything else is
+ * denied with a JSON body. Any error while deciding is a deny (`authz_unavailable`).
+ */
+import { randomUUID } from 'node:crypto';
+import type { CheckRequest, CheckResponse, HeaderValueOption } from './types.ts';
+import type { ResolvedRoute } from './routes.ts';
+
+/** Headers only the edge may set; any client-sent copy is removed or overwritten (SPEC 5.2.4). */
+export const identityHeaders = [
+  'x-req-id', 'x-tenant-id', 'x-principal-id', 'x-session-id', 'x-client-ip', 'x-device-id',
+  'x-purpose', 'x-aal', 'x-masking', 'x-decision-id',
+] as const;
+
+/** google.rpc.Code values used in CheckResponse.status. */
+const rpcOk = 0;
+const rpcPermissionDenied = 7;
+const rpcUnauthenticated = 16;
+const rpcUnavailable = 14;
+
+export type DenyCode = 'POLICY_DENIED' | 'UNAUTHENTICATED' | 'authz_unavailable' | 'MALFORMED_REQUEST';
+
+export interface Decision {
+  allow: boolean;
+  status: number;
+  code?: DenyCode;
+  message?: string;
+  /** Headers set on the upstream request when allowed. */
+  set?: Record<string, string>;
+  extraBody?: Record<string, unknown>;
+  responseHeaders?: Record<string, string>;
+}
+
+export interface RequestView {
+  method: string;
+  /** Path with the query string, as Envoy sends it. */
+  pathWithQuery: string;
+  path: string;
+  headers: Record<string, string>;
+  body: Buffer;
+  sourceIp: string;
+  requestId: string;
+}
+
+function option(key: string, value: string): HeaderValueOption {
+  return { header: { key, value }, append: { value: false } };
+}
+
+/** Read the parts of a CheckRequest the decision needs; throws on a request without HTTP attributes. */
+export function viewOf(req: CheckRequest): RequestView {
+  const http = req.attributes?.request?.http;
+  if (!http?.method || !http.path) throw new Error('CheckRequest without HTTP method and path');
+  const headers: Record<string, string> = {};
+  if (http.headers && Object.keys(http.headers).length > 0) {
+    for (const [k, v] of Object.entries(http.headers)) headers[k.toLowerCase()] = v;
+  } else {
+    for (const h of http.header_map?.headers ?? []) {
+      headers[h.key.toLowerCase()] = h.value ?? (h.raw_value ? Buffer.from(h.raw_value).toString('utf8') : '');
+    }
+  }
+  const body = http.raw_body && http.raw_body.length > 0 ? Buffer.from(http.raw_body) : Buffer.from(http.body ?? '', 'utf8');
+  const pathWithQuery = http.path;
+  const path = pathWithQuery.split('?')[0] ?? pathWithQuery;
+  return {
+    method: http.method.toUpperCase(),
+    pathWithQuery,
+    path,
+    headers,
+    body,
+    sourceIp: req.attributes?.source?.address?.socket_address?.address ?? '',
+    requestId: http.id || headers['x-request-id'] || randomUUID(),
+  };
+}
+
+/** Skeleton decision: public operational routes pass, the rest waits for the policy. */
+export function skeletonDecision(view: RequestView, resolved: ResolvedRoute): Decision {
+  if (resolved.route && resolved.route.credential === 'public' && resolved.purpose === 'operational') {
+    return { allow: true, status: 200, set: { 'x-purpose': resolved.purpose } };
+  }
+  if (!resolved.route) {
+    return { allow: false, status: 403, code: 'POLICY_DENIED', message: `no route mapping for ${view.method} ${view.path}; purpose operational denies it` };
+  }
+  return { allow: false, status: 403, code: 'POLICY_DENIED', message: `purpose ${resolved.purpose} is not authorised at this edge` };
+}
+
+/** Turn a decision into Envoy's CheckResponse, stripping client copies of identity headers. */
+export function toCheckResponse(view: RequestView, d: Decision, decisionId: string): CheckResponse {
+  const metadata = { fields: { decision_id: { string_value: decisionId } } };
+  if (d.allow) {
+    const set: Record<string, string> = {
+      'x-req-id': view.requestId,
+      'x-request-id': view.requestId,
+      'x-client-ip': view.sourceIp,
+      'x-decision-id': decisionId,
+      ...d.set,
+    };
+    const remove = identityHeaders.filter((h) => !(h in set) && h in view.headers);
+    return {
+      status: { code: rpcOk },
+      ok_response: { headers: Object.entries(set).map(([k, v]) => option(k, v)), headers_to_remove: [...remove] },
+      dynamic_metadata: metadata,
+    };
+  }
+  const body = JSON.stringify({ code: d.code ?? 'POLICY_DENIED', message: d.message ?? 'denied', ...d.extraBody });
+  const headers = [
+    option('content-type', 'application/json'),
+    option('x-request-id', view.requestId),
+    ...Object.entries(d.responseHeaders ?? {}).map(([k, v]) => option(k, v)),
+  ];
+  const rpc = d.status === 401 ? rpcUnauthenticated : d.code === 'authz_unavailable' ? rpcUnavailable : rpcPermissionDenied;
+  return {
+    status: { code: rpc, message: d.code ?? 'denied' },
+    denied_response: { status: { code: d.status }, headers, body },
+    dynamic_metadata: metadata,
+  };
+}
+
+/** The fail-closed answer: used for every error, timeout or missing dependency. */
+export function unavailable(view: RequestView | undefined, reason: string): CheckResponse {
+  const v = view ?? { method: '', pathWithQuery: '', path: '', headers: {}, body: Buffer.alloc(0), sourceIp: '', requestId: randomUUID() };
+  return toCheckResponse(v, { allow: false, status: 503, code: 'authz_unavailable', message: reason }, randomUUID());
+}

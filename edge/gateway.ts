@@ -1,0 +1,161 @@
+/**
+ * The development gateway: plays Envoy's part where Envoy is not installed. It mirrors
+ * deploy/envoy/envoy.yaml: buffer at most 8192 body bytes (413 beyond), call Check with a
+ * 100 ms deadline, deny on any Check error or timeout (`authz_unavailable`), apply the allowed
+ * response's header mutations and forward to core with undici. A request Check did not allow
+ * is never forwarded. Production runs Envoy.
+ */
+import { randomUUID } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import * as grpc from '@grpc/grpc-js';
+import type { Logger } from 'pino';
+import { Pool } from 'undici';
+import { authorizationPackage } from './proto.ts';
+import type { CheckRequest, CheckResponse } from './types.ts';
+
+/** envoy.yaml `with_request_body.max_request_bytes` (SPEC 8). */
+export const maxRequestBytes = 8192;
+/** envoy.yaml ext_authz `timeout: 0.1s` (SPEC 8). */
+export const checkTimeoutMs = 100;
+
+/** Hop-by-hop headers never forwarded (RFC 9110 §7.6.1). */
+const hopByHop = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'host', 'content-length']);
+
+export interface GatewayDeps {
+  log: Logger;
+  authzAddress: string;
+  coreOrigin: string;
+  checkTimeoutMs?: number;
+}
+
+export interface Gateway {
+  server: Server;
+  close(): Promise<void>;
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown, requestId: string, extra: Record<string, string> = {}): void {
+  const payload = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload), 'x-request-id': requestId, ...extra });
+  res.end(payload);
+}
+
+/** Read up to `maxRequestBytes`; `undefined` means the body was larger (Envoy answers 413). */
+async function bufferBody(req: IncomingMessage): Promise<Buffer | undefined> {
+  const declared = Number(req.headers['content-length'] ?? '0');
+  if (declared > maxRequestBytes) return undefined;
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > maxRequestBytes) return undefined;
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks);
+}
+
+function checkRequestOf(req: IncomingMessage, body: Buffer, requestId: string): CheckRequest {
+  const headers: Record<string, string> = {};
+  for (const [k, v] of Object.entries(req.headers)) if (v !== undefined) headers[k] = Array.isArray(v) ? v.join(',') : v;
+  headers[':method'] = req.method ?? 'GET';
+  headers[':path'] = req.url ?? '/';
+  headers[':authority'] = req.headers.host ?? '';
+  headers['x-request-id'] = requestId;
+  return {
+    attributes: {
+      source: { address: { socket_address: { address: req.socket.remoteAddress ?? '', port_value: req.socket.remotePort ?? 0 } } },
+      request: {
+        http: {
+          id: requestId,
+          method: req.method ?? 'GET',
+          headers,
+          path: req.url ?? '/',
+          host: req.headers.host ?? '',
+          scheme: 'http',
+          protocol: `HTTP/${req.httpVersion}`,
+          size: String(body.length),
+          raw_body: body,
+        },
+      },
+    },
+  };
+}
+
+export function createGateway(deps: GatewayDeps): Gateway {
+  const { Authorization } = authorizationPackage();
+  const client = new Authorization(deps.authzAddress, grpc.credentials.createInsecure()) as unknown as grpc.Client & {
+    Check(req: CheckRequest, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: CheckResponse) => void): void;
+  };
+  const upstream = new Pool(deps.coreOrigin, { connections: 64, pipelining: 1 });
+  const timeoutMs = deps.checkTimeoutMs ?? checkTimeoutMs;
+
+  const callCheck = (request: CheckRequest) =>
+    new Promise<CheckResponse>((resolve, reject) => {
+      client.Check(request, { deadline: Date.now() + timeoutMs }, (err, res) => (err || !res ? reject(err ?? new Error('empty CheckResponse')) : resolve(res)));
+    });
+
+  const handle = async (req: IncomingMessage, res: ServerResponse) => {
+    const given = req.headers['x-request-id'];
+    const requestId = typeof given === 'string' && /^[A-Za-z0-9._:-]{1,128}$/.test(given) ? given : randomUUID();
+    const body = await bufferBody(req);
+    if (body === undefined) {
+      return sendJson(res, 413, { code: 'PAYLOAD_TOO_LARGE', message: `request body exceeds ${maxRequestBytes} bytes` }, requestId, { connection: 'close' });
+    }
+    let decision: CheckResponse;
+    try {
+      decision = await callCheck(checkRequestOf(req, body, requestId));
+    } catch (err) {
+      deps.log.warn({ reqId: requestId, err: (err as Error).message }, 'authz check failed; denying');
+      return sendJson(res, 503, { code: 'authz_unavailable', message: 'authorization is unavailable' }, requestId);
+    }
+    if (!decision.ok_response || decision.status?.code !== 0) {
+      const denied = decision.denied_response;
+      const headers: Record<string, string> = {};
+      for (const h of denied?.headers ?? []) headers[h.header.key] = h.header.value;
+      const status = typeof denied?.status?.code === 'number' && denied.status.code >= 400 ? denied.status.code : 403;
+      const payload = denied?.body ?? JSON.stringify({ code: 'POLICY_DENIED', message: 'denied' });
+      res.writeHead(status, { 'content-type': 'application/json', ...headers, 'content-length': Buffer.byteLength(payload) });
+      return res.end(payload);
+    }
+    const forward: Record<string, string> = {};
+    for (const [k, v] of Object.entries(req.headers)) {
+      if (v !== undefined && !hopByHop.has(k)) forward[k] = Array.isArray(v) ? v.join(', ') : v;
+    }
+    for (const name of decision.ok_response.headers_to_remove) delete forward[name.toLowerCase()];
+    for (const h of decision.ok_response.headers) forward[h.header.key.toLowerCase()] = h.header.value;
+    forward['x-forwarded-for'] = req.socket.remoteAddress ?? '';
+    try {
+      const up = await upstream.request({
+        path: req.url ?? '/',
+        method: (req.method ?? 'GET') as 'GET',
+        headers: forward,
+        body: body.length > 0 ? body : undefined,
+      });
+      const out: Record<string, string | string[]> = {};
+      for (const [k, v] of Object.entries(up.headers)) if (v !== undefined && !hopByHop.has(k)) out[k] = v;
+      const data = Buffer.from(await up.body.arrayBuffer());
+      out['content-length'] = String(data.length);
+      res.writeHead(up.statusCode, out);
+      res.end(data);
+    } catch (err) {
+      deps.log.error({ reqId: requestId, err: (err as Error).message }, 'upstream core unavailable');
+      sendJson(res, 502, { code: 'UPSTREAM_UNAVAILABLE', message: 'core service is unavailable' }, requestId);
+    }
+  };
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((err: unknown) => {
+      deps.log.error({ err: (err as Error).message }, 'gateway error');
+      if (!res.headersSent) sendJson(res, 502, { code: 'UPSTREAM_UNAVAILABLE', message: 'gateway error' }, randomUUID());
+      else res.destroy();
+    });
+  });
+  return {
+    server,
+    async close() {
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+      client.close();
+      await upstream.close();
+    },
+  };
+}

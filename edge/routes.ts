@@ -1,0 +1,55 @@
+/**
+ * The edge's one route table (SPEC 4.3 rule 1): method + route template → purpose, resource
+ * type, action and the credential the route needs. The purpose is always derived here; a
+ * client-sent purpose header is ignored and overwritten. A path with no entry gets
+ * `operational`, which allows only what the policy says it allows.
+ * Every feature adds its routes here; a test keeps this table and core's routes in step.
+ */
+import { TemplateTable } from '../lib/path-template.ts';
+
+/** What proves who the caller is. `public`: nothing (rate limited where it matters). */
+export type Credential = 'public' | 'customer' | 'service' | 'staff' | 'core-client';
+
+export interface EdgeRoute {
+  method: string;
+  template: string;
+  purpose: string;
+  resource: string;
+  action: string;
+  credential: Credential;
+}
+
+export const operationalPurpose = 'operational';
+
+const platform = (method: string, template: string): EdgeRoute => ({
+  method, template, purpose: operationalPurpose, resource: 'platform', action: 'platform.read', credential: 'public',
+});
+
+/** The platform routes are the first entries; later features append theirs. */
+export const edgeRoutes: EdgeRoute[] = [
+  platform('GET', '/v1/health'),
+  platform('GET', '/v1/ready'),
+  platform('GET', '/v1/metrics'),
+  platform('GET', '/v1/version'),
+  platform('GET', '/v1/openapi.json'),
+  platform('GET', '/v1/docs'),
+  platform('GET', '/v1/docs/{asset}'),
+];
+
+export interface ResolvedRoute {
+  route: EdgeRoute | undefined;
+  purpose: string;
+  resource: string;
+  action: string;
+  params: Record<string, string>;
+}
+
+export function buildRouteTable(routes: EdgeRoute[] = edgeRoutes): (method: string, path: string) => ResolvedRoute {
+  const table = new TemplateTable<EdgeRoute>();
+  for (const r of routes) table.add(r.method, r.template, r);
+  return (method, path) => {
+    const m = table.find(method, path);
+    if (!m) return { route: undefined, purpose: operationalPurpose, resource: 'unmapped', action: 'unmapped', params: {} };
+    return { route: m.entry, purpose: m.entry.purpose, resource: m.entry.resource, action: m.entry.action, params: m.params };
+  };
+}

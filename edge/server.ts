@@ -1,0 +1,73 @@
+/**
+ * The ext_authz gRPC server (`envoy.service.auth.v3.Authorization/Check`). One 100 ms budget
+ * covers everything a Check does; past it, or on any error, the answer is a deny with code
+ * `authz_unavailable` (SPEC 1: fail closed, SPEC 8: 100 ms).
+ */
+import { randomUUID } from 'node:crypto';
+import * as grpc from '@grpc/grpc-js';
+import type { Logger } from 'pino';
+import { authorizationPackage } from './proto.ts';
+import { skeletonDecision, toCheckResponse, unavailable, viewOf, type Decision, type RequestView } from './check.ts';
+import { buildRouteTable, type ResolvedRoute } from './routes.ts';
+import type { CheckRequest, CheckResponse } from './types.ts';
+
+/** SPEC 8: call timeout to the decision service. */
+export const checkBudgetMs = 100;
+
+export type Decide = (view: RequestView, resolved: ResolvedRoute, signal: AbortSignal) => Promise<Decision> | Decision;
+
+export interface EdgeDeps {
+  log: Logger;
+  decide?: Decide;
+  resolve?: ReturnType<typeof buildRouteTable>;
+  budgetMs?: number;
+}
+
+/** Run one Check within the budget; never throws, never allows on error. */
+export async function check(deps: EdgeDeps, req: CheckRequest): Promise<CheckResponse> {
+  const resolve = deps.resolve ?? buildRouteTable();
+  const decide = deps.decide ?? skeletonDecision;
+  const budgetMs = deps.budgetMs ?? checkBudgetMs;
+  let view: RequestView | undefined;
+  const controller = new AbortController();
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    view = viewOf(req);
+    const v = view;
+    const resolved = resolve(v.method, v.path);
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        controller.abort();
+        reject(new Error(`decision exceeded ${budgetMs} ms`));
+      }, budgetMs);
+    });
+    const decision = await Promise.race([Promise.resolve(decide(v, resolved, controller.signal)), timeout]);
+    const decisionId = randomUUID();
+    deps.log.debug({ reqId: v.requestId, method: v.method, path: v.path, purpose: resolved.purpose, allow: decision.allow, code: decision.code }, 'decision');
+    return toCheckResponse(v, decision, decisionId);
+  } catch (err) {
+    deps.log.warn({ reqId: view?.requestId, err: (err as Error).message }, 'check failed closed');
+    return unavailable(view, 'authorization is unavailable');
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+export function createEdgeServer(deps: EdgeDeps): grpc.Server {
+  const server = new grpc.Server();
+  const { Authorization } = authorizationPackage();
+  const resolved = { ...deps, resolve: deps.resolve ?? buildRouteTable() };
+  server.addService(Authorization.service, {
+    Check: (call: grpc.ServerUnaryCall<CheckRequest, CheckResponse>, callback: grpc.sendUnaryData<CheckResponse>) => {
+      check(resolved, call.request).then((r) => callback(null, r), () => callback(null, unavailable(undefined, 'authorization is unavailable')));
+    },
+  });
+  return server;
+}
+
+/** Bind on host:port (0 = free port) and return the bound port. */
+export function bindEdge(server: grpc.Server, port: number, host = '127.0.0.1'): Promise<number> {
+  return new Promise((resolve, reject) => {
+    server.bindAsync(`${host}:${port}`, grpc.ServerCredentials.createInsecure(), (err, bound) => (err ? reject(err) : resolve(bound)));
+  });
+}

@@ -1,0 +1,58 @@
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { describe, it } from 'node:test';
+import { parse } from 'yaml';
+import { validateBootstrap } from '../../deploy/envoy/validate.ts';
+
+const text = readFileSync(new URL('../../deploy/envoy/envoy.yaml', import.meta.url), 'utf8');
+type Obj = Record<string, any>;
+const load = (): Obj => parse(text) as Obj;
+const hcm = (c: Obj): Obj => c.static_resources.listeners[0].filter_chains[0].filters[0].typed_config;
+const extAuthz = (c: Obj): Obj => hcm(c).http_filters.find((f: Obj) => f.name === 'envoy.filters.http.ext_authz').typed_config;
+
+describe('deploy/envoy/envoy.yaml', () => {
+  it('validates strictly against envoy.config.bootstrap.v3.Bootstrap', () => {
+    assert.deepEqual(validateBootstrap(load()), []);
+  });
+
+  it('fails closed within 100 ms and inspects at most 8192 body bytes', () => {
+    const a = extAuthz(load());
+    assert.equal(a.failure_mode_allow, false);
+    assert.equal(a.grpc_service.timeout, '0.1s');
+    assert.deepEqual(a.with_request_body, { max_request_bytes: 8192, allow_partial_message: false, pack_as_bytes: true });
+    const authz = load().static_resources.clusters.find((c: Obj) => c.name === 'edge_authz');
+    assert.ok(authz.typed_extension_protocol_options['envoy.extensions.upstreams.http.v3.HttpProtocolOptions'].explicit_http_config.http2_protocol_options);
+  });
+
+  it('refuses an unknown field at the top level and inside a typed_config', () => {
+    const top = load();
+    top.bogus = 1;
+    assert.match(validateBootstrap(top).join('\n'), /\$\.bogus: unknown field/);
+    const nested = load();
+    extAuthz(nested).failure_mode_allowed = false;
+    assert.match(validateBootstrap(nested).join('\n'), /failure_mode_allowed: unknown field of envoy\.extensions\.filters\.http\.ext_authz\.v3\.ExtAuthz/);
+  });
+
+  it('refuses a wrong @type in any typed_config', () => {
+    const c = load();
+    hcm(c).http_filters[1].typed_config['@type'] = 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Routerx';
+    assert.match(validateBootstrap(c).join('\n'), /is not a message of Envoy's API/);
+    const swapped = load();
+    // A real type in the wrong place: the ext_authz fields are not fields of Router.
+    extAuthz(swapped)['@type'] = 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router';
+    assert.match(validateBootstrap(swapped).join('\n'), /unknown field of envoy\.extensions\.filters\.http\.router\.v3\.Router/);
+  });
+
+  it('refuses wrong value types, bad enums, bad durations and two members of a oneof', () => {
+    const c = load();
+    extAuthz(c).with_request_body.max_request_bytes = 'lots';
+    extAuthz(c).transport_api_version = 'V9';
+    extAuthz(c).grpc_service.timeout = '100ms';
+    extAuthz(c).http_service = { server_uri: { uri: 'http://x', cluster: 'x', timeout: '1s' } };
+    const errors = validateBootstrap(c).join('\n');
+    assert.match(errors, /max_request_bytes: expected uint32/);
+    assert.match(errors, /"V9" is not a value of/);
+    assert.match(errors, /timeout: expected a duration/);
+    assert.match(errors, /oneof services already set by grpc_service/);
+  });
+});

@@ -1,0 +1,30 @@
+/** A core service on a fresh migrated database, listening on 127.0.0.1:0. */
+import { buildCore, type Core } from '../../core/app.ts';
+import { readBuildInfo } from '../../core/platform/build-info.ts';
+import { createLogger } from '../../core/platform/log.ts';
+import { createMetrics } from '../../core/platform/metrics.ts';
+import { freshDatabase, type TestDb } from './db.ts';
+import { serve } from './http.ts';
+
+export interface TestCore {
+  origin: string;
+  core: Core;
+  tdb: TestDb;
+  close(): Promise<void>;
+}
+
+export async function startTestCore(): Promise<TestCore> {
+  const metrics = createMetrics();
+  const tdb = await freshDatabase({ metrics });
+  const core = buildCore({ db: tdb.db, log: createLogger('silent'), metrics, build: readBuildInfo() });
+  const s = await serve(core.server);
+  return {
+    origin: s.origin,
+    core,
+    tdb,
+    async close() {
+      await s.close();
+      await tdb.drop();
+    },
+  };
+}

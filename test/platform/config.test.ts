@@ -1,0 +1,31 @@
+import assert from 'node:assert/strict';
+import { resolve } from 'node:path';
+import { describe, it } from 'node:test';
+import { ConfigError, loadConfig } from '../../bin/config.ts';
+
+describe('configuration', () => {
+  it('has the documented defaults', () => {
+    const c = loadConfig({});
+    assert.deepEqual({ ...c }, {
+      gatewayPort: 8000, corePort: 8080, authzPort: 9191, dataDir: resolve('./.data'), databaseUrl: undefined, logLevel: 'info',
+    });
+    assert.ok(Object.isFrozen(c));
+  });
+
+  it('accepts port 0 and DATABASE_URL', () => {
+    const c = loadConfig({ GATEWAY_PORT: '0', CORE_PORT: '0', AUTHZ_PORT: '0', DATABASE_URL: 'postgres://u:p@h:5432/d', LOG_LEVEL: 'debug' });
+    assert.equal(c.gatewayPort, 0);
+    assert.equal(c.databaseUrl, 'postgres://u:p@h:5432/d');
+  });
+
+  it('lists every problem at once', () => {
+    try {
+      loadConfig({ GATEWAY_PORT: 'eighty', CORE_PORT: '70000', LOG_LEVEL: 'loud', DATABASE_URL: 'mysql://x' });
+      assert.fail('expected ConfigError');
+    } catch (err) {
+      assert.ok(err instanceof ConfigError);
+      const text = err.problems.join('\n');
+      for (const key of ['GATEWAY_PORT', 'CORE_PORT', 'LOG_LEVEL', 'DATABASE_URL']) assert.match(text, new RegExp(key));
+    }
+  });
+});
