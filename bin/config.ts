@@ -14,6 +14,8 @@ export const ConfigSchema = Type.Object({
   AUTHZ_PORT: Port,
   DATA_DIR: Type.String({ minLength: 1 }),
   DATABASE_URL: Type.Optional(Type.String({ pattern: '^postgres(ql)?://' })),
+  /** base64 of 32 bytes; encrypts private key material at rest. Development: generated into DATA_DIR. */
+  MASTER_KEY: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9+/]{43}=$' })),
   LOG_LEVEL: Type.Union([
     Type.Literal('fatal'), Type.Literal('error'), Type.Literal('warn'), Type.Literal('info'),
     Type.Literal('debug'), Type.Literal('trace'), Type.Literal('silent'),
@@ -26,6 +28,7 @@ export interface Config {
   authzPort: number;
   dataDir: string;
   databaseUrl: string | undefined;
+  masterKey: string | undefined;
   logLevel: Static<typeof ConfigSchema>['LOG_LEVEL'];
 }
 
@@ -54,6 +57,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     authzPort: c.AUTHZ_PORT,
     dataDir: resolve(c.DATA_DIR),
     databaseUrl: c.DATABASE_URL,
+    masterKey: c.MASTER_KEY,
     logLevel: c.LOG_LEVEL,
   });
 }

@@ -9,6 +9,8 @@ import { buildCore } from '../core/app.ts';
 import { startEmbedded, type EmbeddedServer } from '../core/db/embedded.ts';
 import { migrate } from '../core/db/migrate.ts';
 import { createDb, type Db } from '../core/db/pool.ts';
+import { loadOrCreateMasterKey } from '../core/keys/crypto.ts';
+import { KeyStore } from '../core/keys/keys.ts';
 import { readBuildInfo } from '../core/platform/build-info.ts';
 import { createLogger } from '../core/platform/log.ts';
 import { createMetrics } from '../core/platform/metrics.ts';
@@ -74,9 +76,10 @@ export async function startStack(config: Config, opts: { logDestination?: NodeJS
     } catch (err) {
       throw new StartError(`database migration failed: ${(err as Error).message.split('\n')[0]}`);
     }
+    const keys = new KeyStore(db, await loadOrCreateMasterKey(config.masterKey, join(config.dataDir, 'master.key')));
     const demo = await seedDemo(db, config.dataDir);
 
-    const core = buildCore({ db, log: log.child({ component: 'core' }), metrics, build: readBuildInfo() });
+    const core = buildCore({ db, log: log.child({ component: 'core' }), metrics, build: readBuildInfo(), keys, dataDir: config.dataDir });
     const corePort = await listenOrExplain(core.server, config.corePort, 'CORE_PORT');
     cleanups.push(async () => {
       core.server.closeAllConnections();

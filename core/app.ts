@@ -5,6 +5,7 @@
 import type { Server } from 'node:http';
 import type { Logger } from 'pino';
 import type { Db } from './db/pool.ts';
+import type { KeyStore } from './keys/keys.ts';
 import { buildOpenApi } from './http/openapi.ts';
 import type { RouteSpec } from './http/route.ts';
 import { createCoreServer } from './http/server.ts';
@@ -17,6 +18,9 @@ export interface CoreDeps {
   log: Logger;
   metrics: Metrics;
   build: BuildInfo;
+  keys: KeyStore;
+  /** Development files (e.g. the SMS inbox) live here; unset in tests and production. */
+  dataDir?: string;
   now?: () => number;
 }
 

@@ -6,7 +6,10 @@ import pg from 'pg';
 import type { Logger } from 'pino';
 import type { Metrics } from '../platform/metrics.ts';
 
-export type Queryable = Pick<pg.PoolClient, 'query'>;
+/** Anything that runs a parameterised query: the pool wrapper, a pool client in a transaction. */
+export interface Queryable {
+  query<R extends pg.QueryResultRow = pg.QueryResultRow>(sql: string, params?: unknown[]): Promise<pg.QueryResult<R>>;
+}
 
 export interface Db {
   readonly pool: pg.Pool;

@@ -1,4 +1,6 @@
 /** A core service on a fresh migrated database, listening on 127.0.0.1:0. */
+import { randomBytes } from 'node:crypto';
+import { KeyStore } from '../../core/keys/keys.ts';
 import { buildCore, type Core } from '../../core/app.ts';
 import { readBuildInfo } from '../../core/platform/build-info.ts';
 import { createLogger } from '../../core/platform/log.ts';
@@ -10,18 +12,21 @@ export interface TestCore {
   origin: string;
   core: Core;
   tdb: TestDb;
+  keys: KeyStore;
   close(): Promise<void>;
 }
 
 export async function startTestCore(): Promise<TestCore> {
   const metrics = createMetrics();
   const tdb = await freshDatabase({ metrics });
-  const core = buildCore({ db: tdb.db, log: createLogger('silent'), metrics, build: readBuildInfo() });
+  const keys = new KeyStore(tdb.db, randomBytes(32));
+  const core = buildCore({ db: tdb.db, log: createLogger('silent'), metrics, build: readBuildInfo(), keys });
   const s = await serve(core.server);
   return {
     origin: s.origin,
     core,
     tdb,
+    keys,
     async close() {
       await s.close();
       await tdb.drop();

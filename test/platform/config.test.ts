@@ -7,7 +7,7 @@ describe('configuration', () => {
   it('has the documented defaults', () => {
     const c = loadConfig({});
     assert.deepEqual({ ...c }, {
-      gatewayPort: 8000, corePort: 8080, authzPort: 9191, dataDir: resolve('./.data'), databaseUrl: undefined, logLevel: 'info',
+      gatewayPort: 8000, corePort: 8080, authzPort: 9191, dataDir: resolve('./.data'), databaseUrl: undefined, masterKey: undefined, logLevel: 'info',
     });
     assert.ok(Object.isFrozen(c));
   });
@@ -20,12 +20,12 @@ describe('configuration', () => {
 
   it('lists every problem at once', () => {
     try {
-      loadConfig({ GATEWAY_PORT: 'eighty', CORE_PORT: '70000', LOG_LEVEL: 'loud', DATABASE_URL: 'mysql://x' });
+      loadConfig({ GATEWAY_PORT: 'eighty', CORE_PORT: '70000', LOG_LEVEL: 'loud', DATABASE_URL: 'mysql://x', MASTER_KEY: 'short' });
       assert.fail('expected ConfigError');
     } catch (err) {
       assert.ok(err instanceof ConfigError);
       const text = err.problems.join('\n');
-      for (const key of ['GATEWAY_PORT', 'CORE_PORT', 'LOG_LEVEL', 'DATABASE_URL']) assert.match(text, new RegExp(key));
+      for (const key of ['GATEWAY_PORT', 'CORE_PORT', 'LOG_LEVEL', 'DATABASE_URL', 'MASTER_KEY']) assert.match(text, new RegExp(key));
     }
   });
 });

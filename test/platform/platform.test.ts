@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { KeyStore } from '../../core/keys/keys.ts';
 import { after, before, describe, it } from 'node:test';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { schemaHash } from '../../core/db/migrate.ts';
@@ -84,7 +86,7 @@ describe('readiness without a usable database', () => {
     const { readBuildInfo } = await import('../../core/platform/build-info.ts');
     const { serve } = await import('../helpers/http.ts');
     const tdb = await freshDatabase({ migrate: false });
-    const core = buildCore({ db: tdb.db, log: createLogger('silent'), metrics: createMetrics(), build: readBuildInfo() });
+    const core = buildCore({ db: tdb.db, log: createLogger('silent'), metrics: createMetrics(), build: readBuildInfo(), keys: new KeyStore(tdb.db, randomBytes(32)) });
     const s = await serve(core.server);
     try {
       const r = await call(s.origin, 'GET', '/v1/ready');
@@ -108,7 +110,7 @@ describe('readiness without a usable database', () => {
     const metrics = createMetrics();
     const log = createLogger('silent');
     const db = createDb({ connectionString: `postgres://x:y@127.0.0.1:${await freePort()}/none`, metrics, log });
-    const core = buildCore({ db, log, metrics, build: readBuildInfo() });
+    const core = buildCore({ db, log, metrics, build: readBuildInfo(), keys: new KeyStore(db, randomBytes(32)) });
     const s = await serve(core.server);
     try {
       const r = await call(s.origin, 'GET', '/v1/ready');

@@ -1,0 +1,25 @@
+/** Writing outbox events inside the caller's transaction (DESIGN.md "Events"). */
+import type { Queryable } from '../db/pool.ts';
+import { uuidv7 } from '../../lib/uuid.ts';
+
+export interface OutboxEvent {
+  tenantId: string;
+  /** e.g. `posting`, `transfer`, `session`. */
+  aggregate: string;
+  aggregateId: string;
+  /** `<aggregate>.<past-tense verb>`, e.g. `posting.created`. */
+  event: string;
+  payload: Record<string, unknown>;
+  headers?: Record<string, string>;
+}
+
+/** Insert one event; call it with the client of the transaction that makes the change. */
+export async function enqueue(q: Queryable, e: OutboxEvent): Promise<string> {
+  const id = uuidv7();
+  await q.query(
+    `INSERT INTO outbox (id, tenant_id, aggregate, aggregate_id, event, payload, headers)
+     VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+    [id, e.tenantId, e.aggregate, e.aggregateId, e.event, JSON.stringify(e.payload), JSON.stringify(e.headers ?? {})],
+  );
+  return id;
+}
