@@ -86,7 +86,7 @@ export function skeletonDecision(view: RequestView, resolved: ResolvedRoute): De
 
 /** Turn a decision into Envoy's CheckResponse, stripping client copies of identity headers. */
 export function toCheckResponse(view: RequestView, d: Decision, decisionId: string): CheckResponse {
-  const metadata = { fields: { decision_id: { string_value: decisionId } } };
+  const metadata = { fields: { decision_id: { stringValue: decisionId } } };
   if (d.allow) {
     const set: Record<string, string> = {
       'x-req-id': view.requestId,

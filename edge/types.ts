@@ -30,5 +30,5 @@ export interface CheckResponse {
   status: { code: number; message?: string };
   denied_response?: { status: { code: number }; headers: HeaderValueOption[]; body: string };
   ok_response?: { headers: HeaderValueOption[]; headers_to_remove: string[] };
-  dynamic_metadata?: { fields: Record<string, { string_value: string }> };
+  dynamic_metadata?: { fields: Record<string, { stringValue: string }> };
 }

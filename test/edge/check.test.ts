@@ -1,0 +1,70 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { createLogger } from '../../core/platform/log.ts';
+import type { Decide } from '../../edge/server.ts';
+import { envoyRequest, headerOf, startTestEdge, type TestEdge } from '../helpers/edge.ts';
+
+const log = createLogger('silent');
+
+describe('edge Check (skeleton policy)', () => {
+  let edge: TestEdge;
+  before(async () => {
+    edge = await startTestEdge({ log });
+  });
+  after(() => edge.close());
+
+  it('allows a public platform route and sets identity headers, removing spoofed copies', async () => {
+    const res = await edge.check(envoyRequest('GET', '/v1/health?verbose=1', {
+      headers: { 'x-purpose': 'customer.transact', 'x-tenant-id': 'evil', 'x-principal-id': 'admin', 'x-aal': '3' },
+    }));
+    assert.equal(res.status.code, 0);
+    assert.ok(res.ok_response);
+    assert.equal(headerOf(res, 'x-purpose'), 'operational');
+    assert.equal(headerOf(res, 'x-client-ip'), '203.0.113.9');
+    assert.equal(headerOf(res, 'x-req-id'), 'req-1');
+    assert.deepEqual([...res.ok_response.headers_to_remove].sort(), ['x-aal', 'x-principal-id', 'x-tenant-id']);
+    assert.ok(res.dynamic_metadata?.fields.decision_id?.stringValue);
+  });
+
+  it('denies an unmapped route (operational) with a JSON body', async () => {
+    const res = await edge.check(envoyRequest('GET', '/v1/unknown/thing'));
+    assert.equal(res.ok_response, undefined);
+    assert.equal(res.denied_response?.status.code, 403);
+    assert.equal(headerOf(res, 'content-type'), 'application/json');
+    assert.equal(JSON.parse(res.denied_response?.body ?? '{}').code, 'POLICY_DENIED');
+  });
+
+  it('denies a mapped route the skeleton does not authorise', async () => {
+    const res = await edge.check(envoyRequest('POST', '/v1/health'));
+    assert.equal(res.denied_response?.status.code, 403);
+  });
+
+  it('fails closed on a malformed CheckRequest', async () => {
+    const res = await edge.check({ attributes: {} });
+    assert.equal(res.denied_response?.status.code, 503);
+    assert.equal(JSON.parse(res.denied_response?.body ?? '{}').code, 'authz_unavailable');
+  });
+});
+
+describe('edge Check fails closed on decision faults', () => {
+  const cases: [string, Decide][] = [
+    ['a throwing policy', () => { throw new Error('policy crashed'); }],
+    ['a rejecting dependency', async () => { throw new Error('database gone'); }],
+    ['a decision slower than the budget', () => new Promise((r) => setTimeout(() => r({ allow: true, status: 200 }), 500))],
+  ];
+  for (const [name, decide] of cases) {
+    it(`denies with authz_unavailable on ${name}`, async () => {
+      const edge = await startTestEdge({ log, decide, budgetMs: 50 });
+      try {
+        const started = Date.now();
+        const res = await edge.check(envoyRequest('GET', '/v1/health'));
+        assert.equal(res.ok_response, undefined);
+        assert.equal(res.denied_response?.status.code, 503);
+        assert.equal(JSON.parse(res.denied_response?.body ?? '{}').code, 'authz_unavailable');
+        assert.ok(Date.now() - started < 400, 'answered within the budget, not after the slow dependency');
+      } finally {
+        await edge.close();
+      }
+    });
+  }
+});

@@ -1,0 +1,41 @@
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { describe, it } from 'node:test';
+import { buildCore } from '../../core/app.ts';
+import { createDb } from '../../core/db/pool.ts';
+import { KeyStore } from '../../core/keys/keys.ts';
+import { readBuildInfo } from '../../core/platform/build-info.ts';
+import { createLogger } from '../../core/platform/log.ts';
+import { createMetrics } from '../../core/platform/metrics.ts';
+import { buildRouteTable, edgeRoutes } from '../../edge/routes.ts';
+
+describe('edge route table', () => {
+  const log = createLogger('silent');
+  const metrics = createMetrics();
+  // Routes are plain data; building them opens no connection.
+  const db = createDb({ connectionString: 'postgres://unused@127.0.0.1:1/none', metrics, log });
+  const core = buildCore({ db, log, metrics, build: readBuildInfo(), keys: new KeyStore(db, randomBytes(32)) });
+  const key = (m: string, p: string) => `${m} ${p}`;
+
+  it('maps every route core serves, and nothing core does not serve', async () => {
+    const coreSet = new Set(core.routes.map((r) => key(r.method, r.path)));
+    const edgeSet = new Set(edgeRoutes.map((r) => key(r.method, r.template)));
+    assert.deepEqual([...coreSet].filter((k) => !edgeSet.has(k)), [], 'core routes missing from edge/routes.ts');
+    assert.deepEqual([...edgeSet].filter((k) => !coreSet.has(k)), [], 'edge routes core does not serve');
+    await db.close();
+  });
+
+  it('derives the purpose from method and template; unmapped paths get operational', () => {
+    const resolve = buildRouteTable();
+    assert.equal(resolve('GET', '/v1/health').purpose, 'operational');
+    const unmapped = resolve('DELETE', '/v1/anything/else');
+    assert.equal(unmapped.route, undefined);
+    assert.equal(unmapped.purpose, 'operational');
+  });
+
+  it('every entry names a purpose, a resource type and an action', () => {
+    for (const r of edgeRoutes) {
+      assert.ok(r.purpose && r.resource && r.action, key(r.method, r.template));
+    }
+  });
+});

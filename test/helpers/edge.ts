@@ -1,0 +1,58 @@
+/** A real ext_authz gRPC server and a client for it, both on loopback. */
+import * as grpc from '@grpc/grpc-js';
+import { authorizationPackage } from '../../edge/proto.ts';
+import { bindEdge, createEdgeServer, type EdgeDeps } from '../../edge/server.ts';
+import type { CheckRequest, CheckResponse } from '../../edge/types.ts';
+
+export interface TestEdge {
+  address: string;
+  check(req: CheckRequest, deadlineMs?: number): Promise<CheckResponse>;
+  close(): Promise<void>;
+}
+
+export async function startTestEdge(deps: EdgeDeps): Promise<TestEdge> {
+  const server = createEdgeServer(deps);
+  const port = await bindEdge(server, 0);
+  const address = `127.0.0.1:${port}`;
+  const { Authorization } = authorizationPackage();
+  const client = new Authorization(address, grpc.credentials.createInsecure()) as unknown as grpc.Client & {
+    Check(r: CheckRequest, o: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r?: CheckResponse) => void): void;
+  };
+  return {
+    address,
+    check: (req, deadlineMs = 2000) =>
+      new Promise((resolve, reject) => client.Check(req, { deadline: Date.now() + deadlineMs }, (e, r) => (e || !r ? reject(e) : resolve(r)))),
+    async close() {
+      client.close();
+      await new Promise<void>((r) => server.tryShutdown(() => r()));
+    },
+  };
+}
+
+/** A CheckRequest shaped as Envoy sends it (header map, path with query, raw_body bytes). */
+export function envoyRequest(method: string, path: string, opts: { headers?: Record<string, string>; body?: string; ip?: string } = {}): CheckRequest {
+  const body = Buffer.from(opts.body ?? '');
+  return {
+    attributes: {
+      source: { address: { socket_address: { address: opts.ip ?? '203.0.113.9', port_value: 50000 } } },
+      request: {
+        http: {
+          id: 'req-1',
+          method,
+          path,
+          host: 'api.example',
+          scheme: 'https',
+          protocol: 'HTTP/1.1',
+          headers: { ':method': method, ':path': path, ':authority': 'api.example', 'x-request-id': 'req-1', ...opts.headers },
+          size: String(body.length),
+          raw_body: body,
+        },
+      },
+    },
+  };
+}
+
+export function headerOf(res: CheckResponse, key: string): string | undefined {
+  const list = res.ok_response?.headers ?? res.denied_response?.headers ?? [];
+  return list.find((h) => h.header.key === key)?.header.value;
+}
