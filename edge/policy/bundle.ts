@@ -1,0 +1,133 @@
+/**
+ * Policy bundles: loaded from a directory or a URL, verified (manifest signature, WASM and
+ * registry hashes, registry signature), instantiated, and kept by policy version so
+ * `policy_ref` can name any of the last few. A bundle that does not verify is refused whole.
+ */
+import { createHash, type KeyObject } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { loadPolicy } from '@open-policy-agent/opa-wasm';
+import { Type, type Static } from '@sinclair/typebox';
+import { TypeCompiler } from '@sinclair/typebox/compiler';
+import { request } from 'undici';
+import { publicKeysFromJwks, verifyDocument } from '../../lib/signing.ts';
+
+export const defaultBundleDir = fileURLToPath(new URL('../../policy/dist/', import.meta.url));
+export const defaultTrustFile = fileURLToPath(new URL('../../policy/keys/trusted.json', import.meta.url));
+
+const Manifest = Type.Object({
+  policy_version: Type.String({ minLength: 1 }),
+  registry_version: Type.String({ minLength: 1 }),
+  entrypoint: Type.String(),
+  wasm_sha256: Type.String({ pattern: '^[0-9a-f]{64}$' }),
+  registry_sha256: Type.String({ pattern: '^[0-9a-f]{64}$' }),
+  signature: Type.String(),
+});
+
+const Purpose = Type.Object({
+  name: Type.String(),
+  min_aal: Type.Integer({ minimum: 0 }),
+  resources: Type.Array(Type.String()),
+  actions: Type.Array(Type.String()),
+  field_policies: Type.Record(Type.String(), Type.String()),
+  consent_required: Type.Boolean(),
+  retention_days: Type.Integer(),
+});
+const Registry = Type.Object({ version: Type.String(), purposes: Type.Array(Purpose), signature: Type.String() });
+export type Registry = Static<typeof Registry>;
+
+/** What the policy's entry point returns; anything else is treated as no decision. */
+const PolicyDecision = Type.Object({
+  allow: Type.Boolean(),
+  status: Type.Integer(),
+  code: Type.String(),
+  message: Type.String(),
+  step_up: Type.Boolean(),
+  reasons: Type.Array(Type.Object({ check: Type.String(), ok: Type.Boolean(), detail: Type.Unknown() })),
+  obligations: Type.Record(Type.String(), Type.Unknown()),
+  policy_version: Type.String(),
+  registry_version: Type.String(),
+});
+export type PolicyDecision = Static<typeof PolicyDecision>;
+
+const checkManifest = TypeCompiler.Compile(Manifest);
+const checkRegistry = TypeCompiler.Compile(Registry);
+const checkDecision = TypeCompiler.Compile(PolicyDecision);
+
+export class BundleError extends Error {}
+
+export interface PolicyRevision {
+  policyVersion: string;
+  registryVersion: string;
+  registry: Registry;
+  /** Synchronous evaluation; throws when the policy yields no well-formed decision. */
+  evaluate(input: unknown): PolicyDecision;
+}
+
+/**
+ * Builtins OPA's WASM target leaves to the host. Nanoseconds travel as JS numbers: precise to
+ * well under a microsecond at today's epoch, which is all an expiry comparison needs.
+ */
+const hostBuiltins = {
+  'time.parse_rfc3339_ns': (value: unknown): number => {
+    const ms = typeof value === 'string' && /^\d{4}-\d{2}-\d{2}T/.test(value) ? Date.parse(value) : Number.NaN;
+    if (Number.isNaN(ms)) throw new Error('time.parse_rfc3339_ns: not an RFC 3339 timestamp');
+    return ms * 1e6;
+  },
+};
+
+const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+
+export async function loadTrustedKeys(file = defaultTrustFile): Promise<KeyObject[]> {
+  return publicKeysFromJwks(JSON.parse(await readFile(file, 'utf8')) as unknown);
+}
+
+/** Verify and instantiate a bundle from its three files. */
+export async function instantiateBundle(files: { manifest: Buffer; registry: Buffer; wasm: Buffer }, trusted: KeyObject[]): Promise<PolicyRevision> {
+  let manifest: unknown;
+  let registry: unknown;
+  try {
+    manifest = JSON.parse(files.manifest.toString('utf8'));
+    registry = JSON.parse(files.registry.toString('utf8'));
+  } catch {
+    throw new BundleError('bundle manifest or registry is not JSON');
+  }
+  if (!checkManifest.Check(manifest)) throw new BundleError('bundle manifest is malformed');
+  if (!verifyDocument(manifest, trusted)) throw new BundleError('bundle manifest signature does not verify');
+  if (sha256(files.wasm) !== manifest.wasm_sha256) throw new BundleError('policy.wasm does not match the manifest');
+  if (sha256(files.registry) !== manifest.registry_sha256) throw new BundleError('registry.json does not match the manifest');
+  if (!checkRegistry.Check(registry)) throw new BundleError('purpose registry is malformed');
+  if (!verifyDocument(registry, trusted)) throw new BundleError('purpose registry signature does not verify');
+  if (registry.version !== manifest.registry_version) throw new BundleError('registry version differs from the manifest');
+  const policy = await loadPolicy(files.wasm, undefined, hostBuiltins);
+  policy.setData({ registry, meta: { policy_version: manifest.policy_version } });
+  const reg = registry;
+  return {
+    policyVersion: manifest.policy_version,
+    registryVersion: reg.version,
+    registry: reg,
+    evaluate(input) {
+      const results = policy.evaluate(input) as { result?: unknown }[] | undefined;
+      const result = results?.[0]?.result;
+      if (!checkDecision.Check(result)) throw new Error('policy produced no well-formed decision');
+      return result;
+    },
+  };
+}
+
+/** Load from a directory (policy/dist layout) or an http(s) URL serving the same three files. */
+export async function loadBundle(source: string, trusted: KeyObject[]): Promise<PolicyRevision> {
+  const get = /^https?:\/\//.test(source)
+    ? async (name: string) => {
+        const res = await request(new URL(name, source.endsWith('/') ? source : `${source}/`));
+        if (res.statusCode !== 200) {
+          await res.body.dump();
+          throw new BundleError(`GET ${name}: HTTP ${res.statusCode}`);
+        }
+        return Buffer.from(await res.body.arrayBuffer());
+      }
+    : (name: string) => readFile(join(source, name));
+  const [manifest, registry, wasm] = await Promise.all([get('manifest.json'), get('registry.json'), get('policy.wasm')]);
+  return instantiateBundle({ manifest, registry, wasm }, trusted);
+}

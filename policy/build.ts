@@ -1,0 +1,106 @@
+/**
+ * Build the policy bundle into policy/dist/: compile the Rego in policy/src/ to WASM with the
+ * `opa` CLI (entry point payments/authz/decision), sign the purpose registry, and write a
+ * signed manifest naming the hash of every source, the WASM and the registry.
+ *   npx tsx policy/build.ts            build (needs opa)
+ *   npx tsx policy/build.ts --check    exit 1 when dist/ is stale against the sources (no opa needed)
+ * The signing key is policy/keys/dev-signing.private.jwk (development only; a release pipeline
+ * signs with its own key and ships its public key in policy/keys/trusted.json).
+ */
+import { execFileSync } from 'node:child_process';
+import { createHash, createPrivateKey } from 'node:crypto';
+import { mkdtemp, readFile, readdir, rm, writeFile, mkdir } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { signDocument } from '../lib/signing.ts';
+import { findOpa } from './opa.ts';
+
+export const policyDir = fileURLToPath(new URL('./', import.meta.url));
+export const distDir = join(policyDir, 'dist');
+export const entrypoint = 'payments/authz/decision';
+const registrySource = join(policyDir, 'data', 'registry', 'data.json');
+
+const sha256 = (data: Buffer | string) => createHash('sha256').update(data).digest('hex');
+
+/** Every input of the bundle, path (relative to policy/) → sha256. */
+export async function sourceHashes(): Promise<Record<string, string>> {
+  const out: Record<string, string> = {};
+  const src = join(policyDir, 'src');
+  for (const name of (await readdir(src)).sort()) {
+    if (!name.endsWith('.rego') || name.endsWith('_test.rego')) continue;
+    out[relative(policyDir, join(src, name))] = sha256(await readFile(join(src, name)));
+  }
+  out[relative(policyDir, registrySource)] = sha256(await readFile(registrySource));
+  return out;
+}
+
+/** The policy version is content-addressed: the same sources always give the same version. */
+export function policyVersionOf(sources: Record<string, string>): string {
+  const lines = Object.entries(sources).filter(([p]) => p.endsWith('.rego')).map(([p, h]) => `${p}:${h}\n`).join('');
+  return sha256(lines).slice(0, 16);
+}
+
+/** Names of sources whose hash differs from the committed manifest (empty when fresh). */
+export async function staleSources(): Promise<string[]> {
+  let manifest: { sources?: Record<string, string> };
+  try {
+    manifest = JSON.parse(await readFile(join(distDir, 'manifest.json'), 'utf8')) as typeof manifest;
+  } catch {
+    return ['dist/manifest.json missing'];
+  }
+  const now = await sourceHashes();
+  const built = manifest.sources ?? {};
+  const names = new Set([...Object.keys(now), ...Object.keys(built)]);
+  return [...names].filter((n) => now[n] !== built[n]).sort();
+}
+
+async function build(): Promise<void> {
+  const opa = findOpa();
+  if (!opa) throw new Error('the opa CLI is needed to build the bundle (go install github.com/open-policy-agent/opa@v1.22.2)');
+  const tmp = await mkdtemp(join(tmpdir(), 'policy-build-'));
+  try {
+    const tarball = join(tmp, 'bundle.tar.gz');
+    execFileSync(opa, ['build', '-t', 'wasm', '-e', entrypoint, '--ignore', '*_test.rego', join(policyDir, 'src'), '-o', tarball], { stdio: 'inherit' });
+    execFileSync('tar', ['-xzf', tarball, '-C', tmp]);
+    const wasm = await readFile(join(tmp, 'policy.wasm'));
+    const key = createPrivateKey({ key: JSON.parse(await readFile(join(policyDir, 'keys', 'dev-signing.private.jwk'), 'utf8')) as import('node:crypto').JsonWebKey, format: 'jwk' });
+    const registry = JSON.parse(await readFile(registrySource, 'utf8')) as Record<string, unknown>;
+    if (typeof registry.version !== 'string') throw new Error('registry needs a version (ISO 8601 timestamp)');
+    const registryText = `${JSON.stringify(signDocument(registry, key), null, 2)}\n`;
+    const sources = await sourceHashes();
+    const opaVersion = /Version: (\S+)/.exec(execFileSync(opa, ['version']).toString())?.[1] ?? 'unknown';
+    const manifest = signDocument({
+      policy_version: policyVersionOf(sources),
+      registry_version: registry.version,
+      entrypoint,
+      opa_version: opaVersion,
+      sources,
+      wasm_sha256: sha256(wasm),
+      registry_sha256: sha256(registryText),
+    }, key);
+    await mkdir(distDir, { recursive: true });
+    await writeFile(join(distDir, 'policy.wasm'), wasm);
+    await writeFile(join(distDir, 'registry.json'), registryText);
+    await writeFile(join(distDir, 'manifest.json'), `${JSON.stringify(manifest, null, 2)}\n`);
+    process.stdout.write(`built policy ${manifest.policy_version} (registry ${String(registry.version)}) into ${distDir}\n`);
+  } finally {
+    await rm(tmp, { recursive: true, force: true });
+  }
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  const run = process.argv.includes('--check')
+    ? staleSources().then((stale) => {
+        if (stale.length > 0) {
+          process.stderr.write(`policy/dist is stale; rebuild with \`npx tsx policy/build.ts\`: ${stale.join(', ')}\n`);
+          process.exit(1);
+        }
+        process.stdout.write('policy/dist is up to date\n');
+      })
+    : build();
+  run.catch((err: unknown) => {
+    process.stderr.write(`${(err as Error).message}\n`);
+    process.exit(1);
+  });
+}

@@ -1,0 +1,322 @@
+# Purpose-based authorization (SPEC 5.2.5, 2.5, 2.6, 2.7; DESIGN.md "Policy").
+#
+# One entry point, data.payments.authz.decision, returns
+#   {allow, reasons[], step_up, status, code, message, obligations, policy_version, registry_version}.
+# `reasons` lists every check with its outcome: it is the explanation trace of simulate.
+# The host (edge/) verifies credentials and passes what it verified: the subject with its
+# relationship tuples, roles, scopes and AAL; the tenant's settings; `context.now_ns`.
+package payments.authz
+
+import rego.v1
+
+default public_action := false
+
+default member := false
+
+default aal_ok := false
+
+default roles_ok := false
+
+default subject_type_ok := false
+
+default scope_ok := false
+
+default consent_ok := false
+
+default ip_allowed := false
+
+default tenant_active := false
+
+default resource_listed := false
+
+default action_listed := false
+
+default needs_step_up := false
+
+default recent_step_up := false
+
+default stepup_fixable := false
+
+subject := object.get(input, "subject", {})
+
+ctx := object.get(input, "context", {})
+
+resource := object.get(input, "resource", {})
+
+tenant := object.get(input, "tenant", {})
+
+tenant_id := object.get(tenant, "id", "")
+
+action := object.get(input, "action", "")
+
+resource_type := object.get(resource, "type", "")
+
+risk := object.get(ctx, "risk", "low")
+
+client_ip := object.get(ctx, "ip", "")
+
+purpose_name := object.get(input, "purpose", "")
+
+aal := object.get(subject, "aal", 0)
+
+default policy_version := "unversioned"
+
+policy_version := data.meta.policy_version
+
+default registry_version := "unknown"
+
+registry_version := data.registry.version
+
+purposes := {p.name: p | some p in data.registry.purposes}
+
+purpose := purposes[purpose_name]
+
+public_action if {
+	some a in purpose.public_actions
+	a == action
+}
+
+# --- the checks; each yields {check, ok, detail} -------------------------------------------
+
+check_purpose := {"check": "purpose_known", "ok": purpose_name in object.keys(purposes), "detail": purpose_name}
+
+resource_tenant := object.get(resource, "tenant_id", "")
+
+check_tenant := {"check": "resource_tenant", "ok": resource_tenant == tenant_id, "detail": sprintf("resource tenant %v, request tenant %v", [resource_tenant, tenant_id])}
+
+tenant_active if object.get(tenant, "status", "ACTIVE") == "ACTIVE"
+
+check_tenant_active := {"check": "tenant_active", "ok": tenant_active, "detail": object.get(tenant, "status", "ACTIVE")}
+
+resource_listed if resource_type in purpose.resources
+
+check_resource := {"check": "purpose_resource", "ok": resource_listed, "detail": resource_type}
+
+action_listed if action in purpose.actions
+
+check_action := {"check": "purpose_action", "ok": action_listed, "detail": action}
+
+# SPEC 2.7: a tuple whose expires_at is set and in the past is ignored; hours and ip_ranges caveats.
+tuple_live(t) if {
+	not t.caveat.expires_at
+	caveat_hours_ok(t)
+	caveat_ip_ok(t)
+}
+
+tuple_live(t) if {
+	t.caveat.expires_at == ""
+	caveat_hours_ok(t)
+	caveat_ip_ok(t)
+}
+
+tuple_live(t) if {
+	t.caveat.expires_at != ""
+	time.parse_rfc3339_ns(t.caveat.expires_at) > object.get(ctx, "now_ns", 0)
+	caveat_hours_ok(t)
+	caveat_ip_ok(t)
+}
+
+caveat_hours_ok(t) if not t.caveat.hours
+
+# hours: {"from": 8, "to": 18} in the tenant-local hour the host computes (context.local_hour).
+caveat_hours_ok(t) if {
+	t.caveat.hours.from <= object.get(ctx, "local_hour", -1)
+	object.get(ctx, "local_hour", -1) < t.caveat.hours.to
+}
+
+caveat_ip_ok(t) if not t.caveat.ip_ranges
+
+caveat_ip_ok(t) if {
+	some cidr in t.caveat.ip_ranges
+	net.cidr_contains(cidr, client_ip)
+}
+
+member if {
+	some t in object.get(subject, "tuples", [])
+	t.relation == "member"
+	t.object_ns == "tenant"
+	t.object_id == tenant_id
+	tuple_live(t)
+}
+
+check_member := {"check": "tenant_member", "ok": member, "detail": "relationship tuple member of the tenant"} if not public_action
+
+check_member := {"check": "tenant_member", "ok": true, "detail": "public action: no subject required"} if public_action
+
+aal_ok if aal >= purpose.min_aal
+
+aal_ok if public_action
+
+check_aal := {"check": "min_aal", "ok": aal_ok, "detail": sprintf("subject aal %v, purpose needs %v", [aal, object.get(purpose, "min_aal", 0)])}
+
+# Staff purposes name the roles that may use them; some operational actions name their own.
+needed_roles := purpose.required_roles
+
+needed_roles := purpose.role_actions[action] if not purpose.required_roles
+
+roles_ok if not needed_roles
+
+roles_ok if {
+	some r in needed_roles
+	r in object.get(subject, "roles", [])
+}
+
+check_roles := {"check": "roles", "ok": roles_ok, "detail": object.get(purpose, "required_roles", object.get(object.get(purpose, "role_actions", {}), action, []))}
+
+subject_type_ok if not purpose.subject_types
+
+subject_type_ok if object.get(subject, "type", "anonymous") in purpose.subject_types
+
+subject_type_ok if public_action
+
+check_subject_type := {"check": "subject_type", "ok": subject_type_ok, "detail": object.get(subject, "type", "anonymous")}
+
+# Machine clients: the action's scope must be granted (core:write implies core:read).
+scope_needed := purpose.action_scopes[action]
+
+scope_ok if not purpose.action_scopes[action]
+
+scope_ok if scope_needed in object.get(subject, "scopes", [])
+
+scope_ok if {
+	scope_needed == "core:read"
+	"core:write" in object.get(subject, "scopes", [])
+}
+
+check_scope := {"check": "scope", "ok": scope_ok, "detail": object.get(object.get(purpose, "action_scopes", {}), action, "none")}
+
+consent_ok if not purpose.consent_required
+
+consent_ok if purpose_name in object.get(subject, "consents", [])
+
+check_consent := {"check": "consent", "ok": consent_ok, "detail": object.get(purpose, "consent_required", false)}
+
+# SPEC 2.10 allowed_ip_ranges: when set, the source address must be inside one of them.
+tenant_ranges := object.get(object.get(tenant, "security", {}), "allowed_ip_ranges", [])
+
+ip_allowed if count(tenant_ranges) == 0
+
+ip_allowed if {
+	some cidr in tenant_ranges
+	net.cidr_contains(cidr, client_ip)
+}
+
+check_ip := {"check": "tenant_ip_ranges", "ok": ip_allowed, "detail": client_ip}
+
+# --- step-up (SPEC 5.2.5, 4.3 rule 2) -------------------------------------------------------
+
+# A step-up counts as recent for high-risk requests for this long.
+recent_stepup_s := 300
+
+# customer.transact always needs AAL 2; high risk needs a recent step-up for every purpose.
+needs_step_up if {
+	not public_action
+	purpose_name == "customer.transact"
+	aal < 2
+}
+
+needs_step_up if {
+	not public_action
+	risk == "high"
+	not recent_step_up
+}
+
+needs_step_up if {
+	not public_action
+	object.get(object.get(tenant, "security", {}), "mfa_required_for_all_users", false) == true
+	object.get(subject, "type", "") == "customer"
+	aal < 2
+}
+
+recent_step_up if {
+	aal >= 2
+	object.get(subject, "stepup_age_s", 999999) <= recent_stepup_s
+}
+
+step_up_ok := not_bool(needs_step_up)
+
+not_bool(b) := false if b
+
+not_bool(b) if not b
+
+check_step_up := {"check": "step_up", "ok": step_up_ok, "detail": sprintf("purpose %v, aal %v, risk %v", [purpose_name, aal, risk])}
+
+# --- the decision ---------------------------------------------------------------------------
+
+reasons := [check_purpose, check_tenant, check_tenant_active, check_resource, check_action, check_subject_type, check_member, check_aal, check_roles, check_scope, check_consent, check_ip, check_step_up] if purpose_name in object.keys(purposes)
+
+reasons := [check_purpose] if not purpose_name in object.keys(purposes)
+
+failed := [r.check | some r in reasons; not r.ok]
+
+# Step-up helps only when it is the one thing missing (AAL below the purpose's minimum counts).
+stepup_fixable if {
+	needs_step_up
+	every f in failed {
+		f in {"step_up", "min_aal"}
+	}
+}
+
+stepup_fixable if {
+	not needs_step_up
+	failed == ["min_aal"]
+	object.get(subject, "type", "") == "customer"
+}
+
+# SPEC 2.5 field policies become masking obligations for the response.
+masking[rtype] := rule if {
+	some rtype, level in purpose.field_policies
+	rule := masking_rule[level]
+}
+
+masking_rule := {
+	"full": {"level": "full"},
+	"masked": {"level": "masked", "name": "mask", "phone": "keep_first4_last2", "card_number": "keep_suffix4"},
+	"aggregate": {"level": "aggregate", "raw_rows": "deny"},
+}
+
+obligations := {"masking": masking, "retention_days": object.get(purpose, "retention_days", 0), "purpose": purpose_name} if purpose
+
+obligations := {} if not purpose
+
+decision := {
+	"allow": true,
+	"status": 200,
+	"code": "OK",
+	"message": "allowed",
+	"step_up": false,
+	"reasons": reasons,
+	"obligations": obligations,
+	"policy_version": policy_version,
+	"registry_version": registry_version,
+} if count(failed) == 0
+
+decision := {
+	"allow": false,
+	"status": 403,
+	"code": "MFA_REQUIRED",
+	"message": "step-up authentication required",
+	"step_up": true,
+	"reasons": reasons,
+	"obligations": obligations,
+	"policy_version": policy_version,
+	"registry_version": registry_version,
+} if {
+	count(failed) > 0
+	stepup_fixable
+}
+
+decision := {
+	"allow": false,
+	"status": 403,
+	"code": "POLICY_DENIED",
+	"message": sprintf("denied: %v", [concat(", ", failed)]),
+	"step_up": false,
+	"reasons": reasons,
+	"obligations": obligations,
+	"policy_version": policy_version,
+	"registry_version": registry_version,
+} if {
+	count(failed) > 0
+	not stepup_fixable
+}

@@ -1,0 +1,272 @@
+package payments.authz_test
+
+import data.payments.authz
+import rego.v1
+
+now_ns := 1800000000000000000
+
+member := {"relation": "member", "object_ns": "tenant", "object_id": "t1", "caveat": {}}
+
+customer(level) := {"id": "c1", "type": "customer", "aal": level, "tuples": [member], "stepup_age_s": 10}
+
+base := {
+	"tenant": {"id": "t1", "status": "ACTIVE", "security": {}},
+	"subject": customer(1),
+	"resource": {"type": "account", "tenant_id": "t1"},
+	"action": "account.read",
+	"purpose": "customer.account.view",
+	"context": {"ip": "10.1.2.3", "risk": "low", "now_ns": now_ns, "local_hour": 10},
+}
+
+transfer := object.union(base, {"subject": customer(1), "resource": {"type": "transaction", "tenant_id": "t1"}, "action": "transfer.create", "purpose": "customer.transact"})
+
+failed(d) := {r.check | some r in d.reasons; not r.ok}
+
+test_account_view_allowed_with_masking if {
+	d := authz.decision with input as base
+	d.allow
+	d.status == 200
+	d.obligations.masking.account.level == "masked"
+	d.obligations.masking.transaction.phone == "keep_first4_last2"
+	d.obligations.masking.transaction.card_number == "keep_suffix4"
+	d.registry_version == data.registry.version
+	count(d.reasons) == 13
+}
+
+test_cross_tenant_resource_denied if {
+	d := authz.decision with input as object.union(base, {"resource": {"type": "account", "tenant_id": "t2"}})
+	not d.allow
+	d.code == "POLICY_DENIED"
+	failed(d) == {"resource_tenant"}
+}
+
+test_resource_not_in_purpose_denied if {
+	d := authz.decision with input as object.union(base, {"resource": {"type": "posting", "tenant_id": "t1"}})
+	failed(d) == {"purpose_resource"}
+}
+
+test_action_not_in_purpose_denied if {
+	d := authz.decision with input as object.union(base, {"action": "transfer.create"})
+	failed(d) == {"purpose_action"}
+}
+
+test_unknown_purpose_denied if {
+	d := authz.decision with input as object.union(base, {"purpose": "made.up"})
+	not d.allow
+	failed(d) == {"purpose_known"}
+}
+
+test_non_member_denied if {
+	d := authz.decision with input as object.union(base, {"subject": object.union(customer(1), {"tuples": []})})
+	failed(d) == {"tenant_member"}
+}
+
+test_member_of_other_tenant_denied if {
+	t := object.union(member, {"object_id": "t2"})
+	d := authz.decision with input as object.union(base, {"subject": object.union(customer(1), {"tuples": [t]})})
+	failed(d) == {"tenant_member"}
+}
+
+with_caveat(c) := object.union(base, {"subject": object.union(customer(1), {"tuples": [object.union(member, {"caveat": c})]})})
+
+test_expired_tuple_ignored if {
+	d := authz.decision with input as with_caveat({"expires_at": "2020-01-01T00:00:00Z"})
+	failed(d) == {"tenant_member"}
+}
+
+test_unexpired_tuple_counts if {
+	d := authz.decision with input as with_caveat({"expires_at": "2099-01-01T00:00:00Z"})
+	d.allow
+}
+
+test_empty_expiry_counts if {
+	d := authz.decision with input as with_caveat({"expires_at": ""})
+	d.allow
+}
+
+test_ip_ranges_caveat if {
+	inside := authz.decision with input as with_caveat({"ip_ranges": ["10.0.0.0/8"]})
+	inside.allow
+	outside := authz.decision with input as with_caveat({"ip_ranges": ["192.168.0.0/16"]})
+	failed(outside) == {"tenant_member"}
+}
+
+test_hours_caveat if {
+	inside := authz.decision with input as with_caveat({"hours": {"from": 8, "to": 18}})
+	inside.allow
+	outside := authz.decision with input as with_caveat({"hours": {"from": 20, "to": 23}})
+	failed(outside) == {"tenant_member"}
+}
+
+test_transact_needs_aal2 if {
+	d := authz.decision with input as transfer
+	not d.allow
+	d.step_up
+	d.code == "MFA_REQUIRED"
+	failed(d) == {"min_aal", "step_up"}
+}
+
+test_transact_allowed_at_aal2 if {
+	d := authz.decision with input as object.union(transfer, {"subject": customer(2)})
+	d.allow
+	d.obligations.masking.transaction.level == "full"
+	d.obligations.masking.beneficiary.level == "masked"
+}
+
+test_high_risk_needs_step_up_for_any_purpose if {
+	d := authz.decision with input as object.union(base, {"context": object.union(base.context, {"risk": "high"})})
+	d.code == "MFA_REQUIRED"
+	failed(d) == {"step_up"}
+}
+
+test_high_risk_allowed_after_recent_step_up if {
+	d := authz.decision with input as object.union(base, {"subject": customer(2), "context": object.union(base.context, {"risk": "high"})})
+	d.allow
+}
+
+test_high_risk_stale_step_up_needs_another if {
+	s := object.union(customer(2), {"stepup_age_s": 301})
+	d := authz.decision with input as object.union(transfer, {"subject": s, "context": object.union(base.context, {"risk": "high"})})
+	d.code == "MFA_REQUIRED"
+}
+
+test_step_up_not_offered_when_other_checks_fail if {
+	d := authz.decision with input as object.union(transfer, {"resource": {"type": "transaction", "tenant_id": "t2"}})
+	d.code == "POLICY_DENIED"
+	not d.step_up
+}
+
+test_mfa_required_for_all_users if {
+	t := object.union(base.tenant, {"security": {"mfa_required_for_all_users": true}})
+	d := authz.decision with input as object.union(base, {"tenant": t})
+	d.code == "MFA_REQUIRED"
+}
+
+test_suspended_tenant_denied if {
+	d := authz.decision with input as object.union(base, {"tenant": object.union(base.tenant, {"status": "SUSPENDED"})})
+	failed(d) == {"tenant_active"}
+}
+
+test_tenant_allowed_ip_ranges if {
+	t := object.union(base.tenant, {"security": {"allowed_ip_ranges": ["192.168.0.0/16"]}})
+	d := authz.decision with input as object.union(base, {"tenant": t})
+	failed(d) == {"tenant_ip_ranges"}
+	t2 := object.union(base.tenant, {"security": {"allowed_ip_ranges": ["10.1.0.0/16"]}})
+	ok := authz.decision with input as object.union(base, {"tenant": t2})
+	ok.allow
+}
+
+staff(roles, level) := {"id": "u1", "type": "user", "aal": level, "roles": roles, "tuples": [member]}
+
+fraud_read := object.union(base, {"purpose": "fraud.review", "resource": {"type": "transaction", "tenant_id": "t1"}, "action": "transaction.read"})
+
+test_fraud_review_requires_role_and_aal2 if {
+	ok := authz.decision with input as object.union(fraud_read, {"subject": staff(["fraud"], 2)})
+	ok.allow
+	ok.obligations.masking.transaction.level == "full"
+	no_role := authz.decision with input as object.union(fraud_read, {"subject": staff(["support"], 2)})
+	failed(no_role) == {"roles"}
+	low := authz.decision with input as object.union(fraud_read, {"subject": staff(["fraud"], 1)})
+	failed(low) == {"min_aal"}
+	low.code == "POLICY_DENIED"
+}
+
+test_support_sees_masked_and_customers_cannot_use_it if {
+	req := object.union(base, {"purpose": "support.investigate", "resource": {"type": "customer", "tenant_id": "t1"}, "action": "customer.read"})
+	d := authz.decision with input as object.union(req, {"subject": staff(["support"], 1)})
+	d.allow
+	d.obligations.masking.customer.name == "mask"
+	c := authz.decision with input as req
+	failed(c) == {"subject_type", "roles"}
+}
+
+test_compliance_kyc_gated if {
+	req := object.union(base, {"purpose": "compliance.kyc", "resource": {"type": "kyc_customer", "tenant_id": "t1"}, "action": "kyc.read"})
+	ok := authz.decision with input as object.union(req, {"subject": staff(["compliance"], 2)})
+	ok.allow
+	no := authz.decision with input as object.union(req, {"subject": staff(["support"], 2)})
+	not no.allow
+}
+
+test_analytics_aggregates_only if {
+	req := object.union(base, {"purpose": "analytics.aggregate", "subject": staff(["analyst"], 1)})
+	agg := authz.decision with input as object.union(req, {"resource": {"type": "aggregate", "tenant_id": "t1"}, "action": "aggregate.read"})
+	agg.allow
+	raw := authz.decision with input as object.union(req, {"resource": {"type": "transaction", "tenant_id": "t1"}, "action": "transaction.read"})
+	failed(raw) == {"purpose_resource", "purpose_action"}
+}
+
+test_marketing_needs_consent if {
+	req := object.union(base, {"purpose": "marketing.personalize", "resource": {"type": "offer", "tenant_id": "t1"}, "action": "offer.read"})
+	no := authz.decision with input as req
+	failed(no) == {"consent"}
+	yes := authz.decision with input as object.union(req, {"subject": object.union(customer(1), {"consents": ["marketing.personalize"]})})
+	yes.allow
+}
+
+service(scopes) := {"id": "client-1", "type": "service", "aal": 1, "scopes": scopes, "tuples": [member]}
+
+core_req(act, rtype) := object.union(base, {"purpose": "core.banking", "resource": {"type": rtype, "tenant_id": "t1"}, "action": act})
+
+test_core_scopes if {
+	w := authz.decision with input as object.union(core_req("posting.create", "posting"), {"subject": service(["core:write"])})
+	w.allow
+	r := authz.decision with input as object.union(core_req("posting.create", "posting"), {"subject": service(["core:read"])})
+	failed(r) == {"scope"}
+	read := authz.decision with input as object.union(core_req("account.read", "account"), {"subject": service(["core:write"])})
+	read.allow
+	cust := authz.decision with input as core_req("account.read", "account")
+	"subject_type" in failed(cust)
+}
+
+op(act, rtype) := object.union(base, {"purpose": "operational", "resource": {"type": rtype, "tenant_id": "t1"}, "action": act})
+
+test_operational_public_without_subject if {
+	d := authz.decision with input as object.remove(op("platform.read", "platform"), ["subject"])
+	d.allow
+}
+
+test_operational_private_actions_need_member if {
+	anon := authz.decision with input as object.remove(op("session.list", "session"), ["subject"])
+	not anon.allow
+	"tenant_member" in failed(anon)
+	mine := authz.decision with input as op("session.list", "session")
+	mine.allow
+}
+
+test_operational_does_not_allow_unlisted_actions if {
+	d := authz.decision with input as object.remove(op("unmapped", "unmapped"), ["subject"])
+	failed(d) == {"purpose_resource", "purpose_action", "tenant_member"}
+}
+
+test_simulate_needs_ops_role if {
+	no := authz.decision with input as op("authz.simulate", "authz")
+	failed(no) == {"roles"}
+	yes := authz.decision with input as object.union(op("authz.simulate", "authz"), {"subject": object.union(service([]), {"roles": ["ops"]})})
+	yes.allow
+}
+
+test_versions_reported if {
+	d := authz.decision with input as base with data.meta as {"policy_version": "abc123"}
+	d.policy_version == "abc123"
+	d.registry_version == "2026-11-22T00:00:00Z"
+}
+
+test_missing_fields_never_allow if {
+	d := authz.decision with input as {}
+	not d.allow
+}
+
+test_beneficiary_manage_at_aal1_offers_step_up if {
+	req := object.union(base, {"purpose": "customer.beneficiary.manage", "resource": {"type": "beneficiary", "tenant_id": "t1"}, "action": "beneficiary.create"})
+	d := authz.decision with input as req
+	d.code == "MFA_REQUIRED"
+	d.step_up
+	failed(d) == {"min_aal"}
+}
+
+test_registry_without_version_reports_unknown if {
+	d := authz.decision with input as base with data.registry as {"purposes": []}
+	d.registry_version == "unknown"
+	not d.allow
+}
