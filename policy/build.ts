@@ -55,14 +55,15 @@ export async function staleSources(): Promise<string[]> {
   return [...names].filter((n) => now[n] !== built[n]).sort();
 }
 
-async function build(): Promise<void> {
+/** Build the bundle into `outDir` (policy/dist by default). */
+export async function build(outDir = distDir, quiet = false): Promise<{ policyVersion: string }> {
   const opa = findOpa();
   if (!opa) throw new Error('the opa CLI is needed to build the bundle (go install github.com/open-policy-agent/opa@v1.22.2)');
   const tmp = await mkdtemp(join(tmpdir(), 'policy-build-'));
   try {
     const tarball = join(tmp, 'bundle.tar.gz');
-    execFileSync(opa, ['build', '-t', 'wasm', '-e', entrypoint, '--ignore', '*_test.rego', join(policyDir, 'src'), '-o', tarball], { stdio: 'inherit' });
-    execFileSync('tar', ['-xzf', tarball, '-C', tmp]);
+    execFileSync(opa, ['build', '-t', 'wasm', '-e', entrypoint, '--ignore', '*_test.rego', join(policyDir, 'src'), '-o', tarball], { stdio: quiet ? 'ignore' : 'inherit' });
+    execFileSync('tar', ['-xzf', tarball, '-C', tmp], { stdio: 'ignore' });
     const wasm = await readFile(join(tmp, 'policy.wasm'));
     const key = createPrivateKey({ key: JSON.parse(await readFile(join(policyDir, 'keys', 'dev-signing.private.jwk'), 'utf8')) as import('node:crypto').JsonWebKey, format: 'jwk' });
     const registry = JSON.parse(await readFile(registrySource, 'utf8')) as Record<string, unknown>;
@@ -79,11 +80,12 @@ async function build(): Promise<void> {
       wasm_sha256: sha256(wasm),
       registry_sha256: sha256(registryText),
     }, key);
-    await mkdir(distDir, { recursive: true });
-    await writeFile(join(distDir, 'policy.wasm'), wasm);
-    await writeFile(join(distDir, 'registry.json'), registryText);
-    await writeFile(join(distDir, 'manifest.json'), `${JSON.stringify(manifest, null, 2)}\n`);
-    process.stdout.write(`built policy ${manifest.policy_version} (registry ${String(registry.version)}) into ${distDir}\n`);
+    await mkdir(outDir, { recursive: true });
+    await writeFile(join(outDir, 'policy.wasm'), wasm);
+    await writeFile(join(outDir, 'registry.json'), registryText);
+    await writeFile(join(outDir, 'manifest.json'), `${JSON.stringify(manifest, null, 2)}\n`);
+    if (!quiet) process.stdout.write(`built policy ${manifest.policy_version} (registry ${String(registry.version)}) into ${outDir}\n`);
+    return { policyVersion: manifest.policy_version };
   } finally {
     await rm(tmp, { recursive: true, force: true });
   }
@@ -98,7 +100,7 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
         }
         process.stdout.write('policy/dist is up to date\n');
       })
-    : build();
+    : build().then(() => undefined);
   run.catch((err: unknown) => {
     process.stderr.write(`${(err as Error).message}\n`);
     process.exit(1);

@@ -1,0 +1,100 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { createHash, generateKeyPairSync } from 'node:crypto';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { BundleError, defaultBundleDir, instantiateBundle, loadBundle, loadTrustedKeys } from '../../edge/policy/bundle.ts';
+import { PolicyStore } from '../../edge/policy/store.ts';
+import { build, policyDir, staleSources } from '../../policy/build.ts';
+import { findOpa } from '../../policy/opa.ts';
+import { signDocument } from '../../lib/signing.ts';
+
+const opa = findOpa();
+// Under CI the policy tests must run: a missing opa is a failure, never a silent skip.
+const skipOpa = opa ? false : process.env.CI === 'true' ? false : 'opa CLI not installed (CI installs it; see .ci/run)';
+
+describe('policy sources', () => {
+  it('opa test passes with full rule coverage reported', { skip: skipOpa }, () => {
+    assert.ok(opa, 'opa CLI is required under CI=true');
+    const out = execFileSync(opa, ['test', '--coverage', 'src', 'data'], { cwd: policyDir }).toString();
+    const report = JSON.parse(out) as { coverage: number; files: Record<string, unknown> };
+    assert.ok(report.coverage >= 95, `coverage ${report.coverage}`);
+    const verbose = execFileSync(opa, ['test', '-v', 'src', 'data'], { cwd: policyDir }).toString();
+    assert.match(verbose, /PASS: \d+\/\d+/);
+    assert.doesNotMatch(verbose, /FAIL/);
+  });
+
+  it('the committed bundle is not older than its sources', async () => {
+    assert.deepEqual(await staleSources(), [], 'rebuild with `npx tsx policy/build.ts`');
+  });
+
+  it('rebuilding from the sources reproduces the committed WASM byte for byte', { skip: skipOpa }, async () => {
+    const out = await mkdtemp(join(tmpdir(), 'policy-'));
+    try {
+      await build(out, true);
+      const hash = async (dir: string) => createHash('sha256').update(await readFile(join(dir, 'policy.wasm'))).digest('hex');
+      assert.equal(await hash(out), await hash(defaultBundleDir));
+    } finally {
+      await rm(out, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('policy bundle verification', () => {
+  const files = async () => ({
+    manifest: await readFile(join(defaultBundleDir, 'manifest.json')),
+    registry: await readFile(join(defaultBundleDir, 'registry.json')),
+    wasm: await readFile(join(defaultBundleDir, 'policy.wasm')),
+  });
+
+  it('loads the committed bundle and evaluates decisions', async () => {
+    const rev = await loadBundle(defaultBundleDir, await loadTrustedKeys());
+    assert.equal(rev.registry.purposes.length >= 9, true);
+    const names = rev.registry.purposes.map((p) => p.name);
+    for (const n of ['customer.transact', 'customer.account.view', 'customer.beneficiary.manage', 'support.investigate', 'fraud.review', 'compliance.kyc', 'analytics.aggregate', 'marketing.personalize', 'operational']) {
+      assert.ok(names.includes(n), n);
+    }
+    const d = rev.evaluate({
+      tenant: { id: 't1' }, subject: { id: 'c', type: 'customer', aal: 1, tuples: [] },
+      resource: { type: 'account', tenant_id: 't2' }, action: 'account.read', purpose: 'customer.account.view',
+      context: { ip: '10.0.0.1', risk: 'low', now_ns: Date.now() * 1e6 },
+    });
+    assert.equal(d.allow, false);
+    assert.equal(d.policy_version, rev.policyVersion);
+    assert.ok(d.reasons.some((r) => r.check === 'resource_tenant' && !r.ok));
+  });
+
+  it('refuses a registry whose content or signature was changed', async () => {
+    const f = await files();
+    const reg = JSON.parse(f.registry.toString());
+    reg.purposes[0].min_aal = 0;
+    await assert.rejects(instantiateBundle({ ...f, registry: Buffer.from(JSON.stringify(reg)) }, await loadTrustedKeys()), BundleError);
+  });
+
+  it('refuses a registry re-signed by an untrusted key, even with a matching manifest', async () => {
+    const f = await files();
+    const { privateKey } = generateKeyPairSync('ed25519');
+    const reg = signDocument({ ...JSON.parse(f.registry.toString()), signature: undefined }, privateKey);
+    const regBuf = Buffer.from(JSON.stringify(reg));
+    const manifest = signDocument({ ...JSON.parse(f.manifest.toString()), registry_sha256: createHash('sha256').update(regBuf).digest('hex') }, privateKey);
+    await assert.rejects(instantiateBundle({ ...f, registry: regBuf, manifest: Buffer.from(JSON.stringify(manifest)) }, await loadTrustedKeys()), /signature does not verify/);
+  });
+
+  it('refuses a WASM that does not match the manifest', async () => {
+    const f = await files();
+    const wasm = Buffer.from(f.wasm);
+    wasm[wasm.length - 1] ^= 1;
+    await assert.rejects(instantiateBundle({ ...f, wasm }, await loadTrustedKeys()), /does not match the manifest/);
+  });
+
+  it('the store keeps the current revision when a bad bundle arrives and addresses revisions by version', async () => {
+    const store = new PolicyStore(await loadTrustedKeys());
+    const rev = await store.load(defaultBundleDir);
+    await assert.rejects(store.load(join(tmpdir(), 'no-such-bundle')));
+    assert.equal(store.current?.policyVersion, rev.policyVersion);
+    assert.equal(store.get(rev.policyVersion), rev);
+    assert.equal(store.get('unknown-version'), undefined);
+  });
+});
