@@ -12,6 +12,8 @@ import { createCoreServer } from './http/server.ts';
 import type { BuildInfo } from './platform/build-info.ts';
 import type { Metrics } from './platform/metrics.ts';
 import { platformRoutes } from './platform/routes.ts';
+import { identityDeps, type IdentityOptions } from './identity/context.ts';
+import { identityRoutes } from './identity/routes.ts';
 
 export interface CoreDeps {
   db: Db;
@@ -22,6 +24,8 @@ export interface CoreDeps {
   /** Development files (e.g. the SMS inbox) live here; unset in tests and production. */
   dataDir?: string;
   now?: () => number;
+  /** Identity options (tests inject a capturing SMS sender). */
+  identity?: IdentityOptions;
 }
 
 export interface Core {
@@ -39,6 +43,7 @@ export function buildCore(deps: CoreDeps): Core {
       openapi: () => (openapi ??= buildOpenApi(routes, { version: deps.build.version })),
     }),
   );
+  routes.push(...identityRoutes(identityDeps({ db: deps.db, keys: deps.keys, log: deps.log, now, dataDir: deps.dataDir }, deps.identity)));
   const server = createCoreServer({ routes, log: deps.log, metrics: deps.metrics });
   return { server, routes };
 }

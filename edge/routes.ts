@@ -25,6 +25,10 @@ const platform = (method: string, template: string): EdgeRoute => ({
   method, template, purpose: operationalPurpose, resource: 'platform', action: 'platform.read', credential: 'public',
 });
 
+const identity = (method: string, template: string, action: string, credential: Credential): EdgeRoute => ({
+  method, template, purpose: operationalPurpose, resource: 'customer_auth', action, credential,
+});
+
 /** The platform routes are the first entries; later features append theirs. */
 export const edgeRoutes: EdgeRoute[] = [
   platform('GET', '/v1/health'),
@@ -34,6 +38,19 @@ export const edgeRoutes: EdgeRoute[] = [
   platform('GET', '/v1/openapi.json'),
   platform('GET', '/v1/docs'),
   platform('GET', '/v1/docs/{asset}'),
+  // customer identity (SPEC 4.2; issue 3): unauthenticated ones are public and rate limited
+  identity('POST', '/customers/auth/otp/send', 'auth.otp_send', 'public'),
+  identity('POST', '/customers/auth/otp/verify', 'auth.otp_verify', 'public'),
+  identity('POST', '/customers/auth/pin/set', 'auth.pin_set', 'public'),
+  identity('POST', '/customers/auth/login', 'auth.login', 'public'),
+  identity('POST', '/customers/auth/token/refresh', 'auth.refresh', 'public'),
+  identity('GET', '/.well-known/jwks.json', 'auth.jwks', 'public'),
+  identity('POST', '/customers/auth/logout', 'auth.logout', 'customer'),
+  identity('POST', '/customers/auth/stepup/otp', 'auth.stepup_otp', 'customer'),
+  identity('POST', '/customers/auth/stepup/complete', 'auth.stepup', 'customer'),
+  identity('GET', '/customers/sessions', 'session.list', 'customer'),
+  identity('DELETE', '/customers/sessions/{id}', 'session.revoke', 'customer'),
+  identity('POST', '/customers/devices', 'device.register', 'customer'),
 ];
 
 export interface ResolvedRoute {

@@ -25,6 +25,19 @@ const table = {
   RATE_LIMITED: [429, 'Too Many Requests'],
   INTERNAL: [500, 'Server Error'],
   SERVICE_UNAVAILABLE: [503, 'Service Unavailable'],
+  // identity (SPEC 4.2, 5.2, 7.2, 8): failed logins share one answer whatever the cause
+  INVALID_CREDENTIALS: [401, 'Unauthorized'],
+  INVALID_TOKEN: [401, 'Unauthorized'],
+  INVALID_REFRESH_TOKEN: [401, 'Unauthorized'],
+  OTP_INVALID: [401, 'Unauthorized'],
+  VERIFICATION_INVALID: [401, 'Unauthorized'],
+  DEVICE_ASSERTION_INVALID: [401, 'Unauthorized'],
+  VERIFICATION_REQUIRED: [403, 'Forbidden'],
+  MFA_REQUIRED: [403, 'Forbidden'],
+  challenge_mismatch: [403, 'Forbidden'],
+  TENANT_MISMATCH: [403, 'Forbidden'],
+  TENANT_NOT_FOUND: [404, 'Record Not Found'],
+  LOCKED: [429, 'Too Many Requests'],
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ErrorCode = keyof typeof table;

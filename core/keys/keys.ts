@@ -182,6 +182,16 @@ export class KeyStore {
     return payload as JWTPayload & { tid: string };
   }
 
+  /** Envelope-encrypt another secret (e.g. a tenant's identity secret) with the master key. */
+  sealSecret(plaintext: Buffer, aad: string): Buffer {
+    return seal(this.masterKey, plaintext, `secret:${aad}`);
+  }
+
+  /** Open what `sealSecret` sealed with the same `aad`; throws if it was tampered with. */
+  openSecret(sealed: Buffer, aad: string): Buffer {
+    return open(this.masterKey, sealed, `secret:${aad}`);
+  }
+
   /** The tenant's public JWKS: active and grace keys. */
   async jwks(tenantId: string): Promise<{ keys: JWK[] }> {
     const { rows } = await this.db.query<{ public_jwk: JWK; state: string; grace_until: Date | null }>(

@@ -1,0 +1,153 @@
+/**
+ * PIN login (SPEC 3 session "login", 5.2). Guarantees:
+ * - Unknown tenant, unknown phone, phone without a PIN, inactive customer and wrong PIN all
+ *   answer the same 401 INVALID_CREDENTIALS body after the same argon2 work (a dummy hash).
+ * - Lockout (throttle.ts) counts per tenant+phone (HMAC), source address and device, and is
+ *   applied identically to unknown phones, so a locked answer does not reveal a customer.
+ * - Every attempt writes an audit record; none contains the PIN.
+ * - An older kdf_version is rehashed after the response, off the login's path.
+ */
+import { AppError } from '../http/errors.ts';
+import type { RequestContext } from '../http/route.ts';
+import { uuidv7 } from '../../lib/uuid.ts';
+import { issueChallenge, origOf, type StepUpMethod } from './challenge.ts';
+import { auditAuth, clientIpOf, inBackground, phoneKeyOf, phoneRef, type IdentityDeps } from './context.ts';
+import { lookupKey } from './secrets.ts';
+import { needsRehash, currentKdfVersion } from './pin.ts';
+import { createSession } from './sessions.ts';
+import { admitAll, loginPolicy, phonePolicy, settleSuccess, type Check } from './throttle.ts';
+import { accessTtlS, issueAccessToken } from './tokens.ts';
+import { tenantSettings } from './settings.ts';
+import { SemaphoreFull } from './semaphore.ts';
+
+export interface LoginInput {
+  tenantId: string;
+  phone: string;
+  pin: string;
+}
+
+export interface LoginResult {
+  accessToken: string;
+  refreshToken: string;
+  expiresIn: number;
+  sessionId: string;
+  aal: number;
+  mfaRequired?: boolean;
+  challenge?: string;
+  methods?: StepUpMethod[];
+}
+
+const invalid = () => new AppError('INVALID_CREDENTIALS', 'invalid credentials');
+
+interface CredentialRow {
+  id: string;
+  status: string;
+  pin_hash: Buffer | null;
+  pin_salt: Buffer | null;
+  kdf_version: number | null;
+}
+
+/** Run a PIN check through the argon2 gate; a full queue is 503, never an unbounded pile. */
+async function gated<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err instanceof SemaphoreFull) throw new AppError('SERVICE_UNAVAILABLE', 'login is busy; retry shortly', { headers: { 'retry-after': '1' } });
+    throw err;
+  }
+}
+
+/** Methods a customer can step up with: OTP always (verified phone), device when one is registered. */
+export async function stepUpMethods(deps: IdentityDeps, tenantId: string, customerId: string): Promise<StepUpMethod[]> {
+  const { rows } = await deps.db.query('SELECT 1 FROM customer_devices WHERE tenant_id = $1 AND customer_id = $2 AND revoked_at IS NULL LIMIT 1', [tenantId, customerId]);
+  return rows.length > 0 ? ['otp', 'device'] : ['otp'];
+}
+
+export async function login(deps: IdentityDeps, ctx: RequestContext<unknown, unknown, unknown>, input: LoginInput): Promise<LoginResult> {
+  const { db } = deps;
+  const { tenantId, phone, pin } = input;
+  const settings = await tenantSettings(db, tenantId);
+  const secrets = settings?.active ? await deps.secrets.get(tenantId) : undefined;
+  if (!settings || !secrets) {
+    // No tenant to count or audit against: spend the same work and answer the same.
+    await gated(() => deps.pins.verifyDummy(pin, undefined));
+    deps.log.info({ reqId: ctx.requestId, outcome: 'unknown_tenant' }, 'login refused');
+    throw invalid();
+  }
+  const ip = clientIpOf(ctx);
+  const device = ctx.identity.deviceId;
+  const phoneKey = phoneKeyOf(secrets, tenantId, phone);
+  const checks: Check[] = [
+    { scope: 'phone', key: phoneKey, policy: phonePolicy },
+    { scope: 'ip', key: lookupKey(secrets.lookup, 'ip', tenantId, ip), policy: loginPolicy },
+  ];
+  if (device) checks.push({ scope: 'device', key: lookupKey(secrets.lookup, 'device', tenantId, device), policy: loginPolicy });
+  const attrs = { ip, device: device ?? null, phone: phoneRef(phoneKey) };
+  const anon = { type: 'anonymous', id: phoneRef(phoneKey) };
+  const target = { type: 'phone', id: phoneRef(phoneKey) };
+  const audit = (allow: boolean, outcome: string, actor = anon, aal?: number) =>
+    ({ tenantId, action: 'auth.login', actor, target, allow, attrs: { ...attrs, outcome }, requestId: ctx.requestId, ...(aal ? { aal } : {}) });
+
+  const start = deps.now();
+  const gate = await db.tx(async (q) => {
+    const g = await admitAll(q, tenantId, checks, start);
+    if (!g.ok) await auditAuth(q, audit(false, g.reason), start);
+    return g;
+  });
+  if (!gate.ok) {
+    if (gate.reason === 'verification_required') {
+      throw new AppError('VERIFICATION_REQUIRED', 'too many failed attempts today: verify the phone with a new code first');
+    }
+    throw new AppError('LOCKED', 'too many failed attempts; try again later', { headers: { 'retry-after': String(gate.retryAfterS) } });
+  }
+
+  const { rows } = await db.query<CredentialRow>(
+    `SELECT c.id, c.status, cr.pin_hash, cr.pin_salt, cr.kdf_version FROM customers c
+     LEFT JOIN credentials cr ON cr.tenant_id = c.tenant_id AND cr.customer_id = c.id
+     WHERE c.tenant_id = $1 AND c.phone_e164 = $2`,
+    [tenantId, phone],
+  );
+  const row = rows[0];
+  const usable = row && row.status === 'active' && row.pin_hash && row.pin_salt && row.kdf_version !== null ? row : undefined;
+  const ok = usable
+    ? await gated(() => deps.pins.verify(pin, secrets.pin, { hash: usable.pin_hash as Buffer, salt: usable.pin_salt as Buffer, kdfVersion: usable.kdf_version as number }))
+    : await gated(() => deps.pins.verifyDummy(pin, secrets.pin));
+  const t = deps.now();
+  if (!ok || !usable) {
+    await db.tx((q) => auditAuth(q, audit(false, usable ? 'bad_pin' : 'unknown_or_no_pin', usable ? { type: 'customer', id: usable.id } : anon), t));
+    throw invalid();
+  }
+
+  const customerId = usable.id;
+  const sessionId = uuidv7(t);
+  const mfaPending = settings.mfaRequiredForAll;
+  const access = await issueAccessToken(deps.keys, { tenantId, sub: customerId, sid: sessionId, aal: 1, amr: ['pin'] }, t);
+  const refreshToken = await db.tx(async (q) => {
+    await settleSuccess(q, tenantId, checks, t);
+    const rt = await createSession(q, sessionId, { tenantId, customerId, jti: access.jti, aal: 1, mfaPending, device, ip }, t);
+    await auditAuth(q, { ...audit(true, 'success', { type: 'customer', id: customerId }, 1), target: { type: 'session', id: sessionId } }, t);
+    return rt;
+  });
+  if (needsRehash(usable.kdf_version as number)) {
+    inBackground(deps, 'pin rehash', () => rehash(deps, tenantId, customerId, pin, secrets.pin, usable.kdf_version as number));
+  }
+  const out: LoginResult = { accessToken: access.token, refreshToken, expiresIn: accessTtlS, sessionId, aal: 1 };
+  if (mfaPending) {
+    // SPEC 2.10 mfa_required_for_all_users: the session must step up before it is refreshed.
+    const methods = await stepUpMethods(deps, tenantId, customerId);
+    out.mfaRequired = true;
+    out.methods = methods;
+    out.challenge = await issueChallenge(deps.keys, { tenantId, sub: customerId, orig: origOf('POST', '/customers/auth/login', ''), methods }, t);
+  }
+  return out;
+}
+
+/** Recompute a legacy hash with the current parameters, unless the PIN changed meanwhile. */
+async function rehash(deps: IdentityDeps, tenantId: string, customerId: string, pin: string, pepper: Buffer, fromVersion: number): Promise<void> {
+  const ph = await deps.pins.hash(pin, pepper, currentKdfVersion);
+  await deps.db.query(
+    `UPDATE credentials SET pin_hash = $3, pin_salt = $4, kdf_version = $5
+     WHERE tenant_id = $1 AND customer_id = $2 AND kdf_version = $6`,
+    [tenantId, customerId, ph.hash, ph.salt, ph.kdfVersion, fromVersion],
+  );
+}

@@ -1,0 +1,88 @@
+/**
+ * PIN hashing (SPEC 2.4): argon2id, a random per-credential salt, and the tenant's PIN secret
+ * as argon2's `secret` (pepper) input. Parameters are versioned by `kdf_version`; a login that
+ * verifies against an older version rehashes in the background. All argon2 work runs through
+ * one bounded semaphore so a burst of logins queues instead of exhausting memory.
+ *
+ * A 4–6 digit PIN has at most 10^6 values: the pepper, not the hash cost, is what makes a
+ * stolen credentials table useless offline; the cost bounds online and insider attempts.
+ */
+import { randomBytes, timingSafeEqual } from 'node:crypto';
+import argon2 from 'argon2';
+import { Semaphore } from './semaphore.ts';
+
+export interface KdfParams {
+  memoryKiB: number;
+  timeCost: number;
+  parallelism: number;
+}
+
+/** kdf_version → parameters. Append a version to raise the cost; never change one. */
+export const kdfVersions: Readonly<Record<number, KdfParams>> = Object.freeze({
+  // 1: legacy (OWASP 2021 second option, m=15 MiB, t=2): below today's floor, rehashed on login
+  1: { memoryKiB: 15 * 1024, timeCost: 2, parallelism: 1 },
+  // 2: OWASP password storage cheat sheet minimum for argon2id: m=19 MiB, t=2, p=1
+  2: { memoryKiB: 19 * 1024, timeCost: 2, parallelism: 1 },
+});
+export const currentKdfVersion = 2;
+
+const saltBytes = 16;
+const hashBytes = 32;
+/** Concurrent argon2 computations: 19 MiB each; libuv's default pool has 4 threads. */
+export const argonConcurrency = 4;
+/** Hashes allowed to wait; past this a login answers 503 rather than queue unboundedly. */
+export const argonMaxQueue = 256;
+
+export interface PinHash {
+  hash: Buffer;
+  salt: Buffer;
+  kdfVersion: number;
+}
+
+export class PinHasher {
+  readonly gate: Semaphore;
+
+  constructor(opts: { concurrency?: number; maxQueue?: number } = {}) {
+    this.gate = new Semaphore(opts.concurrency ?? argonConcurrency, opts.maxQueue ?? argonMaxQueue);
+  }
+
+  private raw(pin: string, salt: Buffer, pepper: Buffer, version: number): Promise<Buffer> {
+    const p = kdfVersions[version];
+    if (!p) throw new Error(`unknown kdf_version ${version}`);
+    return this.gate.run(() =>
+      argon2.hash(pin, {
+        type: argon2.argon2id, raw: true, salt, secret: pepper, hashLength: hashBytes,
+        memoryCost: p.memoryKiB, timeCost: p.timeCost, parallelism: p.parallelism,
+      }),
+    );
+  }
+
+  /** Hash a new PIN with the current parameters (or `version`, for tests and migrations). */
+  async hash(pin: string, pepper: Buffer, version = currentKdfVersion): Promise<PinHash> {
+    const salt = randomBytes(saltBytes);
+    return { hash: await this.raw(pin, salt, pepper, version), salt, kdfVersion: version };
+  }
+
+  /** Constant-time comparison of `pin` against a stored hash. */
+  async verify(pin: string, pepper: Buffer, stored: PinHash): Promise<boolean> {
+    const computed = await this.raw(pin, stored.salt, pepper, stored.kdfVersion);
+    return computed.length === stored.hash.length && timingSafeEqual(computed, stored.hash);
+  }
+
+  /**
+   * Spend the same work as a real verification and answer false: used when the phone is
+   * unknown, has no PIN, or the tenant does not exist, so timing does not tell them apart.
+   */
+  async verifyDummy(pin: string, pepper: Buffer | undefined): Promise<false> {
+    await this.raw(pin, dummySalt, pepper ?? dummyPepper, currentKdfVersion);
+    return false;
+  }
+}
+
+const dummySalt = randomBytes(saltBytes);
+const dummyPepper = randomBytes(32);
+
+/** True when a stored hash should be recomputed with the current parameters. */
+export function needsRehash(kdfVersion: number): boolean {
+  return kdfVersion < currentKdfVersion;
+}

@@ -1,0 +1,152 @@
+/**
+ * Customer identity routes (SPEC 4.2 without the /v1 prefix, plus what issue 3 adds: token
+ * refresh, logout, sessions, devices, step-up OTP and the per-tenant JWKS).
+ */
+import { Type } from '@sinclair/typebox';
+import { uuidv7 } from '../../lib/uuid.ts';
+import { AppError } from '../http/errors.ts';
+import { defineRoute, type RouteSpec } from '../http/route.ts';
+import { issueChallenge, origOf, type StepUpMethod } from './challenge.ts';
+import { auditAuth, clientIpOf, type IdentityDeps } from './context.ts';
+import { DeviceAssertion, PublicKeyInput, rawPublicKey } from './devices.ts';
+import { login, stepUpMethods } from './login.ts';
+import { phoneRoutes } from './routes-phone.ts';
+import { refresh } from './refresh.ts';
+import { OpaqueToken, Otp, Phone, TenantId } from './schemas.ts';
+import { listSessions, revokeSession } from './sessions.ts';
+import { completeStepUp, sendStepUpOtp } from './stepup.ts';
+import { authenticate } from './tokens.ts';
+
+const tags = ['customer-auth'];
+const bearerHeader = [{ name: 'Authorization', required: true, description: 'Bearer <access token>' }];
+const Jwt = Type.String({ minLength: 16, maxLength: 4096, pattern: '^[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+$' });
+
+const LoginBody = Type.Object({ tenantId: TenantId, phone: Phone, pin: Type.String({ pattern: '^[0-9]{4,6}$' }) }, { additionalProperties: false });
+const TokenPair = Type.Object({
+  accessToken: Type.String(), refreshToken: Type.String(), expiresIn: Type.Integer(), sessionId: Type.String(), aal: Type.Integer(),
+  mfaRequired: Type.Optional(Type.Boolean()), challenge: Type.Optional(Type.String()), methods: Type.Optional(Type.Array(Type.String())),
+});
+const RefreshBody = Type.Object({ tenantId: TenantId, refreshToken: OpaqueToken }, { additionalProperties: false });
+const StepUpBody = Type.Object({
+  challengeToken: Jwt,
+  otp: Type.Optional(Type.Union([Otp, Type.Null()])),
+  deviceAssertion: Type.Optional(Type.Union([DeviceAssertion, Type.Null()])),
+}, { additionalProperties: false });
+const StepUpReply = Type.Object({ accessToken: Type.String(), expiresIn: Type.Integer(), aal: Type.Literal(2) });
+const SessionView = Type.Object({
+  id: Type.String(), createdAt: Type.String(), lastSeen: Type.String(), aal: Type.Integer(),
+  device: Type.Union([Type.String(), Type.Null()]), ip: Type.Union([Type.String(), Type.Null()]), current: Type.Boolean(),
+});
+const DeviceBody = Type.Object({ publicKey: PublicKeyInput, label: Type.Optional(Type.String({ maxLength: 64 })) }, { additionalProperties: false });
+const Jwks = Type.Object({ keys: Type.Array(Type.Record(Type.String(), Type.Unknown())) });
+
+export function identityRoutes(deps: IdentityDeps): RouteSpec[] {
+  const { db, keys, now } = deps;
+  return [
+    ...phoneRoutes(deps),
+    defineRoute({
+      method: 'POST', path: '/customers/auth/login', operationId: 'customerLogin', tags, body: LoginBody,
+      summary: 'Log in with phone and PIN (AAL 1); uniform 401 for every credential failure',
+      responses: { 200: { description: 'Session created', schema: TokenPair } },
+      handler: async (ctx) => ({ status: 200, body: await login(deps, ctx, ctx.body) }),
+    }),
+    defineRoute({
+      method: 'POST', path: '/customers/auth/token/refresh', operationId: 'customerTokenRefresh', tags, body: RefreshBody,
+      summary: 'Rotate the refresh token; reuse of a rotated token revokes the session',
+      responses: { 200: { description: 'New token pair', schema: TokenPair } },
+      handler: async (ctx) => ({ status: 200, body: await refresh(deps, ctx, ctx.body.tenantId, ctx.body.refreshToken) }),
+    }),
+    defineRoute({
+      method: 'POST', path: '/customers/auth/logout', operationId: 'customerLogout', tags, headers: bearerHeader,
+      summary: 'Revoke the current session', responses: { 204: { description: 'Logged out' } },
+      handler: async (ctx) => {
+        const c = await authenticate(keys, db, ctx.headers, ctx.identity);
+        await db.tx((q) => revokeSession(q, c.tenantId, c.sessionId, 'logout', { type: 'customer', id: c.customerId }, now()));
+        return { status: 204 };
+      },
+    }),
+    defineRoute({
+      method: 'GET', path: '/customers/sessions', operationId: 'customerSessions', tags, headers: bearerHeader,
+      summary: "The caller's live sessions",
+      responses: { 200: { description: 'Sessions', schema: Type.Object({ sessions: Type.Array(SessionView) }) } },
+      handler: async (ctx) => {
+        const c = await authenticate(keys, db, ctx.headers, ctx.identity);
+        const sessions = (await listSessions(db, c.tenantId, c.customerId)).map((s) => ({ ...s, current: s.id === c.sessionId }));
+        return { status: 200, body: { sessions } };
+      },
+    }),
+    defineRoute({
+      method: 'DELETE', path: '/customers/sessions/{id}', operationId: 'customerSessionRevoke', tags, headers: bearerHeader,
+      params: Type.Object({ id: Type.String({ pattern: '^[0-9a-f-]{36}$' }) }),
+      summary: "Revoke one of the caller's sessions", responses: { 204: { description: 'Revoked' } },
+      handler: async (ctx) => {
+        const c = await authenticate(keys, db, ctx.headers, ctx.identity);
+        const done = await db.tx(async (q) => {
+          const own = await q.query(
+            `SELECT 1 FROM sessions WHERE tenant_id = $1 AND id = $2 AND subject_type = 'customer' AND subject_id = $3 AND revoked_at IS NULL FOR UPDATE`,
+            [c.tenantId, ctx.params.id, c.customerId],
+          );
+          return own.rows.length > 0 && revokeSession(q, c.tenantId, ctx.params.id, 'revoked_by_customer', { type: 'customer', id: c.customerId }, now());
+        });
+        if (!done) throw new AppError('NOT_FOUND', 'no such live session');
+        return { status: 204 };
+      },
+    }),
+    defineRoute({
+      method: 'POST', path: '/customers/auth/stepup/otp', operationId: 'customerStepUpOtp', tags, headers: bearerHeader,
+      body: Type.Object({ challengeToken: Jwt }, { additionalProperties: false }),
+      summary: 'Send an OTP bound to a step-up challenge', responses: { 202: { description: 'Code sent' } },
+      handler: async (ctx) => {
+        await sendStepUpOtp(deps, ctx, ctx.body.challengeToken);
+        return { status: 202, body: { expiresIn: 300 } };
+      },
+    }),
+    defineRoute({
+      method: 'POST', path: '/customers/auth/stepup/complete', operationId: 'customerStepUpComplete', tags, headers: bearerHeader, body: StepUpBody,
+      summary: 'Complete a step-up with an OTP or a device assertion; returns an AAL 2 token (~10 min)',
+      responses: { 200: { description: 'AAL 2 token', schema: StepUpReply } },
+      handler: async (ctx) => ({ status: 200, body: await completeStepUp(deps, ctx, ctx.body) }),
+    }),
+    defineRoute({
+      method: 'POST', path: '/customers/devices', operationId: 'customerDeviceRegister', tags, headers: bearerHeader, body: DeviceBody,
+      summary: 'Register an Ed25519 device key for step-up (requires AAL 2)',
+      responses: { 201: { description: 'Registered', schema: Type.Object({ deviceId: Type.String() }) } },
+      handler: async (ctx) => {
+        const c = await authenticate(keys, db, ctx.headers, ctx.identity);
+        const raw = rawPublicKey(ctx.body.publicKey);
+        if (c.aal < 2) {
+          // A PIN alone must not be able to mint a second factor.
+          const methods: StepUpMethod[] = await stepUpMethods(deps, c.tenantId, c.customerId);
+          const challenge = await issueChallenge(keys, { tenantId: c.tenantId, sub: c.customerId, orig: origOf(ctx.method, ctx.path, ctx.rawBody), methods }, now());
+          throw new AppError('MFA_REQUIRED', 'registering a device requires step-up', { extra: { challenge, methods } });
+        }
+        const t = now();
+        const id = uuidv7(t);
+        await db.tx(async (q) => {
+          await q.query(
+            `INSERT INTO customer_devices (id, tenant_id, customer_id, public_key, label, created_at) VALUES ($1, $2, $3, $4, $5, to_timestamp($6 / 1000.0))`,
+            [id, c.tenantId, c.customerId, raw, ctx.body.label ?? null, t],
+          ).catch((err: unknown) => {
+            if ((err as { code?: string }).code === '23505') throw new AppError('CONFLICT', 'this device key is already registered');
+            throw err;
+          });
+          await auditAuth(q, { tenantId: c.tenantId, action: 'auth.device_register', actor: { type: 'customer', id: c.customerId }, target: { type: 'device', id }, allow: true, aal: c.aal, attrs: { ip: clientIpOf(ctx) }, requestId: ctx.requestId }, t);
+        });
+        return { status: 201, body: { deviceId: id } };
+      },
+    }),
+    defineRoute({
+      method: 'GET', path: '/.well-known/jwks.json', operationId: 'tenantJwks', tags,
+      query: Type.Object({ tenant: TenantId }),
+      summary: "A tenant's token verification keys (active and grace)",
+      responses: { 200: { description: 'JWKS', schema: Jwks } },
+      handler: async (ctx) => {
+        const exists = await db.query('SELECT 1 FROM tenants WHERE id = $1', [ctx.query.tenant]);
+        if (exists.rows.length === 0) throw new AppError('TENANT_NOT_FOUND', 'unknown tenant');
+        await keys.ensureActive(ctx.query.tenant);
+        return { status: 200, headers: { 'cache-control': 'public, max-age=300' }, body: await keys.jwks(ctx.query.tenant) };
+      },
+    }),
+  ];
+}
+

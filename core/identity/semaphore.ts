@@ -1,0 +1,42 @@
+/**
+ * A counting semaphore with a bounded queue: at most `limit` holders at once, at most
+ * `maxQueue` waiters; past that `acquire` refuses at once instead of piling up memory
+ * (argon2 uses ~19 MiB per running hash, so a login burst must queue, not fan out).
+ */
+export class SemaphoreFull extends Error {
+  constructor() {
+    super('too many waiters');
+  }
+}
+
+export class Semaphore {
+  private active = 0;
+  private readonly waiters: (() => void)[] = [];
+
+  constructor(readonly limit: number, readonly maxQueue: number) {
+    if (!Number.isInteger(limit) || limit < 1) throw new RangeError('semaphore limit must be a positive integer');
+  }
+
+  /** Current holders and waiters, for metrics and tests. */
+  get stats(): { active: number; queued: number } {
+    return { active: this.active, queued: this.waiters.length };
+  }
+
+  /** Run `fn` once a slot is free; throws SemaphoreFull when the queue is at its bound. */
+  async run<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.active >= this.limit) {
+      if (this.waiters.length >= this.maxQueue) throw new SemaphoreFull();
+      await new Promise<void>((resolve) => this.waiters.push(resolve));
+    } else {
+      this.active++;
+    }
+    try {
+      return await fn();
+    } finally {
+      const next = this.waiters.shift();
+      // The slot passes straight to the next waiter, so `active` stays the same.
+      if (next) next();
+      else this.active--;
+    }
+  }
+}

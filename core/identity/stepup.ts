@@ -1,0 +1,113 @@
+/**
+ * Step-up completion (SPEC 3 "step-up complete", 4.2, 7.2). Order of checks:
+ *   1. bearer access token of a live session (401 INVALID_TOKEN)
+ *   2. challenge signature, expiry, kind, tenant and subject (403 challenge_mismatch)
+ *   3. exactly one method, and one the challenge offers (400 / 403 challenge_mismatch)
+ *   4. challenge not used before (403 challenge_mismatch)
+ *   5. OTP bound to this challenge (401 OTP_INVALID, attempts counted) or device signature
+ *      (401 DEVICE_ASSERTION_INVALID)
+ * Then, in one transaction: the challenge jti is recorded (single use), the session moves to
+ * AAL 2 with the new token's jti, and an audit record is written.
+ */
+import { AppError } from '../http/errors.ts';
+import type { RequestContext } from '../http/route.ts';
+import type { Static } from '@sinclair/typebox';
+import { verifyChallenge, type ChallengeClaims, type StepUpMethod } from './challenge.ts';
+import { auditAuth, clientIpOf, phoneKeyOf, type IdentityDeps } from './context.ts';
+import { verifyDeviceAssertion, type DeviceAssertion } from './devices.ts';
+import { checkOtp, issueOtp } from './otp.ts';
+import { admitAll, otpSendPolicy, otpVerifyPolicy, settleSuccess } from './throttle.ts';
+import { accessTtlS, authenticate, issueAccessToken, type Caller } from './tokens.ts';
+
+export interface StepUpInput {
+  challengeToken: string;
+  otp?: string | null;
+  deviceAssertion?: Static<typeof DeviceAssertion> | null;
+}
+
+async function phoneOf(deps: IdentityDeps, caller: Caller): Promise<{ phone: string; key: Buffer; otpKey: Buffer }> {
+  const secrets = await deps.secrets.get(caller.tenantId);
+  const { rows } = await deps.db.query<{ phone_e164: string }>('SELECT phone_e164 FROM customers WHERE tenant_id = $1 AND id = $2', [caller.tenantId, caller.customerId]);
+  const phone = rows[0]?.phone_e164;
+  if (!secrets || !phone) throw new AppError('INVALID_TOKEN', 'session is revoked or unknown');
+  return { phone, key: phoneKeyOf(secrets, caller.tenantId, phone), otpKey: secrets.otp };
+}
+
+/** Send an OTP bound to a challenge the caller holds (POST /customers/auth/stepup/otp). */
+export async function sendStepUpOtp(deps: IdentityDeps, ctx: RequestContext<unknown, unknown, unknown>, challengeToken: string): Promise<void> {
+  const caller = await authenticate(deps.keys, deps.db, ctx.headers, ctx.identity);
+  const claims = await verifyChallenge(deps.keys, challengeToken, { tenantId: caller.tenantId, sub: caller.customerId });
+  if (!claims.methods.includes('otp')) throw new AppError('challenge_mismatch', 'this challenge does not offer OTP');
+  const p = await phoneOf(deps, caller);
+  const t = deps.now();
+  const gate = await deps.db.tx(async (q) => {
+    const g = await admitAll(q, caller.tenantId, [{ scope: 'otp_send', key: p.key, policy: otpSendPolicy }], t);
+    if (g.ok) {
+      const code = await issueOtp(q, { tenantId: caller.tenantId, phoneKey: p.key, purpose: 'stepup', challengeJti: claims.jti }, p.otpKey, t);
+      await deps.sms.send(q, { tenantId: caller.tenantId, to: p.phone, code, purpose: 'stepup', text: `Your confirmation code is ${code}. It expires in 5 minutes.` }, t);
+    }
+    await auditAuth(q, { tenantId: caller.tenantId, action: 'auth.stepup_otp_send', actor: { type: 'customer', id: caller.customerId }, target: { type: 'session', id: caller.sessionId }, allow: g.ok, attrs: { ip: clientIpOf(ctx), challenge: claims.jti }, requestId: ctx.requestId }, t);
+    return g;
+  });
+  if (!gate.ok) throw new AppError('RATE_LIMITED', 'too many codes requested; try later', { headers: { 'retry-after': String(gate.reason === 'locked' ? gate.retryAfterS : 3600) } });
+}
+
+type Outcome = { kind: 'ok'; token: string } | { kind: 'fail'; err: AppError };
+
+export async function completeStepUp(deps: IdentityDeps, ctx: RequestContext<unknown, unknown, unknown>, input: StepUpInput): Promise<{ accessToken: string; expiresIn: number; aal: 2 }> {
+  const caller = await authenticate(deps.keys, deps.db, ctx.headers, ctx.identity);
+  const claims: ChallengeClaims = await verifyChallenge(deps.keys, input.challengeToken, { tenantId: caller.tenantId, sub: caller.customerId });
+  const hasOtp = typeof input.otp === 'string';
+  const hasDevice = input.deviceAssertion !== undefined && input.deviceAssertion !== null;
+  if (hasOtp === hasDevice) throw new AppError('VALIDATION_FAILED', 'give exactly one of otp or deviceAssertion');
+  const method: StepUpMethod = hasOtp ? 'otp' : 'device';
+  if (!claims.methods.includes(method)) throw new AppError('challenge_mismatch', `this challenge does not offer ${method}`);
+  const { tenantId } = caller;
+  const p = method === 'otp' ? await phoneOf(deps, caller) : undefined;
+  const t = deps.now();
+  const access = await issueAccessToken(deps.keys, { tenantId, sub: caller.customerId, sid: caller.sessionId, aal: 2, amr: ['pin', method], orig: claims.orig }, t);
+  const outcome = await deps.db.tx(async (q): Promise<Outcome> => {
+    const note = (allow: boolean, outcome: string) => auditAuth(q, {
+      tenantId, action: 'auth.stepup', actor: { type: 'customer', id: caller.customerId }, target: { type: 'session', id: caller.sessionId },
+      allow, aal: allow ? 2 : caller.aal, attrs: { ip: clientIpOf(ctx), method, outcome, challenge: claims.jti }, requestId: ctx.requestId,
+    }, t);
+    const used = await q.query('SELECT 1 FROM used_challenges WHERE tenant_id = $1 AND jti = $2', [tenantId, claims.jti]);
+    if (used.rows.length > 0) {
+      await note(false, 'challenge_reused');
+      return { kind: 'fail', err: new AppError('challenge_mismatch', 'challenge token was already used') };
+    }
+    if (p) {
+      const checks = [{ scope: 'otp' as const, key: p.key, policy: otpVerifyPolicy }];
+      const gate = await admitAll(q, tenantId, checks, t);
+      if (!gate.ok) {
+        await note(false, 'locked');
+        return { kind: 'fail', err: new AppError('LOCKED', 'too many attempts; try later', { headers: { 'retry-after': String(gate.reason === 'locked' ? gate.retryAfterS : 3600) } }) };
+      }
+      if (!(await checkOtp(q, { tenantId, phoneKey: p.key, purpose: 'stepup', challengeJti: claims.jti }, input.otp ?? '', p.otpKey, t))) {
+        await note(false, 'bad_otp');
+        return { kind: 'fail', err: new AppError('OTP_INVALID', 'the code is wrong, expired or already used') };
+      }
+      await settleSuccess(q, tenantId, checks, t);
+    } else if (!input.deviceAssertion || !(await verifyDeviceAssertion(q, tenantId, caller.customerId, input.challengeToken, input.deviceAssertion))) {
+      await note(false, 'bad_device_assertion');
+      return { kind: 'fail', err: new AppError('DEVICE_ASSERTION_INVALID', 'device assertion is not valid for this challenge') };
+    }
+    const ins = await q.query(
+      `INSERT INTO used_challenges (tenant_id, jti, used_at, expires_at) VALUES ($1, $2, to_timestamp($3 / 1000.0), to_timestamp($4))
+       ON CONFLICT DO NOTHING RETURNING jti`,
+      [tenantId, claims.jti, t, claims.exp],
+    );
+    // A concurrent completion won the race: this one consumed nothing else worth keeping.
+    if (ins.rows.length === 0) throw new AppError('challenge_mismatch', 'challenge token was already used');
+    const s = await q.query(
+      `UPDATE sessions SET jti = $3, aal = 2, mfa_pending = false, last_seen = to_timestamp($4 / 1000.0)
+       WHERE tenant_id = $1 AND id = $2 AND revoked_at IS NULL RETURNING id`,
+      [tenantId, caller.sessionId, access.jti, t],
+    );
+    if (s.rows.length === 0) throw new AppError('INVALID_TOKEN', 'session is revoked or unknown');
+    await note(true, 'stepped_up');
+    return { kind: 'ok', token: access.token };
+  });
+  if (outcome.kind === 'fail') throw outcome.err;
+  return { accessToken: outcome.token, expiresIn: accessTtlS, aal: 2 };
+}
