@@ -20,7 +20,7 @@ export const DeviceJwk = Type.Object({
 export const PublicKeyInput = Type.Union([Type.String({ pattern: '^[A-Za-z0-9_-]{43}$' }), DeviceJwk]);
 
 export const DeviceAssertion = Type.Object({
-  deviceId: Type.String({ format: 'uuid', pattern: '^[0-9a-f-]{36}$' }),
+  deviceId: Type.String({ pattern: '^[0-9a-f-]{36}$' }),
   signature: Type.String({ pattern: '^[A-Za-z0-9_-]{86}$', description: 'base64url Ed25519 signature (64 bytes)' }),
 }, { additionalProperties: false });
 

@@ -58,6 +58,7 @@ export function identityRoutes(deps: IdentityDeps): RouteSpec[] {
     }),
     defineRoute({
       method: 'POST', path: '/customers/auth/logout', operationId: 'customerLogout', tags, headers: bearerHeader,
+      bodyKind: 'json',
       summary: 'Revoke the current session', responses: { 204: { description: 'Logged out' } },
       handler: async (ctx) => {
         const c = await authenticate(keys, db, ctx.headers, ctx.identity);

@@ -1,0 +1,64 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { normalizedBody, origOf } from '../../core/identity/challenge.ts';
+import { isWeakPin } from '../../core/identity/routes-phone.ts';
+import { Semaphore, SemaphoreFull } from '../../core/identity/semaphore.ts';
+import { admit, phonePolicy, succeeded } from '../../core/identity/throttle.ts';
+
+describe('identity units', () => {
+  it('semaphore: never more than `limit` at once, bounded queue refuses', async () => {
+    const s = new Semaphore(2, 3);
+    let running = 0;
+    let peak = 0;
+    const release: (() => void)[] = [];
+    const task = () => s.run(async () => {
+      running++;
+      peak = Math.max(peak, running);
+      await new Promise<void>((r) => release.push(r));
+      running--;
+    });
+    const all = [task(), task(), task(), task(), task()];
+    await assert.rejects(task(), SemaphoreFull);
+    while (release.length > 0 || s.stats.active > 0) {
+      await new Promise((r) => setImmediate(r));
+      release.shift()?.();
+    }
+    await Promise.all(all);
+    assert.equal(peak, 2);
+  });
+
+  it('throttle: counts on admission, locks at 5 for 15 min doubling, success takes the count back', () => {
+    let now = 0;
+    let c = admit(undefined, now, phonePolicy);
+    for (let i = 2; i <= 5; i++) {
+      assert.ok(c.ok);
+      c = admit(c.next, now, phonePolicy);
+    }
+    assert.ok(c.ok);
+    assert.equal(c.next.fails, 5);
+    assert.equal(c.next.lockedUntil, 15 * 60_000);
+    const refused = admit(c.next, now, phonePolicy);
+    assert.deepEqual(refused, { ok: false, reason: 'locked', retryAfterS: 900 });
+    now = 15 * 60_000;
+    const sixth = admit(c.next, now, phonePolicy);
+    assert.ok(sixth.ok);
+    assert.equal(sixth.next.lockedUntil, now + 30 * 60_000);
+    const ok = succeeded(sixth.next, true);
+    assert.equal(ok.fails, 0);
+    assert.equal(ok.lockedUntil, undefined);
+    assert.equal(ok.dayFails, 5, 'a success takes back only its own attempt from the daily count');
+  });
+
+  it('orig: canonical JSON body, raw text otherwise, empty for none', () => {
+    assert.equal(normalizedBody(''), '');
+    assert.equal(normalizedBody('{ "b": 1, "a": [true, null] }'), '{"a":[true,null],"b":1}');
+    assert.equal(normalizedBody('amount=5'), 'amount=5');
+    assert.equal(origOf('post', '/v1/transfers', Buffer.from('{"b":1,"a":2}')), origOf('POST', '/v1/transfers', '{"a":2,"b":1}'));
+    assert.match(origOf('POST', '/v1/transfers', ''), /^[A-Za-z0-9_-]{43}$/);
+  });
+
+  it('weak PINs', () => {
+    for (const p of ['1234', '0000', '987654', '8901']) assert.ok(isWeakPin(p), p);
+    for (const p of ['482915', '1357', '2024']) assert.ok(!isWeakPin(p), p);
+  });
+});
