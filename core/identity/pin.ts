@@ -8,6 +8,7 @@
  * stolen credentials table useless offline; the cost bounds online and insider attempts.
  */
 import { randomBytes, timingSafeEqual } from 'node:crypto';
+import { availableParallelism } from 'node:os';
 import argon2 from 'argon2';
 import { Semaphore } from './semaphore.ts';
 
@@ -28,8 +29,11 @@ export const currentKdfVersion = 2;
 
 const saltBytes = 16;
 const hashBytes = 32;
-/** Concurrent argon2 computations: 19 MiB each; libuv's default pool has 4 threads. */
-export const argonConcurrency = 4;
+/**
+ * Concurrent argon2 computations: one per CPU (more only time-slices the same cores and adds
+ * latency to every hash), at most 4 (libuv's default thread pool) = at most 76 MiB of argon2 memory.
+ */
+export const argonConcurrency = Math.max(1, Math.min(4, availableParallelism()));
 /** Hashes allowed to wait; past this a login answers 503 rather than queue unboundedly. */
 export const argonMaxQueue = 256;
 
