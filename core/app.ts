@@ -12,6 +12,8 @@ import { createCoreServer } from './http/server.ts';
 import type { BuildInfo } from './platform/build-info.ts';
 import type { Metrics } from './platform/metrics.ts';
 import { platformRoutes } from './platform/routes.ts';
+import { Ledger, ledgerRoutes } from './ledger/routes.ts';
+import { oauthRoutes } from './oauth/routes.ts';
 import { identityDeps, type IdentityOptions } from './identity/context.ts';
 import { identityRoutes } from './identity/routes.ts';
 
@@ -44,6 +46,10 @@ export function buildCore(deps: CoreDeps): Core {
     }),
   );
   routes.push(...identityRoutes(identityDeps({ db: deps.db, keys: deps.keys, log: deps.log, now, dataDir: deps.dataDir }, deps.identity)));
+  const ledger = new Ledger({ db: deps.db, log: deps.log, now });
+  routes.push(...oauthRoutes({ db: deps.db, keys: deps.keys }), ...ledgerRoutes({ db: deps.db, keys: deps.keys, log: deps.log, now, ledger }));
   const server = createCoreServer({ routes, log: deps.log, metrics: deps.metrics });
+  ledger.start();
+  server.on('close', () => ledger.stop());
   return { server, routes };
 }

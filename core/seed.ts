@@ -6,6 +6,7 @@
 import { readFile, writeFile, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Db } from './db/pool.ts';
+import { ledgerSeeder } from './ledger/seed.ts';
 
 export const demoTenant = Object.freeze({ id: 'demo', name: 'Demo Mobile Money', country: 'KE', baseCurrency: 'KES' });
 
@@ -28,7 +29,7 @@ const tenantSeeder: Seeder = async ({ db }) => {
 };
 
 /** Every seeder, in order; domains append theirs here. */
-export const seeders: Seeder[] = [tenantSeeder];
+export const seeders: Seeder[] = [tenantSeeder, ledgerSeeder];
 
 async function readPrevious(path: string): Promise<Record<string, unknown>> {
   try {

@@ -29,6 +29,10 @@ const identity = (method: string, template: string, action: string, credential: 
   method, template, purpose: operationalPurpose, resource: 'customer_auth', action, credential,
 });
 
+const core = (method: string, template: string, resource: string, action: string): EdgeRoute => ({
+  method, template, purpose: 'core.banking', resource, action, credential: 'core-client',
+});
+
 /** The platform routes are the first entries; later features append theirs. */
 export const edgeRoutes: EdgeRoute[] = [
   platform('GET', '/v1/health'),
@@ -51,6 +55,26 @@ export const edgeRoutes: EdgeRoute[] = [
   identity('GET', '/customers/sessions', 'session.list', 'customer'),
   identity('DELETE', '/customers/sessions/{id}', 'session.revoke', 'customer'),
   identity('POST', '/customers/devices', 'device.register', 'customer'),
+  // core banking ledger (SPEC 4.1, 5.1; issue 5): core client tokens, scope checked at the edge and in core
+  { method: 'POST', template: '/oauth2/token', purpose: operationalPurpose, resource: 'oauth', action: 'token.issue', credential: 'public' },
+  core('POST', '/v1/core/accounts', 'account', 'account.create'),
+  core('GET', '/v1/core/accounts/{id}', 'account', 'account.read'),
+  core('GET', '/v1/core/accounts/{id}/balances', 'account', 'balance.read'),
+  core('POST', '/v1/core/accounts/{id}/close', 'account', 'account.close'),
+  core('POST', '/v1/core/postings', 'posting', 'posting.create'),
+  core('GET', '/v1/core/postings/{id}', 'posting', 'posting.read'),
+  core('POST', '/v1/core/postings/{id}/reverse', 'posting', 'posting.reverse'),
+  core('POST', '/v1/core/holds', 'hold', 'hold.create'),
+  core('GET', '/v1/core/holds/{id}', 'hold', 'hold.read'),
+  core('POST', '/v1/core/holds/{id}/capture', 'hold', 'hold.capture'),
+  core('POST', '/v1/core/holds/{id}/void', 'hold', 'hold.void'),
+  core('POST', '/v1/core/limits/check', 'limit', 'limit.check'),
+  core('POST', '/v1/core/statements', 'statement', 'statement.generate'),
+  core('POST', '/v1/core/savings-products', 'savings_product', 'savings_product.create'),
+  core('GET', '/v1/core/savings-products', 'savings_product', 'savings_product.read'),
+  core('POST', '/v1/core/overdraft-lines', 'overdraft_line', 'overdraft_line.create'),
+  core('GET', '/v1/core/overdraft-lines/{id}', 'overdraft_line', 'overdraft_line.read'),
+  core('POST', '/v1/core/overdraft-lines/{id}/close', 'overdraft_line', 'overdraft_line.close'),
 ];
 
 export interface ResolvedRoute {

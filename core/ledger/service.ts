@@ -1,0 +1,184 @@
+/**
+ * The ledger's write operations as the routes (and the bench) call them: pure checks first,
+ * then an idempotency look-up (a replay never queues), then the batcher. Also the hold
+ * expiry sweeper, which runs through the same batcher so expiry takes the same locks.
+ */
+import type { Logger } from 'pino';
+import type { Static } from '@sinclair/typebox';
+import type { Db } from '../db/pool.ts';
+import { findKey, replay, requestHash, type IdemScope, type StoredResponse } from '../idempotency/idempotency.ts';
+import type { CorePrincipal } from '../oauth/bearer.ts';
+import { uuidv7 } from '../../lib/uuid.ts';
+import { LedgerBatcher, type Job, type LedgerCommand } from './batcher.ts';
+import { amountOf, buildPost, defaultTransactionType, knownCurrency } from './commands.ts';
+import { parseAmount, toDb } from './money.ts';
+import { holdView, postingView } from './render.ts';
+import { defaultHoldLifetimeS, type CaptureHold, type CreateHold, type CreatePostingBody, type ReversePosting } from './schemas.ts';
+import { AppError } from '../http/errors.ts';
+
+/** How often expired holds are swept, and how many per sweep. */
+export const holdSweepIntervalMs = 1000;
+export const holdSweepBatch = 500;
+
+export interface WriteCtx {
+  principal: CorePrincipal;
+  requestId: string;
+  key: string;
+  method: string;
+  path: string;
+  body: unknown;
+}
+
+export interface LedgerDeps {
+  db: Db;
+  log: Logger;
+  now: () => number;
+  inFlightBatches?: number;
+}
+
+type Render = Job['render'];
+
+export class Ledger {
+  readonly batcher: LedgerBatcher;
+  private timer: NodeJS.Timeout | undefined;
+  private sweeping = false;
+
+  constructor(private readonly deps: LedgerDeps) {
+    this.batcher = new LedgerBatcher(deps.db, deps.log, { inFlightBatches: deps.inFlightBatches ?? 1 });
+  }
+
+  private async run(ctx: WriteCtx, cmd: LedgerCommand, render: Render, action: string, target: { type: string; id: string }): Promise<StoredResponse> {
+    const scope: IdemScope = {
+      tenantId: ctx.principal.tenantId, key: ctx.key, method: ctx.method, path: ctx.path,
+      requestHash: requestHash(ctx.method, ctx.path, ctx.body),
+    };
+    const before = await findKey(this.deps.db, scope.tenantId, scope.key);
+    if (before) return replay(before, scope);
+    return this.batcher.submit({
+      cmd, scope, render,
+      audit: {
+        tenantId: scope.tenantId, actor: { type: 'client', id: ctx.principal.clientId }, action, target,
+        attrs: { request_id: ctx.requestId }, ts: new Date(this.deps.now()),
+      },
+    });
+  }
+
+  /** POST /v1/core/postings */
+  post(ctx: WriteCtx, body: CreatePostingBody): Promise<StoredResponse> {
+    const { cmd } = buildPost(ctx.principal.tenantId, body, this.deps.now());
+    const render: Render = (r) => ({
+      status: 201,
+      body: JSON.stringify(postingView({ ...cmd, kind: 'posting', reverses_posting_id: null, hold_id: null, created_at: r.created_at })),
+    });
+    return this.run(ctx, cmd, render, 'posting.create', { type: 'posting', id: String(cmd.id) });
+  }
+
+  /** POST /v1/core/postings/{id}/reverse */
+  reverse(ctx: WriteCtx, postingId: string, body: Static<typeof ReversePosting>): Promise<StoredResponse> {
+    const now = this.deps.now();
+    const cmd: LedgerCommand = {
+      op: 'reverse', tenant: ctx.principal.tenantId, id: uuidv7(now), transaction_id: uuidv7(now),
+      posting_id: postingId.toLowerCase(), description: body.description ?? null,
+    };
+    const render: Render = (r) => ({
+      status: 201,
+      body: JSON.stringify(postingView({
+        id: cmd.id, transaction_id: cmd.transaction_id, kind: 'reversal', type: 'REVERSAL', currency: r.currency,
+        description: body.description ?? `reversal of ${String(r.reverses_posting_id)}`, metadata: {}, entries: r.entries,
+        reverses_posting_id: r.reverses_posting_id, hold_id: null, created_at: r.created_at,
+      })),
+    });
+    return this.run(ctx, cmd, render, 'posting.reverse', { type: 'posting', id: postingId });
+  }
+
+  /** POST /v1/core/holds */
+  hold(ctx: WriteCtx, body: Static<typeof CreateHold>): Promise<StoredResponse> {
+    knownCurrency(body.currency);
+    const micro = amountOf(body.amount, body.currency, 'amount');
+    if (body.debit_account_id.toLowerCase() === body.credit_account_id.toLowerCase()) {
+      throw new AppError('SAME_ACCOUNT', 'a hold moves money between two different accounts');
+    }
+    const now = this.deps.now();
+    const cmd: LedgerCommand = {
+      op: 'hold', tenant: ctx.principal.tenantId, id: uuidv7(now), transaction_id: uuidv7(now),
+      type: body.transaction_type ?? defaultTransactionType,
+      debit_account_id: body.debit_account_id.toLowerCase(), credit_account_id: body.credit_account_id.toLowerCase(),
+      currency: body.currency, amount: toDb(micro), description: body.description ?? null, metadata: body.metadata ?? {},
+      expires_at: new Date(now + (body.expires_in_s ?? defaultHoldLifetimeS) * 1000).toISOString(),
+    };
+    return this.run(ctx, cmd, holdRender(201), 'hold.create', { type: 'hold', id: String(cmd.id) });
+  }
+
+  /** POST /v1/core/holds/{id}/capture (full, or partial: the rest is released). */
+  async capture(ctx: WriteCtx, holdId: string, body: Static<typeof CaptureHold>): Promise<StoredResponse> {
+    let amount: string | null = null;
+    if (body.amount !== undefined) {
+      const { rows } = await this.deps.db.query<{ currency: string }>(
+        'SELECT currency FROM ledger_holds WHERE tenant_id = $1 AND id = $2', [ctx.principal.tenantId, holdId.toLowerCase()]);
+      const currency = rows[0]?.currency;
+      const r = currency ? { ok: true as const, micro: amountOf(body.amount, currency, 'amount') } : parseAmount(body.amount);
+      if (!r.ok) throw new AppError('INVALID_AMOUNT', `amount ${r.reason}`);
+      amount = toDb(r.micro);
+    }
+    const now = this.deps.now();
+    const cmd: LedgerCommand = {
+      op: 'capture', tenant: ctx.principal.tenantId, hold_id: holdId.toLowerCase(), amount, id: uuidv7(now),
+      now: new Date(now).toISOString(),
+    };
+    return this.run(ctx, cmd, holdRender(200), 'hold.capture', { type: 'hold', id: holdId });
+  }
+
+  /** POST /v1/core/holds/{id}/void */
+  void(ctx: WriteCtx, holdId: string): Promise<StoredResponse> {
+    const cmd: LedgerCommand = { op: 'void', tenant: ctx.principal.tenantId, hold_id: holdId.toLowerCase(), now: new Date(this.deps.now()).toISOString() };
+    return this.run(ctx, cmd, holdRender(200), 'hold.void', { type: 'hold', id: holdId });
+  }
+
+  /** Expire pending holds past their time, one command per tenant; returns how many. */
+  async sweepExpiredHolds(): Promise<number> {
+    const now = new Date(this.deps.now()).toISOString();
+    const { rows } = await this.deps.db.query<{ tenant_id: string; id: string }>(
+      `SELECT tenant_id, id FROM ledger_holds WHERE status = 'pending' AND expires_at <= $1 ORDER BY expires_at LIMIT $2`,
+      [now, holdSweepBatch],
+    );
+    const byTenant = new Map<string, { tenant: string; id: string }[]>();
+    for (const r of rows) byTenant.set(r.tenant_id, [...(byTenant.get(r.tenant_id) ?? []), { tenant: r.tenant_id, id: r.id }]);
+    let expired = 0;
+    await Promise.all([...byTenant].map(async ([tenant, holds]) => {
+      const res = await this.batcher.submit({
+        cmd: { op: 'expire', tenant, holds, now },
+        render: (r) => {
+          expired += typeof r.expired === 'number' ? r.expired : 0;
+          return { status: 200, body: '{}' };
+        },
+        audit: { tenantId: tenant, actor: { type: 'system', id: 'hold-sweeper' }, action: 'hold.expire', target: { type: 'holds', id: String(holds.length) }, attrs: { holds: holds.map((h) => h.id) } },
+      });
+      return res;
+    }));
+    return expired;
+  }
+
+  /** Start the expiry sweeper (stopped by `stop`). */
+  start(): void {
+    if (this.timer) return;
+    this.timer = setInterval(() => {
+      if (this.sweeping) return;
+      this.sweeping = true;
+      this.sweepExpiredHolds()
+        .catch((err: unknown) => this.deps.log.warn({ err: (err as Error).message }, 'hold expiry sweep failed'))
+        .finally(() => { this.sweeping = false; });
+    }, holdSweepIntervalMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+  }
+}
+
+function holdRender(status: number): Render {
+  return (r) => ({ status, body: JSON.stringify(holdView(r.hold as Record<string, unknown>)) });
+}
+
+

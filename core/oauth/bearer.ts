@@ -1,0 +1,51 @@
+/**
+ * Bearer tokens on /v1/core/* (SPEC 5.1): `Authorization: Bearer <jwt>` or the bare JWT.
+ * The edge checks them first; core checks again (defence in depth) and takes the tenant from
+ * the verified token, never from the request body. No token detail reaches the client or logs.
+ */
+import type { KeyStore } from '../keys/keys.ts';
+import { AppError } from '../http/errors.ts';
+import type { CoreScope } from './clients.ts';
+
+export const coreAudience = 'core';
+export const accessTokenType = 'at+jwt';
+
+export interface CorePrincipal {
+  tenantId: string;
+  clientId: string;
+  scopes: ReadonlySet<string>;
+}
+
+const challenge = { 'www-authenticate': 'Bearer realm="core"' };
+
+function tokenOf(header: string | undefined): string {
+  if (!header) throw new AppError('UNAUTHORIZED', 'a core access token is required', { headers: challenge });
+  const m = /^Bearer\s+(\S+)$/i.exec(header.trim());
+  return m?.[1] ?? header.trim();
+}
+
+function scopesOf(claims: Record<string, unknown>): Set<string> {
+  const out = new Set<string>();
+  if (Array.isArray(claims.scp)) for (const s of claims.scp) if (typeof s === 'string') out.add(s);
+  if (typeof claims.scope === 'string') for (const s of claims.scope.split(' ')) if (s) out.add(s);
+  return out;
+}
+
+/** Verify the caller's token and scope; `core:write` includes `core:read`. */
+export async function authenticate(keys: KeyStore, headers: Readonly<Record<string, string>>, need: CoreScope): Promise<CorePrincipal> {
+  const token = tokenOf(headers.authorization);
+  let claims: Record<string, unknown> & { tid: string };
+  try {
+    claims = await keys.verify(token, { audience: coreAudience, typ: accessTokenType });
+  } catch {
+    throw new AppError('UNAUTHORIZED', 'the access token is invalid or expired', { headers: challenge });
+  }
+  const sub = claims.sub;
+  if (typeof sub !== 'string' || typeof claims.tid !== 'string') {
+    throw new AppError('UNAUTHORIZED', 'the access token is not a core client token', { headers: challenge });
+  }
+  const scopes = scopesOf(claims);
+  const ok = scopes.has(need) || (need === 'core:read' && scopes.has('core:write'));
+  if (!ok) throw new AppError('INSUFFICIENT_SCOPE', `scope ${need} is required`);
+  return { tenantId: claims.tid, clientId: sub, scopes };
+}
