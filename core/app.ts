@@ -25,6 +25,8 @@ export interface CoreDeps {
   keys: KeyStore;
   /** Development files (e.g. the SMS inbox) live here; unset in tests and production. */
   dataDir?: string;
+  /** When set, identity headers count only on requests carrying it in `x-edge-auth`. */
+  edgeSecret?: string;
   now?: () => number;
   /** Identity options (tests inject a capturing SMS sender). */
   identity?: IdentityOptions;
@@ -48,7 +50,7 @@ export function buildCore(deps: CoreDeps): Core {
   routes.push(...identityRoutes(identityDeps({ db: deps.db, keys: deps.keys, log: deps.log, now, dataDir: deps.dataDir }, deps.identity)));
   const ledger = new Ledger({ db: deps.db, log: deps.log, now });
   routes.push(...oauthRoutes({ db: deps.db, keys: deps.keys }), ...ledgerRoutes({ db: deps.db, keys: deps.keys, log: deps.log, now, ledger }));
-  const server = createCoreServer({ routes, log: deps.log, metrics: deps.metrics });
+  const server = createCoreServer({ routes, log: deps.log, metrics: deps.metrics, edgeSecret: deps.edgeSecret });
   ledger.start();
   server.on('close', () => ledger.stop());
   return { server, routes };

@@ -10,7 +10,7 @@ import type { ResolvedRoute } from './routes.ts';
 /** Headers only the edge may set; any client-sent copy is removed or overwritten (SPEC 5.2.4). */
 export const identityHeaders = [
   'x-req-id', 'x-tenant-id', 'x-principal-id', 'x-session-id', 'x-client-ip', 'x-device-id',
-  'x-purpose', 'x-aal', 'x-masking', 'x-decision-id',
+  'x-purpose', 'x-aal', 'x-masking', 'x-decision-id', 'x-roles', 'x-scopes', 'x-edge-auth',
 ] as const;
 
 /** google.rpc.Code values used in CheckResponse.status. */
@@ -19,7 +19,7 @@ const rpcPermissionDenied = 7;
 const rpcUnauthenticated = 16;
 const rpcUnavailable = 14;
 
-export type DenyCode = 'POLICY_DENIED' | 'UNAUTHENTICATED' | 'authz_unavailable' | 'MALFORMED_REQUEST';
+export type DenyCode = 'POLICY_DENIED' | 'UNAUTHENTICATED' | 'MFA_REQUIRED' | 'authz_unavailable' | 'MALFORMED_REQUEST';
 
 export interface Decision {
   allow: boolean;
@@ -41,6 +41,8 @@ export interface RequestView {
   body: Buffer;
   sourceIp: string;
   requestId: string;
+  /** One id per Check: in the audit record, the dynamic metadata and the x-decision-id header. */
+  decisionId: string;
 }
 
 function option(key: string, value: string): HeaderValueOption {
@@ -70,6 +72,7 @@ export function viewOf(req: CheckRequest): RequestView {
     body,
     sourceIp: req.attributes?.source?.address?.socket_address?.address ?? '',
     requestId: http.id || headers['x-request-id'] || randomUUID(),
+    decisionId: randomUUID(),
   };
 }
 
@@ -85,7 +88,8 @@ export function skeletonDecision(view: RequestView, resolved: ResolvedRoute): De
 }
 
 /** Turn a decision into Envoy's CheckResponse, stripping client copies of identity headers. */
-export function toCheckResponse(view: RequestView, d: Decision, decisionId: string): CheckResponse {
+export function toCheckResponse(view: RequestView, d: Decision): CheckResponse {
+  const decisionId = view.decisionId;
   const metadata = { fields: { decision_id: { stringValue: decisionId } } };
   if (d.allow) {
     const set: Record<string, string> = {
@@ -118,6 +122,6 @@ export function toCheckResponse(view: RequestView, d: Decision, decisionId: stri
 
 /** The fail-closed answer: used for every error, timeout or missing dependency. */
 export function unavailable(view: RequestView | undefined, reason: string): CheckResponse {
-  const v = view ?? { method: '', pathWithQuery: '', path: '', headers: {}, body: Buffer.alloc(0), sourceIp: '', requestId: randomUUID() };
-  return toCheckResponse(v, { allow: false, status: 503, code: 'authz_unavailable', message: reason }, randomUUID());
+  const v = view ?? { method: '', pathWithQuery: '', path: '', headers: {}, body: Buffer.alloc(0), sourceIp: '', requestId: randomUUID(), decisionId: randomUUID() };
+  return toCheckResponse(v, { allow: false, status: 503, code: 'authz_unavailable', message: reason });
 }

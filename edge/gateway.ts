@@ -30,6 +30,8 @@ export interface GatewayDeps {
 
 export interface Gateway {
   server: Server;
+  /** Resolves once the gRPC channel to the edge is connected (Envoy keeps its channel warm too). */
+  ready(timeoutMs?: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -151,6 +153,8 @@ export function createGateway(deps: GatewayDeps): Gateway {
   });
   return {
     server,
+    ready: (waitMs = 5000) =>
+      new Promise<void>((resolve, reject) => client.waitForReady(Date.now() + waitMs, (err) => (err ? reject(err) : resolve()))),
     async close() {
       server.closeAllConnections();
       await new Promise<void>((r) => server.close(() => r()));

@@ -3,7 +3,6 @@
  * covers everything a Check does; past it, or on any error, the answer is a deny with code
  * `authz_unavailable` (SPEC 1: fail closed, SPEC 8: 100 ms).
  */
-import { randomUUID } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { authorizationPackage } from './proto.ts';
@@ -42,9 +41,8 @@ export async function check(deps: EdgeDeps, req: CheckRequest): Promise<CheckRes
       }, budgetMs);
     });
     const decision = await Promise.race([Promise.resolve(decide(v, resolved, controller.signal)), timeout]);
-    const decisionId = randomUUID();
     deps.log.debug({ reqId: v.requestId, method: v.method, path: v.path, purpose: resolved.purpose, allow: decision.allow, code: decision.code }, 'decision');
-    return toCheckResponse(v, decision, decisionId);
+    return toCheckResponse(v, decision);
   } catch (err) {
     deps.log.warn({ reqId: view?.requestId, err: (err as Error).message }, 'check failed closed');
     return unavailable(view, 'authorization is unavailable');

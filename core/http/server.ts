@@ -4,7 +4,7 @@
  * route's format, a JSON log line and the request-duration histogram. A client mistake never
  * becomes a 500, and no response ever carries a stack trace.
  */
-import { randomUUID } from 'node:crypto';
+import { randomUUID, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import { TemplateTable } from '../../lib/path-template.ts';
@@ -18,6 +18,8 @@ export interface HttpDeps {
   routes: RouteSpec[];
   log: Logger;
   metrics: Metrics;
+  /** When set, identity headers are read only from requests that carry it (x-edge-auth). */
+  edgeSecret?: string;
 }
 
 const requestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -38,7 +40,19 @@ function flatHeaders(req: IncomingMessage): Record<string, string> {
   return out;
 }
 
-function identityOf(h: Record<string, string>): EdgeIdentity {
+const noIdentity: EdgeIdentity = {
+  tenantId: undefined, principalId: undefined, sessionId: undefined, purpose: undefined, aal: undefined, clientIp: undefined, deviceId: undefined,
+};
+
+function fromEdge(h: Record<string, string>, secret: string | undefined): boolean {
+  if (secret === undefined) return true;
+  const given = Buffer.from(h['x-edge-auth'] ?? '');
+  const want = Buffer.from(secret);
+  return given.length === want.length && timingSafeEqual(given, want);
+}
+
+function identityOf(h: Record<string, string>, secret: string | undefined): EdgeIdentity {
+  if (!fromEdge(h, secret)) return noIdentity;
   const aal = h['x-aal'] !== undefined ? Number(h['x-aal']) : undefined;
   return {
     tenantId: h['x-tenant-id'],
@@ -130,7 +144,7 @@ export function createHandler(deps: HttpDeps): (req: IncomingMessage, res: Serve
       const params = route.params ? validate(route.params, match.params, 'params') : match.params;
       return route.handler({
         req, method: method as Method, path, template, params, query, body, rawBody, headers,
-        requestId, log, identity: identityOf(headers),
+        requestId, log, identity: identityOf(headers, deps.edgeSecret),
       });
     };
 

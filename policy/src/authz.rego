@@ -11,6 +11,11 @@ import rego.v1
 
 default public_action := false
 
+default step_up_exempt := false
+
+# Completing a step-up (or leaving) must never itself demand a step-up.
+step_up_exempt if action in object.get(purpose, "step_up_exempt_actions", [])
+
 default member := false
 
 default aal_ok := false
@@ -217,12 +222,14 @@ needs_step_up if {
 
 needs_step_up if {
 	not public_action
+	not step_up_exempt
 	risk == "high"
 	not recent_step_up
 }
 
 needs_step_up if {
 	not public_action
+	not step_up_exempt
 	object.get(object.get(tenant, "security", {}), "mfa_required_for_all_users", false) == true
 	object.get(subject, "type", "") == "customer"
 	aal < 2

@@ -249,7 +249,7 @@ test_simulate_needs_ops_role if {
 test_versions_reported if {
 	d := authz.decision with input as base with data.meta as {"policy_version": "abc123"}
 	d.policy_version == "abc123"
-	d.registry_version == "2026-11-22T00:00:00Z"
+	d.registry_version == data.registry.version
 }
 
 test_missing_fields_never_allow if {
@@ -269,4 +269,12 @@ test_registry_without_version_reports_unknown if {
 	d := authz.decision with input as base with data.registry as {"purposes": []}
 	d.registry_version == "unknown"
 	not d.allow
+}
+
+test_completing_step_up_is_never_blocked_by_step_up if {
+	req := object.union(op("auth.stepup", "customer_auth"), {"context": object.union(base.context, {"risk": "high"})})
+	d := authz.decision with input as req
+	d.allow
+	other := authz.decision with input as object.union(op("session.list", "session"), {"context": object.union(base.context, {"risk": "high"})})
+	other.code == "MFA_REQUIRED"
 }

@@ -25,8 +25,9 @@ async function recordingUpstream() {
   return { ...s, seen };
 }
 
-async function gatewayOn(authzAddress: string, coreOrigin: string): Promise<{ gw: Gateway; origin: string }> {
-  const gw = createGateway({ log, authzAddress, coreOrigin });
+/** Functional tests use a generous deadline; the deadline itself has its own test below. */
+async function gatewayOn(authzAddress: string, coreOrigin: string, checkTimeoutMs = 2000): Promise<{ gw: Gateway; origin: string }> {
+  const gw = createGateway({ log, authzAddress, coreOrigin, checkTimeoutMs });
   const s = await serve(gw.server);
   return { gw, origin: s.origin };
 }
@@ -106,7 +107,8 @@ describe('dev gateway', () => {
 
   it('denies with authz_unavailable when Check misses the 100 ms deadline', async () => {
     const slow = await startTestEdge({ log, decide: () => new Promise((r) => setTimeout(() => r({ allow: true, status: 200 }), 300)), budgetMs: 1000 });
-    const g = await gatewayOn(slow.address, upstream.origin);
+    const g = await gatewayOn(slow.address, upstream.origin, 100);
+    await g.gw.ready();
     try {
       const before = upstream.seen.length;
       const started = Date.now();

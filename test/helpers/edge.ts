@@ -10,18 +10,27 @@ export interface TestEdge {
   close(): Promise<void>;
 }
 
-export async function startTestEdge(deps: EdgeDeps): Promise<TestEdge> {
-  const server = createEdgeServer(deps);
-  const port = await bindEdge(server, 0);
-  const address = `127.0.0.1:${port}`;
+/** A Check client for an ext_authz server at `address`. */
+export function checkClient(address: string): { check(req: CheckRequest, deadlineMs?: number): Promise<CheckResponse>; close(): void } {
   const { Authorization } = authorizationPackage();
   const client = new Authorization(address, grpc.credentials.createInsecure()) as unknown as grpc.Client & {
     Check(r: CheckRequest, o: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r?: CheckResponse) => void): void;
   };
   return {
-    address,
     check: (req, deadlineMs = 2000) =>
       new Promise((resolve, reject) => client.Check(req, { deadline: Date.now() + deadlineMs }, (e, r) => (e || !r ? reject(e) : resolve(r)))),
+    close: () => client.close(),
+  };
+}
+
+export async function startTestEdge(deps: EdgeDeps): Promise<TestEdge> {
+  const server = createEdgeServer(deps);
+  const port = await bindEdge(server, 0);
+  const address = `127.0.0.1:${port}`;
+  const client = checkClient(address);
+  return {
+    address,
+    check: client.check,
     async close() {
       client.close();
       await new Promise<void>((r) => server.tryShutdown(() => r()));

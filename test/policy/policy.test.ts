@@ -85,7 +85,7 @@ describe('policy bundle verification', () => {
   it('refuses a WASM that does not match the manifest', async () => {
     const f = await files();
     const wasm = Buffer.from(f.wasm);
-    wasm[wasm.length - 1] ^= 1;
+    wasm.writeUInt8((wasm.at(-1) ?? 0) ^ 1, wasm.length - 1);
     await assert.rejects(instantiateBundle({ ...f, wasm }, await loadTrustedKeys()), /does not match the manifest/);
   });
 

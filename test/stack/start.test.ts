@@ -56,7 +56,7 @@ describe('npm start (bin/start.ts)', () => {
       assert.ok(alive(pgPid));
       const stopAt = Date.now();
       p.child.kill('SIGTERM');
-      assert.equal(await p.exited, 0);
+      assert.equal(await p.exited, 0, p.output().stderr + p.output().stdout);
       assert.ok(Date.now() - stopAt < 10_000, 'stopped within 10 s');
       await waitFor(() => (alive(pgPid) ? undefined : true), 2000);
       assert.equal(existsSync(join(dataDir, 'pg', 'postmaster.pid')), false, 'PostgreSQL shut down cleanly');

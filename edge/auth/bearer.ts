@@ -1,0 +1,30 @@
+/** Reading credentials from request headers. */
+
+export class CredentialError extends Error {
+  constructor(
+    readonly status: 401 | 403,
+    readonly code: 'UNAUTHENTICATED' | 'invalid_token' | 'session_revoked' | 'session_expired' | 'invalid_dpop_proof' | 'FORBIDDEN',
+    message: string,
+  ) {
+    super(message);
+  }
+
+  /** RFC 6750 §3 challenge for 401 answers. */
+  wwwAuthenticate(scheme = 'Bearer'): string {
+    const error = this.code === 'UNAUTHENTICATED' ? '' : `, error="invalid_token", error_description="${this.message.replaceAll('"', "'")}"`;
+    return `${scheme} realm="payments"${error}`;
+  }
+}
+
+/**
+ * The token from `Authorization: Bearer <t>`, `Authorization: DPoP <t>`, or (core clients,
+ * SPEC 5.1) the bare JWT form `Authorization: <t>`.
+ */
+export function bearerOf(headers: Record<string, string>, allowBare = false): string | undefined {
+  const raw = headers.authorization?.trim();
+  if (!raw) return undefined;
+  const m = /^(Bearer|DPoP)\s+(\S+)$/i.exec(raw);
+  if (m) return m[2];
+  if (allowBare && /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/.test(raw)) return raw;
+  return undefined;
+}

@@ -1,0 +1,122 @@
+/**
+ * Who is calling: verify the credential a route requires and return the principal. Customer
+ * access tokens are EdDSA JWTs checked against the tenant's active/grace keys, then against
+ * the session (not revoked, not idle past the tenant's timeout); core clients present an
+ * OAuth client-credentials JWT; staff tooling presents a service token.
+ */
+import type { RequestView } from '../check.ts';
+import type { Credential } from '../routes.ts';
+import type { EdgeState, SessionState, TenantState } from '../state/store.ts';
+import { CredentialError, bearerOf } from './bearer.ts';
+import { checkDpop } from './dpop.ts';
+
+export const customerAudience = 'payments-api';
+export const customerTokenTyp = 'at+jwt';
+export const coreAudience = 'core';
+/** Tolerated difference between an issuer's clock and ours. */
+export const maxClockSkewMs = 30_000;
+/** SPEC 2.10 session_timeout_minutes when the tenant sets none. */
+export const defaultSessionTimeoutMin = 30;
+
+export type Principal =
+  | { kind: 'anonymous' }
+  | {
+      kind: 'customer';
+      tenantId: string;
+      subjectId: string;
+      session: SessionState;
+      aal: number;
+      amr: string[];
+      issuedAtS: number;
+    }
+  | { kind: 'service'; tenantId: string; subjectId: string; roles: string[]; scopes: string[]; via: 'core-client' | 'service-token' };
+
+function stringArray(v: unknown): string[] {
+  return Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : [];
+}
+
+function invalid(message: string): CredentialError {
+  return new CredentialError(401, 'invalid_token', message);
+}
+
+async function verifyJwt(state: EdgeState, token: string, audience: string, typ?: string) {
+  try {
+    return await state.keys.verify(token, { audience, ...(typ ? { typ } : {}) });
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    if (code === 'ERR_JWT_EXPIRED') throw invalid('access token expired');
+    throw invalid('access token is not valid');
+  }
+}
+
+async function customer(view: RequestView, state: EdgeState, tenantOf: (id: string) => Promise<TenantState | undefined>, nowMs: number): Promise<Principal> {
+  const token = bearerOf(view.headers);
+  if (!token) throw new CredentialError(401, 'UNAUTHENTICATED', 'a bearer access token is required');
+  const claims = await verifyJwt(state, token, customerAudience, customerTokenTyp);
+  // A token issued in the future (beyond clock skew) is refused like an expired one.
+  if (typeof claims.iat !== 'number' || claims.iat * 1000 > nowMs + maxClockSkewMs) throw invalid('access token is future-dated');
+  const sid = claims.sid;
+  const aal = claims.aal;
+  if (typeof claims.sub !== 'string' || typeof sid !== 'string' || typeof aal !== 'number' || !Number.isInteger(aal)) {
+    throw invalid('access token lacks sub, sid or aal');
+  }
+  const session = await state.session(claims.tid, sid);
+  if (!session || session.subjectId !== claims.sub || session.subjectType !== 'customer') throw new CredentialError(401, 'session_revoked', 'session not found');
+  if (session.revoked) throw new CredentialError(401, 'session_revoked', 'session has been revoked');
+  const tenant = await tenantOf(claims.tid);
+  const timeoutMin = Number(tenant?.security.session_timeout_minutes ?? defaultSessionTimeoutMin);
+  if (nowMs - session.lastSeenMs > timeoutMin * 60_000) throw new CredentialError(401, 'session_expired', 'session idle timeout');
+  if (tenant?.security.require_dpop === true) {
+    const cnf = claims.cnf as { jkt?: unknown } | undefined;
+    const host = view.headers[':authority'] ?? view.headers.host ?? '';
+    const scheme = view.headers['x-forwarded-proto'] ?? 'https';
+    await checkDpop({
+      proof: view.headers.dpop, method: view.method, htu: `${scheme}://${host}${view.path}`, accessToken: token,
+      cnfJkt: typeof cnf?.jkt === 'string' ? cnf.jkt : undefined, nowMs,
+      firstUse: (v, ttl) => state.firstUse('dpop', v, ttl),
+    });
+  }
+  state.touchSession(session);
+  return {
+    kind: 'customer', tenantId: claims.tid, subjectId: claims.sub, session, aal, amr: stringArray(claims.amr),
+    issuedAtS: typeof claims.iat === 'number' ? claims.iat : 0,
+  };
+}
+
+async function coreClient(view: RequestView, state: EdgeState): Promise<Principal> {
+  const token = bearerOf(view.headers, true);
+  if (!token) throw new CredentialError(401, 'UNAUTHENTICATED', 'a core access token is required');
+  const claims = await verifyJwt(state, token, coreAudience);
+  if (typeof claims.sub !== 'string') throw invalid('token has no subject');
+  const scopes = typeof claims.scope === 'string' ? claims.scope.split(' ').filter(Boolean) : stringArray(claims.scp);
+  return { kind: 'service', tenantId: claims.tid, subjectId: claims.sub, roles: [], scopes, via: 'core-client' };
+}
+
+async function serviceToken(view: RequestView, state: EdgeState, nowMs: number): Promise<Principal> {
+  const token = bearerOf(view.headers);
+  if (!token) throw new CredentialError(401, 'UNAUTHENTICATED', 'a service token is required');
+  const st = await state.serviceToken(token);
+  if (!st || st.revoked || (st.expiresAtMs !== null && st.expiresAtMs <= nowMs)) throw invalid('service token is not valid');
+  return { kind: 'service', tenantId: st.tenantId, subjectId: `service-token:${st.id}`, roles: st.roles, scopes: [], via: 'service-token' };
+}
+
+/** Verify the credential `credential` names; throws CredentialError (401/403) on failure. */
+export async function authenticate(
+  credential: Credential | undefined,
+  view: RequestView,
+  state: EdgeState,
+  tenantOf: (id: string) => Promise<TenantState | undefined>,
+  nowMs: number,
+): Promise<Principal> {
+  switch (credential) {
+    case 'customer':
+      return customer(view, state, tenantOf, nowMs);
+    case 'core-client':
+      return coreClient(view, state);
+    case 'staff':
+    case 'service':
+      return serviceToken(view, state, nowMs);
+    default:
+      return { kind: 'anonymous' };
+  }
+}

@@ -1,0 +1,48 @@
+/**
+ * The risk signal given to the policy (SPEC 2.6 context.risk). Documented rules, in order:
+ *   high   — the request's device id differs from the device the session signed in with
+ *            (a new device holding someone's token), or the subject made more than
+ *            `velocityLimit` requests to money-moving purposes within `velocityWindowMs`;
+ *   medium — the source address is outside the /16 (IPv4) or /48 (IPv6) the session began in;
+ *   low    — otherwise, and for callers without a session.
+ * Velocity is counted per edge instance (an approximation; the ledger's limits are exact).
+ */
+import type { SessionState } from '../state/store.ts';
+
+export type Risk = 'low' | 'medium' | 'high';
+export const velocityLimit = 10;
+export const velocityWindowMs = 60_000;
+const trackedSubjects = 100_000;
+
+function prefixOf(ip: string): string {
+  const v4 = /^(?:::ffff:)?(\d+)\.(\d+)\.\d+\.\d+$/.exec(ip);
+  if (v4) return `${v4[1]}.${v4[2]}`;
+  return ip.split(':').slice(0, 3).join(':');
+}
+
+export class RiskEngine {
+  private readonly recent = new Map<string, number[]>();
+
+  constructor(private readonly now: () => number = Date.now) {}
+
+  /** Count a money-moving request and tell whether the subject is over the velocity limit. */
+  private velocity(subject: string): boolean {
+    const now = this.now();
+    const times = (this.recent.get(subject) ?? []).filter((t) => now - t < velocityWindowMs);
+    times.push(now);
+    this.recent.delete(subject);
+    this.recent.set(subject, times);
+    if (this.recent.size > trackedSubjects) this.recent.delete(this.recent.keys().next().value as string);
+    return times.length > velocityLimit;
+  }
+
+  assess(opts: { session: SessionState | undefined; deviceId: string | undefined; ip: string; subject: string | undefined; moneyMoving: boolean }): { risk: Risk; signals: string[] } {
+    const signals: string[] = [];
+    const s = opts.session;
+    if (s?.device && opts.deviceId && opts.deviceId !== s.device) signals.push('new_device');
+    if (opts.moneyMoving && opts.subject && this.velocity(opts.subject)) signals.push('velocity');
+    if (signals.length > 0) return { risk: 'high', signals };
+    if (s?.ip && opts.ip && prefixOf(s.ip) !== prefixOf(opts.ip)) return { risk: 'medium', signals: ['ip_outside_usual_range'] };
+    return { risk: 'low', signals };
+  }
+}

@@ -1,0 +1,172 @@
+/**
+ * The edge decision: authenticate the caller, build the policy input (SPEC 2.6) from the
+ * request and cached state, evaluate the current policy revision, audit the decision, and turn
+ * it into headers for core or a deny body. Every failure along the way denies.
+ */
+import type { Logger } from 'pino';
+import { issueChallenge, origOf } from '../core/identity/challenge.ts';
+import type { AuditWriter } from './audit-writer.ts';
+import { CredentialError } from './auth/bearer.ts';
+import { authenticate, type Principal } from './auth/principal.ts';
+import type { RiskEngine } from './auth/risk.ts';
+import type { Decision, RequestView } from './check.ts';
+import type { PolicyStore } from './policy/store.ts';
+import type { ResolvedRoute } from './routes.ts';
+import type { EdgeState, TenantState } from './state/store.ts';
+
+export interface DeciderDeps {
+  state: EdgeState;
+  policies: PolicyStore;
+  audit: AuditWriter;
+  risk: RiskEngine;
+  log: Logger;
+  /** Shared secret proving to core that identity headers come from the edge. */
+  edgeSecret: string;
+  now?: () => number;
+}
+
+/** Purposes whose routes move money (velocity counts them; step-up answers carry a challenge). */
+const moneyMoving = new Set(['customer.transact']);
+
+/** The tenant a request targets explicitly: path parameter, query or JSON body field. */
+export function targetTenantOf(view: RequestView, resolved: ResolvedRoute): string | undefined {
+  const fromPath = resolved.params.tenantId ?? resolved.params.tenant_id;
+  if (fromPath) return fromPath;
+  const q = new URLSearchParams(view.pathWithQuery.split('?')[1] ?? '');
+  const fromQuery = q.get('tenantId') ?? q.get('tenant');
+  if (fromQuery) return fromQuery;
+  if (view.body.length > 0 && (view.headers['content-type'] ?? '').includes('json')) {
+    try {
+      const body = JSON.parse(view.body.toString('utf8')) as unknown;
+      if (body && typeof body === 'object') {
+        const t = (body as Record<string, unknown>).tenantId ?? (body as Record<string, unknown>).tenant_id;
+        if (typeof t === 'string') return t;
+      }
+    } catch {
+      // a malformed body is core's to refuse with 400; it names no tenant
+    }
+  }
+  return undefined;
+}
+
+function localHour(nowMs: number, tz: unknown): number {
+  try {
+    const hour = new Intl.DateTimeFormat('en-GB', { hour: 'numeric', hourCycle: 'h23', timeZone: typeof tz === 'string' ? tz : 'UTC' }).format(nowMs);
+    return Number(hour);
+  } catch {
+    return new Date(nowMs).getUTCHours();
+  }
+}
+
+function tenantInput(id: string, t: TenantState | undefined): Record<string, unknown> {
+  if (!id) return { id: '' };
+  if (!t) return { id, status: 'UNKNOWN', security: {} };
+  return { id, status: t.status, security: t.security };
+}
+
+async function subjectInput(p: Principal, state: EdgeState, nowMs: number): Promise<Record<string, unknown> | undefined> {
+  if (p.kind === 'anonymous') return undefined;
+  if (p.kind === 'customer') {
+    return {
+      id: p.subjectId, type: 'customer', roles: [], aal: p.aal, amr: p.amr,
+      tuples: await state.tuplesOf('customer', p.subjectId),
+      stepup_age_s: p.aal >= 2 ? Math.max(0, Math.floor(nowMs / 1000) - p.issuedAtS) : 999_999,
+    };
+  }
+  // A machine credential is issued by one tenant: it is a member of that tenant by construction.
+  const member = { relation: 'member', object_ns: 'tenant', object_id: p.tenantId, caveat: {} };
+  return { id: p.subjectId, type: 'service', roles: p.roles, scopes: p.scopes, aal: 1, tuples: [member] };
+}
+
+export function createDecider(deps: DeciderDeps) {
+  const now = deps.now ?? Date.now;
+  return async (view: RequestView, resolved: ResolvedRoute): Promise<Decision> => {
+    if (deps.audit.overloaded()) throw new Error('decision audit is behind; refusing to decide');
+    const policy = deps.policies.current;
+    if (!policy) throw new Error('no policy bundle loaded');
+    const nowMs = now();
+    const tenantCache = (id: string) => deps.state.tenant(id);
+    let principal: Principal;
+    try {
+      principal = await authenticate(resolved.route?.credential, view, deps.state, tenantCache, nowMs);
+    } catch (err) {
+      if (!(err instanceof CredentialError)) throw err;
+      const decision: Decision = {
+        allow: false, status: err.status, code: err.status === 401 ? 'UNAUTHENTICATED' : 'POLICY_DENIED', message: err.message,
+        responseHeaders: err.status === 401 ? { 'www-authenticate': err.wwwAuthenticate() } : {},
+        extraBody: { reason: err.code },
+      };
+      audit(deps, view, resolved, undefined, '', decision, undefined);
+      return decision;
+    }
+    const requestTenant = principal.kind === 'anonymous' ? (targetTenantOf(view, resolved) ?? '') : principal.tenantId;
+    const resourceTenant = targetTenantOf(view, resolved) ?? requestTenant;
+    const tenant = requestTenant ? await deps.state.tenant(requestTenant) : undefined;
+    const session = principal.kind === 'customer' ? principal.session : undefined;
+    const deviceId = view.headers['x-device-id'];
+    const assessed = deps.risk.assess({
+      session, deviceId, ip: view.sourceIp, subject: principal.kind === 'anonymous' ? undefined : principal.subjectId,
+      moneyMoving: moneyMoving.has(resolved.purpose),
+    });
+    const input = {
+      tenant: tenantInput(requestTenant, tenant),
+      subject: await subjectInput(principal, deps.state, nowMs),
+      resource: { type: resolved.resource, id: resolved.params.id ?? '', tenant_id: resourceTenant, attrs: {} },
+      action: resolved.action,
+      purpose: resolved.purpose,
+      context: {
+        ip: view.sourceIp, ua: view.headers['user-agent'] ?? '', risk: assessed.risk, time: new Date(nowMs).toISOString(),
+        now_ns: nowMs * 1e6, local_hour: localHour(nowMs, tenant?.security.timezone),
+      },
+    };
+    const result = policy.evaluate(input);
+    const masking = JSON.stringify((result.obligations as { masking?: unknown }).masking ?? {});
+    let decision: Decision;
+    if (result.allow) {
+      const set: Record<string, string> = { 'x-purpose': resolved.purpose, 'x-masking': masking, 'x-edge-auth': deps.edgeSecret };
+      if (requestTenant) set['x-tenant-id'] = requestTenant;
+      if (principal.kind !== 'anonymous') set['x-principal-id'] = principal.subjectId;
+      if (principal.kind === 'customer') {
+        set['x-session-id'] = principal.session.id;
+        set['x-aal'] = String(principal.aal);
+        if (principal.session.device) set['x-device-id'] = principal.session.device;
+      }
+      if (principal.kind === 'service') {
+        set['x-roles'] = principal.roles.join(',');
+        set['x-scopes'] = principal.scopes.join(' ');
+      }
+      decision = { allow: true, status: 200, set };
+    } else if (result.step_up && principal.kind === 'customer') {
+      const methods: ('otp' | 'device')[] = ['otp', 'device'];
+      const challenge = await issueChallenge(deps.state.keys, { tenantId: principal.tenantId, sub: principal.subjectId, orig: origOf(view.method, view.path, view.body), methods }, nowMs);
+      decision = { allow: false, status: 403, code: 'MFA_REQUIRED', message: result.message, extraBody: { challenge, methods } };
+    } else {
+      decision = { allow: false, status: result.status === 401 ? 401 : 403, code: 'POLICY_DENIED', message: result.message };
+    }
+    audit(deps, view, resolved, principal, requestTenant, decision, { result, risk: assessed, masking });
+    return decision;
+  };
+}
+
+function audit(
+  deps: DeciderDeps, view: RequestView, resolved: ResolvedRoute, principal: Principal | undefined, tenantId: string, d: Decision,
+  extra: { result: { policy_version: string; registry_version: string; reasons: unknown }; risk: { risk: string; signals: string[] }; masking: string } | undefined,
+): void {
+  const actor = !principal || principal.kind === 'anonymous' ? { type: 'anonymous', id: view.sourceIp } : { type: principal.kind, id: principal.subjectId };
+  const principalTenant = principal && principal.kind !== 'anonymous' ? principal.tenantId : '';
+  deps.audit.push({
+    // Requests naming no tenant (platform probes) are chained under `_platform`.
+    tenantId: tenantId || principalTenant || '_platform',
+    actor,
+    action: 'authz.decision',
+    target: { type: resolved.resource, id: resolved.route?.template ?? view.path },
+    decision: {
+      allow: d.allow, code: d.code ?? 'OK', purpose: resolved.purpose, policy_version: extra?.result.policy_version ?? deps.policies.current?.policyVersion,
+      aal: principal?.kind === 'customer' ? principal.aal : principal?.kind === 'service' ? 1 : 0, trace_id: view.requestId, decision_id: view.decisionId,
+    },
+    attrs: {
+      ip: view.sourceIp, ua: view.headers['user-agent'] ?? '', method: view.method, risk: extra?.risk.risk ?? 'low',
+      risk_signals: extra?.risk.signals ?? [], masking: extra?.masking ?? '{}', registry_version: extra?.result.registry_version ?? deps.policies.current?.registryVersion,
+    },
+  });
+}

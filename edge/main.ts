@@ -1,0 +1,57 @@
+/**
+ * build(deps) for the edge process: cached state from PostgreSQL, the verified policy bundle
+ * (watched for new versions), the decision audit writer, and the ext_authz gRPC server.
+ */
+import type * as grpc from '@grpc/grpc-js';
+import type { Logger } from 'pino';
+import type { Db } from '../core/db/pool.ts';
+import type { KeyStore } from '../core/keys/keys.ts';
+import { AuditWriter } from './audit-writer.ts';
+import { RiskEngine } from './auth/risk.ts';
+import { createDecider } from './authz.ts';
+import { defaultBundleDir, loadTrustedKeys } from './policy/bundle.ts';
+import { PolicyStore } from './policy/store.ts';
+import { bindEdge, createEdgeServer } from './server.ts';
+import { EdgeState } from './state/store.ts';
+
+export interface EdgeDeps {
+  db: Db;
+  keys: KeyStore;
+  log: Logger;
+  edgeSecret: string;
+  /** A directory or http(s) URL holding manifest.json, registry.json and policy.wasm. */
+  bundleSource?: string;
+  now?: () => number;
+}
+
+export interface Edge {
+  server: grpc.Server;
+  state: EdgeState;
+  policies: PolicyStore;
+  audit: AuditWriter;
+  listen(port: number, host?: string): Promise<number>;
+  stop(): Promise<void>;
+}
+
+export async function buildEdge(deps: EdgeDeps): Promise<Edge> {
+  const source = deps.bundleSource ?? defaultBundleDir;
+  const policies = new PolicyStore(await loadTrustedKeys(), deps.log);
+  await policies.load(source);
+  policies.watch(source);
+  const state = new EdgeState(deps.db, deps.keys, deps.log, { now: deps.now });
+  await state.start();
+  const audit = new AuditWriter(deps.db, deps.log);
+  audit.start();
+  const decide = createDecider({ state, policies, audit, risk: new RiskEngine(deps.now), log: deps.log, edgeSecret: deps.edgeSecret, now: deps.now });
+  const server = createEdgeServer({ log: deps.log, decide });
+  return {
+    server, state, policies, audit,
+    listen: (port, host) => bindEdge(server, port, host),
+    async stop() {
+      server.forceShutdown();
+      policies.stop();
+      await audit.stop();
+      await state.stop();
+    },
+  };
+}

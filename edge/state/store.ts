@@ -1,0 +1,254 @@
+/**
+ * What the edge needs from PostgreSQL, cached in memory (DESIGN.md "State the edge needs"):
+ * sessions, tenants, relationship tuples and service tokens; signing keys through the
+ * KeyStore. `LISTEN` on the change channels drops entries as soon as a change commits, and a
+ * heartbeat bounds staleness: when the database has not answered for `maxStalenessMs`,
+ * `assertFresh()` throws and every decision is a deny.
+ */
+import { createHash } from 'node:crypto';
+import pg from 'pg';
+import type { Logger } from 'pino';
+import type { Db } from '../../core/db/pool.ts';
+import { keysChannel, type KeyStore } from '../../core/keys/keys.ts';
+
+export interface SessionState {
+  id: string;
+  tenantId: string;
+  subjectType: string;
+  subjectId: string;
+  aal: number;
+  device: string | null;
+  ip: string | null;
+  lastSeenMs: number;
+  revoked: boolean;
+}
+
+export interface TenantState {
+  id: string;
+  status: string;
+  security: Record<string, unknown>;
+}
+
+export interface TupleState {
+  relation: string;
+  object_ns: string;
+  object_id: string;
+  caveat: Record<string, unknown>;
+}
+
+export interface ServiceTokenState {
+  id: string;
+  tenantId: string;
+  name: string;
+  roles: string[];
+  expiresAtMs: number | null;
+  revoked: boolean;
+}
+
+/** Past this without a database answer, cached state is not trusted (fail closed). */
+export const maxStalenessMs = 5_000;
+export const heartbeatMs = 1_000;
+/** Entries are re-read at least this often even without a notification (safety net). */
+export const entryTtlMs = 30_000;
+/** last_seen updates are written in batches at most this often. */
+export const lastSeenFlushMs = 1_000;
+
+const channels = ['sessions_changed', 'tenants_changed', 'tuples_changed', 'service_tokens_changed', keysChannel] as const;
+
+interface Entry<T> {
+  value: T | undefined;
+  at: number;
+}
+
+export class EdgeState {
+  private readonly sessions = new Map<string, Entry<SessionState>>();
+  private readonly tenants = new Map<string, Entry<TenantState>>();
+  private readonly tuples = new Map<string, Entry<TupleState[]>>();
+  private readonly serviceTokens = new Map<string, Entry<ServiceTokenState>>();
+  private readonly seen = new Set<string>();
+  private listener: pg.Client | undefined;
+  private healthyAt = 0;
+  private timers: NodeJS.Timeout[] = [];
+  private closed = false;
+  private readonly now: () => number;
+
+  private readonly stalenessMs: number;
+
+  constructor(private readonly db: Db, readonly keys: KeyStore, private readonly log: Logger, opts: { now?: () => number; maxStalenessMs?: number } = {}) {
+    this.now = opts.now ?? Date.now;
+    this.stalenessMs = opts.maxStalenessMs ?? maxStalenessMs;
+  }
+
+  /** Connect the LISTEN client and start the heartbeat and last-seen flusher. */
+  async start(): Promise<void> {
+    await this.connectListener();
+    this.timers.push(setInterval(() => void this.heartbeat(), heartbeatMs));
+    this.timers.push(setInterval(() => void this.flushLastSeen(), lastSeenFlushMs));
+    for (const t of this.timers) t.unref();
+  }
+
+  async stop(): Promise<void> {
+    this.closed = true;
+    for (const t of this.timers) clearInterval(t);
+    await this.flushLastSeen();
+    await this.listener?.end().catch(() => undefined);
+  }
+
+  private async connectListener(): Promise<void> {
+    const client = new pg.Client({ connectionString: (this.db.pool.options as { connectionString?: string }).connectionString, connectionTimeoutMillis: 2000 });
+    client.on('error', (err) => {
+      this.log.warn({ err: err.message }, 'edge state listener lost; serving cache within the staleness bound');
+      this.listener = undefined;
+    });
+    client.on('notification', (n) => this.onNotify(n.channel, n.payload ?? ''));
+    await client.connect();
+    for (const ch of channels) await client.query(`LISTEN ${ch}`);
+    this.listener = client;
+    // Anything may have changed while we were not listening.
+    this.invalidateAll();
+    this.healthyAt = this.now();
+  }
+
+  private async heartbeat(): Promise<void> {
+    if (this.closed) return;
+    try {
+      if (!this.listener) await this.connectListener();
+      await this.listener?.query('SELECT 1');
+      this.healthyAt = this.now();
+    } catch (err) {
+      this.log.debug({ err: (err as Error).message }, 'edge state heartbeat failed');
+      await this.listener?.end().catch(() => undefined);
+      this.listener = undefined;
+    }
+  }
+
+  private onNotify(channel: string, payload: string): void {
+    if (channel === 'sessions_changed') {
+      const id = parseField(payload, 'sessionId');
+      if (id) this.sessions.delete(id);
+      else this.sessions.clear();
+    } else if (channel === 'tenants_changed') {
+      this.tenants.delete(payload);
+    } else if (channel === 'tuples_changed') {
+      const ns = parseField(payload, 'subjectNs');
+      const id = parseField(payload, 'subjectId');
+      if (ns && id) this.tuples.delete(`${ns}:${id}`);
+      else this.tuples.clear();
+    } else if (channel === 'service_tokens_changed') {
+      this.serviceTokens.clear();
+    } else if (channel === keysChannel) {
+      this.keys.invalidate(payload || undefined);
+    }
+  }
+
+  invalidateAll(): void {
+    this.sessions.clear();
+    this.tenants.clear();
+    this.tuples.clear();
+    this.serviceTokens.clear();
+    this.keys.invalidate();
+  }
+
+  /** Throw when the database has been silent longer than the staleness bound. */
+  assertFresh(): void {
+    if (this.now() - this.healthyAt > this.stalenessMs) throw new Error('edge state is stale: database unreachable');
+  }
+
+  private async cached<T>(map: Map<string, Entry<T>>, key: string, load: () => Promise<T | undefined>): Promise<T | undefined> {
+    this.assertFresh();
+    const hit = map.get(key);
+    if (hit && this.now() - hit.at < entryTtlMs) return hit.value;
+    const value = await load();
+    map.set(key, { value, at: this.now() });
+    return value;
+  }
+
+  session(tenantId: string, id: string): Promise<SessionState | undefined> {
+    return this.cached(this.sessions, id, async () => {
+      const { rows } = await this.db.query<{ id: string; tenant_id: string; subject_type: string; subject_id: string; aal: number; device: string | null; ip: string | null; last_seen: Date; revoked_at: Date | null }>(
+        `SELECT id, tenant_id, subject_type, subject_id, aal, device, ip, last_seen, revoked_at FROM sessions WHERE id = $1 AND tenant_id = $2`,
+        [id, tenantId],
+      );
+      const r = rows[0];
+      return r && {
+        id: r.id, tenantId: r.tenant_id, subjectType: r.subject_type, subjectId: r.subject_id, aal: Number(r.aal),
+        device: r.device, ip: r.ip, lastSeenMs: r.last_seen.getTime(), revoked: r.revoked_at !== null,
+      };
+    }).then((s) => (s && s.tenantId === tenantId ? s : undefined));
+  }
+
+  /** Record activity: the in-memory copy at once, the row in the next batch. */
+  touchSession(s: SessionState): void {
+    s.lastSeenMs = this.now();
+    this.seen.add(`${s.tenantId}\u0000${s.id}`);
+  }
+
+  private async flushLastSeen(): Promise<void> {
+    if (this.seen.size === 0) return;
+    const batch = [...this.seen];
+    this.seen.clear();
+    const tenants = batch.map((b) => b.split('\u0000')[0] as string);
+    const ids = batch.map((b) => b.split('\u0000')[1] as string);
+    await this.db
+      .query(
+        `UPDATE sessions s SET last_seen = greatest(s.last_seen, now())
+         FROM unnest($1::text[], $2::uuid[]) AS t(tenant_id, id) WHERE s.tenant_id = t.tenant_id AND s.id = t.id`,
+        [tenants, ids],
+      )
+      .catch((err: unknown) => this.log.warn({ err: (err as Error).message }, 'last_seen flush failed'));
+  }
+
+  tenant(id: string): Promise<TenantState | undefined> {
+    return this.cached(this.tenants, id, async () => {
+      const { rows } = await this.db.query<{ id: string; status: string; security: Record<string, unknown> }>(
+        'SELECT id, status, security FROM tenants WHERE id = $1',
+        [id],
+      );
+      return rows[0];
+    });
+  }
+
+  async tuplesOf(ns: string, id: string): Promise<TupleState[]> {
+    const list = await this.cached(this.tuples, `${ns}:${id}`, async () => {
+      const { rows } = await this.db.query<TupleState & { tenant_id: string }>(
+        `SELECT tenant_id, relation, object_ns, object_id, caveat FROM relationship_tuples WHERE subject_ns = $1 AND subject_id = $2`,
+        [ns, id],
+      );
+      return rows.map(({ tenant_id: _t, ...rest }) => rest);
+    });
+    return list ?? [];
+  }
+
+  /** A service token by its bearer value (looked up by SHA-256, never stored in clear). */
+  serviceToken(token: string): Promise<ServiceTokenState | undefined> {
+    const hash = createHash('sha256').update(token).digest();
+    return this.cached(this.serviceTokens, hash.toString('hex'), async () => {
+      const { rows } = await this.db.query<{ id: string; tenant_id: string; name: string; roles: string[]; expires_at: Date | null; revoked_at: Date | null }>(
+        'SELECT id, tenant_id, name, roles, expires_at, revoked_at FROM service_tokens WHERE token_hash = $1',
+        [hash],
+      );
+      const r = rows[0];
+      return r && { id: r.id, tenantId: r.tenant_id, name: r.name, roles: r.roles, expiresAtMs: r.expires_at?.getTime() ?? null, revoked: r.revoked_at !== null };
+    });
+  }
+
+  /** Record a one-time value (DPoP jti, nonce) across all edges; false when already seen. */
+  async firstUse(kind: string, value: string, ttlMs: number): Promise<boolean> {
+    this.assertFresh();
+    const { rowCount } = await this.db.query(
+      `INSERT INTO edge_replay (kind, value, expires_at) VALUES ($1, $2, now() + make_interval(secs => $3))
+       ON CONFLICT (kind, value) DO UPDATE SET expires_at = EXCLUDED.expires_at WHERE edge_replay.expires_at < now()`,
+      [kind, value, ttlMs / 1000],
+    );
+    return rowCount === 1;
+  }
+}
+
+function parseField(payload: string, field: string): string | undefined {
+  try {
+    const v = (JSON.parse(payload) as Record<string, unknown>)[field];
+    return typeof v === 'string' ? v : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,323 @@
+import assert from 'node:assert/strict';
+import { createHash, generateKeyPairSync, randomBytes, randomUUID } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import { SignJWT, calculateJwkThumbprint, type JWK } from 'jose';
+import { verifyChain } from '../../core/audit/audit.ts';
+import { origOf, verifyChallenge } from '../../core/identity/challenge.ts';
+import { KeyStore } from '../../core/keys/keys.ts';
+import { createLogger } from '../../core/platform/log.ts';
+import { AuditWriter } from '../../edge/audit-writer.ts';
+import { RiskEngine } from '../../edge/auth/risk.ts';
+import { createDecider } from '../../edge/authz.ts';
+import { defaultBundleDir, loadTrustedKeys } from '../../edge/policy/bundle.ts';
+import { PolicyStore } from '../../edge/policy/store.ts';
+import { buildRouteTable, edgeRoutes, type EdgeRoute } from '../../edge/routes.ts';
+import { EdgeState } from '../../edge/state/store.ts';
+import type { CheckResponse } from '../../edge/types.ts';
+import { freshDatabase, type TestDb } from '../helpers/db.ts';
+import { envoyRequest, headerOf, startTestEdge, type TestEdge } from '../helpers/edge.ts';
+
+const log = createLogger('silent');
+const edgeSecret = 'test-edge-secret';
+
+/** Routes later features add; declared here so every purpose can be exercised now. */
+const extraRoutes: EdgeRoute[] = [
+  { method: 'GET', template: '/t/transactions', purpose: 'customer.account.view', resource: 'transaction', action: 'transaction.read', credential: 'customer' },
+  { method: 'POST', template: '/t/transfers', purpose: 'customer.transact', resource: 'transaction', action: 'transfer.create', credential: 'customer' },
+  { method: 'GET', template: '/t/core/accounts/{id}', purpose: 'core.banking', resource: 'account', action: 'account.read', credential: 'core-client' },
+  { method: 'POST', template: '/t/core/postings', purpose: 'core.banking', resource: 'posting', action: 'posting.create', credential: 'core-client' },
+  { method: 'POST', template: '/t/simulate', purpose: 'operational', resource: 'authz', action: 'authz.simulate', credential: 'staff' },
+];
+
+const body = (r: CheckResponse) => JSON.parse(r.denied_response?.body ?? '{}');
+
+describe('edge authorization with the policy bundle', () => {
+  let t: TestDb;
+  let keys: KeyStore;
+  let state: EdgeState;
+  let audit: AuditWriter;
+  let edge: TestEdge;
+  let policies: PolicyStore;
+  const master = randomBytes(32);
+
+  const customer = async (tenant: string, opts: { device?: string; ip?: string; tuples?: Record<string, unknown>[] } = {}) => {
+    const id = randomUUID();
+    const sid = randomUUID();
+    await t.db.query(
+      `INSERT INTO customers (id, tenant_id, phone_e164, created_at) VALUES ($1, $2, $3, now())`,
+      [id, tenant, `+2547${Math.floor(Math.random() * 1e8).toString().padStart(8, '0')}`],
+    );
+    await t.db.query(
+      `INSERT INTO sessions (id, tenant_id, subject_type, subject_id, jti, aal, device, ip, created_at, last_seen) VALUES ($1, $2, 'customer', $3, 'j', 1, $4, $5, now(), now())`,
+      [sid, tenant, id, opts.device ?? null, opts.ip ?? '203.0.113.9'],
+    );
+    for (const caveat of opts.tuples ?? [{}]) {
+      await t.db.query(
+        `INSERT INTO relationship_tuples (tenant_id, subject_ns, subject_id, relation, object_ns, object_id, caveat) VALUES ($1, 'customer', $2, 'member', 'tenant', $1, $3)`,
+        [tenant, id, JSON.stringify(caveat)],
+      );
+    }
+    return { id, sid };
+  };
+  const token = (tenant: string, c: { id: string; sid: string }, aal = 1, extra: Record<string, unknown> = {}, ks = keys) =>
+    ks.sign(tenant, { sub: c.id, sid: c.sid, aal, amr: aal > 1 ? ['pin', 'otp'] : ['pin'], jti: randomUUID(), aud: 'payments-api', ...extra }, { expiresInS: 600, typ: 'at+jwt' });
+  const bearer = (tok: string) => ({ authorization: `Bearer ${tok}` });
+
+  before(async () => {
+    t = await freshDatabase();
+    for (const id of ['t1', 't2']) await t.db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ($1, $1, 'KE', 'KES')`, [id]);
+    keys = new KeyStore(t.db, master);
+    state = new EdgeState(t.db, keys, log);
+    await state.start();
+    policies = new PolicyStore(await loadTrustedKeys());
+    await policies.load(defaultBundleDir);
+    audit = new AuditWriter(t.db, log);
+    const decide = createDecider({ state, policies, audit, risk: new RiskEngine(), log, edgeSecret });
+    edge = await startTestEdge({ log, decide, resolve: buildRouteTable([...edgeRoutes, ...extraRoutes]) });
+  });
+  after(async () => {
+    await edge.close();
+    await audit.stop();
+    await state.stop();
+    await t.drop();
+  });
+
+  it('allows a customer read and sets the identity headers, overwriting spoofed ones', async () => {
+    const c = await customer('t1');
+    const res = await edge.check(envoyRequest('GET', '/t/transactions?limit=5', {
+      headers: { ...bearer(await token('t1', c)), 'x-tenant-id': 't2', 'x-purpose': 'fraud.review', 'x-aal': '3', 'x-edge-auth': 'forged' },
+    }));
+    assert.equal(res.status.code, 0, res.denied_response?.body);
+    assert.equal(headerOf(res, 'x-tenant-id'), 't1');
+    assert.equal(headerOf(res, 'x-principal-id'), c.id);
+    assert.equal(headerOf(res, 'x-session-id'), c.sid);
+    assert.equal(headerOf(res, 'x-aal'), '1');
+    assert.equal(headerOf(res, 'x-purpose'), 'customer.account.view');
+    assert.equal(headerOf(res, 'x-edge-auth'), edgeSecret);
+    const masking = JSON.parse(headerOf(res, 'x-masking') ?? '{}');
+    assert.equal(masking.transaction.phone, 'keep_first4_last2');
+  });
+
+  it('401 with WWW-Authenticate without a token, with an expired, future-dated or foreign-key token', async () => {
+    const c = await customer('t1');
+    const none = await edge.check(envoyRequest('GET', '/t/transactions'));
+    assert.equal(none.denied_response?.status.code, 401);
+    assert.match(headerOf(none, 'www-authenticate') ?? '', /^Bearer realm="payments"/);
+    const past = new KeyStore(t.db, master, { now: () => Date.now() - 3_600_000 });
+    const expired = await edge.check(envoyRequest('GET', '/t/transactions', { headers: bearer(await token('t1', c, 1, {}, past)) }));
+    assert.equal(expired.denied_response?.status.code, 401);
+    assert.match(headerOf(expired, 'www-authenticate') ?? '', /invalid_token/);
+    const future = new KeyStore(t.db, master, { now: () => Date.now() + 3_600_000 });
+    const ahead = await edge.check(envoyRequest('GET', '/t/transactions', { headers: bearer(await token('t1', c, 1, {}, future)) }));
+    assert.equal(ahead.denied_response?.status.code, 401);
+    const { privateKey } = generateKeyPairSync('ed25519');
+    const forged = await new SignJWT({ sub: c.id, sid: c.sid, aal: 2, tid: 't1', aud: 'payments-api' })
+      .setProtectedHeader({ alg: 'EdDSA', kid: (await keys.verificationKeys('t1'))[0]?.kid ?? 'x', typ: 'at+jwt' })
+      .setIssuedAt().setExpirationTime('5m').setIssuer('urn:payments:tenant:t1').sign(privateKey);
+    assert.equal((await edge.check(envoyRequest('GET', '/t/transactions', { headers: bearer(forged) }))).denied_response?.status.code, 401);
+  });
+
+  it('refuses a token signed by a retired key', async () => {
+    const c = await customer('t2');
+    const old = await token('t2', c);
+    await keys.rotate('t2', 0);
+    const res = await edge.check(envoyRequest('GET', '/t/transactions', { headers: bearer(old) }));
+    assert.equal(res.denied_response?.status.code, 401);
+  });
+
+  it('denies a cross-tenant resource and another tenant\'s session', async () => {
+    const c = await customer('t1');
+    const tok = await token('t1', c);
+    const cross = await edge.check(envoyRequest('GET', '/t/transactions?tenantId=t2', { headers: bearer(tok) }));
+    assert.equal(cross.denied_response?.status.code, 403);
+    assert.match(body(cross).message, /resource_tenant/);
+    const other = await customer('t2');
+    const wrong = await edge.check(envoyRequest('GET', '/t/transactions', { headers: bearer(await token('t1', other)) }));
+    assert.equal(wrong.denied_response?.status.code, 401, 'a t2 session does not exist in t1');
+  });
+
+  it('refuses a revoked session on the next request after the notification', async () => {
+    const c = await customer('t1');
+    const tok = await token('t1', c);
+    assert.equal((await edge.check(envoyRequest('GET', '/t/transactions', { headers: bearer(tok) }))).status.code, 0);
+    await t.db.tx(async (q) => {
+      await q.query('UPDATE sessions SET revoked_at = now() WHERE id = $1', [c.sid]);
+      await q.query(`SELECT pg_notify('sessions_changed', $1)`, [JSON.stringify({ tenantId: 't1', sessionId: c.sid })]);
+    });
+    let status = 0;
+    for (let i = 0; i < 50 && status !== 401; i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      status = (await edge.check(envoyRequest('GET', '/t/transactions', { headers: bearer(tok) }))).denied_response?.status.code ?? 0;
+    }
+    assert.equal(status, 401);
+  });
+
+  it('ignores an expired tuple and honours ip_ranges caveats', async () => {
+    const expired = await customer('t1', { tuples: [{ expires_at: '2020-01-01T00:00:00Z' }] });
+    const r1 = await edge.check(envoyRequest('GET', '/t/transactions', { headers: bearer(await token('t1', expired)) }));
+    assert.match(body(r1).message, /tenant_member/);
+    const ranged = await customer('t1', { tuples: [{ ip_ranges: ['198.51.100.0/24'] }] });
+    const tok = await token('t1', ranged);
+    assert.equal((await edge.check(envoyRequest('GET', '/t/transactions', { headers: bearer(tok), ip: '198.51.100.7' }))).status.code, 0);
+    const outside = await edge.check(envoyRequest('GET', '/t/transactions', { headers: bearer(tok), ip: '203.0.113.9' }));
+    assert.equal(outside.denied_response?.status.code, 403);
+  });
+
+  it('answers a transfer at AAL 1 with MFA_REQUIRED and a challenge bound to that request', async () => {
+    const c = await customer('t1');
+    const payload = JSON.stringify({ amount: '10.00', currency: 'KES', beneficiaryId: 'b1' });
+    const res = await edge.check(envoyRequest('POST', '/t/transfers', { headers: { ...bearer(await token('t1', c)), 'content-type': 'application/json' }, body: payload }));
+    assert.equal(res.denied_response?.status.code, 403);
+    const b = body(res);
+    assert.equal(b.code, 'MFA_REQUIRED');
+    assert.deepEqual(b.methods, ['otp', 'device']);
+    const claims = await verifyChallenge(keys, b.challenge, { tenantId: 't1', sub: c.id, orig: origOf('POST', '/t/transfers', payload) });
+    assert.equal(claims.sub, c.id);
+    await assert.rejects(verifyChallenge(keys, b.challenge, { tenantId: 't1', sub: c.id, orig: origOf('POST', '/t/transfers', payload.replace('10.00', '99.00')) }));
+    const ok = await edge.check(envoyRequest('POST', '/t/transfers', { headers: { ...bearer(await token('t1', c, 2)), 'content-type': 'application/json' }, body: payload }));
+    assert.equal(ok.status.code, 0, ok.denied_response?.body);
+  });
+
+  it('treats a new device as high risk: step-up even for a read', async () => {
+    const c = await customer('t1', { device: 'phone-1' });
+    const tok = await token('t1', c);
+    assert.equal((await edge.check(envoyRequest('GET', '/t/transactions', { headers: { ...bearer(tok), 'x-device-id': 'phone-1' } }))).status.code, 0);
+    const res = await edge.check(envoyRequest('GET', '/t/transactions', { headers: { ...bearer(tok), 'x-device-id': 'phone-2' } }));
+    assert.equal(body(res).code, 'MFA_REQUIRED');
+  });
+
+  it('checks core client scopes; core:read cannot write', async () => {
+    const read = await keys.sign('t1', { sub: 'client-r', aud: 'core', scope: 'core:read' }, { expiresInS: 300 });
+    const write = await keys.sign('t1', { sub: 'client-w', aud: 'core', scope: 'core:write' }, { expiresInS: 300 });
+    assert.equal((await edge.check(envoyRequest('GET', '/t/core/accounts/a1', { headers: bearer(read) }))).status.code, 0);
+    const denied = await edge.check(envoyRequest('POST', '/t/core/postings', { headers: bearer(read) }));
+    assert.match(body(denied).message, /scope/);
+    const bare = await edge.check(envoyRequest('POST', '/t/core/postings', { headers: { authorization: write } }));
+    assert.equal(bare.status.code, 0, 'the bare JWT form of SPEC 5.1 is accepted');
+    assert.equal(headerOf(bare, 'x-scopes'), 'core:write');
+    const customerToken = await token('t1', await customer('t1'));
+    assert.equal((await edge.check(envoyRequest('GET', '/t/core/accounts/a1', { headers: bearer(customerToken) }))).denied_response?.status.code, 401);
+  });
+
+  it('lets only ops service tokens simulate', async () => {
+    const mk = async (roles: string[]) => {
+      const tok = `svc_${randomBytes(24).toString('base64url')}`;
+      await t.db.query(`INSERT INTO service_tokens (id, tenant_id, name, roles, token_hash) VALUES ($1, 't1', $2, $3, $4)`,
+        [randomUUID(), `tok-${randomUUID()}`, roles, createHash('sha256').update(tok).digest()]);
+      return tok;
+    };
+    assert.equal((await edge.check(envoyRequest('POST', '/t/simulate', { headers: bearer(await mk(['ops'])) }))).status.code, 0);
+    const ro = await edge.check(envoyRequest('POST', '/t/simulate', { headers: bearer(await mk(['readonly'])) }));
+    assert.match(body(ro).message, /roles/);
+    assert.equal((await edge.check(envoyRequest('POST', '/t/simulate', { headers: bearer('svc_unknown') }))).denied_response?.status.code, 401);
+  });
+
+  it('refuses a suspended tenant once the change is announced', async () => {
+    await t.db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ('t3', 't3', 'KE', 'KES')`);
+    const c = await customer('t3');
+    const tok = await token('t3', c);
+    assert.equal((await edge.check(envoyRequest('GET', '/t/transactions', { headers: bearer(tok) }))).status.code, 0);
+    await t.db.query(`UPDATE tenants SET status = 'SUSPENDED' WHERE id = 't3'`);
+    let msg = '';
+    for (let i = 0; i < 50 && !/tenant_active/.test(msg); i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      msg = body(await edge.check(envoyRequest('GET', '/t/transactions', { headers: bearer(tok) }))).message ?? '';
+    }
+    assert.match(msg, /tenant_active/);
+  });
+
+  it('verifies DPoP proofs when the tenant requires them', async () => {
+    await t.db.query(`INSERT INTO tenants (id, name, country, base_currency, security) VALUES ('t4', 't4', 'KE', 'KES', '{"require_dpop": true}')`);
+    const c = await customer('t4');
+    const { publicKey, privateKey } = generateKeyPairSync('ed25519');
+    const jwk = publicKey.export({ format: 'jwk' }) as JWK;
+    const jkt = await calculateJwkThumbprint(jwk);
+    const tok = await token('t4', c, 1, { cnf: { jkt } });
+    const proof = (htu: string, jti = randomUUID()) => new SignJWT({ htm: 'GET', htu, jti, ath: createHash('sha256').update(tok).digest('base64url') })
+      .setProtectedHeader({ alg: 'EdDSA', typ: 'dpop+jwt', jwk }).setIssuedAt().sign(privateKey);
+    const htu = 'https://api.example/t/transactions';
+    const p1 = await proof(htu);
+    const ok = await edge.check(envoyRequest('GET', '/t/transactions', { headers: { authorization: `DPoP ${tok}`, dpop: p1 } }));
+    assert.equal(ok.status.code, 0, ok.denied_response?.body);
+    const replay = await edge.check(envoyRequest('GET', '/t/transactions', { headers: { authorization: `DPoP ${tok}`, dpop: p1 } }));
+    assert.equal(body(replay).reason, 'invalid_dpop_proof');
+    const wrongHtu = await edge.check(envoyRequest('GET', '/t/transactions', { headers: { authorization: `DPoP ${tok}`, dpop: await proof('https://evil.example/t/transactions') } }));
+    assert.equal(wrongHtu.denied_response?.status.code, 401);
+    const missing = await edge.check(envoyRequest('GET', '/t/transactions', { headers: { authorization: `DPoP ${tok}` } }));
+    assert.equal(missing.denied_response?.status.code, 401);
+  });
+
+  it('audits every decision, allow and deny, into the hash chain with policy and registry versions', async () => {
+    await edge.check(envoyRequest('GET', '/v1/health'));
+    await edge.check(envoyRequest('GET', '/v1/nowhere'));
+    await audit.flush();
+    const { rows } = await t.db.query<{ decision: Record<string, unknown>; attrs: Record<string, unknown>; tenant_id: string }>(
+      `SELECT decision, attrs, tenant_id FROM audit_log WHERE action = 'authz.decision' ORDER BY id`,
+    );
+    assert.ok(rows.length >= 10);
+    assert.ok(rows.some((r) => r.decision.allow === true));
+    assert.ok(rows.some((r) => r.decision.allow === false));
+    const last = rows.at(-1);
+    assert.equal(last?.decision.policy_version, policies.current?.policyVersion);
+    assert.equal(last?.attrs.registry_version, policies.current?.registryVersion);
+    for (const tenant of new Set(rows.map((r) => r.tenant_id))) assert.equal((await verifyChain(t.db, tenant)).ok, true);
+  });
+});
+
+describe('edge authorization fails closed', () => {
+  it('denies everything when the audit writer is behind its bound', async () => {
+    const t = await freshDatabase();
+    const keys = new KeyStore(t.db, randomBytes(32));
+    const state = new EdgeState(t.db, keys, log);
+    await state.start();
+    const policies = new PolicyStore(await loadTrustedKeys());
+    await policies.load(defaultBundleDir);
+    const audit = new AuditWriter(t.db, log, 0);
+    const edge = await startTestEdge({ log, decide: createDecider({ state, policies, audit, risk: new RiskEngine(), log, edgeSecret }) });
+    try {
+      const res = await edge.check(envoyRequest('GET', '/v1/health'));
+      assert.equal(body(res).code, 'authz_unavailable');
+    } finally {
+      await edge.close();
+      await state.stop();
+      await t.drop();
+    }
+  });
+
+  it('denies everything without a policy bundle', async () => {
+    const t = await freshDatabase();
+    const keys = new KeyStore(t.db, randomBytes(32));
+    const state = new EdgeState(t.db, keys, log);
+    await state.start();
+    const policies = new PolicyStore(await loadTrustedKeys());
+    const edge = await startTestEdge({ log, decide: createDecider({ state, policies, audit: new AuditWriter(t.db, log), risk: new RiskEngine(), log, edgeSecret }) });
+    try {
+      assert.equal(body(await edge.check(envoyRequest('GET', '/v1/health'))).code, 'authz_unavailable');
+    } finally {
+      await edge.close();
+      await state.stop();
+      await t.drop();
+    }
+  });
+
+  it('serves from cache only up to the staleness bound once the database is gone', async () => {
+    const t = await freshDatabase();
+    const keys = new KeyStore(t.db, randomBytes(32));
+    const state = new EdgeState(t.db, keys, log, { maxStalenessMs: 1500 });
+    await state.start();
+    const policies = new PolicyStore(await loadTrustedKeys());
+    await policies.load(defaultBundleDir);
+    const edge = await startTestEdge({ log, decide: createDecider({ state, policies, audit: new AuditWriter(t.db, log), risk: new RiskEngine(), log, edgeSecret }) });
+    try {
+      await t.db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ('t1', 't1', 'KE', 'KES')`);
+      const probe = () => edge.check(envoyRequest('POST', '/customers/auth/login', { headers: { 'content-type': 'application/json' }, body: '{"tenantId":"t1"}' }));
+      assert.equal((await probe()).status.code, 0);
+      await t.drop();
+      await new Promise((r) => setTimeout(r, 2500));
+      assert.equal(body(await probe()).code, 'authz_unavailable');
+    } finally {
+      await edge.close();
+      await state.stop();
+    }
+  });
+});
