@@ -76,17 +76,25 @@ export function createDb(opts: { connectionString: string; metrics: Metrics; log
       for (let attempt = 0; ; attempt++) {
         const raw = await pool.connect();
         const client = instrument(raw);
+        // A backend killed mid-transaction makes the checked-out client emit 'error'; without a
+        // listener that is an uncaught exception. The failing query reports it to the caller.
+        const onLost = (e: Error) => opts.log.warn({ err: e.message }, 'database connection lost in a transaction');
+        raw.on('error', onLost);
         try {
           await client.query(`BEGIN ISOLATION LEVEL ${(txOpts?.isolation ?? 'read committed').toUpperCase()}`);
           const result = await fn(client);
           await client.query('COMMIT');
+          raw.off('error', onLost);
           raw.release();
           return result;
         } catch (err) {
           await raw.query('ROLLBACK').catch(() => undefined);
           const code = (err as { code?: unknown }).code;
-          // A connection that failed mid-transaction is destroyed, never reused.
-          raw.release(typeof code === 'string' && code.length === 5 ? undefined : (err as Error));
+          // A connection that failed mid-transaction is destroyed, never reused; so is one whose
+          // backend was terminated (57P0x) or whose connection failed (08xxx).
+          const lost = typeof code === 'string' && (code.startsWith('57P') || code.startsWith('08'));
+          raw.off('error', onLost);
+          raw.release(typeof code === 'string' && code.length === 5 && !lost ? undefined : (err as Error));
           if (typeof code === 'string' && retryableCodes.has(code) && attempt < txRetryLimit) {
             await new Promise((r) => setTimeout(r, Math.random() * 5 * (attempt + 1)));
             continue;

@@ -37,6 +37,16 @@ interface Queued extends Job {
   reject(err: unknown): void;
 }
 
+/** Retries of a batch whose connection died (terminated backend, network). */
+export const connectionRetryLimit = 2;
+
+/** Admin shutdown / crash (57P01–57P03), connection exceptions (08xxx), socket errors. */
+export function isConnectionLoss(err: unknown): boolean {
+  const code = (err as { code?: unknown }).code;
+  if (typeof code !== 'string') return err instanceof Error && /Connection terminated|ECONNRESET|EPIPE/.test(err.message);
+  return code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03' || code === 'ECONNRESET' || code === 'EPIPE';
+}
+
 type Outcome = { kind: 'done'; status: number; body: string } | { kind: 'duplicate' };
 
 function isApplyResult(v: unknown): v is ApplyResult {
@@ -80,11 +90,17 @@ export class LedgerBatcher {
     }
   }
 
-  private async runBatch(batch: Queued[]): Promise<void> {
+  private async runBatch(batch: Queued[], attempt = 0): Promise<void> {
     let outcomes: Outcome[];
     try {
       outcomes = await this.db.tx((client) => this.execute(client, batch));
     } catch (err) {
+      if (isConnectionLoss(err) && attempt < connectionRetryLimit) {
+        // Safe even if the COMMIT landed before the connection died: every keyed command
+        // then finds its key taken and answers with the stored response (exactly once).
+        this.log.warn({ err: (err as Error).message }, 'ledger batch lost its connection; retrying');
+        return this.runBatch(batch, attempt + 1);
+      }
       if (batch.length > 1) {
         // One command broke the whole transaction (a bug or a guard): isolate it.
         this.log.warn({ err: (err as Error).message, size: batch.length }, 'ledger batch failed; retrying one by one');
