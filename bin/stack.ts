@@ -87,17 +87,20 @@ export async function startStack(config: Config, opts: { logDestination?: NodeJS
     const edgeSecret = randomBytes(32).toString('base64url');
     const demo = await seedDemo(db, config.dataDir);
 
-    const core = buildCore({ db, log: log.child({ component: 'core' }), metrics, build: readBuildInfo(), keys, dataDir: config.dataDir, edgeSecret });
+    const edgeDb = createDb({ connectionString: databaseUrl, metrics, log });
+    cleanups.push(() => edgeDb.close());
+    const edge = await buildEdge({ db: edgeDb, keys: new KeyStore(edgeDb, masterKey), log: log.child({ component: 'edge' }), edgeSecret });
+    cleanups.push(() => edge.stop());
+
+    const core = buildCore({
+      db, log: log.child({ component: 'core' }), metrics, build: readBuildInfo(), keys, dataDir: config.dataDir, edgeSecret, policies: edge.policies,
+    });
     const corePort = await listenOrExplain(core.server, config.corePort, 'CORE_PORT');
     cleanups.push(async () => {
       core.server.closeAllConnections();
       await new Promise((r) => core.server.close(r));
     });
 
-    const edgeDb = createDb({ connectionString: databaseUrl, metrics, log });
-    cleanups.push(() => edgeDb.close());
-    const edge = await buildEdge({ db: edgeDb, keys: new KeyStore(edgeDb, masterKey), log: log.child({ component: 'edge' }), edgeSecret });
-    cleanups.push(() => edge.stop());
     let authzPort: number;
     try {
       authzPort = await edge.listen(config.authzPort);

@@ -12,6 +12,8 @@ import { createCoreServer } from './http/server.ts';
 import type { BuildInfo } from './platform/build-info.ts';
 import type { Metrics } from './platform/metrics.ts';
 import { platformRoutes } from './platform/routes.ts';
+import { authzRoutes } from './authz/routes.ts';
+import type { PolicyStore } from '../edge/policy/store.ts';
 import { Ledger, ledgerRoutes } from './ledger/routes.ts';
 import { oauthRoutes } from './oauth/routes.ts';
 import { identityDeps, type IdentityOptions } from './identity/context.ts';
@@ -27,6 +29,8 @@ export interface CoreDeps {
   dataDir?: string;
   /** When set, identity headers count only on requests carrying it in `x-edge-auth`. */
   edgeSecret?: string;
+  /** Policy revisions for the simulate endpoints (the edge's store when in one process). */
+  policies?: PolicyStore;
   now?: () => number;
   /** Identity options (tests inject a capturing SMS sender). */
   identity?: IdentityOptions;
@@ -50,6 +54,7 @@ export function buildCore(deps: CoreDeps): Core {
   routes.push(...identityRoutes(identityDeps({ db: deps.db, keys: deps.keys, log: deps.log, now, dataDir: deps.dataDir }, deps.identity)));
   const ledger = new Ledger({ db: deps.db, log: deps.log, now });
   routes.push(...oauthRoutes({ db: deps.db, keys: deps.keys }), ...ledgerRoutes({ db: deps.db, keys: deps.keys, log: deps.log, now, ledger }));
+  routes.push(...authzRoutes({ policies: deps.policies }));
   const server = createCoreServer({ routes, log: deps.log, metrics: deps.metrics, edgeSecret: deps.edgeSecret });
   ledger.start();
   server.on('close', () => ledger.stop());

@@ -5,6 +5,7 @@
  */
 import { readFile, writeFile, rename } from 'node:fs/promises';
 import { join } from 'node:path';
+import { serviceTokenSeeder } from './platform/service-tokens.ts';
 import type { Db } from './db/pool.ts';
 import { ledgerSeeder } from './ledger/seed.ts';
 
@@ -29,7 +30,7 @@ const tenantSeeder: Seeder = async ({ db }) => {
 };
 
 /** Every seeder, in order; domains append theirs here. */
-export const seeders: Seeder[] = [tenantSeeder, ledgerSeeder];
+export const seeders: Seeder[] = [tenantSeeder, ledgerSeeder, serviceTokenSeeder];
 
 async function readPrevious(path: string): Promise<Record<string, unknown>> {
   try {

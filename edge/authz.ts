@@ -8,6 +8,7 @@ import { issueChallenge, origOf } from '../core/identity/challenge.ts';
 import type { AuditWriter } from './audit-writer.ts';
 import { CredentialError } from './auth/bearer.ts';
 import { authenticate, type Principal } from './auth/principal.ts';
+import type { RateLimiter } from './auth/rate-limit.ts';
 import type { RiskEngine } from './auth/risk.ts';
 import type { Decision, RequestView } from './check.ts';
 import type { PolicyStore } from './policy/store.ts';
@@ -19,6 +20,8 @@ export interface DeciderDeps {
   policies: PolicyStore;
   audit: AuditWriter;
   risk: RiskEngine;
+  /** Limits unauthenticated routes per source address; omitted means unlimited. */
+  limiter?: RateLimiter;
   log: Logger;
   /** Shared secret proving to core that identity headers come from the edge. */
   edgeSecret: string;
@@ -86,6 +89,15 @@ export function createDecider(deps: DeciderDeps) {
     if (!policy) throw new Error('no policy bundle loaded');
     const nowMs = now();
     const tenantCache = (id: string) => deps.state.tenant(id);
+    const route = resolved.route;
+    if (deps.limiter && route?.credential === 'public' && route.resource !== 'platform') {
+      const retryS = deps.limiter.take(`${view.sourceIp}|${route.method} ${route.template}`);
+      if (retryS > 0) {
+        const limited: Decision = { allow: false, status: 429, code: 'RATE_LIMITED', message: 'too many requests', responseHeaders: { 'retry-after': String(retryS) } };
+        audit(deps, view, resolved, undefined, targetTenantOf(view, resolved) ?? '', limited, undefined);
+        return limited;
+      }
+    }
     let principal: Principal;
     try {
       principal = await authenticate(resolved.route?.credential, view, deps.state, tenantCache, nowMs);

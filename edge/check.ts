@@ -19,7 +19,7 @@ const rpcPermissionDenied = 7;
 const rpcUnauthenticated = 16;
 const rpcUnavailable = 14;
 
-export type DenyCode = 'POLICY_DENIED' | 'UNAUTHENTICATED' | 'MFA_REQUIRED' | 'authz_unavailable' | 'MALFORMED_REQUEST';
+export type DenyCode = 'POLICY_DENIED' | 'UNAUTHENTICATED' | 'MFA_REQUIRED' | 'RATE_LIMITED' | 'authz_unavailable' | 'MALFORMED_REQUEST';
 
 export interface Decision {
   allow: boolean;

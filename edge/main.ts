@@ -7,6 +7,7 @@ import type { Logger } from 'pino';
 import type { Db } from '../core/db/pool.ts';
 import type { KeyStore } from '../core/keys/keys.ts';
 import { AuditWriter } from './audit-writer.ts';
+import { RateLimiter } from './auth/rate-limit.ts';
 import { RiskEngine } from './auth/risk.ts';
 import { createDecider } from './authz.ts';
 import { defaultBundleDir, loadTrustedKeys } from './policy/bundle.ts';
@@ -42,7 +43,7 @@ export async function buildEdge(deps: EdgeDeps): Promise<Edge> {
   await state.start();
   const audit = new AuditWriter(deps.db, deps.log);
   audit.start();
-  const decide = createDecider({ state, policies, audit, risk: new RiskEngine(deps.now), log: deps.log, edgeSecret: deps.edgeSecret, now: deps.now });
+  const decide = createDecider({ state, policies, audit, risk: new RiskEngine(deps.now), limiter: new RateLimiter(), log: deps.log, edgeSecret: deps.edgeSecret, now: deps.now });
   const server = createEdgeServer({ log: deps.log, decide });
   return {
     server, state, policies, audit,

@@ -33,6 +33,10 @@ const core = (method: string, template: string, resource: string, action: string
   method, template, purpose: 'core.banking', resource, action, credential: 'core-client',
 });
 
+const authz = (method: string, template: string, action: string): EdgeRoute => ({
+  method, template, purpose: operationalPurpose, resource: 'authz', action, credential: 'staff',
+});
+
 /** The platform routes are the first entries; later features append theirs. */
 export const edgeRoutes: EdgeRoute[] = [
   platform('GET', '/v1/health'),
@@ -42,6 +46,11 @@ export const edgeRoutes: EdgeRoute[] = [
   platform('GET', '/v1/openapi.json'),
   platform('GET', '/v1/docs'),
   platform('GET', '/v1/docs/{asset}'),
+  // decision and simulation (SPEC 4.4): staff with the ops role
+  authz('POST', '/authz/decision', 'authz.decide'),
+  authz('POST', '/authz/simulate', 'authz.simulate'),
+  authz('GET', '/v1/auth/simulate', 'authz.simulate'),
+  authz('POST', '/v1/auth/simulate', 'authz.simulate'),
   // customer identity (SPEC 4.2; issue 3): unauthenticated ones are public and rate limited
   identity('POST', '/customers/auth/otp/send', 'auth.otp_send', 'public'),
   identity('POST', '/customers/auth/otp/verify', 'auth.otp_verify', 'public'),

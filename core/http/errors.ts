@@ -60,6 +60,9 @@ const table = {
   CAPTURE_EXCEEDS_HOLD: [422, 'Parameter Error'],
   OVERDRAFT_IN_USE: [422, 'Parameter Error'],
   INVALID_PERIOD: [422, 'Parameter Error'],
+  // authz simulation (SPEC 4.4)
+  POLICY_REF_NOT_FOUND: [404, 'Record Not Found'],
+  POLICY_UNAVAILABLE: [503, 'Service Unavailable'],
   // identity (SPEC 4.2, 5.2, 7.2, 8): failed logins share one answer whatever the cause
   INVALID_CREDENTIALS: [401, 'Unauthorized'],
   INVALID_TOKEN: [401, 'Unauthorized'],

@@ -31,6 +31,10 @@ export interface EdgeIdentity {
   aal: number | undefined;
   clientIp: string | undefined;
   deviceId: string | undefined;
+  /** Staff and service roles (x-roles), e.g. ops, admin. */
+  roles: string[];
+  /** Machine-client scopes (x-scopes). */
+  scopes: string[];
 }
 
 export interface RequestContext<P, Q, B> {

@@ -42,6 +42,7 @@ function flatHeaders(req: IncomingMessage): Record<string, string> {
 
 const noIdentity: EdgeIdentity = {
   tenantId: undefined, principalId: undefined, sessionId: undefined, purpose: undefined, aal: undefined, clientIp: undefined, deviceId: undefined,
+  roles: [], scopes: [],
 };
 
 function fromEdge(h: Record<string, string>, secret: string | undefined): boolean {
@@ -62,6 +63,8 @@ function identityOf(h: Record<string, string>, secret: string | undefined): Edge
     aal: aal !== undefined && Number.isInteger(aal) ? aal : undefined,
     clientIp: h['x-client-ip'],
     deviceId: h['x-device-id'],
+    roles: (h['x-roles'] ?? '').split(',').map((r) => r.trim().toLowerCase()).filter(Boolean),
+    scopes: (h['x-scopes'] ?? '').split(' ').filter(Boolean),
   };
 }
 

@@ -1,0 +1,42 @@
+/**
+ * Per-source rate limits for unauthenticated routes (sign-in, OTP, token endpoints): a token
+ * bucket per (source address, route) in this edge instance. Lockout and budgets that must
+ * agree across instances live in PostgreSQL; this limiter only blunts floods cheaply.
+ */
+
+/** Sustained requests per minute per source address and route, with this burst on top. */
+export const publicPerMinute = 30;
+export const publicBurst = 10;
+const maxKeys = 100_000;
+
+interface Bucket {
+  tokens: number;
+  at: number;
+}
+
+export class RateLimiter {
+  private readonly buckets = new Map<string, Bucket>();
+
+  constructor(
+    private readonly perMinute = publicPerMinute,
+    private readonly burst = publicBurst,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** Take one token; returns 0 when allowed, else the seconds until one is available. */
+  take(key: string): number {
+    const now = this.now();
+    const rate = this.perMinute / 60_000;
+    const b = this.buckets.get(key) ?? { tokens: this.burst, at: now };
+    b.tokens = Math.min(this.burst, b.tokens + (now - b.at) * rate);
+    b.at = now;
+    this.buckets.delete(key);
+    this.buckets.set(key, b);
+    if (this.buckets.size > maxKeys) this.buckets.delete(this.buckets.keys().next().value as string);
+    if (b.tokens >= 1) {
+      b.tokens -= 1;
+      return 0;
+    }
+    return Math.ceil((1 - b.tokens) / rate / 1000);
+  }
+}
