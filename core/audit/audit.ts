@@ -34,28 +34,52 @@ function rowHash(prev: Buffer, e: Required<Omit<AuditEntry, 'ts'>> & { ts: strin
  * lock orders appends per tenant; tenants are locked in sorted order so batches never deadlock.
  */
 export async function appendAudit(client: Queryable, entries: AuditEntry[]): Promise<number[]> {
-  const ids: number[] = [];
+  if (entries.length === 0) return [];
   const tenants = [...new Set(entries.map((e) => e.tenantId))].sort();
-  const heads = new Map<string, Buffer>();
-  for (const t of tenants) {
-    await client.query('INSERT INTO audit_chain_heads (tenant_id, last_hash) VALUES ($1, $2) ON CONFLICT DO NOTHING', [t, genesis]);
-    const { rows } = await client.query<{ last_hash: Buffer }>('SELECT last_hash FROM audit_chain_heads WHERE tenant_id = $1 FOR UPDATE', [t]);
-    heads.set(t, rows[0]?.last_hash ?? genesis);
-  }
+  await client.query(
+    'INSERT INTO audit_chain_heads (tenant_id, last_hash) SELECT t, $2 FROM unnest($1::text[]) AS t ON CONFLICT DO NOTHING',
+    [tenants, genesis],
+  );
+  const { rows: headRows } = await client.query<{ tenant_id: string; last_hash: Buffer }>(
+    'SELECT tenant_id, last_hash FROM audit_chain_heads WHERE tenant_id = ANY($1::text[]) ORDER BY tenant_id FOR UPDATE',
+    [tenants],
+  );
+  const heads = new Map(headRows.map((r) => [r.tenant_id, r.last_hash]));
+  // Hashes are computed here in order; one INSERT writes the rows in that same order, so ids
+  // (which verifyChain walks) follow the chain.
+  const cols = { ts: [] as string[], tenant: [] as string[], actor: [] as string[], action: [] as string[], target: [] as string[], decision: [] as string[], attrs: [] as string[], prev: [] as Buffer[], hash: [] as Buffer[] };
   for (const e of entries) {
     const prev = heads.get(e.tenantId) ?? genesis;
     const full = { tenantId: e.tenantId, actor: e.actor, action: e.action, target: e.target, decision: e.decision ?? {}, attrs: e.attrs ?? {}, ts: (e.ts ?? new Date()).toISOString() };
     const hash = rowHash(prev, full);
-    const { rows } = await client.query<{ id: string }>(
-      `INSERT INTO audit_log (ts, tenant_id, actor, action, target, decision, attrs, prev_hash, row_hash)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id`,
-      [full.ts, full.tenantId, JSON.stringify(full.actor), full.action, JSON.stringify(full.target), JSON.stringify(full.decision), JSON.stringify(full.attrs), prev, hash],
-    );
-    const id = Number(rows[0]?.id);
-    ids.push(id);
     heads.set(e.tenantId, hash);
-    await client.query('UPDATE audit_chain_heads SET last_id = $2, last_hash = $3 WHERE tenant_id = $1', [e.tenantId, id, hash]);
+    cols.ts.push(full.ts);
+    cols.tenant.push(full.tenantId);
+    cols.actor.push(JSON.stringify(full.actor));
+    cols.action.push(full.action);
+    cols.target.push(JSON.stringify(full.target));
+    cols.decision.push(JSON.stringify(full.decision));
+    cols.attrs.push(JSON.stringify(full.attrs));
+    cols.prev.push(prev);
+    cols.hash.push(hash);
   }
+  const { rows } = await client.query<{ id: string; tenant_id: string }>(
+    `INSERT INTO audit_log (ts, tenant_id, actor, action, target, decision, attrs, prev_hash, row_hash)
+     SELECT ts, tenant_id, actor, action, target, decision, attrs, prev_hash, row_hash
+     FROM unnest($1::timestamptz[], $2::text[], $3::jsonb[], $4::text[], $5::jsonb[], $6::jsonb[], $7::jsonb[], $8::bytea[], $9::bytea[])
+          WITH ORDINALITY AS u(ts, tenant_id, actor, action, target, decision, attrs, prev_hash, row_hash, n)
+     ORDER BY n
+     RETURNING id, tenant_id`,
+    [cols.ts, cols.tenant, cols.actor, cols.action, cols.target, cols.decision, cols.attrs, cols.prev, cols.hash],
+  );
+  const ids = rows.map((r) => Number(r.id)).sort((a, b) => a - b);
+  const lastIds = new Map<string, number>();
+  for (const r of rows) lastIds.set(r.tenant_id, Math.max(lastIds.get(r.tenant_id) ?? 0, Number(r.id)));
+  await client.query(
+    `UPDATE audit_chain_heads h SET last_id = u.last_id, last_hash = u.last_hash
+     FROM unnest($1::text[], $2::bigint[], $3::bytea[]) AS u(tenant_id, last_id, last_hash) WHERE h.tenant_id = u.tenant_id`,
+    [tenants, tenants.map((t) => lastIds.get(t) ?? 0), tenants.map((t) => heads.get(t) ?? genesis)],
+  );
   return ids;
 }
 

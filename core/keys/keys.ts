@@ -41,9 +41,13 @@ export class KeyError extends Error {
 
 /** Cached key sets are re-read at least this often, NOTIFY or not. */
 const cacheTtlMs = 60_000;
+/** Bound on remembered verified tokens (oldest dropped first). */
+const verifiedCacheMax = 20_000;
 
 export class KeyStore {
   private readonly cache = new Map<string, TenantKeys>();
+  /** Tokens already verified (a client reuses its access token): signature checks skipped until exp. */
+  private readonly verified = new Map<string, { payload: JWTPayload & { tid: string }; kid: string; validUntilMs: number }>();
   private readonly now: () => number;
 
   constructor(private readonly db: Db, private readonly masterKey: Buffer, opts: { now?: () => number } = {}) {
@@ -160,6 +164,14 @@ export class KeyStore {
    * and `iss`, `aud`, `exp` must hold. Throws KeyError or a jose error on any failure.
    */
   async verify(token: string, opts: { audience: string; typ?: string; clockToleranceS?: number }): Promise<JWTPayload & { tid: string }> {
+    const tolerance = opts.clockToleranceS ?? 5;
+    const cacheKey = `${opts.audience}|${opts.typ ?? ''}|${tolerance}|${token}`;
+    const hit = this.verified.get(cacheKey);
+    if (hit && this.now() < hit.validUntilMs) {
+      // The key may have been retired since: it must still be a verification key.
+      if ((await this.verificationKeys(hit.payload.tid)).some((k) => k.kid === hit.kid)) return hit.payload;
+    }
+    if (hit) this.verified.delete(cacheKey);
     let kid: string | undefined;
     let tid: unknown;
     try {
@@ -176,10 +188,15 @@ export class KeyStore {
       issuer: issuerFor(tid),
       audience: opts.audience,
       currentDate: new Date(this.now()),
-      clockTolerance: opts.clockToleranceS ?? 5,
+      clockTolerance: tolerance,
       ...(opts.typ ? { typ: opts.typ } : {}),
     });
-    return payload as JWTPayload & { tid: string };
+    const result = payload as JWTPayload & { tid: string };
+    if (typeof result.exp === 'number') {
+      this.verified.set(cacheKey, { payload: result, kid, validUntilMs: (result.exp + tolerance) * 1000 });
+      if (this.verified.size > verifiedCacheMax) this.verified.delete(this.verified.keys().next().value as string);
+    }
+    return result;
   }
 
   /** Envelope-encrypt another secret (e.g. a tenant's identity secret) with the master key. */
