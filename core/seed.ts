@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { serviceTokenSeeder } from './platform/service-tokens.ts';
 import type { Db } from './db/pool.ts';
 import { ledgerSeeder } from './ledger/seed.ts';
+import { adminSeeder } from './admin/seed.ts';
 
 export const demoTenant = Object.freeze({ id: 'demo', name: 'Demo Mobile Money', country: 'KE', baseCurrency: 'KES' });
 
@@ -30,7 +31,7 @@ const tenantSeeder: Seeder = async ({ db }) => {
 };
 
 /** Every seeder, in order; domains append theirs here. */
-export const seeders: Seeder[] = [tenantSeeder, ledgerSeeder, serviceTokenSeeder];
+export const seeders: Seeder[] = [tenantSeeder, ledgerSeeder, serviceTokenSeeder, adminSeeder];
 
 async function readPrevious(path: string): Promise<Record<string, unknown>> {
   try {
