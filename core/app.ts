@@ -18,6 +18,7 @@ import { Ledger, ledgerRoutes } from './ledger/routes.ts';
 import { oauthRoutes } from './oauth/routes.ts';
 import { identityDeps, type IdentityOptions } from './identity/context.ts';
 import { identityRoutes } from './identity/routes.ts';
+import { agentRoutes } from './agents/routes.ts';
 
 export interface CoreDeps {
   db: Db;
@@ -51,7 +52,10 @@ export function buildCore(deps: CoreDeps): Core {
       openapi: () => (openapi ??= buildOpenApi(routes, { version: deps.build.version })),
     }),
   );
-  routes.push(...identityRoutes(identityDeps({ db: deps.db, keys: deps.keys, log: deps.log, now, dataDir: deps.dataDir }, deps.identity)));
+  const identity = identityDeps({ db: deps.db, keys: deps.keys, log: deps.log, now, dataDir: deps.dataDir }, deps.identity);
+  routes.push(...identityRoutes(identity));
+  // Agents share identity's PinHasher (one argon2 semaphore), secrets and SMS sender.
+  routes.push(...agentRoutes({ db: deps.db, keys: deps.keys, log: deps.log.child({ component: 'agents' }), now, identity }));
   const ledger = new Ledger({ db: deps.db, log: deps.log, now });
   routes.push(...oauthRoutes({ db: deps.db, keys: deps.keys }), ...ledgerRoutes({ db: deps.db, keys: deps.keys, log: deps.log, now, ledger }));
   routes.push(...authzRoutes({ policies: deps.policies }));

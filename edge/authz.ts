@@ -76,6 +76,13 @@ async function subjectInput(p: Principal, state: EdgeState, nowMs: number): Prom
       stepup_age_s: p.aal >= 2 ? Math.max(0, Math.floor(nowMs / 1000) - p.issuedAtS) : 999_999,
     };
   }
+  if (p.kind === 'user') {
+    return {
+      id: p.subjectId, type: 'user', roles: p.roles, aal: p.aal, amr: p.amr,
+      tuples: await state.tuplesOf('user', p.subjectId),
+      stepup_age_s: p.aal >= 2 ? Math.max(0, Math.floor(nowMs / 1000) - p.issuedAtS) : 999_999,
+    };
+  }
   // A machine credential is issued by one tenant: it is a member of that tenant by construction.
   const member = { relation: 'member', object_ns: 'tenant', object_id: p.tenantId, caveat: {} };
   return { id: p.subjectId, type: 'service', roles: p.roles, scopes: p.scopes, aal: 1, tuples: [member] };
@@ -114,7 +121,7 @@ export function createDecider(deps: DeciderDeps) {
     const requestTenant = principal.kind === 'anonymous' ? (targetTenantOf(view, resolved) ?? '') : principal.tenantId;
     const resourceTenant = targetTenantOf(view, resolved) ?? requestTenant;
     const tenant = requestTenant ? await deps.state.tenant(requestTenant) : undefined;
-    const session = principal.kind === 'customer' ? principal.session : undefined;
+    const session = principal.kind === 'customer' || principal.kind === 'user' ? principal.session : undefined;
     const deviceId = view.headers['x-device-id'];
     const assessed = deps.risk.assess({
       session, deviceId, ip: view.sourceIp, subject: principal.kind === 'anonymous' ? undefined : principal.subjectId,
@@ -138,6 +145,12 @@ export function createDecider(deps: DeciderDeps) {
       const set: Record<string, string> = { 'x-purpose': resolved.purpose, 'x-masking': masking, 'x-edge-auth': deps.edgeSecret };
       if (requestTenant) set['x-tenant-id'] = requestTenant;
       if (principal.kind !== 'anonymous') set['x-principal-id'] = principal.subjectId;
+      if (principal.kind === 'user') {
+        set['x-session-id'] = principal.session.id;
+        set['x-aal'] = String(principal.aal);
+        set['x-roles'] = principal.roles.join(',');
+        if (principal.session.device) set['x-device-id'] = principal.session.device;
+      }
       if (principal.kind === 'customer') {
         set['x-session-id'] = principal.session.id;
         set['x-aal'] = String(principal.aal);
@@ -174,7 +187,7 @@ function audit(
     target: { type: resolved.resource, id: resolved.route?.template ?? view.path },
     decision: {
       allow: d.allow, code: d.code ?? 'OK', purpose: resolved.purpose, policy_version: extra?.result.policy_version ?? deps.policies.current?.policyVersion,
-      aal: principal?.kind === 'customer' ? principal.aal : principal?.kind === 'service' ? 1 : 0, trace_id: view.requestId, decision_id: view.decisionId,
+      aal: principal?.kind === 'customer' || principal?.kind === 'user' ? principal.aal : principal?.kind === 'service' ? 1 : 0, trace_id: view.requestId, decision_id: view.decisionId,
     },
     attrs: {
       ip: view.sourceIp, ua: view.headers['user-agent'] ?? '', method: view.method, risk: extra?.risk.risk ?? 'low',

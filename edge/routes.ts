@@ -6,9 +6,10 @@
  * Every feature adds its routes here; a test keeps this table and core's routes in step.
  */
 import { TemplateTable } from '../lib/path-template.ts';
+import { agentEdgeRoutes } from './agent-routes.ts';
 
 /** What proves who the caller is. `public`: nothing (rate limited where it matters). */
-export type Credential = 'public' | 'customer' | 'service' | 'staff' | 'core-client';
+export type Credential = 'public' | 'customer' | 'service' | 'staff' | 'core-client' | 'agent';
 
 export interface EdgeRoute {
   method: string;
@@ -84,6 +85,8 @@ export const edgeRoutes: EdgeRoute[] = [
   core('POST', '/v1/core/overdraft-lines', 'overdraft_line', 'overdraft_line.create'),
   core('GET', '/v1/core/overdraft-lines/{id}', 'overdraft_line', 'overdraft_line.read'),
   core('POST', '/v1/core/overdraft-lines/{id}/close', 'overdraft_line', 'overdraft_line.close'),
+  // agent operations (SPEC 4.5; issue 9): edge/agent-routes.ts
+  ...agentEdgeRoutes,
 ];
 
 export interface ResolvedRoute {

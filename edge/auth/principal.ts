@@ -29,6 +29,7 @@ export type Principal =
       amr: string[];
       issuedAtS: number;
     }
+  | { kind: 'user'; tenantId: string; subjectId: string; session: SessionState; aal: number; amr: string[]; roles: string[]; issuedAtS: number }
   | { kind: 'service'; tenantId: string; subjectId: string; roles: string[]; scopes: string[]; via: 'core-client' | 'service-token' };
 
 function stringArray(v: unknown): string[] {
@@ -83,6 +84,27 @@ async function customer(view: RequestView, state: EdgeState, tenantOf: (id: stri
   };
 }
 
+/**
+ * Agents (issue 9): the same access tokens as customers, on a live session of subject_type
+ * 'agent' (idle timeout as for customers); the principal is a `user` with role agent.
+ */
+async function agent(view: RequestView, state: EdgeState, tenantOf: (id: string) => Promise<TenantState | undefined>, nowMs: number): Promise<Principal> {
+  const token = bearerOf(view.headers);
+  if (!token) throw new CredentialError(401, 'UNAUTHENTICATED', 'a bearer access token is required');
+  const claims = await verifyJwt(state, token, customerAudience, customerTokenTyp);
+  if (typeof claims.iat !== 'number' || claims.iat * 1000 > nowMs + maxClockSkewMs) throw invalid('access token is future-dated');
+  const { sub, sid, aal } = claims;
+  if (typeof sub !== 'string' || typeof sid !== 'string' || typeof aal !== 'number' || !Number.isInteger(aal)) throw invalid('access token lacks sub, sid or aal');
+  const session = await state.session(claims.tid, sid);
+  if (!session || session.subjectId !== sub || session.subjectType !== 'agent') throw new CredentialError(401, 'session_revoked', 'session not found');
+  if (session.revoked) throw new CredentialError(401, 'session_revoked', 'session has been revoked');
+  const tenant = await tenantOf(claims.tid);
+  const timeoutMin = Number(tenant?.security.session_timeout_minutes ?? defaultSessionTimeoutMin);
+  if (nowMs - session.lastSeenMs > timeoutMin * 60_000) throw new CredentialError(401, 'session_expired', 'session idle timeout');
+  state.touchSession(session);
+  return { kind: 'user', tenantId: claims.tid, subjectId: sub, session, aal, amr: stringArray(claims.amr), roles: ['agent'], issuedAtS: claims.iat };
+}
+
 async function coreClient(view: RequestView, state: EdgeState): Promise<Principal> {
   const token = bearerOf(view.headers, true);
   if (!token) throw new CredentialError(401, 'UNAUTHENTICATED', 'a core access token is required');
@@ -111,6 +133,8 @@ export async function authenticate(
   switch (credential) {
     case 'customer':
       return customer(view, state, tenantOf, nowMs);
+    case 'agent':
+      return agent(view, state, tenantOf, nowMs);
     case 'core-client':
       return coreClient(view, state);
     case 'staff':

@@ -1,0 +1,183 @@
+/**
+ * Agent login and refresh (SPEC 5.3; issue 9 item 1), built from the customer identity blocks:
+ * argon2id PIN check through the shared PinHasher (its semaphore), the lockout counters of
+ * throttle.ts (per agent code HMAC, source address and device), the sessions and refresh-token
+ * tables, access tokens from tokens.ts. Guarantees, as for customers:
+ * - Unknown tenant or agent, suspended agent, wrong PIN, unbound device and bad device proof
+ *   all answer the same 401 INVALID_CREDENTIALS after the same argon2 work.
+ * - Every attempt is audited (outcome in attrs; never the PIN, OTP or a token).
+ * - A session is subject_type 'agent'; its access token is AAL 2 (PIN + bound device key).
+ * - Refresh rotates; a rotated token presented again revokes the session; refresh also needs
+ *   a fresh device proof, so a stolen refresh token alone is useless.
+ */
+import { AppError } from '../http/errors.ts';
+import { uuidv7 } from '../../lib/uuid.ts';
+import { auditAuth, clientIpOf } from '../identity/context.ts';
+import { SemaphoreFull } from '../identity/semaphore.ts';
+import { lookupKey, type TenantSecrets } from '../identity/secrets.ts';
+import { insertRefreshToken, revokeSession, sessionMaxAgeMs } from '../identity/sessions.ts';
+import { tenantSettings } from '../identity/settings.ts';
+import { admitAll, loginPolicy, phonePolicy, settleSuccess, type Check } from '../identity/throttle.ts';
+import { accessTtlS, hashRefreshToken, issueAccessToken } from '../identity/tokens.ts';
+import type { Queryable } from '../db/pool.ts';
+import type { AgentDeps, AnyCtx } from './context.ts';
+import { checkDeviceProof, type DeviceProof } from './device.ts';
+
+export interface TokenPair {
+  accessToken: string;
+  refreshToken: string;
+  expiresIn: number;
+  sessionId: string;
+  aal: number;
+  agentId: string;
+}
+
+interface AgentRow { id: string; code: string; status: string; pin_hash: Buffer; pin_salt: Buffer; kdf_version: number }
+
+const invalid = () => new AppError('INVALID_CREDENTIALS', 'invalid credentials');
+
+/** The HMAC key under which an agent code is counted and referenced (never the code itself). */
+export function agentKeyOf(s: TenantSecrets, tenantId: string, code: string): Buffer {
+  return lookupKey(s.lookup, 'agent', tenantId, code);
+}
+
+export const agentRef = (key: Buffer) => `agk_${key.subarray(0, 12).toString('base64url')}`;
+
+async function gated<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err instanceof SemaphoreFull) throw new AppError('SERVICE_UNAVAILABLE', 'login is busy; retry shortly', { headers: { 'retry-after': '1' } });
+    throw err;
+  }
+}
+
+export async function findAgentByCode(q: Queryable, tenantId: string, code: string): Promise<AgentRow | undefined> {
+  const { rows } = await q.query<AgentRow>(
+    'SELECT id, code, status, pin_hash, pin_salt, kdf_version FROM agents WHERE tenant_id = $1 AND code = $2', [tenantId, code]);
+  return rows[0];
+}
+
+/** Insert an agent session and the first refresh token of its family. */
+async function createAgentSession(q: Queryable, s: { id: string; tenantId: string; agentId: string; jti: string; device: string; ip: string }, now: number): Promise<string> {
+  await q.query(
+    `INSERT INTO sessions (id, tenant_id, subject_type, subject_id, jti, aal, mfa_pending, device, ip, created_at, last_seen)
+     VALUES ($1, $2, 'agent', $3, $4, 2, false, $5, $6, to_timestamp($7 / 1000.0), to_timestamp($7 / 1000.0))`,
+    [s.id, s.tenantId, s.agentId, s.jti, s.device, s.ip, now],
+  );
+  return insertRefreshToken(q, s.tenantId, s.id, uuidv7(now), now, now + sessionMaxAgeMs);
+}
+
+export interface LoginInput { tenantId: string; agentCode: string; pin: string; device: DeviceProof }
+
+export async function agentLogin(deps: AgentDeps, ctx: AnyCtx, input: LoginInput): Promise<TokenPair> {
+  const { db, identity } = deps;
+  const { tenantId, agentCode, pin, device } = input;
+  const settings = await tenantSettings(db, tenantId);
+  const secrets = settings?.active ? await identity.secrets.get(tenantId) : undefined;
+  if (!secrets) {
+    await gated(() => identity.pins.verifyDummy(pin, undefined));
+    throw invalid();
+  }
+  const ip = clientIpOf(ctx);
+  const agentKey = agentKeyOf(secrets, tenantId, agentCode);
+  const checks: Check[] = [
+    { scope: 'phone', key: agentKey, policy: phonePolicy },
+    { scope: 'ip', key: lookupKey(secrets.lookup, 'ip', tenantId, ip), policy: loginPolicy },
+    { scope: 'device', key: lookupKey(secrets.lookup, 'device', tenantId, device.deviceId), policy: loginPolicy },
+  ];
+  const anon = { type: 'anonymous', id: agentRef(agentKey) };
+  const target = { type: 'agent_code', id: agentRef(agentKey) };
+  const audit = (q: Queryable, allow: boolean, outcome: string, t: number, actor = anon) =>
+    auditAuth(q, { tenantId, action: 'agent.auth.login', actor, target, allow, attrs: { ip, device: device.deviceId, outcome }, requestId: ctx.requestId, ...(allow ? { aal: 2 } : {}) }, t);
+
+  const start = deps.now();
+  const gate = await db.tx(async (q) => {
+    const g = await admitAll(q, tenantId, checks, start);
+    if (!g.ok) await audit(q, false, g.reason, start);
+    return g;
+  });
+  if (!gate.ok) {
+    if (gate.reason === 'verification_required') throw new AppError('VERIFICATION_REQUIRED', 'too many failed attempts today: verify with a new code first');
+    throw new AppError('LOCKED', 'too many failed attempts; try again later', { headers: { 'retry-after': String(gate.retryAfterS) } });
+  }
+  const row = await findAgentByCode(db, tenantId, agentCode);
+  const usable = row && row.status === 'active' ? row : undefined;
+  const pinOk = usable
+    ? await gated(() => identity.pins.verify(pin, secrets.pin, { hash: usable.pin_hash, salt: usable.pin_salt, kdfVersion: usable.kdf_version }))
+    : await gated(() => identity.pins.verifyDummy(pin, secrets.pin));
+  const t = deps.now();
+  const result = await db.tx(async (q) => {
+    if (!usable || !pinOk) {
+      await audit(q, false, usable ? 'bad_pin' : 'unknown_or_inactive', t, usable ? { type: 'agent', id: usable.id } : anon);
+      return undefined;
+    }
+    const actor = { type: 'agent', id: usable.id };
+    if (!(await checkDeviceProof(q, 'agent-login', tenantId, usable, device, t))) {
+      await audit(q, false, 'device_not_bound_or_bad_proof', t, actor);
+      return undefined;
+    }
+    const sessionId = uuidv7(t);
+    const access = await issueAccessToken(deps.keys, { tenantId, sub: usable.id, sid: sessionId, aal: 2, amr: ['pin', 'device'] }, t);
+    await settleSuccess(q, tenantId, checks, t);
+    const refreshToken = await createAgentSession(q, { id: sessionId, tenantId, agentId: usable.id, jti: access.jti, device: device.deviceId, ip }, t);
+    await auditAuth(q, { tenantId, action: 'agent.auth.login', actor, target: { type: 'session', id: sessionId }, allow: true, aal: 2, attrs: { ip, device: device.deviceId, outcome: 'success' }, requestId: ctx.requestId }, t);
+    return { accessToken: access.token, refreshToken, expiresIn: accessTtlS, sessionId, aal: 2, agentId: usable.id };
+  });
+  if (!result) throw invalid();
+  return result;
+}
+
+interface RefreshRow {
+  id: string; session_id: string; family_id: string; expires_at: Date; rotated_at: Date | null; revoked_at: Date | null;
+  subject_id: string; last_seen: Date; session_revoked_at: Date | null; device: string | null; code: string;
+}
+
+/** Rotate an agent refresh token (needs a fresh proof from the session's bound device). */
+export async function agentRefresh(deps: AgentDeps, ctx: AnyCtx, tenantId: string, token: string, device: DeviceProof): Promise<TokenPair> {
+  const settings = await tenantSettings(deps.db, tenantId);
+  const refused = () => new AppError('INVALID_REFRESH_TOKEN', 'refresh token is invalid, expired or revoked');
+  if (!settings?.active) throw refused();
+  const t = deps.now();
+  const ip = clientIpOf(ctx);
+  const out = await deps.db.tx(async (q) => {
+    const { rows } = await q.query<RefreshRow>(
+      `SELECT r.id, r.session_id, r.family_id, r.expires_at, r.rotated_at, r.revoked_at, s.subject_id, s.last_seen,
+              s.revoked_at AS session_revoked_at, s.device, a.code
+         FROM refresh_tokens r JOIN sessions s ON s.tenant_id = r.tenant_id AND s.id = r.session_id
+         JOIN agents a ON a.tenant_id = s.tenant_id AND a.id::text = s.subject_id
+        WHERE r.tenant_id = $1 AND r.token_hash = $2 AND s.subject_type = 'agent' FOR UPDATE OF r, s`,
+      [tenantId, hashRefreshToken(token)],
+    );
+    const r = rows[0];
+    if (!r) return undefined;
+    const note = (allow: boolean, outcome: string) => auditAuth(q, { tenantId, action: 'agent.auth.refresh', actor: { type: 'agent', id: r.subject_id }, target: { type: 'session', id: r.session_id }, allow, attrs: { ip, outcome, family: r.family_id }, requestId: ctx.requestId }, t);
+    if (r.rotated_at) {
+      await q.query('UPDATE refresh_tokens SET revoked_at = to_timestamp($3 / 1000.0) WHERE tenant_id = $1 AND family_id = $2 AND revoked_at IS NULL', [tenantId, r.family_id, t]);
+      await revokeSession(q, tenantId, r.session_id, 'refresh_replay', { type: 'system', id: 'agents' }, t);
+      await note(false, 'replay_detected_family_revoked');
+      return undefined;
+    }
+    if (r.revoked_at || r.session_revoked_at || r.expires_at.getTime() <= t) {
+      await note(false, 'revoked_or_expired');
+      return undefined;
+    }
+    if (t - r.last_seen.getTime() > settings.sessionTimeoutMinutes * 60_000) {
+      await revokeSession(q, tenantId, r.session_id, 'idle_timeout', { type: 'system', id: 'agents' }, t);
+      await note(false, 'idle_timeout');
+      return undefined;
+    }
+    if (device.deviceId !== r.device || !(await checkDeviceProof(q, 'agent-refresh', tenantId, { id: r.subject_id, code: r.code }, device, t))) {
+      await note(false, 'bad_device_proof');
+      return undefined;
+    }
+    await q.query('UPDATE refresh_tokens SET rotated_at = to_timestamp($3 / 1000.0) WHERE tenant_id = $1 AND id = $2', [tenantId, r.id, t]);
+    const next = await insertRefreshToken(q, tenantId, r.session_id, r.family_id, t, r.expires_at.getTime());
+    const access = await issueAccessToken(deps.keys, { tenantId, sub: r.subject_id, sid: r.session_id, aal: 2, amr: ['pin', 'device'] }, t);
+    await q.query('UPDATE sessions SET jti = $3, last_seen = to_timestamp($4 / 1000.0), ip = $5 WHERE tenant_id = $1 AND id = $2', [tenantId, r.session_id, access.jti, t, ip]);
+    await note(true, 'rotated');
+    return { accessToken: access.token, refreshToken: next, expiresIn: accessTtlS, sessionId: r.session_id, aal: 2, agentId: r.subject_id };
+  });
+  if (!out) throw refused();
+  return out;
+}

@@ -1,0 +1,63 @@
+/**
+ * Proof of the agent's bound device (issue 9 item 1: "later logins require that device").
+ *
+ * The device holds an Ed25519 key registered by device-bind. Login and refresh carry
+ *   {deviceId, timestamp, signature}
+ * with signature = base64url( Ed25519.sign(devicePrivateKey, UTF-8 bytes of
+ *   `${purpose}|${tenantId}|${agentCode}|${deviceId}|${timestamp}` ) )
+ * where purpose is "agent-login" or "agent-refresh" and timestamp is milliseconds since the
+ * epoch as decimal text. A proof is accepted within ±`proofSkewMs` of the server clock and only
+ * once (its hash is recorded in `used_challenges` until it would have expired), so a captured
+ * proof cannot be replayed. PIN + device key = two factors: agent sessions are AAL 2.
+ */
+import { createHash, createPublicKey, verify } from 'node:crypto';
+import { Type, type Static } from '@sinclair/typebox';
+import type { Queryable } from '../db/pool.ts';
+
+/** A device clock may differ from ours by this much either way. */
+export const proofSkewMs = 120_000;
+
+export const DeviceProof = Type.Object({
+  deviceId: Type.String({ pattern: '^[0-9a-f-]{36}$' }),
+  timestamp: Type.String({ pattern: '^[0-9]{10,16}$', description: 'milliseconds since the epoch' }),
+  signature: Type.String({ pattern: '^[A-Za-z0-9_-]{86}$', description: 'base64url Ed25519 signature (64 bytes)' }),
+}, { additionalProperties: false });
+export type DeviceProof = Static<typeof DeviceProof>;
+
+export type ProofPurpose = 'agent-login' | 'agent-refresh';
+
+export function proofMessage(purpose: ProofPurpose, tenantId: string, agentCode: string, deviceId: string, timestamp: string): string {
+  return `${purpose}|${tenantId}|${agentCode}|${deviceId}|${timestamp}`;
+}
+
+/**
+ * True when `p` is a fresh, unused signature by the agent's live bound device. Records the
+ * proof as used (inside the caller's transaction) when it is valid.
+ */
+export async function checkDeviceProof(
+  q: Queryable, purpose: ProofPurpose, tenantId: string, agent: { id: string; code: string }, p: DeviceProof, now: number,
+): Promise<boolean> {
+  const ts = Number(p.timestamp);
+  if (!Number.isSafeInteger(ts) || Math.abs(ts - now) > proofSkewMs) return false;
+  const { rows } = await q.query<{ public_key: Buffer }>(
+    'SELECT public_key FROM agent_devices WHERE tenant_id = $1 AND agent_id = $2 AND id = $3 AND revoked_at IS NULL',
+    [tenantId, agent.id, p.deviceId],
+  );
+  const row = rows[0];
+  if (!row) return false;
+  let ok = false;
+  try {
+    const key = createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: row.public_key.toString('base64url') }, format: 'jwk' });
+    ok = verify(null, Buffer.from(proofMessage(purpose, tenantId, agent.code, p.deviceId, p.timestamp), 'utf8'), key, Buffer.from(p.signature, 'base64url'));
+  } catch {
+    ok = false;
+  }
+  if (!ok) return false;
+  const jti = `agent-proof:${createHash('sha256').update(p.signature).digest('base64url')}`;
+  const ins = await q.query(
+    `INSERT INTO used_challenges (tenant_id, jti, used_at, expires_at) VALUES ($1, $2, to_timestamp($3 / 1000.0), to_timestamp($4 / 1000.0))
+     ON CONFLICT DO NOTHING`,
+    [tenantId, jti, now, ts + proofSkewMs],
+  );
+  return ins.rowCount === 1;
+}

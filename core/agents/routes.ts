@@ -1,0 +1,10 @@
+/** Every agent operations route (SPEC 4.5; issue 9), in one list for core/app.ts. */
+import type { RouteSpec } from '../http/route.ts';
+import { agentAuthRoutes } from './auth-routes.ts';
+import type { AgentDeps } from './context.ts';
+
+export type { AgentDeps } from './context.ts';
+
+export function agentRoutes(deps: AgentDeps): RouteSpec[] {
+  return [...agentAuthRoutes(deps)];
+}

@@ -1,0 +1,36 @@
+/**
+ * Edge entries of the agent operations API (SPEC 4.5; issue 9), spread into edge/routes.ts.
+ * Agents present their access token (credential 'agent': a live session of subject_type
+ * 'agent'; principal kind 'user' with role agent). Money-moving routes are `agent.transact`
+ * (AAL 2), reads and non-money writes `agent.operate`, KYC `compliance.kyc`, ops actions
+ * `agent.ops`, the USSD aggregator `ussd.gateway` (a service token with role ussd).
+ */
+import type { EdgeRoute } from './routes.ts';
+
+const auth = (template: string, action: string, credential: 'public' | 'agent' = 'public'): EdgeRoute => ({
+  method: 'POST', template, purpose: 'operational', resource: 'agent_auth', action, credential,
+});
+const transact = (method: string, template: string, resource: string, action: string): EdgeRoute => ({
+  method, template, purpose: 'agent.transact', resource, action, credential: 'agent',
+});
+const operate = (method: string, template: string, resource: string, action: string): EdgeRoute => ({
+  method, template, purpose: 'agent.operate', resource, action, credential: 'agent',
+});
+const kyc = (method: string, template: string, action: string): EdgeRoute => ({
+  method, template, purpose: 'compliance.kyc', resource: 'kyc_customer', action, credential: 'agent',
+});
+const ops = (template: string, resource: string, action: string): EdgeRoute => ({
+  method: 'POST', template, purpose: 'agent.ops', resource, action, credential: 'staff',
+});
+
+export const agentEdgeRoutes: EdgeRoute[] = [
+  auth('/v1/agent/auth/login', 'agent.auth.login'),
+  auth('/v1/agent/auth/refresh', 'agent.auth.refresh'),
+  auth('/v1/agent/auth/otp/request', 'agent.auth.otp_request'),
+  auth('/v1/agent/auth/otp/verify', 'agent.auth.otp_verify'),
+  auth('/v1/agent/auth/device-bind', 'agent.auth.device_bind'),
+  auth('/v1/agent/auth/logout', 'agent.auth.logout', 'agent'),
+];
+
+/** Routes added as they are implemented; kept here so edge/routes.ts changes once. */
+export const agentEdgeRoutesPending = { transact, operate, kyc, ops };
