@@ -6,6 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import type { CheckRequest, CheckResponse, HeaderValueOption } from './types.ts';
 import type { ResolvedRoute } from './routes.ts';
+import type { CredentialCode } from './auth/bearer.ts';
 
 /** Headers only the edge may set; any client-sent copy is removed or overwritten (SPEC 5.2.4). */
 export const identityHeaders = [
@@ -19,7 +20,7 @@ const rpcPermissionDenied = 7;
 const rpcUnauthenticated = 16;
 const rpcUnavailable = 14;
 
-export type DenyCode = 'POLICY_DENIED' | 'UNAUTHENTICATED' | 'MFA_REQUIRED' | 'RATE_LIMITED' | 'authz_unavailable' | 'MALFORMED_REQUEST';
+export type DenyCode = 'POLICY_DENIED' | 'UNAUTHENTICATED' | 'MFA_REQUIRED' | 'RATE_LIMITED' | 'BUDGET_EXCEEDED' | 'authz_unavailable' | 'MALFORMED_REQUEST' | CredentialCode;
 
 export interface Decision {
   allow: boolean;
@@ -43,6 +44,8 @@ export interface RequestView {
   requestId: string;
   /** One id per Check: in the audit record, the dynamic metadata and the x-decision-id header. */
   decisionId: string;
+  /** The client certificate Envoy verified (URL-encoded PEM), when the connection used mTLS. */
+  peerCertificate?: string;
 }
 
 function option(key: string, value: string): HeaderValueOption {
@@ -73,6 +76,7 @@ export function viewOf(req: CheckRequest): RequestView {
     sourceIp: req.attributes?.source?.address?.socket_address?.address ?? '',
     requestId: http.id || headers['x-request-id'] || randomUUID(),
     decisionId: randomUUID(),
+    ...(req.attributes?.source?.certificate ? { peerCertificate: req.attributes.source.certificate } : {}),
   };
 }
 

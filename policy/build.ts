@@ -62,7 +62,8 @@ export async function build(outDir = distDir, quiet = false): Promise<{ policyVe
   const tmp = await mkdtemp(join(tmpdir(), 'policy-build-'));
   try {
     const tarball = join(tmp, 'bundle.tar.gz');
-    execFileSync(opa, ['build', '-t', 'wasm', '-e', entrypoint, '--ignore', '*_test.rego', join(policyDir, 'src'), '-o', tarball], { stdio: quiet ? 'ignore' : 'inherit' });
+    // Relative source paths (cwd = policy/): the WASM embeds them, so a checkout anywhere builds the same bytes.
+    execFileSync(opa, ['build', '-t', 'wasm', '-e', entrypoint, '--ignore', '*_test.rego', 'src', '-o', tarball], { cwd: policyDir, stdio: quiet ? 'ignore' : 'inherit' });
     execFileSync('tar', ['-xzf', tarball, '-C', tmp], { stdio: 'ignore' });
     const wasm = await readFile(join(tmp, 'policy.wasm'));
     const key = createPrivateKey({ key: JSON.parse(await readFile(join(policyDir, 'keys', 'dev-signing.private.jwk'), 'utf8')) as import('node:crypto').JsonWebKey, format: 'jwk' });

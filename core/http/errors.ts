@@ -60,6 +60,8 @@ const table = {
   CAPTURE_EXCEEDS_HOLD: [422, 'Parameter Error'],
   OVERDRAFT_IN_USE: [422, 'Parameter Error'],
   INVALID_PERIOD: [422, 'Parameter Error'],
+  // API keys (SPEC 2.9)
+  API_KEY_NOT_FOUND: [404, 'Record Not Found'],
   // authz simulation (SPEC 4.4)
   POLICY_REF_NOT_FOUND: [404, 'Record Not Found'],
   POLICY_UNAVAILABLE: [503, 'Service Unavailable'],

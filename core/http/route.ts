@@ -35,6 +35,8 @@ export interface EdgeIdentity {
   roles: string[];
   /** Machine-client scopes (x-scopes). */
   scopes: string[];
+  /** True only when an edge secret is configured and this request carried it: the headers above are the edge's. */
+  fromEdge: boolean;
 }
 
 export interface RequestContext<P, Q, B> {

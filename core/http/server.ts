@@ -42,7 +42,7 @@ function flatHeaders(req: IncomingMessage): Record<string, string> {
 
 const noIdentity: EdgeIdentity = {
   tenantId: undefined, principalId: undefined, sessionId: undefined, purpose: undefined, aal: undefined, clientIp: undefined, deviceId: undefined,
-  roles: [], scopes: [],
+  roles: [], scopes: [], fromEdge: false,
 };
 
 function fromEdge(h: Record<string, string>, secret: string | undefined): boolean {
@@ -65,6 +65,7 @@ function identityOf(h: Record<string, string>, secret: string | undefined): Edge
     deviceId: h['x-device-id'],
     roles: (h['x-roles'] ?? '').split(',').map((r) => r.trim().toLowerCase()).filter(Boolean),
     scopes: (h['x-scopes'] ?? '').split(' ').filter(Boolean),
+    fromEdge: secret !== undefined,
   };
 }
 

@@ -4,6 +4,7 @@
  * the verified token, never from the request body. No token detail reaches the client or logs.
  */
 import type { KeyStore } from '../keys/keys.ts';
+import type { EdgeIdentity } from '../http/route.ts';
 import { AppError } from '../http/errors.ts';
 import type { CoreScope } from './clients.ts';
 
@@ -31,8 +32,21 @@ function scopesOf(claims: Record<string, unknown>): Set<string> {
   return out;
 }
 
-/** Verify the caller's token and scope; `core:write` includes `core:read`. */
-export async function authenticate(keys: KeyStore, headers: Readonly<Record<string, string>>, need: CoreScope): Promise<CorePrincipal> {
+function hasScope(scopes: ReadonlySet<string>, need: CoreScope): boolean {
+  return scopes.has(need) || (need === 'core:read' && scopes.has('core:write'));
+}
+
+/**
+ * Verify the caller's token and scope; `core:write` includes `core:read`. A machine client
+ * that signed its request with an API key has no token: the edge verified the signature, and
+ * its identity counts only when it provably came from the edge (`identity.fromEdge`).
+ */
+export async function authenticate(keys: KeyStore, headers: Readonly<Record<string, string>>, need: CoreScope, identity?: EdgeIdentity): Promise<CorePrincipal> {
+  if (!headers.authorization && identity?.fromEdge && identity.tenantId && identity.principalId?.startsWith('pk_')) {
+    const scopes = new Set(identity.scopes);
+    if (!hasScope(scopes, need)) throw new AppError('INSUFFICIENT_SCOPE', `scope ${need} is required`);
+    return { tenantId: identity.tenantId, clientId: identity.principalId, scopes };
+  }
   const token = tokenOf(headers.authorization);
   let claims: Record<string, unknown> & { tid: string };
   try {
@@ -45,7 +59,6 @@ export async function authenticate(keys: KeyStore, headers: Readonly<Record<stri
     throw new AppError('UNAUTHORIZED', 'the access token is not a core client token', { headers: challenge });
   }
   const scopes = scopesOf(claims);
-  const ok = scopes.has(need) || (need === 'core:read' && scopes.has('core:write'));
-  if (!ok) throw new AppError('INSUFFICIENT_SCOPE', `scope ${need} is required`);
+  if (!hasScope(scopes, need)) throw new AppError('INSUFFICIENT_SCOPE', `scope ${need} is required`);
   return { tenantId: claims.tid, clientId: sub, scopes };
 }

@@ -53,7 +53,21 @@ export const entryTtlMs = 30_000;
 /** last_seen updates are written in batches at most this often. */
 export const lastSeenFlushMs = 1_000;
 
-const channels = ['sessions_changed', 'tenants_changed', 'tuples_changed', 'service_tokens_changed', keysChannel] as const;
+export interface ApiKeyState {
+  id: string;
+  tenantId: string;
+  secret: Buffer;
+  secretHash: Buffer;
+  /** The previous secret during a rotation's grace period. */
+  previous: { secret: Buffer; secretHash: Buffer; validUntilMs: number } | undefined;
+  scopes: string[];
+  budget: { daily_amount?: string; currency?: string; per_minute?: number };
+  ipAllowlist: string[];
+  expiresAtMs: number | null;
+  revoked: boolean;
+}
+
+const channels = ['sessions_changed', 'tenants_changed', 'tuples_changed', 'service_tokens_changed', 'api_keys_changed', keysChannel] as const;
 
 interface Entry<T> {
   value: T | undefined;
@@ -65,6 +79,7 @@ export class EdgeState {
   private readonly tenants = new Map<string, Entry<TenantState>>();
   private readonly tuples = new Map<string, Entry<TupleState[]>>();
   private readonly serviceTokens = new Map<string, Entry<ServiceTokenState>>();
+  private readonly apiKeys = new Map<string, Entry<ApiKeyState>>();
   private readonly seen = new Set<string>();
   private listener: pg.Client | undefined;
   private healthyAt = 0;
@@ -134,6 +149,8 @@ export class EdgeState {
       const id = parseField(payload, 'subjectId');
       if (ns && id) this.tuples.delete(`${ns}:${id}`);
       else this.tuples.clear();
+    } else if (channel === 'api_keys_changed') {
+      this.apiKeys.delete(payload);
     } else if (channel === 'service_tokens_changed') {
       this.serviceTokens.clear();
     } else if (channel === keysChannel) {
@@ -146,6 +163,7 @@ export class EdgeState {
     this.tenants.clear();
     this.tuples.clear();
     this.serviceTokens.clear();
+    this.apiKeys.clear();
     this.keys.invalidate();
   }
 
@@ -230,6 +248,36 @@ export class EdgeState {
       const r = rows[0];
       return r && { id: r.id, tenantId: r.tenant_id, name: r.name, roles: r.roles, expiresAtMs: r.expires_at?.getTime() ?? null, revoked: r.revoked_at !== null };
     });
+  }
+
+  /** An API key by id, its secrets opened with the master key (kept in memory only). */
+  apiKey(id: string): Promise<ApiKeyState | undefined> {
+    return this.cached(this.apiKeys, id, async () => {
+      const { rows } = await this.db.query<{
+        id: string; tenant_id: string; secret_enc: Buffer; secret_hash: Buffer; prev_secret_enc: Buffer | null; prev_secret_hash: Buffer | null;
+        prev_valid_until: Date | null; scopes: string[]; budget: ApiKeyState['budget']; ip_allowlist: string[]; expires_at: Date | null; revoked_at: Date | null;
+      }>(
+        `SELECT id, tenant_id, secret_enc, secret_hash, prev_secret_enc, prev_secret_hash, prev_valid_until, scopes, budget,
+                ip_allowlist::text[] AS ip_allowlist, expires_at, revoked_at FROM api_keys WHERE id = $1`,
+        [id],
+      );
+      const r = rows[0];
+      if (!r) return undefined;
+      const aad = `apikey:${r.id}`;
+      return {
+        id: r.id, tenantId: r.tenant_id, secret: this.keys.openSecret(r.secret_enc, aad), secretHash: r.secret_hash,
+        previous: r.prev_secret_enc && r.prev_secret_hash && r.prev_valid_until
+          ? { secret: this.keys.openSecret(r.prev_secret_enc, aad), secretHash: r.prev_secret_hash, validUntilMs: r.prev_valid_until.getTime() }
+          : undefined,
+        scopes: r.scopes, budget: r.budget, ipAllowlist: r.ip_allowlist, expiresAtMs: r.expires_at?.getTime() ?? null, revoked: r.revoked_at !== null,
+      };
+    });
+  }
+
+  /** Run `fn` in one transaction (budget counters). */
+  tx<T>(fn: (q: import('../../core/db/pool.ts').Queryable) => Promise<T>): Promise<T> {
+    this.assertFresh();
+    return this.db.tx(fn);
   }
 
   /** Record a one-time value (DPoP jti, nonce) across all edges; false when already seen. */

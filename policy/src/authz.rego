@@ -152,6 +152,9 @@ aal_ok if aal >= purpose.min_aal
 
 aal_ok if public_action
 
+# AAL measures how a person authenticated; machine credentials are proof-of-possession keys.
+aal_ok if object.get(subject, "type", "") == "service"
+
 check_aal := {"check": "min_aal", "ok": aal_ok, "detail": sprintf("subject aal %v, purpose needs %v", [aal, object.get(purpose, "min_aal", 0)])}
 
 # Staff purposes name the roles that may use them; some operational actions name their own.
@@ -180,6 +183,9 @@ check_subject_type := {"check": "subject_type", "ok": subject_type_ok, "detail":
 scope_needed := purpose.action_scopes[action]
 
 scope_ok if not purpose.action_scopes[action]
+
+# Scopes are what machine credentials carry; people are governed by roles and AAL instead.
+scope_ok if object.get(subject, "type", "") != "service"
 
 scope_ok if scope_needed in object.get(subject, "scopes", [])
 
@@ -216,6 +222,7 @@ recent_stepup_s := 300
 # customer.transact always needs AAL 2; high risk needs a recent step-up for every purpose.
 needs_step_up if {
 	not public_action
+	object.get(subject, "type", "") != "service"
 	purpose_name == "customer.transact"
 	aal < 2
 }

@@ -278,3 +278,18 @@ test_completing_step_up_is_never_blocked_by_step_up if {
 	other := authz.decision with input as object.union(op("session.list", "session"), {"context": object.union(base.context, {"risk": "high"})})
 	other.code == "MFA_REQUIRED"
 }
+
+test_api_key_with_payments_write_may_transfer_for_its_tenant_only if {
+	key := {"id": "pk_live_x", "type": "service", "aal": 1, "scopes": ["payments:write"], "tuples": [member]}
+	ok := authz.decision with input as object.union(transfer, {"subject": key})
+	ok.allow
+	no_scope := authz.decision with input as object.union(transfer, {"subject": object.union(key, {"scopes": ["payments:read"]})})
+	failed(no_scope) == {"scope"}
+	other := authz.decision with input as object.union(transfer, {"subject": key, "resource": {"type": "transaction", "tenant_id": "t2"}})
+	failed(other) == {"resource_tenant"}
+}
+
+test_customers_need_no_scopes if {
+	d := authz.decision with input as object.union(transfer, {"subject": customer(2)})
+	d.allow
+}

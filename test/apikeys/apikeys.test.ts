@@ -1,0 +1,228 @@
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import { ApiKeys } from '../../core/apikeys/store.ts';
+import { KeyStore } from '../../core/keys/keys.ts';
+import { createLogger } from '../../core/platform/log.ts';
+import { AuditWriter } from '../../edge/audit-writer.ts';
+import { RiskEngine } from '../../edge/auth/risk.ts';
+import { createDecider } from '../../edge/authz.ts';
+import { defaultBundleDir, loadTrustedKeys } from '../../edge/policy/bundle.ts';
+import { PolicyStore } from '../../edge/policy/store.ts';
+import { buildRouteTable, edgeRoutes, type EdgeRoute } from '../../edge/routes.ts';
+import { EdgeState } from '../../edge/state/store.ts';
+import type { CheckResponse } from '../../edge/types.ts';
+import { canonicalString, signRequest } from '../../lib/api-key-signing.ts';
+import { freshDatabase, type TestDb } from '../helpers/db.ts';
+import { envoyRequest, headerOf, startTestEdge, type TestEdge } from '../helpers/edge.ts';
+
+const log = createLogger(process.env.DEBUG_EDGE ? 'warn' : 'silent');
+const extraRoutes: EdgeRoute[] = [
+  { method: 'POST', template: '/t/transfers', purpose: 'customer.transact', resource: 'transaction', action: 'transfer.create', credential: 'customer' },
+  { method: 'GET', template: '/t/transactions', purpose: 'customer.account.view', resource: 'transaction', action: 'transaction.read', credential: 'customer' },
+];
+const body = (r: CheckResponse) => JSON.parse(r.denied_response?.body ?? '{}');
+
+describe('request signing (SDK) test vector', () => {
+  it('matches the documented canonical string and signature', () => {
+    const input = {
+      method: 'post', path: '/v1/transfers?dry=1', body: '{"amount":"100.00","currency":"KES"}',
+      keyId: 'pk_live_TESTVECTOR0000000000', secret: 'sk_test_vector_secret_0123456789',
+      date: 'Sun, 22 Nov 2026 10:00:00 GMT', nonce: 'n0nce-0123456789abcdef',
+    };
+    assert.equal(
+      canonicalString(input.method, input.path, input.body, input.date, input.nonce),
+      'POST\n/v1/transfers?dry=1\n786d885b0c60c5155cc151a080804265479e7382a8559f673fe63245aef06af0\nSun, 22 Nov 2026 10:00:00 GMT\nn0nce-0123456789abcdef',
+    );
+    assert.deepEqual(signRequest(input), {
+      'x-api-key-id': 'pk_live_TESTVECTOR0000000000',
+      'x-signature': 'stLD1X2vQiEcIQ3ET57NELl5im3hd4J4NcBhFP1Q20c',
+      'x-nonce': 'n0nce-0123456789abcdef',
+      date: 'Sun, 22 Nov 2026 10:00:00 GMT',
+    });
+  });
+});
+
+describe('API keys at the edge', () => {
+  let t: TestDb;
+  let keys: KeyStore;
+  let store: ApiKeys;
+  let edge: TestEdge;
+  let edge2: TestEdge;
+  const states: EdgeState[] = [];
+  const audits: AuditWriter[] = [];
+
+  const makeEdge = async () => {
+    const state = new EdgeState(t.db, keys, log);
+    await state.start();
+    const policies = new PolicyStore(await loadTrustedKeys());
+    await policies.load(defaultBundleDir);
+    const audit = new AuditWriter(t.db, log);
+    states.push(state);
+    audits.push(audit);
+    const decide = createDecider({ state, policies, audit, risk: new RiskEngine(), log, edgeSecret: 's' });
+    // A generous decision budget: these tests assert outcomes, not timing (the 100 ms budget has its own tests).
+    return startTestEdge({ log, decide, resolve: buildRouteTable([...edgeRoutes, ...extraRoutes]), budgetMs: 2000 });
+  };
+  const newKey = (tenant: string, over: Partial<Parameters<ApiKeys['create']>[2]> = {}) =>
+    store.create(tenant, 'admin-1', { name: 'k', scopes: ['payments:write', 'payments:read'], budget: {}, ipAllowlist: [], expiresAt: undefined, ...over });
+  const signed = (k: { key: { id: string }; secret: string }, method: string, path: string, payload = '', extra: Record<string, string> = {}, over: Partial<Parameters<typeof signRequest>[0]> = {}) =>
+    envoyRequest(method, path, {
+      body: payload,
+      headers: { 'content-type': 'application/json', ...signRequest({ method, path, body: payload, keyId: k.key.id, secret: k.secret, ...over }), ...extra },
+      ip: '198.51.100.10',
+    });
+  const transfer = (amount = '100.00', currency = 'KES') => JSON.stringify({ amount, currency, beneficiaryId: 'b1' });
+
+  before(async () => {
+    t = await freshDatabase();
+    for (const id of ['t1', 't2']) await t.db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ($1, $1, 'KE', 'KES')`, [id]);
+    keys = new KeyStore(t.db, randomBytes(32));
+    store = new ApiKeys(t.db, keys);
+    edge = await makeEdge();
+    edge2 = await makeEdge();
+  });
+  after(async () => {
+    await edge.close();
+    await edge2.close();
+    for (const a of audits) await a.stop();
+    for (const s of states) await s.stop();
+    await t.drop();
+  });
+
+  it('allows a correctly signed request and tells core who it is', async () => {
+    const k = await newKey('t1');
+    const res = await edge.check(signed(k, 'POST', '/t/transfers', transfer()));
+    assert.equal(res.status.code, 0, res.denied_response?.body);
+    assert.equal(headerOf(res, 'x-principal-id'), k.key.id);
+    assert.equal(headerOf(res, 'x-tenant-id'), 't1');
+    assert.equal(headerOf(res, 'x-scopes'), 'payments:write payments:read');
+  });
+
+  it('refuses a request missing any one of the four headers', async () => {
+    const k = await newKey('t1');
+    for (const name of ['x-signature', 'x-nonce', 'date']) {
+      const req = signed(k, 'GET', '/t/transactions');
+      const h = req.attributes?.request?.http?.headers as Record<string, string>;
+      delete h[name];
+      const res = await edge.check(req);
+      assert.equal(res.denied_response?.status.code, 401, name);
+      assert.equal(body(res).code, 'missing_signature_headers', name);
+      assert.match(body(res).message, new RegExp(name));
+    }
+    const noId = await edge.check(envoyRequest('GET', '/t/transactions', { headers: { 'x-api-key-id': '', 'x-signature': 'x', 'x-nonce': 'n'.repeat(16), date: new Date().toUTCString() } }));
+    assert.equal(body(noId).code, 'missing_signature_headers');
+  });
+
+  it('refuses a signature over another body, another path, or a lower-case method', async () => {
+    const k = await newKey('t1');
+    const good = signRequest({ method: 'POST', path: '/t/transfers', body: transfer('1.00'), keyId: k.key.id, secret: k.secret });
+    const otherBody = await edge.check(envoyRequest('POST', '/t/transfers', { body: transfer('999.00'), headers: { ...good, 'content-type': 'application/json' } }));
+    assert.equal(body(otherBody).code, 'bad_signature');
+    const otherPath = await edge.check(envoyRequest('POST', '/t/transfers?x=1', { body: transfer('1.00'), headers: { ...good, 'content-type': 'application/json' } }));
+    assert.equal(body(otherPath).code, 'bad_signature');
+    // A client that forgot to upper-case the method signs a different string.
+    const nonce = randomBytes(16).toString('hex');
+    const date = new Date().toUTCString();
+    const { createHmac } = await import('node:crypto');
+    const lower = canonicalString('post', '/t/transfers', transfer(), date, nonce).replace(/^POST/, 'post');
+    const sig = createHmac('sha256', k.secret).update(lower).digest('base64url');
+    const res = await edge.check(envoyRequest('POST', '/t/transfers', { body: transfer(), headers: { 'x-api-key-id': k.key.id, 'x-signature': sig, 'x-nonce': nonce, date, 'content-type': 'application/json' } }));
+    assert.equal(body(res).code, 'bad_signature');
+  });
+
+  it('refuses a date 11 minutes old or 11 minutes ahead', async () => {
+    const k = await newKey('t1');
+    for (const shift of [-11, 11]) {
+      const res = await edge.check(signed(k, 'GET', '/t/transactions', '', {}, { date: new Date(Date.now() + shift * 60_000).toUTCString() }));
+      assert.equal(body(res).code, 'stale_date', String(shift));
+      assert.equal(res.denied_response?.status.code, 401);
+    }
+  });
+
+  it('accepts a nonce once per key, across two edge processes sharing the database', async () => {
+    const k = await newKey('t1');
+    const req = signed(k, 'GET', '/t/transactions');
+    assert.equal((await edge.check(req)).status.code, 0);
+    assert.equal(body(await edge.check(req)).code, 'nonce_reused');
+    assert.equal(body(await edge2.check(req)).code, 'nonce_reused');
+    const fresh = signed(k, 'GET', '/t/transactions');
+    assert.equal((await edge2.check(fresh)).status.code, 0);
+  });
+
+  it('refuses unknown and revoked keys (invalid_key), expired keys and sources outside the allowlist', async () => {
+    const unknown = await edge.check(signed({ key: { id: 'pk_live_UNKNOWNUNKNOWNUNKNOWN00' }, secret: 'x' }, 'GET', '/t/transactions'));
+    assert.equal(body(unknown).code, 'invalid_key');
+    assert.equal(unknown.denied_response?.status.code, 403);
+    const k = await newKey('t1');
+    assert.equal((await edge.check(signed(k, 'GET', '/t/transactions'))).status.code, 0);
+    await store.revoke('t1', 'admin-1', k.key.id);
+    let code = '';
+    for (let i = 0; i < 50 && code !== 'invalid_key'; i++) {
+      code = body(await edge.check(signed(k, 'GET', '/t/transactions'))).code ?? '';
+      if (code !== 'invalid_key') await new Promise((r) => setTimeout(r, 20));
+    }
+    assert.equal(code, 'invalid_key');
+    const expiring = await newKey('t1', { expiresAt: new Date(Date.now() + 300).toISOString() });
+    await new Promise((r) => setTimeout(r, 400));
+    assert.equal(body(await edge.check(signed(expiring, 'GET', '/t/transactions'))).code, 'key_expired');
+    const fenced = await newKey('t1', { ipAllowlist: ['203.0.113.0/24'] });
+    assert.equal(body(await edge.check(signed(fenced, 'GET', '/t/transactions'))).code, 'ip_not_allowed');
+    const inside = await edge.check(envoyRequest('GET', '/t/transactions', { headers: signRequest({ method: 'GET', path: '/t/transactions', keyId: fenced.key.id, secret: fenced.secret }), ip: '203.0.113.5' }));
+    assert.equal(inside.status.code, 0);
+  });
+
+  it('checks x-api-key-secret when sent (bad_secret), and honours rotation grace', async () => {
+    const k = await newKey('t1');
+    assert.equal(body(await edge.check(signed(k, 'GET', '/t/transactions', '', { 'x-api-key-secret': 'sk_live_wrong' }))).code, 'bad_secret');
+    assert.equal((await edge.check(signed(k, 'GET', '/t/transactions', '', { 'x-api-key-secret': k.secret }))).status.code, 0);
+    const rotated = await store.rotate('t1', 'admin-1', k.key.id, 600);
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal((await edge.check(signed(k, 'GET', '/t/transactions'))).status.code, 0, 'old secret inside the grace period');
+    assert.equal((await edge.check(signed(rotated, 'GET', '/t/transactions'))).status.code, 0, 'new secret');
+    const noGrace = await store.rotate('t1', 'admin-1', k.key.id, 0);
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(body(await edge.check(signed(rotated, 'GET', '/t/transactions'))).code, 'bad_signature');
+    assert.equal((await edge.check(signed(noGrace, 'GET', '/t/transactions'))).status.code, 0);
+  });
+
+  it('never lets a key act on another tenant, and scopes gate purposes', async () => {
+    const k2 = await newKey('t2');
+    const cross = await edge.check(signed(k2, 'GET', '/t/transactions?tenantId=t1'));
+    assert.match(body(cross).message, /resource_tenant/);
+    const readOnly = await newKey('t1', { scopes: ['payments:read'] });
+    assert.match(body(await edge.check(signed(readOnly, 'POST', '/t/transfers', transfer()))).message, /scope/);
+  });
+
+  it('enforces the per-minute budget exactly under concurrency, with Retry-After', async () => {
+    const k = await newKey('t1', { budget: { per_minute: 5 } });
+    const results = await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 ? edge : edge2).check(signed(k, 'GET', '/t/transactions'))));
+    assert.equal(results.filter((r) => r.status.code === 0).length, 5, JSON.stringify(results.map((r) => r.denied_response?.body)));
+    const refused = results.find((r) => r.denied_response);
+    for (const r of results.filter((x) => x.denied_response)) assert.equal(body(r).code, 'BUDGET_EXCEEDED');
+    assert.equal(refused?.denied_response?.status.code, 429);
+    assert.equal(body(refused as CheckResponse).code, 'BUDGET_EXCEEDED');
+    assert.ok(Number(headerOf(refused as CheckResponse, 'retry-after')) >= 1);
+  });
+
+  it('enforces the daily amount budget in its currency', async () => {
+    const k = await newKey('t1', { budget: { daily_amount: '250.00', currency: 'KES' } });
+    assert.equal((await edge.check(signed(k, 'POST', '/t/transfers', transfer('200.00')))).status.code, 0);
+    const over = await edge.check(signed(k, 'POST', '/t/transfers', transfer('60.00')));
+    assert.equal(body(over).code, 'BUDGET_EXCEEDED');
+    assert.equal((await edge.check(signed(k, 'POST', '/t/transfers', transfer('50.00')))).status.code, 0);
+    const usd = await edge.check(signed(k, 'POST', '/t/transfers', transfer('1.00', 'USD')));
+    assert.equal(usd.denied_response?.status.code, 403);
+    const { rows } = await t.db.query<{ amount_micros: string }>(`SELECT amount_micros FROM api_key_usage WHERE key_id = $1 AND window_kind = 'day'`, [k.key.id]);
+    assert.equal(rows[0]?.amount_micros, '250000000');
+  });
+
+  it('requires a verified client certificate when the tenant demands mTLS for machine clients', async () => {
+    await t.db.query(`INSERT INTO tenants (id, name, country, base_currency, security) VALUES ('t3', 't3', 'KE', 'KES', '{"require_mtls_for_m2m": true}')`);
+    const k = await newKey('t3');
+    assert.equal(body(await edge.check(signed(k, 'GET', '/t/transactions'))).code, 'mtls_required');
+    const req = signed(k, 'GET', '/t/transactions');
+    (req.attributes?.source as Record<string, unknown>).certificate = '-----BEGIN%20CERTIFICATE-----%0AMIIB...';
+    assert.equal((await edge.check(req)).status.code, 0);
+  });
+});
