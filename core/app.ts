@@ -13,6 +13,7 @@ import type { BuildInfo } from './platform/build-info.ts';
 import type { Metrics } from './platform/metrics.ts';
 import { platformRoutes } from './platform/routes.ts';
 import { authzRoutes } from './authz/routes.ts';
+import { apiKeyRoutes } from './apikeys/routes.ts';
 import type { PolicyStore } from '../edge/policy/store.ts';
 import { Ledger, ledgerRoutes } from './ledger/routes.ts';
 import { oauthRoutes } from './oauth/routes.ts';
@@ -59,6 +60,7 @@ export function buildCore(deps: CoreDeps): Core {
   const ledger = new Ledger({ db: deps.db, log: deps.log, now });
   routes.push(...oauthRoutes({ db: deps.db, keys: deps.keys }), ...ledgerRoutes({ db: deps.db, keys: deps.keys, log: deps.log, now, ledger }));
   routes.push(...authzRoutes({ policies: deps.policies }));
+  routes.push(...apiKeyRoutes({ db: deps.db, keys: deps.keys }));
   const server = createCoreServer({ routes, log: deps.log, metrics: deps.metrics, edgeSecret: deps.edgeSecret });
   ledger.start();
   server.on('close', () => ledger.stop());

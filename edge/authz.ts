@@ -8,6 +8,7 @@ import { issueChallenge, origOf } from '../core/identity/challenge.ts';
 import type { AuditWriter } from './audit-writer.ts';
 import { CredentialError } from './auth/bearer.ts';
 import { authenticate, type Principal } from './auth/principal.ts';
+import { consumeBudget } from './auth/budget.ts';
 import type { RateLimiter } from './auth/rate-limit.ts';
 import type { RiskEngine } from './auth/risk.ts';
 import type { Decision, RequestView } from './check.ts';
@@ -25,6 +26,8 @@ export interface DeciderDeps {
   log: Logger;
   /** Shared secret proving to core that identity headers come from the edge. */
   edgeSecret: string;
+  /** SPEC 8: nonce/date replay window for signed requests (5–10 minutes). */
+  replayWindowMs?: number;
   now?: () => number;
 }
 
@@ -107,12 +110,13 @@ export function createDecider(deps: DeciderDeps) {
     }
     let principal: Principal;
     try {
-      principal = await authenticate(resolved.route?.credential, view, deps.state, tenantCache, nowMs);
+      principal = await authenticate(resolved.route?.credential, view, deps.state, tenantCache, nowMs, deps.replayWindowMs);
     } catch (err) {
       if (!(err instanceof CredentialError)) throw err;
+      const signed = view.headers['x-api-key-id'] !== undefined;
       const decision: Decision = {
-        allow: false, status: err.status, code: err.status === 401 ? 'UNAUTHENTICATED' : 'POLICY_DENIED', message: err.message,
-        responseHeaders: err.status === 401 ? { 'www-authenticate': err.wwwAuthenticate() } : {},
+        allow: false, status: err.status, code: err.code, message: err.message,
+        responseHeaders: err.status === 401 ? { 'www-authenticate': err.wwwAuthenticate(signed ? 'Signature' : 'Bearer') } : {},
         extraBody: { reason: err.code },
       };
       audit(deps, view, resolved, undefined, '', decision, undefined);
@@ -141,6 +145,19 @@ export function createDecider(deps: DeciderDeps) {
     const result = policy.evaluate(input);
     const masking = JSON.stringify((result.obligations as { masking?: unknown }).masking ?? {});
     let decision: Decision;
+    let budget: { amount: string; counted: boolean } | undefined;
+    if (result.allow && principal.kind === 'service' && principal.via === 'api-key') {
+      const movesMoney = moneyMoving.has(resolved.purpose) || resolved.action === 'posting.create' || resolved.action === 'hold.create';
+      const b = await consumeBudget((fn) => deps.state.tx(fn), principal.key, movesMoney, view.body, nowMs);
+      if (!b.ok) {
+        const refused: Decision = b.retryAfterS > 0
+          ? { allow: false, status: 429, code: 'BUDGET_EXCEEDED', message: `API key budget exceeded (${b.reason})`, responseHeaders: { 'retry-after': String(b.retryAfterS) } }
+          : { allow: false, status: 403, code: 'POLICY_DENIED', message: `API key budget cannot count this request (${b.reason})` };
+        audit(deps, view, resolved, principal, requestTenant, refused, { result, risk: assessed, masking });
+        return refused;
+      }
+      budget = { amount: b.amountMicros.toString(), counted: b.counted };
+    }
     if (result.allow) {
       const set: Record<string, string> = { 'x-purpose': resolved.purpose, 'x-masking': masking, 'x-edge-auth': deps.edgeSecret };
       if (requestTenant) set['x-tenant-id'] = requestTenant;
@@ -168,14 +185,14 @@ export function createDecider(deps: DeciderDeps) {
     } else {
       decision = { allow: false, status: result.status === 401 ? 401 : 403, code: 'POLICY_DENIED', message: result.message };
     }
-    audit(deps, view, resolved, principal, requestTenant, decision, { result, risk: assessed, masking });
+    audit(deps, view, resolved, principal, requestTenant, decision, { result, risk: assessed, masking, budget });
     return decision;
   };
 }
 
 function audit(
   deps: DeciderDeps, view: RequestView, resolved: ResolvedRoute, principal: Principal | undefined, tenantId: string, d: Decision,
-  extra: { result: { policy_version: string; registry_version: string; reasons: unknown }; risk: { risk: string; signals: string[] }; masking: string } | undefined,
+  extra: { result: { policy_version: string; registry_version: string; reasons: unknown }; risk: { risk: string; signals: string[] }; masking: string; budget?: { amount: string; counted: boolean } } | undefined,
 ): void {
   const actor = !principal || principal.kind === 'anonymous' ? { type: 'anonymous', id: view.sourceIp } : { type: principal.kind, id: principal.subjectId };
   const principalTenant = principal && principal.kind !== 'anonymous' ? principal.tenantId : '';
@@ -192,6 +209,7 @@ function audit(
     attrs: {
       ip: view.sourceIp, ua: view.headers['user-agent'] ?? '', method: view.method, risk: extra?.risk.risk ?? 'low',
       risk_signals: extra?.risk.signals ?? [], masking: extra?.masking ?? '{}', registry_version: extra?.result.registry_version ?? deps.policies.current?.registryVersion,
+      ...(extra?.budget ? { budget_consumed_micros: extra.budget.amount, budget_counted: extra.budget.counted } : {}),
     },
   });
 }

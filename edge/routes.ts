@@ -52,6 +52,11 @@ export const edgeRoutes: EdgeRoute[] = [
   authz('POST', '/authz/simulate', 'authz.simulate'),
   authz('GET', '/v1/auth/simulate', 'authz.simulate'),
   authz('POST', '/v1/auth/simulate', 'authz.simulate'),
+  // API keys (SPEC 4.4): tenant admins manage their machine clients' keys
+  { method: 'POST', template: '/api-keys', purpose: operationalPurpose, resource: 'api_key', action: 'apikey.create', credential: 'staff' },
+  { method: 'GET', template: '/api-keys', purpose: operationalPurpose, resource: 'api_key', action: 'apikey.read', credential: 'staff' },
+  { method: 'GET', template: '/api-keys/{id}', purpose: operationalPurpose, resource: 'api_key', action: 'apikey.read', credential: 'staff' },
+  { method: 'DELETE', template: '/api-keys/{id}', purpose: operationalPurpose, resource: 'api_key', action: 'apikey.revoke', credential: 'staff' },
   // customer identity (SPEC 4.2; issue 3): unauthenticated ones are public and rate limited
   identity('POST', '/customers/auth/otp/send', 'auth.otp_send', 'public'),
   identity('POST', '/customers/auth/otp/verify', 'auth.otp_verify', 'public'),

@@ -9,6 +9,7 @@ import type { Credential } from '../routes.ts';
 import type { EdgeState, SessionState, TenantState } from '../state/store.ts';
 import { CredentialError, bearerOf } from './bearer.ts';
 import { checkDpop } from './dpop.ts';
+import { verifyApiKey, type ApiKeyPrincipal } from './api-key.ts';
 
 export const customerAudience = 'payments-api';
 export const customerTokenTyp = 'at+jwt';
@@ -30,7 +31,8 @@ export type Principal =
       issuedAtS: number;
     }
   | { kind: 'user'; tenantId: string; subjectId: string; session: SessionState; aal: number; amr: string[]; roles: string[]; issuedAtS: number }
-  | { kind: 'service'; tenantId: string; subjectId: string; roles: string[]; scopes: string[]; via: 'core-client' | 'service-token' };
+  | { kind: 'service'; tenantId: string; subjectId: string; roles: string[]; scopes: string[]; via: 'core-client' | 'service-token' }
+  | ApiKeyPrincipal;
 
 function stringArray(v: unknown): string[] {
   return Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : [];
@@ -122,14 +124,20 @@ async function serviceToken(view: RequestView, state: EdgeState, nowMs: number):
   return { kind: 'service', tenantId: st.tenantId, subjectId: `service-token:${st.id}`, roles: st.roles, scopes: [], via: 'service-token' };
 }
 
-/** Verify the credential `credential` names; throws CredentialError (401/403) on failure. */
+/**
+ * Verify the credential `credential` names; throws CredentialError (401/403) on failure. A
+ * request carrying `x-api-key-id` is a signed machine request whatever the route (SPEC 5.4);
+ * what that key may do is then the policy's call, from its scopes.
+ */
 export async function authenticate(
   credential: Credential | undefined,
   view: RequestView,
   state: EdgeState,
   tenantOf: (id: string) => Promise<TenantState | undefined>,
   nowMs: number,
+  replayWindowMs?: number,
 ): Promise<Principal> {
+  if (view.headers['x-api-key-id'] !== undefined) return verifyApiKey(view, state, tenantOf, nowMs, replayWindowMs);
   switch (credential) {
     case 'customer':
       return customer(view, state, tenantOf, nowMs);

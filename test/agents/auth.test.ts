@@ -59,9 +59,9 @@ describe('agent auth: OTP, device bind, login, refresh, logout', () => {
     const replay = await h.post('/v1/agent/auth/login', { tenantId: 'ta', agentCode: a.code, pin: a.pin, device: h.proof('agent-login', a, d, h.clock.t + 4) });
     assert.equal(replay.status, 401, 'a device proof works once');
     const { rows } = await h.tdb.db.query(`SELECT count(*)::int AS n FROM audit_log WHERE tenant_id = 'ta' AND action = 'agent.auth.login'`);
-    assert.ok(rows[0].n >= 7);
+    assert.ok((rows[0]?.n ?? 0) >= 7);
     const leaked = await h.tdb.db.query(`SELECT count(*)::int AS n FROM audit_log WHERE attrs::text LIKE '%' || $1 || '%'`, [a.pin]);
-    assert.equal(leaked.rows[0].n, 0);
+    assert.equal(leaked.rows[0]?.n, 0);
   });
 
   it('locks the agent code after repeated failures', async () => {
