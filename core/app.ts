@@ -19,6 +19,8 @@ import { Ledger, ledgerRoutes } from './ledger/routes.ts';
 import { oauthRoutes } from './oauth/routes.ts';
 import { identityDeps, type IdentityOptions } from './identity/context.ts';
 import { identityRoutes } from './identity/routes.ts';
+import { adminRoutes } from './admin/routes.ts';
+import type { RateLimits } from './admin/rate-limit.ts';
 import { agentRoutes } from './agents/routes.ts';
 
 export interface CoreDeps {
@@ -36,6 +38,8 @@ export interface CoreDeps {
   now?: () => number;
   /** Identity options (tests inject a capturing SMS sender). */
   identity?: IdentityOptions;
+  /** Administration API rate limits (tests lower them). */
+  adminRateLimits?: RateLimits;
 }
 
 export interface Core {
@@ -60,6 +64,7 @@ export function buildCore(deps: CoreDeps): Core {
   const ledger = new Ledger({ db: deps.db, log: deps.log, now });
   routes.push(...oauthRoutes({ db: deps.db, keys: deps.keys }), ...ledgerRoutes({ db: deps.db, keys: deps.keys, log: deps.log, now, ledger }));
   routes.push(...authzRoutes({ policies: deps.policies }));
+  routes.push(...adminRoutes({ db: deps.db, keys: deps.keys, now, ...(deps.adminRateLimits ? { rateLimits: deps.adminRateLimits } : {}) }));
   routes.push(...apiKeyRoutes({ db: deps.db, keys: deps.keys }));
   const server = createCoreServer({ routes, log: deps.log, metrics: deps.metrics, edgeSecret: deps.edgeSecret });
   ledger.start();

@@ -1,0 +1,77 @@
+/** Audit query (SPEC 2.8, 4.6 audit) over the hash-chained audit_log of the caller's tenant. */
+import { Type } from '@sinclair/typebox';
+import { verifyChain } from '../../audit/audit.ts';
+import type { Queryable } from '../../db/pool.ts';
+import { AppError } from '../../http/errors.ts';
+import type { RouteSpec } from '../../http/route.ts';
+import { adminRoute, operators, readers, type AdminDeps } from '../http.ts';
+import { decodeCursor, defaultPageSize, pageQuery } from '../schemas.ts';
+
+interface AuditRow { id: string; ts: Date; tenant_id: string; actor: unknown; action: string; target: unknown; decision: unknown; attrs: unknown; prev_hash: Buffer; row_hash: Buffer }
+
+const view = (r: AuditRow) => ({
+  id: Number(r.id), ts: r.ts.toISOString(), tenant_id: r.tenant_id, actor: r.actor, action: r.action, target: r.target,
+  decision: r.decision, attrs: r.attrs, prev_hash: r.prev_hash.toString('hex'), row_hash: r.row_hash.toString('hex'),
+});
+
+export interface AuditFilter {
+  actor?: string | undefined; action?: string | undefined; targetType?: string | undefined; targetId?: string | undefined;
+  from?: string | undefined; to?: string | undefined; limit?: number | undefined; cursor?: string | undefined;
+}
+
+/** Newest first; the cursor is the last id seen (ids only grow, so the order is stable). */
+export async function auditPage(q: Queryable, tenantId: string, f: AuditFilter) {
+  const limit = f.limit ?? defaultPageSize;
+  const before = decodeCursor(f.cursor, 1)?.[0];
+  const { rows } = await q.query<AuditRow>(
+    `SELECT id, ts, tenant_id, actor, action, target, decision, attrs, prev_hash, row_hash FROM audit_log
+      WHERE tenant_id = $1 AND ($2::text IS NULL OR actor->>'id' = $2) AND ($3::text IS NULL OR action = $3 OR action LIKE $3 || '.%')
+        AND ($4::text IS NULL OR target->>'type' = $4) AND ($5::text IS NULL OR target->>'id' = $5)
+        AND ($6::timestamptz IS NULL OR ts >= $6) AND ($7::timestamptz IS NULL OR ts < $7) AND ($8::bigint IS NULL OR id < $8)
+      ORDER BY id DESC LIMIT $9`,
+    [tenantId, f.actor ?? null, f.action ?? null, f.targetType ?? null, f.targetId ?? null, f.from ?? null, f.to ?? null, before ?? null, limit + 1]);
+  const items = rows.slice(0, limit).map(view);
+  const last = items.at(-1);
+  return { items, next_cursor: rows.length > limit && last ? Buffer.from(JSON.stringify([last.id])).toString('base64url') : null };
+}
+
+const Query = Type.Object({
+  ...pageQuery,
+  actor: Type.Optional(Type.String({ maxLength: 128 })),
+  action: Type.Optional(Type.String({ maxLength: 64, description: 'exact action or a prefix such as `country`' })),
+  resource: Type.Optional(Type.String({ maxLength: 64, description: 'target type, e.g. country' })),
+  resource_id: Type.Optional(Type.String({ maxLength: 128 })),
+  from: Type.Optional(Type.String({ format: 'date-time' })),
+  to: Type.Optional(Type.String({ format: 'date-time' })),
+});
+
+export function auditRoutes(deps: AdminDeps): RouteSpec[] {
+  const tags = ['admin.audit'];
+  return [
+    adminRoute(deps, {
+      method: 'GET', path: '/v1/audit', operationId: 'listAudit', summary: 'Query audit records by actor, action, resource, time (cursor)', tags, roles: readers, mode: 'read',
+      query: Query, responses: { 200: { description: 'A page of audit records, newest first' } },
+      read: async (ctx, caller) => ({
+        status: 200,
+        body: await auditPage(deps.db, caller.tenantId, { actor: ctx.query.actor, action: ctx.query.action, targetType: ctx.query.resource, targetId: ctx.query.resource_id, from: ctx.query.from, to: ctx.query.to, limit: ctx.query.limit, cursor: ctx.query.cursor }),
+      }),
+    }),
+    adminRoute(deps, {
+      method: 'GET', path: '/v1/audit:verify', operationId: 'verifyAuditChain', summary: 'Verify the tenant\'s audit hash chain (Ops)', tags, roles: operators, mode: 'read',
+      responses: { 200: { description: '{ok, count, brokenAt?, reason?}' } },
+      read: async (_ctx, caller) => ({ status: 200, body: await verifyChain(deps.db, caller.tenantId) }),
+    }),
+    adminRoute(deps, {
+      method: 'GET', path: '/v1/audit/{id}', operationId: 'getAudit', summary: 'One audit record', tags, roles: readers, mode: 'read',
+      params: Type.Object({ id: Type.String({ pattern: '^[0-9]{1,18}$' }) }), responses: { 200: { description: 'The record' } },
+      read: async (ctx, caller) => {
+        const { rows } = await deps.db.query<AuditRow>(
+          'SELECT id, ts, tenant_id, actor, action, target, decision, attrs, prev_hash, row_hash FROM audit_log WHERE tenant_id = $1 AND id = $2',
+          [caller.tenantId, ctx.params.id]);
+        const row = rows[0];
+        if (!row) throw new AppError('AUDIT_NOT_FOUND', `no audit record ${ctx.params.id}`);
+        return { status: 200, body: view(row) };
+      },
+    }),
+  ];
+}

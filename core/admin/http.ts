@@ -1,0 +1,160 @@
+/**
+ * The conventions every administration route shares (SPEC 4.6, 5.5, 7.3, 9.5), implemented once:
+ * Problem+JSON errors, required X-Request-Id, roles checked again in core (the edge checked
+ * them first), per-source and per-tenant rate limits on mutations (429 + Retry-After),
+ * Idempotency-Key on creating POSTs and PUT upserts (core/idempotency; replay → first
+ * response, other body → 409), a content ETag on every GET (If-None-Match → 304), If-Match
+ * helpers for PATCH (missing → 428, stale → 412), and an audit record in the transaction of
+ * every mutation.
+ */
+import { createHash } from 'node:crypto';
+import type { Static, TSchema } from '@sinclair/typebox';
+import { canonicalJson } from '../../lib/canonical-json.ts';
+import { appendAudit } from '../audit/audit.ts';
+import type { Db, Queryable } from '../db/pool.ts';
+import { AppError, toProblem } from '../http/errors.ts';
+import { defineRoute, type Method, type Reply, type RequestContext, type ResponseSpec, type RouteSpec } from '../http/route.ts';
+import { claimKeys, completeKeys, findKey, idempotencyKeyOf, replay, requestHash, toReply, type IdemScope } from '../idempotency/idempotency.ts';
+import type { KeyStore } from '../keys/keys.ts';
+import { ProblemSchema } from './schemas.ts';
+import type { RateLimiter } from './rate-limit.ts';
+
+export type Role = 'admin' | 'ops' | 'readonly';
+/** Reads: every staff role. */
+export const readers: readonly Role[] = ['admin', 'ops', 'readonly'];
+/** Operational repairs (outbox retry, idempotency purge, chain verification). */
+export const operators: readonly Role[] = ['admin', 'ops'];
+export const admins: readonly Role[] = ['admin'];
+
+export interface AdminDeps {
+  db: Db;
+  keys: KeyStore;
+  now: () => number;
+  limiter: RateLimiter;
+}
+
+export interface Caller {
+  tenantId: string;
+  principalId: string;
+  roles: string[];
+  ip: string;
+}
+
+export interface WriteCtx {
+  q: Queryable;
+  caller: Caller;
+  /** Append the mutation's audit record in this transaction (SPEC 6.3: every mutation). */
+  audit(action: string, target: { type: string; id: string }, attrs?: Record<string, unknown>): Promise<void>;
+}
+
+/** 'read': GET; 'write': a mutation (Idempotency-Key honoured when sent); 'create': key required. */
+export type Mode = 'read' | 'write' | 'create';
+
+interface Base<P extends TSchema, Q extends TSchema, B extends TSchema> {
+  method: Method; path: string; operationId: string; summary: string; tags: string[]; roles: readonly Role[];
+  params?: P; query?: Q; body?: B; ifMatch?: boolean;
+  responses: Record<number, ResponseSpec>;
+}
+type Ctx<P extends TSchema, Q extends TSchema, B extends TSchema> = RequestContext<Static<P>, Static<Q>, Static<B>>;
+export type AdminRouteSpec<P extends TSchema, Q extends TSchema, B extends TSchema> =
+  | (Base<P, Q, B> & { mode: 'read'; read: (ctx: Ctx<P, Q, B>, caller: Caller) => Promise<Reply> })
+  | (Base<P, Q, B> & { mode: 'write' | 'create'; write: (ctx: Ctx<P, Q, B>, w: WriteCtx) => Promise<{ status: number; body?: unknown; headers?: Record<string, string> }> });
+
+export function callerOf(ctx: RequestContext<unknown, unknown, unknown>, roles: readonly Role[]): Caller {
+  const id = ctx.identity;
+  if (!id.tenantId) throw new AppError('UNAUTHORIZED', 'a staff credential (service token or staff JWT) is required');
+  if (!id.roles.some((r) => (roles as readonly string[]).includes(r))) {
+    throw new AppError('FORBIDDEN', `this route needs one of the roles ${roles.join(', ')}`);
+  }
+  return { tenantId: id.tenantId, principalId: id.principalId ?? 'unknown', roles: id.roles, ip: id.clientIp ?? ctx.req.socket.remoteAddress ?? 'unknown' };
+}
+
+/** Strong ETag over the canonical JSON of a representation. */
+export function etagOf(body: unknown): string {
+  return `"${createHash('sha256').update(canonicalJson(body ?? null)).digest('base64url').slice(0, 27)}"`;
+}
+
+/** SPEC 9.5: If-Match is required (428) and must name the current representation (412). */
+export function checkIfMatch(headers: Readonly<Record<string, string>>, current: unknown): void {
+  const given = headers['if-match'];
+  if (!given) throw new AppError('PRECONDITION_REQUIRED', 'If-Match with the ETag of a GET is required on this update');
+  const want = etagOf(current);
+  const tags = given.split(',').map((t) => t.trim().replace(/^W\//, ''));
+  if (!tags.includes(want) && !tags.includes('*')) throw new AppError('PRECONDITION_FAILED', 'the resource changed since it was read: GET it again');
+}
+
+const requestIdHeader = { name: 'X-Request-Id', required: true, description: 'Required on every administration call (SPEC 4.6)' };
+const idemHeader = (required: boolean) => ({ name: 'Idempotency-Key', required: false, description: required ? 'Required: 8–128 characters [A-Za-z0-9._:-]; a replay returns the first response' : 'Optional: replays the first response' });
+const ifMatchHeader = { name: 'If-Match', required: false, description: 'Required: the ETag of the resource (428 without, 412 when stale)' };
+
+const problems = (codes: number[]): Record<number, ResponseSpec> =>
+  Object.fromEntries(codes.map((c) => [c, { description: 'Problem+JSON', schema: ProblemSchema, contentType: 'application/problem+json' }]));
+
+async function runWrite(deps: AdminDeps, ctx: RequestContext<unknown, unknown, unknown>, caller: Caller, mode: 'write' | 'create',
+  fn: (w: WriteCtx) => Promise<{ status: number; body?: unknown; headers?: Record<string, string> }>): Promise<Reply> {
+  const given = ctx.headers['idempotency-key'];
+  const key = mode === 'create' || given !== undefined ? idempotencyKeyOf(ctx.headers) : undefined;
+  const scope: IdemScope | undefined = key === undefined ? undefined
+    : { tenantId: caller.tenantId, key, method: ctx.method, path: ctx.path, requestHash: requestHash(ctx.method, ctx.path, ctx.body) };
+  if (scope) {
+    const before = await findKey(deps.db, scope.tenantId, scope.key);
+    if (before) return toReply(replay(before, scope));
+  }
+  const makeCtx = (q: Queryable): WriteCtx => ({
+    q, caller,
+    audit: async (action, target, attrs) => {
+      await appendAudit(q, [{ tenantId: caller.tenantId, actor: { type: 'staff', id: caller.principalId }, action, target,
+        attrs: { requestId: ctx.requestId, ip: caller.ip, roles: caller.roles, ...attrs }, ts: new Date(deps.now()) }]);
+    },
+  });
+  if (!scope) {
+    const out = await deps.db.tx((client) => fn(makeCtx(client)));
+    return { status: out.status, body: out.body, headers: out.headers ?? {} };
+  }
+  const stored = await deps.db.tx(async (client) => {
+    const [mine] = await claimKeys(client, [scope]);
+    if (!mine) return undefined;
+    await client.query('SAVEPOINT admin_work');
+    let res: { status: number; body: string; contentType: string };
+    try {
+      const out = await fn(makeCtx(client));
+      res = { status: out.status, body: JSON.stringify(out.body ?? null), contentType: 'application/json; charset=utf-8' };
+    } catch (err) {
+      if (!(err instanceof AppError) || err.status >= 500) throw err;
+      await client.query('ROLLBACK TO SAVEPOINT admin_work');
+      res = { status: err.status, body: JSON.stringify(toProblem(err, ctx.path)), contentType: 'application/problem+json' };
+    }
+    await completeKeys(client, [{ scope, status: res.status, body: res.body }]);
+    return res;
+  });
+  if (stored) return { status: stored.status, raw: { contentType: stored.contentType, data: stored.body } };
+  const after = await findKey(deps.db, scope.tenantId, scope.key);
+  if (!after) throw new AppError('SERVICE_UNAVAILABLE', 'idempotency key is busy; retry');
+  return toReply(replay(after, scope));
+}
+
+/** One administration route with the shared conventions around its handler. */
+export function adminRoute<P extends TSchema, Q extends TSchema, B extends TSchema>(deps: AdminDeps, spec: AdminRouteSpec<P, Q, B>): RouteSpec {
+  const headers = [requestIdHeader];
+  if (spec.mode !== 'read') headers.push(idemHeader(spec.mode === 'create'));
+  if (spec.ifMatch) headers.push(ifMatchHeader);
+  const errorCodes = [400, 401, 403, ...(spec.mode === 'read' ? [] : [409, 429]), ...(spec.ifMatch ? [412, 428] : [])];
+  return defineRoute<P, Q, B>({
+    method: spec.method, path: spec.path, operationId: spec.operationId, summary: spec.summary, tags: spec.tags,
+    ...(spec.params ? { params: spec.params } : {}), ...(spec.query ? { query: spec.query } : {}), ...(spec.body ? { body: spec.body } : {}),
+    headers, errorFormat: 'problem',
+    responses: { ...problems(errorCodes), ...spec.responses },
+    handler: async (ctx) => {
+      const caller = callerOf(ctx, spec.roles);
+      if (spec.mode === 'read') {
+        const reply = await spec.read(ctx, caller);
+        if (reply.status !== 200 || reply.body === undefined) return reply;
+        const etag = etagOf(reply.body);
+        if (ctx.headers['if-none-match'] === etag) return { status: 304, headers: { etag } };
+        return { ...reply, headers: { ...reply.headers, etag } };
+      }
+      deps.limiter.take(caller, deps.now());
+      return runWrite(deps, ctx, caller, spec.mode, (w) => spec.write(ctx, w));
+    },
+  });
+}

@@ -1,0 +1,132 @@
+/**
+ * Operational routes (SPEC 4.6 outbox, idempotency, rotate-keys). Outbox payloads of events
+ * marked `content-class: secret` (e.g. SMS with one-time codes) are never returned.
+ */
+import { Type } from '@sinclair/typebox';
+import { AppError } from '../../http/errors.ts';
+import type { RouteSpec } from '../../http/route.ts';
+import { maxGraceS } from '../../keys/keys.ts';
+import { adminRoute, admins, operators, readers, type AdminDeps } from '../http.ts';
+import { Uuid, decodeCursor, defaultPageSize, pageOf, pageQuery } from '../schemas.ts';
+
+interface OutboxRow { id: string; aggregate: string; aggregate_id: string; event: string; payload: unknown; headers: Record<string, string>; attempts: number; status: string; next_attempt_at: Date; last_error: string | null; created_at: Date; processed_at: Date | null }
+const oCols = 'id, aggregate, aggregate_id, event, payload, headers, attempts, status, next_attempt_at, last_error, created_at, processed_at';
+const secret = (r: OutboxRow) => r.headers['content-class'] === 'secret';
+const oView = (r: OutboxRow, full: boolean) => ({
+  id: r.id, aggregate: r.aggregate, aggregate_id: r.aggregate_id, event: r.event, attempts: r.attempts, status: r.status,
+  next_attempt_at: r.next_attempt_at.toISOString(), last_error: r.last_error, created_at: r.created_at.toISOString(), processed_at: r.processed_at?.toISOString() ?? null,
+  ...(full ? { payload: secret(r) ? '[redacted]' : r.payload, headers: r.headers } : {}),
+});
+
+interface IdemRow { key: string; method: string; path: string; request_hash: string; response_status: number | null; response_body: string | null; created_at: Date }
+const iView = (r: IdemRow, body: boolean) => ({ key: r.key, method: r.method, path: r.path, request_hash: r.request_hash, response_status: r.response_status, created_at: r.created_at.toISOString(), ...(body ? { response_body: r.response_body } : {}) });
+
+export function opsRoutes(deps: AdminDeps): RouteSpec[] {
+  const OutboxParams = Type.Object({ id: Uuid });
+  return [
+    adminRoute(deps, {
+      method: 'GET', path: '/v1/outbox', operationId: 'listOutbox', summary: 'Outbox messages (default unprocessed; filter by aggregate, event, status)', tags: ['admin.outbox'], roles: readers, mode: 'read',
+      query: Type.Object({ ...pageQuery, aggregate: Type.Optional(Type.String({ maxLength: 64 })), event: Type.Optional(Type.String({ maxLength: 128 })), status: Type.Optional(Type.Union([Type.Literal('PENDING'), Type.Literal('DELIVERED'), Type.Literal('DEAD'), Type.Literal('ALL')])) }),
+      responses: { 200: { description: 'A page of outbox messages (oldest first, without payloads)' } },
+      read: async (ctx, caller) => {
+        const limit = ctx.query.limit ?? defaultPageSize;
+        const after = decodeCursor(ctx.query.cursor, 1)?.[0];
+        const status = ctx.query.status ?? 'PENDING';
+        const { rows } = await deps.db.query<OutboxRow>(
+          `SELECT ${oCols} FROM outbox WHERE tenant_id = $1 AND ($2::text = 'ALL' OR status = $2) AND ($3::text IS NULL OR aggregate = $3) AND ($4::text IS NULL OR event = $4)
+              AND ($5::uuid IS NULL OR id > $5) ORDER BY id LIMIT $6`,
+          [caller.tenantId, status, ctx.query.aggregate ?? null, ctx.query.event ?? null, after ?? null, limit + 1]);
+        const page = pageOf(rows, limit, (r) => [r.id]);
+        return { status: 200, body: { items: page.items.map((r) => oView(r, false)), next_cursor: page.next_cursor } };
+      },
+    }),
+    adminRoute(deps, {
+      method: 'GET', path: '/v1/outbox/{id}', operationId: 'getOutbox', summary: 'One outbox message with payload and headers', tags: ['admin.outbox'], roles: readers, mode: 'read',
+      params: OutboxParams, responses: { 200: { description: 'The message' } },
+      read: async (ctx, caller) => {
+        const { rows } = await deps.db.query<OutboxRow>(`SELECT ${oCols} FROM outbox WHERE tenant_id = $1 AND id = $2`, [caller.tenantId, ctx.params.id]);
+        if (!rows[0]) throw new AppError('OUTBOX_NOT_FOUND', `no outbox message ${ctx.params.id}`);
+        return { status: 200, body: oView(rows[0], true) };
+      },
+    }),
+    adminRoute(deps, {
+      method: 'POST', path: '/v1/outbox/{id}:retry', operationId: 'retryOutbox', summary: 'Retry a message now (its dead or pending deliveries are due again)', tags: ['admin.outbox'], roles: operators, mode: 'write',
+      params: OutboxParams, responses: { 200: { description: 'The message' } },
+      write: async (ctx, w) => {
+        const { rows } = await w.q.query<OutboxRow>(
+          `UPDATE outbox SET status = 'PENDING', next_attempt_at = $3, processed_at = NULL WHERE tenant_id = $1 AND id = $2 AND status <> 'DELIVERED' RETURNING ${oCols}`,
+          [w.caller.tenantId, ctx.params.id, new Date(deps.now())]);
+        if (!rows[0]) {
+          const { rows: any } = await w.q.query('SELECT 1 FROM outbox WHERE tenant_id = $1 AND id = $2', [w.caller.tenantId, ctx.params.id]);
+          if (!any[0]) throw new AppError('OUTBOX_NOT_FOUND', `no outbox message ${ctx.params.id}`);
+          throw new AppError('CONFLICT', 'the message was delivered; nothing to retry');
+        }
+        await w.q.query(`UPDATE admin_webhook_deliveries SET status = 'PENDING', attempts = 0, next_attempt_at = $2 WHERE outbox_id = $1 AND status <> 'DELIVERED'`, [ctx.params.id, new Date(deps.now())]);
+        await w.audit('outbox.retry', { type: 'outbox', id: ctx.params.id });
+        return { status: 200, body: oView(rows[0], false) };
+      },
+    }),
+    adminRoute(deps, {
+      method: 'POST', path: '/v1/outbox:retry-batch', operationId: 'retryOutboxBatch', summary: 'Retry undelivered messages in a time window with at least N attempts', tags: ['admin.outbox'], roles: operators, mode: 'write',
+      body: Type.Object({ from: Type.String({ format: 'date-time' }), to: Type.String({ format: 'date-time' }), minAttempts: Type.Optional(Type.Integer({ minimum: 0 })), max: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000 })) }, { additionalProperties: false }),
+      responses: { 200: { description: '{retried, ids}' } },
+      write: async (ctx, w) => {
+        const { rows } = await w.q.query<{ id: string }>(
+          `UPDATE outbox SET status = 'PENDING', next_attempt_at = $5, processed_at = NULL WHERE id IN (
+             SELECT id FROM outbox WHERE tenant_id = $1 AND status <> 'DELIVERED' AND created_at >= $2 AND created_at < $3 AND attempts >= $4 ORDER BY id LIMIT $6) RETURNING id`,
+          [w.caller.tenantId, ctx.body.from, ctx.body.to, ctx.body.minAttempts ?? 0, new Date(deps.now()), ctx.body.max ?? 1000]);
+        const ids = rows.map((r) => r.id);
+        await w.q.query(`UPDATE admin_webhook_deliveries SET status = 'PENDING', attempts = 0, next_attempt_at = $2 WHERE outbox_id = ANY($1::uuid[]) AND status <> 'DELIVERED'`, [ids, new Date(deps.now())]);
+        await w.audit('outbox.retry_batch', { type: 'outbox', id: '*' }, { from: ctx.body.from, to: ctx.body.to, retried: ids.length });
+        return { status: 200, body: { retried: ids.length, ids } };
+      },
+    }),
+    adminRoute(deps, {
+      method: 'GET', path: '/v1/idempotency', operationId: 'searchIdempotency', summary: 'Search idempotency records by key, method, path, date (Ops)', tags: ['admin.idempotency'], roles: operators, mode: 'read',
+      query: Type.Object({ ...pageQuery, key: Type.Optional(Type.String({ maxLength: 128 })), method: Type.Optional(Type.String({ maxLength: 8 })), path: Type.Optional(Type.String({ maxLength: 256 })), from: Type.Optional(Type.String({ format: 'date-time' })), to: Type.Optional(Type.String({ format: 'date-time' })) }),
+      responses: { 200: { description: 'A page of records (metadata only)' } },
+      read: async (ctx, caller) => {
+        const limit = ctx.query.limit ?? defaultPageSize;
+        const after = decodeCursor(ctx.query.cursor, 1)?.[0];
+        const { rows } = await deps.db.query<IdemRow>(
+          `SELECT key, method, path, request_hash, response_status, response_body, created_at FROM idempotency_keys
+            WHERE tenant_id = $1 AND ($2::text IS NULL OR key LIKE $2 || '%') AND ($3::text IS NULL OR method = upper($3)) AND ($4::text IS NULL OR path LIKE $4 || '%')
+              AND ($5::timestamptz IS NULL OR created_at >= $5) AND ($6::timestamptz IS NULL OR created_at < $6) AND ($7::text IS NULL OR key > $7) ORDER BY key LIMIT $8`,
+          [caller.tenantId, ctx.query.key ?? null, ctx.query.method ?? null, ctx.query.path ?? null, ctx.query.from ?? null, ctx.query.to ?? null, after ?? null, limit + 1]);
+        const page = pageOf(rows, limit, (r) => [r.key]);
+        return { status: 200, body: { items: page.items.map((r) => iView(r, false)), next_cursor: page.next_cursor } };
+      },
+    }),
+    adminRoute(deps, {
+      method: 'GET', path: '/v1/idempotency/{key}', operationId: 'getIdempotency', summary: 'One record: metadata; the stored body only for Admin (Internal)', tags: ['admin.idempotency'], roles: operators, mode: 'read',
+      params: Type.Object({ key: Type.String({ pattern: '^[A-Za-z0-9._:-]{8,128}$' }) }), responses: { 200: { description: 'The record' } },
+      read: async (ctx, caller) => {
+        const { rows } = await deps.db.query<IdemRow>('SELECT key, method, path, request_hash, response_status, response_body, created_at FROM idempotency_keys WHERE tenant_id = $1 AND key = $2', [caller.tenantId, ctx.params.key]);
+        if (!rows[0]) throw new AppError('IDEMPOTENCY_NOT_FOUND', `no idempotency record ${ctx.params.key}`);
+        return { status: 200, body: iView(rows[0], caller.roles.includes('admin')) };
+      },
+    }),
+    adminRoute(deps, {
+      method: 'DELETE', path: '/v1/idempotency/{key}', operationId: 'purgeIdempotency', summary: 'Purge a record (Admin or Ops)', tags: ['admin.idempotency'], roles: operators, mode: 'write',
+      params: Type.Object({ key: Type.String({ pattern: '^[A-Za-z0-9._:-]{8,128}$' }) }), responses: { 204: { description: 'Purged' } },
+      write: async (ctx, w) => {
+        const { rowCount } = await w.q.query('DELETE FROM idempotency_keys WHERE tenant_id = $1 AND key = $2', [w.caller.tenantId, ctx.params.key]);
+        if (!rowCount) throw new AppError('IDEMPOTENCY_NOT_FOUND', `no idempotency record ${ctx.params.key}`);
+        await w.audit('idempotency.purge', { type: 'idempotency', id: ctx.params.key });
+        return { status: 204 };
+      },
+    }),
+    adminRoute(deps, {
+      method: 'POST', path: '/v1/admin/rotate-keys', operationId: 'rotateKeys', summary: 'Internal: rotate the tenant\'s signing keys (previous key in grace, ≤ 24 h)', tags: ['platform'], roles: admins, mode: 'write',
+      body: Type.Object({ graceSeconds: Type.Optional(Type.Integer({ minimum: 0, maximum: maxGraceS })) }, { additionalProperties: false }),
+      responses: { 200: { description: '{active, grace, graceSeconds}' } },
+      write: async (ctx, w) => {
+        // KeyStore.rotate runs its own transaction; the audit record follows it in this one.
+        const grace = ctx.body.graceSeconds ?? 3600;
+        const r = await deps.keys.rotate(w.caller.tenantId, grace);
+        await w.audit('keys.rotate', { type: 'signing_key', id: r.kid }, { previous: r.previous ?? null, graceSeconds: grace });
+        return { status: 200, body: { active: r.kid, grace: r.previous ?? null, graceSeconds: grace } };
+      },
+    }),
+  ];
+}

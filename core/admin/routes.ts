@@ -1,0 +1,25 @@
+/** Every administration route (SPEC 4.6; issue 6), built over the shared conventions of ./http.ts. */
+import type { Db } from '../db/pool.ts';
+import type { RouteSpec } from '../http/route.ts';
+import type { KeyStore } from '../keys/keys.ts';
+import { auditRoutes } from './audit/query.ts';
+import { configRoutes } from './configs/routes.ts';
+import { currencyRoutes } from './countries/currencies.ts';
+import { countryRoutes } from './countries/routes.ts';
+import { flagRoutes } from './flags/routes.ts';
+import type { AdminDeps } from './http.ts';
+import { opsRoutes } from './ops/routes.ts';
+import { RateLimiter, type RateLimits } from './rate-limit.ts';
+import { referenceRoutes } from './reference/routes.ts';
+import { scheduleRoutes } from './schedules/routes.ts';
+import { environmentRoutes, productRoutes } from './tenants/environments.ts';
+import { tenantRoutes } from './tenants/routes.ts';
+import { webhookRoutes } from './webhooks/routes.ts';
+
+export function adminRoutes(opts: { db: Db; keys: KeyStore; now: () => number; rateLimits?: RateLimits }): RouteSpec[] {
+  const deps: AdminDeps = { db: opts.db, keys: opts.keys, now: opts.now, limiter: new RateLimiter(opts.rateLimits) };
+  return [
+    ...referenceRoutes(deps), ...countryRoutes(deps), ...currencyRoutes(deps), ...tenantRoutes(deps), ...environmentRoutes(deps), ...productRoutes(deps),
+    ...configRoutes(deps), ...scheduleRoutes(deps), ...flagRoutes(deps), ...opsRoutes(deps), ...auditRoutes(deps), ...webhookRoutes(deps),
+  ];
+}

@@ -1,0 +1,95 @@
+/**
+ * Tenants (SPEC 2.11, 3, 4.6): a caller sees and changes only its own tenant (tenant isolation;
+ * SPEC 1); POST creates a new tenant. Suspend/activate update `tenants.status`, whose UPDATE
+ * trigger NOTIFYs `tenants_changed` so the edge refuses a suspended tenant's customers at once.
+ */
+import { Type } from '@sinclair/typebox';
+import { AppError } from '../../http/errors.ts';
+import type { RouteSpec } from '../../http/route.ts';
+import { enqueue } from '../../outbox/outbox.ts';
+import type { Queryable } from '../../db/pool.ts';
+import { adminRoute, admins, readers, type AdminDeps, type WriteCtx } from '../http.ts';
+import { requireCountry } from '../countries/routes.ts';
+import { CountryCode, CurrencyCode } from '../schemas.ts';
+
+interface TenantRow { id: string; name: string; country: string; base_currency: string; status: 'ACTIVE' | 'SUSPENDED'; created_at: Date; updated_at: Date }
+const cols = 'id, name, country, base_currency, status, created_at, updated_at';
+const view = (t: TenantRow) => ({ id: t.id, name: t.name, country: t.country, baseCurrency: t.base_currency, status: t.status, created_at: t.created_at.toISOString(), updated_at: t.updated_at.toISOString() });
+const Status = Type.Union([Type.Literal('ACTIVE'), Type.Literal('SUSPENDED')]);
+const Params = Type.Object({ tenantId: Type.String({ pattern: '^[a-z0-9][a-z0-9-]{1,62}$' }) });
+
+/** The caller's own tenant, or 404 TENANT_NOT_FOUND (another tenant's existence is not revealed). */
+export async function ownTenant(q: Queryable, callerTenant: string, id: string, lock = false): Promise<TenantRow> {
+  const { rows } = id === callerTenant ? await q.query<TenantRow>(`SELECT ${cols} FROM tenants WHERE id = $1${lock ? ' FOR UPDATE' : ''}`, [id]) : { rows: [] };
+  const t = rows[0];
+  if (!t) throw new AppError('TENANT_NOT_FOUND', `no tenant ${id}`);
+  return t;
+}
+
+async function setStatus(w: WriteCtx, t: TenantRow, status: TenantRow['status']): Promise<TenantRow> {
+  const { rows } = await w.q.query<TenantRow>(`UPDATE tenants SET status = $2, updated_at = now() WHERE id = $1 RETURNING ${cols}`, [t.id, status]);
+  const after = rows[0] ?? t;
+  if (t.status !== status) {
+    const event = status === 'SUSPENDED' ? 'tenant.suspended' : 'tenant.activated';
+    await enqueue(w.q, { tenantId: t.id, aggregate: 'tenant', aggregateId: t.id, event, payload: { tenantId: t.id, status } });
+  }
+  await w.audit(status === 'SUSPENDED' ? 'tenant.suspend' : 'tenant.activate', { type: 'tenant', id: t.id }, { from: t.status });
+  return after;
+}
+
+export function tenantRoutes(deps: AdminDeps): RouteSpec[] {
+  const tags = ['admin.tenants'];
+  return [
+    adminRoute(deps, {
+      method: 'GET', path: '/v1/tenants', operationId: 'listTenants', summary: 'Tenants visible to the caller (its own)', tags, roles: readers, mode: 'read',
+      responses: { 200: { description: '{items, next_cursor}' } },
+      read: async (_ctx, caller) => {
+        const { rows } = await deps.db.query<TenantRow>(`SELECT ${cols} FROM tenants WHERE id = $1`, [caller.tenantId]);
+        return { status: 200, body: { items: rows.map(view), next_cursor: null } };
+      },
+    }),
+    adminRoute(deps, {
+      method: 'POST', path: '/v1/tenants', operationId: 'createTenant', summary: 'Create a tenant (country enabled, base currency allowed there; idempotent)', tags, roles: admins, mode: 'create',
+      body: Type.Object({ id: Params.properties.tenantId, name: Type.String({ minLength: 1, maxLength: 200 }), country: CountryCode, baseCurrency: CurrencyCode, status: Type.Optional(Status) }, { additionalProperties: false }),
+      responses: { 201: { description: 'The tenant' } },
+      write: async (ctx, w) => {
+        const c = await requireCountry(w.q, ctx.body.country);
+        if (!c.allowed_currencies.includes(ctx.body.baseCurrency)) throw new AppError('BASE_CURRENCY_NOT_ALLOWED', `${ctx.body.baseCurrency} is not allowed in ${c.code} (allowed: ${c.allowed_currencies.join(', ') || 'none'})`);
+        const { rows } = await w.q.query<TenantRow>(
+          `INSERT INTO tenants (id, name, country, base_currency, status) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING RETURNING ${cols}`,
+          [ctx.body.id, ctx.body.name, ctx.body.country, ctx.body.baseCurrency, ctx.body.status ?? 'ACTIVE']);
+        const t = rows[0];
+        if (!t) throw new AppError('TENANT_EXISTS', `tenant ${ctx.body.id} exists`);
+        await enqueue(w.q, { tenantId: t.id, aggregate: 'tenant', aggregateId: t.id, event: 'tenant.created', payload: view(t) });
+        await w.audit('tenant.create', { type: 'tenant', id: t.id }, { country: t.country, baseCurrency: t.base_currency });
+        return { status: 201, body: view(t) };
+      },
+    }),
+    adminRoute(deps, {
+      method: 'GET', path: '/v1/tenants/{tenantId}', operationId: 'getTenant', summary: 'One tenant (own)', tags, roles: readers, mode: 'read',
+      params: Params, responses: { 200: { description: 'The tenant' } },
+      read: async (ctx, caller) => ({ status: 200, body: view(await ownTenant(deps.db, caller.tenantId, ctx.params.tenantId)) }),
+    }),
+    adminRoute(deps, {
+      method: 'PATCH', path: '/v1/tenants/{tenantId}', operationId: 'updateTenant', summary: 'Update name or status', tags, roles: admins, mode: 'write',
+      params: Params, body: Type.Object({ name: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })), status: Type.Optional(Status) }, { additionalProperties: false, minProperties: 1 }),
+      responses: { 200: { description: 'The tenant' } },
+      write: async (ctx, w) => {
+        let t = await ownTenant(w.q, w.caller.tenantId, ctx.params.tenantId, true);
+        if (ctx.body.name !== undefined) {
+          const { rows } = await w.q.query<TenantRow>(`UPDATE tenants SET name = $2, updated_at = now() WHERE id = $1 RETURNING ${cols}`, [t.id, ctx.body.name]);
+          t = rows[0] ?? t;
+          await w.audit('tenant.update', { type: 'tenant', id: t.id }, { fields: ['name'] });
+        }
+        if (ctx.body.status !== undefined) t = await setStatus(w, t, ctx.body.status);
+        return { status: 200, body: view(t) };
+      },
+    }),
+    ...(['SUSPENDED', 'ACTIVE'] as const).map((status) => adminRoute(deps, {
+      method: 'POST', path: `/v1/tenants/{tenantId}:${status === 'SUSPENDED' ? 'suspend' : 'activate'}`, operationId: status === 'SUSPENDED' ? 'suspendTenant' : 'activateTenant',
+      summary: status === 'SUSPENDED' ? 'Suspend: the edge refuses the tenant\'s customers' : 'Activate a suspended tenant', tags, roles: admins, mode: 'write',
+      params: Params, responses: { 200: { description: 'The tenant' } },
+      write: async (ctx, w) => ({ status: 200, body: view(await setStatus(w, await ownTenant(w.q, w.caller.tenantId, ctx.params.tenantId, true), status)) }),
+    })),
+  ];
+}

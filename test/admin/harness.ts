@@ -1,0 +1,40 @@
+/** A core on a fresh, seeded database with identity headers trusted (no edge secret), and admin-call helpers. */
+import { randomBytes, randomUUID } from 'node:crypto';
+import { buildCore } from '../../core/app.ts';
+import { KeyStore } from '../../core/keys/keys.ts';
+import { readBuildInfo } from '../../core/platform/build-info.ts';
+import { createLogger } from '../../core/platform/log.ts';
+import { createMetrics } from '../../core/platform/metrics.ts';
+import { seedDemo } from '../../core/seed.ts';
+import { freshDatabase, type TestDb } from '../helpers/db.ts';
+import { call, serve, type Res } from '../helpers/http.ts';
+
+export interface AdminHarness {
+  tdb: TestDb; keys: KeyStore; origin: string;
+  as(role: string, tenant?: string): (method: string, path: string, opts?: { json?: unknown; headers?: Record<string, string> }) => Promise<Res>;
+  close(): Promise<void>;
+}
+
+export async function startAdmin(opts: { perSourcePerMinute?: number; seed?: boolean } = {}): Promise<AdminHarness> {
+  const metrics = createMetrics();
+  const tdb = await freshDatabase({ metrics });
+  // The ledger seed remembers per process which tenants it prepared, so only one harness per file seeds.
+  if (opts.seed !== false) await seedDemo(tdb.db);
+  else await tdb.db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ('demo', 'Demo', 'KE', 'KES')`);
+  await tdb.db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ('other', 'Other', 'KE', 'KES')`);
+  const keys = new KeyStore(tdb.db, randomBytes(32));
+  const core = buildCore({ db: tdb.db, log: createLogger('silent'), metrics, build: readBuildInfo(), keys,
+    adminRateLimits: { perSourcePerMinute: opts.perSourcePerMinute ?? 10_000, perTenantPerMinute: 10_000 } });
+  const s = await serve(core.server);
+  return {
+    tdb, keys, origin: s.origin,
+    as: (role, tenant = 'demo') => (method, path, o = {}) => call(s.origin, method, path, {
+      ...(o.json !== undefined ? { json: o.json } : {}),
+      headers: { 'x-request-id': randomUUID(), 'x-tenant-id': tenant, 'x-principal-id': `staff-${role}`, 'x-roles': role, 'x-client-ip': '10.0.0.1', ...o.headers },
+    }),
+    async close() {
+      await s.close();
+      await tdb.drop();
+    },
+  };
+}
