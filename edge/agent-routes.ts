@@ -30,7 +30,15 @@ export const agentEdgeRoutes: EdgeRoute[] = [
   auth('/v1/agent/auth/otp/verify', 'agent.auth.otp_verify'),
   auth('/v1/agent/auth/device-bind', 'agent.auth.device_bind'),
   auth('/v1/agent/auth/logout', 'agent.auth.logout', 'agent'),
+  kyc('POST', '/v1/kyc/customers', 'kyc.register'),
+  kyc('POST', '/v1/kyc/customers/{customer_id}/upgrade', 'kyc.upgrade'),
+  kyc('POST', '/v1/kyc/customers/{customer_id}/rekcy', 'kyc.rekyc'),
+  kyc('GET', '/v1/kyc/customers/{customer_id}/status', 'kyc.read'),
+  transact('POST', '/v1/txns/cashin', 'agent_txn', 'cashin.create'),
+  transact('POST', '/v1/txns/cashout', 'agent_txn', 'cashout.create'),
+  transact('POST', '/v1/txns/p2p/assist', 'agent_txn', 'p2p.assist'),
+  transact('POST', '/v1/txns/{txn_id}/authorize', 'agent_txn', 'txn.authorize'),
+  transact('POST', '/v1/txns/{txn_id}/reverse', 'agent_txn', 'txn.reverse'),
+  operate('GET', '/v1/txns/{txn_id}', 'agent_txn', 'txn.read'),
+  ops('/v1/ops/txns/{txn_id}/reverse', 'agent_txn', 'txn.reverse'),
 ];
-
-/** Routes added as they are implemented; kept here so edge/routes.ts changes once. */
-export const agentEdgeRoutesPending = { transact, operate, kyc, ops };
