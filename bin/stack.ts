@@ -18,6 +18,7 @@ import { createMetrics } from '../core/platform/metrics.ts';
 import { seedDemo } from '../core/seed.ts';
 import { createGateway, type Gateway } from '../edge/gateway.ts';
 import { buildEdge } from '../edge/main.ts';
+import { Dispatcher } from '../core/admin/webhooks/dispatcher.ts';
 import { freePort, listen } from '../lib/net.ts';
 import type { Config } from './config.ts';
 
@@ -100,6 +101,10 @@ export async function startStack(config: Config, opts: { logDestination?: NodeJS
       core.server.closeAllConnections();
       await new Promise((r) => core.server.close(r));
     });
+    // Webhook dispatcher (issue 6): delivers outbox events; stopped (batch in flight awaited) before the pool closes.
+    const dispatcher = new Dispatcher({ db, keys, log: log.child({ component: 'webhooks' }) });
+    dispatcher.start();
+    cleanups.push(() => dispatcher.stop());
 
     let authzPort: number;
     try {

@@ -148,21 +148,6 @@ const table = {
   PROMOTION_INVALID: [422, 'Parameter Error'],
   NO_ACTIVE_SCHEDULE: [422, 'Parameter Error'],
   NO_FEE_TIER: [422, 'Parameter Error'],
-  // agents (SPEC 4.5; issue 9; core/agents/STATES.md)
-  TXN_NOT_FOUND: [404, 'Record Not Found'],
-  CUSTOMER_NOT_FOUND: [404, 'Record Not Found'],
-  KYC_EXISTS: [409, 'Conflict'],
-  TXN_NOT_AWAITING: [409, 'Conflict'],
-  TXN_EXPIRED: [409, 'Conflict'],
-  TXN_NOT_REVERSIBLE: [409, 'Conflict'],
-  TXN_ALREADY_REVERSED: [409, 'Conflict'],
-  REVERSAL_WINDOW_CLOSED: [409, 'Conflict'],
-  DAY_CLOSED: [409, 'Conflict'],
-  CUSTOMER_CODE_INVALID: [401, 'Unauthorized'],
-  KYC_REQUIRED: [422, 'Parameter Error'],
-  PHONE_NOT_VERIFIED: [422, 'Parameter Error'],
-  WATCHLIST_MATCH: [422, 'Parameter Error'],
-  LIMIT_EXCEEDED: [422, 'Parameter Error'],
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ErrorCode = keyof typeof table;

@@ -90,7 +90,7 @@ export class Dispatcher {
             WHERE w.tenant_id = $4 AND w.status <> 'DELETED' AND ($5 = ANY(w.events) OR '*' = ANY(w.events))
             ORDER BY w.id ON CONFLICT DO NOTHING`,
           [e.id, `${e.aggregate}:${e.aggregate_id}`, now, e.tenant_id, e.event]);
-        await q.query(`UPDATE outbox SET routed_at = $2, status = CASE WHEN $3 THEN 'PENDING' ELSE 'DELIVERED' END, processed_at = CASE WHEN $3 THEN NULL ELSE $2 END WHERE id = $1`,
+        await q.query(`UPDATE outbox SET routed_at = $2::timestamptz, status = CASE WHEN $3::boolean THEN 'PENDING' ELSE 'DELIVERED' END, processed_at = CASE WHEN $3::boolean THEN NULL ELSE $2::timestamptz END WHERE id = $1`,
           [e.id, now, (rowCount ?? 0) > 0]);
       }
     });
@@ -128,13 +128,13 @@ export class Dispatcher {
     const status = r.ok ? 'DELIVERED' : attempts >= this.o.maxAttempts ? 'DEAD' : 'PENDING';
     const next = new Date(now + (status === 'PENDING' ? backoffMs(attempts, this.o.baseDelayMs, this.o.maxDelayMs, this.o.random) : 0));
     await q.query(
-      `UPDATE admin_webhook_deliveries SET status = $2, attempts = $3, next_attempt_at = $4, last_status = $5, last_error = $6, delivered_at = CASE WHEN $2 = 'DELIVERED' THEN $7 ELSE NULL END WHERE id = $1`,
+      `UPDATE admin_webhook_deliveries SET status = $2::text, attempts = $3, next_attempt_at = $4, last_status = $5, last_error = $6, delivered_at = CASE WHEN $2::text = 'DELIVERED' THEN $7::timestamptz ELSE NULL END WHERE id = $1`,
       [d.id, status, attempts, next, r.status, r.error, new Date(now)]);
     await q.query(
-      `UPDATE outbox o SET attempts = greatest(o.attempts, $2), last_error = coalesce($3, o.last_error),
+      `UPDATE outbox o SET attempts = greatest(o.attempts, $2), last_error = coalesce($3::text, o.last_error),
           status = CASE WHEN EXISTS (SELECT 1 FROM admin_webhook_deliveries x WHERE x.outbox_id = o.id AND x.status = 'DEAD') THEN 'DEAD'
                         WHEN NOT EXISTS (SELECT 1 FROM admin_webhook_deliveries x WHERE x.outbox_id = o.id AND x.status <> 'DELIVERED') THEN 'DELIVERED' ELSE 'PENDING' END,
-          processed_at = CASE WHEN NOT EXISTS (SELECT 1 FROM admin_webhook_deliveries x WHERE x.outbox_id = o.id AND x.status = 'PENDING') THEN $4 ELSE NULL END,
+          processed_at = CASE WHEN NOT EXISTS (SELECT 1 FROM admin_webhook_deliveries x WHERE x.outbox_id = o.id AND x.status = 'PENDING') THEN $4::timestamptz ELSE NULL END,
           next_attempt_at = $5
         WHERE id = $1`,
       [d.outbox_id, attempts, r.error, new Date(now), next]);
