@@ -70,20 +70,29 @@ function tenantInput(id: string, t: TenantState | undefined): Record<string, unk
   return { id, status: t.status, security: t.security };
 }
 
-async function subjectInput(p: Principal, state: EdgeState, nowMs: number): Promise<Record<string, unknown> | undefined> {
+/** Actions whose step-up is bound to the one request it was issued for (SPEC 4.3 rules 2–3). */
+const requestBoundActions = new Set(['transfer.create']);
+
+async function subjectInput(p: Principal, state: EdgeState, nowMs: number, view: RequestView, resolved: ResolvedRoute): Promise<Record<string, unknown> | undefined> {
   if (p.kind === 'anonymous') return undefined;
   if (p.kind === 'customer') {
+    // An AAL 2 token stepped up for another request (e.g. a changed amount) counts as AAL 1 here.
+    const forThisRequest = p.orig !== undefined && p.orig === origOf(view.method, view.path, view.body);
+    const bound = !requestBoundActions.has(resolved.action) || forThisRequest;
+    const aal = bound ? p.aal : Math.min(p.aal, 1);
     return {
-      id: p.subjectId, type: 'customer', roles: [], aal: p.aal, amr: p.amr,
+      id: p.subjectId, type: 'customer', roles: [], aal, amr: p.amr,
       tuples: await state.tuplesOf('customer', p.subjectId),
-      stepup_age_s: p.aal >= 2 ? Math.max(0, Math.floor(nowMs / 1000) - p.issuedAtS) : 999_999,
+      // High risk is satisfied only by a step-up made for this very request (SPEC 4.3 rules 2–3).
+      stepup_bound: aal >= 2 && forThisRequest,
     };
   }
   if (p.kind === 'user') {
     return {
       id: p.subjectId, type: 'user', roles: p.roles, aal: p.aal, amr: p.amr,
       tuples: await state.tuplesOf('user', p.subjectId),
-      stepup_age_s: p.aal >= 2 ? Math.max(0, Math.floor(nowMs / 1000) - p.issuedAtS) : 999_999,
+      // Agents never hold a request-bound step-up; a high-risk agent request is refused.
+      stepup_bound: false,
     };
   }
   // A machine credential is issued by one tenant: it is a member of that tenant by construction.
@@ -129,11 +138,12 @@ export function createDecider(deps: DeciderDeps) {
     const deviceId = view.headers['x-device-id'];
     const assessed = deps.risk.assess({
       session, deviceId, ip: view.sourceIp, subject: principal.kind === 'anonymous' ? undefined : principal.subjectId,
-      moneyMoving: moneyMoving.has(resolved.purpose),
+      // Velocity counts new money intents (a create), not confirmations of ones already stepped up.
+      moneyMoving: requestBoundActions.has(resolved.action),
     });
     const input = {
       tenant: tenantInput(requestTenant, tenant),
-      subject: await subjectInput(principal, deps.state, nowMs),
+      subject: await subjectInput(principal, deps.state, nowMs, view, resolved),
       resource: { type: resolved.resource, id: resolved.params.id ?? '', tenant_id: resourceTenant, attrs: {} },
       action: resolved.action,
       purpose: resolved.purpose,
@@ -159,8 +169,14 @@ export function createDecider(deps: DeciderDeps) {
       budget = { amount: b.amountMicros.toString(), counted: b.counted };
     }
     if (result.allow) {
-      const set: Record<string, string> = { 'x-purpose': resolved.purpose, 'x-masking': masking, 'x-edge-auth': deps.edgeSecret };
+      const set: Record<string, string> = {
+        'x-purpose': resolved.purpose, 'x-masking': masking, 'x-edge-auth': deps.edgeSecret,
+        'x-policy-version': result.policy_version, 'x-registry-version': result.registry_version,
+      };
       if (requestTenant) set['x-tenant-id'] = requestTenant;
+      // Before sign-in the device id is the client's own claim (recorded on the session at login).
+      const claimedDevice = view.headers['x-device-id'];
+      if (principal.kind === 'anonymous' && claimedDevice && /^[A-Za-z0-9._:-]{1,128}$/.test(claimedDevice)) set['x-device-id'] = claimedDevice;
       if (principal.kind !== 'anonymous') set['x-principal-id'] = principal.subjectId;
       if (principal.kind === 'user') {
         set['x-session-id'] = principal.session.id;

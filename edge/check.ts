@@ -11,7 +11,7 @@ import type { CredentialCode } from './auth/bearer.ts';
 /** Headers only the edge may set; any client-sent copy is removed or overwritten (SPEC 5.2.4). */
 export const identityHeaders = [
   'x-req-id', 'x-tenant-id', 'x-principal-id', 'x-session-id', 'x-client-ip', 'x-device-id',
-  'x-purpose', 'x-aal', 'x-masking', 'x-decision-id', 'x-roles', 'x-scopes', 'x-edge-auth',
+  'x-purpose', 'x-aal', 'x-masking', 'x-decision-id', 'x-roles', 'x-scopes', 'x-edge-auth', 'x-policy-version', 'x-registry-version',
 ] as const;
 
 /** google.rpc.Code values used in CheckResponse.status. */

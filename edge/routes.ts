@@ -57,6 +57,14 @@ export const edgeRoutes: EdgeRoute[] = [
   authz('POST', '/authz/simulate', 'authz.simulate'),
   authz('GET', '/v1/auth/simulate', 'authz.simulate'),
   authz('POST', '/v1/auth/simulate', 'authz.simulate'),
+  // customer money (SPEC 4.3; issue 7): purposes fixed here, never taken from the client
+  { method: 'POST', template: '/v1/transfers', purpose: 'customer.transact', resource: 'transaction', action: 'transfer.create', credential: 'customer' },
+  { method: 'POST', template: '/v1/transfers/confirm', purpose: 'customer.transact', resource: 'transaction', action: 'transfer.confirm', credential: 'customer' },
+  { method: 'GET', template: '/v1/transactions', purpose: 'customer.account.view', resource: 'transaction', action: 'transaction.read', credential: 'customer' },
+  { method: 'GET', template: '/v1/accounts', purpose: 'customer.account.view', resource: 'account', action: 'account.read', credential: 'customer' },
+  { method: 'POST', template: '/v1/beneficiaries', purpose: 'customer.beneficiary.manage', resource: 'beneficiary', action: 'beneficiary.create', credential: 'customer' },
+  { method: 'GET', template: '/v1/beneficiaries', purpose: 'customer.beneficiary.manage', resource: 'beneficiary', action: 'beneficiary.list', credential: 'customer' },
+  { method: 'DELETE', template: '/v1/beneficiaries/{id}', purpose: 'customer.beneficiary.manage', resource: 'beneficiary', action: 'beneficiary.delete', credential: 'customer' },
   // API keys (SPEC 4.4): tenant admins manage their machine clients' keys
   { method: 'POST', template: '/api-keys', purpose: operationalPurpose, resource: 'api_key', action: 'apikey.create', credential: 'staff' },
   { method: 'GET', template: '/api-keys', purpose: operationalPurpose, resource: 'api_key', action: 'apikey.read', credential: 'staff' },

@@ -1,5 +1,6 @@
 /** Phone verification and PIN set (SPEC 3 "phone verification", 4.2, 5.2.1). */
 import { createHash, randomBytes } from 'node:crypto';
+import { ensureWallet } from '../payments/wallets.ts';
 import { Type } from '@sinclair/typebox';
 import { uuidv7 } from '../../lib/uuid.ts';
 import { AppError } from '../http/errors.ts';
@@ -148,6 +149,8 @@ export function phoneRoutes(deps: IdentityDeps): RouteSpec[] {
            VALUES ($1, 'customer', $2, 'member', 'tenant', $1) ON CONFLICT DO NOTHING`,
           [tenantId, v.customer_id],
         );
+        // Issue 7: a customer who can sign in has a WALLET_MAIN in the tenant's base currency.
+        await ensureWallet(q, tenantId, v.customer_id, t);
         const actor = { type: 'customer', id: v.customer_id };
         const live = await q.query<{ id: string }>(
           `SELECT id FROM sessions WHERE tenant_id = $1 AND subject_type = 'customer' AND subject_id = $2 AND revoked_at IS NULL`,

@@ -60,6 +60,7 @@ const Claims = Type.Object({
   jti: Type.String({ minLength: 1 }),
   aal: Type.Integer({ minimum: 1, maximum: 3 }),
   amr: Type.Array(Type.String()),
+  orig: Type.Optional(Type.String()),
 });
 const checkClaims = TypeCompiler.Compile(Claims);
 
@@ -70,6 +71,8 @@ export interface Caller {
   aal: number;
   amr: string[];
   jti: string;
+  /** After a step-up: the request (SPEC 4.3 `orig`) the AAL 2 token was issued for. */
+  orig?: string;
 }
 
 function bearerOf(headers: Readonly<Record<string, string>>): string | undefined {
@@ -107,5 +110,5 @@ export async function authenticate(
     [raw.tid, raw.sid],
   );
   if (rows[0]?.subject_id !== raw.sub) throw new AppError('INVALID_TOKEN', 'session is revoked or unknown');
-  return { tenantId: raw.tid, customerId: raw.sub, sessionId: raw.sid, aal: raw.aal, amr: raw.amr, jti: raw.jti };
+  return { tenantId: raw.tid, customerId: raw.sub, sessionId: raw.sid, aal: raw.aal, amr: raw.amr, jti: raw.jti, ...(raw.orig ? { orig: raw.orig } : {}) };
 }

@@ -29,6 +29,8 @@ export type Principal =
       aal: number;
       amr: string[];
       issuedAtS: number;
+      /** After a step-up, the request (SPEC 4.3 orig) the AAL 2 token was issued for. */
+      orig: string | undefined;
     }
   | { kind: 'user'; tenantId: string; subjectId: string; session: SessionState; aal: number; amr: string[]; roles: string[]; issuedAtS: number }
   | { kind: 'service'; tenantId: string; subjectId: string; roles: string[]; scopes: string[]; via: 'core-client' | 'service-token' }
@@ -82,7 +84,7 @@ async function customer(view: RequestView, state: EdgeState, tenantOf: (id: stri
   state.touchSession(session);
   return {
     kind: 'customer', tenantId: claims.tid, subjectId: claims.sub, session, aal, amr: stringArray(claims.amr),
-    issuedAtS: typeof claims.iat === 'number' ? claims.iat : 0,
+    issuedAtS: typeof claims.iat === 'number' ? claims.iat : 0, orig: typeof claims.orig === 'string' ? claims.orig : undefined,
   };
 }
 

@@ -1,8 +1,8 @@
 /**
  * The risk signal given to the policy (SPEC 2.6 context.risk). Documented rules, in order:
  *   high   — the request's device id differs from the device the session signed in with
- *            (a new device holding someone's token), or the subject made more than
- *            `velocityLimit` requests to money-moving purposes within `velocityWindowMs`;
+ *            (a new device holding someone's token), or the subject started more than
+ *            `velocityLimit` transfers (request-bound money intents) within `velocityWindowMs`;
  *   medium — the source address is outside the /16 (IPv4) or /48 (IPv6) the session began in;
  *   low    — otherwise, and for callers without a session.
  * Velocity is counted per edge instance (an approximation; the ledger's limits are exact).

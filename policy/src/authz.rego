@@ -38,7 +38,7 @@ default action_listed := false
 
 default needs_step_up := false
 
-default recent_step_up := false
+default bound_step_up := false
 
 default stepup_fixable := false
 
@@ -216,10 +216,8 @@ check_ip := {"check": "tenant_ip_ranges", "ok": ip_allowed, "detail": client_ip}
 
 # --- step-up (SPEC 5.2.5, 4.3 rule 2) -------------------------------------------------------
 
-# A step-up counts as recent for high-risk requests for this long.
-recent_stepup_s := 300
-
-# customer.transact always needs AAL 2; high risk needs a recent step-up for every purpose.
+# customer.transact always needs AAL 2; high risk needs a step-up for every purpose, and only
+# a step-up made for this very request (the host sets subject.stepup_bound) satisfies it.
 needs_step_up if {
 	not public_action
 	object.get(subject, "type", "") != "service"
@@ -231,7 +229,7 @@ needs_step_up if {
 	not public_action
 	not step_up_exempt
 	risk == "high"
-	not recent_step_up
+	not bound_step_up
 }
 
 needs_step_up if {
@@ -242,9 +240,9 @@ needs_step_up if {
 	aal < 2
 }
 
-recent_step_up if {
+bound_step_up if {
 	aal >= 2
-	object.get(subject, "stepup_age_s", 999999) <= recent_stepup_s
+	object.get(subject, "stepup_bound", false) == true
 }
 
 step_up_ok := not_bool(needs_step_up)

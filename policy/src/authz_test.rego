@@ -7,7 +7,11 @@ now_ns := 1800000000000000000
 
 member := {"relation": "member", "object_ns": "tenant", "object_id": "t1", "caveat": {}}
 
-customer(level) := {"id": "c1", "type": "customer", "aal": level, "tuples": [member], "stepup_age_s": 10}
+customer(level) := {"id": "c1", "type": "customer", "aal": level, "tuples": [member], "stepup_bound": bound(level)}
+
+bound(level) if level >= 2
+
+default bound(_) := false
 
 base := {
 	"tenant": {"id": "t1", "status": "ACTIVE", "security": {}},
@@ -119,13 +123,13 @@ test_high_risk_needs_step_up_for_any_purpose if {
 	failed(d) == {"step_up"}
 }
 
-test_high_risk_allowed_after_recent_step_up if {
+test_high_risk_allowed_after_a_step_up_for_this_request if {
 	d := authz.decision with input as object.union(base, {"subject": customer(2), "context": object.union(base.context, {"risk": "high"})})
 	d.allow
 }
 
-test_high_risk_stale_step_up_needs_another if {
-	s := object.union(customer(2), {"stepup_age_s": 301})
+test_high_risk_step_up_for_another_request_needs_another if {
+	s := object.union(customer(2), {"stepup_bound": false})
 	d := authz.decision with input as object.union(transfer, {"subject": s, "context": object.union(base.context, {"risk": "high"})})
 	d.code == "MFA_REQUIRED"
 }

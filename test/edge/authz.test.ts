@@ -174,7 +174,11 @@ describe('edge authorization with the policy bundle', () => {
     const claims = await verifyChallenge(keys, b.challenge, { tenantId: 't1', sub: c.id, orig: origOf('POST', '/t/transfers', payload) });
     assert.equal(claims.sub, c.id);
     await assert.rejects(verifyChallenge(keys, b.challenge, { tenantId: 't1', sub: c.id, orig: origOf('POST', '/t/transfers', payload.replace('10.00', '99.00')) }));
-    const ok = await edge.check(envoyRequest('POST', '/t/transfers', { headers: { ...bearer(await token('t1', c, 2)), 'content-type': 'application/json' }, body: payload }));
+    // An AAL 2 token stepped up for another request does not carry this one (SPEC 4.3 rule 3)...
+    const elsewhere = await edge.check(envoyRequest('POST', '/t/transfers', { headers: { ...bearer(await token('t1', c, 2, { orig: 'another-request' })), 'content-type': 'application/json' }, body: payload }));
+    assert.equal(body(elsewhere).code, 'MFA_REQUIRED');
+    // ...the one stepped up for this request does.
+    const ok = await edge.check(envoyRequest('POST', '/t/transfers', { headers: { ...bearer(await token('t1', c, 2, { orig: origOf('POST', '/t/transfers', payload) })), 'content-type': 'application/json' }, body: payload }));
     assert.equal(ok.status.code, 0, ok.denied_response?.body);
   });
 

@@ -1,0 +1,36 @@
+/** What every customer money route needs: the verified customer, and facts from the edge. */
+import type { Db } from '../db/pool.ts';
+import { AppError } from '../http/errors.ts';
+import type { RequestContext } from '../http/route.ts';
+import { authenticate, type Caller } from '../identity/tokens.ts';
+import type { KeyStore } from '../keys/keys.ts';
+
+export interface PaymentsDeps {
+  db: Db;
+  keys: KeyStore;
+  now: () => number;
+}
+
+type AnyCtx = RequestContext<unknown, unknown, unknown>;
+
+/** The customer behind the bearer token (core verifies it too: defence in depth), at `minAal`. */
+export async function customerOf(deps: PaymentsDeps, ctx: AnyCtx, minAal = 1): Promise<Caller> {
+  const caller = await authenticate(deps.keys, deps.db, ctx.headers, ctx.identity);
+  if (caller.aal < minAal) throw new AppError('MFA_REQUIRED', `this operation needs AAL ${minAal}; complete a step-up`);
+  return caller;
+}
+
+/** The edge decision a request rode on, for audit records (policy and registry versions). */
+export function decisionOf(ctx: AnyCtx): Record<string, string> {
+  const out: Record<string, string> = {};
+  const h = ctx.headers;
+  if (!ctx.identity.fromEdge) return out;
+  if (h['x-decision-id']) out.decision_id = h['x-decision-id'];
+  if (h['x-policy-version']) out.policy_version = h['x-policy-version'];
+  if (h['x-registry-version']) out.registry_version = h['x-registry-version'];
+  if (h['x-purpose']) out.purpose = h['x-purpose'];
+  return out;
+}
+
+export const bearerHeader = { name: 'Authorization', required: true, description: 'Bearer <customer access token>' };
+export const idempotencyHeaderRequired = { name: 'Idempotency-Key', required: true, description: '8–128 characters [A-Za-z0-9._:-]; a replay returns the first response and never moves money twice' };

@@ -1,0 +1,195 @@
+/**
+ * Customer transfers (issue 7; SPEC 4.3). Create quotes the fee, checks limits, verifies the
+ * intent signature and places holds; confirm captures them in one ledger call inside one
+ * transaction, so either every leg posts or none does. Result codes are checked in this order:
+ * amount/currency (400), step-up binding (403 MFA_REQUIRED), intent signature (403),
+ * beneficiary (404), wallets/currency (422), limits (422), funds (422, from the ledger).
+ */
+import { canonicalJson } from '../../lib/canonical-json.ts';
+import { maskPhone } from '../../lib/masking.ts';
+import { uuidv7 } from '../../lib/uuid.ts';
+import { limitRowsFor, quoteFee } from '../admin/schedules.ts';
+import { appendAudit } from '../audit/audit.ts';
+import type { Queryable } from '../db/pool.ts';
+import { AppError, isErrorCode } from '../http/errors.ts';
+import { verifyDeviceAssertion } from '../identity/devices.ts';
+import type { Caller } from '../identity/tokens.ts';
+import { amountOf, knownCurrency } from '../ledger/commands.ts';
+import { format, fromDb, toDb, type Micro } from '../ledger/money.ts';
+import { enqueue } from '../outbox/outbox.ts';
+import { feeIncomeAccount, walletOf } from './wallets.ts';
+
+/** How long a pending transfer's holds last before they lapse (confirm after that fails). */
+export const transferHoldS = 600;
+export const transferProduct = 'TRANSFER';
+
+export interface TransferInput {
+  amount: string;
+  currency: string;
+  beneficiaryId: string;
+  reference: string;
+}
+
+export interface RequestFacts {
+  /** SPEC 4.3 rule 2 hash of this request (origOf). */
+  orig: string;
+  intentDeviceId: string | undefined;
+  intentSignature: string | undefined;
+  requestId: string;
+  /** The edge decision this request rode on (x-decision-id, policy and registry versions). */
+  decision: Record<string, string>;
+}
+
+/** SPEC 4.3 rule 4: what the device signs (canonical JSON, UTF-8). */
+export function intentPayload(i: { amount: string; currency: string; beneficiaryId: string; orig: string }): string {
+  return canonicalJson({ amount: i.amount, currency: i.currency, beneficiary: i.beneficiaryId, orig: i.orig });
+}
+
+interface TransferRow {
+  id: string; payer_customer_id: string; payee_customer_id: string; beneficiary_id: string; currency: string; amount: string; fee: string;
+  reference: string; status: string; amount_hold_id: string; fee_hold_id: string | null; posting_ids: string[]; expires_at: Date;
+  created_at: Date; confirmed_at: Date | null; failure_code: string | null; payee_phone: string;
+}
+
+const selectTransfer = `SELECT t.*, c.phone_e164 AS payee_phone FROM transfers t
+  JOIN customers c ON c.tenant_id = t.tenant_id AND c.id = t.payee_customer_id`;
+
+export function transferView(r: TransferRow, nowMs: number): Record<string, unknown> {
+  const amount = fromDb(r.amount);
+  const fee = fromDb(r.fee);
+  const lapsed = r.status === 'PENDING' && r.expires_at.getTime() <= nowMs;
+  return {
+    id: r.id, status: lapsed ? 'EXPIRED' : r.status, currency: r.currency, amount: format(amount), fee: format(fee), total: format(amount + fee),
+    beneficiary: { id: r.beneficiary_id, phone: maskPhone(r.payee_phone) }, reference: r.reference,
+    created_at: r.created_at.toISOString(), expires_at: r.expires_at.toISOString(), confirmed_at: r.confirmed_at?.toISOString() ?? null,
+    posting_ids: r.posting_ids, ...(r.failure_code ? { failure_code: r.failure_code } : {}),
+  };
+}
+
+type ApplyResult = { ok: true } & Record<string, unknown> | { ok: false; code: string; message: string };
+
+/** Run ledger commands inside the caller's transaction; any refusal aborts them all. */
+async function applyAll(q: Queryable, cmds: Record<string, unknown>[]): Promise<ApplyResult[]> {
+  const { rows } = await q.query<{ r: ApplyResult[] }>('SELECT ledger_apply($1::jsonb) AS r', [JSON.stringify(cmds)]);
+  const results = rows[0]?.r ?? [];
+  const failed = results.find((r): r is Extract<ApplyResult, { ok: false }> => !r.ok);
+  if (failed) throw new AppError(isErrorCode(failed.code) ? failed.code : 'UNPROCESSABLE', failed.message);
+  return results;
+}
+
+async function checkLimits(q: Queryable, tenantId: string, payer: string, currency: string, amount: Micro, nowMs: number): Promise<void> {
+  const rules = await limitRowsFor(q, { tenantId, product: transferProduct, action: 'TRANSFER', currency });
+  if (rules.length === 0) throw new AppError('LIMITS_UNAVAILABLE', `no active transfer limits for ${currency}; refusing`);
+  for (const rule of rules) {
+    if (rule.period === 'transaction') {
+      if (rule.maxAmount !== null && amount > rule.maxAmount) throw new AppError('LIMIT_EXCEEDED', `amount exceeds the per-transaction limit of ${format(rule.maxAmount)} ${currency}`);
+      continue;
+    }
+    const now = new Date(nowMs);
+    const since = rule.period === 'day'
+      ? new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate()))
+      : new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
+    const { rows } = await q.query<{ total: string; n: number }>(
+      `SELECT coalesce(sum(amount), 0)::text AS total, count(*)::int AS n FROM transfers
+       WHERE tenant_id = $1 AND payer_customer_id = $2 AND currency = $3 AND created_at >= $4
+         AND (status = 'POSTED' OR (status = 'PENDING' AND expires_at > $5))`,
+      [tenantId, payer, currency, since, now],
+    );
+    const used = fromDb(rows[0]?.total ?? '0');
+    const count = rows[0]?.n ?? 0;
+    if (rule.maxAmount !== null && used + amount > rule.maxAmount) throw new AppError('LIMIT_EXCEEDED', `amount exceeds the ${rule.period} limit of ${format(rule.maxAmount)} ${currency}`);
+    if (rule.maxCount !== null && count + 1 > rule.maxCount) throw new AppError('LIMIT_EXCEEDED', `more than ${rule.maxCount} transfers a ${rule.period}`);
+  }
+}
+
+async function record(q: Queryable, tenantId: string, id: string, status: string, reason: string | null, nowMs: number): Promise<void> {
+  await q.query('INSERT INTO transfer_status_history (tenant_id, transfer_id, status, reason, at) VALUES ($1, $2, $3, $4, $5)', [tenantId, id, status, reason, new Date(nowMs)]);
+}
+
+function auditEntry(caller: Caller, action: string, id: string, facts: RequestFacts, attrs: Record<string, unknown>, nowMs: number) {
+  return {
+    tenantId: caller.tenantId, actor: { type: 'customer', id: caller.customerId }, action, target: { type: 'transfer', id },
+    decision: { allow: true, ...facts.decision, aal: caller.aal, trace_id: facts.requestId }, attrs, ts: new Date(nowMs),
+  };
+}
+
+/** POST /v1/transfers, inside the idempotency transaction. */
+export async function createTransfer(q: Queryable, caller: Caller, input: TransferInput, facts: RequestFacts, nowMs: number): Promise<Record<string, unknown>> {
+  knownCurrency(input.currency);
+  const amount = amountOf(input.amount, input.currency, 'amount');
+  if (caller.aal < 2 || caller.orig !== facts.orig) throw new AppError('MFA_REQUIRED', 'this transfer needs a step-up bound to this exact request');
+  if (!facts.intentDeviceId || !facts.intentSignature) throw new AppError('INTENT_SIGNATURE_INVALID', 'x-intent-device-id and x-intent-signature are required');
+  const tenantId = caller.tenantId;
+  await q.query('SELECT 1 FROM customers WHERE tenant_id = $1 AND id = $2 FOR UPDATE', [tenantId, caller.customerId]);
+  const payload = intentPayload({ ...input, orig: facts.orig });
+  const signedOk = await verifyDeviceAssertion(q, tenantId, caller.customerId, payload, { deviceId: facts.intentDeviceId, signature: facts.intentSignature });
+  if (!signedOk) throw new AppError('INTENT_SIGNATURE_INVALID', 'the intent signature does not match this transfer');
+  const { rows: bens } = await q.query<{ payee_customer_id: string }>(
+    'SELECT payee_customer_id FROM beneficiaries WHERE tenant_id = $1 AND id = $2 AND customer_id = $3 AND removed_at IS NULL',
+    [tenantId, input.beneficiaryId, caller.customerId],
+  );
+  const payee = bens[0]?.payee_customer_id;
+  if (!payee) throw new AppError('BENEFICIARY_NOT_FOUND', 'no such beneficiary');
+  const payerAccount = await walletOf(q, tenantId, caller.customerId, input.currency);
+  const payeeAccount = await walletOf(q, tenantId, payee, input.currency);
+  if (!payerAccount || !payeeAccount) throw new AppError('CURRENCY_MISMATCH', `both wallets must hold ${input.currency}`);
+  const quote = await quoteFee(q, { tenantId, product: transferProduct, amount, currency: input.currency });
+  await checkLimits(q, tenantId, caller.customerId, input.currency, amount, nowMs);
+  const feeAccount = quote.fee > 0n ? await feeIncomeAccount(q, tenantId, input.currency, nowMs) : undefined;
+  const id = uuidv7(nowMs);
+  const expiresAt = new Date(nowMs + transferHoldS * 1000);
+  const hold = (holdId: string, credit: string, micro: Micro, what: string) => ({
+    op: 'hold', tenant: tenantId, id: holdId, transaction_id: uuidv7(nowMs), type: 'TRANSFER', debit_account_id: payerAccount, credit_account_id: credit,
+    currency: input.currency, amount: toDb(micro), description: `transfer ${id} ${what}`, metadata: { transfer_id: id }, expires_at: expiresAt.toISOString(),
+  });
+  const amountHold = uuidv7(nowMs);
+  const feeHold = feeAccount ? uuidv7(nowMs) : null;
+  await applyAll(q, [hold(amountHold, payeeAccount, amount, 'amount'), ...(feeAccount && feeHold ? [hold(feeHold, feeAccount, quote.fee, 'fee')] : [])]);
+  await q.query(
+    `INSERT INTO transfers (id, tenant_id, payer_customer_id, payee_customer_id, beneficiary_id, payer_account_id, payee_account_id, fee_account_id,
+       currency, amount, fee, reference, status, amount_hold_id, fee_hold_id, fee_schedule_id, orig, intent_device_id, created_at, expires_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'PENDING', $13, $14, $15, $16, $17, $18, $19)`,
+    [id, tenantId, caller.customerId, payee, input.beneficiaryId, payerAccount, payeeAccount, feeAccount ?? null, input.currency, toDb(amount), toDb(quote.fee),
+      input.reference, amountHold, feeHold, quote.scheduleId, facts.orig, facts.intentDeviceId, new Date(nowMs), expiresAt],
+  );
+  await record(q, tenantId, id, 'PENDING', null, nowMs);
+  const payloadOut = { transfer_id: id, amount: format(amount), fee: format(quote.fee), currency: input.currency, reference: input.reference };
+  await enqueue(q, { tenantId, aggregate: 'transfer', aggregateId: id, event: 'transfer.created', payload: payloadOut });
+  await appendAudit(q, [auditEntry(caller, 'transfer.create', id, facts, { ...payloadOut, fee_schedule: quote.scheduleId }, nowMs)]);
+  const { rows } = await q.query<TransferRow>(`${selectTransfer} WHERE t.tenant_id = $1 AND t.id = $2`, [tenantId, id]);
+  return transferView(rows[0] as TransferRow, nowMs);
+}
+
+/**
+ * POST /v1/transfers/confirm: capture the holds, all legs in one ledger call. A lapsed transfer
+ * is marked EXPIRED (kept, with a `transfer.failed` event) and answered 422 TRANSFER_EXPIRED.
+ */
+export async function confirmTransfer(q: Queryable, caller: Caller, transferId: string, facts: RequestFacts, nowMs: number): Promise<{ status: number; body: Record<string, unknown> }> {
+  const tenantId = caller.tenantId;
+  const { rows } = await q.query<TransferRow>(`${selectTransfer} WHERE t.tenant_id = $1 AND t.id = $2 AND t.payer_customer_id = $3 FOR UPDATE OF t`, [tenantId, transferId, caller.customerId]);
+  const t = rows[0];
+  if (!t) throw new AppError('TRANSFER_NOT_FOUND', 'no such transfer');
+  if (t.status !== 'PENDING') throw new AppError('TRANSFER_NOT_PENDING', `transfer is ${t.status}`);
+  const holdIds = [t.amount_hold_id, ...(t.fee_hold_id ? [t.fee_hold_id] : [])];
+  const { rows: holds } = await q.query<{ status: string; expires_at: Date }>(
+    'SELECT status, expires_at FROM ledger_holds WHERE tenant_id = $1 AND id = ANY($2::uuid[]) FOR UPDATE', [tenantId, holdIds]);
+  const live = holds.length === holdIds.length && holds.every((h) => h.status === 'pending' && h.expires_at.getTime() > nowMs) && t.expires_at.getTime() > nowMs;
+  if (!live) {
+    await q.query(`UPDATE transfers SET status = 'EXPIRED', failure_code = 'TRANSFER_EXPIRED' WHERE tenant_id = $1 AND id = $2`, [tenantId, t.id]);
+    await record(q, tenantId, t.id, 'EXPIRED', 'holds lapsed before confirmation', nowMs);
+    await enqueue(q, { tenantId, aggregate: 'transfer', aggregateId: t.id, event: 'transfer.failed', payload: { transfer_id: t.id, code: 'TRANSFER_EXPIRED' } });
+    await appendAudit(q, [auditEntry(caller, 'transfer.confirm', t.id, facts, { outcome: 'TRANSFER_EXPIRED' }, nowMs)]);
+    const err = new AppError('TRANSFER_EXPIRED', 'the transfer expired before it was confirmed');
+    return { status: err.status, body: { code: err.code, message: err.message } };
+  }
+  const postingIds = holdIds.map(() => uuidv7(nowMs));
+  const at = new Date(nowMs).toISOString();
+  await applyAll(q, holdIds.map((h, i) => ({ op: 'capture', tenant: tenantId, hold_id: h, amount: null, id: postingIds[i], now: at })));
+  await q.query(`UPDATE transfers SET status = 'POSTED', posting_ids = $3, confirmed_at = $4 WHERE tenant_id = $1 AND id = $2`, [tenantId, t.id, postingIds, new Date(nowMs)]);
+  await record(q, tenantId, t.id, 'POSTED', null, nowMs);
+  const payload = { transfer_id: t.id, amount: format(fromDb(t.amount)), fee: format(fromDb(t.fee)), currency: t.currency, posting_ids: postingIds };
+  await enqueue(q, { tenantId, aggregate: 'transfer', aggregateId: t.id, event: 'transfer.completed', payload });
+  await appendAudit(q, [auditEntry(caller, 'transfer.confirm', t.id, facts, payload, nowMs)]);
+  const { rows: after } = await q.query<TransferRow>(`${selectTransfer} WHERE t.tenant_id = $1 AND t.id = $2`, [tenantId, t.id]);
+  return { status: 200, body: transferView(after[0] as TransferRow, nowMs) };
+}
