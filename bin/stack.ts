@@ -48,7 +48,10 @@ async function listenOrExplain(server: Server, port: number, name: string): Prom
  * `checkTimeoutMs` overrides the gateway's 100 ms Check deadline; only tests on a loaded
  * machine use it, so functional assertions do not depend on scheduling.
  */
-export async function startStack(config: Config, opts: { logDestination?: NodeJS.WritableStream; checkTimeoutMs?: number } = {}): Promise<Stack> {
+export async function startStack(
+  config: Config,
+  opts: { logDestination?: NodeJS.WritableStream; checkTimeoutMs?: number; publicRateLimit?: { perMinute: number; burst: number } } = {},
+): Promise<Stack> {
   const log = createLogger(config.logLevel, opts.logDestination);
   const cleanups: (() => Promise<unknown>)[] = [];
   let stopping = false;
@@ -90,7 +93,10 @@ export async function startStack(config: Config, opts: { logDestination?: NodeJS
 
     const edgeDb = createDb({ connectionString: databaseUrl, metrics, log });
     cleanups.push(() => edgeDb.close());
-    const edge = await buildEdge({ db: edgeDb, keys: new KeyStore(edgeDb, masterKey), log: log.child({ component: 'edge' }), edgeSecret });
+    const edge = await buildEdge({
+      db: edgeDb, keys: new KeyStore(edgeDb, masterKey), log: log.child({ component: 'edge' }), edgeSecret,
+      ...(opts.publicRateLimit ? { publicRateLimit: opts.publicRateLimit } : {}),
+    });
     cleanups.push(() => edge.stop());
 
     const core = buildCore({

@@ -22,6 +22,8 @@ export interface EdgeDeps {
   edgeSecret: string;
   /** A directory or http(s) URL holding manifest.json, registry.json and policy.wasm. */
   bundleSource?: string;
+  /** Public-route flood limit per source address and route (defaults in auth/rate-limit.ts). */
+  publicRateLimit?: { perMinute: number; burst: number };
   now?: () => number;
 }
 
@@ -43,7 +45,7 @@ export async function buildEdge(deps: EdgeDeps): Promise<Edge> {
   await state.start();
   const audit = new AuditWriter(deps.db, deps.log);
   audit.start();
-  const decide = createDecider({ state, policies, audit, risk: new RiskEngine(deps.now), limiter: new RateLimiter(), log: deps.log, edgeSecret: deps.edgeSecret, now: deps.now });
+  const decide = createDecider({ state, policies, audit, risk: new RiskEngine(deps.now), limiter: new RateLimiter(deps.publicRateLimit?.perMinute, deps.publicRateLimit?.burst), log: deps.log, edgeSecret: deps.edgeSecret, now: deps.now });
   const server = createEdgeServer({ log: deps.log, decide });
   return {
     server, state, policies, audit,

@@ -4,9 +4,13 @@
  * agree across instances live in PostgreSQL; this limiter only blunts floods cheaply.
  */
 
-/** Sustained requests per minute per source address and route, with this burst on top. */
-export const publicPerMinute = 30;
-export const publicBurst = 10;
+/**
+ * Sustained requests per minute per source address and route, with this burst on top. Generous
+ * on purpose: mobile carriers put many customers behind one address (CGNAT); per-phone lockout
+ * (core/identity) is what stops guessing, this only stops floods.
+ */
+export const publicPerMinute = 600;
+export const publicBurst = 120;
 const maxKeys = 100_000;
 
 interface Bucket {
