@@ -41,4 +41,9 @@ export const agentEdgeRoutes: EdgeRoute[] = [
   transact('POST', '/v1/txns/{txn_id}/reverse', 'agent_txn', 'txn.reverse'),
   operate('GET', '/v1/txns/{txn_id}', 'agent_txn', 'txn.read'),
   ops('/v1/ops/txns/{txn_id}/reverse', 'agent_txn', 'txn.reverse'),
+  // agent, outlet, capabilities (issue 9 item 2)
+  operate('GET', '/v1/agent/me', 'agent', 'agent.read'),
+  operate('PATCH', '/v1/agent/me', 'agent', 'agent.update'),
+  operate('GET', '/v1/agent/outlet', 'outlet', 'outlet.read'),
+  operate('GET', '/v1/agent/capabilities', 'capabilities', 'capabilities.read'),
 ];

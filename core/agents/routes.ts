@@ -3,10 +3,11 @@ import type { RouteSpec } from '../http/route.ts';
 import { agentAuthRoutes } from './auth-routes.ts';
 import type { AgentDeps } from './context.ts';
 import { kycRoutes } from './kyc.ts';
+import { profileRoutes } from './profile.ts';
 import { txnRoutes } from './txn-routes.ts';
 
 export type { AgentDeps } from './context.ts';
 
 export function agentRoutes(deps: AgentDeps): RouteSpec[] {
-  return [...agentAuthRoutes(deps), ...kycRoutes(deps), ...txnRoutes(deps)];
+  return [...agentAuthRoutes(deps), ...kycRoutes(deps), ...txnRoutes(deps), ...profileRoutes(deps)];
 }
