@@ -1,0 +1,88 @@
+/**
+ * Signed-request (API key) Check latency beside the JWT path (issue 8 bench): the edge runs
+ * here on an embedded PostgreSQL; a separate process (bench/authz/driver.ts) sends 1,000 req/s,
+ * signing each request with a fresh nonce. Also prints what the shared nonce store costs per
+ * request (one INSERT into an unlogged table). Prints; asserts nothing.
+ *   npx tsx bench/authz/signed.ts [--requests 10000] [--rps 1000]
+ */
+import { execFile } from 'node:child_process';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { ApiKeys } from '../../core/apikeys/store.ts';
+import { startEmbedded } from '../../core/db/embedded.ts';
+import { migrate } from '../../core/db/migrate.ts';
+import { createDb } from '../../core/db/pool.ts';
+import { KeyStore } from '../../core/keys/keys.ts';
+import { createLogger } from '../../core/platform/log.ts';
+import { createMetrics } from '../../core/platform/metrics.ts';
+import { buildEdge } from '../../edge/main.ts';
+import { freePort } from '../../lib/net.ts';
+
+const execFileAsync = promisify(execFile);
+const arg = (name: string, def: number) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? Number(process.argv[i + 1]) : def;
+};
+const requests = arg('requests', 10_000);
+const rps = arg('rps', 1000);
+const root = fileURLToPath(new URL('../../', import.meta.url));
+
+interface Report { mode: string; rps: number; p50: number; p99: number; p999: number; outcomes: Record<string, number> }
+const ms = (ns: number) => (ns / 1e6).toFixed(3).padStart(8);
+
+async function drive(address: string, mode: 'signed' | 'jwt', credential: string, secret = ''): Promise<Report> {
+  const { stdout } = await execFileAsync(process.execPath, ['--import', 'tsx', 'bench/authz/driver.ts', address, mode, String(rps), String(requests), credential, secret], { cwd: root, maxBuffer: 1 << 24 });
+  return JSON.parse(stdout.trim().split('\n').at(-1) ?? '{}') as Report;
+}
+
+async function main(): Promise<void> {
+  const dir = await mkdtemp(join(tmpdir(), 'bench-signed-'));
+  const pg = await startEmbedded({ dir: join(dir, 'pg'), port: await freePort() });
+  const log = createLogger('silent');
+  const db = createDb({ connectionString: pg.url(), metrics: createMetrics(), log, max: 20 });
+  try {
+    await migrate(db.pool);
+    await db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ('t1', 't1', 'KE', 'KES')`);
+    const keys = new KeyStore(db, randomBytes(32));
+    const edge = await buildEdge({ db, keys, log, edgeSecret: 'bench' });
+    const address = `127.0.0.1:${await edge.listen(0)}`;
+    const { key, secret } = await new ApiKeys(db, keys).create('t1', 'bench', { name: 'bench', scopes: ['payments:read'], budget: {}, ipAllowlist: [], expiresAt: undefined });
+    const customerId = randomUUID();
+    const sid = randomUUID();
+    await db.query(`INSERT INTO customers (id, tenant_id, phone_e164, created_at) VALUES ($1, 't1', '+254700000009', now())`, [customerId]);
+    await db.query(`INSERT INTO sessions (id, tenant_id, subject_type, subject_id, jti, aal, ip, created_at, last_seen) VALUES ($1, 't1', 'customer', $2, 'j', 1, '127.0.0.1', now(), now())`, [sid, customerId]);
+    await db.query(`INSERT INTO relationship_tuples (tenant_id, subject_ns, subject_id, relation, object_ns, object_id) VALUES ('t1', 'customer', $1, 'member', 'tenant', 't1')`, [customerId]);
+    const token = await keys.sign('t1', { sub: customerId, sid, aal: 1, amr: ['pin'], jti: randomUUID(), aud: 'payments-api' }, { expiresInS: 3600, typ: 'at+jwt' });
+
+    await drive(address, 'signed', key.id, secret); // warm-up
+    const signed = await drive(address, 'signed', key.id, secret);
+    const jwt = await drive(address, 'jwt', token);
+    process.stdout.write(`edge Check from a separate process, ${requests} requests at ${rps} req/s\n`);
+    for (const r of [signed, jwt]) {
+      process.stdout.write(`${(r.mode === 'signed' ? 'API key, HMAC-signed, fresh nonce' : 'customer JWT + session').padEnd(36)} p50 ${ms(r.p50)} ms  p99 ${ms(r.p99)} ms  p99.9 ${ms(r.p999)} ms  ${r.rps.toFixed(0).padStart(5)} req/s  ${JSON.stringify(r.outcomes)}\n`);
+    }
+    const nonce: number[] = [];
+    for (let i = 0; i < 2000; i++) {
+      const t0 = process.hrtime.bigint();
+      await edge.state.firstUse('nonce', `${key.id}:${randomUUID()}`, 600_000);
+      nonce.push(Number(process.hrtime.bigint() - t0));
+    }
+    nonce.sort((a, b) => a - b);
+    const q = (p: number) => nonce[Math.floor((p / 100) * nonce.length)] ?? 0;
+    process.stdout.write(`nonce store alone (one INSERT … ON CONFLICT into an unlogged table)  p50 ${ms(q(50))} ms  p99 ${ms(q(99))} ms\n`);
+    await edge.stop();
+  } finally {
+    await db.close();
+    await pg.stop();
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`bench failed: ${(err as Error).stack ?? String(err)}\n`);
+  process.exit(1);
+});
