@@ -16,6 +16,8 @@ export const ConfigSchema = Type.Object({
   DATABASE_URL: Type.Optional(Type.String({ pattern: '^postgres(ql)?://' })),
   /** base64 of 32 bytes; encrypts private key material at rest. Development: generated into DATA_DIR. */
   MASTER_KEY: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9+/]{43}=$' })),
+  /** Where the edge loads the signed policy bundle from: a directory or an http(s) URL. */
+  POLICY_BUNDLE: Type.Optional(Type.String({ minLength: 1 })),
   LOG_LEVEL: Type.Union([
     Type.Literal('fatal'), Type.Literal('error'), Type.Literal('warn'), Type.Literal('info'),
     Type.Literal('debug'), Type.Literal('trace'), Type.Literal('silent'),
@@ -29,6 +31,7 @@ export interface Config {
   dataDir: string;
   databaseUrl: string | undefined;
   masterKey: string | undefined;
+  policyBundle: string | undefined;
   logLevel: Static<typeof ConfigSchema>['LOG_LEVEL'];
 }
 
@@ -58,6 +61,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     dataDir: resolve(c.DATA_DIR),
     databaseUrl: c.DATABASE_URL,
     masterKey: c.MASTER_KEY,
+    policyBundle: c.POLICY_BUNDLE,
     logLevel: c.LOG_LEVEL,
   });
 }

@@ -96,6 +96,7 @@ export async function startStack(
     const edge = await buildEdge({
       db: edgeDb, keys: new KeyStore(edgeDb, masterKey), log: log.child({ component: 'edge' }), edgeSecret,
       ...(opts.publicRateLimit ? { publicRateLimit: opts.publicRateLimit } : {}),
+      ...(config.policyBundle ? { bundleSource: config.policyBundle } : {}),
     });
     cleanups.push(() => edge.stop());
 

@@ -98,3 +98,49 @@ describe('policy bundle verification', () => {
     assert.equal(store.get('unknown-version'), undefined);
   });
 });
+
+describe('policy lifecycle', () => {
+  it('loads a bundle from a URL and hot-swaps a newer one without a restart', async () => {
+    const { createServer } = await import('node:http');
+    const { cp, mkdtemp: mk, writeFile: wf } = await import('node:fs/promises');
+    const dir = await mk(join(tmpdir(), 'bundle-'));
+    await cp(defaultBundleDir, dir, { recursive: true });
+    const server = createServer(async (req, res) => {
+      try {
+        res.end(await readFile(join(dir, (req.url ?? '/').replace(/^\/bundle\//, ''))));
+      } catch {
+        res.statusCode = 404;
+        res.end();
+      }
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(server.address() as { port: number }).port}/bundle/`;
+    const store = new PolicyStore(await loadTrustedKeys());
+    try {
+      const first = await store.load(url);
+      assert.equal(first.policyVersion, JSON.parse(await readFile(join(defaultBundleDir, 'manifest.json'), 'utf8')).policy_version);
+      // A newer, properly signed bundle appears at the source: the registry changes version.
+      const { createPrivateKey } = await import('node:crypto');
+      const key = createPrivateKey({ key: JSON.parse(await readFile(join(policyDir, 'keys', 'dev-signing.private.jwk'), 'utf8')), format: 'jwk' });
+      const reg = JSON.parse(await readFile(join(dir, 'registry.json'), 'utf8'));
+      const next = signDocument({ ...reg, signature: undefined, version: '2099-01-01T00:00:00Z' }, key);
+      const regText = `${JSON.stringify(next, null, 2)}\n`;
+      const manifest = JSON.parse(await readFile(join(dir, 'manifest.json'), 'utf8'));
+      const nextManifest = signDocument({ ...manifest, signature: undefined, registry_version: next.version, policy_version: `${manifest.policy_version}-next`, registry_sha256: createHash('sha256').update(regText).digest('hex') }, key);
+      await wf(join(dir, 'registry.json'), regText);
+      await wf(join(dir, 'manifest.json'), JSON.stringify(nextManifest));
+      store.watch(url, 50);
+      for (let i = 0; i < 100 && store.current?.registryVersion !== '2099-01-01T00:00:00Z'; i++) await new Promise((r) => setTimeout(r, 20));
+      assert.equal(store.current?.registryVersion, '2099-01-01T00:00:00Z');
+      assert.equal(store.get(first.policyVersion), first, 'the previous revision stays addressable by policy_ref');
+      // A tampered bundle at the source is refused; the current one stays.
+      await wf(join(dir, 'registry.json'), regText.replace('2099', '2098'));
+      await new Promise((r) => setTimeout(r, 200));
+      assert.equal(store.current?.registryVersion, '2099-01-01T00:00:00Z');
+    } finally {
+      store.stop();
+      server.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
