@@ -77,8 +77,18 @@ async function applyAll(q: Queryable, cmds: Record<string, unknown>[]): Promise<
   return results;
 }
 
+/** The customer's active KYC level (agents register it), when known: it selects their limit rows. */
+async function kycLevelOf(q: Queryable, tenantId: string, customerId: string, nowMs: number): Promise<string | undefined> {
+  const { rows } = await q.query<{ level: number }>(
+    `SELECT level FROM kyc_profiles WHERE tenant_id = $1 AND customer_id = $2 AND status = 'ACTIVE' AND expires_at > $3`,
+    [tenantId, customerId, new Date(nowMs)],
+  );
+  return rows[0] ? String(rows[0].level) : undefined;
+}
+
 async function checkLimits(q: Queryable, tenantId: string, payer: string, currency: string, amount: Micro, nowMs: number): Promise<void> {
-  const rules = await limitRowsFor(q, { tenantId, product: transferProduct, action: 'TRANSFER', currency });
+  const kycLevel = await kycLevelOf(q, tenantId, payer, nowMs);
+  const rules = await limitRowsFor(q, { tenantId, product: transferProduct, action: 'TRANSFER', currency, ...(kycLevel ? { kycLevel } : {}) });
   if (rules.length === 0) throw new AppError('LIMITS_UNAVAILABLE', `no active transfer limits for ${currency}; refusing`);
   for (const rule of rules) {
     if (rule.period === 'transaction') {
