@@ -7,28 +7,17 @@
  */
 import { execFile } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { ApiKeys } from '../../core/apikeys/store.ts';
-import { startEmbedded } from '../../core/db/embedded.ts';
-import { migrate } from '../../core/db/migrate.ts';
-import { createDb } from '../../core/db/pool.ts';
 import { KeyStore } from '../../core/keys/keys.ts';
 import { createLogger } from '../../core/platform/log.ts';
-import { createMetrics } from '../../core/platform/metrics.ts';
 import { buildEdge } from '../../edge/main.ts';
-import { freePort } from '../../lib/net.ts';
+import { option, percentile, runBench, withDatabase } from '../lib/harness.ts';
 
 const execFileAsync = promisify(execFile);
-const arg = (name: string, def: number) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : def;
-};
-const requests = arg('requests', 10_000);
-const rps = arg('rps', 1000);
+const requests = option('requests', 10_000);
+const rps = option('rps', 1000);
 const root = fileURLToPath(new URL('../../', import.meta.url));
 
 interface Report { mode: string; rps: number; p50: number; p99: number; p999: number; outcomes: Record<string, number> }
@@ -40,12 +29,8 @@ async function drive(address: string, mode: 'signed' | 'jwt', credential: string
 }
 
 async function main(): Promise<void> {
-  const dir = await mkdtemp(join(tmpdir(), 'bench-signed-'));
-  const pg = await startEmbedded({ dir: join(dir, 'pg'), port: await freePort() });
   const log = createLogger('silent');
-  const db = createDb({ connectionString: pg.url(), metrics: createMetrics(), log, max: 20 });
-  try {
-    await migrate(db.pool);
+  await withDatabase('signed', async (db) => {
     await db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ('t1', 't1', 'KE', 'KES')`);
     const keys = new KeyStore(db, randomBytes(32));
     const edge = await buildEdge({ db, keys, log, edgeSecret: 'bench' });
@@ -72,17 +57,9 @@ async function main(): Promise<void> {
       nonce.push(Number(process.hrtime.bigint() - t0));
     }
     nonce.sort((a, b) => a - b);
-    const q = (p: number) => nonce[Math.floor((p / 100) * nonce.length)] ?? 0;
-    process.stdout.write(`nonce store alone (one INSERT … ON CONFLICT into an unlogged table)  p50 ${ms(q(50))} ms  p99 ${ms(q(99))} ms\n`);
+    process.stdout.write(`nonce store alone (one INSERT … ON CONFLICT into an unlogged table)  p50 ${ms(percentile(nonce, 50))} ms  p99 ${ms(percentile(nonce, 99))} ms\n`);
     await edge.stop();
-  } finally {
-    await db.close();
-    await pg.stop();
-    await rm(dir, { recursive: true, force: true });
-  }
+  });
 }
 
-main().catch((err: unknown) => {
-  process.stderr.write(`bench failed: ${(err as Error).stack ?? String(err)}\n`);
-  process.exit(1);
-});
+runBench(main);

@@ -17,13 +17,10 @@ import { loadConfig } from '../../bin/config.ts';
 import { startStack } from '../../bin/stack.ts';
 import { origOf } from '../../core/identity/challenge.ts';
 import { intentPayload } from '../../core/payments/transfers.ts';
+import { option, percentile, runBench } from '../lib/harness.ts';
 
-const arg = (name: string, def: number) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : def;
-};
-const rounds = arg('rounds', 5);
-const customers = arg('customers', 8);
+const rounds = option('rounds', 5);
+const customers = option('customers', 8);
 
 let gw = '';
 let dataDir = '';
@@ -96,10 +93,7 @@ async function signUp(i: number): Promise<Who> {
   return { phone, device, key: privateKey, deviceId: dev.deviceId, wallet, payee: '' };
 }
 
-function pct(v: number[], p: number): number {
-  const s = [...v].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? Number.NaN;
-}
+const pct = (v: number[], p: number) => percentile([...v].sort((a, b) => a - b), p);
 
 async function main(): Promise<void> {
   dataDir = await mkdtemp(join(tmpdir(), 'bench-transfers-'));
@@ -170,7 +164,4 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((err: unknown) => {
-  process.stderr.write(`bench failed: ${(err as Error).stack ?? String(err)}\n`);
-  process.exit(1);
-});
+runBench(main);

@@ -5,6 +5,7 @@
  * itself is audited by the edge like any other). Restricted to staff with the ops or admin role.
  */
 import { Type } from '@sinclair/typebox';
+import { PolicyDecision } from '../../edge/policy/bundle.ts';
 import type { PolicyStore } from '../../edge/policy/store.ts';
 import { AppError } from '../http/errors.ts';
 import { defineRoute, type RequestContext, type RouteSpec } from '../http/route.ts';
@@ -17,17 +18,8 @@ const GetQuery = Type.Object({
   policy_ref: Type.Optional(Type.String({ maxLength: 64 })),
   input: Type.String({ minLength: 2, maxLength: 8192, description: 'the input document as JSON' }),
 });
-const Result = Type.Object({
-  allow: Type.Boolean(),
-  code: Type.String(),
-  status: Type.Integer(),
-  message: Type.String(),
-  step_up: Type.Boolean(),
-  reasons: Type.Array(Type.Object({ check: Type.String(), ok: Type.Boolean(), detail: Type.Unknown() })),
-  obligations: Type.Record(Type.String(), Type.Unknown()),
-  policy_version: Type.String(),
-  registry_version: Type.String(),
-});
+/** The answer is the decision document itself, trace included (edge/policy/bundle.ts). */
+const Result = PolicyDecision;
 
 function requireOps(ctx: RequestContext<unknown, unknown, unknown>): void {
   if (!ctx.identity.roles.some((r) => simulateRoles.includes(r))) throw new AppError('FORBIDDEN', 'simulation needs the ops or admin role');

@@ -38,7 +38,7 @@ const Registry = Type.Object({ version: Type.String(), purposes: Type.Array(Purp
 export type Registry = Static<typeof Registry>;
 
 /** What the policy's entry point returns; anything else is treated as no decision. */
-const PolicyDecision = Type.Object({
+export const PolicyDecision = Type.Object({
   allow: Type.Boolean(),
   status: Type.Integer(),
   code: Type.String(),
