@@ -17,6 +17,7 @@ import { defineRoute, type Method, type Reply, type RequestContext, type Respons
 import { claimKeys, completeKeys, findKey, idempotencyKeyOf, replay, requestHash, toReply, type IdemScope } from '../idempotency/idempotency.ts';
 import type { KeyStore } from '../keys/keys.ts';
 import { ProblemSchema } from './schemas.ts';
+import type { Cursors } from './paging.ts';
 import type { RateLimiter } from './rate-limit.ts';
 
 export type Role = 'admin' | 'ops' | 'readonly';
@@ -31,6 +32,8 @@ export interface AdminDeps {
   keys: KeyStore;
   now: () => number;
   limiter: RateLimiter;
+  /** Signed, list-bound cursors for every list route (./paging.ts). */
+  pages: Cursors;
 }
 
 export interface Caller {

@@ -8,6 +8,7 @@ import { currencyRoutes } from './countries/currencies.ts';
 import { countryRoutes } from './countries/routes.ts';
 import { flagRoutes } from './flags/routes.ts';
 import type { AdminDeps } from './http.ts';
+import { Cursors } from './paging.ts';
 import { opsRoutes } from './ops/routes.ts';
 import { RateLimiter, type RateLimits } from './rate-limit.ts';
 import { referenceRoutes } from './reference/routes.ts';
@@ -17,7 +18,7 @@ import { tenantRoutes } from './tenants/routes.ts';
 import { webhookRoutes } from './webhooks/routes.ts';
 
 export function adminRoutes(opts: { db: Db; keys: KeyStore; now: () => number; rateLimits?: RateLimits }): RouteSpec[] {
-  const deps: AdminDeps = { db: opts.db, keys: opts.keys, now: opts.now, limiter: new RateLimiter(opts.rateLimits) };
+  const deps: AdminDeps = { db: opts.db, keys: opts.keys, now: opts.now, limiter: new RateLimiter(opts.rateLimits), pages: new Cursors(opts.db, opts.keys) };
   return [
     ...referenceRoutes(deps), ...countryRoutes(deps), ...currencyRoutes(deps), ...tenantRoutes(deps), ...environmentRoutes(deps), ...productRoutes(deps),
     ...configRoutes(deps), ...scheduleRoutes(deps), ...flagRoutes(deps), ...opsRoutes(deps), ...auditRoutes(deps), ...webhookRoutes(deps),

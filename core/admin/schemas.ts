@@ -1,6 +1,5 @@
 /** Schemas shared by the administration routes: Problem+JSON, pagination, codes, money. */
 import { Type, type TSchema } from '@sinclair/typebox';
-import { AppError } from '../http/errors.ts';
 
 export const ProblemSchema = Type.Object({
   type: Type.String(), title: Type.String(), status: Type.Integer(), detail: Type.String(), instance: Type.String(), code: Type.String(),
@@ -24,28 +23,5 @@ export const pageQuery = {
 };
 
 export const Page = <T extends TSchema>(item: T) => Type.Object({ items: Type.Array(item), next_cursor: Type.Union([Type.String(), Type.Null()]) });
-
-export function encodeCursor(values: readonly (string | number)[]): string {
-  return Buffer.from(JSON.stringify(values)).toString('base64url');
-}
-
-/** The sort key a cursor carries; 400 CURSOR_INVALID when it is not one of ours. */
-export function decodeCursor(text: string | undefined, arity: number): (string | number)[] | undefined {
-  if (text === undefined) return undefined;
-  try {
-    const v = JSON.parse(Buffer.from(text, 'base64url').toString('utf8')) as unknown;
-    if (Array.isArray(v) && v.length === arity && v.every((x) => typeof x === 'string' || typeof x === 'number')) return v as (string | number)[];
-  } catch {
-    // fall through
-  }
-  throw new AppError('CURSOR_INVALID', 'cursor is not a next_cursor this API returned');
-}
-
-/** Rows were fetched with limit + 1: cut to `limit` and derive the next cursor from the last row. */
-export function pageOf<T>(rows: T[], limit: number, keyOf: (row: T) => (string | number)[]): { items: T[]; next_cursor: string | null } {
-  const items = rows.slice(0, limit);
-  const last = items.at(-1);
-  return { items, next_cursor: rows.length > limit && last !== undefined ? encodeCursor(keyOf(last)) : null };
-}
 
 export const iso = (d: Date | null): string | null => (d === null ? null : d.toISOString());

@@ -5,7 +5,8 @@ import type { Queryable } from '../../db/pool.ts';
 import { AppError } from '../../http/errors.ts';
 import type { RouteSpec } from '../../http/route.ts';
 import { adminRoute, operators, readers, type AdminDeps } from '../http.ts';
-import { decodeCursor, defaultPageSize, pageQuery } from '../schemas.ts';
+import type { PageRequest } from '../paging.ts';
+import { pageQuery } from '../schemas.ts';
 
 interface AuditRow { id: string; ts: Date; tenant_id: string; actor: unknown; action: string; target: unknown; decision: unknown; attrs: unknown; prev_hash: Buffer; row_hash: Buffer }
 
@@ -16,23 +17,21 @@ const view = (r: AuditRow) => ({
 
 export interface AuditFilter {
   actor?: string | undefined; action?: string | undefined; targetType?: string | undefined; targetId?: string | undefined;
-  from?: string | undefined; to?: string | undefined; limit?: number | undefined; cursor?: string | undefined;
+  from?: string | undefined; to?: string | undefined;
 }
 
 /** Newest first; the cursor is the last id seen (ids only grow, so the order is stable). */
-export async function auditPage(q: Queryable, tenantId: string, f: AuditFilter) {
-  const limit = f.limit ?? defaultPageSize;
-  const before = decodeCursor(f.cursor, 1)?.[0];
+export async function auditPage(q: Queryable, tenantId: string, f: AuditFilter, page: PageRequest) {
+  const before = page.after?.[0];
   const { rows } = await q.query<AuditRow>(
     `SELECT id, ts, tenant_id, actor, action, target, decision, attrs, prev_hash, row_hash FROM audit_log
       WHERE tenant_id = $1 AND ($2::text IS NULL OR actor->>'id' = $2) AND ($3::text IS NULL OR action = $3 OR action LIKE $3 || '.%')
         AND ($4::text IS NULL OR target->>'type' = $4) AND ($5::text IS NULL OR target->>'id' = $5)
         AND ($6::timestamptz IS NULL OR ts >= $6) AND ($7::timestamptz IS NULL OR ts < $7) AND ($8::bigint IS NULL OR id < $8)
       ORDER BY id DESC LIMIT $9`,
-    [tenantId, f.actor ?? null, f.action ?? null, f.targetType ?? null, f.targetId ?? null, f.from ?? null, f.to ?? null, before ?? null, limit + 1]);
-  const items = rows.slice(0, limit).map(view);
-  const last = items.at(-1);
-  return { items, next_cursor: rows.length > limit && last ? Buffer.from(JSON.stringify([last.id])).toString('base64url') : null };
+    [tenantId, f.actor ?? null, f.action ?? null, f.targetType ?? null, f.targetId ?? null, f.from ?? null, f.to ?? null, before ?? null, page.limit + 1]);
+  const { items, next_cursor } = page.finish(rows, (r) => [Number(r.id)]);
+  return { items: items.map(view), next_cursor };
 }
 
 const Query = Type.Object({
@@ -53,7 +52,8 @@ export function auditRoutes(deps: AdminDeps): RouteSpec[] {
       query: Query, responses: { 200: { description: 'A page of audit records, newest first' } },
       read: async (ctx, caller) => ({
         status: 200,
-        body: await auditPage(deps.db, caller.tenantId, { actor: ctx.query.actor, action: ctx.query.action, targetType: ctx.query.resource, targetId: ctx.query.resource_id, from: ctx.query.from, to: ctx.query.to, limit: ctx.query.limit, cursor: ctx.query.cursor }),
+        body: await auditPage(deps.db, caller.tenantId, { actor: ctx.query.actor, action: ctx.query.action, targetType: ctx.query.resource, targetId: ctx.query.resource_id, from: ctx.query.from, to: ctx.query.to },
+          await deps.pages.open(ctx, caller.tenantId, 1)),
       }),
     }),
     adminRoute(deps, {

@@ -4,7 +4,7 @@ import { AppError } from '../../http/errors.ts';
 import type { RouteSpec } from '../../http/route.ts';
 import { adminRoute, admins, checkIfMatch, readers, type AdminDeps } from '../http.ts';
 import { promote } from '../promote.ts';
-import { decodeCursor, defaultPageSize, pageOf, pageQuery, Uuid } from '../schemas.ts';
+import { pageQuery, Uuid } from '../schemas.ts';
 import { checkScope, configCols, configView, getConfig, newVersion, ownerOf, resolveEffective, type ConfigRow } from './store.ts';
 
 export const ScopeSchema = Type.Union([Type.Literal('GLOBAL'), Type.Literal('COUNTRY'), Type.Literal('TENANT'), Type.Literal('ENVIRONMENT')]);
@@ -68,15 +68,15 @@ export function configRoutes(deps: AdminDeps): RouteSpec[] {
       query: Type.Object({ ...pageQuery, scope: Type.Optional(ScopeSchema), scopeRef: Type.Optional(Type.String({ maxLength: 64 })), key: Type.Optional(Key), status: Type.Optional(Type.Union([Type.Literal('ACTIVE'), Type.Literal('INACTIVE'), Type.Literal('SUPERSEDED')])) }),
       responses: { 200: { description: 'A page of config versions (oldest first)' } },
       read: async (ctx, caller) => {
-        const limit = ctx.query.limit ?? defaultPageSize;
-        const after = decodeCursor(ctx.query.cursor, 1)?.[0];
+        const page = await deps.pages.open(ctx, caller.tenantId, 1);
+        const after = page.after?.[0];
         const { rows } = await deps.db.query<ConfigRow>(
           `SELECT ${configCols} FROM admin_configs WHERE (tenant_id IS NULL OR tenant_id = $1)
               AND ($2::text IS NULL OR scope = $2) AND ($3::text IS NULL OR scope_ref = $3) AND ($4::text IS NULL OR key = $4) AND ($5::text IS NULL OR status = $5)
               AND ($6::uuid IS NULL OR id > $6) ORDER BY id LIMIT $7`,
-          [caller.tenantId, ctx.query.scope ?? null, ctx.query.scopeRef ?? null, ctx.query.key ?? null, ctx.query.status ?? null, after ?? null, limit + 1]);
-        const page = pageOf(rows, limit, (r) => [r.id]);
-        return { status: 200, body: { items: page.items.map(configView), next_cursor: page.next_cursor } };
+          [caller.tenantId, ctx.query.scope ?? null, ctx.query.scopeRef ?? null, ctx.query.key ?? null, ctx.query.status ?? null, after ?? null, page.limit + 1]);
+        const { items, next_cursor } = page.finish(rows, (r) => [r.id]);
+        return { status: 200, body: { items: items.map(configView), next_cursor } };
       },
     }),
     adminRoute(deps, {

@@ -5,7 +5,7 @@ import type { RouteSpec } from '../../http/route.ts';
 import { adminRoute, admins, checkIfMatch, readers, type AdminDeps } from '../http.ts';
 import { isoCurrencies, isoCurrency } from '../reference/iso.ts';
 import { newVersion } from '../configs/store.ts';
-import { CountryCode, CurrencyCode, Metadata, decodeCursor, defaultPageSize, pageQuery } from '../schemas.ts';
+import { CountryCode, CurrencyCode, Metadata, pageQuery } from '../schemas.ts';
 import { countryView, requireCountry } from './routes.ts';
 import type { Queryable } from '../../db/pool.ts';
 
@@ -50,15 +50,15 @@ export function currencyRoutes(deps: AdminDeps): RouteSpec[] {
     adminRoute(deps, {
       method: 'GET', path: '/v1/currencies', operationId: 'listCurrencies', summary: 'ISO 4217 currencies with local metadata (cursor by code)', tags, roles: readers, mode: 'read',
       query: Type.Object({ ...pageQuery, search: Type.Optional(Type.String({ maxLength: 32 })) }), responses: { 200: { description: 'A page of currencies' } },
-      read: async (ctx) => {
-        const limit = ctx.query.limit ?? defaultPageSize;
-        const after = decodeCursor(ctx.query.cursor, 1)?.[0];
+      read: async (ctx, caller) => {
+        const page = await deps.pages.open(ctx, caller.tenantId, 1);
+        const after = page.after?.[0];
         const local = await locals(deps.db);
         const s = ctx.query.search?.toLowerCase();
         const all = isoCurrencies().map((c) => view(c.code, local.get(c.code)))
+          .sort((a, b) => (a.code < b.code ? -1 : a.code > b.code ? 1 : 0))
           .filter((c) => (after === undefined || c.code > String(after)) && (!s || c.code.toLowerCase().startsWith(s) || c.name.toLowerCase().includes(s)));
-        const items = all.slice(0, limit);
-        return { status: 200, body: { items, next_cursor: all.length > limit ? Buffer.from(JSON.stringify([items.at(-1)?.code])).toString('base64url') : null } };
+        return { status: 200, body: page.finish(all.slice(0, page.limit + 1), (c) => [c.code]) };
       },
     }),
     adminRoute(deps, {

@@ -6,7 +6,7 @@ import type { RouteSpec } from '../../http/route.ts';
 import { adminRoute, admins, checkIfMatch, readers, type AdminDeps } from '../http.ts';
 import { countryProblems } from '../reference/routes.ts';
 import { isoCountry, timeZones } from '../reference/iso.ts';
-import { CountryCode, CurrencyCode, Metadata, decodeCursor, defaultPageSize, iso, pageOf, pageQuery } from '../schemas.ts';
+import { CountryCode, CurrencyCode, Metadata, iso, pageQuery } from '../schemas.ts';
 import { auditPage } from '../audit/query.ts';
 
 interface CountryRow {
@@ -56,18 +56,19 @@ export function countryRoutes(deps: AdminDeps): RouteSpec[] {
       method: 'GET', path: '/v1/countries', operationId: 'listCountries', summary: 'Enabled countries (cursor, search, sort; offset as fallback)', tags, roles: readers, mode: 'read',
       query: Type.Object({ ...pageQuery, search: Type.Optional(Type.String({ maxLength: 64 })), sort: Type.Optional(Type.Union([Type.Literal('code'), Type.Literal('name')])), offset: Type.Optional(Type.Integer({ minimum: 0 })) }),
       responses: { 200: { description: 'A page of countries' } },
-      read: async (ctx) => {
-        const limit = ctx.query.limit ?? defaultPageSize;
+      read: async (ctx, caller) => {
         const sort = ctx.query.sort ?? 'code';
-        const after = decodeCursor(ctx.query.cursor, 2);
+        if (ctx.query.cursor !== undefined && ctx.query.offset !== undefined) throw new AppError('VALIDATION_FAILED', 'send cursor or offset (the legacy fallback), not both');
+        const page = await deps.pages.open(ctx, caller.tenantId, 2);
+        const after = page.after;
         const { rows } = await deps.db.query<CountryRow>(
           `SELECT ${cols} FROM admin_countries
             WHERE ($1::text IS NULL OR code ILIKE $1 || '%' OR name ILIKE '%' || $1 || '%')
               AND ($2::text IS NULL OR (${sort}, code) > ($2, $3))
             ORDER BY ${sort}, code LIMIT $4 OFFSET $5`,
-          [ctx.query.search ?? null, after?.[0] ?? null, after?.[1] ?? null, limit + 1, after ? 0 : ctx.query.offset ?? 0]);
-        const page = pageOf(rows, limit, (r) => [r[sort], r.code]);
-        return { status: 200, body: { items: page.items.map(countryView), next_cursor: page.next_cursor } };
+          [ctx.query.search ?? null, after?.[0] ?? null, after?.[1] ?? null, page.limit + 1, after ? 0 : ctx.query.offset ?? 0]);
+        const { items, next_cursor } = page.finish(rows, (r) => [r[sort], r.code]);
+        return { status: 200, body: { items: items.map(countryView), next_cursor } };
       },
     }),
     adminRoute(deps, {
@@ -133,7 +134,7 @@ export function countryRoutes(deps: AdminDeps): RouteSpec[] {
       params: Params, query: Type.Object(pageQuery), responses: { 200: { description: 'A page of audit records' } },
       read: async (ctx, caller) => {
         await requireCountry(deps.db, ctx.params.code);
-        return { status: 200, body: await auditPage(deps.db, caller.tenantId, { targetType: 'country', targetId: ctx.params.code, limit: ctx.query.limit, cursor: ctx.query.cursor }) };
+        return { status: 200, body: await auditPage(deps.db, caller.tenantId, { targetType: 'country', targetId: ctx.params.code }, await deps.pages.open(ctx, caller.tenantId, 1)) };
       },
     }),
   ];

@@ -8,6 +8,7 @@ import { Type } from '@sinclair/typebox';
 import { AppError } from '../../http/errors.ts';
 import type { RouteSpec } from '../../http/route.ts';
 import { adminRoute, admins, readers, type AdminDeps } from '../http.ts';
+import { pageQuery } from '../schemas.ts';
 
 export interface FlagScope { scope: 'GLOBAL' | 'COUNTRY' | 'TENANT' | 'ENVIRONMENT'; ref?: string | undefined }
 interface FlagRow { key: string; enabled: boolean; scopes: FlagScope[]; rollout: string | null; version: number; updated_at: Date }
@@ -34,11 +35,14 @@ export function flagRoutes(deps: AdminDeps): RouteSpec[] {
   const tags = ['admin.flags'];
   return [
     adminRoute(deps, {
-      method: 'GET', path: '/v1/flags', operationId: 'listFlags', summary: 'Flags with scopes and rollout', tags, roles: readers, mode: 'read',
-      responses: { 200: { description: '{items}' } },
-      read: async (_ctx, caller) => {
-        const { rows } = await deps.db.query<FlagRow>('SELECT key, enabled, scopes, rollout, version, updated_at FROM admin_flags WHERE tenant_id = $1 ORDER BY key', [caller.tenantId]);
-        return { status: 200, body: { items: rows.map(view), next_cursor: null } };
+      method: 'GET', path: '/v1/flags', operationId: 'listFlags', summary: 'Flags with scopes and rollout (cursor by key)', tags, roles: readers, mode: 'read',
+      query: Type.Object(pageQuery), responses: { 200: { description: 'A page of flags, by key' } },
+      read: async (ctx, caller) => {
+        const page = await deps.pages.open(ctx, caller.tenantId, 1);
+        const { rows } = await deps.db.query<FlagRow>('SELECT key, enabled, scopes, rollout, version, updated_at FROM admin_flags WHERE tenant_id = $1 AND ($2::text IS NULL OR key > $2) ORDER BY key LIMIT $3',
+          [caller.tenantId, page.after?.[0] ?? null, page.limit + 1]);
+        const { items, next_cursor } = page.finish(rows, (r) => [r.key]);
+        return { status: 200, body: { items: items.map(view), next_cursor } };
       },
     }),
     adminRoute(deps, {

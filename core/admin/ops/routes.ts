@@ -7,7 +7,7 @@ import { AppError } from '../../http/errors.ts';
 import type { RouteSpec } from '../../http/route.ts';
 import { maxGraceS } from '../../keys/keys.ts';
 import { adminRoute, admins, operators, readers, type AdminDeps } from '../http.ts';
-import { Uuid, decodeCursor, defaultPageSize, pageOf, pageQuery } from '../schemas.ts';
+import { Uuid, pageQuery } from '../schemas.ts';
 
 interface OutboxRow { id: string; aggregate: string; aggregate_id: string; event: string; payload: unknown; headers: Record<string, string>; attempts: number; status: string; next_attempt_at: Date; last_error: string | null; created_at: Date; processed_at: Date | null }
 const oCols = 'id, aggregate, aggregate_id, event, payload, headers, attempts, status, next_attempt_at, last_error, created_at, processed_at';
@@ -29,15 +29,15 @@ export function opsRoutes(deps: AdminDeps): RouteSpec[] {
       query: Type.Object({ ...pageQuery, aggregate: Type.Optional(Type.String({ maxLength: 64 })), event: Type.Optional(Type.String({ maxLength: 128 })), status: Type.Optional(Type.Union([Type.Literal('PENDING'), Type.Literal('DELIVERED'), Type.Literal('DEAD'), Type.Literal('ALL')])) }),
       responses: { 200: { description: 'A page of outbox messages (oldest first, without payloads)' } },
       read: async (ctx, caller) => {
-        const limit = ctx.query.limit ?? defaultPageSize;
-        const after = decodeCursor(ctx.query.cursor, 1)?.[0];
+        const page = await deps.pages.open(ctx, caller.tenantId, 1);
+        const after = page.after?.[0];
         const status = ctx.query.status ?? 'PENDING';
         const { rows } = await deps.db.query<OutboxRow>(
           `SELECT ${oCols} FROM outbox WHERE tenant_id = $1 AND ($2::text = 'ALL' OR status = $2) AND ($3::text IS NULL OR aggregate = $3) AND ($4::text IS NULL OR event = $4)
               AND ($5::uuid IS NULL OR id > $5) ORDER BY id LIMIT $6`,
-          [caller.tenantId, status, ctx.query.aggregate ?? null, ctx.query.event ?? null, after ?? null, limit + 1]);
-        const page = pageOf(rows, limit, (r) => [r.id]);
-        return { status: 200, body: { items: page.items.map((r) => oView(r, false)), next_cursor: page.next_cursor } };
+          [caller.tenantId, status, ctx.query.aggregate ?? null, ctx.query.event ?? null, after ?? null, page.limit + 1]);
+        const { items, next_cursor } = page.finish(rows, (r) => [r.id]);
+        return { status: 200, body: { items: items.map((r) => oView(r, false)), next_cursor } };
       },
     }),
     adminRoute(deps, {
@@ -86,15 +86,15 @@ export function opsRoutes(deps: AdminDeps): RouteSpec[] {
       query: Type.Object({ ...pageQuery, key: Type.Optional(Type.String({ maxLength: 128 })), method: Type.Optional(Type.String({ maxLength: 8 })), path: Type.Optional(Type.String({ maxLength: 256 })), from: Type.Optional(Type.String({ format: 'date-time' })), to: Type.Optional(Type.String({ format: 'date-time' })) }),
       responses: { 200: { description: 'A page of records (metadata only)' } },
       read: async (ctx, caller) => {
-        const limit = ctx.query.limit ?? defaultPageSize;
-        const after = decodeCursor(ctx.query.cursor, 1)?.[0];
+        const page = await deps.pages.open(ctx, caller.tenantId, 1);
+        const after = page.after?.[0];
         const { rows } = await deps.db.query<IdemRow>(
           `SELECT key, method, path, request_hash, response_status, response_body, created_at FROM idempotency_keys
             WHERE tenant_id = $1 AND ($2::text IS NULL OR key LIKE $2 || '%') AND ($3::text IS NULL OR method = upper($3)) AND ($4::text IS NULL OR path LIKE $4 || '%')
               AND ($5::timestamptz IS NULL OR created_at >= $5) AND ($6::timestamptz IS NULL OR created_at < $6) AND ($7::text IS NULL OR key > $7) ORDER BY key LIMIT $8`,
-          [caller.tenantId, ctx.query.key ?? null, ctx.query.method ?? null, ctx.query.path ?? null, ctx.query.from ?? null, ctx.query.to ?? null, after ?? null, limit + 1]);
-        const page = pageOf(rows, limit, (r) => [r.key]);
-        return { status: 200, body: { items: page.items.map((r) => iView(r, false)), next_cursor: page.next_cursor } };
+          [caller.tenantId, ctx.query.key ?? null, ctx.query.method ?? null, ctx.query.path ?? null, ctx.query.from ?? null, ctx.query.to ?? null, after ?? null, page.limit + 1]);
+        const { items, next_cursor } = page.finish(rows, (r) => [r.key]);
+        return { status: 200, body: { items: items.map((r) => iView(r, false)), next_cursor } };
       },
     }),
     adminRoute(deps, {

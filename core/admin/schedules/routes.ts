@@ -7,7 +7,7 @@ import { adminRoute, admins, checkIfMatch, readers, type AdminDeps } from '../ht
 import { PromoteBody } from '../configs/routes.ts';
 import { promote } from '../promote.ts';
 import { requireMinorUnits } from '../reference/currencies.ts';
-import { CurrencyCode, Decimal, ProductCode, Uuid, decodeCursor, defaultPageSize, iso, pageOf, pageQuery } from '../schemas.ts';
+import { CurrencyCode, Decimal, ProductCode, Uuid, iso, pageQuery } from '../schemas.ts';
 import { limitRowsFor, quoteFee } from './quote.ts';
 import { getSchedule, limitsOf, resolveSchedule, scheduleColumns, tieredKinds, tiersOf, type ScheduleRow } from './store.ts';
 import { validateLimits, validateTiers, type Issue } from './tiers.ts';
@@ -80,15 +80,15 @@ export function scheduleRoutes(deps: AdminDeps): RouteSpec[] {
       query: Type.Object({ ...pageQuery, kind: Type.Optional(Kind), product: Type.Optional(ProductCode), scope: Type.Optional(Scope), scopeRef: Type.Optional(Type.String({ maxLength: 64 })), active: Type.Optional(Type.Boolean()) }),
       responses: { 200: { description: 'A page of schedules (without items)' } },
       read: async (ctx, caller) => {
-        const limit = ctx.query.limit ?? defaultPageSize;
-        const after = decodeCursor(ctx.query.cursor, 1)?.[0];
+        const page = await deps.pages.open(ctx, caller.tenantId, 1);
+        const after = page.after?.[0];
         const { rows } = await deps.db.query<ScheduleRow>(
           `SELECT ${scheduleColumns} FROM admin_schedules WHERE tenant_id = $1 AND ($2::text IS NULL OR kind = $2) AND ($3::text IS NULL OR product = $3)
               AND ($4::text IS NULL OR scope = $4) AND ($5::text IS NULL OR scope_ref = $5) AND ($6::boolean IS NULL OR (status = 'ACTIVE') = $6)
               AND ($7::uuid IS NULL OR id > $7) ORDER BY id LIMIT $8`,
-          [caller.tenantId, ctx.query.kind ?? null, ctx.query.product ?? null, ctx.query.scope ?? null, ctx.query.scopeRef ?? null, ctx.query.active ?? null, after ?? null, limit + 1]);
-        const page = pageOf(rows, limit, (r) => [r.id]);
-        return { status: 200, body: { items: page.items.map((s) => ({ id: s.id, kind: s.kind, product: s.product, currency: s.currency, scope: s.scope, scopeRef: s.scope_ref, name: s.name, status: s.status, active_from: iso(s.active_from), active_to: iso(s.active_to) })), next_cursor: page.next_cursor } };
+          [caller.tenantId, ctx.query.kind ?? null, ctx.query.product ?? null, ctx.query.scope ?? null, ctx.query.scopeRef ?? null, ctx.query.active ?? null, after ?? null, page.limit + 1]);
+        const { items, next_cursor } = page.finish(rows, (r) => [r.id]);
+        return { status: 200, body: { items: items.map((s) => ({ id: s.id, kind: s.kind, product: s.product, currency: s.currency, scope: s.scope, scopeRef: s.scope_ref, name: s.name, status: s.status, active_from: iso(s.active_from), active_to: iso(s.active_to) })), next_cursor } };
       },
     }),
     adminRoute(deps, {

@@ -8,7 +8,7 @@ import { adminRoute, admins, checkIfMatch, readers, type AdminDeps } from '../ht
 import { auditPage } from '../audit/query.ts';
 import { PromoteBody } from '../configs/routes.ts';
 import { promote } from '../promote.ts';
-import { Metadata, ProductCode, Uuid, decodeCursor, defaultPageSize, pageOf, pageQuery } from '../schemas.ts';
+import { Metadata, ProductCode, Uuid, pageQuery } from '../schemas.ts';
 import { ownTenant } from './routes.ts';
 
 interface EnvRow { id: string; tenant_id: string; name: string; env_type: string; flags: Record<string, unknown>; created_at: Date; updated_at: Date }
@@ -42,11 +42,11 @@ export function environmentRoutes(deps: AdminDeps): RouteSpec[] {
       params: TenantParams, query: Type.Object(pageQuery), responses: { 200: { description: 'A page of environments' } },
       read: async (ctx, caller) => {
         await ownTenant(deps.db, caller.tenantId, ctx.params.tenantId);
-        const limit = ctx.query.limit ?? defaultPageSize;
-        const after = decodeCursor(ctx.query.cursor, 1)?.[0];
-        const { rows } = await deps.db.query<EnvRow>(`SELECT ${envCols} FROM admin_environments WHERE tenant_id = $1 AND ($2::uuid IS NULL OR id > $2) ORDER BY id LIMIT $3`, [caller.tenantId, after ?? null, limit + 1]);
-        const page = pageOf(rows, limit, (r) => [r.id]);
-        return { status: 200, body: { items: page.items.map(envView), next_cursor: page.next_cursor } };
+        const page = await deps.pages.open(ctx, caller.tenantId, 1);
+        const after = page.after?.[0];
+        const { rows } = await deps.db.query<EnvRow>(`SELECT ${envCols} FROM admin_environments WHERE tenant_id = $1 AND ($2::uuid IS NULL OR id > $2) ORDER BY id LIMIT $3`, [caller.tenantId, after ?? null, page.limit + 1]);
+        const { items, next_cursor } = page.finish(rows, (r) => [r.id]);
+        return { status: 200, body: { items: items.map(envView), next_cursor } };
       },
     }),
     adminRoute(deps, {
@@ -100,7 +100,7 @@ export function environmentRoutes(deps: AdminDeps): RouteSpec[] {
       read: async (ctx, caller) => {
         await ownTenant(deps.db, caller.tenantId, ctx.params.tenantId);
         await requireEnv(deps.db, caller.tenantId, ctx.params.envId);
-        return { status: 200, body: await auditPage(deps.db, caller.tenantId, { targetType: 'environment', targetId: ctx.params.envId, limit: ctx.query.limit, cursor: ctx.query.cursor }) };
+        return { status: 200, body: await auditPage(deps.db, caller.tenantId, { targetType: 'environment', targetId: ctx.params.envId }, await deps.pages.open(ctx, caller.tenantId, 1)) };
       },
     }),
   ];
@@ -114,11 +114,11 @@ export function productRoutes(deps: AdminDeps): RouteSpec[] {
       method: 'GET', path: '/v1/products', operationId: 'listProducts', summary: 'Products of the tenant', tags, roles: readers, mode: 'read',
       query: Type.Object({ ...pageQuery, status: Type.Optional(Type.Union([Type.Literal('ACTIVE'), Type.Literal('DEPRECATED')])) }), responses: { 200: { description: 'A page of products' } },
       read: async (ctx, caller) => {
-        const limit = ctx.query.limit ?? defaultPageSize;
-        const after = decodeCursor(ctx.query.cursor, 1)?.[0];
-        const { rows } = await deps.db.query<ProductRow>(`SELECT ${prodCols} FROM admin_products WHERE tenant_id = $1 AND ($2::text IS NULL OR code > $2) AND ($3::text IS NULL OR status = $3) ORDER BY code LIMIT $4`, [caller.tenantId, after ?? null, ctx.query.status ?? null, limit + 1]);
-        const page = pageOf(rows, limit, (r) => [r.code]);
-        return { status: 200, body: { items: page.items.map(prodView), next_cursor: page.next_cursor } };
+        const page = await deps.pages.open(ctx, caller.tenantId, 1);
+        const after = page.after?.[0];
+        const { rows } = await deps.db.query<ProductRow>(`SELECT ${prodCols} FROM admin_products WHERE tenant_id = $1 AND ($2::text IS NULL OR code > $2) AND ($3::text IS NULL OR status = $3) ORDER BY code LIMIT $4`, [caller.tenantId, after ?? null, ctx.query.status ?? null, page.limit + 1]);
+        const { items, next_cursor } = page.finish(rows, (r) => [r.code]);
+        return { status: 200, body: { items: items.map(prodView), next_cursor } };
       },
     }),
     adminRoute(deps, {

@@ -1,7 +1,8 @@
 /**
- * Tenants (SPEC 2.11, 3, 4.6): a caller sees and changes only its own tenant (tenant isolation;
- * SPEC 1); POST creates a new tenant. Suspend/activate update `tenants.status`, whose UPDATE
- * trigger NOTIFYs `tenants_changed` so the edge refuses a suspended tenant's customers at once.
+ * Tenants (SPEC 2.11, 3, 4.6): a caller sees and changes its own tenant and the tenants its
+ * staff created through POST /v1/tenants (admin_tenant_owners), nothing else (tenant isolation;
+ * SPEC 1). The list pages by id. Suspend/activate update `tenants.status`, whose UPDATE trigger
+ * NOTIFYs `tenants_changed` so the edge refuses a suspended tenant's customers at once.
  */
 import { Type } from '@sinclair/typebox';
 import { AppError } from '../../http/errors.ts';
@@ -10,13 +11,24 @@ import { enqueue } from '../../outbox/outbox.ts';
 import type { Queryable } from '../../db/pool.ts';
 import { adminRoute, admins, readers, type AdminDeps, type WriteCtx } from '../http.ts';
 import { requireCountry } from '../countries/routes.ts';
-import { CountryCode, CurrencyCode } from '../schemas.ts';
+import { CountryCode, CurrencyCode, pageQuery } from '../schemas.ts';
 
 interface TenantRow { id: string; name: string; country: string; base_currency: string; status: 'ACTIVE' | 'SUSPENDED'; created_at: Date; updated_at: Date }
 const cols = 'id, name, country, base_currency, status, created_at, updated_at';
 const view = (t: TenantRow) => ({ id: t.id, name: t.name, country: t.country, baseCurrency: t.base_currency, status: t.status, created_at: t.created_at.toISOString(), updated_at: t.updated_at.toISOString() });
 const Status = Type.Union([Type.Literal('ACTIVE'), Type.Literal('SUSPENDED')]);
 const Params = Type.Object({ tenantId: Type.String({ pattern: '^[a-z0-9][a-z0-9-]{1,62}$' }) });
+
+/** Tenants the caller's tenant manages: itself and those it created. */
+const managedBy = `(id = $1 OR id IN (SELECT tenant_id FROM admin_tenant_owners WHERE owner_tenant_id = $1))`;
+
+/** The caller's tenant or one it created, or 404 TENANT_NOT_FOUND (another tenant's existence is not revealed). */
+async function managedTenant(q: Queryable, callerTenant: string, id: string, lock = false): Promise<TenantRow> {
+  const { rows } = await q.query<TenantRow>(`SELECT ${cols} FROM tenants WHERE id = $2 AND ${managedBy}${lock ? ' FOR UPDATE' : ''}`, [callerTenant, id]);
+  const t = rows[0];
+  if (!t) throw new AppError('TENANT_NOT_FOUND', `no tenant ${id}`);
+  return t;
+}
 
 /** The caller's own tenant, or 404 TENANT_NOT_FOUND (another tenant's existence is not revealed). */
 export async function ownTenant(q: Queryable, callerTenant: string, id: string, lock = false): Promise<TenantRow> {
@@ -41,11 +53,15 @@ export function tenantRoutes(deps: AdminDeps): RouteSpec[] {
   const tags = ['admin.tenants'];
   return [
     adminRoute(deps, {
-      method: 'GET', path: '/v1/tenants', operationId: 'listTenants', summary: 'Tenants visible to the caller (its own)', tags, roles: readers, mode: 'read',
-      responses: { 200: { description: '{items, next_cursor}' } },
-      read: async (_ctx, caller) => {
-        const { rows } = await deps.db.query<TenantRow>(`SELECT ${cols} FROM tenants WHERE id = $1`, [caller.tenantId]);
-        return { status: 200, body: { items: rows.map(view), next_cursor: null } };
+      method: 'GET', path: '/v1/tenants', operationId: 'listTenants', summary: 'Tenants visible to the caller: its own and those it created (cursor by id; filter by status)', tags, roles: readers, mode: 'read',
+      query: Type.Object({ ...pageQuery, status: Type.Optional(Status) }), responses: { 200: { description: '{items, next_cursor}' } },
+      read: async (ctx, caller) => {
+        const page = await deps.pages.open(ctx, caller.tenantId, 1);
+        const { rows } = await deps.db.query<TenantRow>(
+          `SELECT ${cols} FROM tenants WHERE ${managedBy} AND ($2::text IS NULL OR id > $2) AND ($3::text IS NULL OR status = $3) ORDER BY id LIMIT $4`,
+          [caller.tenantId, page.after?.[0] ?? null, ctx.query.status ?? null, page.limit + 1]);
+        const { items, next_cursor } = page.finish(rows, (r) => [r.id]);
+        return { status: 200, body: { items: items.map(view), next_cursor } };
       },
     }),
     adminRoute(deps, {
@@ -60,6 +76,7 @@ export function tenantRoutes(deps: AdminDeps): RouteSpec[] {
           [ctx.body.id, ctx.body.name, ctx.body.country, ctx.body.baseCurrency, ctx.body.status ?? 'ACTIVE']);
         const t = rows[0];
         if (!t) throw new AppError('TENANT_EXISTS', `tenant ${ctx.body.id} exists`);
+        await w.q.query('INSERT INTO admin_tenant_owners (tenant_id, owner_tenant_id) VALUES ($1, $2)', [t.id, w.caller.tenantId]);
         await enqueue(w.q, { tenantId: t.id, aggregate: 'tenant', aggregateId: t.id, event: 'tenant.created', payload: view(t) });
         await w.audit('tenant.create', { type: 'tenant', id: t.id }, { country: t.country, baseCurrency: t.base_currency });
         return { status: 201, body: view(t) };
@@ -68,14 +85,14 @@ export function tenantRoutes(deps: AdminDeps): RouteSpec[] {
     adminRoute(deps, {
       method: 'GET', path: '/v1/tenants/{tenantId}', operationId: 'getTenant', summary: 'One tenant (own)', tags, roles: readers, mode: 'read',
       params: Params, responses: { 200: { description: 'The tenant' } },
-      read: async (ctx, caller) => ({ status: 200, body: view(await ownTenant(deps.db, caller.tenantId, ctx.params.tenantId)) }),
+      read: async (ctx, caller) => ({ status: 200, body: view(await managedTenant(deps.db, caller.tenantId, ctx.params.tenantId)) }),
     }),
     adminRoute(deps, {
       method: 'PATCH', path: '/v1/tenants/{tenantId}', operationId: 'updateTenant', summary: 'Update name or status', tags, roles: admins, mode: 'write',
       params: Params, body: Type.Object({ name: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })), status: Type.Optional(Status) }, { additionalProperties: false, minProperties: 1 }),
       responses: { 200: { description: 'The tenant' } },
       write: async (ctx, w) => {
-        let t = await ownTenant(w.q, w.caller.tenantId, ctx.params.tenantId, true);
+        let t = await managedTenant(w.q, w.caller.tenantId, ctx.params.tenantId, true);
         if (ctx.body.name !== undefined) {
           const { rows } = await w.q.query<TenantRow>(`UPDATE tenants SET name = $2, updated_at = now() WHERE id = $1 RETURNING ${cols}`, [t.id, ctx.body.name]);
           t = rows[0] ?? t;
@@ -89,7 +106,7 @@ export function tenantRoutes(deps: AdminDeps): RouteSpec[] {
       method: 'POST', path: `/v1/tenants/{tenantId}:${status === 'SUSPENDED' ? 'suspend' : 'activate'}`, operationId: status === 'SUSPENDED' ? 'suspendTenant' : 'activateTenant',
       summary: status === 'SUSPENDED' ? 'Suspend: the edge refuses the tenant\'s customers' : 'Activate a suspended tenant', tags, roles: admins, mode: 'write',
       params: Params, responses: { 200: { description: 'The tenant' } },
-      write: async (ctx, w) => ({ status: 200, body: view(await setStatus(w, await ownTenant(w.q, w.caller.tenantId, ctx.params.tenantId, true), status)) }),
+      write: async (ctx, w) => ({ status: 200, body: view(await setStatus(w, await managedTenant(w.q, w.caller.tenantId, ctx.params.tenantId, true), status)) }),
     })),
   ];
 }

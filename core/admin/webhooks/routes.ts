@@ -5,7 +5,7 @@ import type { RouteSpec } from '../../http/route.ts';
 import type { Queryable } from '../../db/pool.ts';
 import { uuidv7 } from '../../../lib/uuid.ts';
 import { adminRoute, admins, operators, readers, type AdminDeps } from '../http.ts';
-import { Uuid, decodeCursor, defaultPageSize, pageOf, pageQuery } from '../schemas.ts';
+import { Uuid, pageQuery } from '../schemas.ts';
 import { send } from './dispatcher.ts';
 import { isWebhookSecret, newWebhookSecret } from './sign.ts';
 import { sealWebhookSecret, secretsOf, webhookView, type WebhookRow } from './store.ts';
@@ -40,11 +40,11 @@ export function webhookRoutes(deps: AdminDeps): RouteSpec[] {
       method: 'GET', path: '/v1/webhooks', operationId: 'listWebhooks', summary: 'Webhook endpoints of the tenant', tags, roles: readers, mode: 'read',
       query: Type.Object(pageQuery), responses: { 200: { description: 'A page of endpoints (no secrets)' } },
       read: async (ctx, caller) => {
-        const limit = ctx.query.limit ?? defaultPageSize;
-        const after = decodeCursor(ctx.query.cursor, 1)?.[0];
-        const { rows } = await deps.db.query<WebhookRow>(`SELECT * FROM admin_webhooks WHERE tenant_id = $1 AND status <> 'DELETED' AND ($2::uuid IS NULL OR id > $2) ORDER BY id LIMIT $3`, [caller.tenantId, after ?? null, limit + 1]);
-        const page = pageOf(rows, limit, (r) => [r.id]);
-        return { status: 200, body: { items: page.items.map(webhookView), next_cursor: page.next_cursor } };
+        const page = await deps.pages.open(ctx, caller.tenantId, 1);
+        const after = page.after?.[0];
+        const { rows } = await deps.db.query<WebhookRow>(`SELECT * FROM admin_webhooks WHERE tenant_id = $1 AND status <> 'DELETED' AND ($2::uuid IS NULL OR id > $2) ORDER BY id LIMIT $3`, [caller.tenantId, after ?? null, page.limit + 1]);
+        const { items, next_cursor } = page.finish(rows, (r) => [r.id]);
+        return { status: 200, body: { items: items.map(webhookView), next_cursor } };
       },
     }),
     adminRoute(deps, {
