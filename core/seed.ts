@@ -9,6 +9,7 @@ import { serviceTokenSeeder } from './platform/service-tokens.ts';
 import type { Db } from './db/pool.ts';
 import { ledgerSeeder } from './ledger/seed.ts';
 import { adminSeeder } from './admin/seed.ts';
+import { seedAgentContent } from './agents/content.ts';
 
 export const demoTenant = Object.freeze({ id: 'demo', name: 'Demo Mobile Money', country: 'KE', baseCurrency: 'KES' });
 
@@ -30,8 +31,11 @@ const tenantSeeder: Seeder = async ({ db }) => {
   return { tenant: { ...demoTenant } };
 };
 
+/** Agent announcements and the KYC course (issue 9 item 10). */
+const agentContentSeeder: Seeder = ({ db, tenantId }) => seedAgentContent(db, tenantId, Date.now());
+
 /** Every seeder, in order; domains append theirs here. */
-export const seeders: Seeder[] = [tenantSeeder, ledgerSeeder, serviceTokenSeeder, adminSeeder];
+export const seeders: Seeder[] = [tenantSeeder, ledgerSeeder, serviceTokenSeeder, adminSeeder, agentContentSeeder];
 
 async function readPrevious(path: string): Promise<Record<string, unknown>> {
   try {

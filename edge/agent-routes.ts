@@ -46,4 +46,8 @@ export const agentEdgeRoutes: EdgeRoute[] = [
   operate('PATCH', '/v1/agent/me', 'agent', 'agent.update'),
   operate('GET', '/v1/agent/outlet', 'outlet', 'outlet.read'),
   operate('GET', '/v1/agent/capabilities', 'capabilities', 'capabilities.read'),
+  // content and training (issue 9 item 10)
+  operate('GET', '/v1/announcements', 'announcement', 'announcement.read'),
+  operate('GET', '/v1/training/courses', 'training', 'course.read'),
+  operate('POST', '/v1/training/quizzes/{quiz_id}/submit', 'training', 'quiz.submit'),
 ];

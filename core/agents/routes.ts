@@ -2,12 +2,14 @@
 import type { RouteSpec } from '../http/route.ts';
 import { agentAuthRoutes } from './auth-routes.ts';
 import type { AgentDeps } from './context.ts';
+import { contentRoutes } from './content.ts';
 import { kycRoutes } from './kyc.ts';
 import { profileRoutes } from './profile.ts';
+import { trainingRoutes } from './training.ts';
 import { txnRoutes } from './txn-routes.ts';
 
 export type { AgentDeps } from './context.ts';
 
 export function agentRoutes(deps: AgentDeps): RouteSpec[] {
-  return [...agentAuthRoutes(deps), ...kycRoutes(deps), ...txnRoutes(deps), ...profileRoutes(deps)];
+  return [...agentAuthRoutes(deps), ...kycRoutes(deps), ...txnRoutes(deps), ...profileRoutes(deps), ...contentRoutes(deps), ...trainingRoutes(deps)];
 }

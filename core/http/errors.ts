@@ -138,6 +138,17 @@ const table = {
   PHONE_NOT_VERIFIED: [422, 'Parameter Error'],
   WATCHLIST_MATCH: [422, 'Parameter Error'],
   LIMIT_EXCEEDED: [422, 'Parameter Error'],
+  // agent training, disputes (issue 9 items 8, 10)
+  QUIZ_NOT_FOUND: [404, 'Record Not Found'],
+  QUIZ_ALREADY_PASSED: [409, 'Conflict'],
+  QUIZ_ATTEMPTS_EXHAUSTED: [409, 'Conflict'],
+  DISPUTE_NOT_FOUND: [404, 'Record Not Found'],
+  DISPUTE_EXISTS: [409, 'Conflict'],
+  DISPUTE_CLOSED: [409, 'Conflict'],
+  ATTACHMENT_LIMIT_REACHED: [409, 'Conflict'],
+  MULTIPART_INVALID: [400, 'Bad Request'],
+  ATTACHMENT_TOO_LARGE: [413, 'Payload Too Large'],
+  ATTACHMENT_TYPE_REFUSED: [415, 'Unsupported Media Type'],
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ErrorCode = keyof typeof table;
