@@ -4,6 +4,7 @@ import { agentAuthRoutes } from './auth-routes.ts';
 import type { AgentDeps } from './context.ts';
 import { contentRoutes } from './content.ts';
 import { kycRoutes } from './kyc.ts';
+import { agentMoneyRoutes } from './money-routes.ts';
 import { profileRoutes } from './profile.ts';
 import { trainingRoutes } from './training.ts';
 import { txnRoutes } from './txn-routes.ts';
@@ -11,5 +12,5 @@ import { txnRoutes } from './txn-routes.ts';
 export type { AgentDeps } from './context.ts';
 
 export function agentRoutes(deps: AgentDeps): RouteSpec[] {
-  return [...agentAuthRoutes(deps), ...kycRoutes(deps), ...txnRoutes(deps), ...profileRoutes(deps), ...contentRoutes(deps), ...trainingRoutes(deps)];
+  return [...agentAuthRoutes(deps), ...kycRoutes(deps), ...txnRoutes(deps), ...agentMoneyRoutes(deps), ...profileRoutes(deps), ...contentRoutes(deps), ...trainingRoutes(deps)];
 }

@@ -138,6 +138,17 @@ const table = {
   PHONE_NOT_VERIFIED: [422, 'Parameter Error'],
   WATCHLIST_MATCH: [422, 'Parameter Error'],
   LIMIT_EXCEEDED: [422, 'Parameter Error'],
+  // agent float, commissions, wallets, reports (issue 9 items 5-7, 9; core/agents/FLOAT.md)
+  FLOAT_INSTRUCTION_NOT_FOUND: [404, 'Record Not Found'],
+  FLOAT_INSTRUCTION_STATE: [409, 'Conflict'],
+  PAYOUT_NOT_FOUND: [404, 'Record Not Found'],
+  PAYOUT_ALREADY_ACCEPTED: [409, 'Conflict'],
+  PAYOUT_STALE: [409, 'Conflict'],
+  NOTHING_TO_PAY: [422, 'Parameter Error'],
+  WALLET_NOT_FOUND: [404, 'Record Not Found'],
+  CUSTOMER_CONSENT_REQUIRED: [403, 'Forbidden'],
+  DAY_ALREADY_CLOSED: [409, 'Conflict'],
+  DAY_NOT_STARTED: [422, 'Parameter Error'],
   // agent training, disputes (issue 9 items 8, 10)
   QUIZ_NOT_FOUND: [404, 'Record Not Found'],
   QUIZ_ALREADY_PASSED: [409, 'Conflict'],

@@ -1,0 +1,64 @@
+/**
+ * What float, commissions, wallets and reports share: ledger balances of one account, the
+ * open-day check for postings outside agent_txns, money on the wire, and the idempotent write
+ * wrapper (one transaction per Idempotency-Key, its response stored with the effect).
+ */
+import type { Queryable } from '../db/pool.ts';
+import { AppError } from '../http/errors.ts';
+import { idempotencyKeyOf, requestHash, toReply, withIdempotency } from '../idempotency/idempotency.ts';
+import type { Reply } from '../http/route.ts';
+import { minorUnitsOf } from '../ledger/currency.ts';
+import { format, fromDb, type Micro } from '../ledger/money.ts';
+import type { AgentDeps, AnyCtx } from './context.ts';
+
+export interface Balance { posted: Micro; held: Micro; available: Micro }
+
+/** Posted (credits − debits), held (pending debits) and available balance of one ledger account. */
+export async function balanceOf(q: Queryable, tenantId: string, accountId: string, lock = false): Promise<Balance> {
+  const { rows } = await q.query<{ posted: string; held: string; line: string }>(
+    `SELECT (credits_posted - debits_posted)::text AS posted, pending_debits::text AS held, overdraft_limit::text AS line
+       FROM ledger_balances WHERE tenant_id = $1 AND account_id = $2${lock ? ' FOR UPDATE' : ''}`, [tenantId, accountId]);
+  const r = rows[0];
+  if (!r) return { posted: 0n, held: 0n, available: 0n };
+  const posted = fromDb(r.posted);
+  const held = fromDb(r.held);
+  return { posted, held, available: posted - held + fromDb(r.line) };
+}
+
+/** Wire text of an amount in the currency's minor units ("12.50"). */
+export function wire(micro: Micro, currency: string): string {
+  return format(micro, minorUnitsOf(currency) ?? 2);
+}
+
+export function balanceView(b: Balance, currency: string): { balance: string; held: string; available: string } {
+  return { balance: wire(b.posted, currency), held: wire(b.held, currency), available: wire(b.available, currency) };
+}
+
+/**
+ * 409 DAY_CLOSED when the agent's business day `day` (or a later one) is closed. Float
+ * settlements and commission payouts move the agent's float too, so a closed day refuses them
+ * exactly as the agent_txns_day_open trigger refuses transactions.
+ */
+export async function requireDayOpen(q: Queryable, tenantId: string, agentId: string, day: string): Promise<void> {
+  const { rows } = await q.query('SELECT 1 FROM agent_eod_closes WHERE tenant_id = $1 AND agent_id = $2 AND business_date >= $3::date LIMIT 1', [tenantId, agentId, day]);
+  if (rows.length > 0) throw new AppError('DAY_CLOSED', `business day ${day} is closed for this agent`);
+}
+
+/** Run `fn` once per Idempotency-Key in one transaction; its result or domain error is the stored response. */
+export async function idempotent(deps: AgentDeps, ctx: AnyCtx, tenantId: string, fn: (q: Queryable) => Promise<{ status: number; body: unknown }>): Promise<Reply> {
+  const key = idempotencyKeyOf(ctx.headers);
+  const scope = { tenantId, key, method: ctx.method, path: ctx.path, requestHash: requestHash(ctx.method, ctx.path, ctx.body ?? {}) };
+  return toReply(await withIdempotency(deps.db, scope, fn));
+}
+
+/** Opaque keyset cursor over a bigint or uuid column. */
+export function encodeCursor(v: string): string {
+  return Buffer.from(v, 'utf8').toString('base64url');
+}
+
+export function decodeCursor(c: string | undefined, pattern: RegExp): string | undefined {
+  if (c === undefined) return undefined;
+  const v = Buffer.from(c, 'base64url').toString('utf8');
+  if (!pattern.test(v)) throw new AppError('CURSOR_INVALID', 'cursor is not one this API issued');
+  return v;
+}
