@@ -86,13 +86,17 @@ export async function claimKeys(q: Queryable, scopes: IdemScope[]): Promise<bool
   });
 }
 
-/** Record the responses of claimed keys (same transaction as the claim). */
+/**
+ * Record the responses of claimed keys (same transaction as the claim). The `= ANY` conditions
+ * make the key side an index look-up whatever the join method: a plain join on the unnest
+ * let the planner hash-join a sequential scan of the whole (ever growing) key table.
+ */
 export async function completeKeys(q: Queryable, done: { scope: IdemScope; status: number; body: string }[]): Promise<void> {
   if (done.length === 0) return;
   await q.query(
     `UPDATE idempotency_keys k SET response_status = d.status, response_body = d.body
        FROM unnest($1::text[], $2::text[], $3::int[], $4::text[]) AS d(tenant_id, key, status, body)
-      WHERE k.tenant_id = d.tenant_id AND k.key = d.key`,
+      WHERE k.tenant_id = d.tenant_id AND k.key = d.key AND k.tenant_id = ANY($1::text[]) AND k.key = ANY($2::text[])`,
     [done.map((d) => d.scope.tenantId), done.map((d) => d.scope.key), done.map((d) => d.status), done.map((d) => d.body)],
   );
 }

@@ -2,9 +2,10 @@
  * The ledger's write path. Commands queue here and run in batches: one transaction claims
  * the batch's idempotency keys, applies every command with one call to `ledger_apply` (lock
  * phase in global account order, then each command in arrival order), stores each response
- * under its key and appends the audit records, then commits once. A batch forms naturally
- * while the previous one is in flight, so latency is one transaction when idle and fsyncs are
- * shared under load. Serialization failures and deadlocks are retried by `Db.tx`, invisibly.
+ * under its key and appends the audit records, then commits once. A batch closes when it is
+ * full or at the end of a short window (by default the current turn of the event loop), and
+ * forms while earlier ones are in flight, so latency is one transaction when idle and fsyncs
+ * are shared under load. Serialization failures and deadlocks are retried by `Db.tx`, invisibly.
  */
 import type { Logger } from 'pino';
 import type { Db, Queryable } from '../db/pool.ts';
@@ -16,8 +17,19 @@ import { claimKeys, completeKeys, findKey, replay, type IdemScope, type StoredRe
 export const maxBatchCommands = 256;
 /** Queue bound: past it, writes are refused with 503 rather than waiting without end. */
 export const maxQueuedCommands = 20_000;
-/** Transactions in flight at once; batches of one tenant serialise on its audit chain anyway. */
-export const defaultInFlightBatches = 1;
+/**
+ * Transactions in flight at once. Two let the next batch claim its keys, lock and apply while
+ * the previous one writes its audit records and waits for its commit's fsync (batches of one
+ * tenant still serialise on the audit chain head, and on a hot account's balance row).
+ */
+export const defaultInFlightBatches = 2;
+/**
+ * A batch closes when it is full (`maxBatchCommands`) or when this window has passed since
+ * its first command was queued; 0 closes it at the next turn of the event loop, which already
+ * gathers every command submitted in the same turn (e.g. all the clients a batch just
+ * answered). Commands never wait for a slot longer than it takes one to free.
+ */
+export const defaultBatchWindowMs = 0;
 
 export type LedgerCommand = { op: 'post' | 'reverse' | 'hold' | 'capture' | 'void' | 'expire'; tenant: string } & Record<string, unknown>;
 
@@ -63,9 +75,14 @@ export class LedgerBatcher {
   private readonly queue: Queued[] = [];
   private inFlight = 0;
   private readonly maxInFlight: number;
+  private readonly windowMs: number;
+  private scheduled: NodeJS.Immediate | NodeJS.Timeout | undefined;
+  /** Batches started and commands in them (the bench prints the mean batch size). */
+  readonly stats = { batches: 0, commands: 0 };
 
-  constructor(private readonly db: Db, private readonly log: Logger, opts: { inFlightBatches?: number } = {}) {
+  constructor(private readonly db: Db, private readonly log: Logger, opts: { inFlightBatches?: number; batchWindowMs?: number } = {}) {
     this.maxInFlight = opts.inFlightBatches ?? defaultInFlightBatches;
+    this.windowMs = opts.batchWindowMs ?? defaultBatchWindowMs;
   }
 
   /** Run one command; resolves with its stored response (first run or replay). */
@@ -75,17 +92,40 @@ export class LedgerBatcher {
     }
     return new Promise((resolve, reject) => {
       this.queue.push({ ...job, resolve, reject });
-      this.pump();
+      this.schedule();
     });
+  }
+
+  /** Close a batch now when one is full, else after the window (or the current turn). */
+  private schedule(): void {
+    if (this.inFlight >= this.maxInFlight || this.queue.length === 0) return;
+    if (this.queue.length >= maxBatchCommands) {
+      this.cancel();
+      this.pump();
+      return;
+    }
+    if (this.scheduled) return;
+    this.scheduled = this.windowMs > 0
+      ? setTimeout(() => { this.scheduled = undefined; this.pump(); }, this.windowMs)
+      : setImmediate(() => { this.scheduled = undefined; this.pump(); });
+  }
+
+  private cancel(): void {
+    if (!this.scheduled) return;
+    clearTimeout(this.scheduled as NodeJS.Timeout);
+    clearImmediate(this.scheduled as NodeJS.Immediate);
+    this.scheduled = undefined;
   }
 
   private pump(): void {
     while (this.inFlight < this.maxInFlight && this.queue.length > 0) {
       const batch = this.queue.splice(0, maxBatchCommands);
       this.inFlight++;
+      this.stats.batches++;
+      this.stats.commands += batch.length;
       void this.runBatch(batch).finally(() => {
         this.inFlight--;
-        this.pump();
+        this.schedule();
       });
     }
   }

@@ -1,12 +1,12 @@
 /**
  * The ledger's write operations as the routes (and the bench) call them: pure checks first,
- * then an idempotency look-up (a replay never queues), then the batcher. Also the hold
+ * then the batcher (which claims the idempotency key in the batch's transaction). Also the hold
  * expiry sweeper, which runs through the same batcher so expiry takes the same locks.
  */
 import type { Logger } from 'pino';
 import type { Static } from '@sinclair/typebox';
 import type { Db } from '../db/pool.ts';
-import { findKey, replay, requestHash, type IdemScope, type StoredResponse } from '../idempotency/idempotency.ts';
+import { requestHash, type IdemScope, type StoredResponse } from '../idempotency/idempotency.ts';
 import type { CorePrincipal } from '../oauth/bearer.ts';
 import { uuidv7 } from '../../lib/uuid.ts';
 import { LedgerBatcher, type Job, type LedgerCommand } from './batcher.ts';
@@ -34,6 +34,7 @@ export interface LedgerDeps {
   log: Logger;
   now: () => number;
   inFlightBatches?: number;
+  batchWindowMs?: number;
 }
 
 type Render = Job['render'];
@@ -44,7 +45,7 @@ export class Ledger {
   private sweeping = false;
 
   constructor(private readonly deps: LedgerDeps) {
-    this.batcher = new LedgerBatcher(deps.db, deps.log, { inFlightBatches: deps.inFlightBatches ?? 1 });
+    this.batcher = new LedgerBatcher(deps.db, deps.log, { inFlightBatches: deps.inFlightBatches, batchWindowMs: deps.batchWindowMs });
   }
 
   private async run(ctx: WriteCtx, cmd: LedgerCommand, render: Render, action: string, target: { type: string; id: string }): Promise<StoredResponse> {
@@ -52,8 +53,9 @@ export class Ledger {
       tenantId: ctx.principal.tenantId, key: ctx.key, method: ctx.method, path: ctx.path,
       requestHash: requestHash(ctx.method, ctx.path, ctx.body),
     };
-    const before = await findKey(this.deps.db, scope.tenantId, scope.key);
-    if (before) return replay(before, scope);
+    // No look-up of the key before queueing: the batch claims it (a replay or a conflicting
+    // request loses the claim and is answered from the stored response after the commit), so a
+    // first request costs no extra round trip.
     return this.batcher.submit({
       cmd, scope, render,
       audit: {

@@ -1,0 +1,134 @@
+/**
+ * The set-based posting path (ledger_post_batch, used by ledger_apply for batches made only of
+ * postings) against the command-by-command path (ledger_apply_each): random batches with
+ * chains of debits on the same accounts, insufficient funds in the middle of a chain, unknown,
+ * closed and other-currency accounts and unknown transaction types must give the same results,
+ * messages and balances. Also the database backstops of the set-based entries trigger.
+ */
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import pg from 'pg';
+import { freshDatabase, type TestDb } from '../helpers/db.ts';
+import { ensureTenantLedger } from '../../core/ledger/catalog.ts';
+import { openAccount } from '../../core/ledger/accounts.ts';
+
+function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+describe('ledger set-based posting batch', () => {
+  let t: TestDb;
+  const tenant = 'batch-t';
+  const kes: string[] = [];
+  let usd = '';
+  let closed = '';
+  let settlement = '';
+  before(async () => {
+    t = await freshDatabase();
+    const db = t.db;
+    await db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ($1, $1, 'KE', 'KES')`, [tenant]);
+    await ensureTenantLedger(db, tenant);
+    const open = (productCode: string, currency = 'KES') => db.tx((c) => openAccount(c, { tenantId: tenant, ownerType: 'customer', ownerId: randomUUID(), productCode, currency, viaApi: false }, Date.now()));
+    settlement = (await open('SETTLEMENT')).id;
+    for (let i = 0; i < 8; i++) kes.push((await open('WALLET_MAIN')).id);
+    usd = (await open('WALLET_MAIN', 'USD')).id;
+    closed = (await open('WALLET_MAIN')).id;
+    await db.query(`UPDATE ledger_accounts SET status = 'closed' WHERE tenant_id = $1 AND id = $2`, [tenant, closed]);
+    // Small balances, so chains of debits run out of funds part way through a batch.
+    await db.query('SELECT ledger_apply($1::jsonb)', [JSON.stringify(kes.map((a, i) => post([[settlement, 'debit', `${10 + i}.000000`], [a, 'credit', `${10 + i}.000000`]])))]);
+  });
+  after(() => t.drop());
+
+  function post(legs: [string, 'debit' | 'credit', string, string?][], type = 'TRANSFER'): Record<string, unknown> {
+    return {
+      op: 'post', tenant, id: randomUUID(), transaction_id: randomUUID(), type, currency: 'KES', description: null, metadata: {},
+      entries: legs.map(([account_id, side, amount, currency]) => ({ account_id, side, amount, currency: currency ?? 'KES' })),
+    };
+  }
+
+  async function run(fn: 'ledger_post_batch' | 'ledger_apply_each', cmds: unknown[]) {
+    const c = new pg.Client({ connectionString: t.url });
+    await c.connect();
+    try {
+      await c.query('BEGIN');
+      const r = (await c.query<{ r: Record<string, unknown>[] }>(`SELECT ${fn}($1::jsonb) AS r`, [JSON.stringify(cmds)])).rows[0]!.r;
+      const balances = (await c.query(`SELECT account_id, debits_posted::text, credits_posted::text FROM ledger_balances WHERE tenant_id = $1 ORDER BY account_id`, [tenant])).rows;
+      const counts = (await c.query(`SELECT (SELECT count(*) FROM ledger_entries)::int AS e, (SELECT count(*) FROM ledger_postings)::int AS p,
+        (SELECT count(*) FROM ledger_transactions)::int AS t, (SELECT count(*) FROM ledger_transaction_history)::int AS h, (SELECT count(*) FROM outbox)::int AS o`)).rows[0];
+      const events = (await c.query(`SELECT aggregate_id, payload FROM outbox WHERE event = 'posting.created' ORDER BY id DESC LIMIT $1`, [cmds.length])).rows.reverse();
+      await c.query('ROLLBACK');
+      return { results: r.map((x) => (x.ok ? { ok: true } : x)), balances, counts, events };
+    } finally {
+      await c.end();
+    }
+  }
+
+  it('gives the same results, messages, rows and balances as the command-by-command path', async () => {
+    const seed = Number(process.env.LEDGER_SEED ?? Date.now() % 100_000);
+    const rand = rng(seed);
+    const pick = <T>(xs: T[]): T => xs[Math.floor(rand() * xs.length)] as T;
+    let failures = 0;
+    for (let round = 0; round < 40; round++) {
+      const cmds = Array.from({ length: 1 + Math.floor(rand() * 40) }, () => {
+        const x = rand();
+        const amount = `${1 + Math.floor(rand() * 6)}.${String(Math.floor(rand() * 100)).padStart(2, '0')}0000`;
+        const from = x < 0.03 ? randomUUID() : x < 0.06 ? closed : pick(kes);
+        const to = x > 0.97 ? usd : x > 0.94 ? pick([settlement, ...kes]) : pick(kes);
+        if (rand() < 0.15) {
+          // Three legs: one debit split over two credits (one may be the debited account).
+          const half = `${Number(amount.split('.')[0]) * 2}.000000`;
+          return post([[from, 'debit', half], [to, 'credit', amount.replace(/\..*/, '.000000')], [pick([from, ...kes]), 'credit', amount.replace(/\..*/, '.000000')]]);
+        }
+        return post([[from, 'debit', amount], [to, 'credit', amount]], rand() < 0.03 ? 'NO_SUCH_TYPE' : 'TRANSFER');
+      });
+      const a = await run('ledger_post_batch', cmds);
+      const b = await run('ledger_apply_each', cmds);
+      assert.deepEqual(a.results, b.results, `results, round ${round} (seed ${seed})`);
+      assert.deepEqual(a.balances, b.balances, `balances, round ${round} (seed ${seed})`);
+      assert.deepEqual(a.counts, b.counts, `rows, round ${round} (seed ${seed})`);
+      assert.deepEqual(a.events, b.events, `events, round ${round} (seed ${seed})`);
+      failures += a.results.filter((r) => !r.ok).length;
+    }
+    assert.ok(failures > 10, `enough refusals to mean something: ${failures}`);
+  });
+
+  it('ledger_apply answers every command of a postings batch, in order', async () => {
+    const cmds = [post([[kes[0]!, 'debit', '1.000000'], [kes[1]!, 'credit', '1.000000']]), post([[kes[0]!, 'debit', '100000.000000'], [kes[1]!, 'credit', '100000.000000']]),
+      post([[kes[1]!, 'debit', '1.000000'], [kes[0]!, 'credit', '1.000000']])];
+    const { rows } = await t.db.query<{ r: { ok: boolean; code?: string }[] }>('SELECT ledger_apply($1::jsonb) AS r', [JSON.stringify(cmds)]);
+    assert.deepEqual(rows[0]!.r.map((r) => r.ok || r.code), [true, 'INSUFFICIENT_FUNDS', true]);
+    assert.deepEqual((await t.db.query('SELECT ledger_apply($1::jsonb) AS r', ['[]'])).rows[0]?.r, []);
+  });
+
+  it('the entries trigger refuses, for a whole multi-posting statement: a posting short of a leg, an unbalanced one, a foreign currency, a balance below its line', async () => {
+    const header = async (c: pg.ClientBase, id: string, n: number) => c.query(
+      `INSERT INTO ledger_postings (tenant_id, id, transaction_id, type_code, kind, currency, entry_count) VALUES ($1, $2, $3, 'TRANSFER', 'posting', 'KES', $4)`, [tenant, id, randomUUID(), n]);
+    const attempt = async (legs: [number, string, 'debit' | 'credit', string, string][], counts: [number, number], re: RegExp) => {
+      const c = await t.db.pool.connect();
+      try {
+        await c.query('BEGIN');
+        const ids = [randomUUID(), randomUUID()];
+        await header(c, ids[0]!, counts[0]);
+        await header(c, ids[1]!, counts[1]);
+        const rows = legs.map(([p, account, side, amount, currency], i) => `('${tenant}', '${ids[p]}', ${legs.slice(0, i).filter((l) => l[0] === p).length + 1}, '${account}', '${side}', ${amount}, '${currency}')`);
+        await assert.rejects(c.query(`INSERT INTO ledger_entries (tenant_id, posting_id, leg, account_id, side, amount, currency) VALUES ${rows.join(', ')}`), re);
+      } finally {
+        await c.query('ROLLBACK');
+        c.release();
+      }
+    };
+    const [a, b] = [kes[2]!, kes[3]!];
+    await attempt([[0, a, 'debit', '1', 'KES'], [0, b, 'credit', '1', 'KES'], [1, a, 'debit', '1', 'KES']], [2, 2], /all its legs/);
+    await attempt([[0, a, 'debit', '1', 'KES'], [0, b, 'credit', '1', 'KES'], [1, a, 'debit', '1', 'KES'], [1, b, 'credit', '2', 'KES']], [2, 2], /does not balance/);
+    await attempt([[0, a, 'debit', '1', 'KES'], [0, b, 'credit', '1', 'KES'], [1, a, 'debit', '1', 'USD'], [1, b, 'credit', '1', 'USD']], [2, 2], /currency/);
+    await attempt([[0, a, 'debit', '1', 'KES'], [0, b, 'credit', '1', 'KES'], [1, a, 'debit', '1000', 'KES'], [1, b, 'credit', '1000', 'KES']], [2, 2], /ledger_balances_not_below_line/);
+  });
+});
