@@ -50,7 +50,11 @@ async function listenOrExplain(server: Server, port: number, name: string): Prom
  */
 export async function startStack(
   config: Config,
-  opts: { logDestination?: NodeJS.WritableStream; checkTimeoutMs?: number; publicRateLimit?: { perMinute: number; burst: number } } = {},
+  opts: {
+    logDestination?: NodeJS.WritableStream; checkTimeoutMs?: number; publicRateLimit?: { perMinute: number; burst: number };
+    /** Webhooks may target private/loopback addresses: the development `npm start` only (off by default). */
+    webhookAllowPrivateTargets?: boolean;
+  } = {},
 ): Promise<Stack> {
   const log = createLogger(config.logLevel, opts.logDestination);
   const cleanups: (() => Promise<unknown>)[] = [];
@@ -89,7 +93,7 @@ export async function startStack(
     const keys = new KeyStore(db, masterKey);
     // Core trusts identity headers only when they carry this secret, which only the edge sets.
     const edgeSecret = randomBytes(32).toString('base64url');
-    const demo = await seedDemo(db, config.dataDir);
+    const demo = await seedDemo(db, config.dataDir, { keys });
 
     const edgeDb = createDb({ connectionString: databaseUrl, metrics, log });
     cleanups.push(() => edgeDb.close());
@@ -102,6 +106,7 @@ export async function startStack(
 
     const core = buildCore({
       db, log: log.child({ component: 'core' }), metrics, build: readBuildInfo(), keys, dataDir: config.dataDir, edgeSecret, policies: edge.policies,
+      webhookAllowPrivateTargets: opts.webhookAllowPrivateTargets ?? false,
     });
     const corePort = await listenOrExplain(core.server, config.corePort, 'CORE_PORT');
     cleanups.push(async () => {
@@ -109,7 +114,7 @@ export async function startStack(
       await new Promise((r) => core.server.close(r));
     });
     // Webhook dispatcher (issue 6): delivers outbox events; stopped (batch in flight awaited) before the pool closes.
-    const dispatcher = new Dispatcher({ db, keys, log: log.child({ component: 'webhooks' }) });
+    const dispatcher = new Dispatcher({ db, keys, log: log.child({ component: 'webhooks' }), allowPrivateTargets: opts.webhookAllowPrivateTargets ?? false });
     dispatcher.start();
     cleanups.push(() => dispatcher.stop());
 

@@ -41,6 +41,8 @@ export interface CoreDeps {
   identity?: IdentityOptions;
   /** Administration API rate limits (tests lower them). */
   adminRateLimits?: RateLimits;
+  /** Webhook SSRF guard: let private/loopback targets through (tests and the development stack only). */
+  webhookAllowPrivateTargets?: boolean;
 }
 
 export interface Core {
@@ -65,7 +67,7 @@ export function buildCore(deps: CoreDeps): Core {
   const ledger = new Ledger({ db: deps.db, log: deps.log, now });
   routes.push(...oauthRoutes({ db: deps.db, keys: deps.keys }), ...ledgerRoutes({ db: deps.db, keys: deps.keys, log: deps.log, now, ledger }));
   routes.push(...authzRoutes({ policies: deps.policies }));
-  routes.push(...adminRoutes({ db: deps.db, keys: deps.keys, now, ...(deps.adminRateLimits ? { rateLimits: deps.adminRateLimits } : {}) }));
+  routes.push(...adminRoutes({ db: deps.db, keys: deps.keys, now, ...(deps.adminRateLimits ? { rateLimits: deps.adminRateLimits } : {}), allowPrivateWebhookTargets: deps.webhookAllowPrivateTargets ?? false }));
   routes.push(...apiKeyRoutes({ db: deps.db, keys: deps.keys }));
   routes.push(...paymentRoutes({ db: deps.db, keys: deps.keys, now }));
   const server = createCoreServer({ routes, log: deps.log, metrics: deps.metrics, edgeSecret: deps.edgeSecret });

@@ -19,6 +19,7 @@ import type { KeyStore } from '../keys/keys.ts';
 import { ProblemSchema } from './schemas.ts';
 import type { Cursors } from './paging.ts';
 import type { RateLimiter } from './rate-limit.ts';
+import type { TargetGuard } from './webhooks/target.ts';
 
 export type Role = 'admin' | 'ops' | 'readonly';
 /** Reads: every staff role. */
@@ -34,6 +35,8 @@ export interface AdminDeps {
   limiter: RateLimiter;
   /** Signed, list-bound cursors for every list route (./paging.ts). */
   pages: Cursors;
+  /** SSRF guard for webhook URLs (create/PATCH and :test). */
+  webhookTargets: TargetGuard;
 }
 
 export interface Caller {

@@ -16,9 +16,14 @@ import { scheduleRoutes } from './schedules/routes.ts';
 import { environmentRoutes, productRoutes } from './tenants/environments.ts';
 import { tenantRoutes } from './tenants/routes.ts';
 import { webhookRoutes } from './webhooks/routes.ts';
+import { TargetGuard } from './webhooks/target.ts';
 
-export function adminRoutes(opts: { db: Db; keys: KeyStore; now: () => number; rateLimits?: RateLimits }): RouteSpec[] {
-  const deps: AdminDeps = { db: opts.db, keys: opts.keys, now: opts.now, limiter: new RateLimiter(opts.rateLimits), pages: new Cursors(opts.db, opts.keys) };
+/** `allowPrivateWebhookTargets`: tests and the development stack only (see ./webhooks/target.ts). */
+export function adminRoutes(opts: { db: Db; keys: KeyStore; now: () => number; rateLimits?: RateLimits; allowPrivateWebhookTargets?: boolean }): RouteSpec[] {
+  const deps: AdminDeps = {
+    db: opts.db, keys: opts.keys, now: opts.now, limiter: new RateLimiter(opts.rateLimits), pages: new Cursors(opts.db, opts.keys),
+    webhookTargets: new TargetGuard({ allowPrivateTargets: opts.allowPrivateWebhookTargets ?? false }),
+  };
   return [
     ...referenceRoutes(deps), ...countryRoutes(deps), ...currencyRoutes(deps), ...tenantRoutes(deps), ...environmentRoutes(deps), ...productRoutes(deps),
     ...configRoutes(deps), ...scheduleRoutes(deps), ...flagRoutes(deps), ...opsRoutes(deps), ...auditRoutes(deps), ...webhookRoutes(deps),

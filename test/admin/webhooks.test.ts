@@ -16,7 +16,7 @@ describe('webhook delivery (Standard Webhooks)', () => {
   const received: Received[] = [];
   let failuresLeft = 2;
   before(async () => {
-    h = await startAdmin({ seed: false });
+    h = await startAdmin({ seed: false, allowPrivateWebhookTargets: true });
     receiver = await serve(createServer((req, res) => {
       let body = '';
       req.on('data', (c: Buffer) => { body += c.toString(); });
@@ -67,7 +67,7 @@ describe('webhook delivery (Standard Webhooks)', () => {
     const ids = [];
     for (const n of [1, 2]) ids.push(await enqueue(h.tdb.db, { tenantId: 'demo', aggregate: 'order', aggregateId: 'o-1', event: 'order.placed', payload: { n } }));
     let clock = Date.now();
-    const d = new Dispatcher({ db: h.tdb.db, keys: h.keys, log: createLogger('silent'), now: () => clock, random: () => 1, baseDelayMs: 1000, maxAttempts: 3, timeoutMs: 2000 });
+    const d = new Dispatcher({ db: h.tdb.db, keys: h.keys, log: createLogger('silent'), now: () => clock, random: () => 1, baseDelayMs: 1000, maxAttempts: 3, timeoutMs: 2000, allowPrivateTargets: true });
     const before = received.length;
     for (let i = 0; i < 6; i++) {
       await d.tick();

@@ -5,7 +5,9 @@
  * (endpoint, aggregate): a delivery waits while an earlier one of its aggregate is PENDING.
  * Failures back off exponentially with full jitter; after `maxAttempts` a delivery is DEAD and
  * so is its outbox row (retry through POST /v1/outbox/{id}:retry). Events whose headers say
- * `content-class: secret` are never routed to webhooks.
+ * `content-class: secret` are never routed to webhooks. Every attempt passes the SSRF guard
+ * (./target.ts): a target that is or resolves to a private, loopback or metadata address fails
+ * the attempt without a request (unless `allowPrivateTargets`, for tests and development).
  */
 import { request } from 'undici';
 import type { Logger } from 'pino';
@@ -13,10 +15,15 @@ import type { Db, Queryable } from '../../db/pool.ts';
 import type { KeyStore } from '../../keys/keys.ts';
 import { signedHeaders } from './sign.ts';
 import { secretsOf, type WebhookRow } from './store.ts';
+import { TargetGuard } from './target.ts';
 
 export interface DispatcherOptions {
   db: Db; keys: KeyStore; log: Logger; now?: () => number; random?: () => number;
   pollMs?: number; batchSize?: number; maxAttempts?: number; baseDelayMs?: number; maxDelayMs?: number; timeoutMs?: number;
+  /** Tests and the development stack only: deliver to loopback/private/link-local/CGNAT targets. Off by default. */
+  allowPrivateTargets?: boolean;
+  /** A guard of one's own (tests inject name resolution); overrides allowPrivateTargets. */
+  targets?: TargetGuard;
 }
 
 export const defaultMaxAttempts = 8;
@@ -29,11 +36,15 @@ export function backoffMs(failures: number, baseMs: number, maxMs: number, rando
 
 export interface Attempt { ok: boolean; status: number | null; error: string | null; ms: number }
 
-/** One signed POST; never throws. */
-export async function send(url: string, secrets: string[], id: string, nowMs: number, body: string, timeoutMs: number): Promise<Attempt> {
+/** One signed POST through the SSRF guard (no redirects followed); never throws. */
+export async function send(guard: TargetGuard, url: string, secrets: string[], id: string, nowMs: number, body: string, timeoutMs: number): Promise<Attempt> {
   const started = Date.now();
   try {
-    const res = await request(url, { method: 'POST', headers: signedHeaders(secrets, id, Math.floor(nowMs / 1000), body), body, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
+    const refused = guard.deliveryRefusal(new URL(url));
+    if (refused) return { ok: false, status: null, error: refused, ms: Date.now() - started };
+    const res = await request(url, {
+      method: 'POST', headers: signedHeaders(secrets, id, Math.floor(nowMs / 1000), body), body, headersTimeout: timeoutMs, bodyTimeout: timeoutMs, dispatcher: guard.dispatcher(),
+    });
     await res.body.text().catch(() => '');
     const ok = res.statusCode >= 200 && res.statusCode < 300;
     return { ok, status: res.statusCode, error: ok ? null : `HTTP ${res.statusCode}`, ms: Date.now() - started };
@@ -46,10 +57,12 @@ export class Dispatcher {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
   private stopped = false;
-  private readonly o: Required<Omit<DispatcherOptions, 'db' | 'keys' | 'log'>> & Pick<DispatcherOptions, 'db' | 'keys' | 'log'>;
+  private readonly o: Required<Omit<DispatcherOptions, 'db' | 'keys' | 'log' | 'targets'>> & Pick<DispatcherOptions, 'db' | 'keys' | 'log'>;
+  private readonly guard: TargetGuard;
 
   constructor(opts: DispatcherOptions) {
-    this.o = { now: Date.now, random: Math.random, pollMs: 500, batchSize: 50, maxAttempts: defaultMaxAttempts, baseDelayMs: 1000, maxDelayMs: 3_600_000, timeoutMs: 5000, ...opts };
+    this.o = { now: Date.now, random: Math.random, pollMs: 500, batchSize: 50, maxAttempts: defaultMaxAttempts, baseDelayMs: 1000, maxDelayMs: 3_600_000, timeoutMs: 5000, allowPrivateTargets: false, ...opts };
+    this.guard = opts.targets ?? new TargetGuard({ allowPrivateTargets: this.o.allowPrivateTargets });
   }
 
   start(): void {
@@ -68,6 +81,7 @@ export class Dispatcher {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
     await this.running;
+    await this.guard.close();
   }
 
   /** Route new events, then deliver what is due; returns the number of attempts made. */
@@ -118,7 +132,7 @@ export class Dispatcher {
     const w = rows[0];
     if (!w) return;
     const body = JSON.stringify({ type: w.event, timestamp: w.created_at_event.toISOString(), data: w.payload });
-    const r = await send(w.url, secretsOf(this.o.keys, w, this.o.now()), `msg_${d.outbox_id}`, this.o.now(), body, this.o.timeoutMs);
+    const r = await send(this.guard, w.url, secretsOf(this.o.keys, w, this.o.now()), `msg_${d.outbox_id}`, this.o.now(), body, this.o.timeoutMs);
     await this.o.db.tx((q) => this.record(q, d, r));
   }
 

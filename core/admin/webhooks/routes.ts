@@ -9,12 +9,14 @@ import { Uuid, pageQuery } from '../schemas.ts';
 import { send } from './dispatcher.ts';
 import { isWebhookSecret, newWebhookSecret } from './sign.ts';
 import { sealWebhookSecret, secretsOf, webhookView, type WebhookRow } from './store.ts';
+import { TargetRefused, type TargetGuard } from './target.ts';
 
 /** SPEC 8 caps the overlap of signing keys at 24 h; rotation grace for webhook secrets follows it. */
 const maxGraceS = 24 * 3600;
 const Event = Type.String({ pattern: '^(\\*|[a-z_]+(\\.[a-z_]+)+)$', maxLength: 128 });
 
-function checkUrl(url: string): string {
+/** http(s), no credentials, and a host that is not (and does not resolve to) a private, loopback or metadata address. */
+async function checkUrl(guard: TargetGuard, url: string): Promise<string> {
   let u: URL;
   try {
     u = new URL(url);
@@ -23,6 +25,12 @@ function checkUrl(url: string): string {
   }
   if (u.protocol !== 'https:' && u.protocol !== 'http:') throw new AppError('WEBHOOK_INVALID', 'url must be http(s)');
   if (u.username || u.password) throw new AppError('WEBHOOK_INVALID', 'url must not carry credentials');
+  try {
+    await guard.check(u);
+  } catch (err) {
+    if (err instanceof TargetRefused) throw new AppError('WEBHOOK_INVALID', err.message, { extra: { reason: err.reason } });
+    throw err;
+  }
   return u.toString();
 }
 
@@ -52,7 +60,7 @@ export function webhookRoutes(deps: AdminDeps): RouteSpec[] {
       body: Type.Object({ url: Type.String({ maxLength: 2048 }), events: Type.Array(Event, { minItems: 1, maxItems: 100, uniqueItems: true }), secret: Type.Optional(Type.String({ maxLength: 200 })) }, { additionalProperties: false }),
       responses: { 201: { description: 'The endpoint and its secret' } },
       write: async (ctx, w) => {
-        const url = checkUrl(ctx.body.url);
+        const url = await checkUrl(deps.webhookTargets, ctx.body.url);
         const secret = ctx.body.secret ?? newWebhookSecret();
         if (!isWebhookSecret(secret)) throw new AppError('WEBHOOK_INVALID', 'secret must be whsec_ followed by base64 of at least 24 bytes');
         const id = uuidv7();
@@ -83,7 +91,7 @@ export function webhookRoutes(deps: AdminDeps): RouteSpec[] {
       write: async (ctx, w) => {
         const hook = await requireHook(w.q, w.caller.tenantId, ctx.params.id, true);
         const b = ctx.body;
-        const url = b.url === undefined ? null : checkUrl(b.url);
+        const url = b.url === undefined ? null : await checkUrl(deps.webhookTargets, b.url);
         let secret: string | undefined;
         if (b.rotateSecret) {
           secret = newWebhookSecret();
@@ -116,7 +124,7 @@ export function webhookRoutes(deps: AdminDeps): RouteSpec[] {
         const hook = await requireHook(w.q, w.caller.tenantId, ctx.params.id);
         const id = `msg_${uuidv7()}`;
         const body = JSON.stringify({ type: 'webhook.tested', timestamp: new Date(deps.now()).toISOString(), data: { webhookId: hook.id } });
-        const r = await send(hook.url, secretsOf(deps.keys, hook, deps.now()), id, deps.now(), body, 5000);
+        const r = await send(deps.webhookTargets, hook.url, secretsOf(deps.keys, hook, deps.now()), id, deps.now(), body, 5000);
         await w.audit('webhook.test', { type: 'webhook', id: hook.id }, { delivered: r.ok, status: r.status });
         return { status: 200, body: { id, delivered: r.ok, status: r.status, error: r.error, ms: r.ms } };
       },
