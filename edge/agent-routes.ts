@@ -50,6 +50,11 @@ export const agentEdgeRoutes: EdgeRoute[] = [
   operate('GET', '/v1/announcements', 'announcement', 'announcement.read'),
   operate('GET', '/v1/training/courses', 'training', 'course.read'),
   operate('POST', '/v1/training/quizzes/{quiz_id}/submit', 'training', 'quiz.submit'),
+  // disputes (issue 9 item 8): the attachment upload is decided on headers alone, its body
+  // streamed to core unbuffered (Envoy per-route check_settings; core enforces size and type)
+  operate('POST', '/v1/disputes', 'dispute', 'dispute.create'),
+  operate('GET', '/v1/disputes/{case_id}', 'dispute', 'dispute.read'),
+  { ...operate('POST', '/v1/disputes/{case_id}/attachments', 'dispute', 'dispute.attach'), disableRequestBodyBuffering: true },
   // float, commissions, wallets, reports (issue 9 items 5-7, 9; core/agents/FLOAT.md)
   operate('GET', '/v1/float', 'float', 'float.read'),
   transact('POST', '/v1/float/topup', 'float_instruction', 'float.topup'),

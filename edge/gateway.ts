@@ -4,6 +4,9 @@
  * 100 ms deadline, deny on any Check error or timeout (`authz_unavailable`), apply the allowed
  * response's header mutations and forward to core with undici. A request Check did not allow
  * is never forwarded. Production runs Envoy.
+ * Routes marked `disableRequestBodyBuffering` in the edge route table (Envoy's per-route
+ * `check_settings`) are checked on headers alone (an empty body) and, once allowed, their body
+ * streams to core unbuffered; core enforces its size and type.
  */
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -11,6 +14,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { Pool } from 'undici';
 import { authorizationPackage } from './proto.ts';
+import { buildRouteTable } from './routes.ts';
 import type { CheckRequest, CheckResponse } from './types.ts';
 
 /** envoy.yaml `with_request_body.max_request_bytes` (SPEC 8). */
@@ -26,6 +30,14 @@ export interface GatewayDeps {
   authzAddress: string;
   coreOrigin: string;
   checkTimeoutMs?: number;
+  /** Whether a request's body bypasses the buffer (default: the edge route table's per-route setting). */
+  streamsBody?: (method: string, path: string) => boolean;
+}
+
+/** The route table's `disableRequestBodyBuffering`, looked up by method and path. */
+export function streamsBodyByRouteTable(): (method: string, path: string) => boolean {
+  const resolve = buildRouteTable();
+  return (method, path) => resolve(method, path).route?.disableRequestBodyBuffering === true;
 }
 
 export interface Gateway {
@@ -55,7 +67,7 @@ async function bufferBody(req: IncomingMessage): Promise<Buffer | undefined> {
   return Buffer.concat(chunks);
 }
 
-function checkRequestOf(req: IncomingMessage, body: Buffer, requestId: string): CheckRequest {
+function checkRequestOf(req: IncomingMessage, body: Buffer, requestId: string, size = body.length): CheckRequest {
   const headers: Record<string, string> = {};
   for (const [k, v] of Object.entries(req.headers)) if (v !== undefined) headers[k] = Array.isArray(v) ? v.join(',') : v;
   headers[':method'] = req.method ?? 'GET';
@@ -74,7 +86,7 @@ function checkRequestOf(req: IncomingMessage, body: Buffer, requestId: string): 
           host: req.headers.host ?? '',
           scheme: 'http',
           protocol: `HTTP/${req.httpVersion}`,
-          size: String(body.length),
+          size: String(size),
           raw_body: body,
         },
       },
@@ -89,6 +101,7 @@ export function createGateway(deps: GatewayDeps): Gateway {
   };
   const upstream = new Pool(deps.coreOrigin, { connections: 64, pipelining: 1 });
   const timeoutMs = deps.checkTimeoutMs ?? checkTimeoutMs;
+  const streamsBody = deps.streamsBody ?? streamsBodyByRouteTable();
 
   const callCheck = (request: CheckRequest) =>
     new Promise<CheckResponse>((resolve, reject) => {
@@ -98,13 +111,16 @@ export function createGateway(deps: GatewayDeps): Gateway {
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const given = req.headers['x-request-id'];
     const requestId = typeof given === 'string' && /^[A-Za-z0-9._:-]{1,128}$/.test(given) ? given : randomUUID();
-    const body = await bufferBody(req);
+    const streaming = streamsBody(req.method ?? 'GET', new URL(req.url ?? '/', 'http://gateway.invalid').pathname);
+    // Streaming routes: Check gets the headers and an empty body; nothing is read before it allows.
+    const body = streaming ? Buffer.alloc(0) : await bufferBody(req);
     if (body === undefined) {
       return sendJson(res, 413, { code: 'PAYLOAD_TOO_LARGE', message: `request body exceeds ${maxRequestBytes} bytes` }, requestId, { connection: 'close' });
     }
     let decision: CheckResponse;
     try {
-      decision = await callCheck(checkRequestOf(req, body, requestId));
+      const declared = Number(req.headers['content-length'] ?? '0');
+      decision = await callCheck(checkRequestOf(req, body, requestId, streaming && Number.isSafeInteger(declared) ? declared : body.length));
     } catch (err) {
       deps.log.warn({ reqId: requestId, err: (err as Error).message }, 'authz check failed; denying');
       return sendJson(res, 503, { code: 'authz_unavailable', message: 'authorization is unavailable' }, requestId);
@@ -125,12 +141,14 @@ export function createGateway(deps: GatewayDeps): Gateway {
     for (const name of decision.ok_response.headers_to_remove) delete forward[name.toLowerCase()];
     for (const h of decision.ok_response.headers) forward[h.header.key.toLowerCase()] = h.header.value;
     forward['x-forwarded-for'] = req.socket.remoteAddress ?? '';
+    const length = req.headers['content-length'];
+    if (streaming && length !== undefined) forward['content-length'] = length;
     try {
       const up = await upstream.request({
         path: req.url ?? '/',
         method: (req.method ?? 'GET') as 'GET',
         headers: forward,
-        body: body.length > 0 ? body : undefined,
+        body: streaming ? req : body.length > 0 ? body : undefined,
       });
       const out: Record<string, string | string[]> = {};
       for (const [k, v] of Object.entries(up.headers)) if (v !== undefined && !hopByHop.has(k)) out[k] = v;

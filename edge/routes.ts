@@ -18,6 +18,13 @@ export interface EdgeRoute {
   resource: string;
   action: string;
   credential: Credential;
+  /**
+   * Envoy's per-route `check_settings.disable_request_body_buffering`: Check sees headers only
+   * (an empty body) and the body streams to core unbuffered and unlimited by the edge's 8192
+   * bytes, so core must enforce its size and type. For uploads; never for routes whose
+   * decision needs the body (tenant in the body, signed requests, request-bound step-up).
+   */
+  disableRequestBodyBuffering?: true;
 }
 
 export const operationalPurpose = 'operational';

@@ -2,6 +2,7 @@
 import type { RouteSpec } from '../http/route.ts';
 import { agentAuthRoutes } from './auth-routes.ts';
 import type { AgentDeps } from './context.ts';
+import { disputeRoutes } from './disputes.ts';
 import { contentRoutes } from './content.ts';
 import { kycRoutes } from './kyc.ts';
 import { agentMoneyRoutes } from './money-routes.ts';
@@ -12,5 +13,5 @@ import { txnRoutes } from './txn-routes.ts';
 export type { AgentDeps } from './context.ts';
 
 export function agentRoutes(deps: AgentDeps): RouteSpec[] {
-  return [...agentAuthRoutes(deps), ...kycRoutes(deps), ...txnRoutes(deps), ...agentMoneyRoutes(deps), ...profileRoutes(deps), ...contentRoutes(deps), ...trainingRoutes(deps)];
+  return [...agentAuthRoutes(deps), ...kycRoutes(deps), ...txnRoutes(deps), ...agentMoneyRoutes(deps), ...profileRoutes(deps), ...contentRoutes(deps), ...trainingRoutes(deps), ...disputeRoutes(deps)];
 }

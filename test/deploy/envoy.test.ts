@@ -3,11 +3,15 @@ import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { parse } from 'yaml';
 import { validateBootstrap } from '../../deploy/envoy/validate.ts';
+import { edgeRoutes } from '../../edge/routes.ts';
 
 const text = readFileSync(new URL('../../deploy/envoy/envoy.yaml', import.meta.url), 'utf8');
 type Obj = Record<string, any>;
 const load = (): Obj => parse(text) as Obj;
 const hcm = (c: Obj): Obj => c.static_resources.listeners[0].filter_chains[0].filters[0].typed_config;
+const routesOf = (c: Obj): Obj[] => hcm(c).route_config.virtual_hosts[0].routes;
+/** The ext_authz per-route config of route `i` (a thrown TypeError fails the test if absent). */
+const perRoute = (c: Obj, i: number): Obj => routesOf(c)[i]?.typed_per_filter_config['envoy.filters.http.ext_authz'];
 const extAuthz = (c: Obj): Obj => hcm(c).http_filters.find((f: Obj) => f.name === 'envoy.filters.http.ext_authz').typed_config;
 
 describe('deploy/envoy/envoy.yaml', () => {
@@ -54,5 +58,34 @@ describe('deploy/envoy/envoy.yaml', () => {
     assert.match(errors, /"V9" is not a value of/);
     assert.match(errors, /timeout: expected a duration/);
     assert.match(errors, /oneof services already set by grpc_service/);
+  });
+  it('streams dispute attachments: exactly the routes the edge table marks get ExtAuthzPerRoute disable_request_body_buffering', () => {
+    const c = load();
+    const at = routesOf(c).findIndex((r: Obj) => r.typed_per_filter_config?.['envoy.filters.http.ext_authz']);
+    assert.equal(routesOf(c).filter((r: Obj) => r.typed_per_filter_config?.['envoy.filters.http.ext_authz']).length, 1);
+    const route: Obj = routesOf(c)[at] ?? {};
+    const per = perRoute(c, at);
+    assert.equal(per['@type'], 'type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute');
+    assert.deepEqual(per.check_settings, { disable_request_body_buffering: true });
+    assert.deepEqual(route.match.headers, [{ name: ':method', string_match: { exact: 'POST' } }]);
+    // Envoy takes the first matching route: the streaming one must come before the catch-all.
+    assert.ok(at < routesOf(c).findIndex((r: Obj) => r.match.prefix === '/'));
+    const regex = new RegExp(route.match.safe_regex.regex);
+    const sample = (template: string) => template.replace(/\{[^}]+\}/g, '0190a1b2-0000-7000-8000-000000000001');
+    const marked = edgeRoutes.filter((r) => r.disableRequestBodyBuffering);
+    assert.deepEqual(marked.map((r) => `${r.method} ${r.template}`), ['POST /v1/disputes/{case_id}/attachments']);
+    for (const r of marked) assert.match(sample(r.template), regex);
+    for (const r of edgeRoutes.filter((x) => !x.disableRequestBodyBuffering && x.method === 'POST')) {
+      assert.doesNotMatch(sample(r.template), regex, `${r.template} must stay buffered`);
+    }
+  });
+
+  it('refuses a misspelt or misplaced per-route ext_authz setting', () => {
+    const c = load();
+    perRoute(c, 0).check_settings.disable_request_body_bufering = true;
+    assert.match(validateBootstrap(c).join('\n'), /disable_request_body_bufering: unknown field of envoy\.extensions\.filters\.http\.ext_authz\.v3\.CheckSettings/);
+    const wrong = load();
+    perRoute(wrong, 0)['@type'] = 'type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthz';
+    assert.match(validateBootstrap(wrong).join('\n'), /check_settings: unknown field of envoy\.extensions\.filters\.http\.ext_authz\.v3\.ExtAuthz/);
   });
 });
