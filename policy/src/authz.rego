@@ -91,6 +91,10 @@ check_tenant := {"check": "resource_tenant", "ok": resource_tenant == tenant_id,
 
 tenant_active if object.get(tenant, "status", "ACTIVE") == "ACTIVE"
 
+# A suspended tenant is refused everything except the actions its purpose lists in
+# `suspended_actions`: its staff reading the tenant and activating it again (else nobody could).
+tenant_active if action in object.get(purpose, "suspended_actions", [])
+
 check_tenant_active := {"check": "tenant_active", "ok": tenant_active, "detail": object.get(tenant, "status", "ACTIVE")}
 
 resource_listed if resource_type in purpose.resources

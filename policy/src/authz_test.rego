@@ -250,6 +250,15 @@ test_simulate_needs_ops_role if {
 	yes.allow
 }
 
+test_suspended_tenant_admin_can_only_read_and_activate if {
+	suspended := object.union(base.tenant, {"status": "SUSPENDED"})
+	admin := object.union(service([]), {"roles": ["admin"]})
+	act := authz.decision with input as object.union(op("tenant.activate_tenant", "tenant"), {"tenant": suspended, "subject": admin})
+	act.allow
+	other := authz.decision with input as object.union(op("product.create_product", "product"), {"tenant": suspended, "subject": admin})
+	failed(other) == {"tenant_active"}
+}
+
 test_versions_reported if {
 	d := authz.decision with input as base with data.meta as {"policy_version": "abc123"}
 	d.policy_version == "abc123"
