@@ -55,6 +55,9 @@ export const agentEdgeRoutes: EdgeRoute[] = [
   operate('POST', '/v1/disputes', 'dispute', 'dispute.create'),
   operate('GET', '/v1/disputes/{case_id}', 'dispute', 'dispute.read'),
   { ...operate('POST', '/v1/disputes/{case_id}/attachments', 'dispute', 'dispute.attach'), disableRequestBodyBuffering: true },
+  // USSD (issue 9 item 11): the aggregator is a machine client, a service token with role ussd
+  { method: 'POST', template: '/v1/ussd/session', purpose: 'ussd.gateway', resource: 'ussd', action: 'ussd.session', credential: 'service' },
+  { method: 'POST', template: '/v1/ussd/agent/menu', purpose: 'ussd.gateway', resource: 'ussd', action: 'ussd.agent_menu', credential: 'service' },
   // float, commissions, wallets, reports (issue 9 items 5-7, 9; core/agents/FLOAT.md)
   operate('GET', '/v1/float', 'float', 'float.read'),
   transact('POST', '/v1/float/topup', 'float_instruction', 'float.topup'),

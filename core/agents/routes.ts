@@ -9,9 +9,10 @@ import { agentMoneyRoutes } from './money-routes.ts';
 import { profileRoutes } from './profile.ts';
 import { trainingRoutes } from './training.ts';
 import { txnRoutes } from './txn-routes.ts';
+import { ussdRoutes } from './ussd/routes.ts';
 
 export type { AgentDeps } from './context.ts';
 
 export function agentRoutes(deps: AgentDeps): RouteSpec[] {
-  return [...agentAuthRoutes(deps), ...kycRoutes(deps), ...txnRoutes(deps), ...agentMoneyRoutes(deps), ...profileRoutes(deps), ...contentRoutes(deps), ...trainingRoutes(deps), ...disputeRoutes(deps)];
+  return [...agentAuthRoutes(deps), ...kycRoutes(deps), ...txnRoutes(deps), ...agentMoneyRoutes(deps), ...profileRoutes(deps), ...contentRoutes(deps), ...trainingRoutes(deps), ...disputeRoutes(deps), ...ussdRoutes(deps)];
 }

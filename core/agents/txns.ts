@@ -137,7 +137,8 @@ async function legsOf(q: Queryable, tenantId: string, r: TxnRow, agent: AgentRow
   return { main, commission };
 }
 
-async function post(deps: AgentDeps, q: Queryable, tenantId: string, r: TxnRow, agent: AgentRow, requestId: string): Promise<TxnRow> {
+/** Post an AWAITING_CUSTOMER (or new cash-in) transaction; also used when the customer approves on USSD. */
+export async function post(deps: AgentDeps, q: Queryable, tenantId: string, r: TxnRow, agent: AgentRow, requestId: string): Promise<TxnRow> {
   const t = deps.now();
   const { main, commission } = await legsOf(q, tenantId, r, agent, t);
   const meta = { agent_txn_id: r.id, agent_id: r.agent_id, kind: r.kind };

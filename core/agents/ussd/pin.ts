@@ -1,0 +1,57 @@
+/**
+ * PINs typed on USSD are verified like any login (SPEC 5.2, 8): the same argon2id PinHasher
+ * (its semaphore), the same lockout counters as the app login for that subject (customer: the
+ * tenant+phone HMAC key; agent: the agent-code HMAC key), counted before the check and taken
+ * back after a success, and every attempt audited (never the PIN). The source address is the
+ * gateway's, shared by every subscriber, so it is not counted (it would lock everyone out).
+ */
+import { AppError } from '../../http/errors.ts';
+import { auditAuth, phoneKeyOf, phoneRef } from '../../identity/context.ts';
+import { SemaphoreFull } from '../../identity/semaphore.ts';
+import { admitAll, phonePolicy, settleSuccess, type Check } from '../../identity/throttle.ts';
+import { agentKeyOf, agentRef } from '../auth.ts';
+import type { AgentDeps, AnyCtx } from '../context.ts';
+
+export interface PinSubject {
+  kind: 'customer' | 'agent';
+  tenantId: string;
+  id: string;
+  /** Phone (customer) or agent code: what the lockout is keyed on. */
+  handle: string;
+  stored: { hash: Buffer; salt: Buffer; kdfVersion: number } | undefined;
+}
+
+/** True when `pin` is right; throws LOCKED / VERIFICATION_REQUIRED while locked out. */
+export async function verifyUssdPin(deps: AgentDeps, ctx: AnyCtx, s: PinSubject, pin: string, sessionId: string): Promise<boolean> {
+  const { db, identity } = deps;
+  const secrets = await identity.secrets.get(s.tenantId);
+  if (!secrets) throw new AppError('TENANT_NOT_FOUND', 'unknown tenant');
+  const key = s.kind === 'customer' ? phoneKeyOf(secrets, s.tenantId, s.handle) : agentKeyOf(secrets, s.tenantId, s.handle);
+  const ref = s.kind === 'customer' ? phoneRef(key) : agentRef(key);
+  const checks: Check[] = [{ scope: 'phone', key, policy: phonePolicy }];
+  const audit = (allow: boolean, outcome: string, t: number) => db.tx((q) => auditAuth(q, {
+    tenantId: s.tenantId, action: `${s.kind === 'customer' ? 'auth' : 'agent.auth'}.ussd_pin`, actor: { type: s.kind, id: s.id },
+    target: { type: s.kind === 'customer' ? 'phone' : 'agent_code', id: ref }, allow, attrs: { channel: 'ussd', ussd_session: sessionId, outcome }, requestId: ctx.requestId,
+  }, t));
+  const start = deps.now();
+  const gate = await db.tx(async (q) => admitAll(q, s.tenantId, checks, start));
+  if (!gate.ok) {
+    await audit(false, gate.reason, start);
+    throw new AppError(gate.reason === 'verification_required' ? 'VERIFICATION_REQUIRED' : 'LOCKED', 'too many failed PIN attempts');
+  }
+  let ok: boolean;
+  try {
+    ok = s.stored ? await identity.pins.verify(pin, secrets.pin, s.stored) : await identity.pins.verifyDummy(pin, secrets.pin);
+  } catch (err) {
+    if (err instanceof SemaphoreFull) throw new AppError('SERVICE_UNAVAILABLE', 'busy');
+    throw err;
+  }
+  const t = deps.now();
+  if (!ok) {
+    await audit(false, s.stored ? 'bad_pin' : 'no_pin', t);
+    return false;
+  }
+  await db.tx((q) => settleSuccess(q, s.tenantId, checks, t));
+  await audit(true, 'success', t);
+  return true;
+}
