@@ -9,6 +9,8 @@ import { serviceTokenSeeder } from './platform/service-tokens.ts';
 import type { Db } from './db/pool.ts';
 import { ledgerSeeder } from './ledger/seed.ts';
 import { adminSeeder } from './admin/seed.ts';
+import { seedDemoAgent } from './agents/seed.ts';
+import type { KeyStore } from './keys/keys.ts';
 import { seedAgentContent } from './agents/content.ts';
 
 export const demoTenant = Object.freeze({ id: 'demo', name: 'Demo Mobile Money', country: 'KE', baseCurrency: 'KES' });
@@ -18,6 +20,8 @@ export interface SeedContext {
   tenantId: string;
   /** What the previous run wrote, so a seeder can reuse a secret it cannot read back. */
   previous: Record<string, unknown>;
+  /** The master-key store, for seeders that seal or hash with tenant secrets (the demo agent's PIN). */
+  keys?: KeyStore | undefined;
 }
 
 /** A seeder inserts what it needs (ON CONFLICT DO NOTHING) and returns its part of demo.json. */
@@ -34,8 +38,11 @@ const tenantSeeder: Seeder = async ({ db }) => {
 /** Agent announcements and the KYC course (issue 9 item 10). */
 const agentContentSeeder: Seeder = ({ db, tenantId }) => seedAgentContent(db, tenantId, Date.now());
 
+/** The demo agent with float and its login credentials (issue 9; core/agents/seed.ts). */
+const agentSeeder: Seeder = (ctx) => seedDemoAgent(ctx);
+
 /** Every seeder, in order; domains append theirs here. */
-export const seeders: Seeder[] = [tenantSeeder, ledgerSeeder, serviceTokenSeeder, adminSeeder, agentContentSeeder];
+export const seeders: Seeder[] = [tenantSeeder, ledgerSeeder, serviceTokenSeeder, adminSeeder, agentContentSeeder, agentSeeder];
 
 async function readPrevious(path: string): Promise<Record<string, unknown>> {
   try {
@@ -47,11 +54,11 @@ async function readPrevious(path: string): Promise<Record<string, unknown>> {
 }
 
 /** Seed the demo tenant and write `demo.json` (atomically) into `dataDir` when given. */
-export async function seedDemo(db: Db, dataDir?: string): Promise<Record<string, unknown>> {
+export async function seedDemo(db: Db, dataDir?: string, opts: { keys?: KeyStore } = {}): Promise<Record<string, unknown>> {
   const file = dataDir ? join(dataDir, 'demo.json') : undefined;
   const previous = file ? await readPrevious(file) : {};
   let out: Record<string, unknown> = {};
-  for (const seeder of seeders) out = { ...out, ...(await seeder({ db, tenantId: demoTenant.id, previous })) };
+  for (const seeder of seeders) out = { ...out, ...(await seeder({ db, tenantId: demoTenant.id, previous, keys: opts.keys })) };
   if (file) {
     await writeFile(`${file}.tmp`, `${JSON.stringify(out, null, 2)}\n`, { mode: 0o600 });
     await rename(`${file}.tmp`, file);
