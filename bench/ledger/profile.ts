@@ -4,6 +4,7 @@
  * self time (track_functions) and EXPLAIN (ANALYZE, BUFFERS) of one ledger_apply call.
  * `npx tsx bench/ledger/profile.ts` (env LEDGER_PROFILE_BATCHES, LEDGER_PROFILE_SIZE).
  */
+import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -29,6 +30,8 @@ async function main(): Promise<void> {
     await migrate(db.pool);
     const { wallets, hot } = await setupBench(db);
     const hotMode = process.env.LEDGER_PROFILE_HOT === '1';
+    // LEDGER_PROFILE_DROP="sql; sql": schema experiments (e.g. drop a constraint) before timing.
+    for (const stmt of (process.env.LEDGER_PROFILE_DROP ?? '').split(';').filter((x) => x.trim())) await db.query(stmt);
     await db.query(`ALTER SYSTEM SET track_functions = 'all'`);
     await db.query('SELECT pg_reload_conf()');
     await db.query('SELECT pg_stat_reset()');
@@ -38,8 +41,19 @@ async function main(): Promise<void> {
       entries: [{ account_id: pick(), side: 'debit', amount: '0.010000', currency: 'KES' }, { account_id: hotMode ? hot : pick(), side: 'credit', amount: '0.010000', currency: 'KES' }],
     });
     const t: Record<string, number> = {};
-    const time = async <T>(k: string, f: () => Promise<T>) => { const s = performance.now(); const r = await f(); t[k] = (t[k] ?? 0) + performance.now() - s; return r; };
+    const tc: Record<string, number> = {};
+    let cpu: () => number = () => 0;
+    const time = async <T>(k: string, f: () => Promise<T>) => {
+      const s = performance.now(); const c0 = cpu(); const r = await f();
+      t[k] = (t[k] ?? 0) + performance.now() - s; tc[k] = (tc[k] ?? 0) + cpu() - c0; return r;
+    };
     const client = await db.pool.connect();
+    // CPU time of this backend (utime + stime from /proc): what a batch costs PostgreSQL,
+    // unlike wall time hardly moved by other load on the machine.
+    const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+    const tick = 1000 / 100;
+    cpu = () => { const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' '); return (Number(f[11]) + Number(f[12])) * tick; };
+    const cpu0 = cpu();
     const t0 = performance.now();
     for (let b = 0; b < batches; b++) {
       const cmds = Array.from({ length: size }, cmd);
@@ -55,8 +69,9 @@ async function main(): Promise<void> {
       await time('commit', () => client.query('COMMIT'));
     }
     const total = performance.now() - t0;
-    process.stdout.write(`\n${batches} batches of ${size} (${hotMode ? 'hot' : 'uniform'}): ${(batches * size / total * 1000).toFixed(0)} postings/s single connection\n`);
-    for (const [k, v] of Object.entries(t)) process.stdout.write(`${k.padEnd(16)} ${(v / batches).toFixed(2).padStart(8)} ms/batch ${(v / total * 100).toFixed(0).padStart(4)}%\n`);
+    const backendCpu = cpu() - cpu0;
+    process.stdout.write(`\n${batches} batches of ${size} (${hotMode ? 'hot' : 'uniform'}): ${(batches * size / total * 1000).toFixed(0)} postings/s single connection; backend CPU ${(backendCpu / batches).toFixed(2)} ms/batch = ${(backendCpu / batches / size * 1000).toFixed(0)} µs/posting\n`);
+    for (const [k, v] of Object.entries(t)) process.stdout.write(`${k.padEnd(16)} ${(v / batches).toFixed(2).padStart(8)} ms/batch ${(v / total * 100).toFixed(0).padStart(4)}%   backend CPU ${((tc[k] ?? 0) / batches).toFixed(2).padStart(6)} ms/batch\n`);
     const { rows } = await client.query<{ funcname: string; calls: string; self: string; total: string }>(
       `SELECT funcname, calls::text, round(self_time::numeric / $1, 3)::text AS self, round(total_time::numeric / $1, 3)::text AS total
          FROM pg_stat_user_functions ORDER BY self_time DESC LIMIT 15`, [batches]);

@@ -1,17 +1,21 @@
 /**
  * The ledger's write path. Commands queue here and run in batches: one transaction claims
- * the batch's idempotency keys, applies every command with one call to `ledger_apply` (lock
- * phase in global account order, then each command in arrival order), stores each response
- * under its key and appends the audit records, then commits once. A batch closes when it is
+ * the batch's idempotency keys and applies the claimed commands with one call to
+ * `ledger_apply_keyed` → `ledger_apply` (lock phase in global account order, then the
+ * commands in arrival order, set-based for a batch of postings), appends the audit records,
+ * stores each response under its key and commits: three round trips plus the audit append. A batch closes when it is
  * full or at the end of a short window (by default the current turn of the event loop), and
  * forms while earlier ones are in flight, so latency is one transaction when idle and fsyncs
  * are shared under load. Serialization failures and deadlocks are retried by `Db.tx`, invisibly.
  */
 import type { Logger } from 'pino';
-import type { Db, Queryable } from '../db/pool.ts';
+import pg from 'pg';
+import { txRetryLimit, type Db } from '../db/pool.ts';
 import { appendAudit, type AuditEntry } from '../audit/audit.ts';
 import { AppError, isErrorCode, toCoreBody } from '../http/errors.ts';
-import { claimKeys, completeKeys, findKey, replay, type IdemScope, type StoredResponse } from '../idempotency/idempotency.ts';
+import { findKey, replay, type IdemScope, type StoredResponse } from '../idempotency/idempotency.ts';
+
+const { escapeLiteral } = pg;
 
 /** Most commands in one transaction: bounds lock sets and the statement's size. */
 export const maxBatchCommands = 256;
@@ -133,7 +137,7 @@ export class LedgerBatcher {
   private async runBatch(batch: Queued[], attempt = 0): Promise<void> {
     let outcomes: Outcome[];
     try {
-      outcomes = await this.db.tx((client) => this.execute(client, batch));
+      outcomes = await this.transaction(batch);
     } catch (err) {
       if (isConnectionLoss(err) && attempt < connectionRetryLimit) {
         // Safe even if the COMMIT landed before the connection died: every keyed command
@@ -166,28 +170,67 @@ export class LedgerBatcher {
     }));
   }
 
-  private async execute(client: Queryable, batch: Queued[]): Promise<Outcome[]> {
-    const keyed = batch.flatMap((j, i) => (j.scope ? [{ i, scope: j.scope }] : []));
-    const claimed = await claimKeys(client, keyed.map((k) => k.scope));
-    const lost = new Set(keyed.filter((_, n) => !claimed[n]).map((k) => k.i));
-    const run = batch.map((j, i) => ({ j, i })).filter(({ i }) => !lost.has(i));
+  /**
+   * One transaction for the batch in as few round trips as the audit chain allows:
+   * `BEGIN; SELECT ledger_apply_keyed(keys, commands)` (claim the keys and apply the claimed
+   * commands), the audit append, then `UPDATE idempotency_keys ...; COMMIT` (the responses
+   * and the commit). Arguments travel as escaped literals: a string of several statements
+   * is sent with the simple query protocol, which takes no parameters. Serialization failures
+   * and deadlocks are retried like `Db.tx` does, a bounded number of times.
+   */
+  private async transaction(batch: Queued[]): Promise<Outcome[]> {
+    for (let attempt = 0; ; attempt++) {
+      const client = await this.db.pool.connect();
+      // A backend killed mid-transaction makes the checked-out client emit 'error'.
+      const onLost = (e: Error) => this.log.warn({ err: e.message }, 'ledger batch connection lost');
+      client.on('error', onLost);
+      try {
+        const outcomes = await this.execute(client, batch);
+        client.off('error', onLost);
+        client.release();
+        return outcomes;
+      } catch (err) {
+        await client.query('ROLLBACK').catch(() => undefined);
+        const code = (err as { code?: unknown }).code;
+        const lost = typeof code === 'string' && (code.startsWith('57P') || code.startsWith('08'));
+        client.off('error', onLost);
+        client.release(typeof code === 'string' && code.length === 5 && !lost ? undefined : (err as Error));
+        if ((code === '40001' || code === '40P01') && attempt < txRetryLimit) {
+          await new Promise((r) => setTimeout(r, Math.random() * 5 * (attempt + 1)));
+          continue;
+        }
+        throw err;
+      }
+    }
+  }
+
+  private async execute(client: pg.PoolClient, batch: Queued[]): Promise<Outcome[]> {
+    const keys = batch.map((j) => (j.scope
+      ? { tenant: j.scope.tenantId, key: j.scope.key, method: j.scope.method, path: j.scope.path, hash: j.scope.requestHash }
+      : null));
+    const first = await client.query(
+      `BEGIN; SELECT ledger_apply_keyed(${escapeLiteral(JSON.stringify(keys))}::jsonb, ${escapeLiteral(JSON.stringify(batch.map((j) => j.cmd)))}::jsonb) AS r`,
+    ) as unknown as pg.QueryResult<{ r: unknown }>[];
+    const results = first[1]?.rows[0]?.r;
+    if (!Array.isArray(results) || results.length !== batch.length) throw new Error('ledger_apply_keyed answered an unexpected shape');
     const outcomes: Outcome[] = batch.map(() => ({ kind: 'duplicate' }));
-    if (run.length === 0) return outcomes;
-    const { rows } = await client.query<{ r: unknown }>('SELECT ledger_apply($1::jsonb) AS r', [JSON.stringify(run.map(({ j }) => j.cmd))]);
-    const results = rows[0]?.r;
-    if (!Array.isArray(results) || results.length !== run.length) throw new Error('ledger_apply answered an unexpected shape');
-    const done: { scope: IdemScope; status: number; body: string }[] = [];
+    const done: { tenant: string; key: string; status: number; body: string }[] = [];
     const audits: AuditEntry[] = [];
-    run.forEach(({ j, i }, n) => {
-      const result: unknown = results[n];
+    batch.forEach((j, i) => {
+      const result: unknown = results[i];
+      if (result === null) return; // the key was taken: replayed after the commit
       if (!isApplyResult(result)) throw new Error('ledger_apply answered an unexpected result');
       const res = result.ok ? j.render(result) : failureResponse(result.code, result.message);
       outcomes[i] = { kind: 'done', ...res };
-      if (j.scope) done.push({ scope: j.scope, ...res });
+      if (j.scope) done.push({ tenant: j.scope.tenantId, key: j.scope.key, ...res });
       if (j.audit) audits.push({ ...j.audit, attrs: { ...j.audit.attrs, outcome: result.ok ? 'ok' : result.code } });
     });
-    await completeKeys(client, done);
     if (audits.length > 0) await appendAudit(client, audits);
+    // The responses, looked up by key (the = ANY keeps it an index scan), then the commit.
+    const complete = done.length === 0 ? '' : `WITH d AS (SELECT * FROM jsonb_to_recordset(${escapeLiteral(JSON.stringify(done))}::jsonb) AS d(tenant text, key text, status integer, body text))
+      UPDATE idempotency_keys k SET response_status = d.status, response_body = d.body FROM d
+       WHERE k.tenant_id = d.tenant AND k.key = d.key AND k.key = ANY(${escapeLiteral(`{${done.map((d) => `"${d.key.replace(/[\\"]/g, '\\$&')}"`).join(',')}}`)}::text[]); `;
+    await client.query(`${complete}COMMIT`);
     return outcomes;
   }
 }

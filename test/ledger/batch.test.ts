@@ -131,4 +131,17 @@ describe('ledger set-based posting batch', () => {
     await attempt([[0, a, 'debit', '1', 'KES'], [0, b, 'credit', '1', 'KES'], [1, a, 'debit', '1', 'USD'], [1, b, 'credit', '1', 'USD']], [2, 2], /currency/);
     await attempt([[0, a, 'debit', '1', 'KES'], [0, b, 'credit', '1', 'KES'], [1, a, 'debit', '1000', 'KES'], [1, b, 'credit', '1000', 'KES']], [2, 2], /ledger_balances_not_below_line/);
   });
+
+  it('ledger_apply_keyed claims keys in the batch: a key taken before or repeated in the batch is not run (null), the first occurrence keeps its own hash', async () => {
+    const key = (k: string, hash: string) => ({ tenant, key: k, method: 'POST', path: '/v1/core/postings', hash });
+    await t.db.query(`INSERT INTO idempotency_keys (tenant_id, key, method, path, request_hash, response_status, response_body) VALUES ($1, 'taken-key-1', 'POST', '/v1/core/postings', 'h0', 201, '{}')`, [tenant]);
+    const cmds = [0, 1, 2, 3].map(() => post([[kes[4]!, 'debit', '0.010000'], [kes[5]!, 'credit', '0.010000']]));
+    const keys = [key('dup-key-01', 'first'), key('taken-key-1', 'h1'), key('dup-key-01', 'second'), null];
+    const before = (await t.db.query<{ n: number }>('SELECT count(*)::int AS n FROM ledger_postings')).rows[0]!.n;
+    const { rows } = await t.db.query<{ r: ({ ok: boolean } | null)[] }>('SELECT ledger_apply_keyed($1::jsonb, $2::jsonb) AS r', [JSON.stringify(keys), JSON.stringify(cmds)]);
+    assert.deepEqual(rows[0]!.r.map((r) => (r === null ? null : r.ok)), [true, null, null, true]);
+    assert.equal((await t.db.query<{ n: number }>('SELECT count(*)::int AS n FROM ledger_postings')).rows[0]!.n, before + 2);
+    const stored = await t.db.query<{ request_hash: string }>(`SELECT request_hash FROM idempotency_keys WHERE tenant_id = $1 AND key = 'dup-key-01'`, [tenant]);
+    assert.equal(stored.rows[0]?.request_hash, 'first');
+  });
 });

@@ -42,7 +42,7 @@ describe('ledger crash safety', () => {
     await blocker.query('SELECT 1 FROM ledger_balances WHERE tenant_id = $1 AND account_id = $2 FOR UPDATE', [t.id, b]);
     const pending = f.transfer(t, a, b, '7.00', 'KES', 'crash-key-0001');
     const pid = await waitFor(async () => (await f.db.query<{ pid: number }>(
-      `SELECT pid FROM pg_stat_activity WHERE query LIKE 'SELECT ledger_apply%' AND wait_event_type = 'Lock'`)).rows[0]?.pid);
+      `SELECT pid FROM pg_stat_activity WHERE query LIKE '%SELECT ledger_apply%' AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'`)).rows[0]?.pid);
     // Mid-transaction: its idempotency key row and nothing else is written, uncommitted.
     await f.db.query('SELECT pg_terminate_backend($1)', [pid]);
     await waitFor(async () => ((await f.db.query('SELECT 1 FROM pg_stat_activity WHERE pid = $1', [pid])).rowCount === 0 ? true : undefined));
