@@ -31,7 +31,8 @@ export async function putServiceToken(q: Queryable, tenantId: string, name: stri
 /** Development service tokens for the demo tenant, kept stable across restarts via demo.json. */
 export const serviceTokenSeeder: Seeder = async ({ db, tenantId, previous }) => {
   const before = (previous.serviceTokens ?? {}) as Record<string, unknown>;
-  const wanted: Record<string, string[]> = { admin: ['admin'], ops: ['ops'], readOnly: ['readonly'] };
+  // ussd: the USSD gateway, a machine client of the ussd.gateway purpose (issue 9).
+  const wanted: Record<string, string[]> = { admin: ['admin'], ops: ['ops'], readOnly: ['readonly'], ussd: ['ussd'] };
   const out: Record<string, { token: string; roles: string[] }> = {};
   for (const [name, roles] of Object.entries(wanted)) {
     const prev = (before[name] as { token?: unknown } | undefined)?.token;
