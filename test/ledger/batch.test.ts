@@ -130,6 +130,21 @@ describe('ledger set-based posting batch', () => {
     await attempt([[0, a, 'debit', '1', 'KES'], [0, b, 'credit', '1', 'KES'], [1, a, 'debit', '1', 'KES'], [1, b, 'credit', '2', 'KES']], [2, 2], /does not balance/);
     await attempt([[0, a, 'debit', '1', 'KES'], [0, b, 'credit', '1', 'KES'], [1, a, 'debit', '1', 'USD'], [1, b, 'credit', '1', 'USD']], [2, 2], /currency/);
     await attempt([[0, a, 'debit', '1', 'KES'], [0, b, 'credit', '1', 'KES'], [1, a, 'debit', '1000', 'KES'], [1, b, 'credit', '1000', 'KES']], [2, 2], /ledger_balances_not_below_line/);
+    // References (0106: the trigger, not foreign keys): an unknown account, another tenant's
+    // account, a posting that was never written.
+    await attempt([[0, a, 'debit', '1', 'KES'], [0, randomUUID(), 'credit', '1', 'KES'], [1, a, 'debit', '1', 'KES'], [1, b, 'credit', '1', 'KES']], [2, 2], /currency is not its account/);
+    const foreign = `f-${randomUUID().slice(0, 8)}`;
+    await t.db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ($1, $1, 'KE', 'KES')`, [foreign]);
+    await ensureTenantLedger(t.db, foreign);
+    const theirs = (await t.db.tx((c) => openAccount(c, { tenantId: foreign, ownerType: 'customer', ownerId: 'x', productCode: 'WALLET_MAIN', currency: 'KES', viaApi: false }, Date.now()))).id;
+    await attempt([[0, a, 'debit', '1', 'KES'], [0, theirs, 'credit', '1', 'KES'], [1, a, 'debit', '1', 'KES'], [1, b, 'credit', '1', 'KES']], [2, 2], /currency is not its account/);
+    await assert.rejects(t.db.query(`INSERT INTO ledger_entries (tenant_id, posting_id, leg, account_id, side, amount, currency) VALUES ($1, $2, 1, $3, 'debit', 1, 'KES'), ($1, $2, 2, $4, 'credit', 1, 'KES')`,
+      [tenant, randomUUID(), a, b]), /did not arrive with all its legs/);
+    // ... and what the entries reference cannot go away.
+    await assert.rejects(t.db.query('DELETE FROM ledger_accounts WHERE tenant_id = $1 AND id = $2', [tenant, a]), /append-only/);
+    await assert.rejects(t.db.query('TRUNCATE ledger_balances, ledger_accounts CASCADE'), /append-only/);
+    await assert.rejects(t.db.query('UPDATE ledger_accounts SET id = $3 WHERE tenant_id = $1 AND id = $2', [tenant, a, randomUUID()]), /never change/);
+    await assert.rejects(t.db.query('DELETE FROM ledger_postings WHERE tenant_id = $1', [tenant]), /append-only/);
   });
 
   it('ledger_apply_keyed claims keys in the batch: a key taken before or repeated in the batch is not run (null), the first occurrence keeps its own hash', async () => {
