@@ -134,6 +134,10 @@ export function disputeRoutes(deps: AgentDeps): RouteSpec[] {
     defineRoute({
       method: 'POST', path: '/v1/disputes/{case_id}/attachments', operationId: 'disputeAttach', tags, headers: [auth, idempotencyHeader], params: CaseId,
       bodyKind: 'raw', bodyLimitBytes: attachmentBodyLimitBytes,
+      rawBody: {
+        contentType: 'multipart/form-data',
+        schema: { type: 'object', required: ['file'], properties: { file: { type: 'string', format: 'binary', description: 'PNG, JPEG or PDF, at most 5 MiB' } } },
+      },
       summary: 'Attach evidence (multipart/form-data, one part "file": PNG, JPEG or PDF by content, at most 5 MiB); stored with its SHA-256. The edge does not buffer this body.',
       responses: { 201: { description: 'Stored', schema: Attachment } },
       handler: async (ctx) => {

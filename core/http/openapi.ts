@@ -66,6 +66,9 @@ function operationOf(route: RouteSpec): Json {
     parameters: parametersOf(route),
     responses,
   };
+  if (route.bodyKind === 'raw' && route.rawBody) {
+    op.requestBody = { required: true, content: { [route.rawBody.contentType]: { schema: route.rawBody.schema } } };
+  }
   if (route.body) {
     const media = route.bodyKind === 'form' ? 'application/x-www-form-urlencoded' : 'application/json';
     op.requestBody = { required: true, content: { [media]: { schema: plain(route.body) } } };

@@ -75,6 +75,8 @@ export interface RouteSpec<P extends TSchema = TSchema, Q extends TSchema = TSch
   body?: B;
   bodyKind?: BodyKind;
   bodyLimitBytes?: number;
+  /** For `raw` bodies: the media type and schema the OpenAPI document shows (e.g. multipart). */
+  rawBody?: { contentType: string; schema: Record<string, unknown> };
   /** Headers documented (and, when `required`, enforced) for this route. */
   headers?: { name: string; required: boolean; description: string }[];
   errorFormat?: ErrorFormat;
