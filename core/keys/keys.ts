@@ -88,7 +88,7 @@ export class KeyStore {
     const keys = await this.load(tenantId);
     if (keys.signer) return keys.signer.kid;
     const kid = await this.db.tx(async (client) => {
-      await client.query('SELECT 1 FROM tenants WHERE id = $1 FOR UPDATE', [tenantId]);
+      await client.query('SELECT 1 FROM tenants WHERE id = $1 FOR NO KEY UPDATE', [tenantId]);
       const { rows } = await client.query<{ kid: string }>(`SELECT kid FROM signing_keys WHERE tenant_id = $1 AND state = 'active'`, [tenantId]);
       return rows[0]?.kid ?? this.insertKey(client, tenantId);
     });
@@ -116,7 +116,7 @@ export class KeyStore {
   async rotate(tenantId: string, graceS = defaultGraceS): Promise<{ kid: string; previous: string | undefined }> {
     const grace = Math.min(Math.max(graceS, 0), maxGraceS);
     const result = await this.db.tx(async (client) => {
-      await client.query('SELECT 1 FROM tenants WHERE id = $1 FOR UPDATE', [tenantId]);
+      await client.query('SELECT 1 FROM tenants WHERE id = $1 FOR NO KEY UPDATE', [tenantId]);
       await this.retireExpired(client, tenantId);
       const { rows } = await client.query<{ kid: string }>(
         `UPDATE signing_keys SET state = 'grace', grace_until = to_timestamp($2 / 1000.0) + make_interval(secs => $3)

@@ -130,7 +130,9 @@ export async function createTransfer(q: Queryable, caller: Caller, input: Transf
   if (caller.aal < 2 || caller.orig !== facts.orig) throw new AppError('MFA_REQUIRED', 'this transfer needs a step-up bound to this exact request');
   if (!facts.intentDeviceId || !facts.intentSignature) throw new AppError('INTENT_SIGNATURE_INVALID', 'x-intent-device-id and x-intent-signature are required');
   const tenantId = caller.tenantId;
-  await q.query('SELECT 1 FROM customers WHERE tenant_id = $1 AND id = $2 FOR UPDATE', [tenantId, caller.customerId]);
+  // Serialises this payer's transfers (limits), without blocking other transactions' foreign-key checks on
+  // the row (FOR UPDATE would conflict with their KEY SHARE locks and deadlock transfers paying each other).
+  await q.query('SELECT 1 FROM customers WHERE tenant_id = $1 AND id = $2 FOR NO KEY UPDATE', [tenantId, caller.customerId]);
   const payload = intentPayload({ ...input, orig: facts.orig });
   const signedOk = await verifyDeviceAssertion(q, tenantId, caller.customerId, payload, { deviceId: facts.intentDeviceId, signature: facts.intentSignature });
   if (!signedOk) throw new AppError('INTENT_SIGNATURE_INVALID', 'the intent signature does not match this transfer');

@@ -45,7 +45,7 @@ export async function feeIncomeAccount(q: Queryable, tenantId: string, currency:
   const existing = await findAccount(q, tenantId, 'tenant', tenantId, feeIncomeProduct, currency);
   if (existing) return existing;
   await ensureTenantLedger(q, tenantId);
-  await q.query('SELECT 1 FROM tenants WHERE id = $1 FOR UPDATE', [tenantId]);
+  await q.query('SELECT 1 FROM tenants WHERE id = $1 FOR NO KEY UPDATE', [tenantId]);
   return (await findAccount(q, tenantId, 'tenant', tenantId, feeIncomeProduct, currency))
     ?? (await openAccount(q, { tenantId, ownerType: 'tenant', ownerId: tenantId, productCode: feeIncomeProduct, currency, viaApi: false }, now)).id;
 }
