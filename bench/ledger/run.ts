@@ -25,7 +25,7 @@ const clients = Number(process.env.LEDGER_BENCH_CLIENTS ?? 16);
 const inFlight = process.env.LEDGER_BENCH_INFLIGHT ? Number(process.env.LEDGER_BENCH_INFLIGHT) : defaultInFlightBatches;
 const windowMs = process.env.LEDGER_BENCH_WINDOW_MS ? Number(process.env.LEDGER_BENCH_WINDOW_MS) : defaultBatchWindowMs;
 
-interface Result { name: string; ops: number; failed: number; perS: number; p50: number; p99: number; batch: number | undefined }
+interface Result { name: string; ops: number; failed: number; perS: number; p50: number; p99: number; batch: number | undefined; nodeCpu: number }
 interface BatchStats { batches: number; commands: number }
 
 function pct(sorted: number[], p: number): number {
@@ -34,6 +34,7 @@ function pct(sorted: number[], p: number): number {
 
 async function drive(name: string, op: (i: number) => Promise<boolean>, stats?: BatchStats): Promise<Result> {
   const b0 = stats ? { ...stats } : undefined;
+  const cpu0 = process.cpuUsage();
   const lat: number[] = [];
   let failed = 0;
   let seq = 0;
@@ -50,7 +51,8 @@ async function drive(name: string, op: (i: number) => Promise<boolean>, stats?: 
   const elapsed = (performance.now() - started) / 1000;
   lat.sort((a, b) => a - b);
   const batch = stats && b0 ? (stats.commands - b0.commands) / Math.max(1, stats.batches - b0.batches) : undefined;
-  return { name, ops: lat.length, failed, perS: lat.length / elapsed, p50: pct(lat, 0.5), p99: pct(lat, 0.99), batch };
+  const used = process.cpuUsage(cpu0);
+  return { name, ops: lat.length, failed, perS: lat.length / elapsed, p50: pct(lat, 0.5), p99: pct(lat, 0.99), batch, nodeCpu: (used.user + used.system) / 1e4 / elapsed };
 }
 
 async function main(): Promise<void> {
@@ -91,8 +93,8 @@ async function main(): Promise<void> {
     results.push(await drive('naive hot', naive(() => hot)));
     const fmt = (n: number, d = 1) => n.toFixed(d).padStart(9);
     process.stdout.write(`\nledger bench: ${clients} clients, ${seconds}s per run, ${accountCount} accounts, fsync=${fsync?.fsync}, synchronous_commit=${fsync?.sc}, in-flight batches=${inFlight}, batch window=${windowMs}ms\n`);
-    process.stdout.write(`${'scenario'.padEnd(18)}${'postings/s'.padStart(11)}${'p50 ms'.padStart(9)}${'p99 ms'.padStart(9)}${'ops'.padStart(9)}${'failed'.padStart(8)}${'batch'.padStart(7)}\n`);
-    for (const r of results) process.stdout.write(`${r.name.padEnd(18)}${fmt(r.perS, 0).padStart(11)}${fmt(r.p50, 2)}${fmt(r.p99, 2)}${String(r.ops).padStart(9)}${String(r.failed).padStart(8)}${(r.batch === undefined ? '-' : r.batch.toFixed(1)).padStart(7)}\n`);
+    process.stdout.write(`${'scenario'.padEnd(18)}${'postings/s'.padStart(11)}${'p50 ms'.padStart(9)}${'p99 ms'.padStart(9)}${'ops'.padStart(9)}${'failed'.padStart(8)}${'batch'.padStart(7)}${'node cpu'.padStart(10)}\n`);
+    for (const r of results) process.stdout.write(`${r.name.padEnd(18)}${fmt(r.perS, 0).padStart(11)}${fmt(r.p50, 2)}${fmt(r.p99, 2)}${String(r.ops).padStart(9)}${String(r.failed).padStart(8)}${(r.batch === undefined ? '-' : r.batch.toFixed(1)).padStart(7)}${`${r.nodeCpu.toFixed(0)}%`.padStart(10)}\n`);
     const by = (n: string) => results.find((r) => r.name === n)?.perS ?? 0;
     process.stdout.write(`ratio batched/naive: uniform ${(by('batched uniform') / by('naive uniform')).toFixed(1)}x, hot ${(by('batched hot') / by('naive hot')).toFixed(1)}x\n`);
     const { rows } = await db.query<{ d: string; c: string }>(`SELECT sum(amount) FILTER (WHERE side = 'debit')::text AS d, sum(amount) FILTER (WHERE side = 'credit')::text AS c FROM ledger_entries`);

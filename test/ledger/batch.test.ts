@@ -159,4 +159,28 @@ describe('ledger set-based posting batch', () => {
     const stored = await t.db.query<{ request_hash: string }>(`SELECT request_hash FROM idempotency_keys WHERE tenant_id = $1 AND key = 'dup-key-01'`, [tenant]);
     assert.equal(stored.rows[0]?.request_hash, 'first');
   });
+
+  it('ledger_apply_keyed: a second batch with a key in flight waits for the first, then does not run it', async () => {
+    const k = { tenant, key: 'inflight-key-1', method: 'POST', path: '/v1/core/postings', hash: 'h' };
+    const cmd = () => post([[kes[6]!, 'debit', '0.010000'], [kes[7]!, 'credit', '0.010000']]);
+    const a = new pg.Client({ connectionString: t.url });
+    const b = new pg.Client({ connectionString: t.url });
+    await a.connect();
+    await b.connect();
+    try {
+      await a.query('BEGIN');
+      const first = await a.query<{ r: unknown[] }>('SELECT ledger_apply_keyed($1::jsonb, $2::jsonb) AS r', [JSON.stringify([k]), JSON.stringify([cmd()])]);
+      assert.equal((first.rows[0]!.r[0] as { ok: boolean }).ok, true);
+      let settled = false;
+      const second = b.query<{ r: unknown[] }>('SELECT ledger_apply_keyed($1::jsonb, $2::jsonb) AS r', [JSON.stringify([k]), JSON.stringify([cmd()])]).finally(() => { settled = true; });
+      await new Promise((r) => setTimeout(r, 200));
+      assert.equal(settled, false, 'the second waits on the key');
+      await a.query(`UPDATE idempotency_keys SET response_status = 201, response_body = '{}' WHERE tenant_id = $1 AND key = $2`, [tenant, k.key]);
+      await a.query('COMMIT');
+      assert.deepEqual((await second).rows[0]!.r, [null]);
+    } finally {
+      await a.end();
+      await b.end();
+    }
+  });
 });
