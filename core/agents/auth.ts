@@ -13,7 +13,7 @@
 import { AppError } from '../http/errors.ts';
 import { uuidv7 } from '../../lib/uuid.ts';
 import { auditAuth, clientIpOf } from '../identity/context.ts';
-import { SemaphoreFull } from '../identity/semaphore.ts';
+import { gated } from '../identity/login.ts';
 import { lookupKey, type TenantSecrets } from '../identity/secrets.ts';
 import { insertRefreshToken, revokeSession, sessionMaxAgeMs } from '../identity/sessions.ts';
 import { tenantSettings } from '../identity/settings.ts';
@@ -42,15 +42,6 @@ export function agentKeyOf(s: TenantSecrets, tenantId: string, code: string): Bu
 }
 
 export const agentRef = (key: Buffer) => `agk_${key.subarray(0, 12).toString('base64url')}`;
-
-async function gated<T>(fn: () => Promise<T>): Promise<T> {
-  try {
-    return await fn();
-  } catch (err) {
-    if (err instanceof SemaphoreFull) throw new AppError('SERVICE_UNAVAILABLE', 'login is busy; retry shortly', { headers: { 'retry-after': '1' } });
-    throw err;
-  }
-}
 
 export async function findAgentByCode(q: Queryable, tenantId: string, code: string): Promise<AgentRow | undefined> {
   const { rows } = await q.query<AgentRow>(

@@ -48,7 +48,7 @@ interface CredentialRow {
 }
 
 /** Run a PIN check through the argon2 gate; a full queue is 503, never an unbounded pile. */
-async function gated<T>(fn: () => Promise<T>): Promise<T> {
+export async function gated<T>(fn: () => Promise<T>): Promise<T> {
   try {
     return await fn();
   } catch (err) {
