@@ -45,8 +45,9 @@ async function listenOrExplain(server: Server, port: number, name: string): Prom
 }
 
 /**
- * `checkTimeoutMs` overrides the gateway's 100 ms Check deadline; only tests on a loaded
- * machine use it, so functional assertions do not depend on scheduling.
+ * `checkTimeoutMs` overrides the gateway's 100 ms Check deadline and the edge's 100 ms decision
+ * budget; only tests on a loaded machine use it, so functional assertions do not depend on
+ * scheduling (the deadlines themselves have their own tests).
  */
 export async function startStack(
   config: Config,
@@ -100,6 +101,8 @@ export async function startStack(
     const edge = await buildEdge({
       db: edgeDb, keys: new KeyStore(edgeDb, masterKey), log: log.child({ component: 'edge' }), edgeSecret,
       ...(opts.publicRateLimit ? { publicRateLimit: opts.publicRateLimit } : {}),
+      // Tests that raise the gateway's deadline raise the edge's own budget with it.
+      ...(opts.checkTimeoutMs ? { budgetMs: opts.checkTimeoutMs } : {}),
       ...(config.policyBundle ? { bundleSource: config.policyBundle } : {}),
     });
     cleanups.push(() => edge.stop());

@@ -22,6 +22,8 @@ export interface EdgeDeps {
   edgeSecret: string;
   /** A directory or http(s) URL holding manifest.json, registry.json and policy.wasm. */
   bundleSource?: string;
+  /** The decision budget (default 100 ms, SPEC 8); only tests on a loaded machine raise it. */
+  budgetMs?: number;
   /** Public-route flood limit per source address and route (defaults in auth/rate-limit.ts). */
   publicRateLimit?: { perMinute: number; burst: number };
   now?: () => number;
@@ -46,7 +48,7 @@ export async function buildEdge(deps: EdgeDeps): Promise<Edge> {
   const audit = new AuditWriter(deps.db, deps.log);
   audit.start();
   const decide = createDecider({ state, policies, audit, risk: new RiskEngine(deps.now), limiter: new RateLimiter(deps.publicRateLimit?.perMinute, deps.publicRateLimit?.burst), log: deps.log, edgeSecret: deps.edgeSecret, now: deps.now });
-  const server = createEdgeServer({ log: deps.log, decide });
+  const server = createEdgeServer({ log: deps.log, decide, ...(deps.budgetMs ? { budgetMs: deps.budgetMs } : {}) });
   return {
     server, state, policies, audit,
     listen: (port, host) => bindEdge(server, port, host),

@@ -73,7 +73,8 @@ describe('edge authorization with the policy bundle', () => {
     await policies.load(defaultBundleDir);
     audit = new AuditWriter(t.db, log);
     const decide = createDecider({ state, policies, audit, risk: new RiskEngine(), log, edgeSecret });
-    edge = await startTestEdge({ log, decide, resolve: buildRouteTable([...edgeRoutes, ...extraRoutes]) });
+    // Outcomes, not timing: a generous budget (the 100 ms budget has its own tests in check.test.ts).
+    edge = await startTestEdge({ log, decide, resolve: buildRouteTable([...edgeRoutes, ...extraRoutes]), budgetMs: 2000 });
   });
   after(async () => {
     await edge.close();
@@ -277,7 +278,7 @@ describe('edge authorization fails closed', () => {
     const policies = new PolicyStore(await loadTrustedKeys());
     await policies.load(defaultBundleDir);
     const audit = new AuditWriter(t.db, log, 0);
-    const edge = await startTestEdge({ log, decide: createDecider({ state, policies, audit, risk: new RiskEngine(), log, edgeSecret }) });
+    const edge = await startTestEdge({ log, decide: createDecider({ state, policies, audit, risk: new RiskEngine(), log, edgeSecret }), budgetMs: 2000 });
     try {
       const res = await edge.check(envoyRequest('GET', '/v1/health'));
       assert.equal(body(res).code, 'authz_unavailable');
@@ -294,7 +295,7 @@ describe('edge authorization fails closed', () => {
     const state = new EdgeState(t.db, keys, log);
     await state.start();
     const policies = new PolicyStore(await loadTrustedKeys());
-    const edge = await startTestEdge({ log, decide: createDecider({ state, policies, audit: new AuditWriter(t.db, log), risk: new RiskEngine(), log, edgeSecret }) });
+    const edge = await startTestEdge({ log, decide: createDecider({ state, policies, audit: new AuditWriter(t.db, log), risk: new RiskEngine(), log, edgeSecret }), budgetMs: 2000 });
     try {
       assert.equal(body(await edge.check(envoyRequest('GET', '/v1/health'))).code, 'authz_unavailable');
     } finally {
@@ -311,7 +312,7 @@ describe('edge authorization fails closed', () => {
     await state.start();
     const policies = new PolicyStore(await loadTrustedKeys());
     await policies.load(defaultBundleDir);
-    const edge = await startTestEdge({ log, decide: createDecider({ state, policies, audit: new AuditWriter(t.db, log), risk: new RiskEngine(), log, edgeSecret }) });
+    const edge = await startTestEdge({ log, decide: createDecider({ state, policies, audit: new AuditWriter(t.db, log), risk: new RiskEngine(), log, edgeSecret }), budgetMs: 2000 });
     try {
       await t.db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ('t1', 't1', 'KE', 'KES')`);
       const probe = () => edge.check(envoyRequest('POST', '/customers/auth/login', { headers: { 'content-type': 'application/json' }, body: '{"tenantId":"t1"}' }));
