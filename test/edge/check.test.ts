@@ -50,7 +50,7 @@ describe('edge Check fails closed on decision faults', () => {
   const cases: [string, Decide][] = [
     ['a throwing policy', () => { throw new Error('policy crashed'); }],
     ['a rejecting dependency', async () => { throw new Error('database gone'); }],
-    ['a decision slower than the budget', () => new Promise((r) => setTimeout(() => r({ allow: true, status: 200 }), 500))],
+    ['a decision slower than the budget', () => new Promise((r) => setTimeout(() => r({ allow: true, status: 200 }), 3000))],
   ];
   for (const [name, decide] of cases) {
     it(`denies with authz_unavailable on ${name}`, async () => {
@@ -61,7 +61,8 @@ describe('edge Check fails closed on decision faults', () => {
         assert.equal(res.ok_response, undefined);
         assert.equal(res.denied_response?.status.code, 503);
         assert.equal(JSON.parse(res.denied_response?.body ?? '{}').code, 'authz_unavailable');
-        assert.ok(Date.now() - started < 400, 'answered within the budget, not after the slow dependency');
+        // The slow decision takes 3 s; an answer well before that came from the 50 ms budget.
+        assert.ok(Date.now() - started < 2000, 'answered within the budget, not after the slow dependency');
       } finally {
         await edge.close();
       }
