@@ -36,13 +36,13 @@ function rowHash(prev: Buffer, e: Required<Omit<AuditEntry, 'ts'>> & { ts: strin
 export async function appendAudit(client: Queryable, entries: AuditEntry[]): Promise<number[]> {
   if (entries.length === 0) return [];
   const tenants = [...new Set(entries.map((e) => e.tenantId))].sort();
-  await client.query(
-    'INSERT INTO audit_chain_heads (tenant_id, last_hash) SELECT t, $2 FROM unnest($1::text[]) AS t ON CONFLICT DO NOTHING',
-    [tenants, genesis],
-  );
+  // One round trip creates missing heads and locks every head, in tenant order (no deadlocks);
+  // DO UPDATE is what makes ON CONFLICT lock the existing row and return it.
   const { rows: headRows } = await client.query<{ tenant_id: string; last_hash: Buffer }>(
-    'SELECT tenant_id, last_hash FROM audit_chain_heads WHERE tenant_id = ANY($1::text[]) ORDER BY tenant_id FOR UPDATE',
-    [tenants],
+    `INSERT INTO audit_chain_heads (tenant_id, last_hash) SELECT t, $2 FROM unnest($1::text[]) AS t ORDER BY t
+     ON CONFLICT (tenant_id) DO UPDATE SET tenant_id = EXCLUDED.tenant_id
+     RETURNING tenant_id, last_hash`,
+    [tenants, genesis],
   );
   const heads = new Map(headRows.map((r) => [r.tenant_id, r.last_hash]));
   // Hashes are computed here in order; one INSERT writes the rows in that same order, so ids
@@ -63,24 +63,26 @@ export async function appendAudit(client: Queryable, entries: AuditEntry[]): Pro
     cols.prev.push(prev);
     cols.hash.push(hash);
   }
-  const { rows } = await client.query<{ id: string; tenant_id: string }>(
-    `INSERT INTO audit_log (ts, tenant_id, actor, action, target, decision, attrs, prev_hash, row_hash)
-     SELECT ts, tenant_id, actor, action, target, decision, attrs, prev_hash, row_hash
-     FROM unnest($1::timestamptz[], $2::text[], $3::jsonb[], $4::text[], $5::jsonb[], $6::jsonb[], $7::jsonb[], $8::bytea[], $9::bytea[])
-          WITH ORDINALITY AS u(ts, tenant_id, actor, action, target, decision, attrs, prev_hash, row_hash, n)
-     ORDER BY n
-     RETURNING id, tenant_id`,
-    [cols.ts, cols.tenant, cols.actor, cols.action, cols.target, cols.decision, cols.attrs, cols.prev, cols.hash],
+  // One more round trip writes the rows (in chain order, so ids follow it) and moves the heads.
+  const { rows } = await client.query<{ id: string }>(
+    `WITH ins AS (
+       INSERT INTO audit_log (ts, tenant_id, actor, action, target, decision, attrs, prev_hash, row_hash)
+       SELECT ts, tenant_id, actor, action, target, decision, attrs, prev_hash, row_hash
+       FROM unnest($1::timestamptz[], $2::text[], $3::jsonb[], $4::text[], $5::jsonb[], $6::jsonb[], $7::jsonb[], $8::bytea[], $9::bytea[])
+            WITH ORDINALITY AS u(ts, tenant_id, actor, action, target, decision, attrs, prev_hash, row_hash, n)
+       ORDER BY n
+       RETURNING id, tenant_id
+     ), last AS (SELECT tenant_id, max(id) AS last_id FROM ins GROUP BY tenant_id),
+     moved AS (
+       UPDATE audit_chain_heads h SET last_id = last.last_id, last_hash = u.last_hash
+       FROM last JOIN unnest($10::text[], $11::bytea[]) AS u(tenant_id, last_hash) USING (tenant_id)
+       WHERE h.tenant_id = last.tenant_id
+     )
+     SELECT id FROM ins ORDER BY id`,
+    [cols.ts, cols.tenant, cols.actor, cols.action, cols.target, cols.decision, cols.attrs, cols.prev, cols.hash,
+      tenants, tenants.map((t) => heads.get(t) ?? genesis)],
   );
-  const ids = rows.map((r) => Number(r.id)).sort((a, b) => a - b);
-  const lastIds = new Map<string, number>();
-  for (const r of rows) lastIds.set(r.tenant_id, Math.max(lastIds.get(r.tenant_id) ?? 0, Number(r.id)));
-  await client.query(
-    `UPDATE audit_chain_heads h SET last_id = u.last_id, last_hash = u.last_hash
-     FROM unnest($1::text[], $2::bigint[], $3::bytea[]) AS u(tenant_id, last_id, last_hash) WHERE h.tenant_id = u.tenant_id`,
-    [tenants, tenants.map((t) => lastIds.get(t) ?? 0), tenants.map((t) => heads.get(t) ?? genesis)],
-  );
-  return ids;
+  return rows.map((r) => Number(r.id));
 }
 
 /** Append in a transaction of its own (for events not tied to another change). */
