@@ -57,8 +57,8 @@ export function opsRoutes(deps: AdminDeps): RouteSpec[] {
           `UPDATE outbox SET status = 'PENDING', next_attempt_at = $3, processed_at = NULL WHERE tenant_id = $1 AND id = $2 AND status <> 'DELIVERED' RETURNING ${oCols}`,
           [w.caller.tenantId, ctx.params.id, new Date(deps.now())]);
         if (!rows[0]) {
-          const { rows: any } = await w.q.query('SELECT 1 FROM outbox WHERE tenant_id = $1 AND id = $2', [w.caller.tenantId, ctx.params.id]);
-          if (!any[0]) throw new AppError('OUTBOX_NOT_FOUND', `no outbox message ${ctx.params.id}`);
+          const { rows: existing } = await w.q.query('SELECT 1 FROM outbox WHERE tenant_id = $1 AND id = $2', [w.caller.tenantId, ctx.params.id]);
+          if (!existing[0]) throw new AppError('OUTBOX_NOT_FOUND', `no outbox message ${ctx.params.id}`);
           throw new AppError('CONFLICT', 'the message was delivered; nothing to retry');
         }
         await w.q.query(`UPDATE admin_webhook_deliveries SET status = 'PENDING', attempts = 0, next_attempt_at = $2 WHERE outbox_id = $1 AND status <> 'DELIVERED'`, [ctx.params.id, new Date(deps.now())]);
