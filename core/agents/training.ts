@@ -80,7 +80,8 @@ async function progressOf(q: Queryable, tenantId: string, agentId: string): Prom
 async function submit(deps: AgentDeps, q: Queryable, c: { tenantId: string; agentId: string }, quizId: string, answers: Static<typeof SubmitBody>['answers'], requestId: string) {
   const t = deps.now();
   // The agent row lock serialises this agent's submissions (attempt numbering).
-  await q.query('SELECT 1 FROM agents WHERE tenant_id = $1 AND id = $2 FOR UPDATE', [c.tenantId, c.agentId]);
+  // NO KEY: serialises this agent's attempts without blocking foreign-key checks on the agent row.
+  await q.query('SELECT 1 FROM agents WHERE tenant_id = $1 AND id = $2 FOR NO KEY UPDATE', [c.tenantId, c.agentId]);
   const { rows } = await q.query<QuizRow>(
     `SELECT z.id, z.course_id, z.pass_mark_pct, z.max_attempts, z.questions, c.unlocks FROM agent_quizzes z
        JOIN agent_courses c ON c.tenant_id = z.tenant_id AND c.id = z.course_id WHERE z.tenant_id = $1 AND z.id = $2`, [c.tenantId, quizId]);
