@@ -13,6 +13,7 @@ import type { RequestContext } from '../http/route.ts';
 import type { IdentityDeps } from '../identity/context.ts';
 import type { KeyStore } from '../keys/keys.ts';
 import { accessAudience, accessTyp } from '../identity/tokens.ts';
+import { bearerToken } from '../../lib/bearer.ts';
 
 export interface AgentDeps {
   db: Db;
@@ -49,8 +50,17 @@ const Claims = TypeCompiler.Compile(Type.Object({
  * in depth) agreement with the identity headers the edge set. Any failure is 401 INVALID_TOKEN.
  */
 export async function agentCaller(deps: AgentDeps, ctx: AnyCtx): Promise<AgentCaller> {
-  const m = /^Bearer\s+(\S+)$/i.exec((ctx.headers.authorization ?? '').trim());
-  const token = m?.[1];
+  const s = await agentSession(deps, ctx);
+  if (s.status !== 'active') throw new AppError('FORBIDDEN', 'agent is suspended');
+  return { kind: 'agent', tenantId: s.tenantId, agentId: s.agentId, sessionId: s.sessionId, aal: s.aal };
+}
+
+/**
+ * The agent behind the bearer token, whatever the agent's status: signature, audience, type,
+ * expiry, agreement with the edge's identity headers, and a live agent session.
+ */
+export async function agentSession(deps: AgentDeps, ctx: AnyCtx): Promise<{ tenantId: string; agentId: string; sessionId: string; aal: number; status: string }> {
+  const token = bearerToken(ctx.headers.authorization);
   if (!token) throw new AppError('INVALID_TOKEN', 'a bearer access token is required');
   let raw: unknown;
   try {
@@ -69,8 +79,7 @@ export async function agentCaller(deps: AgentDeps, ctx: AnyCtx): Promise<AgentCa
   );
   const row = rows[0];
   if (row?.subject_id !== raw.sub) throw new AppError('INVALID_TOKEN', 'session is revoked or unknown');
-  if (row.status !== 'active') throw new AppError('FORBIDDEN', 'agent is suspended');
-  return { kind: 'agent', tenantId: raw.tid, agentId: raw.sub, sessionId: raw.sid, aal: raw.aal };
+  return { tenantId: raw.tid, agentId: raw.sub, sessionId: raw.sid, aal: raw.aal, status: row.status };
 }
 
 /** Ops staff (service token with role ops or admin, established by the edge). */
@@ -83,7 +92,7 @@ export function opsCaller(ctx: AnyCtx): OpsCaller | undefined {
 
 /** An agent (bearer token) or, when `allowOps`, ops staff; otherwise 401. */
 export async function agentOrOps(deps: AgentDeps, ctx: AnyCtx): Promise<AgentCaller | OpsCaller> {
-  if (!ctx.headers.authorization?.match(/^Bearer\s+[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/i)) {
+  if (!bearerToken(ctx.headers.authorization)) {
     const ops = opsCaller(ctx);
     if (ops) return ops;
   }

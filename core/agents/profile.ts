@@ -4,11 +4,9 @@
  * allowed); PATCH needs an active agent.
  */
 import { Type } from '@sinclair/typebox';
-import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { AppError } from '../http/errors.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
-import { accessAudience, accessTyp } from '../identity/tokens.ts';
-import { agentCaller, auditAgent, type AgentDeps, type AnyCtx } from './context.ts';
+import { agentCaller, agentSession, auditAgent, type AgentDeps, type AnyCtx } from './context.ts';
 import { capabilitiesOf, capabilitiesView, loadAgent, type AgentProfileRow } from './capabilities.ts';
 
 const tags = ['agent'];
@@ -33,30 +31,15 @@ const Capabilities = Type.Object({
   capabilities: Type.Array(Type.Object({ name: Type.String(), allowed: Type.Boolean(), reasons: Type.Array(Reason) })),
 });
 
-const Claims = TypeCompiler.Compile(Type.Object({ sub: Type.String({ minLength: 1 }), tid: Type.String({ minLength: 1 }), sid: Type.String({ minLength: 1 }) }));
-
 /**
  * Like agentCaller (context.ts) — valid token, live agent session, agreement with the edge's
  * identity headers — but a suspended agent may still read its own profile.
  */
 export async function agentReader(deps: AgentDeps, ctx: AnyCtx): Promise<{ tenantId: string; agent: AgentProfileRow }> {
-  const token = /^Bearer\s+(\S+)$/i.exec((ctx.headers.authorization ?? '').trim())?.[1];
-  if (!token) throw new AppError('INVALID_TOKEN', 'a bearer access token is required');
-  let raw: unknown;
-  try {
-    raw = await deps.keys.verify(token, { audience: accessAudience, typ: accessTyp });
-  } catch {
-    throw new AppError('INVALID_TOKEN', 'access token is invalid or expired');
-  }
-  if (!Claims.Check(raw)) throw new AppError('INVALID_TOKEN', 'access token is invalid or expired');
-  if (ctx.identity.tenantId !== undefined && ctx.identity.tenantId !== raw.tid) throw new AppError('TENANT_MISMATCH', 'access token belongs to another tenant');
-  if (ctx.identity.principalId !== undefined && ctx.identity.principalId !== raw.sub) throw new AppError('INVALID_TOKEN', 'access token does not match the authenticated principal');
-  const { rows } = await deps.db.query<{ subject_id: string }>(
-    `SELECT subject_id FROM sessions WHERE tenant_id = $1 AND id = $2 AND subject_type = 'agent' AND revoked_at IS NULL`, [raw.tid, raw.sid]);
-  if (rows[0]?.subject_id !== raw.sub) throw new AppError('INVALID_TOKEN', 'session is revoked or unknown');
-  const agent = await loadAgent(deps.db, raw.tid, raw.sub);
+  const session = await agentSession(deps, ctx);
+  const agent = await loadAgent(deps.db, session.tenantId, session.agentId);
   if (!agent) throw new AppError('INVALID_TOKEN', 'session is revoked or unknown');
-  return { tenantId: raw.tid, agent };
+  return { tenantId: session.tenantId, agent };
 }
 
 export function meView(a: AgentProfileRow): Record<string, unknown> {

@@ -10,6 +10,7 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
+import { bearerToken } from '../../lib/bearer.ts';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { uuidv7 } from '../../lib/uuid.ts';
 import type { Queryable } from '../db/pool.ts';
@@ -75,13 +76,6 @@ export interface Caller {
   orig?: string;
 }
 
-function bearerOf(headers: Readonly<Record<string, string>>): string | undefined {
-  const h = headers.authorization;
-  if (!h) return undefined;
-  const m = /^Bearer\s+(\S+)$/i.exec(h.trim());
-  return m?.[1];
-}
-
 /**
  * The customer behind `Authorization: Bearer <access token>`: signature, audience, type, expiry,
  * a live session of that customer in that tenant, and (defence in depth) agreement with the
@@ -90,7 +84,7 @@ function bearerOf(headers: Readonly<Record<string, string>>): string | undefined
 export async function authenticate(
   keys: KeyStore, q: Queryable, headers: Readonly<Record<string, string>>, identity: EdgeIdentity,
 ): Promise<Caller> {
-  const token = bearerOf(headers);
+  const token = bearerToken(headers.authorization);
   if (!token) throw new AppError('INVALID_TOKEN', 'a bearer access token is required');
   let raw: unknown;
   try {

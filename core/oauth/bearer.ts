@@ -3,6 +3,7 @@
  * The edge checks them first; core checks again (defence in depth) and takes the tenant from
  * the verified token, never from the request body. No token detail reaches the client or logs.
  */
+import { bearerToken } from '../../lib/bearer.ts';
 import type { KeyStore } from '../keys/keys.ts';
 import type { EdgeIdentity } from '../http/route.ts';
 import { AppError } from '../http/errors.ts';
@@ -20,9 +21,9 @@ export interface CorePrincipal {
 const challenge = { 'www-authenticate': 'Bearer realm="core"' };
 
 function tokenOf(header: string | undefined): string {
-  if (!header) throw new AppError('UNAUTHORIZED', 'a core access token is required', { headers: challenge });
-  const m = /^Bearer\s+(\S+)$/i.exec(header.trim());
-  return m?.[1] ?? header.trim();
+  const token = bearerToken(header, { bare: true });
+  if (!token) throw new AppError('UNAUTHORIZED', 'a core access token is required', { headers: challenge });
+  return token;
 }
 
 function scopesOf(claims: Record<string, unknown>): Set<string> {

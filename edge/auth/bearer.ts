@@ -1,4 +1,5 @@
 /** Reading credentials from request headers. */
+import { bearerToken } from '../../lib/bearer.ts';
 
 export type CredentialCode =
   | 'UNAUTHENTICATED' | 'invalid_token' | 'session_revoked' | 'session_expired' | 'invalid_dpop_proof' | 'FORBIDDEN'
@@ -23,15 +24,7 @@ export class CredentialError extends Error {
   }
 }
 
-/**
- * The token from `Authorization: Bearer <t>`, `Authorization: DPoP <t>`, or (core clients,
- * SPEC 5.1) the bare JWT form `Authorization: <t>`.
- */
+/** The caller's token (see lib/bearer.ts); core clients may use the bare JWT form (SPEC 5.1). */
 export function bearerOf(headers: Record<string, string>, allowBare = false): string | undefined {
-  const raw = headers.authorization?.trim();
-  if (!raw) return undefined;
-  const m = /^(Bearer|DPoP)\s+(\S+)$/i.exec(raw);
-  if (m) return m[2];
-  if (allowBare && /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/.test(raw)) return raw;
-  return undefined;
+  return bearerToken(headers.authorization, { bare: allowBare });
 }
