@@ -1,11 +1,10 @@
 /**
- * The Check decision, from an Envoy CheckRequest to a CheckResponse. Until the policy bundle
- * is wired in, only public `operational` platform routes are allowed; everything else is
- * denied with a JSON body. Any error while deciding is a deny (`authz_unavailable`).
+ * The Check wire format: reading an Envoy CheckRequest into a RequestView, and turning a
+ * Decision (made by edge/authz.ts) into a CheckResponse. Any error while deciding is a deny
+ * (`authz_unavailable`).
  */
 import { randomUUID } from 'node:crypto';
 import type { CheckRequest, CheckResponse, HeaderValueOption } from './types.ts';
-import type { ResolvedRoute } from './routes.ts';
 import type { CredentialCode } from './auth/bearer.ts';
 
 /** Headers only the edge may set; any client-sent copy is removed or overwritten (SPEC 5.2.4). */
@@ -78,17 +77,6 @@ export function viewOf(req: CheckRequest): RequestView {
     decisionId: randomUUID(),
     ...(req.attributes?.source?.certificate ? { peerCertificate: req.attributes.source.certificate } : {}),
   };
-}
-
-/** Skeleton decision: public operational routes pass, the rest waits for the policy. */
-export function skeletonDecision(view: RequestView, resolved: ResolvedRoute): Decision {
-  if (resolved.route && resolved.route.credential === 'public' && resolved.purpose === 'operational') {
-    return { allow: true, status: 200, set: { 'x-purpose': resolved.purpose } };
-  }
-  if (!resolved.route) {
-    return { allow: false, status: 403, code: 'POLICY_DENIED', message: `no route mapping for ${view.method} ${view.path}; purpose operational denies it` };
-  }
-  return { allow: false, status: 403, code: 'POLICY_DENIED', message: `purpose ${resolved.purpose} is not authorised at this edge` };
 }
 
 /** Turn a decision into Envoy's CheckResponse, stripping client copies of identity headers. */

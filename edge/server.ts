@@ -6,7 +6,7 @@
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { authorizationPackage } from './proto.ts';
-import { skeletonDecision, toCheckResponse, unavailable, viewOf, type Decision, type RequestView } from './check.ts';
+import { toCheckResponse, unavailable, viewOf, type Decision, type RequestView } from './check.ts';
 import { buildRouteTable, type ResolvedRoute } from './routes.ts';
 import type { CheckRequest, CheckResponse } from './types.ts';
 
@@ -17,7 +17,7 @@ export type Decide = (view: RequestView, resolved: ResolvedRoute, signal: AbortS
 
 export interface EdgeDeps {
   log: Logger;
-  decide?: Decide;
+  decide: Decide;
   resolve?: ReturnType<typeof buildRouteTable>;
   budgetMs?: number;
 }
@@ -25,7 +25,7 @@ export interface EdgeDeps {
 /** Run one Check within the budget; never throws, never allows on error. */
 export async function check(deps: EdgeDeps, req: CheckRequest): Promise<CheckResponse> {
   const resolve = deps.resolve ?? buildRouteTable();
-  const decide = deps.decide ?? skeletonDecision;
+  const decide = deps.decide;
   const budgetMs = deps.budgetMs ?? checkBudgetMs;
   let view: RequestView | undefined;
   const controller = new AbortController();

@@ -2,14 +2,14 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { createLogger } from '../../core/platform/log.ts';
 import type { Decide } from '../../edge/server.ts';
-import { envoyRequest, headerOf, startTestEdge, type TestEdge } from '../helpers/edge.ts';
+import { envoyRequest, headerOf, platformOnly, startTestEdge, type TestEdge } from '../helpers/edge.ts';
 
 const log = createLogger('silent');
 
-describe('edge Check (skeleton policy)', () => {
+describe('edge Check wire format (stand-in decision)', () => {
   let edge: TestEdge;
   before(async () => {
-    edge = await startTestEdge({ log });
+    edge = await startTestEdge({ log, decide: platformOnly });
   });
   after(() => edge.close());
 

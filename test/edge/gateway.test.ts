@@ -5,7 +5,7 @@ import { createLogger } from '../../core/platform/log.ts';
 import { createGateway, maxRequestBytes, type Gateway } from '../../edge/gateway.ts';
 import type { Decide } from '../../edge/server.ts';
 import { freePort } from '../../lib/net.ts';
-import { startTestEdge, type TestEdge } from '../helpers/edge.ts';
+import { platformOnly, startTestEdge, type TestEdge } from '../helpers/edge.ts';
 import { call, serve } from '../helpers/http.ts';
 
 const log = createLogger('silent');
@@ -78,7 +78,7 @@ describe('dev gateway', () => {
   });
 
   it('passes the edge deny through and never forwards it', async () => {
-    const denyEdge = await startTestEdge({ log });
+    const denyEdge = await startTestEdge({ log, decide: platformOnly });
     const g = await gatewayOn(denyEdge.address, upstream.origin);
     try {
       const before = upstream.seen.length;

@@ -1,7 +1,7 @@
 /** A real ext_authz gRPC server and a client for it, both on loopback. */
 import * as grpc from '@grpc/grpc-js';
 import { authorizationPackage } from '../../edge/proto.ts';
-import { bindEdge, createEdgeServer, type EdgeDeps } from '../../edge/server.ts';
+import { bindEdge, createEdgeServer, type Decide, type EdgeDeps } from '../../edge/server.ts';
 import type { CheckRequest, CheckResponse } from '../../edge/types.ts';
 
 export interface TestEdge {
@@ -65,3 +65,17 @@ export function headerOf(res: CheckResponse, key: string): string | undefined {
   const list = res.ok_response?.headers ?? res.denied_response?.headers ?? [];
   return list.find((h) => h.header.key === key)?.header.value;
 }
+
+/**
+ * A stand-in decision for wire-level tests of the Check server and gateway: public
+ * operational routes pass, everything else is denied (the real decision is edge/authz.ts).
+ */
+export const platformOnly: Decide = (view, resolved) => {
+  if (resolved.route && resolved.route.credential === 'public' && resolved.purpose === 'operational') {
+    return { allow: true, status: 200, set: { 'x-purpose': resolved.purpose } };
+  }
+  if (!resolved.route) {
+    return { allow: false, status: 403, code: 'POLICY_DENIED', message: `no route mapping for ${view.method} ${view.path}; purpose operational denies it` };
+  }
+  return { allow: false, status: 403, code: 'POLICY_DENIED', message: `purpose ${resolved.purpose} is not authorised here` };
+};
