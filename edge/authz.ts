@@ -139,8 +139,9 @@ export function createDecider(deps: DeciderDeps) {
       audit(deps, view, resolved, undefined, '', decision, undefined);
       return decision;
     }
-    const requestTenant = principal.kind === 'anonymous' ? (targetTenantOf(view, resolved) ?? '') : principal.tenantId;
-    const resourceTenant = targetTenantOf(view, resolved) ?? requestTenant;
+    const target = targetTenantOf(view, resolved);
+    const requestTenant = principal.kind === 'anonymous' ? (target ?? '') : principal.tenantId;
+    const resourceTenant = target ?? requestTenant;
     const tenant = requestTenant ? await deps.state.tenant(requestTenant) : undefined;
     const session = principal.kind === 'customer' || principal.kind === 'user' ? principal.session : undefined;
     const deviceId = view.headers['x-device-id'];
