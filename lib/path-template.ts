@@ -9,6 +9,8 @@ export interface CompiledTemplate {
   readonly paramNames: readonly string[];
   /** Literal characters in the template: the more, the more specific. */
   readonly specificity: number;
+  /** The anchored pattern `match` uses (RE2-compatible: literals escaped, `([^/]+?)` per parameter). */
+  readonly source: string;
   match(path: string): Record<string, string> | undefined;
 }
 
@@ -40,6 +42,7 @@ export function compileTemplate(template: string): CompiledTemplate {
     template,
     paramNames,
     specificity: literal,
+    source: regex.source,
     match(path: string) {
       const m = regex.exec(path);
       if (!m) return undefined;

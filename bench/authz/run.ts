@@ -7,17 +7,17 @@
  * Starts an embedded PostgreSQL in a temporary directory, the real edge (policy bundle, cached
  * state, decision audit), and drives Check from a separate process with `ghz` using realistic
  * CheckRequests: a transfer with an AAL 2 JWT, a masked read, and a denied cross-tenant call.
- * For comparison it runs OPA itself (`opa run --server`, the same Rego and data) on the same
- * decision inputs over its REST data API. opa-envoy-plugin is not obtainable from this
- * machine's Go module proxy, so OPA's own server stands in for it; the ratio compares policy
- * engines plus transport, not identical gRPC stacks. Prints; asserts nothing.
+ * In the same run it starts opa-envoy-plugin (OPA's own ext_authz server, pinned and built on
+ * first use, see opa-envoy.ts) with the same Rego behind an adapter that verifies the same token
+ * and reads the same session, tuples and tenant (as data), checks that it reaches the same
+ * decision for every scenario, drives it with the same requests, and prints our figures as a
+ * ratio to its figures. Prints; asserts nothing beyond the decisions agreeing.
  */
-import { execFile, execFileSync, spawn } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { promisify } from 'node:util';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { Pool } from 'undici';
 import { KeyStore } from '../../core/keys/keys.ts';
 import { createLogger } from '../../core/platform/log.ts';
 import { AuditWriter } from '../../edge/audit-writer.ts';
@@ -33,11 +33,9 @@ import { bindEdge, createEdgeServer } from '../../edge/server.ts';
 import { EdgeState } from '../../edge/state/store.ts';
 import type { CheckRequest, CheckResponse } from '../../edge/types.ts';
 import * as grpc from '@grpc/grpc-js';
-import { freePort } from '../../lib/net.ts';
-import { findOpa } from '../../policy/opa.ts';
 import { origOf } from '../../core/identity/challenge.ts';
-import { policyDir } from '../../policy/build.ts';
 import { option, percentile, runBench, withDatabase } from '../lib/harness.ts';
+import { ensureOpaEnvoyPlugin, opaEnvoyPluginVersion, routesForRego, startOpaEnvoyPlugin } from './opa-envoy.ts';
 
 const execFileAsync = promisify(execFile);
 
@@ -73,52 +71,36 @@ async function ghz(address: string, data: CheckRequest, opts: { rps: number; n: 
   return report;
 }
 
-function line(name: string, r: GhzReport): string {
-  const sorted = (r.details ?? []).map((d) => d.latency).sort((a, b) => a - b);
-  // ghz's summary stops at p99; the per-call details give p99.9.
-  const at = (p: number) => r.latencyDistribution.find((d) => d.percentage === p)?.latency ?? percentile(sorted, p);
-  return `${name.padEnd(30)} p50 ${ms(at(50)).padStart(7)} ms  p99 ${ms(at(99)).padStart(7)} ms  p99.9 ${ms(at(99.9)).padStart(7)} ms  ${r.rps.toFixed(0).padStart(6)} req/s  ${JSON.stringify(r.statusCodeDistribution)}`;
+// ghz's summary stops at p99; the per-call details give p99.9.
+const at = (r: GhzReport, p: number) => r.latencyDistribution.find((d) => d.percentage === p)?.latency ?? percentile((r.details ?? []).map((d) => d.latency).sort((x, y) => x - y), p);
+
+function line(name: string, r: GhzReport, offered = 0): string {
+  const saturated = offered > 0 && r.rps < offered * 0.95 ? '  (below the offered rate: saturated)' : '';
+  return `${name.padEnd(30)} p50 ${ms(at(r, 50)).padStart(7)} ms  p99 ${ms(at(r, 99)).padStart(7)} ms  p99.9 ${ms(at(r, 99.9)).padStart(7)} ms  ${r.rps.toFixed(0).padStart(6)} req/s  ${JSON.stringify(r.statusCodeDistribution)}${saturated}`;
 }
 
-async function opaBaseline(inputs: unknown[], n: number, dir: string): Promise<{ p50: number; p99: number; p999: number; rps: number }> {
-  const opa = findOpa();
-  if (!opa) throw new Error('opa CLI not found');
-  const port = await freePort();
-  // The same Rego and registry data, plus the meta document the edge gives the WASM build.
-  await writeFile(join(dir, 'meta.json'), JSON.stringify({ meta: { policy_version: 'opa-server' } }));
-  const child = spawn(opa, ['run', '--server', '--log-level', 'error', '--addr', `127.0.0.1:${port}`, join(policyDir, 'src'), join(policyDir, 'data'), join(dir, 'meta.json')], { stdio: 'ignore' });
+type CheckClient = grpc.Client & { Check(r: CheckRequest, o: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r?: CheckResponse) => void): void };
+
+/** One Check, summarised: `allow`, or `deny <HTTP status> <code>`. */
+async function outcomeOf(address: string, r: CheckRequest): Promise<string> {
+  const { Authorization } = authorizationPackage();
+  const client = new Authorization(address, grpc.credentials.createInsecure()) as unknown as CheckClient;
   try {
-    const pool = new Pool(`http://127.0.0.1:${port}`, { connections: 16 });
-    for (let i = 0; i < 100; i++) {
-      try {
-        await (await pool.request({ path: '/health', method: 'GET' })).body.dump();
-        break;
-      } catch {
-        await new Promise((r) => setTimeout(r, 100));
-      }
+    const res = await new Promise<CheckResponse | undefined>((resolve, reject) => client.Check(r, { deadline: Date.now() + 2000 }, (e, out) => (e ? reject(e) : resolve(out))));
+    if (res?.ok_response) return 'allow';
+    const body = res?.denied_response?.body ?? '';
+    let code = '';
+    try {
+      code = (JSON.parse(body) as { code?: string }).code ?? '';
+    } catch {
+      code = body;
     }
-    const bodies = inputs.map((input) => JSON.stringify({ input }));
-    const lat: number[] = [];
-    const started = process.hrtime.bigint();
-    let next = 0;
-    const worker = async () => {
-      while (next < n) {
-        const i = next++;
-        const t0 = process.hrtime.bigint();
-        const res = await pool.request({ path: '/v1/data/payments/authz/decision', method: 'POST', body: bodies[i % bodies.length], headers: { 'content-type': 'application/json' } });
-        await res.body.dump();
-        lat.push(Number(process.hrtime.bigint() - t0));
-      }
-    };
-    await Promise.all(Array.from({ length: 16 }, worker));
-    const elapsedS = Number(process.hrtime.bigint() - started) / 1e9;
-    await pool.close();
-    lat.sort((a, b) => a - b);
-    return { p50: percentile(lat, 50), p99: percentile(lat, 99), p999: percentile(lat, 99.9), rps: n / elapsedS };
+    return `deny ${res?.denied_response?.status.code ?? '?'} ${code}`;
   } finally {
-    child.kill('SIGTERM');
+    client.close();
   }
 }
+
 
 async function main(): Promise<void> {
   const log = createLogger('silent');
@@ -162,23 +144,18 @@ async function main(): Promise<void> {
     ];
 
     // Each scenario's decision, checked once before the load (ghz sees only the gRPC status).
-    const { Authorization } = authorizationPackage();
-    const client = new Authorization(address, grpc.credentials.createInsecure()) as unknown as grpc.Client & {
-      Check(r: CheckRequest, o: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r?: CheckResponse) => void): void;
-    };
+    const outcomes: string[] = [];
     for (const [name, r] of scenarios) {
-      const res = await new Promise<CheckResponse | undefined>((resolve) => client.Check(r, { deadline: Date.now() + 2000 }, (_e, out) => resolve(out)));
-      const outcome = res?.ok_response ? 'allow' : `deny ${res?.denied_response?.status.code ?? '?'} ${(JSON.parse(res?.denied_response?.body ?? '{}') as { code?: string }).code ?? ''}`;
-      process.stdout.write(`decision for "${name}": ${outcome}\n`);
+      outcomes.push(await outcomeOf(address, r));
+      process.stdout.write(`decision for "${name}": ${outcomes.at(-1)}\n`);
     }
-    client.close();
     process.stdout.write(`edge Check via ghz, ${requests} requests each at ${rps} req/s, 16 concurrent\n`);
     const ours: GhzReport[] = [];
     for (const [name, r] of scenarios) {
       await ghz(address, r, { rps: 0, n: 500, c: 4 }, dir); // warm caches and JIT
       const report = await ghz(address, r, { rps, n: requests, c: 16 }, dir);
       ours.push(report);
-      process.stdout.write(`${line(name, report)}\n`);
+      process.stdout.write(`${line(name, report, rps)}\n`);
     }
     const max = await ghz(address, scenarios[0]?.[1] as CheckRequest, { rps: 0, n: requests, c: 32 }, dir);
     process.stdout.write(`${line('max sustained (transfer, c=32)', max)}\n`);
@@ -209,12 +186,44 @@ async function main(): Promise<void> {
     evalLat.sort((a, b) => a - b);
     process.stdout.write(`policy evaluation alone (WASM, in process)        p50 ${ms(percentile(evalLat, 50))} ms  p99 ${ms(percentile(evalLat, 99))} ms  (target decision p99 < 5 ms)\n`);
 
-    const o = await opaBaseline([input, { ...input, resource: { type: 'transaction', tenant_id: 't2' } }], requests, dir);
-    const ourTransfer = ours[0];
-    const at = (r: GhzReport | undefined, p: number) => r?.latencyDistribution.find((d) => d.percentage === p)?.latency ?? Number.NaN;
-    process.stdout.write(`OPA server, same Rego (REST data API, 16 concurrent, unthrottled)  p50 ${ms(o.p50)} ms  p99 ${ms(o.p99)} ms  p99.9 ${ms(o.p999)} ms  ${o.rps.toFixed(0)} req/s\n`);
-    process.stdout.write(`ratio ours/OPA (transfer scenario): p50 ${(at(ourTransfer, 50) / o.p50).toFixed(2)}x  p99 ${(at(ourTransfer, 99) / o.p99).toFixed(2)}x; max rate ${(max.rps / o.rps).toFixed(2)}x\n`);
-    process.stdout.write('note: ours includes JWT verification, session/tuple lookups, risk, audit; OPA only evaluates the policy\n');
+    // opa-envoy-plugin: the same Rego, requests and state (the rows above, as data).
+    const plugin = await startOpaEnvoyPlugin(ensureOpaEnvoyPlugin((l) => process.stdout.write(`${l}\n`)), dir, {
+      routes: routesForRego(edgeRoutes),
+      jwks: Object.fromEntries(await Promise.all(['t1', 't2'].map(async (t) => [t, JSON.stringify(await keys.jwks(t))] as const))),
+      tenants: Object.fromEntries(await Promise.all(['t1', 't2'].map(async (t) => {
+        const row = await state.tenant(t);
+        return [t, { status: row?.status ?? 'UNKNOWN', security: row?.security ?? {} }] as const;
+      }))),
+      sessions: { [sid]: { tenant_id: 't1', subject_type: 'customer', subject_id: customerId, revoked: false, last_seen_ns: Date.now() * 1e6 } },
+      tuples: { [customerId]: await state.tuplesOf('customer', customerId) },
+    });
+    try {
+      for (const [i, [name, r]] of scenarios.entries()) {
+        const theirs = await outcomeOf(plugin.grpcAddress, r);
+        process.stdout.write(`opa-envoy-plugin decision for "${name}": ${theirs}\n`);
+        if (theirs !== outcomes[i]) throw new Error(`opa-envoy-plugin decides "${theirs}" where the edge decides "${outcomes[i]}": the comparison would not be like for like`);
+      }
+      process.stdout.write(`opa-envoy-plugin ${opaEnvoyPluginVersion} via ghz, same requests and rates\n`);
+      const theirs: GhzReport[] = [];
+      for (const [name, r] of scenarios) {
+        await ghz(plugin.grpcAddress, r, { rps: 0, n: 500, c: 4 }, dir);
+        const report = await ghz(plugin.grpcAddress, r, { rps, n: requests, c: 16 }, dir);
+        theirs.push(report);
+        process.stdout.write(`${line(name, report, rps)}\n`);
+      }
+      const theirMax = await ghz(plugin.grpcAddress, scenarios[0]?.[1] as CheckRequest, { rps: 0, n: requests, c: 32 }, dir);
+      process.stdout.write(`${line('max sustained (transfer, c=32)', theirMax)}\n`);
+      process.stdout.write('ours as a ratio to opa-envoy-plugin (below 1 = faster):\n');
+      for (const [i, [name]] of scenarios.entries()) {
+        const o = ours[i] as GhzReport;
+        const t = theirs[i] as GhzReport;
+        process.stdout.write(`  ${name.padEnd(30)} p50 ${(at(o, 50) / at(t, 50)).toFixed(2)}x  p99 ${(at(o, 99) / at(t, 99)).toFixed(2)}x  p99.9 ${(at(o, 99.9) / at(t, 99.9)).toFixed(2)}x\n`);
+      }
+      process.stdout.write(`  max sustained rate ${(max.rps / theirMax.rps).toFixed(2)}x (above 1 = more)\n`);
+      process.stdout.write('note: the plugin reads session, tuples and keys from data loaded at start; the edge also keeps them fresh by LISTEN/NOTIFY, assesses risk, and audits every decision\n');
+    } finally {
+      plugin.stop();
+    }
     server.forceShutdown();
     await audit.stop();
     await state.stop();
