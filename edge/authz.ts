@@ -14,6 +14,7 @@ import type { RiskEngine } from './auth/risk.ts';
 import type { Decision, RequestView } from './check.ts';
 import type { PolicyStore } from './policy/store.ts';
 import type { ResolvedRoute } from './routes.ts';
+import type { Deadline, FailClosed } from './server.ts';
 import type { EdgeState, TenantState } from './state/store.ts';
 
 export interface DeciderDeps {
@@ -55,21 +56,33 @@ export function targetTenantOf(view: RequestView, resolved: ResolvedRoute): stri
   return undefined;
 }
 
-/** Formatters are costly to build (a fifth of a Check's CPU when made per request): one per zone. */
-const hourFormats = new Map<string, Intl.DateTimeFormat>();
+/**
+ * The tenant-local hour for `hours` caveats. Formatting is costly (building a formatter per
+ * request was a fifth of a Check's CPU; formatting alone still showed in profiles), and a zone's
+ * hour only changes on a minute boundary (offsets are whole minutes), so it is computed once per
+ * zone per minute.
+ */
+const hourFormats = new Map<string, { format: Intl.DateTimeFormat; minute: number; hour: number }>();
 
-function localHour(nowMs: number, tz: unknown): number {
+export function localHour(nowMs: number, tz: unknown): number {
   const zone = typeof tz === 'string' ? tz : 'UTC';
-  let format = hourFormats.get(zone);
-  if (!format) {
+  const minute = Math.floor(nowMs / 60_000);
+  let entry = hourFormats.get(zone);
+  if (!entry) {
+    let format: Intl.DateTimeFormat;
     try {
       format = new Intl.DateTimeFormat('en-GB', { hour: 'numeric', hourCycle: 'h23', timeZone: zone });
     } catch {
       return new Date(nowMs).getUTCHours();
     }
-    hourFormats.set(zone, format);
+    entry = { format, minute: Number.NaN, hour: 0 };
+    hourFormats.set(zone, entry);
   }
-  return Number(format.format(nowMs));
+  if (entry.minute !== minute) {
+    entry.hour = Number(entry.format.format(nowMs));
+    entry.minute = minute;
+  }
+  return entry.hour;
 }
 
 function tenantInput(id: string, t: TenantState | undefined): Record<string, unknown> {
@@ -110,7 +123,7 @@ async function subjectInput(p: Principal, state: EdgeState, nowMs: number, view:
 
 export function createDecider(deps: DeciderDeps) {
   const now = deps.now ?? Date.now;
-  return async (view: RequestView, resolved: ResolvedRoute): Promise<Decision> => {
+  return async (view: RequestView, resolved: ResolvedRoute, deadline?: Deadline): Promise<Decision> => {
     if (deps.audit.overloaded()) throw new Error('decision audit is behind; refusing to decide');
     const policy = deps.policies.current;
     if (!policy) throw new Error('no policy bundle loaded');
@@ -121,7 +134,7 @@ export function createDecider(deps: DeciderDeps) {
       const retryS = deps.limiter.take(`${view.sourceIp}|${route.method} ${route.template}`);
       if (retryS > 0) {
         const limited: Decision = { allow: false, status: 429, code: 'RATE_LIMITED', message: 'too many requests', responseHeaders: { 'retry-after': String(retryS) } };
-        audit(deps, view, resolved, undefined, targetTenantOf(view, resolved) ?? '', limited, undefined);
+        audit(deps, deadline, view, resolved, undefined, targetTenantOf(view, resolved) ?? '', limited, undefined);
         return limited;
       }
     }
@@ -136,7 +149,7 @@ export function createDecider(deps: DeciderDeps) {
         responseHeaders: err.status === 401 ? { 'www-authenticate': err.wwwAuthenticate(signed ? 'Signature' : 'Bearer') } : {},
         extraBody: { reason: err.code },
       };
-      audit(deps, view, resolved, undefined, '', decision, undefined);
+      audit(deps, deadline, view, resolved, undefined, '', decision, undefined);
       return decision;
     }
     const target = targetTenantOf(view, resolved);
@@ -172,7 +185,7 @@ export function createDecider(deps: DeciderDeps) {
         const refused: Decision = b.retryAfterS > 0
           ? { allow: false, status: 429, code: 'BUDGET_EXCEEDED', message: `API key budget exceeded (${b.reason})`, responseHeaders: { 'retry-after': String(b.retryAfterS) } }
           : { allow: false, status: 403, code: 'POLICY_DENIED', message: `API key budget cannot count this request (${b.reason})` };
-        audit(deps, view, resolved, principal, requestTenant, refused, { result, risk: assessed, masking });
+        audit(deps, deadline, view, resolved, principal, requestTenant, refused, { result, risk: assessed, masking });
         return refused;
       }
       budget = { amount: b.amountMicros.toString(), counted: b.counted };
@@ -210,15 +223,17 @@ export function createDecider(deps: DeciderDeps) {
     } else {
       decision = { allow: false, status: result.status === 401 ? 401 : 403, code: 'POLICY_DENIED', message: result.message };
     }
-    audit(deps, view, resolved, principal, requestTenant, decision, { result, risk: assessed, masking, budget });
+    audit(deps, deadline, view, resolved, principal, requestTenant, decision, { result, risk: assessed, masking, budget });
     return decision;
   };
 }
 
 function audit(
-  deps: DeciderDeps, view: RequestView, resolved: ResolvedRoute, principal: Principal | undefined, tenantId: string, d: Decision,
+  deps: DeciderDeps, deadline: Deadline | undefined, view: RequestView, resolved: ResolvedRoute, principal: Principal | undefined, tenantId: string, d: Decision,
   extra: { result: { policy_version: string; registry_version: string; reasons: unknown }; risk: { risk: string; signals: string[] }; masking: string; budget?: { amount: string; counted: boolean } } | undefined,
 ): void {
+  // Past the budget the answer was already a fail-closed deny, audited by failClosedAuditor.
+  if (deadline?.expired) return;
   const actor = !principal || principal.kind === 'anonymous' ? { type: 'anonymous', id: view.sourceIp } : { type: principal.kind, id: principal.subjectId };
   const principalTenant = principal && principal.kind !== 'anonymous' ? principal.tenantId : '';
   deps.audit.push({
@@ -237,4 +252,37 @@ function audit(
       ...(extra?.budget ? { budget_consumed_micros: extra.budget.amount, budget_counted: extra.budget.counted } : {}),
     },
   });
+}
+
+/**
+ * The audit of fail-closed answers (edge/server.ts FailClosed): a deny with code
+ * `authz_unavailable` and the reason. Recorded under `_platform` because nothing about the
+ * request was verified; the tenant it named is kept in attrs. While the writer is far behind,
+ * such records are counted rather than queued without limit (AuditWriter.pushFailClosed).
+ */
+export function failClosedAuditor(deps: Pick<DeciderDeps, 'audit' | 'policies'>): FailClosed {
+  return (view, resolved, reason) => {
+    let named: string | undefined;
+    if (view && resolved) {
+      try {
+        named = targetTenantOf(view, resolved);
+      } catch {
+        named = undefined;
+      }
+    }
+    deps.audit.pushFailClosed({
+      tenantId: '_platform',
+      actor: { type: 'anonymous', id: view?.sourceIp ?? '' },
+      action: 'authz.decision',
+      target: { type: resolved?.resource ?? 'unknown', id: resolved?.route?.template ?? view?.path ?? '' },
+      decision: {
+        allow: false, code: 'authz_unavailable', purpose: resolved?.purpose ?? 'unknown', policy_version: deps.policies.current?.policyVersion ?? 'none',
+        aal: 0, trace_id: view?.requestId ?? '', decision_id: view?.decisionId ?? '',
+      },
+      attrs: {
+        ip: view?.sourceIp ?? '', ua: view?.headers['user-agent'] ?? '', method: view?.method ?? '', reason,
+        named_tenant: named ?? '', registry_version: deps.policies.current?.registryVersion ?? 'none',
+      },
+    });
+  };
 }

@@ -9,7 +9,7 @@ import type { KeyStore } from '../core/keys/keys.ts';
 import { AuditWriter } from './audit-writer.ts';
 import { RateLimiter } from './auth/rate-limit.ts';
 import { RiskEngine } from './auth/risk.ts';
-import { createDecider } from './authz.ts';
+import { createDecider, failClosedAuditor } from './authz.ts';
 import { defaultBundleDir, loadTrustedKeys } from './policy/bundle.ts';
 import { PolicyStore } from './policy/store.ts';
 import { bindEdge, createEdgeServer } from './server.ts';
@@ -48,7 +48,7 @@ export async function buildEdge(deps: EdgeDeps): Promise<Edge> {
   const audit = new AuditWriter(deps.db, deps.log);
   audit.start();
   const decide = createDecider({ state, policies, audit, risk: new RiskEngine(deps.now), limiter: new RateLimiter(deps.publicRateLimit?.perMinute, deps.publicRateLimit?.burst), log: deps.log, edgeSecret: deps.edgeSecret, now: deps.now });
-  const server = createEdgeServer({ log: deps.log, decide, ...(deps.budgetMs ? { budgetMs: deps.budgetMs } : {}) });
+  const server = createEdgeServer({ log: deps.log, decide, failClosed: failClosedAuditor({ audit, policies }), ...(deps.budgetMs ? { budgetMs: deps.budgetMs } : {}) });
   return {
     server, state, policies, audit,
     listen: (port, host) => bindEdge(server, port, host),

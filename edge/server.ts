@@ -13,13 +13,25 @@ import type { CheckRequest, CheckResponse } from './types.ts';
 /** SPEC 8: call timeout to the decision service. */
 export const checkBudgetMs = 100;
 
-export type Decide = (view: RequestView, resolved: ResolvedRoute, signal: AbortSignal) => Promise<Decision> | Decision;
+/** Set once a Check's budget has passed: its answer is already a deny, whatever the decider finds. */
+export interface Deadline {
+  readonly expired: boolean;
+}
+
+export type Decide = (view: RequestView, resolved: ResolvedRoute, deadline: Deadline) => Promise<Decision> | Decision;
+
+/**
+ * Told of every fail-closed answer (budget passed, decider threw, malformed request) so that it
+ * is audited like any other decision. `view`/`resolved` are absent when the request could not be read.
+ */
+export type FailClosed = (view: RequestView | undefined, resolved: ResolvedRoute | undefined, reason: string) => void;
 
 export interface EdgeDeps {
   log: Logger;
   decide: Decide;
   resolve?: ReturnType<typeof buildRouteTable>;
   budgetMs?: number;
+  failClosed?: FailClosed;
 }
 
 /** Run one Check within the budget; never throws, never allows on error. */
@@ -28,23 +40,33 @@ export async function check(deps: EdgeDeps, req: CheckRequest): Promise<CheckRes
   const decide = deps.decide;
   const budgetMs = deps.budgetMs ?? checkBudgetMs;
   let view: RequestView | undefined;
-  const controller = new AbortController();
+  let resolved: ResolvedRoute | undefined;
+  const deadline = { expired: false };
   let timer: NodeJS.Timeout | undefined;
   try {
     view = viewOf(req);
     const v = view;
-    const resolved = resolve(v.method, v.path);
+    const r = resolve(v.method, v.path);
+    resolved = r;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
-        controller.abort();
+        deadline.expired = true;
         reject(new Error(`decision exceeded ${budgetMs} ms`));
       }, budgetMs);
     });
-    const decision = await Promise.race([Promise.resolve(decide(v, resolved, controller.signal)), timeout]);
-    deps.log.debug({ reqId: v.requestId, method: v.method, path: v.path, purpose: resolved.purpose, allow: decision.allow, code: decision.code }, 'decision');
+    const decision = await Promise.race([Promise.resolve(decide(v, r, deadline)), timeout]);
+    deps.log.debug({ reqId: v.requestId, method: v.method, path: v.path, purpose: r.purpose, allow: decision.allow, code: decision.code }, 'decision');
     return toCheckResponse(v, decision);
   } catch (err) {
-    deps.log.warn({ reqId: view?.requestId, err: (err as Error).message }, 'check failed closed');
+    // A decision that lands after this answer must not be audited as the outcome: it was not.
+    deadline.expired = true;
+    const reason = (err as Error).message;
+    deps.log.warn({ reqId: view?.requestId, err: reason }, 'check failed closed');
+    try {
+      deps.failClosed?.(view, resolved, reason);
+    } catch (auditErr) {
+      deps.log.error({ reqId: view?.requestId, err: (auditErr as Error).message }, 'fail-closed answer could not be audited');
+    }
     return unavailable(view, 'authorization is unavailable');
   } finally {
     clearTimeout(timer);

@@ -8,7 +8,8 @@ import { KeyStore } from '../../core/keys/keys.ts';
 import { createLogger } from '../../core/platform/log.ts';
 import { AuditWriter } from '../../edge/audit-writer.ts';
 import { RiskEngine } from '../../edge/auth/risk.ts';
-import { createDecider } from '../../edge/authz.ts';
+import { createDecider, failClosedAuditor } from '../../edge/authz.ts';
+import { viewOf } from '../../edge/check.ts';
 import { defaultBundleDir, loadTrustedKeys } from '../../edge/policy/bundle.ts';
 import { PolicyStore } from '../../edge/policy/store.ts';
 import { buildRouteTable, edgeRoutes, type EdgeRoute } from '../../edge/routes.ts';
@@ -289,15 +290,55 @@ describe('edge authorization fails closed', () => {
     }
   });
 
+  it('keeps fail-closed denials past its bound, and counts those past the reserve into one record', async () => {
+    const t = await freshDatabase();
+    const policies = new PolicyStore(await loadTrustedKeys());
+    await policies.load(defaultBundleDir);
+    const audit = new AuditWriter(t.db, log, 2, 3);
+    const report = failClosedAuditor({ audit, policies });
+    try {
+      const view = viewOf(envoyRequest('GET', '/v1/transactions?tenantId=t9'));
+      const resolved = buildRouteTable()(view.method, view.path);
+      for (let i = 0; i < 2; i++) report(view, resolved, 'decision audit is behind; refusing to decide');
+      assert.equal(audit.overloaded(), true);
+      for (let i = 0; i < 7; i++) report(view, resolved, 'decision audit is behind; refusing to decide');
+      assert.equal(audit.pending(), 5, 'bound 2 plus reserve 3 queued; the other four counted');
+      await audit.flush();
+      await audit.flush();
+      const { rows } = await t.db.query<{ action: string; decision: Record<string, unknown>; attrs: Record<string, unknown> }>(
+        `SELECT action, decision, attrs FROM audit_log WHERE tenant_id = '_platform' ORDER BY id`,
+      );
+      assert.deepEqual(rows.map((r) => r.action), ['authz.decision', 'authz.decision', 'authz.decision', 'authz.decision', 'authz.decision', 'authz.unrecorded']);
+      assert.equal(rows[0]?.attrs.named_tenant, 't9');
+      assert.equal(rows[0]?.decision.code, 'authz_unavailable');
+      assert.equal(rows[5]?.attrs.count, 4);
+      assert.equal((await verifyChain(t.db, '_platform')).ok, true);
+    } finally {
+      await t.drop();
+    }
+  });
+
   it('denies everything without a policy bundle', async () => {
     const t = await freshDatabase();
     const keys = new KeyStore(t.db, randomBytes(32));
     const state = new EdgeState(t.db, keys, log);
     await state.start();
     const policies = new PolicyStore(await loadTrustedKeys());
-    const edge = await startTestEdge({ log, decide: createDecider({ state, policies, audit: new AuditWriter(t.db, log), risk: new RiskEngine(), log, edgeSecret }), budgetMs: 2000 });
+    const audit = new AuditWriter(t.db, log);
+    const edge = await startTestEdge({ log, decide: createDecider({ state, policies, audit, risk: new RiskEngine(), log, edgeSecret }), failClosed: failClosedAuditor({ audit, policies }), budgetMs: 2000 });
     try {
       assert.equal(body(await edge.check(envoyRequest('GET', '/v1/health'))).code, 'authz_unavailable');
+      await audit.flush();
+      const { rows } = await t.db.query<{ tenant_id: string; decision: Record<string, unknown>; attrs: Record<string, unknown> }>(
+        `SELECT tenant_id, decision, attrs FROM audit_log WHERE action = 'authz.decision'`,
+      );
+      assert.equal(rows.length, 1, 'the fail-closed deny is audited like any decision');
+      assert.equal(rows[0]?.tenant_id, '_platform');
+      assert.equal(rows[0]?.decision.allow, false);
+      assert.equal(rows[0]?.decision.code, 'authz_unavailable');
+      assert.equal(rows[0]?.decision.purpose, 'operational');
+      assert.equal(rows[0]?.attrs.reason, 'no policy bundle loaded');
+      assert.equal((await verifyChain(t.db, '_platform')).ok, true);
     } finally {
       await edge.close();
       await state.stop();

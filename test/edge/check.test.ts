@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { createLogger } from '../../core/platform/log.ts';
-import type { Decide } from '../../edge/server.ts';
+import type { Decide, FailClosed } from '../../edge/server.ts';
 import { envoyRequest, headerOf, platformOnly, startTestEdge, type TestEdge } from '../helpers/edge.ts';
 
 const log = createLogger('silent');
@@ -47,14 +47,16 @@ describe('edge Check wire format (stand-in decision)', () => {
 });
 
 describe('edge Check fails closed on decision faults', () => {
-  const cases: [string, Decide][] = [
-    ['a throwing policy', () => { throw new Error('policy crashed'); }],
-    ['a rejecting dependency', async () => { throw new Error('database gone'); }],
-    ['a decision slower than the budget', () => new Promise((r) => setTimeout(() => r({ allow: true, status: 200 }), 3000))],
+  const cases: [string, Decide, RegExp][] = [
+    ['a throwing policy', () => { throw new Error('policy crashed'); }, /policy crashed/],
+    ['a rejecting dependency', async () => { throw new Error('database gone'); }, /database gone/],
+    ['a decision slower than the budget', () => new Promise((r) => setTimeout(() => r({ allow: true, status: 200 }), 3000)), /exceeded 50 ms/],
   ];
-  for (const [name, decide] of cases) {
-    it(`denies with authz_unavailable on ${name}`, async () => {
-      const edge = await startTestEdge({ log, decide, budgetMs: 50 });
+  for (const [name, decide, reason] of cases) {
+    it(`denies with authz_unavailable on ${name}, and reports it for the audit`, async () => {
+      const reported: { path: string | undefined; purpose: string | undefined; reason: string }[] = [];
+      const failClosed: FailClosed = (view, resolved, why) => reported.push({ path: view?.path, purpose: resolved?.purpose, reason: why });
+      const edge = await startTestEdge({ log, decide, budgetMs: 50, failClosed });
       try {
         const started = Date.now();
         const res = await edge.check(envoyRequest('GET', '/v1/health'));
@@ -63,9 +65,50 @@ describe('edge Check fails closed on decision faults', () => {
         assert.equal(JSON.parse(res.denied_response?.body ?? '{}').code, 'authz_unavailable');
         // The slow decision takes 3 s; an answer well before that came from the 50 ms budget.
         assert.ok(Date.now() - started < 2000, 'answered within the budget, not after the slow dependency');
+        assert.equal(reported.length, 1);
+        assert.equal(reported[0]?.path, '/v1/health');
+        assert.equal(reported[0]?.purpose, 'operational');
+        assert.match(reported[0]?.reason ?? '', reason);
       } finally {
         await edge.close();
       }
     });
   }
+
+  it('reports a malformed CheckRequest, which has no view to report', async () => {
+    const reported: (string | undefined)[] = [];
+    const edge = await startTestEdge({ log, decide: platformOnly, failClosed: (view) => reported.push(view?.path) });
+    try {
+      assert.equal(JSON.parse((await edge.check({ attributes: {} })).denied_response?.body ?? '{}').code, 'authz_unavailable');
+      assert.deepEqual(reported, [undefined]);
+    } finally {
+      await edge.close();
+    }
+  });
+
+  it('tells a decision that finishes past the budget that its answer was already given', async () => {
+    let expiredWhenDone: boolean | undefined;
+    const decide: Decide = async (_view, _resolved, deadline) => {
+      await new Promise((r) => setTimeout(r, 300));
+      expiredWhenDone = deadline.expired;
+      return { allow: true, status: 200 };
+    };
+    const edge = await startTestEdge({ log, decide, budgetMs: 50 });
+    try {
+      assert.equal(JSON.parse((await edge.check(envoyRequest('GET', '/v1/health'))).denied_response?.body ?? '{}').code, 'authz_unavailable');
+      await new Promise((r) => setTimeout(r, 400));
+      assert.equal(expiredWhenDone, true);
+    } finally {
+      await edge.close();
+    }
+  });
+
+  it('still answers when the fail-closed report itself throws', async () => {
+    const edge = await startTestEdge({ log, decide: () => { throw new Error('policy crashed'); }, failClosed: () => { throw new Error('audit gone'); } });
+    try {
+      assert.equal(JSON.parse((await edge.check(envoyRequest('GET', '/v1/health'))).denied_response?.body ?? '{}').code, 'authz_unavailable');
+    } finally {
+      await edge.close();
+    }
+  });
 });
