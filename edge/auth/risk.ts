@@ -25,11 +25,17 @@ export class RiskEngine {
 
   constructor(private readonly now: () => number = Date.now) {}
 
-  /** Count a money-moving request and tell whether the subject is over the velocity limit. */
+  /**
+   * Count a money-moving request and tell whether the subject is over the velocity limit.
+   * Only the newest `velocityLimit + 1` times are kept: the limit is exceeded exactly when all of
+   * them fall inside the window, so a subject sending thousands of intents costs no more per
+   * request (or in memory) than one sending eleven.
+   */
   private velocity(subject: string): boolean {
     const now = this.now();
     const times = (this.recent.get(subject) ?? []).filter((t) => now - t < velocityWindowMs);
     times.push(now);
+    if (times.length > velocityLimit + 1) times.splice(0, times.length - (velocityLimit + 1));
     this.recent.delete(subject);
     this.recent.set(subject, times);
     if (this.recent.size > trackedSubjects) this.recent.delete(this.recent.keys().next().value as string);
