@@ -10,12 +10,30 @@ export function canonicalJson(value: unknown): string {
     if (!Number.isFinite(value)) throw new TypeError('canonical JSON has no NaN or Infinity');
     return JSON.stringify(value);
   }
-  if (Array.isArray(value)) return `[${value.map((v) => canonicalJson(v === undefined ? null : v)).join(',')}]`;
+  // Plain loops and string building: this runs for every audit row, on the edge's hot thread.
+  if (Array.isArray(value)) {
+    let out = '[';
+    for (let i = 0; i < value.length; i++) {
+      if (i > 0) out += ',';
+      const v: unknown = value[i];
+      out += canonicalJson(v === undefined ? null : v);
+    }
+    return `${out}]`;
+  }
   if (typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>)
-      .filter(([, v]) => v !== undefined)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+    const obj = value as Record<string, unknown>;
+    // Default sort compares UTF-16 code units, the order RFC 8785 asks for.
+    const keys = Object.keys(obj).sort();
+    let out = '{';
+    let first = true;
+    for (const k of keys) {
+      const v = obj[k];
+      if (v === undefined) continue;
+      if (!first) out += ',';
+      first = false;
+      out += `${JSON.stringify(k)}:${canonicalJson(v)}`;
+    }
+    return `${out}}`;
   }
   throw new TypeError(`canonical JSON cannot encode ${typeof value}`);
 }

@@ -22,11 +22,35 @@ export interface AuditEntry {
 
 const genesis: Buffer = Buffer.alloc(32);
 
-function rowHash(prev: Buffer, e: Required<Omit<AuditEntry, 'ts'>> & { ts: string }): Buffer {
-  const record = canonicalJson({
-    ts: e.ts, tenant_id: e.tenantId, actor: e.actor, action: e.action, target: e.target, decision: e.decision, attrs: e.attrs,
-  });
-  return createHash('sha256').update(prev).update(record).digest();
+/**
+ * The hashed record: canonical JSON of {ts, tenant_id, actor, action, target, decision, attrs},
+ * built from each part's canonical text (the keys in their sorted order) so that appendAudit
+ * can reuse those texts as the row's column values instead of serialising every part twice.
+ * Byte-identical to canonicalJson of the whole object (test/audit checks it).
+ */
+interface RecordParts {
+  ts: string;
+  tenant: string;
+  actor: string;
+  action: string;
+  target: string;
+  decision: string;
+  attrs: string;
+}
+
+function partsOf(e: Required<Omit<AuditEntry, 'ts'>> & { ts: string }): RecordParts {
+  return {
+    ts: JSON.stringify(e.ts), tenant: JSON.stringify(e.tenantId), actor: canonicalJson(e.actor), action: JSON.stringify(e.action),
+    target: canonicalJson(e.target), decision: canonicalJson(e.decision), attrs: canonicalJson(e.attrs),
+  };
+}
+
+function recordText(p: RecordParts): string {
+  return `{"action":${p.action},"actor":${p.actor},"attrs":${p.attrs},"decision":${p.decision},"target":${p.target},"tenant_id":${p.tenant},"ts":${p.ts}}`;
+}
+
+function rowHash(prev: Buffer, p: RecordParts): Buffer {
+  return createHash('sha256').update(prev).update(recordText(p)).digest();
 }
 
 /**
@@ -46,41 +70,36 @@ export async function appendAudit(client: Queryable, entries: AuditEntry[]): Pro
   );
   const heads = new Map(headRows.map((r) => [r.tenant_id, r.last_hash]));
   // Hashes are computed here in order; one INSERT writes the rows in that same order, so ids
-  // (which verifyChain walks) follow the chain.
-  const cols = { ts: [] as string[], tenant: [] as string[], actor: [] as string[], action: [] as string[], target: [] as string[], decision: [] as string[], attrs: [] as string[], prev: [] as Buffer[], hash: [] as Buffer[] };
-  for (const e of entries) {
+  // (which verifyChain walks) follow the chain. The rows travel as one JSON document built from
+  // the canonical texts already made for the hashes (PostgreSQL parses it; no per-element
+  // array escaping in JavaScript).
+  let doc = '[';
+  for (const [i, e] of entries.entries()) {
     const prev = heads.get(e.tenantId) ?? genesis;
-    const full = { tenantId: e.tenantId, actor: e.actor, action: e.action, target: e.target, decision: e.decision ?? {}, attrs: e.attrs ?? {}, ts: (e.ts ?? new Date()).toISOString() };
-    const hash = rowHash(prev, full);
+    const parts = partsOf({ tenantId: e.tenantId, actor: e.actor, action: e.action, target: e.target, decision: e.decision ?? {}, attrs: e.attrs ?? {}, ts: (e.ts ?? new Date()).toISOString() });
+    const hash = rowHash(prev, parts);
     heads.set(e.tenantId, hash);
-    cols.ts.push(full.ts);
-    cols.tenant.push(full.tenantId);
-    cols.actor.push(JSON.stringify(full.actor));
-    cols.action.push(full.action);
-    cols.target.push(JSON.stringify(full.target));
-    cols.decision.push(JSON.stringify(full.decision));
-    cols.attrs.push(JSON.stringify(full.attrs));
-    cols.prev.push(prev);
-    cols.hash.push(hash);
+    if (i > 0) doc += ',';
+    doc += `{"ts":${parts.ts},"tenant_id":${parts.tenant},"actor":${parts.actor},"action":${parts.action},"target":${parts.target},"decision":${parts.decision},"attrs":${parts.attrs},"prev":"${prev.toString('hex')}","hash":"${hash.toString('hex')}"}`;
   }
+  doc += ']';
   // One more round trip writes the rows (in chain order, so ids follow it) and moves the heads.
   const { rows } = await client.query<{ id: string }>(
     `WITH ins AS (
        INSERT INTO audit_log (ts, tenant_id, actor, action, target, decision, attrs, prev_hash, row_hash)
-       SELECT ts, tenant_id, actor, action, target, decision, attrs, prev_hash, row_hash
-       FROM unnest($1::timestamptz[], $2::text[], $3::jsonb[], $4::text[], $5::jsonb[], $6::jsonb[], $7::jsonb[], $8::bytea[], $9::bytea[])
-            WITH ORDINALITY AS u(ts, tenant_id, actor, action, target, decision, attrs, prev_hash, row_hash, n)
+       SELECT (r->>'ts')::timestamptz, r->>'tenant_id', r->'actor', r->>'action', r->'target', r->'decision', r->'attrs',
+              decode(r->>'prev', 'hex'), decode(r->>'hash', 'hex')
+       FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS u(r, n)
        ORDER BY n
        RETURNING id, tenant_id
      ), last AS (SELECT tenant_id, max(id) AS last_id FROM ins GROUP BY tenant_id),
      moved AS (
        UPDATE audit_chain_heads h SET last_id = last.last_id, last_hash = u.last_hash
-       FROM last JOIN unnest($10::text[], $11::bytea[]) AS u(tenant_id, last_hash) USING (tenant_id)
+       FROM last JOIN unnest($2::text[], $3::bytea[]) AS u(tenant_id, last_hash) USING (tenant_id)
        WHERE h.tenant_id = last.tenant_id
      )
      SELECT id FROM ins ORDER BY id`,
-    [cols.ts, cols.tenant, cols.actor, cols.action, cols.target, cols.decision, cols.attrs, cols.prev, cols.hash,
-      tenants, tenants.map((t) => heads.get(t) ?? genesis)],
+    [doc, tenants, tenants.map((t) => heads.get(t) ?? genesis)],
   );
   return rows.map((r) => Number(r.id));
 }
@@ -107,7 +126,7 @@ export async function verifyChain(q: Queryable, tenantId: string, batchSize = 10
     for (const r of rows) {
       const id = Number(r.id);
       if (!r.prev_hash.equals(prev)) return { ok: false, count, brokenAt: id, reason: 'prev_hash does not match the previous row' };
-      const expected = rowHash(prev, { tenantId, actor: r.actor, action: r.action, target: r.target, decision: r.decision, attrs: r.attrs, ts: r.ts.toISOString() });
+      const expected = rowHash(prev, partsOf({ tenantId, actor: r.actor, action: r.action, target: r.target, decision: r.decision, attrs: r.attrs, ts: r.ts.toISOString() }));
       if (!expected.equals(r.row_hash)) return { ok: false, count, brokenAt: id, reason: 'row_hash does not match the record' };
       prev = r.row_hash;
       lastId = id;

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { createHash } from 'node:crypto';
 import { audit, verifyChain } from '../../core/audit/audit.ts';
+import { canonicalJson } from '../../lib/canonical-json.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 
 describe('audit hash chain', () => {
@@ -19,6 +21,30 @@ describe('audit hash chain', () => {
     await Promise.all(Array.from({ length: 20 }, (_, i) => audit(t.db, entry(i % 2 ? 'a' : 'b', i))));
     assert.deepEqual(await verifyChain(t.db, 'a'), { ok: true, count: 10 });
     assert.deepEqual(await verifyChain(t.db, 'b'), { ok: true, count: 10 });
+  });
+
+  it('hashes canonical JSON of the whole record, and stores every part as given', async () => {
+    const ts = new Date('2026-11-22T04:30:00.123Z');
+    const odd = {
+      tenantId: 'd', actor: { type: 'customer', id: 'c"1\\' }, action: 'authz.decision', target: { type: 'route', id: '/v1/x?y=é😀\u2028' },
+      decision: { allow: true, nested: { z: [1, -2.5, null, 'a\nb'], a: false } }, attrs: { ip: '::1', masking: '{"fields":{}}', empty: {} }, ts,
+    };
+    await audit(t.db, odd, { ...odd, attrs: {} });
+    const { rows } = await t.db.query<{ actor: unknown; target: unknown; decision: unknown; attrs: unknown; prev_hash: Buffer; row_hash: Buffer }>(
+      `SELECT actor, target, decision, attrs, prev_hash, row_hash FROM audit_log WHERE tenant_id = 'd' ORDER BY id`,
+    );
+    assert.equal(rows.length, 2);
+    let prev = Buffer.alloc(32);
+    for (const [i, attrs] of [odd.attrs, {}].entries()) {
+      const row = rows[i];
+      assert.deepEqual([row?.actor, row?.target, row?.decision, row?.attrs], [odd.actor, odd.target, odd.decision, attrs]);
+      const whole = canonicalJson({ ts: ts.toISOString(), tenant_id: 'd', actor: odd.actor, action: odd.action, target: odd.target, decision: odd.decision, attrs });
+      const expected = createHash('sha256').update(prev).update(whole).digest();
+      assert.ok(row?.prev_hash.equals(prev));
+      assert.ok(row?.row_hash.equals(expected), `row ${i} hash is over the canonical whole record`);
+      prev = expected;
+    }
+    assert.deepEqual(await verifyChain(t.db, 'd'), { ok: true, count: 2 });
   });
 
   it('is append-only: updates and deletes are refused by the database', async () => {
