@@ -11,7 +11,8 @@
  * first use, see opa-envoy.ts) with the same Rego behind an adapter that verifies the same token
  * and reads the same session, tuples and tenant (as data), checks that it reaches the same
  * decision for every scenario, drives it with the same requests, and prints our figures as a
- * ratio to its figures. Prints; asserts nothing beyond the decisions agreeing.
+ * ratio to its figures. A "floor" line shows the same gRPC server with an empty decision under
+ * the same load: what this machine's scheduling alone costs. Prints; asserts nothing beyond the decisions agreeing.
  */
 import { execFile, execFileSync } from 'node:child_process';
 import { promisify } from 'node:util';
@@ -159,6 +160,12 @@ async function main(): Promise<void> {
     }
     const max = await ghz(address, scenarios[0]?.[1] as CheckRequest, { rps: 0, n: requests, c: 32 }, dir);
     process.stdout.write(`${line('max sustained (transfer, c=32)', max)}\n`);
+    // The machine's floor: the same gRPC server and request with a decision that does nothing
+    // (no token, state, policy or audit), under the same load, sharing the same cores with ghz.
+    const floorServer = createEdgeServer({ log, decide: () => ({ allow: true, status: 200 }), resolve: buildRouteTable(edgeRoutes) });
+    const floor = await ghz(`127.0.0.1:${await bindEdge(floorServer, 0)}`, scenarios[1]?.[1] as CheckRequest, { rps, n: requests, c: 16 }, dir);
+    floorServer.forceShutdown();
+    process.stdout.write(`${line('floor: empty decision', floor, rps)}\n`);
 
     // In-process: token verification + session check, and policy evaluation alone.
     const view = viewOf(scenarios[1]?.[1] as CheckRequest);
