@@ -11,7 +11,7 @@ import { authenticate, type Principal } from './auth/principal.ts';
 import { consumeBudget } from './auth/budget.ts';
 import type { RateLimiter } from './auth/rate-limit.ts';
 import type { RiskEngine } from './auth/risk.ts';
-import type { Decision, RequestView } from './check.ts';
+import { maxCheckBodyBytes, type Decision, type RequestView } from './check.ts';
 import type { PolicyStore } from './policy/store.ts';
 import type { ResolvedRoute } from './routes.ts';
 import type { Deadline, FailClosed } from './server.ts';
@@ -130,6 +130,14 @@ export function createDecider(deps: DeciderDeps) {
     const nowMs = now();
     const tenantCache = (id: string) => deps.state.tenant(id);
     const route = resolved.route;
+    // Envoy buffers at most 8192 bytes and answers 413 itself past that (deploy/envoy/envoy.yaml);
+    // a bigger or partial body here means a misconfigured proxy, and a decision on part of a
+    // body (tenant, request-bound step-up, signed requests) would be a decision on the wrong request.
+    if (view.body.length > maxCheckBodyBytes || view.headers['x-envoy-auth-partial-body'] === 'true') {
+      const tooLarge: Decision = { allow: false, status: 413, code: 'PAYLOAD_TOO_LARGE', message: `request body exceeds ${maxCheckBodyBytes} bytes` };
+      audit(deps, deadline, view, resolved, undefined, '', tooLarge, undefined);
+      return tooLarge;
+    }
     if (deps.limiter && route?.credential === 'public' && route.resource !== 'platform') {
       const retryS = deps.limiter.take(`${view.sourceIp}|${route.method} ${route.template}`);
       if (retryS > 0) {

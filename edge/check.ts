@@ -8,6 +8,9 @@ import type { CheckRequest, CheckResponse, HeaderValueOption } from './types.ts'
 import type { CredentialCode } from './auth/bearer.ts';
 
 /** Headers only the edge may set; any client-sent copy is removed or overwritten (SPEC 5.2.4). */
+/** SPEC 8: the decision inspects at most this many body bytes (Envoy's `max_request_bytes`). */
+export const maxCheckBodyBytes = 8192;
+
 export const identityHeaders = [
   'x-req-id', 'x-tenant-id', 'x-principal-id', 'x-session-id', 'x-client-ip', 'x-device-id',
   'x-purpose', 'x-aal', 'x-masking', 'x-decision-id', 'x-roles', 'x-scopes', 'x-edge-auth', 'x-policy-version', 'x-registry-version',
@@ -19,7 +22,7 @@ const rpcPermissionDenied = 7;
 const rpcUnauthenticated = 16;
 const rpcUnavailable = 14;
 
-export type DenyCode = 'POLICY_DENIED' | 'UNAUTHENTICATED' | 'MFA_REQUIRED' | 'RATE_LIMITED' | 'BUDGET_EXCEEDED' | 'authz_unavailable' | 'MALFORMED_REQUEST' | CredentialCode;
+export type DenyCode = 'POLICY_DENIED' | 'UNAUTHENTICATED' | 'MFA_REQUIRED' | 'RATE_LIMITED' | 'BUDGET_EXCEEDED' | 'authz_unavailable' | 'MALFORMED_REQUEST' | 'PAYLOAD_TOO_LARGE' | CredentialCode;
 
 export interface Decision {
   allow: boolean;

@@ -13,12 +13,13 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { Pool } from 'undici';
+import { maxCheckBodyBytes } from './check.ts';
 import { authorizationPackage } from './proto.ts';
 import { buildRouteTable } from './routes.ts';
 import type { CheckRequest, CheckResponse } from './types.ts';
 
 /** envoy.yaml `with_request_body.max_request_bytes` (SPEC 8). */
-export const maxRequestBytes = 8192;
+export const maxRequestBytes = maxCheckBodyBytes;
 /** envoy.yaml ext_authz `timeout: 0.1s` (SPEC 8). */
 export const checkTimeoutMs = 100;
 

@@ -266,6 +266,18 @@ describe('customer transfers through the gateway', () => {
     }
   });
 
+  it('answers a non-JSON body on the transfer route with 400 at core once stepped up for those bytes (never 500)', async () => {
+    const raw = 'amount=10.00&currency=KES';
+    const sig = intent(alice, { amount: '10.00', currency: 'KES', beneficiaryId: bobBeneficiary }, raw);
+    const headers = { ...bearer(alice), ...json, ...sig, 'idempotency-key': `tr-${randomUUID()}` };
+    const first = await call(gw, 'POST', '/v1/transfers', { body: raw, headers });
+    assert.equal(first.json?.code, 'MFA_REQUIRED', first.text);
+    const token = await stepUp(alice, first.json.challenge, 'device');
+    const final = await call(gw, 'POST', '/v1/transfers', { body: raw, headers: { ...headers, ...bearer(alice, token) } });
+    assert.equal(final.status, 400, final.text);
+    assert.equal(final.json?.code, 'MALFORMED_JSON', final.text);
+  });
+
   it('refuses to confirm another customer\'s transfer, and an expired one', async () => {
     const t = await transfer(alice, bobBeneficiary, '1.00');
     const foreign = await withStepUp(bob, 'POST', '/v1/transfers/confirm', { transferId: t.final.json.id }, { 'idempotency-key': `cf-${randomUUID()}` }, 'device');

@@ -184,6 +184,36 @@ describe('edge authorization with the policy bundle', () => {
     assert.equal(ok.status.code, 0, ok.denied_response?.body);
   });
 
+  it('decides a non-JSON body on a JSON route on its bytes: it names no tenant, and only a step-up for those bytes carries it', async () => {
+    const c = await customer('t1');
+    const json = { 'content-type': 'application/json' };
+    const raw = 'amount=10.00&tenantId=t2';
+    const aal1 = await edge.check(envoyRequest('POST', '/t/transfers', { headers: { ...bearer(await token('t1', c)), ...json }, body: raw }));
+    assert.equal(body(aal1).code, 'MFA_REQUIRED');
+    const stepped = await edge.check(envoyRequest('POST', '/t/transfers', { headers: { ...bearer(await token('t1', c, 2, { orig: origOf('POST', '/t/transfers', raw) })), ...json }, body: raw }));
+    assert.equal(stepped.status.code, 0, 'allowed to reach core, which answers 400 for the body');
+    // A truncated JSON body names no tenant: the request stays in the token's tenant.
+    const truncated = await edge.check(envoyRequest('GET', '/t/transactions', { headers: { ...bearer(await token('t1', c)), ...json }, body: '{"tenantId":"t2"' }));
+    assert.equal(truncated.status.code, 0);
+    const named = await edge.check(envoyRequest('GET', '/t/transactions', { headers: { ...bearer(await token('t1', c)), ...json }, body: '{"tenantId":"t2"}' }));
+    assert.equal(body(named).code, 'POLICY_DENIED');
+  });
+
+  it('refuses a body over 8192 bytes or a partial one with 413, whatever the credentials', async () => {
+    const c = await customer('t1');
+    const big = JSON.stringify({ amount: '10.00', note: 'x'.repeat(8192) });
+    const over = await edge.check(envoyRequest('POST', '/t/transfers', { headers: { ...bearer(await token('t1', c, 2, { orig: origOf('POST', '/t/transfers', big) })), 'content-type': 'application/json' }, body: big }));
+    assert.equal(over.denied_response?.status.code, 413);
+    assert.equal(body(over).code, 'PAYLOAD_TOO_LARGE');
+    const payload = JSON.stringify({ amount: '10.00' });
+    const partial = await edge.check(envoyRequest('POST', '/t/transfers', {
+      headers: { ...bearer(await token('t1', c, 2, { orig: origOf('POST', '/t/transfers', payload) })), 'content-type': 'application/json', 'x-envoy-auth-partial-body': 'true' }, body: payload,
+    }));
+    assert.equal(body(partial).code, 'PAYLOAD_TOO_LARGE');
+    const exact = 'a'.repeat(8192);
+    assert.equal(body(await edge.check(envoyRequest('POST', '/t/transfers', { headers: bearer(await token('t1', c)), body: exact }))).code, 'MFA_REQUIRED', '8192 bytes is within the limit');
+  });
+
   it('treats a new device as high risk: step-up even for a read', async () => {
     const c = await customer('t1', { device: 'phone-1' });
     const tok = await token('t1', c);
