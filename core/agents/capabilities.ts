@@ -5,6 +5,7 @@
  * loader reads the facts in one place so the route and USSD answer the same.
  */
 import type { Queryable } from '../db/pool.ts';
+import { AppError } from '../http/errors.ts';
 import { minorUnitsOf } from '../ledger/currency.ts';
 import { format, fromDb, type Micro } from '../ledger/money.ts';
 
@@ -40,17 +41,42 @@ export interface Facts {
   unlocks: ReadonlyArray<{ course: string; capability: string }>;
 }
 
+function reasonsFor(rule: Rule, f: Omit<Facts, 'floatAvailable' | 'currency'> & { floatAvailable?: Micro }): Reason[] {
+  const reasons: Reason[] = [];
+  if (f.status !== 'active') reasons.push({ code: 'AGENT_SUSPENDED', message: 'the agent is suspended' });
+  if (tierRank[f.tier] < tierRank[rule.minTier]) reasons.push({ code: 'TIER_TOO_LOW', message: `needs tier ${rule.minTier} or above (agent is ${f.tier})` });
+  for (const u of f.unlocks) {
+    if (u.capability === rule.name && !f.passed.has(u.course)) reasons.push({ code: 'TRAINING_REQUIRED', message: `pass the ${u.course} course quiz first`, course: u.course });
+  }
+  if (rule.needsFloat && f.floatAvailable !== undefined && f.floatAvailable <= 0n) reasons.push({ code: 'FLOAT_EMPTY', message: 'the float balance is empty; top it up first' });
+  return reasons;
+}
+
 export function deriveCapabilities(f: Facts): Capability[] {
   return capabilityRules.map((rule) => {
-    const reasons: Reason[] = [];
-    if (f.status !== 'active') reasons.push({ code: 'AGENT_SUSPENDED', message: 'the agent is suspended' });
-    if (tierRank[f.tier] < tierRank[rule.minTier]) reasons.push({ code: 'TIER_TOO_LOW', message: `needs tier ${rule.minTier} or above (agent is ${f.tier})` });
-    for (const u of f.unlocks) {
-      if (u.capability === rule.name && !f.passed.has(u.course)) reasons.push({ code: 'TRAINING_REQUIRED', message: `pass the ${u.course} course quiz first`, course: u.course });
-    }
-    if (rule.needsFloat && f.floatAvailable <= 0n) reasons.push({ code: 'FLOAT_EMPTY', message: 'the float balance is empty; top it up first' });
+    const reasons = reasonsFor(rule, f);
     return { name: rule.name, allowed: reasons.length === 0, reasons };
   });
+}
+
+/**
+ * Enforce one capability inside the operation's transaction: status, tier and training, the
+ * same rules GET /v1/agent/capabilities shows. The float is not judged here: the ledger refuses
+ * an amount the float cannot cover, exactly and under its own lock.
+ */
+export async function requireCapability(q: Queryable, tenantId: string, agentId: string, name: string): Promise<void> {
+  const rule = capabilityRules.find((r) => r.name === name);
+  if (!rule) throw new Error(`unknown agent capability ${name}`);
+  const { rows } = await q.query<{ status: string; tier: Tier }>('SELECT status, tier FROM agents WHERE tenant_id = $1 AND id = $2', [tenantId, agentId]);
+  const agent = rows[0];
+  if (!agent) throw new AppError('FORBIDDEN', 'agent is not active');
+  const courses = await q.query<{ code: string }>('SELECT code FROM agent_courses WHERE tenant_id = $1 AND unlocks = $2', [tenantId, name]);
+  const unlocks = courses.rows.map((r) => ({ course: r.code, capability: name }));
+  const passed = unlocks.length > 0 ? await passedCourses(q, tenantId, agentId) : new Set<string>();
+  const reasons = reasonsFor(rule, { status: agent.status, tier: agent.tier, passed, unlocks });
+  if (reasons.length > 0) {
+    throw new AppError('CAPABILITY_REQUIRED', `${name} is not allowed: ${reasons.map((r) => r.message).join('; ')}`, { extra: { capability: name, reasons } });
+  }
 }
 
 export interface AgentProfileRow {

@@ -16,6 +16,7 @@ import { defineRoute, type RouteSpec } from '../http/route.ts';
 import { idempotencyHeader, idempotencyKeyOf, requestHash, toReply, withIdempotency } from '../idempotency/idempotency.ts';
 import { uuidv7 } from '../../lib/uuid.ts';
 import { agentCaller, auditAgent, type AgentCaller, type AgentDeps, type AnyCtx } from './context.ts';
+import { requireCapability } from './capabilities.ts';
 import { boundaryOf, parseMultipart, sniff } from './multipart.ts';
 
 /** Issue 9: attachments up to 5 MiB. */
@@ -72,6 +73,7 @@ function cleanName(name: string | undefined): string {
 
 async function openCase(deps: AgentDeps, q: Queryable, c: AgentCaller, b: { txnId: string; reason: string; description: string }, requestId: string) {
   const t = deps.now();
+  await requireCapability(q, c.tenantId, c.agentId, 'dispute.create');
   const { rows } = await q.query<{ agent_id: string }>('SELECT agent_id FROM agent_txns WHERE tenant_id = $1 AND id = $2 FOR UPDATE', [c.tenantId, b.txnId]);
   if (rows[0]?.agent_id !== c.agentId) throw new AppError('TXN_NOT_FOUND', `transaction ${b.txnId} not found`);
   const live = await q.query<{ id: string }>(`SELECT id FROM agent_disputes WHERE tenant_id = $1 AND txn_id = $2 AND state IN ('OPEN', 'UNDER_REVIEW')`, [c.tenantId, b.txnId]);

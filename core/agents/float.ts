@@ -13,6 +13,7 @@ import { fromDb, toDb } from '../ledger/money.ts';
 import { uuidv7 } from '../../lib/uuid.ts';
 import { wire, requireDayOpen } from './books.ts';
 import { actorOf, auditAgent, businessDate, type AgentCaller, type OpsCaller } from './context.ts';
+import { requireCapability } from './capabilities.ts';
 import { apply, platformAccounts, postCmd } from './ledger.ts';
 import { lockAgent } from './txns.ts';
 
@@ -63,6 +64,7 @@ async function transition(q: Queryable, tenantId: string, r: InstructionRow, to:
 /** PENDING instruction of the calling agent; a redeem places its hold now (INSUFFICIENT_FUNDS if the float cannot cover it). */
 export async function requestFloat(q: Queryable, c: AgentCaller, kind: FloatKind, input: { amount: string; reference?: string | undefined }, requestId: string, now: number): Promise<InstructionRow> {
   const agent = await lockAgent(q, c.tenantId, c.agentId);
+  await requireCapability(q, c.tenantId, c.agentId, kind === 'REDEEM' ? 'float.redeem' : 'float.topup');
   const amount = amountOf(input.amount, agent.currency, 'amount');
   const id = uuidv7(now);
   let holdId: string | null = null;

@@ -12,6 +12,7 @@ import { Phone } from '../identity/schemas.ts';
 import { uuidv7 } from '../../lib/uuid.ts';
 import type { Queryable } from '../db/pool.ts';
 import { agentCaller, auditAgent, type AgentDeps, type AnyCtx } from './context.ts';
+import { requireCapability } from './capabilities.ts';
 
 /** A KYC record is valid two years, then re-KYC is due. */
 export const kycValidityMs = 2 * 365 * 24 * 60 * 60_000;
@@ -67,6 +68,7 @@ export function kycRoutes(deps: AgentDeps): RouteSpec[] {
       summary: 'Register a customer at KYC level 1 (verified phone, name, ID, date of birth), screened against the watch-list',
       responses: { 201: { description: 'Registered', schema: Status } },
       handler: (ctx) => run(ctx, async (q, c, t) => {
+        await requireCapability(q, c.tenantId, c.agentId, 'kyc.register');
         const b = ctx.body;
         if (ageYears(b.dateOfBirth, t) < minAgeYears) throw new AppError('UNPROCESSABLE', `customers must be at least ${minAgeYears}`);
         const { rows } = await q.query<{ id: string; phone_verified_at: Date | null }>(
@@ -96,6 +98,7 @@ export function kycRoutes(deps: AgentDeps): RouteSpec[] {
       summary: 'Upgrade to level 2 with documents (ID and selfie at least), stored by SHA-256',
       responses: { 200: { description: 'Upgraded', schema: Status } },
       handler: (ctx) => run(ctx, async (q, c, t) => {
+        await requireCapability(q, c.tenantId, c.agentId, 'kyc.upgrade');
         const p = await profile(q, c.tenantId, ctx.params.customer_id, true);
         const kinds = new Set(ctx.body.documents.map((d) => d.kind));
         if (!kinds.has('SELFIE') || !(kinds.has('ID_FRONT') || kinds.has('ID_BACK'))) throw new AppError('UNPROCESSABLE', 'level 2 needs an ID image and a selfie');

@@ -12,6 +12,7 @@ import { minorUnitsOf } from '../ledger/currency.ts';
 import { format, fromDb, toDb, type Micro } from '../ledger/money.ts';
 import { uuidv7 } from '../../lib/uuid.ts';
 import { actorOf, auditAgent, businessDate, type AgentCaller, type AgentDeps, type OpsCaller } from './context.ts';
+import { requireCapability } from './capabilities.ts';
 import { apply, platformAccounts, postCmd, reverseCmd, walletOf, type Leg } from './ledger.ts';
 import { agentLimits, customerLimits, enforce, priceOf, type TxnKind } from './pricing.ts';
 
@@ -84,10 +85,14 @@ async function usage(q: Queryable, tenantId: string, col: 'customer_id' | 'agent
 export interface StartInput { customerPhone: string; amount: string; counterpartyPhone?: string | undefined; reference?: string | undefined }
 
 /** Cash-in posts at once; cash-out and P2P wait for the customer's code (AWAITING_CUSTOMER). */
+/** The capability (core/agents/capabilities.ts) each kind of transaction needs. */
+const capabilityOf: Record<TxnKind, string> = { CASHIN: 'cashin.create', CASHOUT: 'cashout.create', P2P: 'p2p.assist' };
+
 export async function startTxn(deps: AgentDeps, q: Queryable, c: AgentCaller, kind: TxnKind, input: StartInput, requestId: string, secrets: TenantSecrets): Promise<TxnRow> {
   const t = deps.now();
   const day = businessDate(t);
   const agent = await lockAgent(q, c.tenantId, c.agentId);
+  await requireCapability(q, c.tenantId, c.agentId, capabilityOf[kind]);
   await dayOpen(q, c.tenantId, c.agentId, day);
   const amount = amountOf(input.amount, agent.currency, 'amount');
   const customer = await kycCustomer(q, c.tenantId, input.customerPhone, t);

@@ -133,6 +133,8 @@ const table = {
   TXN_ALREADY_REVERSED: [409, 'Conflict'],
   REVERSAL_WINDOW_CLOSED: [409, 'Conflict'],
   DAY_CLOSED: [409, 'Conflict'],
+  /** The agent's tier, status or training does not allow this operation (GET /v1/agent/capabilities says why). */
+  CAPABILITY_REQUIRED: [403, 'Forbidden'],
   CUSTOMER_CODE_INVALID: [401, 'Unauthorized'],
   KYC_REQUIRED: [422, 'Parameter Error'],
   PHONE_NOT_VERIFIED: [422, 'Parameter Error'],

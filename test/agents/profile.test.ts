@@ -86,6 +86,14 @@ describe('agent profile, outlet and capabilities', () => {
     assert.equal(allowed(c.capabilities, 'cashin.create'), true);
     assert.deepEqual(reasons(c.capabilities, 'p2p.assist'), ['TIER_TOO_LOW']);
     assert.deepEqual(reasons(c.capabilities, 'kyc.register'), ['TRAINING_REQUIRED']);
+    // The same rules are enforced, not only shown: the operations refuse with the reasons.
+    const p2p = await h.post('/v1/txns/p2p/assist', { customerPhone: '+254711000041', recipientPhone: '+254711000042', amount: '10.00' }, bearer(la.accessToken, { 'idempotency-key': 'cap-p2p-1' }));
+    assert.equal(p2p.status, 403, p2p.text);
+    assert.equal(p2p.json.code, 'CAPABILITY_REQUIRED');
+    assert.deepEqual(p2p.json.reasons.map((r: { code: string }) => r.code), ['TIER_TOO_LOW']);
+    const kyc = await h.post('/v1/kyc/customers', { phone: '+254711000041', fullName: 'Amina Otieno', idType: 'NATIONAL_ID', idNumber: 'C0000001', dateOfBirth: '1990-01-01' }, bearer(la.accessToken, { 'idempotency-key': 'cap-kyc-1' }));
+    assert.equal(kyc.json.code, 'CAPABILITY_REQUIRED');
+    assert.deepEqual(kyc.json.reasons.map((r: { code: string }) => r.code), ['TRAINING_REQUIRED']);
     await h.tdb.db.query(`UPDATE agents SET status = 'suspended' WHERE tenant_id = 'ta' AND id = $1`, [a.id]);
     c = await caps();
     assert.equal(c.status, 'suspended');

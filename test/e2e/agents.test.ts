@@ -82,6 +82,20 @@ describe('agent operations through the gateway', () => {
 
   let cashin: Res;
   let cashout: Res;
+  it('registering customers needs the KYC course first: refused with the reason, allowed once the quiz is passed', async () => {
+    const before = await call(gw, 'POST', '/v1/kyc/customers', { json: { phone: '+254711000999', fullName: 'Untrained Attempt', idType: 'NATIONAL_ID', idNumber: 'E2E00000', dateOfBirth: '1990-01-01' }, headers: write() });
+    assert.equal(before.status, 403, before.text);
+    assert.equal(before.json.code, 'CAPABILITY_REQUIRED');
+    assert.deepEqual(before.json.reasons.map((r: { code: string }) => r.code), ['TRAINING_REQUIRED']);
+    const courses = await call(gw, 'GET', '/v1/training/courses', { headers: auth() });
+    assert.equal(courses.status, 200, courses.text);
+    const course = courses.json.items.find((c: { unlocks: string | null }) => c.unlocks === 'kyc.register');
+    const answers = [{ questionId: 'q1', choice: 1 }, { questionId: 'q2', choice: 0 }, { questionId: 'q3', choice: 1 }, { questionId: 'q4', choice: 1 }];
+    const pass = await call(gw, 'POST', `/v1/training/quizzes/${course.quiz.id}/submit`, { json: { answers }, headers: write() });
+    assert.equal(pass.status, 200, pass.text);
+    assert.equal(pass.json.unlocked, 'kyc.register');
+  });
+
   it('KYC a customer, cash-in, then cash-out authorised with the code sent to the customer', async () => {
     assert.equal((await call(gw, 'POST', '/customers/auth/otp/send', { json: { tenantId: 'demo', phone } })).status, 202);
     assert.equal((await call(gw, 'POST', '/customers/auth/otp/verify', { json: { tenantId: 'demo', phone, otp: await lastCode(phone) } })).status, 200);
