@@ -19,6 +19,7 @@ import { seedDemo } from '../core/seed.ts';
 import { createGateway, type Gateway } from '../edge/gateway.ts';
 import { buildEdge } from '../edge/main.ts';
 import { Dispatcher } from '../core/admin/webhooks/dispatcher.ts';
+import { Housekeeper } from '../core/housekeeping/prune.ts';
 import { freePort, listen } from '../lib/net.ts';
 import type { Config } from './config.ts';
 
@@ -120,6 +121,10 @@ export async function startStack(
     const dispatcher = new Dispatcher({ db, keys, log: log.child({ component: 'webhooks' }), allowPrivateTargets: opts.webhookAllowPrivateTargets ?? false });
     dispatcher.start();
     cleanups.push(() => dispatcher.stop());
+    // Housekeeping: one-time values and lockout counters are deleted once inert (core/housekeeping).
+    const housekeeper = new Housekeeper(db, log.child({ component: 'housekeeping' }));
+    housekeeper.start();
+    cleanups.push(() => housekeeper.stop());
 
     let authzPort: number;
     try {

@@ -1,0 +1,83 @@
+/**
+ * Housekeeping: deletes rows that can no longer change any answer, so tables written on every
+ * request (replay values, lockout counters, one-time codes) do not grow without bound.
+ *
+ * Each rule names the table and the condition under which a row is inert:
+ * - edge_replay, used_challenges: past expires_at, the value is refused for its age anyway
+ *   (the edge's insert reopens an expired value; a challenge past expiry fails verification).
+ * - otp_codes, phone_verifications: a day past expiry (never accepted again; the day keeps
+ *   them for support questions about the last attempts).
+ * - refresh_tokens: a week past expiry (a rotated token presented later is refused as expired
+ *   either way; the week keeps reuse forensics).
+ * - auth_throttle: the window (at most a day, identity/throttle.ts) has passed, no lock is
+ *   running and no OTP re-verification is pending: the next attempt would reset the row to
+ *   exactly what a missing row gives.
+ * Deletes run in batches (ctid lists) so no statement holds many row locks or runs long.
+ */
+import type { Logger } from 'pino';
+import type { Db } from '../db/pool.ts';
+
+export interface PruneRule {
+  table: string;
+  /** SQL condition on the table's rows; uses an index (migration 0220 or the table's own). */
+  inert: string;
+}
+
+export const pruneRules: readonly PruneRule[] = Object.freeze([
+  { table: 'edge_replay', inert: 'expires_at < now()' },
+  { table: 'used_challenges', inert: 'expires_at < now()' },
+  { table: 'otp_codes', inert: "expires_at < now() - interval '1 day'" },
+  { table: 'phone_verifications', inert: "expires_at < now() - interval '1 day'" },
+  { table: 'refresh_tokens', inert: "expires_at < now() - interval '7 days'" },
+  { table: 'auth_throttle', inert: "window_start < now() - interval '1 day' AND NOT needs_otp AND (locked_until IS NULL OR locked_until < now())" },
+]);
+
+/** Delete every inert row, `batch` at a time; returns the count per table. */
+export async function pruneOnce(db: Db, batch = 5000): Promise<Record<string, number>> {
+  const counts: Record<string, number> = {};
+  for (const rule of pruneRules) {
+    let total = 0;
+    for (;;) {
+      const { rowCount } = await db.query(
+        `DELETE FROM ${rule.table} WHERE ctid = ANY (ARRAY(SELECT ctid FROM ${rule.table} WHERE ${rule.inert} LIMIT $1))`,
+        [batch],
+      );
+      total += rowCount ?? 0;
+      if ((rowCount ?? 0) < batch) break;
+    }
+    counts[rule.table] = total;
+  }
+  return counts;
+}
+
+export const pruneEveryMs = 5 * 60_000;
+
+/** Runs pruneOnce on a timer; a failed run is logged and retried at the next tick. */
+export class Housekeeper {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+
+  constructor(private readonly db: Db, private readonly log: Logger, private readonly everyMs = pruneEveryMs) {}
+
+  start(): void {
+    this.timer = setInterval(() => this.tick(), this.everyMs);
+    this.timer.unref();
+  }
+
+  private tick(): void {
+    this.running ??= pruneOnce(this.db)
+      .then((counts) => {
+        const deleted = Object.values(counts).reduce((a, b) => a + b, 0);
+        if (deleted > 0) this.log.info({ deleted: counts }, 'housekeeping pruned inert rows');
+      })
+      .catch((err: unknown) => this.log.warn({ err: (err as Error).message }, 'housekeeping failed; will retry'))
+      .finally(() => {
+        this.running = undefined;
+      });
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    await this.running;
+  }
+}
