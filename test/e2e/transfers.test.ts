@@ -230,6 +230,27 @@ describe('customer transfers through the gateway', () => {
     assert.match(c.final.json.message, /day/);
   });
 
+  it('applies the limit rows of the payer\'s KYC level when the schedule has them, the general rows otherwise', async () => {
+    const { rows } = await tdb.db.query<{ id: string }>(`SELECT id FROM admin_schedules WHERE tenant_id = 'demo' AND kind = 'LIMIT' AND product = 'TRANSFER' AND status = 'ACTIVE'`);
+    assert.ok(rows[0]);
+    await tdb.db.query(`INSERT INTO admin_schedule_limits (id, tenant_id, schedule_id, action, period, max_amount, kyc_level) VALUES ($1, 'demo', $2, 'TRANSFER', 'transaction', 1000, '1')`, [randomUUID(), rows[0].id]);
+    const carol = await signUp('+254711000007');
+    const dave = await signUp('+254711000008');
+    await tdb.db.query(
+      `INSERT INTO kyc_profiles (tenant_id, customer_id, level, status, full_name, id_type, id_number, date_of_birth, registered_by, expires_at, created_at, updated_at)
+       VALUES ('demo', $1, 1, 'ACTIVE', 'Carol Wambui', 'NATIONAL_ID', 'KYC-LIMIT-1', '1990-01-01', $2, now() + interval '1 year', now(), now())`, [carol.id, randomUUID()]);
+    const payee = async (c: Customer) => (await call(gw, 'POST', '/v1/beneficiaries', { json: { phone: bob.phone }, headers: bearer(c) })).json.id as string;
+    for (const c of [carol, dave]) await fund(c.wallet, '5000.00');
+    const over = await transfer(carol, await payee(carol), '1500.00');
+    assert.equal(over.final.status, 422, over.final.text);
+    assert.equal(over.final.json.code, 'LIMIT_EXCEEDED');
+    assert.match(over.final.json.message, /transaction/);
+    const within = await transfer(carol, await payee(carol), '900.00');
+    assert.equal(within.final.status, 200, within.final.text);
+    const general = await transfer(dave, await payee(dave), '1500.00');
+    assert.equal(general.final.status, 200, `no KYC record: the general rows apply: ${general.final.text}`);
+  });
+
   it('refuses insufficient funds, a removed payee, and a bad intent signature', async () => {
     const poor = await signUp('+254711000003');
     const ben = await call(gw, 'POST', '/v1/beneficiaries', { json: { phone: alice.phone }, headers: bearer(poor) });
