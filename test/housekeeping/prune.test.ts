@@ -21,17 +21,17 @@ describe('housekeeping', () => {
     await q(`INSERT INTO customers (id, tenant_id, phone_e164, created_at) VALUES ($1, 'ta', '+254700000001', now())`, [customer]);
     await q(`INSERT INTO sessions (id, tenant_id, subject_type, subject_id, jti, aal, ip, created_at, last_seen) VALUES ($1, 'ta', 'customer', $2, 'j', 1, '127.0.0.1', now(), now())`, [session, customer]);
 
-    for (const [value, at] of [['old-1', '-1 minute'], ['old-2', '-1 day'], ['old-3', '-2 seconds'], ['live', '+5 minutes']]) {
+    for (const [value, at] of [['old-1', '-1 minute'], ['old-2', '-1 day'], ['old-3', '-2 seconds'], ['live', '+5 minutes']] as [string, string][]) {
       await q(`INSERT INTO edge_replay (kind, value, expires_at) VALUES ('dpop', $1, now() + $2::interval)`, [value, at]);
       await q(`INSERT INTO used_challenges (tenant_id, jti, used_at, expires_at) VALUES ('ta', $1, now(), now() + $2::interval)`, [value, at]);
     }
-    for (const [name, at] of [['two-days-past', '-2 days'], ['an-hour-past', '-1 hour'], ['live', '+5 minutes']]) {
+    for (const [name, at] of [['two-days-past', '-2 days'], ['an-hour-past', '-1 hour'], ['live', '+5 minutes']] as [string, string][]) {
       await q(`INSERT INTO otp_codes (id, tenant_id, phone_key, purpose, code_hash, created_at, expires_at) VALUES ($1, 'ta', $2, 'verify', $3, now(), now() + $4::interval)`,
         [randomUUID(), Buffer.from(name), randomBytes(32), at]);
       await q(`INSERT INTO phone_verifications (id, tenant_id, customer_id, token_hash, created_at, expires_at) VALUES ($1, 'ta', $2, $3, now(), now() + $4::interval)`,
         [randomUUID(), customer, Buffer.from(name), at]);
     }
-    for (const [name, at] of [['eight-days-past', '-8 days'], ['two-days-past', '-2 days']]) {
+    for (const [name, at] of [['eight-days-past', '-8 days'], ['two-days-past', '-2 days']] as [string, string][]) {
       await q(`INSERT INTO refresh_tokens (id, tenant_id, session_id, family_id, token_hash, created_at, expires_at) VALUES ($1, 'ta', $2, $3, $4, now(), now() + $5::interval)`,
         [randomUUID(), session, randomUUID(), Buffer.from(name), at]);
     }
