@@ -4,7 +4,9 @@
  * Uses DATABASE_URL when set, else the development database of `npm start` must be running
  * with DATABASE_URL pointing at it. The master key comes from MASTER_KEY or DATA_DIR/master.key.
  */
+import { userInfo } from 'node:os';
 import { join } from 'node:path';
+import { appendAudit } from '../core/audit/audit.ts';
 import { createDb } from '../core/db/pool.ts';
 import { loadOrCreateMasterKey } from '../core/keys/crypto.ts';
 import { KeyStore, maxGraceS } from '../core/keys/keys.ts';
@@ -23,7 +25,15 @@ async function main(): Promise<void> {
   const db = createDb({ connectionString: config.databaseUrl, metrics: createMetrics(), log });
   try {
     const keys = new KeyStore(db, await loadOrCreateMasterKey(config.masterKey, join(config.dataDir, 'master.key')));
-    const { kid, previous } = await keys.rotate(tenantId, graceS);
+    // The rotation and its audit record commit together, as through POST /v1/admin/rotate-keys.
+    const { kid, previous } = await db.tx(async (client) => {
+      const r = await keys.rotateIn(client, tenantId, graceS);
+      await appendAudit(client, [{
+        tenantId, actor: { type: 'operator', id: userInfo().username }, action: 'keys.rotate', target: { type: 'signing_key', id: r.kid },
+        attrs: { previous: r.previous ?? null, graceSeconds: graceS, via: 'bin/rotate-keys.ts' },
+      }]);
+      return r;
+    });
     process.stdout.write(`${JSON.stringify({ tenantId, active: kid, grace: previous ?? null, graceSeconds: graceS })}\n`);
   } finally {
     await db.close();

@@ -51,6 +51,8 @@ export interface WriteCtx {
   caller: Caller;
   /** Append the mutation's audit record in this transaction (SPEC 6.3: every mutation). */
   audit(action: string, target: { type: string; id: string }, attrs?: Record<string, unknown>): Promise<void>;
+  /** Run `fn` once this mutation has committed (e.g. drop a process-local cache); never on rollback. */
+  afterCommit(fn: () => void): void;
 }
 
 /** 'read': GET; 'write': a mutation (Idempotency-Key honoured when sent); 'create': key required. */
@@ -106,15 +108,24 @@ async function runWrite(deps: AdminDeps, ctx: RequestContext<unknown, unknown, u
     const before = await findKey(deps.db, scope.tenantId, scope.key);
     if (before) return toReply(replay(before, scope));
   }
+  let committed: (() => void)[] = [];
   const makeCtx = (q: Queryable): WriteCtx => ({
     q, caller,
     audit: async (action, target, attrs) => {
       await appendAudit(q, [{ tenantId: caller.tenantId, actor: { type: 'staff', id: caller.principalId }, action, target,
         attrs: { requestId: ctx.requestId, ip: caller.ip, roles: caller.roles, ...attrs }, ts: new Date(deps.now()) }]);
     },
+    afterCommit: (fn) => {
+      committed.push(fn);
+    },
   });
+  const runCommitted = () => {
+    for (const fn of committed) fn();
+    committed = [];
+  };
   if (!scope) {
     const out = await deps.db.tx((client) => fn(makeCtx(client)));
+    runCommitted();
     return { status: out.status, body: out.body, headers: out.headers ?? {} };
   }
   const stored = await deps.db.tx(async (client) => {
@@ -128,11 +139,13 @@ async function runWrite(deps: AdminDeps, ctx: RequestContext<unknown, unknown, u
     } catch (err) {
       if (!(err instanceof AppError) || err.status >= 500) throw err;
       await client.query('ROLLBACK TO SAVEPOINT admin_work');
+      committed = [];
       res = { status: err.status, body: JSON.stringify(toProblem(err, ctx.path)), contentType: 'application/problem+json' };
     }
     await completeKeys(client, [{ scope, status: res.status, body: res.body }]);
     return res;
   });
+  runCommitted();
   if (stored) return { status: stored.status, raw: { contentType: stored.contentType, data: stored.body } };
   const after = await findKey(deps.db, scope.tenantId, scope.key);
   if (!after) throw new AppError('SERVICE_UNAVAILABLE', 'idempotency key is busy; retry');

@@ -114,20 +114,27 @@ export class KeyStore {
    * (capped at 24 h); grace keys past their window become `retired`.
    */
   async rotate(tenantId: string, graceS = defaultGraceS): Promise<{ kid: string; previous: string | undefined }> {
-    const grace = Math.min(Math.max(graceS, 0), maxGraceS);
-    const result = await this.db.tx(async (client) => {
-      await client.query('SELECT 1 FROM tenants WHERE id = $1 FOR NO KEY UPDATE', [tenantId]);
-      await this.retireExpired(client, tenantId);
-      const { rows } = await client.query<{ kid: string }>(
-        `UPDATE signing_keys SET state = 'grace', grace_until = to_timestamp($2 / 1000.0) + make_interval(secs => $3)
-         WHERE tenant_id = $1 AND state = 'active' RETURNING kid`,
-        [tenantId, this.now(), grace],
-      );
-      const kid = await this.insertKey(client, tenantId);
-      return { kid, previous: rows[0]?.kid };
-    });
+    const result = await this.db.tx((client) => this.rotateIn(client, tenantId, graceS));
     this.invalidate(tenantId);
     return result;
+  }
+
+  /**
+   * Rotate inside the caller's transaction (so its audit record commits or rolls back with it).
+   * The caller drops this process's cache (`invalidate`) after commit; other processes drop
+   * theirs on the NOTIFY, which is delivered at commit.
+   */
+  async rotateIn(client: Queryable, tenantId: string, graceS = defaultGraceS): Promise<{ kid: string; previous: string | undefined }> {
+    const grace = Math.min(Math.max(graceS, 0), maxGraceS);
+    await client.query('SELECT 1 FROM tenants WHERE id = $1 FOR NO KEY UPDATE', [tenantId]);
+    await this.retireExpired(client, tenantId);
+    const { rows } = await client.query<{ kid: string }>(
+      `UPDATE signing_keys SET state = 'grace', grace_until = to_timestamp($2 / 1000.0) + make_interval(secs => $3)
+       WHERE tenant_id = $1 AND state = 'active' RETURNING kid`,
+      [tenantId, this.now(), grace],
+    );
+    const kid = await this.insertKey(client, tenantId);
+    return { kid, previous: rows[0]?.kid };
   }
 
   private async retireExpired(client: Queryable, tenantId: string): Promise<void> {

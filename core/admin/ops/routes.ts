@@ -121,9 +121,10 @@ export function opsRoutes(deps: AdminDeps): RouteSpec[] {
       body: Type.Object({ graceSeconds: Type.Optional(Type.Integer({ minimum: 0, maximum: maxGraceS })) }, { additionalProperties: false }),
       responses: { 200: { description: '{active, grace, graceSeconds}' } },
       write: async (ctx, w) => {
-        // KeyStore.rotate runs its own transaction; the audit record follows it in this one.
+        // The rotation and its audit record commit together; this process's key cache is dropped after.
         const grace = ctx.body.graceSeconds ?? 3600;
-        const r = await deps.keys.rotate(w.caller.tenantId, grace);
+        const r = await deps.keys.rotateIn(w.q, w.caller.tenantId, grace);
+        w.afterCommit(() => deps.keys.invalidate(w.caller.tenantId));
         await w.audit('keys.rotate', { type: 'signing_key', id: r.kid }, { previous: r.previous ?? null, graceSeconds: grace });
         return { status: 200, body: { active: r.kid, grace: r.previous ?? null, graceSeconds: grace } };
       },
