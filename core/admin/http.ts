@@ -27,6 +27,8 @@ export const readers: readonly Role[] = ['admin', 'ops', 'readonly'];
 /** Operational repairs (outbox retry, idempotency purge, chain verification). */
 export const operators: readonly Role[] = ['admin', 'ops'];
 export const admins: readonly Role[] = ['admin'];
+/** SPEC 4.6: idempotency search is "ops only". */
+export const opsOnly: readonly Role[] = ['ops'];
 
 export interface AdminDeps {
   db: Db;

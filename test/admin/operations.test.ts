@@ -205,10 +205,11 @@ describe('administration API: promote, environments, products, configs, schedule
     assert.equal((await ro('GET', '/v1/currencies/TZS')).json.minor_units, 2, 'back to the ISO 4217 reference');
   });
 
-  it('searches, views and purges idempotency records: Ops and Admin only, body only for Admin', async () => {
+  it('searches idempotency records (Ops only), views and purges them (Ops and Admin), body only for Admin', async () => {
     const made = await admin('POST', '/v1/products', { json: { code: 'AIRTIME', category: 'VAS' }, headers: { 'idempotency-key': 'purge-me-00000001' } });
     assert.equal(made.status, 201);
     assert.equal((await ro('GET', '/v1/idempotency')).status, 403);
+    assert.equal((await admin('GET', '/v1/idempotency')).status, 403, 'SPEC 4.6: search is ops only');
     const found = await ops('GET', '/v1/idempotency?key=purge-me&method=post&path=/v1/products');
     assert.equal(found.status, 200, found.text);
     assert.deepEqual(found.json.items.map((i: { key: string }) => i.key), ['purge-me-00000001']);

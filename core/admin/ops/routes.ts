@@ -6,7 +6,7 @@ import { Type } from '@sinclair/typebox';
 import { AppError } from '../../http/errors.ts';
 import type { RouteSpec } from '../../http/route.ts';
 import { maxGraceS } from '../../keys/keys.ts';
-import { adminRoute, admins, operators, readers, type AdminDeps } from '../http.ts';
+import { adminRoute, admins, operators, opsOnly, readers, type AdminDeps } from '../http.ts';
 import { Uuid, pageQuery } from '../schemas.ts';
 
 interface OutboxRow { id: string; aggregate: string; aggregate_id: string; event: string; payload: unknown; headers: Record<string, string>; attempts: number; status: string; next_attempt_at: Date; last_error: string | null; created_at: Date; processed_at: Date | null }
@@ -82,7 +82,7 @@ export function opsRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'GET', path: '/v1/idempotency', operationId: 'searchIdempotency', summary: 'Search idempotency records by key, method, path, date (Ops)', tags: ['admin.idempotency'], roles: operators, mode: 'read',
+      method: 'GET', path: '/v1/idempotency', operationId: 'searchIdempotency', summary: 'Search idempotency records by key, method, path, date (Ops only)', tags: ['admin.idempotency'], roles: opsOnly, mode: 'read',
       query: Type.Object({ ...pageQuery, key: Type.Optional(Type.String({ maxLength: 128 })), method: Type.Optional(Type.String({ maxLength: 8 })), path: Type.Optional(Type.String({ maxLength: 256 })), from: Type.Optional(Type.String({ format: 'date-time' })), to: Type.Optional(Type.String({ format: 'date-time' })) }),
       responses: { 200: { description: 'A page of records (metadata only)' } },
       read: async (ctx, caller) => {
