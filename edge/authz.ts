@@ -15,7 +15,7 @@ import { maxCheckBodyBytes, type Decision, type RequestView } from './check.ts';
 import type { PolicyStore } from './policy/store.ts';
 import type { ResolvedRoute } from './routes.ts';
 import type { Deadline, FailClosed } from './server.ts';
-import type { EdgeState, TenantState } from './state/store.ts';
+import type { EdgeState, TenantState, TupleState } from './state/store.ts';
 
 export interface DeciderDeps {
   state: EdgeState;
@@ -85,10 +85,10 @@ export function localHour(nowMs: number, tz: unknown): number {
   return entry.hour;
 }
 
-function tenantInput(id: string, t: TenantState | undefined): Record<string, unknown> {
+function tenantInput(id: string, t: TenantState | undefined, tuples: TupleState[] = []): Record<string, unknown> {
   if (!id) return { id: '' };
   if (!t) return { id, status: 'UNKNOWN', security: {} };
-  return { id, status: t.status, security: t.security };
+  return { id, status: t.status, security: t.security, tuples };
 }
 
 /** Actions whose step-up is bound to the one request it was issued for (SPEC 4.3 rules 2–3). */
@@ -172,7 +172,9 @@ export function createDecider(deps: DeciderDeps) {
       moneyMoving: requestBoundActions.has(resolved.action),
     });
     const input = {
-      tenant: tenantInput(requestTenant, tenant),
+      // The request tenant's own relations (owner of tenants it created) matter only when the
+      // request names another tenant; they are read then, never on same-tenant requests.
+      tenant: tenantInput(requestTenant, tenant, requestTenant && resourceTenant !== requestTenant ? await deps.state.tuplesOf('tenant', requestTenant) : []),
       subject: await subjectInput(principal, deps.state, nowMs, view, resolved),
       resource: { type: resolved.resource, id: resolved.params.id ?? '', tenant_id: resourceTenant, attrs: {} },
       action: resolved.action,

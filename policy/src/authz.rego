@@ -87,7 +87,23 @@ check_purpose := {"check": "purpose_known", "ok": purpose_name in object.keys(pu
 
 resource_tenant := object.get(resource, "tenant_id", "")
 
-check_tenant := {"check": "resource_tenant", "ok": resource_tenant == tenant_id, "detail": sprintf("resource tenant %v, request tenant %v", [resource_tenant, tenant_id])}
+default tenant_ok := false
+
+tenant_ok if resource_tenant == tenant_id
+
+# Staff of a tenant manage the tenants it created (an `owner` relationship tuple
+# tenant:<request tenant> → tenant:<resource tenant>, which the host passes as tenant.tuples),
+# through the actions the purpose lists in `owner_actions` only.
+tenant_ok if {
+	action in object.get(purpose, "owner_actions", [])
+	some t in object.get(tenant, "tuples", [])
+	t.relation == "owner"
+	t.object_ns == "tenant"
+	t.object_id == resource_tenant
+	tuple_live(t)
+}
+
+check_tenant := {"check": "resource_tenant", "ok": tenant_ok, "detail": sprintf("resource tenant %v, request tenant %v", [resource_tenant, tenant_id])}
 
 tenant_active if object.get(tenant, "status", "ACTIVE") == "ACTIVE"
 

@@ -259,6 +259,29 @@ test_suspended_tenant_admin_can_only_read_and_activate if {
 	failed(other) == {"tenant_active"}
 }
 
+owns(tenant_id, caveat) := object.union(base.tenant, {"tuples": [{"relation": "owner", "object_ns": "tenant", "object_id": tenant_id, "caveat": caveat}]})
+
+on_t2(act) := object.union(op(act, "tenant"), {"resource": {"type": "tenant", "tenant_id": "t2"}, "subject": object.union(service([]), {"roles": ["admin"]})})
+
+test_owner_tenant_manages_the_tenant_it_created_through_owner_actions_only if {
+	got := authz.decision with input as object.union(on_t2("tenant.get_tenant"), {"tenant": owns("t2", {})})
+	got.allow
+	suspend := authz.decision with input as object.union(on_t2("tenant.suspend_tenant"), {"tenant": owns("t2", {})})
+	suspend.allow
+
+	# Not an owner action: the other tenant stays out of reach.
+	env := authz.decision with input as object.union(on_t2("environment.create_environment"), {"resource": {"type": "environment", "tenant_id": "t2"}, "tenant": owns("t2", {})})
+	failed(env) == {"resource_tenant"}
+
+	# Another tenant than the one owned, no tuple, an expired tuple: denied.
+	t3 := authz.decision with input as object.union(on_t2("tenant.get_tenant"), {"resource": {"type": "tenant", "tenant_id": "t3"}, "tenant": owns("t2", {})})
+	failed(t3) == {"resource_tenant"}
+	none := authz.decision with input as on_t2("tenant.get_tenant")
+	failed(none) == {"resource_tenant"}
+	expired := authz.decision with input as object.union(on_t2("tenant.get_tenant"), {"tenant": owns("t2", {"expires_at": "2020-01-01T00:00:00Z"})})
+	failed(expired) == {"resource_tenant"}
+}
+
 test_versions_reported if {
 	d := authz.decision with input as base with data.meta as {"policy_version": "abc123"}
 	d.policy_version == "abc123"

@@ -116,6 +116,26 @@ describe('administration API through the gateway', () => {
     assert.equal(audit.json.items[0]?.actor.type, 'staff');
   });
 
+  it('staff manage a tenant their tenant created (owner tuple) through the gateway, and no other tenant', async () => {
+    const admin = as('admin');
+    await tdb.db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ('stranger', 'Stranger', 'KE', 'KES')`);
+    const made = await admin('POST', '/v1/tenants', { json: { id: 'demo-branch', name: 'Demo branch', country: 'KE', baseCurrency: 'KES' }, headers: { 'idempotency-key': `tenant-${randomUUID()}` } });
+    assert.equal(made.status, 201, made.text);
+    const got = await eventually(() => admin('GET', '/v1/tenants/demo-branch'), (r) => r.status === 200);
+    assert.equal(got.status, 200, got.text);
+    assert.equal(got.json.id, 'demo-branch');
+    const suspended = await admin('POST', '/v1/tenants/demo-branch:suspend');
+    assert.equal(suspended.status, 200, suspended.text);
+    assert.equal(suspended.json.status, 'SUSPENDED');
+    assert.equal((await admin('POST', '/v1/tenants/demo-branch:activate')).json.status, 'ACTIVE');
+    // Owners get the actions the policy lists for them, not the created tenant's environments.
+    const envs = await admin('GET', '/v1/tenants/demo-branch/environments');
+    assert.equal(envs.status, 403, envs.text);
+    const stranger = await admin('GET', '/v1/tenants/stranger');
+    assert.equal(stranger.status, 403, stranger.text);
+    assert.equal(stranger.json.code, 'POLICY_DENIED');
+  });
+
   it('a suspended tenant\'s customers are refused at the edge, and allowed again after :activate', async () => {
     const device = `dev-${randomUUID().slice(0, 8)}`;
     const access = await customer('+254711900001', device);

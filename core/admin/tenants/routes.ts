@@ -77,6 +77,10 @@ export function tenantRoutes(deps: AdminDeps): RouteSpec[] {
         const t = rows[0];
         if (!t) throw new AppError('TENANT_EXISTS', `tenant ${ctx.body.id} exists`);
         await w.q.query('INSERT INTO admin_tenant_owners (tenant_id, owner_tenant_id) VALUES ($1, $2)', [t.id, w.caller.tenantId]);
+        // The same fact as a relationship tuple, which the edge's policy reads (owner_actions).
+        await w.q.query(
+          `INSERT INTO relationship_tuples (tenant_id, subject_ns, subject_id, relation, object_ns, object_id) VALUES ($1, 'tenant', $1, 'owner', 'tenant', $2)`,
+          [w.caller.tenantId, t.id]);
         await enqueue(w.q, { tenantId: t.id, aggregate: 'tenant', aggregateId: t.id, event: 'tenant.created', payload: view(t) });
         await w.audit('tenant.create', { type: 'tenant', id: t.id }, { country: t.country, baseCurrency: t.base_currency });
         return { status: 201, body: view(t) };
