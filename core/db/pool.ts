@@ -96,6 +96,8 @@ export function createDb(opts: { connectionString: string; metrics: Metrics; log
           raw.off('error', onLost);
           raw.release(typeof code === 'string' && code.length === 5 && !lost ? undefined : (err as Error));
           if (typeof code === 'string' && retryableCodes.has(code) && attempt < txRetryLimit) {
+            opts.metrics.dbTxRetries.inc({ code });
+            opts.log.debug({ code, attempt }, 'transaction retried');
             await new Promise((r) => setTimeout(r, Math.random() * 5 * (attempt + 1)));
             continue;
           }

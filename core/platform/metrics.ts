@@ -1,10 +1,12 @@
 /** Prometheus metrics of one core process (its own registry, so tests can build several). */
-import { Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 export interface Metrics {
   registry: Registry;
   httpDuration: Histogram<'method' | 'route' | 'status'>;
   dbDuration: Histogram<'op' | 'outcome'>;
+  /** Transactions retried after a serialization failure (40001) or a deadlock (40P01). */
+  dbTxRetries: Counter<'code'>;
 }
 
 /** Buckets in seconds: sub-millisecond reads up to multi-second argon2 bursts. */
@@ -27,5 +29,11 @@ export function createMetrics(): Metrics {
     buckets: latencyBucketsS,
     registers: [registry],
   });
-  return { registry, httpDuration, dbDuration };
+  const dbTxRetries = new Counter({
+    name: 'db_tx_retries_total',
+    help: 'Transactions retried after a serialization failure (40001) or deadlock (40P01); deadlocks should stay at 0',
+    labelNames: ['code'] as const,
+    registers: [registry],
+  });
+  return { registry, httpDuration, dbDuration, dbTxRetries };
 }

@@ -217,6 +217,28 @@ describe('customer transfers through the gateway', () => {
     assert.equal(await balance(bob.wallet), before + 100_000_000n);
   });
 
+  it('lets two customers pay each other at the same moment without a deadlock (no transaction retried for 40P01)', async () => {
+    const aliceBeneficiary = (await call(gw, 'POST', '/v1/beneficiaries', { json: { phone: alice.phone }, headers: bearer(bob) })).json.id as string;
+    await fund(alice.wallet, '1000.00');
+    await fund(bob.wallet, '1000.00');
+    const deadlockRetries = async () => {
+      const m = await call(gw, 'GET', '/v1/metrics');
+      const line = m.text.split('\n').find((l) => l.startsWith('db_tx_retries_total{code="40P01"}'));
+      return Number(line?.split(' ')[1] ?? 0);
+    };
+    const before = await deadlockRetries();
+    const flow = async (from: Customer, beneficiaryId: string) => {
+      const t = await transfer(from, beneficiaryId, '10.00');
+      assert.equal(t.final.status, 200, t.final.text);
+      const c = await call(gw, 'POST', '/v1/transfers/confirm', { json: { transferId: t.final.json.id }, headers: { ...bearer(from, t.token), 'idempotency-key': `cf-${randomUUID()}` } });
+      assert.equal(c.status, 200, c.text);
+    };
+    // Each payer's row is locked while the other's transaction references it (foreign keys):
+    // FOR UPDATE there deadlocked; FOR NO KEY UPDATE does not.
+    await Promise.all([flow(alice, bobBeneficiary), flow(bob, aliceBeneficiary), flow(alice, bobBeneficiary), flow(bob, aliceBeneficiary)]);
+    assert.equal(await deadlockRetries(), before);
+  });
+
   it('refuses a transfer over the daily limit with LIMIT_EXCEEDED', async () => {
     await fund(alice.wallet, '400000.00');
     const a = await transfer(alice, bobBeneficiary, '150000.00');
