@@ -100,7 +100,7 @@ export async function startStack(
     const edgeDb = createDb({ connectionString: databaseUrl, metrics, log });
     cleanups.push(() => edgeDb.close());
     const edge = await buildEdge({
-      db: edgeDb, keys: new KeyStore(edgeDb, masterKey), log: log.child({ component: 'edge' }), edgeSecret,
+      db: edgeDb, keys: new KeyStore(edgeDb, masterKey), log: log.child({ component: 'edge' }), edgeSecret, databaseUrl,
       ...(opts.publicRateLimit ? { publicRateLimit: opts.publicRateLimit } : {}),
       // Tests that raise the gateway's deadline raise the edge's own budget with it.
       ...(opts.checkTimeoutMs ? { budgetMs: opts.checkTimeoutMs } : {}),

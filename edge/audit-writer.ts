@@ -1,17 +1,89 @@
 /**
  * Decision audit off the hot path (issue: every decision, allow and deny, is audited): entries
- * queue in memory and are written in batches in one transaction. Nothing is dropped: a failed
+ * queue in memory and are written in batches, one transaction each, by a sink: on this thread
+ * (inlineSink) or on a worker thread (AuditThread, what the edge runs). Nothing is dropped: a failed
  * batch is retried, and while the queue is past `maxQueued` the edge refuses to decide
  * (`overloaded()`), so an allow is never given that could not be recorded.
  */
+import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import { appendAudit, type AuditEntry } from '../core/audit/audit.ts';
 import type { Db } from '../core/db/pool.ts';
+import type { FromThread, ToThread } from './audit-thread.ts';
+
+/** Where a batch goes: one transaction that appends it to the hash chain. */
+export interface AuditSink {
+  write(batch: AuditEntry[]): Promise<void>;
+  close?(): Promise<void>;
+}
+
+/** Writes on the calling thread (tests, tools). */
+export const inlineSink = (db: Db): AuditSink => ({ write: (batch) => db.tx((client) => appendAudit(client, batch)).then(() => undefined) });
 
 /**
- * Small batches, often: hashing and serialising a batch runs on the thread that answers Checks
- * (about 20 µs an entry), so a batch of 500 every 200 ms put a 10 ms stall into every fifth of
- * a second; at 1,000 decisions/s a batch is now about 50 entries (about 1 ms).
+ * Writes on a worker thread (edge/audit-thread.ts) with its own pool, so hashing and sending
+ * batches never stall the thread that answers Checks. A thread that dies fails its batches
+ * (they stay queued and are retried) and is started again on the next write.
+ */
+export class AuditThread implements AuditSink {
+  private worker: Worker | undefined;
+  private seq = 0;
+  private readonly waiting = new Map<number, { resolve: () => void; reject: (err: Error) => void }>();
+
+  constructor(private readonly databaseUrl: string) {}
+
+  private spawn(): Worker {
+    // Loader hooks are per thread: the boot file registers tsx, then loads audit-thread.ts.
+    const w = new Worker(new URL('./audit-thread-boot.mjs', import.meta.url), { workerData: { url: this.databaseUrl } });
+    w.unref();
+    w.on('message', (m: FromThread) => {
+      if (m.type !== 'done') return;
+      const p = this.waiting.get(m.id);
+      this.waiting.delete(m.id);
+      if (m.error) p?.reject(new Error(m.error));
+      else p?.resolve();
+    });
+    const fail = (err: Error) => {
+      if (this.worker === w) this.worker = undefined;
+      for (const p of this.waiting.values()) p.reject(err);
+      this.waiting.clear();
+    };
+    w.on('error', fail);
+    w.on('exit', (code) => fail(new Error(`audit thread exited with code ${code}`)));
+    return w;
+  }
+
+  write(batch: AuditEntry[]): Promise<void> {
+    const w = (this.worker ??= this.spawn());
+    const id = ++this.seq;
+    return new Promise((resolve, reject) => {
+      this.waiting.set(id, { resolve, reject });
+      w.postMessage({ type: 'write', id, entries: batch } satisfies ToThread);
+    });
+  }
+
+  async close(): Promise<void> {
+    const w = this.worker;
+    if (!w) return;
+    this.worker = undefined;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, 5000);
+      w.on('message', (m: FromThread) => {
+        if (m.type === 'closed') {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+      w.postMessage({ type: 'close' } satisfies ToThread);
+    });
+    await w.terminate();
+  }
+}
+
+/**
+ * Small batches, often: with the inline sink, hashing and sending a batch runs on the thread
+ * that answers Checks (a batch of 500 every 200 ms put a 10 ms stall into every fifth of a
+ * second); the edge itself uses AuditThread, where batches only cross a message port.
  */
 export const auditFlushMs = 50;
 export const auditBatchMax = 128;
@@ -26,7 +98,11 @@ export class AuditWriter {
   /** Fail-closed denials past the reserve: counted, then recorded as one entry once writes resume. */
   private unrecorded: { count: number; from: Date; to: Date; sample: AuditEntry } | undefined;
 
-  constructor(private readonly db: Db, private readonly log: Logger, private readonly bound = maxQueued, private readonly reserve = failClosedReserve) {}
+  private readonly sink: AuditSink;
+
+  constructor(db: Db, private readonly log: Logger, private readonly bound = maxQueued, private readonly reserve = failClosedReserve, sink?: AuditSink) {
+    this.sink = sink ?? inlineSink(db);
+  }
 
   start(): void {
     this.timer = setInterval(() => void this.flush(), auditFlushMs);
@@ -86,7 +162,7 @@ export class AuditWriter {
     while (this.queue.length > 0) {
       const batch = this.queue.slice(0, auditBatchMax);
       try {
-        await this.db.tx((client) => appendAudit(client, batch));
+        await this.sink.write(batch);
         this.queue.splice(0, batch.length);
         // Let waiting Checks run between batches of a backlog.
         if (this.queue.length > 0) await new Promise<void>((r) => setImmediate(r));
@@ -100,5 +176,6 @@ export class AuditWriter {
   async stop(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     await this.flush();
+    await this.sink.close?.();
   }
 }

@@ -6,7 +6,7 @@ import type * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { Db } from '../core/db/pool.ts';
 import type { KeyStore } from '../core/keys/keys.ts';
-import { AuditWriter } from './audit-writer.ts';
+import { AuditThread, AuditWriter, failClosedReserve, maxQueued } from './audit-writer.ts';
 import { RateLimiter } from './auth/rate-limit.ts';
 import { RiskEngine } from './auth/risk.ts';
 import { createDecider, failClosedAuditor } from './authz.ts';
@@ -27,6 +27,8 @@ export interface EdgeDeps {
   /** Public-route flood limit per source address and route (defaults in auth/rate-limit.ts). */
   publicRateLimit?: { perMinute: number; burst: number };
   now?: () => number;
+  /** When set, the decision audit is written by a worker thread with its own pool on this URL. */
+  databaseUrl?: string;
 }
 
 export interface Edge {
@@ -45,7 +47,7 @@ export async function buildEdge(deps: EdgeDeps): Promise<Edge> {
   policies.watch(source);
   const state = new EdgeState(deps.db, deps.keys, deps.log, { now: deps.now });
   await state.start();
-  const audit = new AuditWriter(deps.db, deps.log);
+  const audit = new AuditWriter(deps.db, deps.log, maxQueued, failClosedReserve, deps.databaseUrl ? new AuditThread(deps.databaseUrl) : undefined);
   audit.start();
   const decide = createDecider({ state, policies, audit, risk: new RiskEngine(deps.now), limiter: new RateLimiter(deps.publicRateLimit?.perMinute, deps.publicRateLimit?.burst), log: deps.log, edgeSecret: deps.edgeSecret, now: deps.now });
   const server = createEdgeServer({ log: deps.log, decide, failClosed: failClosedAuditor({ audit, policies }), ...(deps.budgetMs ? { budgetMs: deps.budgetMs } : {}) });

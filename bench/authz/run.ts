@@ -21,7 +21,7 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { KeyStore } from '../../core/keys/keys.ts';
 import { createLogger } from '../../core/platform/log.ts';
-import { AuditWriter } from '../../edge/audit-writer.ts';
+import { AuditThread, AuditWriter, failClosedReserve, maxQueued } from '../../edge/audit-writer.ts';
 import { authenticate } from '../../edge/auth/principal.ts';
 import { RiskEngine } from '../../edge/auth/risk.ts';
 import { createDecider } from '../../edge/authz.ts';
@@ -105,7 +105,7 @@ async function outcomeOf(address: string, r: CheckRequest): Promise<string> {
 
 async function main(): Promise<void> {
   const log = createLogger('silent');
-  await withDatabase('authz', async (db, dir) => {
+  await withDatabase('authz', async (db, dir, url) => {
     for (const t of ['t1', 't2']) await db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ($1, $1, 'KE', 'KES')`, [t]);
     const keys = new KeyStore(db, randomBytes(32));
     const customerId = randomUUID();
@@ -119,7 +119,8 @@ async function main(): Promise<void> {
     await state.start();
     const policies = new PolicyStore(await loadTrustedKeys());
     await policies.load(defaultBundleDir);
-    const audit = new AuditWriter(db, log);
+    // As in production (edge/main.ts): the decision audit is written by its own thread.
+    const audit = new AuditWriter(db, log, maxQueued, failClosedReserve, new AuditThread(url));
     audit.start();
     const decide = createDecider({ state, policies, audit, risk: new RiskEngine(), log, edgeSecret: 'bench' });
     const server = createEdgeServer({ log, decide, resolve: buildRouteTable(edgeRoutes) });
@@ -153,7 +154,7 @@ async function main(): Promise<void> {
     process.stdout.write(`edge Check via ghz, ${requests} requests each at ${rps} req/s, 16 concurrent\n`);
     const ours: GhzReport[] = [];
     for (const [name, r] of scenarios) {
-      await ghz(address, r, { rps: 0, n: 500, c: 4 }, dir); // warm caches and JIT
+      await ghz(address, r, { rps: 0, n: 2000, c: 16 }, dir); // warm caches, JIT and heap
       const report = await ghz(address, r, { rps, n: requests, c: 16 }, dir);
       ours.push(report);
       process.stdout.write(`${line(name, report, rps)}\n`);
@@ -213,7 +214,7 @@ async function main(): Promise<void> {
       process.stdout.write(`opa-envoy-plugin ${opaEnvoyPluginVersion} via ghz, same requests and rates\n`);
       const theirs: GhzReport[] = [];
       for (const [name, r] of scenarios) {
-        await ghz(plugin.grpcAddress, r, { rps: 0, n: 500, c: 4 }, dir);
+        await ghz(plugin.grpcAddress, r, { rps: 0, n: 2000, c: 16 }, dir);
         const report = await ghz(plugin.grpcAddress, r, { rps, n: requests, c: 16 }, dir);
         theirs.push(report);
         process.stdout.write(`${line(name, report, rps)}\n`);

@@ -1,0 +1,49 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { verifyChain } from '../../core/audit/audit.ts';
+import { createLogger } from '../../core/platform/log.ts';
+import { AuditThread, AuditWriter } from '../../edge/audit-writer.ts';
+import { freshDatabase } from '../helpers/db.ts';
+
+const log = createLogger('silent');
+const entry = (i: number) => ({
+  tenantId: 'ta', actor: { type: 'customer', id: `c${i}` }, action: 'authz.decision', target: { type: 'transaction', id: '/v1/transfers' },
+  decision: { allow: i % 2 === 0, code: 'OK', n: i }, attrs: { ip: '203.0.113.9' },
+});
+
+describe('decision audit on a worker thread', () => {
+  it('writes every batch into the hash chain from its own thread and pool', async () => {
+    const t = await freshDatabase();
+    const audit = new AuditWriter(t.db, log, 1000, 100, new AuditThread(t.url));
+    try {
+      for (let i = 0; i < 300; i++) audit.push(entry(i));
+      await audit.flush();
+      assert.equal(audit.pending(), 0);
+      const { rows } = await t.db.query<{ n: number }>(`SELECT (decision->>'n')::int AS n FROM audit_log WHERE tenant_id = 'ta' ORDER BY id`);
+      assert.deepEqual(rows.map((r) => r.n), Array.from({ length: 300 }, (_, i) => i), 'in push order');
+      assert.deepEqual(await verifyChain(t.db, 'ta'), { ok: true, count: 300 });
+    } finally {
+      await audit.stop();
+      await t.drop();
+    }
+  });
+
+  it('keeps entries queued when the thread cannot write, and writes them once it can', async () => {
+    const t = await freshDatabase();
+    // The table is gone: the thread's transaction fails; nothing may be lost.
+    await t.db.query('ALTER TABLE audit_log RENAME TO audit_log_away');
+    const audit = new AuditWriter(t.db, log, 1000, 100, new AuditThread(t.url));
+    try {
+      for (let i = 0; i < 5; i++) audit.push(entry(i));
+      await audit.flush();
+      assert.equal(audit.pending(), 5);
+      await t.db.query('ALTER TABLE audit_log_away RENAME TO audit_log');
+      await audit.flush();
+      assert.equal(audit.pending(), 0);
+      assert.deepEqual(await verifyChain(t.db, 'ta'), { ok: true, count: 5 });
+    } finally {
+      await audit.stop();
+      await t.drop();
+    }
+  });
+});
