@@ -6,12 +6,13 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { appendAudit, type AuditEntry } from '../core/audit/audit.ts';
+import { isPoison } from './audit-poison.ts';
 import { createDb } from '../core/db/pool.ts';
 import { createLogger } from '../core/platform/log.ts';
 import { createMetrics } from '../core/platform/metrics.ts';
 
 export type ToThread = { type: 'write'; id: number; entries: AuditEntry[] } | { type: 'close' };
-export type FromThread = { type: 'done'; id: number; error?: string } | { type: 'closed' };
+export type FromThread = { type: 'done'; id: number; error?: { message: string; code?: string; poison: boolean } } | { type: 'closed' };
 
 const port = parentPort;
 if (!port) throw new Error('audit-thread.ts runs as a worker thread');
@@ -26,6 +27,6 @@ port.on('message', (m: ToThread) => {
   }
   db.tx((client) => appendAudit(client, m.entries)).then(
     () => reply({ type: 'done', id: m.id }),
-    (err: unknown) => reply({ type: 'done', id: m.id, error: (err as Error).message }),
+    (err: unknown) => reply({ type: 'done', id: m.id, error: { message: (err as Error).message, code: (err as { code?: string }).code, poison: isPoison(err) } }),
   );
 });

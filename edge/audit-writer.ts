@@ -10,6 +10,7 @@ import type { Logger } from 'pino';
 import { appendAudit, type AuditEntry } from '../core/audit/audit.ts';
 import type { Db } from '../core/db/pool.ts';
 import type { FromThread, ToThread } from './audit-thread.ts';
+import { AuditWriteError, isPoison } from './audit-poison.ts';
 
 /** Where a batch goes: one transaction that appends it to the hash chain. */
 export interface AuditSink {
@@ -28,41 +29,59 @@ export const inlineSink = (db: Db): AuditSink => ({ write: (batch) => db.tx((cli
 export class AuditThread implements AuditSink {
   private worker: Worker | undefined;
   private seq = 0;
-  private readonly waiting = new Map<number, { resolve: () => void; reject: (err: Error) => void }>();
+  private closed = false;
+  private readonly waiting = new Map<number, { resolve: () => void; reject: (err: Error) => void; timer: NodeJS.Timeout }>();
 
-  constructor(private readonly databaseUrl: string) {}
+  /** `timeoutMs`: a batch not answered by then counts as failed and the thread is replaced. */
+  constructor(private readonly databaseUrl: string, private readonly timeoutMs = 30_000) {}
+
+  private settle(id: number, err?: Error): void {
+    const p = this.waiting.get(id);
+    if (!p) return;
+    this.waiting.delete(id);
+    clearTimeout(p.timer);
+    if (err) p.reject(err);
+    else p.resolve();
+  }
 
   private spawn(): Worker {
     // Loader hooks are per thread: the boot file registers tsx, then loads audit-thread.ts.
     const w = new Worker(new URL('./audit-thread-boot.mjs', import.meta.url), { workerData: { url: this.databaseUrl } });
     w.unref();
     w.on('message', (m: FromThread) => {
-      if (m.type !== 'done') return;
-      const p = this.waiting.get(m.id);
-      this.waiting.delete(m.id);
-      if (m.error) p?.reject(new Error(m.error));
-      else p?.resolve();
+      if (m.type === 'done') this.settle(m.id, m.error ? new AuditWriteError(m.error.message, m.error.code, m.error.poison) : undefined);
     });
     const fail = (err: Error) => {
       if (this.worker === w) this.worker = undefined;
-      for (const p of this.waiting.values()) p.reject(err);
-      this.waiting.clear();
+      for (const id of [...this.waiting.keys()]) this.settle(id, err);
     };
     w.on('error', fail);
+    w.on('messageerror', fail);
     w.on('exit', (code) => fail(new Error(`audit thread exited with code ${code}`)));
     return w;
   }
 
+  /**
+   * At least once: a thread that dies (or times out) after committing a batch but before
+   * answering makes the batch fail here, and its retry writes those entries a second time.
+   */
   write(batch: AuditEntry[]): Promise<void> {
+    if (this.closed) return Promise.reject(new Error('audit thread is closed'));
     const w = (this.worker ??= this.spawn());
     const id = ++this.seq;
     return new Promise((resolve, reject) => {
-      this.waiting.set(id, { resolve, reject });
+      const timer = setTimeout(() => {
+        this.settle(id, new Error(`audit thread did not answer within ${this.timeoutMs} ms`));
+        if (this.worker === w) this.worker = undefined;
+        void w.terminate();
+      }, this.timeoutMs);
+      this.waiting.set(id, { resolve, reject, timer });
       w.postMessage({ type: 'write', id, entries: batch } satisfies ToThread);
     });
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     const w = this.worker;
     if (!w) return;
     this.worker = undefined;
@@ -90,6 +109,16 @@ export const auditBatchMax = 128;
 export const maxQueued = 20_000;
 /** Room past the bound for fail-closed denials, which keep coming while decisions are refused. */
 export const failClosedReserve = 10_000;
+
+/** What is kept of an entry that cannot be stored: who, what and when, and why not. */
+function unwritable(e: AuditEntry, err: unknown): AuditEntry {
+  const safe = (v: unknown) => (typeof v === 'string' ? v.replace(/[^\x20-\x7e]/g, '?').slice(0, 200) : '');
+  return {
+    tenantId: /^[a-z0-9_][a-z0-9_-]{1,62}$/.test(e.tenantId) ? e.tenantId : '_platform',
+    actor: { type: safe(e.actor.type), id: safe(e.actor.id) }, action: 'audit.unwritable', target: { type: safe(e.target.type), id: safe(e.target.id) },
+    attrs: { original_action: safe(e.action), error: safe((err as Error).message) }, ...(e.ts ? { ts: e.ts } : {}),
+  };
+}
 
 export class AuditWriter {
   private queue: AuditEntry[] = [];
@@ -167,15 +196,43 @@ export class AuditWriter {
         // Let waiting Checks run between batches of a backlog.
         if (this.queue.length > 0) await new Promise<void>((r) => setImmediate(r));
       } catch (err) {
-        this.log.warn({ err: (err as Error).message, pending: this.queue.length }, 'decision audit write failed; will retry');
-        return;
+        if (!isPoison(err)) {
+          this.log.warn({ err: (err as Error).message, pending: this.queue.length }, 'decision audit write failed; will retry');
+          return;
+        }
+        // One bad entry must not hold every later one back (and, past the bound, stop all
+        // decisions): the batch is written entry by entry, a bad entry replaced by a record of it.
+        const written = await this.oneByOne(batch);
+        this.queue.splice(0, written);
+        if (written < batch.length) return;
       }
     }
+  }
+
+  /** Write `batch` an entry at a time; returns how many were dealt with before a transient error. */
+  private async oneByOne(batch: AuditEntry[]): Promise<number> {
+    for (const [i, entry] of batch.entries()) {
+      try {
+        await this.sink.write([entry]);
+      } catch (err) {
+        if (!isPoison(err)) return i;
+        this.log.error({ err: (err as Error).message, action: entry.action }, 'decision audit entry cannot be stored; recorded as audit.unwritable');
+        try {
+          await this.sink.write([unwritable(entry, err)]);
+        } catch {
+          return i;
+        }
+      }
+    }
+    return batch.length;
   }
 
   async stop(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     await this.flush();
     await this.sink.close?.();
+    if (this.queue.length > 0 || this.unrecorded) {
+      this.log.error({ pending: this.queue.length, unrecorded: this.unrecorded?.count ?? 0 }, 'decision audit stopped with entries it could not write');
+    }
   }
 }

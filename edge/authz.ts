@@ -15,7 +15,7 @@ import { maxCheckBodyBytes, type Decision, type RequestView } from './check.ts';
 import type { PolicyStore } from './policy/store.ts';
 import type { ResolvedRoute } from './routes.ts';
 import type { Deadline, FailClosed } from './server.ts';
-import type { EdgeState, TenantState, TupleState } from './state/store.ts';
+import { tenantIdPattern, type EdgeState, type TenantState, type TupleState } from './state/store.ts';
 
 export interface DeciderDeps {
   state: EdgeState;
@@ -35,19 +35,28 @@ export interface DeciderDeps {
 /** Purposes whose routes move money (velocity counts them; step-up answers carry a challenge). */
 const moneyMoving = new Set(['customer.transact']);
 
+/**
+ * Stands for a tenant id that is not one (the tenants table's pattern): it matches no tenant, so
+ * the request is judged as naming an unknown tenant, and no malformed text (a NUL or a lone
+ * surrogate from a JSON body) travels on into lookups, the policy input or the audit.
+ */
+export const malformedTenant = '!malformed';
+
+const checkedTenant = (t: string): string => (tenantIdPattern.test(t) ? t : malformedTenant);
+
 /** The tenant a request targets explicitly: path parameter, query or JSON body field. */
 export function targetTenantOf(view: RequestView, resolved: ResolvedRoute): string | undefined {
   const fromPath = resolved.params.tenantId ?? resolved.params.tenant_id;
-  if (fromPath) return fromPath;
+  if (fromPath) return checkedTenant(fromPath);
   const q = new URLSearchParams(view.pathWithQuery.split('?')[1] ?? '');
   const fromQuery = q.get('tenantId') ?? q.get('tenant');
-  if (fromQuery) return fromQuery;
+  if (fromQuery) return checkedTenant(fromQuery);
   if (view.body.length > 0 && (view.headers['content-type'] ?? '').includes('json')) {
     try {
       const body = JSON.parse(view.body.toString('utf8')) as unknown;
       if (body && typeof body === 'object') {
         const t = (body as Record<string, unknown>).tenantId ?? (body as Record<string, unknown>).tenant_id;
-        if (typeof t === 'string') return t;
+        if (typeof t === 'string') return checkedTenant(t);
       }
     } catch {
       // a malformed body is core's to refuse with 400; it names no tenant
@@ -142,7 +151,8 @@ export function createDecider(deps: DeciderDeps) {
       const retryS = deps.limiter.take(`${view.sourceIp}|${route.method} ${route.template}`);
       if (retryS > 0) {
         const limited: Decision = { allow: false, status: 429, code: 'RATE_LIMITED', message: 'too many requests', responseHeaders: { 'retry-after': String(retryS) } };
-        audit(deps, deadline, view, resolved, undefined, targetTenantOf(view, resolved) ?? '', limited, undefined);
+        const named = targetTenantOf(view, resolved);
+        audit(deps, deadline, view, resolved, undefined, named !== undefined && (await deps.state.tenant(named)) ? named : '', limited, undefined);
         return limited;
       }
     }
@@ -190,7 +200,12 @@ export function createDecider(deps: DeciderDeps) {
     let budget: { amount: string; counted: boolean } | undefined;
     if (result.allow && principal.kind === 'service' && principal.via === 'api-key') {
       const movesMoney = moneyMoving.has(resolved.purpose) || resolved.action === 'posting.create' || resolved.action === 'hold.create';
-      const b = await consumeBudget((fn) => deps.state.tx(fn), principal.key, movesMoney, view.body, nowMs);
+      // Past the deadline the answer is already a deny: the consumption rolls back with it.
+      const b = await consumeBudget((fn) => deps.state.tx(async (q) => {
+        const r = await fn(q);
+        if (deadline?.expired) throw new Error('decision budget passed before the API-key budget was committed');
+        return r;
+      }), principal.key, movesMoney, view.body, nowMs);
       if (!b.ok) {
         const refused: Decision = b.retryAfterS > 0
           ? { allow: false, status: 429, code: 'BUDGET_EXCEEDED', message: `API key budget exceeded (${b.reason})`, responseHeaders: { 'retry-after': String(b.retryAfterS) } }
@@ -233,7 +248,9 @@ export function createDecider(deps: DeciderDeps) {
     } else {
       decision = { allow: false, status: result.status === 401 ? 401 : 403, code: 'POLICY_DENIED', message: result.message };
     }
-    audit(deps, deadline, view, resolved, principal, requestTenant, decision, { result, risk: assessed, masking, budget });
+    // A request naming no existing tenant is chained under _platform (the audit function's
+    // default), not under a chain of whatever name the body carried.
+    audit(deps, deadline, view, resolved, principal, tenant ? requestTenant : '', decision, { result, risk: assessed, masking, budget });
     return decision;
   };
 }

@@ -38,10 +38,34 @@ interface RecordParts {
   attrs: string;
 }
 
+const loneSurrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+/** A string PostgreSQL can store (no NUL, no lone surrogate): those become U+FFFD. */
+export function storable(s: string): string {
+  return s.replace(loneSurrogate, '\uFFFD').replaceAll('\u0000', '\uFFFD');
+}
+
+/**
+ * Audit records carry request-derived text (a tenant id from a body, a user agent). A JSON body
+ * can smuggle `\u0000` or a lone surrogate, which PostgreSQL refuses in text and jsonb: one such
+ * record would fail its whole batch on every retry. Every string is made storable before it is
+ * hashed, so what is hashed is exactly what is stored.
+ */
+function storableDeep(v: unknown): unknown {
+  if (typeof v === 'string') return storable(v);
+  if (Array.isArray(v)) return v.map(storableDeep);
+  if (v && typeof v === 'object' && !(v instanceof Date)) {
+    const out: Record<string, unknown> = {};
+    for (const [k, x] of Object.entries(v)) out[storable(k)] = storableDeep(x);
+    return out;
+  }
+  return v;
+}
+
 function partsOf(e: Required<Omit<AuditEntry, 'ts'>> & { ts: string }): RecordParts {
   return {
-    ts: JSON.stringify(e.ts), tenant: JSON.stringify(e.tenantId), actor: canonicalJson(e.actor), action: JSON.stringify(e.action),
-    target: canonicalJson(e.target), decision: canonicalJson(e.decision), attrs: canonicalJson(e.attrs),
+    ts: JSON.stringify(e.ts), tenant: JSON.stringify(storable(e.tenantId)), actor: canonicalJson(storableDeep(e.actor)), action: JSON.stringify(storable(e.action)),
+    target: canonicalJson(storableDeep(e.target)), decision: canonicalJson(storableDeep(e.decision)), attrs: canonicalJson(storableDeep(e.attrs)),
   };
 }
 
@@ -59,6 +83,7 @@ function rowHash(prev: Buffer, p: RecordParts): Buffer {
  */
 export async function appendAudit(client: Queryable, entries: AuditEntry[]): Promise<number[]> {
   if (entries.length === 0) return [];
+  entries = entries.map((e) => ({ ...e, tenantId: storable(e.tenantId) }));
   const tenants = [...new Set(entries.map((e) => e.tenantId))].sort();
   // One round trip creates missing heads and locks every head, in tenant order (no deadlocks);
   // DO UPDATE is what makes ON CONFLICT lock the existing row and return it.

@@ -67,6 +67,12 @@ export interface ApiKeyState {
   revoked: boolean;
 }
 
+/** Entries per cache (sessions, tenants, tuples, tokens, keys): memory stays bounded under floods of unknown ids. */
+const maxCachedEntries = 100_000;
+
+/** The tenants table's id CHECK (migration 0001). */
+export const tenantIdPattern = /^[a-z0-9][a-z0-9-]{1,62}$/;
+
 const channels = ['sessions_changed', 'tenants_changed', 'tuples_changed', 'service_tokens_changed', 'api_keys_changed', keysChannel] as const;
 
 interface Entry<T> {
@@ -177,7 +183,11 @@ export class EdgeState {
     const hit = map.get(key);
     if (hit && this.now() - hit.at < entryTtlMs) return hit.value;
     const value = await load();
+    // Misses are cached too (a flood of unknown ids must not reach the database each time), so
+    // the maps are bounded: past the cap the oldest entry goes.
+    map.delete(key);
     map.set(key, { value, at: this.now() });
+    if (map.size > maxCachedEntries) map.delete(map.keys().next().value as string);
     return value;
   }
 
@@ -217,6 +227,9 @@ export class EdgeState {
   }
 
   tenant(id: string): Promise<TenantState | undefined> {
+    // Not a tenant id (the tenants table's CHECK): no such tenant, and no query with bytes
+    // PostgreSQL would refuse (a NUL from a JSON body made the lookup throw: a 503 for bad input).
+    if (!tenantIdPattern.test(id)) return Promise.resolve(undefined);
     return this.cached(this.tenants, id, async () => {
       const { rows } = await this.db.query<{ id: string; status: string; security: Record<string, unknown> }>(
         'SELECT id, status, security FROM tenants WHERE id = $1',

@@ -47,6 +47,15 @@ describe('audit hash chain', () => {
     assert.deepEqual(await verifyChain(t.db, 'd'), { ok: true, count: 2 });
   });
 
+  it('stores request-derived text PostgreSQL would refuse (NUL, lone surrogates) as U+FFFD, hashing what it stores', async () => {
+    await audit(t.db, { tenantId: 'e', actor: { type: 'anonymous', id: 'a\u0000b' }, action: 'authz.decision', target: { type: 'x', id: '\ud800' }, attrs: { named: 'ok\udc00', ['k\u0000']: ['\ud83d\ude00'] } });
+    const { rows } = await t.db.query<{ actor: { id: string }; target: { id: string }; attrs: Record<string, unknown> }>(`SELECT actor, target, attrs FROM audit_log WHERE tenant_id = 'e'`);
+    assert.equal(rows[0]?.actor.id, 'a\uFFFDb');
+    assert.equal(rows[0]?.target.id, '\uFFFD');
+    assert.deepEqual(rows[0]?.attrs, { named: 'ok\uFFFD', ['k\uFFFD']: ['\ud83d\ude00'] }, 'a well-formed pair is kept');
+    assert.deepEqual(await verifyChain(t.db, 'e'), { ok: true, count: 1 });
+  });
+
   it('is append-only: updates and deletes are refused by the database', async () => {
     await assert.rejects(t.db.query("UPDATE audit_log SET action = 'x'"), /append-only/);
     await assert.rejects(t.db.query('DELETE FROM audit_log'), /append-only/);

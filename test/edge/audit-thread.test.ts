@@ -28,6 +28,38 @@ describe('decision audit on a worker thread', () => {
     }
   });
 
+  it('writes around an entry that can never be stored, keeping a record of it', async () => {
+    const t = await freshDatabase();
+    const audit = new AuditWriter(t.db, log, 1000, 100, new AuditThread(t.url));
+    try {
+      audit.push(entry(0));
+      audit.push({ ...entry(1), attrs: { ip: '203.0.113.9', score: Number.NaN } }); // canonical JSON has no NaN
+      audit.push(entry(2));
+      await audit.flush();
+      assert.equal(audit.pending(), 0, 'nothing stays stuck behind it');
+      const { rows } = await t.db.query<{ action: string; attrs: Record<string, unknown> }>(`SELECT action, attrs FROM audit_log WHERE tenant_id = 'ta' ORDER BY id`);
+      assert.deepEqual(rows.map((r) => r.action), ['authz.decision', 'audit.unwritable', 'authz.decision']);
+      assert.equal(rows[1]?.attrs.original_action, 'authz.decision');
+      assert.match(String(rows[1]?.attrs.error), /NaN/);
+      assert.deepEqual(await verifyChain(t.db, 'ta'), { ok: true, count: 3 });
+    } finally {
+      await audit.stop();
+      await t.drop();
+    }
+  });
+
+  it('refuses writes once closed', async () => {
+    const t = await freshDatabase();
+    const sink = new AuditThread(t.url);
+    try {
+      await sink.write([entry(0)]);
+      await sink.close();
+      await assert.rejects(sink.write([entry(1)]), /closed/);
+    } finally {
+      await t.drop();
+    }
+  });
+
   it('keeps entries queued when the thread cannot write, and writes them once it can', async () => {
     const t = await freshDatabase();
     // The table is gone: the thread's transaction fails; nothing may be lost.

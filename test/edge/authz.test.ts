@@ -214,6 +214,15 @@ describe('edge authorization with the policy bundle', () => {
     assert.equal(body(await edge.check(envoyRequest('POST', '/t/transfers', { headers: bearer(await token('t1', c)), body: exact }))).code, 'MFA_REQUIRED', '8192 bytes is within the limit');
   });
 
+  it('decides a body naming a tenant id PostgreSQL cannot even hold (NUL, lone surrogate) as an unknown tenant, and audits it', async () => {
+    for (const raw of ['{"tenantId":"a\\u0000"}', '{"tenantId":"\\ud800"}']) {
+      const res = await edge.check(envoyRequest('POST', '/customers/auth/otp/send', { headers: { 'content-type': 'application/json' }, body: raw }));
+      assert.equal(body(res).code, 'POLICY_DENIED', `${raw}: ${res.denied_response?.body}`);
+    }
+    await audit.flush();
+    assert.equal(audit.pending(), 0, 'the audit queue is not stuck');
+  });
+
   it('treats a new device as high risk: step-up even for a read', async () => {
     const c = await customer('t1', { device: 'phone-1' });
     const tok = await token('t1', c);
