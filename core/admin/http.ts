@@ -122,15 +122,26 @@ async function runWrite(deps: AdminDeps, ctx: RequestContext<unknown, unknown, u
     },
   });
   const runCommitted = () => {
-    for (const fn of committed) fn();
+    for (const fn of committed) {
+      try {
+        fn();
+      } catch (err) {
+        // The mutation is committed: its answer must say so, whatever a cache drop did.
+        ctx.log.error({ err: (err as Error).message }, 'after-commit step failed');
+      }
+    }
     committed = [];
   };
   if (!scope) {
-    const out = await deps.db.tx((client) => fn(makeCtx(client)));
+    const out = await deps.db.tx((client) => {
+      committed = []; // a retried transaction starts over
+      return fn(makeCtx(client));
+    });
     runCommitted();
     return { status: out.status, body: out.body, headers: out.headers ?? {} };
   }
   const stored = await deps.db.tx(async (client) => {
+    committed = [];
     const [mine] = await claimKeys(client, [scope]);
     if (!mine) return undefined;
     await client.query('SAVEPOINT admin_work');

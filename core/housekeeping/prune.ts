@@ -3,8 +3,9 @@
  * request (replay values, lockout counters, one-time codes) do not grow without bound.
  *
  * Each rule names the table and the condition under which a row is inert:
- * - edge_replay, used_challenges: past expires_at, the value is refused for its age anyway
- *   (the edge's insert reopens an expired value; a challenge past expiry fails verification).
+ * - edge_replay, used_challenges: five minutes past expires_at (clock skew between the
+ *   application and the database), the value is refused for its age anyway (the edge's insert
+ *   reopens an expired value; a challenge past expiry fails verification).
  * - otp_codes, phone_verifications: a day past expiry (never accepted again; the day keeps
  *   them for support questions about the last attempts).
  * - refresh_tokens: a week past expiry (a rotated token presented later is refused as expired
@@ -24,8 +25,9 @@ export interface PruneRule {
 }
 
 export const pruneRules: readonly PruneRule[] = Object.freeze([
-  { table: 'edge_replay', inert: 'expires_at < now()' },
-  { table: 'used_challenges', inert: 'expires_at < now()' },
+  // Five minutes past expiry: the checks use the application's clock, this uses the database's.
+  { table: 'edge_replay', inert: "expires_at < now() - interval '5 minutes'" },
+  { table: 'used_challenges', inert: "expires_at < now() - interval '5 minutes'" },
   { table: 'otp_codes', inert: "expires_at < now() - interval '1 day'" },
   { table: 'phone_verifications', inert: "expires_at < now() - interval '1 day'" },
   { table: 'refresh_tokens', inert: "expires_at < now() - interval '7 days'" },

@@ -88,18 +88,15 @@ interface Row {
 
 async function lockRows(q: Queryable, tenantId: string, checks: Check[], now: number): Promise<Map<string, Counter>> {
   const ordered = [...checks].sort((a, b) => (a.scope + a.key.toString('hex') < b.scope + b.key.toString('hex') ? -1 : 1));
-  for (const c of ordered) {
-    await q.query(
-      `INSERT INTO auth_throttle (tenant_id, scope, key, window_start) VALUES ($1, $2, $3, to_timestamp($4 / 1000.0)) ON CONFLICT DO NOTHING`,
-      [tenantId, c.scope, c.key, now],
-    );
-  }
   const out = new Map<string, Counter>();
   for (const c of ordered) {
+    // One statement creates the row if missing and locks it either way (DO UPDATE locks): no
+    // gap between create and lock in which housekeeping could delete it.
     const { rows } = await q.query<Row>(
-      `SELECT scope, key, fails, day_fails, window_start, locked_until, needs_otp FROM auth_throttle
-       WHERE tenant_id = $1 AND scope = $2 AND key = $3 FOR UPDATE`,
-      [tenantId, c.scope, c.key],
+      `INSERT INTO auth_throttle (tenant_id, scope, key, window_start) VALUES ($1, $2, $3, to_timestamp($4 / 1000.0))
+       ON CONFLICT (tenant_id, scope, key) DO UPDATE SET tenant_id = EXCLUDED.tenant_id
+       RETURNING scope, key, fails, day_fails, window_start, locked_until, needs_otp`,
+      [tenantId, c.scope, c.key, now],
     );
     const r = rows[0];
     if (r) {

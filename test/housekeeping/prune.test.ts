@@ -21,7 +21,7 @@ describe('housekeeping', () => {
     await q(`INSERT INTO customers (id, tenant_id, phone_e164, created_at) VALUES ($1, 'ta', '+254700000001', now())`, [customer]);
     await q(`INSERT INTO sessions (id, tenant_id, subject_type, subject_id, jti, aal, ip, created_at, last_seen) VALUES ($1, 'ta', 'customer', $2, 'j', 1, '127.0.0.1', now(), now())`, [session, customer]);
 
-    for (const [value, at] of [['old-1', '-1 minute'], ['old-2', '-1 day'], ['old-3', '-2 seconds'], ['live', '+5 minutes']] as [string, string][]) {
+    for (const [value, at] of [['old-1', '-10 minutes'], ['old-2', '-1 day'], ['old-3', '-6 minutes'], ['recent', '-1 minute'], ['live', '+5 minutes']] as [string, string][]) {
       await q(`INSERT INTO edge_replay (kind, value, expires_at) VALUES ('dpop', $1, now() + $2::interval)`, [value, at]);
       await q(`INSERT INTO used_challenges (tenant_id, jti, used_at, expires_at) VALUES ('ta', $1, now(), now() + $2::interval)`, [value, at]);
     }
@@ -51,8 +51,8 @@ describe('housekeeping', () => {
     assert.deepEqual(counts, { edge_replay: 3, used_challenges: 3, otp_codes: 1, phone_verifications: 1, refresh_tokens: 1, auth_throttle: 2 });
     assert.deepEqual(Object.keys(counts), pruneRules.map((r) => r.table));
 
-    assert.deepEqual(await names('SELECT value AS n FROM edge_replay'), ['live']);
-    assert.deepEqual(await names('SELECT jti AS n FROM used_challenges'), ['live']);
+    assert.deepEqual(await names('SELECT value AS n FROM edge_replay'), ['live', 'recent'], 'expired a minute ago: kept for clock skew');
+    assert.deepEqual(await names('SELECT jti AS n FROM used_challenges'), ['live', 'recent']);
     assert.deepEqual(await names(`SELECT convert_from(phone_key, 'UTF8') AS n FROM otp_codes`), ['an-hour-past', 'live']);
     assert.deepEqual(await names(`SELECT convert_from(token_hash, 'UTF8') AS n FROM phone_verifications`), ['an-hour-past', 'live']);
     assert.deepEqual(await names(`SELECT convert_from(token_hash, 'UTF8') AS n FROM refresh_tokens`), ['two-days-past']);
