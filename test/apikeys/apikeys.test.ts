@@ -7,6 +7,7 @@ import { createLogger } from '../../core/platform/log.ts';
 import { AuditWriter } from '../../edge/audit-writer.ts';
 import { RiskEngine } from '../../edge/auth/risk.ts';
 import { createDecider } from '../../edge/authz.ts';
+import { viewOf } from '../../edge/check.ts';
 import { defaultBundleDir, loadTrustedKeys } from '../../edge/policy/bundle.ts';
 import { PolicyStore } from '../../edge/policy/store.ts';
 import { buildRouteTable, edgeRoutes, type EdgeRoute } from '../../edge/routes.ts';
@@ -215,6 +216,28 @@ describe('API keys at the edge', () => {
     assert.equal(usd.denied_response?.status.code, 403);
     const { rows } = await t.db.query<{ amount_micros: string }>(`SELECT amount_micros FROM api_key_usage WHERE key_id = $1 AND window_kind = 'day'`, [k.key.id]);
     assert.equal(rows[0]?.amount_micros, '250000000');
+  });
+
+  it('rolls back the amount consumed when the decision deadline passed before the budget committed', async () => {
+    const state = new EdgeState(t.db, keys, log);
+    await state.start();
+    const policies = new PolicyStore(await loadTrustedKeys());
+    await policies.load(defaultBundleDir);
+    const audit = new AuditWriter(t.db, log);
+    const decide = createDecider({ state, policies, audit, risk: new RiskEngine(), log, edgeSecret: 's' });
+    const resolve = buildRouteTable([...edgeRoutes, ...extraRoutes]);
+    try {
+      const k = await newKey('t1', { budget: { daily_amount: '250.00', currency: 'KES' } });
+      const late = viewOf(signed(k, 'POST', '/t/transfers', transfer('200.00')));
+      await assert.rejects(Promise.resolve(decide(late, resolve(late.method, late.path), { expired: true })), /decision budget passed/);
+      const onTime = viewOf(signed(k, 'POST', '/t/transfers', transfer('100.00')));
+      assert.equal((await decide(onTime, resolve(onTime.method, onTime.path), { expired: false })).allow, true);
+      const { rows } = await t.db.query<{ amount_micros: string }>(`SELECT amount_micros FROM api_key_usage WHERE key_id = $1 AND window_kind = 'day'`, [k.key.id]);
+      assert.equal(rows[0]?.amount_micros, '100000000', 'only the answered request counts');
+    } finally {
+      await audit.stop();
+      await state.stop();
+    }
   });
 
   it('requires a verified client certificate when the tenant demands mTLS for machine clients', async () => {
