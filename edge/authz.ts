@@ -5,6 +5,7 @@
  */
 import type { Logger } from 'pino';
 import { issueChallenge, origOf } from '../core/identity/challenge.ts';
+import { isCanonicalPath } from '../lib/canonical-path.ts';
 import type { AuditWriter } from './audit-writer.ts';
 import { CredentialError } from './auth/bearer.ts';
 import { authenticate, type Principal } from './auth/principal.ts';
@@ -44,25 +45,41 @@ export const malformedTenant = '!malformed';
 
 const checkedTenant = (t: string): string => (tenantIdPattern.test(t) ? t : malformedTenant);
 
-/** The tenant a request targets explicitly: path parameter, query or JSON body field. */
+/** The media type core treats as JSON (core/http/body.ts): case-insensitive, `+json` suffixes too. */
+function isJsonMedia(contentType: string | undefined): boolean {
+  const type = (contentType ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
+  return type === 'application/json' || (type.startsWith('application/') && type.endsWith('+json'));
+}
+
+/**
+ * The tenant a request targets explicitly: path parameter, query (`tenantId`, `tenant`) or JSON
+ * body field (`tenantId`, `tenant_id`). Core reads whichever its route takes; when a request
+ * names more than one tenant, the edge cannot know which, so it is judged as naming a malformed
+ * one (refused), never by the place the edge happened to look first.
+ */
 export function targetTenantOf(view: RequestView, resolved: ResolvedRoute): string | undefined {
+  const named = new Set<string>();
   const fromPath = resolved.params.tenantId ?? resolved.params.tenant_id;
-  if (fromPath) return checkedTenant(fromPath);
+  if (fromPath) named.add(fromPath);
   const q = new URLSearchParams(view.pathWithQuery.split('?')[1] ?? '');
-  const fromQuery = q.get('tenantId') ?? q.get('tenant');
-  if (fromQuery) return checkedTenant(fromQuery);
-  if (view.body.length > 0 && (view.headers['content-type'] ?? '').includes('json')) {
+  for (const k of ['tenantId', 'tenant']) for (const v of q.getAll(k)) named.add(v);
+  if (view.body.length > 0 && isJsonMedia(view.headers['content-type'])) {
     try {
       const body = JSON.parse(view.body.toString('utf8')) as unknown;
-      if (body && typeof body === 'object') {
-        const t = (body as Record<string, unknown>).tenantId ?? (body as Record<string, unknown>).tenant_id;
-        if (typeof t === 'string') return checkedTenant(t);
+      if (body && typeof body === 'object' && !Array.isArray(body)) {
+        for (const k of ['tenantId', 'tenant_id']) {
+          const t = (body as Record<string, unknown>)[k];
+          if (typeof t === 'string') named.add(t);
+          else if (t !== undefined && t !== null) named.add(malformedTenant);
+        }
       }
     } catch {
       // a malformed body is core's to refuse with 400; it names no tenant
     }
   }
-  return undefined;
+  if (named.size === 0) return undefined;
+  if (named.size > 1) return malformedTenant;
+  return checkedTenant([...named][0] as string);
 }
 
 /**
@@ -139,6 +156,13 @@ export function createDecider(deps: DeciderDeps) {
     const nowMs = now();
     const tenantCache = (id: string) => deps.state.tenant(id);
     const route = resolved.route;
+    // Envoy normalises paths (envoy.yaml); a path that is not canonical here would be read
+    // differently by core's URL parser than by the route table, so it is refused outright.
+    if (!isCanonicalPath(view.path)) {
+      const malformed: Decision = { allow: false, status: 400, code: 'MALFORMED_REQUEST', message: 'request path is not canonical (backslash, dot segment, empty segment or fragment)' };
+      audit(deps, deadline, view, resolved, undefined, '', malformed, undefined);
+      return malformed;
+    }
     // Envoy buffers at most 8192 bytes and answers 413 itself past that (deploy/envoy/envoy.yaml);
     // a bigger or partial body here means a misconfigured proxy, and a decision on part of a
     // body (tenant, request-bound step-up, signed requests) would be a decision on the wrong request.

@@ -13,6 +13,7 @@ import { decodeBody, defaultBodyLimitBytes, readBody } from './body.ts';
 import { AppError, asAppError, toCoreBody, toProblem } from './errors.ts';
 import type { EdgeIdentity, ErrorFormat, Method, Reply, RouteSpec } from './route.ts';
 import { validate } from './validate.ts';
+import { isCanonicalPath } from '../../lib/canonical-path.ts';
 
 export interface HttpDeps {
   routes: RouteSpec[];
@@ -123,6 +124,9 @@ export function createHandler(deps: HttpDeps): (req: IncomingMessage, res: Serve
     };
 
     const run = async (): Promise<Reply> => {
+      // The edge decided on the raw path; serve only a path that parses to exactly that.
+      const rawPath = (req.url ?? '/').split('?')[0] ?? '/';
+      if (!isCanonicalPath(rawPath)) throw new AppError('VALIDATION_FAILED', 'request path is not canonical (backslash, dot segment, empty segment or fragment)');
       if (!match || !route) {
         const allowed = table.allowedMethods(path);
         if (allowed.length > 0) {

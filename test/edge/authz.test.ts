@@ -223,12 +223,32 @@ describe('edge authorization with the policy bundle', () => {
     assert.equal(audit.pending(), 0, 'the audit queue is not stuck');
   });
 
+  it('refuses a path the edge and core would read differently (backslashes, dot segments) with 400', async () => {
+    const c = await customer('t1');
+    for (const p of ['/v1/docs/x\\..\\..\\..\\t\\transactions', '/v1/docs/../../t/transactions', '/v1/docs/%2e%2e/t/transactions']) {
+      const res = await edge.check(envoyRequest('GET', p, { headers: bearer(await token('t1', c)) }));
+      assert.equal(res.denied_response?.status.code, 400, p);
+      assert.equal(body(res).code, 'MALFORMED_REQUEST');
+    }
+  });
+
+  it('refuses a request naming two tenants (query and body), and reads a JSON body whatever the media type\'s case', async () => {
+    const json = { 'content-type': 'application/json' };
+    const both = await edge.check(envoyRequest('POST', '/customers/auth/otp/send?tenantId=t2', { headers: json, body: '{"tenantId":"t1","phone":"+254700000009"}' }));
+    assert.equal(body(both).code, 'POLICY_DENIED', both.denied_response?.body);
+    const c = await customer('t1');
+    const upper = await edge.check(envoyRequest('GET', '/t/transactions', { headers: { ...bearer(await token('t1', c)), 'content-type': 'Application/JSON; charset=utf-8' }, body: '{"tenantId":"t2"}' }));
+    assert.equal(body(upper).code, 'POLICY_DENIED', 'the body names t2: cross-tenant');
+  });
+
   it('treats a new device as high risk: step-up even for a read', async () => {
     const c = await customer('t1', { device: 'phone-1' });
     const tok = await token('t1', c);
     assert.equal((await edge.check(envoyRequest('GET', '/t/transactions', { headers: { ...bearer(tok), 'x-device-id': 'phone-1' } }))).status.code, 0);
     const res = await edge.check(envoyRequest('GET', '/t/transactions', { headers: { ...bearer(tok), 'x-device-id': 'phone-2' } }));
     assert.equal(body(res).code, 'MFA_REQUIRED');
+    const none = await edge.check(envoyRequest('GET', '/t/transactions', { headers: bearer(tok) }));
+    assert.equal(body(none).code, 'MFA_REQUIRED', 'leaving X-Device-Id out is no way around it');
   });
 
   it('checks core client scopes; core:read cannot write', async () => {

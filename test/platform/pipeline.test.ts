@@ -84,6 +84,21 @@ describe('HTTP pipeline', () => {
     assert.equal(r.json.code, 'UNSUPPORTED_MEDIA_TYPE');
   });
 
+  it('refuses a non-canonical path before routing (the edge decided on the raw path)', async () => {
+    const { request } = await import('node:http');
+    const { port, hostname } = new URL(origin);
+    const status = await new Promise<number>((resolve, reject) => {
+      const r = request({ host: hostname, port, method: 'GET', path: '/v1/nowhere/x\\..\\..\\v1\\things\\abc' }, (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      r.on('error', reject);
+      r.end();
+    });
+    assert.equal(status, 400);
+    assert.equal((await call(origin, 'GET', '/v1/things/abc')).status, 200, 'the canonical form is served');
+  });
+
   it('malformed JSON → 400 MALFORMED_JSON', async () => {
     const r = await call(origin, 'POST', '/v1/things', { body: '{"name":', headers: { 'content-type': 'application/json' } });
     assert.equal(r.status, 400);
