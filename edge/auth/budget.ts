@@ -32,6 +32,9 @@ export function requestAmount(body: Buffer): { micros: bigint; currency: string 
     let total = 0n;
     for (const e of d.entries) {
       const leg = e as Record<string, unknown>;
+      // A leg may name its own currency (core/ledger/schemas.ts): one other than the posting's
+      // cannot be counted in the posting's currency, so the amount is not readable here.
+      if (leg.currency !== undefined && leg.currency !== currency) return 'unreadable';
       if (leg.side !== 'debit') continue;
       const p = parseAmount(leg.amount);
       if (!p.ok) return 'unreadable';

@@ -6,6 +6,7 @@ import { KeyStore } from '../../core/keys/keys.ts';
 import { createLogger } from '../../core/platform/log.ts';
 import { AuditWriter } from '../../edge/audit-writer.ts';
 import { RiskEngine } from '../../edge/auth/risk.ts';
+import { requestAmount } from '../../edge/auth/budget.ts';
 import { createDecider } from '../../edge/authz.ts';
 import { viewOf } from '../../edge/check.ts';
 import { defaultBundleDir, loadTrustedKeys } from '../../edge/policy/bundle.ts';
@@ -247,5 +248,14 @@ describe('API keys at the edge', () => {
     const req = signed(k, 'GET', '/t/transactions');
     (req.attributes?.source as Record<string, unknown>).certificate = '-----BEGIN%20CERTIFICATE-----%0AMIIB...';
     assert.equal((await edge.check(req)).status.code, 0);
+  });
+});
+
+describe('amount counted against an API key budget', () => {
+  it('sums the debit legs in the posting currency, and cannot read a leg in another currency', () => {
+    const legs = (entries: unknown[]) => requestAmount(Buffer.from(JSON.stringify({ currency: 'KES', entries })));
+    assert.deepEqual(legs([{ side: 'debit', amount: '10.00' }, { side: 'debit', amount: '2.50', currency: 'KES' }, { side: 'credit', amount: '12.50' }]), { micros: 12_500_000n, currency: 'KES' });
+    assert.equal(legs([{ side: 'debit', amount: '5000.00', currency: 'USD' }, { side: 'credit', amount: '5000.00', currency: 'USD' }]), 'unreadable');
+    assert.equal(legs([{ side: 'debit', amount: '10.00' }, { side: 'credit', amount: '10.00', currency: 'USD' }]), 'unreadable');
   });
 });

@@ -11,13 +11,16 @@ describe('risk signal', () => {
   it('is high for a device other than the one the session signed in with', () => {
     const risk = new RiskEngine(() => 0);
     assert.deepEqual(risk.assess({ session: session(), deviceId: 'dev-2', ip: '10.1.2.3', subject: 'c1', moneyMoving: false }), { risk: 'high', signals: ['new_device'] });
+    assert.equal(risk.assess({ session: session({ subjectType: 'agent' }), deviceId: undefined, ip: '10.1.2.3', subject: 'a1', moneyMoving: false }).risk, 'low', 'agents: the header is not part of their API');
     assert.equal(risk.assess({ session: session(), deviceId: 'dev-1', ip: '10.1.2.3', subject: 'c1', moneyMoving: false }).risk, 'low');
+    assert.deepEqual(risk.assess({ session: session(), deviceId: undefined, ip: '10.1.2.3', subject: 'c1', moneyMoving: false }), { risk: 'high', signals: ['device_missing'] }, 'leaving the header out is no way around it');
+    assert.equal(risk.assess({ session: session({ device: null }), deviceId: undefined, ip: '10.1.2.3', subject: 'c1', moneyMoving: false }).risk, 'low', 'a session without a device');
   });
 
   it('is medium outside the /16 the session began in, low inside it', () => {
     const risk = new RiskEngine(() => 0);
-    assert.deepEqual(risk.assess({ session: session(), deviceId: undefined, ip: '10.9.0.1', subject: 'c1', moneyMoving: false }), { risk: 'medium', signals: ['ip_outside_usual_range'] });
-    assert.equal(risk.assess({ session: session(), deviceId: undefined, ip: '10.1.200.7', subject: 'c1', moneyMoving: false }).risk, 'low');
+    assert.deepEqual(risk.assess({ session: session(), deviceId: 'dev-1', ip: '10.9.0.1', subject: 'c1', moneyMoving: false }), { risk: 'medium', signals: ['ip_outside_usual_range'] });
+    assert.equal(risk.assess({ session: session(), deviceId: 'dev-1', ip: '10.1.200.7', subject: 'c1', moneyMoving: false }).risk, 'low');
   });
 
   it('is high past the velocity limit of money intents in the window, and low again once they age out', () => {
