@@ -16,6 +16,9 @@ export const identityHeaders = [
   'x-purpose', 'x-aal', 'x-masking', 'x-decision-id', 'x-roles', 'x-scopes', 'x-edge-auth', 'x-policy-version', 'x-registry-version',
 ] as const;
 
+/** Credentials checked here that core never needs: removed from the request on allow. */
+export const edgeOnlySecretHeaders = ['x-api-key-secret'] as const;
+
 /** google.rpc.Code values used in CheckResponse.status. */
 const rpcOk = 0;
 const rpcPermissionDenied = 7;
@@ -94,7 +97,7 @@ export function toCheckResponse(view: RequestView, d: Decision): CheckResponse {
       'x-decision-id': decisionId,
       ...d.set,
     };
-    const remove = identityHeaders.filter((h) => !(h in set) && h in view.headers);
+    const remove = [...identityHeaders.filter((h) => !(h in set) && h in view.headers), ...edgeOnlySecretHeaders.filter((h) => h in view.headers)];
     return {
       status: { code: rpcOk },
       ok_response: { headers: Object.entries(set).map(([k, v]) => option(k, v)), headers_to_remove: [...remove] },

@@ -84,6 +84,8 @@ export class EdgeState {
   private readonly sessions = new Map<string, Entry<SessionState>>();
   private readonly tenants = new Map<string, Entry<TenantState>>();
   private readonly tuples = new Map<string, Entry<TupleState[]>>();
+  /** Bumped on every change notification: loads that started before one are not cached. */
+  private generation = 0;
   private readonly serviceTokens = new Map<string, Entry<ServiceTokenState>>();
   private readonly apiKeys = new Map<string, Entry<ApiKeyState>>();
   private readonly seen = new Set<string>();
@@ -144,6 +146,8 @@ export class EdgeState {
   }
 
   private onNotify(channel: string, payload: string): void {
+    // A lookup already in flight when this arrives may carry the old row: it must not be cached.
+    this.generation++;
     if (channel === 'sessions_changed') {
       const id = parseField(payload, 'sessionId');
       if (id) this.sessions.delete(id);
@@ -165,6 +169,7 @@ export class EdgeState {
   }
 
   invalidateAll(): void {
+    this.generation++;
     this.sessions.clear();
     this.tenants.clear();
     this.tuples.clear();
@@ -182,7 +187,10 @@ export class EdgeState {
     this.assertFresh();
     const hit = map.get(key);
     if (hit && this.now() - hit.at < entryTtlMs) return hit.value;
+    const generation = this.generation;
     const value = await load();
+    // Read before a change was announced: answer this caller, but keep nothing.
+    if (generation !== this.generation) return value;
     // Misses are cached too (a flood of unknown ids must not reach the database each time), so
     // the maps are bounded: past the cap the oldest entry goes.
     map.delete(key);
