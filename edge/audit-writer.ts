@@ -11,6 +11,7 @@ import { appendAudit, type AuditEntry } from '../core/audit/audit.ts';
 import type { Db } from '../core/db/pool.ts';
 import type { FromThread, ToThread } from './audit-thread.ts';
 import { AuditWriteError, isPoison } from './audit-poison.ts';
+import { tenantIdPattern } from './state/store.ts';
 
 /** Where a batch goes: one transaction that appends it to the hash chain. */
 export interface AuditSink {
@@ -114,7 +115,7 @@ export const failClosedReserve = 10_000;
 function unwritable(e: AuditEntry, err: unknown): AuditEntry {
   const safe = (v: unknown) => (typeof v === 'string' ? v.replace(/[^\x20-\x7e]/g, '?').slice(0, 200) : '');
   return {
-    tenantId: /^[a-z0-9_][a-z0-9_-]{1,62}$/.test(e.tenantId) ? e.tenantId : '_platform',
+    tenantId: tenantIdPattern.test(e.tenantId) ? e.tenantId : '_platform',
     actor: { type: safe(e.actor.type), id: safe(e.actor.id) }, action: 'audit.unwritable', target: { type: safe(e.target.type), id: safe(e.target.id) },
     attrs: { original_action: safe(e.action), error: safe((err as Error).message) }, ...(e.ts ? { ts: e.ts } : {}),
   };

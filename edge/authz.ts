@@ -4,6 +4,7 @@
  * it into headers for core or a deny body. Every failure along the way denies.
  */
 import type { Logger } from 'pino';
+import { isJsonContentType } from '../core/http/body.ts';
 import { issueChallenge, origOf } from '../core/identity/challenge.ts';
 import { isCanonicalPath } from '../lib/canonical-path.ts';
 import type { AuditWriter } from './audit-writer.ts';
@@ -45,12 +46,6 @@ export const malformedTenant = '!malformed';
 
 const checkedTenant = (t: string): string => (tenantIdPattern.test(t) ? t : malformedTenant);
 
-/** The media type core treats as JSON (core/http/body.ts): case-insensitive, `+json` suffixes too. */
-function isJsonMedia(contentType: string | undefined): boolean {
-  const type = (contentType ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
-  return type === 'application/json' || (type.startsWith('application/') && type.endsWith('+json'));
-}
-
 /**
  * The tenant a request targets explicitly: path parameter, query (`tenantId`, `tenant`) or JSON
  * body field (`tenantId`, `tenant_id`). Core reads whichever its route takes; when a request
@@ -63,7 +58,7 @@ export function targetTenantOf(view: RequestView, resolved: ResolvedRoute): stri
   if (fromPath) named.add(fromPath);
   const q = new URLSearchParams(view.pathWithQuery.split('?')[1] ?? '');
   for (const k of ['tenantId', 'tenant']) for (const v of q.getAll(k)) named.add(v);
-  if (view.body.length > 0 && isJsonMedia(view.headers['content-type'])) {
+  if (view.body.length > 0 && isJsonContentType(view.headers['content-type'])) {
     try {
       const body = JSON.parse(view.body.toString('utf8')) as unknown;
       if (body && typeof body === 'object' && !Array.isArray(body)) {

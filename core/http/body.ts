@@ -35,6 +35,11 @@ function isJsonMedia(type: string): boolean {
   return type === 'application/json' || (type.startsWith('application/') && type.endsWith('+json'));
 }
 
+/** Whether core decodes a body of this Content-Type as JSON (the edge reads bodies the same way). */
+export function isJsonContentType(contentType: string | undefined): boolean {
+  return isJsonMedia(mediaType(contentType));
+}
+
 /** Decode a body by the route's kind; wrong media type → 415, bad JSON → 400. */
 export function decodeBody(kind: BodyKind, contentType: string | undefined, raw: Buffer): unknown {
   if (kind === 'raw') return undefined;

@@ -9,6 +9,7 @@ import { createHash } from 'node:crypto';
 import pg from 'pg';
 import type { Logger } from 'pino';
 import type { Db } from '../../core/db/pool.ts';
+import { TenantId } from '../../core/identity/schemas.ts';
 import { keysChannel, type KeyStore } from '../../core/keys/keys.ts';
 
 export interface SessionState {
@@ -70,8 +71,8 @@ export interface ApiKeyState {
 /** Entries per cache (sessions, tenants, tuples, tokens, keys): memory stays bounded under floods of unknown ids. */
 const maxCachedEntries = 100_000;
 
-/** The tenants table's id CHECK (migration 0001). */
-export const tenantIdPattern = /^[a-z0-9][a-z0-9-]{1,62}$/;
+/** A tenant id as core validates it (the tenants table's CHECK, migration 0001). */
+export const tenantIdPattern = new RegExp(TenantId.pattern as string);
 
 const channels = ['sessions_changed', 'tenants_changed', 'tuples_changed', 'service_tokens_changed', 'api_keys_changed', keysChannel] as const;
 

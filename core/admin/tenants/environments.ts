@@ -9,12 +9,13 @@ import { auditPage } from '../audit/query.ts';
 import { PromoteBody } from '../configs/routes.ts';
 import { promote } from '../promote.ts';
 import { Metadata, ProductCode, Uuid, pageQuery } from '../schemas.ts';
+import { TenantId } from '../../identity/schemas.ts';
 import { ownTenant } from './routes.ts';
 
 interface EnvRow { id: string; tenant_id: string; name: string; env_type: string; flags: Record<string, unknown>; created_at: Date; updated_at: Date }
 const envCols = 'id, tenant_id, name, env_type, flags, created_at, updated_at';
 const envView = (e: EnvRow) => ({ id: e.id, tenantId: e.tenant_id, name: e.name, envType: e.env_type, flags: e.flags, created_at: e.created_at.toISOString(), updated_at: e.updated_at.toISOString() });
-const TenantParams = Type.Object({ tenantId: Type.String({ pattern: '^[a-z0-9][a-z0-9-]{1,62}$' }) });
+const TenantParams = Type.Object({ tenantId: TenantId });
 const EnvParams = Type.Object({ tenantId: TenantParams.properties.tenantId, envId: Uuid });
 const Flags = Type.Record(Type.String({ pattern: '^[a-z][a-z0-9_.-]{0,63}$' }), Type.Boolean(), { maxProperties: 100 });
 

@@ -12,12 +12,13 @@ import type { Queryable } from '../../db/pool.ts';
 import { adminRoute, admins, readers, type AdminDeps, type WriteCtx } from '../http.ts';
 import { requireCountry } from '../countries/routes.ts';
 import { CountryCode, CurrencyCode, pageQuery } from '../schemas.ts';
+import { TenantId } from '../../identity/schemas.ts';
 
 interface TenantRow { id: string; name: string; country: string; base_currency: string; status: 'ACTIVE' | 'SUSPENDED'; created_at: Date; updated_at: Date }
 const cols = 'id, name, country, base_currency, status, created_at, updated_at';
 const view = (t: TenantRow) => ({ id: t.id, name: t.name, country: t.country, baseCurrency: t.base_currency, status: t.status, created_at: t.created_at.toISOString(), updated_at: t.updated_at.toISOString() });
 const Status = Type.Union([Type.Literal('ACTIVE'), Type.Literal('SUSPENDED')]);
-const Params = Type.Object({ tenantId: Type.String({ pattern: '^[a-z0-9][a-z0-9-]{1,62}$' }) });
+const Params = Type.Object({ tenantId: TenantId });
 
 /** Tenants the caller's tenant manages: itself and those it created. */
 const managedBy = `(id = $1 OR id IN (SELECT tenant_id FROM admin_tenant_owners WHERE owner_tenant_id = $1))`;
