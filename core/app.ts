@@ -64,7 +64,7 @@ export function buildCore(deps: CoreDeps): Core {
   routes.push(...identityRoutes(identity));
   // Agents share identity's PinHasher (one argon2 semaphore), secrets and SMS sender.
   routes.push(...agentRoutes({ db: deps.db, keys: deps.keys, log: deps.log.child({ component: 'agents' }), now, identity }));
-  const ledger = new Ledger({ db: deps.db, log: deps.log, now });
+  const ledger = new Ledger({ db: deps.db, log: deps.log, now, keys: deps.keys });
   routes.push(...oauthRoutes({ db: deps.db, keys: deps.keys }), ...ledgerRoutes({ db: deps.db, keys: deps.keys, log: deps.log, now, ledger }));
   routes.push(...authzRoutes({ policies: deps.policies }));
   routes.push(...adminRoutes({ db: deps.db, keys: deps.keys, now, ...(deps.adminRateLimits ? { rateLimits: deps.adminRateLimits } : {}), allowPrivateWebhookTargets: deps.webhookAllowPrivateTargets ?? false }));

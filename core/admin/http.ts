@@ -14,7 +14,7 @@ import { appendAudit } from '../audit/audit.ts';
 import type { Db, Queryable } from '../db/pool.ts';
 import { AppError, toProblem } from '../http/errors.ts';
 import { defineRoute, type Method, type Reply, type RequestContext, type ResponseSpec, type RouteSpec } from '../http/route.ts';
-import { claimKeys, completeKeys, findKey, idempotencyKeyOf, replay, requestHash, toReply, type IdemScope } from '../idempotency/idempotency.ts';
+import { claimKeys, completeKeys, findKey, principalOf, replay, scopeOf, toReply, type IdemScope } from '../idempotency/idempotency.ts';
 import type { KeyStore } from '../keys/keys.ts';
 import { ProblemSchema } from './schemas.ts';
 import type { Cursors } from './paging.ts';
@@ -103,12 +103,13 @@ const problems = (codes: number[]): Record<number, ResponseSpec> =>
 async function runWrite(deps: AdminDeps, ctx: RequestContext<unknown, unknown, unknown>, caller: Caller, mode: 'write' | 'create',
   fn: (w: WriteCtx) => Promise<{ status: number; body?: unknown; headers?: Record<string, string> }>): Promise<Reply> {
   const given = ctx.headers['idempotency-key'];
-  const key = mode === 'create' || given !== undefined ? idempotencyKeyOf(ctx.headers) : undefined;
-  const scope: IdemScope | undefined = key === undefined ? undefined
-    : { tenantId: caller.tenantId, key, method: ctx.method, path: ctx.path, requestHash: requestHash(ctx.method, ctx.path, ctx.body) };
+  // The key is the caller's (tenant and staff principal), never the tenant's alone (issue 13 item 3).
+  const scope: IdemScope | undefined = mode === 'create' || given !== undefined
+    ? scopeOf(ctx, { tenantId: caller.tenantId, principal: principalOf('staff', ctx.identity.principalId) }, ctx.body)
+    : undefined;
   if (scope) {
-    const before = await findKey(deps.db, scope.tenantId, scope.key);
-    if (before) return toReply(replay(before, scope));
+    const before = await findKey(deps.db, scope);
+    if (before) return toReply(replay(before, scope, deps.keys));
   }
   let committed: (() => void)[] = [];
   const makeCtx = (q: Queryable): WriteCtx => ({
@@ -155,14 +156,14 @@ async function runWrite(deps: AdminDeps, ctx: RequestContext<unknown, unknown, u
       committed = [];
       res = { status: err.status, body: JSON.stringify(toProblem(err, ctx.path)), contentType: 'application/problem+json' };
     }
-    await completeKeys(client, [{ scope, status: res.status, body: res.body }]);
+    await completeKeys(client, deps.keys, [{ scope, status: res.status, body: res.body }]);
     return res;
   });
   runCommitted();
   if (stored) return { status: stored.status, raw: { contentType: stored.contentType, data: stored.body } };
-  const after = await findKey(deps.db, scope.tenantId, scope.key);
+  const after = await findKey(deps.db, scope);
   if (!after) throw new AppError('SERVICE_UNAVAILABLE', 'idempotency key is busy; retry');
-  return toReply(replay(after, scope));
+  return toReply(replay(after, scope, deps.keys));
 }
 
 /** One administration route with the shared conventions around its handler. */

@@ -5,11 +5,11 @@
  */
 import type { Queryable } from '../db/pool.ts';
 import { AppError } from '../http/errors.ts';
-import { idempotencyKeyOf, requestHash, toReply, withIdempotency } from '../idempotency/idempotency.ts';
+import { scopeOf, toReply, withIdempotency } from '../idempotency/idempotency.ts';
 import type { Reply } from '../http/route.ts';
 import { minorUnitsOf } from '../ledger/currency.ts';
 import { format, fromDb, type Micro } from '../ledger/money.ts';
-import type { AgentDeps, AnyCtx } from './context.ts';
+import { keyOwnerOf, type AgentCaller, type AgentDeps, type AnyCtx, type OpsCaller } from './context.ts';
 
 export interface Balance { posted: Micro; held: Micro; available: Micro }
 
@@ -45,10 +45,8 @@ export async function requireDayOpen(q: Queryable, tenantId: string, agentId: st
 }
 
 /** Run `fn` once per Idempotency-Key in one transaction; its result or domain error is the stored response. */
-export async function idempotent(deps: AgentDeps, ctx: AnyCtx, tenantId: string, fn: (q: Queryable) => Promise<{ status: number; body: unknown }>): Promise<Reply> {
-  const key = idempotencyKeyOf(ctx.headers);
-  const scope = { tenantId, key, method: ctx.method, path: ctx.path, requestHash: requestHash(ctx.method, ctx.path, ctx.body ?? {}) };
-  return toReply(await withIdempotency(deps.db, scope, fn));
+export async function idempotent(deps: AgentDeps, ctx: AnyCtx, caller: AgentCaller | OpsCaller, fn: (q: Queryable) => Promise<{ status: number; body: unknown }>): Promise<Reply> {
+  return toReply(await withIdempotency(deps, scopeOf(ctx, keyOwnerOf(caller)), fn));
 }
 
 /** Opaque keyset cursor over a bigint or uuid column. */

@@ -35,7 +35,7 @@ export function commissionRoutes(deps: AgentDeps): RouteSpec[] {
       handler: async (ctx) => {
         const c = await agentCaller(deps, ctx);
         ownAgent(c, ctx.params.agent_id);
-        return idempotent(deps, ctx, c.tenantId, async (q) => ({ status: 201, body: await previewPayout(q, c, ctx.requestId, deps.now()) }));
+        return idempotent(deps, ctx, c, async (q) => ({ status: 201, body: await previewPayout(q, c, ctx.requestId, deps.now()) }));
       },
     }),
     defineRoute({
@@ -45,7 +45,7 @@ export function commissionRoutes(deps: AgentDeps): RouteSpec[] {
       handler: async (ctx) => {
         const c = await agentCaller(deps, ctx);
         ownAgent(c, ctx.params.agent_id);
-        return idempotent(deps, ctx, c.tenantId, async (q) => ({ status: 200, body: await acceptPayout(q, c, ctx.body.payoutId, ctx.requestId, deps.now()) }));
+        return idempotent(deps, ctx, c, async (q) => ({ status: 200, body: await acceptPayout(q, c, ctx.body.payoutId, ctx.requestId, deps.now()) }));
       },
     }),
   ];

@@ -13,6 +13,7 @@ import type { RequestContext } from '../http/route.ts';
 import type { IdentityDeps } from '../identity/context.ts';
 import type { KeyStore } from '../keys/keys.ts';
 import { accessAudience, accessTyp } from '../identity/tokens.ts';
+import { principalOf } from '../idempotency/idempotency.ts';
 import { bearerToken } from '../../lib/bearer.ts';
 
 export interface AgentDeps {
@@ -109,6 +110,9 @@ export async function auditAgent(
     decision: { allow: a.allow ?? true, trace_id: a.requestId }, attrs: a.attrs ?? {}, ts: new Date(now),
   }]);
 }
+
+/** Whose Idempotency-Keys these are (issue 13 item 3): the agent, or the ops staff member. */
+export const keyOwnerOf = (c: AgentCaller | OpsCaller) => ({ tenantId: c.tenantId, principal: c.kind === 'agent' ? principalOf('agent', c.agentId) : principalOf('staff', c.principalId) });
 
 export const actorOf = (c: AgentCaller | OpsCaller) => (c.kind === 'agent' ? { type: 'agent', id: c.agentId } : { type: 'ops', id: c.principalId });
 

@@ -13,9 +13,9 @@ import { Type } from '@sinclair/typebox';
 import type { Queryable } from '../db/pool.ts';
 import { AppError } from '../http/errors.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
-import { idempotencyHeader, idempotencyKeyOf, requestHash, toReply, withIdempotency } from '../idempotency/idempotency.ts';
+import { idempotencyHeader, scopeOf, toReply, withIdempotency } from '../idempotency/idempotency.ts';
 import { uuidv7 } from '../../lib/uuid.ts';
-import { agentCaller, auditAgent, type AgentCaller, type AgentDeps, type AnyCtx } from './context.ts';
+import { agentCaller, auditAgent, keyOwnerOf, type AgentCaller, type AgentDeps, type AnyCtx } from './context.ts';
 import { requireCapability } from './capabilities.ts';
 import { boundaryOf, parseMultipart, sniff } from './multipart.ts';
 
@@ -121,8 +121,7 @@ export function disputeRoutes(deps: AgentDeps): RouteSpec[] {
       responses: { 201: { description: 'Opened', schema: Case } },
       handler: async (ctx) => {
         const c = await agentCaller(deps, ctx);
-        const scope = { tenantId: c.tenantId, key: idempotencyKeyOf(ctx.headers), method: ctx.method, path: ctx.path, requestHash: requestHash(ctx.method, ctx.path, ctx.body) };
-        return toReply(await withIdempotency(deps.db, scope, async (q) => ({ status: 201, body: await openCase(deps, q, c, ctx.body, ctx.requestId) })));
+        return toReply(await withIdempotency(deps, scopeOf(ctx, keyOwnerOf(c), ctx.body), async (q) => ({ status: 201, body: await openCase(deps, q, c, ctx.body, ctx.requestId) })));
       },
     }),
     defineRoute({
@@ -145,8 +144,7 @@ export function disputeRoutes(deps: AgentDeps): RouteSpec[] {
       handler: async (ctx) => {
         const c = await agentCaller(deps, ctx);
         const digest = createHash('sha256').update(ctx.rawBody).digest('hex');
-        const scope = { tenantId: c.tenantId, key: idempotencyKeyOf(ctx.headers), method: ctx.method, path: ctx.path, requestHash: requestHash(ctx.method, ctx.path, { sha256: digest }) };
-        return toReply(await withIdempotency(deps.db, scope, async (q) => ({ status: 201, body: await attach(deps, q, c, ctx.params.case_id, ctx) })));
+        return toReply(await withIdempotency(deps, scopeOf(ctx, keyOwnerOf(c), { sha256: digest }), async (q) => ({ status: 201, body: await attach(deps, q, c, ctx.params.case_id, ctx) })));
       },
     }),
   ];

@@ -32,7 +32,7 @@ function requireOps(ctx: AnyCtx): OpsCaller {
 export function floatRoutes(deps: AgentDeps): RouteSpec[] {
   const request = (kind: 'TOPUP' | 'REDEEM') => async (ctx: AnyCtx, body: { amount: string; reference?: string | undefined }) => {
     const c = await agentCaller(deps, ctx);
-    return idempotent(deps, ctx, c.tenantId, async (q) => ({ status: 201, body: instructionView(await requestFloat(q, c, kind, body, ctx.requestId, deps.now())) }));
+    return idempotent(deps, ctx, c, async (q) => ({ status: 201, body: instructionView(await requestFloat(q, c, kind, body, ctx.requestId, deps.now())) }));
   };
   const opsStep = (action: 'approve' | 'settle' | 'reject', summary: string) => defineRoute({
     method: 'POST', path: `/v1/ops/float/instructions/{instruction_id}/${action}`, operationId: `opsFloat${action[0]?.toUpperCase()}${action.slice(1)}`,
@@ -40,7 +40,7 @@ export function floatRoutes(deps: AgentDeps): RouteSpec[] {
     responses: { 200: { description: 'The instruction after the step', schema: Instruction } },
     handler: async (ctx) => {
       const o = requireOps(ctx);
-      return idempotent(deps, ctx, o.tenantId, async (q) => ({ status: 200, body: instructionView(await opsFloat(q, o, ctx.params.instruction_id, action, ctx.body.reason, ctx.requestId, deps.now())) }));
+      return idempotent(deps, ctx, o, async (q) => ({ status: 200, body: instructionView(await opsFloat(q, o, ctx.params.instruction_id, action, ctx.body.reason, ctx.requestId, deps.now())) }));
     },
   });
   return [
@@ -88,7 +88,7 @@ export function floatRoutes(deps: AgentDeps): RouteSpec[] {
       summary: 'The agent cancels its own PENDING instruction (a redeem hold is released)', responses: { 200: { description: 'CANCELLED', schema: Instruction } },
       handler: async (ctx) => {
         const c = await agentCaller(deps, ctx);
-        return idempotent(deps, ctx, c.tenantId, async (q) => ({ status: 200, body: instructionView(await cancelFloat(q, c, ctx.params.instruction_id, ctx.requestId, deps.now())) }));
+        return idempotent(deps, ctx, c, async (q) => ({ status: 200, body: instructionView(await cancelFloat(q, c, ctx.params.instruction_id, ctx.requestId, deps.now())) }));
       },
     }),
     defineRoute({

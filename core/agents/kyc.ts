@@ -7,11 +7,11 @@
 import { Type } from '@sinclair/typebox';
 import { AppError, toCoreBody } from '../http/errors.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
-import { idempotencyHeader, idempotencyKeyOf, requestHash, toReply, withIdempotency } from '../idempotency/idempotency.ts';
+import { idempotencyHeader, scopeOf, toReply, withIdempotency } from '../idempotency/idempotency.ts';
 import { Phone } from '../identity/schemas.ts';
 import { uuidv7 } from '../../lib/uuid.ts';
 import type { Queryable } from '../db/pool.ts';
-import { agentCaller, auditAgent, type AgentDeps, type AnyCtx } from './context.ts';
+import { agentCaller, auditAgent, keyOwnerOf, type AgentDeps, type AnyCtx } from './context.ts';
 import { requireCapability } from './capabilities.ts';
 
 /** A KYC record is valid two years, then re-KYC is due. */
@@ -59,8 +59,7 @@ function ageYears(dob: string, now: number): number {
 export function kycRoutes(deps: AgentDeps): RouteSpec[] {
   const run = async (ctx: AnyCtx, fn: (q: Queryable, c: Awaited<ReturnType<typeof agentCaller>>, t: number) => Promise<{ status: number; body: unknown }>) => {
     const c = await agentCaller(deps, ctx);
-    const scope = { tenantId: c.tenantId, key: idempotencyKeyOf(ctx.headers), method: ctx.method, path: ctx.path, requestHash: requestHash(ctx.method, ctx.path, ctx.body ?? {}) };
-    return toReply(await withIdempotency(deps.db, scope, (q) => fn(q, c, deps.now())));
+    return toReply(await withIdempotency(deps, scopeOf(ctx, keyOwnerOf(c)), (q) => fn(q, c, deps.now())));
   };
   return [
     defineRoute({

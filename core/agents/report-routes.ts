@@ -72,7 +72,7 @@ export function reportRoutes(deps: AgentDeps): RouteSpec[] {
       responses: { 201: { description: 'Closed summary', schema: Summary } },
       handler: async (ctx) => {
         const c = await agentCaller(deps, ctx);
-        return idempotent(deps, ctx, c.tenantId, async (q) => {
+        return idempotent(deps, ctx, c, async (q) => {
           const now = deps.now();
           return { status: 201, body: await closeDay(q, c, ctx.body.date ?? businessDate(now), ctx.requestId, now) };
         });

@@ -12,9 +12,9 @@ import { TypeCompiler } from '@sinclair/typebox/compiler';
 import type { Queryable } from '../db/pool.ts';
 import { AppError } from '../http/errors.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
-import { idempotencyHeader, idempotencyKeyOf, requestHash, toReply, withIdempotency } from '../idempotency/idempotency.ts';
+import { idempotencyHeader, scopeOf, toReply, withIdempotency } from '../idempotency/idempotency.ts';
 import { uuidv7 } from '../../lib/uuid.ts';
-import { agentCaller, auditAgent, type AgentDeps } from './context.ts';
+import { agentCaller, auditAgent, keyOwnerOf, type AgentDeps } from './context.ts';
 import { agentReader } from './profile.ts';
 
 const tags = ['agent-training'];
@@ -137,9 +137,7 @@ export function trainingRoutes(deps: AgentDeps): RouteSpec[] {
       responses: { 200: { description: 'Scored attempt', schema: Result } },
       handler: async (ctx) => {
         const c = await agentCaller(deps, ctx);
-        const stored = await withIdempotency(deps.db, {
-          tenantId: c.tenantId, key: idempotencyKeyOf(ctx.headers), method: ctx.method, path: ctx.path, requestHash: requestHash(ctx.method, ctx.path, ctx.body),
-        }, async (q) => ({ status: 200, body: await submit(deps, q, c, ctx.params.quiz_id, ctx.body.answers, ctx.requestId) }));
+        const stored = await withIdempotency(deps, scopeOf(ctx, keyOwnerOf(c), ctx.body), async (q) => ({ status: 200, body: await submit(deps, q, c, ctx.params.quiz_id, ctx.body.answers, ctx.requestId) }));
         return toReply(stored);
       },
     }),

@@ -2,10 +2,11 @@
 import { Type } from '@sinclair/typebox';
 import { AppError, toCoreBody } from '../http/errors.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
-import { idempotencyHeader, idempotencyKeyOf, requestHash, toReply, withIdempotency } from '../idempotency/idempotency.ts';
+import { idempotencyHeader } from '../idempotency/idempotency.ts';
 import { Phone } from '../identity/schemas.ts';
 import { Amount } from '../ledger/schemas.ts';
 import { agentCaller, opsCaller, type AgentCaller, type AgentDeps, type AnyCtx, type OpsCaller } from './context.ts';
+import { idempotent } from './books.ts';
 import { authorizeTxn, loadTxn, reverseTxn, startTxn, txnView } from './txns.ts';
 import type { Queryable } from '../db/pool.ts';
 
@@ -18,13 +19,6 @@ const CashBody = Type.Object({ customerPhone: Phone, amount: Amount, reference: 
 const P2pBody = Type.Object({ customerPhone: Phone, recipientPhone: Phone, amount: Amount, reference: Type.Optional(Type.String({ maxLength: 64 })) }, { additionalProperties: false });
 const AuthorizeBody = Type.Object({ customerCode: Type.String({ pattern: '^[0-9]{4,8}$' }) }, { additionalProperties: false });
 
-/** Run `fn` once per Idempotency-Key in one transaction; its result or error is the stored response. */
-async function idempotent(deps: AgentDeps, ctx: AnyCtx, tenantId: string, fn: (q: Queryable) => Promise<{ status: number; body: unknown }>) {
-  const key = idempotencyKeyOf(ctx.headers);
-  const stored = await withIdempotency(deps.db, { tenantId, key, method: ctx.method, path: ctx.path, requestHash: requestHash(ctx.method, ctx.path, ctx.body ?? {}) }, fn);
-  return toReply(stored);
-}
-
 async function secretsFor(deps: AgentDeps, tenantId: string) {
   const s = await deps.identity.secrets.get(tenantId);
   if (!s) throw new AppError('TENANT_NOT_FOUND', 'unknown tenant');
@@ -35,14 +29,14 @@ export function txnRoutes(deps: AgentDeps): RouteSpec[] {
   const start = (kind: 'CASHIN' | 'CASHOUT' | 'P2P') => async (ctx: AnyCtx, input: { customerPhone: string; amount: string; counterpartyPhone?: string; reference?: string | undefined }) => {
     const c = await agentCaller(deps, ctx);
     const secrets = await secretsFor(deps, c.tenantId);
-    return idempotent(deps, ctx, c.tenantId, async (q) => {
+    return idempotent(deps, ctx, c, async (q) => {
       const r = await startTxn(deps, q, c, kind, input, ctx.requestId, secrets);
       return { status: r.state === 'POSTED' ? 201 : 202, body: txnView(r) };
     });
   };
   const reverse = (who: (ctx: AnyCtx) => Promise<AgentCaller | OpsCaller>) => async (ctx: AnyCtx, txnId: string) => {
     const c = await who(ctx);
-    return idempotent(deps, ctx, c.tenantId, async (q) => ({ status: 200, body: txnView(await reverseTxn(deps, q, c, txnId, ctx.requestId)) }));
+    return idempotent(deps, ctx, c, async (q) => ({ status: 200, body: txnView(await reverseTxn(deps, q, c, txnId, ctx.requestId)) }));
   };
   return [
     defineRoute({
@@ -70,7 +64,7 @@ export function txnRoutes(deps: AgentDeps): RouteSpec[] {
       handler: async (ctx) => {
         const c = await agentCaller(deps, ctx);
         const secrets = await secretsFor(deps, c.tenantId);
-        return idempotent(deps, ctx, c.tenantId, async (q) => {
+        return idempotent(deps, ctx, c, async (q) => {
           const r = await authorizeTxn(deps, q, c, ctx.params.txn_id, ctx.body.customerCode, ctx.requestId, secrets);
           // A refused code is committed (the attempt counts), so it is answered, not thrown.
           return r.ok ? { status: 200, body: txnView(r.txn) } : { status: r.error.status, body: toCoreBody(r.error) };

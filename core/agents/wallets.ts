@@ -97,7 +97,7 @@ export function walletRoutes(deps: AgentDeps): RouteSpec[] {
       handler: async (ctx) => {
         const c = await agentCaller(deps, ctx);
         const secrets = await secretsFor(deps, c.tenantId);
-        return idempotent(deps, ctx, c.tenantId, async (q) => {
+        return idempotent(deps, ctx, c, async (q) => {
           const now = deps.now();
           const { rows: ag } = await q.query<{ code: string; currency: string }>('SELECT code, currency FROM agents WHERE tenant_id = $1 AND id = $2', [c.tenantId, c.agentId]);
           const agent = ag[0];

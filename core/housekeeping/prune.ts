@@ -13,6 +13,10 @@
  * - auth_throttle: the window (at most a day, identity/throttle.ts) has passed, no lock is
  *   running and no OTP re-verification is pending: the next attempt would reset the row to
  *   exactly what a missing row gives.
+ * - idempotency_keys: a retention, not inertness (issue 13 item 3): a key is remembered for
+ *   7 days after its first use, then the same key starts a new request. Stripe keeps keys 24
+ *   hours; a week also covers a client whose retry queue is stuck over a weekend, so a late
+ *   retry of a posting or transfer does not move money twice. Sealed secrets go with the row.
  * Deletes run in batches (ctid lists) so no statement holds many row locks or runs long.
  */
 import type { Logger } from 'pino';
@@ -24,6 +28,9 @@ export interface PruneRule {
   inert: string;
 }
 
+/** How long an Idempotency-Key is remembered (README "Idempotency"); index idempotency_keys_created_idx. */
+export const idempotencyRetention = '7 days';
+
 export const pruneRules: readonly PruneRule[] = Object.freeze([
   // Five minutes past expiry: the checks use the application's clock, this uses the database's.
   { table: 'edge_replay', inert: "expires_at < now() - interval '5 minutes'" },
@@ -32,6 +39,7 @@ export const pruneRules: readonly PruneRule[] = Object.freeze([
   { table: 'phone_verifications', inert: "expires_at < now() - interval '1 day'" },
   { table: 'refresh_tokens', inert: "expires_at < now() - interval '7 days'" },
   { table: 'auth_throttle', inert: "window_start < now() - interval '1 day' AND NOT needs_otp AND (locked_until IS NULL OR locked_until < now())" },
+  { table: 'idempotency_keys', inert: `created_at < now() - interval '${idempotencyRetention}'` },
 ]);
 
 /** Delete every inert row, `batch` at a time; returns the count per table. */

@@ -4,29 +4,64 @@
  * replayed byte for byte; the same key with a different request is 409 IDEMPOTENCY_CONFLICT;
  * a key whose first attempt failed with a domain error stays failed. Requests refused before
  * any work starts (authentication, header, body schema) store nothing, as with Stripe.
+ * A key belongs to its caller (tenant and principal); responses carrying secrets are sealed at
+ * rest (./secrets.ts). Records are kept 7 days (core/housekeeping/prune.ts, README).
  */
 import { createHash } from 'node:crypto';
 import { canonicalJson } from '../../lib/canonical-json.ts';
 import type { Db, Queryable } from '../db/pool.ts';
 import { AppError, toCoreBody } from '../http/errors.ts';
 import type { Reply } from '../http/route.ts';
+import { originalBody, storedForm, type ResponseVault } from './secrets.ts';
 
 /** Printable token characters only; long enough to be unique, short enough to index. */
 export const idempotencyKeyPattern = /^[A-Za-z0-9._:-]{8,128}$/;
 export const idempotencyHeader = { name: 'Idempotency-Key', required: false, description: 'Required on every write: 8–128 characters [A-Za-z0-9._:-]; a replay returns the first response byte for byte' };
 
+/**
+ * Whose key it is (DESIGN "Idempotency keys belong to the caller"; issue 13 item 3): the tenant
+ * and the principal that core verified or the edge vouched for, as `type:id`. Another
+ * principal's key of the same value is a different key: it never replays, blocks or reveals
+ * this one.
+ */
+export type PrincipalType = 'customer' | 'agent' | 'staff' | 'client' | 'service';
+
+/** Rows written before keys were scoped to callers (migration 0710): never replayed, never claimed. */
+export const legacyPrincipal = 'legacy';
+
+export function principalOf(type: PrincipalType, id: string | undefined): string {
+  if (!id) throw new AppError('UNAUTHORIZED', 'an idempotent write needs an authenticated caller');
+  return `${type}:${id}`;
+}
+
 export interface IdemScope {
   tenantId: string;
+  principal: string;
   key: string;
   method: string;
   path: string;
   requestHash: string;
 }
 
+/** The scope of a request's Idempotency-Key (400 when missing or malformed); `hashed` defaults to the body. */
+export function scopeOf(
+  ctx: { headers: Readonly<Record<string, string>>; method: string; path: string; body?: unknown },
+  owner: { tenantId: string; principal: string },
+  hashed: unknown = ctx.body ?? {},
+): IdemScope {
+  return { ...owner, key: idempotencyKeyOf(ctx.headers), method: ctx.method, path: ctx.path, requestHash: requestHash(ctx.method, ctx.path, hashed) };
+}
+
 export interface StoredResponse {
   status: number;
   body: string;
   replayed: boolean;
+}
+
+/** Where keys live, and the master-key envelope for responses that carry secrets (./secrets.ts). */
+export interface IdemStore {
+  db: Db;
+  keys: ResponseVault;
 }
 
 /** The request's key, or 400 IDEMPOTENCY_KEY_REQUIRED / IDEMPOTENCY_KEY_INVALID. */
@@ -42,44 +77,56 @@ export function requestHash(method: string, path: string, body: unknown): string
   return createHash('sha256').update(`${method} ${path}\n${canonicalJson(body ?? null)}`).digest('hex');
 }
 
-interface KeyRow { request_hash: string; response_status: number | null; response_body: string | null }
+export interface KeyRow { principal: string; request_hash: string; response_status: number | null; response_body: string | null; response_sealed: Buffer | null }
 
-export async function findKey(q: Queryable, tenantId: string, key: string): Promise<KeyRow | undefined> {
+/** The caller's record of this key, or else a legacy record of the same key value. */
+export async function findKey(q: Queryable, scope: IdemScope): Promise<KeyRow | undefined> {
   const { rows } = await q.query<KeyRow>(
-    'SELECT request_hash, response_status, response_body FROM idempotency_keys WHERE tenant_id = $1 AND key = $2',
-    [tenantId, key],
+    `SELECT principal, request_hash, response_status, response_body, response_sealed FROM idempotency_keys
+      WHERE tenant_id = $1 AND key = $2 AND principal IN ($3, '${legacyPrincipal}') ORDER BY principal = $3 DESC LIMIT 1`,
+    [scope.tenantId, scope.key, scope.principal],
   );
   return rows[0];
 }
 
-/** The stored response for a key already used, or 409 when the request differs. */
-export function replay(row: KeyRow, scope: IdemScope): StoredResponse {
+/**
+ * The stored response for a key already used (the original, opened when sealed), or 409 when
+ * the request differs or the record predates caller scoping (its owner is unknown: neither shown
+ * nor run again).
+ */
+export function replay(row: KeyRow, scope: IdemScope, vault: ResponseVault | undefined): StoredResponse {
+  if (row.principal !== scope.principal) {
+    throw new AppError('IDEMPOTENCY_CONFLICT', 'this Idempotency-Key was used before keys were scoped to callers; use a new key');
+  }
   if (row.request_hash !== scope.requestHash) {
     throw new AppError('IDEMPOTENCY_CONFLICT', 'this Idempotency-Key was used with a different request');
   }
   if (row.response_status === null || row.response_body === null) {
     throw new AppError('INTERNAL', 'idempotency record without a response');
   }
-  return { status: row.response_status, body: row.response_body, replayed: true };
+  return { status: row.response_status, body: originalBody(vault, scope, row.response_body, row.response_sealed), replayed: true };
 }
 
 /**
  * Claim keys inside the caller's transaction, in key order (no claim deadlocks). A key held
  * by a concurrent transaction waits for it; true means this transaction now owns the key.
+ * Callers look for a legacy record first (findKey): none is written any more, so none can
+ * appear between that look and this claim.
  */
 export async function claimKeys(q: Queryable, scopes: IdemScope[]): Promise<boolean[]> {
   if (scopes.length === 0) return [];
-  const { rows } = await q.query<{ tenant_id: string; key: string }>(
-    `INSERT INTO idempotency_keys (tenant_id, key, method, path, request_hash)
-     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) ORDER BY 1, 2
-     ON CONFLICT DO NOTHING RETURNING tenant_id, key`,
-    [scopes.map((s) => s.tenantId), scopes.map((s) => s.key), scopes.map((s) => s.method), scopes.map((s) => s.path), scopes.map((s) => s.requestHash)],
+  const { rows } = await q.query<{ tenant_id: string; key: string; principal: string }>(
+    `INSERT INTO idempotency_keys (tenant_id, key, principal, method, path, request_hash)
+     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[]) ORDER BY 1, 2, 3
+     ON CONFLICT DO NOTHING RETURNING tenant_id, key, principal`,
+    [scopes.map((s) => s.tenantId), scopes.map((s) => s.key), scopes.map((s) => s.principal), scopes.map((s) => s.method), scopes.map((s) => s.path), scopes.map((s) => s.requestHash)],
   );
-  const won = new Set(rows.map((r) => `${r.tenant_id}\n${r.key}`));
+  const idOf = (r: { tenantId: string; key: string; principal: string }) => `${r.tenantId}\n${r.key}\n${r.principal}`;
+  const won = new Set(rows.map((r) => idOf({ tenantId: r.tenant_id, key: r.key, principal: r.principal })));
   const seen = new Set<string>();
   // Two requests with one key in one batch: the first wins, the second replays after commit.
   return scopes.map((s) => {
-    const id = `${s.tenantId}\n${s.key}`;
+    const id = idOf(s);
     const mine = won.has(id) && !seen.has(id);
     seen.add(id);
     return mine;
@@ -87,17 +134,19 @@ export async function claimKeys(q: Queryable, scopes: IdemScope[]): Promise<bool
 }
 
 /**
- * Record the responses of claimed keys (same transaction as the claim). The `= ANY` conditions
- * make the key side an index look-up whatever the join method: a plain join on the unnest
- * let the planner hash-join a sequential scan of the whole (ever growing) key table.
+ * Record the responses of claimed keys (same transaction as the claim), secret-bearing ones
+ * sealed and redacted (./secrets.ts). The `= ANY` conditions make the key side an index look-up
+ * whatever the join method: a plain join on the unnest let the planner hash-join a sequential
+ * scan of the whole (ever growing) key table.
  */
-export async function completeKeys(q: Queryable, done: { scope: IdemScope; status: number; body: string }[]): Promise<void> {
+export async function completeKeys(q: Queryable, vault: ResponseVault | undefined, done: { scope: IdemScope; status: number; body: string }[]): Promise<void> {
   if (done.length === 0) return;
+  const forms = done.map((d) => storedForm(vault, d.scope, d.body));
   await q.query(
-    `UPDATE idempotency_keys k SET response_status = d.status, response_body = d.body
-       FROM unnest($1::text[], $2::text[], $3::int[], $4::text[]) AS d(tenant_id, key, status, body)
-      WHERE k.tenant_id = d.tenant_id AND k.key = d.key AND k.tenant_id = ANY($1::text[]) AND k.key = ANY($2::text[])`,
-    [done.map((d) => d.scope.tenantId), done.map((d) => d.scope.key), done.map((d) => d.status), done.map((d) => d.body)],
+    `UPDATE idempotency_keys k SET response_status = d.status, response_body = d.body, response_sealed = d.sealed
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], $6::bytea[]) AS d(tenant_id, key, principal, status, body, sealed)
+      WHERE k.tenant_id = d.tenant_id AND k.key = d.key AND k.principal = d.principal AND k.tenant_id = ANY($1::text[]) AND k.key = ANY($2::text[])`,
+    [done.map((d) => d.scope.tenantId), done.map((d) => d.scope.key), done.map((d) => d.scope.principal), done.map((d) => d.status), forms.map((f) => f.body), forms.map((f) => f.sealed)],
   );
 }
 
@@ -115,13 +164,13 @@ export function toReply(r: StoredResponse): Reply {
  * the effects roll back to the savepoint, the failure is kept) and commit together.
  */
 export async function withIdempotency(
-  db: Db,
+  store: IdemStore,
   scope: IdemScope,
   fn: (client: Queryable) => Promise<{ status: number; body: unknown }>,
 ): Promise<StoredResponse> {
-  const before = await findKey(db, scope.tenantId, scope.key);
-  if (before) return replay(before, scope);
-  const outcome = await db.tx(async (client) => {
+  const before = await findKey(store.db, scope);
+  if (before) return replay(before, scope, store.keys);
+  const outcome = await store.db.tx(async (client) => {
     const [mine] = await claimKeys(client, [scope]);
     if (!mine) return undefined;
     await client.query('SAVEPOINT idempotent_work');
@@ -134,11 +183,11 @@ export async function withIdempotency(
       await client.query('ROLLBACK TO SAVEPOINT idempotent_work');
       res = { status: err.status, body: JSON.stringify(toCoreBody(err)) };
     }
-    await completeKeys(client, [{ scope, ...res }]);
+    await completeKeys(client, store.keys, [{ scope, ...res }]);
     return res;
   });
   if (outcome) return { ...outcome, replayed: false };
-  const after = await findKey(db, scope.tenantId, scope.key);
+  const after = await findKey(store.db, scope);
   if (!after) throw new AppError('SERVICE_UNAVAILABLE', 'idempotency key is busy; retry');
-  return replay(after, scope);
+  return replay(after, scope, store.keys);
 }

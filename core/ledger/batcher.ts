@@ -14,6 +14,7 @@ import { txRetryLimit, type Db } from '../db/pool.ts';
 import { appendAudit, type AuditEntry } from '../audit/audit.ts';
 import { AppError, isErrorCode, toCoreBody } from '../http/errors.ts';
 import { findKey, replay, type IdemScope, type StoredResponse } from '../idempotency/idempotency.ts';
+import { storedForm, type ResponseVault } from '../idempotency/secrets.ts';
 
 const { escapeLiteral } = pg;
 
@@ -84,7 +85,10 @@ export class LedgerBatcher {
   /** Batches started and commands in them (the bench prints the mean batch size). */
   readonly stats = { batches: 0, commands: 0 };
 
-  constructor(private readonly db: Db, private readonly log: Logger, opts: { inFlightBatches?: number; batchWindowMs?: number } = {}) {
+  private readonly vault: ResponseVault | undefined;
+
+  constructor(private readonly db: Db, private readonly log: Logger, opts: { inFlightBatches?: number; batchWindowMs?: number; vault?: ResponseVault | undefined } = {}) {
+    this.vault = opts.vault;
     this.maxInFlight = opts.inFlightBatches ?? defaultInFlightBatches;
     this.windowMs = opts.batchWindowMs ?? defaultBatchWindowMs;
   }
@@ -161,9 +165,9 @@ export class LedgerBatcher {
         if (o.kind === 'done') return job.resolve({ status: o.status, body: o.body, replayed: false });
         // The key was taken by an earlier or concurrent request: answer with its response.
         const scope = job.scope;
-        const row = scope ? await findKey(this.db, scope.tenantId, scope.key) : undefined;
+        const row = scope ? await findKey(this.db, scope) : undefined;
         if (!scope || !row) throw new AppError('SERVICE_UNAVAILABLE', 'idempotency key is busy; retry');
-        job.resolve(replay(row, scope));
+        job.resolve(replay(row, scope, this.vault));
       } catch (err) {
         job.reject(err);
       }
@@ -206,7 +210,7 @@ export class LedgerBatcher {
 
   private async execute(client: pg.PoolClient, batch: Queued[]): Promise<Outcome[]> {
     const keys = batch.map((j) => (j.scope
-      ? { tenant: j.scope.tenantId, key: j.scope.key, method: j.scope.method, path: j.scope.path, hash: j.scope.requestHash }
+      ? { tenant: j.scope.tenantId, key: j.scope.key, principal: j.scope.principal, method: j.scope.method, path: j.scope.path, hash: j.scope.requestHash }
       : null));
     const first = await client.query(
       `BEGIN; SELECT ledger_apply_keyed(${escapeLiteral(JSON.stringify(keys))}::jsonb, ${escapeLiteral(JSON.stringify(batch.map((j) => j.cmd)))}::jsonb) AS r`,
@@ -214,7 +218,7 @@ export class LedgerBatcher {
     const results = first[1]?.rows[0]?.r;
     if (!Array.isArray(results) || results.length !== batch.length) throw new Error('ledger_apply_keyed answered an unexpected shape');
     const outcomes: Outcome[] = batch.map(() => ({ kind: 'duplicate' }));
-    const done: { tenant: string; key: string; status: number; body: string }[] = [];
+    const done: { tenant: string; key: string; principal: string; status: number; body: string; sealed: string | null }[] = [];
     const audits: AuditEntry[] = [];
     batch.forEach((j, i) => {
       const result: unknown = results[i];
@@ -222,14 +226,17 @@ export class LedgerBatcher {
       if (!isApplyResult(result)) throw new Error('ledger_apply answered an unexpected result');
       const res = result.ok ? j.render(result) : failureResponse(result.code, result.message);
       outcomes[i] = { kind: 'done', ...res };
-      if (j.scope) done.push({ tenant: j.scope.tenantId, key: j.scope.key, ...res });
+      if (j.scope) {
+        const form = storedForm(this.vault, j.scope, res.body);
+        done.push({ tenant: j.scope.tenantId, key: j.scope.key, principal: j.scope.principal, status: res.status, body: form.body, sealed: form.sealed?.toString('base64') ?? null });
+      }
       if (j.audit) audits.push({ ...j.audit, attrs: { ...j.audit.attrs, outcome: result.ok ? 'ok' : result.code } });
     });
     if (audits.length > 0) await appendAudit(client, audits);
     // The responses, looked up by key (the = ANY keeps it an index scan), then the commit.
-    const complete = done.length === 0 ? '' : `WITH d AS (SELECT * FROM jsonb_to_recordset(${escapeLiteral(JSON.stringify(done))}::jsonb) AS d(tenant text, key text, status integer, body text))
-      UPDATE idempotency_keys k SET response_status = d.status, response_body = d.body FROM d
-       WHERE k.tenant_id = d.tenant AND k.key = d.key AND k.key = ANY(${escapeLiteral(`{${done.map((d) => `"${d.key.replace(/[\\"]/g, '\\$&')}"`).join(',')}}`)}::text[]); `;
+    const complete = done.length === 0 ? '' : `WITH d AS (SELECT * FROM jsonb_to_recordset(${escapeLiteral(JSON.stringify(done))}::jsonb) AS d(tenant text, key text, principal text, status integer, body text, sealed text))
+      UPDATE idempotency_keys k SET response_status = d.status, response_body = d.body, response_sealed = decode(d.sealed, 'base64') FROM d
+       WHERE k.tenant_id = d.tenant AND k.key = d.key AND k.principal = d.principal AND k.key = ANY(${escapeLiteral(`{${done.map((d) => `"${d.key.replace(/[\\"]/g, '\\$&')}"`).join(',')}}`)}::text[]); `;
     await client.query(`${complete}COMMIT`);
     return outcomes;
   }

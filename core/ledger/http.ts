@@ -3,12 +3,12 @@ import type { Logger } from 'pino';
 import { appendAudit } from '../audit/audit.ts';
 import type { Db, Queryable } from '../db/pool.ts';
 import type { RequestContext, ResponseSpec } from '../http/route.ts';
-import { idempotencyHeader, idempotencyKeyOf, requestHash, toReply, withIdempotency } from '../idempotency/idempotency.ts';
+import { idempotencyHeader, idempotencyKeyOf, toReply, withIdempotency } from '../idempotency/idempotency.ts';
 import type { KeyStore } from '../keys/keys.ts';
 import { authenticate, type CorePrincipal } from '../oauth/bearer.ts';
 import type { CoreScope } from '../oauth/clients.ts';
 import type { Reply } from '../http/route.ts';
-import type { Ledger, WriteCtx } from './service.ts';
+import { writeScope, type Ledger, type WriteCtx } from './service.ts';
 import { CoreError } from './schemas.ts';
 
 export interface LedgerRouteDeps {
@@ -57,10 +57,7 @@ export async function idempotentWrite(
   audit: { action: string; targetType: string },
   fn: (client: Queryable) => Promise<{ status: number; body: { id?: unknown; code?: unknown } & Record<string, unknown> }>,
 ): Promise<Reply> {
-  const stored = await withIdempotency(deps.db, {
-    tenantId: w.principal.tenantId, key: w.key, method: w.method, path: w.path,
-    requestHash: requestHash(w.method, w.path, w.body),
-  }, async (client) => {
+  const stored = await withIdempotency(deps, writeScope(w), async (client) => {
     const res = await fn(client);
     const id = res.body.id ?? res.body.code;
     await appendAudit(client, [{

@@ -6,7 +6,8 @@
 import type { Logger } from 'pino';
 import type { Static } from '@sinclair/typebox';
 import type { Db } from '../db/pool.ts';
-import { requestHash, type IdemScope, type StoredResponse } from '../idempotency/idempotency.ts';
+import { principalOf, requestHash, type IdemScope, type StoredResponse } from '../idempotency/idempotency.ts';
+import type { ResponseVault } from '../idempotency/secrets.ts';
 import type { CorePrincipal } from '../oauth/bearer.ts';
 import { uuidv7 } from '../../lib/uuid.ts';
 import { LedgerBatcher, type Job, type LedgerCommand } from './batcher.ts';
@@ -35,9 +36,19 @@ export interface LedgerDeps {
   now: () => number;
   inFlightBatches?: number;
   batchWindowMs?: number;
+  /** Seals stored responses that carry a secret (none of the ledger's do; without it one is refused). */
+  keys?: ResponseVault;
 }
 
 type Render = Job['render'];
+
+/** The write's Idempotency-Key scope: the core client or API key that core verified (issue 13 item 3). */
+export function writeScope(ctx: WriteCtx): IdemScope {
+  return {
+    tenantId: ctx.principal.tenantId, principal: principalOf('client', ctx.principal.clientId), key: ctx.key, method: ctx.method, path: ctx.path,
+    requestHash: requestHash(ctx.method, ctx.path, ctx.body),
+  };
+}
 
 export class Ledger {
   readonly batcher: LedgerBatcher;
@@ -45,14 +56,11 @@ export class Ledger {
   private sweeping = false;
 
   constructor(private readonly deps: LedgerDeps) {
-    this.batcher = new LedgerBatcher(deps.db, deps.log, { inFlightBatches: deps.inFlightBatches, batchWindowMs: deps.batchWindowMs });
+    this.batcher = new LedgerBatcher(deps.db, deps.log, { inFlightBatches: deps.inFlightBatches, batchWindowMs: deps.batchWindowMs, vault: deps.keys });
   }
 
   private async run(ctx: WriteCtx, cmd: LedgerCommand, render: Render, action: string, target: { type: string; id: string }): Promise<StoredResponse> {
-    const scope: IdemScope = {
-      tenantId: ctx.principal.tenantId, key: ctx.key, method: ctx.method, path: ctx.path,
-      requestHash: requestHash(ctx.method, ctx.path, ctx.body),
-    };
+    const scope = writeScope(ctx);
     // No look-up of the key before queueing: the batch claims it (a replay or a conflicting
     // request loses the claim and is answered from the stored response after the commit), so a
     // first request costs no extra round trip.

@@ -3,6 +3,7 @@ import type { Db } from '../db/pool.ts';
 import { AppError } from '../http/errors.ts';
 import type { RequestContext } from '../http/route.ts';
 import { authenticate, type Caller } from '../identity/tokens.ts';
+import { principalOf } from '../idempotency/idempotency.ts';
 import type { KeyStore } from '../keys/keys.ts';
 
 export interface PaymentsDeps {
@@ -19,6 +20,9 @@ export async function customerOf(deps: PaymentsDeps, ctx: AnyCtx, minAal = 1): P
   if (caller.aal < minAal) throw new AppError('MFA_REQUIRED', `this operation needs AAL ${minAal}; complete a step-up`);
   return caller;
 }
+
+/** Whose Idempotency-Keys these are: the customer core verified (issue 13 item 3). */
+export const keyOwnerOf = (caller: Caller) => ({ tenantId: caller.tenantId, principal: principalOf('customer', caller.customerId) });
 
 /** The edge decision a request rode on, for audit records (policy and registry versions). */
 export function decisionOf(ctx: AnyCtx): Record<string, string> {

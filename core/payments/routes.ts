@@ -1,10 +1,10 @@
 /** Transfer routes (SPEC 4.3): POST /v1/transfers and /v1/transfers/confirm, idempotent. */
 import { Type } from '@sinclair/typebox';
-import { idempotencyKeyOf, requestHash, toReply, withIdempotency } from '../idempotency/idempotency.ts';
+import { scopeOf, toReply, withIdempotency } from '../idempotency/idempotency.ts';
 import { origOf } from '../identity/challenge.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import { beneficiaryRoutes } from './beneficiaries.ts';
-import { bearerHeader, customerOf, decisionOf, idempotencyHeaderRequired, type PaymentsDeps } from './context.ts';
+import { bearerHeader, customerOf, decisionOf, idempotencyHeaderRequired, keyOwnerOf, type PaymentsDeps } from './context.ts';
 import { historyRoutes } from './history.ts';
 import { confirmTransfer, createTransfer } from './transfers.ts';
 
@@ -39,13 +39,12 @@ export function paymentRoutes(deps: PaymentsDeps): RouteSpec[] {
       responses: { 200: { description: 'Pending transfer with fee and total', schema: Transfer } },
       handler: async (ctx) => {
         const caller = await customerOf(deps, ctx, 1);
-        const key = idempotencyKeyOf(ctx.headers);
-        const scope = { tenantId: caller.tenantId, key, method: 'POST', path: ctx.path, requestHash: requestHash('POST', ctx.path, ctx.body) };
+        const scope = scopeOf(ctx, keyOwnerOf(caller), ctx.body);
         const facts = {
           orig: origOf('POST', ctx.path, ctx.rawBody), intentDeviceId: ctx.headers['x-intent-device-id'], intentSignature: ctx.headers['x-intent-signature'],
           requestId: ctx.requestId, decision: decisionOf(ctx),
         };
-        const res = await withIdempotency(deps.db, scope, async (q) => ({ status: 200, body: await createTransfer(q, caller, ctx.body, facts, deps.now()) }));
+        const res = await withIdempotency(deps, scope, async (q) => ({ status: 200, body: await createTransfer(q, caller, ctx.body, facts, deps.now()) }));
         return toReply(res);
       },
     }),
@@ -56,10 +55,9 @@ export function paymentRoutes(deps: PaymentsDeps): RouteSpec[] {
       responses: { 200: { description: 'Posted transfer', schema: Transfer } },
       handler: async (ctx) => {
         const caller = await customerOf(deps, ctx, 2);
-        const key = idempotencyKeyOf(ctx.headers);
-        const scope = { tenantId: caller.tenantId, key, method: 'POST', path: ctx.path, requestHash: requestHash('POST', ctx.path, ctx.body) };
+        const scope = scopeOf(ctx, keyOwnerOf(caller), ctx.body);
         const facts = { orig: origOf('POST', ctx.path, ctx.rawBody), intentDeviceId: undefined, intentSignature: undefined, requestId: ctx.requestId, decision: decisionOf(ctx) };
-        const res = await withIdempotency(deps.db, scope, (q) => confirmTransfer(q, caller, ctx.body.transferId, facts, deps.now()));
+        const res = await withIdempotency(deps, scope, (q) => confirmTransfer(q, caller, ctx.body.transferId, facts, deps.now()));
         return toReply(res);
       },
     }),

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { pruneOnce, pruneRules } from '../../core/housekeeping/prune.ts';
+import { idempotencyRetention, pruneOnce, pruneRules } from '../../core/housekeeping/prune.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 
 describe('housekeeping', () => {
@@ -48,7 +48,7 @@ describe('housekeeping', () => {
     }
 
     const counts = await pruneOnce(t.db, 2);
-    assert.deepEqual(counts, { edge_replay: 3, used_challenges: 3, otp_codes: 1, phone_verifications: 1, refresh_tokens: 1, auth_throttle: 2 });
+    assert.deepEqual(counts, { edge_replay: 3, used_challenges: 3, otp_codes: 1, phone_verifications: 1, refresh_tokens: 1, auth_throttle: 2, idempotency_keys: 0 });
     assert.deepEqual(Object.keys(counts), pruneRules.map((r) => r.table));
 
     assert.deepEqual(await names('SELECT value AS n FROM edge_replay'), ['live', 'recent'], 'expired a minute ago: kept for clock skew');
@@ -58,6 +58,17 @@ describe('housekeeping', () => {
     assert.deepEqual(await names(`SELECT convert_from(token_hash, 'UTF8') AS n FROM refresh_tokens`), ['two-days-past']);
     assert.deepEqual(await names(`SELECT convert_from(key, 'UTF8') AS n FROM auth_throttle`), ['fresh', 'stale-but-locked', 'stale-but-needs-otp']);
 
-    assert.deepEqual(await pruneOnce(t.db), { edge_replay: 0, used_challenges: 0, otp_codes: 0, phone_verifications: 0, refresh_tokens: 0, auth_throttle: 0 }, 'a second run finds nothing');
+    assert.deepEqual(await pruneOnce(t.db), { edge_replay: 0, used_challenges: 0, otp_codes: 0, phone_verifications: 0, refresh_tokens: 0, auth_throttle: 0, idempotency_keys: 0 }, 'a second run finds nothing');
+  });
+
+  it('keeps idempotency records for the retention (7 days), sealed secrets included, then deletes them', async () => {
+    assert.equal(idempotencyRetention, '7 days');
+    for (const [key, age] of [['kept-six-days', '6 days 23 hours'], ['gone-eight-days', '8 days'], ['gone-legacy-8d', '8 days'], ['kept-fresh-key', '1 minute']] as [string, string][]) {
+      await q(`INSERT INTO idempotency_keys (tenant_id, key, principal, method, path, request_hash, response_status, response_body, response_sealed, created_at)
+               VALUES ('ta', $1, $2, 'POST', '/v1/webhooks', 'h', 201, '{"secret":"[redacted]"}', '\\x00', now() - $3::interval)`, [key, key.includes('legacy') ? 'legacy' : 'staff:s1', age]);
+    }
+    const counts = await pruneOnce(t.db);
+    assert.equal(counts.idempotency_keys, 2);
+    assert.deepEqual(await names(`SELECT key AS n FROM idempotency_keys WHERE tenant_id = 'ta'`), ['kept-fresh-key', 'kept-six-days']);
   });
 });

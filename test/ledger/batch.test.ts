@@ -147,21 +147,25 @@ describe('ledger set-based posting batch', () => {
     await assert.rejects(t.db.query('DELETE FROM ledger_postings WHERE tenant_id = $1', [tenant]), /append-only/);
   });
 
-  it('ledger_apply_keyed claims keys in the batch: a key taken before or repeated in the batch is not run (null), the first occurrence keeps its own hash', async () => {
-    const key = (k: string, hash: string) => ({ tenant, key: k, method: 'POST', path: '/v1/core/postings', hash });
-    await t.db.query(`INSERT INTO idempotency_keys (tenant_id, key, method, path, request_hash, response_status, response_body) VALUES ($1, 'taken-key-1', 'POST', '/v1/core/postings', 'h0', 201, '{}')`, [tenant]);
-    const cmds = [0, 1, 2, 3].map(() => post([[kes[4]!, 'debit', '0.010000'], [kes[5]!, 'credit', '0.010000']]));
-    const keys = [key('dup-key-01', 'first'), key('taken-key-1', 'h1'), key('dup-key-01', 'second'), null];
+  it('ledger_apply_keyed claims keys per (tenant, key, principal): a key taken before or repeated in the batch is not run (null), the first occurrence keeps its own hash; another principal\'s key of the same value runs; a legacy record is never claimed', async () => {
+    const key = (k: string, hash: string, principal = 'client:cc_one') => ({ tenant, key: k, principal, method: 'POST', path: '/v1/core/postings', hash });
+    await t.db.query(`INSERT INTO idempotency_keys (tenant_id, key, principal, method, path, request_hash, response_status, response_body) VALUES ($1, 'taken-key-1', 'client:cc_one', 'POST', '/v1/core/postings', 'h0', 201, '{}')`, [tenant]);
+    await t.db.query(`INSERT INTO idempotency_keys (tenant_id, key, principal, method, path, request_hash, response_status, response_body) VALUES ($1, 'legacy-key-1', 'legacy', 'POST', '/v1/core/postings', 'h0', 201, '{}')`, [tenant]);
+    const cmds = [0, 1, 2, 3, 4, 5].map(() => post([[kes[4]!, 'debit', '0.010000'], [kes[5]!, 'credit', '0.010000']]));
+    const keys = [key('dup-key-01', 'first'), key('taken-key-1', 'h1'), key('dup-key-01', 'second'), null, key('taken-key-1', 'h1', 'client:pk_live_other'), key('legacy-key-1', 'h0')];
     const before = (await t.db.query<{ n: number }>('SELECT count(*)::int AS n FROM ledger_postings')).rows[0]!.n;
     const { rows } = await t.db.query<{ r: ({ ok: boolean } | null)[] }>('SELECT ledger_apply_keyed($1::jsonb, $2::jsonb) AS r', [JSON.stringify(keys), JSON.stringify(cmds)]);
-    assert.deepEqual(rows[0]!.r.map((r) => (r === null ? null : r.ok)), [true, null, null, true]);
-    assert.equal((await t.db.query<{ n: number }>('SELECT count(*)::int AS n FROM ledger_postings')).rows[0]!.n, before + 2);
+    assert.deepEqual(rows[0]!.r.map((r) => (r === null ? null : r.ok)), [true, null, null, true, true, null]);
+    assert.equal((await t.db.query<{ n: number }>('SELECT count(*)::int AS n FROM ledger_postings')).rows[0]!.n, before + 3);
     const stored = await t.db.query<{ request_hash: string }>(`SELECT request_hash FROM idempotency_keys WHERE tenant_id = $1 AND key = 'dup-key-01'`, [tenant]);
     assert.equal(stored.rows[0]?.request_hash, 'first');
+    const owners = await t.db.query<{ principal: string }>(`SELECT principal FROM idempotency_keys WHERE tenant_id = $1 AND key = 'taken-key-1' ORDER BY principal`, [tenant]);
+    assert.deepEqual(owners.rows.map((r) => r.principal), ['client:cc_one', 'client:pk_live_other']);
+    await assert.rejects(t.db.query('SELECT ledger_apply_keyed($1::jsonb, $2::jsonb)', [JSON.stringify([{ tenant, key: 'no-principal-1', method: 'POST', path: '/', hash: 'h' }]), JSON.stringify([cmds[0]])]), /without its principal/);
   });
 
   it('ledger_apply_keyed: a second batch with a key in flight waits for the first, then does not run it', async () => {
-    const k = { tenant, key: 'inflight-key-1', method: 'POST', path: '/v1/core/postings', hash: 'h' };
+    const k = { tenant, key: 'inflight-key-1', principal: 'client:cc_one', method: 'POST', path: '/v1/core/postings', hash: 'h' };
     const cmd = () => post([[kes[6]!, 'debit', '0.010000'], [kes[7]!, 'credit', '0.010000']]);
     const a = new pg.Client({ connectionString: t.url });
     const b = new pg.Client({ connectionString: t.url });

@@ -3,6 +3,7 @@
  * marked `content-class: secret` (e.g. SMS with one-time codes) are never returned.
  */
 import { Type } from '@sinclair/typebox';
+import type { Queryable } from '../../db/pool.ts';
 import { AppError } from '../../http/errors.ts';
 import type { RouteSpec } from '../../http/route.ts';
 import { maxGraceS } from '../../keys/keys.ts';
@@ -18,8 +19,32 @@ const oView = (r: OutboxRow, full: boolean) => ({
   ...(full ? { payload: secret(r) ? '[redacted]' : r.payload, headers: r.headers } : {}),
 });
 
-interface IdemRow { key: string; method: string; path: string; request_hash: string; response_status: number | null; response_body: string | null; created_at: Date }
-const iView = (r: IdemRow, body: boolean) => ({ key: r.key, method: r.method, path: r.path, request_hash: r.request_hash, response_status: r.response_status, created_at: r.created_at.toISOString(), ...(body ? { response_body: r.response_body } : {}) });
+/**
+ * Idempotency records (issue 13 items 3 and 7): a key value is unique per (tenant, principal), so
+ * each record shows its principal (`legacy` for records written before keys were scoped to
+ * callers) and one record is addressed by key and, when several principals used that key value,
+ * `?principal=`. The stored body shown is the redacted one: a response that carried a secret is
+ * sealed at rest and only its caller's replay opens it (`secret_redacted`).
+ */
+interface IdemRow { key: string; principal: string; method: string; path: string; request_hash: string; response_status: number | null; response_body: string | null; secret_redacted: boolean; created_at: Date }
+const iCols = 'key, principal, method, path, request_hash, response_status, response_body, response_sealed IS NOT NULL AS secret_redacted, created_at';
+const iView = (r: IdemRow, body: boolean) => ({
+  key: r.key, principal: r.principal, method: r.method, path: r.path, request_hash: r.request_hash, response_status: r.response_status,
+  secret_redacted: r.secret_redacted, created_at: r.created_at.toISOString(), ...(body ? { response_body: r.response_body } : {}),
+});
+const IdemKey = Type.Object({ key: Type.String({ pattern: '^[A-Za-z0-9._:-]{8,128}$' }) });
+const Principal = Type.String({ minLength: 1, maxLength: 300, description: 'the record\'s principal (as listed); needed when several principals used this key value' });
+const IdemAddress = Type.Object({ principal: Type.Optional(Principal) });
+
+/** The one record a key (and optional principal) names: 404 when none, 409 when the key alone is ambiguous. */
+async function oneRecord(q: Queryable, tenantId: string, key: string, principal: string | undefined): Promise<IdemRow> {
+  const { rows } = await q.query<IdemRow>(
+    `SELECT ${iCols} FROM idempotency_keys WHERE tenant_id = $1 AND key = $2 AND ($3::text IS NULL OR principal = $3) ORDER BY principal LIMIT 2`,
+    [tenantId, key, principal ?? null]);
+  if (!rows[0]) throw new AppError('IDEMPOTENCY_NOT_FOUND', `no idempotency record ${key}${principal === undefined ? '' : ` of ${principal}`}`);
+  if (rows.length > 1) throw new AppError('CONFLICT', `several principals used the key ${key}: name one with ?principal= (GET /v1/idempotency?key= lists them)`);
+  return rows[0];
+}
 
 export function opsRoutes(deps: AdminDeps): RouteSpec[] {
   const OutboxParams = Type.Object({ id: Uuid });
@@ -83,36 +108,37 @@ export function opsRoutes(deps: AdminDeps): RouteSpec[] {
     }),
     adminRoute(deps, {
       method: 'GET', path: '/v1/idempotency', operationId: 'searchIdempotency', summary: 'Search idempotency records by key, method, path, date (Ops only)', tags: ['admin.idempotency'], roles: opsOnly, mode: 'read',
-      query: Type.Object({ ...pageQuery, key: Type.Optional(Type.String({ maxLength: 128 })), method: Type.Optional(Type.String({ maxLength: 8 })), path: Type.Optional(Type.String({ maxLength: 256 })), from: Type.Optional(Type.String({ format: 'date-time' })), to: Type.Optional(Type.String({ format: 'date-time' })) }),
-      responses: { 200: { description: 'A page of records (metadata only)' } },
+      query: Type.Object({ ...pageQuery, key: Type.Optional(Type.String({ maxLength: 128 })), principal: Type.Optional(Principal), method: Type.Optional(Type.String({ maxLength: 8 })), path: Type.Optional(Type.String({ maxLength: 256 })), from: Type.Optional(Type.String({ format: 'date-time' })), to: Type.Optional(Type.String({ format: 'date-time' })) }),
+      responses: { 200: { description: 'A page of records (metadata only, with each record\'s principal)' } },
       read: async (ctx, caller) => {
-        const page = await deps.pages.open(ctx, caller.tenantId, 1);
-        const after = page.after?.[0];
+        const page = await deps.pages.open(ctx, caller.tenantId, 2);
+        const [afterKey, afterPrincipal] = page.after ?? [];
         const { rows } = await deps.db.query<IdemRow>(
-          `SELECT key, method, path, request_hash, response_status, response_body, created_at FROM idempotency_keys
+          `SELECT ${iCols} FROM idempotency_keys
             WHERE tenant_id = $1 AND ($2::text IS NULL OR key LIKE $2 || '%') AND ($3::text IS NULL OR method = upper($3)) AND ($4::text IS NULL OR path LIKE $4 || '%')
-              AND ($5::timestamptz IS NULL OR created_at >= $5) AND ($6::timestamptz IS NULL OR created_at < $6) AND ($7::text IS NULL OR key > $7) ORDER BY key LIMIT $8`,
-          [caller.tenantId, ctx.query.key ?? null, ctx.query.method ?? null, ctx.query.path ?? null, ctx.query.from ?? null, ctx.query.to ?? null, after ?? null, page.limit + 1]);
-        const { items, next_cursor } = page.finish(rows, (r) => [r.key]);
+              AND ($5::timestamptz IS NULL OR created_at >= $5) AND ($6::timestamptz IS NULL OR created_at < $6) AND ($7::text IS NULL OR (key, principal) > ($7, $8::text))
+              AND ($10::text IS NULL OR principal = $10) ORDER BY key, principal LIMIT $9`,
+          [caller.tenantId, ctx.query.key ?? null, ctx.query.method ?? null, ctx.query.path ?? null, ctx.query.from ?? null, ctx.query.to ?? null,
+            afterKey === undefined ? null : String(afterKey), afterPrincipal === undefined ? null : String(afterPrincipal), page.limit + 1, ctx.query.principal ?? null]);
+        const { items, next_cursor } = page.finish(rows, (r) => [r.key, r.principal]);
         return { status: 200, body: { items: items.map((r) => iView(r, false)), next_cursor } };
       },
     }),
     adminRoute(deps, {
-      method: 'GET', path: '/v1/idempotency/{key}', operationId: 'getIdempotency', summary: 'One record: metadata; the stored body only for Admin (Internal)', tags: ['admin.idempotency'], roles: operators, mode: 'read',
-      params: Type.Object({ key: Type.String({ pattern: '^[A-Za-z0-9._:-]{8,128}$' }) }), responses: { 200: { description: 'The record' } },
+      method: 'GET', path: '/v1/idempotency/{key}', operationId: 'getIdempotency', summary: 'One record (?principal= when several principals used the key): metadata; the stored body, secrets redacted, only for Admin (Internal)', tags: ['admin.idempotency'], roles: operators, mode: 'read',
+      params: IdemKey, query: IdemAddress, responses: { 200: { description: 'The record' } },
       read: async (ctx, caller) => {
-        const { rows } = await deps.db.query<IdemRow>('SELECT key, method, path, request_hash, response_status, response_body, created_at FROM idempotency_keys WHERE tenant_id = $1 AND key = $2', [caller.tenantId, ctx.params.key]);
-        if (!rows[0]) throw new AppError('IDEMPOTENCY_NOT_FOUND', `no idempotency record ${ctx.params.key}`);
-        return { status: 200, body: iView(rows[0], caller.roles.includes('admin')) };
+        const row = await oneRecord(deps.db, caller.tenantId, ctx.params.key, ctx.query.principal);
+        return { status: 200, body: iView(row, caller.roles.includes('admin')) };
       },
     }),
     adminRoute(deps, {
-      method: 'DELETE', path: '/v1/idempotency/{key}', operationId: 'purgeIdempotency', summary: 'Purge a record (Admin or Ops)', tags: ['admin.idempotency'], roles: operators, mode: 'write',
-      params: Type.Object({ key: Type.String({ pattern: '^[A-Za-z0-9._:-]{8,128}$' }) }), responses: { 204: { description: 'Purged' } },
+      method: 'DELETE', path: '/v1/idempotency/{key}', operationId: 'purgeIdempotency', summary: 'Purge a record (Admin or Ops; ?principal= when several principals used the key)', tags: ['admin.idempotency'], roles: operators, mode: 'write',
+      params: IdemKey, query: IdemAddress, responses: { 204: { description: 'Purged' } },
       write: async (ctx, w) => {
-        const { rowCount } = await w.q.query('DELETE FROM idempotency_keys WHERE tenant_id = $1 AND key = $2', [w.caller.tenantId, ctx.params.key]);
-        if (!rowCount) throw new AppError('IDEMPOTENCY_NOT_FOUND', `no idempotency record ${ctx.params.key}`);
-        await w.audit('idempotency.purge', { type: 'idempotency', id: ctx.params.key });
+        const row = await oneRecord(w.q, w.caller.tenantId, ctx.params.key, ctx.query.principal);
+        await w.q.query('DELETE FROM idempotency_keys WHERE tenant_id = $1 AND key = $2 AND principal = $3', [w.caller.tenantId, row.key, row.principal]);
+        await w.audit('idempotency.purge', { type: 'idempotency', id: ctx.params.key }, { principal: row.principal });
         return { status: 204 };
       },
     }),

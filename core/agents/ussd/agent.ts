@@ -62,7 +62,7 @@ export async function agentMenu(deps: AgentDeps, ctx: AnyCtx, tenantId: string, 
     if (a3 === undefined) return con(`Cash-in ${money(amount, a.currency)} to ${customer}?\nEnter PIN to confirm`);
     if (!isPin(a3)) return end('A PIN is 4 to 6 digits.');
     if (!(await pinOk(a3))) return end('Wrong PIN.');
-    return once(deps.db, tenantId, agentRoute, form, (q) => cashIn(deps, q, tenantId, a, customer, a2, form, ctx.requestId));
+    return once(deps, ctx, tenantId, agentRoute, form, (q) => cashIn(deps, q, tenantId, a, customer, a2, form, ctx.requestId));
   }
   return invalidChoice;
 }

@@ -1,7 +1,8 @@
 /** Shared steps of the USSD menus: the final step run once per session, amounts, wallets. */
-import type { Db, Queryable } from '../../db/pool.ts';
+import type { Queryable } from '../../db/pool.ts';
 import { AppError, isErrorCode } from '../../http/errors.ts';
-import { requestHash, withIdempotency } from '../../idempotency/idempotency.ts';
+import { principalOf, requestHash, withIdempotency } from '../../idempotency/idempotency.ts';
+import type { AgentDeps, AnyCtx } from '../context.ts';
 import { minorUnitsOf } from '../../ledger/currency.ts';
 import { format, parseAmount, type Micro } from '../../ledger/money.ts';
 import { end, messageOf, sessionKey, type UssdRequest } from './protocol.ts';
@@ -9,13 +10,13 @@ import { end, messageOf, sessionKey, type UssdRequest } from './protocol.ts';
 /**
  * Run the money step of a session once: a gateway retrying the same final request gets the
  * first answer. The key and hash leave out the last answer (the PIN): nothing stored lets
- * anyone recover a PIN from a session id.
+ * anyone recover a PIN from a session id. The key is the calling gateway's (issue 13 item 3).
  */
-export async function once(db: Db, tenantId: string, route: string, form: UssdRequest, fn: (q: Queryable) => Promise<string>): Promise<string> {
+export async function once(deps: AgentDeps, ctx: AnyCtx, tenantId: string, route: string, form: UssdRequest, fn: (q: Queryable) => Promise<string>): Promise<string> {
   const answers = (form.text ?? '').split('*');
   const withoutPin = answers.slice(0, -1).join('*');
-  const stored = await withIdempotency(db, {
-    tenantId, key: sessionKey(tenantId, route, form.sessionId, withoutPin), method: 'POST', path: route,
+  const stored = await withIdempotency(deps, {
+    tenantId, principal: principalOf('service', ctx.identity.principalId), key: sessionKey(tenantId, route, form.sessionId, withoutPin), method: 'POST', path: route,
     requestHash: requestHash('POST', route, { sessionId: form.sessionId, phoneNumber: form.phoneNumber, answers: withoutPin }),
   }, async (q) => ({ status: 200, body: { text: await fn(q) } }));
   const body: unknown = JSON.parse(stored.body);

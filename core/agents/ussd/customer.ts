@@ -153,7 +153,7 @@ export async function customerMenu(deps: AgentDeps, ctx: AnyCtx, tenantId: strin
     if (a3 === undefined) return con(`Send ${money(amount, currency)} to ${to}?\nEnter PIN to confirm`);
     if (!isPin(a3)) return pinFormat;
     if (!(await pinOk(a3))) return badPin;
-    return once(deps.db, tenantId, customerRoute, form, (q) => sendMoney(deps, q, tenantId, c, to, a2, form, ctx.requestId));
+    return once(deps, ctx, tenantId, customerRoute, form, (q) => sendMoney(deps, q, tenantId, c, to, a2, form, ctx.requestId));
   }
   if (choice === '3') {
     const pending = await pendingCashouts(deps.db, tenantId, c.id, deps.now());
@@ -167,7 +167,7 @@ export async function customerMenu(deps: AgentDeps, ctx: AnyCtx, tenantId: strin
     if (a3 !== undefined) return invalidChoice;
     if (!isPin(a2)) return pinFormat;
     if (!(await pinOk(a2))) return badPin;
-    return once(deps.db, tenantId, customerRoute, form, (q) => approveCashout(deps, q, tenantId, c, pick.id, ctx.requestId));
+    return once(deps, ctx, tenantId, customerRoute, form, (q) => approveCashout(deps, q, tenantId, c, pick.id, ctx.requestId));
   }
   return invalidChoice;
 }
