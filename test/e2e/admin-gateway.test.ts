@@ -9,6 +9,7 @@ import { startStack, type Stack } from '../../bin/stack.ts';
 import { enqueue } from '../../core/outbox/outbox.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { call, type Res } from '../helpers/http.ts';
+import { signRequest } from '../../lib/api-key-signing.ts';
 
 /**
  * Issue 6 end to end through the dev gateway with nothing mocked: the demo service tokens
@@ -114,6 +115,62 @@ describe('administration API through the gateway', () => {
     assert.equal((await admin('GET', '/v1/countries/UG')).json.code, 'COUNTRY_NOT_FOUND');
     const audit = await as('readOnly')('GET', '/v1/audit?action=outbox.retry');
     assert.equal(audit.json.items[0]?.actor.type, 'staff');
+  });
+
+  it('a webhook secret is shown once: GET /v1/idempotency/{key} never returns it, the creator\'s replay does', async () => {
+    const admin = as('admin');
+    const key = { 'idempotency-key': `hook-${randomUUID()}` };
+    // A name that never resolves (.invalid): accepted at create, and nothing here sends to it.
+    const body = { url: 'https://idempotency-e2e.invalid/hook', events: ['transfer.completed'] };
+    const made = await admin('POST', '/v1/webhooks', { json: body, headers: key });
+    assert.equal(made.status, 201, made.text);
+    const secret: string = made.json.secret;
+    assert.match(secret, /^whsec_/);
+    const record = await admin('GET', `/v1/idempotency/${key['idempotency-key']}`);
+    assert.equal(record.status, 200, record.text);
+    assert.ok(!record.text.includes(secret) && !record.text.includes('whsec_'), record.text);
+    assert.equal(JSON.parse(record.json.response_body).secret, '[redacted]');
+    assert.equal(record.json.principal.startsWith('staff:'), true);
+    const listed = await as('ops')('GET', `/v1/idempotency?key=${key['idempotency-key']}`);
+    assert.equal(listed.json.items.length, 1);
+    assert.ok(!listed.text.includes('whsec_'));
+    const { rows } = await tdb.db.query(`SELECT 1 FROM idempotency_keys WHERE key = $1 AND (response_body LIKE '%whsec_%' OR position($2::bytea IN response_sealed) > 0)`, [key['idempotency-key'], Buffer.from(secret)]);
+    assert.equal(rows.length, 0, 'not in clear at rest');
+    const replay = await admin('POST', '/v1/webhooks', { json: body, headers: key });
+    assert.equal(replay.headers['idempotent-replayed'], 'true');
+    assert.equal(replay.json.secret, secret, 'a replay by the same caller returns the original response');
+  });
+
+  it('two API keys of one tenant never share an Idempotency-Key: the same key and body post twice, each replays its own', async () => {
+    const demo = JSON.parse(await readFile(join(dataDir, 'demo.json'), 'utf8')) as { settlementAccounts: Record<string, string> };
+    const keys: { id: string; secret: string }[] = [];
+    for (const name of ['idem-one', 'idem-two']) {
+      const k = await as('admin')('POST', '/api-keys', { json: { name, scopes: ['core:write'] } });
+      assert.equal(k.status, 201, k.text);
+      keys.push({ id: k.json.id, secret: k.json.secret });
+    }
+    const signed = (k: { id: string; secret: string }, path: string, json: unknown, idem: string) => {
+      const payload = JSON.stringify(json);
+      return call(gw, 'POST', path, { body: payload, headers: {
+        'content-type': 'application/json', 'x-request-id': randomUUID(), 'idempotency-key': idem, ...signRequest({ method: 'POST', path, body: payload, keyId: k.id, secret: k.secret }),
+      } });
+    };
+    const [one, two] = keys as [{ id: string; secret: string }, { id: string; secret: string }];
+    const account = await signed(one, '/v1/core/accounts', { owner_type: 'customer', owner_id: `idem-${randomUUID().slice(0, 8)}`, product_code: 'WALLET_MAIN', currency: 'KES' }, `acct-${randomUUID()}`);
+    assert.equal(account.status, 201, account.text);
+    const posting = { currency: 'KES', entries: [{ account_id: demo.settlementAccounts.KES, side: 'debit', amount: '1.00' }, { account_id: account.json.id, side: 'credit', amount: '1.00' }] };
+    const idem = `post-${randomUUID()}`;
+    const first = await signed(one, '/v1/core/postings', posting, idem);
+    assert.equal(first.status, 201, first.text);
+    const second = await signed(two, '/v1/core/postings', posting, idem);
+    assert.equal(second.status, 201, second.text);
+    assert.equal(second.headers['idempotent-replayed'], undefined, 'not the other key\'s stored response');
+    assert.notEqual(second.json.id, first.json.id);
+    const again = await signed(one, '/v1/core/postings', posting, idem);
+    assert.equal(again.headers['idempotent-replayed'], 'true');
+    assert.equal(again.json.id, first.json.id);
+    const { rows } = await tdb.db.query<{ principal: string }>('SELECT principal FROM idempotency_keys WHERE key = $1 ORDER BY principal', [idem]);
+    assert.deepEqual(rows.map((r) => r.principal), [`client:${one.id}`, `client:${two.id}`].sort());
   });
 
   it('staff manage a tenant their tenant created (owner tuple) through the gateway, and no other tenant', async () => {

@@ -333,6 +333,34 @@ describe('customer transfers through the gateway', () => {
     assert.equal(rows[0]?.status, 'EXPIRED');
   });
 
+  it('keeps each customer\'s Idempotency-Keys their own: another customer\'s replay of a key runs as their own request and cannot poison it', async () => {
+    await fund(alice.wallet, '100.00');
+    const t = await transfer(alice, bobBeneficiary, '3.00');
+    assert.equal(t.final.status, 200, t.final.text);
+    const key = { 'idempotency-key': `cf-${randomUUID()}` };
+    const mine = await call(gw, 'POST', '/v1/transfers/confirm', { json: { transferId: t.final.json.id }, headers: { ...bearer(alice, t.token), ...key } });
+    assert.equal(mine.status, 200, mine.text);
+    assert.equal(mine.json.status, 'POSTED');
+    // Bob presents Alice's key with Alice's very request: his own confirm runs (not his transfer: 404), nothing of Alice's is shown.
+    const stolen = await withStepUp(bob, 'POST', '/v1/transfers/confirm', { transferId: t.final.json.id }, key, 'device');
+    assert.equal(stolen.final.status, 404, stolen.final.text);
+    assert.equal(stolen.final.headers['idempotent-replayed'], undefined);
+    assert.doesNotMatch(stolen.final.text, new RegExp(`${t.body.reference}|"fee"|"amount"`), 'neither amount, fee, payee nor reference of Alice\'s transfer');
+    const again = await call(gw, 'POST', '/v1/transfers/confirm', { json: { transferId: t.final.json.id }, headers: { ...bearer(alice, t.token), ...key } });
+    assert.equal(again.status, 200, again.text);
+    assert.equal(again.headers['idempotent-replayed'], 'true');
+    assert.deepEqual(again.json, mine.json, 'Alice\'s retry still gets her first answer');
+    // Bob uses a key before Alice does: Alice's later confirm with that key runs (no 409).
+    const t2 = await transfer(alice, bobBeneficiary, '2.00');
+    assert.equal(t2.final.status, 200, t2.final.text);
+    const early = { 'idempotency-key': `cf-${randomUUID()}` };
+    const poison = await withStepUp(bob, 'POST', '/v1/transfers/confirm', { transferId: t2.final.json.id }, early, 'device');
+    assert.equal(poison.final.status, 404, poison.final.text);
+    const later = await call(gw, 'POST', '/v1/transfers/confirm', { json: { transferId: t2.final.json.id }, headers: { ...bearer(alice, t2.token), ...early } });
+    assert.equal(later.status, 200, later.text);
+    assert.equal(later.json.status, 'POSTED');
+  });
+
   it('records transfer events in the outbox and audits each step with the policy and registry versions', async () => {
     const { rows } = await tdb.db.query<{ event: string }>(`SELECT DISTINCT event FROM outbox WHERE aggregate = 'transfer'`);
     const events = rows.map((r) => r.event).sort();
