@@ -12,7 +12,9 @@
  *   either way; the week keeps reuse forensics).
  * - auth_throttle: the window (at most a day, identity/throttle.ts) has passed, no lock is
  *   running and no OTP re-verification is pending: the next attempt would reset the row to
- *   exactly what a missing row gives.
+ *   exactly what a missing row gives. For address counters (identity/address-throttle.ts) that
+ *   includes their delay progression: windows of at most 6 h and delays of at most 12 h
+ *   (identity/settings.ts) mean a day without a failure has forgiven it.
  * Deletes run in batches (ctid lists) so no statement holds many row locks or runs long.
  */
 import type { Logger } from 'pino';
