@@ -1,7 +1,8 @@
 /**
  * Agent login and refresh (SPEC 5.3; issue 9 item 1), built from the customer identity blocks:
  * argon2id PIN check through the shared PinHasher (its semaphore), the lockout counters of
- * throttle.ts (per agent code HMAC, source address and device), the sessions and refresh-token
+ * throttle.ts (per agent code HMAC and device; the source address throttled past a
+ * carrier-NAT-sized threshold, address-throttle.ts), the sessions and refresh-token
  * tables, access tokens from tokens.ts. Guarantees, as for customers:
  * - Unknown tenant or agent, suspended agent, wrong PIN, unbound device and bad device proof
  *   all answer the same 401 INVALID_CREDENTIALS after the same argon2 work.
@@ -13,11 +14,12 @@
 import { AppError } from '../http/errors.ts';
 import { uuidv7 } from '../../lib/uuid.ts';
 import { auditAuth, clientIpOf } from '../identity/context.ts';
+import { addressCheck } from '../identity/address-throttle.ts';
 import { gated } from '../identity/login.ts';
 import { lookupKey, type TenantSecrets } from '../identity/secrets.ts';
 import { insertRefreshToken, revokeSession, sessionMaxAgeMs } from '../identity/sessions.ts';
 import { tenantSettings } from '../identity/settings.ts';
-import { admitAll, loginPolicy, phonePolicy, settleSuccess, type Check } from '../identity/throttle.ts';
+import { admitAll, loginPolicy, phonePolicy, refusalError, settleSuccess, type Check } from '../identity/throttle.ts';
 import { accessTtlS, hashRefreshToken, issueAccessToken } from '../identity/tokens.ts';
 import type { Queryable } from '../db/pool.ts';
 import type { AgentDeps, AnyCtx } from './context.ts';
@@ -66,7 +68,7 @@ export async function agentLogin(deps: AgentDeps, ctx: AnyCtx, input: LoginInput
   const { tenantId, agentCode, pin, device } = input;
   const settings = await tenantSettings(db, tenantId);
   const secrets = settings?.active ? await identity.secrets.get(tenantId) : undefined;
-  if (!secrets) {
+  if (!settings || !secrets) {
     await gated(() => identity.pins.verifyDummy(pin, undefined));
     throw invalid();
   }
@@ -74,7 +76,7 @@ export async function agentLogin(deps: AgentDeps, ctx: AnyCtx, input: LoginInput
   const agentKey = agentKeyOf(secrets, tenantId, agentCode);
   const checks: Check[] = [
     { scope: 'phone', key: agentKey, policy: phonePolicy },
-    { scope: 'ip', key: lookupKey(secrets.lookup, 'ip', tenantId, ip), policy: loginPolicy },
+    addressCheck(secrets, tenantId, ip, settings.addressThrottle),
     { scope: 'device', key: lookupKey(secrets.lookup, 'device', tenantId, device.deviceId), policy: loginPolicy },
   ];
   const anon = { type: 'anonymous', id: agentRef(agentKey) };
@@ -88,10 +90,7 @@ export async function agentLogin(deps: AgentDeps, ctx: AnyCtx, input: LoginInput
     if (!g.ok) await audit(q, false, g.reason, start);
     return g;
   });
-  if (!gate.ok) {
-    if (gate.reason === 'verification_required') throw new AppError('VERIFICATION_REQUIRED', 'too many failed attempts today: verify with a new code first');
-    throw new AppError('LOCKED', 'too many failed attempts; try again later', { headers: { 'retry-after': String(gate.retryAfterS) } });
-  }
+  if (!gate.ok) throw refusalError(gate);
   const row = await findAgentByCode(db, tenantId, agentCode);
   const usable = row && row.status === 'active' ? row : undefined;
   const pinOk = usable

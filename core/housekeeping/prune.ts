@@ -12,7 +12,9 @@
  *   either way; the week keeps reuse forensics).
  * - auth_throttle: the window (at most a day, identity/throttle.ts) has passed, no lock is
  *   running and no OTP re-verification is pending: the next attempt would reset the row to
- *   exactly what a missing row gives.
+ *   exactly what a missing row gives. For address counters (identity/address-throttle.ts) that
+ *   includes their delay progression: windows of at most 6 h and delays of at most 12 h
+ *   (identity/settings.ts) mean a day without a failure has forgiven it.
  * - idempotency_keys: a retention, not inertness (issue 13 item 3): a key is remembered for
  *   7 days after its first use, then the same key starts a new request. Stripe keeps keys 24
  *   hours; a week also covers a client whose retry queue is stuck over a weekend, so a late

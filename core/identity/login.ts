@@ -2,8 +2,9 @@
  * PIN login (SPEC 3 session "login", 5.2). Guarantees:
  * - Unknown tenant, unknown phone, phone without a PIN, inactive customer and wrong PIN all
  *   answer the same 401 INVALID_CREDENTIALS body after the same argon2 work (a dummy hash).
- * - Lockout (throttle.ts) counts per tenant+phone (HMAC), source address and device, and is
- *   applied identically to unknown phones, so a locked answer does not reveal a customer.
+ * - Lockout (throttle.ts) counts per tenant+phone (HMAC) and device, and is applied identically
+ *   to unknown phones, so a locked answer does not reveal a customer. The source address is
+ *   only throttled past a carrier-NAT-sized threshold (address-throttle.ts; issue 13 item 4).
  * - Every attempt writes an audit record; none contains the PIN.
  * - An older kdf_version is rehashed after the response, off the login's path.
  */
@@ -12,10 +13,11 @@ import type { RequestContext } from '../http/route.ts';
 import { uuidv7 } from '../../lib/uuid.ts';
 import { issueChallenge, origOf, type StepUpMethod } from './challenge.ts';
 import { auditAuth, clientIpOf, inBackground, phoneKeyOf, phoneRef, type IdentityDeps } from './context.ts';
+import { addressCheck } from './address-throttle.ts';
 import { lookupKey } from './secrets.ts';
 import { needsRehash, currentKdfVersion } from './pin.ts';
 import { createSession } from './sessions.ts';
-import { admitAll, loginPolicy, phonePolicy, settleSuccess, type Check } from './throttle.ts';
+import { admitAll, loginPolicy, phonePolicy, refusalError, settleSuccess, type Check } from './throttle.ts';
 import { accessTtlS, issueAccessToken } from './tokens.ts';
 import { tenantSettings } from './settings.ts';
 import { SemaphoreFull } from './semaphore.ts';
@@ -79,7 +81,7 @@ export async function login(deps: IdentityDeps, ctx: RequestContext<unknown, unk
   const phoneKey = phoneKeyOf(secrets, tenantId, phone);
   const checks: Check[] = [
     { scope: 'phone', key: phoneKey, policy: phonePolicy },
-    { scope: 'ip', key: lookupKey(secrets.lookup, 'ip', tenantId, ip), policy: loginPolicy },
+    addressCheck(secrets, tenantId, ip, settings.addressThrottle),
   ];
   if (device) checks.push({ scope: 'device', key: lookupKey(secrets.lookup, 'device', tenantId, device), policy: loginPolicy });
   const attrs = { ip, device: device ?? null, phone: phoneRef(phoneKey) };
@@ -94,12 +96,7 @@ export async function login(deps: IdentityDeps, ctx: RequestContext<unknown, unk
     if (!g.ok) await auditAuth(q, audit(false, g.reason), start);
     return g;
   });
-  if (!gate.ok) {
-    if (gate.reason === 'verification_required') {
-      throw new AppError('VERIFICATION_REQUIRED', 'too many failed attempts today: verify the phone with a new code first');
-    }
-    throw new AppError('LOCKED', 'too many failed attempts; try again later', { headers: { 'retry-after': String(gate.retryAfterS) } });
-  }
+  if (!gate.ok) throw refusalError(gate);
 
   const { rows } = await db.query<CredentialRow>(
     `SELECT c.id, c.status, cr.pin_hash, cr.pin_salt, cr.kdf_version FROM customers c

@@ -2,6 +2,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import type { Queryable } from '../db/pool.ts';
+import { defaultAddressPolicy, type AddressPolicy } from './address-throttle.ts';
 
 const Security = Type.Object({
   mfa_required_for_all_users: Type.Optional(Type.Boolean()),
@@ -12,10 +13,55 @@ const checkSecurity = TypeCompiler.Compile(Security);
 /** Idle timeout when a tenant sets none (NIST 800-63B AAL2 re-authentication after 30 min idle). */
 export const defaultSessionTimeoutMinutes = 30;
 
+/**
+ * `security.address_throttle` (issue 13 item 4): the per-address sign-in throttle, each field
+ * defaulting to defaultAddressPolicy. Bounds: fewer than 20 failures (four customers' full
+ * per-phone allowances) would lock a carrier NAT out again; the window (6 h) and the longest
+ * delay (12 h) stay short enough that a counter idle for a day is inert, which is when
+ * housekeeping deletes it (core/housekeeping/prune.ts).
+ */
+export const AddressThrottle = Type.Object({
+  failures: Type.Optional(Type.Integer({ minimum: 20, maximum: 100_000 })),
+  window_minutes: Type.Optional(Type.Integer({ minimum: 1, maximum: 6 * 60 })),
+  delay_seconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 3600 })),
+  max_delay_minutes: Type.Optional(Type.Integer({ minimum: 1, maximum: 12 * 60 })),
+}, { additionalProperties: false });
+const checkAddressThrottle = TypeCompiler.Compile(AddressThrottle);
+
+/** Every problem of a `security.address_throttle` value; [] when it may be stored (absent included). */
+export function addressThrottleProblems(value: unknown): string[] {
+  if (value === undefined) return [];
+  const problems = [...checkAddressThrottle.Errors(value)].map((e) => `address_throttle${e.path.replaceAll('/', '.')}: ${e.message}`);
+  if (problems.length === 0 && checkAddressThrottle.Check(value)) {
+    const p = addressPolicyOf(value);
+    if (p.maxDelayMs < p.delayMs) problems.push('address_throttle.max_delay_minutes: shorter than delay_seconds');
+  }
+  return problems;
+}
+
+function addressPolicyOf(v: Static<typeof AddressThrottle>): AddressPolicy {
+  const d = defaultAddressPolicy;
+  return {
+    failures: v.failures ?? d.failures,
+    windowMs: v.window_minutes !== undefined ? v.window_minutes * 60_000 : d.windowMs,
+    delayMs: v.delay_seconds !== undefined ? v.delay_seconds * 1000 : d.delayMs,
+    maxDelayMs: v.max_delay_minutes !== undefined ? v.max_delay_minutes * 60_000 : d.maxDelayMs,
+  };
+}
+
+const checkHolder = TypeCompiler.Compile(Type.Object({ address_throttle: Type.Optional(Type.Unknown()) }));
+
+/** The tenant's address throttle; a malformed value (refused at write) reads as the defaults. */
+function addressThrottleOf(security: unknown): AddressPolicy {
+  const value = checkHolder.Check(security) ? security.address_throttle : undefined;
+  return checkAddressThrottle.Check(value) && addressThrottleProblems(value).length === 0 ? addressPolicyOf(value) : defaultAddressPolicy;
+}
+
 export interface TenantAuthSettings {
   active: boolean;
   mfaRequiredForAll: boolean;
   sessionTimeoutMinutes: number;
+  addressThrottle: AddressPolicy;
 }
 
 /** undefined: no such tenant. Malformed settings fail closed (MFA on, default timeout). */
@@ -28,5 +74,6 @@ export async function tenantSettings(q: Queryable, tenantId: string): Promise<Te
     active: row.status === 'ACTIVE',
     mfaRequiredForAll: sec ? sec.mfa_required_for_all_users === true : true,
     sessionTimeoutMinutes: sec?.session_timeout_minutes ?? defaultSessionTimeoutMinutes,
+    addressThrottle: addressThrottleOf(row.security),
   };
 }

@@ -1,6 +1,7 @@
 /**
- * Lockout counters (SPEC 8): failures counted per tenant and scope key (phone, source address,
- * device; OTP verify and OTP send per phone), keys being HMACs, never raw values (SPEC 5.2).
+ * Lockout counters (SPEC 8): failures counted per tenant and scope key (phone, device; OTP
+ * verify and OTP send per phone), keys being HMACs, never raw values (SPEC 5.2). The source
+ * address (scope 'ip') is a throttle sized for carrier NAT, not a lockout: address-throttle.ts.
  *
  * Guarantees:
  * - An attempt is counted when it is admitted, before the secret is checked ("pessimistic"
@@ -13,7 +14,9 @@
  * - Counters of unknown phones behave exactly like those of known ones, so the answers match.
  * - A refused attempt is not counted anywhere.
  */
+import { AppError } from '../http/errors.ts';
 import type { Queryable } from '../db/pool.ts';
+import { addressSucceeded, admitAddress, type AddressPolicy } from './address-throttle.ts';
 
 export type Scope = 'phone' | 'ip' | 'device' | 'otp' | 'otp_send';
 
@@ -42,16 +45,19 @@ export interface Counter {
   windowStart: number;
   lockedUntil: number | undefined;
   needsOtp: boolean;
+  /** Address scope only: delays started in this and the window before (progression). */
+  strikes: number;
 }
 
+/** `locked`: the phone, device or code is locked out; `throttled`: the address is slowed down. */
 export type Admission =
   | { ok: true; next: Counter }
   | { ok: false; reason: 'verification_required' }
-  | { ok: false; reason: 'locked'; retryAfterS: number };
+  | { ok: false; reason: 'locked' | 'throttled'; retryAfterS: number };
 
 /** Pure decision for one key: refuse, or count the attempt (and lock ahead when due). */
 export function admit(row: Counter | undefined, now: number, policy: ThrottlePolicy): Admission {
-  let c: Counter = row ?? { fails: 0, dayFails: 0, windowStart: now, lockedUntil: undefined, needsOtp: false };
+  let c: Counter = row ?? { fails: 0, dayFails: 0, windowStart: now, lockedUntil: undefined, needsOtp: false, strikes: 0 };
   if (now - c.windowStart >= policy.windowMs) c = { ...c, fails: 0, dayFails: 0, windowStart: now };
   if (c.needsOtp) return { ok: false, reason: 'verification_required' };
   if (c.lockedUntil !== undefined && c.lockedUntil > now) {
@@ -62,7 +68,7 @@ export function admit(row: Counter | undefined, now: number, policy: ThrottlePol
   const over = fails - policy.threshold;
   const lockedUntil = over >= 0 ? now + Math.min(policy.lockMs * 2 ** Math.min(over, 20), policy.maxLockMs) : c.lockedUntil;
   const needsOtp = policy.dayLimit !== undefined && dayFails >= policy.dayLimit;
-  return { ok: true, next: { fails, dayFails, windowStart: c.windowStart, lockedUntil, needsOtp } };
+  return { ok: true, next: { ...c, fails, dayFails, lockedUntil, needsOtp } };
 }
 
 /** Pure: take back a counted attempt that succeeded. `reset` (phone, otp): consecutive count to 0. */
@@ -73,8 +79,12 @@ export function succeeded(c: Counter, reset: boolean): Counter {
 export interface Check {
   scope: Scope;
   key: Buffer;
-  policy: ThrottlePolicy;
+  /** An AddressPolicy (scope 'ip') throttles; a ThrottlePolicy locks out. */
+  policy: ThrottlePolicy | AddressPolicy;
 }
+
+const decide = (c: Check, row: Counter | undefined, now: number): Admission =>
+  ('failures' in c.policy ? admitAddress(row, now, c.policy) : admit(row, now, c.policy));
 
 interface Row {
   scope: Scope;
@@ -84,6 +94,7 @@ interface Row {
   window_start: Date;
   locked_until: Date | null;
   needs_otp: boolean;
+  strikes: number;
 }
 
 async function lockRows(q: Queryable, tenantId: string, checks: Check[], now: number): Promise<Map<string, Counter>> {
@@ -95,14 +106,14 @@ async function lockRows(q: Queryable, tenantId: string, checks: Check[], now: nu
     const { rows } = await q.query<Row>(
       `INSERT INTO auth_throttle (tenant_id, scope, key, window_start) VALUES ($1, $2, $3, to_timestamp($4 / 1000.0))
        ON CONFLICT (tenant_id, scope, key) DO UPDATE SET tenant_id = EXCLUDED.tenant_id
-       RETURNING scope, key, fails, day_fails, window_start, locked_until, needs_otp`,
+       RETURNING scope, key, fails, day_fails, window_start, locked_until, needs_otp, strikes`,
       [tenantId, c.scope, c.key, now],
     );
     const r = rows[0];
     if (r) {
       out.set(idOf(c), {
         fails: r.fails, dayFails: r.day_fails, windowStart: r.window_start.getTime(),
-        lockedUntil: r.locked_until?.getTime(), needsOtp: r.needs_otp,
+        lockedUntil: r.locked_until?.getTime(), needsOtp: r.needs_otp, strikes: r.strikes,
       });
     }
   }
@@ -114,25 +125,37 @@ const idOf = (c: { scope: string; key: Buffer }) => `${c.scope}:${c.key.toString
 async function write(q: Queryable, tenantId: string, c: Check, v: Counter): Promise<void> {
   await q.query(
     `UPDATE auth_throttle SET fails = $4, day_fails = $5, window_start = to_timestamp($6 / 1000.0),
-       locked_until = CASE WHEN $7::double precision IS NULL THEN NULL ELSE to_timestamp($7 / 1000.0) END, needs_otp = $8
+       locked_until = CASE WHEN $7::double precision IS NULL THEN NULL ELSE to_timestamp($7 / 1000.0) END, needs_otp = $8, strikes = $9
      WHERE tenant_id = $1 AND scope = $2 AND key = $3`,
-    [tenantId, c.scope, c.key, v.fails, v.dayFails, v.windowStart, v.lockedUntil ?? null, v.needsOtp],
+    [tenantId, c.scope, c.key, v.fails, v.dayFails, v.windowStart, v.lockedUntil ?? null, v.needsOtp, v.strikes],
   );
 }
 
 /**
  * Admit one attempt against every check, inside the caller's transaction: either every key
- * counts it, or none does and the first refusal is returned (OTP requirement before locks).
+ * counts it, or none does and one refusal is returned: the OTP requirement first, else the
+ * longest wait (its reason; a lock before a throttle of the same length) with that Retry-After.
  */
-export async function admitAll(q: Queryable, tenantId: string, checks: Check[], now: number): Promise<Admission & { retryAfterS?: number }> {
+export async function admitAll(q: Queryable, tenantId: string, checks: Check[], now: number): Promise<Admission> {
   const rows = await lockRows(q, tenantId, checks, now);
-  const decisions = checks.map((c) => ({ c, d: admit(rows.get(idOf(c)), now, c.policy) }));
+  const decisions = checks.map((c) => ({ c, d: decide(c, rows.get(idOf(c)), now) }));
   const needsOtp = decisions.find((x) => !x.d.ok && x.d.reason === 'verification_required');
   if (needsOtp) return needsOtp.d;
-  const locked = decisions.flatMap((x) => (!x.d.ok && x.d.reason === 'locked' ? [x.d.retryAfterS] : []));
-  if (locked.length > 0) return { ok: false, reason: 'locked', retryAfterS: Math.max(...locked) };
+  const waits = decisions.flatMap((x) => (!x.d.ok && x.d.reason !== 'verification_required' ? [x.d] : []));
+  const longest = waits.sort((a, b) => b.retryAfterS - a.retryAfterS || (a.reason === 'locked' ? -1 : 1))[0];
+  if (longest) return longest;
   for (const { c, d } of decisions) if (d.ok) await write(q, tenantId, c, d.next);
-  return { ok: true, next: { fails: 0, dayFails: 0, windowStart: now, lockedUntil: undefined, needsOtp: false } };
+  return { ok: true, next: { fails: 0, dayFails: 0, windowStart: now, lockedUntil: undefined, needsOtp: false, strikes: 0 } };
+}
+
+/** The answer to a refused sign-in attempt (customer and agent login). */
+export function refusalError(g: Exclude<Admission, { ok: true }>): AppError {
+  if (g.reason === 'verification_required') {
+    return new AppError('VERIFICATION_REQUIRED', 'too many failed attempts today: verify with a new code first');
+  }
+  const headers = { 'retry-after': String(g.retryAfterS) };
+  if (g.reason === 'throttled') return new AppError('ADDRESS_THROTTLED', 'too many failed sign-ins from this network; try again later', { headers });
+  return new AppError('LOCKED', 'too many failed attempts; try again later', { headers });
 }
 
 /** Take back the counted attempt of every check after a success (phone and otp reset to 0). */
@@ -140,7 +163,8 @@ export async function settleSuccess(q: Queryable, tenantId: string, checks: Chec
   const rows = await lockRows(q, tenantId, checks, now);
   for (const c of checks) {
     const row = rows.get(idOf(c));
-    if (row) await write(q, tenantId, c, succeeded(row, c.scope === 'phone' || c.scope === 'otp'));
+    if (!row) continue;
+    await write(q, tenantId, c, 'failures' in c.policy ? addressSucceeded(row, c.policy) : succeeded(row, c.scope === 'phone' || c.scope === 'otp'));
   }
 }
 

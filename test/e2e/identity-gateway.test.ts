@@ -55,6 +55,23 @@ describe('customer identity through the dev gateway and the edge policy', () => 
     access = login.json.accessToken;
   });
 
+  it('failed logins of other phones from this address (127.0.0.1) do not lock the customer out of it', async () => {
+    for (let i = 0; i < 6; i++) {
+      // Client-sent address headers are not believed: every attempt counts for the socket's address.
+      const spoof = { 'x-client-ip': `10.9.9.${i}`, 'x-forwarded-for': `10.8.8.${i}` };
+      const r = await call(gw, 'POST', '/customers/auth/login', { json: { tenantId: 'demo', phone: `+25470022200${i}`, pin: '9137' }, headers: spoof });
+      assert.equal(r.status, 401, r.text);
+      assert.equal(r.json.code, 'INVALID_CREDENTIALS');
+    }
+    const login = await call(gw, 'POST', '/customers/auth/login', { json: { tenantId: 'demo', phone, pin: '4826' } });
+    assert.equal(login.status, 200, login.text);
+    const { rows } = await tdb.db.query<{ ip: string; n: number }>(
+      `SELECT attrs->>'ip' AS ip, count(*)::int AS n FROM audit_log WHERE tenant_id = 'demo' AND action = 'auth.login' AND attrs->>'outcome' = 'unknown_or_no_pin' GROUP BY 1`);
+    assert.equal(rows.length, 1);
+    assert.match(rows[0]?.ip ?? '', /^(::ffff:)?127\.0\.0\.1$/);
+    assert.equal(rows[0]?.n, 6);
+  });
+
   it('lets the customer list their sessions through the edge; spoofed identity headers change nothing', async () => {
     const r = await call(gw, 'GET', '/customers/sessions', { headers: { authorization: `Bearer ${access}`, 'x-tenant-id': 'other', 'x-principal-id': 'someone' } });
     assert.equal(r.status, 200, r.text);

@@ -43,8 +43,9 @@ describe('housekeeping', () => {
       ['fresh', '-1 hour', null, false],
     ];
     for (const [key, window, locked, needsOtp] of throttle) {
-      await q(`INSERT INTO auth_throttle (tenant_id, scope, key, fails, window_start, locked_until, needs_otp)
-               VALUES ('ta', 'ip', $1, 3, now() + $2::interval, now() + $3::interval, $4)`, [Buffer.from(key), window, locked, needsOtp]);
+      // Address counters (scope 'ip') with a delay progression (strikes): inert after a quiet day too.
+      await q(`INSERT INTO auth_throttle (tenant_id, scope, key, fails, window_start, locked_until, needs_otp, strikes)
+               VALUES ('ta', 'ip', $1, 3, now() + $2::interval, now() + $3::interval, $4, 2)`, [Buffer.from(key), window, locked, needsOtp]);
     }
 
     const counts = await pruneOnce(t.db, 2);
