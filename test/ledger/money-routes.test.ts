@@ -7,10 +7,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { apply, postCmd } from '../../core/agents/ledger.ts';
+import { ApiKeys } from '../../core/apikeys/store.ts';
 import { defineRoute, type RouteSpec } from '../../core/http/route.ts';
 import { createCoreServer } from '../../core/http/server.ts';
 import { toReply } from '../../core/idempotency/idempotency.ts';
 import { writeCtx, type LedgerRouteDeps } from '../../core/ledger/http.ts';
+import { ledgerRoutes } from '../../core/ledger/routes.ts';
 import { IdParams } from '../../core/ledger/schemas.ts';
 import { Ledger } from '../../core/ledger/service.ts';
 import { createLogger } from '../../core/platform/log.ts';
@@ -26,6 +28,7 @@ describe('routes that move money must declare it', () => {
   let to = '';
   let origin = '';
   let close: () => Promise<void>;
+  const edgeSecret = 'edge-secret-for-this-test';
 
   /** A reversal through the batcher, and a posting through ledger_apply in a transaction. */
   function routes(deps: LedgerRouteDeps, movesMoney: MoneyMovement | undefined, prefix: string): RouteSpec[] {
@@ -56,7 +59,9 @@ describe('routes that move money must declare it', () => {
     const log = createLogger('silent');
     const db = f.t.tdb.db;
     const deps: LedgerRouteDeps = { db, keys: f.t.keys, log, now: Date.now, ledger: new Ledger({ db, log, now: Date.now }) };
-    const s = await serve(createCoreServer({ routes: [...routes(deps, undefined, 'undeclared'), ...routes(deps, 'ledger', 'declared')], log, metrics: createMetrics() }));
+    const s = await serve(createCoreServer({
+      routes: [...routes(deps, undefined, 'undeclared'), ...routes(deps, 'ledger', 'declared'), ...ledgerRoutes(deps)], log, metrics: createMetrics(), edgeSecret,
+    }));
     origin = s.origin;
     close = s.close;
   });
@@ -80,5 +85,24 @@ describe('routes that move money must declare it', () => {
     assert.equal((await call(origin, 'POST', `/declared/reverse/${p.json.id}`, { json: {}, headers: { ...headers, 'idempotency-key': 'declared-0001' } })).status, 201);
     assert.equal((await call(origin, 'POST', '/declared/post', { json: {}, headers })).status, 201);
     assert.equal(await postings(), before + 2);
+  });
+
+  it('a capture in another currency than the key budget is refused as at the edge, and moves nothing', async () => {
+    const usd = await f.tenant(['KES', 'USD']);
+    const [payer, payee] = [await f.account(usd, 'USD'), await f.account(usd, 'USD')];
+    await f.fund(usd, payer, '100.00', 'USD');
+    const held = await f.req(usd.write, 'POST', '/v1/core/holds', { debit_account_id: payer, credit_account_id: payee, currency: 'USD', amount: '1.00' });
+    assert.equal(held.status, 201, held.text);
+    const { key } = await new ApiKeys(f.t.tdb.db, f.t.keys).create(usd.id, 'admin-1', { name: 'kes', scopes: ['core:write'], budget: { daily_amount: '50.00', currency: 'KES' }, ipAllowlist: [], expiresAt: undefined });
+    // The identity the edge sends for a verified API key (edge/authz.ts), proven by the edge secret.
+    const viaKey = { 'x-edge-auth': edgeSecret, 'x-credential': 'api-key', 'x-principal-id': key.id, 'x-tenant-id': usd.id, 'x-scopes': 'core:write', 'idempotency-key': 'usd-capture-01' };
+    const cap = await call(origin, 'POST', `/v1/core/holds/${held.json.id}/capture`, { json: {}, headers: viaKey });
+    assert.equal(cap.status, 403, cap.text);
+    assert.equal(cap.json.code, 'POLICY_DENIED');
+    const { rows } = await f.t.tdb.db.query<{ status: string }>('SELECT status FROM ledger_holds WHERE tenant_id = $1 AND id = $2', [usd.id, held.json.id]);
+    assert.equal(rows[0]?.status, 'pending');
+    // Without the edge's secret the same headers are a client's claim: no key, so a token is required.
+    const claimed = await call(origin, 'POST', `/v1/core/holds/${held.json.id}/capture`, { json: {}, headers: { ...viaKey, 'x-edge-auth': 'guess', 'idempotency-key': 'usd-capture-02' } });
+    assert.equal(claimed.status, 401, claimed.text);
   });
 });
