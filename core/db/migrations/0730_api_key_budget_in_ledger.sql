@@ -6,6 +6,9 @@
 
 -- One row per key, window and currency ('' for the per-minute request count).
 ALTER TABLE api_key_usage ADD COLUMN currency text NOT NULL DEFAULT '';
+-- Today's day rows so far were counted in the key's budget currency: they keep counting.
+UPDATE api_key_usage u SET currency = k.budget->>'currency'
+  FROM api_keys k WHERE u.key_id = k.id AND u.window_kind = 'day' AND k.budget->>'currency' IS NOT NULL;
 ALTER TABLE api_key_usage DROP CONSTRAINT api_key_usage_pkey;
 ALTER TABLE api_key_usage ADD PRIMARY KEY (key_id, window_kind, window_start, currency);
 
