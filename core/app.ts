@@ -14,6 +14,7 @@ import type { Metrics } from './platform/metrics.ts';
 import { platformRoutes } from './platform/routes.ts';
 import { authzRoutes } from './authz/routes.ts';
 import { apiKeyRoutes } from './apikeys/routes.ts';
+import { releaseEdgeCount } from './apikeys/budget.ts';
 import { paymentRoutes } from './payments/routes.ts';
 import type { PolicyStore } from '../edge/policy/store.ts';
 import { Ledger, ledgerRoutes } from './ledger/routes.ts';
@@ -70,7 +71,9 @@ export function buildCore(deps: CoreDeps): Core {
   routes.push(...adminRoutes({ db: deps.db, keys: deps.keys, now, ...(deps.adminRateLimits ? { rateLimits: deps.adminRateLimits } : {}), allowPrivateWebhookTargets: deps.webhookAllowPrivateTargets ?? false }));
   routes.push(...apiKeyRoutes({ db: deps.db, keys: deps.keys }));
   routes.push(...paymentRoutes({ db: deps.db, keys: deps.keys, now }));
-  const server = createCoreServer({ routes, log: deps.log, metrics: deps.metrics, edgeSecret: deps.edgeSecret });
+  const server = createCoreServer({
+    routes, log: deps.log, metrics: deps.metrics, edgeSecret: deps.edgeSecret, releaseBudget: (scope) => releaseEdgeCount(deps.db, scope),
+  });
   ledger.start();
   server.on('close', () => ledger.stop());
   return { server, routes };

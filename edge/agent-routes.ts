@@ -10,8 +10,8 @@ import type { EdgeRoute } from './routes.ts';
 const auth = (template: string, action: string, credential: 'public' | 'agent' = 'public'): EdgeRoute => ({
   method: 'POST', template, purpose: 'operational', resource: 'agent_auth', action, credential,
 });
-const transact = (method: string, template: string, resource: string, action: string): EdgeRoute => ({
-  method, template, purpose: 'agent.transact', resource, action, credential: 'agent',
+const transact = (method: string, template: string, resource: string, action: string, money?: 'no-api-keys'): EdgeRoute => ({
+  method, template, purpose: 'agent.transact', resource, action, credential: 'agent', ...(money ? { money } : {}),
 });
 const operate = (method: string, template: string, resource: string, action: string): EdgeRoute => ({
   method, template, purpose: 'agent.operate', resource, action, credential: 'agent',
@@ -19,9 +19,11 @@ const operate = (method: string, template: string, resource: string, action: str
 const kyc = (method: string, template: string, action: string): EdgeRoute => ({
   method, template, purpose: 'compliance.kyc', resource: 'kyc_customer', action, credential: 'agent',
 });
-const ops = (template: string, resource: string, action: string): EdgeRoute => ({
-  method: 'POST', template, purpose: 'agent.ops', resource, action, credential: 'staff',
+const ops = (template: string, resource: string, action: string, money?: 'no-api-keys'): EdgeRoute => ({
+  method: 'POST', template, purpose: 'agent.ops', resource, action, credential: 'staff', ...(money ? { money } : {}),
 });
+/** Agent money (issue 13 item 5): never an API key's to move (lib/api-key-budget.ts). */
+const agentMoney = 'no-api-keys';
 
 export const agentEdgeRoutes: EdgeRoute[] = [
   auth('/v1/agent/auth/login', 'agent.auth.login'),
@@ -34,13 +36,13 @@ export const agentEdgeRoutes: EdgeRoute[] = [
   kyc('POST', '/v1/kyc/customers/{customer_id}/upgrade', 'kyc.upgrade'),
   kyc('POST', '/v1/kyc/customers/{customer_id}/rekcy', 'kyc.rekyc'),
   kyc('GET', '/v1/kyc/customers/{customer_id}/status', 'kyc.read'),
-  transact('POST', '/v1/txns/cashin', 'agent_txn', 'cashin.create'),
-  transact('POST', '/v1/txns/cashout', 'agent_txn', 'cashout.create'),
-  transact('POST', '/v1/txns/p2p/assist', 'agent_txn', 'p2p.assist'),
-  transact('POST', '/v1/txns/{txn_id}/authorize', 'agent_txn', 'txn.authorize'),
-  transact('POST', '/v1/txns/{txn_id}/reverse', 'agent_txn', 'txn.reverse'),
+  transact('POST', '/v1/txns/cashin', 'agent_txn', 'cashin.create', agentMoney),
+  transact('POST', '/v1/txns/cashout', 'agent_txn', 'cashout.create', agentMoney),
+  transact('POST', '/v1/txns/p2p/assist', 'agent_txn', 'p2p.assist', agentMoney),
+  transact('POST', '/v1/txns/{txn_id}/authorize', 'agent_txn', 'txn.authorize', agentMoney),
+  transact('POST', '/v1/txns/{txn_id}/reverse', 'agent_txn', 'txn.reverse', agentMoney),
   operate('GET', '/v1/txns/{txn_id}', 'agent_txn', 'txn.read'),
-  ops('/v1/ops/txns/{txn_id}/reverse', 'agent_txn', 'txn.reverse'),
+  ops('/v1/ops/txns/{txn_id}/reverse', 'agent_txn', 'txn.reverse', agentMoney),
   // agent, outlet, capabilities (issue 9 item 2)
   operate('GET', '/v1/agent/me', 'agent', 'agent.read'),
   operate('PATCH', '/v1/agent/me', 'agent', 'agent.update'),
@@ -56,21 +58,21 @@ export const agentEdgeRoutes: EdgeRoute[] = [
   operate('GET', '/v1/disputes/{case_id}', 'dispute', 'dispute.read'),
   { ...operate('POST', '/v1/disputes/{case_id}/attachments', 'dispute', 'dispute.attach'), disableRequestBodyBuffering: true },
   // USSD (issue 9 item 11): the aggregator is a machine client, a service token with role ussd
-  { method: 'POST', template: '/v1/ussd/session', purpose: 'ussd.gateway', resource: 'ussd', action: 'ussd.session', credential: 'service' },
-  { method: 'POST', template: '/v1/ussd/agent/menu', purpose: 'ussd.gateway', resource: 'ussd', action: 'ussd.agent_menu', credential: 'service' },
+  { method: 'POST', template: '/v1/ussd/session', purpose: 'ussd.gateway', resource: 'ussd', action: 'ussd.session', credential: 'service', money: agentMoney },
+  { method: 'POST', template: '/v1/ussd/agent/menu', purpose: 'ussd.gateway', resource: 'ussd', action: 'ussd.agent_menu', credential: 'service', money: agentMoney },
   // float, commissions, wallets, reports (issue 9 items 5-7, 9; core/agents/FLOAT.md)
   operate('GET', '/v1/float', 'float', 'float.read'),
   transact('POST', '/v1/float/topup', 'float_instruction', 'float.topup'),
-  transact('POST', '/v1/float/redeem', 'float_instruction', 'float.redeem'),
+  transact('POST', '/v1/float/redeem', 'float_instruction', 'float.redeem', agentMoney),
   operate('GET', '/v1/float/instructions/{instruction_id}', 'float_instruction', 'float.instruction.read'),
   transact('POST', '/v1/float/instructions/{instruction_id}/cancel', 'float_instruction', 'float.cancel'),
   { method: 'GET', template: '/v1/ops/float/instructions', purpose: 'agent.ops', resource: 'float_instruction', action: 'float.instruction.list', credential: 'staff' },
   ops('/v1/ops/float/instructions/{instruction_id}/approve', 'float_instruction', 'float.approve'),
-  ops('/v1/ops/float/instructions/{instruction_id}/settle', 'float_instruction', 'float.settle'),
+  ops('/v1/ops/float/instructions/{instruction_id}/settle', 'float_instruction', 'float.settle', agentMoney),
   ops('/v1/ops/float/instructions/{instruction_id}/reject', 'float_instruction', 'float.reject'),
   operate('GET', '/v1/agents/{agent_id}/commissions', 'commission', 'commission.read'),
   operate('POST', '/v1/agents/{agent_id}/commissions/payouts/preview', 'commission', 'commission.preview'),
-  transact('POST', '/v1/agents/{agent_id}/commissions/payouts/accept', 'commission', 'commission.accept'),
+  transact('POST', '/v1/agents/{agent_id}/commissions/payouts/accept', 'commission', 'commission.accept', agentMoney),
   operate('POST', '/v1/wallets/consent', 'wallet', 'wallet.consent'),
   operate('GET', '/v1/wallets/{wallet_id}/balance', 'wallet', 'wallet.read'),
   operate('GET', '/v1/wallets/{wallet_id}/transactions', 'wallet', 'wallet.read'),

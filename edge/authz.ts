@@ -11,6 +11,7 @@ import type { AuditWriter } from './audit-writer.ts';
 import { CredentialError } from './auth/bearer.ts';
 import { authenticate, type Principal } from './auth/principal.ts';
 import { consumeBudget } from './auth/budget.ts';
+import { formatBudgetCount, type BudgetCount } from '../lib/api-key-budget.ts';
 import type { RateLimiter } from './auth/rate-limit.ts';
 import type { RiskEngine } from './auth/risk.ts';
 import { maxCheckBodyBytes, type Decision, type RequestView } from './check.ts';
@@ -33,9 +34,6 @@ export interface DeciderDeps {
   replayWindowMs?: number;
   now?: () => number;
 }
-
-/** Purposes whose routes move money (velocity counts them; step-up answers carry a challenge). */
-const moneyMoving = new Set(['customer.transact']);
 
 /**
  * Stands for a tenant id that is not one (the tenants table's pattern): it matches no tenant, so
@@ -217,14 +215,21 @@ export function createDecider(deps: DeciderDeps) {
     const masking = JSON.stringify((result.obligations as { masking?: unknown }).masking ?? {});
     let decision: Decision;
     let budget: { amount: string; counted: boolean } | undefined;
+    let budgetTaken: BudgetCount | undefined;
     if (result.allow && principal.kind === 'service' && principal.via === 'api-key') {
-      const movesMoney = moneyMoving.has(resolved.purpose) || resolved.action === 'posting.create' || resolved.action === 'hold.create';
+      const money = resolved.route?.money;
+      // Customer and agent money is never an API key's to move (checked again in core).
+      if (money === 'no-api-keys') {
+        const refused: Decision = { allow: false, status: 403, code: 'POLICY_DENIED', message: 'API keys cannot move money on this route' };
+        audit(deps, deadline, view, resolved, principal, requestTenant, refused, { result, risk: assessed, masking });
+        return refused;
+      }
       // Past the deadline the answer is already a deny: the consumption rolls back with it.
       const b = await consumeBudget((fn) => deps.state.tx(async (q) => {
         const r = await fn(q);
         if (deadline?.expired) throw new Error('decision budget passed before the API-key budget was committed');
         return r;
-      }), principal.key, movesMoney, view.body, nowMs);
+      }), principal.key, money, view.body, nowMs);
       if (!b.ok) {
         const refused: Decision = b.retryAfterS > 0
           ? { allow: false, status: 429, code: 'BUDGET_EXCEEDED', message: `API key budget exceeded (${b.reason})`, responseHeaders: { 'retry-after': String(b.retryAfterS) } }
@@ -233,6 +238,7 @@ export function createDecider(deps: DeciderDeps) {
         return refused;
       }
       budget = { amount: b.amountMicros.toString(), counted: b.counted };
+      budgetTaken = b.taken;
     }
     if (result.allow) {
       const set: Record<string, string> = {
@@ -258,6 +264,10 @@ export function createDecider(deps: DeciderDeps) {
       if (principal.kind === 'service') {
         set['x-roles'] = principal.roles.join(',');
         set['x-scopes'] = principal.scopes.join(' ');
+        // Core counts an API key's movements by id (reversals, captures) against its budget,
+        // and gives back what was counted here when nothing moved: it must know the key.
+        set['x-credential'] = principal.via;
+        if (budgetTaken) set['x-budget-counted'] = formatBudgetCount(budgetTaken);
       }
       decision = { allow: true, status: 200, set };
     } else if (result.step_up && principal.kind === 'customer') {

@@ -14,6 +14,8 @@ export const maxCheckBodyBytes = 8192;
 export const identityHeaders = [
   'x-req-id', 'x-tenant-id', 'x-principal-id', 'x-session-id', 'x-client-ip', 'x-device-id',
   'x-purpose', 'x-aal', 'x-masking', 'x-decision-id', 'x-roles', 'x-scopes', 'x-edge-auth', 'x-policy-version', 'x-registry-version',
+  // issue 13 item 5: which credential (an API key's budget is counted in core) and what the edge counted
+  'x-credential', 'x-budget-counted',
 ] as const;
 
 /** Credentials checked here that core never needs: removed from the request on allow. */

@@ -5,6 +5,7 @@
  * `operational`, which allows only what the policy says it allows.
  * Every feature adds its routes here; a test keeps this table and core's routes in step.
  */
+import type { MoneyMovement } from '../lib/api-key-budget.ts';
 import { TemplateTable } from '../lib/path-template.ts';
 import { agentEdgeRoutes } from './agent-routes.ts';
 
@@ -25,6 +26,12 @@ export interface EdgeRoute {
    * decision needs the body (tenant in the body, signed requests, request-bound step-up).
    */
   disableRequestBodyBuffering?: true;
+  /**
+   * Set on every route that moves money: how an API key's daily amount budget counts it
+   * (lib/api-key-budget.ts; SPEC 5.4.5, issue 13 item 5). Core's route declares the same
+   * (`movesMoney`, checked by test/edge/routes.test.ts) and refuses to move money without it.
+   */
+  money?: MoneyMovement;
 }
 
 export const operationalPurpose = 'operational';
@@ -37,8 +44,8 @@ const identity = (method: string, template: string, action: string, credential: 
   method, template, purpose: operationalPurpose, resource: 'customer_auth', action, credential,
 });
 
-const core = (method: string, template: string, resource: string, action: string): EdgeRoute => ({
-  method, template, purpose: 'core.banking', resource, action, credential: 'core-client',
+const core = (method: string, template: string, resource: string, action: string, money?: MoneyMovement): EdgeRoute => ({
+  method, template, purpose: 'core.banking', resource, action, credential: 'core-client', ...(money ? { money } : {}),
 });
 
 const authz = (method: string, template: string, action: string): EdgeRoute => ({
@@ -65,8 +72,8 @@ export const edgeRoutes: EdgeRoute[] = [
   authz('GET', '/v1/auth/simulate', 'authz.simulate'),
   authz('POST', '/v1/auth/simulate', 'authz.simulate'),
   // customer money (SPEC 4.3; issue 7): purposes fixed here, never taken from the client
-  { method: 'POST', template: '/v1/transfers', purpose: 'customer.transact', resource: 'transaction', action: 'transfer.create', credential: 'customer' },
-  { method: 'POST', template: '/v1/transfers/confirm', purpose: 'customer.transact', resource: 'transaction', action: 'transfer.confirm', credential: 'customer' },
+  { method: 'POST', template: '/v1/transfers', purpose: 'customer.transact', resource: 'transaction', action: 'transfer.create', credential: 'customer', money: 'request' },
+  { method: 'POST', template: '/v1/transfers/confirm', purpose: 'customer.transact', resource: 'transaction', action: 'transfer.confirm', credential: 'customer', money: 'no-api-keys' },
   { method: 'GET', template: '/v1/transactions', purpose: 'customer.account.view', resource: 'transaction', action: 'transaction.read', credential: 'customer' },
   { method: 'GET', template: '/v1/accounts', purpose: 'customer.account.view', resource: 'account', action: 'account.read', credential: 'customer' },
   { method: 'POST', template: '/v1/beneficiaries', purpose: 'customer.beneficiary.manage', resource: 'beneficiary', action: 'beneficiary.create', credential: 'customer' },
@@ -96,12 +103,12 @@ export const edgeRoutes: EdgeRoute[] = [
   core('GET', '/v1/core/accounts/{id}', 'account', 'account.read'),
   core('GET', '/v1/core/accounts/{id}/balances', 'account', 'balance.read'),
   core('POST', '/v1/core/accounts/{id}/close', 'account', 'account.close'),
-  core('POST', '/v1/core/postings', 'posting', 'posting.create'),
+  core('POST', '/v1/core/postings', 'posting', 'posting.create', 'request'),
   core('GET', '/v1/core/postings/{id}', 'posting', 'posting.read'),
-  core('POST', '/v1/core/postings/{id}/reverse', 'posting', 'posting.reverse'),
-  core('POST', '/v1/core/holds', 'hold', 'hold.create'),
+  core('POST', '/v1/core/postings/{id}/reverse', 'posting', 'posting.reverse', 'ledger'),
+  core('POST', '/v1/core/holds', 'hold', 'hold.create', 'request'),
   core('GET', '/v1/core/holds/{id}', 'hold', 'hold.read'),
-  core('POST', '/v1/core/holds/{id}/capture', 'hold', 'hold.capture'),
+  core('POST', '/v1/core/holds/{id}/capture', 'hold', 'hold.capture', 'ledger'),
   core('POST', '/v1/core/holds/{id}/void', 'hold', 'hold.void'),
   core('POST', '/v1/core/limits/check', 'limit', 'limit.check'),
   core('POST', '/v1/core/statements', 'statement', 'statement.generate'),

@@ -39,7 +39,7 @@ export function commissionRoutes(deps: AgentDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'POST', path: '/v1/agents/{agent_id}/commissions/payouts/accept', operationId: 'agentCommissionAccept', tags, headers: [auth, idempotencyHeader], params: AgentId, body: AcceptBody,
+      method: 'POST', path: '/v1/agents/{agent_id}/commissions/payouts/accept', operationId: 'agentCommissionAccept', tags, movesMoney: 'no-api-keys', headers: [auth, idempotencyHeader], params: AgentId, body: AcceptBody,
       summary: 'Pay a preview into the float in one posting; a preview pays once (409 PAYOUT_ALREADY_ACCEPTED, 409 PAYOUT_STALE)',
       responses: { 200: { description: 'ACCEPTED', schema: Payout } },
       handler: async (ctx) => {

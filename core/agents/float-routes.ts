@@ -37,6 +37,8 @@ export function floatRoutes(deps: AgentDeps): RouteSpec[] {
   const opsStep = (action: 'approve' | 'settle' | 'reject', summary: string) => defineRoute({
     method: 'POST', path: `/v1/ops/float/instructions/{instruction_id}/${action}`, operationId: `opsFloat${action[0]?.toUpperCase()}${action.slice(1)}`,
     tags, headers: [opsAuth, idempotencyHeader], params: Id, body: OpsBody, summary,
+    // settle posts a top-up or captures a redeem's hold (the others move nothing)
+    ...(action === 'settle' ? { movesMoney: 'no-api-keys' as const } : {}),
     responses: { 200: { description: 'The instruction after the step', schema: Instruction } },
     handler: async (ctx) => {
       const o = requireOps(ctx);
@@ -70,7 +72,7 @@ export function floatRoutes(deps: AgentDeps): RouteSpec[] {
       handler: (ctx) => request('TOPUP')(ctx, ctx.body),
     }),
     defineRoute({
-      method: 'POST', path: '/v1/float/redeem', operationId: 'agentFloatRedeem', tags, headers: [auth, idempotencyHeader], body: RequestBody,
+      method: 'POST', path: '/v1/float/redeem', operationId: 'agentFloatRedeem', tags, movesMoney: 'no-api-keys', headers: [auth, idempotencyHeader], body: RequestBody,
       summary: 'Ask to redeem float for cash at the bank: the amount is held on the float at once (422 INSUFFICIENT_FUNDS if not available)',
       responses: { 201: { description: 'PENDING', schema: Instruction } },
       handler: (ctx) => request('REDEEM')(ctx, ctx.body),

@@ -10,6 +10,7 @@
  */
 import type { Queryable } from '../db/pool.ts';
 import { AppError, isErrorCode } from '../http/errors.ts';
+import { checkMoneyMovement } from '../http/money.ts';
 import type { ApplyResult, LedgerCommand } from '../ledger/batcher.ts';
 import { ensureTenantLedger } from '../ledger/catalog.ts';
 import { openAccount } from '../ledger/accounts.ts';
@@ -80,6 +81,7 @@ function unwrap(r: unknown): ApplyResult {
 
 /** Run commands through ledger_apply in the caller's transaction; a refused command throws its AppError. */
 export async function apply(q: Queryable, cmds: LedgerCommand[]): Promise<ApplyResult[]> {
+  checkMoneyMovement(cmds.map((c) => c.op));
   const { rows } = await q.query<{ r: unknown }>('SELECT ledger_apply($1::jsonb) AS r', [JSON.stringify(cmds)]);
   const results = rows[0]?.r;
   if (!Array.isArray(results) || results.length !== cmds.length) throw new Error('ledger_apply answered an unexpected shape');

@@ -40,25 +40,25 @@ export function txnRoutes(deps: AgentDeps): RouteSpec[] {
   };
   return [
     defineRoute({
-      method: 'POST', path: '/v1/txns/cashin', operationId: 'agentCashIn', tags, headers: writeHeaders, body: CashBody,
+      method: 'POST', path: '/v1/txns/cashin', operationId: 'agentCashIn', tags, movesMoney: 'no-api-keys', headers: writeHeaders, body: CashBody,
       summary: "Cash-in: agent float → customer wallet, posted at once; commission accrued",
       responses: { 201: { description: 'POSTED', schema: Txn } },
       handler: (ctx) => start('CASHIN')(ctx, ctx.body),
     }),
     defineRoute({
-      method: 'POST', path: '/v1/txns/cashout', operationId: 'agentCashOut', tags, headers: writeHeaders, body: CashBody,
+      method: 'POST', path: '/v1/txns/cashout', operationId: 'agentCashOut', tags, movesMoney: 'no-api-keys', headers: writeHeaders, body: CashBody,
       summary: "Cash-out: sends the customer a one-time code; AWAITING_CUSTOMER until the agent enters it (POST /v1/txns/{txn_id}/authorize)",
       responses: { 202: { description: 'AWAITING_CUSTOMER', schema: Txn } },
       handler: (ctx) => start('CASHOUT')(ctx, ctx.body),
     }),
     defineRoute({
-      method: 'POST', path: '/v1/txns/p2p/assist', operationId: 'agentP2pAssist', tags, headers: writeHeaders, body: P2pBody,
+      method: 'POST', path: '/v1/txns/p2p/assist', operationId: 'agentP2pAssist', tags, movesMoney: 'no-api-keys', headers: writeHeaders, body: P2pBody,
       summary: 'Assisted P2P: customer wallet → another customer; the sender authorises with a one-time code',
       responses: { 202: { description: 'AWAITING_CUSTOMER', schema: Txn } },
       handler: (ctx) => start('P2P')(ctx, { ...ctx.body, counterpartyPhone: ctx.body.recipientPhone }),
     }),
     defineRoute({
-      method: 'POST', path: '/v1/txns/{txn_id}/authorize', operationId: 'agentTxnAuthorize', tags, headers: writeHeaders, params: TxnId, body: AuthorizeBody,
+      method: 'POST', path: '/v1/txns/{txn_id}/authorize', operationId: 'agentTxnAuthorize', tags, movesMoney: 'no-api-keys', headers: writeHeaders, params: TxnId, body: AuthorizeBody,
       summary: "Enter the customer's one-time code: posts the cash-out or P2P (wrong codes count; the 5th fails it)",
       responses: { 200: { description: 'POSTED', schema: Txn } },
       handler: async (ctx) => {
@@ -82,13 +82,13 @@ export function txnRoutes(deps: AgentDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'POST', path: '/v1/txns/{txn_id}/reverse', operationId: 'agentTxnReverse', tags, headers: writeHeaders, params: TxnId, bodyKind: 'json',
+      method: 'POST', path: '/v1/txns/{txn_id}/reverse', operationId: 'agentTxnReverse', tags, movesMoney: 'no-api-keys', headers: writeHeaders, params: TxnId, bodyKind: 'json',
       summary: 'Reverse a POSTED transaction within the window (originating agent): linked reversing posting, commission clawed back',
       responses: { 200: { description: 'REVERSED', schema: Txn } },
       handler: (ctx) => reverse((x) => agentCaller(deps, x))(ctx, ctx.params.txn_id),
     }),
     defineRoute({
-      method: 'POST', path: '/v1/ops/txns/{txn_id}/reverse', operationId: 'opsAgentTxnReverse', tags, params: TxnId, bodyKind: 'json',
+      method: 'POST', path: '/v1/ops/txns/{txn_id}/reverse', operationId: 'opsAgentTxnReverse', tags, movesMoney: 'no-api-keys', params: TxnId, bodyKind: 'json',
       headers: [{ name: 'Authorization', required: true, description: 'Bearer <service token with role ops>' }, idempotencyHeader],
       summary: 'Ops reverses any agent transaction of the tenant within the window',
       responses: { 200: { description: 'REVERSED', schema: Txn } },

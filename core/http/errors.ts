@@ -69,8 +69,10 @@ const table = {
   TRANSFER_NOT_FOUND: [404, 'Record Not Found'],
   TRANSFER_NOT_PENDING: [409, 'Conflict'],
   TRANSFER_EXPIRED: [422, 'Parameter Error'],
-  // API keys (SPEC 2.9)
+  // API keys (SPEC 2.9, 5.4.5, 7.2): budget refusals answer as the edge's do
   API_KEY_NOT_FOUND: [404, 'Record Not Found'],
+  BUDGET_EXCEEDED: [429, 'Too Many Requests'],
+  POLICY_DENIED: [403, 'Forbidden'],
   // authz simulation (SPEC 4.4)
   POLICY_REF_NOT_FOUND: [404, 'Record Not Found'],
   POLICY_UNAVAILABLE: [503, 'Service Unavailable'],

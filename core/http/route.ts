@@ -6,6 +6,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Static, TSchema } from '@sinclair/typebox';
 import type { Logger } from 'pino';
+import type { MoneyMovement } from '../../lib/api-key-budget.ts';
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -35,6 +36,10 @@ export interface EdgeIdentity {
   roles: string[];
   /** Machine-client scopes (x-scopes). */
   scopes: string[];
+  /** How a service principal proved itself (x-credential): `api-key`, `core-client` or `service-token`. */
+  credential: string | undefined;
+  /** What the edge counted against the API key's amount budget for this request (x-budget-counted). */
+  budgetCounted: string | undefined;
   /** True only when an edge secret is configured and this request carried it: the headers above are the edge's. */
   fromEdge: boolean;
 }
@@ -82,6 +87,12 @@ export interface RouteSpec<P extends TSchema = TSchema, Q extends TSchema = TSch
   errorFormat?: ErrorFormat;
   /** Left out of the OpenAPI document (static assets). */
   hidden?: boolean;
+  /**
+   * Set on every route that moves money (postings, holds, captures, reversals): how an API
+   * key's amount budget counts it (lib/api-key-budget.ts). The ledger refuses to move money
+   * for a route that does not say (core/http/money.ts); the edge's route declares the same.
+   */
+  movesMoney?: MoneyMovement;
   responses: Record<number, ResponseSpec>;
   handler: (ctx: RequestContext<Static<P>, Static<Q>, Static<B>>) => Promise<Reply>;
 }

@@ -14,6 +14,7 @@ import { AppError, asAppError, toCoreBody, toProblem } from './errors.ts';
 import type { EdgeIdentity, ErrorFormat, Method, Reply, RouteSpec } from './route.ts';
 import { validate } from './validate.ts';
 import { isCanonicalPath } from '../../lib/canonical-path.ts';
+import { inMoneyScope, moneyScopeOf, type MoneyScope } from './money.ts';
 
 export interface HttpDeps {
   routes: RouteSpec[];
@@ -21,6 +22,8 @@ export interface HttpDeps {
   metrics: Metrics;
   /** When set, identity headers are read only from requests that carry it (x-edge-auth). */
   edgeSecret?: string;
+  /** Give an API key back what the edge counted for a request that moved nothing (core/apikeys/budget.ts). */
+  releaseBudget?: (scope: MoneyScope) => Promise<void>;
 }
 
 const requestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -43,7 +46,7 @@ function flatHeaders(req: IncomingMessage): Record<string, string> {
 
 const noIdentity: EdgeIdentity = {
   tenantId: undefined, principalId: undefined, sessionId: undefined, purpose: undefined, aal: undefined, clientIp: undefined, deviceId: undefined,
-  roles: [], scopes: [], fromEdge: false,
+  roles: [], scopes: [], credential: undefined, budgetCounted: undefined, fromEdge: false,
 };
 
 function fromEdge(h: Record<string, string>, secret: string | undefined): boolean {
@@ -66,6 +69,8 @@ function identityOf(h: Record<string, string>, secret: string | undefined): Edge
     deviceId: h['x-device-id'],
     roles: (h['x-roles'] ?? '').split(',').map((r) => r.trim().toLowerCase()).filter(Boolean),
     scopes: (h['x-scopes'] ?? '').split(' ').filter(Boolean),
+    credential: h['x-credential'],
+    budgetCounted: h['x-budget-counted'],
     fromEdge: secret !== undefined,
   };
 }
@@ -123,6 +128,7 @@ export function createHandler(deps: HttpDeps): (req: IncomingMessage, res: Serve
       else log.info(line, 'request');
     };
 
+    let money: MoneyScope | undefined;
     const run = async (): Promise<Reply> => {
       // The edge decided on the raw path; serve only a path that parses to exactly that.
       const rawPath = (req.url ?? '/').split('?')[0] ?? '/';
@@ -137,6 +143,9 @@ export function createHandler(deps: HttpDeps): (req: IncomingMessage, res: Serve
         throw new AppError('NOT_FOUND', `no route for ${method} ${path}`);
       }
       const headers = flatHeaders(req);
+      const identity = identityOf(headers, deps.edgeSecret);
+      const scope = moneyScopeOf(route.path, route.movesMoney, identity);
+      money = scope;
       for (const h of route.headers ?? []) {
         if (h.required && !headers[h.name.toLowerCase()]) {
           throw new AppError(h.name.toLowerCase() === 'x-request-id' ? 'MISSING_REQUEST_ID' : 'VALIDATION_FAILED', `header ${h.name} is required`);
@@ -150,21 +159,37 @@ export function createHandler(deps: HttpDeps): (req: IncomingMessage, res: Serve
       const body = route.body ? validate(route.body, decoded, 'body') : decoded;
       const query = route.query ? validate(route.query, Object.fromEntries(url.searchParams), 'query', true) : {};
       const params = route.params ? validate(route.params, match.params, 'params') : match.params;
-      return route.handler({
-        req, method: method as Method, path, template, params, query, body, rawBody, headers,
-        requestId, log, identity: identityOf(headers, deps.edgeSecret),
-      });
+      return inMoneyScope(scope, () => route.handler({
+        req, method: method as Method, path, template, params, query, body, rawBody, headers, requestId, log, identity,
+      }));
+    };
+
+    /**
+     * SPEC 5.4.5: what the edge counted from the request is given back when the request moved
+     * nothing: refused or failed (4xx), or a replay of a stored response. A 5xx keeps it: the
+     * movement may have committed before the failure.
+     */
+    const settleBudget = async (reply: Reply): Promise<void> => {
+      if (!deps.releaseBudget || money?.movement !== 'request' || !money.edgeCount) return;
+      const replayed = reply.headers?.['idempotent-replayed'] === 'true';
+      if (!replayed && !(reply.status >= 400 && reply.status < 500)) return;
+      await deps.releaseBudget(money).catch((e: unknown) => log.warn({ err: (e as Error).message }, 'API-key budget release failed'));
     };
 
     run().then(
-      (reply) => finish(reply),
-      (err: unknown) => {
+      async (reply) => {
+        await settleBudget(reply);
+        finish(reply);
+      },
+      async (err: unknown) => {
         const appErr = asAppError(err);
         if (res.headersSent) {
           res.destroy();
           return;
         }
-        finish(errorReply(appErr, route?.errorFormat ?? 'core', path), appErr.code === 'INTERNAL' ? err : undefined);
+        const reply = errorReply(appErr, route?.errorFormat ?? 'core', path);
+        await settleBudget(reply);
+        finish(reply, appErr.code === 'INTERNAL' ? err : undefined);
       },
     );
   };

@@ -12,7 +12,7 @@ const tags = ['core.holds'];
 export function holdRoutes(deps: LedgerRouteDeps): RouteSpec[] {
   return [
     defineRoute({
-      method: 'POST', path: '/v1/core/holds', operationId: 'createHold', tags,
+      method: 'POST', path: '/v1/core/holds', operationId: 'createHold', tags, movesMoney: 'request',
       summary: 'Hold an amount on the debit account for a later capture to the credit account',
       headers: writeHeaders, body: CreateHold,
       responses: {
@@ -34,12 +34,12 @@ export function holdRoutes(deps: LedgerRouteDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'POST', path: '/v1/core/holds/{id}/capture', operationId: 'captureHold', tags,
+      method: 'POST', path: '/v1/core/holds/{id}/capture', operationId: 'captureHold', tags, movesMoney: 'ledger',
       summary: 'Capture a pending hold in full or in part (the rest is released)',
       headers: writeHeaders, params: IdParams, bodyKind: 'json',
       responses: {
         200: { description: 'Hold (captured)', schema: Hold },
-        ...errors({ 404: 'HOLD_NOT_FOUND', 409: 'HOLD_NOT_PENDING, HOLD_EXPIRED, IDEMPOTENCY_CONFLICT', 422: 'INVALID_AMOUNT, CAPTURE_EXCEEDS_HOLD' }),
+        ...errors({ 404: 'HOLD_NOT_FOUND', 409: 'HOLD_NOT_PENDING, HOLD_EXPIRED, IDEMPOTENCY_CONFLICT', 422: 'INVALID_AMOUNT, CAPTURE_EXCEEDS_HOLD', 429: 'BUDGET_EXCEEDED (API key daily amount)' }),
       },
       handler: async (ctx) => {
         const w = await writeCtx(deps, ctx);

@@ -27,7 +27,7 @@ export async function getPosting(q: Queryable, tenantId: string, id: string): Pr
 export function postingRoutes(deps: LedgerRouteDeps): RouteSpec[] {
   return [
     defineRoute({
-      method: 'POST', path: '/v1/core/postings', operationId: 'createPosting', tags,
+      method: 'POST', path: '/v1/core/postings', operationId: 'createPosting', tags, movesMoney: 'request',
       summary: 'Create a double-entry posting (per currency, debits = credits)',
       headers: writeHeaders, body: CreatePosting,
       responses: {
@@ -52,12 +52,12 @@ export function postingRoutes(deps: LedgerRouteDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'POST', path: '/v1/core/postings/{id}/reverse', operationId: 'reversePosting', tags,
+      method: 'POST', path: '/v1/core/postings/{id}/reverse', operationId: 'reversePosting', tags, movesMoney: 'ledger',
       summary: 'Reverse a posting: a new posting with inverse entries, at most once',
       headers: writeHeaders, params: IdParams, bodyKind: 'json',
       responses: {
         201: { description: 'The reversing posting', schema: Posting },
-        ...errors({ 404: 'POSTING_NOT_FOUND', 409: 'POSTING_ALREADY_REVERSED, IDEMPOTENCY_CONFLICT', 422: 'POSTING_NOT_REVERSIBLE, ACCOUNT_CLOSED, INSUFFICIENT_FUNDS' }),
+        ...errors({ 404: 'POSTING_NOT_FOUND', 409: 'POSTING_ALREADY_REVERSED, IDEMPOTENCY_CONFLICT', 422: 'POSTING_NOT_REVERSIBLE, ACCOUNT_CLOSED, INSUFFICIENT_FUNDS', 429: 'BUDGET_EXCEEDED (API key daily amount)' }),
       },
       handler: async (ctx) => {
         const w = await writeCtx(deps, ctx);

@@ -16,6 +16,8 @@ import { parseAmount, toDb } from './money.ts';
 import { holdView, postingView } from './render.ts';
 import { defaultHoldLifetimeS, type CaptureHold, type CreateHold, type CreatePostingBody, type ReversePosting } from './schemas.ts';
 import { AppError } from '../http/errors.ts';
+import { checkMoneyMovement, type MoneyScope } from '../http/money.ts';
+import { budgetDayStart } from '../../lib/api-key-budget.ts';
 
 /** How often expired holds are swept, and how many per sweep. */
 export const holdSweepIntervalMs = 1000;
@@ -60,6 +62,7 @@ export class Ledger {
   }
 
   private async run(ctx: WriteCtx, cmd: LedgerCommand, render: Render, action: string, target: { type: string; id: string }): Promise<StoredResponse> {
+    countAgainstApiKey(cmd, checkMoneyMovement([cmd.op]), this.deps.now());
     const scope = writeScope(ctx);
     // No look-up of the key before queueing: the batch claims it (a replay or a conflicting
     // request loses the claim and is answered from the stored response after the commit), so a
@@ -185,6 +188,24 @@ export class Ledger {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
   }
+}
+
+/**
+ * SPEC 5.4.5 (issue 13 item 5): on a route whose amount the ledger counts, a reversal or a
+ * capture by an API key carries the key and the day, and `ledger_apply` counts what it moved
+ * in the same transaction (migration 0730), refusing past the budget. A hold whose amount the
+ * edge counted is marked, so the same key's capture of it is not counted twice.
+ */
+function countAgainstApiKey(cmd: LedgerCommand, scope: MoneyScope | undefined, nowMs: number): void {
+  const keyId = scope?.apiKeyId;
+  if (!scope || keyId === undefined) return;
+  if (scope.movement === 'ledger') {
+    // Only these two are counted by the ledger; anything else would move money uncounted.
+    if (cmd.op !== 'reverse' && cmd.op !== 'capture') throw new Error(`the ledger cannot count a ${cmd.op} against an API key budget`);
+    cmd.budget = { key_id: keyId, window_start: budgetDayStart(nowMs).toISOString() };
+  }
+  const counted = scope.edgeCount;
+  if (cmd.op === 'hold' && counted && counted.currency === cmd.currency) cmd.counted_by_key = keyId;
 }
 
 function holdRender(status: number): Render {

@@ -43,7 +43,9 @@ function hasScope(scopes: ReadonlySet<string>, need: CoreScope): boolean {
  * its identity counts only when it provably came from the edge (`identity.fromEdge`).
  */
 export async function authenticate(keys: KeyStore, headers: Readonly<Record<string, string>>, need: CoreScope, identity?: EdgeIdentity): Promise<CorePrincipal> {
-  if (!headers.authorization && identity?.fromEdge && identity.tenantId && identity.principalId?.startsWith('pk_')) {
+  // The edge judged the request on the API key (x-api-key-id wins over any Authorization
+  // header there), so core acts for that key too: its budget is counted (core/http/money.ts).
+  if (identity?.fromEdge && identity.credential === 'api-key' && identity.tenantId && identity.principalId) {
     const scopes = new Set(identity.scopes);
     if (!hasScope(scopes, need)) throw new AppError('INSUFFICIENT_SCOPE', `scope ${need} is required`);
     return { tenantId: identity.tenantId, clientId: identity.principalId, scopes };

@@ -33,7 +33,7 @@ export function paymentRoutes(deps: PaymentsDeps): RouteSpec[] {
     ...beneficiaryRoutes(deps),
     ...historyRoutes(deps),
     defineRoute({
-      method: 'POST', path: '/v1/transfers', operationId: 'createTransfer', tags,
+      method: 'POST', path: '/v1/transfers', operationId: 'createTransfer', tags, movesMoney: 'request',
       summary: 'Quote the fee, check limits, verify the intent signature and hold the money; answers the pending transfer',
       headers: [bearerHeader, idempotencyHeaderRequired, ...intentHeaders], body: CreateBody,
       responses: { 200: { description: 'Pending transfer with fee and total', schema: Transfer } },
@@ -49,7 +49,7 @@ export function paymentRoutes(deps: PaymentsDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'POST', path: '/v1/transfers/confirm', operationId: 'confirmTransfer', tags,
+      method: 'POST', path: '/v1/transfers/confirm', operationId: 'confirmTransfer', tags, movesMoney: 'no-api-keys',
       summary: 'Post a pending transfer to the ledger: payer → payee and fee → fee income, atomically',
       headers: [bearerHeader, idempotencyHeaderRequired], body: ConfirmBody,
       responses: { 200: { description: 'Posted transfer', schema: Transfer } },

@@ -12,6 +12,7 @@ import { limitRowsFor, quoteFee } from '../admin/schedules.ts';
 import { appendAudit } from '../audit/audit.ts';
 import type { Queryable } from '../db/pool.ts';
 import { AppError, isErrorCode } from '../http/errors.ts';
+import { checkMoneyMovement } from '../http/money.ts';
 import { verifyDeviceAssertion } from '../identity/devices.ts';
 import type { Caller } from '../identity/tokens.ts';
 import { amountOf, knownCurrency } from '../ledger/commands.ts';
@@ -70,6 +71,7 @@ type ApplyResult = { ok: true } & Record<string, unknown> | { ok: false; code: s
 
 /** Run ledger commands inside the caller's transaction; any refusal aborts them all. */
 async function applyAll(q: Queryable, cmds: Record<string, unknown>[]): Promise<ApplyResult[]> {
+  checkMoneyMovement(cmds.map((c) => c.op));
   const { rows } = await q.query<{ r: ApplyResult[] }>('SELECT ledger_apply($1::jsonb) AS r', [JSON.stringify(cmds)]);
   const results = rows[0]?.r ?? [];
   const failed = results.find((r): r is Extract<ApplyResult, { ok: false }> => !r.ok);

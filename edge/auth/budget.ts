@@ -1,15 +1,19 @@
 /**
  * API-key budgets (SPEC 5.4.5): requests per minute and amount per day, counted atomically in
- * PostgreSQL so every edge instance shares them. Only allowed requests are counted; each
- * consumption is recorded in the decision's audit record (request id, amount), so a request
- * that later failed downstream is visible and can be reconciled rather than silently eaten.
+ * PostgreSQL so every edge instance shares them. Only allowed requests are counted, once each.
+ * The amount is counted here on routes whose request names it (`request` in edge/routes.ts);
+ * core counts the amount of routes that name only an id (`ledger`) in the transaction that
+ * moves it, in the same day row (api_key_budget_take, migration 0730), and gives back what was
+ * counted here when the request moved nothing (core/apikeys/budget.ts). Each consumption is
+ * in the decision's audit record (request id, amount).
  */
 import { parseAmount } from '../../core/ledger/money.ts';
 import type { Queryable } from '../../core/db/pool.ts';
+import { budgetDayMs, budgetDayStart, type BudgetCount, type MoneyMovement } from '../../lib/api-key-budget.ts';
 import type { ApiKeyState } from '../state/store.ts';
 
 export type BudgetResult =
-  | { ok: true; amountMicros: bigint; counted: boolean }
+  | { ok: true; amountMicros: bigint; counted: boolean; taken?: BudgetCount }
   | { ok: false; reason: 'per_minute' | 'daily_amount' | 'currency_mismatch' | 'amount_unreadable'; retryAfterS: number };
 
 /** The amount a money-moving request moves, in the body's currency: `amount`, or the sum of debit legs. */
@@ -46,50 +50,49 @@ export function requestAmount(body: Buffer): { micros: bigint; currency: string 
 }
 
 const minuteMs = 60_000;
-const dayMs = 86_400_000;
 
-/** Count one request (and its amount) against the key's budget, all or nothing. */
+/**
+ * Count one request against the key's budget, all or nothing: one per minute on every route
+ * (the transactions-per-minute budget counts each call once, here, never again in core), and
+ * the amount on routes whose request names it. Such a route without a readable amount in the
+ * budget's currency is refused rather than counted as nothing.
+ */
 export async function consumeBudget(
   tx: (fn: (q: Queryable) => Promise<BudgetResult>) => Promise<BudgetResult>,
   key: ApiKeyState,
-  moneyMoving: boolean,
+  money: MoneyMovement | undefined,
   body: Buffer,
   nowMs: number,
 ): Promise<BudgetResult> {
   const perMinute = key.budget.per_minute;
   const daily = key.budget.daily_amount !== undefined ? parseAmount(key.budget.daily_amount, { allowZero: true }) : undefined;
   let amount = 0n;
-  if (moneyMoving && daily?.ok) {
+  if (money === 'request' && daily?.ok) {
     const a = requestAmount(body);
-    if (a === 'unreadable') return { ok: false, reason: 'amount_unreadable', retryAfterS: 0 };
-    if (a) {
-      if (a.currency !== key.budget.currency) return { ok: false, reason: 'currency_mismatch', retryAfterS: 0 };
-      amount = a.micros;
-    }
+    if (a === 'unreadable' || a === undefined) return { ok: false, reason: 'amount_unreadable', retryAfterS: 0 };
+    if (a.currency !== key.budget.currency) return { ok: false, reason: 'currency_mismatch', retryAfterS: 0 };
+    amount = a.micros;
   }
   if (perMinute === undefined && !(daily?.ok && amount > 0n)) return { ok: true, amountMicros: 0n, counted: false };
   const minuteStart = new Date(Math.floor(nowMs / minuteMs) * minuteMs);
-  const dayStart = new Date(Math.floor(nowMs / dayMs) * dayMs);
+  const dayStart = budgetDayStart(nowMs);
   return tx(async (q) => {
     if (perMinute !== undefined) {
       const { rowCount } = await q.query(
         `INSERT INTO api_key_usage (key_id, window_kind, window_start, count) VALUES ($1, 'minute', $2, 1)
-         ON CONFLICT (key_id, window_kind, window_start) DO UPDATE SET count = api_key_usage.count + 1
+         ON CONFLICT (key_id, window_kind, window_start, currency) DO UPDATE SET count = api_key_usage.count + 1
          WHERE api_key_usage.count < $3`,
         [key.id, minuteStart, perMinute],
       );
       if (rowCount !== 1) return { ok: false, reason: 'per_minute', retryAfterS: Math.max(1, Math.ceil((minuteStart.getTime() + minuteMs - nowMs) / 1000)) };
     }
-    if (daily?.ok && amount > 0n) {
-      const { rowCount } = await q.query(
-        `INSERT INTO api_key_usage (key_id, window_kind, window_start, count, amount_micros) SELECT $1, 'day', $2, 1, $3 WHERE $3::bigint <= $4::bigint
-         ON CONFLICT (key_id, window_kind, window_start) DO UPDATE SET count = api_key_usage.count + 1, amount_micros = api_key_usage.amount_micros + $3
-         WHERE api_key_usage.amount_micros + $3 <= $4`,
-        [key.id, dayStart, amount.toString(), daily.micro.toString()],
-      );
-      if (rowCount !== 1) throw new BudgetExhausted(Math.max(1, Math.ceil((dayStart.getTime() + dayMs - nowMs) / 1000)));
+    let taken: BudgetCount | undefined;
+    if (daily?.ok && amount > 0n && key.budget.currency) {
+      const { rows } = await q.query<{ ok: boolean }>('SELECT api_key_budget_take($1, $2, $3, $4, $5) AS ok', [key.id, dayStart, key.budget.currency, amount.toString(), daily.micro.toString()]);
+      if (rows[0]?.ok !== true) throw new BudgetExhausted(Math.max(1, Math.ceil((dayStart.getTime() + budgetDayMs - nowMs) / 1000)));
+      taken = { windowStart: dayStart, currency: key.budget.currency, micros: amount };
     }
-    return { ok: true, amountMicros: amount, counted: true };
+    return { ok: true, amountMicros: amount, counted: true, ...(taken ? { taken } : {}) };
   }).catch((err: unknown) => {
     // A daily refusal rolls back the minute count taken in the same transaction.
     if (err instanceof BudgetExhausted) return { ok: false, reason: 'daily_amount', retryAfterS: err.retryAfterS };

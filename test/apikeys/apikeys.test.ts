@@ -20,7 +20,7 @@ import { envoyRequest, headerOf, startTestEdge, type TestEdge } from '../helpers
 
 const log = createLogger(process.env.DEBUG_EDGE ? 'warn' : 'silent');
 const extraRoutes: EdgeRoute[] = [
-  { method: 'POST', template: '/t/transfers', purpose: 'customer.transact', resource: 'transaction', action: 'transfer.create', credential: 'customer' },
+  { method: 'POST', template: '/t/transfers', purpose: 'customer.transact', resource: 'transaction', action: 'transfer.create', credential: 'customer', money: 'request' },
   { method: 'GET', template: '/t/transactions', purpose: 'customer.account.view', resource: 'transaction', action: 'transaction.read', credential: 'customer' },
 ];
 const body = (r: CheckResponse) => JSON.parse(r.denied_response?.body ?? '{}');

@@ -25,6 +25,20 @@ describe('edge route table', () => {
     await db.close();
   });
 
+  it('declares money movement the same way at the edge and in core (issue 13 item 5)', () => {
+    const edgeMoney = new Map(edgeRoutes.map((r) => [key(r.method, r.template), r.money]));
+    const differ = core.routes
+      .filter((r) => r.movesMoney !== edgeMoney.get(key(r.method, r.path)))
+      .map((r) => `${key(r.method, r.path)}: core ${String(r.movesMoney)}, edge ${String(edgeMoney.get(key(r.method, r.path)))}`);
+    assert.deepEqual(differ, []);
+    // The ledger's routes that move money by id are counted by the ledger; by amount, at the edge.
+    const ledger = Object.fromEntries(core.routes.filter((r) => r.path.startsWith('/v1/core/') && r.movesMoney).map((r) => [key(r.method, r.path), r.movesMoney]));
+    assert.deepEqual(ledger, {
+      'POST /v1/core/postings': 'request', 'POST /v1/core/postings/{id}/reverse': 'ledger',
+      'POST /v1/core/holds': 'request', 'POST /v1/core/holds/{id}/capture': 'ledger',
+    });
+  });
+
   it('derives the purpose from method and template; unmapped paths get operational', () => {
     const resolve = buildRouteTable();
     assert.equal(resolve('GET', '/v1/health').purpose, 'operational');

@@ -13,7 +13,7 @@ const responses = { 200: { description: 'text/plain reply starting "CON " (more 
 export function ussdRoutes(deps: AgentDeps): RouteSpec[] {
   return [
     defineRoute({
-      method: 'POST', path: customerRoute, operationId: 'ussdSession', tags, headers, body: UssdForm, bodyKind: 'form', responses,
+      method: 'POST', path: customerRoute, operationId: 'ussdSession', tags, movesMoney: 'no-api-keys', headers, body: UssdForm, bodyKind: 'form', responses,
       summary: 'Customer USSD session: 1 balance, 2 send money, 3 approve a cash-out, 4 mini statement (PIN verified like a login)',
       handler: async (ctx) => {
         const tenantId = gatewayTenant(ctx);
@@ -21,7 +21,7 @@ export function ussdRoutes(deps: AgentDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'POST', path: agentRoute, operationId: 'ussdAgentMenu', tags, headers, body: UssdForm, bodyKind: 'form', responses,
+      method: 'POST', path: agentRoute, operationId: 'ussdAgentMenu', tags, movesMoney: 'no-api-keys', headers, body: UssdForm, bodyKind: 'form', responses,
       summary: 'Agent USSD menu: 1 float balance, 2 cash-in (agent PIN verified like its app login)',
       handler: async (ctx) => {
         const tenantId = gatewayTenant(ctx);
