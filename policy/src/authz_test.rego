@@ -317,17 +317,28 @@ bound_actions := [
 	["operational", "customer_auth", "session.revoke"],
 ]
 
-test_request_bound_actions_need_a_step_up_for_this_request if {
-	every a in bound_actions {
-		req := bound_request(a[0], a[1], a[2])
-		elsewhere := authz.decision with input as object.union(req, {"subject": stepped_up_elsewhere})
-		elsewhere.code == "MFA_REQUIRED"
-		elsewhere.step_up
-		failed(elsewhere) == {"step_up"}
-		here := authz.decision with input as object.union(req, {"subject": customer(2)})
-		here.allow
-	}
+# One test per action: each evaluates two whole decisions, well inside opa's per-test timeout.
+request_bound_ok(a) if {
+	req := bound_request(a[0], a[1], a[2])
+	elsewhere := authz.decision with input as object.union(req, {"subject": stepped_up_elsewhere})
+	elsewhere.code == "MFA_REQUIRED"
+	elsewhere.step_up
+	failed(elsewhere) == {"step_up"}
+	here := authz.decision with input as object.union(req, {"subject": customer(2)})
+	here.allow
 }
+
+test_transfer_create_needs_a_step_up_for_this_request if request_bound_ok(bound_actions[0])
+
+test_payee_add_needs_a_step_up_for_this_request if request_bound_ok(bound_actions[1])
+
+test_payee_remove_needs_a_step_up_for_this_request if request_bound_ok(bound_actions[2])
+
+test_device_registration_needs_a_step_up_for_this_request if request_bound_ok(bound_actions[3])
+
+test_device_removal_needs_a_step_up_for_this_request if request_bound_ok(bound_actions[4])
+
+test_revoking_another_session_needs_a_step_up_for_this_request if request_bound_ok(bound_actions[5])
 
 test_registry_lists_the_request_bound_actions if {
 	listed := {[p.name, a] | some p in data.registry.purposes; some a in object.get(p, "request_bound_actions", [])}
