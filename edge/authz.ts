@@ -110,21 +110,34 @@ function tenantInput(id: string, t: TenantState | undefined, tuples: TupleState[
   return { id, status: t.status, security: t.security, tuples };
 }
 
-/** Actions whose step-up is bound to the one request it was issued for (SPEC 4.3 rules 2–3). */
-const requestBoundActions = new Set(['transfer.create']);
+/** Actions that start a new money intent: velocity (risk) counts them. */
+const newMoneyIntents = new Set(['transfer.create']);
 
-async function subjectInput(p: Principal, state: EdgeState, nowMs: number, view: RequestView, resolved: ResolvedRoute): Promise<Record<string, unknown> | undefined> {
+/** SPEC 4.3 rule 2 `orig` of the request as Envoy sent it (`:path` keeps the query string). */
+export const origOfView = (view: RequestView): string => origOf(view.method, view.pathWithQuery, view.body);
+
+/**
+ * Does the customer's token carry a step-up made for this very request and not yet used up?
+ * Which actions need one is the policy's call (registry `request_bound_actions`, authz.rego);
+ * the host only says whether the binding holds. A grant used by a committed action
+ * (core/identity/bound.ts) no longer binds, except for a retry carrying the Idempotency-Key of
+ * the request that used it: core answers that with the stored response (issue 13 item 2).
+ */
+async function boundToThisRequest(p: Extract<Principal, { kind: 'customer' }>, state: EdgeState, view: RequestView): Promise<boolean> {
+  if (p.aal < 2 || p.orig === undefined || p.orig !== origOfView(view)) return false;
+  const usedWith = await state.stepUpUse(p.tenantId, p.jti);
+  if (usedWith === undefined) return true;
+  return usedWith !== '' && view.headers['idempotency-key'] === usedWith;
+}
+
+async function subjectInput(p: Principal, state: EdgeState, view: RequestView): Promise<Record<string, unknown> | undefined> {
   if (p.kind === 'anonymous') return undefined;
   if (p.kind === 'customer') {
-    // An AAL 2 token stepped up for another request (e.g. a changed amount) counts as AAL 1 here.
-    const forThisRequest = p.orig !== undefined && p.orig === origOf(view.method, view.path, view.body);
-    const bound = !requestBoundActions.has(resolved.action) || forThisRequest;
-    const aal = bound ? p.aal : Math.min(p.aal, 1);
     return {
-      id: p.subjectId, type: 'customer', roles: [], aal, amr: p.amr,
+      id: p.subjectId, type: 'customer', roles: [], aal: p.aal, amr: p.amr,
       tuples: await state.tuplesOf('customer', p.subjectId),
-      // High risk is satisfied only by a step-up made for this very request (SPEC 4.3 rules 2–3).
-      stepup_bound: aal >= 2 && forThisRequest,
+      // Request-bound actions and high risk are satisfied only by this (SPEC 4.3 rules 2–3).
+      stepup_bound: await boundToThisRequest(p, state, view),
     };
   }
   if (p.kind === 'user') {
@@ -138,6 +151,15 @@ async function subjectInput(p: Principal, state: EdgeState, nowMs: number, view:
   // A machine credential is issued by one tenant: it is a member of that tenant by construction.
   const member = { relation: 'member', object_ns: 'tenant', object_id: p.tenantId, caveat: {} };
   return { id: p.subjectId, type: 'service', roles: p.roles, scopes: p.scopes, aal: 1, tuples: [member] };
+}
+
+/**
+ * Facts about the resource the policy needs: whether a session being revoked is the caller's
+ * own (a logout, no step-up) or another one (a bound step-up; issue 13 item 1).
+ */
+function resourceAttrs(p: Principal, resolved: ResolvedRoute): Record<string, unknown> {
+  if (p.kind === 'customer' && resolved.action === 'session.revoke') return { current_session: resolved.params.id === p.session.id };
+  return {};
 }
 
 export function createDecider(deps: DeciderDeps) {
@@ -196,14 +218,14 @@ export function createDecider(deps: DeciderDeps) {
     const assessed = deps.risk.assess({
       session, deviceId, ip: view.sourceIp, subject: principal.kind === 'anonymous' ? undefined : principal.subjectId,
       // Velocity counts new money intents (a create), not confirmations of ones already stepped up.
-      moneyMoving: requestBoundActions.has(resolved.action),
+      moneyMoving: newMoneyIntents.has(resolved.action),
     });
     const input = {
       // The request tenant's own relations (owner of tenants it created) matter only when the
       // request names another tenant; they are read then, never on same-tenant requests.
       tenant: tenantInput(requestTenant, tenant, requestTenant && resourceTenant !== requestTenant ? await deps.state.tuplesOf('tenant', requestTenant) : []),
-      subject: await subjectInput(principal, deps.state, nowMs, view, resolved),
-      resource: { type: resolved.resource, id: resolved.params.id ?? '', tenant_id: resourceTenant, attrs: {} },
+      subject: await subjectInput(principal, deps.state, view),
+      resource: { type: resolved.resource, id: resolved.params.id ?? '', tenant_id: resourceTenant, attrs: resourceAttrs(principal, resolved) },
       action: resolved.action,
       purpose: resolved.purpose,
       context: {
@@ -272,7 +294,7 @@ export function createDecider(deps: DeciderDeps) {
       decision = { allow: true, status: 200, set };
     } else if (result.step_up && principal.kind === 'customer') {
       const methods: ('otp' | 'device')[] = ['otp', 'device'];
-      const challenge = await issueChallenge(deps.state.keys, { tenantId: principal.tenantId, sub: principal.subjectId, orig: origOf(view.method, view.path, view.body), methods }, nowMs);
+      const challenge = await issueChallenge(deps.state.keys, { tenantId: principal.tenantId, sub: principal.subjectId, orig: origOfView(view), methods }, nowMs);
       decision = { allow: false, status: 403, code: 'MFA_REQUIRED', message: result.message, extraBody: { challenge, methods } };
     } else {
       decision = { allow: false, status: result.status === 401 ? 401 : 403, code: 'POLICY_DENIED', message: result.message };

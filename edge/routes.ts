@@ -97,6 +97,8 @@ export const edgeRoutes: EdgeRoute[] = [
   identity('GET', '/customers/sessions', 'session.list', 'customer'),
   identity('DELETE', '/customers/sessions/{id}', 'session.revoke', 'customer'),
   identity('POST', '/customers/devices', 'device.register', 'customer'),
+  identity('GET', '/customers/devices', 'device.list', 'customer'),
+  identity('DELETE', '/customers/devices/{id}', 'device.revoke', 'customer'),
   // core banking ledger (SPEC 4.1, 5.1; issue 5): core client tokens, scope checked at the edge and in core
   { method: 'POST', template: '/oauth2/token', purpose: operationalPurpose, resource: 'oauth', action: 'token.issue', credential: 'public' },
   core('POST', '/v1/core/accounts', 'account', 'account.create'),

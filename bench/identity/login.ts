@@ -51,7 +51,7 @@ async function main(): Promise<void> {
     await migrate(db.pool);
     await db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ('bench', 'Bench', 'KE', 'KES')`);
     const codes = new Map<string, string>();
-    const sms = { async send(_q: Queryable, m: SmsMessage) { codes.set(m.to, m.code); } };
+    const sms = { async send(_q: Queryable, m: SmsMessage) { if (m.code) codes.set(m.to, m.code); } };
     const keys = new KeyStore(db, randomBytes(32));
     const core = buildCore({ db, log, metrics, build: readBuildInfo(), keys, identity: { sms } });
     const origin = `http://127.0.0.1:${await listen(core.server, 0)}`;

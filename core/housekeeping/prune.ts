@@ -6,6 +6,8 @@
  * - edge_replay, used_challenges: five minutes past expires_at (clock skew between the
  *   application and the database), the value is refused for its age anyway (the edge's insert
  *   reopens an expired value; a challenge past expiry fails verification).
+ * - stepup_uses: five minutes past expires_at, the expiry of the AAL 2 token that held the
+ *   step-up: an expired token is refused before its grant is ever looked at.
  * - otp_codes, phone_verifications: a day past expiry (never accepted again; the day keeps
  *   them for support questions about the last attempts).
  * - refresh_tokens: a week past expiry (a rotated token presented later is refused as expired
@@ -37,6 +39,7 @@ export const pruneRules: readonly PruneRule[] = Object.freeze([
   // Five minutes past expiry: the checks use the application's clock, this uses the database's.
   { table: 'edge_replay', inert: "expires_at < now() - interval '5 minutes'" },
   { table: 'used_challenges', inert: "expires_at < now() - interval '5 minutes'" },
+  { table: 'stepup_uses', inert: "expires_at < now() - interval '5 minutes'" },
   { table: 'otp_codes', inert: "expires_at < now() - interval '1 day'" },
   { table: 'phone_verifications', inert: "expires_at < now() - interval '1 day'" },
   { table: 'refresh_tokens', inert: "expires_at < now() - interval '7 days'" },

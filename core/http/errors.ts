@@ -66,6 +66,8 @@ const table = {
   CANNOT_PAY_SELF: [422, 'Parameter Error'],
   LIMITS_UNAVAILABLE: [422, 'Parameter Error'],
   INTENT_SIGNATURE_INVALID: [403, 'Forbidden'],
+  /** One intent signature approves one transfer (issue 13 item 2). */
+  INTENT_SIGNATURE_REUSED: [409, 'Conflict'],
   TRANSFER_NOT_FOUND: [404, 'Record Not Found'],
   TRANSFER_NOT_PENDING: [409, 'Conflict'],
   TRANSFER_EXPIRED: [422, 'Parameter Error'],
@@ -83,6 +85,9 @@ const table = {
   OTP_INVALID: [401, 'Unauthorized'],
   VERIFICATION_INVALID: [401, 'Unauthorized'],
   DEVICE_ASSERTION_INVALID: [401, 'Unauthorized'],
+  /** A new device key waits out the tenant's cool-off before it may step up or sign (issue 13 item 1). */
+  DEVICE_COOLING_OFF: [403, 'Forbidden'],
+  DEVICE_NOT_FOUND: [404, 'Record Not Found'],
   VERIFICATION_REQUIRED: [403, 'Forbidden'],
   MFA_REQUIRED: [403, 'Forbidden'],
   challenge_mismatch: [403, 'Forbidden'],

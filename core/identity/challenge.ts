@@ -1,11 +1,14 @@
 /**
  * Step-up challenges (SPEC 4.3 rule 2, SPEC 3, SPEC 8: 300 s). Shared by the edge (which issues
- * one when a transfer arrives below AAL 2) and core (`/customers/auth/stepup/complete`).
+ * one when a request-bound action arrives without a step-up for it: core/identity/bound.ts) and
+ * core (`/customers/auth/stepup/complete`).
  *
  * `orig` binds a challenge to one request:
  *   orig = base64url( SHA-256( UTF-8( METHOD + "|" + path + "|" + normalizedBody ) ) )
- * where METHOD is upper-case, `path` is the request path without the query string exactly as
- * received (no decoding or trailing-slash changes), and normalizedBody is
+ * where METHOD is upper-case, `path` is the request target exactly as received: the path and,
+ * when present, `?` and the query string (Envoy's `:path`; no decoding or trailing-slash
+ * changes). The query is part of the request: a step-up for `/v1/transfers` is not one for
+ * `/v1/transfers?x=1` (issue 13 item 2). normalizedBody is
  *   - ""                              for an empty body,
  *   - canonicalJson(JSON.parse(body)) when the body is JSON (lib/canonical-json.ts: keys sorted
  *                                     by code unit, no whitespace, JS number form), so key order
@@ -44,7 +47,7 @@ export function normalizedBody(body: Buffer | string): string {
   return canonicalJson(parsed);
 }
 
-/** base64url(SHA-256(`METHOD|path|normalized body`)). */
+/** base64url(SHA-256(`METHOD|path[?query]|normalized body`)). */
 export function origOf(method: string, path: string, body: Buffer | string): string {
   return createHash('sha256').update(`${method.toUpperCase()}|${path}|${normalizedBody(body)}`, 'utf8').digest('base64url');
 }

@@ -40,19 +40,36 @@ function keyObject(raw: Buffer) {
   return createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: raw.toString('base64url') }, format: 'jwk' });
 }
 
-/** True when `a` is a valid signature over `challengeToken` by an active device of the customer. */
+/** 403 DEVICE_COOLING_OFF: the key is valid but may not approve anything before `usableFrom`. */
+export function coolingOff(usableFrom: Date): AppError {
+  return new AppError('DEVICE_COOLING_OFF', `this device key was added recently; it can approve from ${usableFrom.toISOString()}`);
+}
+
+/** Outcome of a device signature check: `cooling_off` is a valid key still in its cool-off. */
+export type AssertionResult = { ok: true } | { ok: false; reason: 'invalid' } | { ok: false; reason: 'cooling_off'; usableFrom: Date };
+
+/**
+ * Is `a` a valid signature over `message` by a live device of the customer? A key is usable
+ * only once the customer was notified and the cool-off has passed (issue 13 item 1); a
+ * successful use is recorded as the device's last use.
+ */
 export async function verifyDeviceAssertion(
-  q: Queryable, tenantId: string, customerId: string, challengeToken: string, a: Static<typeof DeviceAssertion>,
-): Promise<boolean> {
-  const { rows } = await q.query<{ public_key: Buffer }>(
-    `SELECT public_key FROM customer_devices WHERE tenant_id = $1 AND customer_id = $2 AND id = $3 AND revoked_at IS NULL`,
+  q: Queryable, tenantId: string, customerId: string, message: string, a: Static<typeof DeviceAssertion>, nowMs: number,
+): Promise<AssertionResult> {
+  const { rows } = await q.query<{ public_key: Buffer; usable_from: Date; notified_at: Date | null }>(
+    `SELECT public_key, usable_from, notified_at FROM customer_devices WHERE tenant_id = $1 AND customer_id = $2 AND id = $3 AND revoked_at IS NULL`,
     [tenantId, customerId, a.deviceId],
   );
   const row = rows[0];
-  if (!row) return false;
+  if (!row) return { ok: false, reason: 'invalid' };
+  let valid: boolean;
   try {
-    return verify(null, Buffer.from(challengeToken, 'utf8'), keyObject(row.public_key), Buffer.from(a.signature, 'base64url'));
+    valid = verify(null, Buffer.from(message, 'utf8'), keyObject(row.public_key), Buffer.from(a.signature, 'base64url'));
   } catch {
-    return false;
+    valid = false;
   }
+  if (!valid) return { ok: false, reason: 'invalid' };
+  if (row.notified_at === null || row.usable_from.getTime() > nowMs) return { ok: false, reason: 'cooling_off', usableFrom: row.usable_from };
+  await q.query('UPDATE customer_devices SET last_used_at = to_timestamp($3 / 1000.0) WHERE tenant_id = $1 AND id = $2', [tenantId, a.deviceId, nowMs]);
+  return { ok: true };
 }

@@ -11,6 +11,7 @@
 import { AppError } from '../http/errors.ts';
 import type { RequestContext } from '../http/route.ts';
 import { uuidv7 } from '../../lib/uuid.ts';
+import { stepUpMethods } from './bound.ts';
 import { issueChallenge, origOf, type StepUpMethod } from './challenge.ts';
 import { auditAuth, clientIpOf, inBackground, phoneKeyOf, phoneRef, type IdentityDeps } from './context.ts';
 import { addressCheck } from './address-throttle.ts';
@@ -57,12 +58,6 @@ export async function gated<T>(fn: () => Promise<T>): Promise<T> {
     if (err instanceof SemaphoreFull) throw new AppError('SERVICE_UNAVAILABLE', 'login is busy; retry shortly', { headers: { 'retry-after': '1' } });
     throw err;
   }
-}
-
-/** Methods a customer can step up with: OTP always (verified phone), device when one is registered. */
-export async function stepUpMethods(deps: IdentityDeps, tenantId: string, customerId: string): Promise<StepUpMethod[]> {
-  const { rows } = await deps.db.query('SELECT 1 FROM customer_devices WHERE tenant_id = $1 AND customer_id = $2 AND revoked_at IS NULL LIMIT 1', [tenantId, customerId]);
-  return rows.length > 0 ? ['otp', 'device'] : ['otp'];
 }
 
 export async function login(deps: IdentityDeps, ctx: RequestContext<unknown, unknown, unknown>, input: LoginInput): Promise<LoginResult> {
@@ -131,7 +126,7 @@ export async function login(deps: IdentityDeps, ctx: RequestContext<unknown, unk
   const out: LoginResult = { accessToken: access.token, refreshToken, expiresIn: accessTtlS, sessionId, aal: 1 };
   if (mfaPending) {
     // SPEC 2.10 mfa_required_for_all_users: the session must step up before it is refreshed.
-    const methods = await stepUpMethods(deps, tenantId, customerId);
+    const methods = await stepUpMethods(deps.db, tenantId, customerId, t);
     out.mfaRequired = true;
     out.methods = methods;
     out.challenge = await issueChallenge(deps.keys, { tenantId, sub: customerId, orig: origOf('POST', '/customers/auth/login', ''), methods }, t);

@@ -3,13 +3,14 @@
  * refresh, logout, sessions, devices, step-up OTP and the per-tenant JWKS).
  */
 import { Type } from '@sinclair/typebox';
-import { uuidv7 } from '../../lib/uuid.ts';
 import { AppError } from '../http/errors.ts';
+import type { Queryable } from '../db/pool.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
-import { issueChallenge, origOf, type StepUpMethod } from './challenge.ts';
-import { auditAuth, clientIpOf, type IdentityDeps } from './context.ts';
-import { DeviceAssertion, PublicKeyInput, rawPublicKey } from './devices.ts';
-import { login, stepUpMethods } from './login.ts';
+import { withBoundStepUp } from './bound.ts';
+import type { IdentityDeps } from './context.ts';
+import { deviceRoutes } from './device-routes.ts';
+import { DeviceAssertion } from './devices.ts';
+import { login } from './login.ts';
 import { phoneRoutes } from './routes-phone.ts';
 import { refresh } from './refresh.ts';
 import { OpaqueToken, Otp, Phone, TenantId } from './schemas.ts';
@@ -37,13 +38,13 @@ const SessionView = Type.Object({
   id: Type.String(), createdAt: Type.String(), lastSeen: Type.String(), aal: Type.Integer(),
   device: Type.Union([Type.String(), Type.Null()]), ip: Type.Union([Type.String(), Type.Null()]), current: Type.Boolean(),
 });
-const DeviceBody = Type.Object({ publicKey: PublicKeyInput, label: Type.Optional(Type.String({ maxLength: 64 })) }, { additionalProperties: false });
 const Jwks = Type.Object({ keys: Type.Array(Type.Record(Type.String(), Type.Unknown())) });
 
 export function identityRoutes(deps: IdentityDeps): RouteSpec[] {
   const { db, keys, now } = deps;
   return [
     ...phoneRoutes(deps),
+    ...deviceRoutes(deps),
     defineRoute({
       method: 'POST', path: '/customers/auth/login', operationId: 'customerLogin', tags, body: LoginBody,
       summary: 'Log in with phone and PIN (AAL 1); uniform 401 for every credential failure',
@@ -79,17 +80,23 @@ export function identityRoutes(deps: IdentityDeps): RouteSpec[] {
     defineRoute({
       method: 'DELETE', path: '/customers/sessions/{id}', operationId: 'customerSessionRevoke', tags, headers: bearerHeader,
       params: Type.Object({ id: Type.String({ pattern: '^[0-9a-f-]{36}$' }) }),
-      summary: "Revoke one of the caller's sessions", responses: { 204: { description: 'Revoked' } },
+      summary: "Revoke one of the caller's sessions: the current one is a logout; another needs a step-up bound to this request",
+      responses: { 204: { description: 'Revoked' } },
       handler: async (ctx) => {
         const c = await authenticate(keys, db, ctx.headers, ctx.identity);
-        const done = await db.tx(async (q) => {
+        const revoke = async (q: Queryable) => {
           const own = await q.query(
             `SELECT 1 FROM sessions WHERE tenant_id = $1 AND id = $2 AND subject_type = 'customer' AND subject_id = $3 AND revoked_at IS NULL FOR UPDATE`,
             [c.tenantId, ctx.params.id, c.customerId],
           );
-          return own.rows.length > 0 && revokeSession(q, c.tenantId, ctx.params.id, 'revoked_by_customer', { type: 'customer', id: c.customerId }, now());
-        });
-        if (!done) throw new AppError('NOT_FOUND', 'no such live session');
+          const done = own.rows.length > 0 && await revokeSession(q, c.tenantId, ctx.params.id, 'revoked_by_customer', { type: 'customer', id: c.customerId }, now());
+          if (!done) throw new AppError('NOT_FOUND', 'no such live session');
+        };
+        // Issue 13 item 1: ending the caller's own session is a logout; ending another one (a
+        // lost phone, or the customer's real phone in an attacker's hands) changes who holds the
+        // account, so it needs its own bound step-up.
+        if (ctx.params.id === c.sessionId) await db.tx(revoke);
+        else await withBoundStepUp(deps, c, ctx, 'session.revoke', now(), revoke);
         return { status: 204 };
       },
     }),
@@ -107,34 +114,6 @@ export function identityRoutes(deps: IdentityDeps): RouteSpec[] {
       summary: 'Complete a step-up with an OTP or a device assertion; returns an AAL 2 token (~10 min)',
       responses: { 200: { description: 'AAL 2 token', schema: StepUpReply } },
       handler: async (ctx) => ({ status: 200, body: await completeStepUp(deps, ctx, ctx.body) }),
-    }),
-    defineRoute({
-      method: 'POST', path: '/customers/devices', operationId: 'customerDeviceRegister', tags, headers: bearerHeader, body: DeviceBody,
-      summary: 'Register an Ed25519 device key for step-up (requires AAL 2)',
-      responses: { 201: { description: 'Registered', schema: Type.Object({ deviceId: Type.String() }) } },
-      handler: async (ctx) => {
-        const c = await authenticate(keys, db, ctx.headers, ctx.identity);
-        const raw = rawPublicKey(ctx.body.publicKey);
-        if (c.aal < 2) {
-          // A PIN alone must not be able to mint a second factor.
-          const methods: StepUpMethod[] = await stepUpMethods(deps, c.tenantId, c.customerId);
-          const challenge = await issueChallenge(keys, { tenantId: c.tenantId, sub: c.customerId, orig: origOf(ctx.method, ctx.path, ctx.rawBody), methods }, now());
-          throw new AppError('MFA_REQUIRED', 'registering a device requires step-up', { extra: { challenge, methods } });
-        }
-        const t = now();
-        const id = uuidv7(t);
-        await db.tx(async (q) => {
-          await q.query(
-            `INSERT INTO customer_devices (id, tenant_id, customer_id, public_key, label, created_at) VALUES ($1, $2, $3, $4, $5, to_timestamp($6 / 1000.0))`,
-            [id, c.tenantId, c.customerId, raw, ctx.body.label ?? null, t],
-          ).catch((err: unknown) => {
-            if ((err as { code?: string }).code === '23505') throw new AppError('CONFLICT', 'this device key is already registered');
-            throw err;
-          });
-          await auditAuth(q, { tenantId: c.tenantId, action: 'auth.device_register', actor: { type: 'customer', id: c.customerId }, target: { type: 'device', id }, allow: true, aal: c.aal, attrs: { ip: clientIpOf(ctx) }, requestId: ctx.requestId }, t);
-        });
-        return { status: 201, body: { deviceId: id } };
-      },
     }),
     defineRoute({
       method: 'GET', path: '/.well-known/jwks.json', operationId: 'tenantJwks', tags,

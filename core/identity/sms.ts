@@ -12,9 +12,10 @@ import { enqueue } from '../outbox/outbox.ts';
 export interface SmsMessage {
   tenantId: string;
   to: string;
-  code: string;
+  /** The one-time code, for codes; notifications carry none. */
+  code?: string;
   text: string;
-  /** 'verify' (phone verification) or 'stepup'. */
+  /** 'verify' (phone verification), 'stepup', or 'device_added' (a notification, issue 13 item 1). */
   purpose: string;
 }
 

@@ -5,7 +5,8 @@
  *   3. exactly one method, and one the challenge offers (400 / 403 challenge_mismatch)
  *   4. challenge not used before (403 challenge_mismatch)
  *   5. OTP bound to this challenge (401 OTP_INVALID, attempts counted) or device signature
- *      (401 DEVICE_ASSERTION_INVALID)
+ *      (401 DEVICE_ASSERTION_INVALID; 403 DEVICE_COOLING_OFF for a valid key still in its
+ *      cool-off, issue 13 item 1: an OTP step-up never shortens it)
  * Then, in one transaction: the challenge jti is recorded (single use), the session moves to
  * AAL 2 with the new token's jti, and an audit record is written.
  */
@@ -14,9 +15,10 @@ import type { RequestContext } from '../http/route.ts';
 import type { Static } from '@sinclair/typebox';
 import { verifyChallenge, type ChallengeClaims, type StepUpMethod } from './challenge.ts';
 import { auditAuth, clientIpOf, phoneKeyOf, type IdentityDeps } from './context.ts';
-import { verifyDeviceAssertion, type DeviceAssertion } from './devices.ts';
+import { coolingOff, verifyDeviceAssertion, type DeviceAssertion } from './devices.ts';
 import { checkOtp, issueOtp } from './otp.ts';
-import { admitAll, otpSendPolicy, otpVerifyPolicy, settleSuccess } from './throttle.ts';
+import { lookupKey } from './secrets.ts';
+import { admitAll, otpVerifyPolicy, settleSuccess, stepUpSendPolicy } from './throttle.ts';
 import { accessTtlS, authenticate, issueAccessToken, type Caller } from './tokens.ts';
 
 export interface StepUpInput {
@@ -25,12 +27,17 @@ export interface StepUpInput {
   deviceAssertion?: Static<typeof DeviceAssertion> | null;
 }
 
-async function phoneOf(deps: IdentityDeps, caller: Caller): Promise<{ phone: string; key: Buffer; otpKey: Buffer }> {
+async function phoneOf(deps: IdentityDeps, caller: Caller): Promise<{ phone: string; key: Buffer; sendKey: Buffer; otpKey: Buffer }> {
   const secrets = await deps.secrets.get(caller.tenantId);
   const { rows } = await deps.db.query<{ phone_e164: string }>('SELECT phone_e164 FROM customers WHERE tenant_id = $1 AND id = $2', [caller.tenantId, caller.customerId]);
   const phone = rows[0]?.phone_e164;
   if (!secrets || !phone) throw new AppError('INVALID_TOKEN', 'session is revoked or unknown');
-  return { phone, key: phoneKeyOf(secrets, caller.tenantId, phone), otpKey: secrets.otp };
+  return {
+    phone, key: phoneKeyOf(secrets, caller.tenantId, phone), otpKey: secrets.otp,
+    // Step-up codes have their own daily allowance (throttle.ts stepUpCodesPerDay), counted apart
+    // from enrolment codes so a day of payments cannot use up phone verification or vice versa.
+    sendKey: lookupKey(secrets.lookup, 'stepup_send', caller.tenantId, phone),
+  };
 }
 
 /** Send an OTP bound to a challenge the caller holds (POST /customers/auth/stepup/otp). */
@@ -41,7 +48,7 @@ export async function sendStepUpOtp(deps: IdentityDeps, ctx: RequestContext<unkn
   const p = await phoneOf(deps, caller);
   const t = deps.now();
   const gate = await deps.db.tx(async (q) => {
-    const g = await admitAll(q, caller.tenantId, [{ scope: 'otp_send', key: p.key, policy: otpSendPolicy }], t);
+    const g = await admitAll(q, caller.tenantId, [{ scope: 'otp_send', key: p.sendKey, policy: stepUpSendPolicy }], t);
     if (g.ok) {
       const code = await issueOtp(q, { tenantId: caller.tenantId, phoneKey: p.key, purpose: 'stepup', challengeJti: claims.jti }, p.otpKey, t);
       await deps.sms.send(q, { tenantId: caller.tenantId, to: p.phone, code, purpose: 'stepup', text: `Your confirmation code is ${code}. It expires in 5 minutes.` }, t);
@@ -65,7 +72,8 @@ export async function completeStepUp(deps: IdentityDeps, ctx: RequestContext<unk
   const { tenantId } = caller;
   const p = method === 'otp' ? await phoneOf(deps, caller) : undefined;
   const t = deps.now();
-  const access = await issueAccessToken(deps.keys, { tenantId, sub: caller.customerId, sid: caller.sessionId, aal: 2, amr: ['pin', method], orig: claims.orig }, t);
+  const dvc = method === 'device' ? input.deviceAssertion?.deviceId : undefined;
+  const access = await issueAccessToken(deps.keys, { tenantId, sub: caller.customerId, sid: caller.sessionId, aal: 2, amr: ['pin', method], orig: claims.orig, ...(dvc ? { dvc } : {}) }, t);
   const outcome = await deps.db.tx(async (q): Promise<Outcome> => {
     const note = (allow: boolean, outcome: string) => auditAuth(q, {
       tenantId, action: 'auth.stepup', actor: { type: 'customer', id: caller.customerId }, target: { type: 'session', id: caller.sessionId },
@@ -88,9 +96,12 @@ export async function completeStepUp(deps: IdentityDeps, ctx: RequestContext<unk
         return { kind: 'fail', err: new AppError('OTP_INVALID', 'the code is wrong, expired or already used') };
       }
       await settleSuccess(q, tenantId, checks, t);
-    } else if (!input.deviceAssertion || !(await verifyDeviceAssertion(q, tenantId, caller.customerId, input.challengeToken, input.deviceAssertion))) {
-      await note(false, 'bad_device_assertion');
-      return { kind: 'fail', err: new AppError('DEVICE_ASSERTION_INVALID', 'device assertion is not valid for this challenge') };
+    } else {
+      const r = input.deviceAssertion ? await verifyDeviceAssertion(q, tenantId, caller.customerId, input.challengeToken, input.deviceAssertion, t) : { ok: false as const, reason: 'invalid' as const };
+      if (!r.ok) {
+        await note(false, r.reason === 'cooling_off' ? 'device_cooling_off' : 'bad_device_assertion');
+        return { kind: 'fail', err: r.reason === 'cooling_off' ? coolingOff(r.usableFrom) : new AppError('DEVICE_ASSERTION_INVALID', 'device assertion is not valid for this challenge') };
+      }
     }
     const ins = await q.query(
       `INSERT INTO used_challenges (tenant_id, jti, used_at, expires_at) VALUES ($1, $2, to_timestamp($3 / 1000.0), to_timestamp($4))

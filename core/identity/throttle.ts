@@ -36,8 +36,19 @@ export const loginPolicy: ThrottlePolicy = { threshold: 5, lockMs: 15 * minuteMs
 export const phonePolicy: ThrottlePolicy = { ...loginPolicy, dayLimit: 10 };
 /** OTP verify failures per phone over all codes: a new code does not reset them. */
 export const otpVerifyPolicy: ThrottlePolicy = { threshold: 10, lockMs: 60 * minuteMs, maxLockMs: dayMs, windowMs: dayMs };
+/** Enrolment (phone verification) codes a phone may be sent in a day: sign-up and PIN reset. */
+export const enrolmentCodesPerDay = 5;
+/**
+ * Step-up codes a phone may be sent in a day (issue 13 item 2): every payment, payee and device
+ * change asks for one, so the allowance is sized for daily use and counted apart from
+ * enrolment codes (stepup.ts uses its own counter key) — a payee and three transfers by SMS
+ * must not use up the day, and a day of payments must not block a PIN reset.
+ */
+export const stepUpCodesPerDay = 30;
 /** SMS sends per phone (cost and pumping): the 5th send in a window locks sending for an hour. */
-export const otpSendPolicy: ThrottlePolicy = { threshold: 5, lockMs: 60 * minuteMs, maxLockMs: dayMs, windowMs: dayMs };
+export const otpSendPolicy: ThrottlePolicy = { threshold: enrolmentCodesPerDay, lockMs: 60 * minuteMs, maxLockMs: dayMs, windowMs: dayMs };
+/** Step-up SMS sends per phone: the 30th send in a window locks step-up sending for an hour. */
+export const stepUpSendPolicy: ThrottlePolicy = { ...otpSendPolicy, threshold: stepUpCodesPerDay };
 
 export interface Counter {
   fails: number;

@@ -5,7 +5,9 @@
  * 600 s (SPEC 8: 5–10 min), claims
  *   sub (customer id), tid, jti (unique), sid (session id), aal (1 | 2), amr (["pin"],
  *   ["pin","otp"] or ["pin","device"]), iat, exp, iss (KeyStore.issuerFor(tid)), aud "payments-api",
- *   optional cnf, and after a step-up `orig` (the request the step-up was for).
+ *   optional cnf, and after a step-up `orig` (the request the step-up was for) and, when the
+ *   step-up was a device assertion, `dvc` (that device's id: the edge refuses the token once the
+ *   device is revoked).
  * Refresh token: 32 random bytes, base64url, opaque; only its SHA-256 is stored.
  */
 import { createHash, randomBytes } from 'node:crypto';
@@ -33,6 +35,8 @@ export interface AccessClaims {
   amr: Amr[];
   cnf?: Record<string, unknown>;
   orig?: string;
+  /** The device whose assertion completed the step-up. */
+  dvc?: string;
 }
 
 /** Sign an access token; returns it with its jti (recorded on the session). */
@@ -41,6 +45,7 @@ export async function issueAccessToken(keys: KeyStore, c: AccessClaims, now: num
   const claims: Record<string, unknown> = { sub: c.sub, sid: c.sid, aal: c.aal, amr: c.amr, jti, aud: accessAudience };
   if (c.cnf) claims.cnf = c.cnf;
   if (c.orig) claims.orig = c.orig;
+  if (c.dvc) claims.dvc = c.dvc;
   return { token: await keys.sign(c.tenantId, claims, { expiresInS: accessTtlS, typ: accessTyp }), jti };
 }
 
@@ -61,7 +66,9 @@ const Claims = Type.Object({
   jti: Type.String({ minLength: 1 }),
   aal: Type.Integer({ minimum: 1, maximum: 3 }),
   amr: Type.Array(Type.String()),
+  exp: Type.Number(),
   orig: Type.Optional(Type.String()),
+  dvc: Type.Optional(Type.String()),
 });
 const checkClaims = TypeCompiler.Compile(Claims);
 
@@ -74,6 +81,8 @@ export interface Caller {
   jti: string;
   /** After a step-up: the request (SPEC 4.3 `orig`) the AAL 2 token was issued for. */
   orig?: string;
+  /** Expiry of the token (seconds since the epoch): a request-bound grant lasts as long. */
+  expS: number;
 }
 
 /**
@@ -104,5 +113,13 @@ export async function authenticate(
     [raw.tid, raw.sid],
   );
   if (rows[0]?.subject_id !== raw.sub) throw new AppError('INVALID_TOKEN', 'session is revoked or unknown');
-  return { tenantId: raw.tid, customerId: raw.sub, sessionId: raw.sid, aal: raw.aal, amr: raw.amr, jti: raw.jti, ...(raw.orig ? { orig: raw.orig } : {}) };
+  if (raw.dvc !== undefined) {
+    // Issue 13 item 1: removing a device ends what it stepped up (the edge refuses it too).
+    const dev = await q.query(
+      'SELECT 1 FROM customer_devices WHERE tenant_id = $1 AND customer_id = $2 AND id::text = $3 AND revoked_at IS NULL',
+      [raw.tid, raw.sub, raw.dvc],
+    );
+    if (dev.rows.length === 0) throw new AppError('INVALID_TOKEN', 'the device that stepped this token up was removed');
+  }
+  return { tenantId: raw.tid, customerId: raw.sub, sessionId: raw.sid, aal: raw.aal, amr: raw.amr, jti: raw.jti, expS: raw.exp, ...(raw.orig ? { orig: raw.orig } : {}) };
 }

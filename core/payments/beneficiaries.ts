@@ -1,7 +1,8 @@
 /**
  * Payees (issue 7; purpose customer.beneficiary.manage, AAL 2): another customer's wallet in
- * the same tenant, found by phone. Only a stepped-up customer of the tenant reaches this, and
- * the answer shows the payee's phone masked.
+ * the same tenant, found by phone. Listing needs AAL 2; adding or removing one needs a step-up
+ * bound to that very request, used up when the change commits (issue 13 item 1, bound.ts).
+ * The answer shows the payee's phone masked.
  */
 import { Type } from '@sinclair/typebox';
 import { maskPhone } from '../../lib/masking.ts';
@@ -9,6 +10,7 @@ import { uuidv7 } from '../../lib/uuid.ts';
 import { appendAudit } from '../audit/audit.ts';
 import { AppError } from '../http/errors.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
+import { withBoundStepUp } from '../identity/bound.ts';
 import { bearerHeader, customerOf, decisionOf, type PaymentsDeps } from './context.ts';
 
 const Beneficiary = Type.Object({ id: Type.String(), phone: Type.String({ description: 'masked: first 4 and last 2 characters' }), nickname: Type.Union([Type.String(), Type.Null()]), created_at: Type.String() });
@@ -27,9 +29,10 @@ export function beneficiaryRoutes(deps: PaymentsDeps): RouteSpec[] {
       headers: [bearerHeader], body: Create,
       responses: { 201: { description: 'Added', schema: Beneficiary }, 200: { description: 'Already a payee', schema: Beneficiary } },
       handler: async (ctx) => {
-        const caller = await customerOf(deps, ctx, 2);
+        const caller = await customerOf(deps, ctx);
         const now = deps.now();
-        return deps.db.tx(async (q) => {
+        // Issue 13 item 1: a new payee is where stolen money goes: its own bound step-up, used up.
+        return withBoundStepUp(deps, caller, ctx, 'beneficiary.create', now, async (q) => {
           const { rows: payees } = await q.query<{ id: string }>(
             `SELECT c.id FROM customers c JOIN credentials cr ON cr.customer_id = c.id AND cr.tenant_id = c.tenant_id
              WHERE c.tenant_id = $1 AND c.phone_e164 = $2 AND c.status = 'active'`, [caller.tenantId, ctx.body.phone]);
@@ -60,8 +63,8 @@ export function beneficiaryRoutes(deps: PaymentsDeps): RouteSpec[] {
       method: 'DELETE', path: '/v1/beneficiaries/{id}', operationId: 'removeBeneficiary', summary: 'Remove a payee', tags,
       headers: [bearerHeader], params: IdParams, responses: { 204: { description: 'Removed' } },
       handler: async (ctx) => {
-        const caller = await customerOf(deps, ctx, 2);
-        await deps.db.tx(async (q) => {
+        const caller = await customerOf(deps, ctx);
+        await withBoundStepUp(deps, caller, ctx, 'beneficiary.delete', deps.now(), async (q) => {
           const { rowCount } = await q.query(`UPDATE beneficiaries SET removed_at = now() WHERE tenant_id = $1 AND id = $2 AND customer_id = $3 AND removed_at IS NULL`, [caller.tenantId, ctx.params.id, caller.customerId]);
           if (rowCount !== 1) throw new AppError('BENEFICIARY_NOT_FOUND', 'no such beneficiary');
           await appendAudit(q, [{ tenantId: caller.tenantId, actor: { type: 'customer', id: caller.customerId }, action: 'beneficiary.delete', target: { type: 'beneficiary', id: ctx.params.id }, decision: { allow: true, ...decisionOf(ctx), aal: caller.aal }, attrs: { request_id: ctx.requestId } }]);

@@ -1,7 +1,7 @@
 /** Transfer routes (SPEC 4.3): POST /v1/transfers and /v1/transfers/confirm, idempotent. */
 import { Type } from '@sinclair/typebox';
 import { scopeOf, toReply, withIdempotency } from '../idempotency/idempotency.ts';
-import { origOf } from '../identity/challenge.ts';
+import { requestOrig, requireBoundStepUp, stepUpRequired, StepUpUsed } from '../identity/bound.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import { beneficiaryRoutes } from './beneficiaries.ts';
 import { bearerHeader, customerOf, decisionOf, idempotencyHeaderRequired, keyOwnerOf, type PaymentsDeps } from './context.ts';
@@ -40,12 +40,23 @@ export function paymentRoutes(deps: PaymentsDeps): RouteSpec[] {
       handler: async (ctx) => {
         const caller = await customerOf(deps, ctx, 1);
         const scope = scopeOf(ctx, keyOwnerOf(caller), ctx.body);
+        const key = scope.key;
+        const orig = requestOrig(ctx);
+        // SPEC 4.3 rule 2: refused (with a fresh challenge) before anything is stored under the key.
+        await requireBoundStepUp(deps, caller, orig, 'this transfer', deps.now());
         const facts = {
-          orig: origOf('POST', ctx.path, ctx.rawBody), intentDeviceId: ctx.headers['x-intent-device-id'], intentSignature: ctx.headers['x-intent-signature'],
-          requestId: ctx.requestId, decision: decisionOf(ctx),
+          orig, intentDeviceId: ctx.headers['x-intent-device-id'], intentSignature: ctx.headers['x-intent-signature'],
+          requestId: ctx.requestId, decision: decisionOf(ctx), idempotencyKey: key,
         };
-        const res = await withIdempotency(deps, scope, async (q) => ({ status: 200, body: await createTransfer(q, caller, ctx.body, facts, deps.now()) }));
-        return toReply(res);
+        try {
+          // A retry with the same key replays the stored answer; the step-up is used once, by the first.
+          const res = await withIdempotency(deps, scope, async (q) => ({ status: 200, body: await createTransfer(q, caller, ctx.body, facts, deps.now()) }));
+          return toReply(res);
+        } catch (err) {
+          // Used by another transfer (a new Idempotency-Key): nothing was stored under this key.
+          if (err instanceof StepUpUsed) throw await stepUpRequired(deps, caller, orig, 'this step-up was already used; step up again for this request', deps.now());
+          throw err;
+        }
       },
     }),
     defineRoute({
@@ -56,7 +67,7 @@ export function paymentRoutes(deps: PaymentsDeps): RouteSpec[] {
       handler: async (ctx) => {
         const caller = await customerOf(deps, ctx, 2);
         const scope = scopeOf(ctx, keyOwnerOf(caller), ctx.body);
-        const facts = { orig: origOf('POST', ctx.path, ctx.rawBody), intentDeviceId: undefined, intentSignature: undefined, requestId: ctx.requestId, decision: decisionOf(ctx) };
+        const facts = { orig: requestOrig(ctx), intentDeviceId: undefined, intentSignature: undefined, requestId: ctx.requestId, decision: decisionOf(ctx) };
         const res = await withIdempotency(deps, scope, (q) => confirmTransfer(q, caller, ctx.body.transferId, facts, deps.now()));
         return toReply(res);
       },

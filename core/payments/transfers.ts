@@ -2,9 +2,13 @@
  * Customer transfers (issue 7; SPEC 4.3). Create quotes the fee, checks limits, verifies the
  * intent signature and places holds; confirm captures them in one ledger call inside one
  * transaction, so either every leg posts or none does. Result codes are checked in this order:
- * amount/currency (400), step-up binding (403 MFA_REQUIRED), intent signature (403),
- * beneficiary (404), wallets/currency (422), limits (422), funds (422, from the ledger).
+ * step-up binding (403 MFA_REQUIRED, before the idempotency record: routes.ts), amount/currency
+ * (400), step-up already used (403 MFA_REQUIRED, issue 13 item 2), intent signature (403;
+ * 403 DEVICE_COOLING_OFF; 409 INTENT_SIGNATURE_REUSED), beneficiary (404), wallets/currency
+ * (422), limits (422), funds (422, from the ledger). The step-up and the intent are used up
+ * only when the transfer commits.
  */
+import { createHash } from 'node:crypto';
 import { canonicalJson } from '../../lib/canonical-json.ts';
 import { maskPhone } from '../../lib/masking.ts';
 import { uuidv7 } from '../../lib/uuid.ts';
@@ -13,7 +17,8 @@ import { appendAudit } from '../audit/audit.ts';
 import type { Queryable } from '../db/pool.ts';
 import { AppError, isErrorCode } from '../http/errors.ts';
 import { checkMoneyMovement } from '../http/money.ts';
-import { verifyDeviceAssertion } from '../identity/devices.ts';
+import { useStepUp } from '../identity/bound.ts';
+import { coolingOff, verifyDeviceAssertion } from '../identity/devices.ts';
 import type { Caller } from '../identity/tokens.ts';
 import { amountOf, knownCurrency } from '../ledger/commands.ts';
 import { format, fromDb, toDb, type Micro } from '../ledger/money.ts';
@@ -39,7 +44,11 @@ export interface RequestFacts {
   requestId: string;
   /** The edge decision this request rode on (x-decision-id, policy and registry versions). */
   decision: Record<string, string>;
+  /** The request's Idempotency-Key, recorded with the step-up it uses up. */
+  idempotencyKey?: string;
 }
+
+const intentReused = () => new AppError('INTENT_SIGNATURE_REUSED', 'this intent signature already approved a transfer; sign the new one (give it its own reference)');
 
 /** SPEC 4.3 rule 4: what the device signs (canonical JSON, UTF-8). */
 export function intentPayload(i: { amount: string; currency: string; beneficiaryId: string; orig: string }): string {
@@ -132,12 +141,20 @@ export async function createTransfer(q: Queryable, caller: Caller, input: Transf
   if (caller.aal < 2 || caller.orig !== facts.orig) throw new AppError('MFA_REQUIRED', 'this transfer needs a step-up bound to this exact request');
   if (!facts.intentDeviceId || !facts.intentSignature) throw new AppError('INTENT_SIGNATURE_INVALID', 'x-intent-device-id and x-intent-signature are required');
   const tenantId = caller.tenantId;
+  // Issue 13 item 2: the step-up is used up with this transfer (rolled back with it if it fails).
+  await useStepUp(q, caller, { orig: facts.orig, action: 'transfer.create', ...(facts.idempotencyKey ? { idempotencyKey: facts.idempotencyKey } : {}) }, nowMs);
   // Serialises this payer's transfers (limits), without blocking other transactions' foreign-key checks on
   // the row (FOR UPDATE would conflict with their KEY SHARE locks and deadlock transfers paying each other).
   await q.query('SELECT 1 FROM customers WHERE tenant_id = $1 AND id = $2 FOR NO KEY UPDATE', [tenantId, caller.customerId]);
   const payload = intentPayload({ ...input, orig: facts.orig });
-  const signedOk = await verifyDeviceAssertion(q, tenantId, caller.customerId, payload, { deviceId: facts.intentDeviceId, signature: facts.intentSignature });
-  if (!signedOk) throw new AppError('INTENT_SIGNATURE_INVALID', 'the intent signature does not match this transfer');
+  const signed = await verifyDeviceAssertion(q, tenantId, caller.customerId, payload, { deviceId: facts.intentDeviceId, signature: facts.intentSignature }, nowMs);
+  if (!signed.ok && signed.reason === 'cooling_off') throw coolingOff(signed.usableFrom);
+  if (!signed.ok) throw new AppError('INTENT_SIGNATURE_INVALID', 'the intent signature does not match this transfer');
+  // One signature approves one transfer: Ed25519 signatures are deterministic, so a second
+  // transfer with the very same body needs its own reference (and so its own signature).
+  const intentHash = createHash('sha256').update(`${facts.intentDeviceId}|${payload}`, 'utf8').digest();
+  const reused = await q.query('SELECT 1 FROM transfers WHERE tenant_id = $1 AND intent_hash = $2', [tenantId, intentHash]);
+  if (reused.rows.length > 0) throw intentReused();
   const { rows: bens } = await q.query<{ payee_customer_id: string }>(
     'SELECT payee_customer_id FROM beneficiaries WHERE tenant_id = $1 AND id = $2 AND customer_id = $3 AND removed_at IS NULL',
     [tenantId, input.beneficiaryId, caller.customerId],
@@ -161,11 +178,15 @@ export async function createTransfer(q: Queryable, caller: Caller, input: Transf
   await applyAll(q, [hold(amountHold, payeeAccount, amount, 'amount'), ...(feeAccount && feeHold ? [hold(feeHold, feeAccount, quote.fee, 'fee')] : [])]);
   await q.query(
     `INSERT INTO transfers (id, tenant_id, payer_customer_id, payee_customer_id, beneficiary_id, payer_account_id, payee_account_id, fee_account_id,
-       currency, amount, fee, reference, status, amount_hold_id, fee_hold_id, fee_schedule_id, orig, intent_device_id, created_at, expires_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'PENDING', $13, $14, $15, $16, $17, $18, $19)`,
+       currency, amount, fee, reference, status, amount_hold_id, fee_hold_id, fee_schedule_id, orig, intent_device_id, created_at, expires_at, intent_hash)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'PENDING', $13, $14, $15, $16, $17, $18, $19, $20)`,
     [id, tenantId, caller.customerId, payee, input.beneficiaryId, payerAccount, payeeAccount, feeAccount ?? null, input.currency, toDb(amount), toDb(quote.fee),
-      input.reference, amountHold, feeHold, quote.scheduleId, facts.orig, facts.intentDeviceId, new Date(nowMs), expiresAt],
-  );
+      input.reference, amountHold, feeHold, quote.scheduleId, facts.orig, facts.intentDeviceId, new Date(nowMs), expiresAt, intentHash],
+  ).catch((err: unknown) => {
+    // Two grants racing with one signature: the unique index lets one through.
+    if ((err as { code?: string }).code === '23505') throw intentReused();
+    throw err;
+  });
   await record(q, tenantId, id, 'PENDING', null, nowMs);
   const payloadOut = { transfer_id: id, amount: format(amount), fee: format(quote.fee), currency: input.currency, reference: input.reference };
   await enqueue(q, { tenantId, aggregate: 'transfer', aggregateId: id, event: 'transfer.created', payload: payloadOut });

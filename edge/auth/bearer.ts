@@ -3,6 +3,8 @@ import { bearerToken } from '../../lib/bearer.ts';
 
 export type CredentialCode =
   | 'UNAUTHENTICATED' | 'invalid_token' | 'session_revoked' | 'session_expired' | 'invalid_dpop_proof' | 'FORBIDDEN'
+  // a removed device key (issue 13 item 1): tokens it stepped up, intents naming it
+  | 'device_revoked'
   // API keys and signed requests (SPEC 5.4, 7.2)
   | 'missing_signature_headers' | 'invalid_key' | 'bad_secret' | 'bad_signature' | 'stale_date' | 'nonce_reused'
   | 'key_expired' | 'ip_not_allowed' | 'mtls_required';

@@ -31,6 +31,8 @@ export type Principal =
       issuedAtS: number;
       /** After a step-up, the request (SPEC 4.3 orig) the AAL 2 token was issued for. */
       orig: string | undefined;
+      /** The token's id: a request-bound step-up is used up per token (core/identity/bound.ts). */
+      jti: string;
     }
   | { kind: 'user'; tenantId: string; subjectId: string; session: SessionState; aal: number; amr: string[]; roles: string[]; issuedAtS: number }
   | { kind: 'service'; tenantId: string; subjectId: string; roles: string[]; scopes: string[]; via: 'core-client' | 'service-token' }
@@ -81,11 +83,32 @@ async function customer(view: RequestView, state: EdgeState, tenantOf: (id: stri
       firstUse: (v, ttl) => state.firstUse('dpop', v, ttl),
     });
   }
+  await refuseRevokedDevices(view, state, claims.tid, claims.sub, claims.dvc);
   state.touchSession(session);
   return {
     kind: 'customer', tenantId: claims.tid, subjectId: claims.sub, session, aal, amr: stringArray(claims.amr),
     issuedAtS: typeof claims.iat === 'number' ? claims.iat : 0, orig: typeof claims.orig === 'string' ? claims.orig : undefined,
+    jti: typeof claims.jti === 'string' ? claims.jti : '',
   };
+}
+
+const deviceIdPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/**
+ * Issue 13 item 1: a device key the customer removed is refused from the next request: a token
+ * whose step-up that device signed (`dvc`), and an intent signature naming it. Only a device of
+ * this customer that exists and is revoked is refused here; anything else is core's to judge.
+ */
+async function refuseRevokedDevices(view: RequestView, state: EdgeState, tenantId: string, customerId: string, dvc: unknown): Promise<void> {
+  const named: [unknown, 401 | 403, string][] = [
+    [dvc, 401, 'the device key that stepped this token up was removed from the account'],
+    [view.headers['x-intent-device-id'], 403, 'the device key named by x-intent-device-id was removed from the account'],
+  ];
+  for (const [id, status, message] of named) {
+    if (typeof id !== 'string' || !deviceIdPattern.test(id)) continue;
+    const d = await state.device(tenantId, id);
+    if (d && d.customerId === customerId && d.revoked) throw new CredentialError(status, 'device_revoked', message);
+  }
 }
 
 /**

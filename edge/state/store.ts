@@ -9,6 +9,7 @@ import { createHash } from 'node:crypto';
 import pg from 'pg';
 import type { Logger } from 'pino';
 import type { Db } from '../../core/db/pool.ts';
+import { stepUpUseOf } from '../../core/identity/bound.ts';
 import { TenantId } from '../../core/identity/schemas.ts';
 import { keysChannel, type KeyStore } from '../../core/keys/keys.ts';
 
@@ -35,6 +36,14 @@ export interface TupleState {
   object_ns: string;
   object_id: string;
   caveat: Record<string, unknown>;
+}
+
+/** A customer's device key as the edge needs it (issue 13 item 1: removal is refused at once). */
+export interface DeviceState {
+  id: string;
+  tenantId: string;
+  customerId: string;
+  revoked: boolean;
 }
 
 export interface ServiceTokenState {
@@ -74,7 +83,7 @@ const maxCachedEntries = 100_000;
 /** A tenant id as core validates it (the tenants table's CHECK, migration 0001). */
 export const tenantIdPattern = new RegExp(TenantId.pattern as string);
 
-const channels = ['sessions_changed', 'tenants_changed', 'tuples_changed', 'service_tokens_changed', 'api_keys_changed', keysChannel] as const;
+const channels = ['sessions_changed', 'tenants_changed', 'tuples_changed', 'service_tokens_changed', 'api_keys_changed', 'devices_changed', keysChannel] as const;
 
 interface Entry<T> {
   value: T | undefined;
@@ -89,6 +98,7 @@ export class EdgeState {
   private generation = 0;
   private readonly serviceTokens = new Map<string, Entry<ServiceTokenState>>();
   private readonly apiKeys = new Map<string, Entry<ApiKeyState>>();
+  private readonly devices = new Map<string, Entry<DeviceState>>();
   private readonly seen = new Set<string>();
   private listener: pg.Client | undefined;
   private healthyAt = 0;
@@ -160,6 +170,10 @@ export class EdgeState {
       const id = parseField(payload, 'subjectId');
       if (ns && id) this.tuples.delete(`${ns}:${id}`);
       else this.tuples.clear();
+    } else if (channel === 'devices_changed') {
+      const id = parseField(payload, 'deviceId');
+      if (id) this.devices.delete(id);
+      else this.devices.clear();
     } else if (channel === 'api_keys_changed') {
       this.apiKeys.delete(payload);
     } else if (channel === 'service_tokens_changed') {
@@ -176,6 +190,7 @@ export class EdgeState {
     this.tuples.clear();
     this.serviceTokens.clear();
     this.apiKeys.clear();
+    this.devices.clear();
     this.keys.invalidate();
   }
 
@@ -212,6 +227,28 @@ export class EdgeState {
         device: r.device, ip: r.ip, lastSeenMs: r.last_seen.getTime(), revoked: r.revoked_at !== null,
       };
     }).then((s) => (s && s.tenantId === tenantId ? s : undefined));
+  }
+
+  /** A customer device key by id (cached; dropped on `devices_changed`). */
+  device(tenantId: string, id: string): Promise<DeviceState | undefined> {
+    return this.cached(this.devices, id, async () => {
+      const { rows } = await this.db.query<{ id: string; tenant_id: string; customer_id: string; revoked_at: Date | null }>(
+        'SELECT id, tenant_id, customer_id, revoked_at FROM customer_devices WHERE id = $1 AND tenant_id = $2',
+        [id, tenantId],
+      );
+      const r = rows[0];
+      return r && { id: r.id, tenantId: r.tenant_id, customerId: r.customer_id, revoked: r.revoked_at !== null };
+    }).then((d) => (d && d.tenantId === tenantId ? d : undefined));
+  }
+
+  /**
+   * Whether a request-bound step-up (the AAL 2 token `grantJti`) was used up by a committed
+   * action: the Idempotency-Key that used it ('' for none), or undefined while unused. Read
+   * from PostgreSQL every time, never cached: every edge and core instance must agree at once.
+   */
+  stepUpUse(tenantId: string, grantJti: string): Promise<string | undefined> {
+    this.assertFresh();
+    return stepUpUseOf(this.db, tenantId, grantJti);
   }
 
   /** Record activity: the in-memory copy at once, the row in the next batch. */

@@ -260,6 +260,31 @@ needs_step_up if {
 	aal < 2
 }
 
+# Issue 13 items 1-2 (SPEC 4.3 rule 2 generalised): an action that moves money or changes who
+# or what can authorise it (the purpose's `request_bound_actions`: transfer create, payee add
+# and remove, device registration and removal, revoking another session) needs a step-up made
+# for this very request and not yet used up by another committed action; the host says whether
+# the request carries one (subject.stepup_bound). Machine clients are governed by scopes.
+needs_step_up if {
+	not public_action
+	request_bound
+	not request_bound_exempt
+	object.get(subject, "type", "") != "service"
+	not bound_step_up
+}
+
+default request_bound := false
+
+request_bound if action in object.get(purpose, "request_bound_actions", [])
+
+default request_bound_exempt := false
+
+# Ending the caller's own current session is a logout, never a step-up.
+request_bound_exempt if {
+	action == "session.revoke"
+	object.get(object.get(resource, "attrs", {}), "current_session", false) == true
+}
+
 bound_step_up if {
 	aal >= 2
 	object.get(subject, "stepup_bound", false) == true

@@ -298,7 +298,68 @@ test_beneficiary_manage_at_aal1_offers_step_up if {
 	d := authz.decision with input as req
 	d.code == "MFA_REQUIRED"
 	d.step_up
-	failed(d) == {"min_aal"}
+	failed(d) == {"min_aal", "step_up"}
+}
+
+# Issue 13 items 1-2: every action that moves money or changes who or what can authorise it
+# needs a step-up for this very request, not yet used: an AAL 2 token stepped up for another
+# request (or one already used) is asked for a new one; reads stay at their purpose's AAL.
+stepped_up_elsewhere := object.union(customer(2), {"stepup_bound": false})
+
+bound_request(purpose, rtype, act) := object.union(base, {"purpose": purpose, "resource": {"type": rtype, "tenant_id": "t1", "id": "x"}, "action": act})
+
+bound_actions := [
+	["customer.transact", "transaction", "transfer.create"],
+	["customer.beneficiary.manage", "beneficiary", "beneficiary.create"],
+	["customer.beneficiary.manage", "beneficiary", "beneficiary.delete"],
+	["operational", "customer_auth", "device.register"],
+	["operational", "customer_auth", "device.revoke"],
+	["operational", "customer_auth", "session.revoke"],
+]
+
+# One test per action: each evaluates two whole decisions, well inside opa's per-test timeout.
+request_bound_ok(a) if {
+	req := bound_request(a[0], a[1], a[2])
+	elsewhere := authz.decision with input as object.union(req, {"subject": stepped_up_elsewhere})
+	elsewhere.code == "MFA_REQUIRED"
+	elsewhere.step_up
+	failed(elsewhere) == {"step_up"}
+	here := authz.decision with input as object.union(req, {"subject": customer(2)})
+	here.allow
+}
+
+test_transfer_create_needs_a_step_up_for_this_request if request_bound_ok(bound_actions[0])
+
+test_payee_add_needs_a_step_up_for_this_request if request_bound_ok(bound_actions[1])
+
+test_payee_remove_needs_a_step_up_for_this_request if request_bound_ok(bound_actions[2])
+
+test_device_registration_needs_a_step_up_for_this_request if request_bound_ok(bound_actions[3])
+
+test_device_removal_needs_a_step_up_for_this_request if request_bound_ok(bound_actions[4])
+
+test_revoking_another_session_needs_a_step_up_for_this_request if request_bound_ok(bound_actions[5])
+
+test_registry_lists_the_request_bound_actions if {
+	listed := {[p.name, a] | some p in data.registry.purposes; some a in object.get(p, "request_bound_actions", [])}
+	listed == {[a[0], a[2]] | some a in bound_actions}
+}
+
+test_reads_need_no_request_bound_step_up if {
+	payees := authz.decision with input as object.union(bound_request("customer.beneficiary.manage", "beneficiary", "beneficiary.list"), {"subject": stepped_up_elsewhere})
+	payees.allow
+	devices := authz.decision with input as bound_request("operational", "customer_auth", "device.list")
+	devices.allow
+	confirm := authz.decision with input as object.union(bound_request("customer.transact", "transaction", "transfer.confirm"), {"subject": stepped_up_elsewhere})
+	confirm.allow
+}
+
+test_revoking_the_current_session_is_a_logout if {
+	own := object.union(bound_request("operational", "customer_auth", "session.revoke"), {"resource": {"type": "customer_auth", "tenant_id": "t1", "id": "s1", "attrs": {"current_session": true}}})
+	d := authz.decision with input as own
+	d.allow
+	other := authz.decision with input as object.union(own, {"resource": object.union(own.resource, {"attrs": {"current_session": false}})})
+	other.code == "MFA_REQUIRED"
 }
 
 test_registry_without_version_reports_unknown if {

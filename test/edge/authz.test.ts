@@ -154,6 +154,53 @@ describe('edge authorization with the policy bundle', () => {
     assert.equal(status, 401);
   });
 
+  it('a request-bound step-up binds the query too and is refused once used, except for a retry with the key that used it', async () => {
+    const c = await customer('t1');
+    const payload = '{"amount":"10.00","currency":"KES"}';
+    const jti = randomUUID();
+    const tok = await token('t1', c, 2, { orig: origOf('POST', '/t/transfers', payload), jti });
+    const post = (path: string, key: string) => edge.check(envoyRequest('POST', path, { headers: { ...bearer(tok), 'content-type': 'application/json', 'idempotency-key': key }, body: payload }));
+    assert.equal((await post('/t/transfers', 'k-first-0001')).status.code, 0, 'bound and unused');
+    assert.equal(body(await post('/t/transfers?x=1', 'k-first-0001')).code, 'MFA_REQUIRED', 'another request target');
+    await t.db.query(
+      `INSERT INTO stepup_uses (tenant_id, grant_jti, session_id, customer_id, orig, action, idempotency_key, used_at, expires_at)
+       VALUES ('t1', $1, $2, $3, 'o', 'transfer.create', 'k-first-0001', now(), now() + interval '10 minutes')`, [jti, c.sid, c.id]);
+    const again = await post('/t/transfers', 'k-second-0002');
+    assert.equal(body(again).code, 'MFA_REQUIRED');
+    assert.equal((await verifyChallenge(keys, body(again).challenge, { tenantId: 't1', sub: c.id })).orig, origOf('POST', '/t/transfers', payload));
+    assert.equal((await post('/t/transfers', 'k-first-0001')).status.code, 0, 'the retry core answers from its stored response');
+  });
+
+  it('ending another session needs a bound step-up; ending the current one does not', async () => {
+    const c = await customer('t1');
+    const other = randomUUID();
+    const del = async (id: string, tok: string) => edge.check(envoyRequest('DELETE', `/customers/sessions/${id}`, { headers: bearer(tok) }));
+    assert.equal((await del(c.sid, await token('t1', c))).status.code, 0);
+    assert.equal(body(await del(other, await token('t1', c))).code, 'MFA_REQUIRED');
+    assert.equal(body(await del(other, await token('t1', c, 2, { orig: 'another-request' }))).code, 'MFA_REQUIRED');
+    assert.equal((await del(other, await token('t1', c, 2, { orig: origOf('DELETE', `/customers/sessions/${other}`, '') }))).status.code, 0);
+  });
+
+  it('refuses a token stepped up with a device, and an intent naming it, once the device is removed (after the notification)', async () => {
+    const c = await customer('t1');
+    const device = randomUUID();
+    await t.db.query(`INSERT INTO customer_devices (id, tenant_id, customer_id, public_key, created_at, usable_from, notified_at) VALUES ($1, 't1', $2, $3, now(), now(), now())`, [device, c.id, randomBytes(32)]);
+    const tok = await token('t1', c, 2, { dvc: device });
+    const read = () => edge.check(envoyRequest('GET', '/t/transactions', { headers: bearer(tok) }));
+    assert.equal((await read()).status.code, 0);
+    const naming = async () => edge.check(envoyRequest('GET', '/t/transactions', { headers: { ...bearer(await token('t1', c)), 'x-intent-device-id': device } }));
+    assert.equal((await naming()).status.code, 0);
+    await t.db.query('UPDATE customer_devices SET revoked_at = now() WHERE id = $1', [device]);
+    let refused = await read();
+    for (let i = 0; i < 50 && refused.status.code === 0; i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      refused = await read();
+    }
+    assert.equal(refused.denied_response?.status.code, 401);
+    assert.equal(body(refused).code, 'device_revoked');
+    assert.equal((await naming()).denied_response?.status.code, 403);
+  });
+
   it('ignores an expired tuple and honours ip_ranges caveats', async () => {
     const expired = await customer('t1', { tuples: [{ expires_at: '2020-01-01T00:00:00Z' }] });
     const r1 = await edge.check(envoyRequest('GET', '/t/transactions', { headers: bearer(await token('t1', expired)) }));

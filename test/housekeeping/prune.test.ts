@@ -24,6 +24,8 @@ describe('housekeeping', () => {
     for (const [value, at] of [['old-1', '-10 minutes'], ['old-2', '-1 day'], ['old-3', '-6 minutes'], ['recent', '-1 minute'], ['live', '+5 minutes']] as [string, string][]) {
       await q(`INSERT INTO edge_replay (kind, value, expires_at) VALUES ('dpop', $1, now() + $2::interval)`, [value, at]);
       await q(`INSERT INTO used_challenges (tenant_id, jti, used_at, expires_at) VALUES ('ta', $1, now(), now() + $2::interval)`, [value, at]);
+      await q(`INSERT INTO stepup_uses (tenant_id, grant_jti, session_id, customer_id, orig, action, used_at, expires_at)
+               VALUES ('ta', $1, $2, $3, 'o', 'transfer.create', now(), now() + $4::interval)`, [value, session, customer, at]);
     }
     for (const [name, at] of [['two-days-past', '-2 days'], ['an-hour-past', '-1 hour'], ['live', '+5 minutes']] as [string, string][]) {
       await q(`INSERT INTO otp_codes (id, tenant_id, phone_key, purpose, code_hash, created_at, expires_at) VALUES ($1, 'ta', $2, 'verify', $3, now(), now() + $4::interval)`,
@@ -54,12 +56,13 @@ describe('housekeeping', () => {
 
     assert.deepEqual(await names('SELECT value AS n FROM edge_replay'), ['live', 'recent'], 'expired a minute ago: kept for clock skew');
     assert.deepEqual(await names('SELECT jti AS n FROM used_challenges'), ['live', 'recent']);
+    assert.deepEqual(await names('SELECT grant_jti AS n FROM stepup_uses'), ['live', 'recent']);
     assert.deepEqual(await names(`SELECT convert_from(phone_key, 'UTF8') AS n FROM otp_codes`), ['an-hour-past', 'live']);
     assert.deepEqual(await names(`SELECT convert_from(token_hash, 'UTF8') AS n FROM phone_verifications`), ['an-hour-past', 'live']);
     assert.deepEqual(await names(`SELECT convert_from(token_hash, 'UTF8') AS n FROM refresh_tokens`), ['two-days-past']);
     assert.deepEqual(await names(`SELECT convert_from(key, 'UTF8') AS n FROM auth_throttle`), ['fresh', 'stale-but-locked', 'stale-but-needs-otp']);
 
-    assert.deepEqual(await pruneOnce(t.db), { edge_replay: 0, used_challenges: 0, otp_codes: 0, phone_verifications: 0, refresh_tokens: 0, auth_throttle: 0, idempotency_keys: 0 }, 'a second run finds nothing');
+    assert.deepEqual(await pruneOnce(t.db), { edge_replay: 0, used_challenges: 0, stepup_uses: 0, otp_codes: 0, phone_verifications: 0, refresh_tokens: 0, auth_throttle: 0, idempotency_keys: 0 }, 'a second run finds nothing');
   });
 
   it('keeps idempotency records for the retention (7 days), sealed secrets included, then deletes them', async () => {

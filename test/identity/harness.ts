@@ -17,8 +17,8 @@ export class CapturingSender implements SmsSender {
     this.sent.push(msg);
   }
   lastCode(to: string): string {
-    const m = [...this.sent].reverse().find((x) => x.to === to);
-    if (!m) throw new Error(`no SMS to ${to}`);
+    const m = [...this.sent].reverse().find((x) => x.to === to && x.code !== undefined);
+    if (!m?.code) throw new Error(`no code sent to ${to}`);
     return m.code;
   }
 }
@@ -91,4 +91,19 @@ export const bearer = (token: string, extra: Record<string, string> = {}) => ({ 
 export async function count(h: Harness, table: string): Promise<number> {
   const { rows } = await h.tdb.db.query<{ n: string }>(`SELECT count(*)::text AS n FROM ${table}`);
   return Number(rows[0]?.n ?? 0);
+}
+
+/**
+ * Call core; when it answers 403 MFA_REQUIRED, step up by SMS OTP against the challenge it
+ * gave (bound to this request) and repeat the request once with the AAL 2 token.
+ */
+export async function withStepUp(h: Harness, token: string, phone: string, method: string, path: string, json?: unknown): Promise<{ first: Res; final: Res; token: string }> {
+  const send = (t: string) => call(h.origin, method, path, { ...(json === undefined ? {} : { json }), headers: bearer(t) });
+  const first = await send(token);
+  if (!(first.status === 403 && first.json?.code === 'MFA_REQUIRED')) return { first, final: first, token };
+  const sent = await h.post('/customers/auth/stepup/otp', { challengeToken: first.json.challenge }, bearer(token));
+  if (sent.status !== 202) throw new Error(`stepup/otp ${sent.status} ${sent.text}`);
+  const up = await h.post('/customers/auth/stepup/complete', { challengeToken: first.json.challenge, otp: h.sms.lastCode(phone) }, bearer(token));
+  if (up.status !== 200) throw new Error(`stepup/complete ${up.status} ${up.text}`);
+  return { first, final: await send(up.json.accessToken), token: up.json.accessToken };
 }

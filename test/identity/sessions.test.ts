@@ -4,7 +4,7 @@ import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { decodeJwt } from 'jose';
 import { issueChallenge, origOf } from '../../core/identity/challenge.ts';
-import { bearer, startHarness, type Harness, type Tokens } from './harness.ts';
+import { bearer, startHarness, withStepUp, type Harness, type Tokens } from './harness.ts';
 
 describe('customer identity: sessions, refresh rotation, step-up, devices, tenant isolation', () => {
   let h: Harness;
@@ -61,9 +61,15 @@ describe('customer identity: sessions, refresh rotation, step-up, devices, tenan
     const ids = (list.json.sessions as { id: string; current: boolean }[]).map((s) => s.id);
     assert.ok(ids.includes(alice.sessionId) && ids.includes(second.json.sessionId));
     const bob = await h.onboard('ta', '+254711000003', '518204');
-    const steal = await call(h, 'DELETE', `/customers/sessions/${second.json.sessionId}`, bearer(bob.accessToken));
-    assert.equal(steal.status, 404);
-    assert.equal((await call(h, 'DELETE', `/customers/sessions/${second.json.sessionId}`, bearer(alice.accessToken))).status, 204);
+    // Ending another session needs a step-up bound to that request; even then not another customer's.
+    const steal = await withStepUp(h, bob.accessToken, '+254711000003', 'DELETE', `/customers/sessions/${second.json.sessionId}`);
+    assert.equal(steal.first.json.code, 'MFA_REQUIRED');
+    assert.equal(steal.final.status, 404);
+    const mine = await withStepUp(h, alice.accessToken, '+254711000001', 'DELETE', `/customers/sessions/${second.json.sessionId}`);
+    assert.equal(mine.first.status, 403);
+    assert.equal(mine.first.json.code, 'MFA_REQUIRED');
+    assert.equal(decodeJwt(mine.first.json.challenge).orig, origOf('DELETE', `/customers/sessions/${second.json.sessionId}`, ''));
+    assert.equal(mine.final.status, 204);
     assert.equal((await h.get('/customers/sessions', bearer(second.json.accessToken))).status, 401);
     assert.equal((await h.post('/customers/auth/logout', {}, bearer(bob.accessToken))).status, 204);
     assert.equal((await h.post('/customers/auth/token/refresh', { tenantId: 'ta', refreshToken: bob.refreshToken })).status, 401);
@@ -132,6 +138,9 @@ describe('customer identity: sessions, refresh rotation, step-up, devices, tenan
     const reg = await h.post('/customers/devices', body, bearer(up.json.accessToken));
     assert.equal(reg.status, 201);
     const deviceId = reg.json.deviceId as string;
+    // Usable only after the cool-off (default 24 h): a fresh login a day later.
+    h.clock.t += 24 * 3_600_000;
+    alice = (await h.post('/customers/auth/login', { tenantId: 'ta', phone: '+254711000001', pin: '639017' })).json as Tokens;
 
     const ch = await issueChallenge(h.keys, { tenantId: 'ta', sub: aliceId, orig: 'x', methods: ['otp', 'device'] });
     const forged = sign(null, Buffer.from(`${ch}.`), privateKey).toString('base64url');
