@@ -64,7 +64,7 @@ describe('API keys at the edge', () => {
     audits.push(audit);
     const decide = createDecider({ state, policies, audit, risk: new RiskEngine(), log, edgeSecret: 's' });
     // A generous decision budget: these tests assert outcomes, not timing (the 100 ms budget has its own tests).
-    return startTestEdge({ log, decide, resolve: buildRouteTable([...edgeRoutes, ...extraRoutes]), budgetMs: 2000 });
+    return startTestEdge({ log, decide, resolve: buildRouteTable([...edgeRoutes, ...extraRoutes]), budgetMs: 10_000 });
   };
   const newKey = (tenant: string, over: Partial<Parameters<ApiKeys['create']>[2]> = {}) =>
     store.create(tenant, 'admin-1', { name: 'k', scopes: ['payments:write', 'payments:read'], budget: {}, ipAllowlist: [], expiresAt: undefined, ...over });
@@ -200,7 +200,7 @@ describe('API keys at the edge', () => {
 
   it('enforces the per-minute budget exactly under concurrency, with Retry-After', async () => {
     const k = await newKey('t1', { budget: { per_minute: 5 } });
-    const results = await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 ? edge : edge2).check(signed(k, 'GET', '/t/transactions'))));
+    const results = await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 ? edge : edge2).check(signed(k, 'GET', '/t/transactions'), 15_000)));
     assert.equal(results.filter((r) => r.status.code === 0).length, 5, JSON.stringify(results.map((r) => r.denied_response?.body)));
     const refused = results.find((r) => r.denied_response);
     for (const r of results.filter((x) => x.denied_response)) assert.equal(body(r).code, 'BUDGET_EXCEEDED');
