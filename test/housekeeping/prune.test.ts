@@ -51,7 +51,7 @@ describe('housekeeping', () => {
     }
 
     const counts = await pruneOnce(t.db, 2);
-    assert.deepEqual(counts, { edge_replay: 3, used_challenges: 3, otp_codes: 1, phone_verifications: 1, refresh_tokens: 1, auth_throttle: 2, idempotency_keys: 0 });
+    assert.deepEqual(counts, { edge_replay: 3, used_challenges: 3, stepup_uses: 3, otp_codes: 1, phone_verifications: 1, refresh_tokens: 1, auth_throttle: 2, idempotency_keys: 0 });
     assert.deepEqual(Object.keys(counts), pruneRules.map((r) => r.table));
 
     assert.deepEqual(await names('SELECT value AS n FROM edge_replay'), ['live', 'recent'], 'expired a minute ago: kept for clock skew');
