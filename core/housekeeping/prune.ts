@@ -13,6 +13,8 @@
  * - auth_throttle: the window (at most a day, identity/throttle.ts) has passed, no lock is
  *   running and no OTP re-verification is pending: the next attempt would reset the row to
  *   exactly what a missing row gives.
+ * - admin_rate_counters: the one-minute window ended minutes ago (admin/rate-limit.ts counts
+ *   only the current window; the margin covers clock skew between instances).
  * Deletes run in batches (ctid lists) so no statement holds many row locks or runs long.
  */
 import type { Logger } from 'pino';
@@ -32,6 +34,7 @@ export const pruneRules: readonly PruneRule[] = Object.freeze([
   { table: 'phone_verifications', inert: "expires_at < now() - interval '1 day'" },
   { table: 'refresh_tokens', inert: "expires_at < now() - interval '7 days'" },
   { table: 'auth_throttle', inert: "window_start < now() - interval '1 day' AND NOT needs_otp AND (locked_until IS NULL OR locked_until < now())" },
+  { table: 'admin_rate_counters', inert: "window_start < now() - interval '5 minutes'" },
 ]);
 
 /** Delete every inert row, `batch` at a time; returns the count per table. */
