@@ -186,7 +186,7 @@ export function adminRoute<P extends TSchema, Q extends TSchema, B extends TSche
         if (ctx.headers['if-none-match'] === etag) return { status: 304, headers: { etag } };
         return { ...reply, headers: { ...reply.headers, etag } };
       }
-      deps.limiter.take(caller, deps.now());
+      await deps.limiter.take(caller, deps.now());
       return runWrite(deps, ctx, caller, spec.mode, (w) => spec.write(ctx, w));
     },
   });

@@ -21,7 +21,7 @@ import { TargetGuard } from './webhooks/target.ts';
 /** `allowPrivateWebhookTargets`: tests and the development stack only (see ./webhooks/target.ts). */
 export function adminRoutes(opts: { db: Db; keys: KeyStore; now: () => number; rateLimits?: RateLimits; allowPrivateWebhookTargets?: boolean }): RouteSpec[] {
   const deps: AdminDeps = {
-    db: opts.db, keys: opts.keys, now: opts.now, limiter: new RateLimiter(opts.rateLimits), pages: new Cursors(opts.db, opts.keys),
+    db: opts.db, keys: opts.keys, now: opts.now, limiter: new RateLimiter(opts.db, opts.rateLimits), pages: new Cursors(opts.db, opts.keys),
     webhookTargets: new TargetGuard({ allowPrivateTargets: opts.allowPrivateWebhookTargets ?? false }),
   };
   return [

@@ -21,9 +21,17 @@
  *   7 days after its first use, then the same key starts a new request. Stripe keeps keys 24
  *   hours; a week also covers a client whose retry queue is stuck over a weekend, so a late
  *   retry of a posting or transfer does not move money twice. Sealed secrets go with the row.
+ * - admin_rate_counters: the one-minute window ended minutes ago (admin/rate-limit.ts counts
+ *   only the current window; the margin covers clock skew between instances).
  * Deletes run in batches (ctid lists) so no statement holds many row locks or runs long.
+ *
+ * Several core instances (issue 23 item 6): the timer runs on each, but one prunes at a time
+ * (../db/exclusive.ts); pruneOnce itself is also safe run concurrently: the outer DELETE
+ * repeats the inert condition, so a row changed since the ctid list was read (which PostgreSQL
+ * rechecks after waiting for its lock) is kept, and a row another run deleted is not counted.
  */
 import type { Logger } from 'pino';
+import { runExclusive } from '../db/exclusive.ts';
 import type { Db } from '../db/pool.ts';
 
 export interface PruneRule {
@@ -45,6 +53,7 @@ export const pruneRules: readonly PruneRule[] = Object.freeze([
   { table: 'refresh_tokens', inert: "expires_at < now() - interval '7 days'" },
   { table: 'auth_throttle', inert: "window_start < now() - interval '1 day' AND NOT needs_otp AND (locked_until IS NULL OR locked_until < now())" },
   { table: 'idempotency_keys', inert: `created_at < now() - interval '${idempotencyRetention}'` },
+  { table: 'admin_rate_counters', inert: "window_start < now() - interval '5 minutes'" },
 ]);
 
 /** Delete every inert row, `batch` at a time; returns the count per table. */
@@ -54,7 +63,7 @@ export async function pruneOnce(db: Db, batch = 5000): Promise<Record<string, nu
     let total = 0;
     for (;;) {
       const { rowCount } = await db.query(
-        `DELETE FROM ${rule.table} WHERE ctid = ANY (ARRAY(SELECT ctid FROM ${rule.table} WHERE ${rule.inert} LIMIT $1))`,
+        `DELETE FROM ${rule.table} WHERE ctid = ANY (ARRAY(SELECT ctid FROM ${rule.table} WHERE ${rule.inert} LIMIT $1)) AND ${rule.inert}`,
         [batch],
       );
       total += rowCount ?? 0;
@@ -80,9 +89,9 @@ export class Housekeeper {
   }
 
   private tick(): void {
-    this.running ??= pruneOnce(this.db)
+    this.running ??= runExclusive(this.db, 'housekeeping', () => pruneOnce(this.db))
       .then((counts) => {
-        const deleted = Object.values(counts).reduce((a, b) => a + b, 0);
+        const deleted = Object.values(counts ?? {}).reduce((a, b) => a + b, 0);
         if (deleted > 0) this.log.info({ deleted: counts }, 'housekeeping pruned inert rows');
       })
       .catch((err: unknown) => this.log.warn({ err: (err as Error).message }, 'housekeeping failed; will retry'))

@@ -2,9 +2,16 @@
  * The ledger's write operations as the routes (and the bench) call them: pure checks first,
  * then the batcher (which claims the idempotency key in the batch's transaction). Also the hold
  * expiry sweeper, which runs through the same batcher so expiry takes the same locks.
+ *
+ * Every core instance runs the sweeper (issue 23 item 6). A hold leaves pending once whoever
+ * expires it (G7: ledger_do_expire locks the hold and re-reads its status, so a second sweeper
+ * or a capture racing it finds it no longer pending and counts nothing); on top, one instance
+ * sweeps at a time (../db/exclusive.ts), so sweepers do not queue on the same balance rows or
+ * write audit records for holds another one expired.
  */
 import type { Logger } from 'pino';
 import type { Static } from '@sinclair/typebox';
+import { runExclusive } from '../db/exclusive.ts';
 import type { Db } from '../db/pool.ts';
 import { principalOf, requestHash, type IdemScope, type StoredResponse } from '../idempotency/idempotency.ts';
 import type { ResponseVault } from '../idempotency/secrets.ts';
@@ -171,13 +178,18 @@ export class Ledger {
     return expired;
   }
 
+  /** One sweep unless another instance is sweeping now (then `undefined`). */
+  sweepOnce(): Promise<number | undefined> {
+    return runExclusive(this.deps.db, 'holdExpiry', () => this.sweepExpiredHolds());
+  }
+
   /** Start the expiry sweeper (stopped by `stop`). */
   start(): void {
     if (this.timer) return;
     this.timer = setInterval(() => {
       if (this.sweeping) return;
       this.sweeping = true;
-      this.sweepExpiredHolds()
+      this.sweepOnce()
         .catch((err: unknown) => this.deps.log.warn({ err: (err as Error).message }, 'hold expiry sweep failed'))
         .finally(() => { this.sweeping = false; });
     }, holdSweepIntervalMs);

@@ -2,6 +2,13 @@
  * Per-source rate limits for unauthenticated routes (sign-in, OTP, token endpoints): a token
  * bucket per (source address, route) in this edge instance. Lockout and budgets that must
  * agree across instances live in PostgreSQL; this limiter only blunts floods cheaply.
+ *
+ * Per instance on purpose (issue 23 item 6): it answers before any database work, so a flood
+ * costs no query and cannot eat the 100 ms decision deadline. With N edges behind a load
+ * balancer one address may get up to N times these figures in all; each edge's load stays
+ * bounded, which is what this limiter is for. Guessing is stopped by the shared lockout and
+ * OTP send and verify counters (core/identity/throttle.ts), which count once however many
+ * edges there are.
  */
 
 /**

@@ -86,7 +86,7 @@ export function opsRoutes(deps: AdminDeps): RouteSpec[] {
           if (!existing[0]) throw new AppError('OUTBOX_NOT_FOUND', `no outbox message ${ctx.params.id}`);
           throw new AppError('CONFLICT', 'the message was delivered; nothing to retry');
         }
-        await w.q.query(`UPDATE admin_webhook_deliveries SET status = 'PENDING', attempts = 0, next_attempt_at = $2 WHERE outbox_id = $1 AND status <> 'DELIVERED'`, [ctx.params.id, new Date(deps.now())]);
+        await w.q.query(`UPDATE admin_webhook_deliveries SET status = 'PENDING', attempts = 0, next_attempt_at = $2 WHERE outbox_id = $1 AND status <> 'DELIVERED' AND lease_token IS NULL`, [ctx.params.id, new Date(deps.now())]);
         await w.audit('outbox.retry', { type: 'outbox', id: ctx.params.id });
         return { status: 200, body: oView(rows[0], false) };
       },
@@ -101,7 +101,7 @@ export function opsRoutes(deps: AdminDeps): RouteSpec[] {
              SELECT id FROM outbox WHERE tenant_id = $1 AND status <> 'DELIVERED' AND created_at >= $2 AND created_at < $3 AND attempts >= $4 ORDER BY id LIMIT $6) RETURNING id`,
           [w.caller.tenantId, ctx.body.from, ctx.body.to, ctx.body.minAttempts ?? 0, new Date(deps.now()), ctx.body.max ?? 1000]);
         const ids = rows.map((r) => r.id);
-        await w.q.query(`UPDATE admin_webhook_deliveries SET status = 'PENDING', attempts = 0, next_attempt_at = $2 WHERE outbox_id = ANY($1::uuid[]) AND status <> 'DELIVERED'`, [ids, new Date(deps.now())]);
+        await w.q.query(`UPDATE admin_webhook_deliveries SET status = 'PENDING', attempts = 0, next_attempt_at = $2 WHERE outbox_id = ANY($1::uuid[]) AND status <> 'DELIVERED' AND lease_token IS NULL`, [ids, new Date(deps.now())]);
         await w.audit('outbox.retry_batch', { type: 'outbox', id: '*' }, { from: ctx.body.from, to: ctx.body.to, retried: ids.length });
         return { status: 200, body: { retried: ids.length, ids } };
       },

@@ -1,0 +1,41 @@
+/**
+ * Background jobs that every core instance runs on a timer (hold expiry, housekeeping) but that
+ * need only one runner at a time across instances (issue 23 item 6): each run first takes a
+ * PostgreSQL advisory lock without waiting; an instance that does not get it skips this tick.
+ * The lock is the session's, so a process that dies mid-run releases it with its connection.
+ * The jobs stay correct without it (each row is claimed under a row lock in the database);
+ * the lock saves duplicate work, lock waits and duplicate audit records.
+ */
+import type { Db } from './pool.ts';
+
+/**
+ * Advisory lock keys, in the two-integer key space (disjoint from the single-bigint one that
+ * migrations and per-key locks use). The class is an arbitrary constant for this schema.
+ */
+export const exclusiveLockClass = 72_110_750;
+export const exclusiveJobs = Object.freeze({ holdExpiry: 1, housekeeping: 2, outboxRouting: 3 });
+export type ExclusiveJob = keyof typeof exclusiveJobs;
+
+/** Run `fn` when no other instance runs `job` now; `undefined` when another one does. */
+export async function runExclusive<T>(db: Db, job: ExclusiveJob, fn: () => Promise<T>): Promise<T | undefined> {
+  const key = [exclusiveLockClass, exclusiveJobs[job]];
+  const client = await db.pool.connect();
+  let got: boolean;
+  try {
+    got = (await client.query<{ got: boolean }>('SELECT pg_try_advisory_lock($1, $2) AS got', key)).rows[0]?.got === true;
+  } catch (err) {
+    client.release(err as Error);
+    throw err;
+  }
+  if (!got) {
+    client.release();
+    return undefined;
+  }
+  try {
+    return await fn();
+  } finally {
+    // A connection that cannot unlock is destroyed, which releases the lock as well.
+    const failed = await client.query('SELECT pg_advisory_unlock($1, $2)', key).then(() => undefined, (err: unknown) => err as Error);
+    client.release(failed);
+  }
+}

@@ -1,0 +1,108 @@
+/**
+ * Issue 23 item 6: background sweeps that every core instance runs (hold expiry, housekeeping)
+ * touch each row once, whether they exclude each other (runExclusive) or race.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { runExclusive } from '../../core/db/exclusive.ts';
+import { createDb, type Db } from '../../core/db/pool.ts';
+import { pruneOnce } from '../../core/housekeeping/prune.ts';
+import { Ledger } from '../../core/ledger/service.ts';
+import { createLogger } from '../../core/platform/log.ts';
+import { createMetrics } from '../../core/platform/metrics.ts';
+import { LedgerFixture, type Tenant } from '../ledger/fixture.ts';
+
+const holdCount = 40;
+
+describe('sweeps with two core instances', () => {
+  let f: LedgerFixture;
+  let t: Tenant;
+  let payer: string;
+  let payee: string;
+  const pools: Db[] = [];
+  const ledgers: Ledger[] = [];
+  before(async () => {
+    f = await LedgerFixture.start();
+    t = await f.tenant();
+    payer = await f.account(t);
+    payee = await f.account(t);
+    await f.fund(t, payer, '1000.00');
+    for (let i = 0; i < 2; i++) {
+      const db = createDb({ connectionString: f.t.tdb.url, metrics: createMetrics(), log: createLogger('silent') });
+      pools.push(db);
+      // An hour ahead: these sweepers see the holds expired; the fixture core's own (real clock) does not.
+      ledgers.push(new Ledger({ db, log: createLogger('silent'), now: () => Date.now() + 3_600_000 }));
+    }
+  });
+  after(async () => {
+    for (const p of pools) await p.close();
+    await f.close();
+  });
+
+  const holds = async (): Promise<string[]> => Promise.all(Array.from({ length: holdCount }, async () => {
+    const r = await f.req(t.write, 'POST', '/v1/core/holds', { debit_account_id: payer, credit_account_id: payee, currency: 'KES', amount: '1.50', expires_in_s: 600 });
+    assert.equal(r.status, 201, r.text);
+    return r.json.id as string;
+  }));
+  const pending = async (ids: string[]) => Number((await f.db.query<{ n: string }>(`SELECT count(*) AS n FROM ledger_holds WHERE id = ANY($1::uuid[]) AND status = 'pending'`, [ids])).rows[0]?.n);
+  const assertExpiredOnce = async (ids: string[]) => {
+    const { rows } = await f.db.query<{ status: string; events: string }>(
+      `SELECT h.status, (SELECT count(*) FROM outbox o WHERE o.aggregate = 'hold' AND o.aggregate_id = h.id::text AND o.event = 'hold.expired') AS events
+         FROM ledger_holds h WHERE h.id = ANY($1::uuid[])`, [ids]);
+    assert.deepEqual(rows.filter((r) => r.status !== 'expired' || r.events !== '1'), [], 'every hold expired, one hold.expired event each');
+    const b = await f.balances(t, payer);
+    assert.equal(b.pending_debits, '0.00', 'every reservation released once (G3)');
+    assert.equal(b.available, '1000.00');
+  };
+
+  it('two instances sweeping at once expire each hold once, one instance at a time', async () => {
+    const ids = await holds();
+    let expired = 0;
+    for (let round = 0; round < 50 && (await pending(ids)) > 0; round++) {
+      for (const n of await Promise.all(ledgers.map((l) => l.sweepOnce()))) expired += n ?? 0;
+    }
+    assert.equal(expired, holdCount, 'the sweepers together count each hold once');
+    await assertExpiredOnce(ids);
+    const { rows } = await f.db.query<{ holds: string[] }>(
+      `SELECT attrs->'holds' AS holds FROM audit_log WHERE tenant_id = $1 AND action = 'hold.expire'`, [t.id]);
+    const audited = rows.flatMap((r) => r.holds);
+    assert.deepEqual(audited.sort(), [...ids].sort(), 'each hold in exactly one sweeper audit record');
+  });
+
+  it('without the exclusion, racing sweepers still expire each hold once (the ledger locks the hold and re-reads its status)', async () => {
+    const ids = await holds();
+    const counts = await Promise.all(ledgers.map((l) => l.sweepExpiredHolds()));
+    assert.equal(counts.reduce((a, b) => a + b, 0), holdCount, `${counts.join(' + ')}`);
+    assert.equal(await pending(ids), 0);
+    await assertExpiredOnce(ids);
+  });
+
+  it('housekeeping runs racing each other delete each inert row once and keep the live ones', async () => {
+    await f.db.query(`INSERT INTO edge_replay (kind, value, expires_at) SELECT 'dpop', 'old-' || i, now() - interval '1 hour' FROM generate_series(1, 500) i`);
+    await f.db.query(`INSERT INTO edge_replay (kind, value, expires_at) SELECT 'dpop', 'live-' || i, now() + interval '1 hour' FROM generate_series(1, 20) i`);
+    const runs = await Promise.all(pools.map((db) => pruneOnce(db, 7)));
+    const left = Number((await f.db.query<{ n: string }>(`SELECT count(*) AS n FROM edge_replay WHERE value LIKE 'old-%'`)).rows[0]?.n);
+    const counted = runs.reduce((a, r) => a + (r.edge_replay ?? 0), 0);
+    assert.equal(counted, 500 - left, 'no row counted by both runs');
+    assert.equal(((await pruneOnce(f.db)).edge_replay ?? 0) + counted, 500);
+    assert.equal((await f.db.query(`SELECT 1 FROM edge_replay WHERE value LIKE 'live-%'`)).rowCount, 20);
+  });
+
+  it('runExclusive: one instance runs a job at a time; the lock is free again after the job, even one that failed', async () => {
+    let release!: () => void;
+    const held = new Promise<void>((r) => { release = r; });
+    let started!: () => void;
+    const running = new Promise<void>((r) => { started = r; });
+    const first = runExclusive(pools[0] as Db, 'housekeeping', async () => { started(); await held; return 'first'; });
+    await running;
+    let ran = false;
+    assert.equal(await runExclusive(pools[1] as Db, 'housekeeping', async () => { ran = true; return 'second'; }), undefined);
+    assert.equal(ran, false, 'skipped while the other instance runs it');
+    // Not holdExpiry: the fixture core's own sweeper takes that one every second.
+    assert.equal(await runExclusive(pools[1] as Db, 'outboxRouting', async () => 'other job'), 'other job', 'jobs have their own locks');
+    release();
+    assert.equal(await first, 'first');
+    await assert.rejects(runExclusive(pools[1] as Db, 'housekeeping', async () => { throw new Error('job failed'); }), /job failed/);
+    assert.equal(await runExclusive(pools[0] as Db, 'housekeeping', async () => 'again'), 'again');
+  });
+});
