@@ -42,10 +42,16 @@ export interface EmbeddedOptions {
 
 const user = 'postgres';
 const password = 'postgres';
-/** Fast shutdown normally takes well under a second; past this we escalate to an immediate one. */
-const stopTimeoutMs = 7000;
-/** After SIGQUIT the postmaster exits at once; past this it is killed. */
-const quitTimeoutMs = 1500;
+/**
+ * Stop escalates within the 10 s a stop may take (issue 15 item 2): a smart shutdown lets the
+ * pools' connections, already closing, say goodbye (a fast one would cut them off and each would
+ * log an error); then a fast one ends whatever session remains; then an immediate one; then a kill.
+ */
+const stopSteps: { signal: NodeJS.Signals; waitMs: number }[] = [
+  { signal: 'SIGTERM', waitMs: 1500 },
+  { signal: 'SIGINT', waitMs: 4000 },
+  { signal: 'SIGQUIT', waitMs: 1500 },
+];
 /** initdb plus the first start take a few seconds; a loaded machine gets generous room. */
 const startTimeoutMs = 120_000;
 /** Messages in English whatever the locale: we wait for one of them (and quote FATAL lines). */
@@ -151,11 +157,10 @@ export async function startEmbedded(opts: EmbeddedOptions): Promise<EmbeddedServ
     isRunning: () => running,
     async stop() {
       if (!running) return;
-      // SIGINT: fast shutdown (sessions end, data is checkpointed); SIGQUIT: immediate; then SIGKILL.
-      child.kill('SIGINT');
-      if (await waitExit(stopTimeoutMs)) return;
-      child.kill('SIGQUIT');
-      if (await waitExit(quitTimeoutMs)) return;
+      for (const step of stopSteps) {
+        child.kill(step.signal);
+        if (await waitExit(step.waitMs)) return;
+      }
       child.kill('SIGKILL');
       await exited;
     },
