@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
@@ -14,6 +14,19 @@ import { startProcess, waitFor, type Started } from '../helpers/process.ts';
 
 /** Issue 15 item 9: "a burst of authenticated requests (e.g. 50 concurrent)". */
 const burst = 50;
+
+/**
+ * The burst meets the real 100 ms deadline (SPEC 8) only with CPU to spare: the whole dev stack
+ * is one Node thread, and on an overcommitted machine it fails closed however warm it is. Seen on
+ * 2 cores: at a load average of ~12, 0 or 3 of 50 refused (50 of 50 before the warm-up); at 20 to
+ * 45, 10 to 50 of 50 refused, as many as once the stack had served for minutes. Past 4 runnable
+ * tasks per CPU this test says so and is skipped; test/edge/warm.test.ts checks the warm-up
+ * itself without depending on the clock.
+ */
+const [load = 0] = loadavg();
+const skipBurst = load > 4 * availableParallelism()
+  ? `machine overcommitted (load average ${load.toFixed(1)} on ${availableParallelism()} CPUs): a 100 ms deadline says nothing about warmth here`
+  : false;
 
 describe('npm start reports up only when warm', () => {
   let tdb: TestDb;
@@ -38,7 +51,7 @@ describe('npm start reports up only when warm', () => {
     await rm(dataDir, { recursive: true, force: true });
   });
 
-  it('answers the first requests, a burst of authenticated ones right after the banner, without a 503', async () => {
+  it('answers the first requests, a burst of authenticated ones right after the banner, without a 503', { skip: skipBurst }, async () => {
     const demo = JSON.parse(await readFile(join(dataDir, 'demo.json'), 'utf8')) as { serviceTokens: { readOnly: { token: string } } };
     const headers = { authorization: `Bearer ${demo.serviceTokens.readOnly.token}` };
     const answers = await Promise.all(Array.from({ length: burst }, () => call(gw, 'GET', '/v1/countries', { headers })));
