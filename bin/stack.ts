@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import { buildCore } from '../core/app.ts';
 import { startEmbedded, type EmbeddedServer } from '../core/db/embedded.ts';
 import { migrate } from '../core/db/migrate.ts';
-import { createDb, type Db } from '../core/db/pool.ts';
+import { createDb, warmPool, type Db } from '../core/db/pool.ts';
 import { loadOrCreateMasterKey } from '../core/keys/crypto.ts';
 import { KeyStore } from '../core/keys/keys.ts';
 import { readBuildInfo } from '../core/platform/build-info.ts';
@@ -43,6 +43,40 @@ async function listenOrExplain(server: Server, port: number, name: string): Prom
     if (code === 'EADDRINUSE') throw new StartError(`port ${port} (${name}) is already in use`);
     throw new StartError(`cannot listen on port ${port} (${name}): ${(err as Error).message}`);
   }
+}
+
+/** How long start-up waits for the stack to answer through the gateway before giving up. */
+const answerWithinMs = 60_000;
+/** Rounds of concurrent ready requests once the stack answers: they warm the paths a client takes. */
+const readyRounds = 3;
+/** Requests per round: the gateway's connections to core and the HTTP paths warm too, not one of each. */
+const readyConcurrency = 8;
+
+/**
+ * Issue 15 item 9: "up" only once the stack answers, through the gateway, as a client would:
+ * /v1/ready passes the edge (route, policy, audit) to core, which checks the database and the
+ * edge's warmth.
+ */
+async function answering(gateway: string): Promise<void> {
+  const until = Date.now() + answerWithinMs;
+  let last = 'no answer';
+  const probe = async (): Promise<boolean> => {
+    try {
+      const res = await fetch(`${gateway}/v1/ready`);
+      const body = await res.text();
+      if (res.status !== 200) last = `${res.status} ${body.slice(0, 120)}`;
+      return res.status === 200;
+    } catch (err) {
+      last = (err as Error).message;
+      return false;
+    }
+  };
+  while (!(await probe())) {
+    if (Date.now() > until) throw new StartError(`the stack did not answer through the gateway within ${answerWithinMs / 1000} s (last: ${last}); is the machine overloaded?`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  // It answers; a few concurrent rounds open the gateway's connections to core and warm the paths.
+  for (let i = 0; i < readyRounds; i++) await Promise.all(Array.from({ length: readyConcurrency }, probe));
 }
 
 /**
@@ -109,7 +143,7 @@ export async function startStack(
     cleanups.push(() => edge.stop());
 
     const core = buildCore({
-      db, log: log.child({ component: 'core' }), metrics, build: readBuildInfo(), keys, dataDir: config.dataDir, edgeSecret, policies: edge.policies,
+      db, log: log.child({ component: 'core' }), metrics, build: readBuildInfo(), keys, dataDir: config.dataDir, edgeSecret, policies: edge.policies, edgeWarm: () => edge.warmed,
       webhookAllowPrivateTargets: opts.webhookAllowPrivateTargets ?? false,
     });
     const corePort = await listenOrExplain(core.server, config.corePort, 'CORE_PORT');
@@ -125,6 +159,13 @@ export async function startStack(
     const housekeeper = new Housekeeper(db, log.child({ component: 'housekeeping' }));
     housekeeper.start();
     cleanups.push(() => housekeeper.stop());
+
+    // Issue 15 item 9: the first requests must not meet cold caches, pools or code.
+    try {
+      await Promise.all([warmPool(db), edge.warm()]);
+    } catch (err) {
+      throw new StartError(`warming up failed: ${(err as Error).message.split('\n')[0]}`);
+    }
 
     let authzPort: number;
     try {
@@ -143,6 +184,7 @@ export async function startStack(
     await gateway.ready().catch(() => log.warn('edge channel not ready yet; the first requests may be denied'));
     const gatewayPort = await listenOrExplain(gateway.server, config.gatewayPort, 'GATEWAY_PORT');
     cleanups.push(() => gateway.close());
+    await answering(`http://127.0.0.1:${gatewayPort}`);
 
     return { ports: { gateway: gatewayPort, core: corePort, authz: authzPort }, embedded, db, log, demo, stop };
   } catch (err) {

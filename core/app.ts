@@ -37,6 +37,8 @@ export interface CoreDeps {
   edgeSecret?: string;
   /** Policy revisions for the simulate endpoints (the edge's store when in one process). */
   policies?: PolicyStore;
+  /** The edge's warmth when in one process (issue 15 item 9: /v1/ready waits for it). */
+  edgeWarm?: () => boolean;
   now?: () => number;
   /** Identity options (tests inject a capturing SMS sender). */
   identity?: IdentityOptions;
@@ -57,7 +59,7 @@ export function buildCore(deps: CoreDeps): Core {
   let openapi: unknown;
   routes.push(
     ...platformRoutes({
-      db: deps.db, metrics: deps.metrics, build: deps.build, startedAt: now(), now,
+      db: deps.db, metrics: deps.metrics, build: deps.build, startedAt: now(), now, ...(deps.edgeWarm ? { edgeWarm: deps.edgeWarm } : {}),
       openapi: () => (openapi ??= buildOpenApi(routes, { version: deps.build.version })),
     }),
   );

@@ -134,6 +134,11 @@ export class AuditWriter {
     this.sink = sink ?? inlineSink(db);
   }
 
+  /** Issue 15 item 9: start the writer thread and its connection before the first decision needs them. */
+  async warm(): Promise<void> {
+    await this.sink.write([]);
+  }
+
   start(): void {
     this.timer = setInterval(() => void this.flush(), auditFlushMs);
     this.timer.unref();

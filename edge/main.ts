@@ -14,6 +14,7 @@ import { defaultBundleDir, loadTrustedKeys } from './policy/bundle.ts';
 import { PolicyStore } from './policy/store.ts';
 import { bindEdge, createEdgeServer } from './server.ts';
 import { EdgeState } from './state/store.ts';
+import { warmEdge } from './warm.ts';
 
 export interface EdgeDeps {
   db: Db;
@@ -36,6 +37,10 @@ export interface Edge {
   state: EdgeState;
   policies: PolicyStore;
   audit: AuditWriter;
+  /** Issue 15 item 9: load and rehearse what the first Checks need; call before listen(). */
+  warm(): Promise<void>;
+  /** True once warm() has finished: readiness reports it. */
+  readonly warmed: boolean;
   listen(port: number, host?: string): Promise<number>;
   stop(): Promise<void>;
 }
@@ -51,8 +56,16 @@ export async function buildEdge(deps: EdgeDeps): Promise<Edge> {
   audit.start();
   const decide = createDecider({ state, policies, audit, risk: new RiskEngine(deps.now), limiter: new RateLimiter(deps.publicRateLimit?.perMinute, deps.publicRateLimit?.burst), log: deps.log, edgeSecret: deps.edgeSecret, now: deps.now });
   const server = createEdgeServer({ log: deps.log, decide, failClosed: failClosedAuditor({ audit, policies }), ...(deps.budgetMs ? { budgetMs: deps.budgetMs } : {}) });
+  let warmed = false;
   return {
     server, state, policies, audit,
+    async warm() {
+      await warmEdge({ db: deps.db, state, policies, audit, log: deps.log, edgeSecret: deps.edgeSecret });
+      warmed = true;
+    },
+    get warmed() {
+      return warmed;
+    },
     listen: (port, host) => bindEdge(server, port, host),
     async stop() {
       server.forceShutdown();

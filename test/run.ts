@@ -1,20 +1,27 @@
 /**
- * `npm test`: one fresh embedded PostgreSQL on a free port in a temporary directory (removed
- * afterwards), then node's test runner over every `test/**\/*.test.ts`. Each test file makes
- * its own database on that server, so the suite is safe to run twice in a row and while
- * `npm start` is running.
+ * `npm test`: one fresh embedded PostgreSQL on a free port in a temporary directory, then
+ * node's test runner over every `test/**\/*.test.ts`. Each test file makes its own database on
+ * that server, so the suite is safe to run twice in a row and while `npm start` is running.
+ *
+ * Issue 15 items 1 and 2: the temporary directory (PostgreSQL's data and, through TMPDIR, every
+ * temporary file the tests make) is removed however the run ends: success, failure, a failed
+ * start, SIGINT/SIGTERM/SIGHUP to us or to npm, Ctrl-C, or npm going away.
  */
-import { spawn } from 'node:child_process';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { chmod, mkdir, mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startEmbedded } from '../core/db/embedded.ts';
+import { EmbeddedError, startEmbedded, type EmbeddedServer } from '../core/db/embedded.ts';
 import { freePort } from '../lib/net.ts';
 
 const root = fileURLToPath(new URL('../', import.meta.url));
 /** Test files run side by side; each has its own database. */
 const fileConcurrency = 4;
+/** Issue 15 item 2: an interrupted run is gone within 10 s; the test processes get most of it. */
+const childStopMs = 5_000;
+/** How often we check that the process that started us is still there. */
+const parentCheckMs = 500;
 
 async function testFiles(dir: string): Promise<string[]> {
   const out: string[] = [];
@@ -26,36 +33,84 @@ async function testFiles(dir: string): Promise<string[]> {
   return out.sort();
 }
 
-async function main(): Promise<number> {
+/** Everything one run owns, released once, in order: test processes, PostgreSQL, files. */
+class Run {
+  dir: string | undefined;
+  pg: EmbeddedServer | undefined;
+  child: ChildProcess | undefined;
+  private released: Promise<void> | undefined;
+
+  get releasing(): boolean {
+    return this.released !== undefined;
+  }
+
+  release(): Promise<void> {
+    this.released ??= this.doRelease();
+    return this.released;
+  }
+
+  private async doRelease(): Promise<void> {
+    await this.stopChild();
+    await this.pg?.stop();
+    if (this.pg?.relocated) await rm(this.pg.dataDir, { recursive: true, force: true });
+    if (this.dir) await rm(this.dir, { recursive: true, force: true });
+  }
+
+  /** The test runner and everything it started share its process group: signal the group. */
+  private async stopChild(): Promise<void> {
+    const child = this.child;
+    if (!child?.pid || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    const signalGroup = (signal: NodeJS.Signals) => {
+      try {
+        process.kill(-(child.pid as number), signal);
+      } catch {
+        // already gone
+      }
+    };
+    signalGroup('SIGTERM');
+    const timer = setTimeout(() => signalGroup('SIGKILL'), childStopMs);
+    await exited;
+    clearTimeout(timer);
+  }
+}
+
+async function main(run: Run): Promise<number> {
   const filter = process.argv.slice(2);
   const files = (await testFiles(join(root, 'test'))).filter((f) => filter.length === 0 || filter.some((p) => f.includes(p)));
   if (files.length === 0) {
     process.stderr.write('no test files matched\n');
     return 1;
   }
-  const dir = await mkdtemp(join(tmpdir(), 'payments-test-'));
-  const pg = await startEmbedded({ dir: join(dir, 'pg'), port: await freePort() });
-  const cleanup = async () => {
-    await pg.stop();
-    await rm(dir, { recursive: true, force: true });
-  };
-  process.on('SIGINT', () => void cleanup().then(() => process.exit(130)));
-  try {
-    const child = spawn(
-      process.execPath,
-      ['--import', 'tsx', '--test', `--test-concurrency=${fileConcurrency}`, '--test-reporter=spec', ...files],
-      { cwd: root, stdio: 'inherit', env: { ...process.env, TEST_DATABASE_URL: pg.url('postgres') } },
-    );
-    return await new Promise<number>((resolve) => child.on('exit', (code, signal) => resolve(code ?? (signal ? 1 : 0))));
-  } finally {
-    await cleanup();
-  }
+  run.dir = await mkdtemp(join(tmpdir(), 'payments-test-'));
+  // Enterable (not listable) by the `postgres` user PostgreSQL runs as when we are root.
+  await chmod(run.dir, 0o711);
+  const testTmp = join(run.dir, 'tmp');
+  await mkdir(testTmp, { mode: 0o711 });
+  await chmod(testTmp, 0o711);
+  run.pg = await startEmbedded({ dir: join(run.dir, 'pg'), port: await freePort() });
+  if (run.releasing) return 1;
+  // Its own process group (detached) so that stopping it reaches every process it started.
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', '--test', `--test-concurrency=${fileConcurrency}`, '--test-reporter=spec', ...files],
+    { cwd: root, stdio: 'inherit', detached: true, env: { ...process.env, TEST_DATABASE_URL: run.pg.url('postgres'), TMPDIR: testTmp } },
+  );
+  run.child = child;
+  return await new Promise<number>((resolve) => child.on('exit', (code, signal) => resolve(code ?? (signal ? 1 : 0))));
 }
 
-main().then(
-  (code) => process.exit(code),
-  (err: unknown) => {
-    process.stderr.write(`test run failed: ${(err as Error).message}\n`);
-    process.exit(1);
-  },
-);
+const run = new Run();
+const finish = (code: number) => void run.release().finally(() => process.exit(code));
+const exitCodes = { SIGINT: 130, SIGTERM: 143, SIGHUP: 129 } as const;
+for (const [signal, code] of Object.entries(exitCodes)) process.on(signal, () => finish(code));
+const parent = process.ppid;
+setInterval(() => {
+  if (process.ppid !== parent) finish(1);
+}, parentCheckMs).unref();
+
+main(run).then(finish, (err: unknown) => {
+  const message = err instanceof Error ? err.message : String(err);
+  process.stderr.write(`${err instanceof EmbeddedError ? 'error' : 'test run failed'}: ${message.split('\n')[0]}\n`);
+  finish(1);
+});

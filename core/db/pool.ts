@@ -108,3 +108,20 @@ export function createDb(opts: { connectionString: string; metrics: Metrics; log
     close: () => pool.end(),
   };
 }
+
+/**
+ * Open up to `connections` of the pool's connections now and check each answers (issue 15
+ * item 9: the first requests after start must not each pay for connecting and authenticating).
+ */
+export async function warmPool(db: Db, connections = poolMax): Promise<void> {
+  const n = Math.min(connections, db.pool.options.max ?? poolMax);
+  const opened = await Promise.allSettled(Array.from({ length: n }, () => db.pool.connect()));
+  const clients = opened.flatMap((o) => (o.status === 'fulfilled' ? [o.value] : []));
+  try {
+    await Promise.all(clients.map((c) => c.query('SELECT 1')));
+  } finally {
+    for (const c of clients) c.release();
+  }
+  const failed = opened.find((o): o is PromiseRejectedResult => o.status === 'rejected');
+  if (failed) throw failed.reason instanceof Error ? failed.reason : new Error(String(failed.reason));
+}

@@ -17,6 +17,8 @@ export interface PlatformDeps {
   startedAt: number;
   openapi: () => unknown;
   now?: () => number;
+  /** Issue 15 item 9: set when the edge runs in this process; ready only once it is warm. */
+  edgeWarm?: () => boolean;
 }
 
 const Health = Type.Object({
@@ -24,7 +26,11 @@ const Health = Type.Object({
   build: Type.String(),
   uptime_s: Type.Integer({ minimum: 0 }),
 });
-const Ready = Type.Object({ status: Type.Literal('ready') });
+const Ready = Type.Object({
+  status: Type.Literal('ready'),
+  /** What was checked: the database always, the edge when it runs in this process (npm start). */
+  checks: Type.Object({ database: Type.Literal('ok'), edge: Type.Optional(Type.Literal('warm')) }),
+});
 const Version = Type.Object({ commit: Type.String(), version: Type.String(), schema_hash: Type.String() });
 
 /** A readiness probe that hangs is as bad as one that fails. */
@@ -79,7 +85,7 @@ export function platformRoutes(deps: PlatformDeps): RouteSpec[] {
       }),
     }),
     defineRoute({
-      method: 'GET', path: '/v1/ready', operationId: 'ready', summary: 'Ready when the database answers and is migrated', tags,
+      method: 'GET', path: '/v1/ready', operationId: 'ready', summary: 'Ready when the database answers and is migrated (and, in one process with the edge, the edge is warm)', tags,
       responses: { 200: { description: 'Ready', schema: Ready }, 503: { description: 'Not ready' } },
       handler: async () => {
         let migrated: boolean;
@@ -93,7 +99,8 @@ export function platformRoutes(deps: PlatformDeps): RouteSpec[] {
           throw new AppError('SERVICE_UNAVAILABLE', `database unavailable: ${(err as Error).message}`);
         }
         if (!migrated) throw new AppError('SERVICE_UNAVAILABLE', 'migrations table missing');
-        return { status: 200, body: { status: 'ready' } };
+        if (deps.edgeWarm && !deps.edgeWarm()) throw new AppError('SERVICE_UNAVAILABLE', 'edge is warming up');
+        return { status: 200, body: { status: 'ready', checks: { database: 'ok', ...(deps.edgeWarm ? { edge: 'warm' as const } : {}) } } };
       },
     }),
     defineRoute({

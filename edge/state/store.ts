@@ -79,6 +79,8 @@ export interface ApiKeyState {
 
 /** Entries per cache (sessions, tenants, tuples, tokens, keys): memory stays bounded under floods of unknown ids. */
 const maxCachedEntries = 100_000;
+/** At most this many tenants and service tokens are loaded ahead at start (warm()). */
+export const warmEntriesMax = 1_000;
 
 /** A tenant id as core validates it (the tenants table's CHECK, migration 0001). */
 export const tenantIdPattern = new RegExp(TenantId.pattern as string);
@@ -300,13 +302,33 @@ export class EdgeState {
   serviceToken(token: string): Promise<ServiceTokenState | undefined> {
     const hash = createHash('sha256').update(token).digest();
     return this.cached(this.serviceTokens, hash.toString('hex'), async () => {
-      const { rows } = await this.db.query<{ id: string; tenant_id: string; name: string; roles: string[]; expires_at: Date | null; revoked_at: Date | null }>(
-        'SELECT id, tenant_id, name, roles, expires_at, revoked_at FROM service_tokens WHERE token_hash = $1',
-        [hash],
-      );
-      const r = rows[0];
-      return r && { id: r.id, tenantId: r.tenant_id, name: r.name, roles: r.roles, expiresAtMs: r.expires_at?.getTime() ?? null, revoked: r.revoked_at !== null };
+      const { rows } = await this.db.query<ServiceTokenRow>(`SELECT ${serviceTokenColumns} FROM service_tokens WHERE token_hash = $1`, [hash]);
+      return rows[0] && serviceTokenState(rows[0]);
     });
+  }
+
+  /**
+   * Issue 15 item 9: what the first requests after start need, loaded before the edge reports
+   * ready: every tenant (up to `warmEntriesMax`) with its verification keys, and the live
+   * service tokens (machine clients and staff tooling are often the first callers).
+   */
+  async warm(): Promise<void> {
+    const generation = this.generation;
+    const [{ rows: tenants }, { rows: tokens }] = await Promise.all([
+      this.db.query<{ id: string }>('SELECT id FROM tenants ORDER BY id LIMIT $1', [warmEntriesMax]),
+      this.db.query<ServiceTokenRow & { token_hash: Buffer }>(
+        `SELECT ${serviceTokenColumns}, token_hash FROM service_tokens WHERE revoked_at IS NULL ORDER BY id LIMIT $1`, [warmEntriesMax],
+      ),
+    ]);
+    // A token changed while we read is not cached (as in cached()).
+    if (generation === this.generation) {
+      for (const t of tokens) this.serviceTokens.set(t.token_hash.toString('hex'), { value: serviceTokenState(t), at: this.now() });
+    }
+    await Promise.all(tenants.map(async ({ id }) => {
+      await this.tenant(id);
+      // A tenant without a signing key yet has nothing to verify.
+      await this.keys.verificationKeys(id).catch(() => undefined);
+    }));
   }
 
   /** An API key by id, its secrets opened with the master key (kept in memory only). */
@@ -349,6 +371,13 @@ export class EdgeState {
     );
     return rowCount === 1;
   }
+}
+
+interface ServiceTokenRow { id: string; tenant_id: string; name: string; roles: string[]; expires_at: Date | null; revoked_at: Date | null }
+const serviceTokenColumns = 'id, tenant_id, name, roles, expires_at, revoked_at';
+
+function serviceTokenState(r: ServiceTokenRow): ServiceTokenState {
+  return { id: r.id, tenantId: r.tenant_id, name: r.name, roles: r.roles, expiresAtMs: r.expires_at?.getTime() ?? null, revoked: r.revoked_at !== null };
 }
 
 function parseField(payload: string, field: string): string | undefined {

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { KeyStore } from '../../core/keys/keys.ts';
+import type { CoreDeps } from '../../core/app.ts';
+import type { Db } from '../../core/db/pool.ts';
 import { after, before, describe, it } from 'node:test';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { schemaHash } from '../../core/db/migrate.ts';
@@ -31,7 +33,7 @@ describe('platform routes', () => {
   it('GET /v1/ready is 200 on a migrated database', async () => {
     const r = await call(t.origin, 'GET', '/v1/ready');
     assert.equal(r.status, 200);
-    assert.deepEqual(r.json, { status: 'ready' });
+    assert.deepEqual(r.json, { status: 'ready', checks: { database: 'ok' } });
   });
 
   it('GET /v1/version reports commit, version and the hash of the applied migrations', async () => {
@@ -77,17 +79,41 @@ describe('platform routes', () => {
   });
 });
 
+/** Core alone on `db`, with `extra` deps, served on port 0. */
+async function serveBareCore(db: Db, extra: Partial<CoreDeps> = {}) {
+  const { buildCore } = await import('../../core/app.ts');
+  const { createLogger } = await import('../../core/platform/log.ts');
+  const { createMetrics } = await import('../../core/platform/metrics.ts');
+  const { readBuildInfo } = await import('../../core/platform/build-info.ts');
+  const { serve } = await import('../helpers/http.ts');
+  return serve(buildCore({ db, log: createLogger('silent'), metrics: createMetrics(), build: readBuildInfo(), keys: new KeyStore(db, randomBytes(32)), ...extra }).server);
+}
+
+describe('readiness with the edge in the same process (issue 15 item 9)', () => {
+  it('is 503 until the edge is warm, then 200 saying so', async () => {
+    const tdb = await (await import('../helpers/db.ts')).freshDatabase();
+    let warm = false;
+    const s = await serveBareCore(tdb.db, { edgeWarm: () => warm });
+    try {
+      const cold = await call(s.origin, 'GET', '/v1/ready');
+      assert.equal(cold.status, 503);
+      assert.equal(cold.json.code, 'SERVICE_UNAVAILABLE');
+      assert.match(cold.json.message, /edge is warming up/);
+      warm = true;
+      const ready = await call(s.origin, 'GET', '/v1/ready');
+      assert.equal(ready.status, 200);
+      assert.deepEqual(ready.json, { status: 'ready', checks: { database: 'ok', edge: 'warm' } });
+    } finally {
+      await s.close();
+      await tdb.drop();
+    }
+  });
+});
+
 describe('readiness without a usable database', () => {
   it('is 503 when the migrations table is missing', async () => {
-    const { freshDatabase } = await import('../helpers/db.ts');
-    const { buildCore } = await import('../../core/app.ts');
-    const { createLogger } = await import('../../core/platform/log.ts');
-    const { createMetrics } = await import('../../core/platform/metrics.ts');
-    const { readBuildInfo } = await import('../../core/platform/build-info.ts');
-    const { serve } = await import('../helpers/http.ts');
-    const tdb = await freshDatabase({ migrate: false });
-    const core = buildCore({ db: tdb.db, log: createLogger('silent'), metrics: createMetrics(), build: readBuildInfo(), keys: new KeyStore(tdb.db, randomBytes(32)) });
-    const s = await serve(core.server);
+    const tdb = await (await import('../helpers/db.ts')).freshDatabase({ migrate: false });
+    const s = await serveBareCore(tdb.db);
     try {
       const r = await call(s.origin, 'GET', '/v1/ready');
       assert.equal(r.status, 503);

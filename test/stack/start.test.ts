@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile, readFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
@@ -8,40 +7,7 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { freshDatabase } from '../helpers/db.ts';
 import { call } from '../helpers/http.ts';
-
-const root = new URL('../../', import.meta.url);
-
-function start(env: Record<string, string>) {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'bin/start.ts'], {
-    cwd: root, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', LOG_LEVEL: 'warn', ...env }, stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (c: Buffer) => { stdout += c.toString(); });
-  child.stderr.on('data', (c: Buffer) => { stderr += c.toString(); });
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  const output = () => ({ stdout, stderr });
-  return { child, exited, output };
-}
-
-async function waitFor<T>(fn: () => T | undefined | Promise<T | undefined>, ms: number): Promise<T> {
-  const until = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined) return v;
-    if (Date.now() > until) throw new Error('timed out waiting');
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
+import { alive, startProcess as start, waitFor } from '../helpers/process.ts';
 
 describe('npm start (bin/start.ts)', () => {
   it('starts embedded PostgreSQL and the stack, prints the banner, stops cleanly on SIGTERM', async () => {
