@@ -6,12 +6,12 @@
  */
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
-import { appendAudit } from '../core/audit/audit.ts';
-import { createDb } from '../core/db/pool.ts';
+import { appendAudit } from '../shared/audit.ts';
+import { createDb } from '../shared/db/pool.ts';
 import { loadOrCreateMasterKey } from '../core/keys/crypto.ts';
 import { KeyStore, maxGraceS } from '../core/keys/keys.ts';
-import { createLogger } from '../core/platform/log.ts';
-import { createMetrics } from '../core/platform/metrics.ts';
+import { createLogger } from '../shared/log.ts';
+import { createMetrics } from '../shared/metrics.ts';
 import { loadConfig } from './config.ts';
 
 async function main(): Promise<void> {

@@ -9,18 +9,18 @@ import type { Logger } from 'pino';
 import { buildCore } from '../core/app.ts';
 import { startEmbedded, type EmbeddedServer } from '../core/db/embedded.ts';
 import { migrate } from '../core/db/migrate.ts';
-import { createDb, warmPool, type Db } from '../core/db/pool.ts';
+import { createDb, warmPool, type Db } from '../shared/db/pool.ts';
 import { loadOrCreateMasterKey } from '../core/keys/crypto.ts';
 import { KeyStore } from '../core/keys/keys.ts';
 import { readBuildInfo } from '../core/platform/build-info.ts';
-import { createLogger } from '../core/platform/log.ts';
-import { createMetrics } from '../core/platform/metrics.ts';
+import { createLogger } from '../shared/log.ts';
+import { createMetrics } from '../shared/metrics.ts';
 import { seedDemo } from '../core/seed.ts';
 import { createGateway, type Gateway } from '../edge/gateway.ts';
 import { buildEdge } from '../edge/main.ts';
 import { Dispatcher } from '../core/admin/webhooks/dispatcher.ts';
 import { Housekeeper } from '../core/housekeeping/prune.ts';
-import { freePort, listen } from '../lib/net.ts';
+import { freePort, listen } from '../shared/net.ts';
 import type { Config } from './config.ts';
 
 /** A start-up failure that is the operator's to fix; its message is one line. */

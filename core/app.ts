@@ -4,19 +4,19 @@
  */
 import type { Server } from 'node:http';
 import type { Logger } from 'pino';
-import type { Db } from './db/pool.ts';
+import type { Db } from '../shared/db/pool.ts';
 import type { KeyStore } from './keys/keys.ts';
 import { buildOpenApi } from './http/openapi.ts';
 import type { RouteSpec } from './http/route.ts';
 import { createCoreServer } from './http/server.ts';
 import type { BuildInfo } from './platform/build-info.ts';
-import type { Metrics } from './platform/metrics.ts';
+import type { Metrics } from '../shared/metrics.ts';
 import { platformRoutes } from './platform/routes.ts';
 import { authzRoutes } from './authz/routes.ts';
 import { apiKeyRoutes } from './apikeys/routes.ts';
 import { releaseEdgeCount } from './apikeys/budget.ts';
 import { paymentRoutes } from './payments/routes.ts';
-import type { PolicyStore } from '../edge/policy/store.ts';
+import type { PolicyStore } from '../policy/runtime/store.ts';
 import { Ledger, ledgerRoutes } from './ledger/routes.ts';
 import { oauthRoutes } from './oauth/routes.ts';
 import { identityDeps, type IdentityOptions } from './identity/context.ts';

@@ -6,7 +6,7 @@
 import { readFile, writeFile, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import { serviceTokenSeeder } from './platform/service-tokens.ts';
-import type { Db } from './db/pool.ts';
+import type { Db } from '../shared/db/pool.ts';
 import { ledgerSeeder } from './ledger/seed.ts';
 import { adminSeeder } from './admin/seed.ts';
 import { seedDemoAgent } from './agents/seed.ts';

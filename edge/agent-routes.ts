@@ -22,7 +22,7 @@ const kyc = (method: string, template: string, action: string): EdgeRoute => ({
 const ops = (template: string, resource: string, action: string, money?: 'no-api-keys'): EdgeRoute => ({
   method: 'POST', template, purpose: 'agent.ops', resource, action, credential: 'staff', ...(money ? { money } : {}),
 });
-/** Agent money (issue 13 item 5): never an API key's to move (lib/api-key-budget.ts). */
+/** Agent money (issue 13 item 5): never an API key's to move (shared/api-key-budget.ts). */
 const agentMoney = 'no-api-keys';
 
 export const agentEdgeRoutes: EdgeRoute[] = [

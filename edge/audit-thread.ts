@@ -5,11 +5,11 @@
  * each batch is one transaction; the answer (done or the error) goes back by message.
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import { appendAudit, type AuditEntry } from '../core/audit/audit.ts';
+import { appendAudit, type AuditEntry } from '../shared/audit.ts';
 import { isPoison } from './audit-poison.ts';
-import { createDb } from '../core/db/pool.ts';
-import { createLogger } from '../core/platform/log.ts';
-import { createMetrics } from '../core/platform/metrics.ts';
+import { createDb } from '../shared/db/pool.ts';
+import { createLogger } from '../shared/log.ts';
+import { createMetrics } from '../shared/metrics.ts';
 
 export type ToThread = { type: 'write'; id: number; entries: AuditEntry[] } | { type: 'close' };
 export type FromThread = { type: 'done'; id: number; error?: { message: string; code?: string; poison: boolean } } | { type: 'closed' };

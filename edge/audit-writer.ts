@@ -7,8 +7,8 @@
  */
 import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
-import { appendAudit, type AuditEntry } from '../core/audit/audit.ts';
-import type { Db } from '../core/db/pool.ts';
+import { appendAudit, type AuditEntry } from '../shared/audit.ts';
+import type { Db } from '../shared/db/pool.ts';
 import type { FromThread, ToThread } from './audit-thread.ts';
 import { AuditWriteError, isPoison } from './audit-poison.ts';
 import { tenantIdPattern } from './state/store.ts';

@@ -5,17 +5,17 @@
  */
 import type { Logger } from 'pino';
 import { isJsonContentType } from '../core/http/body.ts';
-import { issueChallenge, origOf } from '../core/identity/challenge.ts';
-import { isCanonicalPath } from '../lib/canonical-path.ts';
+import { issueChallenge, origOf } from '../shared/challenge.ts';
+import { isCanonicalPath } from '../shared/canonical-path.ts';
 import type { AuditWriter } from './audit-writer.ts';
 import { CredentialError } from './auth/bearer.ts';
 import { authenticate, type Principal } from './auth/principal.ts';
 import { consumeBudget } from './auth/budget.ts';
-import { formatBudgetCount, type BudgetCount } from '../lib/api-key-budget.ts';
+import { formatBudgetCount, type BudgetCount } from '../shared/api-key-budget.ts';
 import type { RateLimiter } from './auth/rate-limit.ts';
 import type { RiskEngine } from './auth/risk.ts';
 import { maxCheckBodyBytes, type Decision, type RequestView } from './check.ts';
-import type { PolicyStore } from './policy/store.ts';
+import type { PolicyStore } from '../policy/runtime/store.ts';
 import type { ResolvedRoute } from './routes.ts';
 import type { Deadline, FailClosed } from './server.ts';
 import { tenantIdPattern, type EdgeState, type TenantState, type TupleState } from './state/store.ts';

@@ -4,14 +4,14 @@
  */
 import type * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import type { Db } from '../core/db/pool.ts';
+import type { Db } from '../shared/db/pool.ts';
 import type { KeyStore } from '../core/keys/keys.ts';
 import { AuditThread, AuditWriter, failClosedReserve, maxQueued } from './audit-writer.ts';
 import { RateLimiter } from './auth/rate-limit.ts';
 import { RiskEngine } from './auth/risk.ts';
 import { createDecider, failClosedAuditor } from './authz.ts';
-import { defaultBundleDir, loadTrustedKeys } from './policy/bundle.ts';
-import { PolicyStore } from './policy/store.ts';
+import { defaultBundleDir, loadTrustedKeys } from '../policy/runtime/bundle.ts';
+import { PolicyStore } from '../policy/runtime/store.ts';
 import { bindEdge, createEdgeServer } from './server.ts';
 import { EdgeState } from './state/store.ts';
 import { warmEdge } from './warm.ts';

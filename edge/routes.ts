@@ -5,8 +5,8 @@
  * `operational`, which allows only what the policy says it allows.
  * Every feature adds its routes here; a test keeps this table and core's routes in step.
  */
-import type { MoneyMovement } from '../lib/api-key-budget.ts';
-import { TemplateTable } from '../lib/path-template.ts';
+import type { MoneyMovement } from '../shared/api-key-budget.ts';
+import { TemplateTable } from '../shared/path-template.ts';
 import { agentEdgeRoutes } from './agent-routes.ts';
 
 /** What proves who the caller is. `public`: nothing (rate limited where it matters). */
@@ -28,7 +28,7 @@ export interface EdgeRoute {
   disableRequestBodyBuffering?: true;
   /**
    * Set on every route that moves money: how an API key's daily amount budget counts it
-   * (lib/api-key-budget.ts; SPEC 5.4.5, issue 13 item 5). Core's route declares the same
+   * (shared/api-key-budget.ts; SPEC 5.4.5, issue 13 item 5). Core's route declares the same
    * (`movesMoney`, checked by test/edge/routes.test.ts) and refuses to move money without it.
    */
   money?: MoneyMovement;

@@ -9,11 +9,11 @@
  * limiter: they are not requests anyone made, so they are neither audited nor counted.
  */
 import type { Logger } from 'pino';
-import { warmPool, type Db } from '../core/db/pool.ts';
+import { warmPool, type Db } from '../shared/db/pool.ts';
 import { AuditWriter } from './audit-writer.ts';
 import { RiskEngine } from './auth/risk.ts';
 import { createDecider } from './authz.ts';
-import type { PolicyStore } from './policy/store.ts';
+import type { PolicyStore } from '../policy/runtime/store.ts';
 import { check } from './server.ts';
 import type { EdgeState } from './state/store.ts';
 import type { CheckRequest } from './types.ts';

@@ -13,7 +13,7 @@ import { mkdtemp, readFile, readdir, rm, writeFile, mkdir } from 'node:fs/promis
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { signDocument } from '../lib/signing.ts';
+import { signDocument } from '../shared/signing.ts';
 import { findOpa } from './opa.ts';
 
 export const policyDir = fileURLToPath(new URL('./', import.meta.url));

@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { EmbeddedError, startEmbedded, type EmbeddedServer } from '../core/db/embedded.ts';
-import { freePort } from '../lib/net.ts';
+import { freePort } from '../shared/net.ts';
 
 const root = fileURLToPath(new URL('../', import.meta.url));
 /** Test files run side by side; each has its own database. */

@@ -8,7 +8,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { authorizationPackage } from '../../edge/proto.ts';
 import type { CheckRequest, CheckResponse } from '../../edge/types.ts';
-import { signRequest } from '../../lib/api-key-signing.ts';
+import { signRequest } from '../../shared/api-key-signing.ts';
 
 const [address, mode, rpsText, countText, credential, secret] = process.argv.slice(2);
 if (!address || !credential || (mode !== 'signed' && mode !== 'jwt')) {

@@ -14,8 +14,8 @@ import { writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
-import { compileTemplate } from '../../lib/path-template.ts';
-import { freePort } from '../../lib/net.ts';
+import { compileTemplate } from '../../shared/path-template.ts';
+import { freePort } from '../../shared/net.ts';
 import { policyDir } from '../../policy/build.ts';
 import type { EdgeRoute } from '../../edge/routes.ts';
 

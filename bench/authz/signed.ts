@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { ApiKeys } from '../../core/apikeys/store.ts';
 import { KeyStore } from '../../core/keys/keys.ts';
-import { createLogger } from '../../core/platform/log.ts';
+import { createLogger } from '../../shared/log.ts';
 import { buildEdge } from '../../edge/main.ts';
 import { option, percentile, runBench, withDatabase } from '../lib/harness.ts';
 

@@ -13,14 +13,14 @@ import { join } from 'node:path';
 import { buildCore } from '../../core/app.ts';
 import { startEmbedded } from '../../core/db/embedded.ts';
 import { migrate } from '../../core/db/migrate.ts';
-import { createDb, type Queryable } from '../../core/db/pool.ts';
+import { createDb, type Queryable } from '../../shared/db/pool.ts';
 import { PinHasher, kdfVersions, currentKdfVersion } from '../../core/identity/pin.ts';
 import type { SmsMessage } from '../../core/identity/sms.ts';
 import { KeyStore } from '../../core/keys/keys.ts';
 import { readBuildInfo } from '../../core/platform/build-info.ts';
-import { createLogger } from '../../core/platform/log.ts';
-import { createMetrics } from '../../core/platform/metrics.ts';
-import { freePort, listen } from '../../lib/net.ts';
+import { createLogger } from '../../shared/log.ts';
+import { createMetrics } from '../../shared/metrics.ts';
+import { freePort, listen } from '../../shared/net.ts';
 import { request } from 'undici';
 
 const total = Number(process.argv[2] ?? 320);

@@ -4,10 +4,10 @@
  * entries, outbox, audit), each step a round trip: SELECT ... FOR UPDATE in account order,
  * a funds check in TypeScript, the inserts (the entries trigger updates the balances).
  */
-import { appendAudit } from '../../core/audit/audit.ts';
-import type { Db } from '../../core/db/pool.ts';
-import { fromDb } from '../../core/ledger/money.ts';
-import { uuidv7 } from '../../lib/uuid.ts';
+import { appendAudit } from '../../shared/audit.ts';
+import type { Db } from '../../shared/db/pool.ts';
+import { fromDb } from '../../shared/money.ts';
+import { uuidv7 } from '../../shared/uuid.ts';
 
 export async function naivePost(db: Db, tenant: string, from: string, to: string, amount: string, key: string): Promise<boolean> {
   return db.tx(async (c) => {

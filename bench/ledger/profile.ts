@@ -10,11 +10,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startEmbedded } from '../../core/db/embedded.ts';
 import { migrate } from '../../core/db/migrate.ts';
-import { createDb } from '../../core/db/pool.ts';
-import { createLogger } from '../../core/platform/log.ts';
-import { createMetrics } from '../../core/platform/metrics.ts';
-import { freePort } from '../../lib/net.ts';
-import { uuidv7 } from '../../lib/uuid.ts';
+import { createDb } from '../../shared/db/pool.ts';
+import { createLogger } from '../../shared/log.ts';
+import { createMetrics } from '../../shared/metrics.ts';
+import { freePort } from '../../shared/net.ts';
+import { uuidv7 } from '../../shared/uuid.ts';
 import { setupBench, benchTenant } from './setup.ts';
 
 const batches = Number(process.env.LEDGER_PROFILE_BATCHES ?? 200);

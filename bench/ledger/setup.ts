@@ -1,5 +1,5 @@
 /** The ledger bench's data: one tenant, a settlement account, a hot merchant and 10,000 funded wallets. */
-import type { Db } from '../../core/db/pool.ts';
+import type { Db } from '../../shared/db/pool.ts';
 import { ensureTenantLedger } from '../../core/ledger/catalog.ts';
 import { openAccount } from '../../core/ledger/accounts.ts';
 

@@ -4,10 +4,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startEmbedded } from '../../core/db/embedded.ts';
 import { migrate } from '../../core/db/migrate.ts';
-import { createDb, type Db } from '../../core/db/pool.ts';
-import { createLogger } from '../../core/platform/log.ts';
-import { createMetrics } from '../../core/platform/metrics.ts';
-import { freePort } from '../../lib/net.ts';
+import { createDb, type Db } from '../../shared/db/pool.ts';
+import { createLogger } from '../../shared/log.ts';
+import { createMetrics } from '../../shared/metrics.ts';
+import { freePort } from '../../shared/net.ts';
 
 /** Run `fn` against a migrated database on a fresh embedded server, removed afterwards. */
 export async function withDatabase<T>(name: string, fn: (db: Db, dir: string, url: string) => Promise<T>): Promise<T> {

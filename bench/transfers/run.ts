@@ -15,8 +15,8 @@ import { join } from 'node:path';
 import http from 'node:http';
 import { loadConfig } from '../../bin/config.ts';
 import { startStack } from '../../bin/stack.ts';
-import type { Db } from '../../core/db/pool.ts';
-import { origOf } from '../../core/identity/challenge.ts';
+import type { Db } from '../../shared/db/pool.ts';
+import { origOf } from '../../shared/challenge.ts';
 import { intentPayload } from '../../core/payments/transfers.ts';
 import { option, percentile, runBench } from '../lib/harness.ts';
 

@@ -9,10 +9,10 @@
  */
 import { createHash } from 'node:crypto';
 import type { Static, TSchema } from '@sinclair/typebox';
-import { canonicalJson } from '../../lib/canonical-json.ts';
-import { appendAudit } from '../audit/audit.ts';
-import type { Db, Queryable } from '../db/pool.ts';
-import { AppError, toProblem } from '../http/errors.ts';
+import { canonicalJson } from '../../shared/canonical-json.ts';
+import { appendAudit } from '../../shared/audit.ts';
+import type { Db, Queryable } from '../../shared/db/pool.ts';
+import { AppError, toProblem } from '../../shared/errors.ts';
 import { defineRoute, type Method, type Reply, type RequestContext, type ResponseSpec, type RouteSpec } from '../http/route.ts';
 import { claimKeys, completeKeys, findKey, principalOf, replay, scopeOf, toReply, type IdemScope } from '../idempotency/idempotency.ts';
 import type { KeyStore } from '../keys/keys.ts';

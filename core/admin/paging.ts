@@ -7,9 +7,9 @@
  * a database error or a page of something else; the same cursor works on every core instance.
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { canonicalJson } from '../../lib/canonical-json.ts';
-import type { Db } from '../db/pool.ts';
-import { AppError } from '../http/errors.ts';
+import { canonicalJson } from '../../shared/canonical-json.ts';
+import type { Db } from '../../shared/db/pool.ts';
+import { AppError } from '../../shared/errors.ts';
 import type { RequestContext } from '../http/route.ts';
 import type { KeyStore } from '../keys/keys.ts';
 import { defaultPageSize } from './schemas.ts';

@@ -5,12 +5,12 @@
  * transaction. Re-running changes nothing: a value already active in PRD is skipped, and a
  * schedule whose copy of the same source is active in PRD is skipped.
  */
-import type { Queryable } from '../db/pool.ts';
-import { AppError } from '../http/errors.ts';
+import type { Queryable } from '../../shared/db/pool.ts';
+import { AppError } from '../../shared/errors.ts';
 import { newVersion, type ConfigRow, configCols } from './configs/store.ts';
 import { limitsOf, scheduleColumns, tiersOf, type ScheduleRow } from './schedules/store.ts';
 import { activateSchedule, createSchedule } from './schedules/write.ts';
-import { canonicalJson } from '../../lib/canonical-json.ts';
+import { canonicalJson } from '../../shared/canonical-json.ts';
 
 export interface PromoteInput { fromEnvId?: string | undefined; toEnvId?: string | undefined; keys?: string[] | undefined; products?: string[] | undefined; configs: boolean; schedules: boolean }
 export interface PromoteResult { from: string; to: string; configs: { key: string; from: string; to: string | null; skipped: boolean }[]; schedules: { source: string; copy: string | null; product: string; kind: string; skipped: boolean }[] }

@@ -5,8 +5,8 @@
  * times it (issue 23 item 6). Over the limit: 429 RATE_LIMITED with Retry-After in whole seconds
  * until the window ends.
  */
-import type { Db } from '../db/pool.ts';
-import { AppError } from '../http/errors.ts';
+import type { Db } from '../../shared/db/pool.ts';
+import { AppError } from '../../shared/errors.ts';
 
 export interface RateLimits {
   perSourcePerMinute: number;

@@ -1,5 +1,5 @@
 /** Every administration route (SPEC 4.6; issue 6), built over the shared conventions of ./http.ts. */
-import type { Db } from '../db/pool.ts';
+import type { Db } from '../../shared/db/pool.ts';
 import type { RouteSpec } from '../http/route.ts';
 import type { KeyStore } from '../keys/keys.ts';
 import { auditRoutes } from './audit/query.ts';

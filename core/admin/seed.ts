@@ -3,7 +3,7 @@
  * from the ISO reference data, the TRANSFER product, and the ACTIVE fee and limit schedules
  * the customer transfer issue quotes against. Idempotent: an existing active schedule is kept.
  */
-import type { Queryable } from '../db/pool.ts';
+import type { Queryable } from '../../shared/db/pool.ts';
 import type { Seeder } from '../seed.ts';
 import { isoCountry } from './reference/iso.ts';
 import { resolveSchedule } from './schedules/store.ts';

@@ -5,8 +5,8 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
-import { uuidv7 } from '../../lib/uuid.ts';
-import { AppError } from '../http/errors.ts';
+import { uuidv7 } from '../../shared/uuid.ts';
+import { AppError } from '../../shared/errors.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import { auditAuth, clientIpOf } from '../identity/context.ts';
 import { PublicKeyInput, rawPublicKey } from '../identity/devices.ts';

@@ -11,8 +11,8 @@
  * - Refresh rotates; a rotated token presented again revokes the session; refresh also needs
  *   a fresh device proof, so a stolen refresh token alone is useless.
  */
-import { AppError } from '../http/errors.ts';
-import { uuidv7 } from '../../lib/uuid.ts';
+import { AppError } from '../../shared/errors.ts';
+import { uuidv7 } from '../../shared/uuid.ts';
 import { auditAuth, clientIpOf } from '../identity/context.ts';
 import { addressCheck } from '../identity/address-throttle.ts';
 import { gated } from '../identity/login.ts';
@@ -21,7 +21,7 @@ import { insertRefreshToken, revokeSession, sessionMaxAgeMs } from '../identity/
 import { tenantSettings } from '../identity/settings.ts';
 import { admitAll, loginPolicy, phonePolicy, refusalError, settleSuccess, type Check } from '../identity/throttle.ts';
 import { accessTtlS, hashRefreshToken, issueAccessToken } from '../identity/tokens.ts';
-import type { Queryable } from '../db/pool.ts';
+import type { Queryable } from '../../shared/db/pool.ts';
 import type { AgentDeps, AnyCtx } from './context.ts';
 import { checkDeviceProof, type DeviceProof } from './device.ts';
 

@@ -3,12 +3,12 @@
  * open-day check for postings outside agent_txns, money on the wire, and the idempotent write
  * wrapper (one transaction per Idempotency-Key, its response stored with the effect).
  */
-import type { Queryable } from '../db/pool.ts';
-import { AppError } from '../http/errors.ts';
+import type { Queryable } from '../../shared/db/pool.ts';
+import { AppError } from '../../shared/errors.ts';
 import { scopeOf, toReply, withIdempotency } from '../idempotency/idempotency.ts';
 import type { Reply } from '../http/route.ts';
 import { minorUnitsOf } from '../ledger/currency.ts';
-import { format, fromDb, type Micro } from '../ledger/money.ts';
+import { format, fromDb, type Micro } from '../../shared/money.ts';
 import { keyOwnerOf, type AgentCaller, type AgentDeps, type AnyCtx, type OpsCaller } from './context.ts';
 
 export interface Balance { posted: Micro; held: Micro; available: Micro }

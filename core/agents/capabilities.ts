@@ -4,10 +4,10 @@
  * capability: core/agents/training.ts) and its available float. The rules are data below; the
  * loader reads the facts in one place so the route and USSD answer the same.
  */
-import type { Queryable } from '../db/pool.ts';
-import { AppError } from '../http/errors.ts';
+import type { Queryable } from '../../shared/db/pool.ts';
+import { AppError } from '../../shared/errors.ts';
 import { minorUnitsOf } from '../ledger/currency.ts';
-import { format, fromDb, type Micro } from '../ledger/money.ts';
+import { format, fromDb, type Micro } from '../../shared/money.ts';
 
 export type Tier = 'basic' | 'standard' | 'super';
 const tierRank: Record<Tier, number> = { basic: 0, standard: 1, super: 2 };

@@ -9,10 +9,10 @@
  * locked and must be PREVIEWED, every named row must still be ACCRUED (else PAYOUT_STALE), and
  * the agent_commissions_paid_final trigger refuses any change to a PAID row.
  */
-import type { Queryable } from '../db/pool.ts';
-import { AppError } from '../http/errors.ts';
-import { fromDb, toDb, type Micro } from '../ledger/money.ts';
-import { uuidv7 } from '../../lib/uuid.ts';
+import type { Queryable } from '../../shared/db/pool.ts';
+import { AppError } from '../../shared/errors.ts';
+import { fromDb, toDb, type Micro } from '../../shared/money.ts';
+import { uuidv7 } from '../../shared/uuid.ts';
 import { decodeCursor, encodeCursor, requireDayOpen, wire } from './books.ts';
 import { actorOf, auditAgent, businessDate, type AgentCaller } from './context.ts';
 import { apply, platformAccounts, postCmd } from './ledger.ts';

@@ -4,10 +4,10 @@
  * ends_at). Newest first, cursor-paginated (SPEC "Pagination": limit and cursor, stable order).
  */
 import { Type } from '@sinclair/typebox';
-import type { Db, Queryable } from '../db/pool.ts';
-import { AppError } from '../http/errors.ts';
+import type { Db, Queryable } from '../../shared/db/pool.ts';
+import { AppError } from '../../shared/errors.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
-import { uuidv7 } from '../../lib/uuid.ts';
+import { uuidv7 } from '../../shared/uuid.ts';
 import type { AgentDeps } from './context.ts';
 import { agentReader } from './profile.ts';
 import { seedTraining } from './training.ts';

@@ -6,15 +6,15 @@
 import { Type } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import type { Logger } from 'pino';
-import type { Db, Queryable } from '../db/pool.ts';
-import { appendAudit } from '../audit/audit.ts';
-import { AppError } from '../http/errors.ts';
+import type { Db, Queryable } from '../../shared/db/pool.ts';
+import { appendAudit } from '../../shared/audit.ts';
+import { AppError } from '../../shared/errors.ts';
 import type { RequestContext } from '../http/route.ts';
 import type { IdentityDeps } from '../identity/context.ts';
 import type { KeyStore } from '../keys/keys.ts';
 import { accessAudience, accessTyp } from '../identity/tokens.ts';
 import { principalOf } from '../idempotency/idempotency.ts';
-import { bearerToken } from '../../lib/bearer.ts';
+import { bearerToken } from '../../shared/bearer.ts';
 
 export interface AgentDeps {
   db: Db;

@@ -12,7 +12,7 @@
  */
 import { createHash, createPublicKey, verify } from 'node:crypto';
 import { Type, type Static } from '@sinclair/typebox';
-import type { Queryable } from '../db/pool.ts';
+import type { Queryable } from '../../shared/db/pool.ts';
 
 /** A device clock may differ from ours by this much either way. */
 export const proofSkewMs = 120_000;

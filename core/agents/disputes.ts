@@ -10,11 +10,11 @@
  */
 import { createHash } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
-import type { Queryable } from '../db/pool.ts';
-import { AppError } from '../http/errors.ts';
+import type { Queryable } from '../../shared/db/pool.ts';
+import { AppError } from '../../shared/errors.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import { idempotencyHeader, scopeOf, toReply, withIdempotency } from '../idempotency/idempotency.ts';
-import { uuidv7 } from '../../lib/uuid.ts';
+import { uuidv7 } from '../../shared/uuid.ts';
 import { agentCaller, auditAgent, keyOwnerOf, type AgentCaller, type AgentDeps, type AnyCtx } from './context.ts';
 import { requireCapability } from './capabilities.ts';
 import { boundaryOf, parseMultipart, sniff } from './multipart.ts';

@@ -1,6 +1,6 @@
 /** /v1/float/* (SPEC 4.5 float group) and the ops steps of float instructions (FLOAT.md). */
 import { Type } from '@sinclair/typebox';
-import { AppError } from '../http/errors.ts';
+import { AppError } from '../../shared/errors.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import { idempotencyHeader } from '../idempotency/idempotency.ts';
 import { Amount } from '../ledger/schemas.ts';

@@ -6,11 +6,11 @@
  * Every step runs in the caller's transaction with its idempotency key, the ledger command,
  * the instruction row (history appended) and an audit record.
  */
-import type { Queryable } from '../db/pool.ts';
-import { AppError } from '../http/errors.ts';
+import type { Queryable } from '../../shared/db/pool.ts';
+import { AppError } from '../../shared/errors.ts';
 import { amountOf } from '../ledger/commands.ts';
-import { fromDb, toDb } from '../ledger/money.ts';
-import { uuidv7 } from '../../lib/uuid.ts';
+import { fromDb, toDb } from '../../shared/money.ts';
+import { uuidv7 } from '../../shared/uuid.ts';
 import { wire, requireDayOpen } from './books.ts';
 import { actorOf, auditAgent, businessDate, type AgentCaller, type OpsCaller } from './context.ts';
 import { requireCapability } from './capabilities.ts';

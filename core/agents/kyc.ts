@@ -5,12 +5,12 @@
  * and need re-KYC; an expired record selects no limits (cash-in/out answer KYC_REQUIRED).
  */
 import { Type } from '@sinclair/typebox';
-import { AppError, toCoreBody } from '../http/errors.ts';
+import { AppError, toCoreBody } from '../../shared/errors.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import { idempotencyHeader, scopeOf, toReply, withIdempotency } from '../idempotency/idempotency.ts';
 import { Phone } from '../identity/schemas.ts';
-import { uuidv7 } from '../../lib/uuid.ts';
-import type { Queryable } from '../db/pool.ts';
+import { uuidv7 } from '../../shared/uuid.ts';
+import type { Queryable } from '../../shared/db/pool.ts';
 import { agentCaller, auditAgent, keyOwnerOf, type AgentDeps, type AnyCtx } from './context.ts';
 import { requireCapability } from './capabilities.ts';
 

@@ -8,14 +8,14 @@
  * rows (inside ledger_apply), then the audit head — the batcher takes balance rows, then the
  * audit head, so no cycle exists.
  */
-import type { Queryable } from '../db/pool.ts';
-import { AppError, isErrorCode } from '../http/errors.ts';
+import type { Queryable } from '../../shared/db/pool.ts';
+import { AppError, isErrorCode } from '../../shared/errors.ts';
 import { checkMoneyMovement } from '../http/money.ts';
 import type { ApplyResult, LedgerCommand } from '../ledger/batcher.ts';
 import { ensureTenantLedger } from '../ledger/catalog.ts';
 import { openAccount } from '../ledger/accounts.ts';
-import { toDb, type Micro } from '../ledger/money.ts';
-import { uuidv7 } from '../../lib/uuid.ts';
+import { toDb, type Micro } from '../../shared/money.ts';
+import { uuidv7 } from '../../shared/uuid.ts';
 
 export interface Leg { account: string; side: 'debit' | 'credit'; amount: Micro }
 

@@ -3,7 +3,7 @@
  * Small on purpose: one pass over the buffer, no temp files, every malformation is
  * MULTIPART_INVALID (400); a wrong media type is 415. Part and header sizes are bounded.
  */
-import { AppError } from '../http/errors.ts';
+import { AppError } from '../../shared/errors.ts';
 
 export interface Part { name: string; filename: string | undefined; contentType: string | undefined; data: Buffer }
 

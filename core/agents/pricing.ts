@@ -4,10 +4,10 @@
  * tenant has no active schedule for the product, the table-driven fallback below answers, so
  * agent operations work on a fresh tenant. Switching fully to schedules = deleting `fallback*`.
  */
-import type { Queryable } from '../db/pool.ts';
+import type { Queryable } from '../../shared/db/pool.ts';
 import { quoteCommission, quoteFee, limitRowsFor } from '../admin/schedules.ts';
-import { AppError } from '../http/errors.ts';
-import { fromDb, format, microPerUnit, type Micro } from '../ledger/money.ts';
+import { AppError } from '../../shared/errors.ts';
+import { fromDb, format, microPerUnit, type Micro } from '../../shared/money.ts';
 
 export type TxnKind = 'CASHIN' | 'CASHOUT' | 'P2P';
 

@@ -4,7 +4,7 @@
  * allowed); PATCH needs an active agent.
  */
 import { Type } from '@sinclair/typebox';
-import { AppError } from '../http/errors.ts';
+import { AppError } from '../../shared/errors.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import { agentCaller, agentSession, auditAgent, type AgentDeps, type AnyCtx } from './context.ts';
 import { capabilitiesOf, capabilitiesView, loadAgent, type AgentProfileRow } from './capabilities.ts';

@@ -4,11 +4,11 @@
  * tuple of the tenant the edge requires for every subject (subject_ns 'user': agents are users
  * with role agent at the edge). One transaction; audited.
  */
-import type { Db } from '../db/pool.ts';
+import type { Db } from '../../shared/db/pool.ts';
 import type { IdentityDeps } from '../identity/context.ts';
 import { openAccount } from '../ledger/accounts.ts';
-import { toDb, type Micro } from '../ledger/money.ts';
-import { uuidv7 } from '../../lib/uuid.ts';
+import { toDb, type Micro } from '../../shared/money.ts';
+import { uuidv7 } from '../../shared/uuid.ts';
 import { auditAgent } from './context.ts';
 import { ensureAgentLedger } from './ledger.ts';
 

@@ -1,7 +1,7 @@
 /** /v1/reports/* (SPEC 4.5 reports group): end of day, close, transaction report (JSON or CSV), float report. */
 import { Type } from '@sinclair/typebox';
-import type { Queryable } from '../db/pool.ts';
-import { AppError } from '../http/errors.ts';
+import type { Queryable } from '../../shared/db/pool.ts';
+import { AppError } from '../../shared/errors.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import { idempotencyHeader } from '../idempotency/idempotency.ts';
 import { balanceOf, balanceView, decodeCursor, encodeCursor, idempotent } from './books.ts';

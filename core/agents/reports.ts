@@ -9,9 +9,9 @@
  */
 import { Type, type Static } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
-import type { Queryable } from '../db/pool.ts';
-import { AppError } from '../http/errors.ts';
-import { fromDb, type Micro } from '../ledger/money.ts';
+import type { Queryable } from '../../shared/db/pool.ts';
+import { AppError } from '../../shared/errors.ts';
+import { fromDb, type Micro } from '../../shared/money.ts';
 import { balanceOf, wire } from './books.ts';
 import { auditAgent, businessDate, type AgentCaller } from './context.ts';
 import { lockAgent, type AgentRow } from './txns.ts';

@@ -7,11 +7,11 @@
  */
 import { generateKeyPairSync, createPublicKey, type JsonWebKey } from 'node:crypto';
 import { randomInt } from 'node:crypto';
-import type { Db } from '../db/pool.ts';
+import type { Db } from '../../shared/db/pool.ts';
 import { identityDeps } from '../identity/context.ts';
 import type { KeyStore } from '../keys/keys.ts';
-import { createLogger } from '../platform/log.ts';
-import { uuidv7 } from '../../lib/uuid.ts';
+import { createLogger } from '../../shared/log.ts';
+import { uuidv7 } from '../../shared/uuid.ts';
 import { opsFloat, requestFloat } from './float.ts';
 import { provisionAgent } from './provision.ts';
 

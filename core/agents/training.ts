@@ -9,11 +9,11 @@
  */
 import { Type, type Static } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
-import type { Queryable } from '../db/pool.ts';
-import { AppError } from '../http/errors.ts';
+import type { Queryable } from '../../shared/db/pool.ts';
+import { AppError } from '../../shared/errors.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import { idempotencyHeader, scopeOf, toReply, withIdempotency } from '../idempotency/idempotency.ts';
-import { uuidv7 } from '../../lib/uuid.ts';
+import { uuidv7 } from '../../shared/uuid.ts';
 import { agentCaller, auditAgent, keyOwnerOf, type AgentDeps } from './context.ts';
 import { agentReader } from './profile.ts';
 

@@ -1,6 +1,6 @@
 /** /v1/txns/* (SPEC 4.5 transactions group): cash-in, cash-out, assisted P2P, authorise, read, reverse. */
 import { Type } from '@sinclair/typebox';
-import { AppError, toCoreBody } from '../http/errors.ts';
+import { AppError, toCoreBody } from '../../shared/errors.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import { idempotencyHeader } from '../idempotency/idempotency.ts';
 import { Phone } from '../identity/schemas.ts';
@@ -8,7 +8,7 @@ import { Amount } from '../ledger/schemas.ts';
 import { agentCaller, opsCaller, type AgentCaller, type AgentDeps, type AnyCtx, type OpsCaller } from './context.ts';
 import { idempotent } from './books.ts';
 import { authorizeTxn, loadTxn, reverseTxn, startTxn, txnView } from './txns.ts';
-import type { Queryable } from '../db/pool.ts';
+import type { Queryable } from '../../shared/db/pool.ts';
 
 const tags = ['agent-txns'];
 const auth = { name: 'Authorization', required: true, description: 'Bearer <agent access token>' };

@@ -3,14 +3,14 @@
  * transaction with its idempotency key (core/idempotency), the ledger postings (ledger.ts),
  * the agent_txns row and an audit record.
  */
-import type { Queryable } from '../db/pool.ts';
-import { AppError } from '../http/errors.ts';
+import type { Queryable } from '../../shared/db/pool.ts';
+import { AppError } from '../../shared/errors.ts';
 import { checkOtp, issueOtp, otpTtlMs } from '../identity/otp.ts';
 import { lookupKey, type TenantSecrets } from '../identity/secrets.ts';
 import { amountOf } from '../ledger/commands.ts';
 import { minorUnitsOf } from '../ledger/currency.ts';
-import { format, fromDb, toDb, type Micro } from '../ledger/money.ts';
-import { uuidv7 } from '../../lib/uuid.ts';
+import { format, fromDb, toDb, type Micro } from '../../shared/money.ts';
+import { uuidv7 } from '../../shared/uuid.ts';
 import { actorOf, auditAgent, businessDate, type AgentCaller, type AgentDeps, type OpsCaller } from './context.ts';
 import { requireCapability } from './capabilities.ts';
 import { apply, platformAccounts, postCmd, reverseCmd, walletOf, type Leg } from './ledger.ts';

@@ -7,14 +7,14 @@
  * read is audited. Anything else (another agent's or a platform account) is 404.
  */
 import { Type } from '@sinclair/typebox';
-import type { Queryable } from '../db/pool.ts';
-import { AppError } from '../http/errors.ts';
+import type { Queryable } from '../../shared/db/pool.ts';
+import { AppError } from '../../shared/errors.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import { idempotencyHeader } from '../idempotency/idempotency.ts';
 import { Phone } from '../identity/schemas.ts';
 import { checkOtp, issueOtp, otpTtlMs } from '../identity/otp.ts';
 import { lookupKey, type TenantSecrets } from '../identity/secrets.ts';
-import { fromDb } from '../ledger/money.ts';
+import { fromDb } from '../../shared/money.ts';
 import { balanceOf, balanceView, decodeCursor, encodeCursor, idempotent, wire } from './books.ts';
 import { agentCaller, auditAgent, type AgentCaller, type AgentDeps, type AnyCtx } from './context.ts';
 import { kycCustomer } from './txns.ts';

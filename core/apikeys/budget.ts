@@ -5,7 +5,7 @@
  * core/ledger/service.ts), and an amount the edge counted from a request that then moved
  * nothing is given back here.
  */
-import type { Db } from '../db/pool.ts';
+import type { Db } from '../../shared/db/pool.ts';
 import type { MoneyScope } from '../http/money.ts';
 
 /** Give the key back what the edge counted for this request. */

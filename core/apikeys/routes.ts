@@ -1,10 +1,10 @@
 /** `/api-keys` (SPEC 4.4): create or rotate (secret shown once), list, view, revoke. Tenant admins only. */
 import { isIPv4, isIPv6 } from 'node:net';
 import { Type } from '@sinclair/typebox';
-import { AppError } from '../http/errors.ts';
+import { AppError } from '../../shared/errors.ts';
 import { defineRoute, type RequestContext, type RouteSpec } from '../http/route.ts';
 import type { KeyStore } from '../keys/keys.ts';
-import type { Db } from '../db/pool.ts';
+import type { Db } from '../../shared/db/pool.ts';
 import { ApiKeys, defaultRotationGraceS, maxRotationGraceS } from './store.ts';
 
 const Decimal = Type.String({ pattern: '^(0|[1-9][0-9]{0,13})(\\.[0-9]{1,6})?$', description: 'decimal string, up to 6 places' });

@@ -5,9 +5,9 @@
  * trigger NOTIFYs `api_keys_changed` so edge caches drop the key at once.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { appendAudit } from '../audit/audit.ts';
-import type { Db, Queryable } from '../db/pool.ts';
-import { AppError } from '../http/errors.ts';
+import { appendAudit } from '../../shared/audit.ts';
+import type { Db, Queryable } from '../../shared/db/pool.ts';
+import { AppError } from '../../shared/errors.ts';
 import type { KeyStore } from '../keys/keys.ts';
 
 /** Rotation keeps the previous secret valid for at most this long (and this by default). */

@@ -5,9 +5,9 @@
  * itself is audited by the edge like any other). Restricted to staff with the ops or admin role.
  */
 import { Type } from '@sinclair/typebox';
-import { PolicyDecision } from '../../edge/policy/bundle.ts';
-import type { PolicyStore } from '../../edge/policy/store.ts';
-import { AppError } from '../http/errors.ts';
+import { PolicyDecision } from '../../policy/runtime/bundle.ts';
+import type { PolicyStore } from '../../policy/runtime/store.ts';
+import { AppError } from '../../shared/errors.ts';
 import { defineRoute, type RequestContext, type RouteSpec } from '../http/route.ts';
 
 const simulateRoles = ['ops', 'admin'];
@@ -18,7 +18,7 @@ const GetQuery = Type.Object({
   policy_ref: Type.Optional(Type.String({ maxLength: 64 })),
   input: Type.String({ minLength: 2, maxLength: 8192, description: 'the input document as JSON' }),
 });
-/** The answer is the decision document itself, trace included (edge/policy/bundle.ts). */
+/** The answer is the decision document itself, trace included (policy/runtime/bundle.ts). */
 const Result = PolicyDecision;
 
 function requireOps(ctx: RequestContext<unknown, unknown, unknown>): void {

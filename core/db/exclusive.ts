@@ -6,7 +6,7 @@
  * The jobs stay correct without it (each row is claimed under a row lock in the database);
  * the lock saves duplicate work, lock waits and duplicate audit records.
  */
-import type { Db } from './pool.ts';
+import type { Db } from '../../shared/db/pool.ts';
 
 /**
  * Advisory lock keys, in the two-integer key space (disjoint from the single-bigint one that

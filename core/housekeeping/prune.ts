@@ -32,7 +32,7 @@
  */
 import type { Logger } from 'pino';
 import { runExclusive } from '../db/exclusive.ts';
-import type { Db } from '../db/pool.ts';
+import type { Db } from '../../shared/db/pool.ts';
 
 export interface PruneRule {
   table: string;

@@ -1,6 +1,6 @@
 /** Reading and decoding request bodies, with a hard size limit. */
 import type { IncomingMessage } from 'node:http';
-import { AppError } from './errors.ts';
+import { AppError } from '../../shared/errors.ts';
 import type { BodyKind } from './route.ts';
 
 /** SPEC-independent default: a JSON API body never needs more than this. */

@@ -7,8 +7,8 @@
  * it is a programming error and moves nothing.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { parseBudgetCount, type BudgetCount, type MoneyMovement } from '../../lib/api-key-budget.ts';
-import { AppError } from './errors.ts';
+import { parseBudgetCount, type BudgetCount, type MoneyMovement } from '../../shared/api-key-budget.ts';
+import { AppError } from '../../shared/errors.ts';
 import type { EdgeIdentity } from './route.ts';
 
 export interface MoneyScope {
@@ -46,7 +46,7 @@ export function checkMoneyMovement(ops: readonly unknown[]): MoneyScope | undefi
   const scope = scopes.getStore();
   if (!scope || !ops.some((op) => typeof op === 'string' && moving.has(op))) return scope;
   if (scope.movement === undefined) {
-    throw new Error(`route ${scope.template} moves money but does not declare movesMoney (lib/api-key-budget.ts)`);
+    throw new Error(`route ${scope.template} moves money but does not declare movesMoney (shared/api-key-budget.ts)`);
   }
   if (scope.movement === 'no-api-keys' && scope.apiKeyId !== undefined) {
     throw new AppError('FORBIDDEN', 'API keys cannot move money on this route');

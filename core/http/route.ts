@@ -6,7 +6,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Static, TSchema } from '@sinclair/typebox';
 import type { Logger } from 'pino';
-import type { MoneyMovement } from '../../lib/api-key-budget.ts';
+import type { MoneyMovement } from '../../shared/api-key-budget.ts';
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -89,7 +89,7 @@ export interface RouteSpec<P extends TSchema = TSchema, Q extends TSchema = TSch
   hidden?: boolean;
   /**
    * Set on every route that moves money (postings, holds, captures, reversals): how an API
-   * key's amount budget counts it (lib/api-key-budget.ts). The ledger refuses to move money
+   * key's amount budget counts it (shared/api-key-budget.ts). The ledger refuses to move money
    * for a route that does not say (core/http/money.ts); the edge's route declares the same.
    */
   movesMoney?: MoneyMovement;

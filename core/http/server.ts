@@ -7,13 +7,13 @@
 import { randomUUID, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
-import { TemplateTable } from '../../lib/path-template.ts';
-import type { Metrics } from '../platform/metrics.ts';
+import { TemplateTable } from '../../shared/path-template.ts';
+import type { Metrics } from '../../shared/metrics.ts';
 import { decodeBody, defaultBodyLimitBytes, readBody } from './body.ts';
-import { AppError, asAppError, toCoreBody, toProblem } from './errors.ts';
+import { AppError, asAppError, toCoreBody, toProblem } from '../../shared/errors.ts';
 import type { EdgeIdentity, ErrorFormat, Method, Reply, RouteSpec } from './route.ts';
 import { validate } from './validate.ts';
-import { isCanonicalPath } from '../../lib/canonical-path.ts';
+import { isCanonicalPath } from '../../shared/canonical-path.ts';
 import { inMoneyScope, moneyScopeOf, type MoneyScope } from './money.ts';
 
 export interface HttpDeps {

@@ -3,7 +3,7 @@ import type { Static, TSchema } from '@sinclair/typebox';
 import { FormatRegistry } from '@sinclair/typebox';
 import { TypeCompiler, type TypeCheck } from '@sinclair/typebox/compiler';
 import { Value } from '@sinclair/typebox/value';
-import { AppError } from './errors.ts';
+import { AppError } from '../../shared/errors.ts';
 
 /** JSON Schema formats the schemas use; TypeBox knows none until they are registered. */
 const formats: Record<string, (v: string) => boolean> = {

@@ -8,9 +8,9 @@
  * rest (./secrets.ts). Records are kept 7 days (core/housekeeping/prune.ts, README).
  */
 import { createHash } from 'node:crypto';
-import { canonicalJson } from '../../lib/canonical-json.ts';
-import type { Db, Queryable } from '../db/pool.ts';
-import { AppError, toCoreBody } from '../http/errors.ts';
+import { canonicalJson } from '../../shared/canonical-json.ts';
+import type { Db, Queryable } from '../../shared/db/pool.ts';
+import { AppError, toCoreBody } from '../../shared/errors.ts';
 import type { Reply } from '../http/route.ts';
 import { originalBody, storedForm, type ResponseVault } from './secrets.ts';
 

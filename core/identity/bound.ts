@@ -11,11 +11,11 @@
  *      uses nothing up; a second action with the same grant finds the row and is refused.
  * The edge reads the same table (stepUpUseOf) to refuse a used grant before core sees it.
  */
-import type { Db, Queryable } from '../db/pool.ts';
-import { AppError } from '../http/errors.ts';
+import type { Db, Queryable } from '../../shared/db/pool.ts';
+import { AppError } from '../../shared/errors.ts';
 import type { RequestContext } from '../http/route.ts';
 import type { KeyStore } from '../keys/keys.ts';
-import { issueChallenge, origOf, type StepUpMethod } from './challenge.ts';
+import { issueChallenge, origOf, type StepUpMethod } from '../../shared/challenge.ts';
 import type { Caller } from './tokens.ts';
 
 type AnyCtx = RequestContext<unknown, unknown, unknown>;

@@ -1,7 +1,7 @@
 /** What identity routes share: dependencies, clock, and small helpers used by every route. */
 import type { Logger } from 'pino';
-import type { Db, Queryable } from '../db/pool.ts';
-import { appendAudit } from '../audit/audit.ts';
+import type { Db, Queryable } from '../../shared/db/pool.ts';
+import { appendAudit } from '../../shared/audit.ts';
 import type { RequestContext } from '../http/route.ts';
 import type { KeyStore } from '../keys/keys.ts';
 import { PinHasher } from './pin.ts';

@@ -14,9 +14,9 @@
  *   by the edge on the next request (tokens stepped up with it, intents naming it).
  */
 import { Type } from '@sinclair/typebox';
-import { uuidv7 } from '../../lib/uuid.ts';
-import type { Queryable } from '../db/pool.ts';
-import { AppError } from '../http/errors.ts';
+import { uuidv7 } from '../../shared/uuid.ts';
+import type { Queryable } from '../../shared/db/pool.ts';
+import { AppError } from '../../shared/errors.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import { withBoundStepUp } from './bound.ts';
 import { auditAuth, clientIpOf, type IdentityDeps } from './context.ts';

@@ -9,8 +9,8 @@
  */
 import { createPublicKey, verify } from 'node:crypto';
 import { Type, type Static } from '@sinclair/typebox';
-import type { Queryable } from '../db/pool.ts';
-import { AppError } from '../http/errors.ts';
+import type { Queryable } from '../../shared/db/pool.ts';
+import { AppError } from '../../shared/errors.ts';
 
 export const DeviceJwk = Type.Object({
   kty: Type.Literal('OKP'),

@@ -8,11 +8,11 @@
  * - Every attempt writes an audit record; none contains the PIN.
  * - An older kdf_version is rehashed after the response, off the login's path.
  */
-import { AppError } from '../http/errors.ts';
+import { AppError } from '../../shared/errors.ts';
 import type { RequestContext } from '../http/route.ts';
-import { uuidv7 } from '../../lib/uuid.ts';
+import { uuidv7 } from '../../shared/uuid.ts';
 import { stepUpMethods } from './bound.ts';
-import { issueChallenge, origOf, type StepUpMethod } from './challenge.ts';
+import { issueChallenge, origOf, type StepUpMethod } from '../../shared/challenge.ts';
 import { auditAuth, clientIpOf, inBackground, phoneKeyOf, phoneRef, type IdentityDeps } from './context.ts';
 import { addressCheck } from './address-throttle.ts';
 import { lookupKey } from './secrets.ts';

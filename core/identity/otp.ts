@@ -5,8 +5,8 @@
  * failure counter lives in `auth_throttle` so a new code never resets it.
  */
 import { createHmac, randomInt, timingSafeEqual } from 'node:crypto';
-import type { Queryable } from '../db/pool.ts';
-import { uuidv7 } from '../../lib/uuid.ts';
+import type { Queryable } from '../../shared/db/pool.ts';
+import { uuidv7 } from '../../shared/uuid.ts';
 
 export const otpDigits = 6;
 export const otpTtlMs = 5 * 60_000;

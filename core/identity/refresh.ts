@@ -7,7 +7,7 @@
  * - A session still owing its MFA (mfa_required_for_all_users) cannot be refreshed.
  * - Refreshed tokens are AAL 1 (amr ["pin"]): a step-up lasts one access token (~10 min, SPEC 8).
  */
-import { AppError } from '../http/errors.ts';
+import { AppError } from '../../shared/errors.ts';
 import type { RequestContext } from '../http/route.ts';
 import { auditAuth, clientIpOf, type IdentityDeps } from './context.ts';
 import { insertRefreshToken, revokeSession } from './sessions.ts';

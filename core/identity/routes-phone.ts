@@ -2,8 +2,8 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { ensureWallet } from '../payments/wallets.ts';
 import { Type } from '@sinclair/typebox';
-import { uuidv7 } from '../../lib/uuid.ts';
-import { AppError } from '../http/errors.ts';
+import { uuidv7 } from '../../shared/uuid.ts';
+import { AppError } from '../../shared/errors.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import { auditAuth, clientIpOf, phoneKeyOf, phoneRef, type IdentityDeps } from './context.ts';
 import { checkOtp, issueOtp, otpTtlMs } from './otp.ts';

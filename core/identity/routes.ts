@@ -3,8 +3,8 @@
  * refresh, logout, sessions, devices, step-up OTP and the per-tenant JWKS).
  */
 import { Type } from '@sinclair/typebox';
-import { AppError } from '../http/errors.ts';
-import type { Queryable } from '../db/pool.ts';
+import { AppError } from '../../shared/errors.ts';
+import type { Queryable } from '../../shared/db/pool.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import { withBoundStepUp } from './bound.ts';
 import type { IdentityDeps } from './context.ts';

@@ -7,7 +7,7 @@
  *   otp      HMAC of OTP codes
  */
 import { createHmac, hkdfSync, randomBytes } from 'node:crypto';
-import type { Db } from '../db/pool.ts';
+import type { Db } from '../../shared/db/pool.ts';
 import type { KeyStore } from '../keys/keys.ts';
 
 export interface TenantSecrets {

@@ -4,10 +4,10 @@
  * 'sessions_changed' with {tenantId, sessionId} in the same transaction), revokes the family,
  * writes a `session.revoked` outbox event and an audit record.
  */
-import type { Queryable } from '../db/pool.ts';
-import { appendAudit } from '../audit/audit.ts';
+import type { Queryable } from '../../shared/db/pool.ts';
+import { appendAudit } from '../../shared/audit.ts';
 import { enqueue } from '../outbox/outbox.ts';
-import { uuidv7 } from '../../lib/uuid.ts';
+import { uuidv7 } from '../../shared/uuid.ts';
 import { newRefreshToken } from './tokens.ts';
 
 /** Refresh tokens (and so sessions) end at the latest this long after login. */

@@ -1,7 +1,7 @@
 /** Tenant status and security settings (SPEC 2.10) as identity reads them. */
 import { Type, type Static } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
-import type { Queryable } from '../db/pool.ts';
+import type { Queryable } from '../../shared/db/pool.ts';
 import { defaultAddressPolicy, type AddressPolicy } from './address-throttle.ts';
 
 const Security = Type.Object({

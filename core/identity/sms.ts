@@ -6,7 +6,7 @@
  */
 import { appendFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Queryable } from '../db/pool.ts';
+import type { Queryable } from '../../shared/db/pool.ts';
 import { enqueue } from '../outbox/outbox.ts';
 
 export interface SmsMessage {

@@ -10,10 +10,10 @@
  * Then, in one transaction: the challenge jti is recorded (single use), the session moves to
  * AAL 2 with the new token's jti, and an audit record is written.
  */
-import { AppError } from '../http/errors.ts';
+import { AppError } from '../../shared/errors.ts';
 import type { RequestContext } from '../http/route.ts';
 import type { Static } from '@sinclair/typebox';
-import { verifyChallenge, type ChallengeClaims, type StepUpMethod } from './challenge.ts';
+import { verifyChallenge, type ChallengeClaims, type StepUpMethod } from '../../shared/challenge.ts';
 import { auditAuth, clientIpOf, phoneKeyOf, type IdentityDeps } from './context.ts';
 import { coolingOff, verifyDeviceAssertion, type DeviceAssertion } from './devices.ts';
 import { checkOtp, issueOtp } from './otp.ts';

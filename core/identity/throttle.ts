@@ -14,8 +14,8 @@
  * - Counters of unknown phones behave exactly like those of known ones, so the answers match.
  * - A refused attempt is not counted anywhere.
  */
-import { AppError } from '../http/errors.ts';
-import type { Queryable } from '../db/pool.ts';
+import { AppError } from '../../shared/errors.ts';
+import type { Queryable } from '../../shared/db/pool.ts';
 import { addressSucceeded, admitAddress, type AddressPolicy } from './address-throttle.ts';
 
 export type Scope = 'phone' | 'ip' | 'device' | 'otp' | 'otp_send';

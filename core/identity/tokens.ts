@@ -12,11 +12,11 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
-import { bearerToken } from '../../lib/bearer.ts';
+import { bearerToken } from '../../shared/bearer.ts';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
-import { uuidv7 } from '../../lib/uuid.ts';
-import type { Queryable } from '../db/pool.ts';
-import { AppError } from '../http/errors.ts';
+import { uuidv7 } from '../../shared/uuid.ts';
+import type { Queryable } from '../../shared/db/pool.ts';
+import { AppError } from '../../shared/errors.ts';
 import type { EdgeIdentity } from '../http/route.ts';
 import type { KeyStore } from '../keys/keys.ts';
 

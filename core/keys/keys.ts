@@ -6,7 +6,7 @@
  */
 import { createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes, type KeyObject } from 'node:crypto';
 import { SignJWT, decodeJwt, decodeProtectedHeader, jwtVerify, type JWK, type JWTPayload } from 'jose';
-import type { Db, Queryable } from '../db/pool.ts';
+import type { Db, Queryable } from '../../shared/db/pool.ts';
 import { open, seal } from './crypto.ts';
 
 /** SPEC 3: at most 24 hours of overlap between an old and a new key. */

@@ -1,6 +1,6 @@
 /** /v1/core/accounts: open (SPEC 4.1), read, balances, close. */
 import { defineRoute, type RouteSpec } from '../http/route.ts';
-import { AppError } from '../http/errors.ts';
+import { AppError } from '../../shared/errors.ts';
 import { closeAccount, getBalances, openAccount, requireAccount } from './accounts.ts';
 import { ensureTenantLedger } from './catalog.ts';
 import { knownCurrency } from './commands.ts';

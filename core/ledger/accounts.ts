@@ -1,10 +1,10 @@
 /** Ledger accounts and their balance rows: SQL owned here, always tenant-scoped. */
-import type { Queryable } from '../db/pool.ts';
+import type { Queryable } from '../../shared/db/pool.ts';
 import { enqueue } from '../outbox/outbox.ts';
-import { AppError } from '../http/errors.ts';
-import { uuidv7 } from '../../lib/uuid.ts';
+import { AppError } from '../../shared/errors.ts';
+import { uuidv7 } from '../../shared/uuid.ts';
 import { knownCurrency } from './commands.ts';
-import { fromDb, format } from './money.ts';
+import { fromDb, format } from '../../shared/money.ts';
 import { wireAmount } from './render.ts';
 import type { AccountView } from './schemas.ts';
 

@@ -10,9 +10,9 @@
  */
 import type { Logger } from 'pino';
 import pg from 'pg';
-import { txRetryLimit, type Db } from '../db/pool.ts';
-import { appendAudit, type AuditEntry } from '../audit/audit.ts';
-import { AppError, isErrorCode, toCoreBody } from '../http/errors.ts';
+import { txRetryLimit, type Db } from '../../shared/db/pool.ts';
+import { appendAudit, type AuditEntry } from '../../shared/audit.ts';
+import { AppError, isErrorCode, toCoreBody } from '../../shared/errors.ts';
 import { findKey, replay, type IdemScope, type StoredResponse } from '../idempotency/idempotency.ts';
 import { storedForm, type ResponseVault } from '../idempotency/secrets.ts';
 

@@ -4,7 +4,7 @@
  * schedule rows. Inserted idempotently the first time a tenant uses the ledger; the admin
  * API will manage them later (SPEC 4.6 schedules, products).
  */
-import type { Queryable } from '../db/pool.ts';
+import type { Queryable } from '../../shared/db/pool.ts';
 
 interface AccountType { code: string; description: string; debitsMustNotExceedCredits: boolean; openViaApi: boolean }
 interface TransactionType { code: string; description: string; requiresTwoFactor: boolean }

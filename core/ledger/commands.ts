@@ -3,10 +3,10 @@
  * INVARIANTS.md "Result codes" (currency known, amounts exact, posting balanced) happen
  * here, before any storage is touched; the rest happen inside `ledger_apply`.
  */
-import { AppError } from '../http/errors.ts';
-import { uuidv7 } from '../../lib/uuid.ts';
+import { AppError } from '../../shared/errors.ts';
+import { uuidv7 } from '../../shared/uuid.ts';
 import { minorUnitsOf } from './currency.ts';
-import { parseAmount, toDb, type Micro } from './money.ts';
+import { parseAmount, toDb, type Micro } from '../../shared/money.ts';
 import type { LedgerCommand } from './batcher.ts';
 import type { CreatePostingBody } from './schemas.ts';
 

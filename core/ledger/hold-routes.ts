@@ -1,6 +1,6 @@
 /** /v1/core/holds: reserve, capture (full or partial), void; expiry runs in the background. */
 import { defineRoute, type RouteSpec } from '../http/route.ts';
-import { AppError } from '../http/errors.ts';
+import { AppError } from '../../shared/errors.ts';
 import { toReply } from '../idempotency/idempotency.ts';
 import { validate } from '../http/validate.ts';
 import { authed, errors, readHeaders, writeCtx, writeHeaders, type LedgerRouteDeps } from './http.ts';

@@ -1,7 +1,7 @@
 /** Shared pieces of the ledger routes: authentication, headers, error documentation, writes. */
 import type { Logger } from 'pino';
-import { appendAudit } from '../audit/audit.ts';
-import type { Db, Queryable } from '../db/pool.ts';
+import { appendAudit } from '../../shared/audit.ts';
+import type { Db, Queryable } from '../../shared/db/pool.ts';
 import type { RequestContext, ResponseSpec } from '../http/route.ts';
 import { idempotencyHeader, idempotencyKeyOf, toReply, withIdempotency } from '../idempotency/idempotency.ts';
 import type { KeyStore } from '../keys/keys.ts';

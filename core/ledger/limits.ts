@@ -6,11 +6,11 @@
  */
 import { Type } from '@sinclair/typebox';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
-import { AppError } from '../http/errors.ts';
+import { AppError } from '../../shared/errors.ts';
 import { requireAccount } from './accounts.ts';
 import { amountOf } from './commands.ts';
 import { authed, errors, readHeaders, type LedgerRouteDeps } from './http.ts';
-import { fromDb, format } from './money.ts';
+import { fromDb, format } from '../../shared/money.ts';
 import { minorUnitsOf } from './currency.ts';
 import { Amount, Currency, Uuid } from './schemas.ts';
 

@@ -1,12 +1,12 @@
 /** /v1/core/postings: create (double entry, any number of legs), read, reverse. */
 import { defineRoute, type RouteSpec } from '../http/route.ts';
-import { AppError } from '../http/errors.ts';
+import { AppError } from '../../shared/errors.ts';
 import { toReply } from '../idempotency/idempotency.ts';
 import { validate } from '../http/validate.ts';
 import { authed, errors, readHeaders, writeCtx, writeHeaders, type LedgerRouteDeps } from './http.ts';
 import { postingView } from './render.ts';
 import { CreatePosting, IdParams, Posting, ReversePosting } from './schemas.ts';
-import type { Queryable } from '../db/pool.ts';
+import type { Queryable } from '../../shared/db/pool.ts';
 
 const tags = ['core.postings'];
 

@@ -1,15 +1,15 @@
 /** Savings products and overdraft lines (SPEC 2.1 names SavingsProduct, OverdraftLine). */
 import { Type } from '@sinclair/typebox';
-import type { Queryable } from '../db/pool.ts';
+import type { Queryable } from '../../shared/db/pool.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
-import { AppError } from '../http/errors.ts';
+import { AppError } from '../../shared/errors.ts';
 import { enqueue } from '../outbox/outbox.ts';
-import { uuidv7 } from '../../lib/uuid.ts';
+import { uuidv7 } from '../../shared/uuid.ts';
 import { getBalances, requireAccount } from './accounts.ts';
 import { amountOf, knownCurrency } from './commands.ts';
 import { minorUnitsOf } from './currency.ts';
 import { authed, errors, idempotentWrite, readHeaders, writeCtx, writeHeaders, type LedgerRouteDeps } from './http.ts';
-import { format, fromDb, toDb } from './money.ts';
+import { format, fromDb, toDb } from '../../shared/money.ts';
 import { Amount, Currency, IdParams, Uuid } from './schemas.ts';
 
 const Code = Type.String({ pattern: '^[A-Z][A-Z0-9_]{1,39}$' });

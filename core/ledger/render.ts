@@ -1,6 +1,6 @@
 /** Wire views of ledger rows and results: amounts formatted in the currency's minor units. */
 import { minorUnitsOf } from './currency.ts';
-import { fromDb, format } from './money.ts';
+import { fromDb, format } from '../../shared/money.ts';
 
 /** Numeric text from SQL → wire amount for `currency`. */
 export function wireAmount(dbText: string, currency: string): string {

@@ -1,6 +1,6 @@
 /** Every core ledger route, plus the ledger service behind the write routes. */
 import type { Logger } from 'pino';
-import type { Db } from '../db/pool.ts';
+import type { Db } from '../../shared/db/pool.ts';
 import type { RouteSpec } from '../http/route.ts';
 import type { KeyStore } from '../keys/keys.ts';
 import { accountRoutes } from './account-routes.ts';

@@ -5,7 +5,7 @@ export const uuidPattern = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-
 export const Uuid = Type.String({ pattern: uuidPattern });
 export const IdParams = Type.Object({ id: Uuid });
 export const Currency = Type.String({ pattern: '^[A-Z]{3}$', description: 'ISO 4217 code' });
-/** Decimal string; checked exactly by core/ledger/money.ts (422 INVALID_AMOUNT). */
+/** Decimal string; checked exactly by shared/money.ts (422 INVALID_AMOUNT). */
 export const Amount = Type.String({ maxLength: 40, description: 'Decimal string, e.g. "12.50": no sign, no exponent, at most 6 decimals and no more than the currency\'s minor units', examples: ['12.50'] });
 export const Metadata = Type.Record(Type.String({ maxLength: 64 }), Type.Unknown(), { description: 'Free-form, stored with the posting' });
 const Timestamp = Type.String({ description: 'ISO 8601 UTC timestamp' });

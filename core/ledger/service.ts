@@ -12,19 +12,19 @@
 import type { Logger } from 'pino';
 import type { Static } from '@sinclair/typebox';
 import { runExclusive } from '../db/exclusive.ts';
-import type { Db } from '../db/pool.ts';
+import type { Db } from '../../shared/db/pool.ts';
 import { principalOf, requestHash, type IdemScope, type StoredResponse } from '../idempotency/idempotency.ts';
 import type { ResponseVault } from '../idempotency/secrets.ts';
 import type { CorePrincipal } from '../oauth/bearer.ts';
-import { uuidv7 } from '../../lib/uuid.ts';
+import { uuidv7 } from '../../shared/uuid.ts';
 import { LedgerBatcher, type Job, type LedgerCommand } from './batcher.ts';
 import { amountOf, buildPost, defaultTransactionType, knownCurrency } from './commands.ts';
-import { parseAmount, toDb } from './money.ts';
+import { parseAmount, toDb } from '../../shared/money.ts';
 import { holdView, postingView } from './render.ts';
 import { defaultHoldLifetimeS, type CaptureHold, type CreateHold, type CreatePostingBody, type ReversePosting } from './schemas.ts';
-import { AppError } from '../http/errors.ts';
+import { AppError } from '../../shared/errors.ts';
 import { checkMoneyMovement, type MoneyScope } from '../http/money.ts';
-import { budgetDayStart } from '../../lib/api-key-budget.ts';
+import { budgetDayStart } from '../../shared/api-key-budget.ts';
 
 /** How often expired holds are swept, and how many per sweep. */
 export const holdSweepIntervalMs = 1000;

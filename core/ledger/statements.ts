@@ -5,11 +5,11 @@
  */
 import { Type } from '@sinclair/typebox';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
-import { AppError } from '../http/errors.ts';
+import { AppError } from '../../shared/errors.ts';
 import { requireAccount } from './accounts.ts';
 import { minorUnitsOf } from './currency.ts';
 import { authed, errors, readHeaders, type LedgerRouteDeps } from './http.ts';
-import { format, fromDb } from './money.ts';
+import { format, fromDb } from '../../shared/money.ts';
 import { Amount, Uuid } from './schemas.ts';
 
 /** Longest period one statement covers, and most entries it lists. */

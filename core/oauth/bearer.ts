@@ -3,10 +3,10 @@
  * The edge checks them first; core checks again (defence in depth) and takes the tenant from
  * the verified token, never from the request body. No token detail reaches the client or logs.
  */
-import { bearerToken } from '../../lib/bearer.ts';
+import { bearerToken } from '../../shared/bearer.ts';
 import type { KeyStore } from '../keys/keys.ts';
 import type { EdgeIdentity } from '../http/route.ts';
-import { AppError } from '../http/errors.ts';
+import { AppError } from '../../shared/errors.ts';
 import type { CoreScope } from './clients.ts';
 
 export const coreAudience = 'core';

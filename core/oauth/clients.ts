@@ -3,7 +3,7 @@
  * creation; only its SHA-256 is stored (a 256-bit random secret needs no slow KDF).
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import type { Queryable } from '../db/pool.ts';
+import type { Queryable } from '../../shared/db/pool.ts';
 
 /** SPEC 5.1: `core:write` grants writes; `core:read` is this project's read-only scope. */
 export const coreScopes = ['core:read', 'core:write'] as const;

@@ -5,8 +5,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
-import type { Db } from '../db/pool.ts';
-import { AppError } from '../http/errors.ts';
+import type { Db } from '../../shared/db/pool.ts';
+import { AppError } from '../../shared/errors.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import type { KeyStore } from '../keys/keys.ts';
 import { accessTokenType, coreAudience } from './bearer.ts';

@@ -1,6 +1,6 @@
 /** Writing outbox events inside the caller's transaction (DESIGN.md "Events"). */
-import type { Queryable } from '../db/pool.ts';
-import { uuidv7 } from '../../lib/uuid.ts';
+import type { Queryable } from '../../shared/db/pool.ts';
+import { uuidv7 } from '../../shared/uuid.ts';
 
 export interface OutboxEvent {
   tenantId: string;

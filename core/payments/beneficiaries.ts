@@ -5,10 +5,10 @@
  * The answer shows the payee's phone masked.
  */
 import { Type } from '@sinclair/typebox';
-import { maskPhone } from '../../lib/masking.ts';
-import { uuidv7 } from '../../lib/uuid.ts';
-import { appendAudit } from '../audit/audit.ts';
-import { AppError } from '../http/errors.ts';
+import { maskPhone } from '../../shared/masking.ts';
+import { uuidv7 } from '../../shared/uuid.ts';
+import { appendAudit } from '../../shared/audit.ts';
+import { AppError } from '../../shared/errors.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import { withBoundStepUp } from '../identity/bound.ts';
 import { bearerHeader, customerOf, decisionOf, type PaymentsDeps } from './context.ts';

@@ -1,6 +1,6 @@
 /** What every customer money route needs: the verified customer, and facts from the edge. */
-import type { Db } from '../db/pool.ts';
-import { AppError } from '../http/errors.ts';
+import type { Db } from '../../shared/db/pool.ts';
+import { AppError } from '../../shared/errors.ts';
 import type { RequestContext } from '../http/route.ts';
 import { authenticate, type Caller } from '../identity/tokens.ts';
 import { principalOf } from '../idempotency/idempotency.ts';

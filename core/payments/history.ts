@@ -4,12 +4,12 @@
  * per the edge's obligations (phone keeps its first 4 and last 2 characters).
  */
 import { Type } from '@sinclair/typebox';
-import { maskPhone, maskingLevel } from '../../lib/masking.ts';
-import { AppError } from '../http/errors.ts';
+import { maskPhone, maskingLevel } from '../../shared/masking.ts';
+import { AppError } from '../../shared/errors.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import { getBalances } from '../ledger/accounts.ts';
 import { knownCurrency } from '../ledger/commands.ts';
-import { format, fromDb } from '../ledger/money.ts';
+import { format, fromDb } from '../../shared/money.ts';
 import { bearerHeader, customerOf, type PaymentsDeps } from './context.ts';
 
 const HistoryQuery = Type.Object({

@@ -9,19 +9,19 @@
  * only when the transfer commits.
  */
 import { createHash } from 'node:crypto';
-import { canonicalJson } from '../../lib/canonical-json.ts';
-import { maskPhone } from '../../lib/masking.ts';
-import { uuidv7 } from '../../lib/uuid.ts';
+import { canonicalJson } from '../../shared/canonical-json.ts';
+import { maskPhone } from '../../shared/masking.ts';
+import { uuidv7 } from '../../shared/uuid.ts';
 import { limitRowsFor, quoteFee } from '../admin/schedules.ts';
-import { appendAudit } from '../audit/audit.ts';
-import type { Queryable } from '../db/pool.ts';
-import { AppError, isErrorCode } from '../http/errors.ts';
+import { appendAudit } from '../../shared/audit.ts';
+import type { Queryable } from '../../shared/db/pool.ts';
+import { AppError, isErrorCode } from '../../shared/errors.ts';
 import { checkMoneyMovement } from '../http/money.ts';
 import { useStepUp } from '../identity/bound.ts';
 import { coolingOff, verifyDeviceAssertion } from '../identity/devices.ts';
 import type { Caller } from '../identity/tokens.ts';
 import { amountOf, knownCurrency } from '../ledger/commands.ts';
-import { format, fromDb, toDb, type Micro } from '../ledger/money.ts';
+import { format, fromDb, toDb, type Micro } from '../../shared/money.ts';
 import { enqueue } from '../outbox/outbox.ts';
 import { feeIncomeAccount, walletOf } from './wallets.ts';
 

@@ -1,6 +1,6 @@
 /** Customer wallets and the tenant's fee income account: ledger accounts opened on first need. */
-import type { Queryable } from '../db/pool.ts';
-import { AppError } from '../http/errors.ts';
+import type { Queryable } from '../../shared/db/pool.ts';
+import { AppError } from '../../shared/errors.ts';
 import { openAccount } from '../ledger/accounts.ts';
 import { ensureTenantLedger } from '../ledger/catalog.ts';
 

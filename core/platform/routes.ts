@@ -3,12 +3,12 @@ import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { Type } from '@sinclair/typebox';
-import type { Db } from '../db/pool.ts';
+import type { Db } from '../../shared/db/pool.ts';
 import { schemaHash } from '../db/migrate.ts';
-import { AppError } from '../http/errors.ts';
+import { AppError } from '../../shared/errors.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import type { BuildInfo } from './build-info.ts';
-import type { Metrics } from './metrics.ts';
+import type { Metrics } from '../../shared/metrics.ts';
 
 export interface PlatformDeps {
   db: Db;

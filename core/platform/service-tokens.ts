@@ -4,8 +4,8 @@
  * stored; the edge looks them up by that hash.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { uuidv7 } from '../../lib/uuid.ts';
-import type { Queryable } from '../db/pool.ts';
+import { uuidv7 } from '../../shared/uuid.ts';
+import type { Queryable } from '../../shared/db/pool.ts';
 import type { Seeder } from '../seed.ts';
 
 export const serviceTokenPrefix = 'svc_';

@@ -1,5 +1,5 @@
 /**
- * Signed requests from machine clients (SPEC 5.4; canonical form in lib/api-key-signing.ts).
+ * Signed requests from machine clients (SPEC 5.4; canonical form in shared/api-key-signing.ts).
  * Checked in this order, each failure with its own code: headers present (401
  * missing_signature_headers), key known and not revoked (403 invalid_key), not expired (403
  * key_expired), source address in the key's allowlist (403 ip_not_allowed), mTLS when the
@@ -10,7 +10,7 @@
  */
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import { BlockList, isIPv4 } from 'node:net';
-import { canonicalString } from '../../lib/api-key-signing.ts';
+import { canonicalString } from '../../shared/api-key-signing.ts';
 import type { RequestView } from '../check.ts';
 import type { ApiKeyState, EdgeState, TenantState } from '../state/store.ts';
 import { CredentialError } from './bearer.ts';

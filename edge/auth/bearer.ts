@@ -1,5 +1,5 @@
 /** Reading credentials from request headers. */
-import { bearerToken } from '../../lib/bearer.ts';
+import { bearerToken } from '../../shared/bearer.ts';
 
 export type CredentialCode =
   | 'UNAUTHENTICATED' | 'invalid_token' | 'session_revoked' | 'session_expired' | 'invalid_dpop_proof' | 'FORBIDDEN'
@@ -26,7 +26,7 @@ export class CredentialError extends Error {
   }
 }
 
-/** The caller's token (see lib/bearer.ts); core clients may use the bare JWT form (SPEC 5.1). */
+/** The caller's token (see shared/bearer.ts); core clients may use the bare JWT form (SPEC 5.1). */
 export function bearerOf(headers: Record<string, string>, allowBare = false): string | undefined {
   return bearerToken(headers.authorization, { bare: allowBare });
 }

@@ -7,9 +7,9 @@
  * counted here when the request moved nothing (core/apikeys/budget.ts). Each consumption is
  * in the decision's audit record (request id, amount).
  */
-import { parseAmount } from '../../core/ledger/money.ts';
-import type { Queryable } from '../../core/db/pool.ts';
-import { budgetDayMs, budgetDayStart, type BudgetCount, type MoneyMovement } from '../../lib/api-key-budget.ts';
+import { parseAmount } from '../../shared/money.ts';
+import type { Queryable } from '../../shared/db/pool.ts';
+import { budgetDayMs, budgetDayStart, type BudgetCount, type MoneyMovement } from '../../shared/api-key-budget.ts';
 import type { ApiKeyState } from '../state/store.ts';
 
 export type BudgetResult =

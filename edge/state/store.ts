@@ -8,7 +8,7 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
 import type { Logger } from 'pino';
-import type { Db } from '../../core/db/pool.ts';
+import type { Db } from '../../shared/db/pool.ts';
 import { stepUpUseOf } from '../../core/identity/bound.ts';
 import { TenantId } from '../../core/identity/schemas.ts';
 import { keysChannel, type KeyStore } from '../../core/keys/keys.ts';
@@ -356,7 +356,7 @@ export class EdgeState {
   }
 
   /** Run `fn` in one transaction (budget counters). */
-  tx<T>(fn: (q: import('../../core/db/pool.ts').Queryable) => Promise<T>): Promise<T> {
+  tx<T>(fn: (q: import('../../shared/db/pool.ts').Queryable) => Promise<T>): Promise<T> {
     this.assertFresh();
     return this.db.tx(fn);
   }

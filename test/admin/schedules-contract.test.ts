@@ -3,8 +3,8 @@ import { after, before, describe, it } from 'node:test';
 import { limitRowsFor, quoteFee } from '../../core/admin/schedules.ts';
 import { feeForTier, validateLimits, validateTiers, units } from '../../core/admin/schedules/tiers.ts';
 import { parseTiers } from '../../core/admin/schedules/write.ts';
-import { AppError } from '../../core/http/errors.ts';
-import { parseAmount } from '../../core/ledger/money.ts';
+import { AppError } from '../../shared/errors.ts';
+import { parseAmount } from '../../shared/money.ts';
 import { seedDemo } from '../../core/seed.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 

@@ -5,7 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import { Dispatcher } from '../../core/admin/webhooks/dispatcher.ts';
 import { TargetGuard, TargetRefused, classifyAddress } from '../../core/admin/webhooks/target.ts';
 import { enqueue } from '../../core/outbox/outbox.ts';
-import { createLogger } from '../../core/platform/log.ts';
+import { createLogger } from '../../shared/log.ts';
 import { serve } from '../helpers/http.ts';
 import { startAdmin, type AdminHarness } from './harness.ts';
 

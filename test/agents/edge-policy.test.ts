@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { defaultBundleDir, loadBundle, loadTrustedKeys } from '../../edge/policy/bundle.ts';
+import { defaultBundleDir, loadBundle, loadTrustedKeys } from '../../policy/runtime/bundle.ts';
 import { buildRouteTable } from '../../edge/routes.ts';
 
 /** The committed policy bundle allows the profile, content, training, dispute and USSD routes to the right callers only. */

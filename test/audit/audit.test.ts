@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { createHash } from 'node:crypto';
-import { audit, verifyChain } from '../../core/audit/audit.ts';
-import { canonicalJson } from '../../lib/canonical-json.ts';
+import { audit, verifyChain } from '../../shared/audit.ts';
+import { canonicalJson } from '../../shared/canonical-json.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 
 describe('audit hash chain', () => {

@@ -9,7 +9,7 @@ import { startStack, type Stack } from '../../bin/stack.ts';
 import { enqueue } from '../../core/outbox/outbox.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { call, type Res } from '../helpers/http.ts';
-import { signRequest } from '../../lib/api-key-signing.ts';
+import { signRequest } from '../../shared/api-key-signing.ts';
 
 /**
  * Issue 6 end to end through the dev gateway with nothing mocked: the demo service tokens

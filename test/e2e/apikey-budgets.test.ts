@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { loadConfig } from '../../bin/config.ts';
 import { startStack, type Stack } from '../../bin/stack.ts';
-import { signRequest } from '../../lib/api-key-signing.ts';
+import { signRequest } from '../../shared/api-key-signing.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { call, type Res } from '../helpers/http.ts';
 

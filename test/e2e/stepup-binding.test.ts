@@ -7,7 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import { decodeJwt } from 'jose';
 import { loadConfig } from '../../bin/config.ts';
 import { startStack, type Stack } from '../../bin/stack.ts';
-import { origOf } from '../../core/identity/challenge.ts';
+import { origOf } from '../../shared/challenge.ts';
 import { intentPayload } from '../../core/payments/transfers.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { call, type Res } from '../helpers/http.ts';

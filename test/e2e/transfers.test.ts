@@ -7,7 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import { loadConfig } from '../../bin/config.ts';
 import { startStack, type Stack } from '../../bin/stack.ts';
 import { quoteFee } from '../../core/admin/schedules.ts';
-import { format } from '../../core/ledger/money.ts';
+import { format } from '../../shared/money.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { call } from '../helpers/http.ts';
 import { journey, type Customer, type Demo, type Journey } from '../helpers/journey.ts';

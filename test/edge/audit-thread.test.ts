@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { verifyChain } from '../../core/audit/audit.ts';
-import { createLogger } from '../../core/platform/log.ts';
+import { verifyChain } from '../../shared/audit.ts';
+import { createLogger } from '../../shared/log.ts';
 import { AuditThread, AuditWriter } from '../../edge/audit-writer.ts';
 import { freshDatabase } from '../helpers/db.ts';
 

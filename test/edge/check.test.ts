@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { createLogger } from '../../core/platform/log.ts';
+import { createLogger } from '../../shared/log.ts';
 import type { Decide, FailClosed } from '../../edge/server.ts';
 import { envoyRequest, headerOf, platformOnly, startTestEdge, type TestEdge } from '../helpers/edge.ts';
 

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { createServer } from 'node:http';
 import { after, before, describe, it } from 'node:test';
-import { createLogger } from '../../core/platform/log.ts';
+import { createLogger } from '../../shared/log.ts';
 import { createGateway, maxRequestBytes, streamsBodyByRouteTable, type Gateway } from '../../edge/gateway.ts';
 import type { Decide } from '../../edge/server.ts';
 import { startTestEdge, type TestEdge } from '../helpers/edge.ts';

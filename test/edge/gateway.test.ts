@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { createServer, type IncomingHttpHeaders } from 'node:http';
 import { after, before, describe, it } from 'node:test';
-import { createLogger } from '../../core/platform/log.ts';
+import { createLogger } from '../../shared/log.ts';
 import { createGateway, maxRequestBytes, type Gateway } from '../../edge/gateway.ts';
 import type { Decide } from '../../edge/server.ts';
-import { freePort } from '../../lib/net.ts';
+import { freePort } from '../../shared/net.ts';
 import { platformOnly, startTestEdge, type TestEdge } from '../helpers/edge.ts';
 import { call, serve } from '../helpers/http.ts';
 

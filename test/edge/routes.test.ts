@@ -2,11 +2,11 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { describe, it } from 'node:test';
 import { buildCore } from '../../core/app.ts';
-import { createDb } from '../../core/db/pool.ts';
+import { createDb } from '../../shared/db/pool.ts';
 import { KeyStore } from '../../core/keys/keys.ts';
 import { readBuildInfo } from '../../core/platform/build-info.ts';
-import { createLogger } from '../../core/platform/log.ts';
-import { createMetrics } from '../../core/platform/metrics.ts';
+import { createLogger } from '../../shared/log.ts';
+import { createMetrics } from '../../shared/metrics.ts';
 import { buildRouteTable, edgeRoutes } from '../../edge/routes.ts';
 
 describe('edge route table', () => {

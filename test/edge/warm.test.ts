@@ -6,9 +6,9 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import type { Db } from '../../core/db/pool.ts';
+import type { Db } from '../../shared/db/pool.ts';
 import { KeyStore } from '../../core/keys/keys.ts';
-import { createLogger } from '../../core/platform/log.ts';
+import { createLogger } from '../../shared/log.ts';
 import { seedDemo } from '../../core/seed.ts';
 import { buildEdge, type Edge } from '../../edge/main.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';

@@ -3,8 +3,8 @@ import { randomBytes } from 'node:crypto';
 import { KeyStore } from '../../core/keys/keys.ts';
 import { buildCore, type Core } from '../../core/app.ts';
 import { readBuildInfo } from '../../core/platform/build-info.ts';
-import { createLogger } from '../../core/platform/log.ts';
-import { createMetrics } from '../../core/platform/metrics.ts';
+import { createLogger } from '../../shared/log.ts';
+import { createMetrics } from '../../shared/metrics.ts';
 import { freshDatabase, type TestDb } from './db.ts';
 import { serve } from './http.ts';
 

@@ -2,9 +2,9 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { migrate } from '../../core/db/migrate.ts';
-import { createDb, type Db } from '../../core/db/pool.ts';
-import { createLogger } from '../../core/platform/log.ts';
-import { createMetrics, type Metrics } from '../../core/platform/metrics.ts';
+import { createDb, type Db } from '../../shared/db/pool.ts';
+import { createLogger } from '../../shared/log.ts';
+import { createMetrics, type Metrics } from '../../shared/metrics.ts';
 
 export function serverUrl(): string {
   const url = process.env.TEST_DATABASE_URL;

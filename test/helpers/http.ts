@@ -1,7 +1,7 @@
 /** Start servers on 127.0.0.1:0 and call them with undici. */
 import type { Server } from 'node:http';
 import { request } from 'undici';
-import { listen } from '../../lib/net.ts';
+import { listen } from '../../shared/net.ts';
 
 export async function serve(server: Server): Promise<{ origin: string; close(): Promise<void> }> {
   const port = await listen(server, 0);

@@ -9,9 +9,9 @@ import assert from 'node:assert/strict';
 import { generateKeyPairSync, randomUUID, sign, type KeyObject } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Db } from '../../core/db/pool.ts';
-import { origOf } from '../../core/identity/challenge.ts';
-import { parseAmount } from '../../core/ledger/money.ts';
+import type { Db } from '../../shared/db/pool.ts';
+import { origOf } from '../../shared/challenge.ts';
+import { parseAmount } from '../../shared/money.ts';
 import { intentPayload } from '../../core/payments/transfers.ts';
 import { call, type Res } from './http.ts';
 

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { migrate, migrationsDir } from '../../core/db/migrate.ts';
-import { AppError } from '../../core/http/errors.ts';
+import { AppError } from '../../shared/errors.ts';
 import { principalOf, requestHash, withIdempotency, type IdemScope } from '../../core/idempotency/idempotency.ts';
 import { isSecretField, originalBody, storedForm } from '../../core/idempotency/secrets.ts';
 import { KeyStore } from '../../core/keys/keys.ts';

@@ -1,12 +1,12 @@
 /** A core with identity on a fresh database, an injected clock and a capturing SMS sender. */
 import { randomBytes } from 'node:crypto';
 import { buildCore } from '../../core/app.ts';
-import type { Queryable } from '../../core/db/pool.ts';
+import type { Queryable } from '../../shared/db/pool.ts';
 import type { SmsMessage, SmsSender } from '../../core/identity/sms.ts';
 import { KeyStore } from '../../core/keys/keys.ts';
 import { readBuildInfo } from '../../core/platform/build-info.ts';
-import { createLogger } from '../../core/platform/log.ts';
-import { createMetrics } from '../../core/platform/metrics.ts';
+import { createLogger } from '../../shared/log.ts';
+import { createMetrics } from '../../shared/metrics.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { call, serve, type Res } from '../helpers/http.ts';
 

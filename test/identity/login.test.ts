@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { decodeJwt, decodeProtectedHeader } from 'jose';
-import { verifyChain } from '../../core/audit/audit.ts';
+import { verifyChain } from '../../shared/audit.ts';
 import { PinHasher } from '../../core/identity/pin.ts';
 import { SecretStore } from '../../core/identity/secrets.ts';
 import { issuerFor } from '../../core/keys/keys.ts';

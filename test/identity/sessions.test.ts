@@ -3,7 +3,7 @@ import { generateKeyPairSync, sign } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { decodeJwt } from 'jose';
-import { issueChallenge, origOf } from '../../core/identity/challenge.ts';
+import { issueChallenge, origOf } from '../../shared/challenge.ts';
 import { bearer, startHarness, withStepUp, type Harness, type Tokens } from './harness.ts';
 
 describe('customer identity: sessions, refresh rotation, step-up, devices, tenant isolation', () => {
@@ -117,7 +117,7 @@ describe('customer identity: sessions, refresh rotation, step-up, devices, tenan
     // Bound to the request: the same body in another key order has the same orig; any other body does not.
     assert.equal(origOf('POST', '/v1/transfers', '{"to":"bene-1","currency":"KES","amount":"100.00"}'), orig);
     assert.notEqual(origOf('POST', '/v1/transfers', JSON.stringify({ ...transfer, amount: '1000.00' })), orig);
-    const { verifyChallenge } = await import('../../core/identity/challenge.ts');
+    const { verifyChallenge } = await import('../../shared/challenge.ts');
     const ch = await issueChallenge(h.keys, { tenantId: 'ta', sub: aliceId, orig, methods: ['otp'] });
     await assert.rejects(verifyChallenge(h.keys, ch, { tenantId: 'ta', sub: aliceId, orig: origOf('POST', '/v1/transfers', '{"amount":"9"}') }), (e: { code?: string }) => e.code === 'challenge_mismatch');
     alice = fresh.json as Tokens;

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { generateKeyPairSync, sign, type KeyObject } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { decodeJwt } from 'jose';
-import { issueChallenge, origOf } from '../../core/identity/challenge.ts';
+import { issueChallenge, origOf } from '../../shared/challenge.ts';
 import { enrolmentCodesPerDay, stepUpCodesPerDay } from '../../core/identity/throttle.ts';
 import { bearer, count, startHarness, withStepUp, type Harness, type Tokens } from './harness.ts';
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { normalizedBody, origOf } from '../../core/identity/challenge.ts';
+import { normalizedBody, origOf } from '../../shared/challenge.ts';
 import { isWeakPin } from '../../core/identity/routes-phone.ts';
 import { Semaphore, SemaphoreFull } from '../../core/identity/semaphore.ts';
 import { admit, phonePolicy, succeeded } from '../../core/identity/throttle.ts';

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, it } from 'node:test';
-import { verifyChain } from '../../core/audit/audit.ts';
+import { verifyChain } from '../../shared/audit.ts';
 import { KeyStore } from '../../core/keys/keys.ts';
 import { freshDatabase } from '../helpers/db.ts';
 

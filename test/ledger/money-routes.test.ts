@@ -15,9 +15,9 @@ import { writeCtx, type LedgerRouteDeps } from '../../core/ledger/http.ts';
 import { ledgerRoutes } from '../../core/ledger/routes.ts';
 import { IdParams } from '../../core/ledger/schemas.ts';
 import { Ledger } from '../../core/ledger/service.ts';
-import { createLogger } from '../../core/platform/log.ts';
-import { createMetrics } from '../../core/platform/metrics.ts';
-import type { MoneyMovement } from '../../lib/api-key-budget.ts';
+import { createLogger } from '../../shared/log.ts';
+import { createMetrics } from '../../shared/metrics.ts';
+import type { MoneyMovement } from '../../shared/api-key-budget.ts';
 import { call, serve } from '../helpers/http.ts';
 import { LedgerFixture, type Tenant } from './fixture.ts';
 

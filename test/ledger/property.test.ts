@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { verifyChain } from '../../core/audit/audit.ts';
+import { verifyChain } from '../../shared/audit.ts';
 import { LedgerFixture, type Tenant } from './fixture.ts';
 
 const operations = 2500;

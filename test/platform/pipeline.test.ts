@@ -3,11 +3,11 @@ import { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import { createServer } from 'node:http';
 import { Type } from '@sinclair/typebox';
-import { AppError } from '../../core/http/errors.ts';
+import { AppError } from '../../shared/errors.ts';
 import { defineRoute } from '../../core/http/route.ts';
 import { createHandler } from '../../core/http/server.ts';
-import { createLogger } from '../../core/platform/log.ts';
-import { createMetrics } from '../../core/platform/metrics.ts';
+import { createLogger } from '../../shared/log.ts';
+import { createMetrics } from '../../shared/metrics.ts';
 import { call, serve } from '../helpers/http.ts';
 
 const logLines: string[] = [];

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { KeyStore } from '../../core/keys/keys.ts';
 import type { CoreDeps } from '../../core/app.ts';
-import type { Db } from '../../core/db/pool.ts';
+import type { Db } from '../../shared/db/pool.ts';
 import { after, before, describe, it } from 'node:test';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { schemaHash } from '../../core/db/migrate.ts';
@@ -82,8 +82,8 @@ describe('platform routes', () => {
 /** Core alone on `db`, with `extra` deps, served on port 0. */
 async function serveBareCore(db: Db, extra: Partial<CoreDeps> = {}) {
   const { buildCore } = await import('../../core/app.ts');
-  const { createLogger } = await import('../../core/platform/log.ts');
-  const { createMetrics } = await import('../../core/platform/metrics.ts');
+  const { createLogger } = await import('../../shared/log.ts');
+  const { createMetrics } = await import('../../shared/metrics.ts');
   const { readBuildInfo } = await import('../../core/platform/build-info.ts');
   const { serve } = await import('../helpers/http.ts');
   return serve(buildCore({ db, log: createLogger('silent'), metrics: createMetrics(), build: readBuildInfo(), keys: new KeyStore(db, randomBytes(32)), ...extra }).server);
@@ -126,13 +126,13 @@ describe('readiness without a usable database', () => {
   });
 
   it('is 503 (not a hang, not a crash) when the database is gone, while health stays 200', async () => {
-    const { createDb } = await import('../../core/db/pool.ts');
+    const { createDb } = await import('../../shared/db/pool.ts');
     const { buildCore } = await import('../../core/app.ts');
-    const { createLogger } = await import('../../core/platform/log.ts');
-    const { createMetrics } = await import('../../core/platform/metrics.ts');
+    const { createLogger } = await import('../../shared/log.ts');
+    const { createMetrics } = await import('../../shared/metrics.ts');
     const { readBuildInfo } = await import('../../core/platform/build-info.ts');
     const { serve } = await import('../helpers/http.ts');
-    const { freePort } = await import('../../lib/net.ts');
+    const { freePort } = await import('../../shared/net.ts');
     const metrics = createMetrics();
     const log = createLogger('silent');
     const db = createDb({ connectionString: `postgres://x:y@127.0.0.1:${await freePort()}/none`, metrics, log });

@@ -5,11 +5,11 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { BundleError, defaultBundleDir, instantiateBundle, loadBundle, loadTrustedKeys } from '../../edge/policy/bundle.ts';
-import { PolicyStore } from '../../edge/policy/store.ts';
+import { BundleError, defaultBundleDir, instantiateBundle, loadBundle, loadTrustedKeys } from '../../policy/runtime/bundle.ts';
+import { PolicyStore } from '../../policy/runtime/store.ts';
 import { build, policyDir, staleSources } from '../../policy/build.ts';
 import { findOpa } from '../../policy/opa.ts';
-import { signDocument } from '../../lib/signing.ts';
+import { signDocument } from '../../shared/signing.ts';
 
 const opa = findOpa();
 // Under CI the policy tests must run: a missing opa is a failure, never a silent skip.

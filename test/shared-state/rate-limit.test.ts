@@ -6,11 +6,11 @@ import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { buildCore } from '../../core/app.ts';
-import { createDb, type Db } from '../../core/db/pool.ts';
+import { createDb, type Db } from '../../shared/db/pool.ts';
 import { KeyStore } from '../../core/keys/keys.ts';
 import { readBuildInfo } from '../../core/platform/build-info.ts';
-import { createLogger } from '../../core/platform/log.ts';
-import { createMetrics } from '../../core/platform/metrics.ts';
+import { createLogger } from '../../shared/log.ts';
+import { createMetrics } from '../../shared/metrics.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { call, serve, type Res } from '../helpers/http.ts';
 

@@ -5,11 +5,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { runExclusive } from '../../core/db/exclusive.ts';
-import { createDb, type Db } from '../../core/db/pool.ts';
+import { createDb, type Db } from '../../shared/db/pool.ts';
 import { pruneOnce } from '../../core/housekeeping/prune.ts';
 import { Ledger } from '../../core/ledger/service.ts';
-import { createLogger } from '../../core/platform/log.ts';
-import { createMetrics } from '../../core/platform/metrics.ts';
+import { createLogger } from '../../shared/log.ts';
+import { createMetrics } from '../../shared/metrics.ts';
 import { LedgerFixture, type Tenant } from '../ledger/fixture.ts';
 
 const holdCount = 40;

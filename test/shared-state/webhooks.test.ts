@@ -13,11 +13,11 @@ import { Dispatcher, type DispatcherOptions } from '../../core/admin/webhooks/di
 import { newWebhookSecret } from '../../core/admin/webhooks/sign.ts';
 import { sealWebhookSecret } from '../../core/admin/webhooks/store.ts';
 import { exclusiveJobs, exclusiveLockClass } from '../../core/db/exclusive.ts';
-import { createDb, type Db } from '../../core/db/pool.ts';
+import { createDb, type Db } from '../../shared/db/pool.ts';
 import { KeyStore } from '../../core/keys/keys.ts';
 import { enqueue } from '../../core/outbox/outbox.ts';
-import { createLogger } from '../../core/platform/log.ts';
-import { createMetrics } from '../../core/platform/metrics.ts';
+import { createLogger } from '../../shared/log.ts';
+import { createMetrics } from '../../shared/metrics.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { serve } from '../helpers/http.ts';
 

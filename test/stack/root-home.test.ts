@@ -11,7 +11,7 @@ import { dirname, join } from 'node:path';
 import { describe, it } from 'node:test';
 import { binaryCacheRoot, installedBinaries, relocatedDataRoot, relocatedDir } from '../../core/db/embedded-access.ts';
 import { startEmbedded } from '../../core/db/embedded.ts';
-import { freePort } from '../../lib/net.ts';
+import { freePort } from '../../shared/net.ts';
 import { startProcess, waitFor } from '../helpers/process.ts';
 
 const asRoot = process.getuid?.() === 0;

@@ -60,7 +60,7 @@ describe('npm start reports up only when warm', () => {
   });
 
   it('had both database pools open at the banner, and /v1/ready says the edge is warm', async () => {
-    // Core's pool and the edge's, 10 connections each (core/db/pool.ts), opened before "up".
+    // Core's pool and the edge's, 10 connections each (shared/db/pool.ts), opened before "up".
     assert.ok(connectionsAtBanner >= 20, `connections open at the banner: ${connectionsAtBanner}`);
     const ready = await call(gw, 'GET', '/v1/ready');
     assert.equal(ready.status, 200, ready.text);

@@ -1,8 +1,8 @@
 /** Audit query (SPEC 2.8, 4.6 audit) over the hash-chained audit_log of the caller's tenant. */
 import { Type } from '@sinclair/typebox';
-import { verifyChain } from '../../audit/audit.ts';
-import type { Queryable } from '../../db/pool.ts';
-import { AppError } from '../../http/errors.ts';
+import { verifyChain } from '../../../shared/audit.ts';
+import type { Queryable } from '../../../shared/db/pool.ts';
+import { AppError } from '../../../shared/errors.ts';
 import type { RouteSpec } from '../../http/route.ts';
 import { adminRoute, operators, readers, type AdminDeps } from '../http.ts';
 import type { PageRequest } from '../paging.ts';

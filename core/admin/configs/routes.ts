@@ -1,6 +1,6 @@
 /** Configuration routes (SPEC 4.6 configs): versions, PATCH state changes, effective, dry-run, promote. */
 import { Type } from '@sinclair/typebox';
-import { AppError } from '../../http/errors.ts';
+import { AppError } from '../../../shared/errors.ts';
 import type { RouteSpec } from '../../http/route.ts';
 import { adminRoute, admins, checkIfMatch, readers, type AdminDeps } from '../http.ts';
 import { promote } from '../promote.ts';

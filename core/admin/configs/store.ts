@@ -4,9 +4,9 @@
  * and ENVIRONMENT rows belong to one tenant. Resolution takes, per key, the ACTIVE version of
  * the most specific scope that matches the context and says which scope won.
  */
-import type { Queryable } from '../../db/pool.ts';
-import { AppError } from '../../http/errors.ts';
-import { uuidv7 } from '../../../lib/uuid.ts';
+import type { Queryable } from '../../../shared/db/pool.ts';
+import { AppError } from '../../../shared/errors.ts';
+import { uuidv7 } from '../../../shared/uuid.ts';
 
 export type Scope = 'GLOBAL' | 'COUNTRY' | 'TENANT' | 'ENVIRONMENT';
 export const scopeRank: Record<Scope, number> = { GLOBAL: 0, COUNTRY: 1, TENANT: 2, ENVIRONMENT: 3 };

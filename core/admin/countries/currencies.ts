@@ -1,13 +1,13 @@
 /** Currencies (ISO 4217 plus local metadata), the country-currency mapping and country config (SPEC 4.6). */
 import { Type } from '@sinclair/typebox';
-import { AppError } from '../../http/errors.ts';
+import { AppError } from '../../../shared/errors.ts';
 import type { RouteSpec } from '../../http/route.ts';
 import { adminRoute, admins, checkIfMatch, readers, type AdminDeps } from '../http.ts';
 import { isoCurrencies, isoCurrency } from '../reference/iso.ts';
 import { newVersion } from '../configs/store.ts';
 import { CountryCode, CurrencyCode, Metadata, pageQuery } from '../schemas.ts';
 import { countryView, requireCountry } from './routes.ts';
-import type { Queryable } from '../../db/pool.ts';
+import type { Queryable } from '../../../shared/db/pool.ts';
 
 interface LocalRow { code: string; name: string; minor_units: number; symbol: string; format: Record<string, unknown>; metadata: Record<string, unknown> }
 

@@ -1,7 +1,7 @@
 /** Countries (SPEC 4.6 countries): enabled ISO 3166 countries with metadata, list, CRUD, history. */
 import { Type } from '@sinclair/typebox';
-import type { Queryable } from '../../db/pool.ts';
-import { AppError } from '../../http/errors.ts';
+import type { Queryable } from '../../../shared/db/pool.ts';
+import { AppError } from '../../../shared/errors.ts';
 import type { RouteSpec } from '../../http/route.ts';
 import { adminRoute, admins, checkIfMatch, readers, type AdminDeps } from '../http.ts';
 import { countryProblems } from '../reference/routes.ts';

@@ -5,7 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
-import { AppError } from '../../http/errors.ts';
+import { AppError } from '../../../shared/errors.ts';
 import type { RouteSpec } from '../../http/route.ts';
 import { adminRoute, admins, readers, type AdminDeps } from '../http.ts';
 import { pageQuery } from '../schemas.ts';

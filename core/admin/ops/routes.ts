@@ -3,8 +3,8 @@
  * marked `content-class: secret` (e.g. SMS with one-time codes) are never returned.
  */
 import { Type } from '@sinclair/typebox';
-import type { Queryable } from '../../db/pool.ts';
-import { AppError } from '../../http/errors.ts';
+import type { Queryable } from '../../../shared/db/pool.ts';
+import { AppError } from '../../../shared/errors.ts';
 import type { RouteSpec } from '../../http/route.ts';
 import { maxGraceS } from '../../keys/keys.ts';
 import { adminRoute, admins, operators, opsOnly, readers, type AdminDeps } from '../http.ts';

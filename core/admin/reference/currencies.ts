@@ -1,6 +1,6 @@
 /** Minor units of a currency: the platform's local override when one is stored, else ISO 4217. */
-import type { Queryable } from '../../db/pool.ts';
-import { AppError } from '../../http/errors.ts';
+import type { Queryable } from '../../../shared/db/pool.ts';
+import { AppError } from '../../../shared/errors.ts';
 import { isoCurrency } from './iso.ts';
 
 export async function minorUnitsOf(q: Queryable, code: string): Promise<number | undefined> {

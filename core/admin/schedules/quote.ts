@@ -3,9 +3,9 @@
  * resolve the ACTIVE schedule for a context and answer from its items. Both take a Queryable so
  * callers can use them inside their own transaction.
  */
-import type { Queryable } from '../../db/pool.ts';
-import { AppError } from '../../http/errors.ts';
-import type { Micro } from '../../ledger/money.ts';
+import type { Queryable } from '../../../shared/db/pool.ts';
+import { AppError } from '../../../shared/errors.ts';
+import type { Micro } from '../../../shared/money.ts';
 import { requireMinorUnits } from '../reference/currencies.ts';
 import { limitsOf, resolveSchedule, tiersOf, type ScheduleKind } from './store.ts';
 import { feeForTier, tierFor } from './tiers.ts';

@@ -1,8 +1,8 @@
 /** Schedule routes (SPEC 4.6 schedules, helpers): CRUD, items, validate, effective, promote, fees:quote, limits:check. */
 import { Type } from '@sinclair/typebox';
-import { AppError } from '../../http/errors.ts';
+import { AppError } from '../../../shared/errors.ts';
 import type { RouteSpec } from '../../http/route.ts';
-import { format, parseAmount } from '../../ledger/money.ts';
+import { format, parseAmount } from '../../../shared/money.ts';
 import { adminRoute, admins, checkIfMatch, readers, type AdminDeps } from '../http.ts';
 import { PromoteBody } from '../configs/routes.ts';
 import { promote } from '../promote.ts';
@@ -12,7 +12,7 @@ import { limitRowsFor, quoteFee } from './quote.ts';
 import { getSchedule, limitsOf, resolveSchedule, scheduleColumns, tieredKinds, tiersOf, type ScheduleRow } from './store.ts';
 import { validateLimits, validateTiers, type Issue } from './tiers.ts';
 import { activateSchedule, addItems, archiveSchedule, createSchedule, deactivateSchedule, parseLimits, parseTiers } from './write.ts';
-import type { Queryable } from '../../db/pool.ts';
+import type { Queryable } from '../../../shared/db/pool.ts';
 
 const Kind = Type.Union([Type.Literal('FEE'), Type.Literal('LIMIT'), Type.Literal('COMMISSION')]);
 const Scope = Type.Union([Type.Literal('TENANT'), Type.Literal('COUNTRY'), Type.Literal('ENVIRONMENT')]);

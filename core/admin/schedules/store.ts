@@ -3,8 +3,8 @@
  * an ENVIRONMENT schedule for the request's environment beats a COUNTRY schedule for its
  * country, which beats the TENANT schedule; the active window must hold the instant asked for.
  */
-import type { Queryable } from '../../db/pool.ts';
-import { fromDb, type Micro } from '../../ledger/money.ts';
+import type { Queryable } from '../../../shared/db/pool.ts';
+import { fromDb, type Micro } from '../../../shared/money.ts';
 import type { LimitItem, Tier } from './tiers.ts';
 
 export type ScheduleKind = 'FEE' | 'LIMIT' | 'COMMISSION';

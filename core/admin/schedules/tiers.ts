@@ -3,7 +3,7 @@
  * tiers and limit rows (overlaps, gaps, currency precision). Money is integer micro-units.
  * A tier covers [min, max): a max of null is unbounded. Fees round half-up to minor units.
  */
-import { format, microPerUnit, type Micro } from '../../ledger/money.ts';
+import { format, microPerUnit, type Micro } from '../../../shared/money.ts';
 
 export interface Tier {
   id?: string;

@@ -5,10 +5,10 @@
  * An activated TENANT-scope LIMIT schedule is copied into ledger_limit_rows, which the ledger's
  * own limit check reads (issue 6 item 5), and deactivation switches those rows off.
  */
-import type { Queryable } from '../../db/pool.ts';
-import { AppError } from '../../http/errors.ts';
-import { parseAmount, toDb, type Micro } from '../../ledger/money.ts';
-import { uuidv7 } from '../../../lib/uuid.ts';
+import type { Queryable } from '../../../shared/db/pool.ts';
+import { AppError } from '../../../shared/errors.ts';
+import { parseAmount, toDb, type Micro } from '../../../shared/money.ts';
+import { uuidv7 } from '../../../shared/uuid.ts';
 import { requireMinorUnits } from '../reference/currencies.ts';
 import { getSchedule, limitsOf, tieredKinds, tiersOf, type ScheduleKind, type ScheduleRow } from './store.ts';
 import { validateLimits, validateTiers, type Issue, type LimitItem, type Tier } from './tiers.ts';

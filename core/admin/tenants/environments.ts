@@ -1,9 +1,9 @@
 /** Environments of a tenant (SPEC 4.6 environments) and products (SPEC 4.6 products; delete = deprecation). */
 import { Type } from '@sinclair/typebox';
-import { AppError } from '../../http/errors.ts';
+import { AppError } from '../../../shared/errors.ts';
 import type { RouteSpec } from '../../http/route.ts';
-import type { Queryable } from '../../db/pool.ts';
-import { uuidv7 } from '../../../lib/uuid.ts';
+import type { Queryable } from '../../../shared/db/pool.ts';
+import { uuidv7 } from '../../../shared/uuid.ts';
 import { adminRoute, admins, checkIfMatch, readers, type AdminDeps } from '../http.ts';
 import { auditPage } from '../audit/query.ts';
 import { PromoteBody } from '../configs/routes.ts';

@@ -5,10 +5,10 @@
  * NOTIFYs `tenants_changed` so the edge refuses a suspended tenant's customers at once.
  */
 import { Type } from '@sinclair/typebox';
-import { AppError } from '../../http/errors.ts';
+import { AppError } from '../../../shared/errors.ts';
 import type { RouteSpec } from '../../http/route.ts';
 import { enqueue } from '../../outbox/outbox.ts';
-import type { Queryable } from '../../db/pool.ts';
+import type { Queryable } from '../../../shared/db/pool.ts';
 import { adminRoute, admins, readers, type AdminDeps, type WriteCtx } from '../http.ts';
 import { requireCountry } from '../countries/routes.ts';
 import { CountryCode, CurrencyCode, pageQuery } from '../schemas.ts';

@@ -20,7 +20,7 @@ import { randomUUID } from 'node:crypto';
 import { request } from 'undici';
 import type { Logger } from 'pino';
 import { exclusiveJobs, exclusiveLockClass } from '../../db/exclusive.ts';
-import type { Db, Queryable } from '../../db/pool.ts';
+import type { Db, Queryable } from '../../../shared/db/pool.ts';
 import type { KeyStore } from '../../keys/keys.ts';
 import { signedHeaders } from './sign.ts';
 import { secretsOf, type WebhookRow } from './store.ts';

@@ -1,9 +1,9 @@
 /** Webhook endpoints (SPEC 4.6 webhooks): per tenant; PATCH rotates the secret, pauses or resumes; :test sends now. */
 import { Type } from '@sinclair/typebox';
-import { AppError } from '../../http/errors.ts';
+import { AppError } from '../../../shared/errors.ts';
 import type { RouteSpec } from '../../http/route.ts';
-import type { Queryable } from '../../db/pool.ts';
-import { uuidv7 } from '../../../lib/uuid.ts';
+import type { Queryable } from '../../../shared/db/pool.ts';
+import { uuidv7 } from '../../../shared/uuid.ts';
 import { adminRoute, admins, operators, readers, type AdminDeps } from '../http.ts';
 import { Uuid, pageQuery } from '../schemas.ts';
 import { send } from './dispatcher.ts';

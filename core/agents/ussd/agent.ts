@@ -5,9 +5,9 @@
  * lockout). A USSD session is PIN only (no bound device): the cash-in runs the same code as
  * POST /v1/txns/cashin (limits, day open, ledger, commission, audit) as an AAL 1 caller.
  */
-import type { Queryable } from '../../db/pool.ts';
-import { AppError } from '../../http/errors.ts';
-import { fromDb } from '../../ledger/money.ts';
+import type { Queryable } from '../../../shared/db/pool.ts';
+import { AppError } from '../../../shared/errors.ts';
+import { fromDb } from '../../../shared/money.ts';
 import { availableOf } from '../capabilities.ts';
 import type { AgentCaller, AgentDeps, AnyCtx } from '../context.ts';
 import { startTxn } from '../txns.ts';

@@ -1,10 +1,10 @@
 /** Shared steps of the USSD menus: the final step run once per session, amounts, wallets. */
-import type { Queryable } from '../../db/pool.ts';
-import { AppError, isErrorCode } from '../../http/errors.ts';
+import type { Queryable } from '../../../shared/db/pool.ts';
+import { AppError, isErrorCode } from '../../../shared/errors.ts';
 import { principalOf, requestHash, withIdempotency } from '../../idempotency/idempotency.ts';
 import type { AgentDeps, AnyCtx } from '../context.ts';
 import { minorUnitsOf } from '../../ledger/currency.ts';
-import { format, parseAmount, type Micro } from '../../ledger/money.ts';
+import { format, parseAmount, type Micro } from '../../../shared/money.ts';
 import { end, messageOf, sessionKey, type UssdRequest } from './protocol.ts';
 
 /**

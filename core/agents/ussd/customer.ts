@@ -6,10 +6,10 @@
  *   4 mini statement: PIN → END last five wallet entries
  * Each level validates its answer; anything unexpected ends the session with a message.
  */
-import type { Queryable } from '../../db/pool.ts';
-import { AppError } from '../../http/errors.ts';
-import { fromDb, toDb } from '../../ledger/money.ts';
-import { uuidv7 } from '../../../lib/uuid.ts';
+import type { Queryable } from '../../../shared/db/pool.ts';
+import { AppError } from '../../../shared/errors.ts';
+import { fromDb, toDb } from '../../../shared/money.ts';
+import { uuidv7 } from '../../../shared/uuid.ts';
 import { auditAgent, businessDate, type AgentDeps, type AnyCtx } from '../context.ts';
 import { apply, platformAccounts, postCmd, walletOf } from '../ledger.ts';
 import { customerLimits, enforce, priceOf } from '../pricing.ts';

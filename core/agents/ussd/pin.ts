@@ -5,7 +5,7 @@
  * back after a success, and every attempt audited (never the PIN). The source address is the
  * gateway's, shared by every subscriber, so it is not counted (it would lock everyone out).
  */
-import { AppError } from '../../http/errors.ts';
+import { AppError } from '../../../shared/errors.ts';
 import { auditAuth, phoneKeyOf, phoneRef } from '../../identity/context.ts';
 import { SemaphoreFull } from '../../identity/semaphore.ts';
 import { admitAll, phonePolicy, settleSuccess, type Check } from '../../identity/throttle.ts';

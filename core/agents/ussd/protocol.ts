@@ -7,7 +7,7 @@
  */
 import { createHash } from 'node:crypto';
 import { Type, type Static } from '@sinclair/typebox';
-import { AppError, type ErrorCode } from '../../http/errors.ts';
+import { AppError, type ErrorCode } from '../../../shared/errors.ts';
 import type { Reply } from '../../http/route.ts';
 import type { AgentDeps, AnyCtx } from '../context.ts';
 

@@ -4,7 +4,7 @@
  */
 import pg from 'pg';
 import type { Logger } from 'pino';
-import type { Metrics } from '../platform/metrics.ts';
+import type { Metrics } from '../metrics.ts';
 
 /** Anything that runs a parameterised query: the pool wrapper, a pool client in a transaction. */
 export interface Queryable {

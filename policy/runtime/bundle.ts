@@ -11,10 +11,10 @@ import { loadPolicy } from '@open-policy-agent/opa-wasm';
 import { Type, type Static } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { request } from 'undici';
-import { publicKeysFromJwks, verifyDocument } from '../../lib/signing.ts';
+import { publicKeysFromJwks, verifyDocument } from '../../shared/signing.ts';
 
-export const defaultBundleDir = fileURLToPath(new URL('../../policy/dist/', import.meta.url));
-export const defaultTrustFile = fileURLToPath(new URL('../../policy/keys/trusted.json', import.meta.url));
+export const defaultBundleDir = fileURLToPath(new URL('../dist/', import.meta.url));
+export const defaultTrustFile = fileURLToPath(new URL('../keys/trusted.json', import.meta.url));
 
 const Manifest = Type.Object({
   policy_version: Type.String({ minLength: 1 }),

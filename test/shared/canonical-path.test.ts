@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { isCanonicalPath } from '../../lib/canonical-path.ts';
+import { isCanonicalPath } from '../../shared/canonical-path.ts';
 
 describe('canonical request paths', () => {
   it('accepts the paths the routes use, percent-encoding included', () => {

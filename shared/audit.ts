@@ -4,8 +4,8 @@
  * reordering breaks the chain at a point `verifyChain` reports.
  */
 import { createHash } from 'node:crypto';
-import { canonicalJson } from '../../lib/canonical-json.ts';
-import type { Db, Queryable } from '../db/pool.ts';
+import { canonicalJson } from './canonical-json.ts';
+import type { Db, Queryable } from './db/pool.ts';
 
 export interface AuditEntry {
   tenantId: string;

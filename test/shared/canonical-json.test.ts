@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { describe, it } from 'node:test';
-import { canonicalJson } from '../../lib/canonical-json.ts';
+import { canonicalJson } from '../../shared/canonical-json.ts';
 
 /** A random JSON value of the kinds the project hashes and signs. */
 function randomValue(depth: number): unknown {

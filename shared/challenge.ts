@@ -10,7 +10,7 @@
  * changes). The query is part of the request: a step-up for `/v1/transfers` is not one for
  * `/v1/transfers?x=1` (issue 13 item 2). normalizedBody is
  *   - ""                              for an empty body,
- *   - canonicalJson(JSON.parse(body)) when the body is JSON (lib/canonical-json.ts: keys sorted
+ *   - canonicalJson(JSON.parse(body)) when the body is JSON (shared/canonical-json.ts: keys sorted
  *                                     by code unit, no whitespace, JS number form), so key order
  *                                     and spacing do not matter but every value does,
  *   - the body as UTF-8 text          otherwise.
@@ -22,10 +22,10 @@
  * It is single use: stepup/complete records its jti (table used_challenges).
  */
 import { createHash } from 'node:crypto';
-import { canonicalJson } from '../../lib/canonical-json.ts';
-import { uuidv7 } from '../../lib/uuid.ts';
-import { AppError } from '../http/errors.ts';
-import type { KeyStore } from '../keys/keys.ts';
+import { canonicalJson } from './canonical-json.ts';
+import { uuidv7 } from './uuid.ts';
+import { AppError } from './errors.ts';
+import type { KeyStore } from '../core/keys/keys.ts';
 
 export const challengeAudience = 'payments-stepup';
 export const challengeTyp = 'stepup+jwt';
