@@ -8,7 +8,7 @@ import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { appendAudit } from '../shared/audit.ts';
 import { createDb } from '../shared/db/pool.ts';
-import { loadOrCreateMasterKey } from '../core/keys/crypto.ts';
+import { loadOrCreateMasterKey } from '../shared/sealing.ts';
 import { KeyStore, maxGraceS } from '../core/keys/keys.ts';
 import { createLogger } from '../shared/log.ts';
 import { createMetrics } from '../shared/metrics.ts';

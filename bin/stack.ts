@@ -10,8 +10,11 @@ import { buildCore } from '../core/app.ts';
 import { startEmbedded, type EmbeddedServer } from '../core/db/embedded.ts';
 import { migrate } from '../core/db/migrate.ts';
 import { createDb, warmPool, type Db } from '../shared/db/pool.ts';
-import { loadOrCreateMasterKey } from '../core/keys/crypto.ts';
-import { KeyStore } from '../core/keys/keys.ts';
+import { loadOrCreateMasterKey } from '../shared/sealing.ts';
+import { ApiKeys } from '../core/apikeys/store.ts';
+import { defaultBundleDir, loadTrustedKeys } from '../policy/runtime/bundle.ts';
+import { PolicyStore } from '../policy/runtime/store.ts';
+import { KeyStore, deriveApiKeySealKey, deriveChallengeKey } from '../core/keys/keys.ts';
 import { readBuildInfo } from '../core/platform/build-info.ts';
 import { createLogger } from '../shared/log.ts';
 import { createMetrics } from '../shared/metrics.ts';
@@ -129,12 +132,14 @@ export async function startStack(
     const keys = new KeyStore(db, masterKey);
     // Core trusts identity headers only when they carry this secret, which only the edge sets.
     const edgeSecret = randomBytes(32).toString('base64url');
+    // API-key secrets sealed with the master key before they had a key of their own (0790).
+    await new ApiKeys(db, keys).resealLegacySecrets();
     const demo = await seedDemo(db, config.dataDir, { keys });
 
     const edgeDb = createDb({ connectionString: databaseUrl, metrics, log });
     cleanups.push(() => edgeDb.close());
     const edge = await buildEdge({
-      db: edgeDb, keys: new KeyStore(edgeDb, masterKey), log: log.child({ component: 'edge' }), edgeSecret, databaseUrl,
+      db: edgeDb, apiKeySealKey: deriveApiKeySealKey(masterKey), challengeKeys: [deriveChallengeKey(masterKey)], log: log.child({ component: 'edge' }), edgeSecret, databaseUrl,
       ...(opts.publicRateLimit ? { publicRateLimit: opts.publicRateLimit } : {}),
       // Tests that raise the gateway's deadline raise the edge's own budget with it.
       ...(opts.checkTimeoutMs ? { budgetMs: opts.checkTimeoutMs } : {}),
@@ -142,8 +147,14 @@ export async function startStack(
     });
     cleanups.push(() => edge.stop());
 
+    // Core loads and verifies bundles itself (simulate): it never reads the edge's memory.
+    const corePolicies = new PolicyStore(await loadTrustedKeys(), log.child({ component: 'core' }));
+    const bundleSource = config.policyBundle ?? defaultBundleDir;
+    await corePolicies.load(bundleSource);
+    corePolicies.watch(bundleSource);
+    cleanups.push(async () => corePolicies.stop());
     const core = buildCore({
-      db, log: log.child({ component: 'core' }), metrics, build: readBuildInfo(), keys, dataDir: config.dataDir, edgeSecret, policies: edge.policies, edgeWarm: () => edge.warmed,
+      db, log: log.child({ component: 'core' }), metrics, build: readBuildInfo(), keys, dataDir: config.dataDir, edgeSecret, policies: corePolicies, edgeWarm: () => edge.warmed,
       webhookAllowPrivateTargets: opts.webhookAllowPrivateTargets ?? false,
     });
     const corePort = await listenOrExplain(core.server, config.corePort, 'CORE_PORT');

@@ -11,7 +11,7 @@ import { appendAudit, type AuditEntry } from '../shared/audit.ts';
 import type { Db } from '../shared/db/pool.ts';
 import type { FromThread, ToThread } from './audit-thread.ts';
 import { AuditWriteError, isPoison } from './audit-poison.ts';
-import { tenantIdPattern } from './state/store.ts';
+import { tenantIdPattern } from '../shared/tenant-id.ts';
 
 /** Where a batch goes: one transaction that appends it to the hash chain. */
 export interface AuditSink {

@@ -4,8 +4,8 @@
  * it into headers for core or a deny body. Every failure along the way denies.
  */
 import type { Logger } from 'pino';
-import { isJsonContentType } from '../core/http/body.ts';
-import { issueChallenge, origOf } from '../shared/challenge.ts';
+import { isJsonContentType } from '../shared/http/media-type.ts';
+import { issueChallenge, origOf, type ChallengeKeys } from '../shared/challenge.ts';
 import { isCanonicalPath } from '../shared/canonical-path.ts';
 import type { AuditWriter } from './audit-writer.ts';
 import { CredentialError } from './auth/bearer.ts';
@@ -18,10 +18,13 @@ import { maxCheckBodyBytes, type Decision, type RequestView } from './check.ts';
 import type { PolicyStore } from '../policy/runtime/store.ts';
 import type { ResolvedRoute } from './routes.ts';
 import type { Deadline, FailClosed } from './server.ts';
-import { tenantIdPattern, type EdgeState, type TenantState, type TupleState } from './state/store.ts';
+import { tenantIdPattern } from '../shared/tenant-id.ts';
+import type { EdgeState, TenantState, TupleState } from './state/store.ts';
 
 export interface DeciderDeps {
   state: EdgeState;
+  /** Signs step-up challenges (SPEC 4.3 rule 2); core verifies them with the same key. */
+  challenges: ChallengeKeys;
   policies: PolicyStore;
   audit: AuditWriter;
   risk: RiskEngine;
@@ -294,7 +297,7 @@ export function createDecider(deps: DeciderDeps) {
       decision = { allow: true, status: 200, set };
     } else if (result.step_up && principal.kind === 'customer') {
       const methods: ('otp' | 'device')[] = ['otp', 'device'];
-      const challenge = await issueChallenge(deps.state.keys, { tenantId: principal.tenantId, sub: principal.subjectId, orig: origOfView(view), methods }, nowMs);
+      const challenge = await issueChallenge(deps.challenges, { tenantId: principal.tenantId, sub: principal.subjectId, orig: origOfView(view), methods }, nowMs);
       decision = { allow: false, status: 403, code: 'MFA_REQUIRED', message: result.message, extraBody: { challenge, methods } };
     } else {
       decision = { allow: false, status: result.status === 401 ? 401 : 403, code: 'POLICY_DENIED', message: result.message };

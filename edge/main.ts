@@ -5,7 +5,9 @@
 import type * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { Db } from '../shared/db/pool.ts';
-import type { KeyStore } from '../core/keys/keys.ts';
+import { ApiKeySecrets } from '../shared/api-key-secrets.ts';
+import { ChallengeKeys } from '../shared/challenge.ts';
+import { TokenVerifier } from '../shared/token-keys.ts';
 import { AuditThread, AuditWriter, failClosedReserve, maxQueued } from './audit-writer.ts';
 import { RateLimiter } from './auth/rate-limit.ts';
 import { RiskEngine } from './auth/risk.ts';
@@ -18,7 +20,13 @@ import { warmEdge } from './warm.ts';
 
 export interface EdgeDeps {
   db: Db;
-  keys: KeyStore;
+  /**
+   * The edge's secrets, by need (DESIGN "Modes, secrets and who holds them"): the key that opens
+   * API-key secrets, and the step-up challenge keys (current first). It holds no private key that
+   * can sign an access token: tokens are verified with the tenant key sets' public halves.
+   */
+  apiKeySealKey: Buffer;
+  challengeKeys: Buffer[];
   log: Logger;
   edgeSecret: string;
   /** A directory or http(s) URL holding manifest.json, registry.json and policy.wasm. */
@@ -50,17 +58,20 @@ export async function buildEdge(deps: EdgeDeps): Promise<Edge> {
   const policies = new PolicyStore(await loadTrustedKeys(), deps.log);
   await policies.load(source);
   policies.watch(source);
-  const state = new EdgeState(deps.db, deps.keys, deps.log, { now: deps.now });
+  const [challengeKey, ...previousChallengeKeys] = deps.challengeKeys;
+  if (!challengeKey) throw new Error('the edge needs a step-up challenge key');
+  const challenges = new ChallengeKeys(challengeKey, previousChallengeKeys, deps.now ? { now: deps.now } : {});
+  const state = new EdgeState(deps.db, new TokenVerifier(deps.db, { now: deps.now }), new ApiKeySecrets(deps.apiKeySealKey), deps.log, { now: deps.now });
   await state.start();
   const audit = new AuditWriter(deps.db, deps.log, maxQueued, failClosedReserve, deps.databaseUrl ? new AuditThread(deps.databaseUrl) : undefined);
   audit.start();
-  const decide = createDecider({ state, policies, audit, risk: new RiskEngine(deps.now), limiter: new RateLimiter(deps.publicRateLimit?.perMinute, deps.publicRateLimit?.burst), log: deps.log, edgeSecret: deps.edgeSecret, now: deps.now });
+  const decide = createDecider({ state, challenges, policies, audit, risk: new RiskEngine(deps.now), limiter: new RateLimiter(deps.publicRateLimit?.perMinute, deps.publicRateLimit?.burst), log: deps.log, edgeSecret: deps.edgeSecret, now: deps.now });
   const server = createEdgeServer({ log: deps.log, decide, failClosed: failClosedAuditor({ audit, policies }), ...(deps.budgetMs ? { budgetMs: deps.budgetMs } : {}) });
   let warmed = false;
   return {
     server, state, policies, audit,
     async warm() {
-      await warmEdge({ db: deps.db, state, policies, audit, log: deps.log, edgeSecret: deps.edgeSecret });
+      await warmEdge({ db: deps.db, state, challenges, policies, audit, log: deps.log, edgeSecret: deps.edgeSecret });
       warmed = true;
     },
     get warmed() {

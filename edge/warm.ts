@@ -13,6 +13,7 @@ import { warmPool, type Db } from '../shared/db/pool.ts';
 import { AuditWriter } from './audit-writer.ts';
 import { RiskEngine } from './auth/risk.ts';
 import { createDecider } from './authz.ts';
+import type { ChallengeKeys } from '../shared/challenge.ts';
 import type { PolicyStore } from '../policy/runtime/store.ts';
 import { check } from './server.ts';
 import type { EdgeState } from './state/store.ts';
@@ -48,6 +49,7 @@ function checkRequest(r: (typeof rehearsalRequests)[number], i: number): CheckRe
 export interface WarmDeps {
   db: Db;
   state: EdgeState;
+  challenges: ChallengeKeys;
   policies: PolicyStore;
   audit: AuditWriter;
   log: Logger;
@@ -58,7 +60,7 @@ export interface WarmDeps {
 export async function warmEdge(deps: WarmDeps): Promise<void> {
   await Promise.all([warmPool(deps.db), deps.audit.warm(), deps.state.warm()]);
   const discard = new AuditWriter(deps.db, deps.log, Number.MAX_SAFE_INTEGER, 0, { write: async () => undefined });
-  const decide = createDecider({ state: deps.state, policies: deps.policies, audit: discard, risk: new RiskEngine(), log: deps.log, edgeSecret: deps.edgeSecret });
+  const decide = createDecider({ state: deps.state, challenges: deps.challenges, policies: deps.policies, audit: discard, risk: new RiskEngine(), log: deps.log, edgeSecret: deps.edgeSecret });
   const edge = { log: deps.log, decide, budgetMs: rehearsalBudgetMs };
   for (let i = 0; i < rehearsalRounds; i++) {
     await Promise.all(rehearsalRequests.map((r, j) => check(edge, checkRequest(r, i * rehearsalRequests.length + j))));

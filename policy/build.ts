@@ -4,6 +4,10 @@
  * signed manifest naming the hash of every source, the WASM and the registry.
  *   npx tsx policy/build.ts            build (needs opa)
  *   npx tsx policy/build.ts --check    exit 1 when dist/ is stale against the sources (no opa needed)
+ *   npx tsx policy/build.ts --keep-revision
+ *                                      also keep the bundle in dist/revisions/<policy_version>/, where
+ *                                      cores find an older policy_ref to simulate (git-ignored here:
+ *                                      a release keeps every revision in the bundle source it serves)
  * The signing key is policy/keys/dev-signing.private.jwk (development only; a release pipeline
  * signs with its own key and ships its public key in policy/keys/trusted.json).
  */
@@ -56,7 +60,7 @@ export async function staleSources(): Promise<string[]> {
 }
 
 /** Build the bundle into `outDir` (policy/dist by default). */
-export async function build(outDir = distDir, quiet = false): Promise<{ policyVersion: string }> {
+export async function build(outDir = distDir, quiet = false, keepRevision = false): Promise<{ policyVersion: string }> {
   const opa = findOpa();
   if (!opa) throw new Error('the opa CLI is needed to build the bundle (go install github.com/open-policy-agent/opa@v1.22.2)');
   const tmp = await mkdtemp(join(tmpdir(), 'policy-build-'));
@@ -85,6 +89,11 @@ export async function build(outDir = distDir, quiet = false): Promise<{ policyVe
     await writeFile(join(outDir, 'policy.wasm'), wasm);
     await writeFile(join(outDir, 'registry.json'), registryText);
     await writeFile(join(outDir, 'manifest.json'), `${JSON.stringify(manifest, null, 2)}\n`);
+    if (keepRevision) {
+      const kept = join(outDir, 'revisions', manifest.policy_version);
+      await mkdir(kept, { recursive: true });
+      for (const name of ['policy.wasm', 'registry.json', 'manifest.json']) await writeFile(join(kept, name), await readFile(join(outDir, name)));
+    }
     if (!quiet) process.stdout.write(`built policy ${manifest.policy_version} (registry ${String(registry.version)}) into ${outDir}\n`);
     return { policyVersion: manifest.policy_version };
   } finally {
@@ -101,7 +110,7 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
         }
         process.stdout.write('policy/dist is up to date\n');
       })
-    : build().then(() => undefined);
+    : build(distDir, false, process.argv.includes('--keep-revision')).then(() => undefined);
   run.catch((err: unknown) => {
     process.stderr.write(`${(err as Error).message}\n`);
     process.exit(1);

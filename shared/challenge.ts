@@ -16,16 +16,19 @@
  *   - the body as UTF-8 text          otherwise.
  * base64url is RFC 4648 §5 without padding.
  *
- * The challenge token is an EdDSA JWT signed with the tenant's active key:
- *   header {alg: EdDSA, kid, typ: "stepup+jwt"}
+ * The challenge token is a JWT signed with the challenge key (ChallengeKeys below), a key that
+ * signs step-up challenges and nothing else; the edge and core both hold it, neither needs a
+ * token-signing key for it:
+ *   header {alg: HS256, kid, typ: "stepup+jwt"}
  *   claims {kind: "stepup", sub, tid, orig, methods[], jti, iat, exp = iat + 300, iss, aud: "payments-stepup"}
  * It is single use: stepup/complete records its jti (table used_challenges).
  */
 import { createHash } from 'node:crypto';
+import { SignJWT, decodeProtectedHeader, jwtVerify, type JWTPayload } from 'jose';
 import { canonicalJson } from './canonical-json.ts';
 import { uuidv7 } from './uuid.ts';
 import { AppError } from './errors.ts';
-import type { KeyStore } from '../core/keys/keys.ts';
+import { issuerFor } from './token-keys.ts';
 
 export const challengeAudience = 'payments-stepup';
 export const challengeTyp = 'stepup+jwt';
@@ -52,6 +55,49 @@ export function origOf(method: string, path: string, body: Buffer | string): str
   return createHash('sha256').update(`${method.toUpperCase()}|${path}|${normalizedBody(body)}`, 'utf8').digest('base64url');
 }
 
+/**
+ * The challenge key: HMAC-SHA256 keys (32 bytes), the first signs, all verify (so a new key can
+ * be rolled out to every edge and core before it signs). It can mint step-up challenges only: the
+ * access-token verifier accepts EdDSA tokens under a tenant key set and nothing else.
+ */
+export class ChallengeKeys {
+  private readonly keys: { kid: string; key: Uint8Array }[];
+  private readonly now: () => number;
+
+  constructor(current: Buffer, previous: Buffer[] = [], opts: { now?: () => number } = {}) {
+    this.keys = [current, ...previous].map((k) => {
+      if (k.length !== 32) throw new Error('challenge key must be 32 bytes');
+      return { kid: `ch-${createHash('sha256').update(k).digest('base64url').slice(0, 12)}`, key: new Uint8Array(k) };
+    });
+    this.now = opts.now ?? Date.now;
+  }
+
+  /** Sign with the current key; `iat`, `exp`, `iss`, `tid` and `kid` are set here. */
+  async sign(tenantId: string, claims: JWTPayload & Record<string, unknown>, opts: { expiresInS: number; typ?: string }): Promise<string> {
+    const signer = this.keys[0] as { kid: string; key: Uint8Array };
+    const nowS = Math.floor(this.now() / 1000);
+    return new SignJWT({ ...claims, tid: tenantId })
+      .setProtectedHeader({ alg: 'HS256', kid: signer.kid, typ: opts.typ ?? 'JWT' })
+      .setIssuer(issuerFor(tenantId))
+      .setIssuedAt(nowS)
+      .setExpirationTime(nowS + opts.expiresInS)
+      .sign(signer.key);
+  }
+
+  /** Verify signature, audience, type, expiry and that `iss` is the issuer of the token's `tid`. */
+  async verify(token: string, opts: { audience: string; typ?: string; clockToleranceS?: number }): Promise<JWTPayload & { tid: string }> {
+    const kid = decodeProtectedHeader(token).kid;
+    const key = this.keys.find((k) => k.kid === kid);
+    if (!key) throw new Error('unknown challenge key');
+    const { payload } = await jwtVerify(token, key.key, {
+      algorithms: ['HS256'], audience: opts.audience, currentDate: new Date(this.now()),
+      clockTolerance: opts.clockToleranceS ?? 5, ...(opts.typ ? { typ: opts.typ } : {}),
+    });
+    if (typeof payload.tid !== 'string' || payload.iss !== issuerFor(payload.tid)) throw new Error('challenge issuer does not match its tenant');
+    return payload as JWTPayload & { tid: string };
+  }
+}
+
 export interface ChallengeInput {
   tenantId: string;
   sub: string;
@@ -60,10 +106,10 @@ export interface ChallengeInput {
 }
 
 /**
- * Sign a challenge. `now` only seeds the time-ordered jti; iat/exp come from the KeyStore's
+ * Sign a challenge. `now` only seeds the time-ordered jti; iat/exp come from the ChallengeKeys'
  * clock, so inject the clock there.
  */
-export async function issueChallenge(keys: KeyStore, c: ChallengeInput, now: number = Date.now()): Promise<string> {
+export async function issueChallenge(keys: ChallengeKeys, c: ChallengeInput, now: number = Date.now()): Promise<string> {
   return keys.sign(
     c.tenantId,
     { kind: 'stepup', sub: c.sub, orig: c.orig, methods: c.methods, jti: uuidv7(now), aud: challengeAudience },
@@ -89,7 +135,7 @@ function mismatch(why: string): AppError {
  * tenant and customer (and request, when `orig` is given). Every failure is `challenge_mismatch`.
  */
 export async function verifyChallenge(
-  keys: KeyStore, token: string, expect: { tenantId: string; sub: string; orig?: string },
+  keys: ChallengeKeys, token: string, expect: { tenantId: string; sub: string; orig?: string },
 ): Promise<ChallengeClaims> {
   let claims: Record<string, unknown>;
   try {

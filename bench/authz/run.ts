@@ -15,6 +15,7 @@
  * the same load: what this machine's scheduling alone costs. Prints; asserts nothing beyond the decisions agreeing.
  */
 import { execFile, execFileSync } from 'node:child_process';
+import { TokenVerifier } from '../../shared/token-keys.ts';
 import { promisify } from 'node:util';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
@@ -115,14 +116,14 @@ async function main(): Promise<void> {
     await db.query(`INSERT INTO relationship_tuples (tenant_id, subject_ns, subject_id, relation, object_ns, object_id) VALUES ('t1', 'customer', $1, 'member', 'tenant', 't1')`, [customerId]);
     const token = await keys.sign('t1', { sub: customerId, sid, aal: 2, amr: ['pin', 'otp'], jti: randomUUID(), aud: 'payments-api' }, { expiresInS: 3600, typ: 'at+jwt' });
 
-    const state = new EdgeState(db, keys, log);
+    const state = new EdgeState(db, new TokenVerifier(db), keys.apiKeySecrets, log);
     await state.start();
     const policies = new PolicyStore(await loadTrustedKeys());
     await policies.load(defaultBundleDir);
     // As in production (edge/main.ts): the decision audit is written by its own thread.
     const audit = new AuditWriter(db, log, maxQueued, failClosedReserve, new AuditThread(url));
     audit.start();
-    const decide = createDecider({ state, policies, audit, risk: new RiskEngine(), log, edgeSecret: 'bench' });
+    const decide = createDecider({ state, challenges: keys.challenges, policies, audit, risk: new RiskEngine(), log, edgeSecret: 'bench' });
     const server = createEdgeServer({ log, decide, resolve: buildRouteTable(edgeRoutes) });
     const address = `127.0.0.1:${await bindEdge(server, 0)}`;
 

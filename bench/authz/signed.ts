@@ -10,7 +10,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { ApiKeys } from '../../core/apikeys/store.ts';
-import { KeyStore } from '../../core/keys/keys.ts';
+import { KeyStore, deriveApiKeySealKey, deriveChallengeKey } from '../../core/keys/keys.ts';
 import { createLogger } from '../../shared/log.ts';
 import { buildEdge } from '../../edge/main.ts';
 import { option, percentile, runBench, withDatabase } from '../lib/harness.ts';
@@ -32,8 +32,9 @@ async function main(): Promise<void> {
   const log = createLogger('silent');
   await withDatabase('signed', async (db) => {
     await db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ('t1', 't1', 'KE', 'KES')`);
-    const keys = new KeyStore(db, randomBytes(32));
-    const edge = await buildEdge({ db, keys, log, edgeSecret: 'bench' });
+    const masterKey = randomBytes(32);
+    const keys = new KeyStore(db, masterKey);
+    const edge = await buildEdge({ db, apiKeySealKey: deriveApiKeySealKey(masterKey), challengeKeys: [deriveChallengeKey(masterKey)], log, edgeSecret: 'bench' });
     const address = `127.0.0.1:${await edge.listen(0)}`;
     const { key, secret } = await new ApiKeys(db, keys).create('t1', 'bench', { name: 'bench', scopes: ['payments:read'], budget: {}, ipAllowlist: [], expiresAt: undefined });
     const customerId = randomUUID();

@@ -67,7 +67,26 @@ export class ApiKeys {
   constructor(private readonly db: Db, private readonly keys: KeyStore) {}
 
   private seal(id: string, secret: string): Buffer {
-    return this.keys.sealSecret(Buffer.from(secret), `apikey:${id}`);
+    return this.keys.apiKeySecrets.seal(id, Buffer.from(secret));
+  }
+
+  /**
+   * Re-seal secrets sealed with the master key before API-key secrets had a key of their own
+   * (migration 0790): run by core at start-up, before it serves; the edge reads only re-sealed rows.
+   */
+  async resealLegacySecrets(): Promise<number> {
+    return this.db.tx(async (q) => {
+      const { rows } = await q.query<{ id: string; secret_enc: Buffer; prev_secret_enc: Buffer | null }>(
+        'SELECT id, secret_enc, prev_secret_enc FROM api_keys WHERE seal = 1 FOR UPDATE',
+      );
+      const legacy = (sealed: Buffer, id: string) => this.keys.apiKeySecrets.seal(id, this.keys.openSecret(sealed, `apikey:${id}`));
+      for (const r of rows) {
+        await q.query('UPDATE api_keys SET secret_enc = $2, prev_secret_enc = $3, seal = 2 WHERE id = $1', [
+          r.id, legacy(r.secret_enc, r.id), r.prev_secret_enc ? legacy(r.prev_secret_enc, r.id) : null,
+        ]);
+      }
+      return rows.length;
+    });
   }
 
   async create(tenantId: string, actor: string, k: NewKey): Promise<{ key: ApiKeyView; secret: string }> {

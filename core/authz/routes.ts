@@ -25,10 +25,10 @@ function requireOps(ctx: RequestContext<unknown, unknown, unknown>): void {
   if (!ctx.identity.roles.some((r) => simulateRoles.includes(r))) throw new AppError('FORBIDDEN', 'simulation needs the ops or admin role');
 }
 
-function evaluate(policies: PolicyStore | undefined, ref: string | undefined, input: unknown) {
+async function evaluate(policies: PolicyStore | undefined, ref: string | undefined, input: unknown) {
   if (!policies?.current) throw new AppError('POLICY_UNAVAILABLE', 'no policy bundle is loaded');
-  const rev = policies.get(ref);
-  if (!rev) throw new AppError('POLICY_REF_NOT_FOUND', `policy_ref ${ref ?? ''} is not one of the kept revisions (${policies.versions().join(', ')})`);
+  const rev = await policies.resolve(ref);
+  if (!rev) throw new AppError('POLICY_REF_NOT_FOUND', `policy_ref ${ref ?? ''} is neither kept (${policies.versions().join(', ')}) nor in the bundle source's revisions`);
   try {
     return rev.evaluate(input);
   } catch {
@@ -44,7 +44,7 @@ export function authzRoutes(deps: { policies: PolicyStore | undefined }): RouteS
       method: 'POST', path, operationId, summary, tags, query: Query, body: Body, responses,
       handler: async (ctx) => {
         requireOps(ctx);
-        return { status: 200, body: evaluate(deps.policies, ctx.query.policy_ref, ctx.body.input) };
+        return { status: 200, body: await evaluate(deps.policies, ctx.query.policy_ref, ctx.body.input) };
       },
     });
   return [
@@ -64,7 +64,7 @@ export function authzRoutes(deps: { policies: PolicyStore | undefined }): RouteS
         }
         if (!input || typeof input !== 'object' || Array.isArray(input)) throw new AppError('VALIDATION_FAILED', 'query/input must be a JSON object');
         const doc = (input as Record<string, unknown>).input ?? input;
-        return { status: 200, body: evaluate(deps.policies, ctx.query.policy_ref, doc) };
+        return { status: 200, body: await evaluate(deps.policies, ctx.query.policy_ref, doc) };
       },
     }),
   ];

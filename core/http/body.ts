@@ -1,6 +1,7 @@
 /** Reading and decoding request bodies, with a hard size limit. */
 import type { IncomingMessage } from 'node:http';
 import { AppError } from '../../shared/errors.ts';
+import { isJsonMedia, mediaType } from '../../shared/http/media-type.ts';
 import type { BodyKind } from './route.ts';
 
 /** SPEC-independent default: a JSON API body never needs more than this. */
@@ -25,19 +26,6 @@ export async function readBody(req: IncomingMessage, limitBytes: number): Promis
     chunks.push(buf);
   }
   return Buffer.concat(chunks);
-}
-
-function mediaType(contentType: string | undefined): string {
-  return (contentType ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
-}
-
-function isJsonMedia(type: string): boolean {
-  return type === 'application/json' || (type.startsWith('application/') && type.endsWith('+json'));
-}
-
-/** Whether core decodes a body of this Content-Type as JSON (the edge reads bodies the same way). */
-export function isJsonContentType(contentType: string | undefined): boolean {
-  return isJsonMedia(mediaType(contentType));
 }
 
 /** Decode a body by the route's kind; wrong media type → 415, bad JSON → 400. */

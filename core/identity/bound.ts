@@ -9,7 +9,7 @@
  *   2. useStepUp, inside the transaction of the action: one row in `stepup_uses` per grant (the
  *      AAL 2 token's jti). The row commits with the action or not at all, so a failed action
  *      uses nothing up; a second action with the same grant finds the row and is refused.
- * The edge reads the same table (stepUpUseOf) to refuse a used grant before core sees it.
+ * The edge reads the same table (shared/stepup-uses.ts) to refuse a used grant before core sees it.
  */
 import type { Db, Queryable } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
@@ -38,7 +38,7 @@ export async function stepUpMethods(q: Queryable, tenantId: string, customerId: 
 /** 403 MFA_REQUIRED carrying a fresh challenge for `orig` (what the edge answers, SPEC 7.2). */
 export async function stepUpRequired(deps: { keys: KeyStore; db: Queryable }, caller: Pick<Caller, 'tenantId' | 'customerId'>, orig: string, why: string, nowMs: number): Promise<AppError> {
   const methods = await stepUpMethods(deps.db, caller.tenantId, caller.customerId, nowMs);
-  const challenge = await issueChallenge(deps.keys, { tenantId: caller.tenantId, sub: caller.customerId, orig, methods }, nowMs);
+  const challenge = await issueChallenge(deps.keys.challenges, { tenantId: caller.tenantId, sub: caller.customerId, orig, methods }, nowMs);
   return new AppError('MFA_REQUIRED', why, { extra: { challenge, methods } });
 }
 
@@ -91,15 +91,3 @@ export async function withBoundStepUp<T>(
   }
 }
 
-/**
- * For the edge: the Idempotency-Key recorded with a used grant ('' when it had none), or
- * undefined when the grant is unused.
- */
-export async function stepUpUseOf(q: Queryable, tenantId: string, grantJti: string): Promise<string | undefined> {
-  const { rows } = await q.query<{ idempotency_key: string | null }>(
-    'SELECT idempotency_key FROM stepup_uses WHERE tenant_id = $1 AND grant_jti = $2',
-    [tenantId, grantJti],
-  );
-  const r = rows[0];
-  return r ? (r.idempotency_key ?? '') : undefined;
-}

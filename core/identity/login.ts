@@ -129,7 +129,7 @@ export async function login(deps: IdentityDeps, ctx: RequestContext<unknown, unk
     const methods = await stepUpMethods(deps.db, tenantId, customerId, t);
     out.mfaRequired = true;
     out.methods = methods;
-    out.challenge = await issueChallenge(deps.keys, { tenantId, sub: customerId, orig: origOf('POST', '/customers/auth/login', ''), methods }, t);
+    out.challenge = await issueChallenge(deps.keys.challenges, { tenantId, sub: customerId, orig: origOf('POST', '/customers/auth/login', ''), methods }, t);
   }
   return out;
 }

@@ -1,7 +1,7 @@
 /** Request fields shared by identity routes (SPEC 4.2, 8). */
 import { Type } from '@sinclair/typebox';
 
-export const TenantId = Type.String({ pattern: '^[a-z0-9][a-z0-9-]{1,62}$', description: 'Tenant id' });
+export { TenantId } from '../../shared/tenant-id.ts';
 /** SPEC 8: E.164, `+` then 7 to 15 digits. */
 export const Phone = Type.String({ pattern: '^\\+[0-9]{7,15}$', description: 'E.164 phone number' });
 /** SPEC 8: 4 to 6 digits. */

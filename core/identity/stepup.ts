@@ -43,7 +43,7 @@ async function phoneOf(deps: IdentityDeps, caller: Caller): Promise<{ phone: str
 /** Send an OTP bound to a challenge the caller holds (POST /customers/auth/stepup/otp). */
 export async function sendStepUpOtp(deps: IdentityDeps, ctx: RequestContext<unknown, unknown, unknown>, challengeToken: string): Promise<void> {
   const caller = await authenticate(deps.keys, deps.db, ctx.headers, ctx.identity);
-  const claims = await verifyChallenge(deps.keys, challengeToken, { tenantId: caller.tenantId, sub: caller.customerId });
+  const claims = await verifyChallenge(deps.keys.challenges, challengeToken, { tenantId: caller.tenantId, sub: caller.customerId });
   if (!claims.methods.includes('otp')) throw new AppError('challenge_mismatch', 'this challenge does not offer OTP');
   const p = await phoneOf(deps, caller);
   const t = deps.now();
@@ -63,7 +63,7 @@ type Outcome = { kind: 'ok'; token: string } | { kind: 'fail'; err: AppError };
 
 export async function completeStepUp(deps: IdentityDeps, ctx: RequestContext<unknown, unknown, unknown>, input: StepUpInput): Promise<{ accessToken: string; expiresIn: number; aal: 2 }> {
   const caller = await authenticate(deps.keys, deps.db, ctx.headers, ctx.identity);
-  const claims: ChallengeClaims = await verifyChallenge(deps.keys, input.challengeToken, { tenantId: caller.tenantId, sub: caller.customerId });
+  const claims: ChallengeClaims = await verifyChallenge(deps.keys.challenges, input.challengeToken, { tenantId: caller.tenantId, sub: caller.customerId });
   const hasOtp = typeof input.otp === 'string';
   const hasDevice = input.deviceAssertion !== undefined && input.deviceAssertion !== null;
   if (hasOtp === hasDevice) throw new AppError('VALIDATION_FAILED', 'give exactly one of otp or deviceAssertion');

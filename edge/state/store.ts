@@ -9,9 +9,11 @@ import { createHash } from 'node:crypto';
 import pg from 'pg';
 import type { Logger } from 'pino';
 import type { Db } from '../../shared/db/pool.ts';
-import { stepUpUseOf } from '../../core/identity/bound.ts';
-import { TenantId } from '../../core/identity/schemas.ts';
-import { keysChannel, type KeyStore } from '../../core/keys/keys.ts';
+import { stepUpUseOf } from '../../shared/stepup-uses.ts';
+import { tenantIdPattern } from '../../shared/tenant-id.ts';
+import { apiKeySealVersion, type ApiKeySecrets } from '../../shared/api-key-secrets.ts';
+import { channels as notifyChannels, payloadField } from '../../shared/notify.ts';
+import type { TokenVerifier } from '../../shared/token-keys.ts';
 
 export interface SessionState {
   id: string;
@@ -82,10 +84,8 @@ const maxCachedEntries = 100_000;
 /** At most this many tenants and service tokens are loaded ahead at start (warm()). */
 export const warmEntriesMax = 1_000;
 
-/** A tenant id as core validates it (the tenants table's CHECK, migration 0001). */
-export const tenantIdPattern = new RegExp(TenantId.pattern as string);
 
-const channels = ['sessions_changed', 'tenants_changed', 'tuples_changed', 'service_tokens_changed', 'api_keys_changed', 'devices_changed', keysChannel] as const;
+const channels = Object.values(notifyChannels);
 
 interface Entry<T> {
   value: T | undefined;
@@ -110,7 +110,15 @@ export class EdgeState {
 
   private readonly stalenessMs: number;
 
-  constructor(private readonly db: Db, readonly keys: KeyStore, private readonly log: Logger, opts: { now?: () => number; maxStalenessMs?: number } = {}) {
+  constructor(
+    private readonly db: Db,
+    /** Public halves of the tenant key sets: the edge verifies tokens and can sign none. */
+    readonly keys: TokenVerifier,
+    /** Opens API-key secrets (and nothing else). */
+    private readonly apiKeySecrets: ApiKeySecrets,
+    private readonly log: Logger,
+    opts: { now?: () => number; maxStalenessMs?: number } = {},
+  ) {
     this.now = opts.now ?? Date.now;
     this.stalenessMs = opts.maxStalenessMs ?? maxStalenessMs;
   }
@@ -161,26 +169,26 @@ export class EdgeState {
   private onNotify(channel: string, payload: string): void {
     // A lookup already in flight when this arrives may carry the old row: it must not be cached.
     this.generation++;
-    if (channel === 'sessions_changed') {
-      const id = parseField(payload, 'sessionId');
+    if (channel === notifyChannels.sessions) {
+      const id = payloadField(payload, 'sessionId');
       if (id) this.sessions.delete(id);
       else this.sessions.clear();
-    } else if (channel === 'tenants_changed') {
+    } else if (channel === notifyChannels.tenants) {
       this.tenants.delete(payload);
-    } else if (channel === 'tuples_changed') {
-      const ns = parseField(payload, 'subjectNs');
-      const id = parseField(payload, 'subjectId');
+    } else if (channel === notifyChannels.tuples) {
+      const ns = payloadField(payload, 'subjectNs');
+      const id = payloadField(payload, 'subjectId');
       if (ns && id) this.tuples.delete(`${ns}:${id}`);
       else this.tuples.clear();
-    } else if (channel === 'devices_changed') {
-      const id = parseField(payload, 'deviceId');
+    } else if (channel === notifyChannels.devices) {
+      const id = payloadField(payload, 'deviceId');
       if (id) this.devices.delete(id);
       else this.devices.clear();
-    } else if (channel === 'api_keys_changed') {
+    } else if (channel === notifyChannels.apiKeys) {
       this.apiKeys.delete(payload);
-    } else if (channel === 'service_tokens_changed') {
+    } else if (channel === notifyChannels.serviceTokens) {
       this.serviceTokens.clear();
-    } else if (channel === keysChannel) {
+    } else if (channel === notifyChannels.keys) {
       this.keys.invalidate(payload || undefined);
     }
   }
@@ -331,24 +339,29 @@ export class EdgeState {
     }));
   }
 
-  /** An API key by id, its secrets opened with the master key (kept in memory only). */
+  /** An API key by id, its secrets opened with the API-key sealing key (kept in memory only). */
   apiKey(id: string): Promise<ApiKeyState | undefined> {
     return this.cached(this.apiKeys, id, async () => {
       const { rows } = await this.db.query<{
         id: string; tenant_id: string; secret_enc: Buffer; secret_hash: Buffer; prev_secret_enc: Buffer | null; prev_secret_hash: Buffer | null;
         prev_valid_until: Date | null; scopes: string[]; budget: ApiKeyState['budget']; ip_allowlist: string[]; expires_at: Date | null; revoked_at: Date | null;
+        seal: number;
       }>(
         `SELECT id, tenant_id, secret_enc, secret_hash, prev_secret_enc, prev_secret_hash, prev_valid_until, scopes, budget,
-                ip_allowlist::text[] AS ip_allowlist, expires_at, revoked_at FROM api_keys WHERE id = $1`,
+                ip_allowlist::text[] AS ip_allowlist, expires_at, revoked_at, seal FROM api_keys WHERE id = $1`,
         [id],
       );
       const r = rows[0];
       if (!r) return undefined;
-      const aad = `apikey:${r.id}`;
+      if (r.seal !== apiKeySealVersion) {
+        // Sealed with the master key, which the edge does not hold: core re-seals at start-up.
+        this.log.warn({ apiKeyId: r.id }, 'API key not yet re-sealed for the edge; refused until core has started');
+        return undefined;
+      }
       return {
-        id: r.id, tenantId: r.tenant_id, secret: this.keys.openSecret(r.secret_enc, aad), secretHash: r.secret_hash,
+        id: r.id, tenantId: r.tenant_id, secret: this.apiKeySecrets.open(r.id, r.secret_enc), secretHash: r.secret_hash,
         previous: r.prev_secret_enc && r.prev_secret_hash && r.prev_valid_until
-          ? { secret: this.keys.openSecret(r.prev_secret_enc, aad), secretHash: r.prev_secret_hash, validUntilMs: r.prev_valid_until.getTime() }
+          ? { secret: this.apiKeySecrets.open(r.id, r.prev_secret_enc), secretHash: r.prev_secret_hash, validUntilMs: r.prev_valid_until.getTime() }
           : undefined,
         scopes: r.scopes, budget: r.budget, ipAllowlist: r.ip_allowlist, expiresAtMs: r.expires_at?.getTime() ?? null, revoked: r.revoked_at !== null,
       };
@@ -378,13 +391,4 @@ const serviceTokenColumns = 'id, tenant_id, name, roles, expires_at, revoked_at'
 
 function serviceTokenState(r: ServiceTokenRow): ServiceTokenState {
   return { id: r.id, tenantId: r.tenant_id, name: r.name, roles: r.roles, expiresAtMs: r.expires_at?.getTime() ?? null, revoked: r.revoked_at !== null };
-}
-
-function parseField(payload: string, field: string): string | undefined {
-  try {
-    const v = (JSON.parse(payload) as Record<string, unknown>)[field];
-    return typeof v === 'string' ? v : undefined;
-  } catch {
-    return undefined;
-  }
 }

@@ -1,19 +1,34 @@
 /**
- * The edge's policy revisions: one current revision, swapped atomically when a newer bundle
- * verifies, and the last `keepRevisions` kept by policy version for `policy_ref`. A bundle
- * that fails verification never replaces the current one.
+ * Policy revisions of one process (each edge, and each core for simulate, keeps its own): one
+ * current revision, swapped atomically when a newer bundle verifies, and the last
+ * `keepRevisions` kept by policy version for `policy_ref`. A bundle that fails verification never
+ * replaces the current one. A `policy_ref` this process never saw (it started later, or it is a
+ * core asked about an edge's decision) is fetched from the bundle source's
+ * `revisions/<policy_version>/`, where a release keeps every bundle it shipped
+ * (`npx tsx policy/build.ts --keep-revision`).
  */
 import type { KeyObject } from 'node:crypto';
 import type { Logger } from 'pino';
 import { loadBundle, type PolicyRevision } from './bundle.ts';
 
 export const keepRevisions = 5;
+/** Revisions fetched by ref and kept (simulate of old decisions); oldest dropped first. */
+export const keepFetchedRevisions = 20;
+/** A policy version names a directory: nothing but these characters (no `..`, no `/`). */
+const refPattern = /^[A-Za-z0-9_-]{1,64}$/;
+
+/** Where the bundle of policy version `ref` lives in a source (directory or http(s) URL). */
+export function revisionSource(source: string, ref: string): string {
+  return `${source.replace(/\/+$/, '')}/revisions/${ref}/`;
+}
 /** How often a bundle source is re-read for a new version. */
 export const bundlePollMs = 2000;
 
 export class PolicyStore {
   private currentRevision: PolicyRevision | undefined;
   private readonly revisions = new Map<string, PolicyRevision>();
+  private readonly fetched = new Map<string, PolicyRevision>();
+  private source: string | undefined;
   private timer: NodeJS.Timeout | undefined;
 
   constructor(private readonly trusted: KeyObject[], private readonly log?: Logger) {}
@@ -27,6 +42,26 @@ export class PolicyStore {
   get(ref?: string): PolicyRevision | undefined {
     if (!ref) return this.currentRevision;
     return this.revisions.get(ref);
+  }
+
+  /**
+   * A revision by `policy_ref`: kept in memory, or fetched (verified like any bundle) from the
+   * source's `revisions/<ref>/`; undefined when neither has it.
+   */
+  async resolve(ref?: string): Promise<PolicyRevision | undefined> {
+    const kept = this.get(ref) ?? (ref ? this.fetched.get(ref) : undefined);
+    if (kept || !ref || !this.source || !refPattern.test(ref)) return kept;
+    let rev: PolicyRevision;
+    try {
+      rev = await loadBundle(revisionSource(this.source, ref), this.trusted);
+    } catch (err) {
+      this.log?.debug({ ref, err: (err as Error).message }, 'policy revision not found in the bundle source');
+      return undefined;
+    }
+    if (rev.policyVersion !== ref) return undefined;
+    this.fetched.set(ref, rev);
+    if (this.fetched.size > keepFetchedRevisions) this.fetched.delete(this.fetched.keys().next().value as string);
+    return rev;
   }
 
   versions(): string[] {
@@ -46,6 +81,7 @@ export class PolicyStore {
 
   /** Load, verify and install from a directory or URL; throws (keeping the current one) on failure. */
   async load(source: string): Promise<PolicyRevision> {
+    this.source = source;
     const rev = await loadBundle(source, this.trusted);
     if (rev.policyVersion !== this.currentRevision?.policyVersion || rev.registryVersion !== this.currentRevision.registryVersion) {
       this.install(rev);

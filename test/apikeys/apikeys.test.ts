@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { TokenVerifier } from '../../shared/token-keys.ts';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { ApiKeys } from '../../core/apikeys/store.ts';
@@ -55,14 +56,14 @@ describe('API keys at the edge', () => {
   const audits: AuditWriter[] = [];
 
   const makeEdge = async () => {
-    const state = new EdgeState(t.db, keys, log);
+    const state = new EdgeState(t.db, new TokenVerifier(t.db), keys.apiKeySecrets, log);
     await state.start();
     const policies = new PolicyStore(await loadTrustedKeys());
     await policies.load(defaultBundleDir);
     const audit = new AuditWriter(t.db, log);
     states.push(state);
     audits.push(audit);
-    const decide = createDecider({ state, policies, audit, risk: new RiskEngine(), log, edgeSecret: 's' });
+    const decide = createDecider({ state, challenges: keys.challenges, policies, audit, risk: new RiskEngine(), log, edgeSecret: 's' });
     // A generous decision budget: these tests assert outcomes, not timing (the 100 ms budget has its own tests).
     return startTestEdge({ log, decide, resolve: buildRouteTable([...edgeRoutes, ...extraRoutes]), budgetMs: 10_000 });
   };
@@ -222,12 +223,12 @@ describe('API keys at the edge', () => {
   });
 
   it('rolls back the amount consumed when the decision deadline passed before the budget committed', async () => {
-    const state = new EdgeState(t.db, keys, log);
+    const state = new EdgeState(t.db, new TokenVerifier(t.db), keys.apiKeySecrets, log);
     await state.start();
     const policies = new PolicyStore(await loadTrustedKeys());
     await policies.load(defaultBundleDir);
     const audit = new AuditWriter(t.db, log);
-    const decide = createDecider({ state, policies, audit, risk: new RiskEngine(), log, edgeSecret: 's' });
+    const decide = createDecider({ state, challenges: keys.challenges, policies, audit, risk: new RiskEngine(), log, edgeSecret: 's' });
     const resolve = buildRouteTable([...edgeRoutes, ...extraRoutes]);
     try {
       const k = await newKey('t1', { budget: { daily_amount: '250.00', currency: 'KES' } });

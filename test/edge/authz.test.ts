@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { TokenVerifier } from '../../shared/token-keys.ts';
 import { createHash, generateKeyPairSync, randomBytes, randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { SignJWT, calculateJwkThumbprint, type JWK } from 'jose';
@@ -68,12 +69,12 @@ describe('edge authorization with the policy bundle', () => {
     t = await freshDatabase();
     for (const id of ['t1', 't2']) await t.db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ($1, $1, 'KE', 'KES')`, [id]);
     keys = new KeyStore(t.db, master);
-    state = new EdgeState(t.db, keys, log);
+    state = new EdgeState(t.db, new TokenVerifier(t.db), keys.apiKeySecrets, log);
     await state.start();
     policies = new PolicyStore(await loadTrustedKeys());
     await policies.load(defaultBundleDir);
     audit = new AuditWriter(t.db, log);
-    const decide = createDecider({ state, policies, audit, risk: new RiskEngine(), log, edgeSecret });
+    const decide = createDecider({ state, challenges: keys.challenges, policies, audit, risk: new RiskEngine(), log, edgeSecret });
     // Outcomes, not timing: a generous budget (the 100 ms budget has its own tests in check.test.ts).
     edge = await startTestEdge({ log, decide, resolve: buildRouteTable([...edgeRoutes, ...extraRoutes]), budgetMs: 2000 });
   });
@@ -167,7 +168,7 @@ describe('edge authorization with the policy bundle', () => {
        VALUES ('t1', $1, $2, $3, 'o', 'transfer.create', 'k-first-0001', now(), now() + interval '10 minutes')`, [jti, c.sid, c.id]);
     const again = await post('/t/transfers', 'k-second-0002');
     assert.equal(body(again).code, 'MFA_REQUIRED');
-    assert.equal((await verifyChallenge(keys, body(again).challenge, { tenantId: 't1', sub: c.id })).orig, origOf('POST', '/t/transfers', payload));
+    assert.equal((await verifyChallenge(keys.challenges, body(again).challenge, { tenantId: 't1', sub: c.id })).orig, origOf('POST', '/t/transfers', payload));
     assert.equal((await post('/t/transfers', 'k-first-0001')).status.code, 0, 'the retry core answers from its stored response');
   });
 
@@ -220,9 +221,9 @@ describe('edge authorization with the policy bundle', () => {
     const b = body(res);
     assert.equal(b.code, 'MFA_REQUIRED');
     assert.deepEqual(b.methods, ['otp', 'device']);
-    const claims = await verifyChallenge(keys, b.challenge, { tenantId: 't1', sub: c.id, orig: origOf('POST', '/t/transfers', payload) });
+    const claims = await verifyChallenge(keys.challenges, b.challenge, { tenantId: 't1', sub: c.id, orig: origOf('POST', '/t/transfers', payload) });
     assert.equal(claims.sub, c.id);
-    await assert.rejects(verifyChallenge(keys, b.challenge, { tenantId: 't1', sub: c.id, orig: origOf('POST', '/t/transfers', payload.replace('10.00', '99.00')) }));
+    await assert.rejects(verifyChallenge(keys.challenges, b.challenge, { tenantId: 't1', sub: c.id, orig: origOf('POST', '/t/transfers', payload.replace('10.00', '99.00')) }));
     // An AAL 2 token stepped up for another request does not carry this one (SPEC 4.3 rule 3)...
     const elsewhere = await edge.check(envoyRequest('POST', '/t/transfers', { headers: { ...bearer(await token('t1', c, 2, { orig: 'another-request' })), 'content-type': 'application/json' }, body: payload }));
     assert.equal(body(elsewhere).code, 'MFA_REQUIRED');
@@ -380,12 +381,12 @@ describe('edge authorization fails closed', () => {
   it('denies everything when the audit writer is behind its bound', async () => {
     const t = await freshDatabase();
     const keys = new KeyStore(t.db, randomBytes(32));
-    const state = new EdgeState(t.db, keys, log);
+    const state = new EdgeState(t.db, new TokenVerifier(t.db), keys.apiKeySecrets, log);
     await state.start();
     const policies = new PolicyStore(await loadTrustedKeys());
     await policies.load(defaultBundleDir);
     const audit = new AuditWriter(t.db, log, 0);
-    const edge = await startTestEdge({ log, decide: createDecider({ state, policies, audit, risk: new RiskEngine(), log, edgeSecret }), budgetMs: 2000 });
+    const edge = await startTestEdge({ log, decide: createDecider({ state, challenges: keys.challenges, policies, audit, risk: new RiskEngine(), log, edgeSecret }), budgetMs: 2000 });
     try {
       const res = await edge.check(envoyRequest('GET', '/v1/health'));
       assert.equal(body(res).code, 'authz_unavailable');
@@ -427,11 +428,11 @@ describe('edge authorization fails closed', () => {
   it('denies everything without a policy bundle', async () => {
     const t = await freshDatabase();
     const keys = new KeyStore(t.db, randomBytes(32));
-    const state = new EdgeState(t.db, keys, log);
+    const state = new EdgeState(t.db, new TokenVerifier(t.db), keys.apiKeySecrets, log);
     await state.start();
     const policies = new PolicyStore(await loadTrustedKeys());
     const audit = new AuditWriter(t.db, log);
-    const edge = await startTestEdge({ log, decide: createDecider({ state, policies, audit, risk: new RiskEngine(), log, edgeSecret }), failClosed: failClosedAuditor({ audit, policies }), budgetMs: 2000 });
+    const edge = await startTestEdge({ log, decide: createDecider({ state, challenges: keys.challenges, policies, audit, risk: new RiskEngine(), log, edgeSecret }), failClosed: failClosedAuditor({ audit, policies }), budgetMs: 2000 });
     try {
       assert.equal(body(await edge.check(envoyRequest('GET', '/v1/health'))).code, 'authz_unavailable');
       await audit.flush();
@@ -455,11 +456,11 @@ describe('edge authorization fails closed', () => {
   it('serves from cache only up to the staleness bound once the database is gone', async () => {
     const t = await freshDatabase();
     const keys = new KeyStore(t.db, randomBytes(32));
-    const state = new EdgeState(t.db, keys, log, { maxStalenessMs: 1500 });
+    const state = new EdgeState(t.db, new TokenVerifier(t.db), keys.apiKeySecrets, log, { maxStalenessMs: 1500 });
     await state.start();
     const policies = new PolicyStore(await loadTrustedKeys());
     await policies.load(defaultBundleDir);
-    const edge = await startTestEdge({ log, decide: createDecider({ state, policies, audit: new AuditWriter(t.db, log), risk: new RiskEngine(), log, edgeSecret }), budgetMs: 2000 });
+    const edge = await startTestEdge({ log, decide: createDecider({ state, challenges: keys.challenges, policies, audit: new AuditWriter(t.db, log), risk: new RiskEngine(), log, edgeSecret }), budgetMs: 2000 });
     try {
       await t.db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ('t1', 't1', 'KE', 'KES')`);
       const probe = () => edge.check(envoyRequest('POST', '/customers/auth/login', { headers: { 'content-type': 'application/json' }, body: '{"tenantId":"t1"}' }));

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import type { Db } from '../../shared/db/pool.ts';
-import { KeyStore } from '../../core/keys/keys.ts';
+import { KeyStore, deriveApiKeySealKey, deriveChallengeKey } from '../../core/keys/keys.ts';
 import { createLogger } from '../../shared/log.ts';
 import { seedDemo } from '../../core/seed.ts';
 import { buildEdge, type Edge } from '../../edge/main.ts';
@@ -27,7 +27,7 @@ describe('edge warm-up', () => {
     token = demo.serviceTokens.readOnly.token;
     // The edge's database, every query it sends recorded.
     const db: Db = { ...tdb.db, pool: tdb.db.pool, query: (sql, params) => (queries.push(sql), tdb.db.query(sql, params)) };
-    edge = await buildEdge({ db, keys: new KeyStore(db, masterKey), log: createLogger('silent'), edgeSecret: 'warm-test' });
+    edge = await buildEdge({ db, apiKeySealKey: deriveApiKeySealKey(masterKey), challengeKeys: [deriveChallengeKey(masterKey)], log: createLogger('silent'), edgeSecret: 'warm-test' });
     await edge.warm();
     client = checkClient(`127.0.0.1:${await edge.listen(0)}`);
   });

@@ -78,7 +78,7 @@ describe('customer identity: sessions, refresh rotation, step-up, devices, tenan
 
   it('step-up with an OTP bound to the challenge gives an AAL 2 token; the challenge is single use', async () => {
     const orig = origOf('POST', '/v1/transfers', JSON.stringify(transfer));
-    const challenge = await issueChallenge(h.keys, { tenantId: 'ta', sub: aliceId, orig, methods: ['otp'] });
+    const challenge = await issueChallenge(h.keys.challenges, { tenantId: 'ta', sub: aliceId, orig, methods: ['otp'] });
     assert.equal((await h.post('/customers/auth/stepup/otp', { challengeToken: challenge }, bearer(alice.accessToken))).status, 202);
     const code = h.sms.lastCode('+254711000001');
     const wrong = await h.post('/customers/auth/stepup/complete', { challengeToken: challenge, otp: code === '000000' ? '111111' : '000000' }, bearer(alice.accessToken));
@@ -102,13 +102,13 @@ describe('customer identity: sessions, refresh rotation, step-up, devices, tenan
   it('refuses an expired challenge, another customer\'s, a wrong kind and another request\'s', async () => {
     const orig = origOf('POST', '/v1/transfers', JSON.stringify(transfer));
     const bob = await h.onboard('ta', '+254711000004', '305918');
-    const bobs = await issueChallenge(h.keys, { tenantId: 'ta', sub: String(decodeJwt(bob.accessToken).sub), orig, methods: ['otp'] });
+    const bobs = await issueChallenge(h.keys.challenges, { tenantId: 'ta', sub: String(decodeJwt(bob.accessToken).sub), orig, methods: ['otp'] });
     const r1 = await h.post('/customers/auth/stepup/complete', { challengeToken: bobs, otp: '123456' }, bearer(alice.accessToken));
     assert.equal(r1.status, 403);
     assert.equal(r1.json.code, 'challenge_mismatch');
     const kind = await h.post('/customers/auth/stepup/complete', { challengeToken: alice.accessToken, otp: '123456' }, bearer(alice.accessToken));
     assert.equal(kind.json.code, 'challenge_mismatch');
-    const old = await issueChallenge(h.keys, { tenantId: 'ta', sub: aliceId, orig, methods: ['otp'] });
+    const old = await issueChallenge(h.keys.challenges, { tenantId: 'ta', sub: aliceId, orig, methods: ['otp'] });
     h.clock.t += 301_000;
     const fresh = await h.post('/customers/auth/login', { tenantId: 'ta', phone: '+254711000001', pin: '639017' });
     const exp = await h.post('/customers/auth/stepup/complete', { challengeToken: old, otp: '123456' }, bearer(fresh.json.accessToken));
@@ -118,8 +118,8 @@ describe('customer identity: sessions, refresh rotation, step-up, devices, tenan
     assert.equal(origOf('POST', '/v1/transfers', '{"to":"bene-1","currency":"KES","amount":"100.00"}'), orig);
     assert.notEqual(origOf('POST', '/v1/transfers', JSON.stringify({ ...transfer, amount: '1000.00' })), orig);
     const { verifyChallenge } = await import('../../shared/challenge.ts');
-    const ch = await issueChallenge(h.keys, { tenantId: 'ta', sub: aliceId, orig, methods: ['otp'] });
-    await assert.rejects(verifyChallenge(h.keys, ch, { tenantId: 'ta', sub: aliceId, orig: origOf('POST', '/v1/transfers', '{"amount":"9"}') }), (e: { code?: string }) => e.code === 'challenge_mismatch');
+    const ch = await issueChallenge(h.keys.challenges, { tenantId: 'ta', sub: aliceId, orig, methods: ['otp'] });
+    await assert.rejects(verifyChallenge(h.keys.challenges, ch, { tenantId: 'ta', sub: aliceId, orig: origOf('POST', '/v1/transfers', '{"amount":"9"}') }), (e: { code?: string }) => e.code === 'challenge_mismatch');
     alice = fresh.json as Tokens;
   });
 
@@ -142,7 +142,7 @@ describe('customer identity: sessions, refresh rotation, step-up, devices, tenan
     h.clock.t += 24 * 3_600_000;
     alice = (await h.post('/customers/auth/login', { tenantId: 'ta', phone: '+254711000001', pin: '639017' })).json as Tokens;
 
-    const ch = await issueChallenge(h.keys, { tenantId: 'ta', sub: aliceId, orig: 'x', methods: ['otp', 'device'] });
+    const ch = await issueChallenge(h.keys.challenges, { tenantId: 'ta', sub: aliceId, orig: 'x', methods: ['otp', 'device'] });
     const forged = sign(null, Buffer.from(`${ch}.`), privateKey).toString('base64url');
     const bad = await h.post('/customers/auth/stepup/complete', { challengeToken: ch, deviceAssertion: { deviceId, signature: forged } }, bearer(alice.accessToken));
     assert.equal(bad.status, 401);
@@ -166,7 +166,7 @@ describe('customer identity: sessions, refresh rotation, step-up, devices, tenan
     const rt = await h.post('/customers/auth/token/refresh', { tenantId: 'tb', refreshToken: alice.refreshToken });
     assert.equal(rt.status, 401);
     assert.equal(rt.json.code, 'INVALID_REFRESH_TOKEN');
-    const chB = await issueChallenge(h.keys, { tenantId: 'tb', sub: aliceId, orig: 'x', methods: ['otp'] });
+    const chB = await issueChallenge(h.keys.challenges, { tenantId: 'tb', sub: aliceId, orig: 'x', methods: ['otp'] });
     assert.equal((await h.post('/customers/auth/stepup/complete', { challengeToken: chB, otp: '123456' }, bearer(alice.accessToken))).json.code, 'challenge_mismatch');
     const loginB = await h.post('/customers/auth/login', { tenantId: 'tb', phone: '+254711000001', pin: '639017' });
     assert.equal(loginB.status, 401);

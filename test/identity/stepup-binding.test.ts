@@ -27,7 +27,7 @@ describe('request-bound step-ups and device cool-off (core)', () => {
   const login = async (tenantId = 'ta', p = phone) => (await h.post('/customers/auth/login', { tenantId, phone: p, pin })).json as Tokens;
   const assertion = (challenge: string, deviceId: string, key: KeyObject) => ({ deviceId, signature: sign(null, Buffer.from(challenge), key).toString('base64url') });
   const deviceStepUp = async (t: Tokens, deviceId: string, key: KeyObject, tenantId = 'ta', sub = customerId) => {
-    const ch = await issueChallenge(h.keys, { tenantId, sub, orig: 'some-request', methods: ['otp', 'device'] }, h.clock.t);
+    const ch = await issueChallenge(h.keys.challenges, { tenantId, sub, orig: 'some-request', methods: ['otp', 'device'] }, h.clock.t);
     return h.post('/customers/auth/stepup/complete', { challengeToken: ch, deviceAssertion: assertion(ch, deviceId, key) }, bearer(t.accessToken));
   };
 
@@ -40,7 +40,7 @@ describe('request-bound step-ups and device cool-off (core)', () => {
 
   it('a step-up bought for a transfer does not register a device; the registration step-up works once', async () => {
     const transferOrig = origOf('POST', '/v1/transfers', '{"amount":"1.00","currency":"KES"}');
-    const ch = await issueChallenge(h.keys, { tenantId: 'ta', sub: customerId, orig: transferOrig, methods: ['otp'] }, h.clock.t);
+    const ch = await issueChallenge(h.keys.challenges, { tenantId: 'ta', sub: customerId, orig: transferOrig, methods: ['otp'] }, h.clock.t);
     await h.post('/customers/auth/stepup/otp', { challengeToken: ch }, bearer(tok.accessToken));
     const forTransfer = (await h.post('/customers/auth/stepup/complete', { challengeToken: ch, otp: h.sms.lastCode(phone) }, bearer(tok.accessToken))).json.accessToken as string;
     const { x } = keyPair();
@@ -179,7 +179,7 @@ describe('request-bound step-ups and device cool-off (core)', () => {
     for (let i = 1; i < enrolmentCodesPerDay; i++) assert.equal((await h.post('/customers/auth/otp/send', { tenantId: 'ta', phone: p })).status, 202);
     assert.equal((await h.post('/customers/auth/otp/send', { tenantId: 'ta', phone: p })).status, 429, 'enrolment codes used up');
     const stepUpSend = async () => {
-      const ch = await issueChallenge(h.keys, { tenantId: 'ta', sub, orig: 'x', methods: ['otp'] }, h.clock.t);
+      const ch = await issueChallenge(h.keys.challenges, { tenantId: 'ta', sub, orig: 'x', methods: ['otp'] }, h.clock.t);
       return h.post('/customers/auth/stepup/otp', { challengeToken: ch }, bearer(t.accessToken));
     };
     for (let i = 0; i < stepUpCodesPerDay; i++) assert.equal((await stepUpSend()).status, 202, `step-up code ${i + 1}`);

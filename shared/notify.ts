@@ -1,0 +1,34 @@
+/**
+ * LISTEN/NOTIFY channels by which core (and the tables' triggers, migrations 0200, 0300, 0301)
+ * tell every edge and core process that cached state changed, with the payload each carries.
+ * Payloads are hints for dropping cache entries; a process that missed one re-reads everything
+ * when its listener reconnects, and caches expire on their own bound regardless.
+ */
+export const channels = {
+  /** payload: JSON `{tenantId, sessionId}`, or empty (drop all sessions). */
+  sessions: 'sessions_changed',
+  /** payload: the tenant id. */
+  tenants: 'tenants_changed',
+  /** payload: JSON `{subjectNs, subjectId}`, or empty (drop all). */
+  tuples: 'tuples_changed',
+  /** payload: ignored (drop all service tokens). */
+  serviceTokens: 'service_tokens_changed',
+  /** payload: the API key id. */
+  apiKeys: 'api_keys_changed',
+  /** payload: JSON `{tenantId, deviceId}` of a customer device key added or revoked, or empty. */
+  devices: 'devices_changed',
+  /** payload: the tenant id, or empty (drop all key sets). */
+  keys: 'keys_changed',
+} as const;
+
+export type Channel = (typeof channels)[keyof typeof channels];
+
+/** One field of a JSON payload, or undefined when the payload is not JSON or lacks it. */
+export function payloadField(payload: string, field: string): string | undefined {
+  try {
+    const v = (JSON.parse(payload) as Record<string, unknown>)[field];
+    return typeof v === 'string' ? v : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,128 @@
+/**
+ * Verification of tenant access tokens with the public halves of the tenant key sets (SPEC 2.4.1,
+ * 3): what the edge holds. It reads `signing_keys.public_jwk` only and can sign nothing; core's
+ * KeyStore (core/keys/keys.ts) adds the private halves. Key sets are cached per tenant and dropped
+ * on NOTIFY `keys_changed` (shared/notify.ts) or after `cacheTtlMs`.
+ */
+import { createPublicKey, type KeyObject } from 'node:crypto';
+import { decodeJwt, decodeProtectedHeader, jwtVerify, type JWK, type JWTPayload } from 'jose';
+import type { Db } from './db/pool.ts';
+
+export interface VerificationKey {
+  kid: string;
+  state: 'active' | 'grace';
+  key: KeyObject;
+  graceUntil: number | undefined;
+}
+
+/** The token issuer of a tenant (`iss`); verifiers require it to match the token's `tid`. */
+export function issuerFor(tenantId: string): string {
+  return `urn:payments:tenant:${tenantId}`;
+}
+
+export class KeyError extends Error {
+  constructor(readonly code: 'NO_KEY' | 'UNKNOWN_KID' | 'BAD_TOKEN', message: string) {
+    super(message);
+  }
+}
+
+/** Cached key sets are re-read at least this often, NOTIFY or not. */
+export const keyCacheTtlMs = 60_000;
+/** Bound on remembered verified tokens (oldest dropped first). */
+const verifiedCacheMax = 20_000;
+
+interface PublicKeySet {
+  verifiers: VerificationKey[];
+  loadedAt: number;
+}
+
+export class TokenVerifier {
+  private readonly publicSets = new Map<string, PublicKeySet>();
+  /** Tokens already verified (a client reuses its access token): signature checks skipped until exp. */
+  private readonly verified = new Map<string, { payload: JWTPayload & { tid: string }; kid: string; validUntilMs: number }>();
+  protected readonly now: () => number;
+
+  constructor(protected readonly db: Db, opts: { now?: () => number } = {}) {
+    this.now = opts.now ?? Date.now;
+  }
+
+  /** Drop one tenant's cached keys (or all): called on NOTIFY `keys_changed`. */
+  invalidate(tenantId?: string): void {
+    if (tenantId) this.publicSets.delete(tenantId);
+    else this.publicSets.clear();
+  }
+
+  private async loadPublic(tenantId: string): Promise<PublicKeySet> {
+    const hit = this.publicSets.get(tenantId);
+    if (hit && this.now() - hit.loadedAt < keyCacheTtlMs) return hit;
+    const { rows } = await this.db.query<{ kid: string; public_jwk: JWK; state: 'active' | 'grace'; grace_until: Date | null }>(
+      `SELECT kid, public_jwk, state, grace_until FROM signing_keys
+       WHERE tenant_id = $1 AND state IN ('active', 'grace') ORDER BY created_at DESC`,
+      [tenantId],
+    );
+    const verifiers = rows.map((r) => ({
+      kid: r.kid, state: r.state, graceUntil: r.grace_until?.getTime(),
+      key: createPublicKey({ key: r.public_jwk as import('node:crypto').JsonWebKey, format: 'jwk' }),
+    }));
+    const entry = { verifiers, loadedAt: this.now() };
+    this.publicSets.set(tenantId, entry);
+    return entry;
+  }
+
+  /** Keys a verifier may use now: active, and grace keys inside their window. */
+  async verificationKeys(tenantId: string): Promise<VerificationKey[]> {
+    const keys = await this.loadPublic(tenantId);
+    const now = this.now();
+    return keys.verifiers.filter((k) => k.state === 'active' || (k.graceUntil !== undefined && k.graceUntil > now));
+  }
+
+  /**
+   * Verify a JWT: its `tid` selects the tenant's key set, its `kid` the key (active or grace),
+   * and `iss`, `aud`, `exp` must hold. Throws KeyError or a jose error on any failure.
+   */
+  async verify(token: string, opts: { audience: string; typ?: string; clockToleranceS?: number }): Promise<JWTPayload & { tid: string }> {
+    const tolerance = opts.clockToleranceS ?? 5;
+    const cacheKey = `${opts.audience}|${opts.typ ?? ''}|${tolerance}|${token}`;
+    const hit = this.verified.get(cacheKey);
+    if (hit && this.now() < hit.validUntilMs) {
+      // The key may have been retired since: it must still be a verification key.
+      if ((await this.verificationKeys(hit.payload.tid)).some((k) => k.kid === hit.kid)) return hit.payload;
+    }
+    if (hit) this.verified.delete(cacheKey);
+    let kid: string | undefined;
+    let tid: unknown;
+    try {
+      kid = decodeProtectedHeader(token).kid;
+      tid = decodeJwt(token).tid;
+    } catch {
+      throw new KeyError('BAD_TOKEN', 'token is not a JWT');
+    }
+    if (typeof tid !== 'string' || !kid) throw new KeyError('BAD_TOKEN', 'token has no tenant or key id');
+    const key = (await this.verificationKeys(tid)).find((k) => k.kid === kid);
+    if (!key) throw new KeyError('UNKNOWN_KID', 'token key is unknown, retired or of another tenant');
+    const { payload } = await jwtVerify(token, key.key, {
+      algorithms: ['EdDSA'],
+      issuer: issuerFor(tid),
+      audience: opts.audience,
+      currentDate: new Date(this.now()),
+      clockTolerance: tolerance,
+      ...(opts.typ ? { typ: opts.typ } : {}),
+    });
+    const result = payload as JWTPayload & { tid: string };
+    if (typeof result.exp === 'number') {
+      this.verified.set(cacheKey, { payload: result, kid, validUntilMs: (result.exp + tolerance) * 1000 });
+      if (this.verified.size > verifiedCacheMax) this.verified.delete(this.verified.keys().next().value as string);
+    }
+    return result;
+  }
+
+  /** The tenant's public JWKS: active and grace keys. */
+  async jwks(tenantId: string): Promise<{ keys: JWK[] }> {
+    const { rows } = await this.db.query<{ public_jwk: JWK; state: string; grace_until: Date | null }>(
+      `SELECT public_jwk, state, grace_until FROM signing_keys WHERE tenant_id = $1 AND state IN ('active', 'grace') ORDER BY created_at DESC`,
+      [tenantId],
+    );
+    const now = this.now();
+    return { keys: rows.filter((r) => r.state === 'active' || (r.grace_until && r.grace_until.getTime() > now)).map((r) => r.public_jwk) };
+  }
+}
