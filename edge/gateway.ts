@@ -7,6 +7,13 @@
  * Routes marked `disableRequestBodyBuffering` in the edge route table (Envoy's per-route
  * `check_settings`) are checked on headers alone (an empty body) and, once allowed, their body
  * streams to core unbuffered; core enforces its size and type.
+ *
+ * Several edges and cores (N of each, as Envoy's clusters would): requests are spread round robin;
+ * an instance that fails is skipped for `downForMs`. A Check that could not reach one edge is sent
+ * to the next within the same deadline (a Check is a read: repeating it is harmless); a request is
+ * sent to a second core only when it never reached the first (the connection was refused or could
+ * not be made), so nothing is posted twice. Every edge down: 503 `authz_unavailable`, nothing
+ * forwarded.
  */
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -26,10 +33,15 @@ export const checkTimeoutMs = 100;
 /** Hop-by-hop headers never forwarded (RFC 9110 §7.6.1). */
 const hopByHop = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'host', 'content-length']);
 
+/** How long an instance that failed is skipped before it is tried again. */
+export const downForMs = 2000;
+
 export interface GatewayDeps {
   log: Logger;
-  authzAddress: string;
-  coreOrigin: string;
+  /** One edge (`host:port`) or several. */
+  authzAddress: string | string[];
+  /** One core origin (`http://host:port`) or several. */
+  coreOrigin: string | string[];
   checkTimeoutMs?: number;
   /** Whether a request's body bypasses the buffer (default: the edge route table's per-route setting). */
   streamsBody?: (method: string, path: string) => boolean;
@@ -95,19 +107,88 @@ function checkRequestOf(req: IncomingMessage, body: Buffer, requestId: string, s
   };
 }
 
+type CheckClient = grpc.Client & {
+  Check(req: CheckRequest, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: CheckResponse) => void): void;
+};
+
+/** Round robin over instances, skipping one for `downForMs` after it failed. */
+export class Instances<T> {
+  private next = 0;
+  private readonly downUntil: number[];
+
+  constructor(readonly items: T[], private readonly now: () => number = Date.now) {
+    if (items.length === 0) throw new Error('at least one instance is needed');
+    this.downUntil = items.map(() => 0);
+  }
+
+  /** Every instance once, starting at the next in turn, those marked down last. */
+  order(): T[] {
+    const start = this.next;
+    this.next = (this.next + 1) % this.items.length;
+    const all = this.items.map((_, i) => (start + i) % this.items.length);
+    const t = this.now();
+    return [...all.filter((i) => (this.downUntil[i] ?? 0) <= t), ...all.filter((i) => (this.downUntil[i] ?? 0) > t)].map((i) => this.items[i] as T);
+  }
+
+  markDown(item: T): void {
+    const i = this.items.indexOf(item);
+    if (i >= 0) this.downUntil[i] = this.now() + downForMs;
+  }
+}
+
+/** undici errors raised before any byte of the request reached core: safe to send elsewhere. */
+const notSentCodes = new Set(['ECONNREFUSED', 'UND_ERR_CONNECT_TIMEOUT', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN']);
+
+function neverSent(err: unknown): boolean {
+  const e = err as { code?: string; cause?: { code?: string } };
+  return notSentCodes.has(e.code ?? '') || notSentCodes.has(e.cause?.code ?? '');
+}
+
 export function createGateway(deps: GatewayDeps): Gateway {
   const { Authorization } = authorizationPackage();
-  const client = new Authorization(deps.authzAddress, grpc.credentials.createInsecure()) as unknown as grpc.Client & {
-    Check(req: CheckRequest, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: CheckResponse) => void): void;
-  };
-  const upstream = new Pool(deps.coreOrigin, { connections: 64, pipelining: 1 });
+  const edges = new Instances([deps.authzAddress].flat().map((a) => new Authorization(a, grpc.credentials.createInsecure()) as unknown as CheckClient));
+  const cores = new Instances([deps.coreOrigin].flat().map((o) => new Pool(o, { connections: 64, pipelining: 1 })));
   const timeoutMs = deps.checkTimeoutMs ?? checkTimeoutMs;
   const streamsBody = deps.streamsBody ?? streamsBodyByRouteTable();
 
-  const callCheck = (request: CheckRequest) =>
+  const checkOnce = (client: CheckClient, request: CheckRequest, deadline: number) =>
     new Promise<CheckResponse>((resolve, reject) => {
-      client.Check(request, { deadline: Date.now() + timeoutMs }, (err, res) => (err || !res ? reject(err ?? new Error('empty CheckResponse')) : resolve(res)));
+      client.Check(request, { deadline }, (err, res) => (err || !res ? reject(err ?? new Error('empty CheckResponse')) : resolve(res)));
     });
+
+  /** Check on the next edge; an edge that cannot be reached is skipped within the one deadline. */
+  const callCheck = async (request: CheckRequest): Promise<CheckResponse> => {
+    const deadline = Date.now() + timeoutMs;
+    let last: unknown;
+    for (const client of edges.order()) {
+      if (Date.now() >= deadline) break;
+      try {
+        return await checkOnce(client, request, deadline);
+      } catch (err) {
+        last = err;
+        // Only an edge that could not be reached is skipped; a slow one used the deadline up.
+        if ((err as grpc.ServiceError).code !== grpc.status.UNAVAILABLE) throw err;
+        edges.markDown(client);
+      }
+    }
+    throw last ?? new Error('no edge answered within the deadline');
+  };
+
+  /** Send to the next core; to another only when the request never reached the one tried. */
+  const sendUpstream = async (options: Parameters<Pool['request']>[0], retryable: boolean) => {
+    let last: unknown;
+    for (const pool of cores.order()) {
+      try {
+        return await pool.request(options);
+      } catch (err) {
+        last = err;
+        if (!neverSent(err)) throw err;
+        cores.markDown(pool);
+        if (!retryable) throw err;
+      }
+    }
+    throw last;
+  };
 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const given = req.headers['x-request-id'];
@@ -145,12 +226,13 @@ export function createGateway(deps: GatewayDeps): Gateway {
     const length = req.headers['content-length'];
     if (streaming && length !== undefined) forward['content-length'] = length;
     try {
-      const up = await upstream.request({
+      // A streamed body may have been read by the failed attempt: it goes to one core only.
+      const up = await sendUpstream({
         path: req.url ?? '/',
         method: (req.method ?? 'GET') as 'GET',
         headers: forward,
         body: streaming ? req : body.length > 0 ? body : undefined,
-      });
+      }, !streaming);
       const out: Record<string, string | string[]> = {};
       for (const [k, v] of Object.entries(up.headers)) if (v !== undefined && !hopByHop.has(k)) out[k] = v;
       const data = Buffer.from(await up.body.arrayBuffer());
@@ -172,13 +254,14 @@ export function createGateway(deps: GatewayDeps): Gateway {
   });
   return {
     server,
+    /** Resolves once a channel to at least one edge is connected. */
     ready: (waitMs = 5000) =>
-      new Promise<void>((resolve, reject) => client.waitForReady(Date.now() + waitMs, (err) => (err ? reject(err) : resolve()))),
+      Promise.any(edges.items.map((client) => new Promise<void>((resolve, reject) => client.waitForReady(Date.now() + waitMs, (err) => (err ? reject(err) : resolve()))))),
     async close() {
       server.closeAllConnections();
       await new Promise<void>((r) => server.close(() => r()));
-      client.close();
-      await upstream.close();
+      for (const client of edges.items) client.close();
+      await Promise.all(cores.items.map((p) => p.close()));
     },
   };
 }
