@@ -14,6 +14,7 @@ import { RiskEngine } from './auth/risk.ts';
 import { createDecider, failClosedAuditor } from './authz.ts';
 import { defaultBundleDir, loadTrustedKeys } from '../policy/runtime/bundle.ts';
 import { PolicyStore } from '../policy/runtime/store.ts';
+import { addHealthService } from './health.ts';
 import { bindEdge, createEdgeServer } from './server.ts';
 import { EdgeState } from './state/store.ts';
 import { warmEdge } from './warm.ts';
@@ -50,6 +51,10 @@ export interface Edge {
   /** True once warm() has finished: readiness reports it. */
   readonly warmed: boolean;
   listen(port: number, host?: string): Promise<number>;
+  /** Whether the gRPC health protocol answers SERVING (see edge/health.ts). */
+  serving(): boolean;
+  /** Health turns NOT_SERVING, new calls are refused, calls in flight finish (at most `graceMs`). */
+  drain(graceMs?: number): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -68,8 +73,11 @@ export async function buildEdge(deps: EdgeDeps): Promise<Edge> {
   const decide = createDecider({ state, challenges, policies, audit, risk: new RiskEngine(deps.now), limiter: new RateLimiter(deps.publicRateLimit?.perMinute, deps.publicRateLimit?.burst), log: deps.log, edgeSecret: deps.edgeSecret, now: deps.now });
   const server = createEdgeServer({ log: deps.log, decide, failClosed: failClosedAuditor({ audit, policies }), ...(deps.budgetMs ? { budgetMs: deps.budgetMs } : {}) });
   let warmed = false;
+  let draining = false;
+  const serving = () => !draining && policies.current !== undefined && state.isFresh();
+  addHealthService(server, serving);
   return {
-    server, state, policies, audit,
+    server, state, policies, audit, serving,
     async warm() {
       await warmEdge({ db: deps.db, state, challenges, policies, audit, log: deps.log, edgeSecret: deps.edgeSecret });
       warmed = true;
@@ -78,7 +86,22 @@ export async function buildEdge(deps: EdgeDeps): Promise<Edge> {
       return warmed;
     },
     listen: (port, host) => bindEdge(server, port, host),
+    async drain(graceMs = 5000) {
+      draining = true;
+      await new Promise<void>((resolve) => {
+        const force = setTimeout(() => {
+          server.forceShutdown();
+          resolve();
+        }, graceMs);
+        force.unref();
+        server.tryShutdown(() => {
+          clearTimeout(force);
+          resolve();
+        });
+      });
+    },
     async stop() {
+      draining = true;
       server.forceShutdown();
       policies.stop();
       await audit.stop();

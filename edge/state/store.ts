@@ -205,6 +205,11 @@ export class EdgeState {
   }
 
   /** Throw when the database has been silent longer than the staleness bound. */
+  /** Whether decisions can use the cached state now (the listener answered within the bound). */
+  isFresh(): boolean {
+    return this.now() - this.healthyAt <= this.stalenessMs;
+  }
+
   assertFresh(): void {
     if (this.now() - this.healthyAt > this.stalenessMs) throw new Error('edge state is stale: database unreachable');
   }
