@@ -8,11 +8,13 @@
  * Redirects are never followed (undici's request does not follow them).
  *
  * `allowPrivateTargets` lets loopback, private, link-local and CGNAT targets through: tests
- * (receivers on 127.0.0.1) and the development stack only, never production. Metadata
- * addresses and names are refused even then.
+ * (receivers on 127.0.0.1) and the development stack only, never production. In production an
+ * operator lists the internal receivers it means (`PRIVATE_TARGETS_ALLOWED`, CIDRs, e.g. an SMS
+ * gateway): `allowedCidrs` lets exactly those through. Metadata addresses and names are refused
+ * whatever either says.
  */
 import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'node:dns';
-import { isIP, type LookupFunction } from 'node:net';
+import { BlockList, isIP, type LookupFunction } from 'node:net';
 import { Agent } from 'undici';
 
 export type Refusal = 'metadata' | 'loopback' | 'private' | 'link-local' | 'cgnat' | 'unspecified' | 'multicast' | 'reserved';
@@ -100,6 +102,17 @@ export function classifyAddress(ip: string): Refusal | undefined {
   return 'reserved';
 }
 
+/** `a.b.c.d/n` or `x:y::/n` (a bare address is a /32 or /128); undefined when it is neither. */
+export function parseCidr(text: string): { address: string; prefix: number; family: 'ipv4' | 'ipv6' } | undefined {
+  const [address = '', bits] = text.trim().split('/');
+  const v = isIP(address);
+  if (v === 0) return undefined;
+  const max = v === 4 ? 32 : 128;
+  const prefix = bits === undefined ? max : /^\d{1,3}$/.test(bits) ? Number(bits) : Number.NaN;
+  if (!Number.isInteger(prefix) || prefix < 0 || prefix > max) return undefined;
+  return { address, prefix, family: v === 4 ? 'ipv4' : 'ipv6' };
+}
+
 export class TargetRefused extends Error {
   constructor(readonly host: string, readonly reason: Refusal | 'scheme', detail: string) {
     super(detail);
@@ -109,6 +122,8 @@ export class TargetRefused extends Error {
 export interface TargetGuardOptions {
   /** Tests and the development stack only: let loopback, private, link-local and CGNAT targets through. */
   allowPrivateTargets?: boolean;
+  /** Private addresses an operator lists as internal receivers (CIDR, IPv4 or IPv6). */
+  allowedCidrs?: string[];
   /** Name resolution (tests may inject one); defaults to the system resolver. */
   lookup?: (host: string) => Promise<LookupAddress[]>;
   /** Give up resolving at create/PATCH time after this long (the name is checked again at delivery). */
@@ -124,9 +139,15 @@ export class TargetGuard {
   private readonly resolve: (host: string) => Promise<LookupAddress[]>;
   private readonly resolveTimeoutMs: number;
   private agent: Agent | undefined;
+  private readonly allowed = new BlockList();
 
   constructor(opts: TargetGuardOptions = {}) {
     this.allowPrivate = opts.allowPrivateTargets ?? false;
+    for (const cidr of opts.allowedCidrs ?? []) {
+      const parsed = parseCidr(cidr);
+      if (!parsed) throw new Error(`not a CIDR: ${cidr}`);
+      this.allowed.addSubnet(parsed.address, parsed.prefix, parsed.family);
+    }
     this.resolve = opts.lookup ?? systemLookup;
     this.resolveTimeoutMs = opts.resolveTimeoutMs ?? 2000;
   }
@@ -134,7 +155,10 @@ export class TargetGuard {
   /** undefined when the address may be a target under this guard; otherwise why not. */
   refusalOf(ip: string): Refusal | undefined {
     const kind = classifyAddress(ip);
-    return kind === undefined || (this.allowPrivate && privateKinds.has(kind)) ? undefined : kind;
+    if (kind === undefined || kind === 'metadata') return kind;
+    if (this.allowPrivate && privateKinds.has(kind)) return undefined;
+    const family = isIP(ip) === 6 ? 'ipv6' : 'ipv4';
+    return this.allowed.check(ip, family) ? undefined : kind;
   }
 
   /** The URL's host without IPv6 brackets or a trailing dot, lower case. */
@@ -146,7 +170,7 @@ export class TargetGuard {
   private literalRefusal(host: string): Refusal | undefined {
     if (metadataNames.has(host)) return 'metadata';
     if (isIP(host)) return this.refusalOf(host);
-    if (host === 'localhost' || host.endsWith('.localhost')) return this.allowPrivate ? undefined : 'loopback';
+    if (host === 'localhost' || host.endsWith('.localhost')) return this.refusalOf('127.0.0.1');
     return undefined;
   }
 
