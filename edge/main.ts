@@ -2,6 +2,7 @@
  * build(deps) for the edge process: cached state from PostgreSQL, the verified policy bundle
  * (watched for new versions), the decision audit writer, and the ext_authz gRPC server.
  */
+import type { KeyObject } from 'node:crypto';
 import type * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { Db } from '../shared/db/pool.ts';
@@ -32,6 +33,8 @@ export interface EdgeDeps {
   edgeSecret: string;
   /** A directory or http(s) URL holding manifest.json, registry.json and policy.wasm. */
   bundleSource?: string;
+  /** Trusted bundle signers (default: the repository's trust file, development). */
+  trustedKeys?: KeyObject[];
   /** The decision budget (default 100 ms, SPEC 8); only tests on a loaded machine raise it. */
   budgetMs?: number;
   /** Public-route flood limit per source address and route (defaults in auth/rate-limit.ts). */
@@ -60,7 +63,7 @@ export interface Edge {
 
 export async function buildEdge(deps: EdgeDeps): Promise<Edge> {
   const source = deps.bundleSource ?? defaultBundleDir;
-  const policies = new PolicyStore(await loadTrustedKeys(), deps.log);
+  const policies = new PolicyStore(deps.trustedKeys ?? (await loadTrustedKeys()), deps.log);
   await policies.load(source);
   policies.watch(source);
   const [challengeKey, ...previousChallengeKeys] = deps.challengeKeys;

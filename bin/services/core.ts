@@ -1,0 +1,91 @@
+/**
+ * `npm run core`: one core instance (run N behind Envoy). Reads only its own configuration
+ * (bin/service-config.ts), refuses to start on a database whose migrations are not all applied
+ * (`npm run migrate` runs them, once per release), re-seals legacy API-key secrets, loads and
+ * verifies policy bundles itself (simulate), and serves HTTP with /v1/health, /v1/ready and
+ * /v1/metrics. Production: SMS through SMS_WEBHOOK_URL only, no demo data, no file written.
+ * SIGTERM: stop accepting, finish requests in flight and the dispatcher's batch, exit within 10 s.
+ */
+import { resolve } from 'node:path';
+import { ApiKeys } from '../../core/apikeys/store.ts';
+import { buildCore } from '../../core/app.ts';
+import { Dispatcher } from '../../core/admin/webhooks/dispatcher.ts';
+import { TargetGuard } from '../../core/admin/webhooks/target.ts';
+import { loadMigrations } from '../../core/db/migrate.ts';
+import { Housekeeper } from '../../core/housekeeping/prune.ts';
+import { fileInboxSender, type SmsSender } from '../../core/identity/sms.ts';
+import { webhookSmsSender } from '../../core/identity/sms-webhook.ts';
+import { KeyStore } from '../../core/keys/keys.ts';
+import { readBuildInfo } from '../../core/platform/build-info.ts';
+import { defaultBundleDir } from '../../policy/runtime/bundle.ts';
+import { PolicyStore } from '../../policy/runtime/store.ts';
+import { createDb, type Db } from '../../shared/db/pool.ts';
+import { createMetrics } from '../../shared/metrics.ts';
+import { listen } from '../../shared/net.ts';
+import { listOf, secretKey, secretKeys, secretText, type ServiceConfig } from '../service-config.ts';
+import { configOrExit, fail, loggerOf, onShutdown, trustedSigners } from './common.ts';
+
+/** Versions in the repository that the database has not applied: core never migrates itself. */
+export async function pendingMigrations(db: Db): Promise<string[]> {
+  const { rows } = await db.query<{ version: string }>('SELECT version FROM schema_migrations').catch(() => ({ rows: [] as { version: string }[] }));
+  const applied = new Set(rows.map((r) => r.version));
+  return (await loadMigrations()).map((m) => m.version).filter((v) => !applied.has(v));
+}
+
+function smsSenderOf(config: ServiceConfig, guard: TargetGuard, log: ReturnType<typeof loggerOf>): SmsSender {
+  if (config.mode === 'development' && !config.values.SMS_WEBHOOK_URL) return fileInboxSender(resolve(config.values.DATA_DIR ?? './.data'));
+  return webhookSmsSender({ url: new URL(config.values.SMS_WEBHOOK_URL as string), secret: config.values.SMS_WEBHOOK_SECRET as string, guard, log: log.child({ component: 'sms' }) });
+}
+
+async function main(): Promise<void> {
+  const config = configOrExit('core');
+  const log = loggerOf(config, 'core');
+  const databaseUrl = config.values.DATABASE_URL ?? fail('DATABASE_URL is required (npm start runs an embedded PostgreSQL; a separate core needs a server)', 2);
+  const dev = config.mode === 'development';
+  const metrics = createMetrics();
+  const db = createDb({ connectionString: databaseUrl, metrics, log });
+  const pending = await pendingMigrations(db).catch((err: unknown) => fail(`database unreachable: ${(err as Error).message}`));
+  if (pending.length > 0) fail(`the database lacks ${pending.length} migration(s) (${pending[0]} first): run \`npm run migrate\` once for this release`);
+
+  const keys = new KeyStore(db, await secretKey(config, 'MASTER_KEY', 'master.key'), {
+    apiKeySealKey: await secretKey(config, 'API_KEY_SEAL_KEY', 'api-key-seal.key'),
+    challengeKeys: await secretKeys(config, 'CHALLENGE_KEY', 'challenge.key'),
+  });
+  const resealed = await new ApiKeys(db, keys).resealLegacySecrets();
+  if (resealed > 0) log.info({ resealed }, 'API-key secrets re-sealed with their own key');
+
+  const policies = new PolicyStore(await trustedSigners(config), log);
+  const bundleSource = config.values.POLICY_BUNDLE ?? defaultBundleDir;
+  await policies.load(bundleSource).catch((err: unknown) => fail(`policy bundle refused: ${(err as Error).message}`));
+  policies.watch(bundleSource);
+
+  const guard = new TargetGuard({ allowPrivateTargets: dev, allowedCidrs: listOf(config, 'PRIVATE_TARGETS_ALLOWED') });
+  const sms = smsSenderOf(config, guard, log);
+  const core = buildCore({
+    db, log, metrics, build: readBuildInfo(), keys, policies,
+    edgeSecret: await secretText(config, 'EDGE_SHARED_SECRET', 'edge-shared-secret.key'),
+    identity: { sms }, webhookAllowPrivateTargets: dev,
+    ...(dev ? { dataDir: resolve(config.values.DATA_DIR ?? './.data') } : {}),
+  });
+  const port = await listen(core.server, Number(config.values.CORE_PORT), config.values.CORE_HOST).catch((err: unknown) => fail(`cannot listen on CORE_PORT ${config.values.CORE_PORT}: ${(err as Error).message}`));
+  const dispatcher = new Dispatcher({ db, keys, log: log.child({ component: 'webhooks' }), targets: guard });
+  dispatcher.start();
+  const housekeeper = new Housekeeper(db, log.child({ component: 'housekeeping' }));
+  housekeeper.start();
+  log.info({ port, host: config.values.CORE_HOST }, 'core is serving');
+
+  onShutdown(log, async () => {
+    // No new connections; idle keep-alive connections close; requests in flight finish.
+    const closed = new Promise<void>((r) => core.server.close(() => r()));
+    core.server.closeIdleConnections();
+    await closed;
+    await dispatcher.stop();
+    housekeeper.stop();
+    policies.stop();
+    if ('idle' in sms && typeof sms.idle === 'function') await (sms.idle as () => Promise<void>)();
+    await guard.close();
+    await db.close();
+  });
+}
+
+main().catch((err: unknown) => fail(`core failed to start: ${(err as Error).message}`));

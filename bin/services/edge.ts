@@ -1,0 +1,60 @@
+/**
+ * `npm run edge`: one edge instance (run N behind Envoy). Reads only its own configuration; holds
+ * the public halves of the tenant key sets, the challenge key and the API-key sealing key, never
+ * the master key. Serves ext_authz Check and the gRPC health protocol on AUTHZ_PORT, and
+ * Prometheus metrics (`/metrics`) and readiness (`/ready`) on EDGE_METRICS_PORT. SIGTERM: health
+ * turns NOT_SERVING, new calls are refused, calls in flight finish, the audit queue is flushed.
+ */
+import { createServer } from 'node:http';
+import { buildEdge } from '../../edge/main.ts';
+import { createDb } from '../../shared/db/pool.ts';
+import { createMetrics } from '../../shared/metrics.ts';
+import { listen } from '../../shared/net.ts';
+import { secretKey, secretKeys, secretText } from '../service-config.ts';
+import { configOrExit, fail, loggerOf, onShutdown, trustedSigners } from './common.ts';
+
+async function main(): Promise<void> {
+  const config = configOrExit('edge');
+  const log = loggerOf(config, 'edge');
+  const databaseUrl = config.values.DATABASE_URL ?? fail('DATABASE_URL is required (the edge reads sessions, keys and settings from PostgreSQL)', 2);
+  const metrics = createMetrics();
+  const db = createDb({ connectionString: databaseUrl, metrics, log });
+  const edge = await buildEdge({
+    db, log, databaseUrl,
+    apiKeySealKey: await secretKey(config, 'API_KEY_SEAL_KEY', 'api-key-seal.key'),
+    challengeKeys: await secretKeys(config, 'CHALLENGE_KEY', 'challenge.key'),
+    edgeSecret: await secretText(config, 'EDGE_SHARED_SECRET', 'edge-shared-secret.key'),
+    trustedKeys: await trustedSigners(config),
+    ...(config.values.POLICY_BUNDLE ? { bundleSource: config.values.POLICY_BUNDLE } : {}),
+  }).catch((err: unknown) => fail(`edge failed to start: ${(err as Error).message}`));
+  // Issue 15 item 9: caches, pool and decision path warm before the first Check is accepted.
+  await edge.warm().catch((err: unknown) => fail(`edge failed to warm up: ${(err as Error).message}`));
+  const port = await edge.listen(Number(config.values.AUTHZ_PORT), config.values.AUTHZ_HOST).catch((err: unknown) => fail(`cannot listen on AUTHZ_PORT ${config.values.AUTHZ_PORT}: ${(err as Error).message}`));
+
+  // Metrics and readiness for Prometheus and the kubelet (HTTP, beside the gRPC port).
+  const ops = createServer((req, res) => {
+    if (req.url === '/metrics') {
+      metrics.registry.metrics().then((text) => {
+        res.writeHead(200, { 'content-type': metrics.registry.contentType });
+        res.end(text);
+      }, () => res.writeHead(500).end());
+    } else if (req.url === '/ready') {
+      const ok = edge.serving();
+      res.writeHead(ok ? 200 : 503, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ status: ok ? 'ready' : 'not ready' }));
+    } else {
+      res.writeHead(404, { 'content-type': 'application/json' }).end('{"code":"NOT_FOUND","message":"no such route"}');
+    }
+  });
+  const opsPort = await listen(ops, Number(config.values.EDGE_METRICS_PORT), config.values.AUTHZ_HOST).catch((err: unknown) => fail(`cannot listen on EDGE_METRICS_PORT ${config.values.EDGE_METRICS_PORT}: ${(err as Error).message}`));
+  log.info({ port, metricsPort: opsPort }, 'edge is serving');
+
+  onShutdown(log, async () => {
+    await edge.drain(5000);
+    await edge.stop();
+    ops.close();
+    await db.close();
+  });
+}
+
+main().catch((err: unknown) => fail(`edge failed to start: ${(err as Error).message}`));

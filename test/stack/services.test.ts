@@ -1,0 +1,117 @@
+/**
+ * The separately deployed processes (`npm run migrate`, `core`, `edge`, `gateway`) in production
+ * mode, as an operator runs them: configuration refused with every problem listed, core refusing
+ * an unmigrated database, a request through gateway → edge → core, health and readiness, and a
+ * clean exit on SIGTERM.
+ */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import * as grpc from '@grpc/grpc-js';
+import { newWebhookSecret } from '../../core/admin/webhooks/sign.ts';
+import { defaultTrustFile } from '../../policy/runtime/bundle.ts';
+import { healthService, ServingStatus } from '../../edge/health.ts';
+import { freePort } from '../../shared/net.ts';
+import { freshDatabase, type TestDb } from '../helpers/db.ts';
+import { call } from '../helpers/http.ts';
+
+const root = new URL('../../', import.meta.url);
+const script = (kind: string) => `bin/services/${kind}.ts`;
+
+function run(kind: string, env: Record<string, string>) {
+  const child = spawn(process.execPath, ['--import', 'tsx', script(kind)], {
+    cwd: root, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', LOG_LEVEL: 'warn', ...env }, stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout.on('data', (c: Buffer) => { out += c.toString(); });
+  child.stderr.on('data', (c: Buffer) => { out += c.toString(); });
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return { child, exited, output: () => out };
+}
+
+async function until<T>(fn: () => Promise<T | undefined>, ms: number, what: string): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await fn().catch(() => undefined);
+    if (v !== undefined) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+const key = () => randomBytes(32).toString('base64');
+
+describe('services in production mode', () => {
+  let t: TestDb;
+  let env: Record<string, string>;
+  before(async () => {
+    t = await freshDatabase({ migrate: false });
+    env = {
+      MODE: 'production', DATABASE_URL: t.url, MASTER_KEY: key(), EDGE_SHARED_SECRET: randomBytes(32).toString('base64url'),
+      CHALLENGE_KEY: key(), API_KEY_SEAL_KEY: key(), POLICY_TRUSTED_KEYS: defaultTrustFile,
+      SMS_WEBHOOK_URL: 'http://127.0.0.1:9/sms', SMS_WEBHOOK_SECRET: newWebhookSecret(), PRIVATE_TARGETS_ALLOWED: '127.0.0.1/32',
+    };
+  });
+  after(() => t.drop());
+
+  it('refuses to start without its secrets, listing every one', async () => {
+    const p = run('core', { MODE: 'production', DATABASE_URL: t.url });
+    assert.equal(await p.exited, 2);
+    for (const name of ['MASTER_KEY', 'EDGE_SHARED_SECRET', 'CHALLENGE_KEY', 'API_KEY_SEAL_KEY', 'SMS_WEBHOOK_URL', 'POLICY_TRUSTED_KEYS']) {
+      assert.match(p.output(), new RegExp(name), `names ${name}`);
+    }
+    assert.doesNotMatch(p.output(), /\n\s+at /, 'no stack trace');
+    const e = run('edge', { MODE: 'production', DATABASE_URL: t.url, MASTER_KEY: key() });
+    assert.equal(await e.exited, 2);
+    assert.match(e.output(), /EDGE_SHARED_SECRET/);
+    assert.doesNotMatch(e.output(), /MASTER_KEY/, 'the edge does not read the master key');
+  });
+
+  it('core refuses a database that lacks migrations; migrate applies them once', async () => {
+    const early = run('core', { ...env, CORE_PORT: '0' });
+    assert.equal(await early.exited, 1);
+    assert.match(early.output(), /npm run migrate/);
+    const m = run('migrate', { MODE: 'production', DATABASE_URL: t.url });
+    assert.equal(await m.exited, 0, m.output());
+    assert.match(m.output(), /applied \d+ migration/);
+    const again = run('migrate', { MODE: 'production', DATABASE_URL: t.url });
+    assert.equal(await again.exited, 0);
+    assert.match(again.output(), /up to date/);
+  });
+
+  it('gateway → edge → core answers; edge health is SERVING; each stops on SIGTERM', async () => {
+    const [corePort, authzPort, metricsPort, gatewayPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
+    const core = run('core', { ...env, CORE_PORT: String(corePort) });
+    const edge = run('edge', { ...env, AUTHZ_PORT: String(authzPort), EDGE_METRICS_PORT: String(metricsPort) });
+    const gateway = run('gateway', { MODE: 'production', GATEWAY_PORT: String(gatewayPort), AUTHZ_ADDRESSES: `127.0.0.1:${authzPort}`, CORE_ORIGINS: `http://127.0.0.1:${corePort}` });
+    try {
+      const ready = await until(async () => {
+        const r = await call(`http://127.0.0.1:${gatewayPort}`, 'GET', '/v1/ready');
+        return r.status === 200 ? r : undefined;
+      }, 60_000, `the stack (${core.output()} ${edge.output()} ${gateway.output()})`);
+      assert.equal(ready.status, 200);
+      const edgeReady = await call(`http://127.0.0.1:${metricsPort}`, 'GET', '/ready');
+      assert.equal(edgeReady.status, 200);
+      const metrics = await call(`http://127.0.0.1:${metricsPort}`, 'GET', '/metrics');
+      assert.match(metrics.text, /process_cpu_seconds_total/);
+      const Health = healthService();
+      const client = new Health(`127.0.0.1:${authzPort}`, grpc.credentials.createInsecure()) as unknown as grpc.Client & {
+        Check(r: { service: string }, o: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r?: { status: number }) => void): void;
+      };
+      const status = await new Promise<number>((resolve, reject) => client.Check({ service: '' }, { deadline: Date.now() + 5000 }, (e, r) => (e ? reject(e) : resolve(r?.status ?? -1))));
+      client.close();
+      assert.equal(status, ServingStatus.SERVING);
+      // Identity headers sent straight to core without the shared secret identify nobody.
+      const direct = await call(`http://127.0.0.1:${corePort}`, 'GET', '/v1/audit', { headers: { 'x-request-id': 'direct-1', 'x-tenant-id': 'demo', 'x-principal-id': 'x', 'x-roles': 'admin', 'x-purpose': 'operational', 'x-aal': '2' } });
+      assert.ok(direct.status === 401 || direct.status === 403, `direct call refused (${direct.status})`);
+      assert.doesNotMatch(core.output() + edge.output(), /"(pin|otp|secret|token)":"[^[]/i, 'no secret in logs');
+    } finally {
+      const started = Date.now();
+      for (const p of [gateway, edge, core]) p.child.kill('SIGTERM');
+      const codes = await Promise.all([gateway.exited, edge.exited, core.exited]);
+      assert.deepEqual(codes, [0, 0, 0], `clean exits (${core.output()} ${edge.output()})`);
+      assert.ok(Date.now() - started < 10_000, 'within 10 s');
+    }
+  });
+});
