@@ -38,6 +38,8 @@ const b64keys = (v: string) => (v.split(',').every((k) => key32.test(k.trim())) 
 const hostPorts = (v: string) => (v.split(',').every((a) => /^[A-Za-z0-9.-]+:\d{1,5}$/.test(a.trim())) ? undefined : 'must be host:port[,host:port…]');
 const origins = (v: string) => (v.split(',').every((o) => /^https?:\/\/[A-Za-z0-9.-]+(:\d{1,5})?$/.test(o.trim())) ? undefined : 'must be http://host:port[,…]');
 const cidrs = (v: string) => (v.split(',').every((c) => parseCidr(c) !== undefined) ? undefined : 'must be CIDRs, comma-separated');
+const edgeSecret = (v: string) => (v.length >= 32 ? undefined : 'must be at least 32 characters');
+const edgeSecrets = (v: string) => (v.split(',').every((s) => s.trim().length >= 32) ? undefined : 'must be at least 32 characters (comma-separated when several)');
 const httpUrl = (v: string) => (/^https?:\/\//.test(v) ? undefined : 'must be an http(s) URL');
 
 /** Every variable the services read, with the processes that read it (README "Running it as services"). */
@@ -47,8 +49,8 @@ export const serviceVars: Record<string, Var> = {
   DATABASE_URL: { for: ['migrate', 'core', 'edge', 'bootstrap'], productionRequired: true, check: pgUrl, doc: 'PostgreSQL (session-mode pooling: the edge LISTENs)' },
   DATA_DIR: { for: ['core', 'edge', 'bootstrap'], default: './.data', doc: 'development only: generated secrets and the SMS inbox' },
   MASTER_KEY: { for: ['core', 'bootstrap'], productionRequired: true, check: b64key, doc: 'opens private token keys and sealed secrets (core only)' },
-  EDGE_SHARED_SECRET: { for: ['core', 'edge'], productionRequired: true, check: (v) => (v.length >= 32 ? undefined : 'must be at least 32 characters'), doc: 'proves identity headers come from the edge' },
-  EDGE_SHARED_SECRET_PREVIOUS: { for: ['core'], doc: 'accepted beside the current one while it rotates' },
+  EDGE_SHARED_SECRET: { for: ['core', 'edge'], productionRequired: true, check: edgeSecret, doc: 'proves identity headers come from the edge' },
+  EDGE_SHARED_SECRET_PREVIOUS: { for: ['core'], check: edgeSecrets, doc: 'accepted beside the current one while it rotates' },
   CHALLENGE_KEY: { for: ['core', 'edge'], productionRequired: true, check: b64keys, doc: 'signs step-up challenges (current first, then previous ones)' },
   API_KEY_SEAL_KEY: { for: ['core', 'edge'], productionRequired: true, check: b64key, doc: 'seals and opens API-key secrets' },
   POLICY_BUNDLE: { for: ['core', 'edge'], doc: 'signed bundle: directory or http(s) URL (default policy/dist)' },

@@ -154,7 +154,7 @@ export async function startStack(
     corePolicies.watch(bundleSource);
     cleanups.push(async () => corePolicies.stop());
     const core = buildCore({
-      db, log: log.child({ component: 'core' }), metrics, build: readBuildInfo(), keys, dataDir: config.dataDir, edgeSecret, policies: corePolicies, edgeWarm: () => edge.warmed,
+      db, log: log.child({ component: 'core' }), metrics, build: readBuildInfo(), keys, dataDir: config.dataDir, edgeSecrets: [edgeSecret], policies: corePolicies, edgeWarm: () => edge.warmed,
       webhookAllowPrivateTargets: opts.webhookAllowPrivateTargets ?? false,
     });
     const corePort = await listenOrExplain(core.server, config.corePort, 'CORE_PORT');

@@ -33,8 +33,11 @@ export interface CoreDeps {
   keys: KeyStore;
   /** Development files (e.g. the SMS inbox) live here; unset in tests and production. */
   dataDir?: string;
-  /** When set, identity headers count only on requests carrying it in `x-edge-auth`. */
-  edgeSecret?: string;
+  /**
+   * Identity headers count only on requests carrying one of these in `x-edge-auth`: the current
+   * EDGE_SHARED_SECRET, then the previous one while it rotates. Required, at least one.
+   */
+  edgeSecrets: readonly string[];
   /** Policy revisions for the simulate endpoints (the edge's store when in one process). */
   policies?: PolicyStore;
   /** The edge's warmth when in one process (issue 15 item 9: /v1/ready waits for it). */
@@ -74,7 +77,7 @@ export function buildCore(deps: CoreDeps): Core {
   routes.push(...apiKeyRoutes({ db: deps.db, keys: deps.keys }));
   routes.push(...paymentRoutes({ db: deps.db, keys: deps.keys, now }));
   const server = createCoreServer({
-    routes, log: deps.log, metrics: deps.metrics, edgeSecret: deps.edgeSecret, releaseBudget: (scope) => releaseEdgeCount(deps.db, scope),
+    routes, log: deps.log, metrics: deps.metrics, edgeSecrets: deps.edgeSecrets, releaseBudget: (scope) => releaseEdgeCount(deps.db, scope),
   });
   ledger.start();
   server.on('close', () => ledger.stop());

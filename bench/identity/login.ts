@@ -53,7 +53,7 @@ async function main(): Promise<void> {
     const codes = new Map<string, string>();
     const sms = { async send(_q: Queryable, m: SmsMessage) { if (m.code) codes.set(m.to, m.code); } };
     const keys = new KeyStore(db, randomBytes(32));
-    const core = buildCore({ db, log, metrics, build: readBuildInfo(), keys, identity: { sms } });
+    const core = buildCore({ db, log, metrics, build: readBuildInfo(), keys, identity: { sms }, edgeSecrets: [randomBytes(32).toString('base64url')] });
     const origin = `http://127.0.0.1:${await listen(core.server, 0)}`;
     const phones = Array.from({ length: customers }, (_, i) => `+2547${String(10_000_000 + i)}`);
     for (const phone of phones) {

@@ -63,7 +63,8 @@ async function main(): Promise<void> {
   const sms = smsSenderOf(config, guard, log);
   const core = buildCore({
     db, log, metrics, build: readBuildInfo(), keys, policies,
-    edgeSecret: await secretText(config, 'EDGE_SHARED_SECRET', 'edge-shared-secret.key'),
+    // The current secret and, while it rotates, the previous one (issue 23 item 4).
+    edgeSecrets: [await secretText(config, 'EDGE_SHARED_SECRET', 'edge-shared-secret.key'), ...listOf(config, 'EDGE_SHARED_SECRET_PREVIOUS')],
     identity: { sms }, webhookAllowPrivateTargets: dev,
     ...(dev ? { dataDir: resolve(config.values.DATA_DIR ?? './.data') } : {}),
   });

@@ -40,7 +40,7 @@ export interface EdgeIdentity {
   credential: string | undefined;
   /** What the edge counted against the API key's amount budget for this request (x-budget-counted). */
   budgetCounted: string | undefined;
-  /** True only when an edge secret is configured and this request carried it: the headers above are the edge's. */
+  /** True only when this request carried the edge shared secret (current or previous): the headers above are the edge's. */
   fromEdge: boolean;
 }
 

@@ -4,7 +4,7 @@
  * route's format, a JSON log line and the request-duration histogram. A client mistake never
  * becomes a 500, and no response ever carries a stack trace.
  */
-import { randomUUID, timingSafeEqual } from 'node:crypto';
+import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import { TemplateTable } from '../../shared/path-template.ts';
@@ -20,8 +20,12 @@ export interface HttpDeps {
   routes: RouteSpec[];
   log: Logger;
   metrics: Metrics;
-  /** When set, identity headers are read only from requests that carry it (x-edge-auth). */
-  edgeSecret?: string;
+  /**
+   * Identity headers are read only from requests carrying one of these in x-edge-auth (issue 23
+   * item 4: the current EDGE_SHARED_SECRET first, then the previous one while it rotates). At
+   * least one is required: there is no "no secret, so trust" mode.
+   */
+  edgeSecrets: readonly string[];
   /** Give an API key back what the edge counted for a request that moved nothing (core/apikeys/budget.ts). */
   releaseBudget?: (scope: MoneyScope) => Promise<void>;
 }
@@ -49,15 +53,23 @@ const noIdentity: EdgeIdentity = {
   roles: [], scopes: [], credential: undefined, budgetCounted: undefined, fromEdge: false,
 };
 
-function fromEdge(h: Record<string, string>, secret: string | undefined): boolean {
-  if (secret === undefined) return true;
-  const given = Buffer.from(h['x-edge-auth'] ?? '');
-  const want = Buffer.from(secret);
-  return given.length === want.length && timingSafeEqual(given, want);
+/** Digests compared in constant time, so neither the content nor the length of a secret leaks. */
+const digest = (v: string): Buffer => createHash('sha256').update(v).digest();
+
+function edgeChecker(secrets: readonly string[]): (h: Record<string, string>) => boolean {
+  if (!Array.isArray(secrets) || secrets.length === 0 || secrets.some((s) => typeof s !== 'string' || s.length === 0)) throw new Error('core needs the edge shared secret (EDGE_SHARED_SECRET): identity headers are never trusted without it');
+  const wanted = secrets.map(digest);
+  return (h) => {
+    const given = h['x-edge-auth'];
+    if (given === undefined || given === '') return false;
+    const d = digest(given);
+    // Every candidate is compared, so timing does not say which secret matched.
+    return wanted.reduce((ok, w) => timingSafeEqual(d, w) || ok, false);
+  };
 }
 
-function identityOf(h: Record<string, string>, secret: string | undefined): EdgeIdentity {
-  if (!fromEdge(h, secret)) return noIdentity;
+function identityOf(h: Record<string, string>, fromEdge: (h: Record<string, string>) => boolean): EdgeIdentity {
+  if (!fromEdge(h)) return noIdentity;
   const aal = h['x-aal'] !== undefined ? Number(h['x-aal']) : undefined;
   return {
     tenantId: h['x-tenant-id'],
@@ -71,7 +83,7 @@ function identityOf(h: Record<string, string>, secret: string | undefined): Edge
     scopes: (h['x-scopes'] ?? '').split(' ').filter(Boolean),
     credential: h['x-credential'],
     budgetCounted: h['x-budget-counted'],
-    fromEdge: secret !== undefined,
+    fromEdge: true,
   };
 }
 
@@ -106,6 +118,7 @@ function errorReply(err: AppError, format: ErrorFormat, instance: string): Reply
 export function createHandler(deps: HttpDeps): (req: IncomingMessage, res: ServerResponse) => void {
   const table = new TemplateTable<RouteSpec>();
   for (const r of deps.routes) table.add(r.method, r.path, r);
+  const fromEdge = edgeChecker(deps.edgeSecrets);
 
   return (req, res) => {
     const started = process.hrtime.bigint();
@@ -143,7 +156,7 @@ export function createHandler(deps: HttpDeps): (req: IncomingMessage, res: Serve
         throw new AppError('NOT_FOUND', `no route for ${method} ${path}`);
       }
       const headers = flatHeaders(req);
-      const identity = identityOf(headers, deps.edgeSecret);
+      const identity = identityOf(headers, fromEdge);
       const scope = moneyScopeOf(route.path, route.movesMoney, identity);
       money = scope;
       for (const h of route.headers ?? []) {

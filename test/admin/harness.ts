@@ -1,4 +1,4 @@
-/** A core on a fresh, seeded database with identity headers trusted (no edge secret), and admin-call helpers. */
+/** A core on a fresh, seeded database and admin-call helpers sending identity headers as the edge does (with its secret). */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { buildCore } from '../../core/app.ts';
 import { KeyStore } from '../../core/keys/keys.ts';
@@ -8,6 +8,7 @@ import { createMetrics } from '../../shared/metrics.ts';
 import { seedDemo } from '../../core/seed.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { call, serve, type Res } from '../helpers/http.ts';
+import { testEdgeSecrets, viaEdge } from '../helpers/edge-auth.ts';
 
 export interface AdminHarness {
   tdb: TestDb; keys: KeyStore; origin: string;
@@ -23,14 +24,14 @@ export async function startAdmin(opts: { perSourcePerMinute?: number; seed?: boo
   else await tdb.db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ('demo', 'Demo', 'KE', 'KES')`);
   await tdb.db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ('other', 'Other', 'KE', 'KES')`);
   const keys = new KeyStore(tdb.db, randomBytes(32));
-  const core = buildCore({ db: tdb.db, log: createLogger('silent'), metrics, build: readBuildInfo(), keys,
+  const core = buildCore({ db: tdb.db, log: createLogger('silent'), metrics, build: readBuildInfo(), keys, edgeSecrets: testEdgeSecrets,
     adminRateLimits: { perSourcePerMinute: opts.perSourcePerMinute ?? 10_000, perTenantPerMinute: 10_000 }, webhookAllowPrivateTargets: opts.allowPrivateWebhookTargets ?? false });
   const s = await serve(core.server);
   return {
     tdb, keys, origin: s.origin,
     as: (role, tenant = 'demo') => (method, path, o = {}) => call(s.origin, method, path, {
       ...(o.json !== undefined ? { json: o.json } : {}),
-      headers: { 'x-request-id': randomUUID(), 'x-tenant-id': tenant, 'x-principal-id': `staff-${role}`, 'x-roles': role, 'x-client-ip': '10.0.0.1', ...o.headers },
+      headers: viaEdge({ 'x-request-id': randomUUID(), 'x-tenant-id': tenant, 'x-principal-id': `staff-${role}`, 'x-roles': role, 'x-client-ip': '10.0.0.1', ...o.headers }),
     }),
     async close() {
       await s.close();

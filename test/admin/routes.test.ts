@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { startAdmin, type AdminHarness } from './harness.ts';
 import { call } from '../helpers/http.ts';
+import { viaEdge } from '../helpers/edge-auth.ts';
 import { bucketOf } from '../../core/admin/flags/routes.ts';
 
 describe('administration API: conventions and bad input (issue 6)', () => {
@@ -16,7 +17,7 @@ describe('administration API: conventions and bad input (issue 6)', () => {
   after(async () => h.close());
 
   it('requires X-Request-Id and answers Problem+JSON', async () => {
-    const r = await call(h.origin, 'GET', '/v1/countries', { headers: { 'x-tenant-id': 'demo', 'x-roles': 'admin' } });
+    const r = await call(h.origin, 'GET', '/v1/countries', { headers: viaEdge({ 'x-tenant-id': 'demo', 'x-roles': 'admin' }) });
     assert.equal(r.status, 400);
     assert.match(r.headers['content-type'] ?? '', /application\/problem\+json/);
     assert.equal(r.json.code, 'MISSING_REQUEST_ID');

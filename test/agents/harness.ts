@@ -13,6 +13,7 @@ import { platformAccounts } from '../../core/agents/ledger.ts';
 import { CapturingSender, freshIp } from '../identity/harness.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { call, serve, type Res } from '../helpers/http.ts';
+import { testEdgeSecrets, viaEdge } from '../helpers/edge-auth.ts';
 
 export interface Device { id: string; key: KeyObject; publicX: string }
 
@@ -45,11 +46,11 @@ export async function startAgentHarness(tenants: string[] = ['ta', 'tb']): Promi
   const keys = new KeyStore(tdb.db, randomBytes(32), { now });
   const sms = new CapturingSender();
   const log = createLogger('silent');
-  const core = buildCore({ db: tdb.db, log, metrics, build: readBuildInfo(), keys, now, identity: { sms } });
+  const core = buildCore({ db: tdb.db, log, metrics, build: readBuildInfo(), keys, now, identity: { sms }, edgeSecrets: testEdgeSecrets });
   const s = await serve(core.server);
   const idDeps = identityDeps({ db: tdb.db, keys, log, now }, { sms });
-  const post = (path: string, json: unknown, headers: Record<string, string> = {}) => call(s.origin, 'POST', path, { json, headers: { 'x-client-ip': freshIp(), ...headers } });
-  const get = (path: string, headers: Record<string, string> = {}) => call(s.origin, 'GET', path, { headers });
+  const post = (path: string, json: unknown, headers: Record<string, string> = {}) => call(s.origin, 'POST', path, { json, headers: viaEdge({ 'x-client-ip': freshIp(), ...headers }) });
+  const get = (path: string, headers: Record<string, string> = {}) => call(s.origin, 'GET', path, { headers: viaEdge(headers) });
   const newDevice = (): Device => {
     const { publicKey, privateKey } = generateKeyPairSync('ed25519');
     const x = publicKey.export({ format: 'jwk' }).x as string;

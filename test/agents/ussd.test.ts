@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { call, type Res } from '../helpers/http.ts';
+import { viaEdge } from '../helpers/edge-auth.ts';
 import { bearer, startAgentHarness, type AgentHarness, type AgentLogin, type TestAgent } from './harness.ts';
 
 const gatewayIdentity = { 'x-tenant-id': 'ta', 'x-principal-id': 'service-token:ussd-gw', 'x-roles': 'ussd' };
@@ -17,7 +18,7 @@ describe('USSD: customer session and agent menu', () => {
   const idem = () => ({ 'idempotency-key': `ussd-${++n}-${Date.now()}` });
   const ussd = async (path: string, phone: string, text: string, sid = `s-${session}`, headers: Record<string, string> = gatewayIdentity): Promise<Res> => {
     const body = new URLSearchParams({ sessionId: sid, serviceCode: '*384*7#', phoneNumber: phone, text }).toString();
-    return call(h.origin, 'POST', path, { body, headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers } });
+    return call(h.origin, 'POST', path, { body, headers: viaEdge({ 'content-type': 'application/x-www-form-urlencoded', ...headers }) });
   };
   const cust = (text: string, phone = alice) => ussd('/v1/ussd/session', phone, text);
   const agentMenu = (text: string, phone = a.phone) => ussd('/v1/ussd/agent/menu', phone, text);
@@ -59,9 +60,9 @@ describe('USSD: customer session and agent menu', () => {
     assert.equal(noRole.status, 403);
     const noTenant = await ussd('/v1/ussd/agent/menu', a.phone, '', 's-x', { 'x-roles': 'ussd' });
     assert.equal(noTenant.status, 403);
-    const json = await call(h.origin, 'POST', '/v1/ussd/session', { json: { sessionId: 'x' }, headers: gatewayIdentity });
+    const json = await call(h.origin, 'POST', '/v1/ussd/session', { json: { sessionId: 'x' }, headers: viaEdge(gatewayIdentity) });
     assert.equal(json.status, 415);
-    const missing = await call(h.origin, 'POST', '/v1/ussd/session', { body: 'text=1', headers: { 'content-type': 'application/x-www-form-urlencoded', ...gatewayIdentity } });
+    const missing = await call(h.origin, 'POST', '/v1/ussd/session', { body: 'text=1', headers: viaEdge({ 'content-type': 'application/x-www-form-urlencoded', ...gatewayIdentity }) });
     assert.equal(missing.status, 400);
   });
 

@@ -2,10 +2,11 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { startTestCore, type TestCore } from '../helpers/core.ts';
 import { call } from '../helpers/http.ts';
+import { viaEdge } from '../helpers/edge-auth.ts';
 
 describe('/api-keys routes', () => {
   let t: TestCore;
-  const admin = { 'x-tenant-id': 't1', 'x-principal-id': 'service-token:admin', 'x-roles': 'admin' };
+  const admin = viaEdge({ 'x-tenant-id': 't1', 'x-principal-id': 'service-token:admin', 'x-roles': 'admin' });
   before(async () => {
     t = await startTestCore();
     for (const id of ['t1', 't2']) await t.tdb.db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ($1, $1, 'KE', 'KES')`, [id]);

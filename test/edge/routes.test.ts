@@ -8,13 +8,14 @@ import { readBuildInfo } from '../../core/platform/build-info.ts';
 import { createLogger } from '../../shared/log.ts';
 import { createMetrics } from '../../shared/metrics.ts';
 import { buildRouteTable, edgeRoutes } from '../../edge/routes.ts';
+import { testEdgeSecrets } from '../helpers/edge-auth.ts';
 
 describe('edge route table', () => {
   const log = createLogger('silent');
   const metrics = createMetrics();
   // Routes are plain data; building them opens no connection.
   const db = createDb({ connectionString: 'postgres://unused@127.0.0.1:1/none', metrics, log });
-  const core = buildCore({ db, log, metrics, build: readBuildInfo(), keys: new KeyStore(db, randomBytes(32)) });
+  const core = buildCore({ db, log, metrics, build: readBuildInfo(), keys: new KeyStore(db, randomBytes(32)), edgeSecrets: testEdgeSecrets });
   const key = (m: string, p: string) => `${m} ${p}`;
 
   it('maps every route core serves, and nothing core does not serve', async () => {

@@ -7,6 +7,7 @@ import { createLogger } from '../../shared/log.ts';
 import { createMetrics } from '../../shared/metrics.ts';
 import { freshDatabase, type TestDb } from './db.ts';
 import { serve } from './http.ts';
+import { testEdgeSecrets } from './edge-auth.ts';
 
 export interface TestCore {
   origin: string;
@@ -20,7 +21,7 @@ export async function startTestCore(): Promise<TestCore> {
   const metrics = createMetrics();
   const tdb = await freshDatabase({ metrics });
   const keys = new KeyStore(tdb.db, randomBytes(32));
-  const core = buildCore({ db: tdb.db, log: createLogger('silent'), metrics, build: readBuildInfo(), keys });
+  const core = buildCore({ db: tdb.db, log: createLogger('silent'), metrics, build: readBuildInfo(), keys, edgeSecrets: testEdgeSecrets });
   const s = await serve(core.server);
   return {
     origin: s.origin,

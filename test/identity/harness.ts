@@ -9,6 +9,7 @@ import { createLogger } from '../../shared/log.ts';
 import { createMetrics } from '../../shared/metrics.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { call, serve, type Res } from '../helpers/http.ts';
+import { testEdgeSecrets, viaEdge } from '../helpers/edge-auth.ts';
 
 /** Test double: keeps every message; the test reads codes from here, never from an API. */
 export class CapturingSender implements SmsSender {
@@ -60,11 +61,11 @@ export async function startHarness(tenants: { id: string; security?: Record<stri
   }
   const keys = new KeyStore(tdb.db, randomBytes(32), { now });
   const sms = new CapturingSender();
-  const core = buildCore({ db: tdb.db, log: createLogger('silent'), metrics, build: readBuildInfo(), keys, now, identity: { sms } });
+  const core = buildCore({ db: tdb.db, log: createLogger('silent'), metrics, build: readBuildInfo(), keys, now, identity: { sms }, edgeSecrets: testEdgeSecrets });
   const s = await serve(core.server);
   const post = (path: string, json: unknown, headers: Record<string, string> = {}) =>
-    call(s.origin, 'POST', path, { json, headers: { 'x-client-ip': freshIp(), ...headers } });
-  const get = (path: string, headers: Record<string, string> = {}) => call(s.origin, 'GET', path, { headers });
+    call(s.origin, 'POST', path, { json, headers: viaEdge({ 'x-client-ip': freshIp(), ...headers }) });
+  const get = (path: string, headers: Record<string, string> = {}) => call(s.origin, 'GET', path, { headers: viaEdge(headers) });
   const onboard = async (tenantId: string, phone: string, pin: string): Promise<Tokens> => {
     const sent = await post('/customers/auth/otp/send', { tenantId, phone });
     if (sent.status !== 202) throw new Error(`otp/send ${sent.status} ${sent.text}`);

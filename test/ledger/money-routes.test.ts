@@ -60,7 +60,7 @@ describe('routes that move money must declare it', () => {
     const db = f.t.tdb.db;
     const deps: LedgerRouteDeps = { db, keys: f.t.keys, log, now: Date.now, ledger: new Ledger({ db, log, now: Date.now }) };
     const s = await serve(createCoreServer({
-      routes: [...routes(deps, undefined, 'undeclared'), ...routes(deps, 'ledger', 'declared'), ...ledgerRoutes(deps)], log, metrics: createMetrics(), edgeSecret,
+      routes: [...routes(deps, undefined, 'undeclared'), ...routes(deps, 'ledger', 'declared'), ...ledgerRoutes(deps)], log, metrics: createMetrics(), edgeSecrets: [edgeSecret],
     }));
     origin = s.origin;
     close = s.close;

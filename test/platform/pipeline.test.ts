@@ -9,6 +9,7 @@ import { createHandler } from '../../core/http/server.ts';
 import { createLogger } from '../../shared/log.ts';
 import { createMetrics } from '../../shared/metrics.ts';
 import { call, serve } from '../helpers/http.ts';
+import { testEdgeSecrets } from '../helpers/edge-auth.ts';
 
 const logLines: string[] = [];
 const sink = new Writable({
@@ -53,7 +54,7 @@ describe('HTTP pipeline', () => {
   let origin: string;
   let close: () => Promise<void>;
   before(async () => {
-    const s = await serve(createServer(createHandler({ routes, log: createLogger('info', sink), metrics: createMetrics() })));
+    const s = await serve(createServer(createHandler({ routes, log: createLogger('info', sink), metrics: createMetrics(), edgeSecrets: testEdgeSecrets })));
     origin = s.origin;
     close = s.close;
   });

@@ -8,6 +8,7 @@ import { Validator } from '@seriousme/openapi-schema-validator';
 import { schemaHash } from '../../core/db/migrate.ts';
 import { startTestCore, type TestCore } from '../helpers/core.ts';
 import { call } from '../helpers/http.ts';
+import { testEdgeSecrets } from '../helpers/edge-auth.ts';
 
 describe('platform routes', () => {
   let t: TestCore;
@@ -86,7 +87,7 @@ async function serveBareCore(db: Db, extra: Partial<CoreDeps> = {}) {
   const { createMetrics } = await import('../../shared/metrics.ts');
   const { readBuildInfo } = await import('../../core/platform/build-info.ts');
   const { serve } = await import('../helpers/http.ts');
-  return serve(buildCore({ db, log: createLogger('silent'), metrics: createMetrics(), build: readBuildInfo(), keys: new KeyStore(db, randomBytes(32)), ...extra }).server);
+  return serve(buildCore({ db, log: createLogger('silent'), metrics: createMetrics(), build: readBuildInfo(), keys: new KeyStore(db, randomBytes(32)), edgeSecrets: testEdgeSecrets, ...extra }).server);
 }
 
 describe('readiness with the edge in the same process (issue 15 item 9)', () => {
@@ -136,7 +137,7 @@ describe('readiness without a usable database', () => {
     const metrics = createMetrics();
     const log = createLogger('silent');
     const db = createDb({ connectionString: `postgres://x:y@127.0.0.1:${await freePort()}/none`, metrics, log });
-    const core = buildCore({ db, log, metrics, build: readBuildInfo(), keys: new KeyStore(db, randomBytes(32)) });
+    const core = buildCore({ db, log, metrics, build: readBuildInfo(), keys: new KeyStore(db, randomBytes(32)), edgeSecrets: testEdgeSecrets });
     const s = await serve(core.server);
     try {
       const r = await call(s.origin, 'GET', '/v1/ready');

@@ -32,7 +32,7 @@ describe('administration rate limits with two core instances', () => {
       const metrics = createMetrics();
       const db = createDb({ connectionString: tdb.url, metrics, log: createLogger('silent') });
       pools.push(db);
-      const core = buildCore({ db, log: createLogger('silent'), metrics, build: readBuildInfo(), keys: new KeyStore(db, master), edgeSecret, now: () => fixedNow, adminRateLimits: limits });
+      const core = buildCore({ db, log: createLogger('silent'), metrics, build: readBuildInfo(), keys: new KeyStore(db, master), edgeSecrets: [edgeSecret], now: () => fixedNow, adminRateLimits: limits });
       cores.push(await serve(core.server));
     }
   });
