@@ -49,6 +49,8 @@ export interface CoreDeps {
   adminRateLimits?: RateLimits;
   /** Webhook SSRF guard: let private/loopback targets through (tests and the development stack only). */
   webhookAllowPrivateTargets?: boolean;
+  /** Private CIDRs an operator lists as internal webhook receivers (PRIVATE_TARGETS_ALLOWED). */
+  webhookAllowedCidrs?: string[];
 }
 
 export interface Core {
@@ -73,7 +75,7 @@ export function buildCore(deps: CoreDeps): Core {
   const ledger = new Ledger({ db: deps.db, log: deps.log, now, keys: deps.keys });
   routes.push(...oauthRoutes({ db: deps.db, keys: deps.keys }), ...ledgerRoutes({ db: deps.db, keys: deps.keys, log: deps.log, now, ledger }));
   routes.push(...authzRoutes({ policies: deps.policies }));
-  routes.push(...adminRoutes({ db: deps.db, keys: deps.keys, now, ...(deps.adminRateLimits ? { rateLimits: deps.adminRateLimits } : {}), allowPrivateWebhookTargets: deps.webhookAllowPrivateTargets ?? false }));
+  routes.push(...adminRoutes({ db: deps.db, keys: deps.keys, now, ...(deps.adminRateLimits ? { rateLimits: deps.adminRateLimits } : {}), allowPrivateWebhookTargets: deps.webhookAllowPrivateTargets ?? false, webhookAllowedCidrs: deps.webhookAllowedCidrs ?? [] }));
   routes.push(...apiKeyRoutes({ db: deps.db, keys: deps.keys }));
   routes.push(...paymentRoutes({ db: deps.db, keys: deps.keys, now }));
   const server = createCoreServer({

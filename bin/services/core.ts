@@ -59,13 +59,14 @@ async function main(): Promise<void> {
   await policies.load(bundleSource).catch((err: unknown) => fail(`policy bundle refused: ${(err as Error).message}`));
   policies.watch(bundleSource);
 
-  const guard = new TargetGuard({ allowPrivateTargets: dev, allowedCidrs: listOf(config, 'PRIVATE_TARGETS_ALLOWED') });
+  const allowedCidrs = listOf(config, 'PRIVATE_TARGETS_ALLOWED');
+  const guard = new TargetGuard({ allowPrivateTargets: dev, allowedCidrs });
   const sms = smsSenderOf(config, guard, log);
   const core = buildCore({
     db, log, metrics, build: readBuildInfo(), keys, policies,
     // The current secret and, while it rotates, the previous one (issue 23 item 4).
     edgeSecrets: [await secretText(config, 'EDGE_SHARED_SECRET', 'edge-shared-secret.key'), ...listOf(config, 'EDGE_SHARED_SECRET_PREVIOUS')],
-    identity: { sms }, webhookAllowPrivateTargets: dev,
+    identity: { sms }, webhookAllowPrivateTargets: dev, webhookAllowedCidrs: allowedCidrs,
     ...(dev ? { dataDir: resolve(config.values.DATA_DIR ?? './.data') } : {}),
   });
   const port = await listen(core.server, Number(config.values.CORE_PORT), config.values.CORE_HOST).catch((err: unknown) => fail(`cannot listen on CORE_PORT ${config.values.CORE_PORT}: ${(err as Error).message}`));

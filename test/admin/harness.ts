@@ -16,7 +16,7 @@ export interface AdminHarness {
   close(): Promise<void>;
 }
 
-export async function startAdmin(opts: { perSourcePerMinute?: number; seed?: boolean; allowPrivateWebhookTargets?: boolean } = {}): Promise<AdminHarness> {
+export async function startAdmin(opts: { perSourcePerMinute?: number; seed?: boolean; allowPrivateWebhookTargets?: boolean; webhookAllowedCidrs?: string[] } = {}): Promise<AdminHarness> {
   const metrics = createMetrics();
   const tdb = await freshDatabase({ metrics });
   // The ledger seed remembers per process which tenants it prepared, so only one harness per file seeds.
@@ -25,7 +25,7 @@ export async function startAdmin(opts: { perSourcePerMinute?: number; seed?: boo
   await tdb.db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ('other', 'Other', 'KE', 'KES')`);
   const keys = new KeyStore(tdb.db, randomBytes(32));
   const core = buildCore({ db: tdb.db, log: createLogger('silent'), metrics, build: readBuildInfo(), keys, edgeSecrets: testEdgeSecrets,
-    adminRateLimits: { perSourcePerMinute: opts.perSourcePerMinute ?? 10_000, perTenantPerMinute: 10_000 }, webhookAllowPrivateTargets: opts.allowPrivateWebhookTargets ?? false });
+    adminRateLimits: { perSourcePerMinute: opts.perSourcePerMinute ?? 10_000, perTenantPerMinute: 10_000 }, webhookAllowPrivateTargets: opts.allowPrivateWebhookTargets ?? false, webhookAllowedCidrs: opts.webhookAllowedCidrs ?? [] });
   const s = await serve(core.server);
   return {
     tdb, keys, origin: s.origin,
