@@ -1,6 +1,6 @@
 /** Start servers on 127.0.0.1:0 and call them with undici. */
 import type { Server } from 'node:http';
-import { request } from 'undici';
+import { request, type Dispatcher } from 'undici';
 import { listen } from '../../shared/net.ts';
 
 export async function serve(server: Server): Promise<{ origin: string; close(): Promise<void> }> {
@@ -21,14 +21,14 @@ export interface Res {
   json: any;
 }
 
-export async function call(origin: string, method: string, path: string, opts: { body?: string | Buffer; json?: unknown; headers?: Record<string, string> } = {}): Promise<Res> {
+export async function call(origin: string, method: string, path: string, opts: { body?: string | Buffer; json?: unknown; headers?: Record<string, string>; dispatcher?: Dispatcher } = {}): Promise<Res> {
   const headers: Record<string, string> = { ...opts.headers };
   let body = opts.body;
   if (opts.json !== undefined) {
     body = JSON.stringify(opts.json);
     headers['content-type'] ??= 'application/json';
   }
-  const res = await request(`${origin}${path}`, { method: method as 'GET', headers, body });
+  const res = await request(`${origin}${path}`, { method: method as 'GET', headers, body, ...(opts.dispatcher ? { dispatcher: opts.dispatcher } : {}) });
   const text = await res.body.text();
   const flat: Record<string, string> = {};
   for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) flat[k] = Array.isArray(v) ? v.join(', ') : v;

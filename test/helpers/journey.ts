@@ -1,7 +1,9 @@
 /**
  * A customer's journey through the dev gateway (README "Using it"), shared by the end-to-end
  * suites: sign-up, step-up (SMS OTP from the development inbox, or the device key), device
- * registration, payees, funding, intent signing and transfers. Nothing is mocked; the only
+ * registration, payees, funding, intent signing and transfers. Codes come from the development
+ * inbox (`DATA_DIR/dev-sms.jsonl`) or, in production mode, from the caller's SMS receiver (a
+ * function of the phone). Nothing is mocked; the only
  * shortcut is `coolOff`, which moves a new device key's cool-off into the past in the database
  * (the suite in test/e2e/stepup-binding.test.ts checks the cool-off itself).
  */
@@ -20,13 +22,31 @@ export interface Customer { phone: string; device: string; access: string; key: 
 /** The parts of DATA_DIR/demo.json (written by the seed) the journey uses. */
 export interface Demo { coreClient: { clientId: string; clientSecret: string }; settlementAccounts: Record<string, string> }
 
-export function journey(gw: string, dataDir: string, db: Db, demo: Demo) {
-  async function lastCode(phone: string): Promise<string> {
+/** The latest code sent to a phone. */
+export type CodeSource = (phone: string) => Promise<string>;
+
+/** Codes of the development inbox in `dataDir`. */
+function inboxCodes(dataDir: string): CodeSource {
+  return async (phone) => {
     const lines = (await readFile(join(dataDir, 'dev-sms.jsonl'), 'utf8')).trim().split('\n').map((l) => JSON.parse(l));
     const code = lines.filter((l) => l.to === phone && l.code).at(-1)?.code;
     assert.equal(typeof code, 'string');
     return code;
-  }
+  };
+}
+
+export interface JourneyOptions {
+  /** Whose customers sign up (default `demo`). */
+  tenantId?: string;
+  /** How requests are sent (default ./http.ts `call`; a caller may retry what was never forwarded). */
+  call?: typeof call;
+}
+
+/** `codes`: the development DATA_DIR, or where codes arrive. */
+export function journey(gw: string, codes: string | CodeSource, db: Db, demo: Demo, opts: JourneyOptions = {}) {
+  const lastCode = typeof codes === 'string' ? inboxCodes(codes) : codes;
+  const tenantId = opts.tenantId ?? 'demo';
+  const send = opts.call ?? call;
 
   const bearer = (c: Customer, token = c.access) => ({ authorization: `Bearer ${token}`, 'x-device-id': c.device });
 
@@ -34,13 +54,13 @@ export function journey(gw: string, dataDir: string, db: Db, demo: Demo) {
   async function stepUp(c: Customer, challenge: string, method: 'otp' | 'device' = 'otp'): Promise<string> {
     let body: Record<string, unknown>;
     if (method === 'otp') {
-      const sent = await call(gw, 'POST', '/customers/auth/stepup/otp', { json: { challengeToken: challenge }, headers: bearer(c) });
+      const sent = await send(gw, 'POST', '/customers/auth/stepup/otp', { json: { challengeToken: challenge }, headers: bearer(c) });
       assert.ok(sent.status === 202 || sent.status === 204 || sent.status === 200, sent.text);
       body = { challengeToken: challenge, otp: await lastCode(c.phone) };
     } else {
       body = { challengeToken: challenge, deviceAssertion: { deviceId: c.deviceId, signature: sign(null, Buffer.from(challenge), c.key).toString('base64url') } };
     }
-    const done = await call(gw, 'POST', '/customers/auth/stepup/complete', { json: body, headers: bearer(c) });
+    const done = await send(gw, 'POST', '/customers/auth/stepup/complete', { json: body, headers: bearer(c) });
     assert.equal(done.status, 200, done.text);
     assert.equal(done.json.aal, 2);
     return done.json.accessToken;
@@ -48,19 +68,20 @@ export function journey(gw: string, dataDir: string, db: Db, demo: Demo) {
 
   /** Call; if the answer is 403 MFA_REQUIRED, step up and repeat the same request once. */
   async function withStepUp(c: Customer, method: string, path: string, payload: unknown, extra: Record<string, string> = {}, how: 'otp' | 'device' = 'otp'): Promise<{ first: Res; final: Res; token: string }> {
-    const first = await call(gw, method, path, { json: payload, headers: { ...bearer(c), ...extra } });
+    const first = await send(gw, method, path, { json: payload, headers: { ...bearer(c), ...extra } });
     if (!(first.status === 403 && first.json?.code === 'MFA_REQUIRED')) return { first, final: first, token: c.access };
     const token = await stepUp(c, first.json.challenge, how);
-    const final = await call(gw, method, path, { json: payload, headers: { ...bearer(c, token), ...extra } });
+    const final = await send(gw, method, path, { json: payload, headers: { ...bearer(c, token), ...extra } });
     return { first, final, token };
   }
 
   async function signUp(phone: string, opts: { coolOff: boolean } = { coolOff: true }): Promise<Customer> {
     const device = `dev-${randomUUID().slice(0, 8)}`;
-    assert.equal((await call(gw, 'POST', '/customers/auth/otp/send', { json: { tenantId: 'demo', phone } })).status, 202);
-    const v = await call(gw, 'POST', '/customers/auth/otp/verify', { json: { tenantId: 'demo', phone, otp: await lastCode(phone) } });
-    assert.equal((await call(gw, 'POST', '/customers/auth/pin/set', { json: { tenantId: 'demo', phone, pin: '4826', verificationToken: v.json.verificationToken } })).status, 204);
-    const login = await call(gw, 'POST', '/customers/auth/login', { json: { tenantId: 'demo', phone, pin: '4826' }, headers: { 'x-device-id': device } });
+    assert.equal((await send(gw, 'POST', '/customers/auth/otp/send', { json: { tenantId, phone } })).status, 202);
+    const v = await send(gw, 'POST', '/customers/auth/otp/verify', { json: { tenantId, phone, otp: await lastCode(phone) } });
+    assert.equal(v.status, 200, v.text);
+    assert.equal((await send(gw, 'POST', '/customers/auth/pin/set', { json: { tenantId, phone, pin: '4826', verificationToken: v.json.verificationToken } })).status, 204);
+    const login = await send(gw, 'POST', '/customers/auth/login', { json: { tenantId, phone, pin: '4826' }, headers: { 'x-device-id': device } });
     assert.equal(login.status, 200, login.text);
     const { privateKey, publicKey } = generateKeyPairSync('ed25519');
     const c: Customer = {
@@ -72,14 +93,14 @@ export function journey(gw: string, dataDir: string, db: Db, demo: Demo) {
     c.deviceId = reg.final.json.deviceId;
     // The key waits out its cool-off (24 h; test/e2e/stepup-binding.test.ts); most suites skip it.
     if (opts.coolOff) await coolOff(c);
-    const accounts = await call(gw, 'GET', '/v1/accounts', { headers: bearer(c) });
+    const accounts = await send(gw, 'GET', '/v1/accounts', { headers: bearer(c) });
     assert.equal(accounts.status, 200, accounts.text);
     assert.equal(accounts.json.items.length, 1);
     assert.equal(accounts.json.items[0].product_code, 'WALLET_MAIN');
     assert.equal(accounts.json.items[0].currency, 'KES');
     assert.equal(accounts.json.items[0].owner.phone, `${phone.slice(0, 4)}${'*'.repeat(phone.length - 6)}${phone.slice(-2)}`);
     c.wallet = accounts.json.items[0].id;
-    const { rows } = await db.query<{ id: string }>(`SELECT id FROM customers WHERE tenant_id = 'demo' AND phone_e164 = $1`, [phone]);
+    const { rows } = await db.query<{ id: string }>(`SELECT id FROM customers WHERE tenant_id = $1 AND phone_e164 = $2`, [tenantId, phone]);
     c.id = rows[0]?.id ?? '';
     return c;
   }
@@ -92,11 +113,11 @@ export function journey(gw: string, dataDir: string, db: Db, demo: Demo) {
   let coreToken = '';
   async function fund(account: string, amount: string): Promise<void> {
     if (!coreToken) {
-      const t = await call(gw, 'POST', '/oauth2/token', { json: { grant_type: 'client_credentials', client_id: demo.coreClient.clientId, client_secret: demo.coreClient.clientSecret, scope: 'core:write' } });
+      const t = await send(gw, 'POST', '/oauth2/token', { json: { grant_type: 'client_credentials', client_id: demo.coreClient.clientId, client_secret: demo.coreClient.clientSecret, scope: 'core:write' } });
       assert.equal(t.status, 200, t.text);
       coreToken = t.json.access_token;
     }
-    const r = await call(gw, 'POST', '/v1/core/postings', {
+    const r = await send(gw, 'POST', '/v1/core/postings', {
       json: { currency: 'KES', entries: [{ account_id: demo.settlementAccounts.KES ?? '', side: 'debit', amount }, { account_id: account, side: 'credit', amount }] },
       headers: { authorization: `Bearer ${coreToken}`, 'idempotency-key': `fund-${randomUUID()}`, 'x-request-id': randomUUID() },
     });

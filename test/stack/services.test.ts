@@ -5,53 +5,20 @@
  * clean exit on SIGTERM.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
-import { newWebhookSecret } from '../../core/admin/webhooks/sign.ts';
-import { defaultTrustFile } from '../../policy/runtime/bundle.ts';
 import { healthService, ServingStatus } from '../../edge/health.ts';
 import { freePort } from '../../shared/net.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { call } from '../helpers/http.ts';
-
-const root = new URL('../../', import.meta.url);
-const script = (kind: string) => `bin/services/${kind}.ts`;
-
-function run(kind: string, env: Record<string, string>) {
-  const child = spawn(process.execPath, ['--import', 'tsx', script(kind)], {
-    cwd: root, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', LOG_LEVEL: 'warn', ...env }, stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  child.stdout.on('data', (c: Buffer) => { out += c.toString(); });
-  child.stderr.on('data', (c: Buffer) => { out += c.toString(); });
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  return { child, exited, output: () => out };
-}
-
-async function until<T>(fn: () => Promise<T | undefined>, ms: number, what: string): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn().catch(() => undefined);
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
-
-const key = () => randomBytes(32).toString('base64');
+import { key32 as key, productionEnv, runService as run, until } from '../helpers/services.ts';
 
 describe('services in production mode', () => {
   let t: TestDb;
   let env: Record<string, string>;
   before(async () => {
     t = await freshDatabase({ migrate: false });
-    env = {
-      MODE: 'production', DATABASE_URL: t.url, MASTER_KEY: key(), EDGE_SHARED_SECRET: randomBytes(32).toString('base64url'),
-      CHALLENGE_KEY: key(), API_KEY_SEAL_KEY: key(), POLICY_TRUSTED_KEYS: defaultTrustFile,
-      SMS_WEBHOOK_URL: 'http://127.0.0.1:9/sms', SMS_WEBHOOK_SECRET: newWebhookSecret(), PRIVATE_TARGETS_ALLOWED: '127.0.0.1/32',
-    };
+    env = productionEnv(t.url);
   });
   after(() => t.drop());
 
@@ -66,6 +33,14 @@ describe('services in production mode', () => {
     assert.equal(await e.exited, 2);
     assert.match(e.output(), /EDGE_SHARED_SECRET/);
     assert.doesNotMatch(e.output(), /MASTER_KEY/, 'the edge does not read the master key');
+  });
+
+  it('refuses a malformed edge shared secret, current or previous, without echoing it', async () => {
+    const p = run('core', { ...env, EDGE_SHARED_SECRET: 'too-short-secret', EDGE_SHARED_SECRET_PREVIOUS: `${'p'.repeat(40)},short-previous` });
+    assert.equal(await p.exited, 2);
+    assert.match(p.output(), /EDGE_SHARED_SECRET: must be at least 32 characters/);
+    assert.match(p.output(), /EDGE_SHARED_SECRET_PREVIOUS: must be at least 32 characters/);
+    assert.doesNotMatch(p.output(), /too-short-secret|short-previous/, 'the values are not echoed');
   });
 
   it('core refuses a database that lacks migrations; migrate applies them once', async () => {

@@ -1,0 +1,56 @@
+/**
+ * The separately deployed processes (`bin/services/*.ts`: migrate, core, edge, gateway) as an
+ * operator runs them: spawned as their own OS processes with only the environment given (no
+ * variable of the test runner leaks in), their output kept for assertions and diagnosis.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { newWebhookSecret } from '../../core/admin/webhooks/sign.ts';
+import { defaultTrustFile } from '../../policy/runtime/bundle.ts';
+
+const root = new URL('../../', import.meta.url);
+
+export type ServiceKind = 'migrate' | 'core' | 'edge' | 'gateway';
+
+export interface Service {
+  kind: ServiceKind;
+  child: ChildProcess;
+  /** The exit code (null when ended by a signal). */
+  exited: Promise<number | null>;
+  /** stdout and stderr so far, interleaved. */
+  output(): string;
+}
+
+export function runService(kind: ServiceKind, env: Record<string, string>): Service {
+  const child = spawn(process.execPath, ['--import', 'tsx', `bin/services/${kind}.ts`], {
+    cwd: root, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', LOG_LEVEL: 'warn', ...env }, stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout?.on('data', (c: Buffer) => { out += c.toString(); });
+  child.stderr?.on('data', (c: Buffer) => { out += c.toString(); });
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return { kind, child, exited, output: () => out };
+}
+
+/** Poll `fn` (errors count as "not yet") until it gives a value or `ms` pass. */
+export async function until<T>(fn: () => Promise<T | undefined>, ms: number, what: string): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await fn().catch(() => undefined);
+    if (v !== undefined) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+/** A 32-byte key as production configuration takes it (base64). */
+export const key32 = (): string => randomBytes(32).toString('base64');
+
+/** Every secret production requires, freshly generated, for core and edge processes on `databaseUrl`. */
+export function productionEnv(databaseUrl: string, smsUrl = 'http://127.0.0.1:9/sms'): Record<string, string> {
+  return {
+    MODE: 'production', DATABASE_URL: databaseUrl, MASTER_KEY: key32(), EDGE_SHARED_SECRET: randomBytes(32).toString('base64url'),
+    CHALLENGE_KEY: key32(), API_KEY_SEAL_KEY: key32(), POLICY_TRUSTED_KEYS: defaultTrustFile,
+    SMS_WEBHOOK_URL: smsUrl, SMS_WEBHOOK_SECRET: newWebhookSecret(), PRIVATE_TARGETS_ALLOWED: '127.0.0.1/32',
+  };
+}
