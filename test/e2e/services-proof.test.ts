@@ -385,10 +385,10 @@ describe('two cores and two edges as production services, under SIGKILL and SIGT
     let confirming!: () => void;
     const confirmSent = new Promise<void>((r) => { confirming = r; });
     assert.equal(senders.length, 3);
-    const running = senders.map((c) => pay(c, '120.00', confirming));
-    await confirmSent;
+    const running = Promise.all(senders.map((c) => pay(c, '120.00', confirming)));
+    await Promise.race([confirmSent, running]);
     procs.coreA?.child.kill('SIGTERM');
-    await Promise.all(running);
+    await running;
     assert.equal(await procs.coreA?.exited, 0, 'core A drained and exited 0');
     await assertTransfersWhole();
     // Core C serves on alone.
