@@ -81,6 +81,7 @@ const table = {
   OTP_INVALID: [401, 'Unauthorized'],
   VERIFICATION_INVALID: [401, 'Unauthorized'],
   DEVICE_ASSERTION_INVALID: [401, 'Unauthorized'],
+  PUBLIC_KEY_INVALID: [400, 'Bad Request'],
   VERIFICATION_REQUIRED: [403, 'Forbidden'],
   MFA_REQUIRED: [403, 'Forbidden'],
   challenge_mismatch: [403, 'Forbidden'],
