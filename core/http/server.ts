@@ -113,12 +113,13 @@ export function createHandler(deps: HttpDeps): (req: IncomingMessage, res: Serve
     const template = route?.path ?? 'unmatched';
     const log = deps.log.child({ reqId: requestId });
 
-    const finish = (reply: Reply, err?: unknown) => {
+    const finish = (reply: Reply, err?: unknown, code?: string) => {
       send(res, reply, requestId, method);
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       deps.metrics.httpDuration.observe({ method, route: template, status: String(reply.status) }, seconds);
-      const line = { method, route: template, status: reply.status, ms: Math.round(seconds * 1e4) / 10 };
-      if (err !== undefined) log.error({ ...line, err: err instanceof Error ? err.stack : String(err) }, 'request failed');
+      // A refusal names its code; an unexpected error is logged whole (its SQLSTATE included).
+      const line = { method, route: template, status: reply.status, ms: Math.round(seconds * 1e4) / 10, ...(code ? { code } : {}) };
+      if (err !== undefined) log.error({ ...line, err: err instanceof Error ? err : String(err) }, 'request failed');
       else if (reply.status >= 500) log.warn(line, 'request unavailable');
       else log.info(line, 'request');
     };
@@ -164,7 +165,7 @@ export function createHandler(deps: HttpDeps): (req: IncomingMessage, res: Serve
           res.destroy();
           return;
         }
-        finish(errorReply(appErr, route?.errorFormat ?? 'core', path), appErr.code === 'INTERNAL' ? err : undefined);
+        finish(errorReply(appErr, route?.errorFormat ?? 'core', path), appErr.code === 'INTERNAL' ? err : undefined, appErr.code);
       },
     );
   };
