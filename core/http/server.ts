@@ -10,9 +10,9 @@ import type { Logger } from 'pino';
 import { TemplateTable } from '../../lib/path-template.ts';
 import type { Metrics } from '../platform/metrics.ts';
 import { decodeBody, defaultBodyLimitBytes, readBody } from './body.ts';
-import { AppError, asAppError, toCoreBody, toProblem } from './errors.ts';
+import { AppError, asAppError, isInputDataException, toCoreBody, toProblem } from './errors.ts';
 import type { EdgeIdentity, ErrorFormat, Method, Reply, RouteSpec } from './route.ts';
-import { validate } from './validate.ts';
+import { parseQuery, storable, validate } from './validate.ts';
 import { isCanonicalPath } from '../../lib/canonical-path.ts';
 
 export interface HttpDeps {
@@ -148,9 +148,9 @@ export function createHandler(deps: HttpDeps): (req: IncomingMessage, res: Serve
         ? await readBody(req, route.bodyLimitBytes ?? defaultBodyLimitBytes)
         : Buffer.alloc(0);
       const decoded = decodeBody(kind, req.headers['content-type'], rawBody);
-      const body = route.body ? validate(route.body, decoded, 'body') : decoded;
-      const query = route.query ? validate(route.query, Object.fromEntries(url.searchParams), 'query', true) : {};
-      const params = route.params ? validate(route.params, match.params, 'params') : match.params;
+      const body = route.body ? validate(route.body, decoded, 'body') : storable(decoded, 'body');
+      const query = route.query ? validate(route.query, parseQuery(url.search), 'query', true) : {};
+      const params = route.params ? validate(route.params, match.params, 'params') : storable(match.params, 'params');
       return route.handler({
         req, method: method as Method, path, template, params, query, body, rawBody, headers,
         requestId, log, identity: identityOf(headers, deps.edgeSecret),
@@ -165,7 +165,7 @@ export function createHandler(deps: HttpDeps): (req: IncomingMessage, res: Serve
           res.destroy();
           return;
         }
-        finish(errorReply(appErr, route?.errorFormat ?? 'core', path), appErr.code === 'INTERNAL' ? err : undefined, appErr.code);
+        finish(errorReply(appErr, route?.errorFormat ?? 'core', path), appErr.code === 'INTERNAL' || isInputDataException(err) ? err : undefined, appErr.code);
       },
     );
   };

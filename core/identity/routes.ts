@@ -16,6 +16,7 @@ import { OpaqueToken, Otp, Phone, TenantId } from './schemas.ts';
 import { listSessions, revokeSession } from './sessions.ts';
 import { completeStepUp, sendStepUpOtp } from './stepup.ts';
 import { authenticate } from './tokens.ts';
+import { Uuid } from '../ledger/schemas.ts';
 
 const tags = ['customer-auth'];
 const bearerHeader = [{ name: 'Authorization', required: true, description: 'Bearer <access token>' }];
@@ -78,7 +79,7 @@ export function identityRoutes(deps: IdentityDeps): RouteSpec[] {
     }),
     defineRoute({
       method: 'DELETE', path: '/customers/sessions/{id}', operationId: 'customerSessionRevoke', tags, headers: bearerHeader,
-      params: Type.Object({ id: Type.String({ pattern: '^[0-9a-f-]{36}$' }) }),
+      params: Type.Object({ id: Uuid }),
       summary: "Revoke one of the caller's sessions", responses: { 204: { description: 'Revoked' } },
       handler: async (ctx) => {
         const c = await authenticate(keys, db, ctx.headers, ctx.identity);

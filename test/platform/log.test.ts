@@ -4,6 +4,7 @@ import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
+import { Type } from '@sinclair/typebox';
 import { after, before, describe, it } from 'node:test';
 import { loadConfig } from '../../bin/config.ts';
 import { startStack, type Stack } from '../../bin/stack.ts';
@@ -100,6 +101,11 @@ describe('an unexpected database error in the log', () => {
         await tdb.db.query(`INSERT INTO customers (id, tenant_id, phone_e164, created_at) VALUES (gen_random_uuid(), 'tl', '+254711222333', now())`);
         return { status: 201, body: {} };
       },
+    }), defineRoute({
+      // A validation gap: the query value reaches PostgreSQL as an int unchecked.
+      method: 'GET', path: '/v1/cast', operationId: 'cast', summary: 's', tags: ['t'], responses: { 200: { description: 'ok' } },
+      query: Type.Object({ n: Type.String() }),
+      handler: async ({ query }) => ({ status: 200, body: (await tdb.db.query('SELECT $1::int AS n', [query.n])).rows[0] }),
     })];
     const s = await serve(createServer(createHandler({ routes, log: createLogger('info', out.stream), metrics: createMetrics() })));
     origin = s.origin;
@@ -120,6 +126,18 @@ describe('an unexpected database error in the log', () => {
     assert.equal(line.err.code, '23505', 'the SQLSTATE');
     assert.match(line.err.detail, /\+254\*{7}33/, 'the phone in the detail, masked');
     assert.doesNotMatch(out.text(), /254711222333/);
+  });
+
+  it('a data exception a value in the request caused is 400, and logged with its SQLSTATE as a validation gap', async () => {
+    for (const [n, sqlstate] of [['99999999999', '22003'], ['twelve', '22P02']] as const) {
+      const r = await call(origin, 'GET', `/v1/cast?n=${n}`, { headers: { 'x-request-id': `log-cast-${n}` } });
+      assert.equal(r.status, 400, r.text);
+      assert.equal(r.json.code, 'VALIDATION_FAILED');
+      assert.doesNotMatch(r.text, /integer|syntax|twelve|99999/, 'no database detail in the answer');
+      const line = out.json().find((l) => l.reqId === `log-cast-${n}`);
+      assert.equal(line?.err?.code, sqlstate, out.text());
+    }
+    assert.equal((await call(origin, 'GET', '/v1/cast?n=12')).json.n, 12);
   });
 });
 
