@@ -172,7 +172,9 @@ export function createHandler(deps: HttpDeps): (req: IncomingMessage, res: Serve
 }
 
 export function createCoreServer(deps: HttpDeps): Server {
-  const server = createServer({ requestTimeout: 30_000, headersTimeout: 10_000 }, createHandler(deps));
+  // Above what the edge passes (60 KiB: envoy.yaml, edge/gateway.ts) plus the identity headers it
+  // adds, so core never resets a request the edge let through.
+  const server = createServer({ requestTimeout: 30_000, headersTimeout: 10_000, maxHeaderSize: 80 * 1024 }, createHandler(deps));
   server.keepAliveTimeout = 5_000;
   return server;
 }

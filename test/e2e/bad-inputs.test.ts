@@ -92,6 +92,13 @@ describe('no input answers 5xx', () => {
     assert.equal((await retry('2024-02-29T23:59:59.5+15:00')).status, 200, 'a real instant with PostgreSQL\'s largest offset');
   });
 
+  it('a long request line: what the edge passes core takes; past the edge\'s 60 KiB a complete 431, not a reset connection', async () => {
+    const input = (kib: number) => `/v1/auth/simulate?input=${'%E0%A0%80'.repeat(Math.floor((kib * 1024) / 9))}`;
+    refused(await send('GET', input(36), { headers: admin() }), 400, 'a 36 KiB query reaches core, which refuses the input');
+    const tooLong = await call(gw, 'GET', input(70), { headers: admin() });
+    assert.equal(tooLong.status, 431);
+  });
+
   it('a docs asset named like an Object.prototype member: 404', async () => {
     for (const asset of ['__proto__', 'constructor', 'toString', 'hasOwnProperty', 'valueOf']) refused(await send('GET', `/v1/docs/${asset}`), 404, asset);
     assert.equal((await send('GET', '/v1/docs/init.js')).status, 200, 'a real asset still loads');
