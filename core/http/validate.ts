@@ -66,26 +66,28 @@ function textProblem(s: string): string | undefined {
   return unstorableText.test(s) ? 'contains a NUL character or is not well-formed Unicode' : undefined;
 }
 
-function valueProblem(v: unknown): string | undefined {
+function valueProblem(v: unknown, fromText: boolean): string | undefined {
   if (typeof v === 'string') return textProblem(v);
   if (typeof v !== 'number') return undefined;
   if (!Number.isFinite(v)) return 'is not a finite number (it overflows)';
-  // Beyond 2^53 an integer is not read exactly, and no column or amount takes one.
-  if (Number.isInteger(v) && !Number.isSafeInteger(v)) return 'is too large to be read exactly';
+  // Digits in a query or path beyond 2^53 are not read exactly (an offset of 9e20 is no
+  // offset). JSON bodies may carry such numbers (nanosecond times in a policy input).
+  if (fromText && Number.isInteger(v) && !Number.isSafeInteger(v)) return 'is too large to be read exactly';
   return undefined;
 }
 
 /**
  * Refuse with 400 what no route can store or read exactly (issue 13 item 8), whatever the
  * route's schema: strings (and object keys) with a NUL or a lone surrogate, numbers that overflow
- * to Infinity (`1e999`) or lie beyond 2^53, and nesting deeper than `maxNestingDepth`.
- * Iterative, so a deeply nested body cannot exhaust the stack. Returns `value`.
+ * to Infinity (`1e999`), nesting deeper than `maxNestingDepth`, and (`fromText`: query values
+ * converted from text) integers beyond 2^53. Iterative, so a deeply nested body cannot exhaust
+ * the stack. Returns `value`.
  */
-export function storable<T>(value: T, where: string): T {
+export function storable<T>(value: T, where: string, fromText = false): T {
   const stack: { v: unknown; path: string; depth: number }[] = [{ v: value, path: where, depth: 0 }];
   for (let item = stack.pop(); item; item = stack.pop()) {
     const { v, path, depth } = item;
-    let problem = valueProblem(v);
+    let problem = valueProblem(v, fromText);
     if (!problem && v !== null && typeof v === 'object') {
       if (depth >= maxNestingDepth) problem = `is nested more than ${maxNestingDepth} levels deep`;
       else {
@@ -128,7 +130,7 @@ export function parseQuery(search: string): Record<string, string> {
  */
 export function validate<T extends TSchema>(schema: T, value: unknown, where: string, convert = false): Static<T> {
   const check = checkerFor(schema);
-  const input = storable(convert ? Value.Convert(schema, value) : value, where);
+  const input = storable(convert ? Value.Convert(schema, value) : value, where, convert);
   if (check.Check(input)) return input;
   const errors = [...check.Errors(input)].slice(0, maxReportedErrors).map((e) => ({
     path: `${where}${e.path || ''}`,

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { loadConfig } from '../../bin/config.ts';
 import { startStack, type Stack } from '../../bin/stack.ts';
+import { origOf } from '../../core/identity/challenge.ts';
 import { requestAmount } from '../../edge/auth/budget.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { callRetrying, signUpCustomer } from '../helpers/gateway.ts';
@@ -104,8 +105,13 @@ describe('no input answers 5xx', () => {
     assert.equal((await send('GET', '/v1/docs/init.js')).status, 200, 'a real asset still loads');
   });
 
-  it('the edge reads a money body it cannot count as unreadable, never a throw', () => {
+  it('the edge reads bodies it cannot count or canonicalise without a throw', () => {
     assert.equal(requestAmount(Buffer.from('{"currency":"KES","entries":[null]}')), 'unreadable');
     assert.equal(requestAmount(Buffer.from('{"currency":"KES","entries":[1,"x"]}')), 'unreadable');
+    // The step-up binding of a body canonical JSON cannot hold is its text: one request, one orig.
+    const overflow = '{"amount":"1.00","n":1e999}';
+    assert.equal(origOf('POST', '/v1/transfers', Buffer.from(overflow)), origOf('POST', '/v1/transfers', overflow));
+    assert.notEqual(origOf('POST', '/v1/transfers', overflow), origOf('POST', '/v1/transfers', '{"amount":"1.00","n":-1e999}'));
+    assert.doesNotThrow(() => origOf('POST', '/v1/transfers', `${'['.repeat(5000)}${']'.repeat(5000)}`));
   });
 });
