@@ -9,7 +9,9 @@
  *
  * Phones are masked as SPEC 2.5 masks them (first 4 and last 2 characters kept): the value of
  * any phone field, and any E.164 number inside a logged string (an error message or a
- * PostgreSQL error detail quoting a row).
+ * PostgreSQL error detail quoting a row). Secrets are redacted in a child logger's bindings too,
+ * but phones are not masked there (pino formats child bindings itself): bind components and
+ * request ids, log personal data per line.
  */
 import { pino, type Logger, type LevelWithSilent } from 'pino';
 import { maskPhone } from '../../lib/masking.ts';
