@@ -56,7 +56,7 @@ export async function check(deps: EdgeDeps, req: CheckRequest): Promise<CheckRes
     });
     const decision = await Promise.race([Promise.resolve(decide(v, r, deadline)), timeout]);
     deps.log.debug({ reqId: v.requestId, method: v.method, path: v.path, purpose: r.purpose, allow: decision.allow, code: decision.code }, 'decision');
-    return toCheckResponse(v, decision);
+    return toCheckResponse(v, decision, r.route?.errorFormat);
   } catch (err) {
     // A decision that lands after this answer must not be audited as the outcome: it was not.
     deadline.expired = true;
@@ -67,7 +67,7 @@ export async function check(deps: EdgeDeps, req: CheckRequest): Promise<CheckRes
     } catch (auditErr) {
       deps.log.error({ reqId: view?.requestId, err: (auditErr as Error).message }, 'fail-closed answer could not be audited');
     }
-    return unavailable(view, 'authorization is unavailable');
+    return unavailable(view, 'authorization is unavailable', resolved?.route?.errorFormat);
   } finally {
     clearTimeout(timer);
   }
