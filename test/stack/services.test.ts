@@ -95,6 +95,9 @@ describe('services in production mode', () => {
       assert.equal(edgeReady.status, 200);
       const metrics = await call(`http://127.0.0.1:${metricsPort}`, 'GET', '/metrics');
       assert.match(metrics.text, /process_cpu_seconds_total/);
+      // Issue 15 item 6: the edge's own metrics on its port; /v1/ready above was one of its decisions.
+      assert.match(metrics.text, /^edge_decisions_total\{purpose="operational",outcome="allow",code="OK"\} [1-9]/m);
+      assert.match(metrics.text, /^edge_policy_info\{policy_version="[^"]+",registry_version="[^"]+"\} 1$/m);
       const Health = healthService();
       const client = new Health(`127.0.0.1:${authzPort}`, grpc.credentials.createInsecure()) as unknown as grpc.Client & {
         Check(r: { service: string }, o: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r?: { status: number }) => void): void;
