@@ -140,6 +140,8 @@ export async function startStack(
     cleanups.push(() => edgeDb.close());
     const edge = await buildEdge({
       db: edgeDb, apiKeySealKey: deriveApiKeySealKey(masterKey), challengeKeys: [deriveChallengeKey(masterKey)], log: log.child({ component: 'edge' }), edgeSecret, databaseUrl,
+      // Issue 15 item 6: one process, one registry: core's /v1/metrics includes the edge's metrics.
+      registry: metrics.registry,
       ...(opts.publicRateLimit ? { publicRateLimit: opts.publicRateLimit } : {}),
       // Tests that raise the gateway's deadline raise the edge's own budget with it.
       ...(opts.checkTimeoutMs ? { budgetMs: opts.checkTimeoutMs } : {}),

@@ -177,6 +177,11 @@ export class AuditWriter {
     return this.queue.length;
   }
 
+  /** Fail-closed denials counted past the reserve and not yet recorded (edge_audit_unrecorded). */
+  unrecordedCount(): number {
+    return this.unrecorded?.count ?? 0;
+  }
+
   /** Write everything queued so far (serialised: one batch at a time, in order). */
   flush(): Promise<void> {
     this.flushing ??= this.drain().finally(() => {

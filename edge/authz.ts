@@ -17,6 +17,7 @@ import type { RiskEngine } from './auth/risk.ts';
 import { maxCheckBodyBytes, type Decision, type RequestView } from './check.ts';
 import type { PolicyStore } from '../policy/runtime/store.ts';
 import type { ResolvedRoute } from './routes.ts';
+import { FailClosedError } from './metrics.ts';
 import type { Deadline, FailClosed } from './server.ts';
 import { tenantIdPattern } from '../shared/tenant-id.ts';
 import type { EdgeState, TenantState, TupleState } from './state/store.ts';
@@ -168,9 +169,9 @@ function resourceAttrs(p: Principal, resolved: ResolvedRoute): Record<string, un
 export function createDecider(deps: DeciderDeps) {
   const now = deps.now ?? Date.now;
   return async (view: RequestView, resolved: ResolvedRoute, deadline?: Deadline): Promise<Decision> => {
-    if (deps.audit.overloaded()) throw new Error('decision audit is behind; refusing to decide');
+    if (deps.audit.overloaded()) throw new FailClosedError('audit_overloaded', 'decision audit is behind; refusing to decide');
     const policy = deps.policies.current;
-    if (!policy) throw new Error('no policy bundle loaded');
+    if (!policy) throw new FailClosedError('no_policy', 'no policy bundle loaded');
     const nowMs = now();
     const tenantCache = (id: string) => deps.state.tenant(id);
     const route = resolved.route;

@@ -6,6 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import type { CheckRequest, CheckResponse, HeaderValueOption } from './types.ts';
 import type { CredentialCode } from './auth/bearer.ts';
+import { renderRefusal, titleOf, type ErrorFormat } from '../shared/errors.ts';
 
 /** Headers only the edge may set; any client-sent copy is removed or overwritten (SPEC 5.2.4). */
 /** SPEC 8: the decision inspects at most this many body bytes (Envoy's `max_request_bytes`). */
@@ -87,8 +88,12 @@ export function viewOf(req: CheckRequest): RequestView {
   };
 }
 
-/** Turn a decision into Envoy's CheckResponse, stripping client copies of identity headers. */
-export function toCheckResponse(view: RequestView, d: Decision): CheckResponse {
+/**
+ * Turn a decision into Envoy's CheckResponse, stripping client copies of identity headers. A
+ * deny is rendered for the route's audience (issue 15 item 5): Problem+JSON on administration
+ * routes (`format` from the route table), `{code, message}` elsewhere.
+ */
+export function toCheckResponse(view: RequestView, d: Decision, format: ErrorFormat = 'core'): CheckResponse {
   const decisionId = view.decisionId;
   const metadata = { fields: { decision_id: { stringValue: decisionId } } };
   if (d.allow) {
@@ -106,9 +111,11 @@ export function toCheckResponse(view: RequestView, d: Decision): CheckResponse {
       dynamic_metadata: metadata,
     };
   }
-  const body = JSON.stringify({ code: d.code ?? 'POLICY_DENIED', message: d.message ?? 'denied', ...d.extraBody });
+  const code = d.code ?? 'POLICY_DENIED';
+  const refusal = { code, status: d.status, title: titleOf(code, d.status), message: d.message ?? 'denied', extra: d.extraBody };
+  const { contentType, body } = renderRefusal(refusal, format, view.path);
   const headers = [
-    option('content-type', 'application/json'),
+    option('content-type', contentType),
     option('x-request-id', view.requestId),
     ...Object.entries(d.responseHeaders ?? {}).map(([k, v]) => option(k, v)),
   ];
@@ -121,7 +128,7 @@ export function toCheckResponse(view: RequestView, d: Decision): CheckResponse {
 }
 
 /** The fail-closed answer: used for every error, timeout or missing dependency. */
-export function unavailable(view: RequestView | undefined, reason: string): CheckResponse {
+export function unavailable(view: RequestView | undefined, reason: string, format: ErrorFormat = 'core'): CheckResponse {
   const v = view ?? { method: '', pathWithQuery: '', path: '', headers: {}, body: Buffer.alloc(0), sourceIp: '', requestId: randomUUID(), decisionId: randomUUID() };
-  return toCheckResponse(v, { allow: false, status: 503, code: 'authz_unavailable', message: reason });
+  return toCheckResponse(v, { allow: false, status: 503, code: 'authz_unavailable', message: reason }, format);
 }

@@ -17,9 +17,11 @@
  */
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { Pool } from 'undici';
+import { renderRefusal, titleOf, type ErrorFormat } from '../shared/errors.ts';
 import { maxCheckBodyBytes } from './check.ts';
 import { authorizationPackage } from './proto.ts';
 import { buildRouteTable } from './routes.ts';
@@ -29,6 +31,8 @@ import type { CheckRequest, CheckResponse } from './types.ts';
 export const maxRequestBytes = maxCheckBodyBytes;
 /** envoy.yaml ext_authz `timeout: 0.1s` (SPEC 8). */
 export const checkTimeoutMs = 100;
+/** Request line and headers, as Envoy's max_request_headers_kb (deploy/envoy/envoy.yaml); 431 beyond. */
+export const maxRequestHeaderBytes = 60 * 1024;
 
 /** Hop-by-hop headers never forwarded (RFC 9110 §7.6.1). */
 const hopByHop = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'host', 'content-length']);
@@ -45,12 +49,20 @@ export interface GatewayDeps {
   checkTimeoutMs?: number;
   /** Whether a request's body bypasses the buffer (default: the edge route table's per-route setting). */
   streamsBody?: (method: string, path: string) => boolean;
+  /** The error format of a route's audience (default: the edge route table's `errorFormat`). */
+  errorFormat?: (method: string, path: string) => ErrorFormat;
 }
 
 /** The route table's `disableRequestBodyBuffering`, looked up by method and path. */
 export function streamsBodyByRouteTable(): (method: string, path: string) => boolean {
   const resolve = buildRouteTable();
   return (method, path) => resolve(method, path).route?.disableRequestBodyBuffering === true;
+}
+
+/** The route table's `errorFormat`: the gateway's own refusals follow the audience rule too (issue 15 item 5). */
+export function errorFormatByRouteTable(): (method: string, path: string) => ErrorFormat {
+  const resolve = buildRouteTable();
+  return (method, path) => resolve(method, path).route?.errorFormat ?? 'core';
 }
 
 export interface Gateway {
@@ -60,10 +72,35 @@ export interface Gateway {
   close(): Promise<void>;
 }
 
-function sendJson(res: ServerResponse, status: number, body: unknown, requestId: string, extra: Record<string, string> = {}): void {
-  const payload = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload), 'x-request-id': requestId, ...extra });
-  res.end(payload);
+/** Where a refusal goes and how it is rendered: the route's audience and the request path. */
+interface ReplyTo {
+  res: ServerResponse;
+  requestId: string;
+  format: ErrorFormat;
+  path: string;
+}
+
+/** The gateway's own refusal (413, 503, 502), rendered as the edge renders its denies. */
+function refuse(to: ReplyTo, status: number, code: string, message: string, extra: Record<string, string> = {}): void {
+  const { contentType, body } = renderRefusal({ code, status, title: titleOf(code, status), message }, to.format, to.path);
+  to.res.writeHead(status, { 'content-type': contentType, 'content-length': Buffer.byteLength(body), 'x-request-id': to.requestId, ...extra });
+  to.res.end(body);
+}
+
+/**
+ * A request that cannot be parsed (headers past the limit, bad syntax) is answered 431 or 400
+ * and the connection closed after reading what the client still sends: closing with unread
+ * data would reset the connection, and the client would see no answer at all.
+ */
+function answerUnparsable(err: Error & { code?: string }, socket: Duplex): void {
+  if (!socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const status = err.code === 'HPE_HEADER_OVERFLOW' ? '431 Request Header Fields Too Large' : '400 Bad Request';
+  socket.end(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
+  socket.on('error', () => socket.destroy());
+  socket.resume();
 }
 
 /** Read up to `maxRequestBytes`; `undefined` means the body was larger (Envoy answers 413). */
@@ -150,6 +187,7 @@ export function createGateway(deps: GatewayDeps): Gateway {
   const cores = new Instances([deps.coreOrigin].flat().map((o) => new Pool(o, { connections: 64, pipelining: 1 })));
   const timeoutMs = deps.checkTimeoutMs ?? checkTimeoutMs;
   const streamsBody = deps.streamsBody ?? streamsBodyByRouteTable();
+  const errorFormat = deps.errorFormat ?? errorFormatByRouteTable();
 
   const checkOnce = (client: CheckClient, request: CheckRequest, deadline: number) =>
     new Promise<CheckResponse>((resolve, reject) => {
@@ -190,14 +228,20 @@ export function createGateway(deps: GatewayDeps): Gateway {
     throw last;
   };
 
+  const replyTo = (req: IncomingMessage, res: ServerResponse, requestId: string): ReplyTo => {
+    const path = new URL(req.url ?? '/', 'http://gateway.invalid').pathname;
+    return { res, requestId, format: errorFormat(req.method ?? 'GET', path), path };
+  };
+
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const given = req.headers['x-request-id'];
     const requestId = typeof given === 'string' && /^[A-Za-z0-9._:-]{1,128}$/.test(given) ? given : randomUUID();
-    const streaming = streamsBody(req.method ?? 'GET', new URL(req.url ?? '/', 'http://gateway.invalid').pathname);
+    const to = replyTo(req, res, requestId);
+    const streaming = streamsBody(req.method ?? 'GET', to.path);
     // Streaming routes: Check gets the headers and an empty body; nothing is read before it allows.
     const body = streaming ? Buffer.alloc(0) : await bufferBody(req);
     if (body === undefined) {
-      return sendJson(res, 413, { code: 'PAYLOAD_TOO_LARGE', message: `request body exceeds ${maxRequestBytes} bytes` }, requestId, { connection: 'close' });
+      return refuse(to, 413, 'PAYLOAD_TOO_LARGE', `request body exceeds ${maxRequestBytes} bytes`, { connection: 'close' });
     }
     let decision: CheckResponse;
     try {
@@ -205,16 +249,17 @@ export function createGateway(deps: GatewayDeps): Gateway {
       decision = await callCheck(checkRequestOf(req, body, requestId, streaming && Number.isSafeInteger(declared) ? declared : body.length));
     } catch (err) {
       deps.log.warn({ reqId: requestId, err: (err as Error).message }, 'authz check failed; denying');
-      return sendJson(res, 503, { code: 'authz_unavailable', message: 'authorization is unavailable' }, requestId);
+      return refuse(to, 503, 'authz_unavailable', 'authorization is unavailable');
     }
     if (!decision.ok_response || decision.status?.code !== 0) {
       const denied = decision.denied_response;
-      const headers: Record<string, string> = {};
-      for (const h of denied?.headers ?? []) headers[h.header.key] = h.header.value;
       const status = typeof denied?.status?.code === 'number' && denied.status.code >= 400 ? denied.status.code : 403;
-      const payload = denied?.body ?? JSON.stringify({ code: 'POLICY_DENIED', message: 'denied' });
-      res.writeHead(status, { 'content-type': 'application/json', ...headers, 'content-length': Buffer.byteLength(payload) });
-      return res.end(payload);
+      if (denied?.body === undefined) return refuse(to, status, 'POLICY_DENIED', 'denied');
+      // The edge rendered the deny for the route's audience; its headers carry the content type.
+      const headers: Record<string, string> = {};
+      for (const h of denied.headers) headers[h.header.key] = h.header.value;
+      res.writeHead(status, { 'content-type': 'application/json', ...headers, 'content-length': Buffer.byteLength(denied.body) });
+      return res.end(denied.body);
     }
     const forward: Record<string, string> = {};
     for (const [k, v] of Object.entries(req.headers)) {
@@ -241,17 +286,18 @@ export function createGateway(deps: GatewayDeps): Gateway {
       res.end(data);
     } catch (err) {
       deps.log.error({ reqId: requestId, err: (err as Error).message }, 'upstream core unavailable');
-      sendJson(res, 502, { code: 'UPSTREAM_UNAVAILABLE', message: 'core service is unavailable' }, requestId);
+      refuse(to, 502, 'UPSTREAM_UNAVAILABLE', 'core service is unavailable');
     }
   };
 
-  const server = createServer((req, res) => {
+  const server = createServer({ maxHeaderSize: maxRequestHeaderBytes }, (req, res) => {
     handle(req, res).catch((err: unknown) => {
       deps.log.error({ err: (err as Error).message }, 'gateway error');
-      if (!res.headersSent) sendJson(res, 502, { code: 'UPSTREAM_UNAVAILABLE', message: 'gateway error' }, randomUUID());
+      if (!res.headersSent) refuse(replyTo(req, res, randomUUID()), 502, 'UPSTREAM_UNAVAILABLE', 'gateway error');
       else res.destroy();
     });
   });
+  server.on('clientError', answerUnparsable);
   return {
     server,
     /** Resolves once a channel to at least one edge is connected. */

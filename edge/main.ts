@@ -5,6 +5,7 @@
 import type { KeyObject } from 'node:crypto';
 import type * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
+import { Registry } from 'prom-client';
 import type { Db } from '../shared/db/pool.ts';
 import { ApiKeySecrets } from '../shared/api-key-secrets.ts';
 import { ChallengeKeys } from '../shared/challenge.ts';
@@ -16,6 +17,7 @@ import { createDecider, failClosedAuditor } from './authz.ts';
 import { defaultBundleDir, loadTrustedKeys } from '../policy/runtime/bundle.ts';
 import { PolicyStore } from '../policy/runtime/store.ts';
 import { addHealthService } from './health.ts';
+import { createEdgeMetrics, type EdgeMetrics } from './metrics.ts';
 import { bindEdge, createEdgeServer } from './server.ts';
 import { EdgeState } from './state/store.ts';
 import { warmEdge } from './warm.ts';
@@ -42,6 +44,11 @@ export interface EdgeDeps {
   now?: () => number;
   /** When set, the decision audit is written by a worker thread with its own pool on this URL. */
   databaseUrl?: string;
+  /**
+   * Where the edge's metrics are registered (issue 15 item 6): the process's registry, served on
+   * EDGE_METRICS_PORT by `npm run edge`, or core's under `npm start` (one /v1/metrics). Default: a new one.
+   */
+  registry?: Registry;
 }
 
 export interface Edge {
@@ -49,6 +56,8 @@ export interface Edge {
   state: EdgeState;
   policies: PolicyStore;
   audit: AuditWriter;
+  /** Decision counts, latency, fail-closed reasons, state age, audit queue, policy version. */
+  metrics: EdgeMetrics;
   /** Issue 15 item 9: load and rehearse what the first Checks need; call before listen(). */
   warm(): Promise<void>;
   /** True once warm() has finished: readiness reports it. */
@@ -74,13 +83,17 @@ export async function buildEdge(deps: EdgeDeps): Promise<Edge> {
   const audit = new AuditWriter(deps.db, deps.log, maxQueued, failClosedReserve, deps.databaseUrl ? new AuditThread(deps.databaseUrl) : undefined);
   audit.start();
   const decide = createDecider({ state, challenges, policies, audit, risk: new RiskEngine(deps.now), limiter: new RateLimiter(deps.publicRateLimit?.perMinute, deps.publicRateLimit?.burst), log: deps.log, edgeSecret: deps.edgeSecret, now: deps.now });
-  const server = createEdgeServer({ log: deps.log, decide, failClosed: failClosedAuditor({ audit, policies }), ...(deps.budgetMs ? { budgetMs: deps.budgetMs } : {}) });
+  const metrics = createEdgeMetrics(deps.registry ?? new Registry(), {
+    stateAgeS: () => state.ageSeconds(), cacheEntries: () => state.cacheSizes(),
+    auditQueued: () => audit.pending(), auditUnrecorded: () => audit.unrecordedCount(), policy: () => policies.current,
+  });
+  const server = createEdgeServer({ log: deps.log, decide, failClosed: failClosedAuditor({ audit, policies }), metrics, ...(deps.budgetMs ? { budgetMs: deps.budgetMs } : {}) });
   let warmed = false;
   let draining = false;
   const serving = () => !draining && policies.current !== undefined && state.isFresh();
   addHealthService(server, serving);
   return {
-    server, state, policies, audit, serving,
+    server, state, policies, audit, metrics, serving,
     async warm() {
       await warmEdge({ db: deps.db, state, challenges, policies, audit, log: deps.log, edgeSecret: deps.edgeSecret });
       warmed = true;

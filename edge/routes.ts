@@ -6,6 +6,7 @@
  * Every feature adds its routes here; a test keeps this table and core's routes in step.
  */
 import type { MoneyMovement } from '../shared/api-key-budget.ts';
+import type { ErrorFormat } from '../shared/errors.ts';
 import { TemplateTable } from '../shared/path-template.ts';
 import { agentEdgeRoutes } from './agent-routes.ts';
 
@@ -32,6 +33,13 @@ export interface EdgeRoute {
    * (`movesMoney`, checked by test/edge/routes.test.ts) and refuses to move money without it.
    */
   money?: MoneyMovement;
+  /**
+   * The audience's error format (issue 15 item 5): `problem` on the administration API, whose
+   * refusals are Problem+JSON (SPEC 7.3) whether the edge, the dev gateway or core refuses;
+   * `{code, message}` (SPEC 2.2) otherwise. Core's route declares the same (`errorFormat`,
+   * checked by test/edge/routes.test.ts).
+   */
+  errorFormat?: ErrorFormat;
 }
 
 export const operationalPurpose = 'operational';
@@ -54,7 +62,7 @@ const authz = (method: string, template: string, action: string): EdgeRoute => (
 
 /** Administration API (SPEC 4.6, 5.5; issue 6): staff credentials, roles per action in the registry, checked again in core. */
 const admin = (method: string, template: string, resource: string, action: string): EdgeRoute => ({
-  method, template, purpose: operationalPurpose, resource, action, credential: 'staff',
+  method, template, purpose: operationalPurpose, resource, action, credential: 'staff', errorFormat: 'problem',
 });
 
 /** The platform routes are the first entries; later features append theirs. */

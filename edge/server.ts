@@ -7,6 +7,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { authorizationPackage } from './proto.ts';
 import { toCheckResponse, unavailable, viewOf, type Decision, type RequestView } from './check.ts';
+import { countDecision, countFailClosed, failClosedReasonOf, type EdgeMetrics, type FailClosedReason } from './metrics.ts';
 import { buildRouteTable, type ResolvedRoute } from './routes.ts';
 import type { CheckRequest, CheckResponse } from './types.ts';
 
@@ -32,6 +33,8 @@ export interface EdgeDeps {
   resolve?: ReturnType<typeof buildRouteTable>;
   budgetMs?: number;
   failClosed?: FailClosed;
+  /** Counts every answer (issue 15 item 6); absent for the warm-up rehearsal, which nobody asked for. */
+  metrics?: EdgeMetrics;
 }
 
 /** Run one Check within the budget; never throws, never allows on error. */
@@ -42,7 +45,9 @@ export async function check(deps: EdgeDeps, req: CheckRequest): Promise<CheckRes
   let view: RequestView | undefined;
   let resolved: ResolvedRoute | undefined;
   const deadline = { expired: false };
+  let timedOut = false;
   let timer: NodeJS.Timeout | undefined;
+  const started = deps.metrics ? performance.now() : 0;
   try {
     view = viewOf(req);
     const v = view;
@@ -51,12 +56,14 @@ export async function check(deps: EdgeDeps, req: CheckRequest): Promise<CheckRes
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
         deadline.expired = true;
+        timedOut = true;
         reject(new Error(`decision exceeded ${budgetMs} ms`));
       }, budgetMs);
     });
     const decision = await Promise.race([Promise.resolve(decide(v, r, deadline)), timeout]);
     deps.log.debug({ reqId: v.requestId, method: v.method, path: v.path, purpose: r.purpose, allow: decision.allow, code: decision.code }, 'decision');
-    return toCheckResponse(v, decision);
+    if (deps.metrics) countDecision(deps.metrics, r.purpose, decision.allow, decision.allow ? 'OK' : (decision.code ?? 'POLICY_DENIED'), (performance.now() - started) / 1000);
+    return toCheckResponse(v, decision, r.route?.errorFormat);
   } catch (err) {
     // A decision that lands after this answer must not be audited as the outcome: it was not.
     deadline.expired = true;
@@ -67,7 +74,12 @@ export async function check(deps: EdgeDeps, req: CheckRequest): Promise<CheckRes
     } catch (auditErr) {
       deps.log.error({ reqId: view?.requestId, err: (auditErr as Error).message }, 'fail-closed answer could not be audited');
     }
-    return unavailable(view, 'authorization is unavailable');
+    if (deps.metrics) {
+      const why: FailClosedReason = !view ? 'unreadable_request' : timedOut ? 'budget_exceeded' : failClosedReasonOf(err);
+      countFailClosed(deps.metrics, why);
+      countDecision(deps.metrics, resolved?.purpose ?? 'unknown', false, 'authz_unavailable', (performance.now() - started) / 1000);
+    }
+    return unavailable(view, 'authorization is unavailable', resolved?.route?.errorFormat);
   } finally {
     clearTimeout(timer);
   }

@@ -88,6 +88,7 @@ const table = {
   /** A new device key waits out the tenant's cool-off before it may step up or sign (issue 13 item 1). */
   DEVICE_COOLING_OFF: [403, 'Forbidden'],
   DEVICE_NOT_FOUND: [404, 'Record Not Found'],
+  PUBLIC_KEY_INVALID: [400, 'Bad Request'],
   VERIFICATION_REQUIRED: [403, 'Forbidden'],
   MFA_REQUIRED: [403, 'Forbidden'],
   challenge_mismatch: [403, 'Forbidden'],
@@ -201,13 +202,41 @@ export function isErrorCode(value: string): value is ErrorCode {
   return Object.hasOwn(table, value);
 }
 
+/**
+ * One refusal as either renderer needs it: core's AppError is one, and so is a deny the edge or
+ * the dev gateway answers itself (their codes are not all in the table above: `title` then comes
+ * from the status, see titleOf).
+ */
+export interface Refusal {
+  readonly code: string;
+  readonly status: number;
+  readonly title: string;
+  readonly message: string;
+  readonly extra?: ErrorExtra | undefined;
+}
+
+/** Which error body a route answers with: core `{code, message}` or Problem+JSON (administration). */
+export type ErrorFormat = 'core' | 'problem';
+
+/** The generic title of each status: the first code listed for it (VALIDATION_FAILED, UNAUTHORIZED, ...). */
+const statusTitles = new Map<number, string>();
+for (const [status, title] of Object.values(table)) if (!statusTitles.has(status)) statusTitles.set(status, title);
+
+/** The table's title for a known code; otherwise the generic title of the status. */
+export function titleOf(code: string, status: number): string {
+  return isErrorCode(code) ? table[code][1] : (statusTitles.get(status) ?? 'Error');
+}
+
 /** Core wire body (SPEC 2.2). */
-export function toCoreBody(err: AppError): Record<string, unknown> {
+export function toCoreBody(err: Refusal): Record<string, unknown> {
   return { code: err.code, message: err.message, ...err.extra };
 }
 
-/** Problem+JSON body (RFC 9457, SPEC 7.3) for the administration API. */
-export function toProblem(err: AppError, instance: string): Record<string, unknown> {
+/**
+ * Problem+JSON body (RFC 9457, SPEC 7.3) for the administration API, whether core, the edge or
+ * the dev gateway refuses: `code` stays as an extension member so clients can branch on it.
+ */
+export function toProblem(err: Refusal, instance: string): Record<string, unknown> {
   return {
     type: `urn:problem:${err.code.toLowerCase().replaceAll('_', '-')}`,
     title: err.title,
@@ -219,8 +248,30 @@ export function toProblem(err: AppError, instance: string): Record<string, unkno
   };
 }
 
+/**
+ * PostgreSQL data exceptions (class 22) that only a request's values cause: text that is no
+ * number, uuid or date, a value out of range, a character the database cannot hold. Validation
+ * refuses these first (core/http/validate.ts); one that slips through is still the caller's bad
+ * input, answered 400, never 500, and logged with its SQLSTATE as a validation gap (server.ts).
+ */
+const inputDataExceptions = new Set(['22001', '22003', '22007', '22008', '22009', '22021', '22P02', '22P05']);
+
+export function isInputDataException(err: unknown): boolean {
+  const sqlstate = (err as { code?: unknown } | null)?.code;
+  return typeof sqlstate === 'string' && inputDataExceptions.has(sqlstate);
+}
+
+export const problemContentType = 'application/problem+json';
+
+/** A refusal rendered for its audience: the body text and its content type. */
+export function renderRefusal(err: Refusal, format: ErrorFormat, instance: string): { contentType: string; body: string } {
+  if (format === 'problem') return { contentType: problemContentType, body: JSON.stringify(toProblem(err, instance)) };
+  return { contentType: 'application/json', body: JSON.stringify(toCoreBody(err)) };
+}
+
 /** Any thrown value becomes an AppError; unknown failures become INTERNAL without detail. */
 export function asAppError(err: unknown): AppError {
   if (err instanceof AppError) return err;
+  if (isInputDataException(err)) return new AppError('VALIDATION_FAILED', 'a value in the request is out of range or cannot be stored');
   return new AppError('INTERNAL', 'internal error');
 }

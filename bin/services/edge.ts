@@ -5,8 +5,8 @@
  * Prometheus metrics (`/metrics`) and readiness (`/ready`) on EDGE_METRICS_PORT. SIGTERM: health
  * turns NOT_SERVING, new calls are refused, calls in flight finish, the audit queue is flushed.
  */
-import { createServer } from 'node:http';
 import { buildEdge } from '../../edge/main.ts';
+import { createOpsServer } from '../../edge/metrics.ts';
 import { createDb } from '../../shared/db/pool.ts';
 import { createMetrics } from '../../shared/metrics.ts';
 import { listen } from '../../shared/net.ts';
@@ -21,6 +21,8 @@ async function main(): Promise<void> {
   const db = createDb({ connectionString: databaseUrl, metrics, log });
   const edge = await buildEdge({
     db, log, databaseUrl,
+    // The edge's own metrics beside the process and pool metrics, all on EDGE_METRICS_PORT /metrics.
+    registry: metrics.registry,
     apiKeySealKey: await secretKey(config, 'API_KEY_SEAL_KEY', 'api-key-seal.key'),
     challengeKeys: await secretKeys(config, 'CHALLENGE_KEY', 'challenge.key'),
     edgeSecret: await secretText(config, 'EDGE_SHARED_SECRET', 'edge-shared-secret.key'),
@@ -32,20 +34,7 @@ async function main(): Promise<void> {
   const port = await edge.listen(Number(config.values.AUTHZ_PORT), config.values.AUTHZ_HOST).catch((err: unknown) => fail(`cannot listen on AUTHZ_PORT ${config.values.AUTHZ_PORT}: ${(err as Error).message}`));
 
   // Metrics and readiness for Prometheus and the kubelet (HTTP, beside the gRPC port).
-  const ops = createServer((req, res) => {
-    if (req.url === '/metrics') {
-      metrics.registry.metrics().then((text) => {
-        res.writeHead(200, { 'content-type': metrics.registry.contentType });
-        res.end(text);
-      }, () => res.writeHead(500).end());
-    } else if (req.url === '/ready') {
-      const ok = edge.serving();
-      res.writeHead(ok ? 200 : 503, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ status: ok ? 'ready' : 'not ready' }));
-    } else {
-      res.writeHead(404, { 'content-type': 'application/json' }).end('{"code":"NOT_FOUND","message":"no such route"}');
-    }
-  });
+  const ops = createOpsServer(edge.metrics.registry, () => edge.serving());
   const opsPort = await listen(ops, Number(config.values.EDGE_METRICS_PORT), config.values.AUTHZ_HOST).catch((err: unknown) => fail(`cannot listen on EDGE_METRICS_PORT ${config.values.EDGE_METRICS_PORT}: ${(err as Error).message}`));
   log.info({ port, metricsPort: opsPort }, 'edge is serving');
 

@@ -14,6 +14,7 @@ import { tenantIdPattern } from '../../shared/tenant-id.ts';
 import { apiKeySealVersion, type ApiKeySecrets } from '../../shared/api-key-secrets.ts';
 import { channels as notifyChannels, payloadField } from '../../shared/notify.ts';
 import type { TokenVerifier } from '../../shared/token-keys.ts';
+import { FailClosedError } from '../metrics.ts';
 
 export interface SessionState {
   id: string;
@@ -204,14 +205,27 @@ export class EdgeState {
     this.keys.invalidate();
   }
 
-  /** Throw when the database has been silent longer than the staleness bound. */
   /** Whether decisions can use the cached state now (the listener answered within the bound). */
   isFresh(): boolean {
     return this.now() - this.healthyAt <= this.stalenessMs;
   }
 
+  /** Throw when the database has been silent longer than the staleness bound (counted as `stale_state`). */
   assertFresh(): void {
-    if (this.now() - this.healthyAt > this.stalenessMs) throw new Error('edge state is stale: database unreachable');
+    if (this.now() - this.healthyAt > this.stalenessMs) throw new FailClosedError('stale_state', 'edge state is stale: database unreachable');
+  }
+
+  /** Seconds since the database last answered (edge_state_age_seconds). */
+  ageSeconds(): number {
+    return Math.max(0, this.now() - this.healthyAt) / 1000;
+  }
+
+  /** Entries per cache (edge_cache_entries). */
+  cacheSizes(): Record<string, number> {
+    return {
+      sessions: this.sessions.size, tenants: this.tenants.size, tuples: this.tuples.size,
+      service_tokens: this.serviceTokens.size, api_keys: this.apiKeys.size, devices: this.devices.size,
+    };
   }
 
   private async cached<T>(map: Map<string, Entry<T>>, key: string, load: () => Promise<T | undefined>): Promise<T | undefined> {

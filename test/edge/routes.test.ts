@@ -40,6 +40,14 @@ describe('edge route table', () => {
     });
   });
 
+  it('marks the administration audience (Problem+JSON) on the same routes as core (issue 15 item 5)', () => {
+    const problem = (routes: { key: string; format: string | undefined }[]) => routes.filter((r) => r.format === 'problem').map((r) => r.key).sort();
+    const atEdge = problem(edgeRoutes.map((r) => ({ key: key(r.method, r.template), format: r.errorFormat })));
+    const inCore = problem(core.routes.map((r) => ({ key: key(r.method, r.path), format: r.errorFormat })));
+    assert.deepEqual(atEdge, inCore);
+    assert.ok(atEdge.includes('POST /v1/products') && !atEdge.includes('GET /v1/accounts'));
+  });
+
   it('derives the purpose from method and template; unmapped paths get operational', () => {
     const resolve = buildRouteTable();
     assert.equal(resolve('GET', '/v1/health').purpose, 'operational');

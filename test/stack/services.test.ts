@@ -70,6 +70,9 @@ describe('services in production mode', () => {
       assert.equal(edgeReady.status, 200);
       const metrics = await call(`http://127.0.0.1:${metricsPort}`, 'GET', '/metrics');
       assert.match(metrics.text, /process_cpu_seconds_total/);
+      // Issue 15 item 6: the edge's own metrics on its port; /v1/ready above was one of its decisions.
+      assert.match(metrics.text, /^edge_decisions_total\{purpose="operational",outcome="allow",code="OK"\} [1-9]/m);
+      assert.match(metrics.text, /^edge_policy_info\{policy_version="[^"]+",registry_version="[^"]+"\} 1$/m);
       const Health = healthService();
       const client = new Health(`127.0.0.1:${authzPort}`, grpc.credentials.createInsecure()) as unknown as grpc.Client & {
         Check(r: { service: string }, o: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r?: { status: number }) => void): void;
@@ -88,5 +91,48 @@ describe('services in production mode', () => {
       assert.deepEqual(codes, [0, 0, 0], `clean exits (${core.output()} ${edge.output()})`);
       assert.ok(Date.now() - started < 10_000, 'within 10 s');
     }
+  });
+});
+
+describe('npm run bootstrap', () => {
+  let t: TestDb;
+  before(async () => {
+    t = await freshDatabase();
+  });
+  after(() => t.drop());
+
+  it('creates the operator tenant once and prints a short-lived admin credential once', async () => {
+    const env = { MODE: 'production', DATABASE_URL: t.url, MASTER_KEY: key(), BOOTSTRAP_TENANT_ID: 'acme-ops', BOOTSTRAP_COUNTRY: 'KE', BOOTSTRAP_CURRENCY: 'KES' };
+    const first = run('bootstrap', env);
+    assert.equal(await first.exited, 0, first.output());
+    const token = /Bearer (svc_\S+)/.exec(first.output())?.[1];
+    assert.ok(token, 'the credential is printed');
+    const { rows } = await t.db.query<{ tenant_id: string; roles: string[]; expires_at: Date }>(
+      `SELECT o.tenant_id, s.roles, s.expires_at FROM platform_operator o JOIN service_tokens s ON s.tenant_id = o.tenant_id`);
+    assert.equal(rows[0]?.tenant_id, 'acme-ops');
+    assert.deepEqual(rows[0]?.roles, ['admin']);
+    assert.ok(rows[0]!.expires_at.getTime() - Date.now() <= 24 * 3600_000 + 60_000, 'expires within a day');
+    const keys = await t.db.query(`SELECT 1 FROM signing_keys WHERE tenant_id = 'acme-ops' AND state = 'active'`);
+    assert.equal(keys.rowCount, 1);
+    const audit = await t.db.query(`SELECT 1 FROM audit_log WHERE tenant_id = 'acme-ops' AND action = 'platform.bootstrap'`);
+    assert.equal(audit.rowCount, 1);
+    const again = run('bootstrap', env);
+    assert.equal(await again.exited, 1);
+    assert.match(again.output(), /already bootstrapped/);
+    assert.doesNotMatch(again.output(), /svc_/, 'no second credential');
+    const missing = run('bootstrap', { MODE: 'production', DATABASE_URL: t.url, MASTER_KEY: key() });
+    assert.equal(await missing.exited, 2);
+    assert.match(missing.output(), /BOOTSTRAP_COUNTRY/);
+  });
+});
+
+describe('README "Running it as services"', () => {
+  it('documents every variable the services read', async () => {
+    const { readFile } = await import('node:fs/promises');
+    const { serviceVars } = await import('../../bin/service-config.ts');
+    const readme = await readFile(new URL('../../README.md', import.meta.url), 'utf8');
+    const section = readme.slice(readme.indexOf('## Running it as services'), readme.indexOf('## Running several instances'));
+    assert.ok(section.length > 0);
+    for (const name of Object.keys(serviceVars)) assert.ok(section.includes(`\`${name}\``), `${name} is documented`);
   });
 });
