@@ -15,9 +15,10 @@
  *   running; every ledger invariant holds and every audit chain verifies; with every edge down
  *   the gateway answers 503 authz_unavailable and forwards nothing.
  *
- * Production has no demo seed and `npm run bootstrap` does not exist yet: the tenant, its core
- * client, settlement account, service token, fee and limit schedules are written test-side with
- * the project's own seed and store functions (core/ledger/seed.ts, core/admin/seed.ts,
+ * Production has no demo seed, and `npm run bootstrap` creates only the platform operator's
+ * tenant: a customer-facing tenant's core client, settlement account, fee and limit schedules and
+ * an Admin service token of its own have no production path yet, so they are written test-side
+ * with the project's own seed and store functions (core/ledger/seed.ts, core/admin/seed.ts,
  * core/platform/service-tokens.ts), before the services start.
  */
 import assert from 'node:assert/strict';

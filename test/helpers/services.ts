@@ -1,5 +1,5 @@
 /**
- * The separately deployed processes (`bin/services/*.ts`: migrate, core, edge, gateway) as an
+ * The separately deployed processes (`bin/services/*.ts`: migrate, core, edge, gateway, bootstrap) as an
  * operator runs them: spawned as their own OS processes with only the environment given (no
  * variable of the test runner leaks in), their output kept for assertions and diagnosis.
  */
@@ -10,7 +10,7 @@ import { defaultTrustFile } from '../../policy/runtime/bundle.ts';
 
 const root = new URL('../../', import.meta.url);
 
-export type ServiceKind = 'migrate' | 'core' | 'edge' | 'gateway';
+export type ServiceKind = 'migrate' | 'core' | 'edge' | 'gateway' | 'bootstrap';
 
 export interface Service {
   kind: ServiceKind;

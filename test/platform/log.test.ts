@@ -14,6 +14,7 @@ import { createLogger } from '../../shared/log.ts';
 import { createMetrics } from '../../shared/metrics.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { call, serve } from '../helpers/http.ts';
+import { testEdgeSecrets } from '../helpers/edge-auth.ts';
 
 function capture(): { stream: Writable; lines: string[]; text(): string; json(): Record<string, any>[] } {
   const lines: string[] = [];
@@ -107,7 +108,7 @@ describe('an unexpected database error in the log', () => {
       query: Type.Object({ n: Type.String() }),
       handler: async ({ query }) => ({ status: 200, body: (await tdb.db.query('SELECT $1::int AS n', [query.n])).rows[0] }),
     })];
-    const s = await serve(createServer(createHandler({ routes, log: createLogger('info', out.stream), metrics: createMetrics() })));
+    const s = await serve(createServer(createHandler({ routes, log: createLogger('info', out.stream), metrics: createMetrics(), edgeSecrets: testEdgeSecrets })));
     origin = s.origin;
     close = s.close;
   });
