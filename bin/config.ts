@@ -1,6 +1,6 @@
 /**
  * Stack configuration, read once from the environment, validated (every error listed), frozen.
- * The only module that reads process.env.
+ * With bin/services/common.ts, the only modules that read process.env.
  */
 import { resolve } from 'node:path';
 import { Type, type Static } from '@sinclair/typebox';

@@ -17,6 +17,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { Pool } from 'undici';
@@ -29,6 +30,8 @@ import type { CheckRequest, CheckResponse } from './types.ts';
 export const maxRequestBytes = maxCheckBodyBytes;
 /** envoy.yaml ext_authz `timeout: 0.1s` (SPEC 8). */
 export const checkTimeoutMs = 100;
+/** Request line and headers, as Envoy's max_request_headers_kb (deploy/envoy/envoy.yaml); 431 beyond. */
+export const maxRequestHeaderBytes = 60 * 1024;
 
 /** Hop-by-hop headers never forwarded (RFC 9110 §7.6.1). */
 const hopByHop = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'host', 'content-length']);
@@ -64,6 +67,22 @@ function sendJson(res: ServerResponse, status: number, body: unknown, requestId:
   const payload = JSON.stringify(body);
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload), 'x-request-id': requestId, ...extra });
   res.end(payload);
+}
+
+/**
+ * A request that cannot be parsed (headers past the limit, bad syntax) is answered 431 or 400
+ * and the connection closed after reading what the client still sends: closing with unread
+ * data would reset the connection, and the client would see no answer at all.
+ */
+function answerUnparsable(err: Error & { code?: string }, socket: Duplex): void {
+  if (!socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const status = err.code === 'HPE_HEADER_OVERFLOW' ? '431 Request Header Fields Too Large' : '400 Bad Request';
+  socket.end(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
+  socket.on('error', () => socket.destroy());
+  socket.resume();
 }
 
 /** Read up to `maxRequestBytes`; `undefined` means the body was larger (Envoy answers 413). */
@@ -245,13 +264,14 @@ export function createGateway(deps: GatewayDeps): Gateway {
     }
   };
 
-  const server = createServer((req, res) => {
+  const server = createServer({ maxHeaderSize: maxRequestHeaderBytes }, (req, res) => {
     handle(req, res).catch((err: unknown) => {
       deps.log.error({ err: (err as Error).message }, 'gateway error');
       if (!res.headersSent) sendJson(res, 502, { code: 'UPSTREAM_UNAVAILABLE', message: 'gateway error' }, randomUUID());
       else res.destroy();
     });
   });
+  server.on('clientError', answerUnparsable);
   return {
     server,
     /** Resolves once a channel to at least one edge is connected. */

@@ -8,8 +8,11 @@
  *                                      also keep the bundle in dist/revisions/<policy_version>/, where
  *                                      cores find an older policy_ref to simulate (git-ignored here:
  *                                      a release keeps every revision in the bundle source it serves)
- * The signing key is policy/keys/dev-signing.private.jwk (development only; a release pipeline
- * signs with its own key and ships its public key in policy/keys/trusted.json).
+ *   npx tsx policy/build.ts --key release.private.jwk --out /srv/bundles/current [--keep-revision]
+ *                                      a release: signed with its own Ed25519 key (a private JWK
+ *                                      file), written where edges and cores read POLICY_BUNDLE
+ * The default signing key is policy/keys/dev-signing.private.jwk (development only). Production
+ * trusts only the keys in POLICY_TRUSTED_KEYS (a JWKS file with the release key's public half).
  */
 import { execFileSync } from 'node:child_process';
 import { createHash, createPrivateKey } from 'node:crypto';
@@ -60,7 +63,7 @@ export async function staleSources(): Promise<string[]> {
 }
 
 /** Build the bundle into `outDir` (policy/dist by default). */
-export async function build(outDir = distDir, quiet = false, keepRevision = false): Promise<{ policyVersion: string }> {
+export async function build(outDir = distDir, quiet = false, keepRevision = false, keyFile = join(policyDir, 'keys', 'dev-signing.private.jwk')): Promise<{ policyVersion: string }> {
   const opa = findOpa();
   if (!opa) throw new Error('the opa CLI is needed to build the bundle (go install github.com/open-policy-agent/opa@v1.22.2)');
   const tmp = await mkdtemp(join(tmpdir(), 'policy-build-'));
@@ -70,7 +73,7 @@ export async function build(outDir = distDir, quiet = false, keepRevision = fals
     execFileSync(opa, ['build', '-t', 'wasm', '-e', entrypoint, '--ignore', '*_test.rego', 'src', '-o', tarball], { cwd: policyDir, stdio: quiet ? 'ignore' : 'inherit' });
     execFileSync('tar', ['-xzf', tarball, '-C', tmp], { stdio: 'ignore' });
     const wasm = await readFile(join(tmp, 'policy.wasm'));
-    const key = createPrivateKey({ key: JSON.parse(await readFile(join(policyDir, 'keys', 'dev-signing.private.jwk'), 'utf8')) as import('node:crypto').JsonWebKey, format: 'jwk' });
+    const key = createPrivateKey({ key: JSON.parse(await readFile(keyFile, 'utf8')) as import('node:crypto').JsonWebKey, format: 'jwk' });
     const registry = JSON.parse(await readFile(registrySource, 'utf8')) as Record<string, unknown>;
     if (typeof registry.version !== 'string') throw new Error('registry needs a version (ISO 8601 timestamp)');
     const registryText = `${JSON.stringify(signDocument(registry, key), null, 2)}\n`;
@@ -101,6 +104,12 @@ export async function build(outDir = distDir, quiet = false, keepRevision = fals
   }
 }
 
+/** The value after a `--flag` on the command line. */
+function argValue(flag: string): string | undefined {
+  const i = process.argv.indexOf(flag);
+  return i >= 0 ? process.argv[i + 1] : undefined;
+}
+
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const run = process.argv.includes('--check')
     ? staleSources().then((stale) => {
@@ -110,7 +119,7 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
         }
         process.stdout.write('policy/dist is up to date\n');
       })
-    : build(distDir, false, process.argv.includes('--keep-revision')).then(() => undefined);
+    : build(argValue('--out') ?? distDir, false, process.argv.includes('--keep-revision'), argValue('--key')).then(() => undefined);
   run.catch((err: unknown) => {
     process.stderr.write(`${(err as Error).message}\n`);
     process.exit(1);

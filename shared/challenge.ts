@@ -13,7 +13,8 @@
  *   - canonicalJson(JSON.parse(body)) when the body is JSON (shared/canonical-json.ts: keys sorted
  *                                     by code unit, no whitespace, JS number form), so key order
  *                                     and spacing do not matter but every value does,
- *   - the body as UTF-8 text          otherwise.
+ *   - the body as UTF-8 text          otherwise (also for JSON with a number that overflows to
+ *                                     Infinity, which core refuses with 400).
  * base64url is RFC 4648 §5 without padding.
  *
  * The challenge token is a JWT signed with the challenge key (ChallengeKeys below), a key that
@@ -41,13 +42,13 @@ export type StepUpMethod = 'otp' | 'device';
 export function normalizedBody(body: Buffer | string): string {
   const text = typeof body === 'string' ? body : body.toString('utf8');
   if (text.length === 0) return '';
-  let parsed: unknown;
   try {
-    parsed = JSON.parse(text);
+    return canonicalJson(JSON.parse(text));
   } catch {
+    // Not JSON, or JSON canonical JSON cannot hold (a number overflowing to Infinity): the text
+    // itself. Never a throw, which at the edge would fail every such request closed (503).
     return text;
   }
-  return canonicalJson(parsed);
 }
 
 /** base64url(SHA-256(`METHOD|path[?query]|normalized body`)). */

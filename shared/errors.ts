@@ -88,6 +88,7 @@ const table = {
   /** A new device key waits out the tenant's cool-off before it may step up or sign (issue 13 item 1). */
   DEVICE_COOLING_OFF: [403, 'Forbidden'],
   DEVICE_NOT_FOUND: [404, 'Record Not Found'],
+  PUBLIC_KEY_INVALID: [400, 'Bad Request'],
   VERIFICATION_REQUIRED: [403, 'Forbidden'],
   MFA_REQUIRED: [403, 'Forbidden'],
   challenge_mismatch: [403, 'Forbidden'],
@@ -219,8 +220,22 @@ export function toProblem(err: AppError, instance: string): Record<string, unkno
   };
 }
 
+/**
+ * PostgreSQL data exceptions (class 22) that only a request's values cause: text that is no
+ * number, uuid or date, a value out of range, a character the database cannot hold. Validation
+ * refuses these first (core/http/validate.ts); one that slips through is still the caller's bad
+ * input, answered 400, never 500, and logged with its SQLSTATE as a validation gap (server.ts).
+ */
+const inputDataExceptions = new Set(['22001', '22003', '22007', '22008', '22009', '22021', '22P02', '22P05']);
+
+export function isInputDataException(err: unknown): boolean {
+  const sqlstate = (err as { code?: unknown } | null)?.code;
+  return typeof sqlstate === 'string' && inputDataExceptions.has(sqlstate);
+}
+
 /** Any thrown value becomes an AppError; unknown failures become INTERNAL without detail. */
 export function asAppError(err: unknown): AppError {
   if (err instanceof AppError) return err;
+  if (isInputDataException(err)) return new AppError('VALIDATION_FAILED', 'a value in the request is out of range or cannot be stored');
   return new AppError('INTERNAL', 'internal error');
 }

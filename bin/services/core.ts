@@ -11,7 +11,7 @@ import { ApiKeys } from '../../core/apikeys/store.ts';
 import { buildCore } from '../../core/app.ts';
 import { Dispatcher } from '../../core/admin/webhooks/dispatcher.ts';
 import { TargetGuard } from '../../core/admin/webhooks/target.ts';
-import { loadMigrations } from '../../core/db/migrate.ts';
+import { pendingMigrations } from '../../core/db/migrate.ts';
 import { Housekeeper } from '../../core/housekeeping/prune.ts';
 import { fileInboxSender, type SmsSender } from '../../core/identity/sms.ts';
 import { webhookSmsSender } from '../../core/identity/sms-webhook.ts';
@@ -19,18 +19,11 @@ import { KeyStore } from '../../core/keys/keys.ts';
 import { readBuildInfo } from '../../core/platform/build-info.ts';
 import { defaultBundleDir } from '../../policy/runtime/bundle.ts';
 import { PolicyStore } from '../../policy/runtime/store.ts';
-import { createDb, type Db } from '../../shared/db/pool.ts';
+import { createDb } from '../../shared/db/pool.ts';
 import { createMetrics } from '../../shared/metrics.ts';
 import { listen } from '../../shared/net.ts';
 import { listOf, secretKey, secretKeys, secretText, type ServiceConfig } from '../service-config.ts';
 import { configOrExit, fail, loggerOf, onShutdown, trustedSigners } from './common.ts';
-
-/** Versions in the repository that the database has not applied: core never migrates itself. */
-export async function pendingMigrations(db: Db): Promise<string[]> {
-  const { rows } = await db.query<{ version: string }>('SELECT version FROM schema_migrations').catch(() => ({ rows: [] as { version: string }[] }));
-  const applied = new Set(rows.map((r) => r.version));
-  return (await loadMigrations()).map((m) => m.version).filter((v) => !applied.has(v));
-}
 
 function smsSenderOf(config: ServiceConfig, guard: TargetGuard, log: ReturnType<typeof loggerOf>): SmsSender {
   if (config.mode === 'development' && !config.values.SMS_WEBHOOK_URL) return fileInboxSender(resolve(config.values.DATA_DIR ?? './.data'));

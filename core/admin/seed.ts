@@ -5,6 +5,7 @@
  */
 import type { Queryable } from '../../shared/db/pool.ts';
 import type { Seeder } from '../seed.ts';
+import { markOperatorIfNone } from '../platform/operator.ts';
 import { isoCountry } from './reference/iso.ts';
 import { resolveSchedule } from './schedules/store.ts';
 import { parseLimits, parseTiers, activateSchedule, createSchedule } from './schedules/write.ts';
@@ -22,7 +23,8 @@ export const demoTransferLimits = [
   { action: 'TRANSFER', period: 'day' as const, max_amount: '300000', max_count: 20 },
 ];
 
-async function ensureCountry(q: Queryable, code: string, currency: string): Promise<void> {
+/** Enable a country from the ISO reference data with `currency` as its base and only allowed currency (idempotent). */
+export async function enableCountry(q: Queryable, code: string, currency: string): Promise<void> {
   const c = isoCountry(code);
   if (!c) return;
   await q.query(
@@ -35,7 +37,9 @@ export const adminSeeder: Seeder = async ({ db, tenantId }) => {
   const { rows } = await db.query<{ country: string; base_currency: string }>('SELECT country, base_currency FROM tenants WHERE id = $1', [tenantId]);
   const tenant = rows[0];
   if (!tenant) return {};
-  await ensureCountry(db, tenant.country, tenant.base_currency);
+  await enableCountry(db, tenant.country, tenant.base_currency);
+  // Development: the demo tenant is the platform operator (production: npm run bootstrap).
+  await markOperatorIfNone(db, tenantId);
   await db.query(
     `INSERT INTO admin_products (tenant_id, code, category, metadata) VALUES ($1, 'TRANSFER', 'PAYMENTS', '{"description":"Customer transfer"}')
      ON CONFLICT DO NOTHING`, [tenantId]);

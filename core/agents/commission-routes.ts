@@ -5,16 +5,17 @@ import { idempotencyHeader } from '../idempotency/idempotency.ts';
 import { idempotent } from './books.ts';
 import { acceptPayout, listCommissions, ownAgent, previewPayout } from './commissions.ts';
 import { agentCaller, type AgentDeps } from './context.ts';
+import { Uuid } from '../ledger/schemas.ts';
 
 const tags = ['agent-commissions'];
 const auth = { name: 'Authorization', required: true, description: 'Bearer <agent access token>' };
-const AgentId = Type.Object({ agent_id: Type.String({ pattern: '^[0-9a-f-]{36}$' }) });
+const AgentId = Type.Object({ agent_id: Uuid });
 const Payout = Type.Record(Type.String(), Type.Unknown(), { description: 'Payout: payoutId, state (PREVIEWED, ACCEPTED, STALE), amount, currency, postingId, expiresAt, entries[]' });
 const ListQuery = Type.Object({
   state: Type.Optional(Type.Union([Type.Literal('ACCRUED'), Type.Literal('PAID'), Type.Literal('CLAWED_BACK')])),
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200 })), cursor: Type.Optional(Type.String({ maxLength: 200 })),
 }, { additionalProperties: false });
-const AcceptBody = Type.Object({ payoutId: Type.String({ pattern: '^[0-9a-f-]{36}$' }) }, { additionalProperties: false });
+const AcceptBody = Type.Object({ payoutId: Uuid }, { additionalProperties: false });
 
 export function commissionRoutes(deps: AgentDeps): RouteSpec[] {
   return [

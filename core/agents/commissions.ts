@@ -17,6 +17,7 @@ import { decodeCursor, encodeCursor, requireDayOpen, wire } from './books.ts';
 import { actorOf, auditAgent, businessDate, type AgentCaller } from './context.ts';
 import { apply, platformAccounts, postCmd } from './ledger.ts';
 import { lockAgent } from './txns.ts';
+import { uuidRegex } from '../ledger/schemas.ts';
 
 /** A preview older than this is stale: accrued rows may have changed since the agent saw it. */
 export const payoutPreviewTtlMs = 15 * 60_000;
@@ -42,7 +43,7 @@ export function ownAgent(c: AgentCaller, agentId: string): void {
 }
 
 export async function listCommissions(q: Queryable, c: AgentCaller, f: { state?: string | undefined; limit: number; cursor?: string | undefined }): Promise<Record<string, unknown>> {
-  const after = decodeCursor(f.cursor, /^[0-9a-f-]{36}$/);
+  const after = decodeCursor(f.cursor, uuidRegex);
   const { rows } = await q.query<EntryRow>(
     `SELECT id, txn_id, kind, amount, currency, state, payout_id, created_at FROM agent_commissions
       WHERE tenant_id = $1 AND agent_id = $2 AND ($3::text IS NULL OR state = $3) AND ($4::uuid IS NULL OR id < $4)

@@ -11,6 +11,7 @@ import { uuidv7 } from '../../shared/uuid.ts';
 import type { AgentDeps } from './context.ts';
 import { agentReader } from './profile.ts';
 import { seedTraining } from './training.ts';
+import { uuidRegex } from '../ledger/schemas.ts';
 
 const defaultPageSize = 20;
 const maxPageSize = 50;
@@ -28,7 +29,7 @@ interface Row { id: string; title: string; body: string; regions: string[]; tier
 
 function decodeCursor(c: string): { at: number; id: string } {
   const [at, id] = Buffer.from(c, 'base64url').toString('utf8').split('|');
-  if (!at || !id || !/^\d+$/.test(at) || !/^[0-9a-f-]{36}$/.test(id)) throw new AppError('CURSOR_INVALID', 'cursor is not one this API issued');
+  if (!at || !id || !/^\d+$/.test(at) || !uuidRegex.test(id)) throw new AppError('CURSOR_INVALID', 'cursor is not one this API issued');
   return { at: Number(at), id };
 }
 

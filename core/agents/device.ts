@@ -13,12 +13,13 @@
 import { createHash, createPublicKey, verify } from 'node:crypto';
 import { Type, type Static } from '@sinclair/typebox';
 import type { Queryable } from '../../shared/db/pool.ts';
+import { Uuid } from '../ledger/schemas.ts';
 
 /** A device clock may differ from ours by this much either way. */
 export const proofSkewMs = 120_000;
 
 export const DeviceProof = Type.Object({
-  deviceId: Type.String({ pattern: '^[0-9a-f-]{36}$' }),
+  deviceId: Uuid,
   timestamp: Type.String({ pattern: '^[0-9]{10,16}$', description: 'milliseconds since the epoch' }),
   signature: Type.String({ pattern: '^[A-Za-z0-9_-]{86}$', description: 'base64url Ed25519 signature (64 bytes)' }),
 }, { additionalProperties: false });

@@ -3,7 +3,7 @@ import { Type } from '@sinclair/typebox';
 import { AppError } from '../../shared/errors.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import { idempotencyHeader } from '../idempotency/idempotency.ts';
-import { Amount } from '../ledger/schemas.ts';
+import { Amount, Uuid } from '../ledger/schemas.ts';
 import { balanceOf, balanceView, idempotent } from './books.ts';
 import { agentCaller, opsCaller, type AgentDeps, type AnyCtx, type OpsCaller } from './context.ts';
 import { cancelFloat, instructionView, listInstructions, loadInstruction, opsFloat, requestFloat } from './float.ts';
@@ -12,12 +12,12 @@ import { lockAgent } from './txns.ts';
 const tags = ['agent-float'];
 const auth = { name: 'Authorization', required: true, description: 'Bearer <agent access token>' };
 const opsAuth = { name: 'Authorization', required: true, description: 'Bearer <service token with role ops>' };
-const Id = Type.Object({ instruction_id: Type.String({ pattern: '^[0-9a-f-]{36}$' }) });
+const Id = Type.Object({ instruction_id: Uuid });
 const Instruction = Type.Record(Type.String(), Type.Unknown(), { description: 'Float instruction: id, kind, state, amount, currency, reference, postingId, holdId, history[]' });
 const RequestBody = Type.Object({ amount: Amount, reference: Type.Optional(Type.String({ maxLength: 64, description: 'e.g. the bank deposit slip number' })) }, { additionalProperties: false });
 const OpsBody = Type.Object({ reason: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })) }, { additionalProperties: false });
 const States = Type.Union([Type.Literal('PENDING'), Type.Literal('APPROVED'), Type.Literal('SETTLED'), Type.Literal('REJECTED'), Type.Literal('CANCELLED')]);
-const ListQuery = Type.Object({ state: Type.Optional(States), agentId: Type.Optional(Type.String({ pattern: '^[0-9a-f-]{36}$' })), limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200 })) }, { additionalProperties: false });
+const ListQuery = Type.Object({ state: Type.Optional(States), agentId: Type.Optional(Uuid), limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200 })) }, { additionalProperties: false });
 const FloatView = Type.Object({
   agentId: Type.String(), accountId: Type.String(), currency: Type.String(), balance: Type.String(), held: Type.String(), available: Type.String(),
   commissionAccountId: Type.String(), commissionBalance: Type.String(), instructions: Type.Array(Instruction),

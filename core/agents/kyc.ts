@@ -13,13 +13,14 @@ import { uuidv7 } from '../../shared/uuid.ts';
 import type { Queryable } from '../../shared/db/pool.ts';
 import { agentCaller, auditAgent, keyOwnerOf, type AgentDeps, type AnyCtx } from './context.ts';
 import { requireCapability } from './capabilities.ts';
+import { Uuid } from '../ledger/schemas.ts';
 
 /** A KYC record is valid two years, then re-KYC is due. */
 export const kycValidityMs = 2 * 365 * 24 * 60 * 60_000;
 const minAgeYears = 18;
 const tags = ['kyc'];
 const headers = [{ name: 'Authorization', required: true, description: 'Bearer <agent access token>' }, idempotencyHeader];
-const CustomerId = Type.Object({ customer_id: Type.String({ pattern: '^[0-9a-f-]{36}$' }) });
+const CustomerId = Type.Object({ customer_id: Uuid });
 const IdType = Type.Union([Type.Literal('NATIONAL_ID'), Type.Literal('PASSPORT'), Type.Literal('ALIEN_ID')]);
 const IdNumber = Type.String({ pattern: '^[A-Z0-9]{5,20}$' });
 const RegisterBody = Type.Object({

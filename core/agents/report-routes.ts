@@ -9,6 +9,7 @@ import { agentCaller, businessDate, type AgentDeps } from './context.ts';
 import { instructionView, type InstructionRow } from './float.ts';
 import { agentRow, closeDay, eodSummary } from './reports.ts';
 import { txnView, type TxnRow } from './txns.ts';
+import { uuidRegex } from '../ledger/schemas.ts';
 
 const tags = ['agent-reports'];
 const auth = { name: 'Authorization', required: true, description: 'Bearer <agent access token>' };
@@ -92,7 +93,7 @@ export function reportRoutes(deps: AgentDeps): RouteSpec[] {
           return { status: 200, raw: { contentType: 'text/csv; charset=utf-8', data: `${lines.join('\r\n')}\r\n` }, headers: { 'content-disposition': `attachment; filename="txns-${f.from}-${f.to}.csv"` } };
         }
         const limit = ctx.query.limit ?? 100;
-        const rows = await txnRows(deps.db, c.tenantId, c.agentId, f, decodeCursor(ctx.query.cursor, /^[0-9a-f-]{36}$/), limit + 1);
+        const rows = await txnRows(deps.db, c.tenantId, c.agentId, f, decodeCursor(ctx.query.cursor, uuidRegex), limit + 1);
         const page = rows.slice(0, limit);
         return { status: 200, body: { items: page.map(txnView), nextCursor: rows.length > limit && page.length > 0 ? encodeCursor(page[page.length - 1]?.id ?? '') : null } };
       },

@@ -18,11 +18,12 @@ import { fromDb } from '../../shared/money.ts';
 import { balanceOf, balanceView, decodeCursor, encodeCursor, idempotent, wire } from './books.ts';
 import { agentCaller, auditAgent, type AgentCaller, type AgentDeps, type AnyCtx } from './context.ts';
 import { kycCustomer } from './txns.ts';
+import { Uuid } from '../ledger/schemas.ts';
 
 const tags = ['agent-wallets'];
 const auth = { name: 'Authorization', required: true, description: 'Bearer <agent access token>' };
 const codeHeader = { name: 'X-Customer-Code', required: false, description: "A customer's wallet only: the one-time code from POST /v1/wallets/consent (consumed by this read)" };
-const WalletId = Type.Object({ wallet_id: Type.String({ pattern: '^[0-9a-f-]{36}$' }) });
+const WalletId = Type.Object({ wallet_id: Uuid });
 const TxQuery = Type.Object({ limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200 })), cursor: Type.Optional(Type.String({ maxLength: 200 })) }, { additionalProperties: false });
 const ConsentBody = Type.Object({ customerPhone: Phone }, { additionalProperties: false });
 const BalanceBody = Type.Object({

@@ -63,6 +63,17 @@ export async function migrate(pool: pg.Pool, dir = migrationsDir): Promise<strin
   }
 }
 
+/** Versions in the repository the database has not applied (every one when it has none): cores never migrate. */
+export async function pendingMigrations(q: { query<R extends object>(sql: string): Promise<{ rows: R[] }> }, dir = migrationsDir): Promise<string[]> {
+  const { rows } = await q.query<{ version: string }>('SELECT version FROM schema_migrations').catch((err: { code?: string }) => {
+    // 42P01 undefined_table: a database no migration ever ran on; anything else is the caller's to report.
+    if (err.code === '42P01') return { rows: [] as { version: string }[] };
+    throw err;
+  });
+  const applied = new Set(rows.map((r) => r.version));
+  return (await loadMigrations(dir)).map((m) => m.version).filter((v) => !applied.has(v));
+}
+
 /** SHA-256 over the applied migrations (version and checksum, in order): the schema's identity. */
 export async function schemaHash(q: { query(sql: string): Promise<{ rows: unknown[] }> }): Promise<string> {
   const { rows } = (await q.query('SELECT version, checksum FROM schema_migrations ORDER BY version')) as {

@@ -3,6 +3,7 @@ import type { IncomingMessage } from 'node:http';
 import { AppError } from '../../shared/errors.ts';
 import { isJsonMedia, mediaType } from '../../shared/http/media-type.ts';
 import type { BodyKind } from './route.ts';
+import { parseQuery } from './validate.ts';
 
 /** SPEC-independent default: a JSON API body never needs more than this. */
 export const defaultBodyLimitBytes = 1024 * 1024;
@@ -40,14 +41,26 @@ export function decodeBody(kind: BodyKind, contentType: string | undefined, raw:
     if (type !== 'application/x-www-form-urlencoded') {
       throw new AppError('UNSUPPORTED_MEDIA_TYPE', 'expected application/x-www-form-urlencoded');
     }
-    return Object.fromEntries(new URLSearchParams(raw.toString('utf8')));
+    return parseQuery(utf8Of(raw, 'VALIDATION_FAILED'));
   }
   if (!isJsonMedia(type)) {
     throw new AppError('UNSUPPORTED_MEDIA_TYPE', 'expected application/json');
   }
+  const text = utf8Of(raw, 'MALFORMED_JSON');
   try {
-    return JSON.parse(raw.toString('utf8')) as unknown;
+    return JSON.parse(text) as unknown;
   } catch {
     throw new AppError('MALFORMED_JSON', 'request body is not valid JSON');
+  }
+}
+
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/** The body as text; bytes that are not UTF-8 are refused (400), never read as U+FFFD. */
+export function utf8Of(raw: Buffer, code: 'MALFORMED_JSON' | 'VALIDATION_FAILED'): string {
+  try {
+    return strictUtf8.decode(raw);
+  } catch {
+    throw new AppError(code, 'request body is not valid UTF-8');
   }
 }

@@ -10,9 +10,9 @@ import type { Logger } from 'pino';
 import { TemplateTable } from '../../shared/path-template.ts';
 import type { Metrics } from '../../shared/metrics.ts';
 import { decodeBody, defaultBodyLimitBytes, readBody } from './body.ts';
-import { AppError, asAppError, toCoreBody, toProblem } from '../../shared/errors.ts';
+import { AppError, asAppError, isInputDataException, toCoreBody, toProblem } from '../../shared/errors.ts';
 import type { EdgeIdentity, ErrorFormat, Method, Reply, RouteSpec } from './route.ts';
-import { validate } from './validate.ts';
+import { parseQuery, storable, validate } from './validate.ts';
 import { isCanonicalPath } from '../../shared/canonical-path.ts';
 import { inMoneyScope, moneyScopeOf, type MoneyScope } from './money.ts';
 
@@ -118,12 +118,13 @@ export function createHandler(deps: HttpDeps): (req: IncomingMessage, res: Serve
     const template = route?.path ?? 'unmatched';
     const log = deps.log.child({ reqId: requestId });
 
-    const finish = (reply: Reply, err?: unknown) => {
+    const finish = (reply: Reply, err?: unknown, code?: string) => {
       send(res, reply, requestId, method);
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       deps.metrics.httpDuration.observe({ method, route: template, status: String(reply.status) }, seconds);
-      const line = { method, route: template, status: reply.status, ms: Math.round(seconds * 1e4) / 10 };
-      if (err !== undefined) log.error({ ...line, err: err instanceof Error ? err.stack : String(err) }, 'request failed');
+      // A refusal names its code; an unexpected error is logged whole (its SQLSTATE included).
+      const line = { method, route: template, status: reply.status, ms: Math.round(seconds * 1e4) / 10, ...(code ? { code } : {}) };
+      if (err !== undefined) log.error({ ...line, err: err instanceof Error ? err : String(err) }, 'request failed');
       else if (reply.status >= 500) log.warn(line, 'request unavailable');
       else log.info(line, 'request');
     };
@@ -156,9 +157,9 @@ export function createHandler(deps: HttpDeps): (req: IncomingMessage, res: Serve
         ? await readBody(req, route.bodyLimitBytes ?? defaultBodyLimitBytes)
         : Buffer.alloc(0);
       const decoded = decodeBody(kind, req.headers['content-type'], rawBody);
-      const body = route.body ? validate(route.body, decoded, 'body') : decoded;
-      const query = route.query ? validate(route.query, Object.fromEntries(url.searchParams), 'query', true) : {};
-      const params = route.params ? validate(route.params, match.params, 'params') : match.params;
+      const body = route.body ? validate(route.body, decoded, 'body') : storable(decoded, 'body');
+      const query = route.query ? validate(route.query, parseQuery(url.search), 'query', true) : {};
+      const params = route.params ? validate(route.params, match.params, 'params') : storable(match.params, 'params');
       return inMoneyScope(scope, () => route.handler({
         req, method: method as Method, path, template, params, query, body, rawBody, headers, requestId, log, identity,
       }));
@@ -189,14 +190,16 @@ export function createHandler(deps: HttpDeps): (req: IncomingMessage, res: Serve
         }
         const reply = errorReply(appErr, route?.errorFormat ?? 'core', path);
         await settleBudget(reply);
-        finish(reply, appErr.code === 'INTERNAL' ? err : undefined);
+        finish(reply, appErr.code === 'INTERNAL' || isInputDataException(err) ? err : undefined, appErr.code);
       },
     );
   };
 }
 
 export function createCoreServer(deps: HttpDeps): Server {
-  const server = createServer({ requestTimeout: 30_000, headersTimeout: 10_000 }, createHandler(deps));
+  // Above what the edge passes (60 KiB: envoy.yaml, edge/gateway.ts) plus the identity headers it
+  // adds, so core never resets a request the edge let through.
+  const server = createServer({ requestTimeout: 30_000, headersTimeout: 10_000, maxHeaderSize: 80 * 1024 }, createHandler(deps));
   server.keepAliveTimeout = 5_000;
   return server;
 }

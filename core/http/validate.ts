@@ -5,12 +5,32 @@ import { TypeCompiler, type TypeCheck } from '@sinclair/typebox/compiler';
 import { Value } from '@sinclair/typebox/value';
 import { AppError } from '../../shared/errors.ts';
 
+/**
+ * A calendar date PostgreSQL takes: years 0001–9999 and a day that exists in its month
+ * (Date.parse takes 2023-02-29 as 1 March and year 0000; PostgreSQL refuses both: a 500).
+ */
+function realDate(y: string, m: string, d: string): boolean {
+  const [year, month, day] = [Number(y), Number(m), Number(d)];
+  const t = new Date(0);
+  t.setUTCFullYear(year, month - 1, day);
+  return year >= 1 && t.getUTCFullYear() === year && t.getUTCMonth() === month - 1 && t.getUTCDate() === day;
+}
+
+/** RFC 3339 date-time with an explicit offset; hours 00–23, seconds 00–59, offsets within PostgreSQL's ±15:59. */
+const dateTime = /^(\d{4})-(\d{2})-(\d{2})T([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,9})?(Z|[+-](0\d|1[0-5]):[0-5]\d)$/i;
+
 /** JSON Schema formats the schemas use; TypeBox knows none until they are registered. */
 const formats: Record<string, (v: string) => boolean> = {
   uuid: (v) => /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(v),
-  // RFC 3339 date-time with an explicit offset, and a real instant.
-  'date-time': (v) => /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/i.test(v) && !Number.isNaN(Date.parse(v)),
-  date: (v) => /^\d{4}-\d{2}-\d{2}$/.test(v) && !Number.isNaN(Date.parse(`${v}T00:00:00Z`)),
+  // A real instant that PostgreSQL's timestamptz reads as the same instant.
+  'date-time': (v) => {
+    const m = dateTime.exec(v);
+    return m !== null && realDate(m[1] as string, m[2] as string, m[3] as string);
+  },
+  date: (v) => {
+    const m = /^(\d{4})-(\d{2})-(\d{2})$/.exec(v);
+    return m !== null && realDate(m[1] as string, m[2] as string, m[3] as string);
+  },
   uri: (v) => {
     try {
       return new URL(v).protocol.length > 1;
@@ -36,13 +56,81 @@ function checkerFor<T extends TSchema>(schema: T): TypeCheck<T> {
 /** Maximum number of individual problems reported in one 400. */
 const maxReportedErrors = 10;
 
+/** Deeper than this, a request value is refused: no route takes more, and walks stay bounded. */
+export const maxNestingDepth = 32;
+// A NUL (PostgreSQL text and jsonb cannot hold one) or a lone surrogate (not Unicode: jsonb
+// refuses its escape, UTF-8 has no encoding of it).
+const unstorableText = /[\u0000]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+function textProblem(s: string): string | undefined {
+  return unstorableText.test(s) ? 'contains a NUL character or is not well-formed Unicode' : undefined;
+}
+
+function valueProblem(v: unknown, fromText: boolean): string | undefined {
+  if (typeof v === 'string') return textProblem(v);
+  if (typeof v !== 'number') return undefined;
+  if (!Number.isFinite(v)) return 'is not a finite number (it overflows)';
+  // Digits in a query or path beyond 2^53 are not read exactly (an offset of 9e20 is no
+  // offset). JSON bodies may carry such numbers (nanosecond times in a policy input).
+  if (fromText && Number.isInteger(v) && !Number.isSafeInteger(v)) return 'is too large to be read exactly';
+  return undefined;
+}
+
+/**
+ * Refuse with 400 what no route can store or read exactly (issue 13 item 8), whatever the
+ * route's schema: strings (and object keys) with a NUL or a lone surrogate, numbers that overflow
+ * to Infinity (`1e999`), nesting deeper than `maxNestingDepth`, and (`fromText`: query values
+ * converted from text) integers beyond 2^53. Iterative, so a deeply nested body cannot exhaust
+ * the stack. Returns `value`.
+ */
+export function storable<T>(value: T, where: string, fromText = false): T {
+  const stack: { v: unknown; path: string; depth: number }[] = [{ v: value, path: where, depth: 0 }];
+  for (let item = stack.pop(); item; item = stack.pop()) {
+    const { v, path, depth } = item;
+    let problem = valueProblem(v, fromText);
+    if (!problem && v !== null && typeof v === 'object') {
+      if (depth >= maxNestingDepth) problem = `is nested more than ${maxNestingDepth} levels deep`;
+      else {
+        for (const [k, child] of Object.entries(v)) {
+          const keyProblem = textProblem(k);
+          if (keyProblem) throw invalid(`${path}`, `has a key that ${keyProblem}`);
+          stack.push({ v: child, path: `${path}/${k}`, depth: depth + 1 });
+        }
+      }
+    }
+    if (problem) throw invalid(path, problem);
+  }
+  return value;
+}
+
+function invalid(path: string, message: string): AppError {
+  return new AppError('VALIDATION_FAILED', `${path}: ${message}`, { extra: { errors: [{ path, message }] } });
+}
+
+/**
+ * A query string as name → value (the last one wins), refusing percent-escapes that are not
+ * UTF-8 (`%ff`, an encoded surrogate): URLSearchParams would silently turn them into U+FFFD.
+ */
+export function parseQuery(search: string): Record<string, string> {
+  const raw = search.startsWith('?') ? search.slice(1) : search;
+  for (const pair of raw.split('&')) {
+    try {
+      decodeURIComponent(pair.replaceAll('+', ' '));
+    } catch {
+      throw invalid('query', 'is not percent-encoded UTF-8');
+    }
+  }
+  return Object.fromEntries(new URLSearchParams(raw));
+}
+
 /**
  * Check `value` against `schema`; on failure throw VALIDATION_FAILED naming each bad field.
  * `where` prefixes paths (`body`, `query`, `params`). `convert` coerces query-string text.
+ * Values no route can store are refused first (`storable`).
  */
 export function validate<T extends TSchema>(schema: T, value: unknown, where: string, convert = false): Static<T> {
   const check = checkerFor(schema);
-  const input = convert ? Value.Convert(schema, value) : value;
+  const input = storable(convert ? Value.Convert(schema, value) : value, where, convert);
   if (check.Check(input)) return input;
   const errors = [...check.Errors(input)].slice(0, maxReportedErrors).map((e) => ({
     path: `${where}${e.path || ''}`,

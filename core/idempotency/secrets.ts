@@ -2,7 +2,7 @@
  * Secrets shown once stay unreadable (issue 13 item 7): a stored response that carries a secret
  * (a webhook signing secret, an API-key secret, an OAuth or SCIM client secret, a token, and
  * whatever a later route issues under one of these names) is kept twice: sealed whole with the
- * master-key envelope (core/keys/crypto.ts, bound to its record) for the caller's replay, and
+ * master-key envelope (shared/sealing.ts, bound to its record) for the caller's replay, and
  * with every secret field redacted for the inspection routes. The decision is made here, from
  * the field names, for every idempotent frame: a new route gets it without opting in.
  */

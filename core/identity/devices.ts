@@ -11,6 +11,7 @@ import { createPublicKey, verify } from 'node:crypto';
 import { Type, type Static } from '@sinclair/typebox';
 import type { Queryable } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
+import { ed25519KeyProblem } from '../../shared/ed25519-key.ts';
 
 export const DeviceJwk = Type.Object({
   kty: Type.Literal('OKP'),
@@ -28,6 +29,8 @@ export const DeviceAssertion = Type.Object({
 export function rawPublicKey(input: Static<typeof PublicKeyInput>): Buffer {
   const raw = Buffer.from(typeof input === 'string' ? input : input.x, 'base64url');
   if (raw.length !== 32) throw new AppError('VALIDATION_FAILED', 'publicKey must be a 32-byte Ed25519 key');
+  const weak = ed25519KeyProblem(raw);
+  if (weak) throw new AppError('PUBLIC_KEY_INVALID', `publicKey ${weak.text} (${weak.code})`);
   try {
     keyObject(raw);
   } catch {

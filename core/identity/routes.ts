@@ -17,6 +17,7 @@ import { OpaqueToken, Otp, Phone, TenantId } from './schemas.ts';
 import { listSessions, revokeSession } from './sessions.ts';
 import { completeStepUp, sendStepUpOtp } from './stepup.ts';
 import { authenticate } from './tokens.ts';
+import { Uuid } from '../ledger/schemas.ts';
 
 const tags = ['customer-auth'];
 const bearerHeader = [{ name: 'Authorization', required: true, description: 'Bearer <access token>' }];
@@ -79,7 +80,7 @@ export function identityRoutes(deps: IdentityDeps): RouteSpec[] {
     }),
     defineRoute({
       method: 'DELETE', path: '/customers/sessions/{id}', operationId: 'customerSessionRevoke', tags, headers: bearerHeader,
-      params: Type.Object({ id: Type.String({ pattern: '^[0-9a-f-]{36}$' }) }),
+      params: Type.Object({ id: Uuid }),
       summary: "Revoke one of the caller's sessions: the current one is a logout; another needs a step-up bound to this request",
       responses: { 204: { description: 'Revoked' } },
       handler: async (ctx) => {

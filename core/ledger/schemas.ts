@@ -3,6 +3,8 @@ import { Type, type Static } from '@sinclair/typebox';
 
 export const uuidPattern = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$';
 export const Uuid = Type.String({ pattern: uuidPattern });
+/** The same as a RegExp, for ids read from cursors (a non-UUID would reach PostgreSQL as a uuid: 500). */
+export const uuidRegex = new RegExp(uuidPattern);
 export const IdParams = Type.Object({ id: Uuid });
 export const Currency = Type.String({ pattern: '^[A-Z]{3}$', description: 'ISO 4217 code' });
 /** Decimal string; checked exactly by shared/money.ts (422 INVALID_AMOUNT). */

@@ -137,7 +137,8 @@ export function platformRoutes(deps: PlatformDeps): RouteSpec[] {
         if (params.asset === 'init.js') {
           return { status: 200, raw: { contentType: 'text/javascript; charset=utf-8', data: docsInit } };
         }
-        const type = docAssets[params.asset];
+        // Own properties only: `__proto__`, `constructor` or `toString` name no asset.
+        const type = Object.hasOwn(docAssets, params.asset) ? docAssets[params.asset] : undefined;
         if (!type) throw new AppError('NOT_FOUND', 'no such asset');
         const data = await readFile(join(swaggerDir, params.asset));
         return { status: 200, headers: { 'cache-control': 'public, max-age=86400' }, raw: { contentType: type, data } };

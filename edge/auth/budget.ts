@@ -35,6 +35,8 @@ export function requestAmount(body: Buffer): { micros: bigint; currency: string 
   if (Array.isArray(d.entries) && currency) {
     let total = 0n;
     for (const e of d.entries) {
+      // A leg that is no object (`null`) is core's to refuse (400); here it is an unreadable amount, never a throw.
+      if (!e || typeof e !== 'object') return 'unreadable';
       const leg = e as Record<string, unknown>;
       // A leg may name its own currency (core/ledger/schemas.ts): one other than the posting's
       // cannot be counted in the posting's currency, so the amount is not readable here.

@@ -1,7 +1,7 @@
 /**
  * The risk signal given to the policy (SPEC 2.6 context.risk). Documented rules, in order:
  *   high   — the request's device id differs from the device the session signed in with, or
- *            (customers) is missing: a token away from its device; or the subject started more than
+ *            is missing (customers and agents alike): a token away from its device; or the subject started more than
  *            `velocityLimit` transfers (request-bound money intents) within `velocityWindowMs`;
  *   medium — the source address is outside the /16 (IPv4) or /48 (IPv6) the session began in;
  *   low    — otherwise, and for callers without a session.
@@ -46,10 +46,10 @@ export class RiskEngine {
     const signals: string[] = [];
     const s = opts.session;
     // A session bound to a device is used from that device: another id is a token away from its
-    // device. For customers (whose app sends X-Device-Id on every call) no id at all counts too,
-    // so leaving the header out is no way around the check.
+    // device. The customer and agent apps send X-Device-Id on every call, so no id at all counts
+    // too (issue 13 item 6): leaving the header out is no way around the check.
     if (s?.device && opts.deviceId && opts.deviceId !== s.device) signals.push('new_device');
-    else if (s?.device && !opts.deviceId && s.subjectType === 'customer') signals.push('device_missing');
+    else if (s?.device && !opts.deviceId) signals.push('device_missing');
     if (opts.moneyMoving && opts.subject && this.velocity(opts.subject)) signals.push('velocity');
     if (signals.length > 0) return { risk: 'high', signals };
     if (s?.ip && opts.ip && prefixOf(s.ip) !== prefixOf(opts.ip)) return { risk: 'medium', signals: ['ip_outside_usual_range'] };

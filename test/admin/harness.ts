@@ -22,6 +22,8 @@ export async function startAdmin(opts: { perSourcePerMinute?: number; seed?: boo
   if (opts.seed !== false) await seedDemo(tdb.db);
   else await tdb.db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ('demo', 'Demo', 'KE', 'KES')`);
   await tdb.db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ('other', 'Other', 'KE', 'KES')`);
+  // The demo tenant's Admins are the platform admins (only they create tenants).
+  await tdb.db.query(`INSERT INTO platform_operator (tenant_id) VALUES ('demo') ON CONFLICT DO NOTHING`);
   const keys = new KeyStore(tdb.db, randomBytes(32));
   const core = buildCore({ db: tdb.db, log: createLogger('silent'), metrics, build: readBuildInfo(), keys,
     adminRateLimits: { perSourcePerMinute: opts.perSourcePerMinute ?? 10_000, perTenantPerMinute: 10_000 }, webhookAllowPrivateTargets: opts.allowPrivateWebhookTargets ?? false });

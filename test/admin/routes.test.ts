@@ -129,6 +129,15 @@ describe('administration API: conventions and bad input (issue 6)', () => {
     assert.deepEqual((await otherAdmin('GET', '/v1/webhooks')).json.items, []);
   });
 
+  it('lets only platform admins (the operator tenant\'s Admins) create tenants', async () => {
+    const otherAdmin = h.as('admin', 'other');
+    const refused = await otherAdmin('POST', '/v1/tenants', { json: { id: 'from-other', name: 'x', country: 'KE', baseCurrency: 'KES' }, headers: { 'idempotency-key': 'tenant-from-other-1' } });
+    assert.equal(refused.status, 403, refused.text);
+    assert.match(refused.json.detail, /platform administrators/);
+    const made = await admin('POST', '/v1/tenants', { json: { id: 'from-operator', name: 'x', country: 'KE', baseCurrency: 'KES' }, headers: { 'idempotency-key': 'tenant-from-oper-1' } });
+    assert.equal(made.status, 201, made.text);
+  });
+
   it('refuses a rollout outside 0–100 and resolves a rollout deterministically within one point on 10,000 users', async () => {
     for (const rollout of [-1, 100.5, 250]) {
       const r = await admin('PUT', '/v1/flags/new-home', { json: { enabled: true, rollout }, headers: { 'idempotency-key': `flag-bad-${String(rollout).replace('.', '_')}-x` } });

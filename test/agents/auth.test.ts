@@ -27,6 +27,12 @@ describe('agent auth: OTP, device bind, login, refresh, logout', () => {
     assert.equal(wrong.json.code, 'OTP_INVALID');
     const ok = await h.post('/v1/agent/auth/otp/verify', { tenantId: 'ta', agentCode: a.code, otp: h.sms.lastCode(a.phone) });
     assert.equal(ok.status, 200, ok.text);
+    // A small-order point (the 32 zero bytes, the identity) is no device key; the bind token survives it.
+    for (const weak of [Buffer.alloc(32), Buffer.from('01'.padEnd(64, '0'), 'hex')]) {
+      const refused = await h.post('/v1/agent/auth/device-bind', { tenantId: 'ta', agentCode: a.code, bindToken: ok.json.bindToken, publicKey: weak.toString('base64url') });
+      assert.equal(refused.status, 400, refused.text);
+      assert.equal(refused.json.code, 'PUBLIC_KEY_INVALID');
+    }
     const d = h.newDevice();
     const bound = await h.post('/v1/agent/auth/device-bind', { tenantId: 'ta', agentCode: a.code, bindToken: ok.json.bindToken, publicKey: d.publicX });
     assert.equal(bound.status, 201, bound.text);

@@ -39,7 +39,8 @@ describe('agent operations through the gateway', () => {
     assert.equal(typeof code, 'string');
     return code ?? '';
   }
-  const auth = (extra: Record<string, string> = {}) => ({ authorization: `Bearer ${access}`, ...extra });
+  // The agent app sends its bound device's id on every call (the session is bound to it).
+  const auth = (extra: Record<string, string> = {}) => ({ authorization: `Bearer ${access}`, 'x-device-id': agent.deviceId, ...extra });
   const write = () => auth({ 'idempotency-key': `e2e-${randomUUID()}` });
   async function ledgerBalance(account: string): Promise<string> {
     const { rows } = await tdb.db.query<{ v: string }>('SELECT to_char(credits_posted - debits_posted, \'FM999999999990.00\') AS v FROM ledger_balances WHERE account_id = $1', [account]);
@@ -78,6 +79,15 @@ describe('agent operations through the gateway', () => {
     const f = await call(gw, 'GET', '/v1/float', { headers: auth() });
     assert.equal(f.status, 200, f.text);
     assert.equal(f.json.balance, '100000.00', 'seeded float');
+  });
+
+  it('the token holds only with its bound device: another X-Device-Id or none at all is refused alike', async () => {
+    const away = await call(gw, 'GET', '/v1/float', { headers: auth({ 'x-device-id': 'someone-elses-phone' }) });
+    assert.equal(away.status, 403, away.text);
+    assert.equal(away.json.code, 'POLICY_DENIED');
+    const none = await call(gw, 'GET', '/v1/float', { headers: { authorization: `Bearer ${access}` } });
+    assert.equal(none.status, 403, none.text);
+    assert.equal(none.json.code, 'POLICY_DENIED', 'leaving the header out is no way around the binding');
   });
 
   let cashin: Res;

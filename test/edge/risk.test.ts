@@ -11,7 +11,9 @@ describe('risk signal', () => {
   it('is high for a device other than the one the session signed in with', () => {
     const risk = new RiskEngine(() => 0);
     assert.deepEqual(risk.assess({ session: session(), deviceId: 'dev-2', ip: '10.1.2.3', subject: 'c1', moneyMoving: false }), { risk: 'high', signals: ['new_device'] });
-    assert.equal(risk.assess({ session: session({ subjectType: 'agent' }), deviceId: undefined, ip: '10.1.2.3', subject: 'a1', moneyMoving: false }).risk, 'low', 'agents: the header is not part of their API');
+    assert.deepEqual(risk.assess({ session: session({ subjectType: 'agent' }), deviceId: undefined, ip: '10.1.2.3', subject: 'a1', moneyMoving: false }), { risk: 'high', signals: ['device_missing'] }, 'a device-bound agent session without the header');
+    assert.deepEqual(risk.assess({ session: session({ subjectType: 'agent' }), deviceId: 'dev-2', ip: '10.1.2.3', subject: 'a1', moneyMoving: false }), { risk: 'high', signals: ['new_device'] });
+    assert.equal(risk.assess({ session: session({ subjectType: 'agent' }), deviceId: 'dev-1', ip: '10.1.2.3', subject: 'a1', moneyMoving: false }).risk, 'low');
     assert.equal(risk.assess({ session: session(), deviceId: 'dev-1', ip: '10.1.2.3', subject: 'c1', moneyMoving: false }).risk, 'low');
     assert.deepEqual(risk.assess({ session: session(), deviceId: undefined, ip: '10.1.2.3', subject: 'c1', moneyMoving: false }), { risk: 'high', signals: ['device_missing'] }, 'leaving the header out is no way around it');
     assert.equal(risk.assess({ session: session({ device: null }), deviceId: undefined, ip: '10.1.2.3', subject: 'c1', moneyMoving: false }).risk, 'low', 'a session without a device');

@@ -155,6 +155,30 @@ describe('customer identity: sessions, refresh rotation, step-up, devices, tenan
     assert.equal(both.status, 400);
   });
 
+  it('device keys: a small-order, non-canonical or off-curve public key is refused 400 PUBLIC_KEY_INVALID', async () => {
+    const weak = {
+      zero: Buffer.alloc(32), identity: Buffer.from('01'.padEnd(64, '0'), 'hex'),
+      order8: Buffer.from('c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a', 'hex'),
+      yAtLeastP: Buffer.from(`ed${'ff'.repeat(30)}7f`, 'hex'), offCurve: Buffer.from('02'.padEnd(64, '0'), 'hex'),
+    };
+    for (const [name, raw] of Object.entries(weak)) {
+      for (const publicKey of [raw.toString('base64url'), { kty: 'OKP', crv: 'Ed25519', x: raw.toString('base64url') }]) {
+        const body = { publicKey, label: name };
+        let r = await h.post('/customers/devices', body, bearer(alice.accessToken));
+        if (r.json.code === 'MFA_REQUIRED') {
+          // Whether the key is judged before or after the step-up, it is never registered.
+          await h.post('/customers/auth/stepup/otp', { challengeToken: r.json.challenge }, bearer(alice.accessToken));
+          const up = await h.post('/customers/auth/stepup/complete', { challengeToken: r.json.challenge, otp: h.sms.lastCode('+254711000001') }, bearer(alice.accessToken));
+          r = await h.post('/customers/devices', body, bearer(up.json.accessToken));
+        }
+        assert.equal(r.status, 400, `${name}: ${r.text}`);
+        assert.equal(r.json.code, 'PUBLIC_KEY_INVALID', name);
+      }
+    }
+    const { rows } = await h.tdb.db.query(`SELECT 1 FROM customer_devices WHERE label = ANY($1)`, [Object.keys(weak)]);
+    assert.equal(rows.length, 0);
+  });
+
   it("tenant A's tokens do not work for tenant B", async () => {
     const viaB = await h.get('/customers/sessions', bearer(alice.accessToken, { 'x-tenant-id': 'tb' }));
     assert.equal(viaB.status, 403);

@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
+import { createPrivateKey, randomBytes, type KeyObject } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { KeyStore, issuerFor } from '../../core/keys/keys.ts';
+import { SignJWT } from 'jose';
+import { open } from '../../shared/sealing.ts';
+import { KeyError, KeyStore, issuerFor } from '../../core/keys/keys.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 
 describe('tenant signing keys', () => {
@@ -51,13 +53,27 @@ describe('tenant signing keys', () => {
 
   it('a token of tenant A never verifies as tenant B', async () => {
     const ks = new KeyStore(t.db, master, { now });
-    await ks.ensureActive('tb');
-    const a = await ks.sign('ta', { sub: 'u', aud: 'api' }, { expiresInS: 60 });
-    const [h, p, s] = a.split('.');
-    const forged = JSON.parse(Buffer.from(p as string, 'base64url').toString());
-    forged.tid = 'tb';
-    const swapped = `${h}.${Buffer.from(JSON.stringify(forged)).toString('base64url')}.${s}`;
-    await assert.rejects(ks.verify(swapped, { audience: 'api' }));
+    const kidB = await ks.ensureActive('tb');
+    const kidA = await ks.ensureActive('ta');
+    // Tenant A's real private key, as someone holding A's key material would have it.
+    const signerOf = async (tenant: string) => {
+      const { rows } = await t.db.query<{ kid: string; private_enc: Buffer }>(`SELECT kid, private_enc FROM signing_keys WHERE tenant_id = $1 AND state = 'active'`, [tenant]);
+      const row = rows[0];
+      assert.ok(row, `tenant ${tenant} has an active key`);
+      return createPrivateKey({ key: open(master, row.private_enc, row.kid), format: 'der', type: 'pkcs8' });
+    };
+    const keyA = await signerOf('ta');
+    // A complete, well-formed tenant-B token: tid, iss, aud, iat, exp all B's.
+    const tenantBToken = (kid: string, key: KeyObject) => new SignJWT({ sub: 'u', aud: 'api', tid: 'tb' })
+      .setProtectedHeader({ alg: 'EdDSA', kid, typ: 'JWT' })
+      .setIssuer(issuerFor('tb')).setIssuedAt(Math.floor(clock / 1000)).setExpirationTime(Math.floor(clock / 1000) + 60)
+      .sign(key);
+    // The construction is right: signed with B's own key it verifies as B.
+    assert.equal((await ks.verify(await tenantBToken(kidB, await signerOf('tb')), { audience: 'api' })).tid, 'tb');
+    // Signed with A's key naming A's kid: A's key is not in B's key set.
+    await assert.rejects(ks.verify(await tenantBToken(kidA, keyA), { audience: 'api' }), (err: unknown) => err instanceof KeyError && err.code === 'UNKNOWN_KID');
+    // Signed with A's key naming B's kid: B's key does not verify A's signature.
+    await assert.rejects(ks.verify(await tenantBToken(kidB, keyA), { audience: 'api' }), (err: unknown) => (err as { code?: string }).code === 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED');
   });
 
   it('caps the grace window at 24 hours', async () => {

@@ -115,3 +115,46 @@ describe('services in production mode', () => {
     }
   });
 });
+
+describe('npm run bootstrap', () => {
+  let t: TestDb;
+  before(async () => {
+    t = await freshDatabase();
+  });
+  after(() => t.drop());
+
+  it('creates the operator tenant once and prints a short-lived admin credential once', async () => {
+    const env = { MODE: 'production', DATABASE_URL: t.url, MASTER_KEY: key(), BOOTSTRAP_TENANT_ID: 'acme-ops', BOOTSTRAP_COUNTRY: 'KE', BOOTSTRAP_CURRENCY: 'KES' };
+    const first = run('bootstrap', env);
+    assert.equal(await first.exited, 0, first.output());
+    const token = /Bearer (svc_\S+)/.exec(first.output())?.[1];
+    assert.ok(token, 'the credential is printed');
+    const { rows } = await t.db.query<{ tenant_id: string; roles: string[]; expires_at: Date }>(
+      `SELECT o.tenant_id, s.roles, s.expires_at FROM platform_operator o JOIN service_tokens s ON s.tenant_id = o.tenant_id`);
+    assert.equal(rows[0]?.tenant_id, 'acme-ops');
+    assert.deepEqual(rows[0]?.roles, ['admin']);
+    assert.ok(rows[0]!.expires_at.getTime() - Date.now() <= 24 * 3600_000 + 60_000, 'expires within a day');
+    const keys = await t.db.query(`SELECT 1 FROM signing_keys WHERE tenant_id = 'acme-ops' AND state = 'active'`);
+    assert.equal(keys.rowCount, 1);
+    const audit = await t.db.query(`SELECT 1 FROM audit_log WHERE tenant_id = 'acme-ops' AND action = 'platform.bootstrap'`);
+    assert.equal(audit.rowCount, 1);
+    const again = run('bootstrap', env);
+    assert.equal(await again.exited, 1);
+    assert.match(again.output(), /already bootstrapped/);
+    assert.doesNotMatch(again.output(), /svc_/, 'no second credential');
+    const missing = run('bootstrap', { MODE: 'production', DATABASE_URL: t.url, MASTER_KEY: key() });
+    assert.equal(await missing.exited, 2);
+    assert.match(missing.output(), /BOOTSTRAP_COUNTRY/);
+  });
+});
+
+describe('README "Running it as services"', () => {
+  it('documents every variable the services read', async () => {
+    const { readFile } = await import('node:fs/promises');
+    const { serviceVars } = await import('../../bin/service-config.ts');
+    const readme = await readFile(new URL('../../README.md', import.meta.url), 'utf8');
+    const section = readme.slice(readme.indexOf('## Running it as services'), readme.indexOf('## Running several instances'));
+    assert.ok(section.length > 0);
+    for (const name of Object.keys(serviceVars)) assert.ok(section.includes(`\`${name}\``), `${name} is documented`);
+  });
+});

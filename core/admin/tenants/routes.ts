@@ -10,6 +10,7 @@ import type { RouteSpec } from '../../http/route.ts';
 import { enqueue } from '../../outbox/outbox.ts';
 import type { Queryable } from '../../../shared/db/pool.ts';
 import { adminRoute, admins, readers, type AdminDeps, type WriteCtx } from '../http.ts';
+import { requirePlatformAdminTenant } from '../../platform/operator.ts';
 import { requireCountry } from '../countries/routes.ts';
 import { CountryCode, CurrencyCode, pageQuery } from '../schemas.ts';
 import { TenantId } from '../../identity/schemas.ts';
@@ -70,6 +71,8 @@ export function tenantRoutes(deps: AdminDeps): RouteSpec[] {
       body: Type.Object({ id: Params.properties.tenantId, name: Type.String({ minLength: 1, maxLength: 200 }), country: CountryCode, baseCurrency: CurrencyCode, status: Type.Optional(Status) }, { additionalProperties: false }),
       responses: { 201: { description: 'The tenant' } },
       write: async (ctx, w) => {
+        // Issue 23 item 5: tenants are created by platform admins only (the operator tenant's Admins).
+        await requirePlatformAdminTenant(w.q, w.caller.tenantId);
         const c = await requireCountry(w.q, ctx.body.country);
         if (!c.allowed_currencies.includes(ctx.body.baseCurrency)) throw new AppError('BASE_CURRENCY_NOT_ALLOWED', `${ctx.body.baseCurrency} is not allowed in ${c.code} (allowed: ${c.allowed_currencies.join(', ') || 'none'})`);
         const { rows } = await w.q.query<TenantRow>(
