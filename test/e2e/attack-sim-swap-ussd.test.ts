@@ -99,4 +99,29 @@ describe('a PIN reset by SMS alone does not authorise money at once (through the
     assert.equal(await j.balance(victim.wallet), 500_000_000n, 'the victim\'s balance is untouched');
     assert.equal(await j.balance(friend.wallet), 0n);
   });
+
+  it('during the hold the new PIN reads but approves no cash-out, each refusal is audited and the phone was told; after the hold it sends', async () => {
+    const held = await tdb.db.query<{ u: Date | null }>(
+      `SELECT cr.pin_reset_hold_until AS u FROM credentials cr JOIN customers c ON c.tenant_id = cr.tenant_id AND c.id = cr.customer_id WHERE c.tenant_id = 'demo' AND c.phone_e164 = $1`, [victim.phone]);
+    assert.ok(held.rows[0]?.u, 'the reset above was accepted with a hold');
+    // Reads (and the app sign-in) are AAL 1: not held.
+    assert.match((await ussd(victim.phone, '1*1357')).text, /balance is KES 500\.00/);
+    const co = await call(gw, 'POST', '/v1/txns/cashout', { json: { customerPhone: victim.phone, amount: '100.00' }, headers: agentHeaders() });
+    assert.equal(co.status, 202, co.text);
+    assert.match((await ussd(victim.phone, '3*1*1357')).text, /^END Your PIN was changed recently\. For your safety it can approve payments from/);
+    assert.equal(await j.balance(victim.wallet), 500_000_000n);
+    const refusals = await tdb.db.query<{ action: string; allow: boolean }>(
+      `SELECT action, (decision->>'allow')::boolean AS allow FROM audit_log WHERE tenant_id = 'demo' AND attrs->>'outcome' = 'pin_reset_hold' ORDER BY id`);
+    assert.deepEqual(refusals.rows, [{ action: 'ussd.transfer', allow: false }, { action: 'ussd.cashout_approve', allow: false }]);
+    const inbox = (await readFile(join(dataDir, 'dev-sms.jsonl'), 'utf8')).trim().split('\n').map((l) => JSON.parse(l) as { to: string; code?: string; text: string });
+    const notices = inbox.filter((m) => m.to === victim.phone && /PIN was changed/.test(m.text));
+    assert.equal(notices.length, 1, 'the verified phone is told once');
+    assert.equal(notices[0]?.code, undefined);
+    assert.doesNotMatch(notices[0]?.text ?? '', /1357/);
+
+    // The cool-off has passed (the stack's clock is real: the hold is moved into the past).
+    await tdb.db.query(`UPDATE credentials SET pin_reset_hold_until = now() - interval '1 second' WHERE tenant_id = 'demo' AND pin_reset_hold_until IS NOT NULL`);
+    assert.match((await ussd(victim.phone, `2*${friend.phone}*100*1357`)).text, /^END Sent KES 100\.00/);
+    assert.equal(await j.balance(friend.wallet), 100_000_000n);
+  });
 });
