@@ -87,6 +87,8 @@ const table = {
   DEVICE_ASSERTION_INVALID: [401, 'Unauthorized'],
   /** A new device key waits out the tenant's cool-off before it may step up or sign (issue 13 item 1). */
   DEVICE_COOLING_OFF: [403, 'Forbidden'],
+  /** After a PIN reset by phone verification, an OTP step-up waits out the same cool-off (issue 13 item 1). */
+  PIN_RESET_HOLD: [403, 'Forbidden'],
   DEVICE_NOT_FOUND: [404, 'Record Not Found'],
   PUBLIC_KEY_INVALID: [400, 'Bad Request'],
   VERIFICATION_REQUIRED: [403, 'Forbidden'],

@@ -19,7 +19,7 @@ import { gated } from '../identity/login.ts';
 import { lookupKey, type TenantSecrets } from '../identity/secrets.ts';
 import { insertRefreshToken, revokeSession, sessionMaxAgeMs } from '../identity/sessions.ts';
 import { tenantSettings } from '../identity/settings.ts';
-import { admitAll, loginPolicy, phonePolicy, refusalError, settleSuccess, type Check } from '../identity/throttle.ts';
+import { admitAll, loginPolicy, phonePolicy, refusalError, settleFailure, settleSuccess, type Check } from '../identity/throttle.ts';
 import { accessTtlS, hashRefreshToken, issueAccessToken } from '../identity/tokens.ts';
 import type { Queryable } from '../../shared/db/pool.ts';
 import type { AgentDeps, AnyCtx } from './context.ts';
@@ -99,11 +99,13 @@ export async function agentLogin(deps: AgentDeps, ctx: AnyCtx, input: LoginInput
   const t = deps.now();
   const result = await db.tx(async (q) => {
     if (!usable || !pinOk) {
+      await settleFailure(q, tenantId, checks, t);
       await audit(q, false, usable ? 'bad_pin' : 'unknown_or_inactive', t, usable ? { type: 'agent', id: usable.id } : anon);
       return undefined;
     }
     const actor = { type: 'agent', id: usable.id };
     if (!(await checkDeviceProof(q, 'agent-login', tenantId, usable, device, t))) {
+      await settleFailure(q, tenantId, checks, t);
       await audit(q, false, 'device_not_bound_or_bad_proof', t, actor);
       return undefined;
     }

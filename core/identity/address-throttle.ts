@@ -9,11 +9,16 @@
  * - Counted per (tenant, address group): IPv4 per address, IPv6 per /64 (one subscriber's
  *   prefix: RFC 6177, 3GPP assigns a /64 per mobile connection, so rotating the low 64 bits does
  *   not give a fresh counter), IPv4-mapped IPv6 as the IPv4 it carries.
- * - Below `failures` counted attempts in a window nothing from the address is refused: a right
- *   PIN for a phone that is not itself locked is never refused for other phones' failures.
- * - The attempt that reaches `failures` delays the address for `delayMs`; every further attempt
- *   admitted in that window doubles the delay (progressive), capped at `maxDelayMs`. Refusals
- *   while delayed answer 429 with Retry-After and are not counted.
+ * - Only failures count (addressFailed, after the secret was checked): a sign-in still being
+ *   checked is not a failure, so customers signing in together behind one NAT cannot push the
+ *   address over its threshold for each other. Admission (gateAddress) only refuses while a
+ *   delay runs. Below `failures` failures in a window nothing from the address is refused: a
+ *   right PIN for a phone that is not itself locked is never refused for other phones' failures.
+ *   (Concurrent guesses across phones may pass the threshold by the number in flight; each
+ *   phone's own lockout still counts pessimistically, so no phone gets more guesses.)
+ * - The failure that reaches `failures` delays the address for `delayMs`; every further failure
+ *   in that window doubles the delay (progressive), capped at `maxDelayMs`. Refusals while
+ *   delayed answer 429 with Retry-After and are not counted.
  * - A window that reached the threshold hands its doubling on to the window right after it, so
  *   pacing at the threshold keeps getting slower; a full window without a delay forgives it.
  * - A success takes its own counted attempt back; when that brings the window below the
@@ -64,6 +69,21 @@ export function addressGroupOf(raw: string): string {
     return [hi >> 8, hi & 255, lo >> 8, lo & 255].join('.');
   }
   return `${g.slice(0, 4).map((x) => x.toString(16)).join(':')}::/64`;
+}
+
+/** Pure admission for one address counter: refuse while delayed, else admit without counting. */
+export function gateAddress(row: Counter | undefined, now: number): Admission {
+  const c: Counter = row ?? { fails: 0, dayFails: 0, windowStart: now, lockedUntil: undefined, needsOtp: false, strikes: 0 };
+  if (c.lockedUntil !== undefined && c.lockedUntil > now) {
+    return { ok: false, reason: 'throttled', retryAfterS: Math.ceil((c.lockedUntil - now) / 1000) };
+  }
+  return { ok: true, next: c };
+}
+
+/** Pure: count one failed attempt (the counter after it); a failure while delayed changes nothing. */
+export function addressFailed(row: Counter | undefined, now: number, p: AddressPolicy): Counter | undefined {
+  const d = admitAddress(row, now, p);
+  return d.ok ? d.next : undefined;
 }
 
 /** Pure decision for one address counter: refuse while delayed, else count the attempt. */

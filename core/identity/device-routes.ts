@@ -21,6 +21,7 @@ import { defineRoute, type RouteSpec } from '../http/route.ts';
 import { withBoundStepUp } from './bound.ts';
 import { auditAuth, clientIpOf, type IdentityDeps } from './context.ts';
 import { PublicKeyInput, rawPublicKey } from './devices.ts';
+import { utcMinute } from './pin-hold.ts';
 import { defaultDeviceCooloffHours, tenantSettings } from './settings.ts';
 import { authenticate, type Caller } from './tokens.ts';
 
@@ -83,7 +84,7 @@ export function deviceRoutes(deps: IdentityDeps): RouteSpec[] {
             if ((err as { code?: string }).code === '23505') throw new AppError('CONFLICT', 'this device key is already registered');
             throw err;
           });
-          await notify(deps, q, c, 'device_added', `A new device was added to your account. It can approve payments from ${usableFrom.toISOString().slice(0, 16).replace('T', ' ')} UTC. If this was not you, remove it under Devices in the app and call us.`, t);
+          await notify(deps, q, c, 'device_added', `A new device was added to your account. It can approve payments from ${utcMinute(usableFrom)} UTC. If this was not you, remove it under Devices in the app and call us.`, t);
           await auditAuth(q, { tenantId: c.tenantId, action: 'auth.device_register', actor: { type: 'customer', id: c.customerId }, target: { type: 'device', id }, allow: true, aal: c.aal, attrs: { ip: clientIpOf(ctx), usable_from: usableFrom.toISOString(), notified: true }, requestId: ctx.requestId }, t);
         });
         return { status: 201, body: { deviceId: id, status: 'cooling_off' as const, usableFrom: usableFrom.toISOString() } };

@@ -48,8 +48,8 @@ export function coolingOff(usableFrom: Date): AppError {
   return new AppError('DEVICE_COOLING_OFF', `this device key was added recently; it can approve from ${usableFrom.toISOString()}`);
 }
 
-/** Outcome of a device signature check: `cooling_off` is a valid key still in its cool-off. */
-export type AssertionResult = { ok: true } | { ok: false; reason: 'invalid' } | { ok: false; reason: 'cooling_off'; usableFrom: Date };
+/** Outcome of a device signature check: `cooling_off` is a valid key still in its cool-off; `usableFrom` when the key became usable. */
+export type AssertionResult = { ok: true; usableFrom: Date } | { ok: false; reason: 'invalid' } | { ok: false; reason: 'cooling_off'; usableFrom: Date };
 
 /**
  * Is `a` a valid signature over `message` by a live device of the customer? A key is usable
@@ -74,5 +74,5 @@ export async function verifyDeviceAssertion(
   if (!valid) return { ok: false, reason: 'invalid' };
   if (row.notified_at === null || row.usable_from.getTime() > nowMs) return { ok: false, reason: 'cooling_off', usableFrom: row.usable_from };
   await q.query('UPDATE customer_devices SET last_used_at = to_timestamp($3 / 1000.0) WHERE tenant_id = $1 AND id = $2', [tenantId, a.deviceId, nowMs]);
-  return { ok: true };
+  return { ok: true, usableFrom: row.usable_from };
 }

@@ -18,7 +18,7 @@ import { addressCheck } from './address-throttle.ts';
 import { lookupKey } from './secrets.ts';
 import { needsRehash, currentKdfVersion } from './pin.ts';
 import { createSession } from './sessions.ts';
-import { admitAll, loginPolicy, phonePolicy, refusalError, settleSuccess, type Check } from './throttle.ts';
+import { admitAll, loginPolicy, phonePolicy, refusalError, settleFailure, settleSuccess, type Check } from './throttle.ts';
 import { accessTtlS, issueAccessToken } from './tokens.ts';
 import { tenantSettings } from './settings.ts';
 import { SemaphoreFull } from './semaphore.ts';
@@ -106,7 +106,10 @@ export async function login(deps: IdentityDeps, ctx: RequestContext<unknown, unk
     : await gated(() => deps.pins.verifyDummy(pin, secrets.pin));
   const t = deps.now();
   if (!ok || !usable) {
-    await db.tx((q) => auditAuth(q, audit(false, usable ? 'bad_pin' : 'unknown_or_no_pin', usable ? { type: 'customer', id: usable.id } : anon), t));
+    await db.tx(async (q) => {
+      await settleFailure(q, tenantId, checks, t);
+      await auditAuth(q, audit(false, usable ? 'bad_pin' : 'unknown_or_no_pin', usable ? { type: 'customer', id: usable.id } : anon), t);
+    });
     throw invalid();
   }
 

@@ -11,6 +11,7 @@ import { revokeSession } from './sessions.ts';
 import { admitAll, clearOtpRequirement, otpSendPolicy, otpVerifyPolicy, settleSuccess } from './throttle.ts';
 import { OpaqueToken, Otp, Phone, Pin, TenantId } from './schemas.ts';
 import { tenantSettings } from './settings.ts';
+import { utcMinute } from './pin-hold.ts';
 
 /** verificationToken lifetime: long enough to choose a PIN, short enough to be useless later. */
 export const verificationTtlMs = 10 * 60_000;
@@ -121,8 +122,9 @@ export function phoneRoutes(deps: IdentityDeps): RouteSpec[] {
     handler: async (ctx) => {
       const { tenantId, phone, pin, verificationToken } = ctx.body;
       const invalid = () => new AppError('VERIFICATION_INVALID', 'verificationToken is invalid, expired or already used');
-      const secrets = (await tenantSettings(db, tenantId))?.active ? await deps.secrets.get(tenantId) : undefined;
-      if (!secrets) throw invalid();
+      const settings = await tenantSettings(db, tenantId);
+      const secrets = settings?.active ? await deps.secrets.get(tenantId) : undefined;
+      if (!settings || !secrets) throw invalid();
       const hash = sha256(verificationToken);
       const t = now();
       const lookup = `SELECT pv.id, pv.customer_id FROM phone_verifications pv JOIN customers c ON c.tenant_id = pv.tenant_id AND c.id = pv.customer_id
@@ -136,13 +138,20 @@ export function phoneRoutes(deps: IdentityDeps): RouteSpec[] {
         const v = rows[0];
         if (!v) return undefined;
         await q.query('UPDATE phone_verifications SET used_at = to_timestamp($3 / 1000.0) WHERE tenant_id = $1 AND id = $2', [tenantId, v.id, t]);
+        const prior = await q.query('SELECT 1 FROM credentials WHERE tenant_id = $1 AND customer_id = $2 FOR UPDATE', [tenantId, v.customer_id]);
+        // Issue 13 item 1: replacing a PIN by SMS alone is what a SIM swap allows, so the new PIN
+        // authorises no money for the tenant's device cool-off (the same setting as a new device
+        // key: same threat, same time to read the notice); a first enrolment is not held.
+        const holdUntil = prior.rows.length > 0 ? new Date(t + settings.deviceCooloffHours * 3_600_000) : null;
         await q.query(
-          `INSERT INTO credentials (customer_id, tenant_id, pin_hash, pin_salt, kdf_version, pin_set_at)
-           VALUES ($1, $2, $3, $4, $5, to_timestamp($6 / 1000.0))
+          `INSERT INTO credentials (customer_id, tenant_id, pin_hash, pin_salt, kdf_version, pin_set_at, pin_reset_hold_until)
+           VALUES ($1, $2, $3, $4, $5, to_timestamp($6 / 1000.0), $7)
            ON CONFLICT (customer_id) DO UPDATE SET pin_hash = EXCLUDED.pin_hash, pin_salt = EXCLUDED.pin_salt,
-             kdf_version = EXCLUDED.kdf_version, pin_set_at = EXCLUDED.pin_set_at`,
-          [v.customer_id, tenantId, ph.hash, ph.salt, ph.kdfVersion, t],
+             kdf_version = EXCLUDED.kdf_version, pin_set_at = EXCLUDED.pin_set_at, pin_reset_hold_until = EXCLUDED.pin_reset_hold_until`,
+          [v.customer_id, tenantId, ph.hash, ph.salt, ph.kdfVersion, t, holdUntil],
         );
+        // The verified phone is told in this transaction (a failed send rolls the reset back); no code in it.
+        if (holdUntil) await deps.sms.send(q, { tenantId, to: phone, purpose: 'pin_changed', text: `Your mobile money PIN was changed. It can approve payments from ${utcMinute(holdUntil)} UTC. If this was not you, call us now.` }, t);
         // SPEC 5.2.5: the policy requires membership of the tenant.
         await q.query(
           `INSERT INTO relationship_tuples (tenant_id, subject_ns, subject_id, relation, object_ns, object_id)
@@ -157,7 +166,7 @@ export function phoneRoutes(deps: IdentityDeps): RouteSpec[] {
           [tenantId, v.customer_id],
         );
         for (const s of live.rows) await revokeSession(q, tenantId, s.id, 'pin_reset', actor, t);
-        await auditAuth(q, { tenantId, action: 'auth.pin_set', actor, target: { type: 'customer', id: v.customer_id }, allow: true, attrs: { ip: clientIpOf(ctx), kdf_version: ph.kdfVersion, sessions_revoked: live.rows.length }, requestId: ctx.requestId }, t);
+        await auditAuth(q, { tenantId, action: 'auth.pin_set', actor, target: { type: 'customer', id: v.customer_id }, allow: true, attrs: { ip: clientIpOf(ctx), kdf_version: ph.kdfVersion, sessions_revoked: live.rows.length, reset: holdUntil !== null, ...(holdUntil ? { hold_until: holdUntil.toISOString() } : {}) }, requestId: ctx.requestId }, t);
         return v.customer_id;
       });
       if (!customerId) throw invalid();

@@ -15,7 +15,7 @@ export interface SmsMessage {
   /** The one-time code, for codes; notifications carry none. */
   code?: string;
   text: string;
-  /** 'verify' (phone verification), 'stepup', or 'device_added' (a notification, issue 13 item 1). */
+  /** 'verify' (phone verification), 'stepup', or a notification: 'device_added', 'device_removed', 'pin_changed' (issue 13 item 1). */
   purpose: string;
 }
 

@@ -7,6 +7,8 @@
  *   5. OTP bound to this challenge (401 OTP_INVALID, attempts counted) or device signature
  *      (401 DEVICE_ASSERTION_INVALID; 403 DEVICE_COOLING_OFF for a valid key still in its
  *      cool-off, issue 13 item 1: an OTP step-up never shortens it)
+ *   6. during a PIN-reset hold (pin-hold.ts), 403 PIN_RESET_HOLD unless the factor is a device key
+ *      usable before the reset: a SIM swapper holds the OTPs, the customer's own phone does not change
  * Then, in one transaction: the challenge jti is recorded (single use), the session moves to
  * AAL 2 with the new token's jti, and an audit record is written.
  */
@@ -17,6 +19,7 @@ import { verifyChallenge, type ChallengeClaims, type StepUpMethod } from '../../
 import { auditAuth, clientIpOf, phoneKeyOf, type IdentityDeps } from './context.ts';
 import { coolingOff, verifyDeviceAssertion, type DeviceAssertion } from './devices.ts';
 import { checkOtp, issueOtp } from './otp.ts';
+import { pinHeld, pinResetHold } from './pin-hold.ts';
 import { lookupKey } from './secrets.ts';
 import { admitAll, otpVerifyPolicy, settleSuccess, stepUpSendPolicy } from './throttle.ts';
 import { accessTtlS, authenticate, issueAccessToken, type Caller } from './tokens.ts';
@@ -96,12 +99,20 @@ export async function completeStepUp(deps: IdentityDeps, ctx: RequestContext<unk
         return { kind: 'fail', err: new AppError('OTP_INVALID', 'the code is wrong, expired or already used') };
       }
       await settleSuccess(q, tenantId, checks, t);
-    } else {
+    }
+    let deviceUsableFrom: Date | undefined;
+    if (!p) {
       const r = input.deviceAssertion ? await verifyDeviceAssertion(q, tenantId, caller.customerId, input.challengeToken, input.deviceAssertion, t) : { ok: false as const, reason: 'invalid' as const };
       if (!r.ok) {
         await note(false, r.reason === 'cooling_off' ? 'device_cooling_off' : 'bad_device_assertion');
         return { kind: 'fail', err: r.reason === 'cooling_off' ? coolingOff(r.usableFrom) : new AppError('DEVICE_ASSERTION_INVALID', 'device assertion is not valid for this challenge') };
       }
+      deviceUsableFrom = r.usableFrom;
+    }
+    const hold = await pinResetHold(q, tenantId, caller.customerId, t);
+    if (hold && !(deviceUsableFrom && deviceUsableFrom.getTime() <= hold.since.getTime())) {
+      await note(false, 'pin_reset_hold');
+      return { kind: 'fail', err: pinHeld(hold) };
     }
     const ins = await q.query(
       `INSERT INTO used_challenges (tenant_id, jti, used_at, expires_at) VALUES ($1, $2, to_timestamp($3 / 1000.0), to_timestamp($4))

@@ -13,10 +13,13 @@
  *   is admitted until an OTP verification clears it (SPEC 8 "daily failures").
  * - Counters of unknown phones behave exactly like those of known ones, so the answers match.
  * - A refused attempt is not counted anywhere.
+ * - The source address (scope 'ip') is the exception: it counts failures only, after the
+ *   secret was checked (settleFailure), never sign-ins in flight (issue 13 item 4: customers
+ *   signing in together behind one NAT must not throttle each other).
  */
 import { AppError } from '../../shared/errors.ts';
 import type { Queryable } from '../../shared/db/pool.ts';
-import { addressSucceeded, admitAddress, type AddressPolicy } from './address-throttle.ts';
+import { addressFailed, gateAddress, type AddressPolicy } from './address-throttle.ts';
 
 export type Scope = 'phone' | 'ip' | 'device' | 'otp' | 'otp_send';
 
@@ -94,8 +97,10 @@ export interface Check {
   policy: ThrottlePolicy | AddressPolicy;
 }
 
+const isAddress = (c: Check): c is Check & { policy: AddressPolicy } => 'failures' in c.policy;
+
 const decide = (c: Check, row: Counter | undefined, now: number): Admission =>
-  ('failures' in c.policy ? admitAddress(row, now, c.policy) : admit(row, now, c.policy));
+  ('failures' in c.policy ? gateAddress(row, now) : admit(row, now, c.policy));
 
 interface Row {
   scope: Scope;
@@ -169,13 +174,23 @@ export function refusalError(g: Exclude<Admission, { ok: true }>): AppError {
   return new AppError('LOCKED', 'too many failed attempts; try again later', { headers });
 }
 
-/** Take back the counted attempt of every check after a success (phone and otp reset to 0). */
+/** Take back the counted attempt of every check after a success (phone and otp reset to 0; the address counted nothing). */
 export async function settleSuccess(q: Queryable, tenantId: string, checks: Check[], now: number): Promise<void> {
-  const rows = await lockRows(q, tenantId, checks, now);
-  for (const c of checks) {
+  const counted = checks.filter((c) => !isAddress(c));
+  const rows = await lockRows(q, tenantId, counted, now);
+  for (const c of counted) {
     const row = rows.get(idOf(c));
-    if (!row) continue;
-    await write(q, tenantId, c, 'failures' in c.policy ? addressSucceeded(row, c.policy) : succeeded(row, c.scope === 'phone' || c.scope === 'otp'));
+    if (row) await write(q, tenantId, c, succeeded(row, c.scope === 'phone' || c.scope === 'otp'));
+  }
+}
+
+/** Count a failed attempt against the address checks (the other scopes counted it on admission). */
+export async function settleFailure(q: Queryable, tenantId: string, checks: Check[], now: number): Promise<void> {
+  const addresses = checks.filter(isAddress);
+  const rows = await lockRows(q, tenantId, addresses, now);
+  for (const c of addresses) {
+    const next = addressFailed(rows.get(idOf(c)), now, c.policy);
+    if (next) await write(q, tenantId, c, next);
   }
 }
 

@@ -42,8 +42,17 @@ export function beneficiaryRoutes(deps: PaymentsDeps): RouteSpec[] {
           const existing = await q.query<Row>(`${select} WHERE b.tenant_id = $1 AND b.customer_id = $2 AND b.payee_customer_id = $3 AND b.removed_at IS NULL`, [caller.tenantId, caller.customerId, payee]);
           if (existing.rows[0]) return { status: 200, body: view(existing.rows[0]) };
           const id = uuidv7(now);
-          await q.query(`INSERT INTO beneficiaries (id, tenant_id, customer_id, payee_customer_id, nickname, created_at) VALUES ($1, $2, $3, $4, $5, $6)`,
+          // A concurrent add of the same payee (two taps, each stepped up) may commit between the
+          // check above and this insert: it then answers like the check, never a 500 (item 8).
+          const added = await q.query(
+            `INSERT INTO beneficiaries (id, tenant_id, customer_id, payee_customer_id, nickname, created_at) VALUES ($1, $2, $3, $4, $5, $6)
+             ON CONFLICT (tenant_id, customer_id, payee_customer_id) WHERE removed_at IS NULL DO NOTHING RETURNING id`,
             [id, caller.tenantId, caller.customerId, payee, ctx.body.nickname ?? null, new Date(now)]);
+          if (added.rows.length === 0) {
+            const raced = await q.query<Row>(`${select} WHERE b.tenant_id = $1 AND b.customer_id = $2 AND b.payee_customer_id = $3 AND b.removed_at IS NULL`, [caller.tenantId, caller.customerId, payee]);
+            if (raced.rows[0]) return { status: 200, body: view(raced.rows[0]) };
+            throw new AppError('CONFLICT', 'the payee changed while it was being added; try again');
+          }
           await appendAudit(q, [{ tenantId: caller.tenantId, actor: { type: 'customer', id: caller.customerId }, action: 'beneficiary.create', target: { type: 'beneficiary', id }, decision: { allow: true, ...decisionOf(ctx), aal: caller.aal }, attrs: { request_id: ctx.requestId } }]);
           const { rows } = await q.query<Row>(`${select} WHERE b.tenant_id = $1 AND b.id = $2`, [caller.tenantId, id]);
           return { status: 201, body: view(rows[0] as Row) };

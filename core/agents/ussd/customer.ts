@@ -15,7 +15,7 @@ import { apply, platformAccounts, postCmd, walletOf } from '../ledger.ts';
 import { customerLimits, enforce, priceOf } from '../pricing.ts';
 import { kycCustomer, loadTxn, lockAgent, post } from '../txns.ts';
 import { amountTyped, baseCurrency, customerWallet, money, once } from './common.ts';
-import { verifyUssdPin } from './pin.ts';
+import { heldPinRefusal, verifyUssdPin } from './pin.ts';
 import { con, end, invalidChoice, isPin, messageOf, phoneOf, type UssdRequest } from './protocol.ts';
 
 export const customerRoute = '/v1/ussd/session';
@@ -128,6 +128,9 @@ export async function customerMenu(deps: AgentDeps, ctx: AnyCtx, tenantId: strin
   if (!c) return end('This number is not registered for mobile money.');
   const [choice, a1, a2, a3, ...rest] = answers;
   const pinOk = async (pin: string) => verifyUssdPin(deps, ctx, { kind: 'customer', tenantId, id: c.id, handle: c.phone, stored: c.stored }, pin, form.sessionId);
+  /** A PIN that moves money: wrong, or right but held after a reset (issue 13 item 1), answers the END; undefined proceeds. */
+  const moneyPinRefusal = async (pin: string, operation: string) =>
+    (await pinOk(pin)) ? heldPinRefusal(deps, ctx, tenantId, c.id, operation, form.sessionId) : badPin;
   if (choice === undefined) return mainMenu;
   if (rest.length > 0) return invalidChoice;
   if (choice === '1' || choice === '4') {
@@ -152,7 +155,8 @@ export async function customerMenu(deps: AgentDeps, ctx: AnyCtx, tenantId: strin
     if (amount === undefined) return end('Invalid amount.');
     if (a3 === undefined) return con(`Send ${money(amount, currency)} to ${to}?\nEnter PIN to confirm`);
     if (!isPin(a3)) return pinFormat;
-    if (!(await pinOk(a3))) return badPin;
+    const refused = await moneyPinRefusal(a3, 'transfer');
+    if (refused) return refused;
     return once(deps, ctx, tenantId, customerRoute, form, (q) => sendMoney(deps, q, tenantId, c, to, a2, form, ctx.requestId));
   }
   if (choice === '3') {
@@ -166,7 +170,8 @@ export async function customerMenu(deps: AgentDeps, ctx: AnyCtx, tenantId: strin
     if (a2 === undefined) return con(`Withdraw ${money(fromDb(pick.amount), pick.currency)} (fee ${money(fromDb(pick.fee), pick.currency)}) at agent ${pick.code}?\nEnter PIN to approve`);
     if (a3 !== undefined) return invalidChoice;
     if (!isPin(a2)) return pinFormat;
-    if (!(await pinOk(a2))) return badPin;
+    const refused = await moneyPinRefusal(a2, 'cashout_approve');
+    if (refused) return refused;
     return once(deps, ctx, tenantId, customerRoute, form, (q) => approveCashout(deps, q, tenantId, c, pick.id, ctx.requestId));
   }
   return invalidChoice;

@@ -7,10 +7,12 @@
  */
 import { AppError } from '../../../shared/errors.ts';
 import { auditAuth, phoneKeyOf, phoneRef } from '../../identity/context.ts';
+import { pinResetHold, utcMinute } from '../../identity/pin-hold.ts';
 import { SemaphoreFull } from '../../identity/semaphore.ts';
 import { admitAll, phonePolicy, settleSuccess, type Check } from '../../identity/throttle.ts';
 import { agentKeyOf, agentRef } from '../auth.ts';
-import type { AgentDeps, AnyCtx } from '../context.ts';
+import { auditAgent, type AgentDeps, type AnyCtx } from '../context.ts';
+import { end } from './protocol.ts';
 
 export interface PinSubject {
   kind: 'customer' | 'agent';
@@ -54,4 +56,21 @@ export async function verifyUssdPin(deps: AgentDeps, ctx: AnyCtx, s: PinSubject,
   await db.tx((q) => settleSuccess(q, s.tenantId, checks, t));
   await audit(true, 'success', t);
   return true;
+}
+
+/**
+ * Issue 13 item 1: during a PIN-reset hold (identity/pin-hold.ts) a customer's PIN, even the
+ * right one, moves no money on USSD: USSD is PIN alone, and a SIM swapper can reset the PIN with
+ * the victim's SMS. Answers the audited END refusal during the hold, undefined otherwise; asked
+ * only after the PIN was verified, so a wrong PIN learns nothing about the hold.
+ */
+export async function heldPinRefusal(deps: AgentDeps, ctx: AnyCtx, tenantId: string, customerId: string, operation: string, sessionId: string): Promise<string | undefined> {
+  const t = deps.now();
+  const hold = await pinResetHold(deps.db, tenantId, customerId, t);
+  if (!hold) return undefined;
+  await deps.db.tx((q) => auditAgent(q, {
+    tenantId, actor: { type: 'customer', id: customerId }, action: `ussd.${operation}`, target: { type: 'customer', id: customerId }, allow: false,
+    attrs: { channel: 'ussd', ussd_session: sessionId, outcome: 'pin_reset_hold', hold_until: hold.until.toISOString() }, requestId: ctx.requestId,
+  }, t));
+  return end(`Your PIN was changed recently. For your safety it can approve payments from ${utcMinute(hold.until)} UTC.`);
 }
