@@ -38,8 +38,14 @@ const b64keys = (v: string) => (v.split(',').every((k) => key32.test(k.trim())) 
 const hostPorts = (v: string) => (v.split(',').every((a) => /^[A-Za-z0-9.-]+:\d{1,5}$/.test(a.trim())) ? undefined : 'must be host:port[,host:port…]');
 const origins = (v: string) => (v.split(',').every((o) => /^https?:\/\/[A-Za-z0-9.-]+(:\d{1,5})?$/.test(o.trim())) ? undefined : 'must be http://host:port[,…]');
 const cidrs = (v: string) => (v.split(',').every((c) => parseCidr(c) !== undefined) ? undefined : 'must be CIDRs, comma-separated');
-const edgeSecret = (v: string) => (v.length >= 32 ? undefined : 'must be at least 32 characters');
-const edgeSecrets = (v: string) => (v.split(',').every((s) => s.trim().length >= 32) ? undefined : 'must be at least 32 characters (comma-separated when several)');
+/**
+ * The edge sends the secret as an HTTP header value, which proxies and parsers trim and which
+ * cannot carry every character: a secret with spaces or non-ASCII would start and then match
+ * nothing, so it is refused at start.
+ */
+const headerSafe = /^[\x21-\x7e]{32,}$/;
+const edgeSecret = (v: string) => (headerSafe.test(v) ? undefined : 'must be at least 32 characters, visible ASCII without spaces');
+const edgeSecrets = (v: string) => (v.split(',').every((s) => headerSafe.test(s.trim())) ? undefined : 'must be at least 32 characters, visible ASCII without spaces (comma-separated when several)');
 const httpUrl = (v: string) => (/^https?:\/\//.test(v) ? undefined : 'must be an http(s) URL');
 
 /** Every variable the services read, with the processes that read it (README "Running it as services"). */

@@ -85,6 +85,7 @@ function classifyV6(ip: string): Refusal | undefined {
   if (zeroHead && (g5 === 0xffff || g5 === 0)) return classifyV4(v4Tail); // ::ffff:a.b.c.d mapped, ::a.b.c.d compatible
   if (g0 === 0x64 && g1 === 0xff9b && g2 === 0 && g3 === 0 && g4 === 0 && g5 === 0) return classifyV4(v4Tail); // NAT64 64:ff9b::/96
   if (g0 === 0xfd00 && g1 === 0x0ec2 && g2 === 0 && g3 === 0 && g4 === 0 && g5 === 0 && g6 === 0 && g7 === 0x254) return 'metadata'; // AWS IMDS over IPv6
+  if (g0 === 0xfd20 && g1 === 0x00ce && g2 === 0 && g3 === 0 && g4 === 0 && g5 === 0 && g6 === 0 && g7 === 0x254) return 'metadata'; // GCP metadata server over IPv6
   if ((g0 & 0xfe00) === 0xfc00) return 'private'; // fc00::/7 unique local (RFC 4193)
   if ((g0 & 0xffc0) === 0xfe80) return 'link-local'; // fe80::/10
   if ((g0 & 0xffc0) === 0xfec0) return 'reserved'; // fec0::/10 site-local (deprecated)
