@@ -55,6 +55,12 @@ describe('attack23: identity headers and tenant creation, production processes',
   let recorderPort: number;
   const dataDir = join(tmpdir(), `attack23-${randomUUID()}`);
   const seen: IncomingHttpHeaders[] = [];
+  const texts: string[] = [];
+  const smsReceiver = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c: Buffer) => { body += c.toString(); });
+    req.on('end', () => { texts.push(body); res.writeHead(204).end(); });
+  });
   const recorder = createServer((req, res) => {
     seen.push(req.headers);
     res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
@@ -62,7 +68,9 @@ describe('attack23: identity headers and tenant creation, production processes',
 
   before(async () => {
     t = await freshDatabase();
-    env = { ...productionEnv(t.url), DATA_DIR: dataDir };
+    const smsPort = await listen(smsReceiver, 0, '127.0.0.1');
+    // Debug logging, as an operator chasing a problem would run it: still no code may appear.
+    env = { ...productionEnv(t.url, `http://127.0.0.1:${smsPort}/sms`), DATA_DIR: dataDir, LOG_LEVEL: 'debug' };
     const boot = run('bootstrap', { ...env, BOOTSTRAP_TENANT_ID: 'op', BOOTSTRAP_COUNTRY: 'KE', BOOTSTRAP_CURRENCY: 'KES' });
     assert.equal(await boot.exited, 0, boot.output());
     adminToken = /Bearer (svc_\S+)/.exec(boot.output())?.[1] as string;
@@ -84,6 +92,7 @@ describe('attack23: identity headers and tenant creation, production processes',
   after(async () => {
     await stop(recordingGateway, gateway, edge, core);
     recorder.close();
+    smsReceiver.close();
     await t.drop();
   });
 
@@ -125,6 +134,25 @@ describe('attack23: identity headers and tenant creation, production processes',
       assert.equal(seen.length, 0);
     } finally {
       await stop(gw);
+    }
+  });
+
+  it('an OTP and the verification token it buys appear in no process output and no response but the SMS', async () => {
+    const gw = `http://127.0.0.1:${gatewayPort}`;
+    const phone = '+254712345678';
+    const sent = await call(gw, 'POST', '/customers/auth/otp/send', { json: { tenantId: 'op', phone } });
+    assert.equal(sent.status, 202, sent.text);
+    const text = await until(async () => texts.find((b) => b.includes(phone.slice(1)) || b.includes(phone)), 20_000, 'the SMS');
+    const code = /\b(\d{6})\b/.exec(JSON.parse(text).text)?.[1] as string;
+    assert.ok(code, text);
+    assert.ok(!sent.text.includes(code));
+    const v = await call(gw, 'POST', '/customers/auth/otp/verify', { json: { tenantId: 'op', phone, otp: code } });
+    assert.equal(v.status, 200, v.text);
+    const token = v.json.verificationToken as string;
+    for (const p of [core, edge, gateway]) {
+      assert.ok(!p.output().includes(code), `${p.kind} logged the OTP`);
+      assert.ok(!p.output().includes(token), `${p.kind} logged the verification token`);
+      assert.ok(!p.output().includes(adminToken), `${p.kind} logged the admin token`);
     }
   });
 
