@@ -116,9 +116,9 @@ export async function instantiateBundle(files: { manifest: Buffer; registry: Buf
   };
 }
 
-/** Load from a directory (policy/dist layout) or an http(s) URL serving the same three files. */
-export async function loadBundle(source: string, trusted: KeyObject[]): Promise<PolicyRevision> {
-  const get = /^https?:\/\//.test(source)
+/** Reads one file of a bundle from a directory (policy/dist layout) or an http(s) URL. */
+export function bundleFileReader(source: string): (name: string) => Promise<Buffer> {
+  return /^https?:\/\//.test(source)
     ? async (name: string) => {
         const res = await request(new URL(name, source.endsWith('/') ? source : `${source}/`));
         if (res.statusCode !== 200) {
@@ -128,6 +128,16 @@ export async function loadBundle(source: string, trusted: KeyObject[]): Promise<
         return Buffer.from(await res.body.arrayBuffer());
       }
     : (name: string) => readFile(join(source, name));
+}
+
+/** The SHA-256 of a source's manifest: equal digests name the same (signed) bundle. */
+export async function manifestDigest(source: string): Promise<string> {
+  return sha256(await bundleFileReader(source)('manifest.json'));
+}
+
+/** Load from a directory (policy/dist layout) or an http(s) URL serving the same three files. */
+export async function loadBundle(source: string, trusted: KeyObject[]): Promise<PolicyRevision> {
+  const get = bundleFileReader(source);
   const [manifest, registry, wasm] = await Promise.all([get('manifest.json'), get('registry.json'), get('policy.wasm')]);
   return instantiateBundle({ manifest, registry, wasm }, trusted);
 }

@@ -9,7 +9,7 @@
  */
 import type { KeyObject } from 'node:crypto';
 import type { Logger } from 'pino';
-import { loadBundle, type PolicyRevision } from './bundle.ts';
+import { loadBundle, manifestDigest, type PolicyRevision } from './bundle.ts';
 
 export const keepRevisions = 5;
 /** Revisions fetched by ref and kept (simulate of old decisions); oldest dropped first. */
@@ -29,6 +29,8 @@ export class PolicyStore {
   private readonly revisions = new Map<string, PolicyRevision>();
   private readonly fetched = new Map<string, PolicyRevision>();
   private source: string | undefined;
+  /** Digest of the manifest last loaded from `source`: an unchanged one is not fetched and verified again. */
+  private loadedManifest: string | undefined;
   private timer: NodeJS.Timeout | undefined;
 
   constructor(private readonly trusted: KeyObject[], private readonly log?: Logger) {}
@@ -81,8 +83,13 @@ export class PolicyStore {
 
   /** Load, verify and install from a directory or URL; throws (keeping the current one) on failure. */
   async load(source: string): Promise<PolicyRevision> {
+    // The poll reads the manifest alone while nothing changed: re-verifying and re-instantiating the
+    // WASM every 2 s cost the thread that answers Checks ~5 ms each time.
+    const digest = await manifestDigest(source);
+    if (source === this.source && digest === this.loadedManifest && this.currentRevision) return this.currentRevision;
     this.source = source;
     const rev = await loadBundle(source, this.trusted);
+    this.loadedManifest = digest;
     if (rev.policyVersion !== this.currentRevision?.policyVersion || rev.registryVersion !== this.currentRevision.registryVersion) {
       this.install(rev);
       this.log?.info({ policyVersion: rev.policyVersion, registryVersion: rev.registryVersion }, 'policy bundle installed');

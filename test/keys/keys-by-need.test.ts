@@ -112,5 +112,12 @@ describe('policy revisions by ref', () => {
     assert.equal(await store.resolve('liar'), undefined);
     assert.equal(await store.resolve('../dist'), undefined, 'a ref is a name, never a path');
     assert.equal(await store.resolve('missing'), undefined);
+    // An unchanged manifest is not fetched and instantiated again: the poll returns the installed revision itself.
+    const installed = store.current;
+    assert.equal(await store.load(dir), installed);
+    // A changed (re-signed) manifest is verified and loaded anew.
+    await writeFile(join(dir, 'manifest.json'), JSON.stringify(signDocument({ ...manifest, policy_version: 'newer000000001' }, key)));
+    assert.equal((await store.load(dir)).policyVersion, 'newer000000001');
+    assert.equal(store.current?.policyVersion, 'newer000000001');
   });
 });
