@@ -103,13 +103,6 @@ export function admitAddress(row: Counter | undefined, now: number, p: AddressPo
   return { ok: true, next: { ...c, fails, lockedUntil: now + delayMs, strikes: c.strikes + 1 } };
 }
 
-/** Pure: take back an admitted attempt that succeeded (and the delay it started, if any). */
-export function addressSucceeded(c: Counter, p: AddressPolicy): Counter {
-  const fails = Math.max(0, c.fails - 1);
-  if (c.fails >= p.failures && fails < p.failures) return { ...c, fails, lockedUntil: undefined, strikes: Math.max(0, c.strikes - 1) };
-  return { ...c, fails };
-}
-
 /** The address check of a sign-in attempt: keyed by an HMAC of tenant and address group. */
 export function addressCheck(s: TenantSecrets, tenantId: string, ip: string, policy: AddressPolicy): Check {
   return { scope: 'ip', key: lookupKey(s.lookup, 'ip', tenantId, addressGroupOf(ip)), policy };
