@@ -19,6 +19,8 @@ export const channels = {
   devices: 'devices_changed',
   /** payload: the tenant id, or empty (drop all key sets). */
   keys: 'keys_changed',
+  /** payload: JSON `{tenantId, userId}` of a staff member provisioned, changed or deprovisioned. */
+  staff: 'staff_changed',
 } as const;
 
 export type Channel = (typeof channels)[keyof typeof channels];
