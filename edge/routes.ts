@@ -102,6 +102,7 @@ export const edgeRoutes: EdgeRoute[] = [
   identity('POST', '/customers/auth/logout', 'auth.logout', 'customer'),
   identity('POST', '/customers/auth/stepup/otp', 'auth.stepup_otp', 'customer'),
   identity('POST', '/customers/auth/stepup/complete', 'auth.stepup', 'customer'),
+  identity('POST', '/auth/stepup/complete', 'auth.stepup', 'customer'),
   identity('GET', '/customers/sessions', 'session.list', 'customer'),
   identity('DELETE', '/customers/sessions/{id}', 'session.revoke', 'customer'),
   identity('POST', '/customers/devices', 'device.register', 'customer'),

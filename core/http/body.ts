@@ -35,6 +35,9 @@ export function decodeBody(kind: BodyKind, contentType: string | undefined, raw:
   if (raw.length === 0) return undefined;
   const type = mediaType(contentType);
   if (kind === 'none') {
+    // Action routes (`:suspend`, `:activate`, ...) take no body; clients that always send JSON
+    // send `{}`, which carries nothing and is accepted as no body (issue 15 item 8).
+    if (isJsonMedia(type) && /^\s*\{\s*\}\s*$/.test(raw.toString('latin1'))) return undefined;
     throw new AppError('UNSUPPORTED_MEDIA_TYPE', 'this route takes no request body');
   }
   if (kind === 'form') {

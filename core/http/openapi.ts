@@ -76,6 +76,12 @@ function operationOf(route: RouteSpec): Json {
   return op;
 }
 
+/**
+ * Interfaces inside the one document that carry their own version: SPEC 9.2 fixes the customer
+ * authentication interface at 1.0.0 (issue 15 item 8), independent of the build's version.
+ */
+export const interfaceVersions: Readonly<Record<string, string>> = { 'customer-auth': '1.0.0' };
+
 export function buildOpenApi(routes: RouteSpec[], info: { version: string }): Json {
   const paths: Record<string, Json> = {};
   for (const route of routes) {
@@ -91,6 +97,9 @@ export function buildOpenApi(routes: RouteSpec[], info: { version: string }): Js
       description: 'Every request reaches core through the edge policy gateway (Envoy ext_authz).',
     },
     servers: [{ url: '/' }],
+    tags: Object.entries(interfaceVersions).map(([name, version]) => ({
+      name, description: `Interface version ${version} (SPEC 9.2)`, 'x-interface-version': version,
+    })),
     paths,
     components: {
       schemas: { Error: coreError, Problem: problem },

@@ -110,12 +110,13 @@ export function identityRoutes(deps: IdentityDeps): RouteSpec[] {
         return { status: 202, body: { expiresIn: 300 } };
       },
     }),
-    defineRoute({
-      method: 'POST', path: '/customers/auth/stepup/complete', operationId: 'customerStepUpComplete', tags, headers: bearerHeader, body: StepUpBody,
-      summary: 'Complete a step-up with an OTP or a device assertion; returns an AAL 2 token (~10 min)',
+    ...['/customers/auth/stepup/complete', '/auth/stepup/complete'].map((path) => defineRoute({
+      method: 'POST', path, operationId: path.startsWith('/customers') ? 'customerStepUpComplete' : 'stepUpCompleteAlias', tags, headers: bearerHeader, body: StepUpBody,
+      summary: 'Complete a step-up with an OTP or a device assertion; returns an AAL 2 token (~10 min)'
+        + (path.startsWith('/customers') ? '' : ' (SPEC 4.2 names this path in the request flow; same operation)'),
       responses: { 200: { description: 'AAL 2 token', schema: StepUpReply } },
       handler: async (ctx) => ({ status: 200, body: await completeStepUp(deps, ctx, ctx.body) }),
-    }),
+    })),
     defineRoute({
       method: 'GET', path: '/.well-known/jwks.json', operationId: 'tenantJwks', tags,
       query: Type.Object({ tenant: TenantId }),

@@ -180,6 +180,57 @@ describe('administration API: conventions and bad input (issue 6)', () => {
     assert.equal((await admin('POST', '/v1/tenants/demo:activate')).json.status, 'ACTIVE');
     assert.equal((await admin('POST', '/v1/tenants/other:suspend')).json.code, 'TENANT_NOT_FOUND');
   });
+
+  // Small contract fixes (issue 15 item 8).
+  it('lists IANA canonical time zones and still accepts their aliases on input', async () => {
+    const items: string[] = (await ro('GET', '/v1/reference/timezones')).json.items;
+    for (const z of ['America/Argentina/Buenos_Aires', 'Asia/Kolkata', 'Europe/Kyiv', 'Africa/Nairobi']) assert.ok(items.includes(z), z);
+    for (const z of ['America/Buenos_Aires', 'Asia/Calcutta', 'Europe/Kiev']) assert.ok(!items.includes(z), `${z} is an alias`);
+    assert.equal(new Set(items).size, items.length, 'no duplicates');
+    assert.deepEqual([...items].sort(), items);
+    const r = await admin('POST', '/v1/countries', { json: { code: 'IN', timezones: ['Asia/Calcutta'] }, headers: { 'idempotency-key': 'country-in-alias-01' } });
+    assert.equal(r.status, 201, r.text);
+    const bad = await admin('POST', '/v1/countries', { json: { code: 'UA', timezones: ['Europe/Atlantis'] }, headers: { 'idempotency-key': 'country-ua-bad-001' } });
+    assert.equal(bad.json.code, 'COUNTRY_INVALID');
+  });
+
+  it('checks limits in the tenant\'s base currency when none is named', async () => {
+    const named = await ro('POST', '/v1/limits:check', { json: { product: 'TRANSFER', action: 'TRANSFER', currency: 'KES', amount: '200000' } });
+    const unnamed = await ro('POST', '/v1/limits:check', { json: { product: 'TRANSFER', action: 'TRANSFER', amount: '200000' } });
+    assert.equal(unnamed.status, 200, unnamed.text);
+    assert.deepEqual(unnamed.json, named.json);
+  });
+
+  it('takes `{}` as the body of :suspend and :activate, and still refuses a body that says something', async () => {
+    const s = await admin('POST', '/v1/tenants/demo:suspend', { json: {} });
+    assert.equal(s.status, 200, s.text);
+    assert.equal((await admin('POST', '/v1/tenants/demo:activate', { json: {} })).json.status, 'ACTIVE');
+    const r = await admin('POST', '/v1/tenants/demo:suspend', { json: { reason: 'x' } });
+    assert.equal(r.status, 415);
+  });
+
+  it('names the environment envId in schedules as in configs and flags, reading the former `env` for a release', async () => {
+    const envs = await admin('POST', '/v1/tenants/demo/environments', { json: { name: 'uat', envType: 'STG' }, headers: { 'idempotency-key': 'env-uat-000000001' } });
+    assert.equal(envs.status, 201, envs.text);
+    const body = { product: 'TRANSFER', amount: '5000', currency: 'KES' };
+    const plain = await ro('POST', '/v1/fees:quote', { json: body });
+    const byId = await ro('POST', '/v1/fees:quote', { json: { ...body, envId: envs.json.id } });
+    const byOld = await ro('POST', '/v1/fees:quote', { json: { ...body, env: envs.json.id } });
+    assert.equal(byId.status, 200, byId.text);
+    assert.deepEqual(byOld.json, byId.json);
+    assert.deepEqual(byId.json, plain.json, 'no environment schedule: the tenant one applies');
+    const both = await ro('POST', '/v1/fees:quote', { json: { ...body, envId: envs.json.id, env: 'other' } });
+    assert.equal(both.status, 400);
+    const eff = await ro('GET', `/v1/schedules:effective?kind=FEE&product=TRANSFER&currency=KES&envId=${envs.json.id}`);
+    assert.equal(eff.status, 200, eff.text);
+  });
+
+  it('reports the customer authentication interface as version 1.0.0', async () => {
+    const doc = (await call(h.origin, 'GET', '/v1/openapi.json')).json;
+    const tag = doc.tags.find((t: { name: string }) => t.name === 'customer-auth');
+    assert.equal(tag['x-interface-version'], '1.0.0');
+    assert.ok(doc.paths['/auth/stepup/complete']?.post, 'SPEC 4.2 names /auth/stepup/complete');
+  });
 });
 
 describe('administration API: rate limit on mutations', () => {

@@ -87,4 +87,24 @@ describe('webhook delivery (Standard Webhooks)', () => {
     assert.equal(retry.status, 200, retry.text);
     assert.equal(retry.json.status, 'PENDING');
   });
+
+  it('clears a message\'s last error once every delivery of it succeeded', async () => {
+    failuresLeft = 1;
+    const hook = await h.as('admin')('POST', '/v1/webhooks', { json: { url: `${receiver.origin}/flaky`, events: ['invoice.paid'] }, headers: { 'idempotency-key': 'hook-flaky-0002' } });
+    assert.equal(hook.status, 201, hook.text);
+    const id = await enqueue(h.tdb.db, { tenantId: 'demo', aggregate: 'invoice', aggregateId: 'i-1', event: 'invoice.paid', payload: {} });
+    let clock = Date.now();
+    const d = new Dispatcher({ db: h.tdb.db, keys: h.keys, log: createLogger('silent'), now: () => clock, random: () => 1, baseDelayMs: 1000, maxAttempts: 3, timeoutMs: 2000, allowPrivateTargets: true });
+    await d.tick();
+    const failed = await h.as('ops')('GET', `/v1/outbox/${id}`);
+    assert.equal(failed.json.status, 'PENDING');
+    assert.match(String(failed.json.last_error), /503/, 'the failed attempt is visible while the message is pending');
+    for (let i = 0; i < 3; i++) {
+      clock += 10_000;
+      await d.tick();
+    }
+    const done = await h.as('ops')('GET', `/v1/outbox/${id}`);
+    assert.equal(done.json.status, 'DELIVERED');
+    assert.equal(done.json.last_error, null);
+  });
 });

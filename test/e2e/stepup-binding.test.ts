@@ -66,6 +66,17 @@ describe('request-bound step-ups through the gateway', () => {
     await rm(dataDir, { recursive: true, force: true });
   });
 
+  it('completes a step-up at /auth/stepup/complete, the path SPEC 4.2 names in the request flow', async () => {
+    const first = await send(alice, alice.access, 'GET', '/customers/devices');
+    const body = { publicKey: String(generateKeyPairSync('ed25519').publicKey.export({ format: 'jwk' }).x), label: 'alias path' };
+    const asked = await send(alice, alice.access, 'POST', '/customers/devices', body);
+    assert.equal(first.status, 200, first.text);
+    assert.equal(asked.status, 403, asked.text);
+    const token = await j.stepUp(alice, asked.json.challenge, 'otp', '/auth/stepup/complete');
+    const done = await send(alice, token, 'POST', '/customers/devices', body);
+    assert.equal(done.status, 201, done.text);
+  });
+
   it('a step-up for a 1.00 transfer registers no device, adds or removes no payee, ends no other session', async () => {
     const t = await j.transfer(alice, payee, '1.00', 'otp');
     assert.equal(t.final.status, 200, t.final.text);

@@ -51,7 +51,7 @@ export function journey(gw: string, codes: string | CodeSource, db: Db, demo: De
   const bearer = (c: Customer, token = c.access) => ({ authorization: `Bearer ${token}`, 'x-device-id': c.device });
 
   /** Step up against `challenge` with an SMS OTP (or the device key) and return the AAL 2 token. */
-  async function stepUp(c: Customer, challenge: string, method: 'otp' | 'device' = 'otp'): Promise<string> {
+  async function stepUp(c: Customer, challenge: string, method: 'otp' | 'device' = 'otp', completePath = '/customers/auth/stepup/complete'): Promise<string> {
     let body: Record<string, unknown>;
     if (method === 'otp') {
       const sent = await send(gw, 'POST', '/customers/auth/stepup/otp', { json: { challengeToken: challenge }, headers: bearer(c) });
@@ -60,7 +60,7 @@ export function journey(gw: string, codes: string | CodeSource, db: Db, demo: De
     } else {
       body = { challengeToken: challenge, deviceAssertion: { deviceId: c.deviceId, signature: sign(null, Buffer.from(challenge), c.key).toString('base64url') } };
     }
-    const done = await send(gw, 'POST', '/customers/auth/stepup/complete', { json: body, headers: bearer(c) });
+    const done = await send(gw, 'POST', completePath, { json: body, headers: bearer(c) });
     assert.equal(done.status, 200, done.text);
     assert.equal(done.json.aal, 2);
     return done.json.accessToken;

@@ -5,7 +5,7 @@ import { AppError } from '../../../shared/errors.ts';
 import type { RouteSpec } from '../../http/route.ts';
 import { adminRoute, admins, checkIfMatch, readers, type AdminDeps } from '../http.ts';
 import { countryProblems } from '../reference/routes.ts';
-import { isoCountry, timeZones } from '../reference/iso.ts';
+import { isTimeZone, isoCountry } from '../reference/iso.ts';
 import { CountryCode, CurrencyCode, Metadata, iso, pageQuery } from '../schemas.ts';
 import { auditPage } from '../audit/query.ts';
 
@@ -78,7 +78,7 @@ export function countryRoutes(deps: AdminDeps): RouteSpec[] {
         const b = ctx.body;
         const allowed = b.allowed_currencies ?? (b.base_currency ? [b.base_currency] : []);
         await assertCountry(deps, { code: b.code, base_currency: b.base_currency, allowed_currencies: allowed });
-        for (const tz of b.timezones ?? []) if (!timeZones().includes(tz)) throw new AppError('COUNTRY_INVALID', `timezones: ${tz} is not an IANA time zone`);
+        for (const tz of b.timezones ?? []) if (!isTimeZone(tz)) throw new AppError('COUNTRY_INVALID', `timezones: ${tz} is not an IANA time zone`);
         const ref = isoCountry(b.code);
         if (!ref) throw new AppError('COUNTRY_INVALID', `${b.code} is not an ISO 3166-1 country`);
         const { rows } = await w.q.query<CountryRow>(
@@ -102,7 +102,7 @@ export function countryRoutes(deps: AdminDeps): RouteSpec[] {
       write: async (ctx, w) => {
         const before = await requireCountry(w.q, ctx.params.code, true);
         checkIfMatch(ctx.headers, countryView(before));
-        for (const tz of ctx.body.timezones ?? []) if (!timeZones().includes(tz)) throw new AppError('COUNTRY_INVALID', `timezones: ${tz} is not an IANA time zone`);
+        for (const tz of ctx.body.timezones ?? []) if (!isTimeZone(tz)) throw new AppError('COUNTRY_INVALID', `timezones: ${tz} is not an IANA time zone`);
         for (const l of ctx.body.locales ?? []) {
           try { Intl.getCanonicalLocales(l); } catch { throw new AppError('COUNTRY_INVALID', `locales: ${l} is not a BCP 47 tag`); }
         }

@@ -96,11 +96,29 @@ export function isoCurrencies(): IsoCurrency[] {
 }
 
 let zones: readonly string[] | undefined;
+let known: ReadonlySet<string> | undefined;
 
-/** IANA time zones known to the runtime (computed once: the list is fixed per Node build). */
+/**
+ * IANA canonical time-zone names (issue 15 item 8): `Intl.supportedValuesOf` answers CLDR's
+ * names, which keep retired aliases (`Asia/Calcutta`, `Europe/Kiev`, `America/Buenos_Aires`);
+ * each is replaced by the IANA zone it links to (`countries-and-timezones` records the link),
+ * so the list names `Asia/Kolkata`, `Europe/Kyiv`, `America/Argentina/Buenos_Aires`.
+ * Computed once: the list is fixed per build.
+ */
 export function timeZones(): readonly string[] {
-  zones ??= Object.freeze([...Intl.supportedValuesOf('timeZone')].sort());
+  zones ??= Object.freeze([...new Set(Intl.supportedValuesOf('timeZone').map(canonicalTimeZone))].sort());
   return zones;
+}
+
+/** The IANA canonical name of a zone or of an alias of one (unchanged when it is canonical). */
+export function canonicalTimeZone(name: string): string {
+  return ct.getTimezone(name)?.aliasOf ?? name;
+}
+
+/** A zone the runtime knows, by its canonical name or by an alias (both stay accepted). */
+export function isTimeZone(name: string): boolean {
+  known ??= new Set([...Intl.supportedValuesOf('timeZone'), ...timeZones()]);
+  return known.has(name);
 }
 
 /** region → subregion → country codes (UN M49 names as world-countries gives them). */

@@ -4,7 +4,7 @@ import type { RouteSpec } from '../../http/route.ts';
 import { adminRoute, readers, type AdminDeps } from '../http.ts';
 import { CountryCode } from '../schemas.ts';
 import { minorUnitsOf } from './currencies.ts';
-import { isoCountries, isoCountry, regionMap, timeZones } from './iso.ts';
+import { isoCountries, isoCountry, isTimeZone, regionMap, timeZones } from './iso.ts';
 
 const ValidateBody = Type.Object({
   code: Type.String({ maxLength: 8 }),
@@ -27,7 +27,7 @@ export async function countryProblems(deps: AdminDeps, b: { code: string; base_c
   if (b.base_currency && b.allowed_currencies && !b.allowed_currencies.includes(b.base_currency)) {
     out.push({ field: 'allowed_currencies', code: 'BASE_CURRENCY_NOT_ALLOWED', message: 'the allowed currencies must include the base currency' });
   }
-  if (b.timezone !== undefined && !timeZones().includes(b.timezone)) out.push({ field: 'timezone', code: 'COUNTRY_INVALID', message: `${b.timezone} is not an IANA time zone` });
+  if (b.timezone !== undefined && !isTimeZone(b.timezone)) out.push({ field: 'timezone', code: 'COUNTRY_INVALID', message: `${b.timezone} is not an IANA time zone` });
   if (b.locale !== undefined) {
     try {
       Intl.getCanonicalLocales(b.locale);
@@ -48,7 +48,7 @@ export function referenceRoutes(deps: AdminDeps): RouteSpec[] {
       read: async (ctx) => ({ status: 200, body: { items: ctx.query.code ? [isoCountry(ctx.query.code)].filter(Boolean) : isoCountries() } }),
     }),
     adminRoute(deps, {
-      method: 'GET', path: '/v1/reference/timezones', operationId: 'referenceTimezones', summary: 'IANA time zones (Intl.supportedValuesOf)', tags, roles: readers, mode: 'read',
+      method: 'GET', path: '/v1/reference/timezones', operationId: 'referenceTimezones', summary: 'IANA time zones by canonical name (aliases such as Asia/Calcutta are accepted on input, listed as Asia/Kolkata)', tags, roles: readers, mode: 'read',
       responses: json('IANA zone names'),
       read: async () => ({ status: 200, body: { items: timeZones() }, headers: { 'cache-control': 'max-age=86400' } }),
     }),

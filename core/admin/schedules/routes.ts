@@ -27,7 +27,23 @@ const LimitIn = Type.Object({
 }, { additionalProperties: false });
 const Items = Type.Optional(Type.Array(Type.Union([TierIn, LimitIn]), { maxItems: 100 }));
 const Params = Type.Object({ scheduleId: Uuid });
-const Ctx = { env: Type.Optional(Type.String({ maxLength: 64 })), country: Type.Optional(Type.String({ pattern: '^[A-Z]{2}$' })) };
+/**
+ * The environment is `envId`, as in configs and flags (issue 15 item 8); `env`, its former name
+ * here, is still read for one release (README "Renamed parameters").
+ */
+const Ctx = {
+  envId: Type.Optional(Type.String({ maxLength: 64 })),
+  env: Type.Optional(Type.String({ maxLength: 64, deprecated: true, description: 'Former name of envId; read until the next release' })),
+  country: Type.Optional(Type.String({ pattern: '^[A-Z]{2}$' })),
+};
+
+/** The environment a request names, by either name; both naming different ones is refused. */
+function envOf(c: { envId?: string | undefined; env?: string | undefined }): string | undefined {
+  if (c.envId !== undefined && c.env !== undefined && c.envId !== c.env) {
+    throw new AppError('VALIDATION_FAILED', 'envId and its former name env name different environments');
+  }
+  return c.envId ?? c.env;
+}
 
 function split(kind: string, items: readonly unknown[]): { tiers?: ReturnType<typeof parseTiers>; limits?: ReturnType<typeof parseLimits> } {
   const tiered = tieredKinds.includes(kind as ScheduleRow['kind']);
@@ -114,7 +130,8 @@ export function scheduleRoutes(deps: AdminDeps): RouteSpec[] {
       method: 'GET', path: '/v1/schedules:effective', operationId: 'effectiveSchedule', summary: 'The ACTIVE schedule for tenant, environment and country', tags, roles: readers, mode: 'read',
       query: Type.Object({ kind: Kind, product: ProductCode, currency: CurrencyCode, ...Ctx }), responses: { 200: { description: 'The schedule with items' } },
       read: async (ctx, caller) => {
-        const s = await resolveSchedule(deps.db, { tenantId: caller.tenantId, ...ctx.query });
+        const { envId: _envId, env: _env, ...rest } = ctx.query;
+        const s = await resolveSchedule(deps.db, { tenantId: caller.tenantId, ...rest, env: envOf(ctx.query) });
         if (!s) throw new AppError('NO_ACTIVE_SCHEDULE', `no active ${ctx.query.kind} schedule for ${ctx.query.product} in ${ctx.query.currency}`);
         return { status: 200, body: await view(deps.db, s) };
       },
@@ -193,20 +210,21 @@ export function scheduleRoutes(deps: AdminDeps): RouteSpec[] {
       read: async (ctx, caller) => {
         const minor = await requireMinorUnits(deps.db, ctx.body.currency);
         const amount = money(ctx.body.amount, minor, 'amount');
-        const q = await quoteFee(deps.db, { tenantId: caller.tenantId, product: ctx.body.product, amount, currency: ctx.body.currency, env: ctx.body.env, country: ctx.body.country });
+        const q = await quoteFee(deps.db, { tenantId: caller.tenantId, product: ctx.body.product, amount, currency: ctx.body.currency, env: envOf(ctx.body), country: ctx.body.country });
         const tier = (await view(deps.db, await requireSchedule(deps.db, caller.tenantId, q.scheduleId))).items.find((i) => i.id === q.tierId);
         return { status: 200, body: { scheduleId: q.scheduleId, tierId: q.tierId, amount: format(amount, minor), fee: format(q.fee, minor), currency: q.currency, tier } };
       },
     }),
     adminRoute(deps, {
       method: 'POST', path: '/v1/limits:check', operationId: 'checkLimit', summary: 'The applicable limit rows for product, action, period (and whether an amount fits one transaction)', tags, roles: readers, mode: 'read',
-      body: Type.Object({ product: ProductCode, action: ProductCode, currency: CurrencyCode, period: Type.Optional(Type.Union([Type.Literal('transaction'), Type.Literal('day'), Type.Literal('month')])),
+      // SPEC 4.6: currency is optional; without it the tenant's base currency is checked.
+      body: Type.Object({ product: ProductCode, action: ProductCode, currency: Type.Optional(CurrencyCode), period: Type.Optional(Type.Union([Type.Literal('transaction'), Type.Literal('day'), Type.Literal('month')])),
         amount: Type.Optional(Decimal), kyc_level: Type.Optional(Type.String({ maxLength: 16 })), ...Ctx }, { additionalProperties: false }),
       responses: { 200: { description: '{rows, within_transaction_limit}' } },
       read: async (ctx, caller) => {
-        const b = ctx.body;
+        const b = { ...ctx.body, currency: ctx.body.currency ?? await baseCurrencyOf(deps.db, caller.tenantId) };
         const minor = await requireMinorUnits(deps.db, b.currency);
-        const rows = (await limitRowsFor(deps.db, { tenantId: caller.tenantId, product: b.product, action: b.action, currency: b.currency, kycLevel: b.kyc_level, env: b.env, country: b.country }))
+        const rows = (await limitRowsFor(deps.db, { tenantId: caller.tenantId, product: b.product, action: b.action, currency: b.currency, kycLevel: b.kyc_level, env: envOf(b), country: b.country }))
           .filter((r) => !b.period || r.period === b.period);
         if (rows.length === 0) throw new AppError('NO_ACTIVE_SCHEDULE', `no active limit row for ${b.product}/${b.action}${b.period ? ` per ${b.period}` : ''} in ${b.currency}`);
         const amount = b.amount === undefined ? undefined : money(b.amount, minor, 'amount');
@@ -218,4 +236,10 @@ export function scheduleRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
   ];
+}
+
+async function baseCurrencyOf(q: Queryable, tenantId: string): Promise<string> {
+  const { rows } = await q.query<{ base_currency: string }>('SELECT base_currency FROM tenants WHERE id = $1', [tenantId]);
+  if (!rows[0]) throw new AppError('NOT_FOUND', 'tenant not found');
+  return rows[0].base_currency;
 }

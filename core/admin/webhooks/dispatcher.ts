@@ -206,12 +206,16 @@ export class Dispatcher {
       return;
     }
     await q.query(
-      `UPDATE outbox o SET attempts = greatest(o.attempts, $2), last_error = coalesce($3::text, o.last_error),
-          status = CASE WHEN EXISTS (SELECT 1 FROM admin_webhook_deliveries x WHERE x.outbox_id = o.id AND x.status = 'DEAD') THEN 'DEAD'
-                        WHEN NOT EXISTS (SELECT 1 FROM admin_webhook_deliveries x WHERE x.outbox_id = o.id AND x.status <> 'DELIVERED') THEN 'DELIVERED' ELSE 'PENDING' END,
+      // A message delivered everywhere no longer shows the error of an earlier failed attempt
+      // (issue 15 item 8); while any delivery is pending or dead, the latest error stays.
+      `UPDATE outbox o SET attempts = greatest(o.attempts, $2), status = s.status,
+          last_error = CASE WHEN s.status = 'DELIVERED' THEN NULL ELSE coalesce($3::text, o.last_error) END,
           processed_at = CASE WHEN NOT EXISTS (SELECT 1 FROM admin_webhook_deliveries x WHERE x.outbox_id = o.id AND x.status = 'PENDING') THEN $4::timestamptz ELSE NULL END,
           next_attempt_at = $5
-        WHERE id = $1`,
+        FROM (SELECT CASE WHEN EXISTS (SELECT 1 FROM admin_webhook_deliveries x WHERE x.outbox_id = $1 AND x.status = 'DEAD') THEN 'DEAD'
+                          WHEN NOT EXISTS (SELECT 1 FROM admin_webhook_deliveries x WHERE x.outbox_id = $1 AND x.status <> 'DELIVERED') THEN 'DELIVERED'
+                          ELSE 'PENDING' END AS status) s
+        WHERE o.id = $1`,
       [d.outbox_id, attempts, r.error, new Date(now), next]);
   }
 }
