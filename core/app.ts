@@ -24,6 +24,7 @@ import { identityRoutes } from './identity/routes.ts';
 import { adminRoutes } from './admin/routes.ts';
 import type { RateLimits } from './admin/rate-limit.ts';
 import { agentRoutes } from './agents/routes.ts';
+import { oversightRoutes } from './oversight/routes.ts';
 
 export interface CoreDeps {
   db: Db;
@@ -78,6 +79,7 @@ export function buildCore(deps: CoreDeps): Core {
   routes.push(...adminRoutes({ db: deps.db, keys: deps.keys, now, ...(deps.adminRateLimits ? { rateLimits: deps.adminRateLimits } : {}), allowPrivateWebhookTargets: deps.webhookAllowPrivateTargets ?? false, webhookAllowedCidrs: deps.webhookAllowedCidrs ?? [] }));
   routes.push(...apiKeyRoutes({ db: deps.db, keys: deps.keys }));
   routes.push(...paymentRoutes({ db: deps.db, keys: deps.keys, now }));
+  routes.push(...oversightRoutes({ db: deps.db, keys: deps.keys, now }));
   const server = createCoreServer({
     routes, log: deps.log, metrics: deps.metrics, edgeSecrets: deps.edgeSecrets, releaseBudget: (scope) => releaseEdgeCount(deps.db, scope),
   });

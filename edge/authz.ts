@@ -140,6 +140,7 @@ async function subjectInput(p: Principal, state: EdgeState, view: RequestView): 
     return {
       id: p.subjectId, type: 'customer', roles: [], aal: p.aal, amr: p.amr,
       tuples: await state.tuplesOf('customer', p.subjectId),
+      consents: await state.consentsOf(p.tenantId, p.subjectId),
       // Request-bound actions and high risk are satisfied only by this (SPEC 4.3 rules 2–3).
       stepup_bound: await boundToThisRequest(p, state, view),
     };

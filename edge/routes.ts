@@ -65,6 +65,29 @@ const admin = (method: string, template: string, resource: string, action: strin
   method, template, purpose: operationalPurpose, resource, action, credential: 'staff', errorFormat: 'problem',
 });
 
+const staffPurpose = (method: string, template: string, purpose: string, resource: string, action: string): EdgeRoute => ({
+  method, template, purpose, resource, action, credential: 'staff',
+});
+
+/**
+ * Issue 20 item 4: the staff purposes of the signed registry reachable through the gateway.
+ * The purpose is fixed per route, so a support agent's lookup is always masked and a fraud
+ * officer's always at AAL 2; consents are the customer's own (operational, customer token).
+ */
+const staffPurposeRoutes: EdgeRoute[] = [
+  staffPurpose('GET', '/v1/support/customers', 'support.investigate', 'customer', 'customer.read'),
+  staffPurpose('GET', '/v1/fraud/customers', 'fraud.review', 'customer', 'customer.read'),
+  staffPurpose('GET', '/v1/fraud/holds', 'fraud.review', 'fraud_hold', 'fraud_hold.read'),
+  staffPurpose('POST', '/v1/fraud/holds', 'fraud.review', 'fraud_hold', 'fraud_hold.place'),
+  staffPurpose('POST', '/v1/fraud/holds/{id}:lift', 'fraud.review', 'fraud_hold', 'fraud_hold.lift'),
+  staffPurpose('GET', '/v1/compliance/customers/{customerId}/kyc', 'compliance.kyc', 'kyc_customer', 'kyc.read'),
+  staffPurpose('GET', '/v1/analytics/aggregates', 'analytics.aggregate', 'aggregate', 'aggregate.read'),
+  { method: 'GET', template: '/v1/marketing/offers', purpose: 'marketing.personalize', resource: 'offer', action: 'offer.read', credential: 'customer' },
+  { method: 'GET', template: '/v1/consents', purpose: operationalPurpose, resource: 'consent', action: 'consent.list', credential: 'customer' },
+  { method: 'PUT', template: '/v1/consents/{purpose}', purpose: operationalPurpose, resource: 'consent', action: 'consent.grant', credential: 'customer' },
+  { method: 'DELETE', template: '/v1/consents/{purpose}', purpose: operationalPurpose, resource: 'consent', action: 'consent.withdraw', credential: 'customer' },
+];
+
 /** The platform routes are the first entries; later features append theirs. */
 export const edgeRoutes: EdgeRoute[] = [
   platform('GET', '/v1/health'),
@@ -208,6 +231,8 @@ export const edgeRoutes: EdgeRoute[] = [
   admin('PATCH', '/v1/webhooks/{id}', 'webhook', 'webhook.update_webhook'),
   admin('DELETE', '/v1/webhooks/{id}', 'webhook', 'webhook.delete_webhook'),
   admin('POST', '/v1/webhooks/{id}:test', 'webhook', 'webhook.test_webhook'),
+  // staff purposes (issue 20 item 4; SPEC 2.5 intents): core/oversight/
+  ...staffPurposeRoutes,
 ];
 
 export interface ResolvedRoute {

@@ -174,6 +174,19 @@ const table = {
   MULTIPART_INVALID: [400, 'Bad Request'],
   ATTACHMENT_TOO_LARGE: [413, 'Payload Too Large'],
   ATTACHMENT_TYPE_REFUSED: [415, 'Unsupported Media Type'],
+  // staff purposes (issue 20 item 4; SPEC 2.5): fraud holds, KYC access, aggregates, consent
+  /** The account is under a fraud hold: debits and new holds are refused, credits still arrive. */
+  ACCOUNT_FROZEN: [422, 'Parameter Error'],
+  FRAUD_HOLD_NOT_FOUND: [404, 'Record Not Found'],
+  FRAUD_HOLD_EXISTS: [409, 'Conflict'],
+  /** A fraud hold is lifted only by a different fraud officer than the one who placed it. */
+  SECOND_OFFICER_REQUIRED: [403, 'Forbidden'],
+  /** compliance.kyc: every access states its reason (X-Access-Reason). */
+  ACCESS_REASON_REQUIRED: [400, 'Bad Request'],
+  /** analytics.aggregate: a group smaller than the minimum group size is never answered. */
+  GROUP_TOO_SMALL: [403, 'Forbidden'],
+  RAW_ROWS_DENIED: [403, 'Forbidden'],
+  CONSENT_NOT_FOUND: [404, 'Record Not Found'],
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ErrorCode = keyof typeof table;

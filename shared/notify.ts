@@ -21,6 +21,8 @@ export const channels = {
   keys: 'keys_changed',
   /** payload: JSON `{tenantId, userId}` of a staff member provisioned, changed or deprovisioned. */
   staff: 'staff_changed',
+  /** payload: JSON `{tenantId, customerId}` of a customer consent granted or withdrawn (migration 0860). */
+  consents: 'consents_changed',
 } as const;
 
 export type Channel = (typeof channels)[keyof typeof channels];

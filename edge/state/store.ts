@@ -97,6 +97,8 @@ export class EdgeState {
   private readonly sessions = new Map<string, Entry<SessionState>>();
   private readonly tenants = new Map<string, Entry<TenantState>>();
   private readonly tuples = new Map<string, Entry<TupleState[]>>();
+  /** A customer's live consents (purpose names), by `tenant:customer`. */
+  private readonly consents = new Map<string, Entry<string[]>>();
   /** Bumped on every change notification: loads that started before one are not cached. */
   private generation = 0;
   private readonly serviceTokens = new Map<string, Entry<ServiceTokenState>>();
@@ -181,6 +183,11 @@ export class EdgeState {
       const id = payloadField(payload, 'subjectId');
       if (ns && id) this.tuples.delete(`${ns}:${id}`);
       else this.tuples.clear();
+    } else if (channel === notifyChannels.consents) {
+      const t = payloadField(payload, 'tenantId');
+      const c = payloadField(payload, 'customerId');
+      if (t && c) this.consents.delete(`${t}:${c}`);
+      else this.consents.clear();
     } else if (channel === notifyChannels.devices) {
       const id = payloadField(payload, 'deviceId');
       if (id) this.devices.delete(id);
@@ -199,6 +206,7 @@ export class EdgeState {
     this.sessions.clear();
     this.tenants.clear();
     this.tuples.clear();
+    this.consents.clear();
     this.serviceTokens.clear();
     this.apiKeys.clear();
     this.devices.clear();
@@ -321,6 +329,22 @@ export class EdgeState {
         [ns, id],
       );
       return rows.map(({ tenant_id: _t, ...rest }) => rest);
+    });
+    return list ?? [];
+  }
+
+  /**
+   * The purposes a customer has a recorded, not withdrawn, consent for (SPEC 2.5
+   * consent_required; the policy's check_consent reads them as subject.consents). A withdrawal
+   * reaches every edge by NOTIFY (consents_changed) like any other change.
+   */
+  async consentsOf(tenantId: string, customerId: string): Promise<string[]> {
+    const list = await this.cached(this.consents, `${tenantId}:${customerId}`, async () => {
+      const { rows } = await this.db.query<{ purpose: string }>(
+        'SELECT purpose FROM customer_consents WHERE tenant_id = $1 AND customer_id = $2 AND withdrawn_at IS NULL ORDER BY purpose',
+        [tenantId, customerId],
+      );
+      return rows.map((r) => r.purpose);
     });
     return list ?? [];
   }

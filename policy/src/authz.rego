@@ -329,7 +329,6 @@ masking[rtype] := rule if {
 masking_rule := {
 	"full": {"level": "full"},
 	"masked": {"level": "masked", "name": "mask", "phone": "keep_first4_last2", "card_number": "keep_suffix4"},
-	"aggregate": {"level": "aggregate", "raw_rows": "deny"},
 }
 
 obligations := {"masking": masking, "retention_days": object.get(purpose, "retention_days", 0), "purpose": purpose_name} if purpose

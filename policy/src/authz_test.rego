@@ -390,3 +390,37 @@ test_customers_need_no_scopes if {
 	d := authz.decision with input as object.union(transfer, {"subject": customer(2)})
 	d.allow
 }
+
+# Issue 20 item 4: the staff purposes as the gateway's routes ask for them.
+hold_place := object.union(base, {"purpose": "fraud.review", "resource": {"type": "fraud_hold", "tenant_id": "t1"}, "action": "fraud_hold.place"})
+
+test_fraud_hold_needs_fraud_role_and_aal2 if {
+	ok := authz.decision with input as object.union(hold_place, {"subject": staff(["fraud"], 2)})
+	ok.allow
+	low := authz.decision with input as object.union(hold_place, {"subject": staff(["fraud"], 1)})
+	failed(low) == {"min_aal"}
+	wrong := authz.decision with input as object.union(hold_place, {"subject": staff(["support"], 2)})
+	failed(wrong) == {"roles"}
+}
+
+test_support_lookup_is_masked if {
+	req := object.union(base, {"purpose": "support.investigate", "resource": {"type": "customer", "tenant_id": "t1"}, "action": "customer.read", "subject": staff(["support"], 1)})
+	d := authz.decision with input as req
+	d.allow
+	d.obligations.masking.customer.level == "masked"
+	d.obligations.masking.customer.card_number == "keep_suffix4"
+}
+
+test_field_policies_only_full_or_masked if {
+	every p in data.registry.purposes {
+		every _, level in p.field_policies {
+			level in {"full", "masked"}
+		}
+	}
+}
+
+test_consent_actions_for_customers if {
+	req := object.union(base, {"purpose": "operational", "resource": {"type": "consent", "tenant_id": "t1"}, "action": "consent.withdraw"})
+	d := authz.decision with input as req
+	d.allow
+}

@@ -1,0 +1,42 @@
+/**
+ * What every staff-purpose route (issue 20 item 4; SPEC 2.5) needs: the staff caller the edge
+ * established, its role checked again here (defence in depth behind the edge's policy), and the
+ * decision the request rode on for audit records.
+ */
+import type { Db } from '../../shared/db/pool.ts';
+import { AppError } from '../../shared/errors.ts';
+import type { RequestContext } from '../http/route.ts';
+import { decisionOf } from '../payments/context.ts';
+
+export interface OversightDeps {
+  db: Db;
+  now: () => number;
+}
+
+export interface StaffCaller {
+  tenantId: string;
+  principalId: string;
+  roles: string[];
+  aal: number;
+}
+
+type AnyCtx = RequestContext<unknown, unknown, unknown>;
+
+export const staffHeader = { name: 'Authorization', required: true, description: 'Bearer <staff access token or service token>' };
+
+/** The staff caller holding `role`; 401 without an edge identity, 403 without the role. */
+export function staffOf(ctx: AnyCtx, role: string): StaffCaller {
+  const id = ctx.identity;
+  if (!id.fromEdge || !id.tenantId || !id.principalId) throw new AppError('UNAUTHORIZED', 'a staff credential is required');
+  if (!id.roles.includes(role)) throw new AppError('FORBIDDEN', `this route needs the ${role} role`);
+  return { tenantId: id.tenantId, principalId: id.principalId, roles: id.roles, aal: id.aal ?? 0 };
+}
+
+/** The audit actor and decision of a staff request (SPEC 6.3: who, under which decision). */
+export function auditOf(ctx: AnyCtx, caller: { principalId: string; aal: number }, type = 'staff') {
+  return {
+    actor: { type, id: caller.principalId },
+    decision: { allow: true, ...decisionOf(ctx), aal: caller.aal, trace_id: ctx.requestId },
+    attrs: { ip: ctx.identity.clientIp ?? '', ua: ctx.headers['user-agent'] ?? '' },
+  };
+}
