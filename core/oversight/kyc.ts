@@ -10,7 +10,7 @@ import { AppError } from '../../shared/errors.ts';
 import type { RequestContext } from '../http/route.ts';
 import { auditOf, type StaffCaller } from './context.ts';
 
-export const reasonHeader = { name: 'X-Access-Reason', required: true, description: 'Why the officer opens this record (10–300 characters); recorded in the audit log' };
+export const reasonHeader = { name: 'X-Access-Reason', required: false, description: 'Required (400 ACCESS_REASON_REQUIRED without it): why the officer opens this record (10–300 characters); recorded in the audit log' };
 export const KycParams = Type.Object({ customerId: Type.String({ pattern: '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$' }) });
 export const KycRecord = Type.Object({
   customer_id: Type.String(), phone: Type.String(), level: Type.Integer(), status: Type.String(), full_name: Type.String(),
