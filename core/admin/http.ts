@@ -100,6 +100,8 @@ const ifMatchHeader = { name: 'If-Match', required: false, description: 'Require
 const problems = (codes: number[]): Record<number, ResponseSpec> =>
   Object.fromEntries(codes.map((c) => [c, { description: 'Problem+JSON', schema: ProblemSchema, contentType: 'application/problem+json' }]));
 
+const notModified: Record<number, ResponseSpec> = { 304: { description: 'Not Modified: If-None-Match names the current ETag' } };
+
 async function runWrite(deps: AdminDeps, ctx: RequestContext<unknown, unknown, unknown>, caller: Caller, mode: 'write' | 'create',
   fn: (w: WriteCtx) => Promise<{ status: number; body?: unknown; headers?: Record<string, string> }>): Promise<Reply> {
   const given = ctx.headers['idempotency-key'];
@@ -176,7 +178,8 @@ export function adminRoute<P extends TSchema, Q extends TSchema, B extends TSche
     method: spec.method, path: spec.path, operationId: spec.operationId, summary: spec.summary, tags: spec.tags,
     ...(spec.params ? { params: spec.params } : {}), ...(spec.query ? { query: spec.query } : {}), ...(spec.body ? { body: spec.body } : {}),
     headers, errorFormat: 'problem',
-    responses: { ...problems(errorCodes), ...spec.responses },
+    // SPEC 9.5: every GET carries an ETag, and If-None-Match naming it answers 304 without a body.
+    responses: { ...problems(errorCodes), ...(spec.mode === 'read' ? notModified : {}), ...spec.responses },
     handler: async (ctx) => {
       const caller = callerOf(ctx, spec.roles);
       if (spec.mode === 'read') {

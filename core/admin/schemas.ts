@@ -1,9 +1,7 @@
 /** Schemas shared by the administration routes: Problem+JSON, pagination, codes, money. */
 import { Type, type TSchema } from '@sinclair/typebox';
 
-export const ProblemSchema = Type.Object({
-  type: Type.String(), title: Type.String(), status: Type.Integer(), detail: Type.String(), instance: Type.String(), code: Type.String(),
-}, { additionalProperties: true });
+export { ProblemSchema } from '../http/responses.ts';
 
 /** ISO 3166-1 alpha-2, upper case (a lower-case code is a 400). */
 export const CountryCode = Type.String({ pattern: '^[A-Z]{2}$', description: 'ISO 3166-1 alpha-2, upper case' });
