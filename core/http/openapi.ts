@@ -46,6 +46,7 @@ function operationOf(route: RouteSpec): Json {
     const entry: Json = { description: r.description };
     if (r.schema) entry.content = { [r.contentType ?? 'application/json']: { schema: schemaOrRef(r.schema) } };
     else if (r.contentType) entry.content = { [r.contentType]: {} };
+    for (const alt of r.alternatives ?? []) entry.content = { ...(entry.content as Json | undefined), [alt]: { schema: { type: 'string' } } };
     responses[status] = entry;
   }
   responses.default = {

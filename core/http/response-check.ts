@@ -50,6 +50,7 @@ export function responseProblems(route: RouteSpec, reply: Reply): ResponseProble
   if (!body) return spec.schema ? [{ path: '', message: 'the declared body is missing' }] : [];
   const declaredType = spec.contentType ?? 'application/json';
   if (!mediaMatches(declaredType, body.contentType)) {
+    if ((spec.alternatives ?? []).some((alt) => mediaMatches(alt, body.contentType))) return [];
     return [{ path: '', message: `content type ${mediaOf(body.contentType)} is not the declared ${declaredType}` }];
   }
   if (!isJsonMedia(body.contentType)) return [];

@@ -21,6 +21,8 @@ export interface ResponseSpec {
   schema?: TSchema;
   /** Defaults to application/json when a schema is given. */
   contentType?: string;
+  /** Other, non-JSON media types the same status may carry when the client asks (e.g. `text/csv` on Accept). */
+  alternatives?: string[];
 }
 
 /** Identity the edge established for this request (SPEC 5.2 identity headers). */
