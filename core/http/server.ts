@@ -180,7 +180,7 @@ export function createHandler(deps: HttpDeps): (req: IncomingMessage, res: Serve
       const scope = moneyScopeOf(route.path, route.movesMoney, identity);
       money = scope;
       for (const h of route.headers ?? []) {
-        if (h.required && !headers[h.name.toLowerCase()]) {
+        if (h.required && !h.handlerChecks && !headers[h.name.toLowerCase()]) {
           throw new AppError(h.name.toLowerCase() === 'x-request-id' ? 'MISSING_REQUEST_ID' : 'VALIDATION_FAILED', `header ${h.name} is required`);
         }
       }
