@@ -69,6 +69,7 @@ export const serviceVars: Record<string, Var> = {
   SMS_WEBHOOK_URL: { for: ['core'], productionRequired: true, check: httpUrl, doc: 'the SMS gateway codes are POSTed to' },
   SMS_WEBHOOK_SECRET: { for: ['core'], productionRequired: true, check: (v) => (v.startsWith('whsec_') ? undefined : 'must be a whsec_ secret'), doc: 'signs SMS webhook calls' },
   PRIVATE_TARGETS_ALLOWED: { for: ['core'], check: cidrs, doc: 'private CIDRs webhooks and SMS may reach' },
+  RESPONSE_SCHEMA_CHECK: { for: ['core'], default: '0', check: (v) => (v === '0' || v === '1' ? undefined : 'must be 0 or 1'), doc: 'test suites only: answer 500 RESPONSE_SCHEMA_MISMATCH for a response its route does not declare (refused in production)' },
   BOOTSTRAP_TENANT_ID: { for: ['bootstrap'], default: 'operator', check: (v) => (/^[a-z0-9][a-z0-9-]{1,62}$/.test(v) ? undefined : 'must be a tenant id (a-z, 0-9, -)'), doc: "the platform operator's tenant id" },
   BOOTSTRAP_TENANT_NAME: { for: ['bootstrap'], default: 'Platform operator', doc: "the operator tenant's name" },
   BOOTSTRAP_COUNTRY: { for: ['bootstrap'], productionRequired: true, check: (v) => (/^[A-Z]{2}$/.test(v) ? undefined : 'must be an ISO 3166 alpha-2 code'), doc: "the operator's country" },
@@ -108,6 +109,8 @@ export function loadServiceConfig(kind: ServiceKind, env: Record<string, string 
     if (why) problems.push(`${name}: ${why}`);
     values[name] = value;
   }
+  // Issue 15 item 4: the response check turns a drifting response into a 500; a test aid, never production's.
+  if (rawMode === 'production' && values.RESPONSE_SCHEMA_CHECK === '1') problems.push('RESPONSE_SCHEMA_CHECK: test suites only; refused in production');
   if (problems.length > 0) throw new ServiceConfigError(problems);
   return Object.freeze({ kind, mode: rawMode as Mode, values: Object.freeze(values) });
 }

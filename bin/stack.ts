@@ -93,6 +93,8 @@ export async function startStack(
     logDestination?: NodeJS.WritableStream; checkTimeoutMs?: number; publicRateLimit?: { perMinute: number; burst: number };
     /** Webhooks may target private/loopback addresses: the development `npm start` only (off by default). */
     webhookAllowPrivateTargets?: boolean;
+    /** Tests only (issue 15 item 4): core checks every response against its declared schema. */
+    checkResponses?: boolean;
   } = {},
 ): Promise<Stack> {
   const log = createLogger(config.logLevel, opts.logDestination);
@@ -157,7 +159,7 @@ export async function startStack(
     cleanups.push(async () => corePolicies.stop());
     const core = buildCore({
       db, log: log.child({ component: 'core' }), metrics, build: readBuildInfo(), keys, dataDir: config.dataDir, edgeSecrets: [edgeSecret], policies: corePolicies, edgeWarm: () => edge.warmed,
-      webhookAllowPrivateTargets: opts.webhookAllowPrivateTargets ?? false,
+      webhookAllowPrivateTargets: opts.webhookAllowPrivateTargets ?? false, checkResponses: opts.checkResponses ?? false,
     });
     const corePort = await listenOrExplain(core.server, config.corePort, 'CORE_PORT');
     cleanups.push(async () => {

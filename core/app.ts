@@ -52,6 +52,8 @@ export interface CoreDeps {
   webhookAllowPrivateTargets?: boolean;
   /** Private CIDRs an operator lists as internal webhook receivers (PRIVATE_TARGETS_ALLOWED). */
   webhookAllowedCidrs?: string[];
+  /** Tests only (issue 15 item 4): every response is checked against its declared schema (core/http/response-check.ts). */
+  checkResponses?: boolean;
 }
 
 export interface Core {
@@ -82,6 +84,7 @@ export function buildCore(deps: CoreDeps): Core {
   routes.push(...oversightRoutes({ db: deps.db, keys: deps.keys, now }));
   const server = createCoreServer({
     routes, log: deps.log, metrics: deps.metrics, edgeSecrets: deps.edgeSecrets, releaseBudget: (scope) => releaseEdgeCount(deps.db, scope),
+    checkResponses: deps.checkResponses ?? false,
   });
   ledger.start();
   server.on('close', () => ledger.stop());

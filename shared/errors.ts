@@ -24,6 +24,8 @@ const table = {
   PRECONDITION_REQUIRED: [428, 'Precondition Required'],
   RATE_LIMITED: [429, 'Too Many Requests'],
   INTERNAL: [500, 'Server Error'],
+  /** A response broke the schema its route declares (only when core checks its responses: tests). */
+  RESPONSE_SCHEMA_MISMATCH: [500, 'Server Error'],
   SERVICE_UNAVAILABLE: [503, 'Service Unavailable'],
   // idempotency (core/idempotency; DESIGN.md "Balances")
   IDEMPOTENCY_KEY_REQUIRED: [400, 'Bad Request'],

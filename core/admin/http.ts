@@ -94,11 +94,15 @@ export function checkIfMatch(headers: Readonly<Record<string, string>>, current:
 }
 
 const requestIdHeader = { name: 'X-Request-Id', required: true, description: 'Required on every administration call (SPEC 4.6)' };
-const idemHeader = (required: boolean) => ({ name: 'Idempotency-Key', required: false, description: required ? 'Required: 8–128 characters [A-Za-z0-9._:-]; a replay returns the first response' : 'Optional: replays the first response' });
-const ifMatchHeader = { name: 'If-Match', required: false, description: 'Required: the ETag of the resource (428 without, 412 when stale)' };
+// Documented as required where the handler requires them (issue 15 item 4: the document must not
+// accept what the API refuses); the handler refuses their absence after the role check, with its own code.
+const idemHeader = (required: boolean) => ({ name: 'Idempotency-Key', required, handlerChecks: true, description: required ? 'Required (400 IDEMPOTENCY_KEY_REQUIRED without): 8–128 characters [A-Za-z0-9._:-]; a replay returns the first response' : 'Optional: replays the first response' });
+const ifMatchHeader = { name: 'If-Match', required: true, handlerChecks: true, description: 'Required: the ETag of the resource (428 without, 412 when stale)' };
 
 const problems = (codes: number[]): Record<number, ResponseSpec> =>
   Object.fromEntries(codes.map((c) => [c, { description: 'Problem+JSON', schema: ProblemSchema, contentType: 'application/problem+json' }]));
+
+const notModified: Record<number, ResponseSpec> = { 304: { description: 'Not Modified: If-None-Match names the current ETag' } };
 
 async function runWrite(deps: AdminDeps, ctx: RequestContext<unknown, unknown, unknown>, caller: Caller, mode: 'write' | 'create',
   fn: (w: WriteCtx) => Promise<{ status: number; body?: unknown; headers?: Record<string, string> }>): Promise<Reply> {
@@ -168,7 +172,7 @@ async function runWrite(deps: AdminDeps, ctx: RequestContext<unknown, unknown, u
 
 /** One administration route with the shared conventions around its handler. */
 export function adminRoute<P extends TSchema, Q extends TSchema, B extends TSchema>(deps: AdminDeps, spec: AdminRouteSpec<P, Q, B>): RouteSpec {
-  const headers = [requestIdHeader];
+  const headers: { name: string; required: boolean; description: string; handlerChecks?: boolean }[] = [requestIdHeader];
   if (spec.mode !== 'read') headers.push(idemHeader(spec.mode === 'create'));
   if (spec.ifMatch) headers.push(ifMatchHeader);
   const errorCodes = [400, 401, 403, ...(spec.mode === 'read' ? [] : [409, 429]), ...(spec.ifMatch ? [412, 428] : [])];
@@ -176,7 +180,8 @@ export function adminRoute<P extends TSchema, Q extends TSchema, B extends TSche
     method: spec.method, path: spec.path, operationId: spec.operationId, summary: spec.summary, tags: spec.tags,
     ...(spec.params ? { params: spec.params } : {}), ...(spec.query ? { query: spec.query } : {}), ...(spec.body ? { body: spec.body } : {}),
     headers, errorFormat: 'problem',
-    responses: { ...problems(errorCodes), ...spec.responses },
+    // SPEC 9.5: every GET carries an ETag, and If-None-Match naming it answers 304 without a body.
+    responses: { ...problems(errorCodes), ...(spec.mode === 'read' ? notModified : {}), ...spec.responses },
     handler: async (ctx) => {
       const caller = callerOf(ctx, spec.roles);
       if (spec.mode === 'read') {

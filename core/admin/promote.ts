@@ -5,6 +5,7 @@
  * transaction. Re-running changes nothing: a value already active in PRD is skipped, and a
  * schedule whose copy of the same source is active in PRD is skipped.
  */
+import { Type } from '@sinclair/typebox';
 import type { Queryable } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
 import { newVersion, type ConfigRow, configCols } from './configs/store.ts';
@@ -13,6 +14,12 @@ import { activateSchedule, createSchedule } from './schedules/write.ts';
 import { canonicalJson } from '../../shared/canonical-json.ts';
 
 export interface PromoteInput { fromEnvId?: string | undefined; toEnvId?: string | undefined; keys?: string[] | undefined; products?: string[] | undefined; configs: boolean; schedules: boolean }
+/** What a promotion copied (PromoteResult), as the promote routes answer it. */
+export const PromoteResultSchema = Type.Object({
+  from: Type.String(), to: Type.String(),
+  configs: Type.Array(Type.Object({ key: Type.String(), from: Type.String(), to: Type.Union([Type.String(), Type.Null()]), skipped: Type.Boolean() })),
+  schedules: Type.Array(Type.Object({ source: Type.String(), copy: Type.Union([Type.String(), Type.Null()]), product: Type.String(), kind: Type.String(), skipped: Type.Boolean() })),
+});
 export interface PromoteResult { from: string; to: string; configs: { key: string; from: string; to: string | null; skipped: boolean }[]; schedules: { source: string; copy: string | null; product: string; kind: string; skipped: boolean }[] }
 
 async function envOf(q: Queryable, tenantId: string, id: string | undefined, type: 'STG' | 'PRD'): Promise<string> {

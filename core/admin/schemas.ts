@@ -1,9 +1,7 @@
 /** Schemas shared by the administration routes: Problem+JSON, pagination, codes, money. */
 import { Type, type TSchema } from '@sinclair/typebox';
 
-export const ProblemSchema = Type.Object({
-  type: Type.String(), title: Type.String(), status: Type.Integer(), detail: Type.String(), instance: Type.String(), code: Type.String(),
-}, { additionalProperties: true });
+export { ProblemSchema } from '../http/responses.ts';
 
 /** ISO 3166-1 alpha-2, upper case (a lower-case code is a 400). */
 export const CountryCode = Type.String({ pattern: '^[A-Z]{2}$', description: 'ISO 3166-1 alpha-2, upper case' });
@@ -25,3 +23,21 @@ export const pageQuery = {
 export const Page = <T extends TSchema>(item: T) => Type.Object({ items: Type.Array(item), next_cursor: Type.Union([Type.String(), Type.Null()]) });
 
 export const iso = (d: Date | null): string | null => (d === null ? null : d.toISOString());
+
+/** Response components the administration routes share (issue 15 item 4). */
+export const Timestamp = Type.String({ format: 'date-time' });
+export const Nullable = <T extends TSchema>(t: T) => Type.Union([t, Type.Null()]);
+/** A JSON object whose members the caller defines (metadata, config values, rules). */
+export const JsonObject = Type.Record(Type.String(), Type.Unknown());
+
+/** One hash-chained audit record (SPEC 2.8) as the audit and history routes show it. */
+export const AuditRecord = Type.Object({
+  id: Type.Integer({ minimum: 1 }), ts: Timestamp, tenant_id: Type.String(), actor: Type.Unknown(), action: Type.String(), target: Type.Unknown(),
+  decision: Type.Unknown(), attrs: Type.Unknown(), prev_hash: Type.String({ pattern: '^[0-9a-f]+$' }), row_hash: Type.String({ pattern: '^[0-9a-f]+$' }),
+});
+export const AuditPage = Page(AuditRecord);
+
+/** `{items}` lists that are not paged (reference data). */
+export const ItemsOf = <T extends TSchema>(item: T) => Type.Object({ items: Type.Array(item) });
+/** An amount as the API writes it: a decimal string in the currency's minor units (SPEC 2.3). */
+export const AmountOut = Type.String({ pattern: '^(0|[1-9][0-9]*)(\\.[0-9]{1,6})?$', description: 'decimal string, e.g. "12.50"' });

@@ -83,7 +83,7 @@ export function reportRoutes(deps: AgentDeps): RouteSpec[] {
       method: 'GET', path: '/v1/reports/txns', operationId: 'agentTxnReport', tags, query: TxnQuery,
       headers: [auth, { name: 'Accept', required: false, description: '`text/csv` for a CSV export (at most 10,000 rows, no paging); JSON otherwise' }],
       summary: "The calling agent's transactions by business date (default today), filtered by kind and state; JSON pages or CSV",
-      responses: { 200: { description: 'Transactions', schema: Type.Object({ items: Type.Array(Type.Record(Type.String(), Type.Unknown())), nextCursor: Type.Union([Type.String(), Type.Null()]) }) } },
+      responses: { 200: { description: 'Transactions', schema: Type.Object({ items: Type.Array(Type.Record(Type.String(), Type.Unknown())), nextCursor: Type.Union([Type.String(), Type.Null()]) }), alternatives: ['text/csv'] } },
       handler: async (ctx) => {
         const c = await agentCaller(deps, ctx);
         const f = { ...range(ctx.query.from, ctx.query.to, deps.now()), kind: ctx.query.kind, state: ctx.query.state };

@@ -4,6 +4,7 @@
  */
 import type { TSchema } from '@sinclair/typebox';
 import type { RouteSpec } from './route.ts';
+import { CoreErrorSchema, declaredResponses, ProblemSchema } from './responses.ts';
 
 type Json = Record<string, unknown>;
 
@@ -31,26 +32,21 @@ function parametersOf(route: RouteSpec): Json[] {
   return out;
 }
 
-const coreError = {
-  type: 'object',
-  required: ['code', 'message'],
-  properties: { code: { type: 'string' }, message: { type: 'string' } },
-};
-const problem = {
-  type: 'object',
-  required: ['type', 'title', 'status'],
-  properties: {
-    type: { type: 'string' }, title: { type: 'string' }, status: { type: 'integer' },
-    detail: { type: 'string' }, instance: { type: 'string' }, code: { type: 'string' },
-  },
-};
+/** The two error bodies are components, referenced by every operation rather than repeated. */
+function schemaOrRef(schema: TSchema): Json {
+  if (schema === CoreErrorSchema) return { $ref: '#/components/schemas/Error' };
+  if (schema === ProblemSchema) return { $ref: '#/components/schemas/Problem' };
+  return plain(schema);
+}
 
 function operationOf(route: RouteSpec): Json {
   const responses: Json = {};
-  for (const [status, r] of Object.entries(route.responses)) {
+  // Every status the route can answer, errors in its own format and media type (issue 15 item 4).
+  for (const [status, r] of Object.entries(declaredResponses(route))) {
     const entry: Json = { description: r.description };
-    if (r.schema) entry.content = { [r.contentType ?? 'application/json']: { schema: plain(r.schema) } };
+    if (r.schema) entry.content = { [r.contentType ?? 'application/json']: { schema: schemaOrRef(r.schema) } };
     else if (r.contentType) entry.content = { [r.contentType]: {} };
+    for (const alt of r.alternatives ?? []) entry.content = { ...(entry.content as Json | undefined), [alt]: { schema: { type: 'string' } } };
     responses[status] = entry;
   }
   responses.default = {
@@ -102,7 +98,7 @@ export function buildOpenApi(routes: RouteSpec[], info: { version: string }): Js
     })),
     paths,
     components: {
-      schemas: { Error: coreError, Problem: problem },
+      schemas: { Error: plain(CoreErrorSchema), Problem: plain(ProblemSchema) },
       securitySchemes: { bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } },
     },
   };

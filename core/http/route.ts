@@ -21,6 +21,8 @@ export interface ResponseSpec {
   schema?: TSchema;
   /** Defaults to application/json when a schema is given. */
   contentType?: string;
+  /** Other, non-JSON media types the same status may carry when the client asks (e.g. `text/csv` on Accept). */
+  alternatives?: string[];
 }
 
 /** Identity the edge established for this request (SPEC 5.2 identity headers). */
@@ -82,8 +84,12 @@ export interface RouteSpec<P extends TSchema = TSchema, Q extends TSchema = TSch
   bodyLimitBytes?: number;
   /** For `raw` bodies: the media type and schema the OpenAPI document shows (e.g. multipart). */
   rawBody?: { contentType: string; schema: Record<string, unknown> };
-  /** Headers documented (and, when `required`, enforced) for this route. */
-  headers?: { name: string; required: boolean; description: string }[];
+  /**
+   * Headers documented (and, when `required`, enforced) for this route. `handlerChecks`: required,
+   * but the handler refuses its absence with its own code and in its own order (e.g. 428 for
+   * If-Match after the role check), so the pipeline leaves it alone.
+   */
+  headers?: { name: string; required: boolean; description: string; handlerChecks?: boolean }[];
   errorFormat?: ErrorFormat;
   /** Left out of the OpenAPI document (static assets). */
   hidden?: boolean;

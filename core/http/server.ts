@@ -15,6 +15,7 @@ import type { EdgeIdentity, ErrorFormat, Method, Reply, RouteSpec } from './rout
 import { parseQuery, storable, validate } from './validate.ts';
 import { isCanonicalPath } from '../../shared/canonical-path.ts';
 import { inMoneyScope, moneyScopeOf, type MoneyScope } from './money.ts';
+import { responseProblems } from './response-check.ts';
 
 export interface HttpDeps {
   routes: RouteSpec[];
@@ -28,6 +29,12 @@ export interface HttpDeps {
   edgeSecrets: readonly string[];
   /** Give an API key back what the edge counted for a request that moved nothing (core/apikeys/budget.ts). */
   releaseBudget?: (scope: MoneyScope) => Promise<void>;
+  /**
+   * Issue 15 item 4, tests only: every response is checked against the schema its route declares
+   * for the status; a mismatch (or an undeclared status) is answered 500 RESPONSE_SCHEMA_MISMATCH
+   * and logged naming route, status and the first errors, so the test that met it fails.
+   */
+  checkResponses?: boolean;
 }
 
 const requestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -114,6 +121,17 @@ function errorReply(err: AppError, format: ErrorFormat, instance: string): Reply
   return { status: err.status, headers: { ...err.headers }, body: toCoreBody(err) };
 }
 
+/** `reply` when it matches its route's declaration; otherwise a 500 saying how it does not (tests only). */
+function checked(route: RouteSpec, reply: Reply, instance: string, log: Logger): Reply {
+  const problems = responseProblems(route, reply);
+  if (problems.length === 0) return reply;
+  const where = `${route.method} ${route.path}`;
+  const first = problems.map((p) => `${p.path || '(body)'}: ${p.message}`).join('; ');
+  log.error({ route: where, status: reply.status, errors: problems }, 'response does not match its declared schema');
+  const err = new AppError('RESPONSE_SCHEMA_MISMATCH', `${where} answered ${reply.status}, which its declaration does not allow: ${first}`);
+  return errorReply(err, route.errorFormat ?? 'core', instance);
+}
+
 /** Build the request listener; `createCoreServer` wraps it in an http.Server. */
 export function createHandler(deps: HttpDeps): (req: IncomingMessage, res: ServerResponse) => void {
   const table = new TemplateTable<RouteSpec>();
@@ -131,7 +149,8 @@ export function createHandler(deps: HttpDeps): (req: IncomingMessage, res: Serve
     const template = route?.path ?? 'unmatched';
     const log = deps.log.child({ reqId: requestId });
 
-    const finish = (reply: Reply, err?: unknown, code?: string) => {
+    const finish = (given: Reply, err?: unknown, code?: string) => {
+      const reply = deps.checkResponses && route ? checked(route, given, path, log) : given;
       send(res, reply, requestId, method);
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       deps.metrics.httpDuration.observe({ method, route: template, status: String(reply.status) }, seconds);
@@ -161,7 +180,7 @@ export function createHandler(deps: HttpDeps): (req: IncomingMessage, res: Serve
       const scope = moneyScopeOf(route.path, route.movesMoney, identity);
       money = scope;
       for (const h of route.headers ?? []) {
-        if (h.required && !headers[h.name.toLowerCase()]) {
+        if (h.required && !h.handlerChecks && !headers[h.name.toLowerCase()]) {
           throw new AppError(h.name.toLowerCase() === 'x-request-id' ? 'MISSING_REQUEST_ID' : 'VALIDATION_FAILED', `header ${h.name} is required`);
         }
       }

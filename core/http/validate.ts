@@ -44,7 +44,8 @@ for (const [name, check] of Object.entries(formats)) if (!FormatRegistry.Has(nam
 
 const compiled = new WeakMap<TSchema, TypeCheck<TSchema>>();
 
-function checkerFor<T extends TSchema>(schema: T): TypeCheck<T> {
+/** The compiled checker of `schema`, compiled once. */
+export function checkerFor<T extends TSchema>(schema: T): TypeCheck<T> {
   let check = compiled.get(schema);
   if (!check) {
     check = TypeCompiler.Compile(schema);

@@ -104,7 +104,7 @@ export function identityRoutes(deps: IdentityDeps): RouteSpec[] {
     defineRoute({
       method: 'POST', path: '/customers/auth/stepup/otp', operationId: 'customerStepUpOtp', tags, headers: bearerHeader,
       body: Type.Object({ challengeToken: Jwt }, { additionalProperties: false }),
-      summary: 'Send an OTP bound to a step-up challenge', responses: { 202: { description: 'Code sent' } },
+      summary: 'Send an OTP bound to a step-up challenge', responses: { 202: { description: 'Code sent', schema: Type.Object({ expiresIn: Type.Integer({ minimum: 1, description: 'seconds the code stays valid' }) }) } },
       handler: async (ctx) => {
         await sendStepUpOtp(deps, ctx, ctx.body.challengeToken);
         return { status: 202, body: { expiresIn: 300 } };

@@ -47,7 +47,7 @@ export function statementRoutes(deps: LedgerRouteDeps): RouteSpec[] {
     summary: 'Generate an account statement (JSON, or CSV with Accept: text/csv)',
     headers: readHeaders, body: StatementRequest,
     responses: {
-      200: { description: 'Statement (JSON; text/csv when asked)', schema: Statement },
+      200: { description: 'Statement (JSON; text/csv when asked)', schema: Statement, alternatives: ['text/csv'] },
       ...errors({ 404: 'ACCOUNT_NOT_FOUND', 422: 'INVALID_PERIOD' }),
     },
     handler: async (ctx) => {

@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
 import type { Db } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
+import { CoreErrorSchema } from '../http/responses.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import type { KeyStore } from '../keys/keys.ts';
 import { accessTokenType, coreAudience } from './bearer.ts';
@@ -15,6 +16,12 @@ import { findClient, secretMatches } from './clients.ts';
 /** SPEC 8: access tokens live 5 to 10 minutes. */
 export const accessTokenLifetimeS = 600;
 const tokenBodyLimitBytes = 4096;
+
+/** RFC 6749 section 5.2 fixes the token endpoint's error members; core's `{code, message}` ride along. */
+const OAuthError = Type.Intersect([
+  CoreErrorSchema,
+  Type.Object({ error: Type.Union([Type.Literal('invalid_request'), Type.Literal('invalid_client'), Type.Literal('unsupported_grant_type'), Type.Literal('invalid_scope')]), error_description: Type.String() }),
+]);
 
 const TokenResponse = Type.Object({
   access_token: Type.String(),
@@ -65,8 +72,8 @@ export function oauthRoutes(deps: { db: Db; keys: KeyStore }): RouteSpec[] {
       bodyKind: 'raw', bodyLimitBytes: tokenBodyLimitBytes,
       responses: {
         200: { description: 'Access token', schema: TokenResponse },
-        400: { description: 'invalid_request, unsupported_grant_type or invalid_scope' },
-        401: { description: 'invalid_client' },
+        400: { description: 'invalid_request, unsupported_grant_type or invalid_scope', schema: OAuthError },
+        401: { description: 'invalid_client', schema: OAuthError },
       },
       handler: async ({ headers, rawBody }) => {
         const f = fieldsOf(headers['content-type'], rawBody);

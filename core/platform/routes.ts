@@ -6,6 +6,7 @@ import { Type } from '@sinclair/typebox';
 import type { Db } from '../../shared/db/pool.ts';
 import { schemaHash } from '../db/migrate.ts';
 import { AppError } from '../../shared/errors.ts';
+import { CoreErrorSchema } from '../http/responses.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import type { BuildInfo } from './build-info.ts';
 import type { Metrics } from '../../shared/metrics.ts';
@@ -31,6 +32,10 @@ const Ready = Type.Object({
   /** What was checked: the database always, the edge when it runs in this process (npm start). */
   checks: Type.Object({ database: Type.Literal('ok'), edge: Type.Optional(Type.Literal('warm')) }),
 });
+/** The outline of an OpenAPI 3.1 document; its test validates the whole against the OpenAPI schema. */
+const OpenApiDocument = Type.Object({
+  openapi: Type.Literal('3.1.0'), info: Type.Object({ title: Type.String(), version: Type.String() }), paths: Type.Record(Type.String(), Type.Object({})),
+}, { additionalProperties: true });
 const Version = Type.Object({ commit: Type.String(), version: Type.String(), schema_hash: Type.String() });
 
 /** A readiness probe that hangs is as bad as one that fails. */
@@ -86,7 +91,7 @@ export function platformRoutes(deps: PlatformDeps): RouteSpec[] {
     }),
     defineRoute({
       method: 'GET', path: '/v1/ready', operationId: 'ready', summary: 'Ready when the database answers and is migrated (and, in one process with the edge, the edge is warm)', tags,
-      responses: { 200: { description: 'Ready', schema: Ready }, 503: { description: 'Not ready' } },
+      responses: { 200: { description: 'Ready', schema: Ready }, 503: { description: 'Not ready: `{code, message}` says what is missing', schema: CoreErrorSchema } },
       handler: async () => {
         let migrated: boolean;
         try {
@@ -121,7 +126,7 @@ export function platformRoutes(deps: PlatformDeps): RouteSpec[] {
     }),
     defineRoute({
       method: 'GET', path: '/v1/openapi.json', operationId: 'openapi', summary: 'OpenAPI 3.1 description', tags,
-      responses: { 200: { description: 'OpenAPI document', contentType: 'application/json' } },
+      responses: { 200: { description: 'OpenAPI document', schema: OpenApiDocument } },
       handler: async () => ({ status: 200, body: deps.openapi() }),
     }),
     defineRoute({
@@ -132,7 +137,8 @@ export function platformRoutes(deps: PlatformDeps): RouteSpec[] {
     defineRoute({
       method: 'GET', path: '/v1/docs/{asset}', operationId: 'docsAsset', summary: 'Docs page assets', tags, hidden: true,
       params: Type.Object({ asset: Type.String({ maxLength: 64 }) }),
-      responses: { 200: { description: 'Asset' } },
+      // Stylesheet, scripts and icon: each asset's own media type.
+      responses: { 200: { description: 'Asset', contentType: '*/*' } },
       handler: async ({ params }) => {
         if (params.asset === 'init.js') {
           return { status: 200, raw: { contentType: 'text/javascript; charset=utf-8', data: docsInit } };

@@ -26,7 +26,7 @@ export async function startAdmin(opts: { perSourcePerMinute?: number; seed?: boo
   // The demo tenant's Admins are the platform admins (only they create tenants).
   await tdb.db.query(`INSERT INTO platform_operator (tenant_id) VALUES ('demo') ON CONFLICT DO NOTHING`);
   const keys = new KeyStore(tdb.db, randomBytes(32));
-  const core = buildCore({ db: tdb.db, log: createLogger('silent'), metrics, build: readBuildInfo(), keys, edgeSecrets: testEdgeSecrets,
+  const core = buildCore({ db: tdb.db, log: createLogger('silent'), metrics, build: readBuildInfo(), keys, edgeSecrets: testEdgeSecrets, checkResponses: true,
     adminRateLimits: { perSourcePerMinute: opts.perSourcePerMinute ?? 10_000, perTenantPerMinute: 10_000 }, webhookAllowPrivateTargets: opts.allowPrivateWebhookTargets ?? false, webhookAllowedCidrs: opts.webhookAllowedCidrs ?? [] });
   const s = await serve(core.server);
   return {

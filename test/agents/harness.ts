@@ -46,7 +46,7 @@ export async function startAgentHarness(tenants: string[] = ['ta', 'tb']): Promi
   const keys = new KeyStore(tdb.db, randomBytes(32), { now });
   const sms = new CapturingSender();
   const log = createLogger('silent');
-  const core = buildCore({ db: tdb.db, log, metrics, build: readBuildInfo(), keys, now, identity: { sms }, edgeSecrets: testEdgeSecrets });
+  const core = buildCore({ db: tdb.db, log, metrics, build: readBuildInfo(), keys, now, identity: { sms }, edgeSecrets: testEdgeSecrets, checkResponses: true });
   const s = await serve(core.server);
   const idDeps = identityDeps({ db: tdb.db, keys, log, now }, { sms });
   const post = (path: string, json: unknown, headers: Record<string, string> = {}) => call(s.origin, 'POST', path, { json, headers: viaEdge({ 'x-client-ip': freshIp(), ...headers }) });

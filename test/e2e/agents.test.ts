@@ -51,7 +51,7 @@ describe('agent operations through the gateway', () => {
     tdb = await freshDatabase({ migrate: false });
     dataDir = await mkdtemp(join(tmpdir(), 'e2e-agents-'));
     const config = loadConfig({ GATEWAY_PORT: '0', CORE_PORT: '0', AUTHZ_PORT: '0', DATA_DIR: dataDir, DATABASE_URL: tdb.url, LOG_LEVEL: 'silent' });
-    stack = await startStack(config, { checkTimeoutMs: 3000 });
+    stack = await startStack(config, { checkResponses: true, checkTimeoutMs: 3000 });
     gw = `http://127.0.0.1:${stack.ports.gateway}`;
     agent = demoAgentOf(JSON.parse(await readFile(join(dataDir, 'demo.json'), 'utf8')));
     // Warm the edge (first decisions load its caches; under a loaded machine that can pass the deadline).

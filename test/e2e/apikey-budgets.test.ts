@@ -80,7 +80,7 @@ describe('API-key amount budgets count every movement (through the gateway)', ()
     tdb = await freshDatabase({ migrate: false });
     dataDir = await mkdtemp(join(tmpdir(), 'e2e-budgets-'));
     const config = loadConfig({ GATEWAY_PORT: '0', CORE_PORT: '0', AUTHZ_PORT: '0', DATA_DIR: dataDir, DATABASE_URL: tdb.url, LOG_LEVEL: 'silent' });
-    stack = await startStack(config, { checkTimeoutMs: 3000 });
+    stack = await startStack(config, { checkResponses: true, checkTimeoutMs: 3000 });
     gw = `http://127.0.0.1:${stack.ports.gateway}`;
     const demo = JSON.parse(await readFile(join(dataDir, 'demo.json'), 'utf8'));
     adminToken = demo.serviceTokens.admin.token;

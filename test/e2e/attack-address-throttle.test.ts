@@ -46,7 +46,7 @@ describe('the per-address throttle counts failures, not sign-ins in flight (thro
     tdb = await freshDatabase({ migrate: false });
     dataDir = await mkdtemp(join(tmpdir(), 'e2e-attack-address-'));
     const config = loadConfig({ GATEWAY_PORT: '0', CORE_PORT: '0', AUTHZ_PORT: '0', DATA_DIR: dataDir, DATABASE_URL: tdb.url, LOG_LEVEL: 'silent' });
-    stack = await startStack(config, { checkTimeoutMs: 3000 });
+    stack = await startStack(config, { checkResponses: true, checkTimeoutMs: 3000 });
     gw = `http://127.0.0.1:${stack.ports.gateway}`;
     // The lowest threshold a tenant may set (README "Failed sign-ins"), so the test stays small;
     // the defaults (100) behave the same with 99 failures.

@@ -61,7 +61,7 @@ describe('a PIN reset by SMS alone does not authorise money at once (through the
     tdb = await freshDatabase({ migrate: false });
     dataDir = await mkdtemp(join(tmpdir(), 'e2e-attack-simswap-'));
     const config = loadConfig({ GATEWAY_PORT: '0', CORE_PORT: '0', AUTHZ_PORT: '0', DATA_DIR: dataDir, DATABASE_URL: tdb.url, LOG_LEVEL: 'silent' });
-    stack = await startStack(config, { checkTimeoutMs: 3000 });
+    stack = await startStack(config, { checkResponses: true, checkTimeoutMs: 3000 });
     gw = `http://127.0.0.1:${stack.ports.gateway}`;
     demo = JSON.parse(await readFile(join(dataDir, 'demo.json'), 'utf8'));
     j = journey(gw, dataDir, tdb.db, JSON.parse(await readFile(join(dataDir, 'demo.json'), 'utf8')));

@@ -31,7 +31,7 @@ describe('customer identity through the dev gateway and the edge policy', () => 
     dataDir = await mkdtemp(join(tmpdir(), 'e2e-'));
     const config = loadConfig({ GATEWAY_PORT: '0', CORE_PORT: '0', AUTHZ_PORT: '0', DATA_DIR: dataDir, DATABASE_URL: tdb.url, LOG_LEVEL: 'silent' });
     // A tight public limit so the flood guard shows within a few requests.
-    stack = await startStack(config, { checkTimeoutMs: 2000, publicRateLimit: { perMinute: 30, burst: 10 } });
+    stack = await startStack(config, { checkResponses: true, checkTimeoutMs: 2000, publicRateLimit: { perMinute: 30, burst: 10 } });
     gw = `http://127.0.0.1:${stack.ports.gateway}`;
     demo = JSON.parse(await readFile(join(dataDir, 'demo.json'), 'utf8'));
   });

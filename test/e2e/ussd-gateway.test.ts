@@ -19,7 +19,7 @@ describe('USSD through the gateway', () => {
     tdb = await freshDatabase({ migrate: false });
     dataDir = await mkdtemp(join(tmpdir(), 'e2e-ussd-'));
     const config = loadConfig({ GATEWAY_PORT: '0', CORE_PORT: '0', AUTHZ_PORT: '0', DATA_DIR: dataDir, DATABASE_URL: tdb.url, LOG_LEVEL: 'silent' });
-    stack = await startStack(config, { checkTimeoutMs: 3000 });
+    stack = await startStack(config, { checkResponses: true, checkTimeoutMs: 3000 });
     gw = `http://127.0.0.1:${stack.ports.gateway}`;
     tokens = JSON.parse(await readFile(join(dataDir, 'demo.json'), 'utf8')).serviceTokens;
   });

@@ -20,7 +20,7 @@ const { startStack } = await import('../../bin/stack.ts');
 for (const s of signals) for (const l of process.listeners(s)) if (!before.get(s)?.has(l)) process.removeListener(s, l);
 
 const config = loadConfig({ GATEWAY_PORT: '0', CORE_PORT: '0', AUTHZ_PORT: '0', DATA_DIR: dataDir, LOG_LEVEL: 'error' });
-const stack = await startStack(config, { checkTimeoutMs: Number(timeout) });
+const stack = await startStack(config, { checkResponses: true, checkTimeoutMs: Number(timeout) });
 process.stdout.write(`gateway http://127.0.0.1:${stack.ports.gateway}\n`);
 let stopping = false;
 for (const s of signals) {

@@ -21,7 +21,7 @@ export async function startTestCore(): Promise<TestCore> {
   const metrics = createMetrics();
   const tdb = await freshDatabase({ metrics });
   const keys = new KeyStore(tdb.db, randomBytes(32));
-  const core = buildCore({ db: tdb.db, log: createLogger('silent'), metrics, build: readBuildInfo(), keys, edgeSecrets: testEdgeSecrets });
+  const core = buildCore({ db: tdb.db, log: createLogger('silent'), metrics, build: readBuildInfo(), keys, edgeSecrets: testEdgeSecrets, checkResponses: true });
   const s = await serve(core.server);
   return {
     origin: s.origin,

@@ -21,9 +21,17 @@ export interface Service {
   output(): string;
 }
 
+/**
+ * Issue 15 item 4: a core the tests run checks its responses against their declared schemas;
+ * production refuses the check, so a MODE=production core runs as an operator's would.
+ */
+function testOnlyEnv(kind: ServiceKind, env: Record<string, string>): Record<string, string> {
+  return kind === 'core' && env.MODE !== 'production' ? { RESPONSE_SCHEMA_CHECK: '1' } : {};
+}
+
 export function runService(kind: ServiceKind, env: Record<string, string>): Service {
   const child = spawn(process.execPath, ['--import', 'tsx', `bin/services/${kind}.ts`], {
-    cwd: root, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', LOG_LEVEL: 'warn', ...env }, stdio: ['ignore', 'pipe', 'pipe'],
+    cwd: root, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', LOG_LEVEL: 'warn', ...testOnlyEnv(kind, env), ...env }, stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
   child.stdout?.on('data', (c: Buffer) => { out += c.toString(); });

@@ -61,7 +61,7 @@ export async function startHarness(tenants: { id: string; security?: Record<stri
   }
   const keys = new KeyStore(tdb.db, randomBytes(32), { now });
   const sms = new CapturingSender();
-  const core = buildCore({ db: tdb.db, log: createLogger('silent'), metrics, build: readBuildInfo(), keys, now, identity: { sms }, edgeSecrets: testEdgeSecrets });
+  const core = buildCore({ db: tdb.db, log: createLogger('silent'), metrics, build: readBuildInfo(), keys, now, identity: { sms }, edgeSecrets: testEdgeSecrets, checkResponses: true });
   const s = await serve(core.server);
   const post = (path: string, json: unknown, headers: Record<string, string> = {}) =>
     call(s.origin, 'POST', path, { json, headers: viaEdge({ 'x-client-ip': freshIp(), ...headers }) });

@@ -40,7 +40,7 @@ describe('logs of the whole stack at trace level', () => {
     tdb = await freshDatabase({ migrate: false });
     dataDir = await mkdtemp(join(tmpdir(), 'log-'));
     const config = loadConfig({ GATEWAY_PORT: '0', CORE_PORT: '0', AUTHZ_PORT: '0', DATA_DIR: dataDir, DATABASE_URL: tdb.url, LOG_LEVEL: 'trace' });
-    stack = await startStack(config, { checkTimeoutMs: 3000, logDestination: out.stream });
+    stack = await startStack(config, { checkResponses: true, checkTimeoutMs: 3000, logDestination: out.stream });
     gw = `http://127.0.0.1:${stack.ports.gateway}`;
   });
   after(async () => {

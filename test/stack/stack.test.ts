@@ -17,7 +17,7 @@ describe('the whole stack through the dev gateway', () => {
     tdb = await freshDatabase({ migrate: false });
     dataDir = await mkdtemp(join(tmpdir(), 'stack-'));
     const config = loadConfig({ GATEWAY_PORT: '0', CORE_PORT: '0', AUTHZ_PORT: '0', DATA_DIR: dataDir, DATABASE_URL: tdb.url, LOG_LEVEL: 'silent' });
-    stack = await startStack(config, { checkTimeoutMs: 2000 });
+    stack = await startStack(config, { checkResponses: true, checkTimeoutMs: 2000 });
     gw = `http://127.0.0.1:${stack.ports.gateway}`;
   });
   after(async () => {

@@ -6,7 +6,7 @@ import { AppError } from '../../../shared/errors.ts';
 import type { RouteSpec } from '../../http/route.ts';
 import { adminRoute, operators, readers, type AdminDeps } from '../http.ts';
 import type { PageRequest } from '../paging.ts';
-import { pageQuery } from '../schemas.ts';
+import { AuditPage, AuditRecord, pageQuery } from '../schemas.ts';
 
 interface AuditRow { id: string; ts: Date; tenant_id: string; actor: unknown; action: string; target: unknown; decision: unknown; attrs: unknown; prev_hash: Buffer; row_hash: Buffer }
 
@@ -44,12 +44,18 @@ const Query = Type.Object({
   to: Type.Optional(Type.String({ format: 'date-time' })),
 });
 
+/** shared/audit.ts ChainReport: intact, or where and why the chain breaks. */
+const ChainReport = Type.Union([
+  Type.Object({ ok: Type.Literal(true), count: Type.Integer({ minimum: 0 }) }),
+  Type.Object({ ok: Type.Literal(false), count: Type.Integer({ minimum: 0 }), brokenAt: Type.Integer(), reason: Type.String() }),
+]);
+
 export function auditRoutes(deps: AdminDeps): RouteSpec[] {
   const tags = ['admin.audit'];
   return [
     adminRoute(deps, {
       method: 'GET', path: '/v1/audit', operationId: 'listAudit', summary: 'Query audit records by actor, action, resource, time (cursor)', tags, roles: readers, mode: 'read',
-      query: Query, responses: { 200: { description: 'A page of audit records, newest first' } },
+      query: Query, responses: { 200: { description: 'A page of audit records, newest first', schema: AuditPage } },
       read: async (ctx, caller) => ({
         status: 200,
         body: await auditPage(deps.db, caller.tenantId, { actor: ctx.query.actor, action: ctx.query.action, targetType: ctx.query.resource, targetId: ctx.query.resource_id, from: ctx.query.from, to: ctx.query.to },
@@ -58,12 +64,12 @@ export function auditRoutes(deps: AdminDeps): RouteSpec[] {
     }),
     adminRoute(deps, {
       method: 'GET', path: '/v1/audit:verify', operationId: 'verifyAuditChain', summary: 'Verify the tenant\'s audit hash chain (Ops)', tags, roles: operators, mode: 'read',
-      responses: { 200: { description: '{ok, count, brokenAt?, reason?}' } },
+      responses: { 200: { description: '{ok, count, brokenAt?, reason?}', schema: ChainReport } },
       read: async (_ctx, caller) => ({ status: 200, body: await verifyChain(deps.db, caller.tenantId) }),
     }),
     adminRoute(deps, {
       method: 'GET', path: '/v1/audit/{id}', operationId: 'getAudit', summary: 'One audit record', tags, roles: readers, mode: 'read',
-      params: Type.Object({ id: Type.String({ pattern: '^[0-9]{1,18}$' }) }), responses: { 200: { description: 'The record' } },
+      params: Type.Object({ id: Type.String({ pattern: '^[0-9]{1,18}$' }) }), responses: { 200: { description: 'The record', schema: AuditRecord } },
       read: async (ctx, caller) => {
         const { rows } = await deps.db.query<AuditRow>(
           'SELECT id, ts, tenant_id, actor, action, target, decision, attrs, prev_hash, row_hash FROM audit_log WHERE tenant_id = $1 AND id = $2',

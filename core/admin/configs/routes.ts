@@ -3,12 +3,23 @@ import { Type } from '@sinclair/typebox';
 import { AppError } from '../../../shared/errors.ts';
 import type { RouteSpec } from '../../http/route.ts';
 import { adminRoute, admins, checkIfMatch, readers, type AdminDeps } from '../http.ts';
-import { promote } from '../promote.ts';
-import { pageQuery, Uuid } from '../schemas.ts';
+import { promote, PromoteResultSchema } from '../promote.ts';
+import { Nullable, Page, pageQuery, Timestamp, Uuid } from '../schemas.ts';
 import { checkScope, configCols, configView, getConfig, newVersion, ownerOf, resolveEffective, type ConfigRow } from './store.ts';
 
 export const ScopeSchema = Type.Union([Type.Literal('GLOBAL'), Type.Literal('COUNTRY'), Type.Literal('TENANT'), Type.Literal('ENVIRONMENT')]);
 const Key = Type.String({ pattern: '^[a-z][a-z0-9_.-]{0,127}$' });
+const ConfigStatus = Type.Union([Type.Literal('ACTIVE'), Type.Literal('INACTIVE'), Type.Literal('SUPERSEDED')]);
+/** One version of a config key (store.ts configView). */
+const Config = Type.Object({
+  id: Uuid, tenant_id: Nullable(Type.String()), scope: ScopeSchema, scope_ref: Type.String(), key: Key, value: Type.Unknown(), version: Type.Integer({ minimum: 1 }),
+  status: ConfigStatus, promoted_from: Nullable(Uuid), created_by: Type.String(), created_at: Timestamp, updated_at: Timestamp,
+});
+/** store.ts resolveEffective: the winning value of each key and the scope it came from. */
+const Effective = Type.Object({
+  context: Type.Object({ tenantId: Type.String(), envId: Nullable(Uuid), country: Nullable(Type.String()) }),
+  values: Type.Array(Type.Object({ key: Key, value: Type.Unknown(), scope: ScopeSchema, scope_ref: Type.String(), config_id: Nullable(Uuid), version: Nullable(Type.Integer()) })),
+});
 /** A config value is any JSON up to 8 KiB (checked after parsing: CONFIG_INVALID). */
 const maxValueBytes = 8192;
 
@@ -43,7 +54,7 @@ export function configRoutes(deps: AdminDeps): RouteSpec[] {
   return [
     adminRoute(deps, {
       method: 'GET', path: '/v1/configs/effective', operationId: 'effectiveConfig', summary: 'Resolve configuration for tenant, environment and country (says which scope won)', tags, roles: readers, mode: 'read',
-      query: ContextQuery, responses: { 200: { description: '{context, values[{key, value, scope, scope_ref, config_id, version}]}' } },
+      query: ContextQuery, responses: { 200: { description: '{context, values[{key, value, scope, scope_ref, config_id, version}]}', schema: Effective } },
       read: async (ctx, caller) => {
         ownTenant(caller.tenantId, ctx.query.tenantId);
         return { status: 200, body: await resolveEffective(deps.db, { tenantId: caller.tenantId, envId: ctx.query.envId, country: ctx.query.country }, ctx.query.key ? [ctx.query.key] : undefined) };
@@ -51,7 +62,7 @@ export function configRoutes(deps: AdminDeps): RouteSpec[] {
     }),
     adminRoute(deps, {
       method: 'POST', path: '/v1/configs:dry-run', operationId: 'dryRunConfig', summary: 'Simulate the effective configuration for a hypothetical context and candidate values', tags, roles: readers, mode: 'read',
-      body: DryRunBody, responses: { 200: { description: 'As /v1/configs/effective; candidate values have config_id null' } },
+      body: DryRunBody, responses: { 200: { description: 'As /v1/configs/effective; candidate values have config_id null', schema: Effective } },
       read: async (ctx, caller) => {
         const candidates = [];
         for (const c of ctx.body.candidates ?? []) {
@@ -65,8 +76,8 @@ export function configRoutes(deps: AdminDeps): RouteSpec[] {
     }),
     adminRoute(deps, {
       method: 'GET', path: '/v1/configs', operationId: 'listConfigs', summary: 'Config versions visible to the tenant (filters: scope, scopeRef, key, status)', tags, roles: readers, mode: 'read',
-      query: Type.Object({ ...pageQuery, scope: Type.Optional(ScopeSchema), scopeRef: Type.Optional(Type.String({ maxLength: 64 })), key: Type.Optional(Key), status: Type.Optional(Type.Union([Type.Literal('ACTIVE'), Type.Literal('INACTIVE'), Type.Literal('SUPERSEDED')])) }),
-      responses: { 200: { description: 'A page of config versions (oldest first)' } },
+      query: Type.Object({ ...pageQuery, scope: Type.Optional(ScopeSchema), scopeRef: Type.Optional(Type.String({ maxLength: 64 })), key: Type.Optional(Key), status: Type.Optional(ConfigStatus) }),
+      responses: { 200: { description: 'A page of config versions (oldest first)', schema: Page(Config) } },
       read: async (ctx, caller) => {
         const page = await deps.pages.open(ctx, caller.tenantId, 1);
         const after = page.after?.[0];
@@ -81,7 +92,7 @@ export function configRoutes(deps: AdminDeps): RouteSpec[] {
     }),
     adminRoute(deps, {
       method: 'POST', path: '/v1/configs', operationId: 'createConfig', summary: 'Create a new version of a key at a scope (idempotent)', tags, roles: admins, mode: 'create',
-      body: CreateBody, responses: { 201: { description: 'The new version' } },
+      body: CreateBody, responses: { 201: { description: 'The new version', schema: Config } },
       write: async (ctx, w) => {
         checkValue(ctx.body.value);
         const ref = await checkScope(w.q, w.caller.tenantId, ctx.body.scope, ctx.body.scopeRef);
@@ -92,7 +103,7 @@ export function configRoutes(deps: AdminDeps): RouteSpec[] {
     }),
     adminRoute(deps, {
       method: 'POST', path: '/v1/configs:promote', operationId: 'promoteConfigs', summary: 'Promote ENVIRONMENT configs STG → PRD (key filter, one transaction)', tags, roles: admins, mode: 'create',
-      body: PromoteBody, responses: { 200: { description: 'What was copied and what was already there' } },
+      body: PromoteBody, responses: { 200: { description: 'What was copied and what was already there', schema: PromoteResultSchema } },
       write: async (ctx, w) => {
         const r = await promote(w.q, w.caller.tenantId, w.caller.principalId, { ...ctx.body, configs: true, schedules: false });
         await w.audit('config.promote', { type: 'environment', id: r.to }, { from: r.from, keys: ctx.body.keys ?? null, copied: r.configs.filter((c) => !c.skipped).length });
@@ -101,14 +112,14 @@ export function configRoutes(deps: AdminDeps): RouteSpec[] {
     }),
     adminRoute(deps, {
       method: 'GET', path: '/v1/configs/{configId}', operationId: 'getConfig', summary: 'One config version', tags, roles: readers, mode: 'read',
-      params: Type.Object({ configId: Uuid }), responses: { 200: { description: 'The version' } },
+      params: Type.Object({ configId: Uuid }), responses: { 200: { description: 'The version', schema: Config } },
       read: async (ctx, caller) => ({ status: 200, body: configView(await getConfig(deps.db, caller.tenantId, ctx.params.configId)) }),
     }),
     adminRoute(deps, {
       method: 'PATCH', path: '/v1/configs/{configId}', operationId: 'updateConfig', summary: 'Activate, deactivate or supersede a version (If-Match)', tags, roles: admins, mode: 'write', ifMatch: true,
       params: Type.Object({ configId: Uuid }),
-      body: Type.Object({ status: Type.Union([Type.Literal('ACTIVE'), Type.Literal('INACTIVE'), Type.Literal('SUPERSEDED')]) }, { additionalProperties: false }),
-      responses: { 200: { description: 'The version' } },
+      body: Type.Object({ status: ConfigStatus }, { additionalProperties: false }),
+      responses: { 200: { description: 'The version', schema: Config } },
       write: async (ctx, w) => {
         const row = await getConfig(w.q, w.caller.tenantId, ctx.params.configId, true);
         checkIfMatch(ctx.headers, configView(row));

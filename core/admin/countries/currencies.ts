@@ -5,8 +5,8 @@ import type { RouteSpec } from '../../http/route.ts';
 import { adminRoute, admins, checkIfMatch, readers, type AdminDeps } from '../http.ts';
 import { isoCurrencies, isoCurrency } from '../reference/iso.ts';
 import { newVersion } from '../configs/store.ts';
-import { CountryCode, CurrencyCode, Metadata, pageQuery } from '../schemas.ts';
-import { countryView, requireCountry } from './routes.ts';
+import { CountryCode, CurrencyCode, JsonObject, Metadata, Nullable, Page, pageQuery } from '../schemas.ts';
+import { Country, countryView, requireCountry } from './routes.ts';
 import type { Queryable } from '../../../shared/db/pool.ts';
 
 interface LocalRow { code: string; name: string; minor_units: number; symbol: string; format: Record<string, unknown>; metadata: Record<string, unknown> }
@@ -23,6 +23,15 @@ function view(code: string, local: LocalRow | undefined) {
     symbol: local?.symbol ?? '', format: local?.format ?? {}, metadata: local?.metadata ?? {}, local_override: local !== undefined,
   };
 }
+
+/** A currency: ISO 4217 with this platform's local metadata over it (view). */
+const Currency = Type.Object({
+  code: CurrencyCode, number: Nullable(Type.String({ pattern: '^[0-9]{3}$' })), name: Type.String(), minor_units: Type.Integer({ minimum: 0, maximum: 6 }),
+  symbol: Type.String(), format: JsonObject, metadata: JsonObject, local_override: Type.Boolean(),
+});
+const CountryCurrencies = Type.Object({ code: CountryCode, base: Nullable(CurrencyCode), allowed: Type.Array(CurrencyCode) });
+const CountryConfig = Type.Object({ code: CountryCode, version: Type.Integer({ minimum: 0 }), values: JsonObject, scopes: Type.Record(Type.String(), Type.Union([Type.Literal('GLOBAL'), Type.Literal('COUNTRY')])) });
+const CountryConfigReplaced = Type.Object({ code: CountryCode, version: Type.Integer({ minimum: 1 }), values: JsonObject, country: Country });
 
 const Params = Type.Object({ code: CurrencyCode });
 const CountryParams = Type.Object({ code: CountryCode });
@@ -49,7 +58,7 @@ export function currencyRoutes(deps: AdminDeps): RouteSpec[] {
   return [
     adminRoute(deps, {
       method: 'GET', path: '/v1/currencies', operationId: 'listCurrencies', summary: 'ISO 4217 currencies with local metadata (cursor by code)', tags, roles: readers, mode: 'read',
-      query: Type.Object({ ...pageQuery, search: Type.Optional(Type.String({ maxLength: 32 })) }), responses: { 200: { description: 'A page of currencies' } },
+      query: Type.Object({ ...pageQuery, search: Type.Optional(Type.String({ maxLength: 32 })) }), responses: { 200: { description: 'A page of currencies', schema: Page(Currency) } },
       read: async (ctx, caller) => {
         const page = await deps.pages.open(ctx, caller.tenantId, 1);
         const after = page.after?.[0];
@@ -63,7 +72,7 @@ export function currencyRoutes(deps: AdminDeps): RouteSpec[] {
     }),
     adminRoute(deps, {
       method: 'POST', path: '/v1/currencies', operationId: 'createCurrency', summary: 'Add local metadata for an ISO 4217 currency (idempotent)', tags, roles: admins, mode: 'create',
-      body: Type.Object({ code: Type.String({ maxLength: 8 }), ...FieldsBody }, { additionalProperties: false }), responses: { 201: { description: 'The currency' } },
+      body: Type.Object({ code: Type.String({ maxLength: 8 }), ...FieldsBody }, { additionalProperties: false }), responses: { 201: { description: 'The currency', schema: Currency } },
       write: async (ctx, w) => {
         const ref = /^[A-Z]{3}$/.test(ctx.body.code) ? isoCurrency(ctx.body.code) : undefined;
         if (!ref) throw new AppError('CURRENCY_INVALID', `${ctx.body.code} is not an ISO 4217 currency code`);
@@ -78,7 +87,7 @@ export function currencyRoutes(deps: AdminDeps): RouteSpec[] {
     }),
     adminRoute(deps, {
       method: 'GET', path: '/v1/currencies/{code}', operationId: 'getCurrency', summary: 'One currency', tags, roles: readers, mode: 'read',
-      params: Params, responses: { 200: { description: 'The currency' } },
+      params: Params, responses: { 200: { description: 'The currency', schema: Currency } },
       read: async (ctx) => {
         const local = (await locals(deps.db, ctx.params.code)).get(ctx.params.code);
         if (!local && !isoCurrency(ctx.params.code)) throw new AppError('CURRENCY_NOT_FOUND', `no currency ${ctx.params.code}`);
@@ -87,7 +96,7 @@ export function currencyRoutes(deps: AdminDeps): RouteSpec[] {
     }),
     adminRoute(deps, {
       method: 'PATCH', path: '/v1/currencies/{code}', operationId: 'updateCurrency', summary: 'Update local metadata (If-Match)', tags, roles: admins, mode: 'write', ifMatch: true,
-      params: Params, body: Type.Object(FieldsBody, { additionalProperties: false, minProperties: 1 }), responses: { 200: { description: 'The currency' } },
+      params: Params, body: Type.Object(FieldsBody, { additionalProperties: false, minProperties: 1 }), responses: { 200: { description: 'The currency', schema: Currency } },
       write: async (ctx, w) => {
         const local = (await locals(w.q, ctx.params.code)).get(ctx.params.code);
         if (!local) throw new AppError('CURRENCY_NOT_FOUND', `currency ${ctx.params.code} has no local metadata: POST it first`);
@@ -117,7 +126,7 @@ export function currencyRoutes(deps: AdminDeps): RouteSpec[] {
     // mapping
     adminRoute(deps, {
       method: 'GET', path: '/v1/countries/{code}/currencies', operationId: 'countryCurrencies', summary: 'Allowed currencies and base of a country', tags, roles: readers, mode: 'read',
-      params: CountryParams, responses: { 200: { description: '{code, base, allowed}' } },
+      params: CountryParams, responses: { 200: { description: '{code, base, allowed}', schema: CountryCurrencies } },
       read: async (ctx) => {
         const c = await requireCountry(deps.db, ctx.params.code);
         return { status: 200, body: { code: c.code, base: c.base_currency, allowed: c.allowed_currencies } };
@@ -125,7 +134,7 @@ export function currencyRoutes(deps: AdminDeps): RouteSpec[] {
     }),
     adminRoute(deps, {
       method: 'PUT', path: '/v1/countries/{code}/currencies/base', operationId: 'setBaseCurrency', summary: 'Set the base currency (must be allowed)', tags, roles: admins, mode: 'create',
-      params: CountryParams, body: Type.Object({ currency: CurrencyCode }, { additionalProperties: false }), responses: { 200: { description: '{code, base, allowed}' } },
+      params: CountryParams, body: Type.Object({ currency: CurrencyCode }, { additionalProperties: false }), responses: { 200: { description: '{code, base, allowed}', schema: CountryCurrencies } },
       write: async (ctx, w) => {
         const c = await requireCountry(w.q, ctx.params.code, true);
         await checkIso(w.q, [ctx.body.currency]);
@@ -138,7 +147,7 @@ export function currencyRoutes(deps: AdminDeps): RouteSpec[] {
     adminRoute(deps, {
       method: 'PUT', path: '/v1/countries/{code}/currencies/allowed', operationId: 'setAllowedCurrencies', summary: 'Set the allowed currencies (must include the base)', tags, roles: admins, mode: 'create',
       params: CountryParams, body: Type.Object({ currencies: Type.Array(CurrencyCode, { minItems: 1, maxItems: 50, uniqueItems: true }) }, { additionalProperties: false }),
-      responses: { 200: { description: '{code, base, allowed}' } },
+      responses: { 200: { description: '{code, base, allowed}', schema: CountryCurrencies } },
       write: async (ctx, w) => {
         const c = await requireCountry(w.q, ctx.params.code, true);
         await checkIso(w.q, ctx.body.currencies);
@@ -151,7 +160,7 @@ export function currencyRoutes(deps: AdminDeps): RouteSpec[] {
     // country config (SPEC 9.4: replacing it bumps the version)
     adminRoute(deps, {
       method: 'GET', path: '/v1/countries/{code}/config', operationId: 'getCountryConfig', summary: 'The country\'s config (COUNTRY over GLOBAL) and its version', tags, roles: readers, mode: 'read',
-      params: CountryParams, responses: { 200: { description: '{code, version, values}' } },
+      params: CountryParams, responses: { 200: { description: '{code, version, values, scopes}', schema: CountryConfig } },
       read: async (ctx) => {
         const c = await requireCountry(deps.db, ctx.params.code);
         const { rows } = await deps.db.query<{ key: string; value: unknown; scope: string }>(
@@ -163,7 +172,7 @@ export function currencyRoutes(deps: AdminDeps): RouteSpec[] {
     adminRoute(deps, {
       method: 'PUT', path: '/v1/countries/{code}/config', operationId: 'putCountryConfig', summary: 'Replace the country\'s config; bumps its version', tags, roles: admins, mode: 'create',
       params: CountryParams, body: Type.Object({ values: Type.Record(Type.String({ pattern: '^[a-z][a-z0-9_.-]{0,127}$' }), Type.Unknown(), { maxProperties: 100 }) }, { additionalProperties: false }),
-      responses: { 200: { description: '{code, version, values}' } },
+      responses: { 200: { description: '{code, version, values, country}', schema: CountryConfigReplaced } },
       write: async (ctx, w) => {
         const c = await requireCountry(w.q, ctx.params.code, true);
         if (Buffer.byteLength(JSON.stringify(ctx.body.values)) > 65_536) throw new AppError('CONFIG_INVALID', 'country config is larger than 64 KiB');

@@ -6,7 +6,7 @@ import type { RouteSpec } from '../../http/route.ts';
 import { adminRoute, admins, checkIfMatch, readers, type AdminDeps } from '../http.ts';
 import { countryProblems } from '../reference/routes.ts';
 import { isTimeZone, isoCountry } from '../reference/iso.ts';
-import { CountryCode, CurrencyCode, Metadata, iso, pageQuery } from '../schemas.ts';
+import { AuditPage, CountryCode, CurrencyCode, JsonObject, Metadata, Nullable, Page, Timestamp, iso, pageQuery } from '../schemas.ts';
 import { auditPage } from '../audit/query.ts';
 
 interface CountryRow {
@@ -14,6 +14,13 @@ interface CountryRow {
   base_currency: string | null; allowed_currencies: string[]; config_version: number; created_at: Date; updated_at: Date;
 }
 const cols = 'code, name, region, subregion, timezones, locales, metadata, base_currency, allowed_currencies, config_version, created_at, updated_at';
+
+/** An enabled country as every route shows it (countryView). */
+export const Country = Type.Object({
+  code: CountryCode, name: Type.String(), region: Type.String(), subregion: Type.String(), timezones: Type.Array(Type.String()), locales: Type.Array(Type.String()),
+  metadata: JsonObject, base_currency: Nullable(CurrencyCode), allowed_currencies: Type.Array(CurrencyCode), config_version: Type.Integer({ minimum: 0 }),
+  created_at: Timestamp, updated_at: Timestamp,
+});
 
 export const countryView = (r: CountryRow) => ({ ...r, created_at: iso(r.created_at), updated_at: iso(r.updated_at) });
 
@@ -55,7 +62,7 @@ export function countryRoutes(deps: AdminDeps): RouteSpec[] {
     adminRoute(deps, {
       method: 'GET', path: '/v1/countries', operationId: 'listCountries', summary: 'Enabled countries (cursor, search, sort; offset as fallback)', tags, roles: readers, mode: 'read',
       query: Type.Object({ ...pageQuery, search: Type.Optional(Type.String({ maxLength: 64 })), sort: Type.Optional(Type.Union([Type.Literal('code'), Type.Literal('name')])), offset: Type.Optional(Type.Integer({ minimum: 0 })) }),
-      responses: { 200: { description: 'A page of countries' } },
+      responses: { 200: { description: 'A page of countries', schema: Page(Country) } },
       read: async (ctx, caller) => {
         const sort = ctx.query.sort ?? 'code';
         if (ctx.query.cursor !== undefined && ctx.query.offset !== undefined) throw new AppError('VALIDATION_FAILED', 'send cursor or offset (the legacy fallback), not both');
@@ -73,7 +80,7 @@ export function countryRoutes(deps: AdminDeps): RouteSpec[] {
     }),
     adminRoute(deps, {
       method: 'POST', path: '/v1/countries', operationId: 'createCountry', summary: 'Enable a country (validated against ISO 3166; idempotent)', tags, roles: admins, mode: 'create',
-      body: CreateBody, responses: { 201: { description: 'The country' } },
+      body: CreateBody, responses: { 201: { description: 'The country', schema: Country } },
       write: async (ctx, w) => {
         const b = ctx.body;
         const allowed = b.allowed_currencies ?? (b.base_currency ? [b.base_currency] : []);
@@ -93,12 +100,12 @@ export function countryRoutes(deps: AdminDeps): RouteSpec[] {
     }),
     adminRoute(deps, {
       method: 'GET', path: '/v1/countries/{code}', operationId: 'getCountry', summary: 'One country', tags, roles: readers, mode: 'read',
-      params: Params, responses: { 200: { description: 'The country' } },
+      params: Params, responses: { 200: { description: 'The country', schema: Country } },
       read: async (ctx) => ({ status: 200, body: countryView(await requireCountry(deps.db, ctx.params.code)) }),
     }),
     adminRoute(deps, {
       method: 'PATCH', path: '/v1/countries/{code}', operationId: 'updateCountry', summary: 'Update name, time zones, locales, metadata (If-Match)', tags, roles: admins, mode: 'write', ifMatch: true,
-      params: Params, body: PatchBody, responses: { 200: { description: 'The country' } },
+      params: Params, body: PatchBody, responses: { 200: { description: 'The country', schema: Country } },
       write: async (ctx, w) => {
         const before = await requireCountry(w.q, ctx.params.code, true);
         checkIfMatch(ctx.headers, countryView(before));
@@ -131,7 +138,7 @@ export function countryRoutes(deps: AdminDeps): RouteSpec[] {
     }),
     adminRoute(deps, {
       method: 'GET', path: '/v1/countries/{code}/history', operationId: 'countryHistory', summary: 'Audit events of a country (this tenant\'s chain), paginated', tags, roles: readers, mode: 'read',
-      params: Params, query: Type.Object(pageQuery), responses: { 200: { description: 'A page of audit records' } },
+      params: Params, query: Type.Object(pageQuery), responses: { 200: { description: 'A page of audit records', schema: AuditPage } },
       read: async (ctx, caller) => {
         await requireCountry(deps.db, ctx.params.code);
         return { status: 200, body: await auditPage(deps.db, caller.tenantId, { targetType: 'country', targetId: ctx.params.code }, await deps.pages.open(ctx, caller.tenantId, 1)) };

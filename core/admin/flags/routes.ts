@@ -8,7 +8,7 @@ import { Type } from '@sinclair/typebox';
 import { AppError } from '../../../shared/errors.ts';
 import type { RouteSpec } from '../../http/route.ts';
 import { adminRoute, admins, readers, type AdminDeps } from '../http.ts';
-import { pageQuery } from '../schemas.ts';
+import { Nullable, Page, pageQuery, Timestamp } from '../schemas.ts';
 
 export interface FlagScope { scope: 'GLOBAL' | 'COUNTRY' | 'TENANT' | 'ENVIRONMENT'; ref?: string | undefined }
 interface FlagRow { key: string; enabled: boolean; scopes: FlagScope[]; rollout: string | null; version: number; updated_at: Date }
@@ -30,13 +30,23 @@ export function evaluateFlag(f: { key: string; enabled: boolean; scopes: FlagSco
 
 const view = (f: FlagRow) => ({ key: f.key, enabled: f.enabled, scopes: f.scopes, rollout: f.rollout === null ? null : Number(f.rollout), version: f.version, updated_at: f.updated_at.toISOString() });
 const Key = Type.String({ pattern: '^[a-z][a-z0-9_.-]{0,63}$' });
+const ScopeName = Type.Union([Type.Literal('GLOBAL'), Type.Literal('COUNTRY'), Type.Literal('TENANT'), Type.Literal('ENVIRONMENT')]);
+/** A flag as the flag routes show it (view). */
+const Flag = Type.Object({
+  key: Key, enabled: Type.Boolean(), scopes: Type.Array(Type.Object({ scope: ScopeName, ref: Type.Optional(Type.String()) })),
+  rollout: Nullable(Type.Number({ minimum: 0, maximum: 100 })), version: Type.Integer({ minimum: 1 }), updated_at: Timestamp,
+});
+const EffectiveFlags = Type.Object({
+  context: Type.Object({ tenantId: Type.String(), envId: Type.Optional(Type.String()), country: Type.Optional(Type.String()), userId: Type.Optional(Type.String()) }),
+  flags: Type.Record(Type.String(), Type.Object({ value: Type.Boolean(), reason: Type.String() })),
+});
 
 export function flagRoutes(deps: AdminDeps): RouteSpec[] {
   const tags = ['admin.flags'];
   return [
     adminRoute(deps, {
       method: 'GET', path: '/v1/flags', operationId: 'listFlags', summary: 'Flags with scopes and rollout (cursor by key)', tags, roles: readers, mode: 'read',
-      query: Type.Object(pageQuery), responses: { 200: { description: 'A page of flags, by key' } },
+      query: Type.Object(pageQuery), responses: { 200: { description: 'A page of flags, by key', schema: Page(Flag) } },
       read: async (ctx, caller) => {
         const page = await deps.pages.open(ctx, caller.tenantId, 1);
         const { rows } = await deps.db.query<FlagRow>('SELECT key, enabled, scopes, rollout, version, updated_at FROM admin_flags WHERE tenant_id = $1 AND ($2::text IS NULL OR key > $2) ORDER BY key LIMIT $3',
@@ -50,10 +60,10 @@ export function flagRoutes(deps: AdminDeps): RouteSpec[] {
       params: Type.Object({ flagKey: Key }),
       body: Type.Object({
         enabled: Type.Boolean(),
-        scopes: Type.Optional(Type.Array(Type.Object({ scope: Type.Union([Type.Literal('GLOBAL'), Type.Literal('COUNTRY'), Type.Literal('TENANT'), Type.Literal('ENVIRONMENT')]), ref: Type.Optional(Type.String({ maxLength: 64 })) }, { additionalProperties: false }), { maxItems: 50 })),
+        scopes: Type.Optional(Type.Array(Type.Object({ scope: ScopeName, ref: Type.Optional(Type.String({ maxLength: 64 })) }, { additionalProperties: false }), { maxItems: 50 })),
         rollout: Type.Optional(Type.Union([Type.Number({ minimum: 0, maximum: 100, description: 'percent, two decimals kept' }), Type.Null()])),
       }, { additionalProperties: false }),
-      responses: { 200: { description: 'The flag' } },
+      responses: { 200: { description: 'The flag', schema: Flag } },
       write: async (ctx, w) => {
         for (const s of ctx.body.scopes ?? []) {
           if ((s.scope === 'COUNTRY' || s.scope === 'ENVIRONMENT') && !s.ref) throw new AppError('FLAG_INVALID', `a ${s.scope} scope needs a ref`);
@@ -73,7 +83,7 @@ export function flagRoutes(deps: AdminDeps): RouteSpec[] {
     adminRoute(deps, {
       method: 'GET', path: '/v1/flags/effective', operationId: 'effectiveFlags', summary: 'Resolve flags for tenant, environment, country and an optional user', tags, roles: readers, mode: 'read',
       query: Type.Object({ envId: Type.Optional(Type.String({ maxLength: 64 })), country: Type.Optional(Type.String({ pattern: '^[A-Z]{2}$' })), userId: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })), key: Type.Optional(Key) }),
-      responses: { 200: { description: '{flags: {key: {value, reason}}}' } },
+      responses: { 200: { description: '{context, flags: {key: {value, reason}}}', schema: EffectiveFlags } },
       read: async (ctx, caller) => {
         const { rows: t } = await deps.db.query<{ country: string }>('SELECT country FROM tenants WHERE id = $1', [caller.tenantId]);
         const { rows } = await deps.db.query<FlagRow>('SELECT key, enabled, scopes, rollout, version, updated_at FROM admin_flags WHERE tenant_id = $1 AND ($2::text IS NULL OR key = $2) ORDER BY key', [caller.tenantId, ctx.query.key ?? null]);

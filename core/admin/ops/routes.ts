@@ -8,7 +8,7 @@ import { AppError } from '../../../shared/errors.ts';
 import type { RouteSpec } from '../../http/route.ts';
 import { maxGraceS } from '../../keys/keys.ts';
 import { adminRoute, admins, operators, opsOnly, readers, type AdminDeps } from '../http.ts';
-import { Uuid, pageQuery } from '../schemas.ts';
+import { Nullable, Page, Timestamp, Uuid, pageQuery } from '../schemas.ts';
 
 interface OutboxRow { id: string; aggregate: string; aggregate_id: string; event: string; payload: unknown; headers: Record<string, string>; attempts: number; status: string; next_attempt_at: Date; last_error: string | null; created_at: Date; processed_at: Date | null }
 const oCols = 'id, aggregate, aggregate_id, event, payload, headers, attempts, status, next_attempt_at, last_error, created_at, processed_at';
@@ -32,6 +32,19 @@ const iView = (r: IdemRow, body: boolean) => ({
   key: r.key, principal: r.principal, method: r.method, path: r.path, request_hash: r.request_hash, response_status: r.response_status,
   secret_redacted: r.secret_redacted, created_at: r.created_at.toISOString(), ...(body ? { response_body: r.response_body } : {}),
 });
+const OutboxStatus = Type.Union([Type.Literal('PENDING'), Type.Literal('DELIVERED'), Type.Literal('DEAD')]);
+/** An outbox message without its payload (list, retry). */
+const OutboxSummary = Type.Object({
+  id: Uuid, aggregate: Type.String(), aggregate_id: Type.String(), event: Type.String(), attempts: Type.Integer({ minimum: 0 }), status: OutboxStatus,
+  next_attempt_at: Timestamp, last_error: Nullable(Type.String()), created_at: Timestamp, processed_at: Nullable(Timestamp),
+});
+/** With payload (`[redacted]` for a secret event) and headers. */
+const OutboxMessage = Type.Intersect([OutboxSummary, Type.Object({ payload: Type.Unknown(), headers: Type.Record(Type.String(), Type.String()) })]);
+/** An idempotency record's metadata; `response_body` for Admin only. */
+const IdemRecord = Type.Object({
+  key: Type.String(), principal: Type.String(), method: Type.String(), path: Type.String(), request_hash: Type.String(), response_status: Nullable(Type.Integer()),
+  secret_redacted: Type.Boolean(), created_at: Timestamp, response_body: Type.Optional(Nullable(Type.String())),
+});
 const IdemKey = Type.Object({ key: Type.String({ pattern: '^[A-Za-z0-9._:-]{8,128}$' }) });
 const Principal = Type.String({ minLength: 1, maxLength: 300, description: 'the record\'s principal (as listed); needed when several principals used this key value' });
 const IdemAddress = Type.Object({ principal: Type.Optional(Principal) });
@@ -52,7 +65,7 @@ export function opsRoutes(deps: AdminDeps): RouteSpec[] {
     adminRoute(deps, {
       method: 'GET', path: '/v1/outbox', operationId: 'listOutbox', summary: 'Outbox messages (default unprocessed; filter by aggregate, event, status)', tags: ['admin.outbox'], roles: readers, mode: 'read',
       query: Type.Object({ ...pageQuery, aggregate: Type.Optional(Type.String({ maxLength: 64 })), event: Type.Optional(Type.String({ maxLength: 128 })), status: Type.Optional(Type.Union([Type.Literal('PENDING'), Type.Literal('DELIVERED'), Type.Literal('DEAD'), Type.Literal('ALL')])) }),
-      responses: { 200: { description: 'A page of outbox messages (oldest first, without payloads)' } },
+      responses: { 200: { description: 'A page of outbox messages (oldest first, without payloads)', schema: Page(OutboxSummary) } },
       read: async (ctx, caller) => {
         const page = await deps.pages.open(ctx, caller.tenantId, 1);
         const after = page.after?.[0];
@@ -67,7 +80,7 @@ export function opsRoutes(deps: AdminDeps): RouteSpec[] {
     }),
     adminRoute(deps, {
       method: 'GET', path: '/v1/outbox/{id}', operationId: 'getOutbox', summary: 'One outbox message with payload and headers', tags: ['admin.outbox'], roles: readers, mode: 'read',
-      params: OutboxParams, responses: { 200: { description: 'The message' } },
+      params: OutboxParams, responses: { 200: { description: 'The message', schema: OutboxMessage } },
       read: async (ctx, caller) => {
         const { rows } = await deps.db.query<OutboxRow>(`SELECT ${oCols} FROM outbox WHERE tenant_id = $1 AND id = $2`, [caller.tenantId, ctx.params.id]);
         if (!rows[0]) throw new AppError('OUTBOX_NOT_FOUND', `no outbox message ${ctx.params.id}`);
@@ -76,7 +89,7 @@ export function opsRoutes(deps: AdminDeps): RouteSpec[] {
     }),
     adminRoute(deps, {
       method: 'POST', path: '/v1/outbox/{id}:retry', operationId: 'retryOutbox', summary: 'Retry a message now (its dead or pending deliveries are due again)', tags: ['admin.outbox'], roles: operators, mode: 'write',
-      params: OutboxParams, responses: { 200: { description: 'The message' } },
+      params: OutboxParams, responses: { 200: { description: 'The message (without payload)', schema: OutboxSummary } },
       write: async (ctx, w) => {
         const { rows } = await w.q.query<OutboxRow>(
           `UPDATE outbox SET status = 'PENDING', next_attempt_at = $3, processed_at = NULL WHERE tenant_id = $1 AND id = $2 AND status <> 'DELIVERED' RETURNING ${oCols}`,
@@ -94,7 +107,7 @@ export function opsRoutes(deps: AdminDeps): RouteSpec[] {
     adminRoute(deps, {
       method: 'POST', path: '/v1/outbox:retry-batch', operationId: 'retryOutboxBatch', summary: 'Retry undelivered messages in a time window with at least N attempts', tags: ['admin.outbox'], roles: operators, mode: 'write',
       body: Type.Object({ from: Type.String({ format: 'date-time' }), to: Type.String({ format: 'date-time' }), minAttempts: Type.Optional(Type.Integer({ minimum: 0 })), max: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000 })) }, { additionalProperties: false }),
-      responses: { 200: { description: '{retried, ids}' } },
+      responses: { 200: { description: '{retried, ids}', schema: Type.Object({ retried: Type.Integer({ minimum: 0 }), ids: Type.Array(Uuid) }) } },
       write: async (ctx, w) => {
         const { rows } = await w.q.query<{ id: string }>(
           `UPDATE outbox SET status = 'PENDING', next_attempt_at = $5, processed_at = NULL WHERE id IN (
@@ -109,7 +122,7 @@ export function opsRoutes(deps: AdminDeps): RouteSpec[] {
     adminRoute(deps, {
       method: 'GET', path: '/v1/idempotency', operationId: 'searchIdempotency', summary: 'Search idempotency records by key, method, path, date (Ops only)', tags: ['admin.idempotency'], roles: opsOnly, mode: 'read',
       query: Type.Object({ ...pageQuery, key: Type.Optional(Type.String({ maxLength: 128 })), principal: Type.Optional(Principal), method: Type.Optional(Type.String({ maxLength: 8 })), path: Type.Optional(Type.String({ maxLength: 256 })), from: Type.Optional(Type.String({ format: 'date-time' })), to: Type.Optional(Type.String({ format: 'date-time' })) }),
-      responses: { 200: { description: 'A page of records (metadata only, with each record\'s principal)' } },
+      responses: { 200: { description: 'A page of records (metadata only, with each record\'s principal)', schema: Page(IdemRecord) } },
       read: async (ctx, caller) => {
         const page = await deps.pages.open(ctx, caller.tenantId, 2);
         const [afterKey, afterPrincipal] = page.after ?? [];
@@ -126,7 +139,7 @@ export function opsRoutes(deps: AdminDeps): RouteSpec[] {
     }),
     adminRoute(deps, {
       method: 'GET', path: '/v1/idempotency/{key}', operationId: 'getIdempotency', summary: 'One record (?principal= when several principals used the key): metadata; the stored body, secrets redacted, only for Admin (Internal)', tags: ['admin.idempotency'], roles: operators, mode: 'read',
-      params: IdemKey, query: IdemAddress, responses: { 200: { description: 'The record' } },
+      params: IdemKey, query: IdemAddress, responses: { 200: { description: 'The record', schema: IdemRecord } },
       read: async (ctx, caller) => {
         const row = await oneRecord(deps.db, caller.tenantId, ctx.params.key, ctx.query.principal);
         return { status: 200, body: iView(row, caller.roles.includes('admin')) };
@@ -145,7 +158,7 @@ export function opsRoutes(deps: AdminDeps): RouteSpec[] {
     adminRoute(deps, {
       method: 'POST', path: '/v1/admin/rotate-keys', operationId: 'rotateKeys', summary: 'Internal: rotate the tenant\'s signing keys (previous key in grace, ≤ 24 h)', tags: ['platform'], roles: admins, mode: 'write',
       body: Type.Object({ graceSeconds: Type.Optional(Type.Integer({ minimum: 0, maximum: maxGraceS })) }, { additionalProperties: false }),
-      responses: { 200: { description: '{active, grace, graceSeconds}' } },
+      responses: { 200: { description: '{active, grace, graceSeconds}', schema: Type.Object({ active: Type.String(), grace: Nullable(Type.String()), graceSeconds: Type.Integer({ minimum: 0 }) }) } },
       write: async (ctx, w) => {
         // The rotation and its audit record commit together; this process's key cache is dropped after.
         const grace = ctx.body.graceSeconds ?? 3600;

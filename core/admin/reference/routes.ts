@@ -1,8 +1,8 @@
 /** Reference data routes (SPEC 4.6 reference, countries:reference) and country validation. */
-import { Type } from '@sinclair/typebox';
+import { Type, type TSchema } from '@sinclair/typebox';
 import type { RouteSpec } from '../../http/route.ts';
 import { adminRoute, readers, type AdminDeps } from '../http.ts';
-import { CountryCode } from '../schemas.ts';
+import { CountryCode, CurrencyCode, ItemsOf } from '../schemas.ts';
 import { minorUnitsOf } from './currencies.ts';
 import { isoCountries, isoCountry, isTimeZone, regionMap, timeZones } from './iso.ts';
 
@@ -13,6 +13,14 @@ const ValidateBody = Type.Object({
   timezone: Type.Optional(Type.String({ maxLength: 64 })),
   locale: Type.Optional(Type.String({ maxLength: 35 })),
 }, { additionalProperties: false });
+
+/** reference/iso.ts IsoCountry. */
+const ReferenceCountry = Type.Object({
+  code: CountryCode, alpha3: Type.String({ pattern: '^[A-Z]{3}$' }), name: Type.String(), officialName: Type.String(), region: Type.String(), subregion: Type.String(),
+  currencies: Type.Array(CurrencyCode), timezones: Type.Array(Type.String()), locales: Type.Array(Type.String()),
+});
+const FieldProblemSchema = Type.Object({ field: Type.String(), code: Type.String(), message: Type.String() });
+const Validation = Type.Object({ valid: Type.Boolean(), problems: Type.Array(FieldProblemSchema) });
 
 export interface FieldProblem { field: string; code: string; message: string }
 
@@ -40,26 +48,26 @@ export async function countryProblems(deps: AdminDeps, b: { code: string; base_c
 
 export function referenceRoutes(deps: AdminDeps): RouteSpec[] {
   const tags = ['admin.reference'];
-  const json = (description: string) => ({ 200: { description } });
+  const json = (description: string, schema: TSchema) => ({ 200: { description, schema } });
   return [
     adminRoute(deps, {
       method: 'GET', path: '/v1/countries:reference', operationId: 'countriesReference', summary: 'ISO 3166 countries with regions, time zones and locale examples', tags, roles: readers, mode: 'read',
-      query: Type.Object({ code: Type.Optional(CountryCode) }), responses: json('Reference countries'),
+      query: Type.Object({ code: Type.Optional(CountryCode) }), responses: json('Reference countries', ItemsOf(ReferenceCountry)),
       read: async (ctx) => ({ status: 200, body: { items: ctx.query.code ? [isoCountry(ctx.query.code)].filter(Boolean) : isoCountries() } }),
     }),
     adminRoute(deps, {
       method: 'GET', path: '/v1/reference/timezones', operationId: 'referenceTimezones', summary: 'IANA time zones by canonical name (aliases such as Asia/Calcutta are accepted on input, listed as Asia/Kolkata)', tags, roles: readers, mode: 'read',
-      responses: json('IANA zone names'),
+      responses: json('IANA zone names', ItemsOf(Type.String())),
       read: async () => ({ status: 200, body: { items: timeZones() }, headers: { 'cache-control': 'max-age=86400' } }),
     }),
     adminRoute(deps, {
       method: 'GET', path: '/v1/reference/regions', operationId: 'referenceRegions', summary: 'Region → subregion → country codes', tags, roles: readers, mode: 'read',
-      responses: json('Region map'),
+      responses: json('Region map', Type.Object({ regions: Type.Record(Type.String(), Type.Record(Type.String(), Type.Array(CountryCode))) })),
       read: async () => ({ status: 200, body: { regions: regionMap() }, headers: { 'cache-control': 'max-age=86400' } }),
     }),
     adminRoute(deps, {
       method: 'GET', path: '/v1/reference/locales', operationId: 'referenceLocales', summary: 'BCP 47 locale hints per country (CLDR likely subtags)', tags, roles: readers, mode: 'read',
-      query: Type.Object({ country: Type.Optional(CountryCode) }), responses: json('Locale hints'),
+      query: Type.Object({ country: Type.Optional(CountryCode) }), responses: json('Locale hints', ItemsOf(Type.Object({ country: CountryCode, locales: Type.Array(Type.String()) }))),
       read: async (ctx) => ({
         status: 200,
         body: { items: isoCountries().filter((c) => !ctx.query.country || c.code === ctx.query.country).map((c) => ({ country: c.code, locales: c.locales })) },
@@ -67,7 +75,7 @@ export function referenceRoutes(deps: AdminDeps): RouteSpec[] {
     }),
     adminRoute(deps, {
       method: 'POST', path: '/v1/validate/country', operationId: 'validateCountry', summary: 'Validate a country payload without saving it', tags, roles: readers, mode: 'read',
-      body: ValidateBody, responses: json('{valid, problems}'),
+      body: ValidateBody, responses: json('{valid, problems}', Validation),
       read: async (ctx) => {
         const problems = await countryProblems(deps, ctx.body);
         return { status: 200, body: { valid: problems.length === 0, problems } };

@@ -5,9 +5,9 @@ import type { RouteSpec } from '../../http/route.ts';
 import { format, parseAmount } from '../../../shared/money.ts';
 import { adminRoute, admins, checkIfMatch, readers, type AdminDeps } from '../http.ts';
 import { PromoteBody } from '../configs/routes.ts';
-import { promote } from '../promote.ts';
+import { promote, PromoteResultSchema } from '../promote.ts';
 import { requireMinorUnits } from '../reference/currencies.ts';
-import { CurrencyCode, Decimal, ProductCode, Uuid, iso, pageQuery } from '../schemas.ts';
+import { AmountOut, CurrencyCode, Decimal, Nullable, Page, ProductCode, Timestamp, Uuid, iso, pageQuery } from '../schemas.ts';
 import { limitRowsFor, quoteFee } from './quote.ts';
 import { getSchedule, limitsOf, resolveSchedule, scheduleColumns, tieredKinds, tiersOf, type ScheduleRow } from './store.ts';
 import { validateLimits, validateTiers, type Issue } from './tiers.ts';
@@ -25,6 +25,26 @@ const LimitIn = Type.Object({
   max_amount: Type.Optional(Type.Union([Decimal, Type.Null()])), max_count: Type.Optional(Type.Union([Type.Integer({ minimum: 1 }), Type.Null()])),
   kyc_level: Type.Optional(Type.Union([Type.String({ maxLength: 16 }), Type.Null()])),
 }, { additionalProperties: false });
+const Period = Type.Union([Type.Literal('transaction'), Type.Literal('day'), Type.Literal('month')]);
+const TierOut = Type.Object({
+  id: Uuid, min_amount: AmountOut, max_amount: Nullable(AmountOut), fixed: AmountOut, percent_bps: Type.Integer({ minimum: 0, maximum: 10000 }), fee_min: Nullable(AmountOut), fee_max: Nullable(AmountOut),
+});
+const LimitOut = Type.Object({ id: Uuid, action: Type.String(), period: Period, max_amount: Nullable(AmountOut), max_count: Nullable(Type.Integer()), kyc_level: Nullable(Type.String()) });
+/** A schedule without its items, as the list shows it. */
+const ScheduleSummary = Type.Object({
+  id: Uuid, kind: Kind, product: ProductCode, currency: CurrencyCode, scope: Scope, scopeRef: Type.String(), name: Type.String(),
+  status: Type.Union([Type.Literal('INACTIVE'), Type.Literal('ACTIVE'), Type.Literal('ARCHIVED')]), active_from: Nullable(Timestamp), active_to: Nullable(Timestamp),
+});
+/** A schedule with its fee tiers or limit rows (view). */
+const Schedule = Type.Intersect([ScheduleSummary, Type.Object({
+  promoted_from: Nullable(Uuid), created_at: Timestamp, updated_at: Timestamp, items: Type.Union([Type.Array(TierOut), Type.Array(LimitOut)]),
+})]);
+const Validation = Type.Object({ valid: Type.Boolean(), issues: Type.Array(Type.Object({ code: Type.String(), message: Type.String(), items: Type.Array(Type.Integer({ minimum: 0 })) })) });
+const FeeQuote = Type.Object({ scheduleId: Uuid, tierId: Uuid, amount: AmountOut, fee: AmountOut, currency: CurrencyCode, tier: TierOut });
+const LimitCheck = Type.Object({
+  rows: Type.Array(Type.Object({ scheduleId: Uuid, rowId: Uuid, action: Type.String(), period: Period, max_amount: Nullable(AmountOut), max_count: Nullable(Type.Integer()), kyc_level: Nullable(Type.String()) })),
+  within_transaction_limit: Nullable(Type.Boolean()),
+});
 const Items = Type.Optional(Type.Array(Type.Union([TierIn, LimitIn]), { maxItems: 100 }));
 const Params = Type.Object({ scheduleId: Uuid });
 /**
@@ -81,7 +101,7 @@ export function scheduleRoutes(deps: AdminDeps): RouteSpec[] {
   const itemRoute = (kind: 'fees' | 'limits') => adminRoute(deps, {
     method: 'POST', path: `/v1/schedules/{scheduleId}/${kind}`, operationId: kind === 'fees' ? 'addFeeTiers' : 'addLimitRows', summary: `Add ${kind === 'fees' ? 'fee tiers' : 'limit rows'} to an inactive schedule`, tags, roles: admins, mode: 'create',
     params: Params, body: Type.Object({ items: Type.Array(kind === 'fees' ? TierIn : LimitIn, { minItems: 1, maxItems: 100 }) }, { additionalProperties: false }),
-    responses: { 200: { description: 'The schedule' } },
+    responses: { 200: { description: 'The schedule', schema: Schedule } },
     write: async (ctx, w) => {
       const s = await requireSchedule(w.q, w.caller.tenantId, ctx.params.scheduleId, true);
       if ((kind === 'fees') !== tieredKinds.includes(s.kind)) throw new AppError('SCHEDULE_INVALID', `a ${s.kind} schedule takes ${kind === 'fees' ? 'limit rows' : 'fee tiers'}`);
@@ -94,7 +114,7 @@ export function scheduleRoutes(deps: AdminDeps): RouteSpec[] {
     adminRoute(deps, {
       method: 'GET', path: '/v1/schedules', operationId: 'listSchedules', summary: 'Schedules (filters: kind, product, scope, scopeRef, active)', tags, roles: readers, mode: 'read',
       query: Type.Object({ ...pageQuery, kind: Type.Optional(Kind), product: Type.Optional(ProductCode), scope: Type.Optional(Scope), scopeRef: Type.Optional(Type.String({ maxLength: 64 })), active: Type.Optional(Type.Boolean()) }),
-      responses: { 200: { description: 'A page of schedules (without items)' } },
+      responses: { 200: { description: 'A page of schedules (without items)', schema: Page(ScheduleSummary) } },
       read: async (ctx, caller) => {
         const page = await deps.pages.open(ctx, caller.tenantId, 1);
         const after = page.after?.[0];
@@ -111,7 +131,7 @@ export function scheduleRoutes(deps: AdminDeps): RouteSpec[] {
       method: 'POST', path: '/v1/schedules', operationId: 'createSchedule', summary: 'Create a schedule (always INACTIVE) with optional items', tags, roles: admins, mode: 'create',
       body: Type.Object({ kind: Kind, product: ProductCode, currency: CurrencyCode, scope: Type.Optional(Scope), scopeRef: Type.Optional(Type.String({ maxLength: 64 })), name: Type.Optional(Type.String({ maxLength: 100 })),
         active_from: Type.Optional(Type.String({ format: 'date-time' })), active_to: Type.Optional(Type.String({ format: 'date-time' })), items: Items }, { additionalProperties: false }),
-      responses: { 201: { description: 'The schedule' } },
+      responses: { 201: { description: 'The schedule', schema: Schedule } },
       write: async (ctx, w) => {
         const b = ctx.body;
         await requireMinorUnits(w.q, b.currency);
@@ -128,7 +148,7 @@ export function scheduleRoutes(deps: AdminDeps): RouteSpec[] {
     }),
     adminRoute(deps, {
       method: 'GET', path: '/v1/schedules:effective', operationId: 'effectiveSchedule', summary: 'The ACTIVE schedule for tenant, environment and country', tags, roles: readers, mode: 'read',
-      query: Type.Object({ kind: Kind, product: ProductCode, currency: CurrencyCode, ...Ctx }), responses: { 200: { description: 'The schedule with items' } },
+      query: Type.Object({ kind: Kind, product: ProductCode, currency: CurrencyCode, ...Ctx }), responses: { 200: { description: 'The schedule with items', schema: Schedule } },
       read: async (ctx, caller) => {
         const { envId: _envId, env: _env, ...rest } = ctx.query;
         const s = await resolveSchedule(deps.db, { tenantId: caller.tenantId, ...rest, env: envOf(ctx.query) });
@@ -139,7 +159,7 @@ export function scheduleRoutes(deps: AdminDeps): RouteSpec[] {
     adminRoute(deps, {
       method: 'POST', path: '/v1/schedules:validate', operationId: 'validateSchedule', summary: 'Report overlaps, gaps and precision errors (a stored schedule or inline items)', tags, roles: readers, mode: 'read',
       body: Type.Object({ scheduleId: Type.Optional(Uuid), kind: Type.Optional(Kind), currency: Type.Optional(CurrencyCode), items: Items }, { additionalProperties: false }),
-      responses: { 200: { description: '{valid, issues[{code, message, items}]}' } },
+      responses: { 200: { description: '{valid, issues[{code, message, items}]}', schema: Validation } },
       read: async (ctx, caller) => {
         let issues: Issue[];
         if (ctx.body.scheduleId) {
@@ -157,7 +177,7 @@ export function scheduleRoutes(deps: AdminDeps): RouteSpec[] {
     }),
     adminRoute(deps, {
       method: 'POST', path: '/v1/schedules:promote', operationId: 'promoteSchedules', summary: 'Promote ENVIRONMENT schedules STG → PRD (product filter, one transaction)', tags, roles: admins, mode: 'create',
-      body: PromoteBody, responses: { 200: { description: 'What was copied' } },
+      body: PromoteBody, responses: { 200: { description: 'What was copied', schema: PromoteResultSchema } },
       write: async (ctx, w) => {
         const r = await promote(w.q, w.caller.tenantId, w.caller.principalId, { ...ctx.body, configs: false, schedules: true });
         await w.audit('schedule.promote', { type: 'environment', id: r.to }, { from: r.from, products: ctx.body.products ?? null, copied: r.schedules.filter((s) => !s.skipped).length });
@@ -166,14 +186,14 @@ export function scheduleRoutes(deps: AdminDeps): RouteSpec[] {
     }),
     adminRoute(deps, {
       method: 'GET', path: '/v1/schedules/{scheduleId}', operationId: 'getSchedule', summary: 'One schedule with its items', tags, roles: readers, mode: 'read',
-      params: Params, responses: { 200: { description: 'The schedule' } },
+      params: Params, responses: { 200: { description: 'The schedule', schema: Schedule } },
       read: async (ctx, caller) => ({ status: 200, body: await view(deps.db, await requireSchedule(deps.db, caller.tenantId, ctx.params.scheduleId)) }),
     }),
     adminRoute(deps, {
       method: 'PATCH', path: '/v1/schedules/{scheduleId}', operationId: 'updateSchedule', summary: 'Activate or deactivate; change name or window while inactive (If-Match)', tags, roles: admins, mode: 'write', ifMatch: true,
       params: Params, body: Type.Object({ status: Type.Optional(Type.Union([Type.Literal('ACTIVE'), Type.Literal('INACTIVE')])), name: Type.Optional(Type.String({ maxLength: 100 })),
         active_from: Type.Optional(Type.Union([Type.String({ format: 'date-time' }), Type.Null()])), active_to: Type.Optional(Type.Union([Type.String({ format: 'date-time' }), Type.Null()])) }, { additionalProperties: false, minProperties: 1 }),
-      responses: { 200: { description: 'The schedule' } },
+      responses: { 200: { description: 'The schedule', schema: Schedule } },
       write: async (ctx, w) => {
         let s = await requireSchedule(w.q, w.caller.tenantId, ctx.params.scheduleId, true);
         checkIfMatch(ctx.headers, await view(w.q, s));
@@ -206,7 +226,7 @@ export function scheduleRoutes(deps: AdminDeps): RouteSpec[] {
     adminRoute(deps, {
       method: 'POST', path: '/v1/fees:quote', operationId: 'quoteFee', summary: 'Resolve the fee tier and fee for product, amount, currency, env, country', tags, roles: readers, mode: 'read',
       body: Type.Object({ product: ProductCode, amount: Decimal, currency: CurrencyCode, ...Ctx }, { additionalProperties: false }),
-      responses: { 200: { description: '{scheduleId, tierId, fee, currency, tier}' } },
+      responses: { 200: { description: '{scheduleId, tierId, amount, fee, currency, tier}', schema: FeeQuote } },
       read: async (ctx, caller) => {
         const minor = await requireMinorUnits(deps.db, ctx.body.currency);
         const amount = money(ctx.body.amount, minor, 'amount');
@@ -220,7 +240,7 @@ export function scheduleRoutes(deps: AdminDeps): RouteSpec[] {
       // SPEC 4.6: currency is optional; without it the tenant's base currency is checked.
       body: Type.Object({ product: ProductCode, action: ProductCode, currency: Type.Optional(CurrencyCode), period: Type.Optional(Type.Union([Type.Literal('transaction'), Type.Literal('day'), Type.Literal('month')])),
         amount: Type.Optional(Decimal), kyc_level: Type.Optional(Type.String({ maxLength: 16 })), ...Ctx }, { additionalProperties: false }),
-      responses: { 200: { description: '{rows, within_transaction_limit}' } },
+      responses: { 200: { description: '{rows, within_transaction_limit}', schema: LimitCheck } },
       read: async (ctx, caller) => {
         const b = { ...ctx.body, currency: ctx.body.currency ?? await baseCurrencyOf(deps.db, caller.tenantId) };
         const minor = await requireMinorUnits(deps.db, b.currency);

@@ -7,8 +7,8 @@ import { uuidv7 } from '../../../shared/uuid.ts';
 import { adminRoute, admins, checkIfMatch, readers, type AdminDeps } from '../http.ts';
 import { auditPage } from '../audit/query.ts';
 import { PromoteBody } from '../configs/routes.ts';
-import { promote } from '../promote.ts';
-import { Metadata, ProductCode, Uuid, pageQuery } from '../schemas.ts';
+import { promote, PromoteResultSchema } from '../promote.ts';
+import { AuditPage, JsonObject, Metadata, Page, ProductCode, Timestamp, Uuid, pageQuery } from '../schemas.ts';
 import { TenantId } from '../../identity/schemas.ts';
 import { ownTenant } from './routes.ts';
 
@@ -17,6 +17,12 @@ const envCols = 'id, tenant_id, name, env_type, flags, created_at, updated_at';
 const envView = (e: EnvRow) => ({ id: e.id, tenantId: e.tenant_id, name: e.name, envType: e.env_type, flags: e.flags, created_at: e.created_at.toISOString(), updated_at: e.updated_at.toISOString() });
 const TenantParams = Type.Object({ tenantId: TenantId });
 const EnvParams = Type.Object({ tenantId: TenantParams.properties.tenantId, envId: Uuid });
+const EnvType = Type.Union([Type.Literal('STG'), Type.Literal('PRD'), Type.Literal('DEV')]);
+/** An environment as every environment route shows it (envView). */
+const Environment = Type.Object({ id: Uuid, tenantId: TenantId, name: Type.String(), envType: EnvType, flags: Type.Record(Type.String(), Type.Boolean()), created_at: Timestamp, updated_at: Timestamp });
+const ProductStatus = Type.Union([Type.Literal('ACTIVE'), Type.Literal('DEPRECATED')]);
+/** A product as every product route shows it (prodView). */
+const Product = Type.Object({ code: ProductCode, category: Type.String(), metadata: JsonObject, status: ProductStatus, created_at: Timestamp, updated_at: Timestamp });
 const Flags = Type.Record(Type.String({ pattern: '^[a-z][a-z0-9_.-]{0,63}$' }), Type.Boolean(), { maxProperties: 100 });
 
 async function requireEnv(q: Queryable, tenantId: string, envId: string, lock = false): Promise<EnvRow> {
@@ -40,7 +46,7 @@ export function environmentRoutes(deps: AdminDeps): RouteSpec[] {
   return [
     adminRoute(deps, {
       method: 'GET', path: '/v1/tenants/{tenantId}/environments', operationId: 'listEnvironments', summary: 'Environments of the tenant', tags, roles: readers, mode: 'read',
-      params: TenantParams, query: Type.Object(pageQuery), responses: { 200: { description: 'A page of environments' } },
+      params: TenantParams, query: Type.Object(pageQuery), responses: { 200: { description: 'A page of environments', schema: Page(Environment) } },
       read: async (ctx, caller) => {
         await ownTenant(deps.db, caller.tenantId, ctx.params.tenantId);
         const page = await deps.pages.open(ctx, caller.tenantId, 1);
@@ -52,8 +58,8 @@ export function environmentRoutes(deps: AdminDeps): RouteSpec[] {
     }),
     adminRoute(deps, {
       method: 'POST', path: '/v1/tenants/{tenantId}/environments', operationId: 'createEnvironment', summary: 'Create an environment (name, envType)', tags, roles: admins, mode: 'create',
-      params: TenantParams, body: Type.Object({ name: Type.String({ pattern: '^[a-z][a-z0-9-]{0,31}$' }), envType: Type.Union([Type.Literal('STG'), Type.Literal('PRD'), Type.Literal('DEV')]), flags: Type.Optional(Flags) }, { additionalProperties: false }),
-      responses: { 201: { description: 'The environment' } },
+      params: TenantParams, body: Type.Object({ name: Type.String({ pattern: '^[a-z][a-z0-9-]{0,31}$' }), envType: EnvType, flags: Type.Optional(Flags) }, { additionalProperties: false }),
+      responses: { 201: { description: 'The environment', schema: Environment } },
       write: async (ctx, w) => {
         await ownTenant(w.q, w.caller.tenantId, ctx.params.tenantId);
         const { rows } = await w.q.query<EnvRow>(
@@ -67,7 +73,7 @@ export function environmentRoutes(deps: AdminDeps): RouteSpec[] {
     }),
     adminRoute(deps, {
       method: 'POST', path: '/v1/tenants/{tenantId}/environments:promote', operationId: 'promoteEnvironment', summary: 'Promote configs and schedules STG → PRD (key and product filters, one transaction)', tags, roles: admins, mode: 'create',
-      params: TenantParams, body: PromoteBody, responses: { 200: { description: 'What was copied' } },
+      params: TenantParams, body: PromoteBody, responses: { 200: { description: 'What was copied', schema: PromoteResultSchema } },
       write: async (ctx, w) => {
         await ownTenant(w.q, w.caller.tenantId, ctx.params.tenantId);
         const r = await promote(w.q, w.caller.tenantId, w.caller.principalId, { ...ctx.body, configs: true, schedules: true });
@@ -77,7 +83,7 @@ export function environmentRoutes(deps: AdminDeps): RouteSpec[] {
     }),
     adminRoute(deps, {
       method: 'GET', path: '/v1/tenants/{tenantId}/environments/{envId}', operationId: 'getEnvironment', summary: 'One environment', tags, roles: readers, mode: 'read',
-      params: EnvParams, responses: { 200: { description: 'The environment' } },
+      params: EnvParams, responses: { 200: { description: 'The environment', schema: Environment } },
       read: async (ctx, caller) => {
         await ownTenant(deps.db, caller.tenantId, ctx.params.tenantId);
         return { status: 200, body: envView(await requireEnv(deps.db, caller.tenantId, ctx.params.envId)) };
@@ -85,7 +91,7 @@ export function environmentRoutes(deps: AdminDeps): RouteSpec[] {
     }),
     adminRoute(deps, {
       method: 'PATCH', path: '/v1/tenants/{tenantId}/environments/{envId}', operationId: 'updateEnvironment', summary: 'Update flags (merged; If-Match honoured)', tags, roles: admins, mode: 'write',
-      params: EnvParams, body: Type.Object({ flags: Flags }, { additionalProperties: false }), responses: { 200: { description: 'The environment' } },
+      params: EnvParams, body: Type.Object({ flags: Flags }, { additionalProperties: false }), responses: { 200: { description: 'The environment', schema: Environment } },
       write: async (ctx, w) => {
         await ownTenant(w.q, w.caller.tenantId, ctx.params.tenantId);
         const e = await requireEnv(w.q, w.caller.tenantId, ctx.params.envId, true);
@@ -97,7 +103,7 @@ export function environmentRoutes(deps: AdminDeps): RouteSpec[] {
     }),
     adminRoute(deps, {
       method: 'GET', path: '/v1/tenants/{tenantId}/environments/{envId}/audit', operationId: 'environmentAudit', summary: 'Audit trail of an environment', tags, roles: readers, mode: 'read',
-      params: EnvParams, query: Type.Object(pageQuery), responses: { 200: { description: 'A page of audit records' } },
+      params: EnvParams, query: Type.Object(pageQuery), responses: { 200: { description: 'A page of audit records', schema: AuditPage } },
       read: async (ctx, caller) => {
         await ownTenant(deps.db, caller.tenantId, ctx.params.tenantId);
         await requireEnv(deps.db, caller.tenantId, ctx.params.envId);
@@ -113,7 +119,7 @@ export function productRoutes(deps: AdminDeps): RouteSpec[] {
   return [
     adminRoute(deps, {
       method: 'GET', path: '/v1/products', operationId: 'listProducts', summary: 'Products of the tenant', tags, roles: readers, mode: 'read',
-      query: Type.Object({ ...pageQuery, status: Type.Optional(Type.Union([Type.Literal('ACTIVE'), Type.Literal('DEPRECATED')])) }), responses: { 200: { description: 'A page of products' } },
+      query: Type.Object({ ...pageQuery, status: Type.Optional(ProductStatus) }), responses: { 200: { description: 'A page of products', schema: Page(Product) } },
       read: async (ctx, caller) => {
         const page = await deps.pages.open(ctx, caller.tenantId, 1);
         const after = page.after?.[0];
@@ -125,7 +131,7 @@ export function productRoutes(deps: AdminDeps): RouteSpec[] {
     adminRoute(deps, {
       method: 'POST', path: '/v1/products', operationId: 'createProduct', summary: 'Create (or re-enable a deprecated) product', tags, roles: admins, mode: 'create',
       body: Type.Object({ code: ProductCode, category: Type.String({ minLength: 1, maxLength: 40 }), metadata: Type.Optional(Metadata) }, { additionalProperties: false }),
-      responses: { 201: { description: 'The product' } },
+      responses: { 201: { description: 'The product', schema: Product } },
       write: async (ctx, w) => {
         const { rows } = await w.q.query<ProductRow>(
           `INSERT INTO admin_products (tenant_id, code, category, metadata) VALUES ($1, $2, $3, $4)
@@ -139,13 +145,13 @@ export function productRoutes(deps: AdminDeps): RouteSpec[] {
     }),
     adminRoute(deps, {
       method: 'GET', path: '/v1/products/{code}', operationId: 'getProduct', summary: 'One product', tags, roles: readers, mode: 'read',
-      params: Params, responses: { 200: { description: 'The product' } },
+      params: Params, responses: { 200: { description: 'The product', schema: Product } },
       read: async (ctx, caller) => ({ status: 200, body: prodView(await requireProduct(deps.db, caller.tenantId, ctx.params.code)) }),
     }),
     adminRoute(deps, {
       method: 'PATCH', path: '/v1/products/{code}', operationId: 'updateProduct', summary: 'Update category, metadata or status', tags, roles: admins, mode: 'write',
-      params: Params, body: Type.Object({ category: Type.Optional(Type.String({ minLength: 1, maxLength: 40 })), metadata: Type.Optional(Metadata), status: Type.Optional(Type.Union([Type.Literal('ACTIVE'), Type.Literal('DEPRECATED')])) }, { additionalProperties: false, minProperties: 1 }),
-      responses: { 200: { description: 'The product' } },
+      params: Params, body: Type.Object({ category: Type.Optional(Type.String({ minLength: 1, maxLength: 40 })), metadata: Type.Optional(Metadata), status: Type.Optional(ProductStatus) }, { additionalProperties: false, minProperties: 1 }),
+      responses: { 200: { description: 'The product', schema: Product } },
       write: async (ctx, w) => {
         const p = await requireProduct(w.q, w.caller.tenantId, ctx.params.code, true);
         if (ctx.headers['if-match']) checkIfMatch(ctx.headers, prodView(p));
@@ -159,7 +165,7 @@ export function productRoutes(deps: AdminDeps): RouteSpec[] {
     }),
     adminRoute(deps, {
       method: 'DELETE', path: '/v1/products/{code}', operationId: 'deleteProduct', summary: 'Deprecate a product (soft delete)', tags, roles: admins, mode: 'write',
-      params: Params, responses: { 200: { description: 'The deprecated product' } },
+      params: Params, responses: { 200: { description: 'The deprecated product', schema: Product } },
       write: async (ctx, w) => {
         const p = await requireProduct(w.q, w.caller.tenantId, ctx.params.code, true);
         const { rows } = await w.q.query<ProductRow>(`UPDATE admin_products SET status = 'DEPRECATED', version = version + 1, updated_at = now() WHERE tenant_id = $1 AND code = $2 RETURNING ${prodCols}`, [w.caller.tenantId, p.code]);

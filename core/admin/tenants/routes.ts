@@ -12,7 +12,7 @@ import type { Queryable } from '../../../shared/db/pool.ts';
 import { adminRoute, admins, readers, type AdminDeps, type WriteCtx } from '../http.ts';
 import { requirePlatformAdminTenant } from '../../platform/operator.ts';
 import { requireCountry } from '../countries/routes.ts';
-import { CountryCode, CurrencyCode, pageQuery } from '../schemas.ts';
+import { CountryCode, CurrencyCode, Page, Timestamp, pageQuery } from '../schemas.ts';
 import { TenantId } from '../../identity/schemas.ts';
 
 interface TenantRow { id: string; name: string; country: string; base_currency: string; status: 'ACTIVE' | 'SUSPENDED'; created_at: Date; updated_at: Date }
@@ -20,6 +20,8 @@ const cols = 'id, name, country, base_currency, status, created_at, updated_at';
 const view = (t: TenantRow) => ({ id: t.id, name: t.name, country: t.country, baseCurrency: t.base_currency, status: t.status, created_at: t.created_at.toISOString(), updated_at: t.updated_at.toISOString() });
 const Status = Type.Union([Type.Literal('ACTIVE'), Type.Literal('SUSPENDED')]);
 const Params = Type.Object({ tenantId: TenantId });
+/** A tenant as every tenant route shows it (view). */
+const Tenant = Type.Object({ id: TenantId, name: Type.String(), country: CountryCode, baseCurrency: CurrencyCode, status: Status, created_at: Timestamp, updated_at: Timestamp });
 
 /** Tenants the caller's tenant manages: itself and those it created. */
 const managedBy = `(id = $1 OR id IN (SELECT tenant_id FROM admin_tenant_owners WHERE owner_tenant_id = $1))`;
@@ -56,7 +58,7 @@ export function tenantRoutes(deps: AdminDeps): RouteSpec[] {
   return [
     adminRoute(deps, {
       method: 'GET', path: '/v1/tenants', operationId: 'listTenants', summary: 'Tenants visible to the caller: its own and those it created (cursor by id; filter by status)', tags, roles: readers, mode: 'read',
-      query: Type.Object({ ...pageQuery, status: Type.Optional(Status) }), responses: { 200: { description: '{items, next_cursor}' } },
+      query: Type.Object({ ...pageQuery, status: Type.Optional(Status) }), responses: { 200: { description: '{items, next_cursor}', schema: Page(Tenant) } },
       read: async (ctx, caller) => {
         const page = await deps.pages.open(ctx, caller.tenantId, 1);
         const { rows } = await deps.db.query<TenantRow>(
@@ -69,7 +71,7 @@ export function tenantRoutes(deps: AdminDeps): RouteSpec[] {
     adminRoute(deps, {
       method: 'POST', path: '/v1/tenants', operationId: 'createTenant', summary: 'Create a tenant (country enabled, base currency allowed there; idempotent)', tags, roles: admins, mode: 'create',
       body: Type.Object({ id: Params.properties.tenantId, name: Type.String({ minLength: 1, maxLength: 200 }), country: CountryCode, baseCurrency: CurrencyCode, status: Type.Optional(Status) }, { additionalProperties: false }),
-      responses: { 201: { description: 'The tenant' } },
+      responses: { 201: { description: 'The tenant', schema: Tenant } },
       write: async (ctx, w) => {
         // Issue 23 item 5: tenants are created by platform admins only (the operator tenant's Admins).
         await requirePlatformAdminTenant(w.q, w.caller.tenantId);
@@ -92,13 +94,13 @@ export function tenantRoutes(deps: AdminDeps): RouteSpec[] {
     }),
     adminRoute(deps, {
       method: 'GET', path: '/v1/tenants/{tenantId}', operationId: 'getTenant', summary: 'One tenant (own)', tags, roles: readers, mode: 'read',
-      params: Params, responses: { 200: { description: 'The tenant' } },
+      params: Params, responses: { 200: { description: 'The tenant', schema: Tenant } },
       read: async (ctx, caller) => ({ status: 200, body: view(await managedTenant(deps.db, caller.tenantId, ctx.params.tenantId)) }),
     }),
     adminRoute(deps, {
       method: 'PATCH', path: '/v1/tenants/{tenantId}', operationId: 'updateTenant', summary: 'Update name or status', tags, roles: admins, mode: 'write',
       params: Params, body: Type.Object({ name: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })), status: Type.Optional(Status) }, { additionalProperties: false, minProperties: 1 }),
-      responses: { 200: { description: 'The tenant' } },
+      responses: { 200: { description: 'The tenant', schema: Tenant } },
       write: async (ctx, w) => {
         let t = await managedTenant(w.q, w.caller.tenantId, ctx.params.tenantId, true);
         if (ctx.body.name !== undefined) {
@@ -113,7 +115,7 @@ export function tenantRoutes(deps: AdminDeps): RouteSpec[] {
     ...(['SUSPENDED', 'ACTIVE'] as const).map((status) => adminRoute(deps, {
       method: 'POST', path: `/v1/tenants/{tenantId}:${status === 'SUSPENDED' ? 'suspend' : 'activate'}`, operationId: status === 'SUSPENDED' ? 'suspendTenant' : 'activateTenant',
       summary: status === 'SUSPENDED' ? 'Suspend: the edge refuses the tenant\'s customers' : 'Activate a suspended tenant', tags, roles: admins, mode: 'write',
-      params: Params, responses: { 200: { description: 'The tenant' } },
+      params: Params, responses: { 200: { description: 'The tenant', schema: Tenant } },
       write: async (ctx, w) => ({ status: 200, body: view(await setStatus(w, await managedTenant(w.q, w.caller.tenantId, ctx.params.tenantId, true), status)) }),
     })),
   ];

@@ -5,7 +5,7 @@ import type { RouteSpec } from '../../http/route.ts';
 import type { Queryable } from '../../../shared/db/pool.ts';
 import { uuidv7 } from '../../../shared/uuid.ts';
 import { adminRoute, admins, operators, readers, type AdminDeps } from '../http.ts';
-import { Uuid, pageQuery } from '../schemas.ts';
+import { Nullable, Page, Timestamp, Uuid, pageQuery } from '../schemas.ts';
 import { send } from './dispatcher.ts';
 import { isWebhookSecret, newWebhookSecret } from './sign.ts';
 import { sealWebhookSecret, secretsOf, webhookView, type WebhookRow } from './store.ts';
@@ -14,6 +14,14 @@ import { TargetRefused, type TargetGuard } from './target.ts';
 /** SPEC 8 caps the overlap of signing keys at 24 h; rotation grace for webhook secrets follows it. */
 const maxGraceS = 24 * 3600;
 const Event = Type.String({ pattern: '^(\\*|[a-z_]+(\\.[a-z_]+)+)$', maxLength: 128 });
+
+/** An endpoint as every webhook route shows it (store.ts webhookView): never its secret. */
+const Webhook = Type.Object({
+  id: Uuid, url: Type.String(), events: Type.Array(Type.String()), status: Type.Union([Type.Literal('ACTIVE'), Type.Literal('PAUSED')]),
+  previous_secret_valid_until: Nullable(Timestamp), created_at: Timestamp, updated_at: Timestamp,
+});
+const Secret = Type.String({ pattern: '^whsec_', description: 'the signing secret: shown only when created or rotated' });
+const WebhookTest = Type.Object({ id: Type.String({ pattern: '^msg_' }), delivered: Type.Boolean(), status: Nullable(Type.Integer()), error: Nullable(Type.String()), ms: Type.Integer({ minimum: 0 }) });
 
 /** http(s), no credentials, and a host that is not (and does not resolve to) a private, loopback or metadata address. */
 async function checkUrl(guard: TargetGuard, url: string): Promise<string> {
@@ -46,7 +54,7 @@ export function webhookRoutes(deps: AdminDeps): RouteSpec[] {
   return [
     adminRoute(deps, {
       method: 'GET', path: '/v1/webhooks', operationId: 'listWebhooks', summary: 'Webhook endpoints of the tenant', tags, roles: readers, mode: 'read',
-      query: Type.Object(pageQuery), responses: { 200: { description: 'A page of endpoints (no secrets)' } },
+      query: Type.Object(pageQuery), responses: { 200: { description: 'A page of endpoints (no secrets)', schema: Page(Webhook) } },
       read: async (ctx, caller) => {
         const page = await deps.pages.open(ctx, caller.tenantId, 1);
         const after = page.after?.[0];
@@ -58,7 +66,7 @@ export function webhookRoutes(deps: AdminDeps): RouteSpec[] {
     adminRoute(deps, {
       method: 'POST', path: '/v1/webhooks', operationId: 'createWebhook', summary: 'Create an endpoint (url, events, optional whsec_ secret); the secret is shown only here', tags, roles: admins, mode: 'create',
       body: Type.Object({ url: Type.String({ maxLength: 2048 }), events: Type.Array(Event, { minItems: 1, maxItems: 100, uniqueItems: true }), secret: Type.Optional(Type.String({ maxLength: 200 })) }, { additionalProperties: false }),
-      responses: { 201: { description: 'The endpoint and its secret' } },
+      responses: { 201: { description: 'The endpoint and its secret', schema: Type.Intersect([Webhook, Type.Object({ secret: Secret })]) } },
       write: async (ctx, w) => {
         const url = await checkUrl(deps.webhookTargets, ctx.body.url);
         const secret = ctx.body.secret ?? newWebhookSecret();
@@ -75,7 +83,7 @@ export function webhookRoutes(deps: AdminDeps): RouteSpec[] {
     }),
     adminRoute(deps, {
       method: 'GET', path: '/v1/webhooks/{id}', operationId: 'getWebhook', summary: 'One endpoint with delivery counts', tags, roles: readers, mode: 'read',
-      params: Params, responses: { 200: { description: 'The endpoint' } },
+      params: Params, responses: { 200: { description: 'The endpoint', schema: Type.Intersect([Webhook, Type.Object({ deliveries: Type.Record(Type.String(), Type.Integer({ minimum: 0 })) })]) } },
       read: async (ctx, caller) => {
         const hook = await requireHook(deps.db, caller.tenantId, ctx.params.id);
         const { rows } = await deps.db.query<{ status: string; n: string }>('SELECT status, count(*)::text AS n FROM admin_webhook_deliveries WHERE tenant_id = $1 AND webhook_id = $2 GROUP BY status', [caller.tenantId, hook.id]);
@@ -87,7 +95,7 @@ export function webhookRoutes(deps: AdminDeps): RouteSpec[] {
       params: Params,
       body: Type.Object({ rotateSecret: Type.Optional(Type.Boolean()), graceSeconds: Type.Optional(Type.Integer({ minimum: 0, maximum: maxGraceS })), status: Type.Optional(Type.Union([Type.Literal('ACTIVE'), Type.Literal('PAUSED')])),
         url: Type.Optional(Type.String({ maxLength: 2048 })), events: Type.Optional(Type.Array(Event, { minItems: 1, maxItems: 100, uniqueItems: true })) }, { additionalProperties: false, minProperties: 1 }),
-      responses: { 200: { description: 'The endpoint (and the new secret when rotated)' } },
+      responses: { 200: { description: 'The endpoint (and the new secret when rotated)', schema: Type.Intersect([Webhook, Type.Object({ secret: Type.Optional(Secret) })]) } },
       write: async (ctx, w) => {
         const hook = await requireHook(w.q, w.caller.tenantId, ctx.params.id, true);
         const b = ctx.body;
@@ -119,7 +127,7 @@ export function webhookRoutes(deps: AdminDeps): RouteSpec[] {
     }),
     adminRoute(deps, {
       method: 'POST', path: '/v1/webhooks/{id}:test', operationId: 'testWebhook', summary: 'Send a signed webhook.tested event now', tags, roles: operators, mode: 'write',
-      params: Params, responses: { 200: { description: '{delivered, status, error, ms}' } },
+      params: Params, responses: { 200: { description: '{id, delivered, status, error, ms}', schema: WebhookTest } },
       write: async (ctx, w) => {
         const hook = await requireHook(w.q, w.caller.tenantId, ctx.params.id);
         const id = `msg_${uuidv7()}`;
