@@ -21,7 +21,7 @@ import { defaultBundleDir } from '../../policy/runtime/bundle.ts';
 import { PolicyStore } from '../../policy/runtime/store.ts';
 import { createDb } from '../../shared/db/pool.ts';
 import { createMetrics } from '../../shared/metrics.ts';
-import { listen } from '../../shared/net.ts';
+import { closeHttpGracefully, listen } from '../../shared/net.ts';
 import { listOf, secretKey, secretKeys, secretText, type ServiceConfig } from '../service-config.ts';
 import { configOrExit, fail, loggerOf, onShutdown, trustedSigners } from './common.ts';
 
@@ -70,10 +70,8 @@ async function main(): Promise<void> {
   log.info({ port, host: config.values.CORE_HOST }, 'core is serving');
 
   onShutdown(log, async () => {
-    // No new connections; idle keep-alive connections close; requests in flight finish.
-    const closed = new Promise<void>((r) => core.server.close(() => r()));
-    core.server.closeIdleConnections();
-    await closed;
+    // No new connections; requests in flight finish; kept-alive connections close after their answer.
+    await closeHttpGracefully(core.server);
     await dispatcher.stop();
     housekeeper.stop();
     policies.stop();
