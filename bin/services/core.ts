@@ -63,7 +63,7 @@ async function main(): Promise<void> {
     ...(dev ? { dataDir: resolve(config.values.DATA_DIR ?? './.data') } : {}),
   });
   const port = await listen(core.server, Number(config.values.CORE_PORT), config.values.CORE_HOST).catch((err: unknown) => fail(`cannot listen on CORE_PORT ${config.values.CORE_PORT}: ${(err as Error).message}`));
-  const dispatcher = new Dispatcher({ db, keys, log: log.child({ component: 'webhooks' }), targets: guard });
+  const dispatcher = new Dispatcher({ db, keys, log: log.child({ component: 'webhooks' }), targets: guard, deadLettered: metrics.webhookDeadLettered });
   dispatcher.start();
   const housekeeper = new Housekeeper(db, log.child({ component: 'housekeeping' }));
   housekeeper.start();
