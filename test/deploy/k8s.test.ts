@@ -77,7 +77,7 @@ function runTool(bin: string, args: string[], input?: string): { code: number | 
 }
 
 /** Metric names a PromQL expression reads: identifiers that are not functions, keywords or labels. */
-export function metricNamesIn(expr: string): string[] {
+function metricNamesIn(expr: string): string[] {
   const keywords = new Set(['by', 'without', 'on', 'ignoring', 'group_left', 'group_right', 'bool', 'and', 'or', 'unless', 'offset', 'inf', 'nan']);
   const bare = expr
     .replace(/"(?:[^"\\]|\\.)*"/g, '""')
