@@ -167,7 +167,7 @@ export async function startStack(
       await new Promise((r) => core.server.close(r));
     });
     // Webhook dispatcher (issue 6): delivers outbox events; stopped (batch in flight awaited) before the pool closes.
-    const dispatcher = new Dispatcher({ db, keys, log: log.child({ component: 'webhooks' }), allowPrivateTargets: opts.webhookAllowPrivateTargets ?? false });
+    const dispatcher = new Dispatcher({ db, keys, log: log.child({ component: 'webhooks' }), allowPrivateTargets: opts.webhookAllowPrivateTargets ?? false, deadLettered: metrics.webhookDeadLettered });
     dispatcher.start();
     cleanups.push(() => dispatcher.stop());
     // Housekeeping: one-time values and lockout counters are deleted once inert (core/housekeeping).

@@ -147,7 +147,10 @@ export function countFailClosed(m: EdgeMetrics, reason: FailClosedReason): void 
 
 /**
  * The edge process's HTTP side port (EDGE_METRICS_PORT): `/metrics` for Prometheus (the registry
- * the edge's metrics are in) and `/ready` for the kubelet, beside the gRPC port.
+ * the edge's metrics are in), `/ready` for the kubelet's readiness (as gRPC health: NOT_SERVING
+ * when the edge would only deny) and `/health` for its liveness: the process answers, whatever
+ * the database does, so a database blip takes edges out of rotation without restarting every one
+ * (issue 19 item 1; deploy/k8s/edge.yaml).
  */
 export function createOpsServer(registry: Registry, ready: () => boolean): Server {
   return createServer((req, res) => {
@@ -156,6 +159,8 @@ export function createOpsServer(registry: Registry, ready: () => boolean): Serve
         res.writeHead(200, { 'content-type': registry.contentType });
         res.end(text);
       }, () => res.writeHead(500).end());
+    } else if (req.url === '/health') {
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
     } else if (req.url === '/ready') {
       const ok = ready();
       res.writeHead(ok ? 200 : 503, { 'content-type': 'application/json' });

@@ -7,6 +7,8 @@ export interface Metrics {
   dbDuration: Histogram<'op' | 'outcome'>;
   /** Transactions retried after a serialization failure (40001) or a deadlock (40P01). */
   dbTxRetries: Counter<'code'>;
+  /** Webhook deliveries this process's dispatcher gave up on (DEAD after the bounded attempts). */
+  webhookDeadLettered: Counter;
 }
 
 /** Buckets in seconds: sub-millisecond reads up to multi-second argon2 bursts. */
@@ -35,5 +37,10 @@ export function createMetrics(): Metrics {
     labelNames: ['code'] as const,
     registers: [registry],
   });
-  return { registry, httpDuration, dbDuration, dbTxRetries };
+  const webhookDeadLettered = new Counter({
+    name: 'webhook_deliveries_dead_lettered_total',
+    help: 'Webhook deliveries dead-lettered after the bounded attempts (retry them with POST /v1/outbox/{id}:retry)',
+    registers: [registry],
+  });
+  return { registry, httpDuration, dbDuration, dbTxRetries, webhookDeadLettered };
 }

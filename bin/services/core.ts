@@ -21,7 +21,7 @@ import { defaultBundleDir } from '../../policy/runtime/bundle.ts';
 import { PolicyStore } from '../../policy/runtime/store.ts';
 import { createDb } from '../../shared/db/pool.ts';
 import { createMetrics } from '../../shared/metrics.ts';
-import { listen } from '../../shared/net.ts';
+import { closeHttpGracefully, listen } from '../../shared/net.ts';
 import { listOf, secretKey, secretKeys, secretText, type ServiceConfig } from '../service-config.ts';
 import { configOrExit, fail, loggerOf, onShutdown, trustedSigners } from './common.ts';
 
@@ -64,17 +64,15 @@ async function main(): Promise<void> {
     ...(dev ? { dataDir: resolve(config.values.DATA_DIR ?? './.data') } : {}),
   });
   const port = await listen(core.server, Number(config.values.CORE_PORT), config.values.CORE_HOST).catch((err: unknown) => fail(`cannot listen on CORE_PORT ${config.values.CORE_PORT}: ${(err as Error).message}`));
-  const dispatcher = new Dispatcher({ db, keys, log: log.child({ component: 'webhooks' }), targets: guard });
+  const dispatcher = new Dispatcher({ db, keys, log: log.child({ component: 'webhooks' }), targets: guard, deadLettered: metrics.webhookDeadLettered });
   dispatcher.start();
   const housekeeper = new Housekeeper(db, log.child({ component: 'housekeeping' }));
   housekeeper.start();
   log.info({ port, host: config.values.CORE_HOST }, 'core is serving');
 
   onShutdown(log, async () => {
-    // No new connections; idle keep-alive connections close; requests in flight finish.
-    const closed = new Promise<void>((r) => core.server.close(() => r()));
-    core.server.closeIdleConnections();
-    await closed;
+    // No new connections; requests in flight finish; kept-alive connections close after their answer.
+    await closeHttpGracefully(core.server);
     await dispatcher.stop();
     housekeeper.stop();
     policies.stop();

@@ -5,6 +5,7 @@ import { Webhook } from 'standardwebhooks';
 import { Dispatcher, backoffMs } from '../../core/admin/webhooks/dispatcher.ts';
 import { enqueue } from '../../core/outbox/outbox.ts';
 import { createLogger } from '../../shared/log.ts';
+import { createMetrics } from '../../shared/metrics.ts';
 import { serve } from '../helpers/http.ts';
 import { startAdmin, type AdminHarness } from './harness.ts';
 
@@ -67,7 +68,8 @@ describe('webhook delivery (Standard Webhooks)', () => {
     const ids = [];
     for (const n of [1, 2]) ids.push(await enqueue(h.tdb.db, { tenantId: 'demo', aggregate: 'order', aggregateId: 'o-1', event: 'order.placed', payload: { n } }));
     let clock = Date.now();
-    const d = new Dispatcher({ db: h.tdb.db, keys: h.keys, log: createLogger('silent'), now: () => clock, random: () => 1, baseDelayMs: 1000, maxAttempts: 3, timeoutMs: 2000, allowPrivateTargets: true });
+    const metrics = createMetrics();
+    const d = new Dispatcher({ db: h.tdb.db, keys: h.keys, log: createLogger('silent'), now: () => clock, random: () => 1, baseDelayMs: 1000, maxAttempts: 3, timeoutMs: 2000, allowPrivateTargets: true, deadLettered: metrics.webhookDeadLettered });
     const before = received.length;
     for (let i = 0; i < 6; i++) {
       await d.tick();
@@ -81,6 +83,10 @@ describe('webhook delivery (Standard Webhooks)', () => {
     const { rows } = await h.tdb.db.query<{ webhook_id: string; status: string; attempts: number }>('SELECT webhook_id, status, attempts FROM admin_webhook_deliveries ORDER BY seq');
     assert.ok(rows.filter((r) => r.webhook_id === flaky.json.id).every((r) => r.status === 'DELIVERED'));
     assert.ok(rows.filter((r) => r.webhook_id === dead.json.id).some((r) => r.status === 'DEAD' && r.attempts === 3));
+    // Each dead-lettered delivery is counted once for the on-call alert (deploy/prometheus/alerts.yaml).
+    const deadCount = rows.filter((r) => r.status === 'DEAD').length;
+    assert.ok(deadCount > 0);
+    assert.match(await metrics.registry.metrics(), new RegExp(`^webhook_deliveries_dead_lettered_total ${deadCount}$`, 'm'));
     const ob = await h.as('ops')('GET', `/v1/outbox/${ids[0]}`);
     assert.equal(ob.json.status, 'DEAD');
     const retry = await h.as('ops')('POST', `/v1/outbox/${ids[0]}:retry`);

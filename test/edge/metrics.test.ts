@@ -133,6 +133,8 @@ describe('edge metrics on its /metrics port', () => {
     assert.equal(valueOf(s, 'edge_decisions_total', { purpose: 'operational', outcome: 'deny', code: 'authz_unavailable' }), 1);
     assert.ok((valueOf(s, 'edge_state_age_seconds') ?? 0) >= 10);
     assert.equal((await call(ops.origin, 'GET', '/ready')).status, 503);
+    // Liveness stays up: a database blip must not restart every edge (deploy/k8s/edge.yaml).
+    assert.equal((await call(ops.origin, 'GET', '/health')).status, 200);
   });
 });
 

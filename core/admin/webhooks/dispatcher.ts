@@ -33,6 +33,8 @@ export interface DispatcherOptions {
   allowPrivateTargets?: boolean;
   /** A guard of one's own (tests inject name resolution); overrides allowPrivateTargets. */
   targets?: TargetGuard;
+  /** Counts deliveries this dispatcher dead-lettered (core's `webhook_deliveries_dead_lettered_total`, alerted on). */
+  deadLettered?: { inc(): void };
 }
 
 export const defaultMaxAttempts = 8;
@@ -70,7 +72,7 @@ export class Dispatcher {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
   private stopped = false;
-  private readonly o: Required<Omit<DispatcherOptions, 'db' | 'keys' | 'log' | 'targets'>> & Pick<DispatcherOptions, 'db' | 'keys' | 'log'>;
+  private readonly o: Required<Omit<DispatcherOptions, 'db' | 'keys' | 'log' | 'targets' | 'deadLettered'>> & Pick<DispatcherOptions, 'db' | 'keys' | 'log' | 'deadLettered'>;
   private readonly guard: TargetGuard;
 
   constructor(opts: DispatcherOptions) {
@@ -181,7 +183,8 @@ export class Dispatcher {
     if (!w) return false;
     const body = JSON.stringify({ type: w.event, timestamp: w.created_at_event.toISOString(), data: w.payload });
     const r = await send(this.guard, w.url, secretsOf(this.o.keys, w, this.o.now()), `msg_${d.outbox_id}`, this.o.now(), body, this.o.timeoutMs);
-    await this.o.db.tx((q) => this.record(q, d, token, r));
+    // Counted once the transaction committed (a retried transaction would count twice inside).
+    if ((await this.o.db.tx((q) => this.record(q, d, token, r))) === 'DEAD') this.o.deadLettered?.inc();
     return true;
   }
 
@@ -191,7 +194,7 @@ export class Dispatcher {
    * recording deliveries of one message to two endpoints see each other's result when they
    * derive the message's status.
    */
-  private async record(q: Queryable, d: Claimed, token: string, r: Attempt): Promise<void> {
+  private async record(q: Queryable, d: Claimed, token: string, r: Attempt): Promise<'DELIVERED' | 'DEAD' | 'PENDING' | undefined> {
     const attempts = d.attempts + 1;
     const now = this.o.now();
     const status = r.ok ? 'DELIVERED' : attempts >= this.o.maxAttempts ? 'DEAD' : 'PENDING';
@@ -203,7 +206,7 @@ export class Dispatcher {
       [d.id, status, attempts, next, r.status, r.error, new Date(now), token]);
     if (rowCount === 0) {
       this.o.log.warn({ delivery: d.id }, 'webhook delivery lease lost during the attempt; the result is not recorded');
-      return;
+      return undefined;
     }
     await q.query(
       // A message delivered everywhere no longer shows the error of an earlier failed attempt
@@ -217,5 +220,6 @@ export class Dispatcher {
                           ELSE 'PENDING' END AS status) s
         WHERE o.id = $1`,
       [d.outbox_id, attempts, r.error, new Date(now), next]);
+    return status;
   }
 }
