@@ -46,7 +46,7 @@ import type { CheckRequest, CheckResponse } from '../../edge/types.ts';
 import * as grpc from '@grpc/grpc-js';
 import { origOf } from '../../shared/challenge.ts';
 import { option, percentile, runBench, withDatabase } from '../lib/harness.ts';
-import { LoopProbe, formatLoop, machineLoad, sayLoad } from '../lib/probe.ts';
+import { LoopProbe, formatLoop, machineLoad, showingLoad } from '../lib/probe.ts';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { ensureOpaEnvoyPlugin, opaEnvoyPluginVersion, routesForRego, startOpaEnvoyPlugin } from './opa-envoy.ts';
 
@@ -163,15 +163,6 @@ async function outcomeOf(address: string, r: CheckRequest): Promise<string> {
   }
 }
 
-
-async function main(): Promise<void> {
-  sayLoad('start');
-  try {
-    await measure();
-  } finally {
-    sayLoad('end');
-  }
-}
 
 async function measure(): Promise<void> {
   const log = createLogger('silent');
@@ -350,4 +341,4 @@ async function measure(): Promise<void> {
   });
 }
 
-runBench(main);
+runBench(() => showingLoad(measure));

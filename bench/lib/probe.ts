@@ -24,6 +24,16 @@ export function sayLoad(label: string): void {
   process.stdout.write(`machine at ${label}: ${machineLoad()} (2 cores shared; compare figures only within one run)\n`);
 }
 
+/** Run a bench's measurement between the machine's load at its start and at its end. */
+export async function showingLoad(measure: () => Promise<void>): Promise<void> {
+  sayLoad('start');
+  try {
+    await measure();
+  } finally {
+    sayLoad('end');
+  }
+}
+
 export interface LoopSummary {
   delayP50Ms: number;
   delayP99Ms: number;
