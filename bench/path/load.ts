@@ -3,7 +3,8 @@
  * shares an event loop with the services it measures: autocannon against one URL for a fixed
  * time, every request with a fresh Idempotency-Key and request id (a repeated key would be
  * answered from the idempotency store, not posted). Latencies are kept per response in
- * microseconds (autocannon's own histogram counts whole milliseconds). Prints one JSON line.
+ * microseconds (autocannon's own histogram counts whole milliseconds), of 2xx answers only.
+ * Prints one JSON line.
  *   tsx bench/path/load.ts '{"url":…,"method":…,"headers":{…},"body":…,"connections":16,"seconds":10}'
  */
 import { randomUUID } from 'node:crypto';
@@ -30,8 +31,10 @@ const instance = autocannon({
     },
   }],
 });
+// Latencies and throughput of answers 2xx only: a refusal (503 authz_unavailable) is counted
+// in `statuses`, never averaged into the path's latency.
 instance.on('response', (_client: unknown, status: number, _bytes: number, ms: number) => {
-  latencies.push(ms * 1000);
+  if (status >= 200 && status < 300) latencies.push(ms * 1000);
   statuses[status] = (statuses[status] ?? 0) + 1;
 });
 const result = await instance;

@@ -10,7 +10,8 @@
  *   - POST /v1/core/postings (two legs, a fresh Idempotency-Key each) with a core client's token,
  * each through the gateway (gateway → edge Check → core → PostgreSQL) and straight to core with
  * the identity headers the edge sets for that very request (taken from the edge's own Check
- * answer, x-edge-auth included). It prints p50/p99/p99.9 and throughput for each and the
+ * answer, x-edge-auth included). It prints p50/p99/p99.9 and throughput of the 2xx answers (every
+ * status counted beside them) for each and the
  * edge+gateway overhead as a ratio, with the machine's load at the start and the end.
  *
  *   npx tsx bench/path/run.ts [--seconds 10] [--connections 16]
