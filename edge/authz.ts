@@ -14,7 +14,7 @@ import { consumeBudget } from './auth/budget.ts';
 import { formatBudgetCount, type BudgetCount } from '../shared/api-key-budget.ts';
 import type { RateLimiter } from './auth/rate-limit.ts';
 import type { RiskEngine } from './auth/risk.ts';
-import { maxCheckBodyBytes, type Decision, type RequestView } from './check.ts';
+import { bodyOf, maxCheckBodyBytes, type Decision, type RequestView } from './check.ts';
 import type { PolicyStore } from '../policy/runtime/store.ts';
 import type { ResolvedRoute } from './routes.ts';
 import { FailClosedError } from './metrics.ts';
@@ -60,18 +60,14 @@ export function targetTenantOf(view: RequestView, resolved: ResolvedRoute): stri
   if (fromPath) named.add(fromPath);
   const q = new URLSearchParams(view.pathWithQuery.split('?')[1] ?? '');
   for (const k of ['tenantId', 'tenant']) for (const v of q.getAll(k)) named.add(v);
-  if (view.body.length > 0 && isJsonContentType(view.headers['content-type'])) {
-    try {
-      const body = JSON.parse(view.body.toString('utf8')) as unknown;
-      if (body && typeof body === 'object' && !Array.isArray(body)) {
-        for (const k of ['tenantId', 'tenant_id']) {
-          const t = (body as Record<string, unknown>)[k];
-          if (typeof t === 'string') named.add(t);
-          else if (t !== undefined && t !== null) named.add(malformedTenant);
-        }
-      }
-    } catch {
-      // a malformed body is core's to refuse with 400; it names no tenant
+  // A malformed body (no `json`) is core's to refuse with 400; it names no tenant.
+  const json = view.body.length > 0 && isJsonContentType(view.headers['content-type']) ? bodyOf(view).json : undefined;
+  const body = json?.value;
+  if (body && typeof body === 'object' && !Array.isArray(body)) {
+    for (const k of ['tenantId', 'tenant_id']) {
+      const t = (body as Record<string, unknown>)[k];
+      if (typeof t === 'string') named.add(t);
+      else if (t !== undefined && t !== null) named.add(malformedTenant);
     }
   }
   if (named.size === 0) return undefined;
@@ -118,7 +114,7 @@ function tenantInput(id: string, t: TenantState | undefined, tuples: TupleState[
 const newMoneyIntents = new Set(['transfer.create']);
 
 /** SPEC 4.3 rule 2 `orig` of the request as Envoy sent it (`:path` keeps the query string). */
-export const origOfView = (view: RequestView): string => origOf(view.method, view.pathWithQuery, view.body);
+export const origOfView = (view: RequestView): string => (view.orig ??= origOf(view.method, view.pathWithQuery, bodyOf(view)));
 
 /**
  * Does the customer's token carry a step-up made for this very request and not yet used up?
@@ -238,7 +234,8 @@ export function createDecider(deps: DeciderDeps) {
         now_ns: nowMs * 1e6, local_hour: localHour(nowMs, tenant?.security.timezone),
       },
     };
-    const result = policy.evaluate(input);
+    // The untraced entry point: the trace is formatted only for a denial's audit, below.
+    const result = policy.decide(input);
     const masking = JSON.stringify((result.obligations as { masking?: unknown }).masking ?? {});
     let decision: Decision;
     let budget: { amount: string; counted: boolean } | undefined;
@@ -256,7 +253,7 @@ export function createDecider(deps: DeciderDeps) {
         const r = await fn(q);
         if (deadline?.expired) throw new Error('decision budget passed before the API-key budget was committed');
         return r;
-      }), principal.key, money, view.body, nowMs);
+      }), principal.key, money, bodyOf(view), nowMs);
       if (!b.ok) {
         const refused: Decision = b.retryAfterS > 0
           ? { allow: false, status: 429, code: 'BUDGET_EXCEEDED', message: `API key budget exceeded (${b.reason})`, responseHeaders: { 'retry-after': String(b.retryAfterS) } }
@@ -306,14 +303,46 @@ export function createDecider(deps: DeciderDeps) {
     }
     // A request naming no existing tenant is chained under _platform (the audit function's
     // default), not under a chain of whatever name the body carried.
-    audit(deps, deadline, view, resolved, principal, tenant ? requestTenant : '', decision, { result, risk: assessed, masking, budget });
+    const extra = { result, risk: assessed, masking, budget };
+    if (decision.allow) audit(deps, deadline, view, resolved, principal, tenant ? requestTenant : '', decision, extra);
+    else auditDenial(deps, deadline, view, resolved, principal, tenant ? requestTenant : '', decision, extra, () => policy.evaluate(input).reasons);
     return decision;
   };
 }
 
+interface AuditExtra {
+  result: { policy_version: string; registry_version: string };
+  risk: { risk: string; signals: string[] };
+  masking: string;
+  budget?: { amount: string; counted: boolean };
+  /** A denial's failed checks with their details, from the traced entry point. */
+  failedChecks?: unknown[];
+}
+
+/**
+ * A policy denial is audited with the checks that failed and why (the traced entry point, as
+ * simulate shows them), evaluated once the answer has gone: the trace costs the WASM several
+ * times the verdict, and the denial's caller need not wait for it (issue 18 item 1). A trace
+ * that cannot be made does not cost the record: it is audited without it.
+ */
+function auditDenial(
+  deps: DeciderDeps, deadline: Deadline | undefined, view: RequestView, resolved: ResolvedRoute, principal: Principal, tenantId: string, d: Decision,
+  extra: AuditExtra, trace: () => { check: string; ok: boolean; detail: unknown }[],
+): void {
+  setImmediate(() => {
+    let failedChecks: unknown[] | undefined;
+    try {
+      failedChecks = trace().filter((r) => !r.ok);
+    } catch (err) {
+      deps.log.warn({ reqId: view.requestId, err: (err as Error).message }, 'denial audited without its policy trace');
+    }
+    audit(deps, deadline, view, resolved, principal, tenantId, d, failedChecks ? { ...extra, failedChecks } : extra);
+  });
+}
+
 function audit(
   deps: DeciderDeps, deadline: Deadline | undefined, view: RequestView, resolved: ResolvedRoute, principal: Principal | undefined, tenantId: string, d: Decision,
-  extra: { result: { policy_version: string; registry_version: string; reasons: unknown }; risk: { risk: string; signals: string[] }; masking: string; budget?: { amount: string; counted: boolean } } | undefined,
+  extra: AuditExtra | undefined,
 ): void {
   // Past the budget the answer was already a fail-closed deny, audited by failClosedAuditor.
   if (deadline?.expired) return;
@@ -333,6 +362,7 @@ function audit(
       ip: view.sourceIp, ua: view.headers['user-agent'] ?? '', method: view.method, risk: extra?.risk.risk ?? 'low',
       risk_signals: extra?.risk.signals ?? [], masking: extra?.masking ?? '{}', registry_version: extra?.result.registry_version ?? deps.policies.current?.registryVersion,
       ...(extra?.budget ? { budget_consumed_micros: extra.budget.amount, budget_counted: extra.budget.counted } : {}),
+      ...(extra?.failedChecks ? { failed_checks: extra.failedChecks } : {}),
     },
   });
 }

@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import type { CheckRequest, CheckResponse, HeaderValueOption } from './types.ts';
 import type { CredentialCode } from './auth/bearer.ts';
 import { renderRefusal, titleOf, type ErrorFormat } from '../shared/errors.ts';
+import { jsonBody, type JsonBody } from '../shared/json-body.ts';
 
 /** Headers only the edge may set; any client-sent copy is removed or overwritten (SPEC 5.2.4). */
 /** SPEC 8: the decision inspects at most this many body bytes (Envoy's `max_request_bytes`). */
@@ -54,6 +55,15 @@ export interface RequestView {
   decisionId: string;
   /** The client certificate Envoy verified (URL-encoded PEM), when the connection used mTLS. */
   peerCertificate?: string;
+  /** The body parsed on first use (bodyOf): every reader in one Check shares it. */
+  parsed?: JsonBody;
+  /** SPEC 4.3 rule 2 `orig` of this request, computed on first use (origOfView). */
+  orig?: string;
+}
+
+/** The Check's body decoded and parsed once, whoever asks first (issue 18 item 1). */
+export function bodyOf(view: RequestView): JsonBody {
+  return (view.parsed ??= jsonBody(view.body));
 }
 
 function option(key: string, value: string): HeaderValueOption {

@@ -61,7 +61,8 @@ export async function check(deps: EdgeDeps, req: CheckRequest): Promise<CheckRes
       }, budgetMs);
     });
     const decision = await Promise.race([Promise.resolve(decide(v, r, deadline)), timeout]);
-    deps.log.debug({ reqId: v.requestId, method: v.method, path: v.path, purpose: r.purpose, allow: decision.allow, code: decision.code }, 'decision');
+    // The record object is built only when debug is on: per Check it was garbage for nothing (issue 18 item 1).
+    if (deps.log.isLevelEnabled('debug')) deps.log.debug({ reqId: v.requestId, method: v.method, path: v.path, purpose: r.purpose, allow: decision.allow, code: decision.code }, 'decision');
     if (deps.metrics) countDecision(deps.metrics, r.purpose, decision.allow, decision.allow ? 'OK' : (decision.code ?? 'POLICY_DENIED'), (performance.now() - started) / 1000);
     return toCheckResponse(v, decision, r.route?.errorFormat);
   } catch (err) {

@@ -1,6 +1,6 @@
 /**
  * Build the policy bundle into policy/dist/: compile the Rego in policy/src/ to WASM with the
- * `opa` CLI (entry point payments/authz/decision), sign the purpose registry, and write a
+ * `opa` CLI (entry points payments/authz/decision and, untraced, payments/authz/verdict), sign the purpose registry, and write a
  * signed manifest naming the hash of every source, the WASM and the registry.
  *   npx tsx policy/build.ts            build (needs opa)
  *   npx tsx policy/build.ts --check    exit 1 when dist/ is stale against the sources (no opa needed)
@@ -26,6 +26,8 @@ import { findOpa } from './opa.ts';
 export const policyDir = fileURLToPath(new URL('./', import.meta.url));
 export const distDir = join(policyDir, 'dist');
 export const entrypoint = 'payments/authz/decision';
+/** The same decision without the `reasons` trace: what the edge evaluates per Check (issue 18 item 1). */
+export const verdictEntrypoint = 'payments/authz/verdict';
 const registrySource = join(policyDir, 'data', 'registry', 'data.json');
 
 const sha256 = (data: Buffer | string) => createHash('sha256').update(data).digest('hex');
@@ -70,7 +72,7 @@ export async function build(outDir = distDir, quiet = false, keepRevision = fals
   try {
     const tarball = join(tmp, 'bundle.tar.gz');
     // Relative source paths (cwd = policy/): the WASM embeds them, so a checkout anywhere builds the same bytes.
-    execFileSync(opa, ['build', '-t', 'wasm', '-e', entrypoint, '--ignore', '*_test.rego', 'src', '-o', tarball], { cwd: policyDir, stdio: quiet ? 'ignore' : 'inherit' });
+    execFileSync(opa, ['build', '-t', 'wasm', '-e', entrypoint, '-e', verdictEntrypoint, '--ignore', '*_test.rego', 'src', '-o', tarball], { cwd: policyDir, stdio: quiet ? 'ignore' : 'inherit' });
     execFileSync('tar', ['-xzf', tarball, '-C', tmp], { stdio: 'ignore' });
     const wasm = await readFile(join(tmp, 'policy.wasm'));
     const key = createPrivateKey({ key: JSON.parse(await readFile(keyFile, 'utf8')) as import('node:crypto').JsonWebKey, format: 'jwk' });

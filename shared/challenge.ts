@@ -27,6 +27,7 @@
 import { createHash } from 'node:crypto';
 import { SignJWT, decodeProtectedHeader, jwtVerify, type JWTPayload } from 'jose';
 import { canonicalJson } from './canonical-json.ts';
+import { asJsonBody, type JsonBody } from './json-body.ts';
 import { uuidv7 } from './uuid.ts';
 import { AppError } from './errors.ts';
 import { issuerFor } from './token-keys.ts';
@@ -38,21 +39,22 @@ export const challengeTtlS = 300;
 
 export type StepUpMethod = 'otp' | 'device';
 
-/** The normalized body of SPEC 4.3 rule 2 (see the file comment). */
-export function normalizedBody(body: Buffer | string): string {
-  const text = typeof body === 'string' ? body : body.toString('utf8');
+/** The normalized body of SPEC 4.3 rule 2 (see the file comment); the edge passes the body it already parsed. */
+export function normalizedBody(body: Buffer | string | JsonBody): string {
+  const { text, json } = asJsonBody(body);
   if (text.length === 0) return '';
+  if (!json) return text;
   try {
-    return canonicalJson(JSON.parse(text));
+    return canonicalJson(json.value);
   } catch {
-    // Not JSON, or JSON canonical JSON cannot hold (a number overflowing to Infinity): the text
-    // itself. Never a throw, which at the edge would fail every such request closed (503).
+    // JSON canonical JSON cannot hold (a number overflowing to Infinity): the text itself.
+    // Never a throw, which at the edge would fail every such request closed (503).
     return text;
   }
 }
 
 /** base64url(SHA-256(`METHOD|path[?query]|normalized body`)). */
-export function origOf(method: string, path: string, body: Buffer | string): string {
+export function origOf(method: string, path: string, body: Buffer | string | JsonBody): string {
   return createHash('sha256').update(`${method.toUpperCase()}|${path}|${normalizedBody(body)}`, 'utf8').digest('base64url');
 }
 

@@ -1,6 +1,9 @@
 /**
  * Login benchmark (issue 3 item 10; SPEC 8: PIN verification p99 < 300 ms). Prints, never asserts.
  *   npx tsx bench/identity/login.ts [logins=320] [clients=16]
+ * Issue 18 item 4: the same logins at 16 and at 64 concurrent clients (200s and the immediate
+ * 429s past the PIN queue's capacity counted apart), and offered rates rising until the queue
+ * saturates (429s appear); the machine's load at the start and the end.
  * Starts its own embedded PostgreSQL in a temporary directory, onboards customers through the
  * real routes, then runs `clients` concurrent login loops over HTTP. Also times PIN
  * verification alone: one at a time (the argon2 cost) and at the same concurrency (cost plus
@@ -14,7 +17,8 @@ import { buildCore } from '../../core/app.ts';
 import { startEmbedded } from '../../core/db/embedded.ts';
 import { migrate } from '../../core/db/migrate.ts';
 import { createDb, type Queryable } from '../../shared/db/pool.ts';
-import { PinHasher, kdfVersions, currentKdfVersion } from '../../core/identity/pin.ts';
+import { PinHasher, argonMaxQueue, kdfVersions, currentKdfVersion } from '../../core/identity/pin.ts';
+import { showingLoad } from '../lib/probe.ts';
 import type { SmsMessage } from '../../core/identity/sms.ts';
 import { KeyStore } from '../../core/keys/keys.ts';
 import { readBuildInfo } from '../../core/platform/build-info.ts';
@@ -64,20 +68,47 @@ async function main(): Promise<void> {
     // Warm-up: keys, secrets, connections.
     for (const phone of phones.slice(0, 4)) await post(origin, '/customers/auth/login', { tenantId: 'bench', phone, pin: '482915' });
 
-    const latencies: number[] = [];
-    let next = 0;
-    let failures = 0;
-    const started = performance.now();
-    await Promise.all(Array.from({ length: clients }, async () => {
-      while (next < total) {
-        const phone = phones[next++ % phones.length] as string;
-        const t0 = performance.now();
-        const r = await post(origin, '/customers/auth/login', { tenantId: 'bench', phone, pin: '482915' });
-        latencies.push(performance.now() - t0);
-        if (r.status !== 200) failures++;
+    const login = (i: number) => post(origin, '/customers/auth/login', { tenantId: 'bench', phone: phones[i % phones.length] as string, pin: '482915' });
+    /** `n` logins from `c` closed-loop clients: latencies of 200s and of 429s apart. */
+    const burst = async (n: number, c: number) => {
+      const ok: number[] = [];
+      const busy: number[] = [];
+      const other: Record<string, number> = {};
+      let next = 0;
+      const started = performance.now();
+      await Promise.all(Array.from({ length: c }, async () => {
+        while (next < n) {
+          const t0 = performance.now();
+          const r = await login(next++);
+          const ms = performance.now() - t0;
+          if (r.status === 200) ok.push(ms);
+          else if (r.status === 429) busy.push(ms);
+          else other[r.status] = (other[r.status] ?? 0) + 1;
+        }
+      }));
+      return { ok, busy, other, perS: ok.length / ((performance.now() - started) / 1000) };
+    };
+    const runs = [];
+    for (const c of [...new Set([clients, 64])]) runs.push({ c, ...(await burst(total, c)) });
+    /** Open loop: `rate` logins a second for 3 s; the rate where 429s appear is where the PIN queue saturates. */
+    const offered = async (rate: number) => {
+      const all: Promise<{ status: number }>[] = [];
+      const t0 = performance.now();
+      for (let i = 0; i < rate * 3; i++) {
+        const due = t0 + (i * 1000) / rate;
+        const wait = due - performance.now();
+        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+        all.push(login(i));
       }
-    }));
-    const seconds = (performance.now() - started) / 1000;
+      const statuses = (await Promise.all(all)).map((r) => r.status);
+      return { rate, ok: statuses.filter((x) => x === 200).length, busy: statuses.filter((x) => x === 429).length, n: statuses.length };
+    };
+    const sweep = [];
+    for (const rate of [10, 20, 30, 40, 60, 80]) {
+      const r = await offered(rate);
+      sweep.push(r);
+      if (r.busy > r.n / 4) break;
+    }
 
     const hasher = new PinHasher();
     const pepper = randomBytes(32);
@@ -99,7 +130,9 @@ async function main(): Promise<void> {
     const p = kdfVersions[currentKdfVersion];
     process.stdout.write([
       `identity login bench: ${total} logins, ${clients} concurrent clients, ${availableParallelism()} CPUs, argon2id m=${p?.memoryKiB} KiB t=${p?.timeCost} p=${p?.parallelism}, ${hasher.gate.limit} concurrent hashes`,
-      `  login (HTTP, full path incl. lockout counters, session, audit): ${fmt(latencies)}  ${(total / seconds).toFixed(1)} logins/s  failures ${failures}`,
+      ...runs.map((r) => `  login, ${String(r.c).padStart(2)} concurrent (HTTP, full path incl. lockout counters, session, audit): 200 ${fmt(r.ok)}  ${r.perS.toFixed(1)} logins/s\n      429 past capacity ${r.busy.length ? fmt(r.busy) : 'none'}  other ${JSON.stringify(r.other)}`),
+      `  offered rate (open loop, 3 s each): ${sweep.map((r) => `${r.rate}/s → ${r.ok} ok, ${r.busy} 429`).join('; ')}`,
+      `  the PIN queue (${hasher.gate.limit} hashes, ${argonMaxQueue} waiting) saturates ${sweep.find((r) => r.busy > 0) ? `at about ${sweep.find((r) => r.busy > 0)?.rate}/s offered` : 'above the highest rate offered'}`,
       `  PIN verification alone, one at a time:       ${fmt(alone)}`,
       `  PIN verification, ${clients} concurrent (incl. queue): ${fmt(loaded)}`,
       `  SPEC 8 target: PIN verification p99 < 300 ms`,
@@ -113,7 +146,7 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((err: unknown) => {
+showingLoad(main).catch((err: unknown) => {
   process.stderr.write(`bench failed: ${(err as Error).stack}\n`);
   process.exit(1);
 });

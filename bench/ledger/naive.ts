@@ -12,7 +12,7 @@ import { uuidv7 } from '../../shared/uuid.ts';
 export async function naivePost(db: Db, tenant: string, from: string, to: string, amount: string, key: string): Promise<boolean> {
   return db.tx(async (c) => {
     const claimed = await c.query(
-      `INSERT INTO idempotency_keys (tenant_id, key, method, path, request_hash) VALUES ($1, $2, 'POST', '/v1/core/postings', 'naive') ON CONFLICT DO NOTHING`,
+      `INSERT INTO idempotency_keys (tenant_id, key, principal, method, path, request_hash) VALUES ($1, $2, 'client:bench', 'POST', '/v1/core/postings', 'naive') ON CONFLICT DO NOTHING`,
       [tenant, key]);
     if (claimed.rowCount === 0) return false;
     const ids = [from, to].sort();
@@ -35,7 +35,7 @@ export async function naivePost(db: Db, tenant: string, from: string, to: string
       await c.query(`INSERT INTO outbox (id, tenant_id, aggregate, aggregate_id, event, payload) VALUES ($1, $2, 'posting', $3, 'posting.created', '{}')`, [uuidv7(), tenant, id]);
       body = JSON.stringify({ id });
     }
-    await c.query('UPDATE idempotency_keys SET response_status = $3, response_body = $4 WHERE tenant_id = $1 AND key = $2', [tenant, key, ok ? 201 : 422, body]);
+    await c.query("UPDATE idempotency_keys SET response_status = $3, response_body = $4 WHERE tenant_id = $1 AND key = $2 AND principal = 'client:bench'", [tenant, key, ok ? 201 : 422, body]);
     await appendAudit(c, [{ tenantId: tenant, actor: { type: 'client', id: 'bench' }, action: 'posting.create', target: { type: 'posting', id: key }, attrs: { outcome: ok ? 'ok' : 'INSUFFICIENT_FUNDS' } }]);
     return ok;
   });

@@ -14,6 +14,7 @@ import { createDb } from '../../shared/db/pool.ts';
 import { createLogger } from '../../shared/log.ts';
 import { createMetrics } from '../../shared/metrics.ts';
 import { freePort } from '../../shared/net.ts';
+import { showingLoad } from '../lib/probe.ts';
 import { uuidv7 } from '../../shared/uuid.ts';
 import { setupBench, benchTenant } from './setup.ts';
 
@@ -106,7 +107,7 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((err: unknown) => {
+showingLoad(main).catch((err: unknown) => {
   process.stderr.write(`profile failed: ${(err as Error).stack ?? String(err)}\n`);
   process.exit(1);
 });

@@ -16,6 +16,7 @@ import { defaultBatchWindowMs, defaultInFlightBatches } from '../../core/ledger/
 import { createLogger } from '../../shared/log.ts';
 import { createMetrics } from '../../shared/metrics.ts';
 import { freePort } from '../../shared/net.ts';
+import { showingLoad } from '../lib/probe.ts';
 import { Ledger, type WriteCtx } from '../../core/ledger/service.ts';
 import { naivePost } from './naive.ts';
 import { benchAccounts as accountCount, benchTenant as tenant, setupBench } from './setup.ts';
@@ -106,7 +107,7 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((err: unknown) => {
+showingLoad(main).catch((err: unknown) => {
   process.stderr.write(`bench failed: ${(err as Error).stack ?? String(err)}\n`);
   process.exit(1);
 });

@@ -12,6 +12,8 @@ import { defaultSmsSender, type SmsSender } from './sms.ts';
 export interface IdentityOptions {
   sms?: SmsSender;
   argonConcurrency?: number;
+  /** PIN checks allowed to wait for the argon2 gate (default pin.ts argonMaxQueue). */
+  argonMaxQueue?: number;
 }
 
 export interface IdentityDeps {
@@ -31,7 +33,10 @@ export function identityDeps(base: { db: Db; keys: KeyStore; log: Logger; now: (
     db: base.db, keys: base.keys, log: base.log.child({ component: 'identity' }), now: base.now,
     sms: opts.sms ?? defaultSmsSender(base.dataDir),
     secrets: new SecretStore(base.db, base.keys),
-    pins: new PinHasher(opts.argonConcurrency !== undefined ? { concurrency: opts.argonConcurrency } : {}),
+    pins: new PinHasher({
+      ...(opts.argonConcurrency !== undefined ? { concurrency: opts.argonConcurrency } : {}),
+      ...(opts.argonMaxQueue !== undefined ? { maxQueue: opts.argonMaxQueue } : {}),
+    }),
     background: new Set(),
   };
 }

@@ -15,8 +15,8 @@ import { stepUpMethods } from './bound.ts';
 import { issueChallenge, origOf, type StepUpMethod } from '../../shared/challenge.ts';
 import { auditAuth, clientIpOf, inBackground, phoneKeyOf, phoneRef, type IdentityDeps } from './context.ts';
 import { addressCheck } from './address-throttle.ts';
-import { lookupKey } from './secrets.ts';
-import { needsRehash, currentKdfVersion } from './pin.ts';
+import { lookupKey, type TenantSecrets } from './secrets.ts';
+import { needsRehash, currentKdfVersion, type PinSlot } from './pin.ts';
 import { createSession } from './sessions.ts';
 import { admitAll, loginPolicy, phonePolicy, refusalError, settleFailure, settleSuccess, type Check } from './throttle.ts';
 import { accessTtlS, issueAccessToken } from './tokens.ts';
@@ -50,15 +50,21 @@ interface CredentialRow {
   kdf_version: number | null;
 }
 
-/** Run a PIN check through the argon2 gate; a full queue is 503, never an unbounded pile. */
+/**
+ * Run a PIN check through the argon2 gate. Past its capacity the answer is an immediate 429
+ * with Retry-After (issue 18 item 4): the caller is told to come back, never left to time out,
+ * and the refusal costs no hash, so other routes keep their share of the machine.
+ */
 export async function gated<T>(fn: () => Promise<T>): Promise<T> {
   try {
     return await fn();
   } catch (err) {
-    if (err instanceof SemaphoreFull) throw new AppError('SERVICE_UNAVAILABLE', 'login is busy; retry shortly', { headers: { 'retry-after': '1' } });
+    if (err instanceof SemaphoreFull) throw busy();
     throw err;
   }
 }
+
+const busy = () => new AppError('RATE_LIMITED', 'sign-in is busy; retry shortly', { headers: { 'retry-after': '1' } });
 
 export async function login(deps: IdentityDeps, ctx: RequestContext<unknown, unknown, unknown>, input: LoginInput): Promise<LoginResult> {
   const { db } = deps;
@@ -73,6 +79,24 @@ export async function login(deps: IdentityDeps, ctx: RequestContext<unknown, unk
   }
   const ip = clientIpOf(ctx);
   const device = ctx.identity.deviceId;
+  // The PIN gate's slot is taken before the attempt is counted: a login turned away for load
+  // (429 at once) counts nothing toward the phone's lockout.
+  const slot = await gated(() => deps.pins.reserve());
+  try {
+    return await admitted(deps, ctx, input, { settings, secrets, ip, device, slot });
+  } finally {
+    slot.release();
+  }
+}
+
+/** The login once a slot of the PIN gate is held: admission (counted), the PIN, the session. */
+async function admitted(
+  deps: IdentityDeps, ctx: RequestContext<unknown, unknown, unknown>, input: LoginInput,
+  t0: { settings: NonNullable<Awaited<ReturnType<typeof tenantSettings>>>; secrets: TenantSecrets; ip: string; device: string | undefined; slot: PinSlot },
+): Promise<LoginResult> {
+  const { db } = deps;
+  const { tenantId, phone, pin } = input;
+  const { settings, secrets, ip, device, slot } = t0;
   const phoneKey = phoneKeyOf(secrets, tenantId, phone);
   const checks: Check[] = [
     { scope: 'phone', key: phoneKey, policy: phonePolicy },
@@ -102,8 +126,8 @@ export async function login(deps: IdentityDeps, ctx: RequestContext<unknown, unk
   const row = rows[0];
   const usable = row && row.status === 'active' && row.pin_hash && row.pin_salt && row.kdf_version !== null ? row : undefined;
   const ok = usable
-    ? await gated(() => deps.pins.verify(pin, secrets.pin, { hash: usable.pin_hash as Buffer, salt: usable.pin_salt as Buffer, kdfVersion: usable.kdf_version as number }))
-    : await gated(() => deps.pins.verifyDummy(pin, secrets.pin));
+    ? await slot.verify(pin, secrets.pin, { hash: usable.pin_hash as Buffer, salt: usable.pin_salt as Buffer, kdfVersion: usable.kdf_version as number })
+    : await slot.verifyDummy(pin, secrets.pin);
   const t = deps.now();
   if (!ok || !usable) {
     await db.tx(async (q) => {

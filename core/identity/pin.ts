@@ -34,8 +34,13 @@ const hashBytes = 32;
  * latency to every hash), at most 4 (libuv's default thread pool) = at most 76 MiB of argon2 memory.
  */
 export const argonConcurrency = Math.max(1, Math.min(4, availableParallelism()));
-/** Hashes allowed to wait; past this a login answers 503 rather than queue unboundedly. */
-export const argonMaxQueue = 256;
+/**
+ * Hashes allowed to wait; past this a login answers 429 with Retry-After at once (issue 18 item
+ * 4). A waiter's wait is about (its place ÷ concurrency) hashes: with a hash at ~50–100 ms on
+ * this class of machine, eight per running hash keep a queued login within about a second, where
+ * the old bound (256) held a burst for 10 s and more, past clients' own timeouts.
+ */
+export const argonMaxQueue = Math.max(8, 8 * argonConcurrency);
 
 export interface PinHash {
   hash: Buffer;
@@ -51,14 +56,24 @@ export class PinHasher {
   }
 
   private raw(pin: string, salt: Buffer, pepper: Buffer, version: number): Promise<Buffer> {
-    const p = kdfVersions[version];
-    if (!p) throw new Error(`unknown kdf_version ${version}`);
-    return this.gate.run(() =>
-      argon2.hash(pin, {
-        type: argon2.argon2id, raw: true, salt, secret: pepper, hashLength: hashBytes,
-        memoryCost: p.memoryKiB, timeCost: p.timeCost, parallelism: p.parallelism,
-      }),
-    );
+    return this.gate.run(() => argonHash(pin, salt, pepper, version));
+  }
+
+  /**
+   * Take a slot of the gate before the attempt is counted, and check PINs within it (login):
+   * a login turned away because the queue is full (SemaphoreFull, at once) has then counted
+   * nothing toward the phone's lockout (issue 18 item 4). The slot must be released.
+   */
+  async reserve(): Promise<PinSlot> {
+    const release = await this.gate.acquire();
+    return {
+      release,
+      verify: async (pin, pepper, stored) => matches(await argonHash(pin, stored.salt, pepper, stored.kdfVersion), stored),
+      verifyDummy: async (pin, pepper) => {
+        await argonHash(pin, dummySalt, pepper ?? dummyPepper, currentKdfVersion);
+        return false;
+      },
+    };
   }
 
   /** Hash a new PIN with the current parameters (or `version`, for tests and migrations). */
@@ -69,8 +84,7 @@ export class PinHasher {
 
   /** Constant-time comparison of `pin` against a stored hash. */
   async verify(pin: string, pepper: Buffer, stored: PinHash): Promise<boolean> {
-    const computed = await this.raw(pin, stored.salt, pepper, stored.kdfVersion);
-    return computed.length === stored.hash.length && timingSafeEqual(computed, stored.hash);
+    return matches(await this.raw(pin, stored.salt, pepper, stored.kdfVersion), stored);
   }
 
   /**
@@ -82,6 +96,25 @@ export class PinHasher {
     return false;
   }
 }
+
+/** PIN checks within a slot of the gate already held (PinHasher.reserve). */
+export interface PinSlot {
+  verify(pin: string, pepper: Buffer, stored: PinHash): Promise<boolean>;
+  verifyDummy(pin: string, pepper: Buffer | undefined): Promise<false>;
+  release(): void;
+}
+
+function argonHash(pin: string, salt: Buffer, pepper: Buffer, version: number): Promise<Buffer> {
+  const p = kdfVersions[version];
+  if (!p) throw new Error(`unknown kdf_version ${version}`);
+  return argon2.hash(pin, {
+    type: argon2.argon2id, raw: true, salt, secret: pepper, hashLength: hashBytes,
+    memoryCost: p.memoryKiB, timeCost: p.timeCost, parallelism: p.parallelism,
+  });
+}
+
+/** Constant-time comparison of a computed hash with the stored one. */
+const matches = (computed: Buffer, stored: PinHash): boolean => computed.length === stored.hash.length && timingSafeEqual(computed, stored.hash);
 
 const dummySalt = randomBytes(saltBytes);
 const dummyPepper = randomBytes(32);

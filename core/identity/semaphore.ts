@@ -22,21 +22,35 @@ export class Semaphore {
     return { active: this.active, queued: this.waiters.length };
   }
 
-  /** Run `fn` once a slot is free; throws SemaphoreFull when the queue is at its bound. */
-  async run<T>(fn: () => Promise<T>): Promise<T> {
+  /**
+   * Wait for a slot and return its release (call exactly once); throws SemaphoreFull at once
+   * when the queue is at its bound.
+   */
+  async acquire(): Promise<() => void> {
     if (this.active >= this.limit) {
       if (this.waiters.length >= this.maxQueue) throw new SemaphoreFull();
       await new Promise<void>((resolve) => this.waiters.push(resolve));
     } else {
       this.active++;
     }
-    try {
-      return await fn();
-    } finally {
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
       const next = this.waiters.shift();
       // The slot passes straight to the next waiter, so `active` stays the same.
       if (next) next();
       else this.active--;
+    };
+  }
+
+  /** Run `fn` once a slot is free; throws SemaphoreFull when the queue is at its bound. */
+  async run<T>(fn: () => Promise<T>): Promise<T> {
+    const release = await this.acquire();
+    try {
+      return await fn();
+    } finally {
+      release();
     }
   }
 }

@@ -7,6 +7,7 @@
  * counted here when the request moved nothing (core/apikeys/budget.ts). Each consumption is
  * in the decision's audit record (request id, amount).
  */
+import { asJsonBody, type JsonBody } from '../../shared/json-body.ts';
 import { parseAmount } from '../../shared/money.ts';
 import type { Queryable } from '../../shared/db/pool.ts';
 import { budgetDayMs, budgetDayStart, type BudgetCount, type MoneyMovement } from '../../shared/api-key-budget.ts';
@@ -17,14 +18,11 @@ export type BudgetResult =
   | { ok: false; reason: 'per_minute' | 'daily_amount' | 'currency_mismatch' | 'amount_unreadable'; retryAfterS: number };
 
 /** The amount a money-moving request moves, in the body's currency: `amount`, or the sum of debit legs. */
-export function requestAmount(body: Buffer): { micros: bigint; currency: string } | undefined | 'unreadable' {
-  if (body.length === 0) return undefined;
-  let doc: unknown;
-  try {
-    doc = JSON.parse(body.toString('utf8'));
-  } catch {
-    return 'unreadable';
-  }
+export function requestAmount(body: Buffer | JsonBody): { micros: bigint; currency: string } | undefined | 'unreadable' {
+  const { text, json } = asJsonBody(body);
+  if (text.length === 0) return undefined;
+  if (!json) return 'unreadable';
+  const doc = json.value;
   if (!doc || typeof doc !== 'object') return 'unreadable';
   const d = doc as Record<string, unknown>;
   const currency = typeof d.currency === 'string' ? d.currency : undefined;
@@ -63,7 +61,7 @@ export async function consumeBudget(
   tx: (fn: (q: Queryable) => Promise<BudgetResult>) => Promise<BudgetResult>,
   key: ApiKeyState,
   money: MoneyMovement | undefined,
-  body: Buffer,
+  body: Buffer | JsonBody,
   nowMs: number,
 ): Promise<BudgetResult> {
   const perMinute = key.budget.per_minute;

@@ -37,23 +37,32 @@ const Purpose = Type.Object({
 const Registry = Type.Object({ version: Type.String(), purposes: Type.Array(Purpose), signature: Type.String() });
 export type Registry = Static<typeof Registry>;
 
-/** What the policy's entry point returns; anything else is treated as no decision. */
-export const PolicyDecision = Type.Object({
+/** What the hot-path entry point (`verdict`) returns; anything else is treated as no decision. */
+export const PolicyVerdict = Type.Object({
   allow: Type.Boolean(),
   status: Type.Integer(),
   code: Type.String(),
   message: Type.String(),
   step_up: Type.Boolean(),
-  reasons: Type.Array(Type.Object({ check: Type.String(), ok: Type.Boolean(), detail: Type.Unknown() })),
   obligations: Type.Record(Type.String(), Type.Unknown()),
   policy_version: Type.String(),
   registry_version: Type.String(),
 });
+export type PolicyVerdict = Static<typeof PolicyVerdict>;
+
+/** What the traced entry point (`decision`) returns: the verdict and every check's outcome. */
+export const PolicyDecision = Type.Composite([PolicyVerdict, Type.Object({
+  reasons: Type.Array(Type.Object({ check: Type.String(), ok: Type.Boolean(), detail: Type.Unknown() })),
+})]);
 export type PolicyDecision = Static<typeof PolicyDecision>;
+
+/** The untraced entry point policy/build.ts compiles beside the manifest's traced one. */
+export const verdictEntrypoint = 'payments/authz/verdict';
 
 const checkManifest = TypeCompiler.Compile(Manifest);
 const checkRegistry = TypeCompiler.Compile(Registry);
 const checkDecision = TypeCompiler.Compile(PolicyDecision);
+const checkVerdict = TypeCompiler.Compile(PolicyVerdict);
 
 export class BundleError extends Error {}
 
@@ -61,8 +70,14 @@ export interface PolicyRevision {
   policyVersion: string;
   registryVersion: string;
   registry: Registry;
-  /** Synchronous evaluation; throws when the policy yields no well-formed decision. */
+  /** Synchronous evaluation with the `reasons` trace (simulate, the audit of a denial); throws when the policy yields no well-formed decision. */
   evaluate(input: unknown): PolicyDecision;
+  /**
+   * The same decision without the trace: what a Check evaluates (issue 18 item 1: formatting
+   * every check's detail was most of the WASM's work). A bundle built before the verdict entry
+   * point existed (an old `policy_ref`) answers with its traced decision.
+   */
+  decide(input: unknown): PolicyVerdict;
 }
 
 /**
@@ -103,14 +118,23 @@ export async function instantiateBundle(files: { manifest: Buffer; registry: Buf
   const policy = await loadPolicy(files.wasm, undefined, hostBuiltins);
   policy.setData({ registry, meta: { policy_version: manifest.policy_version } });
   const reg = registry;
+  const entrypoints = policy.entrypoints as Record<string, number>;
+  const traced = entrypoints[manifest.entrypoint] ?? 0;
+  const entry = entrypoints[verdictEntrypoint] ?? traced;
   return {
     policyVersion: manifest.policy_version,
     registryVersion: reg.version,
     registry: reg,
     evaluate(input) {
-      const results = policy.evaluate(input) as { result?: unknown }[] | undefined;
+      const results = policy.evaluate(input, traced) as { result?: unknown }[] | undefined;
       const result = results?.[0]?.result;
       if (!checkDecision.Check(result)) throw new Error('policy produced no well-formed decision');
+      return result;
+    },
+    decide(input) {
+      const results = policy.evaluate(input, entry) as { result?: unknown }[] | undefined;
+      const result = results?.[0]?.result;
+      if (!checkVerdict.Check(result)) throw new Error('policy produced no well-formed decision');
       return result;
     },
   };

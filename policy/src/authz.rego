@@ -1,8 +1,10 @@
 # Purpose-based authorization (SPEC 5.2.5, 2.5, 2.6, 2.7; DESIGN.md "Policy").
 #
-# One entry point, data.payments.authz.decision, returns
+# Two entry points. data.payments.authz.decision returns
 #   {allow, reasons[], step_up, status, code, message, obligations, policy_version, registry_version}.
-# `reasons` lists every check with its outcome: it is the explanation trace of simulate.
+# `reasons` lists every check with its outcome: it is the explanation trace of simulate and of
+# an audited denial. data.payments.authz.verdict is the same without `reasons`: what the edge
+# evaluates on every Check (issue 18 item 1: the trace's formatting is not on the hot path).
 # The host (edge/) verifies credentials and passes what it verified: the subject with its
 # relationship tuples, roles, scopes and AAL; the tenant's settings; `context.now_ns`.
 package payments.authz
@@ -304,7 +306,25 @@ reasons := [check_purpose, check_tenant, check_tenant_active, check_resource, ch
 
 reasons := [check_purpose] if not purpose_name in object.keys(purposes)
 
-failed := [r.check | some r in reasons; not r.ok]
+# Each check's outcome alone, in the order of `reasons`: `failed` and the hot-path `verdict` are
+# built from these, so deciding never formats the details (sprintf) only simulate and the audit
+# of a denial read (issue 18 item 1). authz_test.rego checks they agree with `reasons`.
+check_oks := [
+	["purpose_known", true], ["resource_tenant", tenant_ok], ["tenant_active", tenant_active],
+	["purpose_resource", resource_listed], ["purpose_action", action_listed], ["subject_type", subject_type_ok],
+	["tenant_member", member_ok], ["min_aal", aal_ok], ["roles", roles_ok], ["scope", scope_ok],
+	["consent", consent_ok], ["tenant_ip_ranges", ip_allowed], ["step_up", step_up_ok],
+] if purpose_name in object.keys(purposes)
+
+check_oks := [["purpose_known", false]] if not purpose_name in object.keys(purposes)
+
+default member_ok := false
+
+member_ok if public_action
+
+member_ok if member
+
+failed := [c[0] | some c in check_oks; not c[1]]
 
 # Step-up helps only when it is the one thing missing (AAL below the purpose's minimum counts).
 stepup_fixable if {
@@ -335,25 +355,23 @@ obligations := {"masking": masking, "retention_days": object.get(purpose, "reten
 
 obligations := {} if not purpose
 
-decision := {
+verdict := {
 	"allow": true,
 	"status": 200,
 	"code": "OK",
 	"message": "allowed",
 	"step_up": false,
-	"reasons": reasons,
 	"obligations": obligations,
 	"policy_version": policy_version,
 	"registry_version": registry_version,
 } if count(failed) == 0
 
-decision := {
+verdict := {
 	"allow": false,
 	"status": 403,
 	"code": "MFA_REQUIRED",
 	"message": "step-up authentication required",
 	"step_up": true,
-	"reasons": reasons,
 	"obligations": obligations,
 	"policy_version": policy_version,
 	"registry_version": registry_version,
@@ -362,13 +380,12 @@ decision := {
 	stepup_fixable
 }
 
-decision := {
+verdict := {
 	"allow": false,
 	"status": 403,
 	"code": "POLICY_DENIED",
 	"message": sprintf("denied: %v", [concat(", ", failed)]),
 	"step_up": false,
-	"reasons": reasons,
 	"obligations": obligations,
 	"policy_version": policy_version,
 	"registry_version": registry_version,
@@ -376,3 +393,6 @@ decision := {
 	count(failed) > 0
 	not stepup_fixable
 }
+
+# The traced decision (simulate, the audit of a denial): the verdict with every check's detail.
+decision := object.union(verdict, {"reasons": reasons})

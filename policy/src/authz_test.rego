@@ -424,3 +424,30 @@ test_consent_actions_for_customers if {
 	d := authz.decision with input as req
 	d.allow
 }
+
+# The hot-path verdict is the traced decision without its trace, and `failed` names exactly the
+# checks `reasons` marks not ok, in the same order, for allows, step-ups, denials and an unknown purpose.
+verdict_matches_decision(req) if {
+	d := authz.decision with input as req
+	v := authz.verdict with input as req
+	object.remove(d, ["reasons"]) == v
+	[r.check | some r in d.reasons; not r.ok] == authz.failed with input as req
+}
+
+test_verdict_is_the_decision_without_reasons if {
+	verdict_matches_decision(base)
+	verdict_matches_decision(transfer)
+	verdict_matches_decision(object.union(base, {"resource": {"type": "account", "tenant_id": "t2"}}))
+	verdict_matches_decision(object.union(base, {"subject": {"id": "c1", "type": "customer", "aal": 1, "tuples": []}}))
+	verdict_matches_decision(object.union(base, {"purpose": "no.such.purpose"}))
+	verdict_matches_decision(object.union(base, {"tenant": {"id": "t1", "status": "SUSPENDED", "security": {}}}))
+}
+
+test_verdict_step_up_and_denial_outcomes if {
+	v := authz.verdict with input as transfer
+	v.step_up
+	v.code == "MFA_REQUIRED"
+	w := authz.verdict with input as object.union(base, {"resource": {"type": "account", "tenant_id": "t2"}})
+	w.code == "POLICY_DENIED"
+	contains(w.message, "resource_tenant")
+}

@@ -360,6 +360,28 @@ describe('edge authorization with the policy bundle', () => {
     assert.equal(missing.denied_response?.status.code, 401);
   });
 
+  it('audits a policy denial with the checks that failed and their details (the traced entry point), an allow without', async () => {
+    const c = await customer('t1');
+    const tok = await token('t1', c);
+    const denied = await edge.check(envoyRequest('GET', '/t/transactions?tenantId=t2', { headers: bearer(tok) }));
+    const allowed = await edge.check(envoyRequest('GET', '/t/transactions', { headers: bearer(tok) }));
+    const decisionIds = [denied, allowed].map((r) => r.dynamic_metadata?.fields?.decision_id?.stringValue);
+    let rows: { decision: Record<string, unknown>; attrs: Record<string, unknown> }[] = [];
+    // The trace of a denial is made once the answer has gone: wait for both records.
+    for (let i = 0; i < 50 && rows.length < 2; i++) {
+      await audit.flush();
+      rows = (await t.db.query<{ decision: Record<string, unknown>; attrs: Record<string, unknown> }>(
+        `SELECT decision, attrs FROM audit_log WHERE action = 'authz.decision' AND decision->>'decision_id' = ANY($1) ORDER BY id`, [decisionIds],
+      )).rows;
+      if (rows.length < 2) await new Promise((r) => setTimeout(r, 20));
+    }
+    const deny = rows.find((r) => r.decision.allow === false);
+    const allow = rows.find((r) => r.decision.allow === true);
+    assert.deepEqual(deny?.attrs.failed_checks, [{ check: 'resource_tenant', ok: false, detail: 'resource tenant t2, request tenant t1' }]);
+    assert.ok(allow, 'the allow is audited');
+    assert.equal(allow.attrs.failed_checks, undefined);
+  });
+
   it('audits every decision, allow and deny, into the hash chain with policy and registry versions', async () => {
     await edge.check(envoyRequest('GET', '/v1/health'));
     await edge.check(envoyRequest('GET', '/v1/nowhere'));

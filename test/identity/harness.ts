@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { buildCore } from '../../core/app.ts';
 import type { Queryable } from '../../shared/db/pool.ts';
 import type { SmsMessage, SmsSender } from '../../core/identity/sms.ts';
+import type { IdentityOptions } from '../../core/identity/context.ts';
 import { KeyStore } from '../../core/keys/keys.ts';
 import { readBuildInfo } from '../../core/platform/build-info.ts';
 import { createLogger } from '../../shared/log.ts';
@@ -51,7 +52,7 @@ export function freshIp(): string {
   return `10.${(ipSeq >> 16) & 255}.${(ipSeq >> 8) & 255}.${ipSeq & 255}`;
 }
 
-export async function startHarness(tenants: { id: string; security?: Record<string, unknown> }[] = [{ id: 'ta' }, { id: 'tb' }]): Promise<Harness> {
+export async function startHarness(tenants: { id: string; security?: Record<string, unknown> }[] = [{ id: 'ta' }, { id: 'tb' }], identity: Omit<IdentityOptions, 'sms'> = {}): Promise<Harness> {
   const clock = { t: Date.parse('2026-03-01T08:00:00Z') };
   const now = () => clock.t;
   const metrics = createMetrics();
@@ -61,7 +62,7 @@ export async function startHarness(tenants: { id: string; security?: Record<stri
   }
   const keys = new KeyStore(tdb.db, randomBytes(32), { now });
   const sms = new CapturingSender();
-  const core = buildCore({ db: tdb.db, log: createLogger('silent'), metrics, build: readBuildInfo(), keys, now, identity: { sms }, edgeSecrets: testEdgeSecrets, checkResponses: true });
+  const core = buildCore({ db: tdb.db, log: createLogger('silent'), metrics, build: readBuildInfo(), keys, now, identity: { ...identity, sms }, edgeSecrets: testEdgeSecrets, checkResponses: true });
   const s = await serve(core.server);
   const post = (path: string, json: unknown, headers: Record<string, string> = {}) =>
     call(s.origin, 'POST', path, { json, headers: viaEdge({ 'x-client-ip': freshIp(), ...headers }) });

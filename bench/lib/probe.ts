@@ -1,0 +1,87 @@
+/**
+ * What every bench prints beside its figures (issue 18 item 5): the machine's load, so that
+ * figures taken on a shared machine are never read as quiet ones, and, for the process under
+ * test, its event-loop delay and garbage-collection pauses over one scenario.
+ */
+import { readFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
+import { PerformanceObserver, monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
+
+/** `load 1.02 0.88 0.70, runnable 3/415`: load averages and the runnable tasks right now (/proc/loadavg). */
+export function machineLoad(): string {
+  const [one, five, fifteen] = loadavg().map((x) => x.toFixed(2));
+  let runnable = '?';
+  try {
+    runnable = readFileSync('/proc/loadavg', 'utf8').split(' ')[3] ?? '?';
+  } catch {
+    // not Linux: the averages alone
+  }
+  return `load ${one} ${five} ${fifteen}, runnable ${runnable}`;
+}
+
+/** Prints the machine's load with a label (bench start and end). */
+export function sayLoad(label: string): void {
+  process.stdout.write(`machine at ${label}: ${machineLoad()} (2 cores shared; compare figures only within one run)\n`);
+}
+
+/** Run a bench's measurement between the machine's load at its start and at its end. */
+export async function showingLoad(measure: () => Promise<void>): Promise<void> {
+  sayLoad('start');
+  try {
+    await measure();
+  } finally {
+    sayLoad('end');
+  }
+}
+
+export interface LoopSummary {
+  delayP50Ms: number;
+  delayP99Ms: number;
+  delayMaxMs: number;
+  gcCount: number;
+  gcTotalMs: number;
+  gcMaxMs: number;
+}
+
+export const formatLoop = (s: LoopSummary): string =>
+  `loop delay p50 ${s.delayP50Ms.toFixed(2)} p99 ${s.delayP99Ms.toFixed(2)} max ${s.delayMaxMs.toFixed(1)} ms; gc ${s.gcCount}x ${s.gcTotalMs.toFixed(1)} ms total, max ${s.gcMaxMs.toFixed(2)} ms`;
+
+/**
+ * Event-loop delay (10 ms resolution sampling is too coarse for a 5 ms target: 1 ms) and GC
+ * pauses of this process between start() and stop().
+ */
+export class LoopProbe {
+  private readonly histogram: IntervalHistogram = monitorEventLoopDelay({ resolution: 1 });
+  private gcCount = 0;
+  private gcTotal = 0;
+  private gcMax = 0;
+  private readonly observer = new PerformanceObserver((list) => this.count(list.getEntries()));
+
+  private count(entries: { duration: number }[]): void {
+    for (const e of entries) {
+      this.gcCount++;
+      this.gcTotal += e.duration;
+      this.gcMax = Math.max(this.gcMax, e.duration);
+    }
+  }
+
+  start(): void {
+    this.histogram.reset();
+    this.histogram.enable();
+    this.gcCount = 0;
+    this.gcTotal = 0;
+    this.gcMax = 0;
+    this.observer.observe({ entryTypes: ['gc'] });
+  }
+
+  stop(): LoopSummary {
+    this.histogram.disable();
+    this.count(this.observer.takeRecords());
+    this.observer.disconnect();
+    const ms = (ns: number) => ns / 1e6;
+    return {
+      delayP50Ms: ms(this.histogram.percentile(50)), delayP99Ms: ms(this.histogram.percentile(99)), delayMaxMs: ms(this.histogram.max),
+      gcCount: this.gcCount, gcTotalMs: this.gcTotal, gcMaxMs: this.gcMax,
+    };
+  }
+}
