@@ -24,6 +24,8 @@ import { identityRoutes } from './identity/routes.ts';
 import { adminRoutes } from './admin/routes.ts';
 import type { RateLimits } from './admin/rate-limit.ts';
 import { agentRoutes } from './agents/routes.ts';
+import { scimRoutes } from './staff/scim/routes.ts';
+import type { ScimDeps } from './staff/scim/users.ts';
 
 export interface CoreDeps {
   db: Db;
@@ -51,6 +53,8 @@ export interface CoreDeps {
   webhookAllowPrivateTargets?: boolean;
   /** Private CIDRs an operator lists as internal webhook receivers (PRIVATE_TARGETS_ALLOWED). */
   webhookAllowedCidrs?: string[];
+  /** Called in the transaction that provisions a staff member over SCIM (issue 16: enrolment links). */
+  onStaffProvisioned?: ScimDeps['onProvisioned'];
 }
 
 export interface Core {
@@ -77,6 +81,7 @@ export function buildCore(deps: CoreDeps): Core {
   routes.push(...authzRoutes({ policies: deps.policies }));
   routes.push(...adminRoutes({ db: deps.db, keys: deps.keys, now, ...(deps.adminRateLimits ? { rateLimits: deps.adminRateLimits } : {}), allowPrivateWebhookTargets: deps.webhookAllowPrivateTargets ?? false, webhookAllowedCidrs: deps.webhookAllowedCidrs ?? [] }));
   routes.push(...apiKeyRoutes({ db: deps.db, keys: deps.keys }));
+  routes.push(...scimRoutes({ db: deps.db, now, ...(deps.onStaffProvisioned ? { onProvisioned: deps.onStaffProvisioned } : {}) }));
   routes.push(...paymentRoutes({ db: deps.db, keys: deps.keys, now }));
   const server = createCoreServer({
     routes, log: deps.log, metrics: deps.metrics, edgeSecrets: deps.edgeSecrets, releaseBudget: (scope) => releaseEdgeCount(deps.db, scope),

@@ -11,7 +11,7 @@ import { TemplateTable } from '../shared/path-template.ts';
 import { agentEdgeRoutes } from './agent-routes.ts';
 
 /** What proves who the caller is. `public`: nothing (rate limited where it matters). */
-export type Credential = 'public' | 'customer' | 'service' | 'staff' | 'core-client' | 'agent';
+export type Credential = 'public' | 'customer' | 'service' | 'staff' | 'core-client' | 'agent' | 'scim';
 
 export interface EdgeRoute {
   method: string;
@@ -63,6 +63,14 @@ const authz = (method: string, template: string, action: string): EdgeRoute => (
 /** Administration API (SPEC 4.6, 5.5; issue 6): staff credentials, roles per action in the registry, checked again in core. */
 const admin = (method: string, template: string, resource: string, action: string): EdgeRoute => ({
   method, template, purpose: operationalPurpose, resource, action, credential: 'staff', errorFormat: 'problem',
+});
+
+/**
+ * SCIM 2.0 provisioning (issue 14 item 1): the identity provider's SCIM client with the tenant's
+ * SCIM bearer credential, which alone sets the tenant; SCIM error bodies (RFC 7644 3.12).
+ */
+const scim = (method: string, path: string, action: 'scim.read' | 'scim.write'): EdgeRoute => ({
+  method, template: `/scim/v2${path}`, purpose: operationalPurpose, resource: 'scim', action, credential: 'scim', errorFormat: 'scim',
 });
 
 /** The platform routes are the first entries; later features append theirs. */
@@ -207,6 +215,33 @@ export const edgeRoutes: EdgeRoute[] = [
   admin('PATCH', '/v1/webhooks/{id}', 'webhook', 'webhook.update_webhook'),
   admin('DELETE', '/v1/webhooks/{id}', 'webhook', 'webhook.delete_webhook'),
   admin('POST', '/v1/webhooks/{id}:test', 'webhook', 'webhook.test_webhook'),
+  // staff provisioning and machine credentials (issue 14 items 1, 6)
+  admin('POST', '/v1/scim-credentials', 'scim_credential', 'scim_credential.issue'),
+  admin('GET', '/v1/scim-credentials', 'scim_credential', 'scim_credential.list'),
+  admin('DELETE', '/v1/scim-credentials/{id}', 'scim_credential', 'scim_credential.revoke'),
+  admin('POST', '/v1/service-tokens', 'service_token', 'service_token.issue'),
+  admin('GET', '/v1/service-tokens', 'service_token', 'service_token.list'),
+  admin('POST', '/v1/service-tokens/{id}:rotate', 'service_token', 'service_token.rotate'),
+  admin('DELETE', '/v1/service-tokens/{id}', 'service_token', 'service_token.revoke'),
+  admin('GET', '/v1/staff/group-mappings', 'staff_group_mapping', 'staff_group_mapping.list'),
+  admin('PUT', '/v1/staff/group-mappings', 'staff_group_mapping', 'staff_group_mapping.put'),
+  scim('GET', '/ServiceProviderConfig', 'scim.read'),
+  scim('GET', '/ResourceTypes', 'scim.read'),
+  scim('GET', '/ResourceTypes/{id}', 'scim.read'),
+  scim('GET', '/Schemas', 'scim.read'),
+  scim('GET', '/Schemas/{id}', 'scim.read'),
+  scim('POST', '/Users', 'scim.write'),
+  scim('GET', '/Users', 'scim.read'),
+  scim('GET', '/Users/{id}', 'scim.read'),
+  scim('PUT', '/Users/{id}', 'scim.write'),
+  scim('PATCH', '/Users/{id}', 'scim.write'),
+  scim('DELETE', '/Users/{id}', 'scim.write'),
+  scim('POST', '/Groups', 'scim.write'),
+  scim('GET', '/Groups', 'scim.read'),
+  scim('GET', '/Groups/{id}', 'scim.read'),
+  scim('PUT', '/Groups/{id}', 'scim.write'),
+  scim('PATCH', '/Groups/{id}', 'scim.write'),
+  scim('DELETE', '/Groups/{id}', 'scim.write'),
 ];
 
 export interface ResolvedRoute {

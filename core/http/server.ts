@@ -10,7 +10,7 @@ import type { Logger } from 'pino';
 import { TemplateTable } from '../../shared/path-template.ts';
 import type { Metrics } from '../../shared/metrics.ts';
 import { decodeBody, defaultBodyLimitBytes, readBody } from './body.ts';
-import { AppError, asAppError, isInputDataException, toCoreBody, toProblem } from '../../shared/errors.ts';
+import { AppError, asAppError, isInputDataException, scimContentType, toCoreBody, toProblem, toScimError } from '../../shared/errors.ts';
 import type { EdgeIdentity, ErrorFormat, Method, Reply, RouteSpec } from './route.ts';
 import { parseQuery, storable, validate } from './validate.ts';
 import { isCanonicalPath } from '../../shared/canonical-path.ts';
@@ -110,6 +110,9 @@ function errorReply(err: AppError, format: ErrorFormat, instance: string): Reply
       headers: { 'content-type': 'application/problem+json', ...err.headers },
       body: toProblem(err, instance),
     };
+  }
+  if (format === 'scim') {
+    return { status: err.status, headers: { 'content-type': scimContentType, ...err.headers }, body: toScimError(err) };
   }
   return { status: err.status, headers: { ...err.headers }, body: toCoreBody(err) };
 }
