@@ -134,7 +134,7 @@ export async function startStack(
     const edgeSecret = randomBytes(32).toString('base64url');
     // API-key secrets sealed with the master key before they had a key of their own (0790).
     await new ApiKeys(db, keys).resealLegacySecrets();
-    const demo = await seedDemo(db, config.dataDir, { keys });
+    const demo = await seedDemo(db, config.dataDir, { keys, ...(config.gatewayPort ? { gatewayUrl: `http://127.0.0.1:${config.gatewayPort}` } : {}) });
 
     const edgeDb = createDb({ connectionString: databaseUrl, metrics, log });
     cleanups.push(() => edgeDb.close());
