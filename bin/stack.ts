@@ -91,6 +91,7 @@ export async function startStack(
   config: Config,
   opts: {
     logDestination?: NodeJS.WritableStream; checkTimeoutMs?: number; publicRateLimit?: { perMinute: number; burst: number };
+    credentialGuessLimit?: { perMinute: number; burst: number };
     /** Webhooks may target private/loopback addresses: the development `npm start` only (off by default). */
     webhookAllowPrivateTargets?: boolean;
   } = {},
@@ -143,6 +144,7 @@ export async function startStack(
       // Issue 15 item 6: one process, one registry: core's /v1/metrics includes the edge's metrics.
       registry: metrics.registry,
       ...(opts.publicRateLimit ? { publicRateLimit: opts.publicRateLimit } : {}),
+      ...(opts.credentialGuessLimit ? { credentialGuessLimit: opts.credentialGuessLimit } : {}),
       // Tests that raise the gateway's deadline raise the edge's own budget with it.
       ...(opts.checkTimeoutMs ? { budgetMs: opts.checkTimeoutMs } : {}),
       ...(config.policyBundle ? { bundleSource: config.policyBundle } : {}),
