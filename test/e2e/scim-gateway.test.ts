@@ -21,7 +21,7 @@ import { issueScimCredential } from '../../core/staff/credentials.ts';
 import { startStaffSession } from '../../core/staff/tokens.ts';
 import { loadOrCreateMasterKey } from '../../shared/sealing.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
-import { call, type Res } from '../helpers/http.ts';
+import { call, eventually, type Res } from '../helpers/http.ts';
 
 const userSchema = 'urn:ietf:params:scim:schemas:core:2.0:User';
 const patchSchema = 'urn:ietf:params:scim:api:messages:2.0:PatchOp';
@@ -43,15 +43,6 @@ describe('SCIM and machine credentials through the gateway', () => {
   const admin = (method: string, path: string, json?: unknown) =>
     bearer(adminToken)(method, path, { ...(json !== undefined ? { json } : {}), headers: { 'content-type': 'application/json', ...(method === 'POST' ? { 'idempotency-key': randomUUID() } : {}) } });
 
-  /** Poll (the edge learns of changes by NOTIFY) until `ok` holds or 5 s pass. */
-  async function eventually(probe: () => Promise<Res>, ok: (r: Res) => boolean): Promise<Res> {
-    const until = Date.now() + 5000;
-    for (;;) {
-      const r = await probe();
-      if (ok(r) || Date.now() > until) return r;
-      await new Promise((res) => setTimeout(res, 50));
-    }
-  }
 
   before(async () => {
     tdb = await freshDatabase({ migrate: false });
