@@ -198,6 +198,16 @@ export function createDecider(deps: DeciderDeps) {
       audit(deps, deadline, view, resolved, undefined, '', tooLarge, undefined);
       return tooLarge;
     }
+    // RFC 7644 clients (and scim2-tester) expect 404 for an unknown SCIM path and 405 for a
+    // method the path does not serve, in SCIM's error format; nothing there is decided by policy.
+    if (!route && resolved.errorFormat === 'scim') {
+      const allowed = resolved.allowed ?? [];
+      const refused: Decision = allowed.length > 0
+        ? { allow: false, status: 405, code: 'METHOD_NOT_ALLOWED', message: `${view.method} is not allowed on ${view.path}`, responseHeaders: { allow: allowed.join(', ') } }
+        : { allow: false, status: 404, code: 'NOT_FOUND', message: `no SCIM resource at ${view.path}` };
+      audit(deps, deadline, view, resolved, undefined, '', refused, undefined);
+      return refused;
+    }
     if (deps.limiter && route?.credential === 'public' && route.resource !== 'platform') {
       const retryS = deps.limiter.take(`${view.sourceIp}|${route.method} ${route.template}`);
       if (retryS > 0) {

@@ -7,7 +7,7 @@
  */
 import type { MoneyMovement } from '../shared/api-key-budget.ts';
 import type { ErrorFormat } from '../shared/errors.ts';
-import { TemplateTable } from '../shared/path-template.ts';
+import { TemplateTable, familyFormats } from '../shared/path-template.ts';
 import { agentEdgeRoutes } from './agent-routes.ts';
 
 /** What proves who the caller is. `public`: nothing (rate limited where it matters). */
@@ -232,6 +232,7 @@ export const edgeRoutes: EdgeRoute[] = [
   scim('GET', '/Schemas/{id}', 'scim.read'),
   scim('POST', '/Users', 'scim.write'),
   scim('GET', '/Users', 'scim.read'),
+  scim('POST', '/Users/.search', 'scim.read'),
   scim('GET', '/Users/{id}', 'scim.read'),
   scim('PUT', '/Users/{id}', 'scim.write'),
   scim('PATCH', '/Users/{id}', 'scim.write'),
@@ -246,6 +247,10 @@ export const edgeRoutes: EdgeRoute[] = [
 
 export interface ResolvedRoute {
   route: EdgeRoute | undefined;
+  /** The audience's error format: the route's, or for an unmapped path its family's (shared/path-template.ts). */
+  errorFormat?: ErrorFormat;
+  /** For an unmapped path: the methods the table serves on it (a 405 rather than a 404 where the audience wants one). */
+  allowed?: string[];
   purpose: string;
   resource: string;
   action: string;
@@ -255,9 +260,15 @@ export interface ResolvedRoute {
 export function buildRouteTable(routes: EdgeRoute[] = edgeRoutes): (method: string, path: string) => ResolvedRoute {
   const table = new TemplateTable<EdgeRoute>();
   for (const r of routes) table.add(r.method, r.template, r);
+  const formatOf = familyFormats<ErrorFormat>(routes.map((r) => ({ template: r.template, format: r.errorFormat })), 'core');
   return (method, path) => {
     const m = table.find(method, path);
-    if (!m) return { route: undefined, purpose: operationalPurpose, resource: 'unmapped', action: 'unmapped', params: {} };
-    return { route: m.entry, purpose: m.entry.purpose, resource: m.entry.resource, action: m.entry.action, params: m.params };
+    if (!m) {
+      return {
+        route: undefined, purpose: operationalPurpose, resource: 'unmapped', action: 'unmapped', params: {},
+        errorFormat: formatOf(path), allowed: table.allowedMethods(path),
+      };
+    }
+    return { route: m.entry, purpose: m.entry.purpose, resource: m.entry.resource, action: m.entry.action, params: m.params, ...(m.entry.errorFormat ? { errorFormat: m.entry.errorFormat } : {}) };
   };
 }

@@ -7,7 +7,7 @@
 import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
-import { TemplateTable } from '../../shared/path-template.ts';
+import { TemplateTable, familyFormats } from '../../shared/path-template.ts';
 import type { Metrics } from '../../shared/metrics.ts';
 import { decodeBody, defaultBodyLimitBytes, readBody } from './body.ts';
 import { AppError, asAppError, isInputDataException, scimContentType, toCoreBody, toProblem, toScimError } from '../../shared/errors.ts';
@@ -122,6 +122,7 @@ export function createHandler(deps: HttpDeps): (req: IncomingMessage, res: Serve
   const table = new TemplateTable<RouteSpec>();
   for (const r of deps.routes) table.add(r.method, r.path, r);
   const fromEdge = edgeChecker(deps.edgeSecrets);
+  const unmatchedFormat = familyFormats<ErrorFormat>(deps.routes.map((r) => ({ template: r.path, format: r.errorFormat })), 'core');
 
   return (req, res) => {
     const started = process.hrtime.bigint();
@@ -204,7 +205,7 @@ export function createHandler(deps: HttpDeps): (req: IncomingMessage, res: Serve
           res.destroy();
           return;
         }
-        const reply = errorReply(appErr, route?.errorFormat ?? 'core', path);
+        const reply = errorReply(appErr, route?.errorFormat ?? unmatchedFormat(path), path);
         await settleBudget(reply);
         finish(reply, appErr.code === 'INTERNAL' || isInputDataException(err) ? err : undefined, appErr.code);
       },

@@ -91,6 +91,11 @@ describe('SCIM and machine credentials through the gateway', () => {
     assert.ok(past.json.totalResults >= 3);
     // No credential at all: the edge refuses it, in SCIM's own error format.
     err(await call(gw, 'GET', '/scim/v2/Users'), 401);
+    // An unknown SCIM path is 404 and a method a SCIM path does not serve 405, in SCIM's format.
+    err(await scim('GET', '/scim/v2/NoSuchResource'), 404);
+    const wrongMethod = await scim('DELETE', '/scim/v2/ServiceProviderConfig');
+    err(wrongMethod, 405);
+    assert.equal(wrongMethod.headers.allow, 'GET');
   });
 
   it('a SCIM credential of another tenant never touches this tenant\'s users', async () => {

@@ -107,6 +107,23 @@ describe('SCIM /scim/v2 in core', () => {
     scimError(await scim('GET', '/Users?startIndex=abc'), 400);
   });
 
+  it('returns only the attributes asked for, or all but the excluded ones; POST /Users/.search queries in the body', async () => {
+    const made = await scim('POST', '/Users', user('proj@example.org', { displayName: 'Pro J', name: { givenName: 'Pro', familyName: 'J' }, title: 'T' }));
+    const only = await scim('GET', `/Users/${made.json.id}?attributes=userName,name.givenName`);
+    assert.deepEqual(only.json, { schemas: [userSchema], id: made.json.id, userName: 'proj@example.org', name: { givenName: 'Pro' } });
+    const without = await scim('GET', `/Users/${made.json.id}?excludedAttributes=name,title,id`);
+    assert.equal(without.json.name, undefined);
+    assert.equal(without.json.title, undefined);
+    assert.equal(without.json.id, made.json.id, 'id is always returned');
+    assert.equal(without.json.displayName, 'Pro J');
+    const search = await scim('POST', '/Users/.search', {
+      schemas: ['urn:ietf:params:scim:api:messages:2.0:SearchRequest'], filter: 'userName eq "proj@example.org"', attributes: ['displayName'],
+    });
+    assert.equal(search.status, 200, search.text);
+    assert.deepEqual(search.json.Resources, [{ schemas: [userSchema], id: made.json.id, displayName: 'Pro J' }]);
+    scimError(await scim('POST', '/Users/.search', { schemas: ['urn:ietf:params:scim:api:messages:2.0:SearchRequest'], filter: 'userName eq' }), 400, 'invalidFilter');
+  });
+
   it('PUT replaces, honours If-Match (412 when stale) and refuses another id (mutability)', async () => {
     const made = await scim('POST', '/Users', user('put@example.org', { title: 'Clerk' }));
     const put = await scim('PUT', `/Users/${made.json.id}`, user('put@example.org', { displayName: 'Put Person' }), { ...h, 'if-match': made.json.meta.version });

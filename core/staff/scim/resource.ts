@@ -252,3 +252,52 @@ export function applyPatch(resource: Obj, o: PatchOp): void {
     else if (isObj(o.value)) Object.assign(el, o.value);
   }
 }
+
+// --- attributes / excludedAttributes (RFC 7644 section 3.9) ---------------------------------
+
+/** A requested attribute as [container key or undefined, attribute, sub-attribute or undefined]. */
+function attrRef(name: string): [string, string | undefined] {
+  let n = name.trim();
+  if (n.toLowerCase().startsWith(`${userSchema.toLowerCase()}:`)) n = n.slice(userSchema.length + 1);
+  if (n.toLowerCase().startsWith(`${enterpriseSchema.toLowerCase()}:`)) return [enterpriseSchema, n.slice(enterpriseSchema.length + 1)];
+  const [top = '', sub] = n.split('.');
+  return [top, sub];
+}
+
+function pick(value: unknown, sub: string): unknown {
+  if (Array.isArray(value)) return value.map((el) => (isObj(el) ? { [keyOf(el, sub)]: el[keyOf(el, sub)] } : el));
+  return isObj(value) ? { [keyOf(value, sub)]: value[keyOf(value, sub)] } : undefined;
+}
+
+/**
+ * A representation limited to `attributes`, or without `excludedAttributes` (comma-separated);
+ * `id` and `schemas` are always returned (RFC 7643 "returned: always").
+ */
+export function project(resource: Obj, attributes: string | undefined, excluded: string | undefined): Obj {
+  const list = (s: string | undefined) => (s ?? '').split(',').map((x) => x.trim()).filter(Boolean);
+  const wanted = list(attributes);
+  if (wanted.length > 0) {
+    const out: Obj = { schemas: resource.schemas, id: resource.id };
+    for (const name of wanted) {
+      const [top, sub] = attrRef(name);
+      const key = keyOf(resource, top);
+      if (resource[key] === undefined) continue;
+      if (sub === undefined) {
+        out[key] = resource[key];
+      } else {
+        const part = pick(resource[key], sub);
+        out[key] = isObj(out[key]) && isObj(part) ? { ...out[key], ...part } : part;
+      }
+    }
+    return out;
+  }
+  const out: Obj = JSON.parse(JSON.stringify(resource)) as Obj;
+  for (const name of list(excluded)) {
+    const [top, sub] = attrRef(name);
+    const key = keyOf(out, top);
+    if (key === 'id' || key === 'schemas') continue;
+    if (sub === undefined) delete out[key];
+    else if (isObj(out[key])) delete (out[key] as Obj)[keyOf(out[key] as Obj, sub)];
+  }
+  return out;
+}

@@ -10,7 +10,7 @@ import { defineRoute, type Reply, type RequestContext, type RouteSpec } from '..
 import { listOf, resourceTypes, schemas, serviceProviderConfig } from './discovery.ts';
 import { createGroup, getGroup, listGroups, patchGroup, replaceGroup } from './groups.ts';
 import type { StaffUser } from '../store.ts';
-import { etagOfVersion } from './resource.ts';
+import { etagOfVersion, project } from './resource.ts';
 import { createUser, deleteUser, getUser, listUsers, patchUser, replaceUser, userView, type ScimActor, type ScimDeps } from './users.ts';
 
 export const scimBasePath = '/scim/v2';
@@ -42,6 +42,19 @@ const ListQuery = Type.Object({
   count: Type.Optional(Type.Integer({ minimum: -2147483648, maximum: 2147483647 })),
   attributes: Type.Optional(Type.String({ maxLength: 1000 })),
   excludedAttributes: Type.Optional(Type.String({ maxLength: 1000 })),
+}, { additionalProperties: false });
+const ProjectionQuery = Type.Object({
+  attributes: Type.Optional(Type.String({ maxLength: 1000 })),
+  excludedAttributes: Type.Optional(Type.String({ maxLength: 1000 })),
+}, { additionalProperties: false });
+/** RFC 7644 section 3.4.3: a query in a POST body. */
+const SearchBody = Type.Object({
+  schemas: Type.Array(Type.Literal('urn:ietf:params:scim:api:messages:2.0:SearchRequest'), { minItems: 1, maxItems: 1 }),
+  filter: Type.Optional(Type.String({ maxLength: 1000 })),
+  startIndex: Type.Optional(Type.Integer({ minimum: -2147483648, maximum: 2147483647 })),
+  count: Type.Optional(Type.Integer({ minimum: -2147483648, maximum: 2147483647 })),
+  attributes: Type.Optional(Type.Array(Type.String({ maxLength: 200 }), { maxItems: 50 })),
+  excludedAttributes: Type.Optional(Type.Array(Type.String({ maxLength: 200 }), { maxItems: 50 })),
 }, { additionalProperties: false });
 const Body = Type.Unknown();
 const ifMatchHeader = { name: 'If-Match', required: false, description: 'The ETag (meta.version) of a GET; a stale one is 412' };
@@ -123,7 +136,18 @@ export function scimRoutes(opts: { db: Db; now: () => number; onProvisioned?: Sc
       handler: async (ctx) => scim(200, await listUsers(depsFor(ctx), actorOf(ctx).tenantId, ctx.query)),
     })),
     route(defineRoute({
-      method: 'GET', path: p('/Users/{id}'), operationId: 'scimGetUser', summary: 'One staff member', tags, params: Id,
+      method: 'POST', path: p('/Users/.search'), operationId: 'scimSearchUsers', summary: 'List staff members with the query in the body', tags, body: SearchBody,
+      responses: { 200: ok('ListResponse') },
+      handler: async (ctx) => {
+        const { filter, startIndex, count, attributes, excludedAttributes } = ctx.body;
+        return scim(200, await listUsers(depsFor(ctx), actorOf(ctx).tenantId, {
+          ...(filter !== undefined ? { filter } : {}), ...(startIndex !== undefined ? { startIndex } : {}), ...(count !== undefined ? { count } : {}),
+          ...(attributes ? { attributes: attributes.join(',') } : {}), ...(excludedAttributes ? { excludedAttributes: excludedAttributes.join(',') } : {}),
+        }));
+      },
+    })),
+    route(defineRoute({
+      method: 'GET', path: p('/Users/{id}'), operationId: 'scimGetUser', summary: 'One staff member', tags, params: Id, query: ProjectionQuery,
       headers: [{ name: 'If-None-Match', required: false, description: 'An ETag: 304 when unchanged' }],
       responses: { 200: ok('The User'), 304: { description: 'Not modified' } },
       handler: async (ctx) => {
@@ -131,7 +155,7 @@ export function scimRoutes(opts: { db: Db; now: () => number; onProvisioned?: Sc
         const u = await getUser(deps, actorOf(ctx).tenantId, ctx.params.id);
         const etag = etagOfVersion(u.version);
         if (ctx.headers['if-none-match']?.split(',').map((t) => t.trim()).includes(etag)) return { status: 304, headers: { etag } };
-        return scim(200, userView(deps, u), etag);
+        return scim(200, project(userView(deps, u), ctx.query.attributes, ctx.query.excludedAttributes), etag);
       },
     })),
     userWrite('PUT', 'scimReplaceUser', 'Replace a staff member', replaceUser),

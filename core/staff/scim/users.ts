@@ -15,7 +15,7 @@ import {
 } from '../store.ts';
 import { parseFilter, userFilterSql } from './filter.ts';
 import { roleGroupId } from './groups.ts';
-import { applyPatch, etagOfVersion, fieldsFromScim, listSchema, patchOpsOf, toScimUser } from './resource.ts';
+import { applyPatch, etagOfVersion, fieldsFromScim, listSchema, patchOpsOf, project, toScimUser } from './resource.ts';
 
 export interface ScimDeps {
   db: Db;
@@ -92,7 +92,7 @@ export async function getUser(deps: ScimDeps, tenantId: string, id: string): Pro
   return u;
 }
 
-export async function listUsers(deps: ScimDeps, tenantId: string, query: { filter?: string; startIndex?: number; count?: number }) {
+export async function listUsers(deps: ScimDeps, tenantId: string, query: { filter?: string; startIndex?: number; count?: number; attributes?: string; excludedAttributes?: string }) {
   // $1 is the tenant (listStaffUsers): the filter's parameters start at $2.
   const params: unknown[] = [tenantId];
   const where = query.filter === undefined ? undefined : { sql: userFilterSql(parseFilter(query.filter), params), params: params.slice(1) };
@@ -101,7 +101,7 @@ export async function listUsers(deps: ScimDeps, tenantId: string, query: { filte
   const { total, users } = await listStaffUsers(deps.db, tenantId, where, start - 1, count);
   return {
     schemas: [listSchema], totalResults: total, startIndex: start, itemsPerPage: users.length,
-    Resources: users.map((u) => userView(deps, u)),
+    Resources: users.map((u) => project(userView(deps, u), query.attributes, query.excludedAttributes)),
   };
 }
 
