@@ -91,6 +91,7 @@ export async function startStack(
   config: Config,
   opts: {
     logDestination?: NodeJS.WritableStream; checkTimeoutMs?: number; publicRateLimit?: { perMinute: number; burst: number };
+    credentialGuessLimit?: { perMinute: number; burst: number };
     /** Webhooks may target private/loopback addresses: the development `npm start` only (off by default). */
     webhookAllowPrivateTargets?: boolean;
     /** Tests only (issue 15 item 4): core checks every response against its declared schema. */
@@ -136,7 +137,7 @@ export async function startStack(
     const edgeSecret = randomBytes(32).toString('base64url');
     // API-key secrets sealed with the master key before they had a key of their own (0790).
     await new ApiKeys(db, keys).resealLegacySecrets();
-    const demo = await seedDemo(db, config.dataDir, { keys });
+    const demo = await seedDemo(db, config.dataDir, { keys, ...(config.gatewayPort ? { gatewayUrl: `http://127.0.0.1:${config.gatewayPort}` } : {}) });
 
     const edgeDb = createDb({ connectionString: databaseUrl, metrics, log });
     cleanups.push(() => edgeDb.close());
@@ -145,6 +146,7 @@ export async function startStack(
       // Issue 15 item 6: one process, one registry: core's /v1/metrics includes the edge's metrics.
       registry: metrics.registry,
       ...(opts.publicRateLimit ? { publicRateLimit: opts.publicRateLimit } : {}),
+      ...(opts.credentialGuessLimit ? { credentialGuessLimit: opts.credentialGuessLimit } : {}),
       // Tests that raise the gateway's deadline raise the edge's own budget with it.
       ...(opts.checkTimeoutMs ? { budgetMs: opts.checkTimeoutMs } : {}),
       ...(config.policyBundle ? { bundleSource: config.policyBundle } : {}),

@@ -25,6 +25,8 @@ import { adminRoutes } from './admin/routes.ts';
 import type { RateLimits } from './admin/rate-limit.ts';
 import { agentRoutes } from './agents/routes.ts';
 import { oversightRoutes } from './oversight/routes.ts';
+import { scimRoutes } from './staff/scim/routes.ts';
+import type { ScimDeps } from './staff/scim/users.ts';
 
 export interface CoreDeps {
   db: Db;
@@ -54,6 +56,8 @@ export interface CoreDeps {
   webhookAllowedCidrs?: string[];
   /** Tests only (issue 15 item 4): every response is checked against its declared schema (core/http/response-check.ts). */
   checkResponses?: boolean;
+  /** Called in the transaction that provisions a staff member over SCIM (issue 16: enrolment links). */
+  onStaffProvisioned?: ScimDeps['onProvisioned'];
 }
 
 export interface Core {
@@ -80,6 +84,7 @@ export function buildCore(deps: CoreDeps): Core {
   routes.push(...authzRoutes({ policies: deps.policies }));
   routes.push(...adminRoutes({ db: deps.db, keys: deps.keys, now, ...(deps.adminRateLimits ? { rateLimits: deps.adminRateLimits } : {}), allowPrivateWebhookTargets: deps.webhookAllowPrivateTargets ?? false, webhookAllowedCidrs: deps.webhookAllowedCidrs ?? [] }));
   routes.push(...apiKeyRoutes({ db: deps.db, keys: deps.keys }));
+  routes.push(...scimRoutes({ db: deps.db, now, ...(deps.onStaffProvisioned ? { onProvisioned: deps.onStaffProvisioned } : {}) }));
   routes.push(...paymentRoutes({ db: deps.db, keys: deps.keys, now }));
   routes.push(...oversightRoutes({ db: deps.db, keys: deps.keys, now }));
   const server = createCoreServer({

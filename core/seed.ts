@@ -12,6 +12,7 @@ import { adminSeeder } from './admin/seed.ts';
 import { seedDemoAgent } from './agents/seed.ts';
 import type { KeyStore } from './keys/keys.ts';
 import { seedAgentContent } from './agents/content.ts';
+import { staffSeeder } from './staff/seed.ts';
 
 export const demoTenant = Object.freeze({ id: 'demo', name: 'Demo Mobile Money', country: 'KE', baseCurrency: 'KES' });
 
@@ -53,12 +54,16 @@ async function readPrevious(path: string): Promise<Record<string, unknown>> {
   }
 }
 
-/** Seed the demo tenant and write `demo.json` (atomically) into `dataDir` when given. */
-export async function seedDemo(db: Db, dataDir?: string, opts: { keys?: KeyStore } = {}): Promise<Record<string, unknown>> {
+/**
+ * Seed the demo tenant and write `demo.json` (atomically) into `dataDir` when given.
+ * `gatewayUrl`: where clients reach the gateway, for demo.json's `scim.baseUrl` (else the path alone).
+ */
+export async function seedDemo(db: Db, dataDir?: string, opts: { keys?: KeyStore; gatewayUrl?: string } = {}): Promise<Record<string, unknown>> {
   const file = dataDir ? join(dataDir, 'demo.json') : undefined;
   const previous = file ? await readPrevious(file) : {};
   let out: Record<string, unknown> = {};
-  for (const seeder of seeders) out = { ...out, ...(await seeder({ db, tenantId: demoTenant.id, previous, keys: opts.keys })) };
+  // Demo staff come last: provisioned over SCIM into the tenant the seeders above created.
+  for (const seeder of [...seeders, staffSeeder(opts.gatewayUrl)]) out = { ...out, ...(await seeder({ db, tenantId: demoTenant.id, previous, keys: opts.keys })) };
   if (file) {
     await writeFile(`${file}.tmp`, `${JSON.stringify(out, null, 2)}\n`, { mode: 0o600 });
     await rename(`${file}.tmp`, file);

@@ -12,7 +12,7 @@ import { CredentialError } from './auth/bearer.ts';
 import { authenticate, type Principal } from './auth/principal.ts';
 import { consumeBudget } from './auth/budget.ts';
 import { formatBudgetCount, type BudgetCount } from '../shared/api-key-budget.ts';
-import type { RateLimiter } from './auth/rate-limit.ts';
+import type { CredentialGuard, RateLimiter } from './auth/rate-limit.ts';
 import type { RiskEngine } from './auth/risk.ts';
 import { bodyOf, maxCheckBodyBytes, type Decision, type RequestView } from './check.ts';
 import type { PolicyStore } from '../policy/runtime/store.ts';
@@ -31,6 +31,8 @@ export interface DeciderDeps {
   risk: RiskEngine;
   /** Limits unauthenticated routes per source address; omitted means unlimited. */
   limiter?: RateLimiter;
+  /** Counts wrong SCIM credentials and service tokens per source address; omitted means uncounted. */
+  credentialGuard?: CredentialGuard;
   log: Logger;
   /** Shared secret proving to core that identity headers come from the edge. */
   edgeSecret: string;
@@ -163,6 +165,12 @@ function resourceAttrs(p: Principal, resolved: ResolvedRoute): Record<string, un
   return {};
 }
 
+/** Bearer credentials looked up by hash (SCIM credentials, service tokens): what an address could guess. */
+function guessableCredential(view: RequestView, credential: string | undefined): boolean {
+  if (view.headers['x-api-key-id'] !== undefined) return false;
+  return credential === 'scim' || credential === 'staff' || credential === 'service';
+}
+
 export function createDecider(deps: DeciderDeps) {
   const now = deps.now ?? Date.now;
   return async (view: RequestView, resolved: ResolvedRoute, deadline?: Deadline): Promise<Decision> => {
@@ -187,6 +195,16 @@ export function createDecider(deps: DeciderDeps) {
       audit(deps, deadline, view, resolved, undefined, '', tooLarge, undefined);
       return tooLarge;
     }
+    // RFC 7644 clients (and scim2-tester) expect 404 for an unknown SCIM path and 405 for a
+    // method the path does not serve, in SCIM's error format; nothing there is decided by policy.
+    if (!route && resolved.errorFormat === 'scim') {
+      const allowed = resolved.allowed ?? [];
+      const refused: Decision = allowed.length > 0
+        ? { allow: false, status: 405, code: 'METHOD_NOT_ALLOWED', message: `${view.method} is not allowed on ${view.path}`, responseHeaders: { allow: allowed.join(', ') } }
+        : { allow: false, status: 404, code: 'NOT_FOUND', message: `no SCIM resource at ${view.path}` };
+      audit(deps, deadline, view, resolved, undefined, '', refused, undefined);
+      return refused;
+    }
     if (deps.limiter && route?.credential === 'public' && route.resource !== 'platform') {
       const retryS = deps.limiter.take(`${view.sourceIp}|${route.method} ${route.template}`);
       if (retryS > 0) {
@@ -196,11 +214,20 @@ export function createDecider(deps: DeciderDeps) {
         return limited;
       }
     }
+    // Issue 14 item 5: an address that presented too many wrong guessable credentials waits.
+    const guarded = deps.credentialGuard && guessableCredential(view, route?.credential) ? deps.credentialGuard : undefined;
+    const waitS = guarded?.retryAfterS(view.sourceIp) ?? 0;
+    if (waitS > 0) {
+      const limited: Decision = { allow: false, status: 429, code: 'RATE_LIMITED', message: 'too many wrong credentials from this address', responseHeaders: { 'retry-after': String(waitS) } };
+      audit(deps, deadline, view, resolved, undefined, '', limited, undefined);
+      return limited;
+    }
     let principal: Principal;
     try {
       principal = await authenticate(resolved.route?.credential, view, deps.state, tenantCache, nowMs, deps.replayWindowMs);
     } catch (err) {
       if (!(err instanceof CredentialError)) throw err;
+      if (guarded && err.code === 'invalid_token') guarded.failed(view.sourceIp);
       const signed = view.headers['x-api-key-id'] !== undefined;
       const decision: Decision = {
         allow: false, status: err.status, code: err.code, message: err.message,

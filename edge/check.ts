@@ -29,7 +29,7 @@ const rpcPermissionDenied = 7;
 const rpcUnauthenticated = 16;
 const rpcUnavailable = 14;
 
-export type DenyCode = 'POLICY_DENIED' | 'UNAUTHENTICATED' | 'MFA_REQUIRED' | 'RATE_LIMITED' | 'BUDGET_EXCEEDED' | 'authz_unavailable' | 'MALFORMED_REQUEST' | 'PAYLOAD_TOO_LARGE' | CredentialCode;
+export type DenyCode = 'POLICY_DENIED' | 'UNAUTHENTICATED' | 'MFA_REQUIRED' | 'RATE_LIMITED' | 'BUDGET_EXCEEDED' | 'authz_unavailable' | 'MALFORMED_REQUEST' | 'PAYLOAD_TOO_LARGE' | 'NOT_FOUND' | 'METHOD_NOT_ALLOWED' | CredentialCode;
 
 export interface Decision {
   allow: boolean;

@@ -62,7 +62,7 @@ export function streamsBodyByRouteTable(): (method: string, path: string) => boo
 /** The route table's `errorFormat`: the gateway's own refusals follow the audience rule too (issue 15 item 5). */
 export function errorFormatByRouteTable(): (method: string, path: string) => ErrorFormat {
   const resolve = buildRouteTable();
-  return (method, path) => resolve(method, path).route?.errorFormat ?? 'core';
+  return (method, path) => resolve(method, path).errorFormat ?? 'core';
 }
 
 export interface Gateway {

@@ -11,7 +11,7 @@ import { ApiKeySecrets } from '../shared/api-key-secrets.ts';
 import { ChallengeKeys } from '../shared/challenge.ts';
 import { TokenVerifier } from '../shared/token-keys.ts';
 import { AuditThread, AuditWriter, failClosedReserve, maxQueued } from './audit-writer.ts';
-import { RateLimiter } from './auth/rate-limit.ts';
+import { CredentialGuard, RateLimiter } from './auth/rate-limit.ts';
 import { RiskEngine } from './auth/risk.ts';
 import { createDecider, failClosedAuditor } from './authz.ts';
 import { defaultBundleDir, loadTrustedKeys } from '../policy/runtime/bundle.ts';
@@ -41,6 +41,8 @@ export interface EdgeDeps {
   budgetMs?: number;
   /** Public-route flood limit per source address and route (defaults in auth/rate-limit.ts). */
   publicRateLimit?: { perMinute: number; burst: number };
+  /** Wrong SCIM credentials and service tokens per source address (defaults in auth/rate-limit.ts). */
+  credentialGuessLimit?: { perMinute: number; burst: number };
   now?: () => number;
   /** When set, the decision audit is written by a worker thread with its own pool on this URL. */
   databaseUrl?: string;
@@ -82,7 +84,8 @@ export async function buildEdge(deps: EdgeDeps): Promise<Edge> {
   await state.start();
   const audit = new AuditWriter(deps.db, deps.log, maxQueued, failClosedReserve, deps.databaseUrl ? new AuditThread(deps.databaseUrl) : undefined);
   audit.start();
-  const decide = createDecider({ state, challenges, policies, audit, risk: new RiskEngine(deps.now), limiter: new RateLimiter(deps.publicRateLimit?.perMinute, deps.publicRateLimit?.burst), log: deps.log, edgeSecret: deps.edgeSecret, now: deps.now });
+  const decide = createDecider({ state, challenges, policies, audit, risk: new RiskEngine(deps.now), limiter: new RateLimiter(deps.publicRateLimit?.perMinute, deps.publicRateLimit?.burst),
+    credentialGuard: new CredentialGuard(deps.credentialGuessLimit?.perMinute, deps.credentialGuessLimit?.burst), log: deps.log, edgeSecret: deps.edgeSecret, now: deps.now });
   const metrics = createEdgeMetrics(deps.registry ?? new Registry(), {
     stateAgeS: () => state.ageSeconds(), cacheEntries: () => state.cacheSizes(),
     auditQueued: () => audit.pending(), auditUnrecorded: () => audit.unrecordedCount(), policy: () => policies.current,

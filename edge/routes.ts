@@ -7,11 +7,11 @@
  */
 import type { MoneyMovement } from '../shared/api-key-budget.ts';
 import type { ErrorFormat } from '../shared/errors.ts';
-import { TemplateTable } from '../shared/path-template.ts';
+import { TemplateTable, familyFormats } from '../shared/path-template.ts';
 import { agentEdgeRoutes } from './agent-routes.ts';
 
 /** What proves who the caller is. `public`: nothing (rate limited where it matters). */
-export type Credential = 'public' | 'customer' | 'service' | 'staff' | 'core-client' | 'agent';
+export type Credential = 'public' | 'customer' | 'service' | 'staff' | 'core-client' | 'agent' | 'scim';
 
 export interface EdgeRoute {
   method: string;
@@ -87,6 +87,14 @@ const staffPurposeRoutes: EdgeRoute[] = [
   { method: 'PUT', template: '/v1/consents/{purpose}', purpose: operationalPurpose, resource: 'consent', action: 'consent.grant', credential: 'customer' },
   { method: 'DELETE', template: '/v1/consents/{purpose}', purpose: operationalPurpose, resource: 'consent', action: 'consent.withdraw', credential: 'customer' },
 ];
+
+/**
+ * SCIM 2.0 provisioning (issue 14 item 1): the identity provider's SCIM client with the tenant's
+ * SCIM bearer credential, which alone sets the tenant; SCIM error bodies (RFC 7644 3.12).
+ */
+const scim = (method: string, path: string, action: 'scim.read' | 'scim.write'): EdgeRoute => ({
+  method, template: `/scim/v2${path}`, purpose: operationalPurpose, resource: 'scim', action, credential: 'scim', errorFormat: 'scim',
+});
 
 /** The platform routes are the first entries; later features append theirs. */
 export const edgeRoutes: EdgeRoute[] = [
@@ -233,10 +241,42 @@ export const edgeRoutes: EdgeRoute[] = [
   admin('POST', '/v1/webhooks/{id}:test', 'webhook', 'webhook.test_webhook'),
   // staff purposes (issue 20 item 4; SPEC 2.5 intents): core/oversight/
   ...staffPurposeRoutes,
+  // staff provisioning and machine credentials (issue 14 items 1, 6)
+  admin('POST', '/v1/scim-credentials', 'scim_credential', 'scim_credential.issue'),
+  admin('GET', '/v1/scim-credentials', 'scim_credential', 'scim_credential.list'),
+  admin('DELETE', '/v1/scim-credentials/{id}', 'scim_credential', 'scim_credential.revoke'),
+  admin('POST', '/v1/service-tokens', 'service_token', 'service_token.issue'),
+  admin('GET', '/v1/service-tokens', 'service_token', 'service_token.list'),
+  admin('POST', '/v1/service-tokens/{id}:rotate', 'service_token', 'service_token.rotate'),
+  admin('DELETE', '/v1/service-tokens/{id}', 'service_token', 'service_token.revoke'),
+  admin('GET', '/v1/staff/group-mappings', 'staff_group_mapping', 'staff_group_mapping.list'),
+  admin('PUT', '/v1/staff/group-mappings', 'staff_group_mapping', 'staff_group_mapping.put'),
+  scim('GET', '/ServiceProviderConfig', 'scim.read'),
+  scim('GET', '/ResourceTypes', 'scim.read'),
+  scim('GET', '/ResourceTypes/{id}', 'scim.read'),
+  scim('GET', '/Schemas', 'scim.read'),
+  scim('GET', '/Schemas/{id}', 'scim.read'),
+  scim('POST', '/Users', 'scim.write'),
+  scim('GET', '/Users', 'scim.read'),
+  scim('POST', '/Users/.search', 'scim.read'),
+  scim('GET', '/Users/{id}', 'scim.read'),
+  scim('PUT', '/Users/{id}', 'scim.write'),
+  scim('PATCH', '/Users/{id}', 'scim.write'),
+  scim('DELETE', '/Users/{id}', 'scim.write'),
+  scim('POST', '/Groups', 'scim.write'),
+  scim('GET', '/Groups', 'scim.read'),
+  scim('GET', '/Groups/{id}', 'scim.read'),
+  scim('PUT', '/Groups/{id}', 'scim.write'),
+  scim('PATCH', '/Groups/{id}', 'scim.write'),
+  scim('DELETE', '/Groups/{id}', 'scim.write'),
 ];
 
 export interface ResolvedRoute {
   route: EdgeRoute | undefined;
+  /** The audience's error format: the route's, or for an unmapped path its family's (shared/path-template.ts). */
+  errorFormat?: ErrorFormat;
+  /** For an unmapped path: the methods the table serves on it (a 405 rather than a 404 where the audience wants one). */
+  allowed?: string[];
   purpose: string;
   resource: string;
   action: string;
@@ -246,9 +286,15 @@ export interface ResolvedRoute {
 export function buildRouteTable(routes: EdgeRoute[] = edgeRoutes): (method: string, path: string) => ResolvedRoute {
   const table = new TemplateTable<EdgeRoute>();
   for (const r of routes) table.add(r.method, r.template, r);
+  const formatOf = familyFormats<ErrorFormat>(routes.map((r) => ({ template: r.template, format: r.errorFormat })), 'core');
   return (method, path) => {
     const m = table.find(method, path);
-    if (!m) return { route: undefined, purpose: operationalPurpose, resource: 'unmapped', action: 'unmapped', params: {} };
-    return { route: m.entry, purpose: m.entry.purpose, resource: m.entry.resource, action: m.entry.action, params: m.params };
+    if (!m) {
+      return {
+        route: undefined, purpose: operationalPurpose, resource: 'unmapped', action: 'unmapped', params: {},
+        errorFormat: formatOf(path), allowed: table.allowedMethods(path),
+      };
+    }
+    return { route: m.entry, purpose: m.entry.purpose, resource: m.entry.resource, action: m.entry.action, params: m.params, ...(m.entry.errorFormat ? { errorFormat: m.entry.errorFormat } : {}) };
   };
 }

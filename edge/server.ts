@@ -64,7 +64,7 @@ export async function check(deps: EdgeDeps, req: CheckRequest): Promise<CheckRes
     // The record object is built only when debug is on: per Check it was garbage for nothing (issue 18 item 1).
     if (deps.log.isLevelEnabled('debug')) deps.log.debug({ reqId: v.requestId, method: v.method, path: v.path, purpose: r.purpose, allow: decision.allow, code: decision.code }, 'decision');
     if (deps.metrics) countDecision(deps.metrics, r.purpose, decision.allow, decision.allow ? 'OK' : (decision.code ?? 'POLICY_DENIED'), (performance.now() - started) / 1000);
-    return toCheckResponse(v, decision, r.route?.errorFormat);
+    return toCheckResponse(v, decision, r.errorFormat);
   } catch (err) {
     // A decision that lands after this answer must not be audited as the outcome: it was not.
     deadline.expired = true;
@@ -80,7 +80,7 @@ export async function check(deps: EdgeDeps, req: CheckRequest): Promise<CheckRes
       countFailClosed(deps.metrics, why);
       countDecision(deps.metrics, resolved?.purpose ?? 'unknown', false, 'authz_unavailable', (performance.now() - started) / 1000);
     }
-    return unavailable(view, 'authorization is unavailable', resolved?.route?.errorFormat);
+    return unavailable(view, 'authorization is unavailable', resolved?.errorFormat);
   } finally {
     clearTimeout(timer);
   }

@@ -189,6 +189,16 @@ const table = {
   GROUP_TOO_SMALL: [403, 'Forbidden'],
   RAW_ROWS_DENIED: [403, 'Forbidden'],
   CONSENT_NOT_FOUND: [404, 'Record Not Found'],
+  // SCIM 2.0 provisioning (issue 14 item 1; RFC 7644 section 3.12 scimType in scimTypes below)
+  SCIM_INVALID_FILTER: [400, 'Bad Request'],
+  SCIM_INVALID_SYNTAX: [400, 'Bad Request'],
+  SCIM_INVALID_VALUE: [400, 'Bad Request'],
+  SCIM_INVALID_PATH: [400, 'Bad Request'],
+  SCIM_NO_TARGET: [400, 'Bad Request'],
+  SCIM_MUTABILITY: [400, 'Bad Request'],
+  SCIM_TOO_MANY: [400, 'Bad Request'],
+  SCIM_UNIQUENESS: [409, 'Conflict'],
+  SCIM_NOT_FOUND: [404, 'Record Not Found'],
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ErrorCode = keyof typeof table;
@@ -232,8 +242,11 @@ export interface Refusal {
   readonly extra?: ErrorExtra | undefined;
 }
 
-/** Which error body a route answers with: core `{code, message}` or Problem+JSON (administration). */
-export type ErrorFormat = 'core' | 'problem';
+/**
+ * Which error body a route answers with: core `{code, message}`, Problem+JSON (administration)
+ * or a SCIM error (RFC 7644 section 3.12, the `/scim/v2` routes).
+ */
+export type ErrorFormat = 'core' | 'problem' | 'scim';
 
 /** The generic title of each status: the first code listed for it (VALIDATION_FAILED, UNAUTHORIZED, ...). */
 const statusTitles = new Map<number, string>();
@@ -279,10 +292,30 @@ export function isInputDataException(err: unknown): boolean {
 }
 
 export const problemContentType = 'application/problem+json';
+export const scimContentType = 'application/scim+json';
+
+/** RFC 7644 section 3.12 `scimType` of each code that has one (the others carry status and detail only). */
+const scimTypes: Partial<Record<string, string>> = {
+  SCIM_INVALID_FILTER: 'invalidFilter', SCIM_INVALID_SYNTAX: 'invalidSyntax', SCIM_INVALID_VALUE: 'invalidValue',
+  SCIM_INVALID_PATH: 'invalidPath', SCIM_NO_TARGET: 'noTarget', SCIM_MUTABILITY: 'mutability', SCIM_TOO_MANY: 'tooMany',
+  SCIM_UNIQUENESS: 'uniqueness', MALFORMED_JSON: 'invalidSyntax', VALIDATION_FAILED: 'invalidValue',
+};
+
+/** SCIM error body (RFC 7644 section 3.12): status is a string there; `scimType` where one applies. */
+export function toScimError(err: Refusal): Record<string, unknown> {
+  const scimType = scimTypes[err.code];
+  return {
+    schemas: ['urn:ietf:params:scim:api:messages:2.0:Error'],
+    status: String(err.status),
+    ...(scimType ? { scimType } : {}),
+    detail: err.message,
+  };
+}
 
 /** A refusal rendered for its audience: the body text and its content type. */
 export function renderRefusal(err: Refusal, format: ErrorFormat, instance: string): { contentType: string; body: string } {
   if (format === 'problem') return { contentType: problemContentType, body: JSON.stringify(toProblem(err, instance)) };
+  if (format === 'scim') return { contentType: scimContentType, body: JSON.stringify(toScimError(err)) };
   return { contentType: 'application/json', body: JSON.stringify(toCoreBody(err)) };
 }
 

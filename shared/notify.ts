@@ -13,6 +13,8 @@ export const channels = {
   tuples: 'tuples_changed',
   /** payload: ignored (drop all service tokens). */
   serviceTokens: 'service_tokens_changed',
+  /** payload: the SCIM credential id (issue 14 item 1: a revoked credential is refused at once). */
+  scimCredentials: 'scim_credentials_changed',
   /** payload: the API key id. */
   apiKeys: 'api_keys_changed',
   /** payload: JSON `{tenantId, deviceId}` of a customer device key added or revoked, or empty. */

@@ -113,3 +113,23 @@ export class TemplateTable<T> {
     return this.entries.map((e) => ({ method: e.method, template: e.compiled.template, entry: e.entry }));
   }
 }
+
+/**
+ * The error format of paths no route serves, by family (the first two segments, e.g.
+ * `/scim/v2`): a family whose routes all answer in one format keeps it for its unknown paths
+ * and methods (a SCIM client gets SCIM errors there too); other paths get `fallback`.
+ */
+export function familyFormats<F extends string>(routes: { template: string; format: F | undefined }[], fallback: F): (path: string) => F {
+  const familyOf = (path: string) => path.split('/').slice(0, 3).join('/');
+  const formats = new Map<string, Set<F>>();
+  for (const r of routes) {
+    const f = familyOf(r.template);
+    const set = formats.get(f) ?? new Set<F>();
+    set.add(r.format ?? fallback);
+    formats.set(f, set);
+  }
+  return (path) => {
+    const set = formats.get(familyOf(path));
+    return set && set.size === 1 ? ([...set][0] as F) : fallback;
+  };
+}

@@ -53,7 +53,9 @@ function operationOf(route: RouteSpec): Json {
     description: 'Error',
     content: route.errorFormat === 'problem'
       ? { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } }
-      : { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+      : route.errorFormat === 'scim'
+        ? { 'application/scim+json': { schema: { type: 'object', description: 'SCIM error (RFC 7644 section 3.12)' } } }
+        : { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
   };
   const op: Json = {
     operationId: route.operationId,

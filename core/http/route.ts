@@ -13,8 +13,9 @@ export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 /** How the request body is read. `none` refuses a body; `json` is the default for writes. */
 export type BodyKind = 'none' | 'json' | 'form' | 'raw';
 
-/** Which error body a route answers with: core `{code, message}` or Problem+JSON. */
-export type ErrorFormat = 'core' | 'problem';
+/** Which error body a route answers with: core `{code, message}`, Problem+JSON or a SCIM error. */
+export type { ErrorFormat } from '../../shared/errors.ts';
+import type { ErrorFormat } from '../../shared/errors.ts';
 
 export interface ResponseSpec {
   description: string;

@@ -7,10 +7,10 @@
 import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
-import { TemplateTable } from '../../shared/path-template.ts';
+import { TemplateTable, familyFormats } from '../../shared/path-template.ts';
 import type { Metrics } from '../../shared/metrics.ts';
 import { decodeBody, defaultBodyLimitBytes, readBody } from './body.ts';
-import { AppError, asAppError, isInputDataException, toCoreBody, toProblem } from '../../shared/errors.ts';
+import { AppError, asAppError, isInputDataException, scimContentType, toCoreBody, toProblem, toScimError } from '../../shared/errors.ts';
 import type { EdgeIdentity, ErrorFormat, Method, Reply, RouteSpec } from './route.ts';
 import { parseQuery, storable, validate } from './validate.ts';
 import { isCanonicalPath } from '../../shared/canonical-path.ts';
@@ -118,6 +118,9 @@ function errorReply(err: AppError, format: ErrorFormat, instance: string): Reply
       body: toProblem(err, instance),
     };
   }
+  if (format === 'scim') {
+    return { status: err.status, headers: { 'content-type': scimContentType, ...err.headers }, body: toScimError(err) };
+  }
   return { status: err.status, headers: { ...err.headers }, body: toCoreBody(err) };
 }
 
@@ -137,6 +140,7 @@ export function createHandler(deps: HttpDeps): (req: IncomingMessage, res: Serve
   const table = new TemplateTable<RouteSpec>();
   for (const r of deps.routes) table.add(r.method, r.path, r);
   const fromEdge = edgeChecker(deps.edgeSecrets);
+  const unmatchedFormat = familyFormats<ErrorFormat>(deps.routes.map((r) => ({ template: r.path, format: r.errorFormat })), 'core');
 
   return (req, res) => {
     const started = process.hrtime.bigint();
@@ -220,7 +224,7 @@ export function createHandler(deps: HttpDeps): (req: IncomingMessage, res: Serve
           res.destroy();
           return;
         }
-        const reply = errorReply(appErr, route?.errorFormat ?? 'core', path);
+        const reply = errorReply(appErr, route?.errorFormat ?? unmatchedFormat(path), path);
         await settleBudget(reply);
         finish(reply, appErr.code === 'INTERNAL' || isInputDataException(err) ? err : undefined, appErr.code);
       },

@@ -96,3 +96,152 @@ export async function rolesForGroups(q: Queryable, tenantId: string, groups: rea
   }
   return [...direct].sort();
 }
+
+/** What SCIM (or a seed) writes for a staff member; the store owns id, version and timestamps. */
+export interface StaffUserFields {
+  userName: string;
+  externalId: string | null;
+  displayName: string | null;
+  attributes: Record<string, unknown>;
+  active: boolean;
+}
+
+/** A userName already held by another live member of the tenant (the partial unique index). */
+export class StaffUserNameTaken extends Error {
+  constructor() {
+    super('userName is already taken in this tenant');
+  }
+}
+
+function uniqueViolation(err: unknown): boolean {
+  return (err as { code?: string }).code === '23505';
+}
+
+/** One write to staff_users under a savepoint, so a duplicate userName leaves the transaction usable. */
+async function writeUser(q: Queryable, sql: string, params: unknown[]): Promise<void> {
+  try {
+    await q.query('SAVEPOINT staff_user_write');
+    await q.query(sql, params);
+    await q.query('RELEASE SAVEPOINT staff_user_write');
+  } catch (err) {
+    await q.query('ROLLBACK TO SAVEPOINT staff_user_write');
+    if (uniqueViolation(err)) throw new StaffUserNameTaken();
+    throw err;
+  }
+}
+
+/** Insert a member (caller's transaction); throws StaffUserNameTaken on a duplicate userName. */
+export async function insertStaffUser(q: Queryable, tenantId: string, id: string, f: StaffUserFields, now: number): Promise<StaffUser> {
+  await writeUser(q,
+    `INSERT INTO staff_users (tenant_id, id, user_name, external_id, display_name, attributes, active, created_at, updated_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, to_timestamp($8 / 1000.0), to_timestamp($8 / 1000.0))`,
+    [tenantId, id, f.userName, f.externalId, f.displayName, JSON.stringify(f.attributes), f.active, now]);
+  const user = await staffUserById(q, tenantId, id);
+  if (!user) throw new Error('inserted staff member not found');
+  return user;
+}
+
+/** A live member locked for update (caller's transaction), or undefined (absent or deleted). */
+export async function lockStaffUser(q: Queryable, tenantId: string, id: string): Promise<StaffUser | undefined> {
+  if (!uuidPattern.test(id)) return undefined;
+  await q.query('SELECT 1 FROM staff_users WHERE tenant_id = $1 AND id = $2 AND deleted_at IS NULL FOR UPDATE', [tenantId, id]);
+  const u = await staffUserById(q, tenantId, id);
+  return u && !u.deletedAt ? u : undefined;
+}
+
+/** Replace a live member's fields and bump its version (the SCIM ETag). */
+export async function updateStaffUser(q: Queryable, tenantId: string, id: string, f: StaffUserFields, now: number): Promise<StaffUser> {
+  await writeUser(q,
+    `UPDATE staff_users SET user_name = $3, external_id = $4, display_name = $5, attributes = $6, active = $7,
+       version = version + 1, updated_at = to_timestamp($8 / 1000.0)
+     WHERE tenant_id = $1 AND id = $2 AND deleted_at IS NULL`,
+    [tenantId, id, f.userName, f.externalId, f.displayName, JSON.stringify(f.attributes), f.active, now]);
+  const user = await staffUserById(q, tenantId, id);
+  if (!user) throw new Error('updated staff member not found');
+  return user;
+}
+
+/**
+ * Delete a member, keeping a tombstone (issue 14: `staff:<id>` in old audit records still
+ * resolves through staffUserById): inactive, deleted_at set, roles dropped, userName freed.
+ */
+export async function tombstoneStaffUser(q: Queryable, tenantId: string, id: string, now: number): Promise<void> {
+  await setStaffRoles(q, tenantId, id, []);
+  await q.query(
+    `UPDATE staff_users SET active = false, deleted_at = to_timestamp($3 / 1000.0), updated_at = to_timestamp($3 / 1000.0), version = version + 1
+     WHERE tenant_id = $1 AND id = $2 AND deleted_at IS NULL`,
+    [tenantId, id, now],
+  );
+}
+
+/**
+ * Revoke every live session of a staff member and its refresh tokens (caller's transaction, so
+ * deprovisioning and revocation commit together; the sessions trigger tells the edges).
+ * Returns the revoked session ids.
+ */
+export async function revokeStaffSessions(q: Queryable, tenantId: string, userId: string, reason: string, now: number): Promise<string[]> {
+  const { rows } = await q.query<{ id: string }>(
+    `UPDATE sessions SET revoked_at = to_timestamp($3 / 1000.0), revoke_reason = $4
+     WHERE tenant_id = $1 AND subject_type = 'user' AND subject_id = $2 AND revoked_at IS NULL RETURNING id`,
+    [tenantId, userId, now, reason],
+  );
+  const ids = rows.map((r) => r.id);
+  if (ids.length > 0) {
+    await q.query(
+      `UPDATE refresh_tokens SET revoked_at = to_timestamp($3 / 1000.0) WHERE tenant_id = $1 AND session_id = ANY($2::uuid[]) AND revoked_at IS NULL`,
+      [tenantId, ids, now],
+    );
+  }
+  return ids;
+}
+
+/** One page of live members matching `where` (a fragment over alias u with `$3`.. parameters). */
+export async function listStaffUsers(
+  q: Queryable, tenantId: string, where: { sql: string; params: unknown[] } | undefined, offset: number, limit: number,
+): Promise<{ total: number; users: StaffUser[] }> {
+  const cond = `u.tenant_id = $1 AND u.deleted_at IS NULL${where ? ` AND (${where.sql})` : ''}`;
+  const params = [tenantId, ...(where?.params ?? [])];
+  const { rows: count } = await q.query<{ n: string }>(`SELECT count(*) AS n FROM staff_users u WHERE ${cond}`, params);
+  const { rows } = limit === 0 ? { rows: [] as Row[] } : await q.query<Row>(
+    `${selectUser} WHERE ${cond} ORDER BY u.created_at, u.id OFFSET $${params.length + 1} LIMIT $${params.length + 2}`,
+    [...params, offset, limit],
+  );
+  return { total: Number(count[0]?.n ?? 0), users: rows.map(toUser) };
+}
+
+/** The live members holding `role`, by userName. */
+export async function staffWithRole(q: Queryable, tenantId: string, role: StaffRole): Promise<{ id: string; userName: string }[]> {
+  const { rows } = await q.query<{ id: string; user_name: string }>(
+    `SELECT u.id, u.user_name FROM staff_user_roles r JOIN staff_users u ON u.tenant_id = r.tenant_id AND u.id = r.user_id
+     WHERE r.tenant_id = $1 AND r.role = $2 AND u.deleted_at IS NULL ORDER BY u.user_name`,
+    [tenantId, role],
+  );
+  return rows.map((r) => ({ id: r.id, userName: r.user_name }));
+}
+
+/** Add or remove one role of one member (caller's transaction); true when something changed. */
+export async function changeStaffRole(q: Queryable, tenantId: string, userId: string, role: StaffRole, member: boolean): Promise<boolean> {
+  const { rowCount } = member
+    ? await q.query('INSERT INTO staff_user_roles (tenant_id, user_id, role) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [tenantId, userId, role])
+    : await q.query('DELETE FROM staff_user_roles WHERE tenant_id = $1 AND user_id = $2 AND role = $3', [tenantId, userId, role]);
+  return (rowCount ?? 0) > 0;
+}
+
+export interface GroupMapping { idpGroup: string; role: StaffRole }
+
+/** The tenant's identity-provider group → role mapping, by group name. */
+export async function groupMappings(q: Queryable, tenantId: string): Promise<GroupMapping[]> {
+  const { rows } = await q.query<{ idp_group: string; role: string }>(
+    'SELECT idp_group, role FROM staff_group_mappings WHERE tenant_id = $1 ORDER BY idp_group, role', [tenantId]);
+  return rows.flatMap((r) => (isStaffRole(r.role) ? [{ idpGroup: r.idp_group, role: r.role }] : []));
+}
+
+/** Replace the tenant's whole mapping (caller's transaction). */
+export async function putGroupMappings(q: Queryable, tenantId: string, mappings: readonly GroupMapping[]): Promise<void> {
+  await q.query('DELETE FROM staff_group_mappings WHERE tenant_id = $1', [tenantId]);
+  if (mappings.length === 0) return;
+  await q.query(
+    `INSERT INTO staff_group_mappings (tenant_id, idp_group, role) SELECT $1, g, r FROM unnest($2::text[], $3::text[]) AS m(g, r) ON CONFLICT DO NOTHING`,
+    [tenantId, mappings.map((m) => m.idpGroup), mappings.map((m) => m.role)],
+  );
+}

@@ -35,7 +35,7 @@ export type Principal =
       jti: string;
     }
   | { kind: 'user'; tenantId: string; subjectId: string; session: SessionState; aal: number; amr: string[]; roles: string[]; issuedAtS: number }
-  | { kind: 'service'; tenantId: string; subjectId: string; roles: string[]; scopes: string[]; via: 'core-client' | 'service-token' }
+  | { kind: 'service'; tenantId: string; subjectId: string; roles: string[]; scopes: string[]; via: 'core-client' | 'service-token' | 'scim-credential' }
   | ApiKeyPrincipal;
 
 function stringArray(v: unknown): string[] {
@@ -150,6 +150,18 @@ async function serviceToken(view: RequestView, state: EdgeState, nowMs: number):
 }
 
 /**
+ * A SCIM client (issue 14 item 1): the tenant's SCIM bearer credential, looked up by hash. The
+ * principal is `scim-credential:<id>` with the one role `scim`, in the credential's tenant only.
+ */
+async function scimCredential(view: RequestView, state: EdgeState): Promise<Principal> {
+  const token = bearerOf(view.headers);
+  if (!token) throw new CredentialError(401, 'UNAUTHENTICATED', 'a SCIM bearer credential is required');
+  const c = await state.scimCredential(token);
+  if (!c || c.revoked) throw invalid('SCIM credential is not valid');
+  return { kind: 'service', tenantId: c.tenantId, subjectId: `scim-credential:${c.id}`, roles: ['scim'], scopes: [], via: 'scim-credential' };
+}
+
+/**
  * Verify the credential `credential` names; throws CredentialError (401/403) on failure. A
  * request carrying `x-api-key-id` is a signed machine request whatever the route (SPEC 5.4);
  * what that key may do is then the policy's call, from its scopes.
@@ -173,6 +185,8 @@ export async function authenticate(
     case 'staff':
     case 'service':
       return serviceToken(view, state, nowMs);
+    case 'scim':
+      return scimCredential(view, state);
     default:
       return { kind: 'anonymous' };
   }

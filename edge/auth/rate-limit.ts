@@ -34,6 +34,15 @@ export class RateLimiter {
     private readonly now: () => number = Date.now,
   ) {}
 
+  /** The seconds until a token is available for `key` (0: one is), taking nothing. */
+  peek(key: string): number {
+    const b = this.buckets.get(key);
+    if (!b) return 0;
+    const rate = this.perMinute / 60_000;
+    const tokens = Math.min(this.burst, b.tokens + (this.now() - b.at) * rate);
+    return tokens >= 1 ? 0 : Math.ceil((1 - tokens) / rate / 1000);
+  }
+
   /** Take one token; returns 0 when allowed, else the seconds until one is available. */
   take(key: string): number {
     const now = this.now();
@@ -49,5 +58,34 @@ export class RateLimiter {
       return 0;
     }
     return Math.ceil((1 - b.tokens) / rate / 1000);
+  }
+}
+
+/**
+ * Issue 14 item 5: wrong guessable bearer credentials (SCIM credentials and service tokens,
+ * looked up by hash) per source address. The same token buckets count failures only: `burst`
+ * wrong credentials from one address, then `perMinute` more a minute; past that the address is
+ * answered 429 before any lookup until a token refills. A 256-bit random credential cannot be
+ * guessed; this keeps an address from hammering the lookups (and the cache of misses) at all.
+ * Per edge instance like the flood limiter above (with N edges an address gets N times this).
+ */
+export const credentialFailuresPerMinute = 10;
+export const credentialFailureBurst = 20;
+
+export class CredentialGuard {
+  private readonly buckets: RateLimiter;
+
+  constructor(perMinute = credentialFailuresPerMinute, burst = credentialFailureBurst, now: () => number = Date.now) {
+    this.buckets = new RateLimiter(perMinute, burst, now);
+  }
+
+  /** Seconds the address must wait before presenting another credential (0: it may). */
+  retryAfterS(address: string): number {
+    return this.buckets.peek(address);
+  }
+
+  /** Count a wrong credential from the address. */
+  failed(address: string): void {
+    this.buckets.take(address);
   }
 }

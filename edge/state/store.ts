@@ -58,6 +58,13 @@ export interface ServiceTokenState {
   revoked: boolean;
 }
 
+/** A tenant's SCIM bearer credential (issue 14 item 1). */
+export interface ScimCredentialState {
+  id: string;
+  tenantId: string;
+  revoked: boolean;
+}
+
 /** Past this without a database answer, cached state is not trusted (fail closed). */
 export const maxStalenessMs = 5_000;
 export const heartbeatMs = 1_000;
@@ -103,6 +110,7 @@ export class EdgeState {
   private generation = 0;
   private readonly serviceTokens = new Map<string, Entry<ServiceTokenState>>();
   private readonly apiKeys = new Map<string, Entry<ApiKeyState>>();
+  private readonly scimCredentials = new Map<string, Entry<ScimCredentialState>>();
   private readonly devices = new Map<string, Entry<DeviceState>>();
   private readonly seen = new Set<string>();
   private listener: pg.Client | undefined;
@@ -196,6 +204,9 @@ export class EdgeState {
       this.apiKeys.delete(payload);
     } else if (channel === notifyChannels.serviceTokens) {
       this.serviceTokens.clear();
+    } else if (channel === notifyChannels.scimCredentials) {
+      // Keyed by token hash, the payload names the id: drop them all (revocations are rare).
+      this.scimCredentials.clear();
     } else if (channel === notifyChannels.keys) {
       this.keys.invalidate(payload || undefined);
     }
@@ -208,6 +219,7 @@ export class EdgeState {
     this.tuples.clear();
     this.consents.clear();
     this.serviceTokens.clear();
+    this.scimCredentials.clear();
     this.apiKeys.clear();
     this.devices.clear();
     this.keys.invalidate();
@@ -232,7 +244,7 @@ export class EdgeState {
   cacheSizes(): Record<string, number> {
     return {
       sessions: this.sessions.size, tenants: this.tenants.size, tuples: this.tuples.size,
-      service_tokens: this.serviceTokens.size, api_keys: this.apiKeys.size, devices: this.devices.size,
+      service_tokens: this.serviceTokens.size, scim_credentials: this.scimCredentials.size, api_keys: this.apiKeys.size, devices: this.devices.size,
     };
   }
 
@@ -349,12 +361,30 @@ export class EdgeState {
     return list ?? [];
   }
 
-  /** A service token by its bearer value (looked up by SHA-256, never stored in clear). */
+  /**
+   * A service token by its bearer value (looked up by SHA-256, never stored in clear). The
+   * previous token of a rotation matches until its grace period ends (issue 14 item 6): its
+   * expiry is then the earlier of the token's and the grace period's.
+   */
   serviceToken(token: string): Promise<ServiceTokenState | undefined> {
     const hash = createHash('sha256').update(token).digest();
     return this.cached(this.serviceTokens, hash.toString('hex'), async () => {
-      const { rows } = await this.db.query<ServiceTokenRow>(`SELECT ${serviceTokenColumns} FROM service_tokens WHERE token_hash = $1`, [hash]);
+      const { rows } = await this.db.query<ServiceTokenRow>(
+        `SELECT id, tenant_id, name, roles, revoked_at,
+                CASE WHEN token_hash = $1 THEN expires_at ELSE LEAST(expires_at, prev_valid_until) END AS expires_at
+         FROM service_tokens WHERE token_hash = $1 OR prev_token_hash = $1`, [hash]);
       return rows[0] && serviceTokenState(rows[0]);
+    });
+  }
+
+  /** A SCIM credential by its bearer value (SHA-256; dropped on `scim_credentials_changed`). */
+  scimCredential(token: string): Promise<ScimCredentialState | undefined> {
+    const hash = createHash('sha256').update(token).digest();
+    return this.cached(this.scimCredentials, hash.toString('hex'), async () => {
+      const { rows } = await this.db.query<{ id: string; tenant_id: string; revoked_at: Date | null }>(
+        'SELECT id, tenant_id, revoked_at FROM scim_credentials WHERE token_hash = $1', [hash]);
+      const r = rows[0];
+      return r && { id: r.id, tenantId: r.tenant_id, revoked: r.revoked_at !== null };
     });
   }
 

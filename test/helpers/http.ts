@@ -40,3 +40,13 @@ export async function call(origin: string, method: string, path: string, opts: {
   }
   return { status: res.statusCode, headers: flat, text, json };
 }
+
+/** Poll (an edge learns of changes by NOTIFY) until `ok` holds or 5 s pass; the last answer either way. */
+export async function eventually(probe: () => Promise<Res>, ok: (r: Res) => boolean): Promise<Res> {
+  const until = Date.now() + 5000;
+  for (;;) {
+    const r = await probe();
+    if (ok(r) || Date.now() > until) return r;
+    await new Promise((res) => setTimeout(res, 50));
+  }
+}
