@@ -15,6 +15,11 @@ export const ProblemSchema = Type.Object({
   type: Type.String(), title: Type.String(), status: Type.Integer(), detail: Type.String(), instance: Type.String(), code: Type.String(),
 }, { additionalProperties: true });
 
+/** RFC 7644 section 3.12: the SCIM error body of the `/scim/v2` routes. */
+export const ScimErrorSchema = Type.Object({
+  schemas: Type.Array(Type.String()), status: Type.String(), scimType: Type.Optional(Type.String()), detail: Type.String(),
+}, { additionalProperties: true });
+
 /**
  * Every status shared/errors.ts can map an AppError to: the pipeline itself answers 400, 404,
  * 405, 413, 415, 500 and 503 for any route, and the handlers' refusals use the rest.
@@ -24,6 +29,7 @@ export const errorStatuses: readonly number[] = [400, 401, 403, 404, 405, 409, 4
 const errorResponse: Record<ErrorFormat, ResponseSpec> = {
   core: { description: 'Error `{code, message}` (SPEC 2.2)', schema: CoreErrorSchema, contentType: 'application/json' },
   problem: { description: 'Problem+JSON (SPEC 7.3)', schema: ProblemSchema, contentType: 'application/problem+json' },
+  scim: { description: 'SCIM error (RFC 7644 section 3.12)', schema: ScimErrorSchema, contentType: 'application/scim+json' },
 };
 
 /** The route's own declarations over the generic error responses of its format. */
