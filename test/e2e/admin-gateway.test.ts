@@ -9,6 +9,7 @@ import { startStack, type Stack } from '../../bin/stack.ts';
 import { enqueue } from '../../core/outbox/outbox.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { call, type Res } from '../helpers/http.ts';
+import { eventually } from '../helpers/gateway.ts';
 import { signRequest } from '../../shared/api-key-signing.ts';
 
 /**
@@ -44,15 +45,6 @@ describe('administration API through the gateway', () => {
     return login.json.accessToken;
   }
 
-  /** Poll (the edge learns of tenant changes by NOTIFY) until `ok` holds or 5 s pass. */
-  async function eventually(probe: () => Promise<Res>, ok: (r: Res) => boolean): Promise<Res> {
-    const until = Date.now() + 5000;
-    for (;;) {
-      const r = await probe();
-      if (ok(r) || Date.now() > until) return r;
-      await new Promise((res) => setTimeout(res, 50));
-    }
-  }
 
   before(async () => {
     tdb = await freshDatabase({ migrate: false });

@@ -36,3 +36,13 @@ export async function signUpCustomer(gw: string, dataDir: string, phone: string,
   assert.equal(login.status, 200, login.text);
   return { accessToken: login.json.accessToken, refreshToken: login.json.refreshToken };
 }
+
+/** Poll (edges learn of changes by NOTIFY) until `ok` holds or 5 s pass; the last answer either way. */
+export async function eventually(probe: () => Promise<Res>, ok: (r: Res) => boolean): Promise<Res> {
+  const until = Date.now() + 5000;
+  for (;;) {
+    const r = await probe();
+    if (ok(r) || Date.now() > until) return r;
+    await new Promise((res) => setTimeout(res, 50));
+  }
+}
