@@ -24,6 +24,7 @@ import { identityRoutes } from './identity/routes.ts';
 import { adminRoutes } from './admin/routes.ts';
 import type { RateLimits } from './admin/rate-limit.ts';
 import { agentRoutes } from './agents/routes.ts';
+import { staffTokenRoutes } from './staff/refresh.ts';
 
 export interface CoreDeps {
   db: Db;
@@ -69,7 +70,7 @@ export function buildCore(deps: CoreDeps): Core {
     }),
   );
   const identity = identityDeps({ db: deps.db, keys: deps.keys, log: deps.log, now, dataDir: deps.dataDir }, deps.identity);
-  routes.push(...identityRoutes(identity));
+  routes.push(...identityRoutes(identity), ...staffTokenRoutes(identity));
   // Agents share identity's PinHasher (one argon2 semaphore), secrets and SMS sender.
   routes.push(...agentRoutes({ db: deps.db, keys: deps.keys, log: deps.log.child({ component: 'agents' }), now, identity }));
   const ledger = new Ledger({ db: deps.db, log: deps.log, now, keys: deps.keys });

@@ -65,6 +65,11 @@ const admin = (method: string, template: string, resource: string, action: strin
   method, template, purpose: operationalPurpose, resource, action, credential: 'staff', errorFormat: 'problem',
 });
 
+/** Staff sign-in and tokens (SPEC 4.4; issue 14): public and rate limited like customer sign-in. */
+const staffAuth = (method: string, template: string, action: string): EdgeRoute => ({
+  method, template, purpose: operationalPurpose, resource: 'staff_auth', action, credential: 'public',
+});
+
 /** The platform routes are the first entries; later features append theirs. */
 export const edgeRoutes: EdgeRoute[] = [
   platform('GET', '/v1/health'),
@@ -107,6 +112,8 @@ export const edgeRoutes: EdgeRoute[] = [
   identity('POST', '/customers/devices', 'device.register', 'customer'),
   identity('GET', '/customers/devices', 'device.list', 'customer'),
   identity('DELETE', '/customers/devices/{id}', 'device.revoke', 'customer'),
+  // staff sign-in and tokens (SPEC 4.4; issue 14 items 2-3)
+  staffAuth('POST', '/auth/token', 'auth.staff_token'),
   // core banking ledger (SPEC 4.1, 5.1; issue 5): core client tokens, scope checked at the edge and in core
   { method: 'POST', template: '/oauth2/token', purpose: operationalPurpose, resource: 'oauth', action: 'token.issue', credential: 'public' },
   core('POST', '/v1/core/accounts', 'account', 'account.create'),
@@ -207,6 +214,9 @@ export const edgeRoutes: EdgeRoute[] = [
   admin('PATCH', '/v1/webhooks/{id}', 'webhook', 'webhook.update_webhook'),
   admin('DELETE', '/v1/webhooks/{id}', 'webhook', 'webhook.delete_webhook'),
   admin('POST', '/v1/webhooks/{id}:test', 'webhook', 'webhook.test_webhook'),
+  // session administration (SPEC 4.4; issue 14 item 4): Admin and support list, Admin revokes
+  admin('GET', '/sessions', 'session', 'session.admin_list'),
+  admin('DELETE', '/sessions/{id}', 'session', 'session.admin_revoke'),
 ];
 
 export interface ResolvedRoute {
