@@ -25,6 +25,8 @@ import { adminRoutes } from './admin/routes.ts';
 import type { RateLimits } from './admin/rate-limit.ts';
 import { agentRoutes } from './agents/routes.ts';
 import { staffTokenRoutes } from './staff/refresh.ts';
+import { federationRoutes } from './staff/federation-routes.ts';
+import { TargetGuard } from './admin/webhooks/target.ts';
 
 export interface CoreDeps {
   db: Db;
@@ -76,7 +78,10 @@ export function buildCore(deps: CoreDeps): Core {
   const ledger = new Ledger({ db: deps.db, log: deps.log, now, keys: deps.keys });
   routes.push(...oauthRoutes({ db: deps.db, keys: deps.keys }), ...ledgerRoutes({ db: deps.db, keys: deps.keys, log: deps.log, now, ledger }));
   routes.push(...authzRoutes({ policies: deps.policies }));
-  routes.push(...adminRoutes({ db: deps.db, keys: deps.keys, now, ...(deps.adminRateLimits ? { rateLimits: deps.adminRateLimits } : {}), allowPrivateWebhookTargets: deps.webhookAllowPrivateTargets ?? false, webhookAllowedCidrs: deps.webhookAllowedCidrs ?? [] }));
+  // One SSRF guard for every outbound target an administrator names: webhooks and identity providers.
+  const targets = new TargetGuard({ allowPrivateTargets: deps.webhookAllowPrivateTargets ?? false, allowedCidrs: deps.webhookAllowedCidrs ?? [] });
+  routes.push(...adminRoutes({ db: deps.db, keys: deps.keys, now, ...(deps.adminRateLimits ? { rateLimits: deps.adminRateLimits } : {}), targets }));
+  routes.push(...federationRoutes({ db: deps.db, keys: deps.keys, guard: targets, now }));
   routes.push(...apiKeyRoutes({ db: deps.db, keys: deps.keys }));
   routes.push(...paymentRoutes({ db: deps.db, keys: deps.keys, now }));
   const server = createCoreServer({

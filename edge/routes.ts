@@ -113,6 +113,8 @@ export const edgeRoutes: EdgeRoute[] = [
   identity('GET', '/customers/devices', 'device.list', 'customer'),
   identity('DELETE', '/customers/devices/{id}', 'device.revoke', 'customer'),
   // staff sign-in and tokens (SPEC 4.4; issue 14 items 2-3)
+  staffAuth('POST', '/auth/login', 'auth.staff_login'),
+  staffAuth('GET', '/auth/callback', 'auth.staff_callback'),
   staffAuth('POST', '/auth/token', 'auth.staff_token'),
   // core banking ledger (SPEC 4.1, 5.1; issue 5): core client tokens, scope checked at the edge and in core
   { method: 'POST', template: '/oauth2/token', purpose: operationalPurpose, resource: 'oauth', action: 'token.issue', credential: 'public' },
@@ -217,6 +219,9 @@ export const edgeRoutes: EdgeRoute[] = [
   // session administration (SPEC 4.4; issue 14 item 4): Admin and support list, Admin revokes
   admin('GET', '/sessions', 'session', 'session.admin_list'),
   admin('DELETE', '/sessions/{id}', 'session', 'session.admin_revoke'),
+  // the tenant's identity provider for staff sign-in (issue 14 item 1)
+  admin('GET', '/v1/identity-provider', 'identity_provider', 'idp.get_identity_provider'),
+  admin('PUT', '/v1/identity-provider', 'identity_provider', 'idp.put_identity_provider'),
 ];
 
 export interface ResolvedRoute {
