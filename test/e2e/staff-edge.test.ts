@@ -16,7 +16,7 @@ import type { KeyStore } from '../../core/keys/keys.ts';
 import { issueStaffAccessToken } from '../../core/staff/tokens.ts';
 import { origOf } from '../../shared/challenge.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
-import { callRetrying, eventually } from '../helpers/gateway.ts';
+import { callRetrying, eventually, signUpCustomer } from '../helpers/gateway.ts';
 import type { Res } from '../helpers/http.ts';
 import { addStaff, addTenant, signIn, stackKeys } from '../staff/fixtures.ts';
 
@@ -72,6 +72,19 @@ describe('staff tokens at the edge', () => {
     assert.equal(rows[0]?.attrs.aal, 1);
     const sid = (await tdb.db.query<{ id: string }>(`SELECT id FROM sessions WHERE subject_type = 'user' AND subject_id = $1`, [adminId])).rows[0]?.id;
     assert.equal(rows[0]?.attrs.sessionId, sid);
+  });
+
+  it('refuses a staff token past the idle timeout, a customer token and a forged token on an admin route', async () => {
+    const id = await addStaff(tdb.db, 'demo', 'idler@demo.example', ['admin']);
+    const s = await signIn(tdb.db, keys, 'demo', id);
+    await tdb.db.query(`UPDATE sessions SET last_seen = now() - interval '2 hours' WHERE id = $1`, [s.sessionId]);
+    const idle = await eventually(() => as(s.accessToken, 'GET', '/v1/countries'), (x) => x.status === 401);
+    assert.equal(idle.status, 401, idle.text);
+    assert.equal(idle.json.reason, 'session_expired');
+    const customer = await signUpCustomer(gw, dataDir, '+254711500902', '4826', 'dev-staff-edge');
+    assert.equal((await as(customer.accessToken, 'GET', '/v1/countries')).status, 401, 'a customer token is no staff token');
+    const [h, p] = admin.split('.');
+    assert.equal((await as(`${h}.${p}.${'A'.repeat(86)}`, 'GET', '/v1/countries')).status, 401);
   });
 
   it('a ReadOnly member is refused a mutation at the edge', async () => {
