@@ -400,6 +400,8 @@ function audit(
       ip: view.sourceIp, ua: view.headers['user-agent'] ?? '', method: view.method, risk: extra?.risk.risk ?? 'low',
       risk_signals: extra?.risk.signals ?? [], masking: extra?.masking ?? '{}', registry_version: extra?.result.registry_version ?? deps.policies.current?.registryVersion,
       ...(extra?.budget ? { budget_consumed_micros: extra.budget.amount, budget_counted: extra.budget.counted } : {}),
+      // Issue 14 item 6: a staff person's decisions name their session too (AAL is in decision.aal).
+      ...(principal?.kind === 'staff' ? { session_id: principal.session.id } : {}),
     },
   });
 }

@@ -139,6 +139,13 @@ describe('staff tokens at the edge', () => {
       `SELECT actor, attrs FROM audit_log WHERE tenant_id = 'demo' AND action = 'keys.rotate' ORDER BY id DESC LIMIT 1`);
     assert.equal(rows[0]?.actor.id, `staff:${adminId}`);
     assert.equal(rows[0]?.attrs.aal, 2);
+    const decisions = await eventually(async () => {
+      const d = await tdb.db.query<{ actor: { type: string; id: string }; decision: { aal: number }; attrs: { session_id: string } }>(
+        `SELECT actor, decision, attrs FROM audit_log WHERE tenant_id = 'demo' AND action = 'authz.decision' AND actor->>'id' = $1 ORDER BY id DESC LIMIT 1`, [`staff:${adminId}`]);
+      return { status: d.rows.length, headers: {}, text: '', json: d.rows[0] } as unknown as Res;
+    }, (x) => x.status === 1);
+    assert.equal(decisions.json.actor.type, 'staff', 'the edge audits the person');
+    assert.equal(decisions.json.attrs.session_id, session);
     const machine = await as(serviceAdmin, 'POST', path, { json: body });
     assert.equal(machine.status, 200, machine.text);
   });
