@@ -27,6 +27,9 @@ import { agentRoutes } from './agents/routes.ts';
 import { oversightRoutes } from './oversight/routes.ts';
 import { scimRoutes } from './staff/scim/routes.ts';
 import type { ScimDeps } from './staff/scim/users.ts';
+import { staffTokenRoutes } from './staff/refresh.ts';
+import { federationRoutes } from './staff/federation-routes.ts';
+import { TargetGuard } from './admin/webhooks/target.ts';
 
 export interface CoreDeps {
   db: Db;
@@ -76,13 +79,16 @@ export function buildCore(deps: CoreDeps): Core {
     }),
   );
   const identity = identityDeps({ db: deps.db, keys: deps.keys, log: deps.log, now, dataDir: deps.dataDir }, deps.identity);
-  routes.push(...identityRoutes(identity));
+  routes.push(...identityRoutes(identity), ...staffTokenRoutes(identity));
   // Agents share identity's PinHasher (one argon2 semaphore), secrets and SMS sender.
   routes.push(...agentRoutes({ db: deps.db, keys: deps.keys, log: deps.log.child({ component: 'agents' }), now, identity }));
   const ledger = new Ledger({ db: deps.db, log: deps.log, now, keys: deps.keys });
   routes.push(...oauthRoutes({ db: deps.db, keys: deps.keys }), ...ledgerRoutes({ db: deps.db, keys: deps.keys, log: deps.log, now, ledger }));
   routes.push(...authzRoutes({ policies: deps.policies }));
-  routes.push(...adminRoutes({ db: deps.db, keys: deps.keys, now, ...(deps.adminRateLimits ? { rateLimits: deps.adminRateLimits } : {}), allowPrivateWebhookTargets: deps.webhookAllowPrivateTargets ?? false, webhookAllowedCidrs: deps.webhookAllowedCidrs ?? [] }));
+  // One SSRF guard for every outbound target an administrator names: webhooks and identity providers.
+  const targets = new TargetGuard({ allowPrivateTargets: deps.webhookAllowPrivateTargets ?? false, allowedCidrs: deps.webhookAllowedCidrs ?? [] });
+  routes.push(...adminRoutes({ db: deps.db, keys: deps.keys, now, ...(deps.adminRateLimits ? { rateLimits: deps.adminRateLimits } : {}), targets }));
+  routes.push(...federationRoutes({ db: deps.db, keys: deps.keys, guard: targets, now }));
   routes.push(...apiKeyRoutes({ db: deps.db, keys: deps.keys }));
   routes.push(...scimRoutes({ db: deps.db, now, ...(deps.onStaffProvisioned ? { onProvisioned: deps.onStaffProvisioned } : {}) }));
   routes.push(...paymentRoutes({ db: deps.db, keys: deps.keys, now }));

@@ -10,6 +10,7 @@ import { isCanonicalPath } from '../shared/canonical-path.ts';
 import type { AuditWriter } from './audit-writer.ts';
 import { CredentialError } from './auth/bearer.ts';
 import { authenticate, type Principal } from './auth/principal.ts';
+import { staffRolesIn, type StaffPrincipal } from './auth/staff.ts';
 import { consumeBudget } from './auth/budget.ts';
 import { formatBudgetCount, type BudgetCount } from '../shared/api-key-budget.ts';
 import type { CredentialGuard, RateLimiter } from './auth/rate-limit.ts';
@@ -132,8 +133,19 @@ async function boundToThisRequest(p: Extract<Principal, { kind: 'customer' }>, s
   return usedWith !== '' && view.headers['idempotency-key'] === usedWith;
 }
 
-async function subjectInput(p: Principal, state: EdgeState, view: RequestView): Promise<Record<string, unknown> | undefined> {
+/** A machine credential or a staff member belongs to one tenant: a member of it by construction. */
+const memberOf = (tenantId: string) => ({ relation: 'member', object_ns: 'tenant', object_id: tenantId, caveat: {} });
+
+async function subjectInput(p: Principal, state: EdgeState, view: RequestView, resourceTenant: string): Promise<Record<string, unknown> | undefined> {
   if (p.kind === 'anonymous') return undefined;
+  if (p.kind === 'staff') {
+    // Issue 14 item 5: a person (type user, staff: true); roles are those the token grants in the
+    // tenant the request acts on (org_roles at home, tenant_roles in an owned tenant).
+    return {
+      id: p.subjectId, type: 'user', staff: true, roles: staffRolesIn(p, resourceTenant), aal: p.aal, amr: p.amr,
+      tuples: [memberOf(p.tenantId)], stepup_bound: p.aal >= 2 && p.orig !== undefined,
+    };
+  }
   if (p.kind === 'customer') {
     return {
       id: p.subjectId, type: 'customer', roles: [], aal: p.aal, amr: p.amr,
@@ -151,17 +163,18 @@ async function subjectInput(p: Principal, state: EdgeState, view: RequestView): 
       stepup_bound: false,
     };
   }
-  // A machine credential is issued by one tenant: it is a member of that tenant by construction.
-  const member = { relation: 'member', object_ns: 'tenant', object_id: p.tenantId, caveat: {} };
-  return { id: p.subjectId, type: 'service', roles: p.roles, scopes: p.scopes, aal: 1, tuples: [member] };
+  return { id: p.subjectId, type: 'service', roles: p.roles, scopes: p.scopes, aal: 1, tuples: [memberOf(p.tenantId)] };
 }
 
 /**
  * Facts about the resource the policy needs: whether a session being revoked is the caller's
  * own (a logout, no step-up) or another one (a bound step-up; issue 13 item 1).
  */
-function resourceAttrs(p: Principal, resolved: ResolvedRoute): Record<string, unknown> {
+function resourceAttrs(p: Principal, resolved: ResolvedRoute, view: RequestView): Record<string, unknown> {
   if (p.kind === 'customer' && resolved.action === 'session.revoke') return { current_session: resolved.params.id === p.session.id };
+  if (p.kind === 'staff' && resolved.action === 'session.admin_revoke') return { current_session: resolved.params.id === p.session.id };
+  // Issue 16 item 2: rotating a webhook's secret needs AAL 2; pausing or resuming does not.
+  if (resolved.action === 'webhook.update_webhook') return { rotates_secret: jsonField(view, 'rotateSecret') === true };
   return {};
 }
 
@@ -169,6 +182,32 @@ function resourceAttrs(p: Principal, resolved: ResolvedRoute): Record<string, un
 function guessableCredential(view: RequestView, credential: string | undefined): boolean {
   if (view.headers['x-api-key-id'] !== undefined) return false;
   return credential === 'scim' || credential === 'staff' || credential === 'service';
+}
+
+function jsonField(view: RequestView, field: string): unknown {
+  if (!isJsonContentType(view.headers['content-type'])) return undefined;
+  // The body parsed once per Check (issue 18 item 1), shared with the other readers.
+  const body = bodyOf(view).json?.value;
+  return body && typeof body === 'object' && !Array.isArray(body) ? (body as Record<string, unknown>)[field] : undefined;
+}
+
+/**
+ * Issue 14 item 5: a staff token carrying `orig` (issued by a step-up for one request) is good
+ * for that request only, and once (recorded in stepup_uses; a retry with the Idempotency-Key of
+ * the request that used it passes, core answers it from the stored response).
+ */
+async function staffGrantRefusal(p: StaffPrincipal, state: EdgeState, view: RequestView, action: string): Promise<Decision | undefined> {
+  if (p.orig === undefined) return undefined;
+  const refuse = (message: string): Decision => ({
+    allow: false, status: 401, code: 'invalid_token', message, extraBody: { reason: 'invalid_token' },
+    responseHeaders: { 'www-authenticate': `Bearer realm="payments", error="invalid_token", error_description="${message}"` },
+  });
+  if (p.orig !== origOfView(view)) return refuse('this step-up token was issued for another request');
+  const first = await state.useStaffStepUp({
+    tenantId: p.tenantId, jti: p.jti, sessionId: p.session.id, userId: p.userId, orig: p.orig, action,
+    idempotencyKey: view.headers['idempotency-key'], expS: p.expS,
+  });
+  return first ? undefined : refuse('this step-up token was already used');
 }
 
 export function createDecider(deps: DeciderDeps) {
@@ -240,8 +279,15 @@ export function createDecider(deps: DeciderDeps) {
     const target = targetTenantOf(view, resolved);
     const requestTenant = principal.kind === 'anonymous' ? (target ?? '') : principal.tenantId;
     const resourceTenant = target ?? requestTenant;
+    if (principal.kind === 'staff' && principal.orig !== undefined && principal.orig !== origOfView(view)) {
+      const refused = (await staffGrantRefusal(principal, deps.state, view, resolved.action)) as Decision;
+      audit(deps, deadline, view, resolved, principal, requestTenant, refused, undefined);
+      return refused;
+    }
     const tenant = requestTenant ? await deps.state.tenant(requestTenant) : undefined;
-    const session = principal.kind === 'customer' || principal.kind === 'user' ? principal.session : undefined;
+    // A staff session records its sign-in method where others record a device id: no device to match.
+    const session = principal.kind === 'customer' || principal.kind === 'user' ? principal.session
+      : principal.kind === 'staff' ? { ...principal.session, device: null } : undefined;
     const deviceId = view.headers['x-device-id'];
     const assessed = deps.risk.assess({
       session, deviceId, ip: view.sourceIp, subject: principal.kind === 'anonymous' ? undefined : principal.subjectId,
@@ -252,8 +298,8 @@ export function createDecider(deps: DeciderDeps) {
       // The request tenant's own relations (owner of tenants it created) matter only when the
       // request names another tenant; they are read then, never on same-tenant requests.
       tenant: tenantInput(requestTenant, tenant, requestTenant && resourceTenant !== requestTenant ? await deps.state.tuplesOf('tenant', requestTenant) : []),
-      subject: await subjectInput(principal, deps.state, view),
-      resource: { type: resolved.resource, id: resolved.params.id ?? '', tenant_id: resourceTenant, attrs: resourceAttrs(principal, resolved) },
+      subject: await subjectInput(principal, deps.state, view, resourceTenant),
+      resource: { type: resolved.resource, id: resolved.params.id ?? '', tenant_id: resourceTenant, attrs: resourceAttrs(principal, resolved, view) },
       action: resolved.action,
       purpose: resolved.purpose,
       context: {
@@ -291,6 +337,13 @@ export function createDecider(deps: DeciderDeps) {
       budget = { amount: b.amountMicros.toString(), counted: b.counted };
       budgetTaken = b.taken;
     }
+    if (result.allow && principal.kind === 'staff') {
+      const used = await staffGrantRefusal(principal, deps.state, view, resolved.action);
+      if (used) {
+        audit(deps, deadline, view, resolved, principal, requestTenant, used, { result, risk: assessed, masking });
+        return used;
+      }
+    }
     if (result.allow) {
       const set: Record<string, string> = {
         'x-purpose': resolved.purpose, 'x-masking': masking, 'x-edge-auth': deps.edgeSecret,
@@ -307,6 +360,13 @@ export function createDecider(deps: DeciderDeps) {
         set['x-roles'] = principal.roles.join(',');
         if (principal.session.device) set['x-device-id'] = principal.session.device;
       }
+      if (principal.kind === 'staff') {
+        // Core names the person, their AAL and session in every audit record (issue 14 item 6).
+        set['x-session-id'] = principal.session.id;
+        set['x-aal'] = String(principal.aal);
+        set['x-roles'] = staffRolesIn(principal, resourceTenant).join(',');
+        set['x-credential'] = 'staff';
+      }
       if (principal.kind === 'customer') {
         set['x-session-id'] = principal.session.id;
         set['x-aal'] = String(principal.aal);
@@ -321,6 +381,11 @@ export function createDecider(deps: DeciderDeps) {
         if (budgetTaken) set['x-budget-counted'] = formatBudgetCount(budgetTaken);
       }
       decision = { allow: true, status: 200, set };
+    } else if (result.step_up && principal.kind === 'staff') {
+      // Issue 16 item 2: a challenge bound to this request; /auth/mfa/complete turns it into an
+      // AAL 2 token carrying `orig`, good for this request once (staffGrantRefusal).
+      const challenge = await issueChallenge(deps.challenges, { tenantId: principal.tenantId, sub: principal.userId, orig: origOfView(view), methods: [] }, nowMs);
+      decision = { allow: false, status: 403, code: 'MFA_REQUIRED', message: result.message, extraBody: { challenge, methods: ['passkey'] } };
     } else if (result.step_up && principal.kind === 'customer') {
       const methods: ('otp' | 'device')[] = ['otp', 'device'];
       const challenge = await issueChallenge(deps.challenges, { tenantId: principal.tenantId, sub: principal.subjectId, orig: origOfView(view), methods }, nowMs);
@@ -383,13 +448,15 @@ function audit(
     target: { type: resolved.resource, id: resolved.route?.template ?? view.path },
     decision: {
       allow: d.allow, code: d.code ?? 'OK', purpose: resolved.purpose, policy_version: extra?.result.policy_version ?? deps.policies.current?.policyVersion,
-      aal: principal?.kind === 'customer' || principal?.kind === 'user' ? principal.aal : principal?.kind === 'service' ? 1 : 0, trace_id: view.requestId, decision_id: view.decisionId,
+      aal: principal?.kind === 'customer' || principal?.kind === 'user' || principal?.kind === 'staff' ? principal.aal : principal?.kind === 'service' ? 1 : 0, trace_id: view.requestId, decision_id: view.decisionId,
     },
     attrs: {
       ip: view.sourceIp, ua: view.headers['user-agent'] ?? '', method: view.method, risk: extra?.risk.risk ?? 'low',
       risk_signals: extra?.risk.signals ?? [], masking: extra?.masking ?? '{}', registry_version: extra?.result.registry_version ?? deps.policies.current?.registryVersion,
       ...(extra?.budget ? { budget_consumed_micros: extra.budget.amount, budget_counted: extra.budget.counted } : {}),
       ...(extra?.failedChecks ? { failed_checks: extra.failedChecks } : {}),
+      // Issue 14 item 6: a staff person's decisions name their session too (AAL is in decision.aal).
+      ...(principal?.kind === 'staff' ? { session_id: principal.session.id } : {}),
     },
   });
 }

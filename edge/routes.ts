@@ -96,6 +96,11 @@ const scim = (method: string, path: string, action: 'scim.read' | 'scim.write'):
   method, template: `/scim/v2${path}`, purpose: operationalPurpose, resource: 'scim', action, credential: 'scim', errorFormat: 'scim',
 });
 
+/** Staff sign-in and tokens (SPEC 4.4; issue 14): public and rate limited like customer sign-in. */
+const staffAuth = (method: string, template: string, action: string): EdgeRoute => ({
+  method, template, purpose: operationalPurpose, resource: 'staff_auth', action, credential: 'public',
+});
+
 /** The platform routes are the first entries; later features append theirs. */
 export const edgeRoutes: EdgeRoute[] = [
   platform('GET', '/v1/health'),
@@ -139,6 +144,10 @@ export const edgeRoutes: EdgeRoute[] = [
   identity('POST', '/customers/devices', 'device.register', 'customer'),
   identity('GET', '/customers/devices', 'device.list', 'customer'),
   identity('DELETE', '/customers/devices/{id}', 'device.revoke', 'customer'),
+  // staff sign-in and tokens (SPEC 4.4; issue 14 items 2-3)
+  staffAuth('POST', '/auth/login', 'auth.staff_login'),
+  staffAuth('GET', '/auth/callback', 'auth.staff_callback'),
+  staffAuth('POST', '/auth/token', 'auth.staff_token'),
   // core banking ledger (SPEC 4.1, 5.1; issue 5): core client tokens, scope checked at the edge and in core
   { method: 'POST', template: '/oauth2/token', purpose: operationalPurpose, resource: 'oauth', action: 'token.issue', credential: 'public' },
   core('POST', '/v1/core/accounts', 'account', 'account.create'),
@@ -269,6 +278,12 @@ export const edgeRoutes: EdgeRoute[] = [
   scim('PUT', '/Groups/{id}', 'scim.write'),
   scim('PATCH', '/Groups/{id}', 'scim.write'),
   scim('DELETE', '/Groups/{id}', 'scim.write'),
+  // session administration (SPEC 4.4; issue 14 item 4): Admin and support list, Admin revokes
+  admin('GET', '/sessions', 'session', 'session.admin_list'),
+  admin('DELETE', '/sessions/{id}', 'session', 'session.admin_revoke'),
+  // the tenant's identity provider for staff sign-in (issue 14 item 1)
+  admin('GET', '/v1/identity-provider', 'identity_provider', 'idp.get_identity_provider'),
+  admin('PUT', '/v1/identity-provider', 'identity_provider', 'idp.put_identity_provider'),
 ];
 
 export interface ResolvedRoute {

@@ -199,6 +199,13 @@ const table = {
   SCIM_TOO_MANY: [400, 'Bad Request'],
   SCIM_UNIQUENESS: [409, 'Conflict'],
   SCIM_NOT_FOUND: [404, 'Record Not Found'],
+  // staff sessions and federated sign-in (issue 14 items 1, 2, 4)
+  SESSION_NOT_FOUND: [404, 'Record Not Found'],
+  IDP_NOT_CONFIGURED: [404, 'Record Not Found'],
+  IDP_INVALID: [422, 'Parameter Error'],
+  IDP_UNREACHABLE: [502, 'Bad Gateway'],
+  FEDERATION_FAILED: [401, 'Unauthorized'],
+  STAFF_NOT_PROVISIONED: [403, 'Forbidden'],
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ErrorCode = keyof typeof table;

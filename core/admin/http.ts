@@ -21,7 +21,7 @@ import type { Cursors } from './paging.ts';
 import type { RateLimiter } from './rate-limit.ts';
 import type { TargetGuard } from './webhooks/target.ts';
 
-export type Role = 'admin' | 'ops' | 'readonly';
+export type Role = 'admin' | 'ops' | 'readonly' | 'support';
 /** Reads: every staff role. */
 export const readers: readonly Role[] = ['admin', 'ops', 'readonly'];
 /** Operational repairs (outbox retry, idempotency purge, chain verification). */
@@ -43,9 +43,14 @@ export interface AdminDeps {
 
 export interface Caller {
   tenantId: string;
+  /** `staff:<id>` for a person (issue 14 item 6), `service-token:<uuid>` for a machine. */
   principalId: string;
   roles: string[];
   ip: string;
+  /** How the caller authenticated: a person's AAL (1 or 2); machines are 1. */
+  aal: number;
+  /** The staff member's session, when a person is calling. */
+  sessionId: string | undefined;
 }
 
 export interface WriteCtx {
@@ -76,7 +81,15 @@ export function callerOf(ctx: RequestContext<unknown, unknown, unknown>, roles: 
   if (!id.roles.some((r) => (roles as readonly string[]).includes(r))) {
     throw new AppError('FORBIDDEN', `this route needs one of the roles ${roles.join(', ')}`);
   }
-  return { tenantId: id.tenantId, principalId: id.principalId ?? 'unknown', roles: id.roles, ip: id.clientIp ?? ctx.req.socket.remoteAddress ?? 'unknown' };
+  return {
+    tenantId: id.tenantId, principalId: id.principalId ?? 'unknown', roles: id.roles, ip: id.clientIp ?? ctx.req.socket.remoteAddress ?? 'unknown',
+    aal: id.aal ?? 1, sessionId: id.sessionId,
+  };
+}
+
+/** Issue 14 item 6: every audit record of a staff action names the person's AAL and session. */
+export function actorAttrs(caller: Caller): Record<string, unknown> {
+  return { aal: caller.aal, ...(caller.sessionId ? { sessionId: caller.sessionId } : {}) };
 }
 
 /** Strong ETag over the canonical JSON of a representation. */
@@ -120,7 +133,7 @@ async function runWrite(deps: AdminDeps, ctx: RequestContext<unknown, unknown, u
     q, caller,
     audit: async (action, target, attrs) => {
       await appendAudit(q, [{ tenantId: caller.tenantId, actor: { type: 'staff', id: caller.principalId }, action, target,
-        attrs: { requestId: ctx.requestId, ip: caller.ip, roles: caller.roles, ...attrs }, ts: new Date(deps.now()) }]);
+        attrs: { requestId: ctx.requestId, ip: caller.ip, roles: caller.roles, ...actorAttrs(caller), ...attrs }, ts: new Date(deps.now()) }]);
     },
     afterCommit: (fn) => {
       committed.push(fn);

@@ -18,20 +18,23 @@ import { tenantRoutes } from './tenants/routes.ts';
 import { webhookRoutes } from './webhooks/routes.ts';
 import { staffAdminRoutes } from '../staff/admin-routes.ts';
 import { TargetGuard } from './webhooks/target.ts';
+import { sessionAdminRoutes } from '../staff/sessions-admin.ts';
+import { identityProviderRoutes } from '../staff/idp.ts';
 
 /**
  * `allowPrivateWebhookTargets`: tests and the development stack only (see ./webhooks/target.ts).
  * `webhookAllowedCidrs`: the internal receivers an operator lists (PRIVATE_TARGETS_ALLOWED), so an
  * endpoint the dispatcher may deliver to can also be created (issue 23 item 5).
  */
-export function adminRoutes(opts: { db: Db; keys: KeyStore; now: () => number; rateLimits?: RateLimits; allowPrivateWebhookTargets?: boolean; webhookAllowedCidrs?: string[] }): RouteSpec[] {
+export function adminRoutes(opts: { db: Db; keys: KeyStore; now: () => number; rateLimits?: RateLimits; allowPrivateWebhookTargets?: boolean; webhookAllowedCidrs?: string[]; targets?: TargetGuard }): RouteSpec[] {
   const deps: AdminDeps = {
     db: opts.db, keys: opts.keys, now: opts.now, limiter: new RateLimiter(opts.db, opts.rateLimits), pages: new Cursors(opts.db, opts.keys),
-    webhookTargets: new TargetGuard({ allowPrivateTargets: opts.allowPrivateWebhookTargets ?? false, allowedCidrs: opts.webhookAllowedCidrs ?? [] }),
+    webhookTargets: opts.targets ?? new TargetGuard({ allowPrivateTargets: opts.allowPrivateWebhookTargets ?? false, allowedCidrs: opts.webhookAllowedCidrs ?? [] }),
   };
   return [
     ...referenceRoutes(deps), ...countryRoutes(deps), ...currencyRoutes(deps), ...tenantRoutes(deps), ...environmentRoutes(deps), ...productRoutes(deps),
     ...configRoutes(deps), ...scheduleRoutes(deps), ...flagRoutes(deps), ...opsRoutes(deps), ...auditRoutes(deps), ...webhookRoutes(deps),
     ...staffAdminRoutes(deps),
+    ...sessionAdminRoutes(deps), ...identityProviderRoutes(deps),
   ];
 }

@@ -5,7 +5,7 @@ import { AppError } from '../../shared/errors.ts';
 import { defineRoute, type RequestContext, type RouteSpec } from '../http/route.ts';
 import type { KeyStore } from '../keys/keys.ts';
 import type { Db } from '../../shared/db/pool.ts';
-import { ApiKeys, defaultRotationGraceS, maxRotationGraceS } from './store.ts';
+import { ApiKeys, defaultRotationGraceS, maxRotationGraceS, type KeyActor } from './store.ts';
 
 const Decimal = Type.String({ pattern: '^(0|[1-9][0-9]{0,13})(\\.[0-9]{1,6})?$', description: 'decimal string, up to 6 places' });
 const Budget = Type.Object({
@@ -45,12 +45,12 @@ function validCidr(c: string): boolean {
 type Ctx = RequestContext<unknown, unknown, unknown>;
 
 /** The caller's tenant and id; mutations need the admin role, reads admin or ops. */
-function caller(ctx: Ctx, mutate: boolean): { tenantId: string; actor: string } {
-  const { tenantId, principalId, roles } = ctx.identity;
+function caller(ctx: Ctx, mutate: boolean): { tenantId: string; actor: KeyActor } {
+  const { tenantId, principalId, roles, aal, sessionId } = ctx.identity;
   if (!tenantId || !principalId) throw new AppError('UNAUTHORIZED', 'a staff credential is required');
   const allowed = mutate ? ['admin'] : ['admin', 'ops'];
   if (!roles.some((r) => allowed.includes(r))) throw new AppError('FORBIDDEN', `role ${allowed.join(' or ')} is required`);
-  return { tenantId, actor: principalId };
+  return { tenantId, actor: { id: principalId, aal: aal ?? 1, sessionId } };
 }
 
 export function apiKeyRoutes(deps: { db: Db; keys: KeyStore }): RouteSpec[] {

@@ -63,6 +63,9 @@ function view(r: Row): ApiKeyView {
 
 const sha256 = (s: string) => createHash('sha256').update(s).digest();
 
+/** Who creates, rotates or revokes a key: an id, or the staff caller with its AAL and session. */
+export type KeyActor = string | { id: string; aal: number; sessionId: string | undefined };
+
 export class ApiKeys {
   constructor(private readonly db: Db, private readonly keys: KeyStore) {}
 
@@ -89,14 +92,14 @@ export class ApiKeys {
     });
   }
 
-  async create(tenantId: string, actor: string, k: NewKey): Promise<{ key: ApiKeyView; secret: string }> {
+  async create(tenantId: string, actor: KeyActor, k: NewKey): Promise<{ key: ApiKeyView; secret: string }> {
     const id = `pk_live_${randomBase62(24)}`;
     const secret = `sk_live_${randomBytes(32).toString('base64url')}`;
     return this.db.tx(async (q) => {
       const { rows } = await q.query<Row>(
         `INSERT INTO api_keys (id, tenant_id, name, secret_enc, secret_hash, scopes, budget, ip_allowlist, expires_at, created_by)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8::cidr[], $9, $10) RETURNING ${columns}`,
-        [id, tenantId, k.name, this.seal(id, secret), sha256(secret), k.scopes, JSON.stringify(k.budget), k.ipAllowlist, k.expiresAt ?? null, actor],
+        [id, tenantId, k.name, this.seal(id, secret), sha256(secret), k.scopes, JSON.stringify(k.budget), k.ipAllowlist, k.expiresAt ?? null, typeof actor === 'string' ? actor : actor.id],
       );
       await this.audit(q, tenantId, actor, 'apikey.create', id, { scopes: k.scopes, budget: k.budget, ip_allowlist: k.ipAllowlist });
       return { key: view(rows[0] as Row), secret };
@@ -104,7 +107,7 @@ export class ApiKeys {
   }
 
   /** A new secret for an existing key; the previous one stays valid for `graceS` seconds. */
-  async rotate(tenantId: string, actor: string, id: string, graceS: number): Promise<{ key: ApiKeyView; secret: string }> {
+  async rotate(tenantId: string, actor: KeyActor, id: string, graceS: number): Promise<{ key: ApiKeyView; secret: string }> {
     const secret = `sk_live_${randomBytes(32).toString('base64url')}`;
     const grace = Math.min(Math.max(0, graceS), maxRotationGraceS);
     return this.db.tx(async (q) => {
@@ -120,7 +123,7 @@ export class ApiKeys {
     });
   }
 
-  async revoke(tenantId: string, actor: string, id: string): Promise<void> {
+  async revoke(tenantId: string, actor: KeyActor, id: string): Promise<void> {
     await this.db.tx(async (q) => {
       const { rowCount } = await q.query(`UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE tenant_id = $1 AND id = $2`, [tenantId, id]);
       if (rowCount !== 1) throw new AppError('API_KEY_NOT_FOUND', 'no API key with that id');
@@ -152,7 +155,12 @@ export class ApiKeys {
     return { items: page, next_cursor: rows.length > limit && last ? Buffer.from(`${last.created_at}|${last.id}`).toString('base64url') : null };
   }
 
-  private audit(q: Queryable, tenantId: string, actor: string, action: string, id: string, attrs: Record<string, unknown>) {
-    return appendAudit(q, [{ tenantId, actor: { type: 'service', id: actor }, action, target: { type: 'api_key', id }, attrs }]);
+  private audit(q: Queryable, tenantId: string, actor: KeyActor, action: string, id: string, attrs: Record<string, unknown>) {
+    if (typeof actor === 'string') return appendAudit(q, [{ tenantId, actor: { type: 'service', id: actor }, action, target: { type: 'api_key', id }, attrs }]);
+    // Issue 14 item 6: a person is named with the AAL and session they acted with.
+    return appendAudit(q, [{
+      tenantId, actor: { type: 'staff', id: actor.id }, action, target: { type: 'api_key', id },
+      attrs: { ...attrs, aal: actor.aal, ...(actor.sessionId ? { sessionId: actor.sessionId } : {}) },
+    }]);
   }
 }

@@ -54,6 +54,8 @@ export const pruneRules: readonly PruneRule[] = Object.freeze([
   { table: 'auth_throttle', inert: "window_start < now() - interval '1 day' AND NOT needs_otp AND (locked_until IS NULL OR locked_until < now())" },
   { table: 'idempotency_keys', inert: `created_at < now() - interval '${idempotencyRetention}'` },
   { table: 'admin_rate_counters', inert: "window_start < now() - interval '5 minutes'" },
+  // Federated sign-ins in progress (migration 0821): 10 minutes to finish, then nothing.
+  { table: 'staff_federation_states', inert: "expires_at < now() - interval '5 minutes'" },
 ]);
 
 /** Delete every inert row, `batch` at a time; returns the count per table. */

@@ -5,14 +5,43 @@
  *   (NOTIFY, outbox, audit) and the answer is 401, also for the legitimate holder.
  * - The session's idle timeout (SPEC 2.10 session_timeout_minutes) is enforced here.
  * - A session still owing its MFA (mfa_required_for_all_users) cannot be refreshed.
- * - Refreshed tokens are AAL 1 (amr ["pin"]): a step-up lasts one access token (~10 min, SPEC 8).
+ * - Refreshed customer tokens are AAL 1 (amr ["pin"]): a step-up lasts one access token (~10 min, SPEC 8).
+ * - A refresh token serves the kind of session it was issued for (customer here, staff at
+ *   /auth/token: core/staff/refresh.ts), never the other.
+ * - Wrong refresh tokens count against the source address like failed sign-ins (SPEC 8,
+ *   issue 14 item 5: brute-force protection on every credential a person can present).
  */
+import type { Queryable } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
 import type { RequestContext } from '../http/route.ts';
+import { addressCheck } from './address-throttle.ts';
 import { auditAuth, clientIpOf, type IdentityDeps } from './context.ts';
 import { insertRefreshToken, revokeSession } from './sessions.ts';
 import { tenantSettings } from './settings.ts';
+import { admitAll, refusalError, settleFailure } from './throttle.ts';
 import { accessTtlS, hashRefreshToken, issueAccessToken } from './tokens.ts';
+
+/** What differs between the kinds of session a refresh token can belong to. */
+export interface RefreshKind {
+  /** sessions.subject_type the token must belong to. */
+  subjectType: 'customer' | 'user';
+  /** The audit actor's type for the session's subject. */
+  actorType: string;
+  /**
+   * The next access token of the session (caller's transaction). Undefined refuses the refresh
+   * (e.g. a staff member deprovisioned since sign-in); the session is then revoked.
+   */
+  issue(q: Queryable, s: { tenantId: string; subjectId: string; sessionId: string; aal: number; amr: string[] | null }, now: number): Promise<{ token: string; jti: string; aal: number; expiresIn: number } | undefined>;
+}
+
+/** Customers: the next token is AAL 1 (a step-up lasts one access token). */
+const customerKind = (deps: IdentityDeps): RefreshKind => ({
+  subjectType: 'customer', actorType: 'customer',
+  issue: async (_q, s, t) => {
+    const a = await issueAccessToken(deps.keys, { tenantId: s.tenantId, sub: s.subjectId, sid: s.sessionId, aal: 1, amr: ['pin'] }, t);
+    return { ...a, aal: 1, expiresIn: accessTtlS };
+  },
+});
 
 interface TokenRow {
   id: string;
@@ -25,6 +54,8 @@ interface TokenRow {
   last_seen: Date;
   session_revoked_at: Date | null;
   mfa_pending: boolean;
+  aal: number;
+  amr: string[] | null;
 }
 
 export interface RefreshResult {
@@ -37,23 +68,41 @@ export interface RefreshResult {
 
 type Outcome = { kind: 'ok'; result: RefreshResult } | { kind: 'refused'; code: 'INVALID_REFRESH_TOKEN' | 'MFA_REQUIRED' };
 
-export async function refresh(deps: IdentityDeps, ctx: RequestContext<unknown, unknown, unknown>, tenantId: string, token: string): Promise<RefreshResult> {
+const invalidRefresh = () => new AppError('INVALID_REFRESH_TOKEN', 'refresh token is invalid, expired or revoked');
+
+/** A customer's refresh (POST /customers/auth/token/refresh). */
+export function refresh(deps: IdentityDeps, ctx: RequestContext<unknown, unknown, unknown>, tenantId: string, token: string): Promise<RefreshResult> {
+  return rotateRefreshToken(deps, ctx, tenantId, token, customerKind(deps));
+}
+
+export async function rotateRefreshToken(
+  deps: IdentityDeps, ctx: RequestContext<unknown, unknown, unknown>, tenantId: string, token: string, kind: RefreshKind,
+): Promise<RefreshResult> {
   const settings = await tenantSettings(deps.db, tenantId);
-  if (!settings?.active) throw new AppError('INVALID_REFRESH_TOKEN', 'refresh token is invalid, expired or revoked');
+  const secrets = settings?.active ? await deps.secrets.get(tenantId) : undefined;
+  if (!settings?.active || !secrets) throw invalidRefresh();
   const t = deps.now();
   const ip = clientIpOf(ctx);
+  const checks = [addressCheck(secrets, tenantId, ip, settings.addressThrottle)];
+  const gate = await deps.db.tx((q) => admitAll(q, tenantId, checks, t));
+  if (!gate.ok) throw refusalError(gate);
   const outcome: Outcome = await deps.db.tx(async (q): Promise<Outcome> => {
     const { rows } = await q.query<TokenRow>(
       `SELECT r.id, r.session_id, r.family_id, r.expires_at, r.rotated_at, r.revoked_at,
-              s.subject_id, s.last_seen, s.revoked_at AS session_revoked_at, s.mfa_pending
+              s.subject_id, s.last_seen, s.revoked_at AS session_revoked_at, s.mfa_pending, s.aal, s.amr
        FROM refresh_tokens r JOIN sessions s ON s.tenant_id = r.tenant_id AND s.id = r.session_id
-       WHERE r.tenant_id = $1 AND r.token_hash = $2 FOR UPDATE OF r, s`,
-      [tenantId, hashRefreshToken(token)],
+       WHERE r.tenant_id = $1 AND r.token_hash = $2 AND s.subject_type = $3 FOR UPDATE OF r, s`,
+      [tenantId, hashRefreshToken(token), kind.subjectType],
     );
     const r = rows[0];
     const refused = (code: 'INVALID_REFRESH_TOKEN' | 'MFA_REQUIRED' = 'INVALID_REFRESH_TOKEN'): Outcome => ({ kind: 'refused', code });
-    if (!r) return refused();
-    const actor = { type: 'customer', id: r.subject_id };
+    if (!r) {
+      // A token nobody holds: counted against the address (a guess, or a token of another kind).
+      await settleFailure(q, tenantId, checks, t);
+      await auditAuth(q, { tenantId, action: 'auth.refresh', actor: { type: 'anonymous', id: ip }, target: { type: 'session', id: 'unknown' }, allow: false, attrs: { ip, outcome: 'unknown_token' }, requestId: ctx.requestId }, t);
+      return refused();
+    }
+    const actor = { type: kind.actorType, id: r.subject_id };
     const target = { type: 'session', id: r.session_id };
     const note = (allow: boolean, outcome: string) => auditAuth(q, { tenantId, action: 'auth.refresh', actor, target, allow, attrs: { ip, outcome, family: r.family_id }, requestId: ctx.requestId }, t);
     if (r.rotated_at) {
@@ -78,20 +127,25 @@ export async function refresh(deps: IdentityDeps, ctx: RequestContext<unknown, u
       await note(false, 'mfa_pending');
       return refused('MFA_REQUIRED');
     }
+    const access = await kind.issue(q, { tenantId, subjectId: r.subject_id, sessionId: r.session_id, aal: r.aal, amr: r.amr }, t);
+    if (!access) {
+      await revokeSession(q, tenantId, r.session_id, 'subject_inactive', { type: 'system', id: 'identity' }, t);
+      await note(false, 'subject_inactive');
+      return refused();
+    }
     await q.query('UPDATE refresh_tokens SET rotated_at = to_timestamp($3 / 1000.0) WHERE tenant_id = $1 AND id = $2', [tenantId, r.id, t]);
     const next = await insertRefreshToken(q, tenantId, r.session_id, r.family_id, t, r.expires_at.getTime());
-    const access = await issueAccessToken(deps.keys, { tenantId, sub: r.subject_id, sid: r.session_id, aal: 1, amr: ['pin'] }, t);
     await q.query(
-      `UPDATE sessions SET jti = $3, aal = 1, last_seen = to_timestamp($4 / 1000.0), ip = $5 WHERE tenant_id = $1 AND id = $2`,
-      [tenantId, r.session_id, access.jti, t, ip],
+      `UPDATE sessions SET jti = $3, aal = $6, last_seen = to_timestamp($4 / 1000.0), ip = $5 WHERE tenant_id = $1 AND id = $2`,
+      [tenantId, r.session_id, access.jti, t, ip, access.aal],
     );
     await note(true, 'rotated');
-    return { kind: 'ok', result: { accessToken: access.token, refreshToken: next, expiresIn: accessTtlS, sessionId: r.session_id, aal: 1 } };
+    return { kind: 'ok', result: { accessToken: access.token, refreshToken: next, expiresIn: access.expiresIn, sessionId: r.session_id, aal: access.aal } };
   });
   if (outcome.kind === 'refused') {
     throw outcome.code === 'MFA_REQUIRED'
       ? new AppError('MFA_REQUIRED', 'complete the step-up this session owes before refreshing')
-      : new AppError('INVALID_REFRESH_TOKEN', 'refresh token is invalid, expired or revoked');
+      : invalidRefresh();
   }
   return outcome.result;
 }

@@ -43,15 +43,17 @@ export async function insertRefreshToken(q: Queryable, tenantId: string, session
   return token;
 }
 
-export type RevokeReason = 'logout' | 'revoked_by_customer' | 'refresh_replay' | 'idle_timeout' | 'pin_reset';
+export type RevokeReason = 'logout' | 'revoked_by_customer' | 'refresh_replay' | 'idle_timeout' | 'pin_reset'
+  // a staff member deprovisioned since sign-in (refresh refused); an administrator's DELETE /sessions/{id}
+  | 'subject_inactive' | 'revoked_by_admin';
 
 /** Revoke a session and its refresh tokens; false when it was already revoked or is unknown. */
 export async function revokeSession(
   q: Queryable, tenantId: string, sessionId: string, reason: RevokeReason, actor: { type: string; id: string }, now: number,
 ): Promise<boolean> {
-  const { rows } = await q.query<{ subject_id: string }>(
+  const { rows } = await q.query<{ subject_id: string; subject_type: string }>(
     `UPDATE sessions SET revoked_at = to_timestamp($3 / 1000.0), revoke_reason = $4
-     WHERE tenant_id = $1 AND id = $2 AND revoked_at IS NULL RETURNING subject_id`,
+     WHERE tenant_id = $1 AND id = $2 AND revoked_at IS NULL RETURNING subject_id, subject_type`,
     [tenantId, sessionId, now, reason],
   );
   const row = rows[0];
@@ -62,7 +64,7 @@ export async function revokeSession(
   );
   await enqueue(q, {
     tenantId, aggregate: 'session', aggregateId: sessionId, event: 'session.revoked',
-    payload: { sessionId, subjectType: 'customer', subjectId: row.subject_id, reason },
+    payload: { sessionId, subjectType: row.subject_type, subjectId: row.subject_id, reason },
   });
   await appendAudit(q, [{
     tenantId, actor, action: 'session.revoke', target: { type: 'session', id: sessionId },

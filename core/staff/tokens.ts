@@ -74,24 +74,36 @@ export interface StaffTokens {
 }
 
 /**
+ * An access token for a member's session (caller's transaction) with the roles the member holds
+ * now: sign-in and every refresh read them afresh, so a role removed by SCIM is gone from the
+ * next token. Undefined when the member is unknown, deleted or inactive.
+ */
+export async function staffAccessToken(
+  q: Queryable, keys: KeyStore, s: { tenantId: string; userId: string; sessionId: string; aal: 1 | 2; amr: string[]; cnf?: Record<string, unknown> }, now: number,
+): Promise<{ token: string; jti: string } | undefined> {
+  const user = await staffUserById(q, s.tenantId, s.userId);
+  if (!user || user.deletedAt || !user.active) return undefined;
+  const tenantRoles = user.roles.length === 0 ? [] : (await ownedTenants(q, s.tenantId)).map((tenant) => ({ tenant, roles: user.roles }));
+  return issueStaffAccessToken(keys, {
+    tenantId: s.tenantId, userId: s.userId, sessionId: s.sessionId, aal: s.aal, amr: s.amr, orgRoles: user.roles, tenantRoles,
+    ...(s.cnf ? { cnf: s.cnf } : {}),
+  }, now);
+}
+
+/**
  * Start a session for an active staff member and issue its tokens (caller's transaction).
  * Throws when the member is unknown, deleted or inactive: callers check first and answer
  * with their own refusal; this is the last guard.
  */
 export async function startStaffSession(q: Queryable, keys: KeyStore, s: StaffSignIn, now: number): Promise<StaffTokens> {
-  const user = await staffUserById(q, s.tenantId, s.userId);
-  if (!user || user.deletedAt || !user.active) throw new Error('staff member is not active');
   const sessionId = uuidv7(now);
-  const tenantRoles = user.roles.length === 0 ? [] : (await ownedTenants(q, s.tenantId)).map((tenant) => ({ tenant, roles: user.roles }));
-  const { token, jti } = await issueStaffAccessToken(keys, {
-    tenantId: s.tenantId, userId: s.userId, sessionId, aal: s.aal, amr: s.amr, orgRoles: user.roles, tenantRoles,
-    ...(s.cnf ? { cnf: s.cnf } : {}),
-  }, now);
+  const access = await staffAccessToken(q, keys, { tenantId: s.tenantId, userId: s.userId, sessionId, aal: s.aal, amr: s.amr, ...(s.cnf ? { cnf: s.cnf } : {}) }, now);
+  if (!access) throw new Error('staff member is not active');
   await q.query(
-    `INSERT INTO sessions (id, tenant_id, subject_type, subject_id, jti, aal, mfa_pending, device, ip, created_at, last_seen)
-     VALUES ($1, $2, 'user', $3, $4, $5, false, $6, $7, to_timestamp($8 / 1000.0), to_timestamp($8 / 1000.0))`,
-    [sessionId, s.tenantId, s.userId, jti, s.aal, s.method, s.ip ?? null, now],
+    `INSERT INTO sessions (id, tenant_id, subject_type, subject_id, jti, aal, amr, mfa_pending, device, ip, created_at, last_seen)
+     VALUES ($1, $2, 'user', $3, $4, $5, $6, false, $7, $8, to_timestamp($9 / 1000.0), to_timestamp($9 / 1000.0))`,
+    [sessionId, s.tenantId, s.userId, access.jti, s.aal, s.amr, s.method, s.ip ?? null, now],
   );
   const refreshToken = await insertRefreshToken(q, s.tenantId, sessionId, uuidv7(now), now, now + sessionMaxAgeMs);
-  return { accessToken: token, refreshToken, tokenType: s.cnf ? 'DPoP' : 'Bearer', expiresIn: staffAccessTtlS, sessionId, aal: s.aal };
+  return { accessToken: access.token, refreshToken, tokenType: s.cnf ? 'DPoP' : 'Bearer', expiresIn: staffAccessTtlS, sessionId, aal: s.aal };
 }

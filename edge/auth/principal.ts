@@ -10,6 +10,7 @@ import type { EdgeState, SessionState, TenantState } from '../state/store.ts';
 import { CredentialError, bearerOf } from './bearer.ts';
 import { checkDpop } from './dpop.ts';
 import { verifyApiKey, type ApiKeyPrincipal } from './api-key.ts';
+import { staffBearer, staffPrincipal, type StaffPrincipal } from './staff.ts';
 
 export const customerAudience = 'payments-api';
 export const customerTokenTyp = 'at+jwt';
@@ -36,7 +37,10 @@ export type Principal =
     }
   | { kind: 'user'; tenantId: string; subjectId: string; session: SessionState; aal: number; amr: string[]; roles: string[]; issuedAtS: number }
   | { kind: 'service'; tenantId: string; subjectId: string; roles: string[]; scopes: string[]; via: 'core-client' | 'service-token' | 'scim-credential' }
+  | StaffPrincipal
   | ApiKeyPrincipal;
+
+const sessionTimeoutOf = (t: TenantState | undefined): number => Number(t?.security.session_timeout_minutes ?? defaultSessionTimeoutMin);
 
 function stringArray(v: unknown): string[] {
   return Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : [];
@@ -182,7 +186,11 @@ export async function authenticate(
       return agent(view, state, tenantOf, nowMs);
     case 'core-client':
       return coreClient(view, state);
-    case 'staff':
+    case 'staff': {
+      // Issue 14 item 5: a person's staff access token (a JWT); an opaque bearer is a service token.
+      const jwt = staffBearer(view);
+      return jwt ? staffPrincipal(jwt, view, state, tenantOf, nowMs, sessionTimeoutOf, maxClockSkewMs) : serviceToken(view, state, nowMs);
+    }
     case 'service':
       return serviceToken(view, state, nowMs);
     case 'scim':

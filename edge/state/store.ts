@@ -49,6 +49,14 @@ export interface DeviceState {
   revoked: boolean;
 }
 
+/** A staff member as the edge needs it (issue 14 item 5: deprovisioning is refused at once). */
+export interface StaffMemberState {
+  id: string;
+  tenantId: string;
+  /** Active and not deleted (a SCIM `active: false` or DELETE ends every token at once). */
+  active: boolean;
+}
+
 export interface ServiceTokenState {
   id: string;
   tenantId: string;
@@ -112,6 +120,7 @@ export class EdgeState {
   private readonly apiKeys = new Map<string, Entry<ApiKeyState>>();
   private readonly scimCredentials = new Map<string, Entry<ScimCredentialState>>();
   private readonly devices = new Map<string, Entry<DeviceState>>();
+  private readonly staff = new Map<string, Entry<StaffMemberState>>();
   private readonly seen = new Set<string>();
   private listener: pg.Client | undefined;
   private healthyAt = 0;
@@ -200,6 +209,10 @@ export class EdgeState {
       const id = payloadField(payload, 'deviceId');
       if (id) this.devices.delete(id);
       else this.devices.clear();
+    } else if (channel === notifyChannels.staff) {
+      const id = payloadField(payload, 'userId');
+      if (id) this.staff.delete(id);
+      else this.staff.clear();
     } else if (channel === notifyChannels.apiKeys) {
       this.apiKeys.delete(payload);
     } else if (channel === notifyChannels.serviceTokens) {
@@ -222,6 +235,7 @@ export class EdgeState {
     this.scimCredentials.clear();
     this.apiKeys.clear();
     this.devices.clear();
+    this.staff.clear();
     this.keys.invalidate();
   }
 
@@ -245,6 +259,7 @@ export class EdgeState {
     return {
       sessions: this.sessions.size, tenants: this.tenants.size, tuples: this.tuples.size,
       service_tokens: this.serviceTokens.size, scim_credentials: this.scimCredentials.size, api_keys: this.apiKeys.size, devices: this.devices.size,
+      staff: this.staff.size,
     };
   }
 
@@ -288,6 +303,40 @@ export class EdgeState {
       const r = rows[0];
       return r && { id: r.id, tenantId: r.tenant_id, customerId: r.customer_id, revoked: r.revoked_at !== null };
     }).then((d) => (d && d.tenantId === tenantId ? d : undefined));
+  }
+
+  /** A staff member by id (cached; dropped on `staff_changed`, which migration 0800's triggers send). */
+  staffMember(tenantId: string, id: string): Promise<StaffMemberState | undefined> {
+    return this.cached(this.staff, id, async () => {
+      const { rows } = await this.db.query<{ id: string; tenant_id: string; active: boolean; deleted_at: Date | null }>(
+        'SELECT id, tenant_id, active, deleted_at FROM staff_users WHERE id = $1 AND tenant_id = $2',
+        [id, tenantId],
+      );
+      const r = rows[0];
+      return r && { id: r.id, tenantId: r.tenant_id, active: r.active && r.deleted_at === null };
+    }).then((m) => (m && m.tenantId === tenantId ? m : undefined));
+  }
+
+  /**
+   * Use up a staff member's request-bound step-up (issue 14 item 5: a token carrying `orig` is
+   * good for that one request, once). Recorded in `stepup_uses` like a customer's grant, so every
+   * edge agrees at once. True when this request may use it: the first use, or a retry carrying
+   * the Idempotency-Key of the request that used it (core answers that with the stored response).
+   */
+  async useStaffStepUp(g: { tenantId: string; jti: string; sessionId: string; userId: string; orig: string; action: string; idempotencyKey: string | undefined; expS: number }): Promise<boolean> {
+    this.assertFresh();
+    const { rows } = await this.db.query<{ idempotency_key: string | null; fresh: boolean }>(
+      `WITH ins AS (
+         INSERT INTO stepup_uses (tenant_id, grant_jti, session_id, customer_id, orig, action, idempotency_key, used_at, expires_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, now(), to_timestamp($8))
+         ON CONFLICT (tenant_id, grant_jti) DO NOTHING RETURNING idempotency_key)
+       SELECT idempotency_key, true AS fresh FROM ins
+       UNION ALL SELECT idempotency_key, false FROM stepup_uses WHERE tenant_id = $1 AND grant_jti = $2 AND NOT EXISTS (SELECT 1 FROM ins)`,
+      [g.tenantId, g.jti, g.sessionId, g.userId, g.orig, g.action, g.idempotencyKey ?? null, g.expS],
+    );
+    const r = rows[0];
+    if (!r) return false;
+    return r.fresh || (g.idempotencyKey !== undefined && r.idempotency_key === g.idempotencyKey);
   }
 
   /**

@@ -275,6 +275,37 @@ needs_step_up if {
 	not bound_step_up
 }
 
+# Issue 16 item 2 (issue 14 item 5): staff PEOPLE below AAL 2 are asked to step up for the
+# sensitive administration actions the purpose lists in `staff_aal2_actions` (key rotation,
+# tenant suspend/activate, revoking another session, credential issuance, enrolment-link
+# re-issue) and for rotating a webhook secret. Service tokens are machines: never asked.
+needs_step_up if {
+	not public_action
+	object.get(subject, "staff", false) == true
+	staff_aal2
+	aal < 2
+}
+
+default staff_aal2 := false
+
+staff_aal2 if {
+	action in object.get(purpose, "staff_aal2_actions", [])
+	not staff_own_session
+}
+
+staff_aal2 if {
+	action == "webhook.update_webhook"
+	object.get(object.get(resource, "attrs", {}), "rotates_secret", false) == true
+}
+
+default staff_own_session := false
+
+# A member ending their own current session is signing out.
+staff_own_session if {
+	action == "session.admin_revoke"
+	object.get(object.get(resource, "attrs", {}), "current_session", false) == true
+}
+
 default request_bound := false
 
 request_bound if action in object.get(purpose, "request_bound_actions", [])
@@ -338,6 +369,13 @@ stepup_fixable if {
 	not needs_step_up
 	failed == ["min_aal"]
 	object.get(subject, "type", "") == "customer"
+}
+
+# A staff member below a purpose's minimum (fraud review needs AAL 2) can step up too.
+stepup_fixable if {
+	not needs_step_up
+	failed == ["min_aal"]
+	object.get(subject, "staff", false) == true
 }
 
 # SPEC 2.5 field policies become masking obligations for the response.

@@ -451,3 +451,39 @@ test_verdict_step_up_and_denial_outcomes if {
 	w.code == "POLICY_DENIED"
 	contains(w.message, "resource_tenant")
 }
+
+person(level, roles) := {"id": "staff:u1", "type": "user", "staff": true, "roles": roles, "aal": level, "tuples": [member], "stepup_bound": false}
+
+test_staff_below_aal2_steps_up_for_key_rotation_a_service_token_does_not if {
+	req := object.union(op("signing_key.rotate_keys", "signing_key"), {"subject": person(1, ["admin"])})
+	d := authz.decision with input as req
+	d.code == "MFA_REQUIRED"
+	ok := authz.decision with input as object.union(req, {"subject": person(2, ["admin"])})
+	ok.allow
+	svc := authz.decision with input as object.union(object.remove(req, ["subject"]), {"subject": {"id": "service-token:x", "type": "service", "roles": ["admin"], "scopes": [], "aal": 1, "tuples": [member]}})
+	svc.allow
+	wrong_role := authz.decision with input as object.union(req, {"subject": person(1, ["ops"])})
+	wrong_role.code == "POLICY_DENIED"
+}
+
+test_staff_webhook_secret_rotation_needs_aal2_pausing_does_not if {
+	req := object.union(op("webhook.update_webhook", "webhook"), {"subject": person(1, ["admin"])})
+	pause := authz.decision with input as req
+	pause.allow
+	rotate := authz.decision with input as object.union(req, {"resource": {"type": "webhook", "tenant_id": "t1", "attrs": {"rotates_secret": true}}})
+	rotate.code == "MFA_REQUIRED"
+}
+
+test_staff_revoking_own_session_is_signing_out if {
+	req := object.union(op("session.admin_revoke", "session"), {"subject": person(1, ["admin"])})
+	other := authz.decision with input as req
+	other.code == "MFA_REQUIRED"
+	own := authz.decision with input as object.union(req, {"resource": {"type": "session", "tenant_id": "t1", "attrs": {"current_session": true}}})
+	own.allow
+}
+
+test_staff_fraud_review_below_aal2_steps_up if {
+	req := object.union(base, {"purpose": "fraud.review", "resource": {"type": "account", "tenant_id": "t1"}, "action": "account.read", "subject": person(1, ["fraud"])})
+	d := authz.decision with input as req
+	d.code == "MFA_REQUIRED"
+}

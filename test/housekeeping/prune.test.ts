@@ -54,8 +54,12 @@ describe('housekeeping', () => {
       await q(`INSERT INTO admin_rate_counters (window_start, scope, count) VALUES (date_trunc('minute', now() + $2::interval), $1, 3)`, [scope, at]);
     }
 
+    for (const [key, at] of [['fed-old', '-6 minutes'], ['fed-recent', '-1 minute'], ['fed-live', '+5 minutes']] as [string, string][]) {
+      await q(`INSERT INTO staff_federation_states (state_hash, tenant_id, verifier_enc, nonce, idp_version, expires_at) VALUES ($1, 'ta', '\\x00', 'n', 1, now() + $2::interval)`, [Buffer.from(key), at]);
+    }
+
     const counts = await pruneOnce(t.db, 2);
-    assert.deepEqual(counts, { edge_replay: 3, used_challenges: 3, stepup_uses: 3, otp_codes: 1, phone_verifications: 1, refresh_tokens: 1, auth_throttle: 2, idempotency_keys: 0, admin_rate_counters: 2 });
+    assert.deepEqual(counts, { edge_replay: 3, used_challenges: 3, stepup_uses: 3, otp_codes: 1, phone_verifications: 1, refresh_tokens: 1, auth_throttle: 2, idempotency_keys: 0, admin_rate_counters: 2, staff_federation_states: 1 });
     assert.deepEqual(Object.keys(counts), pruneRules.map((r) => r.table));
 
     assert.deepEqual(await names('SELECT value AS n FROM edge_replay'), ['live', 'recent'], 'expired a minute ago: kept for clock skew');
@@ -66,8 +70,9 @@ describe('housekeeping', () => {
     assert.deepEqual(await names(`SELECT convert_from(token_hash, 'UTF8') AS n FROM refresh_tokens`), ['two-days-past']);
     assert.deepEqual(await names(`SELECT convert_from(key, 'UTF8') AS n FROM auth_throttle`), ['fresh', 'stale-but-locked', 'stale-but-needs-otp']);
     assert.deepEqual(await names('SELECT scope AS n FROM admin_rate_counters'), ['ip:current'], 'the current window is kept');
+    assert.deepEqual(await names(`SELECT convert_from(state_hash, 'UTF8') AS n FROM staff_federation_states`), ['fed-live', 'fed-recent'], 'a sign-in state lives its 10 minutes plus skew');
 
-    assert.deepEqual(await pruneOnce(t.db), { edge_replay: 0, used_challenges: 0, stepup_uses: 0, otp_codes: 0, phone_verifications: 0, refresh_tokens: 0, auth_throttle: 0, idempotency_keys: 0, admin_rate_counters: 0 }, 'a second run finds nothing');
+    assert.deepEqual(await pruneOnce(t.db), { edge_replay: 0, used_challenges: 0, stepup_uses: 0, otp_codes: 0, phone_verifications: 0, refresh_tokens: 0, auth_throttle: 0, idempotency_keys: 0, admin_rate_counters: 0, staff_federation_states: 0 }, 'a second run finds nothing');
   });
 
   it('keeps idempotency records for the retention (7 days), sealed secrets included, then deletes them', async () => {
