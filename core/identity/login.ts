@@ -22,6 +22,7 @@ import { admitAll, loginPolicy, phonePolicy, refusalError, settleFailure, settle
 import { accessTtlS, issueAccessToken } from './tokens.ts';
 import { tenantSettings } from './settings.ts';
 import { SemaphoreFull } from './semaphore.ts';
+import { dpopBinding, requireProof } from '../http/dpop.ts';
 
 export interface LoginInput {
   tenantId: string;
@@ -33,6 +34,8 @@ export interface LoginResult {
   accessToken: string;
   refreshToken: string;
   expiresIn: number;
+  /** `DPoP` when the tokens are bound to the proof's key (RFC 9449 §5), else `Bearer`. */
+  tokenType: 'Bearer' | 'DPoP';
   sessionId: string;
   aal: number;
   mfaRequired?: boolean;
@@ -71,6 +74,10 @@ export async function login(deps: IdentityDeps, ctx: RequestContext<unknown, unk
     deps.log.info({ reqId: ctx.requestId, outcome: 'unknown_tenant' }, 'login refused');
     throw invalid();
   }
+  // Issue 17 item 3: a proof binds the session; require_dpop refuses a sign-in without one.
+  const pop = await dpopBinding(deps, ctx, { requireNonce: settings.requireDpopNonce });
+  if (settings.requireDpop) requireProof(pop, deps);
+  const cnf = pop ? { jkt: pop.jkt } : undefined;
   const ip = clientIpOf(ctx);
   const device = ctx.identity.deviceId;
   const phoneKey = phoneKeyOf(secrets, tenantId, phone);
@@ -116,17 +123,17 @@ export async function login(deps: IdentityDeps, ctx: RequestContext<unknown, unk
   const customerId = usable.id;
   const sessionId = uuidv7(t);
   const mfaPending = settings.mfaRequiredForAll;
-  const access = await issueAccessToken(deps.keys, { tenantId, sub: customerId, sid: sessionId, aal: 1, amr: ['pin'] }, t);
+  const access = await issueAccessToken(deps.keys, { tenantId, sub: customerId, sid: sessionId, aal: 1, amr: ['pin'], ...(cnf ? { cnf } : {}) }, t);
   const refreshToken = await db.tx(async (q) => {
     await settleSuccess(q, tenantId, checks, t);
-    const rt = await createSession(q, sessionId, { tenantId, customerId, jti: access.jti, aal: 1, mfaPending, device, ip }, t);
+    const rt = await createSession(q, sessionId, { tenantId, customerId, jti: access.jti, aal: 1, mfaPending, device, ip, dpopJkt: pop?.jkt }, t);
     await auditAuth(q, { ...audit(true, 'success', { type: 'customer', id: customerId }, 1), target: { type: 'session', id: sessionId } }, t);
     return rt;
   });
   if (needsRehash(usable.kdf_version as number)) {
     inBackground(deps, 'pin rehash', () => rehash(deps, tenantId, customerId, pin, secrets.pin, usable.kdf_version as number));
   }
-  const out: LoginResult = { accessToken: access.token, refreshToken, expiresIn: accessTtlS, sessionId, aal: 1 };
+  const out: LoginResult = { accessToken: access.token, refreshToken, expiresIn: accessTtlS, tokenType: cnf ? 'DPoP' : 'Bearer', sessionId, aal: 1 };
   if (mfaPending) {
     // SPEC 2.10 mfa_required_for_all_users: the session must step up before it is refreshed.
     const methods = await stepUpMethods(deps.db, tenantId, customerId, t);

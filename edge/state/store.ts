@@ -5,6 +5,7 @@
  * heartbeat bounds staleness: when the database has not answered for `maxStalenessMs`,
  * `assertFresh()` throws and every decision is a deny.
  */
+import { firstUse } from '../../shared/replay.ts';
 import { createHash } from 'node:crypto';
 import pg from 'pg';
 import type { Logger } from 'pino';
@@ -396,12 +397,7 @@ export class EdgeState {
   /** Record a one-time value (DPoP jti, nonce) across all edges; false when already seen. */
   async firstUse(kind: string, value: string, ttlMs: number): Promise<boolean> {
     this.assertFresh();
-    const { rowCount } = await this.db.query(
-      `INSERT INTO edge_replay (kind, value, expires_at) VALUES ($1, $2, now() + make_interval(secs => $3))
-       ON CONFLICT (kind, value) DO UPDATE SET expires_at = EXCLUDED.expires_at WHERE edge_replay.expires_at < now()`,
-      [kind, value, ttlMs / 1000],
-    );
-    return rowCount === 1;
+    return firstUse(this.db, kind, value, ttlMs);
   }
 }
 
