@@ -21,6 +21,8 @@ export const channels = {
   keys: 'keys_changed',
   /** payload: JSON `{tenantId, userId}` of a staff member provisioned, changed or deprovisioned. */
   staff: 'staff_changed',
+  /** payload: the OAuth client id registered, rotated or revoked (migration 0840). */
+  oauthClients: 'oauth_clients_changed',
 } as const;
 
 export type Channel = (typeof channels)[keyof typeof channels];

@@ -45,7 +45,7 @@ export class KeyStore extends TokenVerifier {
   /** DPoP server nonces (RFC 9449 §8), the same at every core (derived from the master key). */
   readonly dpopNonces: DpopNonces;
 
-  constructor(db: Db, private readonly masterKey: Buffer, opts: { now?: () => number; apiKeySealKey?: Buffer; challengeKeys?: Buffer[] } = {}) {
+  constructor(db: Db, private readonly masterKey: Buffer, opts: { now?: () => number; apiKeySealKey?: Buffer; challengeKeys?: Buffer[]; issuerUrl?: string | undefined } = {}) {
     super(db, opts);
     this.apiKeySecrets = new ApiKeySecrets(opts.apiKeySealKey ?? deriveApiKeySealKey(masterKey));
     const [current, ...previous] = opts.challengeKeys ?? [deriveChallengeKey(masterKey)];
@@ -136,14 +136,14 @@ export class KeyStore extends TokenVerifier {
   }
 
   /** Sign a JWT with the tenant's active key; `iat`, `exp`, `iss` and `kid` are set here. */
-  async sign(tenantId: string, claims: JWTPayload & Record<string, unknown>, opts: { expiresInS: number; typ?: string }): Promise<string> {
+  async sign(tenantId: string, claims: JWTPayload & Record<string, unknown>, opts: { expiresInS: number; typ?: string; issuer?: string }): Promise<string> {
     await this.ensureActive(tenantId);
     const signer = await this.signerOf(tenantId);
     if (!signer) throw new KeyError('NO_KEY', `tenant ${tenantId} has no active signing key`);
     const nowS = Math.floor(this.now() / 1000);
     return new SignJWT({ ...claims, tid: tenantId })
       .setProtectedHeader({ alg: 'EdDSA', kid: signer.kid, typ: opts.typ ?? 'JWT' })
-      .setIssuer(issuerFor(tenantId))
+      .setIssuer(opts.issuer ?? issuerFor(tenantId))
       .setIssuedAt(nowS)
       .setExpirationTime(nowS + opts.expiresInS)
       .sign(signer.key);
