@@ -132,6 +132,8 @@ async function coreClient(view: RequestView, state: EdgeState, nowMs: number): P
   if (typeof claims.sub !== 'string') throw invalid('token has no subject');
   // Issue 17 item 2: a certificate- or DPoP-bound client token is refused without its proof.
   await checkBinding(view, state, token, claims.cnf, nowMs);
+  // A revoked client's tokens stop at once, not when they expire (NOTIFY oauth_clients_changed).
+  if (!(await state.oauthClientActive(claims.tid, claims.sub))) throw invalid('the OAuth client of this token is revoked');
   const scopes = typeof claims.scope === 'string' ? claims.scope.split(' ').filter(Boolean) : stringArray(claims.scp);
   return { kind: 'service', tenantId: claims.tid, subjectId: claims.sub, roles: [], scopes, via: 'core-client' };
 }

@@ -103,6 +103,8 @@ export class EdgeState {
   private readonly serviceTokens = new Map<string, Entry<ServiceTokenState>>();
   private readonly apiKeys = new Map<string, Entry<ApiKeyState>>();
   private readonly devices = new Map<string, Entry<DeviceState>>();
+  /** Active OAuth clients by id → their tenant (issue 17: a revoked client's tokens stop at once). */
+  private readonly oauthClients = new Map<string, Entry<string>>();
   private readonly seen = new Set<string>();
   private listener: pg.Client | undefined;
   private healthyAt = 0;
@@ -190,6 +192,8 @@ export class EdgeState {
       this.apiKeys.delete(payload);
     } else if (channel === notifyChannels.serviceTokens) {
       this.serviceTokens.clear();
+    } else if (channel === notifyChannels.oauthClients) {
+      this.oauthClients.delete(payload);
     } else if (channel === notifyChannels.keys) {
       this.keys.invalidate(payload || undefined);
     }
@@ -203,6 +207,7 @@ export class EdgeState {
     this.serviceTokens.clear();
     this.apiKeys.clear();
     this.devices.clear();
+    this.oauthClients.clear();
     this.keys.invalidate();
   }
 
@@ -357,6 +362,15 @@ export class EdgeState {
       // A tenant without a signing key yet has nothing to verify.
       await this.keys.verificationKeys(id).catch(() => undefined);
     }));
+  }
+
+  /** Whether the OAuth client `clientId` of `tenantId` exists and is not revoked. */
+  async oauthClientActive(tenantId: string, clientId: string): Promise<boolean> {
+    const owner = await this.cached(this.oauthClients, clientId, async () => {
+      const { rows } = await this.db.query<{ tenant_id: string }>('SELECT tenant_id FROM oauth_clients WHERE client_id = $1 AND revoked_at IS NULL', [clientId]);
+      return rows[0]?.tenant_id;
+    });
+    return owner === tenantId;
   }
 
   /** An API key by id, its secrets opened with the API-key sealing key (kept in memory only). */

@@ -1,11 +1,12 @@
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
+import { createPrivateKey, randomUUID, sign, type JsonWebKey } from 'node:crypto';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { loadConfig } from '../../bin/config.ts';
 import { startStack, type Stack } from '../../bin/stack.ts';
+import { proofMessage } from '../../core/agents/device.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { dpopCall, dpopKey, proof, type DpopKey } from '../helpers/dpop.ts';
 import { call } from '../helpers/http.ts';
@@ -22,7 +23,7 @@ describe('DPoP for customers through the gateway (require_dpop)', () => {
   let dataDir: string;
   let stack: Stack;
   let gw: string;
-  let demo: Demo;
+  let demo: Demo & { agent: { tenantId: string; agentCode: string; pin: string; deviceId: string; devicePrivateJwk: JsonWebKey } };
   let aliceKey: DpopKey;
   let j: Journey;
   let alice: Customer;
@@ -135,6 +136,34 @@ describe('DPoP for customers through the gateway (require_dpop)', () => {
     const again = await login(call, alice.phone, { dpop: p });
     assert.equal(again.status, 401, again.text);
     assert.equal(again.json.code, 'DPOP_PROOF_INVALID');
+  });
+
+  it('agents: the same rule: sign-in refused without a proof, bound with one, refresh only by the same key', async () => {
+    const a = demo.agent;
+    const deviceKey = createPrivateKey({ key: a.devicePrivateJwk, format: 'jwk' });
+    const device = (purpose: 'agent-login' | 'agent-refresh') => {
+      const timestamp = String(Date.now());
+      return { deviceId: a.deviceId, timestamp, signature: sign(null, Buffer.from(proofMessage(purpose, a.tenantId, a.agentCode, a.deviceId, timestamp)), deviceKey).toString('base64url') };
+    };
+    const body = () => ({ tenantId: a.tenantId, agentCode: a.agentCode, pin: a.pin, device: device('agent-login') });
+    const refused = await call(gw, 'POST', '/v1/agent/auth/login', { json: body() });
+    assert.equal(refused.status, 401, refused.text);
+    assert.equal(refused.json.code, 'DPOP_REQUIRED');
+    const key = await dpopKey('EdDSA');
+    const send = dpopCall(key);
+    const r = await send(gw, 'POST', '/v1/agent/auth/login', { json: body() });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.tokenType, 'DPoP');
+    assert.deepEqual(payload(r.json.accessToken).cnf, { jkt: key.jkt });
+    const headers = { authorization: `DPoP ${r.json.accessToken}`, 'x-device-id': a.deviceId };
+    assert.equal((await send(gw, 'GET', '/v1/float', { headers })).status, 200);
+    assert.equal((await call(gw, 'GET', '/v1/float', { headers })).status, 401, 'not without its proof');
+    const stolen = await dpopCall(await dpopKey())(gw, 'POST', '/v1/agent/auth/refresh', { json: { tenantId: a.tenantId, refreshToken: r.json.refreshToken, device: device('agent-refresh') } });
+    assert.equal(stolen.status, 401, stolen.text);
+    assert.equal(stolen.json.code, 'DPOP_PROOF_INVALID');
+    const ok = await send(gw, 'POST', '/v1/agent/auth/refresh', { json: { tenantId: a.tenantId, refreshToken: r.json.refreshToken, device: device('agent-refresh') } });
+    assert.equal(ok.status, 200, ok.text);
+    assert.equal(ok.json.tokenType, 'DPoP');
   });
 
   it('asks for a server nonce when the tenant requires one, and accepts the proof that carries it', async () => {
