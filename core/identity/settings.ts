@@ -79,6 +79,10 @@ export interface TenantAuthSettings {
   requireDpopNonce: boolean;
 }
 
+function flagOf(security: unknown, name: string): boolean {
+  return typeof security === 'object' && security !== null && (security as Record<string, unknown>)[name] === true;
+}
+
 /** undefined: no such tenant. Malformed settings fail closed (MFA on, default timeout). */
 export async function tenantSettings(q: Queryable, tenantId: string): Promise<TenantAuthSettings | undefined> {
   const { rows } = await q.query<{ status: string; security: unknown }>('SELECT status, security FROM tenants WHERE id = $1', [tenantId]);
@@ -91,8 +95,9 @@ export async function tenantSettings(q: Queryable, tenantId: string): Promise<Te
     sessionTimeoutMinutes: sec?.session_timeout_minutes ?? defaultSessionTimeoutMinutes,
     addressThrottle: addressThrottleOf(row.security),
     deviceCooloffHours: sec?.device_cooloff_hours ?? defaultDeviceCooloffHours,
-    // Malformed settings fail closed here too: proofs required.
-    requireDpop: sec ? sec.require_dpop === true : true,
-    requireDpopNonce: sec?.require_dpop_nonce === true,
+    // Read on their own, as the edge reads them: another malformed field neither hides a
+    // require_dpop (the edge would refuse every unbound token) nor invents one (no sign-in at all).
+    requireDpop: flagOf(row.security, 'require_dpop'),
+    requireDpopNonce: flagOf(row.security, 'require_dpop_nonce'),
   };
 }

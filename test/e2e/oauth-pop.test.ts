@@ -45,12 +45,15 @@ describe('OAuth clients: private_key_jwt, mTLS, DPoP, discovery', () => {
   let selfSigned: Issued;
 
   const payloadOf = (jwt: string) => JSON.parse(Buffer.from(jwt.split('.')[1] ?? '', 'base64url').toString('utf8'));
+  // Idle connections are closed well before the gateway's keep-alive ends (5 s): key generation
+  // between two calls on a loaded machine must not meet a connection the server just closed.
+  const plain = new Agent({ keepAliveTimeout: 1000, keepAliveMaxTimeout: 1000 });
   const asAdmin = (token = admin) => ({ authorization: `Bearer ${token}` });
-  const register = (body: Record<string, unknown>, token = admin) => call(issuer, 'POST', '/v1/oauth-clients', { json: body, headers: asAdmin(token) });
+  const register = (body: Record<string, unknown>, token = admin) => call(issuer, 'POST', '/v1/oauth-clients', { json: body, headers: asAdmin(token), dispatcher: plain });
   const form = (fields: Record<string, string>) => ({ body: new URLSearchParams(fields).toString(), headers: { 'content-type': 'application/x-www-form-urlencoded' } });
   const tokenAt = (origin: string, fields: Record<string, string>, extra: Record<string, string> = {}, dispatcher?: Agent): Promise<Res> => {
     const f = form(fields);
-    return call(origin, 'POST', '/oauth2/token', { body: f.body, headers: { ...f.headers, ...extra }, ...(dispatcher ? { dispatcher } : {}) });
+    return call(origin, 'POST', '/oauth2/token', { body: f.body, headers: { ...f.headers, ...extra }, dispatcher: dispatcher ?? plain });
   };
   const tlsAgent = (cert?: Issued) => new Agent({ connect: { ca: pki.ca.cert, ...(cert ? { key: cert.key, cert: cert.cert } : {}), servername: '127.0.0.1' } });
   const x5t = (pem: string) => createHash('sha256').update(new X509Certificate(pem).raw).digest('base64url');
@@ -100,6 +103,7 @@ describe('OAuth clients: private_key_jwt, mTLS, DPoP, discovery', () => {
     second = await serve(buildCore({ db: tdb.db, log: createLogger('silent'), metrics: createMetrics(), build: readBuildInfo(), keys, edgeSecrets: testEdgeSecrets }).server);
   });
   after(async () => {
+    await plain.close();
     await second.close();
     await stack.stop();
     await tdb.drop();
