@@ -18,6 +18,12 @@ export const ConfigSchema = Type.Object({
   MASTER_KEY: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9+/]{43}=$' })),
   /** Where the edge loads the signed policy bundle from: a directory or an http(s) URL. */
   POLICY_BUNDLE: Type.Optional(Type.String({ minLength: 1 })),
+  /**
+   * Issue 17 item 5: the OAuth authorization server's issuer (RFC 8414), e.g. https://auth.example.com;
+   * client-credentials tokens carry it as `iss`. Unset: discovery names the URL it was asked on
+   * and those tokens keep the tenant-scoped issuer.
+   */
+  ISSUER_URL: Type.Optional(Type.String({ pattern: '^https?://[^\\s?#]+[^/\\s?#]$' })),
   LOG_LEVEL: Type.Union([
     Type.Literal('fatal'), Type.Literal('error'), Type.Literal('warn'), Type.Literal('info'),
     Type.Literal('debug'), Type.Literal('trace'), Type.Literal('silent'),
@@ -32,6 +38,7 @@ export interface Config {
   databaseUrl: string | undefined;
   masterKey: string | undefined;
   policyBundle: string | undefined;
+  issuerUrl: string | undefined;
   logLevel: Static<typeof ConfigSchema>['LOG_LEVEL'];
 }
 
@@ -62,6 +69,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     databaseUrl: c.DATABASE_URL,
     masterKey: c.MASTER_KEY,
     policyBundle: c.POLICY_BUNDLE,
+    issuerUrl: c.ISSUER_URL,
     logLevel: c.LOG_LEVEL,
   });
 }

@@ -30,7 +30,8 @@ import type { Config } from './config.ts';
 export class StartError extends Error {}
 
 export interface Stack {
-  ports: { gateway: number; core: number; authz: number };
+  /** `gatewayTls`: the gateway's mutual-TLS listener, when asked for. */
+  ports: { gateway: number; core: number; authz: number; gatewayTls?: number };
   embedded: EmbeddedServer | undefined;
   db: Db;
   log: Logger;
@@ -96,6 +97,8 @@ export async function startStack(
     webhookAllowPrivateTargets?: boolean;
     /** Tests only (issue 15 item 4): core checks every response against its declared schema. */
     checkResponses?: boolean;
+    /** Issue 17 item 4: a mutual-TLS listener for machine clients (tests; production runs Envoy). */
+    gatewayTls?: { key: string | Buffer; cert: string | Buffer; clientCa: string | Buffer; port?: number };
   } = {},
 ): Promise<Stack> {
   const log = createLogger(config.logLevel, opts.logDestination);
@@ -132,7 +135,7 @@ export async function startStack(
       throw new StartError(`database migration failed: ${(err as Error).message.split('\n')[0]}`);
     }
     const masterKey = await loadOrCreateMasterKey(config.masterKey, join(config.dataDir, 'master.key'));
-    const keys = new KeyStore(db, masterKey);
+    const keys = new KeyStore(db, masterKey, { issuerUrl: config.issuerUrl });
     // Core trusts identity headers only when they carry this secret, which only the edge sets.
     const edgeSecret = randomBytes(32).toString('base64url');
     // API-key secrets sealed with the master key before they had a key of their own (0790).
@@ -142,7 +145,7 @@ export async function startStack(
     const edgeDb = createDb({ connectionString: databaseUrl, metrics, log });
     cleanups.push(() => edgeDb.close());
     const edge = await buildEdge({
-      db: edgeDb, apiKeySealKey: deriveApiKeySealKey(masterKey), challengeKeys: [deriveChallengeKey(masterKey)], log: log.child({ component: 'edge' }), edgeSecret, databaseUrl,
+      db: edgeDb, apiKeySealKey: deriveApiKeySealKey(masterKey), challengeKeys: [deriveChallengeKey(masterKey)], log: log.child({ component: 'edge' }), edgeSecret, databaseUrl, issuerUrl: config.issuerUrl,
       // Issue 15 item 6: one process, one registry: core's /v1/metrics includes the edge's metrics.
       registry: metrics.registry,
       ...(opts.publicRateLimit ? { publicRateLimit: opts.publicRateLimit } : {}),
@@ -197,13 +200,15 @@ export async function startStack(
       authzAddress: `127.0.0.1:${authzPort}`,
       coreOrigin: `http://127.0.0.1:${corePort}`,
       ...(opts.checkTimeoutMs ? { checkTimeoutMs: opts.checkTimeoutMs } : {}),
+      ...(opts.gatewayTls ? { tls: opts.gatewayTls } : {}),
     });
     await gateway.ready().catch(() => log.warn('edge channel not ready yet; the first requests may be denied'));
     const gatewayPort = await listenOrExplain(gateway.server, config.gatewayPort, 'GATEWAY_PORT');
     cleanups.push(() => gateway.close());
     await answering(`http://127.0.0.1:${gatewayPort}`);
+    const gatewayTlsPort = gateway.tlsServer ? await listenOrExplain(gateway.tlsServer as unknown as Server, opts.gatewayTls?.port ?? 0, 'gateway TLS') : undefined;
 
-    return { ports: { gateway: gatewayPort, core: corePort, authz: authzPort }, embedded, db, log, demo, stop };
+    return { ports: { gateway: gatewayPort, core: corePort, authz: authzPort, ...(gatewayTlsPort !== undefined ? { gatewayTls: gatewayTlsPort } : {}) }, embedded, db, log, demo, stop };
   } catch (err) {
     await stop();
     throw err;

@@ -19,6 +19,8 @@ import { paymentRoutes } from './payments/routes.ts';
 import type { PolicyStore } from '../policy/runtime/store.ts';
 import { Ledger, ledgerRoutes } from './ledger/routes.ts';
 import { oauthRoutes } from './oauth/routes.ts';
+import { discoveryRoutes } from './oauth/discovery.ts';
+import { oauthClientRoutes } from './oauth/registration.ts';
 import { identityDeps, type IdentityOptions } from './identity/context.ts';
 import { identityRoutes } from './identity/routes.ts';
 import { adminRoutes } from './admin/routes.ts';
@@ -83,7 +85,7 @@ export function buildCore(deps: CoreDeps): Core {
   // Agents share identity's PinHasher (one argon2 semaphore), secrets and SMS sender.
   routes.push(...agentRoutes({ db: deps.db, keys: deps.keys, log: deps.log.child({ component: 'agents' }), now, identity }));
   const ledger = new Ledger({ db: deps.db, log: deps.log, now, keys: deps.keys });
-  routes.push(...oauthRoutes({ db: deps.db, keys: deps.keys }), ...ledgerRoutes({ db: deps.db, keys: deps.keys, log: deps.log, now, ledger }));
+  routes.push(...oauthRoutes({ db: deps.db, keys: deps.keys, now }), ...discoveryRoutes({ keys: deps.keys }), ...oauthClientRoutes({ db: deps.db, keys: deps.keys, now }), ...ledgerRoutes({ db: deps.db, keys: deps.keys, log: deps.log, now, ledger }));
   routes.push(...authzRoutes({ policies: deps.policies }));
   // One SSRF guard for every outbound target an administrator names: webhooks and identity providers.
   const targets = new TargetGuard({ allowPrivateTargets: deps.webhookAllowPrivateTargets ?? false, allowedCidrs: deps.webhookAllowedCidrs ?? [] });

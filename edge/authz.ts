@@ -12,6 +12,7 @@ import { CredentialError } from './auth/bearer.ts';
 import { authenticate, type Principal } from './auth/principal.ts';
 import { staffRolesIn, type StaffPrincipal } from './auth/staff.ts';
 import { consumeBudget } from './auth/budget.ts';
+import { publicOriginOf } from './auth/dpop.ts';
 import { formatBudgetCount, type BudgetCount } from '../shared/api-key-budget.ts';
 import type { CredentialGuard, RateLimiter } from './auth/rate-limit.ts';
 import type { RiskEngine } from './auth/risk.ts';
@@ -350,6 +351,10 @@ export function createDecider(deps: DeciderDeps) {
         'x-policy-version': result.policy_version, 'x-registry-version': result.registry_version,
       };
       if (requestTenant) set['x-tenant-id'] = requestTenant;
+      // Core checks DPoP proofs at sign-in and the token endpoint against the URL the client
+      // used, and binds client tokens to the certificate Envoy verified (issue 17 items 2–3).
+      set['x-public-origin'] = publicOriginOf(view);
+      if (view.peerCertificate) set['x-client-certificate'] = view.peerCertificate;
       // Before sign-in the device id is the client's own claim (recorded on the session at login).
       const claimedDevice = view.headers['x-device-id'];
       if (principal.kind === 'anonymous' && claimedDevice && /^[A-Za-z0-9._:-]{1,128}$/.test(claimedDevice)) set['x-device-id'] = claimedDevice;

@@ -18,10 +18,15 @@ export const identityHeaders = [
   'x-purpose', 'x-aal', 'x-masking', 'x-decision-id', 'x-roles', 'x-scopes', 'x-edge-auth', 'x-policy-version', 'x-registry-version',
   // issue 13 item 5: which credential (an API key's budget is counted in core) and what the edge counted
   'x-credential', 'x-budget-counted',
+  // issue 17: the URL the client addressed (DPoP htu) and the client certificate Envoy verified
+  'x-public-origin', 'x-client-certificate',
 ] as const;
 
 /** Credentials checked here that core never needs: removed from the request on allow. */
 export const edgeOnlySecretHeaders = ['x-api-key-secret'] as const;
+
+/** Headers a client may not send at all: a forwarded certificate is Envoy's word, never the client's (issue 17 item 2). */
+export const clientForbiddenHeaders = ['x-forwarded-client-cert'] as const;
 
 /** google.rpc.Code values used in CheckResponse.status. */
 const rpcOk = 0;
@@ -53,6 +58,8 @@ export interface RequestView {
   requestId: string;
   /** One id per Check: in the audit record, the dynamic metadata and the x-decision-id header. */
   decisionId: string;
+  /** The scheme the client used (`:scheme`): part of the URL a DPoP proof names. */
+  scheme: string;
   /** The client certificate Envoy verified (URL-encoded PEM), when the connection used mTLS. */
   peerCertificate?: string;
   /** The body parsed on first use (bodyOf): every reader in one Check shares it. */
@@ -89,6 +96,7 @@ export function viewOf(req: CheckRequest): RequestView {
     method: http.method.toUpperCase(),
     pathWithQuery,
     path,
+    scheme: http.scheme === 'http' ? 'http' : 'https',
     headers,
     body,
     sourceIp: req.attributes?.source?.address?.socket_address?.address ?? '',
@@ -114,7 +122,7 @@ export function toCheckResponse(view: RequestView, d: Decision, format: ErrorFor
       'x-decision-id': decisionId,
       ...d.set,
     };
-    const remove = [...identityHeaders.filter((h) => !(h in set) && h in view.headers), ...edgeOnlySecretHeaders.filter((h) => h in view.headers)];
+    const remove = [...identityHeaders.filter((h) => !(h in set) && h in view.headers), ...edgeOnlySecretHeaders.filter((h) => h in view.headers), ...clientForbiddenHeaders.filter((h) => h in view.headers)];
     return {
       status: { code: rpcOk },
       ok_response: { headers: Object.entries(set).map(([k, v]) => option(k, v)), headers_to_remove: [...remove] },
@@ -139,6 +147,6 @@ export function toCheckResponse(view: RequestView, d: Decision, format: ErrorFor
 
 /** The fail-closed answer: used for every error, timeout or missing dependency. */
 export function unavailable(view: RequestView | undefined, reason: string, format: ErrorFormat = 'core'): CheckResponse {
-  const v = view ?? { method: '', pathWithQuery: '', path: '', headers: {}, body: Buffer.alloc(0), sourceIp: '', requestId: randomUUID(), decisionId: randomUUID() };
+  const v = view ?? { method: '', pathWithQuery: '', path: '', scheme: 'https', headers: {}, body: Buffer.alloc(0), sourceIp: '', requestId: randomUUID(), decisionId: randomUUID() };
   return toCheckResponse(v, { allow: false, status: 503, code: 'authz_unavailable', message: reason }, format);
 }

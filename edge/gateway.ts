@@ -17,6 +17,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createTlsServer, type Server as TlsServer } from 'node:https';
+import { TLSSocket } from 'node:tls';
 import type { Duplex } from 'node:stream';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
@@ -51,6 +53,13 @@ export interface GatewayDeps {
   streamsBody?: (method: string, path: string) => boolean;
   /** The error format of a route's audience (default: the edge route table's `errorFormat`). */
   errorFormat?: (method: string, path: string) => ErrorFormat;
+  /**
+   * A second, TLS listener for machine clients that requires a client certificate issued by
+   * `clientCa` (deploy/envoy/envoy.yaml `machine_mtls`; issue 17 item 4); the certificate goes
+   * to the edge in the CheckRequest (`attributes.source.certificate`, URL-encoded PEM), as
+   * Envoy's `include_peer_certificate` sends it.
+   */
+  tls?: { key: string | Buffer; cert: string | Buffer; clientCa: string | Buffer };
 }
 
 /** The route table's `disableRequestBodyBuffering`, looked up by method and path. */
@@ -67,6 +76,8 @@ export function errorFormatByRouteTable(): (method: string, path: string) => Err
 
 export interface Gateway {
   server: Server;
+  /** The mutual-TLS listener, when `tls` was given. */
+  tlsServer: TlsServer | undefined;
   /** Resolves once the gRPC channel to the edge is connected (Envoy keeps its channel warm too). */
   ready(timeoutMs?: number): Promise<void>;
   close(): Promise<void>;
@@ -117,16 +128,33 @@ async function bufferBody(req: IncomingMessage): Promise<Buffer | undefined> {
   return Buffer.concat(chunks);
 }
 
+/** The verified client certificate as Envoy forwards it: URL-encoded PEM (RFC 8705 via ext_authz). */
+function peerCertificateOf(req: IncomingMessage): string | undefined {
+  const socket = req.socket;
+  if (!(socket instanceof TLSSocket) || !socket.authorized) return undefined;
+  const raw = socket.getPeerCertificate().raw;
+  if (!raw) return undefined;
+  const pem = `-----BEGIN CERTIFICATE-----\n${raw.toString('base64').replace(/(.{64})/g, '$1\n').replace(/\n$/, '')}\n-----END CERTIFICATE-----\n`;
+  return encodeURIComponent(pem);
+}
+
 function checkRequestOf(req: IncomingMessage, body: Buffer, requestId: string, size = body.length): CheckRequest {
   const headers: Record<string, string> = {};
   for (const [k, v] of Object.entries(req.headers)) if (v !== undefined) headers[k] = Array.isArray(v) ? v.join(',') : v;
+  const scheme = req.socket instanceof TLSSocket ? 'https' : 'http';
+  const certificate = peerCertificateOf(req);
+  // Envoy sets x-forwarded-proto itself (use_remote_address); a client's copy is not believed.
+  headers['x-forwarded-proto'] = scheme;
   headers[':method'] = req.method ?? 'GET';
   headers[':path'] = req.url ?? '/';
   headers[':authority'] = req.headers.host ?? '';
   headers['x-request-id'] = requestId;
   return {
     attributes: {
-      source: { address: { socket_address: { address: req.socket.remoteAddress ?? '', port_value: req.socket.remotePort ?? 0 } } },
+      source: {
+        address: { socket_address: { address: req.socket.remoteAddress ?? '', port_value: req.socket.remotePort ?? 0 } },
+        ...(certificate ? { certificate } : {}),
+      },
       request: {
         http: {
           id: requestId,
@@ -134,7 +162,7 @@ function checkRequestOf(req: IncomingMessage, body: Buffer, requestId: string, s
           headers,
           path: req.url ?? '/',
           host: req.headers.host ?? '',
-          scheme: 'http',
+          scheme,
           protocol: `HTTP/${req.httpVersion}`,
           size: String(size),
           raw_body: body,
@@ -290,22 +318,33 @@ export function createGateway(deps: GatewayDeps): Gateway {
     }
   };
 
-  const server = createServer({ maxHeaderSize: maxRequestHeaderBytes }, (req, res) => {
+  const serve = (req: IncomingMessage, res: ServerResponse) => {
     handle(req, res).catch((err: unknown) => {
       deps.log.error({ err: (err as Error).message }, 'gateway error');
       if (!res.headersSent) refuse(replyTo(req, res, randomUUID()), 502, 'UPSTREAM_UNAVAILABLE', 'gateway error');
       else res.destroy();
     });
-  });
+  };
+  const server = createServer({ maxHeaderSize: maxRequestHeaderBytes }, serve);
   server.on('clientError', answerUnparsable);
+  const tlsServer = deps.tls
+    ? createTlsServer({
+      key: deps.tls.key, cert: deps.tls.cert, ca: deps.tls.clientCa, requestCert: true, rejectUnauthorized: true, maxHeaderSize: maxRequestHeaderBytes,
+    }, serve)
+    : undefined;
+  tlsServer?.on('clientError', answerUnparsable);
   return {
     server,
+    tlsServer,
     /** Resolves once a channel to at least one edge is connected. */
     ready: (waitMs = 5000) =>
       Promise.any(edges.items.map((client) => new Promise<void>((resolve, reject) => client.waitForReady(Date.now() + waitMs, (err) => (err ? reject(err) : resolve()))))),
     async close() {
-      server.closeAllConnections();
-      await new Promise<void>((r) => server.close(() => r()));
+      for (const s of [server, tlsServer]) {
+        if (!s?.listening) continue;
+        s.closeAllConnections();
+        await new Promise<void>((r) => s.close(() => r()));
+      }
       for (const client of edges.items) client.close();
       await Promise.all(cores.items.map((p) => p.close()));
     },

@@ -31,6 +31,8 @@ export interface EdgeDeps {
    */
   apiKeySealKey: Buffer;
   challengeKeys: Buffer[];
+  /** ISSUER_URL: client-credentials tokens may carry it as `iss` (issue 17 item 5). */
+  issuerUrl?: string | undefined;
   log: Logger;
   edgeSecret: string;
   /** A directory or http(s) URL holding manifest.json, registry.json and policy.wasm. */
@@ -80,7 +82,7 @@ export async function buildEdge(deps: EdgeDeps): Promise<Edge> {
   const [challengeKey, ...previousChallengeKeys] = deps.challengeKeys;
   if (!challengeKey) throw new Error('the edge needs a step-up challenge key');
   const challenges = new ChallengeKeys(challengeKey, previousChallengeKeys, deps.now ? { now: deps.now } : {});
-  const state = new EdgeState(deps.db, new TokenVerifier(deps.db, { now: deps.now }), new ApiKeySecrets(deps.apiKeySealKey), deps.log, { now: deps.now });
+  const state = new EdgeState(deps.db, new TokenVerifier(deps.db, { now: deps.now, issuerUrl: deps.issuerUrl }), new ApiKeySecrets(deps.apiKeySealKey), deps.log, { now: deps.now });
   await state.start();
   const audit = new AuditWriter(deps.db, deps.log, maxQueued, failClosedReserve, deps.databaseUrl ? new AuditThread(deps.databaseUrl) : undefined);
   audit.start();

@@ -150,6 +150,13 @@ export const edgeRoutes: EdgeRoute[] = [
   staffAuth('POST', '/auth/token', 'auth.staff_token'),
   // core banking ledger (SPEC 4.1, 5.1; issue 5): core client tokens, scope checked at the edge and in core
   { method: 'POST', template: '/oauth2/token', purpose: operationalPurpose, resource: 'oauth', action: 'token.issue', credential: 'public' },
+  // issue 17: discovery (RFC 8414) and the registration of OAuth clients by tenant admins
+  { method: 'GET', template: '/.well-known/oauth-authorization-server', purpose: operationalPurpose, resource: 'oauth', action: 'auth.oauth_metadata', credential: 'public' },
+  { method: 'POST', template: '/v1/oauth-clients', purpose: operationalPurpose, resource: 'oauth_client', action: 'oauthclient.create', credential: 'staff' },
+  { method: 'GET', template: '/v1/oauth-clients', purpose: operationalPurpose, resource: 'oauth_client', action: 'oauthclient.read', credential: 'staff' },
+  { method: 'GET', template: '/v1/oauth-clients/{id}', purpose: operationalPurpose, resource: 'oauth_client', action: 'oauthclient.read', credential: 'staff' },
+  { method: 'POST', template: '/v1/oauth-clients/{id}/rotate', purpose: operationalPurpose, resource: 'oauth_client', action: 'oauthclient.rotate', credential: 'staff' },
+  { method: 'DELETE', template: '/v1/oauth-clients/{id}', purpose: operationalPurpose, resource: 'oauth_client', action: 'oauthclient.revoke', credential: 'staff' },
   core('POST', '/v1/core/accounts', 'account', 'account.create'),
   core('GET', '/v1/core/accounts/{id}', 'account', 'account.read'),
   core('GET', '/v1/core/accounts/{id}/balances', 'account', 'balance.read'),

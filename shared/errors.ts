@@ -34,6 +34,19 @@ const table = {
   INVALID_CLIENT: [401, 'Unauthorized'],
   UNSUPPORTED_GRANT_TYPE: [400, 'Bad Request'],
   INVALID_SCOPE: [400, 'Bad Request'],
+  // proof of possession (issue 17; RFC 9449 §7.1, §8; RFC 7523)
+  DPOP_PROOF_INVALID: [401, 'Unauthorized'],
+  DPOP_NONCE_REQUIRED: [401, 'Unauthorized'],
+  /** A tenant with require_dpop signs in only with a DPoP proof. */
+  DPOP_REQUIRED: [401, 'Unauthorized'],
+  /** At the token endpoint RFC 9449 answers 400 `invalid_dpop_proof` / `use_dpop_nonce`. */
+  OAUTH_DPOP_INVALID: [400, 'Bad Request'],
+  OAUTH_DPOP_NONCE: [400, 'Bad Request'],
+  OAUTH_INVALID_REQUEST: [400, 'Bad Request'],
+  OAUTH_CLIENT_INVALID: [400, 'Bad Request'],
+  OAUTH_CLIENT_NOT_FOUND: [404, 'Record Not Found'],
+  /** The tenant forbids shared-secret client authentication (security setting). */
+  OAUTH_METHOD_FORBIDDEN: [422, 'Parameter Error'],
   INSUFFICIENT_SCOPE: [403, 'Forbidden'],
   // ledger (core/ledger/INVARIANTS.md "Result codes")
   ACCOUNT_NOT_FOUND: [404, 'Record Not Found'],

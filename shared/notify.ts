@@ -25,6 +25,8 @@ export const channels = {
   staff: 'staff_changed',
   /** payload: JSON `{tenantId, customerId}` of a customer consent granted or withdrawn (migration 0860). */
   consents: 'consents_changed',
+  /** payload: the OAuth client id registered, rotated or revoked (migration 0840). */
+  oauthClients: 'oauth_clients_changed',
 } as const;
 
 export type Channel = (typeof channels)[keyof typeof channels];

@@ -42,8 +42,12 @@ export class TokenVerifier {
   private readonly verified = new Map<string, { payload: JWTPayload & { tid: string }; kid: string; validUntilMs: number }>();
   protected readonly now: () => number;
 
-  constructor(protected readonly db: Db, opts: { now?: () => number } = {}) {
+  /** ISSUER_URL (issue 17 item 5): client-credentials tokens carry it as `iss` instead of the tenant's. */
+  readonly issuerUrl: string | undefined;
+
+  constructor(protected readonly db: Db, opts: { now?: () => number; issuerUrl?: string | undefined } = {}) {
     this.now = opts.now ?? Date.now;
+    this.issuerUrl = opts.issuerUrl;
   }
 
   /** Drop one tenant's cached keys (or all): called on NOTIFY `keys_changed`. */
@@ -102,7 +106,7 @@ export class TokenVerifier {
     if (!key) throw new KeyError('UNKNOWN_KID', 'token key is unknown, retired or of another tenant');
     const { payload } = await jwtVerify(token, key.key, {
       algorithms: ['EdDSA'],
-      issuer: issuerFor(tid),
+      issuer: this.issuerUrl ? [issuerFor(tid), this.issuerUrl] : issuerFor(tid),
       audience: opts.audience,
       currentDate: new Date(this.now()),
       clockTolerance: tolerance,

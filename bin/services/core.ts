@@ -43,6 +43,7 @@ async function main(): Promise<void> {
   const keys = new KeyStore(db, await secretKey(config, 'MASTER_KEY', 'master.key'), {
     apiKeySealKey: await secretKey(config, 'API_KEY_SEAL_KEY', 'api-key-seal.key'),
     challengeKeys: await secretKeys(config, 'CHALLENGE_KEY', 'challenge.key'),
+    issuerUrl: config.values.ISSUER_URL,
   });
   const resealed = await new ApiKeys(db, keys).resealLegacySecrets();
   if (resealed > 0) log.info({ resealed }, 'API-key secrets re-sealed with their own key');

@@ -20,7 +20,7 @@ async function main(): Promise<void> {
   const metrics = createMetrics();
   const db = createDb({ connectionString: databaseUrl, metrics, log });
   const edge = await buildEdge({
-    db, log, databaseUrl,
+    db, log, databaseUrl, issuerUrl: config.values.ISSUER_URL,
     // The edge's own metrics beside the process and pool metrics, all on EDGE_METRICS_PORT /metrics.
     registry: metrics.registry,
     apiKeySealKey: await secretKey(config, 'API_KEY_SEAL_KEY', 'api-key-seal.key'),

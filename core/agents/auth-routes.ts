@@ -26,6 +26,7 @@ const sha256 = (s: string) => createHash('sha256').update(s, 'utf8').digest();
 
 const TokenPairSchema = Type.Object({
   accessToken: Type.String(), refreshToken: Type.String(), expiresIn: Type.Integer(), sessionId: Type.String(), aal: Type.Integer(), agentId: Type.String(),
+  tokenType: Type.Optional(Type.Union([Type.Literal('Bearer'), Type.Literal('DPoP')])),
 });
 const LoginBody = Type.Object({ tenantId: TenantId, agentCode: AgentCode, pin: Pin, device: DeviceProof }, { additionalProperties: false });
 const RefreshBody = Type.Object({ tenantId: TenantId, refreshToken: OpaqueToken, device: DeviceProof }, { additionalProperties: false });

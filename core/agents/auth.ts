@@ -11,6 +11,7 @@
  * - Refresh rotates; a rotated token presented again revokes the session; refresh also needs
  *   a fresh device proof, so a stolen refresh token alone is useless.
  */
+import { dpopBinding, dpopRefusal, requireProof, sessionKey } from '../http/dpop.ts';
 import { AppError } from '../../shared/errors.ts';
 import { uuidv7 } from '../../shared/uuid.ts';
 import { auditAuth, clientIpOf } from '../identity/context.ts';
@@ -29,6 +30,8 @@ export interface TokenPair {
   accessToken: string;
   refreshToken: string;
   expiresIn: number;
+  /** `DPoP` when bound to the proof's key (issue 17 item 3), else `Bearer`. */
+  tokenType: 'Bearer' | 'DPoP';
   sessionId: string;
   aal: number;
   agentId: string;
@@ -52,11 +55,11 @@ export async function findAgentByCode(q: Queryable, tenantId: string, code: stri
 }
 
 /** Insert an agent session and the first refresh token of its family. */
-async function createAgentSession(q: Queryable, s: { id: string; tenantId: string; agentId: string; jti: string; device: string; ip: string }, now: number): Promise<string> {
+async function createAgentSession(q: Queryable, s: { id: string; tenantId: string; agentId: string; jti: string; device: string; ip: string; dpopJkt: string | undefined }, now: number): Promise<string> {
   await q.query(
-    `INSERT INTO sessions (id, tenant_id, subject_type, subject_id, jti, aal, mfa_pending, device, ip, created_at, last_seen)
-     VALUES ($1, $2, 'agent', $3, $4, 2, false, $5, $6, to_timestamp($7 / 1000.0), to_timestamp($7 / 1000.0))`,
-    [s.id, s.tenantId, s.agentId, s.jti, s.device, s.ip, now],
+    `INSERT INTO sessions (id, tenant_id, subject_type, subject_id, jti, aal, mfa_pending, device, ip, created_at, last_seen, dpop_jkt)
+     VALUES ($1, $2, 'agent', $3, $4, 2, false, $5, $6, to_timestamp($7 / 1000.0), to_timestamp($7 / 1000.0), $8)`,
+    [s.id, s.tenantId, s.agentId, s.jti, s.device, s.ip, now, s.dpopJkt ?? null],
   );
   return insertRefreshToken(q, s.tenantId, s.id, uuidv7(now), now, now + sessionMaxAgeMs);
 }
@@ -72,6 +75,9 @@ export async function agentLogin(deps: AgentDeps, ctx: AnyCtx, input: LoginInput
     await gated(() => identity.pins.verifyDummy(pin, undefined));
     throw invalid();
   }
+  // Issue 17 item 3: the same rule as customers (core/identity/login.ts).
+  const pop = await dpopBinding(deps, ctx, { requireNonce: settings.requireDpopNonce });
+  if (settings.requireDpop) requireProof(pop, deps);
   const ip = clientIpOf(ctx);
   const agentKey = agentKeyOf(secrets, tenantId, agentCode);
   const checks: Check[] = [
@@ -110,11 +116,11 @@ export async function agentLogin(deps: AgentDeps, ctx: AnyCtx, input: LoginInput
       return undefined;
     }
     const sessionId = uuidv7(t);
-    const access = await issueAccessToken(deps.keys, { tenantId, sub: usable.id, sid: sessionId, aal: 2, amr: ['pin', 'device'] }, t);
+    const access = await issueAccessToken(deps.keys, { tenantId, sub: usable.id, sid: sessionId, aal: 2, amr: ['pin', 'device'], ...(pop ? { cnf: { jkt: pop.jkt } } : {}) }, t);
     await settleSuccess(q, tenantId, checks, t);
-    const refreshToken = await createAgentSession(q, { id: sessionId, tenantId, agentId: usable.id, jti: access.jti, device: device.deviceId, ip }, t);
+    const refreshToken = await createAgentSession(q, { id: sessionId, tenantId, agentId: usable.id, jti: access.jti, device: device.deviceId, ip, dpopJkt: pop?.jkt }, t);
     await auditAuth(q, { tenantId, action: 'agent.auth.login', actor, target: { type: 'session', id: sessionId }, allow: true, aal: 2, attrs: { ip, device: device.deviceId, outcome: 'success' }, requestId: ctx.requestId }, t);
-    return { accessToken: access.token, refreshToken, expiresIn: accessTtlS, sessionId, aal: 2, agentId: usable.id };
+    return { accessToken: access.token, refreshToken, expiresIn: accessTtlS, tokenType: pop ? 'DPoP' as const : 'Bearer' as const, sessionId, aal: 2, agentId: usable.id };
   });
   if (!result) throw invalid();
   return result;
@@ -122,7 +128,7 @@ export async function agentLogin(deps: AgentDeps, ctx: AnyCtx, input: LoginInput
 
 interface RefreshRow {
   id: string; session_id: string; family_id: string; expires_at: Date; rotated_at: Date | null; revoked_at: Date | null;
-  subject_id: string; last_seen: Date; session_revoked_at: Date | null; device: string | null; code: string;
+  subject_id: string; last_seen: Date; session_revoked_at: Date | null; device: string | null; code: string; dpop_jkt: string | null;
 }
 
 /** Rotate an agent refresh token (needs a fresh proof from the session's bound device). */
@@ -130,12 +136,15 @@ export async function agentRefresh(deps: AgentDeps, ctx: AnyCtx, tenantId: strin
   const settings = await tenantSettings(deps.db, tenantId);
   const refused = () => new AppError('INVALID_REFRESH_TOKEN', 'refresh token is invalid, expired or revoked');
   if (!settings?.active) throw refused();
+  const pop = await dpopBinding(deps, ctx, { requireNonce: settings.requireDpopNonce });
+  if (settings.requireDpop) requireProof(pop, deps);
   const t = deps.now();
   const ip = clientIpOf(ctx);
+  let keyMismatch = false;
   const out = await deps.db.tx(async (q) => {
     const { rows } = await q.query<RefreshRow>(
       `SELECT r.id, r.session_id, r.family_id, r.expires_at, r.rotated_at, r.revoked_at, s.subject_id, s.last_seen,
-              s.revoked_at AS session_revoked_at, s.device, a.code
+              s.revoked_at AS session_revoked_at, s.device, a.code, s.dpop_jkt
          FROM refresh_tokens r JOIN sessions s ON s.tenant_id = r.tenant_id AND s.id = r.session_id
          JOIN agents a ON a.tenant_id = s.tenant_id AND a.id::text = s.subject_id
         WHERE r.tenant_id = $1 AND r.token_hash = $2 AND s.subject_type = 'agent' FOR UPDATE OF r, s`,
@@ -163,13 +172,20 @@ export async function agentRefresh(deps: AgentDeps, ctx: AnyCtx, tenantId: strin
       await note(false, 'bad_device_proof');
       return undefined;
     }
+    const key = sessionKey(r.dpop_jkt, pop);
+    if (!key.ok) {
+      keyMismatch = true;
+      await note(false, 'dpop_key_mismatch');
+      return undefined;
+    }
     await q.query('UPDATE refresh_tokens SET rotated_at = to_timestamp($3 / 1000.0) WHERE tenant_id = $1 AND id = $2', [tenantId, r.id, t]);
     const next = await insertRefreshToken(q, tenantId, r.session_id, r.family_id, t, r.expires_at.getTime());
-    const access = await issueAccessToken(deps.keys, { tenantId, sub: r.subject_id, sid: r.session_id, aal: 2, amr: ['pin', 'device'] }, t);
-    await q.query('UPDATE sessions SET jti = $3, last_seen = to_timestamp($4 / 1000.0), ip = $5 WHERE tenant_id = $1 AND id = $2', [tenantId, r.session_id, access.jti, t, ip]);
+    const access = await issueAccessToken(deps.keys, { tenantId, sub: r.subject_id, sid: r.session_id, aal: 2, amr: ['pin', 'device'], ...(key.jkt ? { cnf: { jkt: key.jkt } } : {}) }, t);
+    await q.query('UPDATE sessions SET jti = $3, last_seen = to_timestamp($4 / 1000.0), ip = $5, dpop_jkt = $6 WHERE tenant_id = $1 AND id = $2', [tenantId, r.session_id, access.jti, t, ip, key.jkt ?? null]);
     await note(true, 'rotated');
-    return { accessToken: access.token, refreshToken: next, expiresIn: accessTtlS, sessionId: r.session_id, aal: 2, agentId: r.subject_id };
+    return { accessToken: access.token, refreshToken: next, expiresIn: accessTtlS, tokenType: key.jkt ? 'DPoP' as const : 'Bearer' as const, sessionId: r.session_id, aal: 2, agentId: r.subject_id };
   });
+  if (keyMismatch) throw dpopRefusal(deps, 'invalid_dpop_proof', 'this refresh token is bound to a DPoP key: send a proof by it');
   if (!out) throw refused();
   return out;
 }

@@ -1,4 +1,5 @@
 /** `/api-keys` (SPEC 4.4): create or rotate (secret shown once), list, view, revoke. Tenant admins only. */
+import { tenantAdmin } from '../http/tenant-admin.ts';
 import { isIPv4, isIPv6 } from 'node:net';
 import { Type } from '@sinclair/typebox';
 import { AppError } from '../../shared/errors.ts';
@@ -44,14 +45,7 @@ function validCidr(c: string): boolean {
 
 type Ctx = RequestContext<unknown, unknown, unknown>;
 
-/** The caller's tenant and id; mutations need the admin role, reads admin or ops. */
-function caller(ctx: Ctx, mutate: boolean): { tenantId: string; actor: KeyActor } {
-  const { tenantId, principalId, roles, aal, sessionId } = ctx.identity;
-  if (!tenantId || !principalId) throw new AppError('UNAUTHORIZED', 'a staff credential is required');
-  const allowed = mutate ? ['admin'] : ['admin', 'ops'];
-  if (!roles.some((r) => allowed.includes(r))) throw new AppError('FORBIDDEN', `role ${allowed.join(' or ')} is required`);
-  return { tenantId, actor: { id: principalId, aal: aal ?? 1, sessionId } };
-}
+const caller = tenantAdmin;
 
 export function apiKeyRoutes(deps: { db: Db; keys: KeyStore }): RouteSpec[] {
   const store = new ApiKeys(deps.db, deps.keys);

@@ -43,6 +43,10 @@ export interface EdgeIdentity {
   credential: string | undefined;
   /** What the edge counted against the API key's amount budget for this request (x-budget-counted). */
   budgetCounted: string | undefined;
+  /** scheme://host the client addressed (x-public-origin): the URL a DPoP proof names (issue 17). */
+  publicOrigin: string | undefined;
+  /** The client certificate Envoy verified, URL-encoded PEM (x-client-certificate; RFC 8705). */
+  clientCertificate: string | undefined;
   /** True only when this request carried the edge shared secret (current or previous): the headers above are the edge's. */
   fromEdge: boolean;
 }

@@ -57,7 +57,7 @@ function flatHeaders(req: IncomingMessage): Record<string, string> {
 
 const noIdentity: EdgeIdentity = {
   tenantId: undefined, principalId: undefined, sessionId: undefined, purpose: undefined, aal: undefined, clientIp: undefined, deviceId: undefined,
-  roles: [], scopes: [], credential: undefined, budgetCounted: undefined, fromEdge: false,
+  roles: [], scopes: [], credential: undefined, budgetCounted: undefined, publicOrigin: undefined, clientCertificate: undefined, fromEdge: false,
 };
 
 /** Digests compared in constant time, so neither the content nor the length of a secret leaks. */
@@ -90,6 +90,8 @@ function identityOf(h: Record<string, string>, fromEdge: (h: Record<string, stri
     scopes: (h['x-scopes'] ?? '').split(' ').filter(Boolean),
     credential: h['x-credential'],
     budgetCounted: h['x-budget-counted'],
+    publicOrigin: h['x-public-origin'],
+    clientCertificate: h['x-client-certificate'],
     fromEdge: true,
   };
 }

@@ -22,6 +22,7 @@ import { admitAll, loginPolicy, phonePolicy, refusalError, settleFailure, settle
 import { accessTtlS, issueAccessToken } from './tokens.ts';
 import { tenantSettings } from './settings.ts';
 import { SemaphoreFull } from './semaphore.ts';
+import { dpopBinding, requireProof } from '../http/dpop.ts';
 
 export interface LoginInput {
   tenantId: string;
@@ -33,6 +34,8 @@ export interface LoginResult {
   accessToken: string;
   refreshToken: string;
   expiresIn: number;
+  /** `DPoP` when the tokens are bound to the proof's key (RFC 9449 §5), else `Bearer`. */
+  tokenType: 'Bearer' | 'DPoP';
   sessionId: string;
   aal: number;
   mfaRequired?: boolean;
@@ -77,13 +80,16 @@ export async function login(deps: IdentityDeps, ctx: RequestContext<unknown, unk
     deps.log.info({ reqId: ctx.requestId, outcome: 'unknown_tenant' }, 'login refused');
     throw invalid();
   }
+  // Issue 17 item 3: a proof binds the session; require_dpop refuses a sign-in without one.
+  const pop = await dpopBinding(deps, ctx, { requireNonce: settings.requireDpopNonce });
+  if (settings.requireDpop) requireProof(pop, deps);
   const ip = clientIpOf(ctx);
   const device = ctx.identity.deviceId;
   // The PIN gate's slot is taken before the attempt is counted: a login turned away for load
   // (429 at once) counts nothing toward the phone's lockout.
   const slot = await gated(() => deps.pins.reserve());
   try {
-    return await admitted(deps, ctx, input, { settings, secrets, ip, device, slot });
+    return await admitted(deps, ctx, input, { settings, secrets, ip, device, slot, pop });
   } finally {
     slot.release();
   }
@@ -92,11 +98,12 @@ export async function login(deps: IdentityDeps, ctx: RequestContext<unknown, unk
 /** The login once a slot of the PIN gate is held: admission (counted), the PIN, the session. */
 async function admitted(
   deps: IdentityDeps, ctx: RequestContext<unknown, unknown, unknown>, input: LoginInput,
-  t0: { settings: NonNullable<Awaited<ReturnType<typeof tenantSettings>>>; secrets: TenantSecrets; ip: string; device: string | undefined; slot: PinSlot },
+  t0: { settings: NonNullable<Awaited<ReturnType<typeof tenantSettings>>>; secrets: TenantSecrets; ip: string; device: string | undefined; slot: PinSlot; pop: { jkt: string } | undefined },
 ): Promise<LoginResult> {
   const { db } = deps;
   const { tenantId, phone, pin } = input;
-  const { settings, secrets, ip, device, slot } = t0;
+  const { settings, secrets, ip, device, slot, pop } = t0;
+  const cnf = pop ? { jkt: pop.jkt } : undefined;
   const phoneKey = phoneKeyOf(secrets, tenantId, phone);
   const checks: Check[] = [
     { scope: 'phone', key: phoneKey, policy: phonePolicy },
@@ -140,17 +147,17 @@ async function admitted(
   const customerId = usable.id;
   const sessionId = uuidv7(t);
   const mfaPending = settings.mfaRequiredForAll;
-  const access = await issueAccessToken(deps.keys, { tenantId, sub: customerId, sid: sessionId, aal: 1, amr: ['pin'] }, t);
+  const access = await issueAccessToken(deps.keys, { tenantId, sub: customerId, sid: sessionId, aal: 1, amr: ['pin'], ...(cnf ? { cnf } : {}) }, t);
   const refreshToken = await db.tx(async (q) => {
     await settleSuccess(q, tenantId, checks, t);
-    const rt = await createSession(q, sessionId, { tenantId, customerId, jti: access.jti, aal: 1, mfaPending, device, ip }, t);
+    const rt = await createSession(q, sessionId, { tenantId, customerId, jti: access.jti, aal: 1, mfaPending, device, ip, dpopJkt: pop?.jkt }, t);
     await auditAuth(q, { ...audit(true, 'success', { type: 'customer', id: customerId }, 1), target: { type: 'session', id: sessionId } }, t);
     return rt;
   });
   if (needsRehash(usable.kdf_version as number)) {
     inBackground(deps, 'pin rehash', () => rehash(deps, tenantId, customerId, pin, secrets.pin, usable.kdf_version as number));
   }
-  const out: LoginResult = { accessToken: access.token, refreshToken, expiresIn: accessTtlS, sessionId, aal: 1 };
+  const out: LoginResult = { accessToken: access.token, refreshToken, expiresIn: accessTtlS, tokenType: cnf ? 'DPoP' : 'Bearer', sessionId, aal: 1 };
   if (mfaPending) {
     // SPEC 2.10 mfa_required_for_all_users: the session must step up before it is refreshed.
     const methods = await stepUpMethods(deps.db, tenantId, customerId, t);

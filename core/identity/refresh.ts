@@ -10,6 +10,9 @@
  *   /auth/token: core/staff/refresh.ts), never the other.
  * - Wrong refresh tokens count against the source address like failed sign-ins (SPEC 8,
  *   issue 14 item 5: brute-force protection on every credential a person can present).
+ * - Proof of possession (issue 17 item 3, one rule for customers, agents and staff): a session
+ *   bound to a DPoP key refreshes only with a proof by that key; a proof on an unbound session
+ *   binds it; `require_dpop` tenants refuse a refresh without a proof.
  */
 import type { Queryable } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
@@ -20,6 +23,7 @@ import { insertRefreshToken, revokeSession } from './sessions.ts';
 import { tenantSettings } from './settings.ts';
 import { admitAll, refusalError, settleFailure } from './throttle.ts';
 import { accessTtlS, hashRefreshToken, issueAccessToken } from './tokens.ts';
+import { dpopBinding, dpopRefusal, requireProof, sessionKey } from '../http/dpop.ts';
 
 /** What differs between the kinds of session a refresh token can belong to. */
 export interface RefreshKind {
@@ -31,14 +35,14 @@ export interface RefreshKind {
    * The next access token of the session (caller's transaction). Undefined refuses the refresh
    * (e.g. a staff member deprovisioned since sign-in); the session is then revoked.
    */
-  issue(q: Queryable, s: { tenantId: string; subjectId: string; sessionId: string; aal: number; amr: string[] | null }, now: number): Promise<{ token: string; jti: string; aal: number; expiresIn: number } | undefined>;
+  issue(q: Queryable, s: { tenantId: string; subjectId: string; sessionId: string; aal: number; amr: string[] | null; cnf: { jkt: string } | undefined }, now: number): Promise<{ token: string; jti: string; aal: number; expiresIn: number } | undefined>;
 }
 
 /** Customers: the next token is AAL 1 (a step-up lasts one access token). */
 const customerKind = (deps: IdentityDeps): RefreshKind => ({
   subjectType: 'customer', actorType: 'customer',
   issue: async (_q, s, t) => {
-    const a = await issueAccessToken(deps.keys, { tenantId: s.tenantId, sub: s.subjectId, sid: s.sessionId, aal: 1, amr: ['pin'] }, t);
+    const a = await issueAccessToken(deps.keys, { tenantId: s.tenantId, sub: s.subjectId, sid: s.sessionId, aal: 1, amr: ['pin'], ...(s.cnf ? { cnf: s.cnf } : {}) }, t);
     return { ...a, aal: 1, expiresIn: accessTtlS };
   },
 });
@@ -56,17 +60,20 @@ interface TokenRow {
   mfa_pending: boolean;
   aal: number;
   amr: string[] | null;
+  dpop_jkt: string | null;
 }
 
 export interface RefreshResult {
   accessToken: string;
   refreshToken: string;
   expiresIn: number;
+  tokenType: 'Bearer' | 'DPoP';
   sessionId: string;
   aal: number;
 }
 
-type Outcome = { kind: 'ok'; result: RefreshResult } | { kind: 'refused'; code: 'INVALID_REFRESH_TOKEN' | 'MFA_REQUIRED' };
+type Refusal = 'INVALID_REFRESH_TOKEN' | 'MFA_REQUIRED' | 'DPOP';
+type Outcome = { kind: 'ok'; result: RefreshResult } | { kind: 'refused'; code: Refusal };
 
 const invalidRefresh = () => new AppError('INVALID_REFRESH_TOKEN', 'refresh token is invalid, expired or revoked');
 
@@ -81,6 +88,8 @@ export async function rotateRefreshToken(
   const settings = await tenantSettings(deps.db, tenantId);
   const secrets = settings?.active ? await deps.secrets.get(tenantId) : undefined;
   if (!settings?.active || !secrets) throw invalidRefresh();
+  const pop = await dpopBinding(deps, ctx, { requireNonce: settings.requireDpopNonce });
+  if (settings.requireDpop) requireProof(pop, deps);
   const t = deps.now();
   const ip = clientIpOf(ctx);
   const checks = [addressCheck(secrets, tenantId, ip, settings.addressThrottle)];
@@ -89,13 +98,13 @@ export async function rotateRefreshToken(
   const outcome: Outcome = await deps.db.tx(async (q): Promise<Outcome> => {
     const { rows } = await q.query<TokenRow>(
       `SELECT r.id, r.session_id, r.family_id, r.expires_at, r.rotated_at, r.revoked_at,
-              s.subject_id, s.last_seen, s.revoked_at AS session_revoked_at, s.mfa_pending, s.aal, s.amr
+              s.subject_id, s.last_seen, s.revoked_at AS session_revoked_at, s.mfa_pending, s.aal, s.amr, s.dpop_jkt
        FROM refresh_tokens r JOIN sessions s ON s.tenant_id = r.tenant_id AND s.id = r.session_id
        WHERE r.tenant_id = $1 AND r.token_hash = $2 AND s.subject_type = $3 FOR UPDATE OF r, s`,
       [tenantId, hashRefreshToken(token), kind.subjectType],
     );
     const r = rows[0];
-    const refused = (code: 'INVALID_REFRESH_TOKEN' | 'MFA_REQUIRED' = 'INVALID_REFRESH_TOKEN'): Outcome => ({ kind: 'refused', code });
+    const refused = (code: Refusal = 'INVALID_REFRESH_TOKEN'): Outcome => ({ kind: 'refused', code });
     if (!r) {
       // A token nobody holds: counted against the address (a guess, or a token of another kind).
       await settleFailure(q, tenantId, checks, t);
@@ -127,7 +136,13 @@ export async function rotateRefreshToken(
       await note(false, 'mfa_pending');
       return refused('MFA_REQUIRED');
     }
-    const access = await kind.issue(q, { tenantId, subjectId: r.subject_id, sessionId: r.session_id, aal: r.aal, amr: r.amr }, t);
+    const key = sessionKey(r.dpop_jkt, pop);
+    if (!key.ok) {
+      await note(false, 'dpop_key_mismatch');
+      return refused('DPOP');
+    }
+    const cnf = key.jkt ? { jkt: key.jkt } : undefined;
+    const access = await kind.issue(q, { tenantId, subjectId: r.subject_id, sessionId: r.session_id, aal: r.aal, amr: r.amr, cnf }, t);
     if (!access) {
       await revokeSession(q, tenantId, r.session_id, 'subject_inactive', { type: 'system', id: 'identity' }, t);
       await note(false, 'subject_inactive');
@@ -136,13 +151,14 @@ export async function rotateRefreshToken(
     await q.query('UPDATE refresh_tokens SET rotated_at = to_timestamp($3 / 1000.0) WHERE tenant_id = $1 AND id = $2', [tenantId, r.id, t]);
     const next = await insertRefreshToken(q, tenantId, r.session_id, r.family_id, t, r.expires_at.getTime());
     await q.query(
-      `UPDATE sessions SET jti = $3, aal = $6, last_seen = to_timestamp($4 / 1000.0), ip = $5 WHERE tenant_id = $1 AND id = $2`,
-      [tenantId, r.session_id, access.jti, t, ip, access.aal],
+      `UPDATE sessions SET jti = $3, aal = $6, last_seen = to_timestamp($4 / 1000.0), ip = $5, dpop_jkt = $7 WHERE tenant_id = $1 AND id = $2`,
+      [tenantId, r.session_id, access.jti, t, ip, access.aal, key.jkt ?? null],
     );
     await note(true, 'rotated');
-    return { kind: 'ok', result: { accessToken: access.token, refreshToken: next, expiresIn: access.expiresIn, sessionId: r.session_id, aal: access.aal } };
+    return { kind: 'ok', result: { accessToken: access.token, refreshToken: next, expiresIn: access.expiresIn, tokenType: cnf ? 'DPoP' : 'Bearer', sessionId: r.session_id, aal: access.aal } };
   });
   if (outcome.kind === 'refused') {
+    if (outcome.code === 'DPOP') throw dpopRefusal(deps, 'invalid_dpop_proof', 'this refresh token is bound to a DPoP key: send a proof by it');
     throw outcome.code === 'MFA_REQUIRED'
       ? new AppError('MFA_REQUIRED', 'complete the step-up this session owes before refreshing')
       : invalidRefresh();

@@ -25,7 +25,8 @@ const Jwt = Type.String({ minLength: 16, maxLength: 4096, pattern: '^[A-Za-z0-9_
 
 const LoginBody = Type.Object({ tenantId: TenantId, phone: Phone, pin: Type.String({ pattern: '^[0-9]{4,6}$' }) }, { additionalProperties: false });
 const TokenPair = Type.Object({
-  accessToken: Type.String(), refreshToken: Type.String(), expiresIn: Type.Integer(), sessionId: Type.String(), aal: Type.Integer(),
+  accessToken: Type.String(), refreshToken: Type.String(), expiresIn: Type.Integer(),
+  tokenType: Type.Optional(Type.Union([Type.Literal('Bearer'), Type.Literal('DPoP')])), sessionId: Type.String(), aal: Type.Integer(),
   mfaRequired: Type.Optional(Type.Boolean()), challenge: Type.Optional(Type.String()), methods: Type.Optional(Type.Array(Type.String())),
 });
 const RefreshBody = Type.Object({ tenantId: TenantId, refreshToken: OpaqueToken }, { additionalProperties: false });
@@ -34,7 +35,7 @@ const StepUpBody = Type.Object({
   otp: Type.Optional(Type.Union([Otp, Type.Null()])),
   deviceAssertion: Type.Optional(Type.Union([DeviceAssertion, Type.Null()])),
 }, { additionalProperties: false });
-const StepUpReply = Type.Object({ accessToken: Type.String(), expiresIn: Type.Integer(), aal: Type.Literal(2) });
+const StepUpReply = Type.Object({ accessToken: Type.String(), expiresIn: Type.Integer(), aal: Type.Literal(2), tokenType: Type.Optional(Type.Union([Type.Literal('Bearer'), Type.Literal('DPoP')])) });
 const SessionView = Type.Object({
   id: Type.String(), createdAt: Type.String(), lastSeen: Type.String(), aal: Type.Integer(),
   device: Type.Union([Type.String(), Type.Null()]), ip: Type.Union([Type.String(), Type.Null()]), current: Type.Boolean(),

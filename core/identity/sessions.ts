@@ -21,14 +21,16 @@ export interface NewSession {
   mfaPending: boolean;
   device: string | undefined;
   ip: string | undefined;
+  /** Thumbprint of the DPoP key the sign-in proved (issue 17 item 3); refresh needs it again. */
+  dpopJkt?: string | undefined;
 }
 
 /** Insert the session and the first refresh token of its family; returns the token. */
 export async function createSession(q: Queryable, id: string, s: NewSession, now: number): Promise<string> {
   await q.query(
-    `INSERT INTO sessions (id, tenant_id, subject_type, subject_id, jti, aal, mfa_pending, device, ip, created_at, last_seen)
-     VALUES ($1, $2, 'customer', $3, $4, $5, $6, $7, $8, to_timestamp($9 / 1000.0), to_timestamp($9 / 1000.0))`,
-    [id, s.tenantId, s.customerId, s.jti, s.aal, s.mfaPending, s.device ?? null, s.ip ?? null, now],
+    `INSERT INTO sessions (id, tenant_id, subject_type, subject_id, jti, aal, mfa_pending, device, ip, created_at, last_seen, dpop_jkt)
+     VALUES ($1, $2, 'customer', $3, $4, $5, $6, $7, $8, to_timestamp($9 / 1000.0), to_timestamp($9 / 1000.0), $10)`,
+    [id, s.tenantId, s.customerId, s.jti, s.aal, s.mfaPending, s.device ?? null, s.ip ?? null, now, s.dpopJkt ?? null],
   );
   return insertRefreshToken(q, s.tenantId, id, uuidv7(now), now, now + sessionMaxAgeMs);
 }

@@ -9,6 +9,10 @@ const Security = Type.Object({
   session_timeout_minutes: Type.Optional(Type.Integer({ minimum: 1, maximum: 30 * 24 * 60 })),
   /** Issue 13 item 1: hours a newly registered device key waits before it may step up or sign. */
   device_cooloff_hours: Type.Optional(Type.Integer({ minimum: 0, maximum: 30 * 24 })),
+  /** SPEC 2.10, issue 17 item 3: sign in only with a DPoP proof (USSD sessions excepted: README). */
+  require_dpop: Type.Optional(Type.Boolean()),
+  /** Issue 17 item 3: proofs at sign-in, refresh and the token endpoint carry a server nonce (RFC 9449 §8). */
+  require_dpop_nonce: Type.Optional(Type.Boolean()),
 });
 const checkSecurity = TypeCompiler.Compile(Security);
 
@@ -71,6 +75,12 @@ export interface TenantAuthSettings {
   sessionTimeoutMinutes: number;
   addressThrottle: AddressPolicy;
   deviceCooloffHours: number;
+  requireDpop: boolean;
+  requireDpopNonce: boolean;
+}
+
+function flagOf(security: unknown, name: string): boolean {
+  return typeof security === 'object' && security !== null && (security as Record<string, unknown>)[name] === true;
 }
 
 /** undefined: no such tenant. Malformed settings fail closed (MFA on, default timeout). */
@@ -85,5 +95,9 @@ export async function tenantSettings(q: Queryable, tenantId: string): Promise<Te
     sessionTimeoutMinutes: sec?.session_timeout_minutes ?? defaultSessionTimeoutMinutes,
     addressThrottle: addressThrottleOf(row.security),
     deviceCooloffHours: sec?.device_cooloff_hours ?? defaultDeviceCooloffHours,
+    // Read on their own, as the edge reads them: another malformed field neither hides a
+    // require_dpop (the edge would refuse every unbound token) nor invents one (no sign-in at all).
+    requireDpop: flagOf(row.security, 'require_dpop'),
+    requireDpopNonce: flagOf(row.security, 'require_dpop_nonce'),
   };
 }

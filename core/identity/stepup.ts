@@ -64,7 +64,7 @@ export async function sendStepUpOtp(deps: IdentityDeps, ctx: RequestContext<unkn
 
 type Outcome = { kind: 'ok'; token: string } | { kind: 'fail'; err: AppError };
 
-export async function completeStepUp(deps: IdentityDeps, ctx: RequestContext<unknown, unknown, unknown>, input: StepUpInput): Promise<{ accessToken: string; expiresIn: number; aal: 2 }> {
+export async function completeStepUp(deps: IdentityDeps, ctx: RequestContext<unknown, unknown, unknown>, input: StepUpInput): Promise<{ accessToken: string; expiresIn: number; aal: 2; tokenType: 'Bearer' | 'DPoP' }> {
   const caller = await authenticate(deps.keys, deps.db, ctx.headers, ctx.identity);
   const claims: ChallengeClaims = await verifyChallenge(deps.keys.challenges, input.challengeToken, { tenantId: caller.tenantId, sub: caller.customerId });
   const hasOtp = typeof input.otp === 'string';
@@ -76,7 +76,9 @@ export async function completeStepUp(deps: IdentityDeps, ctx: RequestContext<unk
   const p = method === 'otp' ? await phoneOf(deps, caller) : undefined;
   const t = deps.now();
   const dvc = method === 'device' ? input.deviceAssertion?.deviceId : undefined;
-  const access = await issueAccessToken(deps.keys, { tenantId, sub: caller.customerId, sid: caller.sessionId, aal: 2, amr: ['pin', method], orig: claims.orig, ...(dvc ? { dvc } : {}) }, t);
+  const access = await issueAccessToken(deps.keys, { tenantId, sub: caller.customerId, sid: caller.sessionId, aal: 2, amr: ['pin', method], orig: claims.orig, ...(dvc ? { dvc } : {}),
+    // Issue 17 item 3: the AAL 2 token stays bound to the key the session proved.
+    ...(caller.cnfJkt ? { cnf: { jkt: caller.cnfJkt } } : {}) }, t);
   const outcome = await deps.db.tx(async (q): Promise<Outcome> => {
     const note = (allow: boolean, outcome: string) => auditAuth(q, {
       tenantId, action: 'auth.stepup', actor: { type: 'customer', id: caller.customerId }, target: { type: 'session', id: caller.sessionId },
@@ -131,5 +133,5 @@ export async function completeStepUp(deps: IdentityDeps, ctx: RequestContext<unk
     return { kind: 'ok', token: access.token };
   });
   if (outcome.kind === 'fail') throw outcome.err;
-  return { accessToken: outcome.token, expiresIn: accessTtlS, aal: 2 };
+  return { accessToken: outcome.token, expiresIn: accessTtlS, aal: 2, tokenType: caller.cnfJkt ? 'DPoP' : 'Bearer' };
 }

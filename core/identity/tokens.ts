@@ -69,6 +69,7 @@ const Claims = Type.Object({
   exp: Type.Number(),
   orig: Type.Optional(Type.String()),
   dvc: Type.Optional(Type.String()),
+  cnf: Type.Optional(Type.Object({ jkt: Type.Optional(Type.String()) })),
 });
 const checkClaims = TypeCompiler.Compile(Claims);
 
@@ -83,6 +84,8 @@ export interface Caller {
   orig?: string;
   /** Expiry of the token (seconds since the epoch): a request-bound grant lasts as long. */
   expS: number;
+  /** The DPoP key the token is bound to (the edge checked this request's proof by it). */
+  cnfJkt?: string;
 }
 
 /**
@@ -121,5 +124,5 @@ export async function authenticate(
     );
     if (dev.rows.length === 0) throw new AppError('INVALID_TOKEN', 'the device that stepped this token up was removed');
   }
-  return { tenantId: raw.tid, customerId: raw.sub, sessionId: raw.sid, aal: raw.aal, amr: raw.amr, jti: raw.jti, expS: raw.exp, ...(raw.orig ? { orig: raw.orig } : {}) };
+  return { tenantId: raw.tid, customerId: raw.sub, sessionId: raw.sid, aal: raw.aal, amr: raw.amr, jti: raw.jti, expS: raw.exp, ...(raw.orig ? { orig: raw.orig } : {}), ...(raw.cnf?.jkt ? { cnfJkt: raw.cnf.jkt } : {}) };
 }

@@ -5,6 +5,7 @@
  * edge uses alone; this store adds the private halves, opened with the master key, and only core
  * holds it. A change NOTIFYs `keys_changed` so other processes drop their cache.
  */
+import { DpopNonces } from '../../shared/dpop.ts';
 import { createPrivateKey, generateKeyPairSync, hkdfSync, randomBytes, type KeyObject } from 'node:crypto';
 import { SignJWT, type JWTPayload } from 'jose';
 import type { Db, Queryable } from '../../shared/db/pool.ts';
@@ -41,12 +42,15 @@ export class KeyStore extends TokenVerifier {
   readonly apiKeySecrets: ApiKeySecrets;
   /** Signs and verifies step-up challenges (the edge holds the same key; it mints nothing else). */
   readonly challenges: ChallengeKeys;
+  /** DPoP server nonces (RFC 9449 §8), the same at every core (derived from the master key). */
+  readonly dpopNonces: DpopNonces;
 
-  constructor(db: Db, private readonly masterKey: Buffer, opts: { now?: () => number; apiKeySealKey?: Buffer; challengeKeys?: Buffer[] } = {}) {
+  constructor(db: Db, private readonly masterKey: Buffer, opts: { now?: () => number; apiKeySealKey?: Buffer; challengeKeys?: Buffer[]; issuerUrl?: string | undefined } = {}) {
     super(db, opts);
     this.apiKeySecrets = new ApiKeySecrets(opts.apiKeySealKey ?? deriveApiKeySealKey(masterKey));
     const [current, ...previous] = opts.challengeKeys ?? [deriveChallengeKey(masterKey)];
     this.challenges = new ChallengeKeys(current ?? deriveChallengeKey(masterKey), previous, opts.now ? { now: opts.now } : {});
+    this.dpopNonces = new DpopNonces(Buffer.from(hkdfSync('sha256', masterKey, Buffer.alloc(0), 'payments/dpop-nonces/v1', 32)));
   }
 
   override invalidate(tenantId?: string): void {
@@ -132,14 +136,14 @@ export class KeyStore extends TokenVerifier {
   }
 
   /** Sign a JWT with the tenant's active key; `iat`, `exp`, `iss` and `kid` are set here. */
-  async sign(tenantId: string, claims: JWTPayload & Record<string, unknown>, opts: { expiresInS: number; typ?: string }): Promise<string> {
+  async sign(tenantId: string, claims: JWTPayload & Record<string, unknown>, opts: { expiresInS: number; typ?: string; issuer?: string }): Promise<string> {
     await this.ensureActive(tenantId);
     const signer = await this.signerOf(tenantId);
     if (!signer) throw new KeyError('NO_KEY', `tenant ${tenantId} has no active signing key`);
     const nowS = Math.floor(this.now() / 1000);
     return new SignJWT({ ...claims, tid: tenantId })
       .setProtectedHeader({ alg: 'EdDSA', kid: signer.kid, typ: opts.typ ?? 'JWT' })
-      .setIssuer(issuerFor(tenantId))
+      .setIssuer(opts.issuer ?? issuerFor(tenantId))
       .setIssuedAt(nowS)
       .setExpirationTime(nowS + opts.expiresInS)
       .sign(signer.key);

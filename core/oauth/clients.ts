@@ -1,6 +1,10 @@
 /**
- * OAuth 2.0 confidential clients for the core API (SPEC 5.1). The secret is shown once, at
- * creation; only its SHA-256 is stored (a 256-bit random secret needs no slow KDF).
+ * OAuth 2.0 confidential clients for the core API (SPEC 5.1, 5.4.6; issue 17 item 1). A client
+ * authenticates at /oauth2/token by one registered method: a shared secret (shown once, at
+ * creation or rotation; only its SHA-256 is stored: a 256-bit random secret needs no slow KDF),
+ * a JWT signed by one of its registered public keys (`private_key_jwt`, RFC 7523), or its TLS
+ * client certificate (`tls_client_auth` by subject DN under a CA its tenant trusts,
+ * `self_signed_tls_client_auth` by thumbprint; RFC 8705 §2).
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Queryable } from '../../shared/db/pool.ts';
@@ -13,11 +17,25 @@ export function isCoreScope(s: string): s is CoreScope {
   return (coreScopes as readonly string[]).includes(s);
 }
 
+export const authMethods = ['private_key_jwt', 'tls_client_auth', 'self_signed_tls_client_auth', 'client_secret_basic', 'client_secret_post'] as const;
+export type AuthMethod = (typeof authMethods)[number];
+export const secretMethods: readonly AuthMethod[] = ['client_secret_basic', 'client_secret_post'];
+
 export interface OAuthClient {
   tenantId: string;
   clientId: string;
+  name: string;
   scopes: string[];
-  secretHash: Buffer;
+  method: AuthMethod;
+  secretHash: Buffer | null;
+  /** private_key_jwt: the client's public keys (a JWKS). */
+  jwks: { keys: Record<string, unknown>[] } | null;
+  /** tls_client_auth: the certificate subject DN (RFC 4514, e.g. `CN=payouts,O=Acme`). */
+  tlsSubject: string | null;
+  /** mTLS methods: the certificate's x5t#S256. */
+  tlsThumbprint: string | null;
+  createdAt: Date;
+  revokedAt: Date | null;
 }
 
 export function hashSecret(secret: string): Buffer {
@@ -25,17 +43,20 @@ export function hashSecret(secret: string): Buffer {
 }
 
 /** Constant-time comparison of a presented secret with the stored hash. */
-export function secretMatches(client: OAuthClient, secret: string): boolean {
-  return timingSafeEqual(hashSecret(secret), client.secretHash);
+export function secretMatches(client: Pick<OAuthClient, 'secretHash'>, secret: string): boolean {
+  return client.secretHash !== null && timingSafeEqual(hashSecret(secret), client.secretHash);
 }
 
-/** Create a client (or keep an existing one with the same id); returns the id and secret. */
+export const newClientId = (tenantId: string): string => `cc_${tenantId}_${randomBytes(9).toString('base64url')}`;
+export const newClientSecret = (): string => randomBytes(32).toString('base64url');
+
+/** Create a secret client (or keep an existing one with the same id); returns the id and secret. Used by the demo seed. */
 export async function createClient(
   q: Queryable,
   opts: { tenantId: string; scopes: CoreScope[]; name?: string; clientId?: string; secret?: string },
 ): Promise<{ clientId: string; clientSecret: string; scopes: string[] }> {
-  const clientId = opts.clientId ?? `cc_${opts.tenantId}_${randomBytes(9).toString('base64url')}`;
-  const clientSecret = opts.secret ?? randomBytes(32).toString('base64url');
+  const clientId = opts.clientId ?? newClientId(opts.tenantId);
+  const clientSecret = opts.secret ?? newClientSecret();
   await q.query(
     `INSERT INTO oauth_clients (tenant_id, client_id, secret_hash, scopes, name) VALUES ($1, $2, $3, $4, $5)
      ON CONFLICT (client_id) DO UPDATE SET secret_hash = EXCLUDED.secret_hash, scopes = EXCLUDED.scopes
@@ -45,12 +66,22 @@ export async function createClient(
   return { clientId, clientSecret, scopes: [...opts.scopes] };
 }
 
+interface ClientRow {
+  tenant_id: string; client_id: string; name: string; scopes: string[]; token_endpoint_auth_method: AuthMethod; secret_hash: Buffer | null;
+  jwks: { keys: Record<string, unknown>[] } | null; tls_subject: string | null; tls_thumbprint: string | null; created_at: Date; revoked_at: Date | null;
+}
+
+export const clientColumns = 'tenant_id, client_id, name, scopes, token_endpoint_auth_method, secret_hash, jwks, tls_subject, tls_thumbprint, created_at, revoked_at';
+
+export function clientOf(r: ClientRow): OAuthClient {
+  return {
+    tenantId: r.tenant_id, clientId: r.client_id, name: r.name, scopes: r.scopes, method: r.token_endpoint_auth_method, secretHash: r.secret_hash,
+    jwks: r.jwks, tlsSubject: r.tls_subject, tlsThumbprint: r.tls_thumbprint, createdAt: r.created_at, revokedAt: r.revoked_at,
+  };
+}
+
 /** An active (not revoked) client by id. */
 export async function findClient(q: Queryable, clientId: string): Promise<OAuthClient | undefined> {
-  const { rows } = await q.query<{ tenant_id: string; client_id: string; scopes: string[]; secret_hash: Buffer }>(
-    'SELECT tenant_id, client_id, scopes, secret_hash FROM oauth_clients WHERE client_id = $1 AND revoked_at IS NULL',
-    [clientId],
-  );
-  const r = rows[0];
-  return r ? { tenantId: r.tenant_id, clientId: r.client_id, scopes: r.scopes, secretHash: r.secret_hash } : undefined;
+  const { rows } = await q.query<ClientRow>(`SELECT ${clientColumns} FROM oauth_clients WHERE client_id = $1 AND revoked_at IS NULL`, [clientId]);
+  return rows[0] ? clientOf(rows[0]) : undefined;
 }

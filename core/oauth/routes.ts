@@ -1,17 +1,25 @@
 /**
- * POST /oauth2/token (SPEC 5.1): OAuth 2.0 client credentials (RFC 6749 section 4.4). The
- * client authenticates with HTTP Basic or client_id/client_secret in a form or JSON body and
- * receives a short-lived EdDSA JWT (SPEC 8: 5–10 minutes) for audience `core`.
+ * POST /oauth2/token (SPEC 5.1, 5.4.6; issue 17 item 2): OAuth 2.0 client credentials (RFC 6749
+ * section 4.4). The client authenticates by its registered method (client-auth.ts: a signed
+ * client assertion, its TLS certificate, or a shared secret) and receives a short-lived EdDSA
+ * JWT (SPEC 8: 5–10 minutes) for audience `core`, bound to its certificate (`cnf.x5t#S256`,
+ * RFC 8705 §3) when it connected with one and to its DPoP key (`cnf.jkt`, RFC 9449 §5) when it
+ * sent a proof. Errors are RFC 6749 §5.2 `{error, error_description}` (beside `code`, `message`).
+ * Its `iss` is ISSUER_URL when configured (discovery.ts), else the tenant's issuer.
  */
 import { randomUUID } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
 import type { Db } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
 import { CoreErrorSchema } from '../http/responses.ts';
-import { defineRoute, type RouteSpec } from '../http/route.ts';
+import { defineRoute, type RequestContext, type RouteSpec } from '../http/route.ts';
 import type { KeyStore } from '../keys/keys.ts';
 import { accessTokenType, coreAudience } from './bearer.ts';
-import { findClient, secretMatches } from './clients.ts';
+import { appendAudit } from '../../shared/audit.ts';
+import { certificateThumbprint } from '../../shared/mtls.ts';
+import { dpopBinding } from '../http/dpop.ts';
+import { ClientAuthError, authenticateClient, type Authenticated } from './client-auth.ts';
+import { issuerOf, tokenEndpointOf } from './discovery.ts';
 
 /** SPEC 8: access tokens live 5 to 10 minutes. */
 export const accessTokenLifetimeS = 600;
@@ -25,7 +33,7 @@ const OAuthError = Type.Intersect([
 
 const TokenResponse = Type.Object({
   access_token: Type.String(),
-  token_type: Type.Literal('Bearer'),
+  token_type: Type.Union([Type.Literal('Bearer'), Type.Literal('DPoP')]),
   expires_in: Type.Integer(),
   scope: Type.String(),
 });
@@ -61,46 +69,87 @@ function basicCredentials(header: string | undefined): { id: string; secret: str
   const decoded = Buffer.from(m[1], 'base64').toString('utf8');
   const i = decoded.indexOf(':');
   if (i < 0) return undefined;
-  return { id: decodeURIComponent(decoded.slice(0, i)), secret: decodeURIComponent(decoded.slice(i + 1)) };
+  try {
+    return { id: decodeURIComponent(decoded.slice(0, i)), secret: decodeURIComponent(decoded.slice(i + 1)) };
+  } catch {
+    return undefined; // malformed percent-encoding: no credentials, answered invalid_client
+  }
 }
 
-export function oauthRoutes(deps: { db: Db; keys: KeyStore }): RouteSpec[] {
+type Ctx = RequestContext<unknown, unknown, unknown>;
+interface TokenDeps { db: Db; keys: KeyStore; now: () => number }
+
+/** The client, or `invalid_client` (same answer whatever failed); the reason goes to the audit only. */
+async function clientOf(deps: TokenDeps, ctx: Ctx, f: Record<string, string>): Promise<Authenticated> {
+  try {
+    const a = await authenticateClient(deps.db, {
+      fields: f, basic: basicCredentials(ctx.headers.authorization),
+      certificate: ctx.identity.fromEdge ? ctx.identity.clientCertificate : undefined,
+      audiences: [tokenEndpointOf(deps.keys, ctx), issuerOf(deps.keys, ctx)], nowMs: deps.now(),
+    });
+    // A request naming a tenant is for that tenant's clients only.
+    const named = f.tenant_id ?? f.tenantId ?? (ctx.identity.fromEdge ? ctx.identity.tenantId : undefined);
+    if (named !== undefined && named !== a.client.tenantId) throw new ClientAuthError('client belongs to another tenant');
+    return a;
+  } catch (err) {
+    if (!(err instanceof ClientAuthError)) throw err;
+    ctx.log.info({ reason: err.message }, 'client authentication refused');
+    throw oauthError('INVALID_CLIENT', 'invalid_client', 'client authentication failed');
+  }
+}
+
+/** `cnf` of the new token: the certificate the client connected with, the DPoP key it proved. */
+async function bindingOf(deps: TokenDeps, ctx: Ctx, a: Authenticated): Promise<Record<string, string> | undefined> {
+  const cnf: Record<string, string> = {};
+  const x5t = a.certificate ? certificateThumbprint(a.certificate) : undefined;
+  if (x5t) cnf['x5t#S256'] = x5t;
+  const pop = await dpopBinding(deps, ctx, { tokenEndpoint: true, requireNonce: a.policy.requireDpopNonce, url: tokenEndpointOf(deps.keys, ctx) });
+  if (pop) cnf.jkt = pop.jkt;
+  return Object.keys(cnf).length > 0 ? cnf : undefined;
+}
+
+async function auditIssue(deps: TokenDeps, ctx: Ctx, a: Authenticated, scope: string, cnf: Record<string, string> | undefined): Promise<void> {
+  await appendAudit(deps.db, [{
+    tenantId: a.client.tenantId, actor: { type: 'oauth_client', id: a.client.clientId }, action: 'oauth.token.issue',
+    target: { type: 'oauth_client', id: a.client.clientId }, decision: { allow: true, trace_id: ctx.requestId },
+    attrs: { method: a.method, scope, bound: cnf ? Object.keys(cnf) : [] }, ts: new Date(deps.now()),
+  }]);
+}
+
+export function oauthRoutes(deps: TokenDeps): RouteSpec[] {
   return [
     defineRoute({
       method: 'POST', path: '/oauth2/token', operationId: 'issueToken', tags: ['oauth'],
-      summary: 'OAuth 2.0 client credentials: issue a core access token',
+      summary: 'OAuth 2.0 client credentials: issue a core access token (private_key_jwt, mTLS or secret; DPoP and certificate binding)',
       bodyKind: 'raw', bodyLimitBytes: tokenBodyLimitBytes,
       responses: {
         200: { description: 'Access token', schema: TokenResponse },
-        400: { description: 'invalid_request, unsupported_grant_type or invalid_scope', schema: OAuthError },
+        400: { description: 'invalid_request, unsupported_grant_type, invalid_scope, invalid_dpop_proof or use_dpop_nonce', schema: OAuthError },
         401: { description: 'invalid_client', schema: OAuthError },
       },
-      handler: async ({ headers, rawBody }) => {
-        const f = fieldsOf(headers['content-type'], rawBody);
+      handler: async (ctx) => {
+        const f = fieldsOf(ctx.headers['content-type'], ctx.rawBody);
         if (f.grant_type !== 'client_credentials') {
           throw oauthError('UNSUPPORTED_GRANT_TYPE', 'unsupported_grant_type', 'grant_type must be client_credentials');
         }
-        const basic = basicCredentials(headers.authorization);
-        const id = basic?.id ?? f.client_id;
-        const secret = basic?.secret ?? f.client_secret;
-        if (!id || !secret) throw oauthError('INVALID_CLIENT', 'invalid_client', 'client authentication failed');
-        const client = await findClient(deps.db, id);
-        // Unknown client and wrong secret answer the same (no client enumeration).
-        if (!client || !secretMatches(client, secret)) throw oauthError('INVALID_CLIENT', 'invalid_client', 'client authentication failed');
+        const a = await clientOf(deps, ctx, f);
+        const { client } = a;
         const requested = f.scope ? f.scope.split(' ').filter(Boolean) : client.scopes;
         if (requested.length === 0 || requested.some((s) => !client.scopes.includes(s))) {
           throw oauthError('INVALID_SCOPE', 'invalid_scope', 'requested scope is not granted to this client');
         }
+        const cnf = await bindingOf(deps, ctx, a);
         const scope = requested.join(' ');
         const token = await deps.keys.sign(
           client.tenantId,
-          { sub: client.clientId, aud: coreAudience, client_id: client.clientId, scope, scp: requested, jti: randomUUID() },
-          { expiresInS: accessTokenLifetimeS, typ: accessTokenType },
+          { sub: client.clientId, aud: coreAudience, client_id: client.clientId, scope, scp: requested, jti: randomUUID(), ...(cnf ? { cnf } : {}) },
+          { expiresInS: accessTokenLifetimeS, typ: accessTokenType, ...(deps.keys.issuerUrl ? { issuer: deps.keys.issuerUrl } : {}) },
         );
+        await auditIssue(deps, ctx, a, scope, cnf);
         return {
           status: 200,
-          headers: { 'cache-control': 'no-store', pragma: 'no-cache' },
-          body: { access_token: token, token_type: 'Bearer', expires_in: accessTokenLifetimeS, scope },
+          headers: { 'cache-control': 'no-store', pragma: 'no-cache', ...(cnf?.jkt ? { 'dpop-nonce': deps.keys.dpopNonces.issue(deps.now()) } : {}) },
+          body: { access_token: token, token_type: cnf?.jkt ? 'DPoP' : 'Bearer', expires_in: accessTokenLifetimeS, scope },
         };
       },
     }),

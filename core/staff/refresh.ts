@@ -22,7 +22,7 @@ function staffKind(deps: IdentityDeps): RefreshKind {
     subjectType: 'user', actorType: 'staff',
     issue: async (q, s, t) => {
       const aal = s.aal >= 2 ? 2 : 1;
-      const a = await staffAccessToken(q, deps.keys, { tenantId: s.tenantId, userId: s.subjectId, sessionId: s.sessionId, aal, amr: s.amr ?? [] }, t);
+      const a = await staffAccessToken(q, deps.keys, { tenantId: s.tenantId, userId: s.subjectId, sessionId: s.sessionId, aal, amr: s.amr ?? [], ...(s.cnf ? { cnf: s.cnf } : {}) }, t);
       return a && { ...a, aal, expiresIn: staffAccessTtlS };
     },
   };
@@ -37,7 +37,7 @@ export function staffTokenRoutes(deps: IdentityDeps): RouteSpec[] {
       responses: { 200: { description: 'New token pair', schema: StaffTokenPair } },
       handler: async (ctx) => {
         const r = await rotateRefreshToken(deps, ctx, ctx.body.tenantId, ctx.body.refreshToken, staffKind(deps));
-        return { status: 200, body: { ...r, tokenType: 'Bearer' } };
+        return { status: 200, body: r };
       },
     }),
   ];

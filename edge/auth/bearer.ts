@@ -14,12 +14,15 @@ export class CredentialError extends Error {
     readonly status: 401 | 403,
     readonly code: CredentialCode,
     message: string,
+    /** A challenge of its own (DPoP, RFC 9449 §7.1) instead of the scheme's default. */
+    private readonly challenge?: string,
   ) {
     super(message);
   }
 
   /** RFC 6750 §3 challenge for 401 answers. */
   wwwAuthenticate(scheme = 'Bearer'): string {
+    if (this.challenge) return this.challenge;
     if (scheme === 'Signature') return `Signature realm="payments", headers="x-api-key-id x-signature x-nonce date", error="${this.code}"`;
     const error = this.code === 'UNAUTHENTICATED' ? '' : `, error="invalid_token", error_description="${this.message.replaceAll('"', "'")}"`;
     return `${scheme} realm="payments"${error}`;

@@ -1,47 +1,60 @@
 /**
- * DPoP proof checks (RFC 9449) for tenants with `require_dpop`: the proof is a JWT of type
- * `dpop+jwt` signed by the key in its own `jwk` header; `htm` and `htu` name this request,
- * `iat` is within the window, `jti` is used once across every edge, `ath` is the hash of the
- * access token, and the token's `cnf.jkt` is that key's thumbprint.
+ * Proof of possession at the edge (issue 17 item 2–3): a token bound to a DPoP key (`cnf.jkt`)
+ * is accepted only as `Authorization: DPoP <token>` with a proof by that key for this request
+ * (shared/dpop.ts, RFC 9449 §7); a token bound to a client certificate (`cnf.x5t#S256`) only
+ * on a connection presenting that certificate (RFC 8705 §3). A tenant with `require_dpop`
+ * accepts no unbound customer or agent token.
  */
-import { createHash } from 'node:crypto';
-import { EmbeddedJWK, calculateJwkThumbprint, decodeProtectedHeader, jwtVerify, type JWK } from 'jose';
+import type { RequestView } from '../check.ts';
+import type { EdgeState } from '../state/store.ts';
+import { DpopError, dpopChallenge, verifyDpopProof } from '../../shared/dpop.ts';
+import { certificateThumbprint } from '../../shared/mtls.ts';
 import { CredentialError } from './bearer.ts';
 
-/** RFC 9449 §11.1: accept proofs issued within this many seconds of now. */
-export const dpopWindowS = 60;
-
-export interface DpopContext {
-  proof: string | undefined;
-  method: string;
-  /** scheme://host/path, without query and fragment (RFC 9449 §4.3). */
-  htu: string;
-  accessToken: string;
-  cnfJkt: string | undefined;
-  nowMs: number;
-  firstUse: (value: string, ttlMs: number) => Promise<boolean>;
+function refusal(code: 'invalid_dpop_proof' | 'use_dpop_nonce', message: string): CredentialError {
+  return new CredentialError(401, 'invalid_dpop_proof', message, dpopChallenge({ code, message }));
 }
 
-const fail = (message: string) => new CredentialError(401, 'invalid_dpop_proof', message);
+/** scheme://host the client addressed, as Envoy (or the dev gateway) describes it. */
+export function publicOriginOf(view: RequestView): string {
+  const host = view.headers[':authority'] ?? view.headers.host ?? '';
+  return `${view.scheme}://${host}`;
+}
 
-export async function checkDpop(c: DpopContext): Promise<void> {
-  if (!c.proof) throw fail('DPoP proof required by this tenant');
-  if (!c.cnfJkt) throw fail('access token is not bound to a DPoP key');
-  let payload: Record<string, unknown>;
-  let jwk: JWK | undefined;
-  try {
-    jwk = decodeProtectedHeader(c.proof).jwk;
-    ({ payload } = await jwtVerify(c.proof, EmbeddedJWK, { typ: 'dpop+jwt', algorithms: ['EdDSA', 'ES256'] }));
-  } catch {
-    throw fail('DPoP proof does not verify');
+const requestUrlOf = (view: RequestView): string => `${publicOriginOf(view)}${view.path}`;
+
+/** Which proof of possession a verified token's `cnf` claim demands. */
+export function bindingOf(cnf: unknown): { jkt?: string; x5t?: string } {
+  if (!cnf || typeof cnf !== 'object') return {};
+  const c = cnf as Record<string, unknown>;
+  return {
+    ...(typeof c.jkt === 'string' ? { jkt: c.jkt } : {}),
+    ...(typeof c['x5t#S256'] === 'string' ? { x5t: c['x5t#S256'] } : {}),
+  };
+}
+
+/** Refuse the request unless it proves possession of every key the token is bound to. */
+export async function checkBinding(view: RequestView, state: EdgeState, token: string, cnf: unknown, nowMs: number, requireDpop = false): Promise<void> {
+  const { jkt, x5t } = bindingOf(cnf);
+  if (x5t !== undefined) {
+    const presented = view.peerCertificate ? certificateThumbprint(view.peerCertificate) : undefined;
+    if (presented === undefined) throw new CredentialError(401, 'invalid_token', 'this token is bound to a client certificate; none was presented');
+    if (presented !== x5t) throw new CredentialError(401, 'invalid_token', 'this token is bound to another client certificate');
   }
-  if (!jwk || (await calculateJwkThumbprint(jwk)) !== c.cnfJkt) throw fail('DPoP key does not match the token binding');
-  if (payload.htm !== c.method) throw fail('DPoP htm does not match the request method');
-  if (payload.htu !== c.htu) throw fail('DPoP htu does not match the request URI');
-  const iat = typeof payload.iat === 'number' ? payload.iat : Number.NaN;
-  if (!(Math.abs(c.nowMs / 1000 - iat) <= dpopWindowS)) throw fail('DPoP proof is outside its time window');
-  const ath = createHash('sha256').update(c.accessToken).digest('base64url');
-  if (payload.ath !== ath) throw fail('DPoP ath does not match the access token');
-  if (typeof payload.jti !== 'string' || payload.jti.length < 8) throw fail('DPoP proof has no jti');
-  if (!(await c.firstUse(`${c.cnfJkt}:${payload.jti}`, 2 * dpopWindowS * 1000))) throw fail('DPoP proof replayed');
+  if (jkt === undefined) {
+    if (requireDpop) throw refusal('invalid_dpop_proof', 'this tenant requires DPoP-bound tokens');
+    return;
+  }
+  if (!/^DPoP\s/i.test(view.headers.authorization ?? '')) throw refusal('invalid_dpop_proof', 'a DPoP-bound token is sent as Authorization: DPoP');
+  const proof = view.headers.dpop;
+  if (!proof) throw refusal('invalid_dpop_proof', 'a DPoP proof is required with this token');
+  try {
+    await verifyDpopProof({
+      proof, method: view.method, url: requestUrlOf(view), nowMs, accessToken: token, expectedJkt: jkt,
+      firstUse: (v, ttl) => state.firstUse('dpop', v, ttl),
+    });
+  } catch (err) {
+    if (err instanceof DpopError) throw refusal(err.code, err.message);
+    throw err;
+  }
 }

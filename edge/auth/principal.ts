@@ -8,7 +8,7 @@ import type { RequestView } from '../check.ts';
 import type { Credential } from '../routes.ts';
 import type { EdgeState, SessionState, TenantState } from '../state/store.ts';
 import { CredentialError, bearerOf } from './bearer.ts';
-import { checkDpop } from './dpop.ts';
+import { checkBinding } from './dpop.ts';
 import { verifyApiKey, type ApiKeyPrincipal } from './api-key.ts';
 import { staffBearer, staffPrincipal, type StaffPrincipal } from './staff.ts';
 
@@ -77,16 +77,8 @@ async function customer(view: RequestView, state: EdgeState, tenantOf: (id: stri
   const tenant = await tenantOf(claims.tid);
   const timeoutMin = Number(tenant?.security.session_timeout_minutes ?? defaultSessionTimeoutMin);
   if (nowMs - session.lastSeenMs > timeoutMin * 60_000) throw new CredentialError(401, 'session_expired', 'session idle timeout');
-  if (tenant?.security.require_dpop === true) {
-    const cnf = claims.cnf as { jkt?: unknown } | undefined;
-    const host = view.headers[':authority'] ?? view.headers.host ?? '';
-    const scheme = view.headers['x-forwarded-proto'] ?? 'https';
-    await checkDpop({
-      proof: view.headers.dpop, method: view.method, htu: `${scheme}://${host}${view.path}`, accessToken: token,
-      cnfJkt: typeof cnf?.jkt === 'string' ? cnf.jkt : undefined, nowMs,
-      firstUse: (v, ttl) => state.firstUse('dpop', v, ttl),
-    });
-  }
+  // Issue 17 item 3: a bound token needs its proof; require_dpop refuses unbound ones.
+  await checkBinding(view, state, token, claims.cnf, nowMs, tenant?.security.require_dpop === true);
   await refuseRevokedDevices(view, state, claims.tid, claims.sub, claims.dvc);
   state.touchSession(session);
   return {
@@ -132,15 +124,20 @@ async function agent(view: RequestView, state: EdgeState, tenantOf: (id: string)
   const tenant = await tenantOf(claims.tid);
   const timeoutMin = Number(tenant?.security.session_timeout_minutes ?? defaultSessionTimeoutMin);
   if (nowMs - session.lastSeenMs > timeoutMin * 60_000) throw new CredentialError(401, 'session_expired', 'session idle timeout');
+  await checkBinding(view, state, token, claims.cnf, nowMs, tenant?.security.require_dpop === true);
   state.touchSession(session);
   return { kind: 'user', tenantId: claims.tid, subjectId: sub, session, aal, amr: stringArray(claims.amr), roles: ['agent'], issuedAtS: claims.iat };
 }
 
-async function coreClient(view: RequestView, state: EdgeState): Promise<Principal> {
+async function coreClient(view: RequestView, state: EdgeState, nowMs: number): Promise<Principal> {
   const token = bearerOf(view.headers, true);
   if (!token) throw new CredentialError(401, 'UNAUTHENTICATED', 'a core access token is required');
   const claims = await verifyJwt(state, token, coreAudience);
   if (typeof claims.sub !== 'string') throw invalid('token has no subject');
+  // Issue 17 item 2: a certificate- or DPoP-bound client token is refused without its proof.
+  await checkBinding(view, state, token, claims.cnf, nowMs);
+  // A revoked client's tokens stop at once, not when they expire (NOTIFY oauth_clients_changed).
+  if (!(await state.oauthClientActive(claims.tid, claims.sub))) throw invalid('the OAuth client of this token is revoked');
   const scopes = typeof claims.scope === 'string' ? claims.scope.split(' ').filter(Boolean) : stringArray(claims.scp);
   return { kind: 'service', tenantId: claims.tid, subjectId: claims.sub, roles: [], scopes, via: 'core-client' };
 }
@@ -185,7 +182,7 @@ export async function authenticate(
     case 'agent':
       return agent(view, state, tenantOf, nowMs);
     case 'core-client':
-      return coreClient(view, state);
+      return coreClient(view, state, nowMs);
     case 'staff': {
       // Issue 14 item 5: a person's staff access token (a JWT); an opaque bearer is a service token.
       const jwt = staffBearer(view);

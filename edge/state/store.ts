@@ -5,6 +5,7 @@
  * heartbeat bounds staleness: when the database has not answered for `maxStalenessMs`,
  * `assertFresh()` throws and every decision is a deny.
  */
+import { firstUse } from '../../shared/replay.ts';
 import { createHash } from 'node:crypto';
 import pg from 'pg';
 import type { Logger } from 'pino';
@@ -121,6 +122,8 @@ export class EdgeState {
   private readonly scimCredentials = new Map<string, Entry<ScimCredentialState>>();
   private readonly devices = new Map<string, Entry<DeviceState>>();
   private readonly staff = new Map<string, Entry<StaffMemberState>>();
+  /** Active OAuth clients by id → their tenant (issue 17: a revoked client's tokens stop at once). */
+  private readonly oauthClients = new Map<string, Entry<string>>();
   private readonly seen = new Set<string>();
   private listener: pg.Client | undefined;
   private healthyAt = 0;
@@ -220,6 +223,8 @@ export class EdgeState {
     } else if (channel === notifyChannels.scimCredentials) {
       // Keyed by token hash, the payload names the id: drop them all (revocations are rare).
       this.scimCredentials.clear();
+    } else if (channel === notifyChannels.oauthClients) {
+      this.oauthClients.delete(payload);
     } else if (channel === notifyChannels.keys) {
       this.keys.invalidate(payload || undefined);
     }
@@ -236,6 +241,7 @@ export class EdgeState {
     this.apiKeys.clear();
     this.devices.clear();
     this.staff.clear();
+    this.oauthClients.clear();
     this.keys.invalidate();
   }
 
@@ -461,6 +467,15 @@ export class EdgeState {
     }));
   }
 
+  /** Whether the OAuth client `clientId` of `tenantId` exists and is not revoked. */
+  async oauthClientActive(tenantId: string, clientId: string): Promise<boolean> {
+    const owner = await this.cached(this.oauthClients, clientId, async () => {
+      const { rows } = await this.db.query<{ tenant_id: string }>('SELECT tenant_id FROM oauth_clients WHERE client_id = $1 AND revoked_at IS NULL', [clientId]);
+      return rows[0]?.tenant_id;
+    });
+    return owner === tenantId;
+  }
+
   /** An API key by id, its secrets opened with the API-key sealing key (kept in memory only). */
   apiKey(id: string): Promise<ApiKeyState | undefined> {
     return this.cached(this.apiKeys, id, async () => {
@@ -499,12 +514,7 @@ export class EdgeState {
   /** Record a one-time value (DPoP jti, nonce) across all edges; false when already seen. */
   async firstUse(kind: string, value: string, ttlMs: number): Promise<boolean> {
     this.assertFresh();
-    const { rowCount } = await this.db.query(
-      `INSERT INTO edge_replay (kind, value, expires_at) VALUES ($1, $2, now() + make_interval(secs => $3))
-       ON CONFLICT (kind, value) DO UPDATE SET expires_at = EXCLUDED.expires_at WHERE edge_replay.expires_at < now()`,
-      [kind, value, ttlMs / 1000],
-    );
-    return rowCount === 1;
+    return firstUse(this.db, kind, value, ttlMs);
   }
 }
 

@@ -19,6 +19,22 @@ describe('deploy/envoy/envoy.yaml', () => {
     assert.deepEqual(validateBootstrap(load()), []);
   });
 
+  it('has a machine-client listener that requires and validates client certificates and hands them to ext_authz (issue 17 item 4)', () => {
+    const c = load();
+    const machine = c.static_resources.listeners.find((l: Obj) => l.name === 'machine_mtls');
+    const chain = machine.filter_chains[0];
+    const tls = chain.transport_socket.typed_config;
+    assert.equal(tls['@type'], 'type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext');
+    assert.equal(tls.require_client_certificate, true);
+    assert.ok(tls.common_tls_context.validation_context.trusted_ca.filename);
+    const mtlsAuthz = chain.filters[0].typed_config.http_filters.find((f: Obj) => f.name === 'envoy.filters.http.ext_authz').typed_config;
+    assert.equal(mtlsAuthz.include_peer_certificate, true);
+    assert.equal(mtlsAuthz.failure_mode_allow, false);
+    // The strict validator reads into the TLS context: a misspelt requirement is not silently ignored.
+    tls.require_client_certificates = true;
+    assert.match(validateBootstrap(c).join('\n'), /require_client_certificates: unknown field/);
+  });
+
   it('fails closed within 100 ms and inspects at most 8192 body bytes', () => {
     const a = extAuthz(load());
     assert.equal(a.failure_mode_allow, false);

@@ -300,6 +300,7 @@ describe('edge authorization with the policy bundle', () => {
   });
 
   it('checks core client scopes; core:read cannot write', async () => {
+    await t.db.query(`INSERT INTO oauth_clients (tenant_id, client_id, secret_hash, scopes) VALUES ('t1', 'client-r', '\\x00', '{core:read}'), ('t1', 'client-w', '\\x00', '{core:write}')`);
     const read = await keys.sign('t1', { sub: 'client-r', aud: 'core', scope: 'core:read' }, { expiresInS: 300 });
     const write = await keys.sign('t1', { sub: 'client-w', aud: 'core', scope: 'core:write' }, { expiresInS: 300 });
     assert.equal((await edge.check(envoyRequest('GET', '/t/core/accounts/a1', { headers: bearer(read) }))).status.code, 0);
@@ -310,6 +311,22 @@ describe('edge authorization with the policy bundle', () => {
     assert.equal(headerOf(bare, 'x-scopes'), 'core:write');
     const customerToken = await token('t1', await customer('t1'));
     assert.equal((await edge.check(envoyRequest('GET', '/t/core/accounts/a1', { headers: bearer(customerToken) }))).denied_response?.status.code, 401);
+  });
+
+  it('refuses the tokens of a revoked OAuth client at once, and of a client that does not exist', async () => {
+    await t.db.query(`INSERT INTO oauth_clients (tenant_id, client_id, secret_hash, scopes) VALUES ('t1', 'client-gone', '\\x00', '{core:read}')`);
+    const live = await keys.sign('t1', { sub: 'client-gone', aud: 'core', scope: 'core:read' }, { expiresInS: 300 });
+    assert.equal((await edge.check(envoyRequest('GET', '/t/core/accounts/a1', { headers: bearer(live) }))).status.code, 0);
+    await t.db.query(`UPDATE oauth_clients SET revoked_at = now() WHERE client_id = 'client-gone'`);
+    // The table's trigger announces it (NOTIFY oauth_clients_changed): the cached answer is dropped.
+    let status = 0;
+    for (let i = 0; i < 50 && status !== 401; i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      status = (await edge.check(envoyRequest('GET', '/t/core/accounts/a1', { headers: bearer(live) }))).denied_response?.status.code ?? 0;
+    }
+    assert.equal(status, 401);
+    const unknown = await keys.sign('t1', { sub: 'client-never', aud: 'core', scope: 'core:read' }, { expiresInS: 300 });
+    assert.equal((await edge.check(envoyRequest('GET', '/t/core/accounts/a1', { headers: bearer(unknown) }))).denied_response?.status.code, 401);
   });
 
   it('lets only ops service tokens simulate', async () => {

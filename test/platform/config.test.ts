@@ -7,7 +7,7 @@ describe('configuration', () => {
   it('has the documented defaults', () => {
     const c = loadConfig({});
     assert.deepEqual({ ...c }, {
-      gatewayPort: 8000, corePort: 8080, authzPort: 9191, dataDir: resolve('./.data'), databaseUrl: undefined, masterKey: undefined, policyBundle: undefined, logLevel: 'info',
+      gatewayPort: 8000, corePort: 8080, authzPort: 9191, dataDir: resolve('./.data'), databaseUrl: undefined, masterKey: undefined, policyBundle: undefined, issuerUrl: undefined, logLevel: 'info',
     });
     assert.ok(Object.isFrozen(c));
   });
@@ -16,6 +16,13 @@ describe('configuration', () => {
     const c = loadConfig({ GATEWAY_PORT: '0', CORE_PORT: '0', AUTHZ_PORT: '0', DATABASE_URL: 'postgres://u:p@h:5432/d', LOG_LEVEL: 'debug' });
     assert.equal(c.gatewayPort, 0);
     assert.equal(c.databaseUrl, 'postgres://u:p@h:5432/d');
+  });
+
+  it('takes ISSUER_URL without a trailing slash, query or fragment (issue 17 item 5)', () => {
+    assert.equal(loadConfig({ ISSUER_URL: 'https://auth.example.com' }).issuerUrl, 'https://auth.example.com');
+    for (const bad of ['https://auth.example.com/', 'auth.example.com', 'https://a.example?x=1', 'ftp://a.example']) {
+      assert.throws(() => loadConfig({ ISSUER_URL: bad }), (err: unknown) => err instanceof ConfigError && /ISSUER_URL/.test(err.problems.join()), bad);
+    }
   });
 
   it('lists every problem at once', () => {
