@@ -18,6 +18,10 @@ export const ConfigSchema = Type.Object({
   MASTER_KEY: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9+/]{43}=$' })),
   /** Where the edge loads the signed policy bundle from: a directory or an http(s) URL. */
   POLICY_BUNDLE: Type.Optional(Type.String({ minLength: 1 })),
+  /** Staff passkeys' relying-party ID (default `localhost`: browsers refuse an IP address). */
+  WEBAUTHN_RP_ID: Type.Optional(Type.String({ pattern: '^[a-z0-9.-]{1,253}$' })),
+  /** Comma-separated origins of the staff page; default `http://localhost:<gateway port>`. */
+  WEBAUTHN_ORIGINS: Type.Optional(Type.String({ pattern: '^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(,https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?)*$' })),
   LOG_LEVEL: Type.Union([
     Type.Literal('fatal'), Type.Literal('error'), Type.Literal('warn'), Type.Literal('info'),
     Type.Literal('debug'), Type.Literal('trace'), Type.Literal('silent'),
@@ -33,6 +37,9 @@ export interface Config {
   masterKey: string | undefined;
   policyBundle: string | undefined;
   logLevel: Static<typeof ConfigSchema>['LOG_LEVEL'];
+  webauthnRpId: string;
+  /** Empty: the stack allows `http://localhost:<gateway port>` once it listens. */
+  webauthnOrigins: string[];
 }
 
 const defaults = { GATEWAY_PORT: '8000', CORE_PORT: '8080', AUTHZ_PORT: '9191', DATA_DIR: './.data', LOG_LEVEL: 'info' };
@@ -63,5 +70,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     masterKey: c.MASTER_KEY,
     policyBundle: c.POLICY_BUNDLE,
     logLevel: c.LOG_LEVEL,
+    webauthnRpId: c.WEBAUTHN_RP_ID ?? 'localhost',
+    webauthnOrigins: (c.WEBAUTHN_ORIGINS ?? '').split(',').filter(Boolean),
   });
 }

@@ -24,6 +24,12 @@ import { identityRoutes } from './identity/routes.ts';
 import { adminRoutes } from './admin/routes.ts';
 import type { RateLimits } from './admin/rate-limit.ts';
 import { agentRoutes } from './agents/routes.ts';
+import { staffAuthRoutes } from './staff/routes.ts';
+import { staffPageRoutes } from './staff/page.ts';
+import type { WebAuthnConfig } from './staff/webauthn.ts';
+
+/** Development default: browsers accept `localhost` as an RP ID (never an IP address). */
+export const defaultWebAuthn = (): WebAuthnConfig => ({ rpId: 'localhost', rpName: 'Payments platform staff', origins: ['http://localhost'] });
 
 export interface CoreDeps {
   db: Db;
@@ -51,6 +57,11 @@ export interface CoreDeps {
   webhookAllowPrivateTargets?: boolean;
   /** Private CIDRs an operator lists as internal webhook receivers (PRIVATE_TARGETS_ALLOWED). */
   webhookAllowedCidrs?: string[];
+  /**
+   * Staff passkeys' relying party (WEBAUTHN_RP_ID, WEBAUTHN_ORIGINS). Read on every ceremony, so
+   * the development stack can add the gateway's origin once its port is known.
+   */
+  webauthn?: WebAuthnConfig;
 }
 
 export interface Core {
@@ -78,6 +89,7 @@ export function buildCore(deps: CoreDeps): Core {
   routes.push(...adminRoutes({ db: deps.db, keys: deps.keys, now, ...(deps.adminRateLimits ? { rateLimits: deps.adminRateLimits } : {}), allowPrivateWebhookTargets: deps.webhookAllowPrivateTargets ?? false, webhookAllowedCidrs: deps.webhookAllowedCidrs ?? [] }));
   routes.push(...apiKeyRoutes({ db: deps.db, keys: deps.keys }));
   routes.push(...paymentRoutes({ db: deps.db, keys: deps.keys, now }));
+  routes.push(...staffAuthRoutes({ db: deps.db, keys: deps.keys, now, log: deps.log.child({ component: 'staff' }), webauthn: deps.webauthn ?? defaultWebAuthn() }), ...staffPageRoutes());
   const server = createCoreServer({
     routes, log: deps.log, metrics: deps.metrics, edgeSecrets: deps.edgeSecrets, releaseBudget: (scope) => releaseEdgeCount(deps.db, scope),
   });

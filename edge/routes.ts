@@ -65,6 +65,15 @@ const admin = (method: string, template: string, resource: string, action: strin
   method, template, purpose: operationalPurpose, resource, action, credential: 'staff', errorFormat: 'problem',
 });
 
+/**
+ * Staff sign-in (SPEC 4.4; issue 16): public at the edge like customer sign-in. Routes acting
+ * for a signed-in person (passkeys, sessions, sign-out, step-up) carry the staff access token,
+ * which core verifies itself (core/staff/auth.ts) until the edge accepts staff tokens.
+ */
+const staffAuth = (method: string, template: string, action: string): EdgeRoute => ({
+  method, template, purpose: operationalPurpose, resource: 'staff_auth', action, credential: 'public',
+});
+
 /** The platform routes are the first entries; later features append theirs. */
 export const edgeRoutes: EdgeRoute[] = [
   platform('GET', '/v1/health'),
@@ -207,6 +216,21 @@ export const edgeRoutes: EdgeRoute[] = [
   admin('PATCH', '/v1/webhooks/{id}', 'webhook', 'webhook.update_webhook'),
   admin('DELETE', '/v1/webhooks/{id}', 'webhook', 'webhook.delete_webhook'),
   admin('POST', '/v1/webhooks/{id}:test', 'webhook', 'webhook.test_webhook'),
+  // staff passkeys, enrolment and step-up (issue 16); the sign-in page and its assets
+  staffAuth('POST', '/auth/login', 'staff.login'),
+  staffAuth('POST', '/auth/enrolment/begin', 'staff.enrol'),
+  staffAuth('POST', '/auth/enrolment/finish', 'staff.enrol'),
+  staffAuth('GET', '/auth/passkeys', 'staff.passkeys'),
+  staffAuth('PATCH', '/auth/passkeys/{id}', 'staff.passkeys'),
+  staffAuth('DELETE', '/auth/passkeys/{id}', 'staff.passkeys'),
+  staffAuth('GET', '/auth/sessions', 'staff.sessions'),
+  staffAuth('POST', '/auth/logout', 'staff.logout'),
+  staffAuth('POST', '/auth/mfa/challenge', 'staff.mfa_challenge'),
+  staffAuth('POST', '/auth/mfa/complete', 'staff.mfa_complete'),
+  staffAuth('GET', '/staff', 'staff.page'),
+  staffAuth('GET', '/staff/assets/{asset}', 'staff.page'),
+  // an Admin re-issues a lost passkey's enrolment link (AAL 2 at the edge: the step-up policy)
+  admin('POST', '/v1/staff/users/{id}/enrolment-links', 'staff_user', 'enrolment.reissue'),
 ];
 
 export interface ResolvedRoute {

@@ -60,6 +60,7 @@ async function main(): Promise<void> {
     // The current secret and, while it rotates, the previous one (issue 23 item 4).
     edgeSecrets: [await secretText(config, 'EDGE_SHARED_SECRET', 'edge-shared-secret.key'), ...listOf(config, 'EDGE_SHARED_SECRET_PREVIOUS')],
     identity: { sms }, webhookAllowPrivateTargets: dev, webhookAllowedCidrs: allowedCidrs,
+    webauthn: { rpId: config.values.WEBAUTHN_RP_ID ?? 'localhost', rpName: 'Payments platform staff', origins: listOf(config, 'WEBAUTHN_ORIGINS') },
     ...(dev ? { dataDir: resolve(config.values.DATA_DIR ?? './.data') } : {}),
   });
   const port = await listen(core.server, Number(config.values.CORE_PORT), config.values.CORE_HOST).catch((err: unknown) => fail(`cannot listen on CORE_PORT ${config.values.CORE_PORT}: ${(err as Error).message}`));

@@ -16,6 +16,7 @@ import { scheduleRoutes } from './schedules/routes.ts';
 import { environmentRoutes, productRoutes } from './tenants/environments.ts';
 import { tenantRoutes } from './tenants/routes.ts';
 import { webhookRoutes } from './webhooks/routes.ts';
+import { enrolmentAdminRoutes } from '../staff/enrolment-admin.ts';
 import { TargetGuard } from './webhooks/target.ts';
 
 /**
@@ -31,5 +32,6 @@ export function adminRoutes(opts: { db: Db; keys: KeyStore; now: () => number; r
   return [
     ...referenceRoutes(deps), ...countryRoutes(deps), ...currencyRoutes(deps), ...tenantRoutes(deps), ...environmentRoutes(deps), ...productRoutes(deps),
     ...configRoutes(deps), ...scheduleRoutes(deps), ...flagRoutes(deps), ...opsRoutes(deps), ...auditRoutes(deps), ...webhookRoutes(deps),
+    ...enrolmentAdminRoutes(deps),
   ];
 }

@@ -23,6 +23,7 @@
  *   retry of a posting or transfer does not move money twice. Sealed secrets go with the row.
  * - admin_rate_counters: the one-minute window ended minutes ago (admin/rate-limit.ts counts
  *   only the current window; the margin covers clock skew between instances).
+ * - webauthn_challenges: five minutes past expiry (a passkey ceremony never finishes later).
  * Deletes run in batches (ctid lists) so no statement holds many row locks or runs long.
  *
  * Several core instances (issue 23 item 6): the timer runs on each, but one prunes at a time
@@ -54,6 +55,7 @@ export const pruneRules: readonly PruneRule[] = Object.freeze([
   { table: 'auth_throttle', inert: "window_start < now() - interval '1 day' AND NOT needs_otp AND (locked_until IS NULL OR locked_until < now())" },
   { table: 'idempotency_keys', inert: `created_at < now() - interval '${idempotencyRetention}'` },
   { table: 'admin_rate_counters', inert: "window_start < now() - interval '5 minutes'" },
+  { table: 'webauthn_challenges', inert: "expires_at < now() - interval '5 minutes'" },
 ]);
 
 /** Delete every inert row, `batch` at a time; returns the count per table. */

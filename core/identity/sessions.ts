@@ -49,9 +49,9 @@ export type RevokeReason = 'logout' | 'revoked_by_customer' | 'refresh_replay' |
 export async function revokeSession(
   q: Queryable, tenantId: string, sessionId: string, reason: RevokeReason, actor: { type: string; id: string }, now: number,
 ): Promise<boolean> {
-  const { rows } = await q.query<{ subject_id: string }>(
+  const { rows } = await q.query<{ subject_id: string; subject_type: string }>(
     `UPDATE sessions SET revoked_at = to_timestamp($3 / 1000.0), revoke_reason = $4
-     WHERE tenant_id = $1 AND id = $2 AND revoked_at IS NULL RETURNING subject_id`,
+     WHERE tenant_id = $1 AND id = $2 AND revoked_at IS NULL RETURNING subject_id, subject_type`,
     [tenantId, sessionId, now, reason],
   );
   const row = rows[0];
@@ -62,7 +62,7 @@ export async function revokeSession(
   );
   await enqueue(q, {
     tenantId, aggregate: 'session', aggregateId: sessionId, event: 'session.revoked',
-    payload: { sessionId, subjectType: 'customer', subjectId: row.subject_id, reason },
+    payload: { sessionId, subjectType: row.subject_type, subjectId: row.subject_id, reason },
   });
   await appendAudit(q, [{
     tenantId, actor, action: 'session.revoke', target: { type: 'session', id: sessionId },
@@ -80,13 +80,13 @@ export interface SessionView {
   ip: string | null;
 }
 
-/** The customer's live sessions, newest first. */
-export async function listSessions(q: Queryable, tenantId: string, customerId: string): Promise<SessionView[]> {
+/** The customer's (or, with `subjectType` 'user', the staff member's) live sessions, newest first. */
+export async function listSessions(q: Queryable, tenantId: string, customerId: string, subjectType: 'customer' | 'user' = 'customer'): Promise<SessionView[]> {
   const { rows } = await q.query<{ id: string; created_at: Date; last_seen: Date; aal: number; device: string | null; ip: string | null }>(
     `SELECT id, created_at, last_seen, aal, device, ip FROM sessions
-     WHERE tenant_id = $1 AND subject_type = 'customer' AND subject_id = $2 AND revoked_at IS NULL
+     WHERE tenant_id = $1 AND subject_type = $3 AND subject_id = $2 AND revoked_at IS NULL
      ORDER BY created_at DESC LIMIT 100`,
-    [tenantId, customerId],
+    [tenantId, customerId, subjectType],
   );
   return rows.map((r) => ({ id: r.id, createdAt: r.created_at.toISOString(), lastSeen: r.last_seen.toISOString(), aal: r.aal, device: r.device, ip: r.ip }));
 }

@@ -74,19 +74,47 @@ export interface StaffTokens {
 }
 
 /**
+ * An access token for an active staff member, roles read afresh (caller's transaction). Throws
+ * when the member is unknown, deleted or inactive.
+ */
+async function tokenForMember(
+  q: Queryable, keys: KeyStore, s: Pick<StaffTokenClaims, 'tenantId' | 'userId' | 'sessionId' | 'aal' | 'amr' | 'cnf' | 'orig'>, now: number,
+): Promise<{ token: string; jti: string }> {
+  const user = await staffUserById(q, s.tenantId, s.userId);
+  if (!user || user.deletedAt || !user.active) throw new Error('staff member is not active');
+  const tenantRoles = user.roles.length === 0 ? [] : (await ownedTenants(q, s.tenantId)).map((tenant) => ({ tenant, roles: user.roles }));
+  return issueStaffAccessToken(keys, {
+    tenantId: s.tenantId, userId: s.userId, sessionId: s.sessionId, aal: s.aal, amr: s.amr, orgRoles: user.roles, tenantRoles,
+    ...(s.cnf ? { cnf: s.cnf } : {}), ...(s.orig ? { orig: s.orig } : {}),
+  }, now);
+}
+
+/**
+ * After a step-up (issue 16 item 2): an AAL 2 token for the member's existing session, bound to
+ * the request `orig` names; the session records the new token (caller's transaction). Throws
+ * when the session is no longer live.
+ */
+export async function stepUpStaffSession(
+  q: Queryable, keys: KeyStore, s: { tenantId: string; userId: string; sessionId: string; amr: string[]; orig: string; cnf?: Record<string, unknown> }, now: number,
+): Promise<{ accessToken: string; expiresIn: number; aal: 2 }> {
+  const { token, jti } = await tokenForMember(q, keys, { ...s, aal: 2 }, now);
+  const { rows } = await q.query(
+    `UPDATE sessions SET jti = $4, aal = 2, last_seen = to_timestamp($5 / 1000.0)
+     WHERE tenant_id = $1 AND id = $2 AND subject_type = 'user' AND subject_id = $3 AND revoked_at IS NULL RETURNING id`,
+    [s.tenantId, s.sessionId, s.userId, jti, now],
+  );
+  if (rows.length === 0) throw new Error('staff session is not live');
+  return { accessToken: token, expiresIn: staffAccessTtlS, aal: 2 };
+}
+
+/**
  * Start a session for an active staff member and issue its tokens (caller's transaction).
  * Throws when the member is unknown, deleted or inactive: callers check first and answer
  * with their own refusal; this is the last guard.
  */
 export async function startStaffSession(q: Queryable, keys: KeyStore, s: StaffSignIn, now: number): Promise<StaffTokens> {
-  const user = await staffUserById(q, s.tenantId, s.userId);
-  if (!user || user.deletedAt || !user.active) throw new Error('staff member is not active');
   const sessionId = uuidv7(now);
-  const tenantRoles = user.roles.length === 0 ? [] : (await ownedTenants(q, s.tenantId)).map((tenant) => ({ tenant, roles: user.roles }));
-  const { token, jti } = await issueStaffAccessToken(keys, {
-    tenantId: s.tenantId, userId: s.userId, sessionId, aal: s.aal, amr: s.amr, orgRoles: user.roles, tenantRoles,
-    ...(s.cnf ? { cnf: s.cnf } : {}),
-  }, now);
+  const { token, jti } = await tokenForMember(q, keys, { ...s, sessionId }, now);
   await q.query(
     `INSERT INTO sessions (id, tenant_id, subject_type, subject_id, jti, aal, mfa_pending, device, ip, created_at, last_seen)
      VALUES ($1, $2, 'user', $3, $4, $5, false, $6, $7, to_timestamp($8 / 1000.0), to_timestamp($8 / 1000.0))`,

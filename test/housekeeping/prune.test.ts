@@ -54,8 +54,13 @@ describe('housekeeping', () => {
       await q(`INSERT INTO admin_rate_counters (window_start, scope, count) VALUES (date_trunc('minute', now() + $2::interval), $1, 3)`, [scope, at]);
     }
 
+    // A passkey ceremony's challenge: gone five minutes past its expiry, kept before.
+    for (const [challenge, at] of [['wa-old', '-10 minutes'], ['wa-live', '+1 minute']] as [string, string][]) {
+      await q(`INSERT INTO webauthn_challenges (challenge, tenant_id, ceremony, expires_at) VALUES ($1, 'ta', 'login', now() + $2::interval)`, [challenge, at]);
+    }
+
     const counts = await pruneOnce(t.db, 2);
-    assert.deepEqual(counts, { edge_replay: 3, used_challenges: 3, stepup_uses: 3, otp_codes: 1, phone_verifications: 1, refresh_tokens: 1, auth_throttle: 2, idempotency_keys: 0, admin_rate_counters: 2 });
+    assert.deepEqual(counts, { edge_replay: 3, used_challenges: 3, stepup_uses: 3, otp_codes: 1, phone_verifications: 1, refresh_tokens: 1, auth_throttle: 2, idempotency_keys: 0, admin_rate_counters: 2, webauthn_challenges: 1 });
     assert.deepEqual(Object.keys(counts), pruneRules.map((r) => r.table));
 
     assert.deepEqual(await names('SELECT value AS n FROM edge_replay'), ['live', 'recent'], 'expired a minute ago: kept for clock skew');
