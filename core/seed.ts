@@ -12,6 +12,7 @@ import { adminSeeder } from './admin/seed.ts';
 import { seedDemoAgent } from './agents/seed.ts';
 import type { KeyStore } from './keys/keys.ts';
 import { seedAgentContent } from './agents/content.ts';
+import { staffSeeder } from './staff/seed.ts';
 
 export const demoTenant = Object.freeze({ id: 'demo', name: 'Demo Mobile Money', country: 'KE', baseCurrency: 'KES' });
 
@@ -42,7 +43,7 @@ const agentContentSeeder: Seeder = ({ db, tenantId }) => seedAgentContent(db, te
 const agentSeeder: Seeder = (ctx) => seedDemoAgent(ctx);
 
 /** Every seeder, in order; domains append theirs here. */
-export const seeders: Seeder[] = [tenantSeeder, ledgerSeeder, serviceTokenSeeder, adminSeeder, agentContentSeeder, agentSeeder];
+export const seeders: Seeder[] = [tenantSeeder, ledgerSeeder, serviceTokenSeeder, adminSeeder, agentContentSeeder, agentSeeder, staffSeeder];
 
 async function readPrevious(path: string): Promise<Record<string, unknown>> {
   try {
