@@ -75,6 +75,7 @@ export const serviceVars: Record<string, Var> = {
   BOOTSTRAP_CURRENCY: { for: ['bootstrap'], productionRequired: true, check: (v) => (/^[A-Z]{3}$/.test(v) ? undefined : 'must be an ISO 4217 code'), doc: "the operator's base currency" },
   WEBAUTHN_RP_ID: { for: ['core', 'bootstrap'], default: 'localhost', check: (v) => (/^[a-z0-9.-]{1,253}$/.test(v) && !/^[0-9.]+$/.test(v) ? undefined : 'must be a domain name (browsers refuse an IP address)'), doc: "staff passkeys' relying-party ID: the domain staff open the sign-in page on" },
   WEBAUTHN_ORIGINS: { for: ['core', 'bootstrap'], default: 'http://localhost:8000', check: origins, doc: 'origins staff passkey ceremonies may come from (the public URL of the sign-in page; the bootstrap prints its link under the first)' },
+  BOOTSTRAP_ADMIN_USER_NAME: { for: ['bootstrap'], default: 'admin', check: (v) => (/^[\x21-\x7e]{1,128}$/.test(v) ? undefined : 'must be 1-128 visible ASCII characters'), doc: "the first platform Admin's userName (a staff member; an identity provider's SCIM may provision the same name later)" },
   GATEWAY_PORT: { for: ['gateway'], default: '8000', check: port, doc: 'dev gateway' },
   AUTHZ_ADDRESSES: { for: ['gateway'], default: '127.0.0.1:9191', check: hostPorts, doc: 'edges the gateway spreads Checks over' },
   CORE_ORIGINS: { for: ['gateway'], default: 'http://127.0.0.1:8080', check: origins, doc: 'cores the gateway forwards to' },
