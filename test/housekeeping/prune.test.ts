@@ -71,8 +71,9 @@ describe('housekeeping', () => {
     assert.deepEqual(await names(`SELECT convert_from(token_hash, 'UTF8') AS n FROM refresh_tokens`), ['two-days-past']);
     assert.deepEqual(await names(`SELECT convert_from(key, 'UTF8') AS n FROM auth_throttle`), ['fresh', 'stale-but-locked', 'stale-but-needs-otp']);
     assert.deepEqual(await names('SELECT scope AS n FROM admin_rate_counters'), ['ip:current'], 'the current window is kept');
+    assert.deepEqual(await names('SELECT challenge AS n FROM webauthn_challenges'), ['wa-live'], 'a ceremony still in flight keeps its challenge');
 
-    assert.deepEqual(await pruneOnce(t.db), { edge_replay: 0, used_challenges: 0, stepup_uses: 0, otp_codes: 0, phone_verifications: 0, refresh_tokens: 0, auth_throttle: 0, idempotency_keys: 0, admin_rate_counters: 0 }, 'a second run finds nothing');
+    assert.deepEqual(await pruneOnce(t.db), { edge_replay: 0, used_challenges: 0, stepup_uses: 0, otp_codes: 0, phone_verifications: 0, refresh_tokens: 0, auth_throttle: 0, idempotency_keys: 0, admin_rate_counters: 0, webauthn_challenges: 0 }, 'a second run finds nothing');
   });
 
   it('keeps idempotency records for the retention (7 days), sealed secrets included, then deletes them', async () => {
