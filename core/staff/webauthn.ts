@@ -13,10 +13,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { Type, type Static } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
-import {
-  generateAuthenticationOptions, generateRegistrationOptions, verifyAuthenticationResponse, verifyRegistrationResponse,
-  type AuthenticatorTransportFuture,
-} from '@simplewebauthn/server';
+import type { AuthenticatorTransportFuture, verifyAuthenticationResponse, verifyRegistrationResponse } from '@simplewebauthn/server';
 import type { Queryable } from '../../shared/db/pool.ts';
 
 export interface WebAuthnConfig {
@@ -54,6 +51,13 @@ export const AuthenticationResponse = Type.Object({
 });
 export type RegistrationResponse = Static<typeof RegistrationResponse>;
 export type AuthenticationResponse = Static<typeof AuthenticationResponse>;
+
+/**
+ * @simplewebauthn/server is loaded on the first ceremony, not at start: it adds seconds to every
+ * core process's start on a loaded machine, and most requests never need it.
+ */
+let library: Promise<typeof import('@simplewebauthn/server')> | undefined;
+const webauthn = () => (library ??= import('@simplewebauthn/server'));
 
 const ClientData = TypeCompiler.Compile(Type.Object({ challenge: Type.String({ minLength: 16, maxLength: 256 }) }));
 
@@ -101,7 +105,7 @@ export interface Enrollee { tenantId: string; userId: string; userName: string; 
 /** Options for navigator.credentials.create: a discoverable passkey with user verification. */
 export async function registrationOptions(q: Queryable, cfg: WebAuthnConfig, who: Enrollee, existing: { credentialId: string; transports: string[] }[], now: number) {
   const challenge = await storeChallenge(q, { tenantId: who.tenantId, ceremony: 'register', userId: who.userId, enrolmentId: who.enrolmentId }, now);
-  return generateRegistrationOptions({
+  return (await webauthn()).generateRegistrationOptions({
     rpName: cfg.rpName, rpID: cfg.rpId, userID: userHandleOf(who.userId), userName: who.userName, userDisplayName: who.displayName ?? who.userName,
     challenge: Buffer.from(challenge, 'base64url'), timeout: ceremonyTtlMs, attestationType: 'none',
     excludeCredentials: existing.map((c) => ({ id: c.credentialId, transports: c.transports as AuthenticatorTransportFuture[] })),
@@ -116,7 +120,7 @@ export interface NewCredential { credentialId: string; publicKey: Buffer; counte
 /** Verify a registration against its (already consumed) challenge; undefined when it does not verify. */
 export async function verifyRegistration(cfg: WebAuthnConfig, response: RegistrationResponse, challenge: string): Promise<NewCredential | undefined> {
   try {
-    const r = await verifyRegistrationResponse({
+    const r = await (await webauthn()).verifyRegistrationResponse({
       response: response as Parameters<typeof verifyRegistrationResponse>[0]['response'],
       expectedChallenge: challenge, expectedOrigin: cfg.origins, expectedRPID: cfg.rpId, requireUserVerification: true,
     });
@@ -130,7 +134,7 @@ export async function verifyRegistration(cfg: WebAuthnConfig, response: Registra
 
 /** Options for navigator.credentials.get; `allow` empty: the browser offers the person's passkeys. */
 export async function authenticationOptions(cfg: WebAuthnConfig, challenge: string, allow: { credentialId: string; transports: string[] }[] = []) {
-  return generateAuthenticationOptions({
+  return (await webauthn()).generateAuthenticationOptions({
     rpID: cfg.rpId, challenge: Buffer.from(challenge, 'base64url'), timeout: ceremonyTtlMs, userVerification: 'required',
     allowCredentials: allow.map((c) => ({ id: c.credentialId, transports: c.transports as AuthenticatorTransportFuture[] })),
   });
@@ -150,7 +154,7 @@ export interface StoredCredential { credentialId: string; publicKey: Buffer; cou
  */
 export async function verifyAssertion(cfg: WebAuthnConfig, response: AuthenticationResponse, challenge: string, cred: StoredCredential): Promise<number | undefined> {
   try {
-    const r = await verifyAuthenticationResponse({
+    const r = await (await webauthn()).verifyAuthenticationResponse({
       response: response as Parameters<typeof verifyAuthenticationResponse>[0]['response'],
       expectedChallenge: challenge, expectedOrigin: cfg.origins, expectedRPID: cfg.rpId, requireUserVerification: true,
       credential: { id: cred.credentialId, publicKey: new Uint8Array(cred.publicKey), counter: cred.counter, transports: cred.transports as AuthenticatorTransportFuture[] },
