@@ -24,6 +24,10 @@ export const ConfigSchema = Type.Object({
    * and those tokens keep the tenant-scoped issuer.
    */
   ISSUER_URL: Type.Optional(Type.String({ pattern: '^https?://[^\\s?#]+[^/\\s?#]$' })),
+  /** Staff passkeys' relying-party ID (default `localhost`: browsers refuse an IP address). */
+  WEBAUTHN_RP_ID: Type.Optional(Type.String({ pattern: '^[a-z0-9.-]{1,253}$' })),
+  /** Comma-separated origins of the staff page; default `http://localhost:<gateway port>`. */
+  WEBAUTHN_ORIGINS: Type.Optional(Type.String({ pattern: '^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(,https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?)*$' })),
   LOG_LEVEL: Type.Union([
     Type.Literal('fatal'), Type.Literal('error'), Type.Literal('warn'), Type.Literal('info'),
     Type.Literal('debug'), Type.Literal('trace'), Type.Literal('silent'),
@@ -40,6 +44,9 @@ export interface Config {
   policyBundle: string | undefined;
   issuerUrl: string | undefined;
   logLevel: Static<typeof ConfigSchema>['LOG_LEVEL'];
+  webauthnRpId: string;
+  /** Empty: the stack allows `http://localhost:<gateway port>` once it listens. */
+  webauthnOrigins: string[];
 }
 
 const defaults = { GATEWAY_PORT: '8000', CORE_PORT: '8080', AUTHZ_PORT: '9191', DATA_DIR: './.data', LOG_LEVEL: 'info' };
@@ -71,5 +78,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     policyBundle: c.POLICY_BUNDLE,
     issuerUrl: c.ISSUER_URL,
     logLevel: c.LOG_LEVEL,
+    webauthnRpId: c.WEBAUTHN_RP_ID ?? 'localhost',
+    webauthnOrigins: (c.WEBAUTHN_ORIGINS ?? '').split(',').filter(Boolean),
   });
 }

@@ -162,9 +162,11 @@ export async function startStack(
     await corePolicies.load(bundleSource);
     corePolicies.watch(bundleSource);
     cleanups.push(async () => corePolicies.stop());
+    // Staff passkeys: configured origins, else the gateway's localhost origin once it listens.
+    const webauthn = { rpId: config.webauthnRpId, rpName: 'Payments platform staff', origins: [...config.webauthnOrigins] };
     const core = buildCore({
       db, log: log.child({ component: 'core' }), metrics, build: readBuildInfo(), keys, dataDir: config.dataDir, edgeSecrets: [edgeSecret], policies: corePolicies, edgeWarm: () => edge.warmed,
-      webhookAllowPrivateTargets: opts.webhookAllowPrivateTargets ?? false, checkResponses: opts.checkResponses ?? false,
+      webhookAllowPrivateTargets: opts.webhookAllowPrivateTargets ?? false, checkResponses: opts.checkResponses ?? false, webauthn,
     });
     const corePort = await listenOrExplain(core.server, config.corePort, 'CORE_PORT');
     cleanups.push(async () => {
@@ -204,6 +206,7 @@ export async function startStack(
     });
     await gateway.ready().catch(() => log.warn('edge channel not ready yet; the first requests may be denied'));
     const gatewayPort = await listenOrExplain(gateway.server, config.gatewayPort, 'GATEWAY_PORT');
+    if (webauthn.origins.length === 0) webauthn.origins.push(`http://localhost:${gatewayPort}`);
     cleanups.push(() => gateway.close());
     await answering(`http://127.0.0.1:${gatewayPort}`);
     const gatewayTlsPort = gateway.tlsServer ? await listenOrExplain(gateway.tlsServer as unknown as Server, opts.gatewayTls?.port ?? 0, 'gateway TLS') : undefined;

@@ -33,6 +33,8 @@ function banner(config: Config, stack: Stack): string {
     'payments platform is up',
     `  gateway (point clients here): ${gw}`,
     `  API docs:                     ${gw}/v1/docs`,
+    // Passkeys need a domain as relying party (browsers refuse an IP address): localhost, not 127.0.0.1.
+    `  staff sign-in (passkeys):     http://localhost:${stack.ports.gateway}/staff (first time: open http://localhost:${stack.ports.gateway} + staff.admin.enrolmentPath from demo.json)`,
     `  data:                         ${dataLine(config, stack)}`,
     `  internal: core 127.0.0.1:${stack.ports.core}, edge authz gRPC 127.0.0.1:${stack.ports.authz} (dev gateway stands in for Envoy; production runs deploy/envoy/envoy.yaml)`,
     '  Ctrl-C stops everything.',

@@ -30,8 +30,14 @@ import { oversightRoutes } from './oversight/routes.ts';
 import { scimRoutes } from './staff/scim/routes.ts';
 import type { ScimDeps } from './staff/scim/users.ts';
 import { staffTokenRoutes } from './staff/refresh.ts';
-import { federationRoutes } from './staff/federation-routes.ts';
+import { federationLoginMethod, federationRoutes } from './staff/federation-routes.ts';
 import { TargetGuard } from './admin/webhooks/target.ts';
+import { staffAuthRoutes } from './staff/routes.ts';
+import { staffPageRoutes } from './staff/page.ts';
+import type { WebAuthnConfig } from './staff/webauthn.ts';
+
+/** Development default: browsers accept `localhost` as an RP ID (never an IP address). */
+export const defaultWebAuthn = (): WebAuthnConfig => ({ rpId: 'localhost', rpName: 'Payments platform staff', origins: ['http://localhost'] });
 
 export interface CoreDeps {
   db: Db;
@@ -63,6 +69,11 @@ export interface CoreDeps {
   checkResponses?: boolean;
   /** Called in the transaction that provisions a staff member over SCIM (issue 16: enrolment links). */
   onStaffProvisioned?: ScimDeps['onProvisioned'];
+  /**
+   * Staff passkeys' relying party (WEBAUTHN_RP_ID, WEBAUTHN_ORIGINS). Read on every ceremony, so
+   * the development stack can add the gateway's origin once its port is known.
+   */
+  webauthn?: WebAuthnConfig;
 }
 
 export interface Core {
@@ -90,11 +101,13 @@ export function buildCore(deps: CoreDeps): Core {
   // One SSRF guard for every outbound target an administrator names: webhooks and identity providers.
   const targets = new TargetGuard({ allowPrivateTargets: deps.webhookAllowPrivateTargets ?? false, allowedCidrs: deps.webhookAllowedCidrs ?? [] });
   routes.push(...adminRoutes({ db: deps.db, keys: deps.keys, now, ...(deps.adminRateLimits ? { rateLimits: deps.adminRateLimits } : {}), targets }));
-  routes.push(...federationRoutes({ db: deps.db, keys: deps.keys, guard: targets, now }));
+  const federation = { db: deps.db, keys: deps.keys, guard: targets, now };
+  routes.push(...federationRoutes(federation));
   routes.push(...apiKeyRoutes({ db: deps.db, keys: deps.keys }));
   routes.push(...scimRoutes({ db: deps.db, now, ...(deps.onStaffProvisioned ? { onProvisioned: deps.onStaffProvisioned } : {}) }));
   routes.push(...paymentRoutes({ db: deps.db, keys: deps.keys, now }));
   routes.push(...oversightRoutes({ db: deps.db, keys: deps.keys, now }));
+  routes.push(...staffAuthRoutes({ db: deps.db, keys: deps.keys, now, log: deps.log.child({ component: 'staff' }), webauthn: deps.webauthn ?? defaultWebAuthn() }, [federationLoginMethod(federation)]), ...staffPageRoutes());
   const server = createCoreServer({
     routes, log: deps.log, metrics: deps.metrics, edgeSecrets: deps.edgeSecrets, releaseBudget: (scope) => releaseEdgeCount(deps.db, scope),
     checkResponses: deps.checkResponses ?? false,

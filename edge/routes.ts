@@ -96,7 +96,11 @@ const scim = (method: string, path: string, action: 'scim.read' | 'scim.write'):
   method, template: `/scim/v2${path}`, purpose: operationalPurpose, resource: 'scim', action, credential: 'scim', errorFormat: 'scim',
 });
 
-/** Staff sign-in and tokens (SPEC 4.4; issue 14): public and rate limited like customer sign-in. */
+/**
+ * Staff sign-in and tokens (SPEC 4.4; issues 14, 16): public at the edge like customer sign-in.
+ * Routes acting for a signed-in person (passkeys, sessions, sign-out, step-up) carry the staff
+ * access token, which core verifies itself (core/staff/auth.ts).
+ */
 const staffAuth = (method: string, template: string, action: string): EdgeRoute => ({
   method, template, purpose: operationalPurpose, resource: 'staff_auth', action, credential: 'public',
 });
@@ -291,6 +295,20 @@ export const edgeRoutes: EdgeRoute[] = [
   // the tenant's identity provider for staff sign-in (issue 14 item 1)
   admin('GET', '/v1/identity-provider', 'identity_provider', 'idp.get_identity_provider'),
   admin('PUT', '/v1/identity-provider', 'identity_provider', 'idp.put_identity_provider'),
+  // staff passkeys, enrolment and step-up (issue 16); the sign-in page and its assets
+  staffAuth('POST', '/auth/enrolment/begin', 'staff.enrol'),
+  staffAuth('POST', '/auth/enrolment/finish', 'staff.enrol'),
+  staffAuth('GET', '/auth/passkeys', 'staff.passkeys'),
+  staffAuth('PATCH', '/auth/passkeys/{id}', 'staff.passkeys'),
+  staffAuth('DELETE', '/auth/passkeys/{id}', 'staff.passkeys'),
+  staffAuth('GET', '/auth/sessions', 'staff.sessions'),
+  staffAuth('POST', '/auth/logout', 'staff.logout'),
+  staffAuth('POST', '/auth/mfa/challenge', 'staff.mfa_challenge'),
+  staffAuth('POST', '/auth/mfa/complete', 'staff.mfa_complete'),
+  staffAuth('GET', '/staff', 'staff.page'),
+  staffAuth('GET', '/staff/assets/{asset}', 'staff.page'),
+  // an Admin re-issues a lost passkey's enrolment link (AAL 2 at the edge: the step-up policy)
+  admin('POST', '/v1/staff/users/{id}/enrolment-links', 'staff_user', 'enrolment.reissue'),
 ];
 
 export interface ResolvedRoute {

@@ -37,7 +37,9 @@ export const challengeTyp = 'stepup+jwt';
 /** SPEC 8: step-up challenge lifetime. */
 export const challengeTtlS = 300;
 
-export type StepUpMethod = 'otp' | 'device';
+/** Customers: an OTP or a device key; staff: a passkey (issue 16 item 2). */
+export type StepUpMethod = 'otp' | 'device' | 'passkey';
+const stepUpMethods: readonly string[] = ['otp', 'device', 'passkey'];
 
 /** The normalized body of SPEC 4.3 rule 2 (see the file comment); the edge passes the body it already parsed. */
 export function normalizedBody(body: Buffer | string | JsonBody): string {
@@ -135,7 +137,7 @@ function mismatch(why: string): AppError {
 
 /**
  * Verify signature, audience, type and expiry, then that the challenge is a step-up for this
- * tenant and customer (and request, when `orig` is given). Every failure is `challenge_mismatch`.
+ * tenant and subject, a customer or a staff member (and request, when `orig` is given). Every failure is `challenge_mismatch`.
  */
 export async function verifyChallenge(
   keys: ChallengeKeys, token: string, expect: { tenantId: string; sub: string; orig?: string },
@@ -152,6 +154,6 @@ export async function verifyChallenge(
   if (sub !== expect.sub) throw mismatch('subject');
   if (typeof orig !== 'string' || (expect.orig !== undefined && orig !== expect.orig)) throw mismatch('request');
   if (typeof jti !== 'string' || typeof exp !== 'number') throw mismatch('claims');
-  const ms = Array.isArray(methods) ? methods.filter((m): m is StepUpMethod => m === 'otp' || m === 'device') : [];
+  const ms = Array.isArray(methods) ? methods.filter((m): m is StepUpMethod => typeof m === 'string' && stepUpMethods.includes(m)) : [];
   return { jti, sub, tid, orig, methods: ms, exp };
 }

@@ -114,6 +114,10 @@ const table = {
   LOCKED: [429, 'Too Many Requests'],
   // issue 13 item 4: the sign-in source address is slowed down (carrier-NAT sized), not locked
   ADDRESS_THROTTLED: [429, 'Too Many Requests'],
+  // staff passkeys (issue 16): one answer for every unusable enrolment link
+  ENROLMENT_INVALID: [401, 'Unauthorized'],
+  PASSKEY_NOT_FOUND: [404, 'Record Not Found'],
+  STAFF_USER_NOT_FOUND: [404, 'Record Not Found'],
   // admin (SPEC 4.6, 7.3; issue 6): bad input 400, missing 404, state conflicts 409
   CURSOR_INVALID: [400, 'Bad Request'],
   COUNTRY_INVALID: [400, 'Bad Request'],

@@ -1,9 +1,10 @@
 /**
  * `npm run bootstrap`: run once against a migrated database. Creates the platform operator's
- * tenant (BOOTSTRAP_TENANT_ID, _NAME, _COUNTRY, _CURRENCY) and prints, once, a first
- * platform-admin credential: an Admin service token of that tenant that expires after 24 hours
- * (stored only as a hash; use it to set up staff, then let it expire or revoke it). A second run
- * changes nothing and prints no credential.
+ * tenant (BOOTSTRAP_TENANT_ID, _NAME, _COUNTRY, _CURRENCY) and its first Admin as a staff member
+ * (BOOTSTRAP_ADMIN_USER_NAME), and prints, once, that person's one-time passkey enrolment link
+ * (24 hours; the page at the first WEBAUTHN_ORIGINS) and an Admin service token for machine
+ * set-up that expires after 24 hours (both stored only as hashes). A second run changes nothing
+ * and prints no credential.
  */
 import { pendingMigrations } from '../../core/db/migrate.ts';
 import { KeyStore } from '../../core/keys/keys.ts';
@@ -11,7 +12,7 @@ import { AlreadyBootstrapped, bootstrapPlatform } from '../../core/platform/oper
 import { createDb } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
 import { createMetrics } from '../../shared/metrics.ts';
-import { secretKey } from '../service-config.ts';
+import { listOf, secretKey } from '../service-config.ts';
 import { configOrExit, fail, loggerOf } from './common.ts';
 
 async function main(): Promise<void> {
@@ -25,12 +26,18 @@ async function main(): Promise<void> {
     const pending = await pendingMigrations(db);
     if (pending.length > 0) fail(`the database lacks ${pending.length} migration(s): run \`npm run migrate\` first`);
     const tenantId = config.values.BOOTSTRAP_TENANT_ID as string;
-    const result = await db.tx((q) => bootstrapPlatform(q, { tenantId, name: config.values.BOOTSTRAP_TENANT_NAME as string, country, currency }));
+    const adminUserName = config.values.BOOTSTRAP_ADMIN_USER_NAME as string;
+    const result = await db.tx((q) => bootstrapPlatform(q, { tenantId, name: config.values.BOOTSTRAP_TENANT_NAME as string, country, currency, adminUserName }));
+    const site = listOf(config, 'WEBAUTHN_ORIGINS')[0] ?? '';
     // The tenant's first token-signing key, so its staff and clients can be issued tokens.
     await new KeyStore(db, await secretKey(config, 'MASTER_KEY', 'master.key')).ensureActive(tenantId);
     process.stdout.write([
       `platform bootstrapped: operator tenant ${tenantId}`,
-      `first platform-admin credential (shown once, expires ${result.expiresAt.toISOString()}):`,
+      `first platform Admin: ${result.admin.userName} (staff member ${result.admin.userId})`,
+      `  register their passkey (one-time link, shown once, expires ${result.admin.link.expiresAt}):`,
+      `  ${site}${result.admin.link.path}`,
+      `  (path ${result.admin.link.path.split('#')[0]}, tenant ${tenantId}, token ${result.admin.link.token})`,
+      `machine set-up credential, an Admin service token (shown once, expires ${result.expiresAt.toISOString()}):`,
       `  Authorization: Bearer ${result.token}`,
       '',
     ].join('\n'));

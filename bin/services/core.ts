@@ -62,6 +62,7 @@ async function main(): Promise<void> {
     edgeSecrets: [await secretText(config, 'EDGE_SHARED_SECRET', 'edge-shared-secret.key'), ...listOf(config, 'EDGE_SHARED_SECRET_PREVIOUS')],
     identity: { sms }, webhookAllowPrivateTargets: dev, webhookAllowedCidrs: allowedCidrs,
     checkResponses: config.values.RESPONSE_SCHEMA_CHECK === '1',
+    webauthn: { rpId: config.values.WEBAUTHN_RP_ID ?? 'localhost', rpName: 'Payments platform staff', origins: listOf(config, 'WEBAUTHN_ORIGINS') },
     ...(dev ? { dataDir: resolve(config.values.DATA_DIR ?? './.data') } : {}),
   });
   const port = await listen(core.server, Number(config.values.CORE_PORT), config.values.CORE_HOST).catch((err: unknown) => fail(`cannot listen on CORE_PORT ${config.values.CORE_PORT}: ${(err as Error).message}`));

@@ -17,6 +17,7 @@ import { environmentRoutes, productRoutes } from './tenants/environments.ts';
 import { tenantRoutes } from './tenants/routes.ts';
 import { webhookRoutes } from './webhooks/routes.ts';
 import { staffAdminRoutes } from '../staff/admin-routes.ts';
+import { enrolmentAdminRoutes } from '../staff/enrolment-admin.ts';
 import { TargetGuard } from './webhooks/target.ts';
 import { sessionAdminRoutes } from '../staff/sessions-admin.ts';
 import { identityProviderRoutes } from '../staff/idp.ts';
@@ -36,5 +37,6 @@ export function adminRoutes(opts: { db: Db; keys: KeyStore; now: () => number; r
     ...configRoutes(deps), ...scheduleRoutes(deps), ...flagRoutes(deps), ...opsRoutes(deps), ...auditRoutes(deps), ...webhookRoutes(deps),
     ...staffAdminRoutes(deps),
     ...sessionAdminRoutes(deps), ...identityProviderRoutes(deps),
+    ...enrolmentAdminRoutes(deps),
   ];
 }

@@ -23,6 +23,7 @@
  *   retry of a posting or transfer does not move money twice. Sealed secrets go with the row.
  * - admin_rate_counters: the one-minute window ended minutes ago (admin/rate-limit.ts counts
  *   only the current window; the margin covers clock skew between instances).
+ * - webauthn_challenges: five minutes past expiry (a passkey ceremony never finishes later).
  * Deletes run in batches (ctid lists) so no statement holds many row locks or runs long.
  *
  * Several core instances (issue 23 item 6): the timer runs on each, but one prunes at a time
@@ -56,6 +57,7 @@ export const pruneRules: readonly PruneRule[] = Object.freeze([
   { table: 'admin_rate_counters', inert: "window_start < now() - interval '5 minutes'" },
   // Federated sign-ins in progress (migration 0821): 10 minutes to finish, then nothing.
   { table: 'staff_federation_states', inert: "expires_at < now() - interval '5 minutes'" },
+  { table: 'webauthn_challenges', inert: "expires_at < now() - interval '5 minutes'" },
 ]);
 
 /** Delete every inert row, `batch` at a time; returns the count per table. */

@@ -84,13 +84,13 @@ export interface SessionView {
   ip: string | null;
 }
 
-/** The customer's live sessions, newest first. */
-export async function listSessions(q: Queryable, tenantId: string, customerId: string): Promise<SessionView[]> {
+/** The customer's (or, with `subjectType` 'user', the staff member's) live sessions, newest first. */
+export async function listSessions(q: Queryable, tenantId: string, customerId: string, subjectType: 'customer' | 'user' = 'customer'): Promise<SessionView[]> {
   const { rows } = await q.query<{ id: string; created_at: Date; last_seen: Date; aal: number; device: string | null; ip: string | null }>(
     `SELECT id, created_at, last_seen, aal, device, ip FROM sessions
-     WHERE tenant_id = $1 AND subject_type = 'customer' AND subject_id = $2 AND revoked_at IS NULL
+     WHERE tenant_id = $1 AND subject_type = $3 AND subject_id = $2 AND revoked_at IS NULL
      ORDER BY created_at DESC LIMIT 100`,
-    [tenantId, customerId],
+    [tenantId, customerId, subjectType],
   );
   return rows.map((r) => ({ id: r.id, createdAt: r.created_at.toISOString(), lastSeen: r.last_seen.toISOString(), aal: r.aal, device: r.device, ip: r.ip }));
 }

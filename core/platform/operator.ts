@@ -10,6 +10,9 @@ import { enableCountry } from '../admin/seed.ts';
 import { isoCountry } from '../admin/reference/iso.ts';
 import { knownCurrency } from '../ledger/commands.ts';
 import { putServiceToken } from './service-tokens.ts';
+import { createEnrolmentLink, type EnrolmentLink } from '../staff/enrolment.ts';
+import { setStaffRoles } from '../staff/store.ts';
+import { uuidv7 } from '../../shared/uuid.ts';
 
 /** The first platform-admin credential lives this long: enough to sign in and set up staff. */
 export const bootstrapTokenTtlHours = 24;
@@ -36,16 +39,20 @@ export interface BootstrapInput {
   name: string;
   country: string;
   currency: string;
+  /** The first platform Admin's userName (a staff member who registers a passkey from the link). */
+  adminUserName?: string;
 }
 
 export class AlreadyBootstrapped extends Error {}
 
 /**
  * Create the operator's tenant (its country enabled from ISO data with its base currency), mark
- * it the platform operator and issue a short-lived Admin service token, in one transaction with
- * its audit record; returns the token, which is shown once and stored only as a hash.
+ * it the platform operator, create its first Admin as a staff member with a one-time passkey
+ * enrolment link (issue 14 item 6, issue 16), and issue a short-lived Admin service token for
+ * machine set-up, in one transaction with the audit records; the link's token and the service
+ * token are shown once and stored only as hashes.
  */
-export async function bootstrapPlatform(q: Queryable, input: BootstrapInput): Promise<{ token: string; expiresAt: Date }> {
+export async function bootstrapPlatform(q: Queryable, input: BootstrapInput): Promise<{ token: string; expiresAt: Date; admin: { userId: string; userName: string; link: EnrolmentLink } }> {
   await q.query('LOCK TABLE platform_operator IN EXCLUSIVE MODE');
   if (await operatorTenant(q)) throw new AlreadyBootstrapped('the platform is already bootstrapped');
   if (!isoCountry(input.country)) throw new AppError('VALIDATION_FAILED', `${input.country} is not an ISO 3166 alpha-2 country code`);
@@ -62,5 +69,10 @@ export async function bootstrapPlatform(q: Queryable, input: BootstrapInput): Pr
     tenantId: input.tenantId, actor: { type: 'operator', id: 'bootstrap' }, action: 'platform.bootstrap',
     target: { type: 'tenant', id: input.tenantId }, decision: { allow: true }, attrs: { country: input.country, currency: input.currency, token_ttl_h: bootstrapTokenTtlHours },
   }]);
-  return { token, expiresAt: rows[0]?.expires_at ?? new Date() };
+  const userName = input.adminUserName ?? 'admin';
+  const userId = uuidv7();
+  await q.query('INSERT INTO staff_users (tenant_id, id, user_name, display_name) VALUES ($1, $2, $3, $4)', [input.tenantId, userId, userName, 'Platform Admin']);
+  await setStaffRoles(q, input.tenantId, userId, ['admin']);
+  const link = await createEnrolmentLink(q, input.tenantId, userId, { type: 'operator', id: 'bootstrap' });
+  return { token, expiresAt: rows[0]?.expires_at ?? new Date(), admin: { userId, userName, link } };
 }

@@ -4,24 +4,30 @@
  * `GET /auth/callback`, which answers with the staff tokens (./federation.ts). Passkey sign-in
  * (issue 14 part 2) adds its own methods to the same login route.
  */
-import { Type } from '@sinclair/typebox';
+import { Type, type Static } from '@sinclair/typebox';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import { TenantId } from '../identity/schemas.ts';
 import { beginFederation, completeFederation, type FederationDeps } from './federation.ts';
 import { StaffTokenPair } from './refresh.ts';
+import type { LoginMethod } from './login-route.ts';
 
 const tags = ['staff-auth'];
 const Param = Type.String({ maxLength: 2048 });
 
+const FederationBegin = Type.Object({ tenantId: TenantId, method: Type.Literal('federation') }, { additionalProperties: false });
+
+/** `POST /auth/login` with `method: "federation"`: the provider authorization URL (PKCE, state, nonce). */
+export function federationLoginMethod(deps: FederationDeps): LoginMethod {
+  return {
+    method: 'federation',
+    bodies: [FederationBegin],
+    replies: [Type.Object({ authorizationUrl: Type.String(), expiresIn: Type.Integer() })],
+    handle: async (ctx, body) => ({ status: 200, body: await beginFederation(deps, ctx, (body as Static<typeof FederationBegin>).tenantId) }),
+  };
+}
+
 export function federationRoutes(deps: FederationDeps): RouteSpec[] {
   return [
-    defineRoute({
-      method: 'POST', path: '/auth/login', operationId: 'staffLogin', tags,
-      summary: 'Begin a federated staff sign-in: the provider authorization URL (PKCE, state, nonce)',
-      body: Type.Object({ tenantId: TenantId, method: Type.Literal('federation') }, { additionalProperties: false }),
-      responses: { 200: { description: '{authorizationUrl, expiresIn}', schema: Type.Object({ authorizationUrl: Type.String(), expiresIn: Type.Integer() }) } },
-      handler: async (ctx) => ({ status: 200, body: await beginFederation(deps, ctx, ctx.body.tenantId) }),
-    }),
     defineRoute({
       method: 'GET', path: '/auth/callback', operationId: 'staffFederationCallback', tags,
       summary: 'The provider\'s redirect back: verifies state, code (PKCE) and ID token; answers with staff tokens',

@@ -3,7 +3,7 @@
  * `scim: {baseUrl, token}` so a newcomer can point a SCIM client (or curl) at the gateway, and
  * two staff members provisioned THROUGH the SCIM service functions an identity provider's
  * requests reach (users.ts, groups.ts), not by SQL: an Admin and an Ops person, listed under
- * `staff`. The machine service tokens of demo.json stay as they are.
+ * `staff.members`. The machine service tokens of demo.json stay as they are.
  */
 import type { Queryable } from '../../shared/db/pool.ts';
 import type { Seeder } from '../seed.ts';
@@ -12,6 +12,7 @@ import { patchGroup, roleGroupId } from './scim/groups.ts';
 import { scimBasePath } from './scim/routes.ts';
 import { createUser, type ScimActor, type ScimDeps } from './scim/users.ts';
 import { staffUserByName, type StaffRole } from './store.ts';
+import { demoEnrolment } from './enrolment-seed.ts';
 
 /** Who the demo staff are (userName, display name, role). */
 export const demoStaff: readonly { userName: string; displayName: string; role: StaffRole }[] = [
@@ -53,11 +54,10 @@ export function staffSeeder(gatewayUrl: string | undefined): Seeder {
       }
       staff.push({ id: user.id, userName: s.userName, roles: [s.role] });
     }
-    return {
-      scim: { baseUrl, token: credential.token },
-      // Staff sign in by federation or passkey (issue 14 item 2, issue 16); until those land on
-      // this branch, the machine service tokens above serve the README's curl recipes.
-      staff,
-    };
+    // The demo Admin gets a passkey enrolment link (issue 16 item 4): `staff.admin`.
+    const admin = await staffUserByName(db, tenantId, demoStaff[0]!.userName);
+    if (!admin) throw new Error('demo admin was not provisioned');
+    const signIn = await db.tx((q) => demoEnrolment(q, tenantId, admin, previous, now));
+    return { scim: { baseUrl, token: credential.token }, staff: { members: staff, ...signIn } };
   };
 }

@@ -79,15 +79,36 @@ export interface StaffTokens {
  * next token. Undefined when the member is unknown, deleted or inactive.
  */
 export async function staffAccessToken(
-  q: Queryable, keys: KeyStore, s: { tenantId: string; userId: string; sessionId: string; aal: 1 | 2; amr: string[]; cnf?: Record<string, unknown> }, now: number,
+  q: Queryable, keys: KeyStore, s: { tenantId: string; userId: string; sessionId: string; aal: 1 | 2; amr: string[]; cnf?: Record<string, unknown> | undefined; orig?: string | undefined }, now: number,
 ): Promise<{ token: string; jti: string } | undefined> {
   const user = await staffUserById(q, s.tenantId, s.userId);
   if (!user || user.deletedAt || !user.active) return undefined;
   const tenantRoles = user.roles.length === 0 ? [] : (await ownedTenants(q, s.tenantId)).map((tenant) => ({ tenant, roles: user.roles }));
   return issueStaffAccessToken(keys, {
     tenantId: s.tenantId, userId: s.userId, sessionId: s.sessionId, aal: s.aal, amr: s.amr, orgRoles: user.roles, tenantRoles,
-    ...(s.cnf ? { cnf: s.cnf } : {}),
+    ...(s.cnf ? { cnf: s.cnf } : {}), ...(s.orig ? { orig: s.orig } : {}),
   }, now);
+}
+
+/**
+ * After a step-up (issue 16 item 2): an AAL 2 token for the member's existing session, bound to
+ * the request `orig` names; the session records the new token (caller's transaction). Throws
+ * when the session is no longer live.
+ */
+export async function stepUpStaffSession(
+  q: Queryable, keys: KeyStore, s: { tenantId: string; userId: string; sessionId: string; amr: string[]; orig: string; cnf?: Record<string, unknown> }, now: number,
+): Promise<{ accessToken: string; expiresIn: number; aal: 2 }> {
+  const access = await staffAccessToken(q, keys, { ...s, aal: 2 }, now);
+  if (!access) throw new Error('staff member is not active');
+  // The session keeps its sign-in AAL: the step-up lasts this one request-bound token, and a
+  // refresh never turns it into a standing AAL 2 (issue 16 item 2).
+  const { rows } = await q.query(
+    `UPDATE sessions SET jti = $4, last_seen = to_timestamp($5 / 1000.0)
+     WHERE tenant_id = $1 AND id = $2 AND subject_type = 'user' AND subject_id = $3 AND revoked_at IS NULL RETURNING id`,
+    [s.tenantId, s.sessionId, s.userId, access.jti, now],
+  );
+  if (rows.length === 0) throw new Error('staff session is not live');
+  return { accessToken: access.token, expiresIn: staffAccessTtlS, aal: 2 };
 }
 
 /**

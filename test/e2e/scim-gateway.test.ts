@@ -51,11 +51,11 @@ describe('SCIM and machine credentials through the gateway', () => {
     stack = await startStack(config, { checkTimeoutMs: 3000, credentialGuessLimit: { perMinute: 1, burst: 8 } });
     gw = `http://127.0.0.1:${stack.ports.gateway}`;
     const demo = JSON.parse(await readFile(join(dataDir, 'demo.json'), 'utf8')) as {
-      scim: { baseUrl: string; token: string }; staff: typeof staff; serviceTokens: { admin: { token: string } };
+      scim: { baseUrl: string; token: string }; staff: { members: typeof staff }; serviceTokens: { admin: { token: string } };
     };
     scimToken = demo.scim.token;
     adminToken = demo.serviceTokens.admin.token;
-    staff = demo.staff;
+    staff = demo.staff.members;
   });
   after(async () => {
     await stack.stop();

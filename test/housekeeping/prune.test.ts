@@ -58,8 +58,13 @@ describe('housekeeping', () => {
       await q(`INSERT INTO staff_federation_states (state_hash, tenant_id, verifier_enc, nonce, idp_version, expires_at) VALUES ($1, 'ta', '\\x00', 'n', 1, now() + $2::interval)`, [Buffer.from(key), at]);
     }
 
+    // A passkey ceremony's challenge: gone five minutes past its expiry, kept before.
+    for (const [challenge, at] of [['wa-old', '-10 minutes'], ['wa-live', '+1 minute']] as [string, string][]) {
+      await q(`INSERT INTO webauthn_challenges (challenge, tenant_id, ceremony, expires_at) VALUES ($1, 'ta', 'login', now() + $2::interval)`, [challenge, at]);
+    }
+
     const counts = await pruneOnce(t.db, 2);
-    assert.deepEqual(counts, { edge_replay: 3, used_challenges: 3, stepup_uses: 3, otp_codes: 1, phone_verifications: 1, refresh_tokens: 1, auth_throttle: 2, idempotency_keys: 0, admin_rate_counters: 2, staff_federation_states: 1 });
+    assert.deepEqual(counts, { edge_replay: 3, used_challenges: 3, stepup_uses: 3, otp_codes: 1, phone_verifications: 1, refresh_tokens: 1, auth_throttle: 2, idempotency_keys: 0, admin_rate_counters: 2, staff_federation_states: 1, webauthn_challenges: 1 });
     assert.deepEqual(Object.keys(counts), pruneRules.map((r) => r.table));
 
     assert.deepEqual(await names('SELECT value AS n FROM edge_replay'), ['live', 'recent'], 'expired a minute ago: kept for clock skew');
@@ -71,8 +76,9 @@ describe('housekeeping', () => {
     assert.deepEqual(await names(`SELECT convert_from(key, 'UTF8') AS n FROM auth_throttle`), ['fresh', 'stale-but-locked', 'stale-but-needs-otp']);
     assert.deepEqual(await names('SELECT scope AS n FROM admin_rate_counters'), ['ip:current'], 'the current window is kept');
     assert.deepEqual(await names(`SELECT convert_from(state_hash, 'UTF8') AS n FROM staff_federation_states`), ['fed-live', 'fed-recent'], 'a sign-in state lives its 10 minutes plus skew');
+    assert.deepEqual(await names('SELECT challenge AS n FROM webauthn_challenges'), ['wa-live'], 'a ceremony still in flight keeps its challenge');
 
-    assert.deepEqual(await pruneOnce(t.db), { edge_replay: 0, used_challenges: 0, stepup_uses: 0, otp_codes: 0, phone_verifications: 0, refresh_tokens: 0, auth_throttle: 0, idempotency_keys: 0, admin_rate_counters: 0, staff_federation_states: 0 }, 'a second run finds nothing');
+    assert.deepEqual(await pruneOnce(t.db), { edge_replay: 0, used_challenges: 0, stepup_uses: 0, otp_codes: 0, phone_verifications: 0, refresh_tokens: 0, auth_throttle: 0, idempotency_keys: 0, admin_rate_counters: 0, staff_federation_states: 0, webauthn_challenges: 0 }, 'a second run finds nothing');
   });
 
   it('keeps idempotency records for the retention (7 days), sealed secrets included, then deletes them', async () => {

@@ -7,7 +7,7 @@ describe('configuration', () => {
   it('has the documented defaults', () => {
     const c = loadConfig({});
     assert.deepEqual({ ...c }, {
-      gatewayPort: 8000, corePort: 8080, authzPort: 9191, dataDir: resolve('./.data'), databaseUrl: undefined, masterKey: undefined, policyBundle: undefined, issuerUrl: undefined, logLevel: 'info',
+      gatewayPort: 8000, corePort: 8080, authzPort: 9191, dataDir: resolve('./.data'), databaseUrl: undefined, masterKey: undefined, policyBundle: undefined, issuerUrl: undefined, logLevel: 'info', webauthnRpId: 'localhost', webauthnOrigins: [],
     });
     assert.ok(Object.isFrozen(c));
   });

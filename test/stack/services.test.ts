@@ -116,10 +116,18 @@ describe('npm run bootstrap', () => {
     assert.equal(keys.rowCount, 1);
     const audit = await t.db.query(`SELECT 1 FROM audit_log WHERE tenant_id = 'acme-ops' AND action = 'platform.bootstrap'`);
     assert.equal(audit.rowCount, 1);
+    // Issue 16: the first Admin is a person, who registers a passkey from a one-time link.
+    const link = /(http:\/\/localhost:8000)?\/staff#tenant=acme-ops&enrol=(enr_[A-Za-z0-9_-]+)/.exec(first.output());
+    assert.ok(link, first.output());
+    const admin = await t.db.query<{ user_name: string; roles: string[] }>(
+      `SELECT u.user_name, array_agg(r.role) AS roles FROM staff_users u JOIN staff_user_roles r ON r.user_id = u.id WHERE u.tenant_id = 'acme-ops' GROUP BY u.user_name`);
+    assert.deepEqual(admin.rows, [{ user_name: 'admin', roles: ['admin'] }]);
+    const live = await t.db.query(`SELECT 1 FROM staff_enrolment_links WHERE tenant_id = 'acme-ops' AND used_at IS NULL AND expires_at > now()`);
+    assert.equal(live.rowCount, 1);
     const again = run('bootstrap', env);
     assert.equal(await again.exited, 1);
     assert.match(again.output(), /already bootstrapped/);
-    assert.doesNotMatch(again.output(), /svc_/, 'no second credential');
+    assert.doesNotMatch(again.output(), /svc_|enr_/, 'no second credential');
     const missing = run('bootstrap', { MODE: 'production', DATABASE_URL: t.url, MASTER_KEY: key() });
     assert.equal(await missing.exited, 2);
     assert.match(missing.output(), /BOOTSTRAP_COUNTRY/);
