@@ -12,12 +12,13 @@
 import { Type } from '@sinclair/typebox';
 import { AppError } from '../../shared/errors.ts';
 import { adminRoute, admins, readers, type AdminDeps } from '../admin/http.ts';
-import { Uuid } from '../admin/schemas.ts';
+import { ItemsOf, Uuid } from '../admin/schemas.ts';
 import type { RouteSpec } from '../http/route.ts';
 import {
   defaultServiceTokenGraceS, issueScimCredential, issueServiceToken, listScimCredentials, listServiceTokens, maxServiceTokenGraceS,
   revokeScimCredential, revokeServiceToken, rotateServiceToken, serviceTokenRoles,
 } from './credentials.ts';
+import { GroupMappings, IssuedScimCredential, IssuedServiceToken, ScimCredential, ServiceToken } from './schemas.ts';
 import { groupMappings, isStaffRole, putGroupMappings, staffRoles } from './store.ts';
 
 const Name = Type.String({ minLength: 1, maxLength: 100, pattern: '^[A-Za-z0-9][A-Za-z0-9 ._:-]*$' });
@@ -30,7 +31,7 @@ function scimCredentialRoutes(deps: AdminDeps): RouteSpec[] {
     adminRoute(deps, {
       method: 'POST', path: '/v1/scim-credentials', operationId: 'issueScimCredential', summary: 'Issue a SCIM bearer credential for the tenant (the token is shown once)',
       tags, roles: admins, mode: 'create', body: Type.Object({ name: Name }, { additionalProperties: false }),
-      responses: { 201: { description: 'The credential and its token (keep it: it is never shown again)' } },
+      responses: { 201: { description: 'The credential and its token (keep it: it is never shown again)', schema: IssuedScimCredential } },
       write: async (ctx, w) => {
         const { credential, token } = await issueScimCredential(w.q, w.caller.tenantId, ctx.body.name, w.caller.principalId, deps.now());
         await w.audit('scim_credential.issue', { type: 'scim_credential', id: credential.id }, { name: credential.name });
@@ -39,12 +40,12 @@ function scimCredentialRoutes(deps: AdminDeps): RouteSpec[] {
     }),
     adminRoute(deps, {
       method: 'GET', path: '/v1/scim-credentials', operationId: 'listScimCredentials', summary: "The tenant's SCIM credentials (never their tokens)",
-      tags, roles: admins, mode: 'read', responses: { 200: { description: '{items}' } },
+      tags, roles: admins, mode: 'read', responses: { 200: { description: '{items}', schema: ItemsOf(ScimCredential) } },
       read: async (_ctx, caller) => ({ status: 200, body: { items: await listScimCredentials(deps.db, caller.tenantId) } }),
     }),
     adminRoute(deps, {
       method: 'DELETE', path: '/v1/scim-credentials/{id}', operationId: 'revokeScimCredential', summary: 'Revoke a SCIM credential; edges refuse it from the next request',
-      tags, roles: admins, mode: 'write', params: IdParams, responses: { 200: { description: 'The revoked credential' } },
+      tags, roles: admins, mode: 'write', params: IdParams, responses: { 200: { description: 'The revoked credential', schema: ScimCredential } },
       write: async (ctx, w) => {
         const c = await revokeScimCredential(w.q, w.caller.tenantId, ctx.params.id, w.caller.principalId, deps.now());
         await w.audit('scim_credential.revoke', { type: 'scim_credential', id: c.id }, { name: c.name });
@@ -66,7 +67,7 @@ function serviceTokenRoutes(deps: AdminDeps): RouteSpec[] {
         name: Name, roles: Type.Array(Role, { minItems: 1, maxItems: serviceTokenRoles.length, uniqueItems: true }),
         expires_at: Type.Optional(Type.String({ format: 'date-time' })),
       }, { additionalProperties: false }),
-      responses: { 201: { description: 'The service token and its value (never shown again)' } },
+      responses: { 201: { description: 'The service token and its value (never shown again)', schema: IssuedServiceToken } },
       write: async (ctx, w) => {
         const b = ctx.body;
         if (b.expires_at !== undefined && Date.parse(b.expires_at) <= deps.now()) throw new AppError('VALIDATION_FAILED', 'expires_at is in the past');
@@ -77,7 +78,7 @@ function serviceTokenRoutes(deps: AdminDeps): RouteSpec[] {
     }),
     adminRoute(deps, {
       method: 'GET', path: '/v1/service-tokens', operationId: 'listServiceTokens', summary: "The tenant's service tokens (never their values)",
-      tags, roles: admins, mode: 'read', responses: { 200: { description: '{items}' } },
+      tags, roles: admins, mode: 'read', responses: { 200: { description: '{items}', schema: ItemsOf(ServiceToken) } },
       read: async (_ctx, caller) => ({ status: 200, body: { items: await listServiceTokens(deps.db, caller.tenantId) } }),
     }),
     adminRoute(deps, {
@@ -85,7 +86,7 @@ function serviceTokenRoutes(deps: AdminDeps): RouteSpec[] {
       summary: 'A new token for the same machine; the previous one stays valid for grace_seconds (default 86400, at most 604800)',
       tags, roles: admins, mode: 'create', params: IdParams,
       body: Type.Object({ grace_seconds: Type.Optional(Type.Integer({ minimum: 0, maximum: maxServiceTokenGraceS })) }, { additionalProperties: false }),
-      responses: { 201: { description: 'The service token and its new value (never shown again)' } },
+      responses: { 201: { description: 'The service token and its new value (never shown again)', schema: IssuedServiceToken } },
       write: async (ctx, w) => {
         const grace = ctx.body?.grace_seconds ?? defaultServiceTokenGraceS;
         const { serviceToken, token } = await rotateServiceToken(w.q, w.caller.tenantId, ctx.params.id, grace, deps.now());
@@ -95,7 +96,7 @@ function serviceTokenRoutes(deps: AdminDeps): RouteSpec[] {
     }),
     adminRoute(deps, {
       method: 'DELETE', path: '/v1/service-tokens/{id}', operationId: 'revokeServiceToken', summary: 'Revoke a service token (and its previous one); edges refuse it at once',
-      tags, roles: admins, mode: 'write', params: IdParams, responses: { 200: { description: 'The revoked token' } },
+      tags, roles: admins, mode: 'write', params: IdParams, responses: { 200: { description: 'The revoked token', schema: ServiceToken } },
       write: async (ctx, w) => {
         const t = await revokeServiceToken(w.q, w.caller.tenantId, ctx.params.id, w.caller.principalId, deps.now());
         await w.audit('service_token.revoke', { type: 'service_token', id: t.id }, { name: t.name });
@@ -115,7 +116,7 @@ function groupMappingRoutes(deps: AdminDeps): RouteSpec[] {
   return [
     adminRoute(deps, {
       method: 'GET', path: '/v1/staff/group-mappings', operationId: 'listStaffGroupMappings', summary: "The tenant's identity-provider group → role mapping",
-      tags, roles: readers, mode: 'read', responses: { 200: { description: '{items: [{idp_group, role}]}' } },
+      tags, roles: readers, mode: 'read', responses: { 200: { description: '{items: [{idp_group, role}]}', schema: GroupMappings } },
       read: async (_ctx, caller) => ({
         status: 200, body: { items: (await groupMappings(deps.db, caller.tenantId)).map((m) => ({ idp_group: m.idpGroup, role: m.role })) },
       }),
@@ -123,7 +124,7 @@ function groupMappingRoutes(deps: AdminDeps): RouteSpec[] {
     adminRoute(deps, {
       method: 'PUT', path: '/v1/staff/group-mappings', operationId: 'putStaffGroupMappings', summary: 'Replace the whole mapping (idempotent)',
       tags, roles: admins, mode: 'write', body: Type.Object({ items: Type.Array(Mapping, { maxItems: 500 }) }, { additionalProperties: false }),
-      responses: { 200: { description: 'The mapping now in force' } },
+      responses: { 200: { description: 'The mapping now in force', schema: GroupMappings } },
       write: async (ctx, w) => {
         const items = ctx.body.items.filter((m) => isStaffRole(m.role)).map((m) => ({ idpGroup: m.idp_group, role: m.role }));
         await putGroupMappings(w.q, w.caller.tenantId, items);

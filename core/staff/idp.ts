@@ -20,6 +20,7 @@ import { adminRoute, admins, type AdminDeps } from '../admin/http.ts';
 import { TargetRefused, type TargetGuard } from '../admin/webhooks/target.ts';
 import type { RouteSpec } from '../http/route.ts';
 import type { KeyStore } from '../keys/keys.ts';
+import { IdentityProviderView } from './schemas.ts';
 
 export interface IdentityProvider {
   tenantId: string;
@@ -114,7 +115,7 @@ export function identityProviderRoutes(deps: AdminDeps): RouteSpec[] {
     adminRoute(deps, {
       method: 'GET', path: '/v1/identity-provider', operationId: 'getIdentityProvider', tags, roles: admins, mode: 'read',
       summary: 'The tenant\'s OpenID Connect provider for staff sign-in (never the client secret)',
-      responses: { 200: { description: 'The configuration' } },
+      responses: { 200: { description: 'The configuration', schema: IdentityProviderView } },
       read: async (_ctx, caller) => {
         const { rows } = await deps.db.query<Row>('SELECT * FROM staff_identity_providers WHERE tenant_id = $1', [caller.tenantId]);
         if (!rows[0]) throw new AppError('IDP_NOT_CONFIGURED', 'no identity provider is configured for this tenant');
@@ -124,7 +125,7 @@ export function identityProviderRoutes(deps: AdminDeps): RouteSpec[] {
     adminRoute(deps, {
       method: 'PUT', path: '/v1/identity-provider', operationId: 'putIdentityProvider', tags, roles: admins, mode: 'create',
       summary: 'Configure the OpenID Connect provider (discovery checked through the SSRF guard; secret sealed)',
-      body: PutBody, responses: { 200: { description: 'The configuration (no secret)' } },
+      body: PutBody, responses: { 200: { description: 'The configuration (no secret)', schema: IdentityProviderView } },
       write: async (ctx, w) => {
         const b = ctx.body;
         const tenantId = w.caller.tenantId;

@@ -37,7 +37,8 @@ export function staffPageRoutes(): RouteSpec[] {
     defineRoute({
       method: 'GET', path: `${staffPagePath}/assets/{asset}`, operationId: 'staffPageAsset', summary: 'Staff page assets', tags, hidden: true,
       params: Type.Object({ asset: Type.String({ maxLength: 64 }) }),
-      responses: { 200: { description: 'Asset' } },
+      // Scripts and the stylesheet: each asset's own media type.
+      responses: { 200: { description: 'Script or stylesheet', contentType: 'text/javascript', alternatives: ['text/css'] } },
       handler: async ({ params }) => {
         // Own properties only: `__proto__` or `constructor` name no asset.
         const a = Object.hasOwn(assets, params.asset) ? assets[params.asset] : undefined;

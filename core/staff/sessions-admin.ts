@@ -15,9 +15,10 @@ import { Type } from '@sinclair/typebox';
 import { appendAudit } from '../../shared/audit.ts';
 import { AppError } from '../../shared/errors.ts';
 import { adminRoute, actorAttrs, admins, type AdminDeps, type Caller, type Role } from '../admin/http.ts';
-import { Uuid } from '../admin/schemas.ts';
+import { ItemsOf, Uuid } from '../admin/schemas.ts';
 import type { RouteSpec } from '../http/route.ts';
 import { revokeSession } from '../identity/sessions.ts';
+import { SubjectSession } from './schemas.ts';
 
 const sessionReaders: readonly Role[] = ['admin', 'support'];
 
@@ -58,7 +59,7 @@ export function sessionAdminRoutes(deps: AdminDeps): RouteSpec[] {
       method: 'GET', path: '/sessions', operationId: 'listSubjectSessions', tags, roles: sessionReaders, mode: 'read',
       summary: 'Live sessions of a customer, agent or staff member of the tenant (masked for support)',
       query: Type.Object({ userId: Uuid }, { additionalProperties: false }),
-      responses: { 200: { description: '{items: sessions, newest first}' } },
+      responses: { 200: { description: '{items: sessions, newest first}', schema: ItemsOf(SubjectSession) } },
       read: async (ctx, caller) => {
         const masked = !caller.roles.includes('admin');
         const { rows } = await deps.db.query<SessionRow>(

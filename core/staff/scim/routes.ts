@@ -3,14 +3,18 @@
  * authenticated a SCIM bearer credential and set the tenant from it (x-tenant-id); nothing in
  * the path or body chooses the tenant. Answers and errors are `application/scim+json`.
  */
-import { Type } from '@sinclair/typebox';
+import { Type, type TSchema } from '@sinclair/typebox';
 import type { Db } from '../../../shared/db/pool.ts';
 import { AppError, scimContentType } from '../../../shared/errors.ts';
+import { ScimErrorSchema } from '../../http/responses.ts';
 import { defineRoute, type Reply, type RequestContext, type RouteSpec } from '../../http/route.ts';
 import { listOf, resourceTypes, schemas, serviceProviderConfig } from './discovery.ts';
 import { createGroup, getGroup, listGroups, patchGroup, replaceGroup } from './groups.ts';
 import type { StaffUser } from '../store.ts';
 import { etagOfVersion, project } from './resource.ts';
+import {
+  ScimGroup, ScimGroupListed, ScimListResponse, ScimResourceType, ScimSchemaDocument, ScimServiceProviderConfig, ScimUser, ScimUserProjected,
+} from './schemas.ts';
 import { createUser, deleteUser, getUser, listUsers, patchUser, replaceUser, userView, type ScimActor, type ScimDeps } from './users.ts';
 
 export const scimBasePath = '/scim/v2';
@@ -58,7 +62,7 @@ const SearchBody = Type.Object({
 }, { additionalProperties: false });
 const Body = Type.Unknown();
 const ifMatchHeader = { name: 'If-Match', required: false, description: 'The ETag (meta.version) of a GET; a stale one is 412' };
-const ok = (d: string) => ({ description: d, contentType: scimContentType });
+const ok = (description: string, schema: TSchema) => ({ description, schema, contentType: scimContentType });
 
 export function scimRoutes(opts: { db: Db; now: () => number; onProvisioned?: ScimDeps['onProvisioned'] }): RouteSpec[] {
   const tags = ['scim'];
@@ -73,7 +77,7 @@ export function scimRoutes(opts: { db: Db; now: () => number; onProvisioned?: Sc
   type Write<T> = (deps: ScimDeps, a: ScimActor, id: string, body: unknown, ifMatch?: string) => Promise<T>;
   const userWrite = (method: 'PUT' | 'PATCH', operationId: string, summary: string, fn: Write<StaffUser>) => route(defineRoute({
     method, path: p('/Users/{id}'), operationId, summary, tags, params: Id, body: Body, headers: [ifMatchHeader],
-    responses: { 200: ok('The User') },
+    responses: { 200: ok('The User', ScimUser) },
     handler: async (ctx) => {
       const deps = depsFor(ctx);
       const u = await fn(deps, actorOf(ctx), ctx.params.id, ctx.body, ctx.headers['if-match']);
@@ -82,17 +86,17 @@ export function scimRoutes(opts: { db: Db; now: () => number; onProvisioned?: Sc
   }));
   const groupWrite = (method: 'PUT' | 'PATCH', operationId: string, summary: string, fn: Write<{ body: unknown; version: string }>) => route(defineRoute({
     method, path: p('/Groups/{id}'), operationId, summary, tags, params: Id, body: Body, headers: [ifMatchHeader],
-    responses: { 200: ok('The Group') },
+    responses: { 200: ok('The Group', ScimGroup) },
     handler: async (ctx) => {
       const g = await fn(depsFor(ctx), actorOf(ctx), ctx.params.id, ctx.body, ctx.headers['if-match']);
       return scim(200, g.body, g.version);
     },
   }));
   /** `/<kind>` (a ListResponse) and `/<kind>/{id}` over one discovery document set. */
-  const discovery = (kind: string, one: string, docs: (baseUrl: string) => Record<string, unknown>) => [
+  const discovery = (kind: string, one: string, docs: (baseUrl: string) => Record<string, unknown>, schema: TSchema) => [
     route(defineRoute({
       method: 'GET', path: p(`/${kind}`), operationId: `scim${kind}`, summary: `SCIM ${kind}`, tags,
-      responses: { 200: ok('ListResponse') },
+      responses: { 200: ok('ListResponse', ScimListResponse(schema)) },
       handler: async (ctx) => {
         actorOf(ctx);
         return scim(200, listOf(Object.values(docs(depsFor(ctx).baseUrl))));
@@ -100,7 +104,7 @@ export function scimRoutes(opts: { db: Db; now: () => number; onProvisioned?: Sc
     })),
     route(defineRoute({
       method: 'GET', path: p(`/${kind}/{id}`), operationId: `scim${one}`, summary: `One SCIM ${one}`, tags,
-      params: Type.Object({ id: Type.String({ minLength: 1, maxLength: 200 }) }), responses: { 200: ok(one) },
+      params: Type.Object({ id: Type.String({ minLength: 1, maxLength: 200 }) }), responses: { 200: ok(one, schema) },
       handler: async (ctx) => {
         actorOf(ctx);
         const doc = docs(depsFor(ctx).baseUrl)[ctx.params.id];
@@ -112,17 +116,17 @@ export function scimRoutes(opts: { db: Db; now: () => number; onProvisioned?: Sc
   return [
     route(defineRoute({
       method: 'GET', path: p('/ServiceProviderConfig'), operationId: 'scimServiceProviderConfig', summary: 'SCIM service provider configuration', tags,
-      responses: { 200: ok('RFC 7644 section 5') },
+      responses: { 200: ok('RFC 7644 section 5', ScimServiceProviderConfig) },
       handler: async (ctx) => {
         actorOf(ctx);
         return scim(200, serviceProviderConfig(depsFor(ctx).baseUrl));
       },
     })),
-    ...discovery('ResourceTypes', 'ResourceType', (base) => resourceTypes(base)),
-    ...discovery('Schemas', 'Schema', (base) => schemas(base)),
+    ...discovery('ResourceTypes', 'ResourceType', (base) => resourceTypes(base), ScimResourceType),
+    ...discovery('Schemas', 'Schema', (base) => schemas(base), ScimSchemaDocument),
     route(defineRoute({
       method: 'POST', path: p('/Users'), operationId: 'scimCreateUser', summary: 'Provision a staff member', tags, body: Body,
-      responses: { 201: ok('The User') },
+      responses: { 201: ok('The User', ScimUser) },
       handler: async (ctx) => {
         const deps = depsFor(ctx);
         const u = await createUser(deps, actorOf(ctx), ctx.body);
@@ -132,12 +136,12 @@ export function scimRoutes(opts: { db: Db; now: () => number; onProvisioned?: Sc
     })),
     route(defineRoute({
       method: 'GET', path: p('/Users'), operationId: 'scimListUsers', summary: 'List staff members (filter, startIndex, count)', tags, query: ListQuery,
-      responses: { 200: ok('ListResponse') },
+      responses: { 200: ok('ListResponse', ScimListResponse(ScimUserProjected)) },
       handler: async (ctx) => scim(200, await listUsers(depsFor(ctx), actorOf(ctx).tenantId, ctx.query)),
     })),
     route(defineRoute({
       method: 'POST', path: p('/Users/.search'), operationId: 'scimSearchUsers', summary: 'List staff members with the query in the body', tags, body: SearchBody,
-      responses: { 200: ok('ListResponse') },
+      responses: { 200: ok('ListResponse', ScimListResponse(ScimUserProjected)) },
       handler: async (ctx) => {
         const { filter, startIndex, count, attributes, excludedAttributes } = ctx.body;
         return scim(200, await listUsers(depsFor(ctx), actorOf(ctx).tenantId, {
@@ -149,7 +153,7 @@ export function scimRoutes(opts: { db: Db; now: () => number; onProvisioned?: Sc
     route(defineRoute({
       method: 'GET', path: p('/Users/{id}'), operationId: 'scimGetUser', summary: 'One staff member', tags, params: Id, query: ProjectionQuery,
       headers: [{ name: 'If-None-Match', required: false, description: 'An ETag: 304 when unchanged' }],
-      responses: { 200: ok('The User'), 304: { description: 'Not modified' } },
+      responses: { 200: ok('The User', ScimUserProjected), 304: { description: 'Not modified' } },
       handler: async (ctx) => {
         const deps = depsFor(ctx);
         const u = await getUser(deps, actorOf(ctx).tenantId, ctx.params.id);
@@ -170,12 +174,12 @@ export function scimRoutes(opts: { db: Db; now: () => number; onProvisioned?: Sc
     })),
     route(defineRoute({
       method: 'GET', path: p('/Groups'), operationId: 'scimListGroups', summary: 'The six role groups (filter, startIndex, count)', tags, query: ListQuery,
-      responses: { 200: ok('ListResponse') },
+      responses: { 200: ok('ListResponse', ScimListResponse(ScimGroupListed)) },
       handler: async (ctx) => scim(200, await listGroups(depsFor(ctx), actorOf(ctx).tenantId, ctx.query)),
     })),
     route(defineRoute({
       method: 'POST', path: p('/Groups'), operationId: 'scimCreateGroup', summary: 'Link an identity-provider group mapped to a role', tags, body: Body,
-      responses: { 201: ok('The role group') },
+      responses: { 201: ok('The role group', ScimGroup) },
       handler: async (ctx) => {
         const g = await createGroup(depsFor(ctx), actorOf(ctx), ctx.body);
         return scim(201, g.body, g.version);
@@ -183,7 +187,7 @@ export function scimRoutes(opts: { db: Db; now: () => number; onProvisioned?: Sc
     })),
     route(defineRoute({
       method: 'GET', path: p('/Groups/{id}'), operationId: 'scimGetGroup', summary: 'One role group with its members', tags, params: Id,
-      responses: { 200: ok('The Group') },
+      responses: { 200: ok('The Group', ScimGroup) },
       handler: async (ctx) => {
         const g = await getGroup(depsFor(ctx), actorOf(ctx).tenantId, ctx.params.id);
         return scim(200, g.body, g.version);
@@ -193,7 +197,7 @@ export function scimRoutes(opts: { db: Db; now: () => number; onProvisioned?: Sc
     groupWrite('PATCH', 'scimPatchGroup', 'Add or remove members of a role group', patchGroup),
     route(defineRoute({
       method: 'DELETE', path: p('/Groups/{id}'), operationId: 'scimDeleteGroup', summary: 'Refused: role groups are not deleted', tags, params: Id,
-      responses: { 400: ok('mutability') },
+      responses: { 400: ok('SCIM error, scimType mutability', ScimErrorSchema) },
       handler: async (ctx) => {
         await getGroup(depsFor(ctx), actorOf(ctx).tenantId, ctx.params.id);
         throw new AppError('SCIM_MUTABILITY', 'role groups cannot be deleted; remove their members instead');
