@@ -20,6 +20,7 @@
  *   inherence factor, or mfa/mca; `acr` naming a multi-factor level), else AAL 1.
  * - Every outcome is audited (action auth.staff_login); no token, code or secret is logged.
  */
+import { staffSignInBinding } from './dpop.ts';
 import { createHash } from 'node:crypto';
 import * as oidc from 'openid-client';
 import type { Db, Queryable } from '../../shared/db/pool.ts';
@@ -166,6 +167,7 @@ export async function completeFederation(deps: FederationDeps, ctx: Ctx, query: 
   }
   if (!claims) throw await refuse(tenantId, 'no_id_token');
   const idClaims = claims;
+  const pop = await staffSignInBinding(deps, ctx, tenantId);
   const result = await deps.db.tx(async (q) => {
     const member = await memberOf(q, tenantId, idClaims);
     if (!member?.active || member.deletedAt) return undefined;
@@ -173,7 +175,7 @@ export async function completeFederation(deps: FederationDeps, ctx: Ctx, query: 
     if (groups) await setStaffRoles(q, tenantId, member.id, await rolesForGroups(q, tenantId, groups));
     const aal = aalOf(idClaims.amr, idClaims.acr);
     const amr = ['fed', ...(Array.isArray(idClaims.amr) ? idClaims.amr.filter((m): m is string => typeof m === 'string').slice(0, 8) : [])];
-    const tokens = await startStaffSession(q, deps.keys, { tenantId, userId: member.id, aal, amr, ip, method: 'federation' }, t);
+    const tokens = await startStaffSession(q, deps.keys, { tenantId, userId: member.id, aal, amr, ip, method: 'federation', ...(pop ? { cnf: { jkt: pop.jkt } } : {}) }, t);
     await auditAuth(q, { tenantId, action: 'auth.staff_login', actor: { type: 'staff', id: `staff:${member.id}` }, target: { type: 'session', id: tokens.sessionId }, allow: true, attrs: { ip, outcome: 'signed_in', aal, groups: groups ?? null }, requestId: ctx.requestId }, t);
     return tokens;
   });

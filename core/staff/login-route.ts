@@ -10,6 +10,7 @@ import { defineRoute, type RequestContext, type Reply, type RouteSpec } from '..
 import { clientIpOf } from '../identity/context.ts';
 import { passkeyLoginBegin, passkeyLoginFinish, type StaffDeps } from './passkey-auth.ts';
 import { AuthenticationResponse } from './webauthn.ts';
+import { staffSignInBinding } from './dpop.ts';
 
 const PasskeyBegin = Type.Object({ method: Type.Literal('passkey'), step: Type.Literal('begin'), tenantId: TenantId }, { additionalProperties: false });
 const PasskeyFinish = Type.Object({
@@ -37,7 +38,8 @@ const passkey = (deps: StaffDeps): LoginMethod => ({
   handle: async (ctx, raw) => {
     const body = raw as Static<typeof PasskeyBegin> | Static<typeof PasskeyFinish>;
     if (body.step === 'begin') return { status: 200, body: { options: await passkeyLoginBegin(deps, body.tenantId) } };
-    return { status: 200, body: await passkeyLoginFinish(deps, body.tenantId, body.response, { ip: clientIpOf(ctx), requestId: ctx.requestId }) };
+    const pop = await staffSignInBinding(deps, ctx, body.tenantId);
+    return { status: 200, body: await passkeyLoginFinish(deps, body.tenantId, body.response, { ip: clientIpOf(ctx), requestId: ctx.requestId }, pop) };
   },
 });
 

@@ -70,7 +70,7 @@ export async function passkeyLoginBegin(deps: StaffDeps, tenantId: string) {
 }
 
 /** `/auth/login` passkey finish: a session and tokens (AAL 2), or 401 INVALID_CREDENTIALS. */
-export async function passkeyLoginFinish(deps: StaffDeps, tenantId: string, response: AuthenticationResponse, from: Origin): Promise<StaffTokens> {
+export async function passkeyLoginFinish(deps: StaffDeps, tenantId: string, response: AuthenticationResponse, from: Origin, pop?: { jkt: string }): Promise<StaffTokens> {
   const t = deps.now();
   const fail = async (reason: string, userId?: string): Promise<never> => {
     const actor = userId ? { type: 'staff', id: staffSubject(userId) } : { type: 'anonymous', id: from.ip };
@@ -84,7 +84,7 @@ export async function passkeyLoginFinish(deps: StaffDeps, tenantId: string, resp
   if (!c.ok) return fail(c.reason, c.userId);
   const tokens = await deps.db.tx(async (q) => {
     if (!(await recordUse(q, c.passkey, c.counter, t))) return undefined;
-    const s = await startStaffSession(q, deps.keys, { tenantId, userId: c.user.id, aal: 2, amr: passkeyAmr, ip: from.ip, method: 'passkey' }, t);
+    const s = await startStaffSession(q, deps.keys, { tenantId, userId: c.user.id, aal: 2, amr: passkeyAmr, ip: from.ip, method: 'passkey', ...(pop ? { cnf: { jkt: pop.jkt } } : {}) }, t);
     await audit(q, tenantId, { type: 'staff', id: staffSubject(c.user.id) }, 'staff.login', { type: 'session', id: s.sessionId }, true,
       { method: 'passkey', passkey: c.passkey.id, ip: from.ip, requestId: from.requestId }, t);
     return s;

@@ -121,9 +121,9 @@ export async function startStaffSession(q: Queryable, keys: KeyStore, s: StaffSi
   const access = await staffAccessToken(q, keys, { tenantId: s.tenantId, userId: s.userId, sessionId, aal: s.aal, amr: s.amr, ...(s.cnf ? { cnf: s.cnf } : {}) }, now);
   if (!access) throw new Error('staff member is not active');
   await q.query(
-    `INSERT INTO sessions (id, tenant_id, subject_type, subject_id, jti, aal, amr, mfa_pending, device, ip, created_at, last_seen)
-     VALUES ($1, $2, 'user', $3, $4, $5, $6, false, $7, $8, to_timestamp($9 / 1000.0), to_timestamp($9 / 1000.0))`,
-    [sessionId, s.tenantId, s.userId, access.jti, s.aal, s.amr, s.method, s.ip ?? null, now],
+    `INSERT INTO sessions (id, tenant_id, subject_type, subject_id, jti, aal, amr, mfa_pending, device, ip, created_at, last_seen, dpop_jkt)
+     VALUES ($1, $2, 'user', $3, $4, $5, $6, false, $7, $8, to_timestamp($9 / 1000.0), to_timestamp($9 / 1000.0), $10)`,
+    [sessionId, s.tenantId, s.userId, access.jti, s.aal, s.amr, s.method, s.ip ?? null, now, typeof s.cnf?.jkt === 'string' ? s.cnf.jkt : null],
   );
   const refreshToken = await insertRefreshToken(q, s.tenantId, sessionId, uuidv7(now), now, now + sessionMaxAgeMs);
   return { accessToken: access.token, refreshToken, tokenType: s.cnf ? 'DPoP' : 'Bearer', expiresIn: staffAccessTtlS, sessionId, aal: s.aal };

@@ -7,6 +7,7 @@
  * next request is refused even though the token has not expired. An opaque `svc_` bearer stays
  * a service token (machines).
  */
+import { checkBinding } from './dpop.ts';
 import { Type } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import type { RequestView } from '../check.ts';
@@ -80,6 +81,9 @@ export async function staffPrincipal(
   if (nowMs - session.lastSeenMs > sessionTimeoutMin(tenant) * 60_000) throw new CredentialError(401, 'session_expired', 'session idle timeout');
   const member = await state.staffMember(c.tid, c.sub);
   if (!member?.active) throw new CredentialError(401, 'session_revoked', 'the staff member is not active');
+  // Issue 17 item 3, one rule for customers, agents and staff: a bound token needs its proof
+  // (or certificate); a require_dpop tenant refuses unbound ones.
+  await checkBinding(view, state, token, (raw as { cnf?: unknown }).cnf, nowMs, tenant?.security.require_dpop === true);
   state.touchSession(session);
   return {
     kind: 'staff', tenantId: c.tid, subjectId: `staff:${c.sub}`, userId: c.sub, session, aal: c.aal, amr: c.amr,

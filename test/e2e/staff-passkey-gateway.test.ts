@@ -14,6 +14,7 @@ import { startStack, type Stack } from '../../bin/stack.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { callRetrying } from '../helpers/gateway.ts';
 import { SoftAuthenticator } from '../helpers/soft-authenticator.ts';
+import { dpopCall, dpopKey } from '../helpers/dpop.ts';
 
 interface Demo { staff: { admin: { userId: string; enrolmentLink: { token: string } } }; serviceTokens: Record<'admin' | 'readOnly', { token: string }> }
 
@@ -69,5 +70,26 @@ describe('staff passkeys through the gateway', () => {
     const issued = await reissue('admin');
     assert.equal(issued.status, 201, issued.text);
     assert.match(issued.json.path, /^\/staff#tenant=demo&enrol=enr_/);
+
+    // Issue 17 item 3, one rule for staff too: a proof at sign-in binds the session's tokens.
+    const key = await dpopKey();
+    const viaDpop = dpopCall(key);
+    const lb2 = await callRetrying(gw, 'POST', '/auth/login', { json: { method: 'passkey', step: 'begin', tenantId: 'demo' } });
+    const bound = await viaDpop(gw, 'POST', '/auth/login', { json: { method: 'passkey', step: 'finish', tenantId: 'demo', response: auth.assert(lb2.json.options) } });
+    assert.equal(bound.status, 200, bound.text);
+    assert.equal(bound.json.tokenType, 'DPoP');
+    const admin = { authorization: `Bearer ${bound.json.accessToken}`, 'x-request-id': randomUUID() };
+    const asBearer = await callRetrying(gw, 'GET', '/v1/countries', { headers: admin });
+    assert.equal(asBearer.status, 401, 'a bound staff token sent as a bearer token is refused at the edge');
+    assert.match(asBearer.headers['www-authenticate'] ?? '', /^DPoP/);
+    const proved = await viaDpop(gw, 'GET', '/v1/countries', { headers: admin });
+    assert.equal(proved.status, 200, proved.text);
+    const unproved = await callRetrying(gw, 'POST', '/auth/token', { json: { tenantId: 'demo', refreshToken: bound.json.refreshToken } });
+    assert.equal(unproved.status, 401, 'a bound session refreshes only with a proof by its key');
+    const other = dpopCall(await dpopKey());
+    assert.equal((await other(gw, 'POST', '/auth/token', { json: { tenantId: 'demo', refreshToken: bound.json.refreshToken } })).status, 401, 'nor with another key');
+    const refreshed = await viaDpop(gw, 'POST', '/auth/token', { json: { tenantId: 'demo', refreshToken: bound.json.refreshToken } });
+    assert.equal(refreshed.status, 200, refreshed.text);
+    assert.equal(refreshed.json.tokenType, 'DPoP');
   });
 });

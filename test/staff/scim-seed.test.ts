@@ -29,10 +29,14 @@ describe('demo staff seed', () => {
       assert.deepEqual(Object.keys(file.serviceTokens).sort(), ['admin', 'ops', 'readOnly', 'ussd']);
       const { rows: creds } = await t.db.query<{ id: string }>('SELECT id FROM scim_credentials WHERE tenant_id = $1 AND token_hash = $2', ['demo', hashScimToken(file.scim.token)]);
       assert.equal(creds.length, 1);
+      // The demo Admin also has a passkey enrolment link (issue 16 item 4), audited as such.
+      const link = await t.db.query(`SELECT 1 FROM audit_log WHERE action = 'staff.enrolment_link.create' AND target->>'id' = $1`, [file.staff.members[0]?.id]);
+      assert.equal(link.rows.length, 1);
       assert.deepEqual(file.staff.members.map((s) => [s.userName, s.roles]), [['ada.admin@demo.example', ['admin']], ['otto.ops@demo.example', ['ops']]]);
       for (const s of file.staff.members) {
         assert.deepEqual((await staffUserById(t.db, 'demo', s.id))?.roles, s.roles);
-        const { rows } = await t.db.query<{ action: string; actor: { id: string } }>(`SELECT action, actor FROM audit_log WHERE target->>'id' = $1 ORDER BY id`, [s.id]);
+        const { rows } = await t.db.query<{ action: string; actor: { id: string } }>(
+          `SELECT action, actor FROM audit_log WHERE target->>'id' = $1 AND action LIKE 'staff.%' AND action <> 'staff.enrolment_link.create' ORDER BY id`, [s.id]);
         assert.deepEqual(rows.map((r) => [r.action, r.actor.id]), [['staff.provision', `scim-credential:${creds[0]?.id}`], ['staff.role_add', `scim-credential:${creds[0]?.id}`]]);
       }
     } finally {
