@@ -389,7 +389,7 @@ export function createDecider(deps: DeciderDeps) {
     } else if (result.step_up && principal.kind === 'staff') {
       // Issue 16 item 2: a challenge bound to this request; /auth/mfa/complete turns it into an
       // AAL 2 token carrying `orig`, good for this request once (staffGrantRefusal).
-      const challenge = await issueChallenge(deps.challenges, { tenantId: principal.tenantId, sub: principal.userId, orig: origOfView(view), methods: [] }, nowMs);
+      const challenge = await issueChallenge(deps.challenges, { tenantId: principal.tenantId, sub: principal.userId, orig: origOfView(view), methods: ['passkey'] }, nowMs);
       decision = { allow: false, status: 403, code: 'MFA_REQUIRED', message: result.message, extraBody: { challenge, methods: ['passkey'] } };
     } else if (result.step_up && principal.kind === 'customer') {
       const methods: ('otp' | 'device')[] = ['otp', 'device'];

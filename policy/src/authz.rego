@@ -275,15 +275,18 @@ needs_step_up if {
 	not bound_step_up
 }
 
-# Issue 16 item 2 (issue 14 item 5): staff PEOPLE below AAL 2 are asked to step up for the
-# sensitive administration actions the purpose lists in `staff_aal2_actions` (key rotation,
-# tenant suspend/activate, revoking another session, credential issuance, enrolment-link
-# re-issue) and for rotating a webhook secret. Service tokens are machines: never asked.
+# Issue 16 item 2 (issue 14 item 5): staff PEOPLE need a fresh second factor bound to the
+# action for the sensitive administration actions the purpose lists in `staff_aal2_actions`
+# (key rotation, tenant suspend/activate, revoking another session, credential issuance,
+# enrolment-link re-issue) and for rotating a webhook secret: an AAL 2 token made by a step-up
+# for this very request (subject.stepup_bound), as for customers' money. A session that signed
+# in at AAL 2 is not enough: sign-in is not consent to this action. Service tokens are
+# machines: never asked.
 needs_step_up if {
 	not public_action
 	object.get(subject, "staff", false) == true
 	staff_aal2
-	aal < 2
+	not bound_step_up
 }
 
 default staff_aal2 := false

@@ -458,7 +458,9 @@ test_staff_below_aal2_steps_up_for_key_rotation_a_service_token_does_not if {
 	req := object.union(op("signing_key.rotate_keys", "signing_key"), {"subject": person(1, ["admin"])})
 	d := authz.decision with input as req
 	d.code == "MFA_REQUIRED"
-	ok := authz.decision with input as object.union(req, {"subject": person(2, ["admin"])})
+	signed_in_at_aal2 := authz.decision with input as object.union(req, {"subject": person(2, ["admin"])})
+	signed_in_at_aal2.code == "MFA_REQUIRED"
+	ok := authz.decision with input as object.union(req, {"subject": object.union(person(2, ["admin"]), {"stepup_bound": true})})
 	ok.allow
 	svc := authz.decision with input as object.union(object.remove(req, ["subject"]), {"subject": {"id": "service-token:x", "type": "service", "roles": ["admin"], "scopes": [], "aal": 1, "tuples": [member]}})
 	svc.allow
