@@ -57,4 +57,29 @@ describe('attack: proof of possession', () => {
     const wrongKey = await call(gw, 'GET', '/v1/countries', { headers: { authorization: `DPoP ${token}`, dpop: await proof(other, 'GET', `${gw}/v1/countries`, { accessToken: token }) } });
     assert.equal(wrongKey.status, 401, wrongKey.text);
   });
+
+  it("a DPoP-bound staff token is refused without its proof on the staff routes core checks itself (sessions, passkeys, sign-out)", async () => {
+    const id = await addStaff(tdb.db, 'demo', 'pop2@demo.example', ['ops']);
+    const first = await signIn(tdb.db, keys, 'demo', id);
+    const key = await dpopKey('EdDSA');
+    const send = dpopCall(key);
+    const bound = await send(gw, 'POST', '/auth/token', { json: { tenantId: 'demo', refreshToken: first.refreshToken } });
+    assert.equal(bound.status, 200, bound.text);
+    const token = bound.json.accessToken as string;
+    for (const path of ['/auth/sessions', '/auth/passkeys']) {
+      for (const authorization of [`Bearer ${token}`, `DPoP ${token}`]) {
+        const stolen = await call(gw, 'GET', path, { headers: { authorization } });
+        assert.equal(stolen.status, 401, `${path} ${authorization.split(' ')[0]} without a proof: ${stolen.text}`);
+      }
+      const other = await call(gw, 'GET', path, { headers: { authorization: `DPoP ${token}`, dpop: await proof(await dpopKey(), 'GET', `${gw}${path}`, { accessToken: token }) } });
+      assert.equal(other.status, 401, `${path} with another key's proof: ${other.text}`);
+      const ok = await send(gw, 'GET', path, { headers: { authorization: `DPoP ${token}` } });
+      assert.equal(ok.status, 200, `${path} with its proof: ${ok.text}`);
+    }
+    const logout = await call(gw, 'POST', '/auth/logout', { headers: { authorization: `Bearer ${token}` } });
+    assert.equal(logout.status, 401, `sign-out without a proof: ${logout.text}`);
+    // An unbound staff token keeps working as a Bearer token.
+    const plain = await signIn(tdb.db, keys, 'demo', id);
+    assert.equal((await call(gw, 'GET', '/auth/sessions', { headers: { authorization: `Bearer ${plain.accessToken}` } })).status, 200);
+  });
 });
