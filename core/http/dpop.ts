@@ -70,6 +70,27 @@ export async function dpopBinding(deps: DpopDeps, ctx: Ctx, opts: BindingOptions
   }
 }
 
+/**
+ * RFC 9449 §7.1: a DPoP-bound access token (`cnf.jkt`) that core verifies itself (the staff
+ * routes the edge passes as public) counts only as `Authorization: DPoP` with a proof by its key
+ * for this request naming the token (`ath`), as the edge demands on the routes it checks.
+ */
+export async function requireTokenProof(deps: DpopDeps, ctx: Ctx, token: string, jkt: string): Promise<void> {
+  if (!/^DPoP\s/i.test(ctx.headers.authorization ?? '')) throw dpopRefusal(deps, 'invalid_dpop_proof', 'a DPoP-bound token is sent as Authorization: DPoP');
+  const proof = ctx.headers.dpop;
+  if (proof === undefined) throw dpopRefusal(deps, 'invalid_dpop_proof', 'a DPoP proof is required with this token');
+  const nowMs = deps.now();
+  try {
+    await verifyDpopProof({
+      proof, method: ctx.method, url: requestUrlOf(ctx), nowMs, accessToken: token, expectedJkt: jkt,
+      firstUse: (v, ttl) => firstUse(deps.db, 'dpop', v, ttl),
+    });
+  } catch (err) {
+    if (err instanceof DpopError) throw dpopRefusal(deps, err.code, err.message);
+    throw err;
+  }
+}
+
 /** Refused unless a proof was given: a tenant with `require_dpop` signs in only with one. */
 export function requireProof(binding: { jkt: string } | undefined, deps: DpopDeps): { jkt: string } {
   if (binding) return binding;

@@ -11,7 +11,8 @@ import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { bearerToken } from '../../shared/bearer.ts';
 import type { Queryable } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
-import type { EdgeIdentity } from '../http/route.ts';
+import { requireTokenProof } from '../http/dpop.ts';
+import type { RequestContext } from '../http/route.ts';
 import type { KeyStore } from '../keys/keys.ts';
 import { staffUserById, type StaffUser } from './store.ts';
 import { staffAudience, staffTokenTyp } from './tokens.ts';
@@ -35,7 +36,11 @@ export interface StaffCaller {
 
 const refused = (why: string) => new AppError('INVALID_TOKEN', why);
 
-export async function authenticateStaff(keys: KeyStore, q: Queryable, headers: Readonly<Record<string, string>>, identity: EdgeIdentity): Promise<StaffCaller> {
+type Ctx = Pick<RequestContext<unknown, unknown, unknown>, 'headers' | 'path' | 'identity' | 'method'>;
+
+export async function authenticateStaff(deps: { keys: KeyStore; db: Queryable; now: () => number }, ctx: Ctx): Promise<StaffCaller> {
+  const { keys, db: q } = deps;
+  const { headers, identity } = ctx;
   const token = bearerToken(headers.authorization);
   if (!token) throw refused('a staff access token is required');
   let raw: unknown;
@@ -51,6 +56,9 @@ export async function authenticateStaff(keys: KeyStore, q: Queryable, headers: R
   if (rows[0]?.subject_id !== raw.sub) throw refused('session is revoked or unknown');
   const user = await staffUserById(q, raw.tid, raw.sub);
   if (!user || user.deletedAt || !user.active) throw refused('the staff member is deactivated');
+  // Issue 17 item 3: a token bound by a DPoP refresh is no bearer token here either.
+  const jkt = raw.cnf?.jkt;
+  if (jkt !== undefined) await requireTokenProof(deps, ctx, token, typeof jkt === 'string' ? jkt : '');
   return {
     tenantId: raw.tid, user, sessionId: raw.sid, aal: raw.aal, amr: raw.amr, jti: raw.jti,
     ...(raw.orig ? { orig: raw.orig } : {}), ...(raw.cnf ? { cnf: raw.cnf } : {}),

@@ -7,12 +7,12 @@
  * next request is refused even though the token has not expired. An opaque `svc_` bearer stays
  * a service token (machines).
  */
-import { checkBinding } from './dpop.ts';
 import { Type } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import type { RequestView } from '../check.ts';
 import type { EdgeState, SessionState, TenantState } from '../state/store.ts';
 import { CredentialError, bearerOf } from './bearer.ts';
+import { checkBinding } from './dpop.ts';
 
 export const staffAudience = 'staff';
 export const staffTokenTyp = 'at+jwt';
@@ -50,6 +50,7 @@ const Claims = Type.Object({
   org_roles: Type.Array(Role, { maxItems: 16 }),
   tenant_roles: Type.Array(Type.Object({ tenant: Type.String({ maxLength: 64 }), roles: Type.Array(Role, { maxItems: 16 }) }), { maxItems: 1000 }),
   orig: Type.Optional(Type.String({ maxLength: 64 })),
+  cnf: Type.Optional(Type.Unknown()),
 });
 const checkClaims = TypeCompiler.Compile(Claims);
 
@@ -83,7 +84,7 @@ export async function staffPrincipal(
   if (!member?.active) throw new CredentialError(401, 'session_revoked', 'the staff member is not active');
   // Issue 17 item 3, one rule for customers, agents and staff: a bound token needs its proof
   // (or certificate); a require_dpop tenant refuses unbound ones.
-  await checkBinding(view, state, token, (raw as { cnf?: unknown }).cnf, nowMs, tenant?.security.require_dpop === true);
+  await checkBinding(view, state, token, c.cnf, nowMs, tenant?.security.require_dpop === true);
   state.touchSession(session);
   return {
     kind: 'staff', tenantId: c.tid, subjectId: `staff:${c.sub}`, userId: c.sub, session, aal: c.aal, amr: c.amr,
