@@ -6,6 +6,8 @@
  * session at once, both audited with the acting person).
  */
 import assert from 'node:assert/strict';
+import { origOf } from '../../shared/challenge.ts';
+import { stepUpStaffSession } from '../../core/staff/tokens.ts';
 import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -123,12 +125,20 @@ describe('staff refresh and session administration', () => {
     const stepUp = await as(low, 'DELETE', `/sessions/${victim.sessionId}`);
     assert.equal(stepUp.status, 403, stepUp.text);
     assert.equal(stepUp.json.code, 'MFA_REQUIRED');
-    const high = (await signIn(tdb.db, keys, 'demo', adminId, 2)).accessToken;
+    // Signed in at AAL 2 is not consent to this action: a step-up bound to this request is (issue 16 item 2).
+    const signedIn = await signIn(tdb.db, keys, 'demo', adminId, 2);
+    assert.equal((await as(signedIn.accessToken, 'DELETE', `/sessions/${victim.sessionId}`)).json.code, 'MFA_REQUIRED');
+    const boundTo = (path: string) => tdb.db.tx((q) => stepUpStaffSession(q, keys, {
+      tenantId: 'demo', userId: adminId, sessionId: signedIn.sessionId, amr: ['hwk'], orig: origOf('DELETE', path, ''),
+    }, Date.now()));
+    const high = (await boundTo(`/sessions/${victim.sessionId}`)).accessToken;
     const del = await as(high, 'DELETE', `/sessions/${victim.sessionId}`);
     assert.equal(del.status, 204, del.text);
     const refused = await eventually(() => as(victim.accessToken, 'GET', '/v1/countries'), (x) => x.status === 401);
     assert.equal(refused.status, 401, refused.text);
-    assert.equal((await as(high, 'DELETE', `/sessions/${randomUUID()}`)).status, 404);
+    const unknown = `/sessions/${randomUUID()}`;
+    assert.equal((await as(high, 'DELETE', unknown)).status, 401, 'the step-up token was for the other request');
+    assert.equal((await as((await boundTo(unknown)).accessToken, 'DELETE', unknown)).status, 404);
     const { rows } = await tdb.db.query<{ actor: { id: string }; attrs: { aal: number } }>(
       `SELECT actor, attrs FROM audit_log WHERE tenant_id = 'demo' AND action = 'session.revoke_by_admin' ORDER BY id DESC LIMIT 1`);
     assert.equal(rows[0]?.actor.id, `staff:${adminId}`);
