@@ -28,6 +28,7 @@ import type { RateLimits } from './admin/rate-limit.ts';
 import { agentRoutes } from './agents/routes.ts';
 import { oversightRoutes } from './oversight/routes.ts';
 import { scimRoutes } from './staff/scim/routes.ts';
+import { createEnrolmentLink } from './staff/enrolment.ts';
 import type { ScimDeps } from './staff/scim/users.ts';
 import { staffTokenRoutes } from './staff/refresh.ts';
 import { federationLoginMethod, federationRoutes } from './staff/federation-routes.ts';
@@ -104,7 +105,14 @@ export function buildCore(deps: CoreDeps): Core {
   const federation = { db: deps.db, keys: deps.keys, guard: targets, now };
   routes.push(...federationRoutes(federation));
   routes.push(...apiKeyRoutes({ db: deps.db, keys: deps.keys }));
-  routes.push(...scimRoutes({ db: deps.db, now, ...(deps.onStaffProvisioned ? { onProvisioned: deps.onStaffProvisioned } : {}) }));
+  // Issue 16 item 1: a member provisioned over SCIM gets a one-time passkey enrolment link.
+  // A member provisioned inactive gets none: an Admin issues one once they are activated.
+  const onProvisioned: NonNullable<ScimDeps['onProvisioned']> = deps.onStaffProvisioned ?? (async (q, user, actor) => {
+    if (!user.active) return undefined;
+    const link = await createEnrolmentLink(q, user.tenantId, user.id, { type: 'scim', id: actor }, now());
+    return { enrolmentPath: link.path, expiresAt: link.expiresAt };
+  });
+  routes.push(...scimRoutes({ db: deps.db, now, onProvisioned }));
   routes.push(...paymentRoutes({ db: deps.db, keys: deps.keys, now }));
   routes.push(...oversightRoutes({ db: deps.db, keys: deps.keys, now }));
   routes.push(...staffAuthRoutes({ db: deps.db, keys: deps.keys, now, log: deps.log.child({ component: 'staff' }), webauthn: deps.webauthn ?? defaultWebAuthn() }, [federationLoginMethod(federation)]), ...staffPageRoutes());

@@ -55,12 +55,19 @@ describe('SCIM /scim/v2 in core', () => {
     assert.equal(r.headers.location, r.json.meta.location);
     assert.equal(r.json.password, undefined);
     assert.doesNotMatch(JSON.stringify(await t.tdb.db.query('SELECT * FROM staff_users').then((x) => x.rows)), /never-stored-9/);
+    // Issue 16 item 1: the new member's passkey enrolment link, shown once to the provisioning client.
+    const ext = 'urn:ietf:params:scim:schemas:extension:payments:2.0:Enrolment';
+    assert.ok(r.json.schemas.includes(ext));
+    assert.match(r.json[ext].enrolmentPath, /^\/staff#tenant=[a-z0-9-]+&enrol=enr_/);
+    const { rows: links } = await t.tdb.db.query('SELECT 1 FROM staff_enrolment_links WHERE user_id = $1 AND used_at IS NULL', [r.json.id]);
+    assert.equal(links.length, 1);
     const got = await scim('GET', `/Users/${r.json.id}`);
     assert.equal(got.status, 200);
     assert.equal(got.json.name.givenName, 'Ada');
+    assert.equal(got.json[ext], undefined, 'the link is shown once, never again');
     const { rows } = await t.tdb.db.query<{ actor: { id: string }; action: string }>(
       `SELECT actor, action FROM audit_log WHERE target->>'id' = $1 ORDER BY id`, [r.json.id]);
-    assert.deepEqual(rows.map((x) => [x.action, x.actor.id]), [['staff.provision', 'scim-credential:c1']]);
+    assert.deepEqual(rows.map((x) => [x.action, x.actor.id]), [['staff.provision', 'scim-credential:c1'], ['staff.enrolment_link.create', 'scim-credential:c1']]);
   });
 
   it('refuses a duplicate userName (any case) with 409 uniqueness', async () => {

@@ -3,6 +3,7 @@
  * authenticated a SCIM bearer credential and set the tenant from it (x-tenant-id); nothing in
  * the path or body chooses the tenant. Answers and errors are `application/scim+json`.
  */
+import { enrolmentExtension } from './users.ts';
 import { Type, type TSchema } from '@sinclair/typebox';
 import type { Db } from '../../../shared/db/pool.ts';
 import { AppError, scimContentType } from '../../../shared/errors.ts';
@@ -131,6 +132,11 @@ export function scimRoutes(opts: { db: Db; now: () => number; onProvisioned?: Sc
         const deps = depsFor(ctx);
         const u = await createUser(deps, actorOf(ctx), ctx.body);
         const v = userView(deps, u);
+        // Issue 16 item 1: the member's passkey enrolment link, shown once to the provisioning client.
+        if (u.provisioned) {
+          v.schemas = [...(v.schemas as string[]), enrolmentExtension];
+          v[enrolmentExtension] = u.provisioned;
+        }
         return scim(201, v, etagOfVersion(u.version), (v.meta as { location: string }).location);
       },
     })),

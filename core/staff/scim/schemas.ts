@@ -8,6 +8,7 @@ import { Type, type TSchema } from '@sinclair/typebox';
 import { staffRoleGroups } from '../store.ts';
 import { userSchema } from './filter.ts';
 import { enterpriseSchema, groupSchema, listSchema } from './resource.ts';
+import { enrolmentExtension } from './users.ts';
 
 const Timestamp = Type.String({ format: 'date-time' });
 /**
@@ -24,7 +25,8 @@ const UserMeta = Type.Object({ resourceType: Type.Literal('User'), created: Time
 
 /** A User as written by POST, PUT and PATCH: every attribute. */
 export const ScimUser = Type.Object({
-  schemas: schemasOf(userSchema, enterpriseSchema),
+  // The enrolment extension appears in the 201 of a provisioning only (issue 16 item 1).
+  schemas: schemasOf(userSchema, enterpriseSchema, enrolmentExtension),
   id: Type.String(),
   externalId: Type.Optional(Type.String()),
   userName: Type.String(),

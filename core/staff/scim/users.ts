@@ -26,7 +26,11 @@ export interface ScimDeps {
    * Called in the creating transaction once a member is provisioned (POST, or the seed): the
    * hook for what follows a joiner, such as sending a passkey enrolment link (issue 16).
    */
-  onProvisioned?: (q: Queryable, user: StaffUser, actor: string) => Promise<void>;
+  /**
+   * Called in the transaction that provisions a member (issue 16: the passkey enrolment link);
+   * what it returns is shown once in the 201 answer, as the extension `enrolmentExtension`.
+   */
+  onProvisioned?: (q: Queryable, user: StaffUser, actor: string) => Promise<Record<string, unknown> | void>;
 }
 
 /** Who acts: the SCIM credential's principal id, `scim-credential:<id>`. */
@@ -76,13 +80,16 @@ function taken(err: unknown): never {
   throw err;
 }
 
-export async function createUser(deps: ScimDeps, a: ScimActor, body: unknown): Promise<StaffUser> {
+/** The SCIM extension URN under which a new member's one-time enrolment link is shown (201 only). */
+export const enrolmentExtension = 'urn:ietf:params:scim:schemas:extension:payments:2.0:Enrolment';
+
+export async function createUser(deps: ScimDeps, a: ScimActor, body: unknown): Promise<StaffUser & { provisioned?: Record<string, unknown> }> {
   const fields = fieldsFromScim(body);
   return deps.db.tx(async (q) => {
     const user = await insertStaffUser(q, a.tenantId, uuidv7(deps.now()), fields, deps.now()).catch(taken);
     await audit(q, deps, a, 'staff.provision', user.id, changed(undefined, fields));
-    await deps.onProvisioned?.(q, user, a.principalId);
-    return user;
+    const provisioned = await deps.onProvisioned?.(q, user, a.principalId);
+    return provisioned ? { ...user, provisioned } : user;
   });
 }
 
