@@ -11,7 +11,10 @@ import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { bearerToken } from '../../shared/bearer.ts';
 import type { Queryable } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
-import type { EdgeIdentity } from '../http/route.ts';
+import { DpopError, verifyDpopProof } from '../../shared/dpop.ts';
+import { firstUse } from '../../shared/replay.ts';
+import { requestUrlOf } from '../http/dpop.ts';
+import type { RequestContext } from '../http/route.ts';
 import type { KeyStore } from '../keys/keys.ts';
 import { staffUserById, type StaffUser } from './store.ts';
 import { staffAudience, staffTokenTyp } from './tokens.ts';
@@ -35,7 +38,29 @@ export interface StaffCaller {
 
 const refused = (why: string) => new AppError('INVALID_TOKEN', why);
 
-export async function authenticateStaff(keys: KeyStore, q: Queryable, headers: Readonly<Record<string, string>>, identity: EdgeIdentity): Promise<StaffCaller> {
+type Ctx = Pick<RequestContext<unknown, unknown, unknown>, 'headers' | 'path' | 'identity' | 'method'>;
+
+/**
+ * Issue 17 item 3 (RFC 9449 §7): a token bound to a DPoP key by a DPoP refresh is good only as
+ * `Authorization: DPoP` with a proof by that key for this request; these routes are public at
+ * the edge, so nobody else checks it. Without this a copied token works as a plain bearer.
+ */
+async function checkDpopBinding(q: Queryable, ctx: Ctx, token: string, cnf: Record<string, unknown> | undefined, nowMs: number): Promise<void> {
+  if (cnf === undefined) return;
+  const jkt = cnf.jkt;
+  if (typeof jkt !== 'string') throw refused('access token is bound to a key this route cannot check');
+  const proof = ctx.headers.dpop;
+  if (!/^DPoP\s/i.test(ctx.headers.authorization ?? '') || !proof) throw refused('a DPoP-bound token needs Authorization: DPoP and a proof');
+  try {
+    await verifyDpopProof({ proof, method: ctx.method, url: requestUrlOf(ctx), nowMs, accessToken: token, expectedJkt: jkt, firstUse: (v, ttl) => firstUse(q, 'dpop', v, ttl) });
+  } catch (err) {
+    if (err instanceof DpopError) throw refused('the DPoP proof is not valid for this token and request');
+    throw err;
+  }
+}
+
+export async function authenticateStaff(keys: KeyStore, q: Queryable, ctx: Ctx, nowMs: number): Promise<StaffCaller> {
+  const { headers, identity } = ctx;
   const token = bearerToken(headers.authorization);
   if (!token) throw refused('a staff access token is required');
   let raw: unknown;
@@ -51,6 +76,7 @@ export async function authenticateStaff(keys: KeyStore, q: Queryable, headers: R
   if (rows[0]?.subject_id !== raw.sub) throw refused('session is revoked or unknown');
   const user = await staffUserById(q, raw.tid, raw.sub);
   if (!user || user.deletedAt || !user.active) throw refused('the staff member is deactivated');
+  await checkDpopBinding(q, ctx, token, raw.cnf, nowMs);
   return {
     tenantId: raw.tid, user, sessionId: raw.sid, aal: raw.aal, amr: raw.amr, jti: raw.jti,
     ...(raw.orig ? { orig: raw.orig } : {}), ...(raw.cnf ? { cnf: raw.cnf } : {}),

@@ -40,7 +40,7 @@ const originOf = (ctx: RequestContext<unknown, unknown, unknown>): Origin => ({ 
 
 export function staffAuthRoutes(deps: StaffDeps, loginMethods: LoginMethod[] = []): RouteSpec[] {
   const { db, keys, now } = deps;
-  const caller = (ctx: RequestContext<unknown, unknown, unknown>) => authenticateStaff(keys, db, ctx.headers, ctx.identity);
+  const caller = (ctx: RequestContext<unknown, unknown, unknown>) => authenticateStaff(keys, db, ctx, now());
   return [
     staffLoginRoute(deps, loginMethods),
     defineRoute({

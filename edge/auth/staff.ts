@@ -12,6 +12,7 @@ import { TypeCompiler } from '@sinclair/typebox/compiler';
 import type { RequestView } from '../check.ts';
 import type { EdgeState, SessionState, TenantState } from '../state/store.ts';
 import { CredentialError, bearerOf } from './bearer.ts';
+import { checkBinding } from './dpop.ts';
 
 export const staffAudience = 'staff';
 export const staffTokenTyp = 'at+jwt';
@@ -49,6 +50,7 @@ const Claims = Type.Object({
   org_roles: Type.Array(Role, { maxItems: 16 }),
   tenant_roles: Type.Array(Type.Object({ tenant: Type.String({ maxLength: 64 }), roles: Type.Array(Role, { maxItems: 16 }) }), { maxItems: 1000 }),
   orig: Type.Optional(Type.String({ maxLength: 64 })),
+  cnf: Type.Optional(Type.Unknown()),
 });
 const checkClaims = TypeCompiler.Compile(Claims);
 
@@ -80,6 +82,9 @@ export async function staffPrincipal(
   if (nowMs - session.lastSeenMs > sessionTimeoutMin(tenant) * 60_000) throw new CredentialError(401, 'session_expired', 'session idle timeout');
   const member = await state.staffMember(c.tid, c.sub);
   if (!member?.active) throw new CredentialError(401, 'session_revoked', 'the staff member is not active');
+  // Issue 17 item 3: a token bound by a DPoP refresh (cnf.jkt) is good only with a proof by its
+  // key, as customers' are; without this check a copied staff token works as a plain bearer.
+  await checkBinding(view, state, token, c.cnf, nowMs);
   state.touchSession(session);
   return {
     kind: 'staff', tenantId: c.tid, subjectId: `staff:${c.sub}`, userId: c.sub, session, aal: c.aal, amr: c.amr,

@@ -1,0 +1,75 @@
+/**
+ * Attacks on staff identity through the dev gateway (issues 14, 16, 17): each case is a hole
+ * found by trying it from outside, kept so it stays closed.
+ */
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { loadConfig } from '../../bin/config.ts';
+import { startStack, type Stack } from '../../bin/stack.ts';
+import type { KeyStore } from '../../core/keys/keys.ts';
+import { freshDatabase, type TestDb } from '../helpers/db.ts';
+import { dpopCall, dpopKey } from '../helpers/dpop.ts';
+import { callRetrying } from '../helpers/gateway.ts';
+import type { Res } from '../helpers/http.ts';
+import { addStaff, signIn, stackKeys } from '../staff/fixtures.ts';
+
+describe('attacks on staff identity', () => {
+  let tdb: TestDb;
+  let dataDir: string;
+  let stack: Stack;
+  let gw: string;
+  let keys: KeyStore;
+
+  const bearer = (token: string, method: string, path: string, json?: unknown): Promise<Res> =>
+    callRetrying(gw, method, path, { headers: { authorization: `Bearer ${token}`, 'x-request-id': randomUUID() }, ...(json === undefined ? {} : { json }) });
+
+  before(async () => {
+    tdb = await freshDatabase({ migrate: false });
+    dataDir = await mkdtemp(join(tmpdir(), 'e2e-attack-staff-'));
+    const config = loadConfig({ GATEWAY_PORT: '0', CORE_PORT: '0', AUTHZ_PORT: '0', DATA_DIR: dataDir, DATABASE_URL: tdb.url, LOG_LEVEL: 'silent' });
+    stack = await startStack(config, { checkTimeoutMs: 3000 });
+    gw = `http://127.0.0.1:${stack.ports.gateway}`;
+    keys = await stackKeys(tdb.db, dataDir);
+  });
+  after(async () => {
+    await stack?.stop();
+    await tdb?.drop();
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  /** A staff member whose refresh bound the session to a DPoP key: the access token carries cnf.jkt. */
+  async function boundStaffToken(email: string) {
+    const id = await addStaff(tdb.db, 'demo', email, ['admin']);
+    const first = await signIn(tdb.db, keys, 'demo', id);
+    const key = await dpopKey();
+    const pop = dpopCall(key);
+    const r = await pop(gw, 'POST', '/auth/token', { json: { tenantId: 'demo', refreshToken: first.refreshToken } });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.tokenType, 'DPoP');
+    return { pop, token: r.json.accessToken as string };
+  }
+
+  it('a DPoP-bound staff access token is refused as a plain bearer on staff routes at the edge (downgrade)', async () => {
+    const { pop, token } = await boundStaffToken('bound-edge@demo.example');
+    const withProof = await pop(gw, 'GET', '/v1/countries', { headers: { authorization: `DPoP ${token}` } });
+    assert.equal(withProof.status, 200, withProof.text);
+    const stolen = await bearer(token, 'GET', '/v1/countries');
+    assert.equal(stolen.status, 401, stolen.text);
+    const schemeOnly = await callRetrying(gw, 'GET', '/v1/countries', { headers: { authorization: `DPoP ${token}` } });
+    assert.equal(schemeOnly.status, 401, schemeOnly.text);
+  });
+
+  it('a DPoP-bound staff access token is refused as a plain bearer on the signed-in person\'s routes in core', async () => {
+    const { pop, token } = await boundStaffToken('bound-core@demo.example');
+    const withProof = await pop(gw, 'GET', '/auth/passkeys', { headers: { authorization: `DPoP ${token}` } });
+    assert.equal(withProof.status, 200, withProof.text);
+    const stolen = await bearer(token, 'GET', '/auth/passkeys');
+    assert.equal(stolen.status, 401, stolen.text);
+    const logout = await bearer(token, 'POST', '/auth/logout', {});
+    assert.equal(logout.status, 401, logout.text);
+  });
+});
