@@ -24,8 +24,10 @@ describe('attacks on staff identity', () => {
   let gw: string;
   let keys: KeyStore;
 
-  const bearer = (token: string, method: string, path: string, json?: unknown): Promise<Res> =>
-    callRetrying(gw, method, path, { headers: { authorization: `Bearer ${token}`, 'x-request-id': randomUUID() }, ...(json === undefined ? {} : { json }) });
+  const bearer = (token: string, method: string, path: string, json?: unknown): Promise<Res> => callRetrying(gw, method, path, {
+    headers: { authorization: `Bearer ${token}`, 'x-request-id': randomUUID(), ...(json === undefined ? {} : { 'idempotency-key': randomUUID() }) },
+    ...(json === undefined ? {} : { json }),
+  });
 
   before(async () => {
     tdb = await freshDatabase({ migrate: false });
@@ -71,5 +73,17 @@ describe('attacks on staff identity', () => {
     assert.equal(stolen.status, 401, stolen.text);
     const logout = await bearer(token, 'POST', '/auth/logout', {});
     assert.equal(logout.status, 401, logout.text);
+  });
+
+  it('an Admin at AAL 1 (a stolen federated session) cannot replace the identity provider or map IdP groups to roles without a step-up', async () => {
+    const id = await addStaff(tdb.db, 'demo', 'aal1-admin@demo.example', ['admin']);
+    const low = (await signIn(tdb.db, keys, 'demo', id)).accessToken;
+    const idp = await bearer(low, 'PUT', '/v1/identity-provider', { issuer: 'https://idp.attacker.example', clientId: 'x', clientSecret: 'y', redirectUri: `${gw}/auth/callback` });
+    assert.equal(idp.status, 403, idp.text);
+    assert.equal(idp.json.code, 'MFA_REQUIRED');
+    const map = await bearer(low, 'PUT', '/v1/staff/group-mappings', { items: [{ idp_group: 'everyone', role: 'admin' }] });
+    assert.equal(map.status, 403, map.text);
+    assert.equal(map.json.code, 'MFA_REQUIRED');
+    assert.equal((await tdb.db.query(`SELECT 1 FROM staff_group_mappings WHERE tenant_id = 'demo' AND idp_group = 'everyone'`)).rows.length, 0);
   });
 });
