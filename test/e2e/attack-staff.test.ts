@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -16,6 +16,7 @@ import { dpopCall, dpopKey } from '../helpers/dpop.ts';
 import { callRetrying } from '../helpers/gateway.ts';
 import type { Res } from '../helpers/http.ts';
 import { addStaff, signIn, stackKeys } from '../staff/fixtures.ts';
+import { startTestIdp, type TestIdp } from '../staff/idp.ts';
 
 describe('attacks on staff identity', () => {
   let tdb: TestDb;
@@ -23,6 +24,7 @@ describe('attacks on staff identity', () => {
   let stack: Stack;
   let gw: string;
   let keys: KeyStore;
+  let idp: TestIdp | undefined;
 
   const bearer = (token: string, method: string, path: string, json?: unknown): Promise<Res> => callRetrying(gw, method, path, {
     headers: { authorization: `Bearer ${token}`, 'x-request-id': randomUUID(), ...(json === undefined ? {} : { 'idempotency-key': randomUUID() }) },
@@ -33,11 +35,13 @@ describe('attacks on staff identity', () => {
     tdb = await freshDatabase({ migrate: false });
     dataDir = await mkdtemp(join(tmpdir(), 'e2e-attack-staff-'));
     const config = loadConfig({ GATEWAY_PORT: '0', CORE_PORT: '0', AUTHZ_PORT: '0', DATA_DIR: dataDir, DATABASE_URL: tdb.url, LOG_LEVEL: 'silent' });
-    stack = await startStack(config, { checkTimeoutMs: 3000 });
+    // The test identity provider listens on loopback: the SSRF guard allows it in this test only.
+    stack = await startStack(config, { checkTimeoutMs: 3000, webhookAllowPrivateTargets: true });
     gw = `http://127.0.0.1:${stack.ports.gateway}`;
     keys = await stackKeys(tdb.db, dataDir);
   });
   after(async () => {
+    await idp?.close();
     await stack?.stop();
     await tdb?.drop();
     await rm(dataDir, { recursive: true, force: true });
@@ -85,5 +89,33 @@ describe('attacks on staff identity', () => {
     assert.equal(map.status, 403, map.text);
     assert.equal(map.json.code, 'MFA_REQUIRED');
     assert.equal((await tdb.db.query(`SELECT 1 FROM staff_group_mappings WHERE tenant_id = 'demo' AND idp_group = 'everyone'`)).rows.length, 0);
+  });
+
+  it('an account of the provider cannot sign in as a member provisioned for another subject by claiming their userName', async () => {
+    const provider = await startTestIdp(`${gw}/auth/callback`);
+    idp = provider;
+    const demo = JSON.parse(await readFile(join(dataDir, 'demo.json'), 'utf8')) as { serviceTokens: { admin: { token: string } } };
+    const put = await callRetrying(gw, 'PUT', '/v1/identity-provider', {
+      json: { issuer: provider.issuer, clientId: provider.clientId, clientSecret: provider.clientSecret, redirectUri: `${gw}/auth/callback` },
+      headers: { authorization: `Bearer ${demo.serviceTokens.admin.token}`, 'x-request-id': randomUUID(), 'idempotency-key': randomUUID() },
+    });
+    assert.equal(put.status, 200, put.text);
+    const signInAs = async (account: TestIdp['nextAccount']): Promise<Res> => {
+      provider.nextAccount = account;
+      const begin = await callRetrying(gw, 'POST', '/auth/login', { json: { tenantId: 'demo', method: 'federation' } });
+      assert.equal(begin.status, 200, begin.text);
+      const query = await provider.authorize(begin.json.authorizationUrl as string);
+      return callRetrying(gw, 'GET', `/auth/callback?${new URLSearchParams(query)}`);
+    };
+    const boss = await addStaff(tdb.db, 'demo', 'boss@demo.example', ['admin'], 'idp-sub-boss');
+    const own = await signInAs({ sub: 'idp-sub-boss', preferred_username: 'boss@demo.example' });
+    assert.equal(own.status, 200, own.text);
+    const sessions = async () => (await tdb.db.query(`SELECT 1 FROM sessions WHERE subject_id = $1`, [boss])).rows.length;
+    const before = await sessions();
+    const byName = await signInAs({ sub: 'idp-sub-mallory', preferred_username: 'boss@demo.example' });
+    assert.equal(byName.status, 403, byName.text);
+    const byEmail = await signInAs({ sub: 'idp-sub-mallory', email: 'BOSS@demo.example' });
+    assert.equal(byEmail.status, 403, byEmail.text);
+    assert.equal(await sessions(), before, 'no session was started for the member');
   });
 });
