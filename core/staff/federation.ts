@@ -10,7 +10,8 @@
  *   (our client id), exp/iat, nonce; a code obtained for another sign-in fails PKCE at the provider.
  * - The person: an active `staff_users` row of the tenant, matched first by the ID token's `sub`
  *   against `externalId` (what SCIM provisions from the same provider: stable across renames),
- *   else by `preferred_username`, else by a verified `email`, against `userName` (case-insensitive).
+ *   else by `preferred_username`, else by a verified `email`, against `userName` (case-insensitive),
+ *   and by a name only a member without an `externalId` or with this very `sub`.
  *   Nobody is created here: provisioning is SCIM's (issue 14 item 1); an unknown or inactive
  *   person is refused 403 STAFF_NOT_PROVISIONED.
  * - Roles: the groups in the configured claim map to roles (rolesForGroups) and replace the
@@ -118,11 +119,14 @@ async function takeState(q: Queryable, state: string, now: number): Promise<(Sta
 async function memberOf(q: Queryable, tenantId: string, claims: oidc.IDToken): Promise<StaffUser | undefined> {
   const { rows } = await q.query<{ user_name: string }>(
     'SELECT user_name FROM staff_users WHERE tenant_id = $1 AND external_id = $2 AND deleted_at IS NULL', [tenantId, claims.sub]);
-  const names = [rows[0]?.user_name, claims.preferred_username, claims.email_verified === false ? undefined : claims.email];
+  // An email counts only when the provider says it verified it (OIDC Core 5.1: email_verified).
+  const names = [rows[0]?.user_name, claims.preferred_username, claims.email_verified === true ? claims.email : undefined];
   for (const name of names) {
     if (typeof name !== 'string' || name.length === 0) continue;
     const u = await staffUserByName(q, tenantId, name);
-    if (u) return u;
+    // A member provisioned for a subject (externalId) is that subject only: names are claims an
+    // account can choose, so another account naming their userName or email is not them.
+    if (u && (u.externalId === null || u.externalId === claims.sub)) return u;
   }
   return undefined;
 }
