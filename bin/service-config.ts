@@ -68,7 +68,9 @@ export const serviceVars: Record<string, Var> = {
   EDGE_METRICS_PORT: { for: ['edge'], default: '9464', check: port, doc: 'edge Prometheus metrics and /ready' },
   SMS_WEBHOOK_URL: { for: ['core'], productionRequired: true, check: httpUrl, doc: 'the SMS gateway codes are POSTed to' },
   SMS_WEBHOOK_SECRET: { for: ['core'], productionRequired: true, check: (v) => (v.startsWith('whsec_') ? undefined : 'must be a whsec_ secret'), doc: 'signs SMS webhook calls' },
-  ISSUER_URL: { for: ['core', 'edge'], check: (v) => (/^https?:\/\/[^\s?#]+[^/\s?#]$/.test(v) ? undefined : 'must be an http(s) URL without query, fragment or trailing slash'), doc: 'OAuth issuer (RFC 8414): discovery and the `iss` of client-credentials tokens' },
+  // Required in production (issue 17 attack): without it the accepted client-assertion `aud`, the
+  // DPoP `htu` and the discovery document would follow the Host header a client sends.
+  ISSUER_URL: { for: ['core', 'edge'], productionRequired: true, check: (v) => (/^https?:\/\/[^\s?#]+[^/\s?#]$/.test(v) ? undefined : 'must be an http(s) URL without query, fragment or trailing slash'), doc: 'the public origin clients use, e.g. https://api.example.com: OAuth issuer (RFC 8414), discovery, client-assertion audience, DPoP `htu`, the `iss` of client-credentials tokens' },
   PRIVATE_TARGETS_ALLOWED: { for: ['core'], check: cidrs, doc: 'private CIDRs webhooks and SMS may reach' },
   RESPONSE_SCHEMA_CHECK: { for: ['core'], default: '0', check: (v) => (v === '0' || v === '1' ? undefined : 'must be 0 or 1'), doc: 'test suites only: answer 500 RESPONSE_SCHEMA_MISMATCH for a response its route does not declare (refused in production)' },
   BOOTSTRAP_TENANT_ID: { for: ['bootstrap'], default: 'operator', check: (v) => (/^[a-z0-9][a-z0-9-]{1,62}$/.test(v) ? undefined : 'must be a tenant id (a-z, 0-9, -)'), doc: "the platform operator's tenant id" },

@@ -131,7 +131,7 @@ describe('two cores and two edges as production services, under SIGKILL and SIGT
   });
 
   function start(name: string, kind: 'core' | 'edge', extra: Record<string, string> = {}): Service {
-    const edgeVars = ['MODE', 'DATABASE_URL', 'EDGE_SHARED_SECRET', 'CHALLENGE_KEY', 'API_KEY_SEAL_KEY', 'POLICY_TRUSTED_KEYS'];
+    const edgeVars = ['MODE', 'DATABASE_URL', 'EDGE_SHARED_SECRET', 'CHALLENGE_KEY', 'API_KEY_SEAL_KEY', 'POLICY_TRUSTED_KEYS', 'ISSUER_URL'];
     const own = kind === 'edge'
       // The edge is given only what it reads: never the master key or the SMS secret.
       ? { ...Object.fromEntries(edgeVars.map((k) => [k, env[k] ?? ''])), AUTHZ_PORT: String(ports[`authz${name}`]), EDGE_METRICS_PORT: String(ports[`metrics${name}`]), LOG_LEVEL: 'debug' }
@@ -402,7 +402,9 @@ describe('two cores and two edges as production services, under SIGKILL and SIGT
       const wanted = rows.filter((r) => !outboxBefore.has(r.id) && r.headers?.['content-class'] !== 'secret');
       return { wanted, missing: wanted.filter((r) => !hooks.byId.has(`msg_${r.id}`)) };
     };
-    const { wanted } = await until(async () => { const p = await pending(); return p.missing.length === 0 ? p : undefined; }, 60_000, 'every outbox message at the receiver');
+    // The receiver sees a delivery before the dispatcher records it: wait for both.
+    const recorded = async () => (await tdb.db.query(`SELECT 1 FROM admin_webhook_deliveries WHERE status <> 'DELIVERED'`)).rowCount === 0;
+    const { wanted } = await until(async () => { const p = await pending(); return p.missing.length === 0 && await recorded() ? p : undefined; }, 60_000, 'every outbox message at the receiver, recorded as delivered');
     assert.ok(wanted.length > 20, `events were produced (${wanted.length})`);
     const events = new Set([...hooks.byId.values()].map((p) => String(p.type)));
     for (const e of ['transfer.created', 'transfer.completed', 'session.revoked']) assert.ok(events.has(e), `${e} delivered`);
