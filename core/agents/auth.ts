@@ -11,7 +11,7 @@
  * - Refresh rotates; a rotated token presented again revokes the session; refresh also needs
  *   a fresh device proof, so a stolen refresh token alone is useless.
  */
-import { dpopBinding, dpopRefusal, requireProof, sessionKey } from '../http/dpop.ts';
+import { dpopRefusal, sessionKey, signInBinding } from '../http/dpop.ts';
 import { AppError } from '../../shared/errors.ts';
 import { uuidv7 } from '../../shared/uuid.ts';
 import { auditAuth, clientIpOf } from '../identity/context.ts';
@@ -76,8 +76,7 @@ export async function agentLogin(deps: AgentDeps, ctx: AnyCtx, input: LoginInput
     throw invalid();
   }
   // Issue 17 item 3: the same rule as customers (core/identity/login.ts).
-  const pop = await dpopBinding(deps, ctx, { requireNonce: settings.requireDpopNonce });
-  if (settings.requireDpop) requireProof(pop, deps);
+  const pop = await signInBinding(deps, ctx, settings);
   const ip = clientIpOf(ctx);
   const agentKey = agentKeyOf(secrets, tenantId, agentCode);
   const checks: Check[] = [
@@ -136,8 +135,7 @@ export async function agentRefresh(deps: AgentDeps, ctx: AnyCtx, tenantId: strin
   const settings = await tenantSettings(deps.db, tenantId);
   const refused = () => new AppError('INVALID_REFRESH_TOKEN', 'refresh token is invalid, expired or revoked');
   if (!settings?.active) throw refused();
-  const pop = await dpopBinding(deps, ctx, { requireNonce: settings.requireDpopNonce });
-  if (settings.requireDpop) requireProof(pop, deps);
+  const pop = await signInBinding(deps, ctx, settings);
   const t = deps.now();
   const ip = clientIpOf(ctx);
   let keyMismatch = false;

@@ -91,6 +91,18 @@ export async function requireTokenProof(deps: DpopDeps, ctx: Ctx, token: string,
   }
 }
 
+/**
+ * The one rule for every sign-in, step-up and refresh (issue 17 item 3; customers, agents, staff):
+ * a proof binds what is issued, the tenant's `require_dpop_nonce` asks for server nonces, and its
+ * `require_dpop` refuses to go on without a proof. `settings` undefined (no such tenant): no rule.
+ */
+export async function signInBinding(
+  deps: DpopDeps, ctx: Ctx, settings: { requireDpop: boolean; requireDpopNonce: boolean } | undefined,
+): Promise<{ jkt: string } | undefined> {
+  const pop = await dpopBinding(deps, ctx, { requireNonce: settings?.requireDpopNonce ?? false });
+  return settings?.requireDpop ? requireProof(pop, deps) : pop;
+}
+
 /** Refused unless a proof was given: a tenant with `require_dpop` signs in only with one. */
 export function requireProof(binding: { jkt: string } | undefined, deps: DpopDeps): { jkt: string } {
   if (binding) return binding;

@@ -22,7 +22,7 @@ import { admitAll, loginPolicy, phonePolicy, refusalError, settleFailure, settle
 import { accessTtlS, issueAccessToken } from './tokens.ts';
 import { tenantSettings } from './settings.ts';
 import { SemaphoreFull } from './semaphore.ts';
-import { dpopBinding, requireProof } from '../http/dpop.ts';
+import { signInBinding } from '../http/dpop.ts';
 
 export interface LoginInput {
   tenantId: string;
@@ -81,8 +81,7 @@ export async function login(deps: IdentityDeps, ctx: RequestContext<unknown, unk
     throw invalid();
   }
   // Issue 17 item 3: a proof binds the session; require_dpop refuses a sign-in without one.
-  const pop = await dpopBinding(deps, ctx, { requireNonce: settings.requireDpopNonce });
-  if (settings.requireDpop) requireProof(pop, deps);
+  const pop = await signInBinding(deps, ctx, settings);
   const ip = clientIpOf(ctx);
   const device = ctx.identity.deviceId;
   // The PIN gate's slot is taken before the attempt is counted: a login turned away for load

@@ -23,7 +23,7 @@ import { insertRefreshToken, revokeSession } from './sessions.ts';
 import { tenantSettings } from './settings.ts';
 import { admitAll, refusalError, settleFailure } from './throttle.ts';
 import { accessTtlS, hashRefreshToken, issueAccessToken } from './tokens.ts';
-import { dpopBinding, dpopRefusal, requireProof, sessionKey } from '../http/dpop.ts';
+import { dpopRefusal, sessionKey, signInBinding } from '../http/dpop.ts';
 
 /** What differs between the kinds of session a refresh token can belong to. */
 export interface RefreshKind {
@@ -88,8 +88,7 @@ export async function rotateRefreshToken(
   const settings = await tenantSettings(deps.db, tenantId);
   const secrets = settings?.active ? await deps.secrets.get(tenantId) : undefined;
   if (!settings?.active || !secrets) throw invalidRefresh();
-  const pop = await dpopBinding(deps, ctx, { requireNonce: settings.requireDpopNonce });
-  if (settings.requireDpop) requireProof(pop, deps);
+  const pop = await signInBinding(deps, ctx, settings);
   const t = deps.now();
   const ip = clientIpOf(ctx);
   const checks = [addressCheck(secrets, tenantId, ip, settings.addressThrottle)];

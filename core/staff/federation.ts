@@ -21,7 +21,8 @@
  *   inherence factor, or mfa/mca; `acr` naming a multi-factor level), else AAL 1.
  * - Every outcome is audited (action auth.staff_login); no token, code or secret is logged.
  */
-import { staffSignInBinding } from './dpop.ts';
+import { signInBinding } from '../http/dpop.ts';
+import { tenantSettings } from '../identity/settings.ts';
 import { createHash } from 'node:crypto';
 import * as oidc from 'openid-client';
 import type { Db, Queryable } from '../../shared/db/pool.ts';
@@ -171,7 +172,7 @@ export async function completeFederation(deps: FederationDeps, ctx: Ctx, query: 
   }
   if (!claims) throw await refuse(tenantId, 'no_id_token');
   const idClaims = claims;
-  const pop = await staffSignInBinding(deps, ctx, tenantId);
+  const pop = await signInBinding(deps, ctx, await tenantSettings(deps.db, tenantId));
   const result = await deps.db.tx(async (q) => {
     const member = await memberOf(q, tenantId, idClaims);
     if (!member?.active || member.deletedAt) return undefined;

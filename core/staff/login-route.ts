@@ -10,7 +10,8 @@ import { defineRoute, type RequestContext, type Reply, type RouteSpec } from '..
 import { clientIpOf } from '../identity/context.ts';
 import { passkeyLoginBegin, passkeyLoginFinish, type StaffDeps } from './passkey-auth.ts';
 import { AuthenticationResponse } from './webauthn.ts';
-import { staffSignInBinding } from './dpop.ts';
+import { signInBinding } from '../http/dpop.ts';
+import { tenantSettings } from '../identity/settings.ts';
 
 const PasskeyBegin = Type.Object({ method: Type.Literal('passkey'), step: Type.Literal('begin'), tenantId: TenantId }, { additionalProperties: false });
 const PasskeyFinish = Type.Object({
@@ -38,7 +39,7 @@ const passkey = (deps: StaffDeps): LoginMethod => ({
   handle: async (ctx, raw) => {
     const body = raw as Static<typeof PasskeyBegin> | Static<typeof PasskeyFinish>;
     if (body.step === 'begin') return { status: 200, body: { options: await passkeyLoginBegin(deps, body.tenantId) } };
-    const pop = await staffSignInBinding(deps, ctx, body.tenantId);
+    const pop = await signInBinding(deps, ctx, await tenantSettings(deps.db, body.tenantId));
     return { status: 200, body: await passkeyLoginFinish(deps, body.tenantId, body.response, { ip: clientIpOf(ctx), requestId: ctx.requestId }, pop) };
   },
 });
