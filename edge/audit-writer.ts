@@ -22,6 +22,12 @@ export interface AuditSink {
 /** Writes on the calling thread (tests, tools). */
 export const inlineSink = (db: Db): AuditSink => ({ write: (batch) => db.tx((client) => appendAudit(client, batch)).then(() => undefined) });
 
+/** JSON would turn NaN and Infinity into null: a record is stored as made or not at all (a poison entry). */
+function refuseNonFinite(key: string, value: unknown): unknown {
+  if (typeof value === 'number' && !Number.isFinite(value)) throw new TypeError(`audit value ${key} is ${value}: not storable in canonical JSON`);
+  return value;
+}
+
 /**
  * Writes on a worker thread (edge/audit-thread.ts) with its own pool, so hashing and sending
  * batches never stall the thread that answers Checks. A thread that dies fails its batches
@@ -68,6 +74,12 @@ export class AuditThread implements AuditSink {
    */
   write(batch: AuditEntry[]): Promise<void> {
     if (this.closed) return Promise.reject(new Error('audit thread is closed'));
+    let text: string;
+    try {
+      text = JSON.stringify(batch, refuseNonFinite);
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
     const w = (this.worker ??= this.spawn());
     const id = ++this.seq;
     return new Promise((resolve, reject) => {
@@ -77,7 +89,7 @@ export class AuditThread implements AuditSink {
         void w.terminate();
       }, this.timeoutMs);
       this.waiting.set(id, { resolve, reject, timer });
-      w.postMessage({ type: 'write', id, entries: batch } satisfies ToThread);
+      w.postMessage({ type: 'write', id, entries: text } satisfies ToThread);
     });
   }
 

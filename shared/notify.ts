@@ -27,6 +27,8 @@ export const channels = {
   consents: 'consents_changed',
   /** payload: the OAuth client id registered, rotated or revoked (migration 0840). */
   oauthClients: 'oauth_clients_changed',
+  /** payload: JSON `{tenantId, grantJti, idempotencyKey, expiresAtMs}` of a request-bound step-up used up (migration 0870). */
+  stepUpUsed: 'stepup_used',
 } as const;
 
 export type Channel = (typeof channels)[keyof typeof channels];

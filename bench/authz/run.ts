@@ -46,7 +46,7 @@ import type { CheckRequest, CheckResponse } from '../../edge/types.ts';
 import * as grpc from '@grpc/grpc-js';
 import { origOf } from '../../shared/challenge.ts';
 import { option, percentile, runBench, withDatabase } from '../lib/harness.ts';
-import { LoopProbe, formatLoop, machineLoad, showingLoad } from '../lib/probe.ts';
+import { LoopProbe, cpuPerRequest, formatLoop, machineLoad, showingLoad } from '../lib/probe.ts';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { ensureOpaEnvoyPlugin, opaEnvoyPluginVersion, routesForRego, startOpaEnvoyPlugin } from './opa-envoy.ts';
 
@@ -85,7 +85,8 @@ async function ghz(address: string, data: CheckRequest, opts: { rps: number; n: 
   // Asynchronously: this process serves the Check calls ghz makes.
   probe.start();
   const { stdout: out } = await execFileAsync(ghzPath(), [...args, address], { maxBuffer: 64 * 1024 * 1024 });
-  const loop = formatLoop(probe.stop());
+  const summary = probe.stop();
+  const loop = `${formatLoop(summary)}, ${cpuPerRequest(summary, opts.n)}`;
   const report = JSON.parse(out) as GhzReport;
   if (!report.latencyDistribution) throw new Error(`ghz reported no latencies: ${JSON.stringify(report.errorDistribution ?? report.statusCodeDistribution)}`);
   return { ...report, loop };
@@ -217,6 +218,18 @@ async function measure(): Promise<void> {
     // (no token, state, policy or audit), under the same load, sharing the same cores with ghz.
     const floorServer = createEdgeServer({ log, decide: () => ({ allow: true, status: 200 }), resolve: buildRouteTable(edgeRoutes) });
     const floorAddress = `127.0.0.1:${await bindEdge(floorServer, 0)}`;
+    // The floor answering what the read scenario answers (its identity headers and masking):
+    // what encoding the answer costs, apart from deciding it.
+    const readView = viewOf(scenarios[1]?.[1] as CheckRequest);
+    const readAnswer = await decide(readView, buildRouteTable(edgeRoutes)(readView.method, readView.path));
+    const answerServer = createEdgeServer({ log, decide: () => readAnswer, resolve: buildRouteTable(edgeRoutes) });
+    const answerAddress = `127.0.0.1:${await bindEdge(answerServer, 0)}`;
+    // Diagnostic, not a configuration: the same edge with its decision audit discarded instead of
+    // written to PostgreSQL, which shares this machine's two cores (what the audit's write costs here).
+    const discarded = new AuditWriter(db, log, maxQueued, failClosedReserve, { write: async () => undefined });
+    discarded.start();
+    const unaudited = createEdgeServer({ log, decide: createDecider({ state, challenges: keys.challenges, policies, audit: discarded, risk: new RiskEngine(), log, edgeSecret: 'bench' }), resolve: buildRouteTable(edgeRoutes) });
+    const unauditedAddress = `127.0.0.1:${await bindEdge(unaudited, 0)}`;
     const floorRequest = scenarios[1]?.[1] as CheckRequest;
     /** The floor and every scenario at the offered rate, after a warm-up of each. */
     const round = async (label: string): Promise<{ floor: GhzReport; ours: GhzReport[] }> => {
@@ -224,6 +237,8 @@ async function measure(): Promise<void> {
       await ghz(floorAddress, floorRequest, { rps: 0, n: 2000, c: 16 }, dir);
       const floor = await ghz(floorAddress, floorRequest, { rps, n: requests, c: 16 }, dir);
       process.stdout.write(`${line('floor: empty decision', floor, rps)}\n`);
+      await ghz(answerAddress, floorRequest, { rps: 0, n: 2000, c: 16 }, dir);
+      process.stdout.write(`${line("floor with the read's answer", await ghz(answerAddress, floorRequest, { rps, n: requests, c: 16 }, dir), rps)}\n`);
       const out: GhzReport[] = [];
       for (const [name, r] of scenarios) {
         await ghz(address, r, { rps: 0, n: 2000, c: 16 }, dir); // warm caches, JIT and heap
@@ -231,6 +246,8 @@ async function measure(): Promise<void> {
         out.push(report);
         process.stdout.write(`${line(name, report, rps)}\n`);
       }
+      await ghz(unauditedAddress, scenarios[0]?.[1] as CheckRequest, { rps: 0, n: 2000, c: 16 }, dir);
+      process.stdout.write(`${line('transfer, audit discarded (diagnostic)', await ghz(unauditedAddress, scenarios[0]?.[1] as CheckRequest, { rps, n: requests, c: 16 }, dir), rps)}\n`);
       return { floor, ours: out };
     };
     const quiet = await round('without a hog');
@@ -257,6 +274,9 @@ async function measure(): Promise<void> {
       sayRate('floor (empty decision)', floorRate);
     }
     floorServer.forceShutdown();
+    answerServer.forceShutdown();
+    unaudited.forceShutdown();
+    await discarded.stop();
 
     // In-process: token verification + session check, and policy evaluation alone.
     const view = viewOf(scenarios[1]?.[1] as CheckRequest);

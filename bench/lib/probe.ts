@@ -5,7 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
-import { PerformanceObserver, monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
+import { PerformanceObserver, monitorEventLoopDelay, performance, type EventLoopUtilization, type IntervalHistogram } from 'node:perf_hooks';
 
 /** `load 1.02 0.88 0.70, runnable 3/415`: load averages and the runnable tasks right now (/proc/loadavg). */
 export function machineLoad(): string {
@@ -41,10 +41,33 @@ export interface LoopSummary {
   gcCount: number;
   gcTotalMs: number;
   gcMaxMs: number;
+  /** CPU time of the whole process (every thread) over the scenario, in ms. */
+  cpuMs: number;
+  /** Share of the wall time the main thread's event loop was busy (0–1). */
+  loopUtilization: number;
+  /** Share of every core's time the whole machine was busy (0–1; /proc/stat), or undefined off Linux. */
+  machineBusy: number | undefined;
+}
+
+/** Busy and total jiffies of all cores so far (/proc/stat), or undefined off Linux. */
+function machineTicks(): { busy: number; total: number } | undefined {
+  try {
+    const cpu = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]?.trim().split(/\s+/).slice(1).map(Number) ?? [];
+    const total = cpu.reduce((a, b) => a + b, 0);
+    const idle = (cpu[3] ?? 0) + (cpu[4] ?? 0);
+    return { busy: total - idle, total };
+  } catch {
+    return undefined;
+  }
 }
 
 export const formatLoop = (s: LoopSummary): string =>
-  `loop delay p50 ${s.delayP50Ms.toFixed(2)} p99 ${s.delayP99Ms.toFixed(2)} max ${s.delayMaxMs.toFixed(1)} ms; gc ${s.gcCount}x ${s.gcTotalMs.toFixed(1)} ms total, max ${s.gcMaxMs.toFixed(2)} ms`;
+  `loop delay p50 ${s.delayP50Ms.toFixed(2)} p99 ${s.delayP99Ms.toFixed(2)} max ${s.delayMaxMs.toFixed(1)} ms; gc ${s.gcCount}x ${s.gcTotalMs.toFixed(1)} ms total, max ${s.gcMaxMs.toFixed(2)} ms; `
+  + `main loop busy ${(s.loopUtilization * 100).toFixed(0)} %, process CPU ${s.cpuMs.toFixed(0)} ms`
+  + (s.machineBusy === undefined ? '' : `; machine (all cores, every process) busy ${(s.machineBusy * 100).toFixed(0)} %`);
+
+/** CPU per request: the process's CPU over a scenario divided by the requests it served. */
+export const cpuPerRequest = (s: LoopSummary, requests: number): string => `${((s.cpuMs * 1000) / Math.max(1, requests)).toFixed(0)} µs CPU/request (all threads)`;
 
 /**
  * Event-loop delay (10 ms resolution sampling is too coarse for a 5 ms target: 1 ms) and GC
@@ -55,6 +78,9 @@ export class LoopProbe {
   private gcCount = 0;
   private gcTotal = 0;
   private gcMax = 0;
+  private cpu: NodeJS.CpuUsage = process.cpuUsage();
+  private elu: EventLoopUtilization = performance.eventLoopUtilization();
+  private ticks = machineTicks();
   private readonly observer = new PerformanceObserver((list) => this.count(list.getEntries()));
 
   private count(entries: { duration: number }[]): void {
@@ -71,17 +97,25 @@ export class LoopProbe {
     this.gcCount = 0;
     this.gcTotal = 0;
     this.gcMax = 0;
+    this.cpu = process.cpuUsage();
+    this.elu = performance.eventLoopUtilization();
+    this.ticks = machineTicks();
     this.observer.observe({ entryTypes: ['gc'] });
   }
 
   stop(): LoopSummary {
     this.histogram.disable();
+    const cpu = process.cpuUsage(this.cpu);
+    const elu = performance.eventLoopUtilization(this.elu);
+    const ticks = machineTicks();
+    const machineBusy = ticks && this.ticks && ticks.total > this.ticks.total ? (ticks.busy - this.ticks.busy) / (ticks.total - this.ticks.total) : undefined;
     this.count(this.observer.takeRecords());
     this.observer.disconnect();
     const ms = (ns: number) => ns / 1e6;
     return {
       delayP50Ms: ms(this.histogram.percentile(50)), delayP99Ms: ms(this.histogram.percentile(99)), delayMaxMs: ms(this.histogram.max),
       gcCount: this.gcCount, gcTotalMs: this.gcTotal, gcMaxMs: this.gcMax,
+      cpuMs: (cpu.user + cpu.system) / 1000, loopUtilization: elu.utilization, machineBusy,
     };
   }
 }

@@ -125,6 +125,14 @@ export class EdgeState {
   /** Active OAuth clients by id → their tenant (issue 17: a revoked client's tokens stop at once). */
   private readonly oauthClients = new Map<string, Entry<string>>();
   private readonly seen = new Set<string>();
+  /**
+   * Used request-bound step-ups by `tenant NUL jti` → the Idempotency-Key that used each ('' for
+   * none) and the grant's expiry. Complete while `usedGrantsComplete`: loaded when the listener
+   * connects, then kept by `stepup_used` notifications; otherwise (listener lost, or more live
+   * grants than the cap) every lookup reads the row.
+   */
+  private readonly usedGrants = new Map<string, { key: string; expiresAtMs: number }>();
+  private usedGrantsComplete = false;
   private listener: pg.Client | undefined;
   private healthyAt = 0;
   private timers: NodeJS.Timeout[] = [];
@@ -151,6 +159,7 @@ export class EdgeState {
     await this.connectListener();
     this.timers.push(setInterval(() => void this.heartbeat(), heartbeatMs));
     this.timers.push(setInterval(() => void this.flushLastSeen(), lastSeenFlushMs));
+    this.timers.push(setInterval(() => this.pruneUsedGrants(), entryTtlMs));
     for (const t of this.timers) t.unref();
   }
 
@@ -166,6 +175,7 @@ export class EdgeState {
     client.on('error', (err) => {
       this.log.warn({ err: err.message }, 'edge state listener lost; serving cache within the staleness bound');
       this.listener = undefined;
+      this.usedGrantsComplete = false;
     });
     client.on('notification', (n) => this.onNotify(n.channel, n.payload ?? ''));
     await client.connect();
@@ -173,7 +183,33 @@ export class EdgeState {
     this.listener = client;
     // Anything may have changed while we were not listening.
     this.invalidateAll();
+    await this.loadUsedGrants(client);
     this.healthyAt = this.now();
+  }
+
+  /**
+   * Every live used grant, read after LISTEN so that none committed meanwhile is missed (a
+   * notification arriving during the read only adds what the read may also return).
+   */
+  private async loadUsedGrants(client: pg.Client): Promise<void> {
+    this.usedGrantsComplete = false;
+    const { rows } = await client.query<{ tenant_id: string; grant_jti: string; idempotency_key: string | null; expires_ms: string }>(
+      `SELECT tenant_id, grant_jti, idempotency_key, floor(extract(epoch FROM expires_at) * 1000)::bigint AS expires_ms
+         FROM stepup_uses WHERE expires_at > now() LIMIT $1`,
+      [maxCachedEntries + 1],
+    );
+    if (rows.length > maxCachedEntries) return;
+    for (const r of rows) this.usedGrants.set(`${r.tenant_id}\u0000${r.grant_jti}`, { key: r.idempotency_key ?? '', expiresAtMs: Number(r.expires_ms) });
+    this.usedGrantsComplete = true;
+  }
+
+  private pruneUsedGrants(): void {
+    const now = this.now();
+    for (const [k, v] of this.usedGrants) if (v.expiresAtMs <= now) this.usedGrants.delete(k);
+    if (this.usedGrants.size > maxCachedEntries) {
+      this.usedGrants.clear();
+      this.usedGrantsComplete = false;
+    }
   }
 
   private async heartbeat(): Promise<void> {
@@ -186,6 +222,7 @@ export class EdgeState {
       this.log.debug({ err: (err as Error).message }, 'edge state heartbeat failed');
       await this.listener?.end().catch(() => undefined);
       this.listener = undefined;
+      this.usedGrantsComplete = false;
     }
   }
 
@@ -227,7 +264,24 @@ export class EdgeState {
       this.oauthClients.delete(payload);
     } else if (channel === notifyChannels.keys) {
       this.keys.invalidate(payload || undefined);
+    } else if (channel === notifyChannels.stepUpUsed) {
+      this.noteUsedGrant(payload);
     }
+  }
+
+  private noteUsedGrant(payload: string): void {
+    let g: { tenantId?: unknown; grantJti?: unknown; idempotencyKey?: unknown; expiresAtMs?: unknown };
+    try {
+      g = JSON.parse(payload) as typeof g;
+    } catch {
+      g = {};
+    }
+    if (typeof g.tenantId !== 'string' || typeof g.grantJti !== 'string' || typeof g.expiresAtMs !== 'number') {
+      // Not understood: lookups read the rows until the listener reconnects and reloads them.
+      this.usedGrantsComplete = false;
+      return;
+    }
+    this.usedGrants.set(`${g.tenantId}\u0000${g.grantJti}`, { key: typeof g.idempotencyKey === 'string' ? g.idempotencyKey : '', expiresAtMs: g.expiresAtMs });
   }
 
   invalidateAll(): void {
@@ -347,11 +401,16 @@ export class EdgeState {
 
   /**
    * Whether a request-bound step-up (the AAL 2 token `grantJti`) was used up by a committed
-   * action: the Idempotency-Key that used it ('' for none), or undefined while unused. Read
-   * from PostgreSQL every time, never cached: every edge and core instance must agree at once.
+   * action: the Idempotency-Key that used it ('' for none), or undefined while unused. From
+   * memory while the used set is complete (loaded at connect, kept by `stepup_used`), otherwise
+   * from the row. A use committed a moment ago may not have reached this edge yet: core, which
+   * records the use in the action's own transaction, refuses that replay itself.
    */
-  stepUpUse(tenantId: string, grantJti: string): Promise<string | undefined> {
+  async stepUpUse(tenantId: string, grantJti: string): Promise<string | undefined> {
     this.assertFresh();
+    if (this.usedGrantsComplete) {
+      return this.usedGrants.get(`${tenantId}\u0000${grantJti}`)?.key;
+    }
     return stepUpUseOf(this.db, tenantId, grantJti);
   }
 

@@ -166,7 +166,12 @@ describe('edge authorization with the policy bundle', () => {
     await t.db.query(
       `INSERT INTO stepup_uses (tenant_id, grant_jti, session_id, customer_id, orig, action, idempotency_key, used_at, expires_at)
        VALUES ('t1', $1, $2, $3, 'o', 'transfer.create', 'k-first-0001', now(), now() + interval '10 minutes')`, [jti, c.sid, c.id]);
-    const again = await post('/t/transfers', 'k-second-0002');
+    // The use reaches the edge by notification (stepup_used); core refuses the replay meanwhile.
+    let again = await post('/t/transfers', 'k-second-0002');
+    for (let i = 0; i < 50 && again.status.code === 0; i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      again = await post('/t/transfers', 'k-second-0002');
+    }
     assert.equal(body(again).code, 'MFA_REQUIRED');
     assert.equal((await verifyChallenge(keys.challenges, body(again).challenge, { tenantId: 't1', sub: c.id })).orig, origOf('POST', '/t/transfers', payload));
     assert.equal((await post('/t/transfers', 'k-first-0001')).status.code, 0, 'the retry core answers from its stored response');
