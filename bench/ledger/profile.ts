@@ -49,6 +49,8 @@ async function main(): Promise<void> {
       t[k] = (t[k] ?? 0) + performance.now() - s; tc[k] = (tc[k] ?? 0) + cpu() - c0; return r;
     };
     const client = await db.pool.connect();
+    // Released however the run ends: a client still checked out would hold db.close() forever.
+    try {
     // CPU time of this backend (utime + stime from /proc): what a batch costs PostgreSQL,
     // unlike wall time hardly moved by other load on the machine.
     const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
@@ -60,12 +62,12 @@ async function main(): Promise<void> {
       const cmds = Array.from({ length: size }, cmd);
       const keys = cmds.map((c) => `p-${c.id}`);
       await time('begin', () => client.query('BEGIN'));
-      await time('claim keys', () => client.query(`INSERT INTO idempotency_keys (tenant_id, key, method, path, request_hash)
-        SELECT $1, k, 'POST', '/v1/core/postings', 'h' FROM unnest($2::text[]) k ORDER BY 1 ON CONFLICT DO NOTHING RETURNING key`, [benchTenant, keys]));
+      await time('claim keys', () => client.query(`INSERT INTO idempotency_keys (tenant_id, key, principal, method, path, request_hash)
+        SELECT $1, k, 'client:bench', 'POST', '/v1/core/postings', 'h' FROM unnest($2::text[]) k ORDER BY 1 ON CONFLICT DO NOTHING RETURNING key`, [benchTenant, keys]));
       // LEDGER_PROFILE_COMPARE=1: every other batch through the command-by-command path (A/B under the same load).
       if (process.env.LEDGER_PROFILE_COMPARE === '1' && b % 2 === 1) await time('apply_each (old)', () => client.query('SELECT ledger_apply_each($1::jsonb) AS r', [JSON.stringify(cmds)]));
       else await time('ledger_apply', () => client.query('SELECT ledger_apply($1::jsonb) AS r', [JSON.stringify(cmds)]));
-      await time('complete keys', () => client.query(`UPDATE idempotency_keys k SET response_status = 201, response_body = '{}' FROM unnest($2::text[]) d(key) WHERE k.tenant_id = $1 AND k.key = d.key AND k.key = ANY($2::text[])`, [benchTenant, keys]));
+      await time('complete keys', () => client.query(`UPDATE idempotency_keys k SET response_status = 201, response_body = '{}' FROM unnest($2::text[]) d(key) WHERE k.tenant_id = $1 AND k.key = d.key AND k.principal = 'client:bench' AND k.key = ANY($2::text[])`, [benchTenant, keys]));
       await time('audit head lock', () => client.query(`SELECT 1 FROM audit_chain_heads WHERE tenant_id = $1 FOR UPDATE`, [benchTenant]));
       await time('commit', () => client.query('COMMIT'));
     }
@@ -99,7 +101,9 @@ async function main(): Promise<void> {
     const plan = await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, BUFFERS) SELECT ledger_apply($1::jsonb)`, [JSON.stringify(Array.from({ length: size }, cmd))]);
     await client.query('ROLLBACK');
     process.stdout.write(`\n${plan.rows.map((r) => r['QUERY PLAN']).join('\n')}\n`);
-    client.release();
+    } finally {
+      client.release();
+    }
   } finally {
     await db.close();
     await pg.stop();
