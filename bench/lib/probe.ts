@@ -3,7 +3,7 @@
  * figures taken on a shared machine are never read as quiet ones, and, for the process under
  * test, its event-loop delay and garbage-collection pauses over one scenario.
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { PerformanceObserver, monitorEventLoopDelay, performance, type EventLoopUtilization, type IntervalHistogram } from 'node:perf_hooks';
 
@@ -118,4 +118,30 @@ export class LoopProbe {
       cpuMs: (cpu.user + cpu.system) / 1000, loopUtilization: elu.utilization, machineBusy,
     };
   }
+}
+
+/** utime + stime (ms) of every process whose pid is in `roots` or descends from one (/proc), or 0 off Linux. */
+export function treeCpuMs(roots: number[]): number {
+  const stats: { pid: number; ppid: number; ms: number }[] = [];
+  const tick = 10; // USER_HZ is 100 on Linux: one jiffy is 10 ms
+  try {
+    for (const name of readdirSync('/proc')) {
+      if (!/^\d+$/.test(name)) continue;
+      try {
+        const raw = readFileSync(`/proc/${name}/stat`, 'utf8');
+        const f = raw.slice(raw.lastIndexOf(')') + 2).split(' ');
+        stats.push({ pid: Number(name), ppid: Number(f[1]), ms: (Number(f[11]) + Number(f[12])) * tick });
+      } catch {
+        // the process ended meanwhile
+      }
+    }
+  } catch {
+    return 0;
+  }
+  const inTree = new Set(roots);
+  for (let grew = true; grew;) {
+    grew = false;
+    for (const s of stats) if (!inTree.has(s.pid) && inTree.has(s.ppid)) { inTree.add(s.pid); grew = true; }
+  }
+  return stats.filter((s) => inTree.has(s.pid)).reduce((a, s) => a + s.ms, 0);
 }

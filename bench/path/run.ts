@@ -34,7 +34,8 @@ import { call } from '../../test/helpers/http.ts';
 import { journey, type Demo } from '../../test/helpers/journey.ts';
 import { runService, until, type Service } from '../../test/helpers/services.ts';
 import { option, runBench, withDatabase } from '../lib/harness.ts';
-import { machineLoad, showingLoad } from '../lib/probe.ts';
+import { machineLoad, showingLoad, treeCpuMs } from '../lib/probe.ts';
+import { readFileSync } from 'node:fs';
 
 const execFileAsync = promisify(execFile);
 const seconds = option('seconds', 10);
@@ -136,12 +137,24 @@ async function measure(): Promise<void> {
         if (r.status >= 300) throw new Error(`${name} answers ${r.status}: ${r.text.slice(0, 300)}`);
       }
       process.stdout.write(`autocannon from its own process, ${connections} connections, ${seconds} s each after a 2 s warm-up; the dev gateway stands in for Envoy\n`);
+      // Each tier's CPU per request (issue 19's capacity model is built from these): the service
+      // processes, and PostgreSQL's postmaster with every backend (the parent of ours).
+      const backend = (await db.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid ?? 0;
+      const postmaster = Number(readFileSync(`/proc/${backend}/stat`, 'utf8').split(') ')[1]?.split(' ')[1] ?? 0);
+      const tiers: [string, number[]][] = [
+        ...procs.map((p): [string, number[]] => [p.kind, [p.child.pid ?? 0]]),
+        ['PostgreSQL', [postmaster]],
+      ];
       const results: Load[] = [];
       for (const [name, job] of jobs) {
         await drive(job, 2);
+        const before = tiers.map(([, pids]) => treeCpuMs(pids));
         const r = await drive(job, seconds);
+        const used = tiers.map(([, pids], i) => treeCpuMs(pids) - (before[i] ?? 0));
         results.push(r);
         process.stdout.write(`${lineOf(name, r)}   (${machineLoad()})\n`);
+        const served = Math.max(1, Object.entries(r.statuses).reduce((a, [k, v]) => a + (k.startsWith('2') ? v : 0), 0));
+        process.stdout.write(`${' '.repeat(4)}CPU per request: ${tiers.map(([t], i) => `${t} ${Math.round(((used[i] ?? 0) * 1000) / served)} µs`).join(', ')} (10 ms jiffies; the load generator not counted)\n`);
       }
       process.stdout.write('edge + gateway overhead (via gateway ÷ straight to core):\n');
       for (const [i, what] of ['GET /v1/accounts', 'POST /v1/core/postings'].entries()) {
