@@ -115,6 +115,18 @@ function dashboardExprs(v: unknown): string[] {
 const ruleExprs = (): string[] => (parse(readFileSync(join(root, 'deploy/prometheus/alerts.yaml'), 'utf8')) as Obj).groups.flatMap((g: Obj) => g.rules.map((r: Obj) => r.expr as string));
 const grafanaFiles = readdirSync(join(root, 'deploy/grafana')).filter((f) => f.endsWith('.json')).map((f) => join(root, 'deploy/grafana', f));
 
+/**
+ * The Prometheus names Envoy's admin (`/stats/prometheus`) gives the statistics the dashboard
+ * uses: `http.<stat_prefix>.downstream_rq_time` (histogram), `http.<stat_prefix>.ext_authz.*`
+ * (counters of the ext_authz filter), `cluster.<name>.upstream_rq_time` (histogram), with the
+ * prefix and cluster name as labels (Envoy's documented statistics; Envoy is not installed here).
+ */
+function envoyStatNames(): string[] {
+  const histograms = ['envoy_http_downstream_rq_time', 'envoy_cluster_upstream_rq_time'];
+  const counters = ['ok', 'denied', 'error', 'disabled', 'failure_mode_allowed'].map((c) => `envoy_http_ext_authz_${c}`);
+  return [...histograms.flatMap((h) => ['_bucket', '_sum', '_count'].map((x) => `${h}${x}`)), ...counters, 'envoy_http_downstream_rq_total', 'envoy_cluster_upstream_rq_total'];
+}
+
 /** The Secret keys deploy/README.md "Secrets" lists: `| \`secret\` | \`key\` | …`. */
 function readmeSecretKeys(): Set<string> {
   const readme = readFileSync(join(root, 'deploy/README.md'), 'utf8');
@@ -343,8 +355,8 @@ describe('probes, dashboards and alerts against the running processes', () => {
     assert.equal(checked, 6, 'core: startup, liveness, readiness; edge: startup, liveness, readiness');
   });
 
-  it('the dashboard and the alert rules name only metrics core and the edge expose', () => {
-    const exposed = new Set([...exposedNames(coreMetrics), ...exposedNames(edgeMetrics)]);
+  it('the dashboard and the alert rules name only metrics core, the edge and Envoy (as envoy.yaml configures it) expose', () => {
+    const exposed = new Set([...exposedNames(coreMetrics), ...exposedNames(edgeMetrics), ...envoyStatNames()]);
     // `up` is Prometheus' own series per scraped target.
     exposed.add('up');
     const exprs = [...ruleExprs(), ...grafanaFiles.flatMap((f) => dashboardExprs(JSON.parse(readFileSync(f, 'utf8'))))];
@@ -354,6 +366,21 @@ describe('probes, dashboards and alerts against the running processes', () => {
       assert.ok(used.has(signal), `the on-call signal ${signal} is shown`);
     }
     assert.deepEqual([...used].filter((n) => !exposed.has(n)), []);
+    assert.ok(used.has('envoy_http_downstream_rq_time_bucket'), 'the front door\'s own p99 is shown');
+    // Envoy's series are told apart by labels naming its listeners' stat prefixes and its clusters.
+    const config = parse(currentEnvoyYaml()) as Obj;
+    const prefixes = new Set(config.static_resources.listeners.flatMap((l: Obj) => l.filter_chains.flatMap((c: Obj) => c.filters.map((f: Obj) => f.typed_config.stat_prefix))));
+    const clusters = new Set(config.static_resources.clusters.map((c: Obj) => c.name));
+    for (const e of exprs) {
+      for (const m of e.matchAll(/envoy_http_conn_manager_prefix="([^"]*)"/g)) assert.ok(prefixes.has(m[1]), `${m[1]} is a stat_prefix of envoy.yaml`);
+      for (const m of e.matchAll(/envoy_cluster_name="([^"]*)"/g)) assert.ok(clusters.has(m[1]), `${m[1]} is a cluster of envoy.yaml`);
+    }
+    // Prometheus scrapes Envoy where envoy.yaml serves its stats: the ready listener's route.
+    const envoyPod = named('Deployment', 'envoy').spec.template.metadata.annotations as Record<string, string>;
+    const ready = config.static_resources.listeners.find((l: Obj) => l.name === 'ready');
+    assert.equal(Number(envoyPod['prometheus.io/port']), ready.address.socket_address.port_value);
+    const routes = ready.filter_chains[0].filters[0].typed_config.route_config.virtual_hosts[0].routes as Obj[];
+    assert.ok(routes.some((r) => r.match.path === envoyPod['prometheus.io/path'] && r.route.cluster === 'envoy_admin'), 'the scraped path is routed to the admin');
     // The check itself: a misspelt name is found and is not exposed.
     assert.deepEqual(metricNamesIn('sum by (reason) (rate(edge_fail_closed_totl{reason="x"}[5m])) > 0.5'), ['edge_fail_closed_totl']);
     assert.equal(exposed.has('edge_fail_closed_totl'), false);
