@@ -18,7 +18,7 @@ import { loadConfig } from '../../bin/config.ts';
 import { startStack, type Stack } from '../../bin/stack.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { callRetrying } from '../helpers/gateway.ts';
-import type { Res } from '../helpers/http.ts';
+import { eventually, type Res } from '../helpers/http.ts';
 import { journey } from '../helpers/journey.ts';
 import { SoftAuthenticator } from '../helpers/soft-authenticator.ts';
 
@@ -242,5 +242,15 @@ describe('a second tenant from zero to a transfer, through the gateway only', ()
     refused(await send('GET', `/v1/schedules?tenantId=${A}`, serviceToken.json.token), 403, "B's service token on A");
     refused(await send('GET', `/v1/schedules?tenantId=${B}`, demo.serviceTokens.admin.token), 403, "A's service token on B");
     assert.equal((await send('GET', '/v1/schedules', serviceToken.json.token)).status, 200, "B's service token reads B's schedules");
+
+    // The edge applies a settings change from its NOTIFY: the platform (owner) limits B to an
+    // address range this client is outside of, and B's next request is refused at the edge.
+    const current = await send('GET', `/v1/tenants/${B}/security`, platform.access);
+    assert.equal(current.status, 200, current.text);
+    const fenced = await stepped(platform, 'PUT', `/v1/tenants/${B}/security`, { ...current.json, allowed_ip_ranges: ['10.0.0.0/8'] }, { 'if-match': current.headers.etag ?? '' });
+    assert.equal(fenced.status, 200, fenced.text);
+    const outside = await eventually(() => send('GET', '/v1/schedules', serviceToken.json.token), (r) => r.status === 403);
+    assert.equal(outside.status, 403, outside.text);
+    assert.match(outside.text, /tenant_ip_ranges/);
   });
 });

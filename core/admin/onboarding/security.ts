@@ -112,9 +112,11 @@ export function securityProblems(s: Settings, caller: Caller, ownTenant: boolean
   // An Admin cannot lock their own tenant out from where they stand (they would need the platform to undo it).
   const live = new BlockList();
   for (const c of ranges) if (c) live.addSubnet(c.address, c.prefix, c.family);
-  const family = isIP(caller.ip) === 6 ? 'ipv6' : 'ipv4';
-  if (ownTenant && ranges.length > 0 && problems.length === 0 && isIP(caller.ip) !== 0 && !live.check(caller.ip, family)) {
-    problems.push(`allowed_ip_ranges: none contains your own address ${caller.ip}`);
+  // An IPv4 client seen on a dual-stack socket (::ffff:a.b.c.d) is checked as IPv4, as the policy does.
+  const ip = /^::ffff:/i.test(caller.ip) && isIP(caller.ip.slice(7)) === 4 ? caller.ip.slice(7) : caller.ip;
+  const family = isIP(ip) === 6 ? 'ipv6' : 'ipv4';
+  if (ownTenant && ranges.length > 0 && problems.length === 0 && isIP(ip) !== 0 && !live.check(ip, family)) {
+    problems.push(`allowed_ip_ranges: none contains your own address ${ip}`);
   }
   return problems;
 }
