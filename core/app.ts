@@ -101,7 +101,7 @@ export function buildCore(deps: CoreDeps): Core {
   routes.push(...authzRoutes({ policies: deps.policies }));
   // One SSRF guard for every outbound target an administrator names: webhooks and identity providers.
   const targets = new TargetGuard({ allowPrivateTargets: deps.webhookAllowPrivateTargets ?? false, allowedCidrs: deps.webhookAllowedCidrs ?? [] });
-  routes.push(...adminRoutes({ db: deps.db, keys: deps.keys, now, ...(deps.adminRateLimits ? { rateLimits: deps.adminRateLimits } : {}), targets }));
+  routes.push(...adminRoutes({ db: deps.db, keys: deps.keys, now, ...(deps.adminRateLimits ? { rateLimits: deps.adminRateLimits } : {}), targets, identity }));
   const federation = { db: deps.db, keys: deps.keys, guard: targets, now };
   routes.push(...federationRoutes(federation));
   routes.push(...apiKeyRoutes({ db: deps.db, keys: deps.keys }));

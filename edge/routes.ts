@@ -309,6 +309,17 @@ export const edgeRoutes: EdgeRoute[] = [
   staffAuth('GET', '/staff/assets/{asset}', 'staff.page'),
   // an Admin re-issues a lost passkey's enrolment link (AAL 2 at the edge: the step-up policy)
   admin('POST', '/v1/staff/users/{id}/enrolment-links', 'staff_user', 'enrolment.reissue'),
+  // tenant onboarding (issue 20 item 1): platform admins issue an owned tenant's first Admin and
+  // SCIM credential (owner_actions, AAL 2); its security settings; schedule templates; agents
+  admin('POST', '/v1/tenants/{tenantId}/first-admin', 'tenant', 'tenant.issue_first_admin'),
+  admin('POST', '/v1/tenants/{tenantId}/scim-credentials', 'tenant', 'tenant.issue_scim_credential'),
+  admin('GET', '/v1/tenants/{tenantId}/security', 'tenant', 'tenant.get_security'),
+  admin('PUT', '/v1/tenants/{tenantId}/security', 'tenant', 'tenant.put_security'),
+  admin('POST', '/v1/schedule-templates', 'schedule_template', 'schedule_template.publish'),
+  admin('GET', '/v1/schedule-templates', 'schedule_template', 'schedule_template.list'),
+  admin('POST', '/v1/schedule-templates/{templateId}:copy', 'schedule_template', 'schedule_template.copy'),
+  admin('POST', '/v1/outlets', 'outlet', 'outlet.create'),
+  admin('POST', '/v1/agents', 'agent', 'agent.create'),
 ];
 
 export interface ResolvedRoute {

@@ -223,6 +223,13 @@ const table = {
   IDP_UNREACHABLE: [502, 'Bad Gateway'],
   FEDERATION_FAILED: [401, 'Unauthorized'],
   STAFF_NOT_PROVISIONED: [403, 'Forbidden'],
+  // tenant onboarding (issue 20 item 1): first admin, agents and outlets, security, templates
+  STAFF_USER_EXISTS: [409, 'Conflict'],
+  AGENT_EXISTS: [409, 'Conflict'],
+  OUTLET_NOT_FOUND: [404, 'Record Not Found'],
+  SECURITY_INVALID: [422, 'Parameter Error'],
+  TEMPLATE_NOT_FOUND: [404, 'Record Not Found'],
+  TEMPLATE_EXISTS: [409, 'Conflict'],
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ErrorCode = keyof typeof table;

@@ -126,7 +126,7 @@ async function runWrite(deps: AdminDeps, ctx: RequestContext<unknown, unknown, u
     : undefined;
   if (scope) {
     const before = await findKey(deps.db, scope);
-    if (before) return toReply(replay(before, scope, deps.keys));
+    if (before) return replayed(toReply(replay(before, scope, deps.keys)));
   }
   let committed: (() => void)[] = [];
   const makeCtx = (q: Queryable): WriteCtx => ({
@@ -158,30 +158,38 @@ async function runWrite(deps: AdminDeps, ctx: RequestContext<unknown, unknown, u
     runCommitted();
     return { status: out.status, body: out.body, headers: out.headers ?? {} };
   }
+  // The handler's own headers (e.g. Cache-Control: no-store on a secret shown once) go out with the first answer.
+  let firstHeaders: Record<string, string> = {};
   const stored = await deps.db.tx(async (client) => {
     committed = [];
+    firstHeaders = {};
     const [mine] = await claimKeys(client, [scope]);
     if (!mine) return undefined;
     await client.query('SAVEPOINT admin_work');
     let res: { status: number; body: string; contentType: string };
     try {
       const out = await fn(makeCtx(client));
+      firstHeaders = out.headers ?? {};
       res = { status: out.status, body: JSON.stringify(out.body ?? null), contentType: 'application/json; charset=utf-8' };
     } catch (err) {
       if (!(err instanceof AppError) || err.status >= 500) throw err;
       await client.query('ROLLBACK TO SAVEPOINT admin_work');
       committed = [];
+      firstHeaders = {};
       res = { status: err.status, body: JSON.stringify(toProblem(err, ctx.path)), contentType: 'application/problem+json' };
     }
     await completeKeys(client, deps.keys, [{ scope, status: res.status, body: res.body }]);
     return res;
   });
   runCommitted();
-  if (stored) return { status: stored.status, raw: { contentType: stored.contentType, data: stored.body } };
+  if (stored) return { status: stored.status, raw: { contentType: stored.contentType, data: stored.body }, headers: firstHeaders };
   const after = await findKey(deps.db, scope);
   if (!after) throw new AppError('SERVICE_UNAVAILABLE', 'idempotency key is busy; retry');
-  return toReply(replay(after, scope, deps.keys));
+  return replayed(toReply(replay(after, scope, deps.keys)));
 }
+
+/** A replay may carry a secret shown once (opened from its sealed copy): never cached. */
+const replayed = (r: Reply): Reply => ({ ...r, headers: { ...r.headers, 'cache-control': 'no-store' } });
 
 /** One administration route with the shared conventions around its handler. */
 export function adminRoute<P extends TSchema, Q extends TSchema, B extends TSchema>(deps: AdminDeps, spec: AdminRouteSpec<P, Q, B>): RouteSpec {

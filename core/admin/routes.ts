@@ -21,13 +21,19 @@ import { enrolmentAdminRoutes } from '../staff/enrolment-admin.ts';
 import { TargetGuard } from './webhooks/target.ts';
 import { sessionAdminRoutes } from '../staff/sessions-admin.ts';
 import { identityProviderRoutes } from '../staff/idp.ts';
+// tenant onboarding (issue 20 item 1)
+import { firstAdminRoutes } from './onboarding/first-admin.ts';
+import { securityRoutes } from './onboarding/security.ts';
+import { templateRoutes } from './onboarding/templates.ts';
+import { agentAdminRoutes } from '../agents/admin-routes.ts';
+import type { IdentityDeps } from '../identity/context.ts';
 
 /**
  * `allowPrivateWebhookTargets`: tests and the development stack only (see ./webhooks/target.ts).
  * `webhookAllowedCidrs`: the internal receivers an operator lists (PRIVATE_TARGETS_ALLOWED), so an
  * endpoint the dispatcher may deliver to can also be created (issue 23 item 5).
  */
-export function adminRoutes(opts: { db: Db; keys: KeyStore; now: () => number; rateLimits?: RateLimits; allowPrivateWebhookTargets?: boolean; webhookAllowedCidrs?: string[]; targets?: TargetGuard }): RouteSpec[] {
+export function adminRoutes(opts: { db: Db; keys: KeyStore; now: () => number; rateLimits?: RateLimits; allowPrivateWebhookTargets?: boolean; webhookAllowedCidrs?: string[]; targets?: TargetGuard; identity?: IdentityDeps }): RouteSpec[] {
   const deps: AdminDeps = {
     db: opts.db, keys: opts.keys, now: opts.now, limiter: new RateLimiter(opts.db, opts.rateLimits), pages: new Cursors(opts.db, opts.keys),
     webhookTargets: opts.targets ?? new TargetGuard({ allowPrivateTargets: opts.allowPrivateWebhookTargets ?? false, allowedCidrs: opts.webhookAllowedCidrs ?? [] }),
@@ -38,5 +44,8 @@ export function adminRoutes(opts: { db: Db; keys: KeyStore; now: () => number; r
     ...staffAdminRoutes(deps),
     ...sessionAdminRoutes(deps), ...identityProviderRoutes(deps),
     ...enrolmentAdminRoutes(deps),
+    // tenant onboarding (issue 20 item 1); agents need identity's PIN hasher and peppers
+    ...firstAdminRoutes(deps), ...securityRoutes(deps), ...templateRoutes(deps),
+    ...(opts.identity ? agentAdminRoutes(deps, opts.identity) : []),
   ];
 }

@@ -14,13 +14,13 @@ import { validateLimits, validateTiers, type Issue } from './tiers.ts';
 import { activateSchedule, addItems, archiveSchedule, createSchedule, deactivateSchedule, parseLimits, parseTiers } from './write.ts';
 import type { Queryable } from '../../../shared/db/pool.ts';
 
-const Kind = Type.Union([Type.Literal('FEE'), Type.Literal('LIMIT'), Type.Literal('COMMISSION')]);
+export const Kind = Type.Union([Type.Literal('FEE'), Type.Literal('LIMIT'), Type.Literal('COMMISSION')]);
 const Scope = Type.Union([Type.Literal('TENANT'), Type.Literal('COUNTRY'), Type.Literal('ENVIRONMENT')]);
-const TierIn = Type.Object({
+export const TierIn = Type.Object({
   min_amount: Decimal, max_amount: Type.Optional(Type.Union([Decimal, Type.Null()])), fixed: Type.Optional(Decimal),
   percent_bps: Type.Optional(Type.Integer({ minimum: 0, maximum: 10000 })), fee_min: Type.Optional(Type.Union([Decimal, Type.Null()])), fee_max: Type.Optional(Type.Union([Decimal, Type.Null()])),
 }, { additionalProperties: false });
-const LimitIn = Type.Object({
+export const LimitIn = Type.Object({
   action: ProductCode, period: Type.Union([Type.Literal('transaction'), Type.Literal('day'), Type.Literal('month')]),
   max_amount: Type.Optional(Type.Union([Decimal, Type.Null()])), max_count: Type.Optional(Type.Union([Type.Integer({ minimum: 1 }), Type.Null()])),
   kyc_level: Type.Optional(Type.Union([Type.String({ maxLength: 16 }), Type.Null()])),
@@ -36,7 +36,7 @@ const ScheduleSummary = Type.Object({
   status: Type.Union([Type.Literal('INACTIVE'), Type.Literal('ACTIVE'), Type.Literal('ARCHIVED')]), active_from: Nullable(Timestamp), active_to: Nullable(Timestamp),
 });
 /** A schedule with its fee tiers or limit rows (view). */
-const Schedule = Type.Intersect([ScheduleSummary, Type.Object({
+export const Schedule = Type.Intersect([ScheduleSummary, Type.Object({
   promoted_from: Nullable(Uuid), created_at: Timestamp, updated_at: Timestamp, items: Type.Union([Type.Array(TierOut), Type.Array(LimitOut)]),
 })]);
 const Validation = Type.Object({ valid: Type.Boolean(), issues: Type.Array(Type.Object({ code: Type.String(), message: Type.String(), items: Type.Array(Type.Integer({ minimum: 0 })) })) });
@@ -45,7 +45,7 @@ const LimitCheck = Type.Object({
   rows: Type.Array(Type.Object({ scheduleId: Uuid, rowId: Uuid, action: Type.String(), period: Period, max_amount: Nullable(AmountOut), max_count: Nullable(Type.Integer()), kyc_level: Nullable(Type.String()) })),
   within_transaction_limit: Nullable(Type.Boolean()),
 });
-const Items = Type.Optional(Type.Array(Type.Union([TierIn, LimitIn]), { maxItems: 100 }));
+export const Items = Type.Optional(Type.Array(Type.Union([TierIn, LimitIn]), { maxItems: 100 }));
 const Params = Type.Object({ scheduleId: Uuid });
 /**
  * The environment is `envId`, as in configs and flags (issue 15 item 8); `env`, its former name
@@ -65,7 +65,7 @@ function envOf(c: { envId?: string | undefined; env?: string | undefined }): str
   return c.envId ?? c.env;
 }
 
-function split(kind: string, items: readonly unknown[]): { tiers?: ReturnType<typeof parseTiers>; limits?: ReturnType<typeof parseLimits> } {
+export function split(kind: string, items: readonly unknown[]): { tiers?: ReturnType<typeof parseTiers>; limits?: ReturnType<typeof parseLimits> } {
   const tiered = tieredKinds.includes(kind as ScheduleRow['kind']);
   for (const [i, it] of items.entries()) {
     const isTier = typeof it === 'object' && it !== null && 'min_amount' in it;
@@ -74,7 +74,7 @@ function split(kind: string, items: readonly unknown[]): { tiers?: ReturnType<ty
   return tiered ? { tiers: parseTiers(items as Parameters<typeof parseTiers>[0]) } : { limits: parseLimits(items as Parameters<typeof parseLimits>[0]) };
 }
 
-async function view(q: Queryable, s: ScheduleRow) {
+export async function view(q: Queryable, s: ScheduleRow) {
   const minor = await requireMinorUnits(q, s.currency);
   const m = (v: bigint | null) => (v === null ? null : format(v, minor));
   const items = tieredKinds.includes(s.kind)

@@ -14,6 +14,8 @@ import { requirePlatformAdminTenant } from '../../platform/operator.ts';
 import { requireCountry } from '../countries/routes.ts';
 import { CountryCode, CurrencyCode, Page, Timestamp, pageQuery } from '../schemas.ts';
 import { TenantId } from '../../identity/schemas.ts';
+import { ensureTenantLedger } from '../../ledger/catalog.ts';
+import { openAccount } from '../../ledger/accounts.ts';
 
 interface TenantRow { id: string; name: string; country: string; base_currency: string; status: 'ACTIVE' | 'SUSPENDED'; created_at: Date; updated_at: Date }
 const cols = 'id, name, country, base_currency, status, created_at, updated_at';
@@ -22,12 +24,25 @@ const Status = Type.Union([Type.Literal('ACTIVE'), Type.Literal('SUSPENDED')]);
 const Params = Type.Object({ tenantId: TenantId });
 /** A tenant as every tenant route shows it (view). */
 const Tenant = Type.Object({ id: TenantId, name: Type.String(), country: CountryCode, baseCurrency: CurrencyCode, status: Status, created_at: Timestamp, updated_at: Timestamp });
+/**
+ * A new tenant as its creator sees it (issue 20 item 1): with the settlement account of its base
+ * currency, the source of money entering the tenant (opened with it; not openable through the API),
+ * which the tenant's core client names when it funds wallets.
+ */
+const CreatedTenant = Type.Object({ ...Tenant.properties, settlementAccountId: Type.String() });
+
+/** The tenant's ledger catalogue and settlement account, as the development seed opens the demo's (core/ledger/seed.ts). */
+async function openTenantLedger(q: Queryable, t: TenantRow, now: number): Promise<string> {
+  await ensureTenantLedger(q, t.id);
+  const account = await openAccount(q, { tenantId: t.id, ownerType: 'platform', ownerId: `settlement-${t.base_currency}`, productCode: 'SETTLEMENT', currency: t.base_currency, viaApi: false }, now);
+  return account.id;
+}
 
 /** Tenants the caller's tenant manages: itself and those it created. */
 const managedBy = `(id = $1 OR id IN (SELECT tenant_id FROM admin_tenant_owners WHERE owner_tenant_id = $1))`;
 
 /** The caller's tenant or one it created, or 404 TENANT_NOT_FOUND (another tenant's existence is not revealed). */
-async function managedTenant(q: Queryable, callerTenant: string, id: string, lock = false): Promise<TenantRow> {
+export async function managedTenant(q: Queryable, callerTenant: string, id: string, lock = false): Promise<TenantRow> {
   const { rows } = await q.query<TenantRow>(`SELECT ${cols} FROM tenants WHERE id = $2 AND ${managedBy}${lock ? ' FOR UPDATE' : ''}`, [callerTenant, id]);
   const t = rows[0];
   if (!t) throw new AppError('TENANT_NOT_FOUND', `no tenant ${id}`);
@@ -71,7 +86,7 @@ export function tenantRoutes(deps: AdminDeps): RouteSpec[] {
     adminRoute(deps, {
       method: 'POST', path: '/v1/tenants', operationId: 'createTenant', summary: 'Create a tenant (country enabled, base currency allowed there; idempotent)', tags, roles: admins, mode: 'create',
       body: Type.Object({ id: Params.properties.tenantId, name: Type.String({ minLength: 1, maxLength: 200 }), country: CountryCode, baseCurrency: CurrencyCode, status: Type.Optional(Status) }, { additionalProperties: false }),
-      responses: { 201: { description: 'The tenant', schema: Tenant } },
+      responses: { 201: { description: 'The tenant and its settlement account', schema: CreatedTenant } },
       write: async (ctx, w) => {
         // Issue 23 item 5: tenants are created by platform admins only (the operator tenant's Admins).
         await requirePlatformAdminTenant(w.q, w.caller.tenantId);
@@ -88,8 +103,9 @@ export function tenantRoutes(deps: AdminDeps): RouteSpec[] {
           `INSERT INTO relationship_tuples (tenant_id, subject_ns, subject_id, relation, object_ns, object_id) VALUES ($1, 'tenant', $1, 'owner', 'tenant', $2)`,
           [w.caller.tenantId, t.id]);
         await enqueue(w.q, { tenantId: t.id, aggregate: 'tenant', aggregateId: t.id, event: 'tenant.created', payload: view(t) });
-        await w.audit('tenant.create', { type: 'tenant', id: t.id }, { country: t.country, baseCurrency: t.base_currency });
-        return { status: 201, body: view(t) };
+        const settlementAccountId = await openTenantLedger(w.q, t, deps.now());
+        await w.audit('tenant.create', { type: 'tenant', id: t.id }, { country: t.country, baseCurrency: t.base_currency, settlementAccountId });
+        return { status: 201, body: { ...view(t), settlementAccountId } };
       },
     }),
     adminRoute(deps, {

@@ -1,0 +1,160 @@
+/**
+ * A tenant's security settings (SPEC 2.10; issue 20 item 1): every SPEC 2.10 field plus those the
+ * security issue added (issue 13: `device_cooloff_hours`, `address_throttle`; issue 17:
+ * `require_dpop_nonce`, `oauth_client_secrets_forbidden`, `mtls_trusted_cas`) and the `timezone` the policy's `hours` caveats read. GET shows every
+ * field with its effective value (defaults filled in) and an ETag; PUT replaces the whole
+ * document, needs If-Match (428 without, 412 when stale), is validated beyond its schema (CIDRs,
+ * the throttle's own bounds, a known time zone) and audited with the fields it changed. The
+ * UPDATE of `tenants` fires the `tenants_changed` NOTIFY (migration 0300), so every edge applies
+ * the new settings from its next request (edge/state/store.ts).
+ */
+import { Type, type Static } from '@sinclair/typebox';
+import { TypeCompiler } from '@sinclair/typebox/compiler';
+import { X509Certificate } from 'node:crypto';
+import { BlockList, isIP } from 'node:net';
+import { AppError } from '../../../shared/errors.ts';
+import type { RouteSpec } from '../../http/route.ts';
+import { defaultAddressPolicy } from '../../identity/address-throttle.ts';
+import { TenantId } from '../../identity/schemas.ts';
+import { AddressThrottle, addressThrottleProblems, defaultDeviceCooloffHours, defaultSessionTimeoutMinutes } from '../../identity/settings.ts';
+import { parseCidr } from '../webhooks/target.ts';
+import { adminRoute, admins, checkIfMatch, etagOf, readers, type AdminDeps, type Caller } from '../http.ts';
+import { CountryCode } from '../schemas.ts';
+import { managedTenant } from '../tenants/routes.ts';
+
+const minute = 60_000;
+const Throttle = Type.Object({
+  failures: Type.Integer({ minimum: 20, maximum: 100_000 }), window_minutes: Type.Integer({ minimum: 1, maximum: 6 * 60 }),
+  delay_seconds: Type.Integer({ minimum: 1, maximum: 3600 }), max_delay_minutes: Type.Integer({ minimum: 1, maximum: 12 * 60 }),
+}, { additionalProperties: false });
+
+/** The whole document, every field present (PUT takes exactly this; GET shows it). */
+export const SecuritySettings = Type.Object({
+  mfa_required_for_all_users: Type.Boolean(),
+  session_timeout_minutes: Type.Integer({ minimum: 1, maximum: 30 * 24 * 60 }),
+  allowed_ip_ranges: Type.Array(Type.String({ minLength: 3, maxLength: 49, pattern: '/' }), { maxItems: 100, uniqueItems: true }),
+  resident_regions: Type.Array(CountryCode, { maxItems: 50, uniqueItems: true }),
+  require_dpop: Type.Boolean(),
+  require_dpop_nonce: Type.Boolean(),
+  require_mtls_for_m2m: Type.Boolean(),
+  device_cooloff_hours: Type.Integer({ minimum: 0, maximum: 30 * 24 }),
+  address_throttle: Throttle,
+  timezone: Type.String({ minLength: 1, maxLength: 64 }),
+  /** Issue 17 (core/oauth/tenant-policy.ts): no client_secret_basic/post clients. */
+  oauth_client_secrets_forbidden: Type.Boolean(),
+  /** Issue 17: PEM certificates of the CAs whose client certificates `tls_client_auth` accepts. */
+  mtls_trusted_cas: Type.Array(Type.String({ minLength: 1, maxLength: 16384 }), { maxItems: 20 }),
+}, { additionalProperties: false });
+type Settings = Static<typeof SecuritySettings>;
+
+/**
+ * Each stored field checked on its own against the document's schema (a stored throttle may name
+ * only some of its fields): one malformed field shows its default, not every field's.
+ */
+const fieldChecks = new Map(Object.entries({ ...SecuritySettings.properties, address_throttle: AddressThrottle }).map(([k, v]) => [k, TypeCompiler.Compile(v)]));
+
+function stored(security: unknown, name: 'address_throttle'): Static<typeof AddressThrottle> | undefined;
+function stored<K extends keyof Settings>(security: unknown, name: K): Settings[K] | undefined;
+function stored(security: unknown, name: string): unknown {
+  const v = typeof security === 'object' && security !== null ? (security as Record<string, unknown>)[name] : undefined;
+  return v !== undefined && fieldChecks.get(name)?.Check(v) === true ? v : undefined;
+}
+
+/** The effective settings of a stored `security` value: what identity and the edge apply. */
+export function settingsOf(security: unknown): Settings {
+  const t: Static<typeof AddressThrottle> = stored(security, 'address_throttle') ?? {};
+  const d = defaultAddressPolicy;
+  return {
+    mfa_required_for_all_users: stored(security, 'mfa_required_for_all_users') ?? false,
+    session_timeout_minutes: stored(security, 'session_timeout_minutes') ?? defaultSessionTimeoutMinutes,
+    allowed_ip_ranges: stored(security, 'allowed_ip_ranges') ?? [],
+    resident_regions: stored(security, 'resident_regions') ?? [],
+    require_dpop: stored(security, 'require_dpop') ?? false,
+    require_dpop_nonce: stored(security, 'require_dpop_nonce') ?? false,
+    require_mtls_for_m2m: stored(security, 'require_mtls_for_m2m') ?? false,
+    device_cooloff_hours: stored(security, 'device_cooloff_hours') ?? defaultDeviceCooloffHours,
+    address_throttle: {
+      failures: t.failures ?? d.failures, window_minutes: t.window_minutes ?? d.windowMs / minute,
+      delay_seconds: t.delay_seconds ?? d.delayMs / 1000, max_delay_minutes: t.max_delay_minutes ?? d.maxDelayMs / minute,
+    },
+    timezone: stored(security, 'timezone') ?? 'UTC',
+    oauth_client_secrets_forbidden: stored(security, 'oauth_client_secrets_forbidden') ?? false,
+    mtls_trusted_cas: stored(security, 'mtls_trusted_cas') ?? [],
+  };
+}
+
+function knownZone(zone: string): boolean {
+  try {
+    new Intl.DateTimeFormat('en-GB', { timeZone: zone });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Every problem the schema cannot express; [] when the document may be stored. */
+export function securityProblems(s: Settings, caller: Caller, ownTenant: boolean): string[] {
+  const problems = [...addressThrottleProblems(s.address_throttle)];
+  const ranges = s.allowed_ip_ranges.map((r, i) => {
+    const c = r.includes('/') ? parseCidr(r) : undefined;
+    if (!c) problems.push(`allowed_ip_ranges[${i}]: ${r} is not a CIDR (a.b.c.d/n or x::/n)`);
+    return c;
+  });
+  if (s.require_dpop_nonce && !s.require_dpop) problems.push('require_dpop_nonce: needs require_dpop');
+  s.mtls_trusted_cas.forEach((pem, i) => {
+    try {
+      if (!new X509Certificate(pem).ca) problems.push(`mtls_trusted_cas[${i}]: not a CA certificate`);
+    } catch {
+      problems.push(`mtls_trusted_cas[${i}]: not a PEM certificate`);
+    }
+  });
+  if (!knownZone(s.timezone)) problems.push(`timezone: ${s.timezone} is not a known IANA time zone`);
+  // An Admin cannot lock their own tenant out from where they stand (they would need the platform to undo it).
+  const live = new BlockList();
+  for (const c of ranges) if (c) live.addSubnet(c.address, c.prefix, c.family);
+  // An IPv4 client seen on a dual-stack socket (::ffff:a.b.c.d) is checked as IPv4, as the policy does.
+  const ip = /^::ffff:/i.test(caller.ip) && isIP(caller.ip.slice(7)) === 4 ? caller.ip.slice(7) : caller.ip;
+  const family = isIP(ip) === 6 ? 'ipv6' : 'ipv4';
+  if (ownTenant && ranges.length > 0 && problems.length === 0 && isIP(ip) !== 0 && !live.check(ip, family)) {
+    problems.push(`allowed_ip_ranges: none contains your own address ${ip}`);
+  }
+  return problems;
+}
+
+const Params = Type.Object({ tenantId: TenantId });
+
+export function securityRoutes(deps: AdminDeps): RouteSpec[] {
+  const tags = ['admin.tenants'];
+  return [
+    adminRoute(deps, {
+      method: 'GET', path: '/v1/tenants/{tenantId}/security', operationId: 'getTenantSecurity', tags, roles: readers, mode: 'read',
+      summary: "The tenant's security settings (SPEC 2.10), every field with its effective value; the ETag is what PUT's If-Match names",
+      params: Params, responses: { 200: { description: 'The settings', schema: SecuritySettings } },
+      read: async (ctx, caller) => {
+        await managedTenant(deps.db, caller.tenantId, ctx.params.tenantId);
+        const { rows } = await deps.db.query<{ security: unknown }>('SELECT security FROM tenants WHERE id = $1', [ctx.params.tenantId]);
+        return { status: 200, body: settingsOf(rows[0]?.security) };
+      },
+    }),
+    adminRoute(deps, {
+      method: 'PUT', path: '/v1/tenants/{tenantId}/security', operationId: 'putTenantSecurity', tags, roles: admins, mode: 'write', ifMatch: true,
+      summary: 'Replace the security settings (If-Match required); edges apply them from their next request (NOTIFY tenants_changed)',
+      params: Params, body: SecuritySettings, responses: { 200: { description: 'The settings now in force', schema: SecuritySettings } },
+      write: async (ctx, w) => {
+        const t = await managedTenant(w.q, w.caller.tenantId, ctx.params.tenantId, true);
+        const { rows } = await w.q.query<{ security: unknown }>('SELECT security FROM tenants WHERE id = $1', [t.id]);
+        const before = settingsOf(rows[0]?.security);
+        checkIfMatch(ctx.headers, before);
+        const problems = securityProblems(ctx.body, w.caller, t.id === w.caller.tenantId);
+        if (problems.length > 0) throw new AppError('SECURITY_INVALID', problems.join('; '));
+        // Kept whole: fields a newer release reads but this one does not know survive the write.
+        const current = rows[0]?.security;
+        const previous = typeof current === 'object' && current !== null ? current : {};
+        await w.q.query('UPDATE tenants SET security = $2::jsonb, updated_at = now() WHERE id = $1', [t.id, JSON.stringify({ ...previous, ...ctx.body })]);
+        const changed = (Object.keys(ctx.body) as (keyof Settings)[]).filter((k) => etagOf(before[k]) !== etagOf(ctx.body[k]));
+        await w.audit('tenant.security.put', { type: 'tenant', id: t.id }, { changed, values: Object.fromEntries(changed.map((k) => [k, ctx.body[k]])) });
+        return { status: 200, headers: { etag: etagOf(ctx.body) }, body: ctx.body };
+      },
+    }),
+  ];
+}
