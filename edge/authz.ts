@@ -111,7 +111,7 @@ export function localHour(nowMs: number, tz: unknown): number {
 function tenantInput(id: string, t: TenantState | undefined, tuples: TupleState[] = []): Record<string, unknown> {
   if (!id) return { id: '' };
   if (!t) return { id, status: 'UNKNOWN', security: {} };
-  return { id, status: t.status, security: t.security, tuples };
+  return { id, status: t.status, security: t.security, tuples, platform: t.platform };
 }
 
 /** Actions that start a new money intent: velocity (risk) counts them. */

@@ -309,6 +309,10 @@ export const edgeRoutes: EdgeRoute[] = [
   staffAuth('GET', '/staff/assets/{asset}', 'staff.page'),
   // an Admin re-issues a lost passkey's enrolment link (AAL 2 at the edge: the step-up policy)
   admin('POST', '/v1/staff/users/{id}/enrolment-links', 'staff_user', 'enrolment.reissue'),
+  // relationship tuples (issue 20 item 3; SPEC 2.7): core/admin/tuples/
+  admin('GET', '/v1/tenants/{tenantId}/tuples', 'relationship_tuple', 'tuple.list_tuples'),
+  admin('PUT', '/v1/tenants/{tenantId}/tuples', 'relationship_tuple', 'tuple.write_tuple'),
+  admin('POST', '/v1/tenants/{tenantId}/tuples:delete', 'relationship_tuple', 'tuple.delete_tuple'),
 ];
 
 export interface ResolvedRoute {

@@ -21,6 +21,8 @@ import { enrolmentAdminRoutes } from '../staff/enrolment-admin.ts';
 import { TargetGuard } from './webhooks/target.ts';
 import { sessionAdminRoutes } from '../staff/sessions-admin.ts';
 import { identityProviderRoutes } from '../staff/idp.ts';
+// issue 20 item 3: relationship tuples
+import { tupleRoutes } from './tuples/routes.ts';
 
 /**
  * `allowPrivateWebhookTargets`: tests and the development stack only (see ./webhooks/target.ts).
@@ -38,5 +40,7 @@ export function adminRoutes(opts: { db: Db; keys: KeyStore; now: () => number; r
     ...staffAdminRoutes(deps),
     ...sessionAdminRoutes(deps), ...identityProviderRoutes(deps),
     ...enrolmentAdminRoutes(deps),
+    // issue 20 item 3: relationship tuples
+    ...tupleRoutes(deps),
   ];
 }
