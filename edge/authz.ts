@@ -111,7 +111,7 @@ export function localHour(nowMs: number, tz: unknown): number {
 function tenantInput(id: string, t: TenantState | undefined, tuples: TupleState[] = []): Record<string, unknown> {
   if (!id) return { id: '' };
   if (!t) return { id, status: 'UNKNOWN', security: {} };
-  return { id, status: t.status, security: t.security, tuples };
+  return { id, status: t.status, security: t.security, tuples, platform: t.platform };
 }
 
 /** Actions that start a new money intent: velocity (risk) counts them. */
@@ -349,6 +349,8 @@ export function createDecider(deps: DeciderDeps) {
       const set: Record<string, string> = {
         'x-purpose': resolved.purpose, 'x-masking': masking, 'x-edge-auth': deps.edgeSecret,
         'x-policy-version': result.policy_version, 'x-registry-version': result.registry_version,
+        // Issue 20 item 5: core's audit records name the request's risk as the edge assessed it.
+        'x-risk': assessed.risk,
       };
       if (requestTenant) set['x-tenant-id'] = requestTenant;
       // Core checks DPoP proofs at sign-in and the token endpoint against the URL the client

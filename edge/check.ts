@@ -20,6 +20,8 @@ export const identityHeaders = [
   'x-credential', 'x-budget-counted',
   // issue 17: the URL the client addressed (DPoP htu) and the client certificate Envoy verified
   'x-public-origin', 'x-client-certificate',
+  // issue 20 item 5: the risk the edge assessed, recorded in core's audit records
+  'x-risk',
 ] as const;
 
 /** Credentials checked here that core never needs: removed from the request on allow. */

@@ -320,6 +320,10 @@ export const edgeRoutes: EdgeRoute[] = [
   admin('POST', '/v1/schedule-templates/{templateId}:copy', 'schedule_template', 'schedule_template.copy'),
   admin('POST', '/v1/outlets', 'outlet', 'outlet.create'),
   admin('POST', '/v1/agents', 'agent', 'agent.create'),
+  // relationship tuples (issue 20 item 3; SPEC 2.7): core/admin/tuples/
+  admin('GET', '/v1/tenants/{tenantId}/tuples', 'relationship_tuple', 'tuple.list_tuples'),
+  admin('PUT', '/v1/tenants/{tenantId}/tuples', 'relationship_tuple', 'tuple.write_tuple'),
+  admin('POST', '/v1/tenants/{tenantId}/tuples:delete', 'relationship_tuple', 'tuple.delete_tuple'),
 ];
 
 export interface ResolvedRoute {

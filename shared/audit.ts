@@ -3,6 +3,7 @@
  * the previous row's hash and the canonical JSON of the record, so any edit, deletion or
  * reordering breaks the chain at a point `verifyChain` reports.
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { createHash } from 'node:crypto';
 import { canonicalJson } from './canonical-json.ts';
 import type { Db, Queryable } from './db/pool.ts';
@@ -21,6 +22,45 @@ export interface AuditEntry {
 }
 
 const genesis: Buffer = Buffer.alloc(32);
+
+/**
+ * The decision and request facts of the request a service is serving (SPEC 2.8; issue 20 item
+ * 5): the edge's policy and registry versions, purpose, AAL, trace and decision ids, and the
+ * request's ip, ua and risk. Core's HTTP pipeline runs every handler inside them
+ * (core/http/audit-facts.ts), so every record appended while serving the request carries the
+ * decision that let it through, whichever module writes it. Outside a request (timers, the
+ * edge's writer thread) there are none.
+ */
+export interface RequestAuditFacts {
+  decision: Record<string, unknown>;
+  attrs: Record<string, unknown>;
+}
+
+const requestFacts = new AsyncLocalStorage<RequestAuditFacts>();
+
+/** Run `fn` (a request's handler) with the request's audit facts. */
+export function withRequestAudit<T>(facts: RequestAuditFacts, fn: () => T): T {
+  return requestFacts.run(facts, fn);
+}
+
+/**
+ * Run `fn` outside any request's facts: work that appends records gathered from many requests
+ * (the ledger batcher) must not stamp them all with whichever request happened to start it.
+ */
+export function withoutRequestAudit<T>(fn: () => T): T {
+  return requestFacts.exit(fn);
+}
+
+/**
+ * `e` with the current request's facts merged under its own decision and attrs: what the
+ * writer states itself (a refused login's `allow: false`, the session's new AAL) wins.
+ */
+export function withRequestFacts(e: AuditEntry): AuditEntry {
+  const f = requestFacts.getStore();
+  if (!f) return e;
+  return { ...e, decision: { ...f.decision, ...e.decision }, attrs: { ...f.attrs, ...e.attrs } };
+}
+
 
 /**
  * The hashed record: canonical JSON of {ts, tenant_id, actor, action, target, decision, attrs},
@@ -83,7 +123,7 @@ function rowHash(prev: Buffer, p: RecordParts): Buffer {
  */
 export async function appendAudit(client: Queryable, entries: AuditEntry[]): Promise<number[]> {
   if (entries.length === 0) return [];
-  entries = entries.map((e) => ({ ...e, tenantId: storable(e.tenantId) }));
+  entries = entries.map((e) => ({ ...withRequestFacts(e), tenantId: storable(e.tenantId) }));
   const tenants = [...new Set(entries.map((e) => e.tenantId))].sort();
   // One round trip creates missing heads and locks every head, in tenant order (no deadlocks);
   // DO UPDATE is what makes ON CONFLICT lock the existing row and return it.

@@ -206,6 +206,12 @@ const table = {
   GROUP_TOO_SMALL: [403, 'Forbidden'],
   RAW_ROWS_DENIED: [403, 'Forbidden'],
   CONSENT_NOT_FOUND: [404, 'Record Not Found'],
+  // relationship tuples (issue 20 item 3; SPEC 2.7)
+  TUPLE_NOT_FOUND: [404, 'Record Not Found'],
+  /** A subject or object that is not the tenant's, a relation it cannot hold, or a bad caveat. */
+  TUPLE_INVALID: [422, 'Parameter Error'],
+  /** owner or admin over a tenant, and parent, are granted by platform admins only. */
+  TUPLE_PLATFORM_ONLY: [403, 'Forbidden'],
   // SCIM 2.0 provisioning (issue 14 item 1; RFC 7644 section 3.12 scimType in scimTypes below)
   SCIM_INVALID_FILTER: [400, 'Bad Request'],
   SCIM_INVALID_SYNTAX: [400, 'Bad Request'],

@@ -27,6 +27,8 @@ import { securityRoutes } from './onboarding/security.ts';
 import { templateRoutes } from './onboarding/templates.ts';
 import { agentAdminRoutes } from '../agents/admin-routes.ts';
 import type { IdentityDeps } from '../identity/context.ts';
+// issue 20 item 3: relationship tuples
+import { tupleRoutes } from './tuples/routes.ts';
 
 /**
  * `allowPrivateWebhookTargets`: tests and the development stack only (see ./webhooks/target.ts).
@@ -47,5 +49,7 @@ export function adminRoutes(opts: { db: Db; keys: KeyStore; now: () => number; r
     // tenant onboarding (issue 20 item 1); agents need identity's PIN hasher and peppers
     ...firstAdminRoutes(deps), ...securityRoutes(deps), ...templateRoutes(deps),
     ...(opts.identity ? agentAdminRoutes(deps, opts.identity) : []),
+    // issue 20 item 3: relationship tuples
+    ...tupleRoutes(deps),
   ];
 }

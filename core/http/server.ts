@@ -16,6 +16,8 @@ import { parseQuery, storable, validate } from './validate.ts';
 import { isCanonicalPath } from '../../shared/canonical-path.ts';
 import { inMoneyScope, moneyScopeOf, type MoneyScope } from './money.ts';
 import { responseProblems } from './response-check.ts';
+import { withRequestAudit } from '../../shared/audit.ts';
+import { auditFactsOf } from './audit-facts.ts';
 
 export interface HttpDeps {
   routes: RouteSpec[];
@@ -198,9 +200,11 @@ export function createHandler(deps: HttpDeps): (req: IncomingMessage, res: Serve
       const body = route.body ? validate(route.body, decoded, 'body') : storable(decoded, 'body');
       const query = route.query ? validate(route.query, parseQuery(url.search), 'query', true) : {};
       const params = route.params ? validate(route.params, match.params, 'params') : storable(match.params, 'params');
-      return inMoneyScope(scope, () => route.handler({
+      // Issue 20 item 5: every audit record the handler writes carries this request's decision.
+      const facts = auditFactsOf(headers, identity, requestId, req.socket.remoteAddress);
+      return withRequestAudit(facts, () => inMoneyScope(scope, () => route.handler({
         req, method: method as Method, path, template, params, query, body, rawBody, headers, requestId, log, identity,
-      }));
+      })));
     };
 
     /**

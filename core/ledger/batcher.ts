@@ -11,7 +11,7 @@
 import type { Logger } from 'pino';
 import pg from 'pg';
 import { txRetryLimit, type Db } from '../../shared/db/pool.ts';
-import { appendAudit, type AuditEntry } from '../../shared/audit.ts';
+import { appendAudit, withoutRequestAudit, withRequestFacts, type AuditEntry } from '../../shared/audit.ts';
 import { AppError, isErrorCode, toCoreBody } from '../../shared/errors.ts';
 import { findKey, replay, type IdemScope, type StoredResponse } from '../idempotency/idempotency.ts';
 import { storedForm, type ResponseVault } from '../idempotency/secrets.ts';
@@ -52,6 +52,12 @@ export interface Job {
 interface Queued extends Job {
   resolve(r: StoredResponse): void;
   reject(err: unknown): void;
+}
+
+/** A job's audit record with the current request's decision and request facts. */
+function stamped(a: NonNullable<Job['audit']>): NonNullable<Job['audit']> {
+  const e = withRequestFacts(a);
+  return { ...e, attrs: e.attrs ?? {} };
 }
 
 /** Retries of a batch whose connection died (terminated backend, network). */
@@ -98,8 +104,11 @@ export class LedgerBatcher {
     if (this.queue.length >= maxQueuedCommands) {
       return Promise.reject(new AppError('SERVICE_UNAVAILABLE', 'ledger is overloaded; retry later', { headers: { 'retry-after': '1' } }));
     }
+    // Issue 20 item 5: the submitting request's decision is taken now; the batch appends its
+    // records outside any one request's facts (runBatch), so each keeps its own.
+    const audit = job.audit ? stamped(job.audit) : undefined;
     return new Promise((resolve, reject) => {
-      this.queue.push({ ...job, resolve, reject });
+      this.queue.push({ ...job, ...(audit ? { audit } : {}), resolve, reject });
       this.schedule();
     });
   }
@@ -232,7 +241,7 @@ export class LedgerBatcher {
       }
       if (j.audit) audits.push({ ...j.audit, attrs: { ...j.audit.attrs, outcome: result.ok ? 'ok' : result.code } });
     });
-    if (audits.length > 0) await appendAudit(client, audits);
+    if (audits.length > 0) await withoutRequestAudit(() => appendAudit(client, audits));
     // The responses, looked up by key (the = ANY keeps it an index scan), then the commit.
     const complete = done.length === 0 ? '' : `WITH d AS (SELECT * FROM jsonb_to_recordset(${escapeLiteral(JSON.stringify(done))}::jsonb) AS d(tenant text, key text, principal text, status integer, body text, sealed text))
       UPDATE idempotency_keys k SET response_status = d.status, response_body = d.body, response_sealed = decode(d.sealed, 'base64') FROM d

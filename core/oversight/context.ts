@@ -6,7 +6,6 @@
 import type { Db } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
 import type { RequestContext } from '../http/route.ts';
-import { decisionOf } from '../payments/context.ts';
 
 export interface OversightDeps {
   db: Db;
@@ -32,11 +31,10 @@ export function staffOf(ctx: AnyCtx, role: string): StaffCaller {
   return { tenantId: id.tenantId, principalId: id.principalId, roles: id.roles, aal: id.aal ?? 0 };
 }
 
-/** The audit actor and decision of a staff request (SPEC 6.3: who, under which decision). */
-export function auditOf(ctx: AnyCtx, caller: { principalId: string; aal: number }, type = 'staff') {
-  return {
-    actor: { type, id: caller.principalId },
-    decision: { allow: true, ...decisionOf(ctx), aal: caller.aal, trace_id: ctx.requestId },
-    attrs: { ip: ctx.identity.clientIp ?? '', ua: ctx.headers['user-agent'] ?? '' },
-  };
+/**
+ * The audit actor of a staff request (SPEC 6.3: who). Under which decision, from where and at
+ * which AAL the pipeline adds to every record (core/http/audit-facts.ts; issue 20 item 5).
+ */
+export function auditOf(_ctx: AnyCtx, caller: { principalId: string }, type = 'staff') {
+  return { actor: { type, id: caller.principalId }, decision: {}, attrs: {} };
 }

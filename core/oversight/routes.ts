@@ -97,7 +97,7 @@ function complianceAndAnalytics(deps: Deps): RouteSpec[] {
 
 async function consentActor(deps: Deps, ctx: AnyCtx): Promise<ConsentActor> {
   const caller = await customerOf({ db: deps.db, keys: deps.keys, now: deps.now }, ctx, 1);
-  return { tenantId: caller.tenantId, customerId: caller.customerId, audit: auditOf(ctx, { principalId: caller.customerId, aal: caller.aal }, 'customer') };
+  return { tenantId: caller.tenantId, customerId: caller.customerId, audit: auditOf(ctx, { principalId: caller.customerId }, 'customer') };
 }
 
 const Offer = Type.Object({ id: Type.String(), title: Type.String(), reason: Type.String() });

@@ -11,7 +11,7 @@ import { appendAudit } from '../../shared/audit.ts';
 import { AppError } from '../../shared/errors.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import { withBoundStepUp } from '../identity/bound.ts';
-import { bearerHeader, customerOf, decisionOf, type PaymentsDeps } from './context.ts';
+import { bearerHeader, customerOf, type PaymentsDeps } from './context.ts';
 
 const Beneficiary = Type.Object({ id: Type.String(), phone: Type.String({ description: 'masked: first 4 and last 2 characters' }), nickname: Type.Union([Type.String(), Type.Null()]), created_at: Type.String() });
 const Create = Type.Object({ phone: Type.String({ pattern: '^\\+[0-9]{7,15}$' }), nickname: Type.Optional(Type.String({ minLength: 1, maxLength: 60 })) }, { additionalProperties: false });
@@ -53,7 +53,7 @@ export function beneficiaryRoutes(deps: PaymentsDeps): RouteSpec[] {
             if (raced.rows[0]) return { status: 200, body: view(raced.rows[0]) };
             throw new AppError('CONFLICT', 'the payee changed while it was being added; try again');
           }
-          await appendAudit(q, [{ tenantId: caller.tenantId, actor: { type: 'customer', id: caller.customerId }, action: 'beneficiary.create', target: { type: 'beneficiary', id }, decision: { allow: true, ...decisionOf(ctx), aal: caller.aal }, attrs: { request_id: ctx.requestId } }]);
+          await appendAudit(q, [{ tenantId: caller.tenantId, actor: { type: 'customer', id: caller.customerId }, action: 'beneficiary.create', target: { type: 'beneficiary', id }, decision: { allow: true, aal: caller.aal }, attrs: { request_id: ctx.requestId } }]);
           const { rows } = await q.query<Row>(`${select} WHERE b.tenant_id = $1 AND b.id = $2`, [caller.tenantId, id]);
           return { status: 201, body: view(rows[0] as Row) };
         });
@@ -76,7 +76,7 @@ export function beneficiaryRoutes(deps: PaymentsDeps): RouteSpec[] {
         await withBoundStepUp(deps, caller, ctx, 'beneficiary.delete', deps.now(), async (q) => {
           const { rowCount } = await q.query(`UPDATE beneficiaries SET removed_at = now() WHERE tenant_id = $1 AND id = $2 AND customer_id = $3 AND removed_at IS NULL`, [caller.tenantId, ctx.params.id, caller.customerId]);
           if (rowCount !== 1) throw new AppError('BENEFICIARY_NOT_FOUND', 'no such beneficiary');
-          await appendAudit(q, [{ tenantId: caller.tenantId, actor: { type: 'customer', id: caller.customerId }, action: 'beneficiary.delete', target: { type: 'beneficiary', id: ctx.params.id }, decision: { allow: true, ...decisionOf(ctx), aal: caller.aal }, attrs: { request_id: ctx.requestId } }]);
+          await appendAudit(q, [{ tenantId: caller.tenantId, actor: { type: 'customer', id: caller.customerId }, action: 'beneficiary.delete', target: { type: 'beneficiary', id: ctx.params.id }, decision: { allow: true, aal: caller.aal }, attrs: { request_id: ctx.requestId } }]);
         });
         return { status: 204 };
       },

@@ -24,17 +24,5 @@ export async function customerOf(deps: PaymentsDeps, ctx: AnyCtx, minAal = 1): P
 /** Whose Idempotency-Keys these are: the customer core verified (issue 13 item 3). */
 export const keyOwnerOf = (caller: Caller) => ({ tenantId: caller.tenantId, principal: principalOf('customer', caller.customerId) });
 
-/** The edge decision a request rode on, for audit records (policy and registry versions). */
-export function decisionOf(ctx: AnyCtx): Record<string, string> {
-  const out: Record<string, string> = {};
-  const h = ctx.headers;
-  if (!ctx.identity.fromEdge) return out;
-  if (h['x-decision-id']) out.decision_id = h['x-decision-id'];
-  if (h['x-policy-version']) out.policy_version = h['x-policy-version'];
-  if (h['x-registry-version']) out.registry_version = h['x-registry-version'];
-  if (h['x-purpose']) out.purpose = h['x-purpose'];
-  return out;
-}
-
 export const bearerHeader = { name: 'Authorization', required: true, description: 'Bearer <customer access token>' };
 export const idempotencyHeaderRequired = { name: 'Idempotency-Key', required: true, description: '8–128 characters [A-Za-z0-9._:-]; a replay returns the first response and never moves money twice' };

@@ -4,7 +4,7 @@ import { scopeOf, toReply, withIdempotency } from '../idempotency/idempotency.ts
 import { requestOrig, requireBoundStepUp, stepUpRequired, StepUpUsed } from '../identity/bound.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import { beneficiaryRoutes } from './beneficiaries.ts';
-import { bearerHeader, customerOf, decisionOf, idempotencyHeaderRequired, keyOwnerOf, type PaymentsDeps } from './context.ts';
+import { bearerHeader, customerOf, idempotencyHeaderRequired, keyOwnerOf, type PaymentsDeps } from './context.ts';
 import { historyRoutes } from './history.ts';
 import { confirmTransfer, createTransfer } from './transfers.ts';
 
@@ -46,7 +46,7 @@ export function paymentRoutes(deps: PaymentsDeps): RouteSpec[] {
         await requireBoundStepUp(deps, caller, orig, 'this transfer', deps.now());
         const facts = {
           orig, intentDeviceId: ctx.headers['x-intent-device-id'], intentSignature: ctx.headers['x-intent-signature'],
-          requestId: ctx.requestId, decision: decisionOf(ctx), idempotencyKey: key,
+          requestId: ctx.requestId, idempotencyKey: key,
         };
         try {
           // A retry with the same key replays the stored answer; the step-up is used once, by the first.
@@ -67,7 +67,7 @@ export function paymentRoutes(deps: PaymentsDeps): RouteSpec[] {
       handler: async (ctx) => {
         const caller = await customerOf(deps, ctx, 2);
         const scope = scopeOf(ctx, keyOwnerOf(caller), ctx.body);
-        const facts = { orig: requestOrig(ctx), intentDeviceId: undefined, intentSignature: undefined, requestId: ctx.requestId, decision: decisionOf(ctx) };
+        const facts = { orig: requestOrig(ctx), intentDeviceId: undefined, intentSignature: undefined, requestId: ctx.requestId };
         const res = await withIdempotency(deps, scope, (q) => confirmTransfer(q, caller, ctx.body.transferId, facts, deps.now()));
         return toReply(res);
       },

@@ -42,8 +42,6 @@ export interface RequestFacts {
   intentDeviceId: string | undefined;
   intentSignature: string | undefined;
   requestId: string;
-  /** The edge decision this request rode on (x-decision-id, policy and registry versions). */
-  decision: Record<string, string>;
   /** The request's Idempotency-Key, recorded with the step-up it uses up. */
   idempotencyKey?: string;
 }
@@ -130,7 +128,7 @@ async function record(q: Queryable, tenantId: string, id: string, status: string
 function auditEntry(caller: Caller, action: string, id: string, facts: RequestFacts, attrs: Record<string, unknown>, nowMs: number) {
   return {
     tenantId: caller.tenantId, actor: { type: 'customer', id: caller.customerId }, action, target: { type: 'transfer', id },
-    decision: { allow: true, ...facts.decision, aal: caller.aal, trace_id: facts.requestId }, attrs, ts: new Date(nowMs),
+    decision: { allow: true, aal: caller.aal, trace_id: facts.requestId }, attrs, ts: new Date(nowMs),
   };
 }
 

@@ -33,6 +33,8 @@ export interface TenantState {
   id: string;
   status: string;
   security: Record<string, unknown>;
+  /** Issue 20 item 3: the platform operator's tenant (the policy's `parent` view is its only). */
+  platform: boolean;
 }
 
 export interface TupleState {
@@ -440,8 +442,8 @@ export class EdgeState {
     // PostgreSQL would refuse (a NUL from a JSON body made the lookup throw: a 503 for bad input).
     if (!tenantIdPattern.test(id)) return Promise.resolve(undefined);
     return this.cached(this.tenants, id, async () => {
-      const { rows } = await this.db.query<{ id: string; status: string; security: Record<string, unknown> }>(
-        'SELECT id, status, security FROM tenants WHERE id = $1',
+      const { rows } = await this.db.query<TenantState>(
+        'SELECT id, status, security, EXISTS (SELECT 1 FROM platform_operator p WHERE p.tenant_id = tenants.id) AS platform FROM tenants WHERE id = $1',
         [id],
       );
       return rows[0];

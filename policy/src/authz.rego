@@ -105,6 +105,20 @@ tenant_ok if {
 	tuple_live(t)
 }
 
+# SPEC 2.7 `parent` (issue 20 item 3): used only for the platform operator's read-only view of
+# a tenant it owns: a live tuple tenant:<request tenant> parent tenant:<resource tenant>, for the
+# actions the purpose lists in `parent_actions`, and only when the request tenant is the
+# platform operator's (tenant.platform, set by the host from platform_operator).
+tenant_ok if {
+	action in object.get(purpose, "parent_actions", [])
+	object.get(tenant, "platform", false) == true
+	some t in object.get(tenant, "tuples", [])
+	t.relation == "parent"
+	t.object_ns == "tenant"
+	t.object_id == resource_tenant
+	tuple_live(t)
+}
+
 check_tenant := {"check": "resource_tenant", "ok": tenant_ok, "detail": sprintf("resource tenant %v, request tenant %v", [resource_tenant, tenant_id])}
 
 tenant_active if object.get(tenant, "status", "ACTIVE") == "ACTIVE"
@@ -222,6 +236,30 @@ consent_ok if not purpose.consent_required
 
 consent_ok if purpose_name in object.get(subject, "consents", [])
 
+# SPEC 2.7 `payer` (issue 20 item 3): money moved for another customer (resource.attrs.payer_for,
+# set by the host) needs a live tuple customer:<subject> payer customer:<payer_for>, for the
+# actions the purpose lists in `payer_actions`. The delegation waives nothing: the step-up rules
+# read the subject's own AAL and request-bound step-up, and core applies the payer's own limits.
+payer_for := object.get(object.get(resource, "attrs", {}), "payer_for", "")
+
+default payer_ok := false
+
+payer_ok if payer_for == ""
+
+payer_ok if payer_for == object.get(subject, "id", "")
+
+payer_ok if {
+	payer_for != ""
+	action in object.get(purpose, "payer_actions", [])
+	some t in object.get(subject, "tuples", [])
+	t.relation == "payer"
+	t.object_ns == "customer"
+	t.object_id == payer_for
+	tuple_live(t)
+}
+
+check_payer := {"check": "delegated_payer", "ok": payer_ok, "detail": payer_for}
+
 check_consent := {"check": "consent", "ok": consent_ok, "detail": object.get(purpose, "consent_required", false)}
 
 # SPEC 2.10 allowed_ip_ranges: when set, the source address must be inside one of them.
@@ -336,7 +374,7 @@ check_step_up := {"check": "step_up", "ok": step_up_ok, "detail": sprintf("purpo
 
 # --- the decision ---------------------------------------------------------------------------
 
-reasons := [check_purpose, check_tenant, check_tenant_active, check_resource, check_action, check_subject_type, check_member, check_aal, check_roles, check_scope, check_consent, check_ip, check_step_up] if purpose_name in object.keys(purposes)
+reasons := [check_purpose, check_tenant, check_tenant_active, check_resource, check_action, check_subject_type, check_member, check_payer, check_aal, check_roles, check_scope, check_consent, check_ip, check_step_up] if purpose_name in object.keys(purposes)
 
 reasons := [check_purpose] if not purpose_name in object.keys(purposes)
 
@@ -346,7 +384,7 @@ reasons := [check_purpose] if not purpose_name in object.keys(purposes)
 check_oks := [
 	["purpose_known", true], ["resource_tenant", tenant_ok], ["tenant_active", tenant_active],
 	["purpose_resource", resource_listed], ["purpose_action", action_listed], ["subject_type", subject_type_ok],
-	["tenant_member", member_ok], ["min_aal", aal_ok], ["roles", roles_ok], ["scope", scope_ok],
+	["tenant_member", member_ok], ["delegated_payer", payer_ok], ["min_aal", aal_ok], ["roles", roles_ok], ["scope", scope_ok],
 	["consent", consent_ok], ["tenant_ip_ranges", ip_allowed], ["step_up", step_up_ok],
 ] if purpose_name in object.keys(purposes)
 

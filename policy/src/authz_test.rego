@@ -34,7 +34,7 @@ test_account_view_allowed_with_masking if {
 	d.obligations.masking.transaction.phone == "keep_first4_last2"
 	d.obligations.masking.transaction.card_number == "keep_suffix4"
 	d.registry_version == data.registry.version
-	count(d.reasons) == 13
+	count(d.reasons) == 14
 }
 
 test_cross_tenant_resource_denied if {
@@ -488,4 +488,70 @@ test_staff_fraud_review_below_aal2_steps_up if {
 	req := object.union(base, {"purpose": "fraud.review", "resource": {"type": "account", "tenant_id": "t1"}, "action": "account.read", "subject": person(1, ["fraud"])})
 	d := authz.decision with input as req
 	d.code == "MFA_REQUIRED"
+}
+
+# Issue 20 item 3 (SPEC 2.7): `parent` is the platform operator's read-only view of a tenant it owns.
+parent_of(tenant_id, platform) := object.union(base.tenant, {"platform": platform, "tuples": [{"relation": "parent", "object_ns": "tenant", "object_id": tenant_id, "caveat": {}}]})
+
+tuples_of_t2(act) := object.union(op(act, "relationship_tuple"), {"resource": {"type": "relationship_tuple", "tenant_id": "t2"}, "subject": object.union(service([]), {"roles": ["admin"]})})
+
+test_parent_is_the_platform_tenants_view_only if {
+	view := authz.decision with input as object.union(tuples_of_t2("tuple.list_tuples"), {"tenant": parent_of("t2", true)})
+	view.allow
+
+	# A view, not management: writing the child's tuples needs `owner`.
+	write := authz.decision with input as object.union(tuples_of_t2("tuple.delete_tuple"), {"tenant": parent_of("t2", true)})
+	failed(write) == {"resource_tenant"}
+	owned := authz.decision with input as object.union(tuples_of_t2("tuple.delete_tuple"), {"tenant": owns("t2", {})})
+	owned.allow
+
+	# A parent tuple held by a tenant that is not the platform's grants nothing.
+	not_platform := authz.decision with input as object.union(tuples_of_t2("tuple.list_tuples"), {"tenant": parent_of("t2", false)})
+	failed(not_platform) == {"resource_tenant"}
+
+	# Parent never stands in for membership: a customer holding one is still no member of t2.
+	c := object.union(customer(1), {"tuples": [{"relation": "parent", "object_ns": "tenant", "object_id": "t1", "caveat": {}}]})
+	cust := authz.decision with input as object.union(base, {"subject": c})
+	failed(cust) == {"tenant_member"}
+
+	expired := authz.decision with input as object.union(tuples_of_t2("tuple.list_tuples"), {"tenant": object.union(base.tenant, {"platform": true, "tuples": [{"relation": "parent", "object_ns": "tenant", "object_id": "t2", "caveat": {"expires_at": "2020-01-01T00:00:00Z"}}]})})
+	failed(expired) == {"resource_tenant"}
+}
+
+# Issue 20 item 3 (SPEC 2.7): a delegated payer's transfer needs the payer tuple and still the
+# payer's own request-bound step-up.
+payer_of(customer_id, caveat) := {"relation": "payer", "object_ns": "customer", "object_id": customer_id, "caveat": caveat}
+
+delegated(tuples, level, bound_req) := object.union(transfer, {
+	"subject": {"id": "c1", "type": "customer", "aal": level, "tuples": tuples, "stepup_bound": bound_req},
+	"resource": {"type": "transaction", "tenant_id": "t1", "attrs": {"payer_for": "c2"}},
+})
+
+test_payer_transfers_need_the_tuple_and_their_own_step_up if {
+	ok := authz.decision with input as delegated([member, payer_of("c2", {})], 2, true)
+	ok.allow
+
+	# Without a step-up bound to this request the payer is asked for one, as for their own money.
+	step := authz.decision with input as delegated([member, payer_of("c2", {})], 1, false)
+	step.code == "MFA_REQUIRED"
+	at_aal2_unbound := authz.decision with input as delegated([member, payer_of("c2", {})], 2, false)
+	at_aal2_unbound.code == "MFA_REQUIRED"
+
+	# No payer tuple, one for another customer, or an expired one: denied, and no step-up offered.
+	none := authz.decision with input as delegated([member], 2, true)
+	failed(none) == {"delegated_payer"}
+	none.code == "POLICY_DENIED"
+	other := authz.decision with input as delegated([member, payer_of("c3", {})], 2, true)
+	failed(other) == {"delegated_payer"}
+	expired := authz.decision with input as delegated([member, payer_of("c2", {"expires_at": "2020-01-01T00:00:00Z"})], 2, true)
+	failed(expired) == {"delegated_payer"}
+	unbound_too := authz.decision with input as delegated([member], 1, false)
+	unbound_too.code == "POLICY_DENIED"
+
+	# payer grants no reading of the other customer's accounts.
+	read := authz.decision with input as object.union(base, {"subject": object.union(customer(1), {"tuples": [member, payer_of("c2", {})]}), "resource": {"type": "account", "tenant_id": "t1", "attrs": {"payer_for": "c2"}}})
+	failed(read) == {"delegated_payer"}
+
+	verdict_matches_decision(delegated([member], 2, true))
+	verdict_matches_decision(delegated([member, payer_of("c2", {})], 1, false))
 }

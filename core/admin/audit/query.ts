@@ -1,10 +1,15 @@
-/** Audit query (SPEC 2.8, 4.6 audit) over the hash-chained audit_log of the caller's tenant. */
+/**
+ * Audit query (SPEC 2.8, 4.6 audit) over the hash-chained audit_log of the caller's tenant, or,
+ * for platform admins, of `_platform` (issue 20 item 5): the chain of unauthenticated,
+ * unknown-tenant and fail-closed decisions, which names no tenant.
+ */
 import { Type } from '@sinclair/typebox';
 import { verifyChain } from '../../../shared/audit.ts';
 import type { Queryable } from '../../../shared/db/pool.ts';
 import { AppError } from '../../../shared/errors.ts';
 import type { RouteSpec } from '../../http/route.ts';
-import { adminRoute, operators, readers, type AdminDeps } from '../http.ts';
+import { operatorTenant } from '../../platform/operator.ts';
+import { adminRoute, operators, readers, type AdminDeps, type Caller } from '../http.ts';
 import type { PageRequest } from '../paging.ts';
 import { AuditPage, AuditRecord, pageQuery } from '../schemas.ts';
 
@@ -34,8 +39,29 @@ export async function auditPage(q: Queryable, tenantId: string, f: AuditFilter, 
   return { items: items.map(view), next_cursor };
 }
 
+/** The edge's chain for decisions that name no tenant (edge/authz.ts). */
+export const platformChain = '_platform';
+
+const Chain = Type.Optional(Type.Union([Type.Literal('tenant'), Type.Literal('platform')], {
+  description: "`tenant` (default): the caller's tenant; `platform`: the `_platform` records (platform admins only: Admins of the operator tenant)",
+}));
+
+/**
+ * The chain a request reads: the caller's tenant's, or `_platform` for a platform admin (an
+ * Admin of the operator tenant, as for tenant creation); anyone else is refused, not shown an
+ * empty page.
+ */
+async function chainOf(q: Queryable, caller: Caller, chain: 'tenant' | 'platform' | undefined): Promise<string> {
+  if (chain !== 'platform') return caller.tenantId;
+  if (!caller.roles.includes('admin') || (await operatorTenant(q)) !== caller.tenantId) {
+    throw new AppError('FORBIDDEN', "only platform administrators (the operator tenant's Admins) read the _platform audit records");
+  }
+  return platformChain;
+}
+
 const Query = Type.Object({
   ...pageQuery,
+  chain: Chain,
   actor: Type.Optional(Type.String({ maxLength: 128 })),
   action: Type.Optional(Type.String({ maxLength: 64, description: 'exact action or a prefix such as `country`' })),
   resource: Type.Optional(Type.String({ maxLength: 64, description: 'target type, e.g. country' })),
@@ -56,24 +82,30 @@ export function auditRoutes(deps: AdminDeps): RouteSpec[] {
     adminRoute(deps, {
       method: 'GET', path: '/v1/audit', operationId: 'listAudit', summary: 'Query audit records by actor, action, resource, time (cursor)', tags, roles: readers, mode: 'read',
       query: Query, responses: { 200: { description: 'A page of audit records, newest first', schema: AuditPage } },
-      read: async (ctx, caller) => ({
-        status: 200,
-        body: await auditPage(deps.db, caller.tenantId, { actor: ctx.query.actor, action: ctx.query.action, targetType: ctx.query.resource, targetId: ctx.query.resource_id, from: ctx.query.from, to: ctx.query.to },
-          await deps.pages.open(ctx, caller.tenantId, 1)),
-      }),
+      read: async (ctx, caller) => {
+        const chain = await chainOf(deps.db, caller, ctx.query.chain);
+        // The cursor is bound to the chain read, so a page of one never continues the other.
+        return {
+          status: 200,
+          body: await auditPage(deps.db, chain, { actor: ctx.query.actor, action: ctx.query.action, targetType: ctx.query.resource, targetId: ctx.query.resource_id, from: ctx.query.from, to: ctx.query.to },
+            await deps.pages.open(ctx, chain, 1)),
+        };
+      },
     }),
     adminRoute(deps, {
-      method: 'GET', path: '/v1/audit:verify', operationId: 'verifyAuditChain', summary: 'Verify the tenant\'s audit hash chain (Ops)', tags, roles: operators, mode: 'read',
+      method: 'GET', path: '/v1/audit:verify', operationId: 'verifyAuditChain', summary: 'Verify the tenant\'s audit hash chain, or `_platform`\'s with chain=platform (Ops; platform: platform admins)', tags, roles: operators, mode: 'read',
+      query: Type.Object({ chain: Chain }),
       responses: { 200: { description: '{ok, count, brokenAt?, reason?}', schema: ChainReport } },
-      read: async (_ctx, caller) => ({ status: 200, body: await verifyChain(deps.db, caller.tenantId) }),
+      read: async (ctx, caller) => ({ status: 200, body: await verifyChain(deps.db, await chainOf(deps.db, caller, ctx.query.chain)) }),
     }),
     adminRoute(deps, {
       method: 'GET', path: '/v1/audit/{id}', operationId: 'getAudit', summary: 'One audit record', tags, roles: readers, mode: 'read',
-      params: Type.Object({ id: Type.String({ pattern: '^[0-9]{1,18}$' }) }), responses: { 200: { description: 'The record', schema: AuditRecord } },
+      params: Type.Object({ id: Type.String({ pattern: '^[0-9]{1,18}$' }) }), query: Type.Object({ chain: Chain }),
+      responses: { 200: { description: 'The record', schema: AuditRecord } },
       read: async (ctx, caller) => {
         const { rows } = await deps.db.query<AuditRow>(
           'SELECT id, ts, tenant_id, actor, action, target, decision, attrs, prev_hash, row_hash FROM audit_log WHERE tenant_id = $1 AND id = $2',
-          [caller.tenantId, ctx.params.id]);
+          [await chainOf(deps.db, caller, ctx.query.chain), ctx.params.id]);
         const row = rows[0];
         if (!row) throw new AppError('AUDIT_NOT_FOUND', `no audit record ${ctx.params.id}`);
         return { status: 200, body: view(row) };
