@@ -28,6 +28,8 @@ export const ConfigSchema = Type.Object({
   WEBAUTHN_RP_ID: Type.Optional(Type.String({ pattern: '^[a-z0-9.-]{1,253}$' })),
   /** Comma-separated origins of the staff page; default `http://localhost:<gateway port>`. */
   WEBAUTHN_ORIGINS: Type.Optional(Type.String({ pattern: '^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(,https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?)*$' })),
+  /** Issue 20 item 2: where this deployment runs (ISO 3166 alpha-2); labels a new database cluster. */
+  DEPLOYMENT_REGION: Type.String({ pattern: '^[A-Z]{2}$' }),
   LOG_LEVEL: Type.Union([
     Type.Literal('fatal'), Type.Literal('error'), Type.Literal('warn'), Type.Literal('info'),
     Type.Literal('debug'), Type.Literal('trace'), Type.Literal('silent'),
@@ -47,9 +49,11 @@ export interface Config {
   webauthnRpId: string;
   /** Empty: the stack allows `http://localhost:<gateway port>` once it listens. */
   webauthnOrigins: string[];
+  /** DEPLOYMENT_REGION (default KE, the demo tenant's country): labels the embedded cluster on first start. */
+  deploymentRegion: string;
 }
 
-const defaults = { GATEWAY_PORT: '8000', CORE_PORT: '8080', AUTHZ_PORT: '9191', DATA_DIR: './.data', LOG_LEVEL: 'info' };
+const defaults = { GATEWAY_PORT: '8000', CORE_PORT: '8080', AUTHZ_PORT: '9191', DATA_DIR: './.data', LOG_LEVEL: 'info', DEPLOYMENT_REGION: 'KE' };
 
 export class ConfigError extends Error {
   constructor(readonly problems: string[]) {
@@ -80,5 +84,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     logLevel: c.LOG_LEVEL,
     webauthnRpId: c.WEBAUTHN_RP_ID ?? 'localhost',
     webauthnOrigins: (c.WEBAUTHN_ORIGINS ?? '').split(',').filter(Boolean),
+    deploymentRegion: c.DEPLOYMENT_REGION,
   });
 }

@@ -12,6 +12,7 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { parseCidr } from '../core/admin/webhooks/target.ts';
 import { parseKey } from '../shared/sealing.ts';
+import { developmentRegion } from '../core/residency/cluster.ts';
 
 export type Mode = 'development' | 'production';
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -71,6 +72,9 @@ export const serviceVars: Record<string, Var> = {
   // Required in production (issue 17 attack): without it the accepted client-assertion `aud`, the
   // DPoP `htu` and the discovery document would follow the Host header a client sends.
   ISSUER_URL: { for: ['core', 'edge'], productionRequired: true, check: (v) => (/^https?:\/\/[^\s?#]+[^/\s?#]$/.test(v) ? undefined : 'must be an http(s) URL without query, fragment or trailing slash'), doc: 'the public origin clients use, e.g. https://api.example.com: OAuth issuer (RFC 8414), discovery, client-assertion audience, DPoP `htu`, the `iss` of client-credentials tokens' },
+  // Issue 20 item 2: no default in production, where a wrong guess would place tenants' data in the
+  // wrong country; development falls back to developmentRegion (core/residency/cluster.ts).
+  DEPLOYMENT_REGION: { for: ['migrate', 'core'], productionRequired: true, check: (v) => (/^[A-Z]{2}$/.test(v) ? undefined : 'must be an ISO 3166 alpha-2 code, e.g. KE'), doc: 'the region (ISO 3166 alpha-2) this deployment runs in; `migrate` labels a new database cluster with it, and tenants are placed by that label (README "Where a tenant\'s data lives")' },
   PRIVATE_TARGETS_ALLOWED: { for: ['core'], check: cidrs, doc: 'private CIDRs webhooks and SMS may reach' },
   RESPONSE_SCHEMA_CHECK: { for: ['core'], default: '0', check: (v) => (v === '0' || v === '1' ? undefined : 'must be 0 or 1'), doc: 'test suites only: answer 500 RESPONSE_SCHEMA_MISMATCH for a response its route does not declare (refused in production)' },
   BOOTSTRAP_TENANT_ID: { for: ['bootstrap'], default: 'operator', check: (v) => (/^[a-z0-9][a-z0-9-]{1,62}$/.test(v) ? undefined : 'must be a tenant id (a-z, 0-9, -)'), doc: "the platform operator's tenant id" },
@@ -156,6 +160,11 @@ export async function secretText(config: ServiceConfig, name: string, file: stri
   const given = config.values[name];
   if (given) return given;
   return (await secretKey(config, name, file)).toString('base64url');
+}
+
+/** DEPLOYMENT_REGION: required in production (checked at load), the development region otherwise. */
+export function deploymentRegion(config: ServiceConfig): string {
+  return config.values.DEPLOYMENT_REGION ?? developmentRegion;
 }
 
 /** The comma-separated list of a variable, trimmed, empty entries dropped. */

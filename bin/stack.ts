@@ -9,6 +9,7 @@ import type { Logger } from 'pino';
 import { buildCore } from '../core/app.ts';
 import { startEmbedded, type EmbeddedServer } from '../core/db/embedded.ts';
 import { migrate } from '../core/db/migrate.ts';
+import { labelCluster } from '../core/residency/cluster.ts';
 import { createDb, warmPool, type Db } from '../shared/db/pool.ts';
 import { loadOrCreateMasterKey } from '../shared/sealing.ts';
 import { ApiKeys } from '../core/apikeys/store.ts';
@@ -129,11 +130,15 @@ export async function startStack(
     const metrics = createMetrics();
     const db = createDb({ connectionString: databaseUrl, metrics, log });
     cleanups.push(() => db.close());
+    let databaseRegion: string;
     try {
       await migrate(db.pool);
+      // Issue 20 item 2: the database records its own region (kept when already labelled).
+      databaseRegion = await labelCluster(db, config.deploymentRegion, 'stack');
     } catch (err) {
       throw new StartError(`database migration failed: ${(err as Error).message.split('\n')[0]}`);
     }
+    if (databaseRegion !== config.deploymentRegion) log.warn({ deploymentRegion: config.deploymentRegion, databaseRegion }, 'DEPLOYMENT_REGION differs from the region the database was labelled with; tenants are placed by the database\'s');
     const masterKey = await loadOrCreateMasterKey(config.masterKey, join(config.dataDir, 'master.key'));
     const keys = new KeyStore(db, masterKey, { issuerUrl: config.issuerUrl });
     // Core trusts identity headers only when they carry this secret, which only the edge sets.
@@ -167,6 +172,7 @@ export async function startStack(
     const core = buildCore({
       db, log: log.child({ component: 'core' }), metrics, build: readBuildInfo(), keys, dataDir: config.dataDir, edgeSecrets: [edgeSecret], policies: corePolicies, edgeWarm: () => edge.warmed,
       webhookAllowPrivateTargets: opts.webhookAllowPrivateTargets ?? false, checkResponses: opts.checkResponses ?? false, webauthn,
+      residency: { deploymentRegion: config.deploymentRegion, labelUnlabelled: false },
     });
     const corePort = await listenOrExplain(core.server, config.corePort, 'CORE_PORT');
     cleanups.push(async () => {

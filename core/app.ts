@@ -36,6 +36,8 @@ import { TargetGuard } from './admin/webhooks/target.ts';
 import { staffAuthRoutes } from './staff/routes.ts';
 import { staffPageRoutes } from './staff/page.ts';
 import type { WebAuthnConfig } from './staff/webauthn.ts';
+import { ResidencyGate, type ResidencyOptions } from './residency/gate.ts';
+import { developmentRegion } from './residency/cluster.ts';
 
 /** Development default: browsers accept `localhost` as an RP ID (never an IP address). */
 export const defaultWebAuthn = (): WebAuthnConfig => ({ rpId: 'localhost', rpName: 'Payments platform staff', origins: ['http://localhost'] });
@@ -75,11 +77,19 @@ export interface CoreDeps {
    * the development stack can add the gateway's origin once its port is known.
    */
   webauthn?: WebAuthnConfig;
+  /**
+   * Issue 20 item 2: DEPLOYMENT_REGION and whether this core may label an unlabelled database
+   * cluster with it (development and tests; production's `npm run migrate` labels it). Default:
+   * the development region, labelling allowed.
+   */
+  residency?: ResidencyOptions;
 }
 
 export interface Core {
   server: Server;
   routes: RouteSpec[];
+  /** Which tenants this core may serve, by the cluster's region (core/residency/gate.ts). */
+  residency: ResidencyGate;
 }
 
 export function buildCore(deps: CoreDeps): Core {
@@ -116,11 +126,15 @@ export function buildCore(deps: CoreDeps): Core {
   routes.push(...paymentRoutes({ db: deps.db, keys: deps.keys, now }));
   routes.push(...oversightRoutes({ db: deps.db, keys: deps.keys, now }));
   routes.push(...staffAuthRoutes({ db: deps.db, keys: deps.keys, now, log: deps.log.child({ component: 'staff' }), webauthn: deps.webauthn ?? defaultWebAuthn() }, [federationLoginMethod(federation)]), ...staffPageRoutes());
+  const residency = new ResidencyGate(deps.db, deps.log.child({ component: 'residency' }), deps.metrics, deps.residency ?? { deploymentRegion: developmentRegion, labelUnlabelled: true });
   const server = createCoreServer({
     routes, log: deps.log, metrics: deps.metrics, edgeSecrets: deps.edgeSecrets, releaseBudget: (scope) => releaseEdgeCount(deps.db, scope),
-    checkResponses: deps.checkResponses ?? false,
+    checkResponses: deps.checkResponses ?? false, residency: (tenantIds, asker) => residency.check(tenantIds, asker),
   });
   ledger.start();
-  server.on('close', () => ledger.stop());
-  return { server, routes };
+  server.on('close', () => {
+    ledger.stop();
+    void residency.close();
+  });
+  return { server, routes, residency };
 }

@@ -236,6 +236,11 @@ const table = {
   SECURITY_INVALID: [422, 'Parameter Error'],
   TEMPLATE_NOT_FOUND: [404, 'Record Not Found'],
   TEMPLATE_EXISTS: [409, 'Conflict'],
+  // data placement (issue 20 item 2; SPEC 2.10 resident_regions; core/residency)
+  /** A tenant's resident_regions (new or changed) exclude this database cluster's region (SQLSTATE RS001). */
+  RESIDENCY_REGION_MISMATCH: [422, 'Parameter Error'],
+  /** This core's database is in a region the tenant's data may not live in: refused, fail closed. */
+  TENANT_NOT_RESIDENT: [421, 'Misdirected Request'],
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ErrorCode = keyof typeof table;
@@ -360,5 +365,7 @@ export function renderRefusal(err: Refusal, format: ErrorFormat, instance: strin
 export function asAppError(err: unknown): AppError {
   if (err instanceof AppError) return err;
   if (isInputDataException(err)) return new AppError('VALIDATION_FAILED', 'a value in the request is out of range or cannot be stored');
+  // Issue 20 item 2: migration 0900's guard under every writer of a tenant's resident_regions.
+  if ((err as { code?: unknown } | null)?.code === 'RS001') return new AppError('RESIDENCY_REGION_MISMATCH', (err as Error).message);
   return new AppError('INTERNAL', 'internal error');
 }

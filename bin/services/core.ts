@@ -22,7 +22,8 @@ import { PolicyStore } from '../../policy/runtime/store.ts';
 import { createDb } from '../../shared/db/pool.ts';
 import { createMetrics } from '../../shared/metrics.ts';
 import { closeHttpGracefully, listen } from '../../shared/net.ts';
-import { listOf, secretKey, secretKeys, secretText, type ServiceConfig } from '../service-config.ts';
+import { labelCluster } from '../../core/residency/cluster.ts';
+import { deploymentRegion, listOf, secretKey, secretKeys, secretText, type ServiceConfig } from '../service-config.ts';
 import { configOrExit, fail, loggerOf, onShutdown, trustedSigners } from './common.ts';
 
 function smsSenderOf(config: ServiceConfig, guard: TargetGuard, log: ReturnType<typeof loggerOf>): SmsSender {
@@ -39,6 +40,11 @@ async function main(): Promise<void> {
   const db = createDb({ connectionString: databaseUrl, metrics, log });
   const pending = await pendingMigrations(db).catch((err: unknown) => fail(`database unreachable: ${(err as Error).message}`));
   if (pending.length > 0) fail(`the database lacks ${pending.length} migration(s) (${pending[0]} first): run \`npm run migrate\` once for this release`);
+  // Issue 20 item 2: tenants are placed by the region the database records (`npm run migrate`
+  // labels a new cluster; a cluster migrated before migration 0900 is labelled here, once).
+  const region = deploymentRegion(config);
+  const databaseRegion = await labelCluster(db, region, 'core');
+  if (databaseRegion !== region) log.warn({ deploymentRegion: region, databaseRegion }, 'this core runs in another region than its database cluster; tenants are placed by the database\'s');
 
   const keys = new KeyStore(db, await secretKey(config, 'MASTER_KEY', 'master.key'), {
     apiKeySealKey: await secretKey(config, 'API_KEY_SEAL_KEY', 'api-key-seal.key'),
@@ -62,6 +68,7 @@ async function main(): Promise<void> {
     edgeSecrets: [await secretText(config, 'EDGE_SHARED_SECRET', 'edge-shared-secret.key'), ...listOf(config, 'EDGE_SHARED_SECRET_PREVIOUS')],
     identity: { sms }, webhookAllowPrivateTargets: dev, webhookAllowedCidrs: allowedCidrs,
     checkResponses: config.values.RESPONSE_SCHEMA_CHECK === '1',
+    residency: { deploymentRegion: region, labelUnlabelled: false },
     webauthn: { rpId: config.values.WEBAUTHN_RP_ID ?? 'localhost', rpName: 'Payments platform staff', origins: listOf(config, 'WEBAUTHN_ORIGINS') },
     ...(dev ? { dataDir: resolve(config.values.DATA_DIR ?? './.data') } : {}),
   });

@@ -22,9 +22,10 @@ export const ScimErrorSchema = Type.Object({
 
 /**
  * Every status shared/errors.ts can map an AppError to: the pipeline itself answers 400, 404,
- * 405, 413, 415, 500 and 503 for any route, and the handlers' refusals use the rest.
+ * 405, 413, 415, 421 (a tenant not resident here, core/residency), 500 and 503 for any route,
+ * and the handlers' refusals use the rest.
  */
-export const errorStatuses: readonly number[] = [400, 401, 403, 404, 405, 409, 412, 413, 415, 422, 428, 429, 500, 502, 503];
+export const errorStatuses: readonly number[] = [400, 401, 403, 404, 405, 409, 412, 413, 415, 421, 422, 428, 429, 500, 502, 503];
 
 const errorResponse: Record<ErrorFormat, ResponseSpec> = {
   core: { description: 'Error `{code, message}` (SPEC 2.2)', schema: CoreErrorSchema, contentType: 'application/json' },

@@ -37,6 +37,24 @@ export interface HttpDeps {
    * and logged naming route, status and the first errors, so the test that met it fails.
    */
   checkResponses?: boolean;
+  /**
+   * Issue 20 item 2: refuse (421 TENANT_NOT_RESIDENT) a request naming a tenant whose data may not
+   * live where this core's database is (core/residency/gate.ts). Runs after validation, before the handler.
+   */
+  residency?: (tenantIds: string[], asker: { principalId: string | undefined; method: string; route: string; requestId: string }) => Promise<void>;
+}
+
+/**
+ * Every tenant a request names: the one the edge vouched for, and a `tenantId` in the path, query
+ * or body (platform staff acting on a tenant they own; sign-in routes, whose handlers read the body's).
+ */
+function tenantsNamed(identity: EdgeIdentity, ...parts: unknown[]): string[] {
+  const out = identity.tenantId ? [identity.tenantId] : [];
+  for (const part of parts) {
+    const t = part && typeof part === 'object' ? (part as { tenantId?: unknown }).tenantId : undefined;
+    if (typeof t === 'string' && t !== '') out.push(t);
+  }
+  return out;
 }
 
 const requestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -200,6 +218,7 @@ export function createHandler(deps: HttpDeps): (req: IncomingMessage, res: Serve
       const body = route.body ? validate(route.body, decoded, 'body') : storable(decoded, 'body');
       const query = route.query ? validate(route.query, parseQuery(url.search), 'query', true) : {};
       const params = route.params ? validate(route.params, match.params, 'params') : storable(match.params, 'params');
+      await deps.residency?.(tenantsNamed(identity, params, query, body), { principalId: identity.principalId, method, route: route.path, requestId });
       // Issue 20 item 5: every audit record the handler writes carries this request's decision.
       const facts = auditFactsOf(headers, identity, requestId, req.socket.remoteAddress);
       return withRequestAudit(facts, () => inMoneyScope(scope, () => route.handler({

@@ -154,7 +154,7 @@ describe('two cores and two edges as production services, under SIGKILL and SIGT
     hooks = await receiver(hookSecret);
     env = { ...productionEnv(tdb.url, sms.url), SMS_WEBHOOK_SECRET: smsSecret };
 
-    const migrate = runService('migrate', { MODE: 'production', DATABASE_URL: tdb.url });
+    const migrate = runService('migrate', { MODE: 'production', DATABASE_URL: tdb.url, DEPLOYMENT_REGION: 'KE' });
     assert.equal(await migrate.exited, 0, migrate.output());
 
     // Test-side bootstrap with the project's own seeders (there is no `npm run bootstrap` yet).

@@ -60,6 +60,6 @@ export function productionEnv(databaseUrl: string, smsUrl = 'http://127.0.0.1:9/
     MODE: 'production', DATABASE_URL: databaseUrl, MASTER_KEY: key32(), EDGE_SHARED_SECRET: randomBytes(32).toString('base64url'),
     CHALLENGE_KEY: key32(), API_KEY_SEAL_KEY: key32(), POLICY_TRUSTED_KEYS: defaultTrustFile,
     SMS_WEBHOOK_URL: smsUrl, SMS_WEBHOOK_SECRET: newWebhookSecret(), PRIVATE_TARGETS_ALLOWED: '127.0.0.1/32',
-    ISSUER_URL: 'https://payments.test',
+    ISSUER_URL: 'https://payments.test', DEPLOYMENT_REGION: 'KE',
   };
 }

@@ -7,7 +7,7 @@ describe('configuration', () => {
   it('has the documented defaults', () => {
     const c = loadConfig({});
     assert.deepEqual({ ...c }, {
-      gatewayPort: 8000, corePort: 8080, authzPort: 9191, dataDir: resolve('./.data'), databaseUrl: undefined, masterKey: undefined, policyBundle: undefined, issuerUrl: undefined, logLevel: 'info', webauthnRpId: 'localhost', webauthnOrigins: [],
+      gatewayPort: 8000, corePort: 8080, authzPort: 9191, dataDir: resolve('./.data'), databaseUrl: undefined, masterKey: undefined, policyBundle: undefined, issuerUrl: undefined, logLevel: 'info', webauthnRpId: 'localhost', webauthnOrigins: [], deploymentRegion: 'KE',
     });
     assert.ok(Object.isFrozen(c));
   });
@@ -22,6 +22,13 @@ describe('configuration', () => {
     assert.equal(loadConfig({ ISSUER_URL: 'https://auth.example.com' }).issuerUrl, 'https://auth.example.com');
     for (const bad of ['https://auth.example.com/', 'auth.example.com', 'https://a.example?x=1', 'ftp://a.example']) {
       assert.throws(() => loadConfig({ ISSUER_URL: bad }), (err: unknown) => err instanceof ConfigError && /ISSUER_URL/.test(err.problems.join()), bad);
+    }
+  });
+
+  it('takes DEPLOYMENT_REGION as an ISO 3166 alpha-2 code (issue 20 item 2)', () => {
+    assert.equal(loadConfig({ DEPLOYMENT_REGION: 'UG' }).deploymentRegion, 'UG');
+    for (const bad of ['ug', 'Uganda', 'U1']) {
+      assert.throws(() => loadConfig({ DEPLOYMENT_REGION: bad }), (err: unknown) => err instanceof ConfigError && /DEPLOYMENT_REGION/.test(err.problems.join()), bad);
     }
   });
 

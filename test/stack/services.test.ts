@@ -25,7 +25,7 @@ describe('services in production mode', () => {
   it('refuses to start without its secrets, listing every one', async () => {
     const p = run('core', { MODE: 'production', DATABASE_URL: t.url });
     assert.equal(await p.exited, 2);
-    for (const name of ['MASTER_KEY', 'EDGE_SHARED_SECRET', 'CHALLENGE_KEY', 'API_KEY_SEAL_KEY', 'SMS_WEBHOOK_URL', 'POLICY_TRUSTED_KEYS']) {
+    for (const name of ['MASTER_KEY', 'EDGE_SHARED_SECRET', 'CHALLENGE_KEY', 'API_KEY_SEAL_KEY', 'SMS_WEBHOOK_URL', 'POLICY_TRUSTED_KEYS', 'DEPLOYMENT_REGION']) {
       assert.match(p.output(), new RegExp(name), `names ${name}`);
     }
     assert.doesNotMatch(p.output(), /\n\s+at /, 'no stack trace');
@@ -47,12 +47,23 @@ describe('services in production mode', () => {
     const early = run('core', { ...env, CORE_PORT: '0' });
     assert.equal(await early.exited, 1);
     assert.match(early.output(), /npm run migrate/);
-    const m = run('migrate', { MODE: 'production', DATABASE_URL: t.url });
+    // Issue 20 item 2: production never guesses where it runs (it would label the cluster).
+    const unplaced = run('migrate', { MODE: 'production', DATABASE_URL: t.url });
+    assert.equal(await unplaced.exited, 2);
+    assert.match(unplaced.output(), /DEPLOYMENT_REGION: required in production/);
+    const misplaced = run('core', { ...env, DEPLOYMENT_REGION: 'Kenya', CORE_PORT: '0' });
+    assert.equal(await misplaced.exited, 2);
+    assert.match(misplaced.output(), /DEPLOYMENT_REGION: must be an ISO 3166 alpha-2 code/);
+    const m = run('migrate', { MODE: 'production', DATABASE_URL: t.url, DEPLOYMENT_REGION: 'KE' });
     assert.equal(await m.exited, 0, m.output());
     assert.match(m.output(), /applied \d+ migration/);
-    const again = run('migrate', { MODE: 'production', DATABASE_URL: t.url });
+    assert.match(m.output(), /database cluster region: KE\n/);
+    // A labelled cluster keeps its label whatever a later deployment declares.
+    const again = run('migrate', { MODE: 'production', DATABASE_URL: t.url, DEPLOYMENT_REGION: 'UG' });
     assert.equal(await again.exited, 0);
     assert.match(again.output(), /up to date/);
+    assert.match(again.output(), /database cluster region: KE \(kept; DEPLOYMENT_REGION is UG/);
+    assert.deepEqual((await t.db.query('SELECT region, labelled_by FROM cluster_identity')).rows, [{ region: 'KE', labelled_by: 'migrate' }]);
   });
 
   it('gateway → edge → core answers; edge health is SERVING; each stops on SIGTERM', async () => {

@@ -3,6 +3,8 @@
  * staff created through POST /v1/tenants (admin_tenant_owners), nothing else (tenant isolation;
  * SPEC 1). The list pages by id. Suspend/activate update `tenants.status`, whose UPDATE trigger
  * NOTIFYs `tenants_changed` so the edge refuses a suspended tenant's customers at once.
+ * A tenant's data is created only on a cluster in one of its `residentRegions` (SPEC 2.10
+ * `resident_regions`; issue 20 item 2; default: this cluster's region).
  */
 import { Type } from '@sinclair/typebox';
 import { AppError } from '../../../shared/errors.ts';
@@ -16,14 +18,17 @@ import { CountryCode, CurrencyCode, Page, Timestamp, pageQuery } from '../schema
 import { TenantId } from '../../identity/schemas.ts';
 import { ensureTenantLedger } from '../../ledger/catalog.ts';
 import { openAccount } from '../../ledger/accounts.ts';
+import { clusterRegion } from '../../residency/cluster.ts';
 
-interface TenantRow { id: string; name: string; country: string; base_currency: string; status: 'ACTIVE' | 'SUSPENDED'; created_at: Date; updated_at: Date }
-const cols = 'id, name, country, base_currency, status, created_at, updated_at';
-const view = (t: TenantRow) => ({ id: t.id, name: t.name, country: t.country, baseCurrency: t.base_currency, status: t.status, created_at: t.created_at.toISOString(), updated_at: t.updated_at.toISOString() });
+interface TenantRow { id: string; name: string; country: string; base_currency: string; status: 'ACTIVE' | 'SUSPENDED'; resident_regions: unknown; created_at: Date; updated_at: Date }
+const cols = `id, name, country, base_currency, status, security -> 'resident_regions' AS resident_regions, created_at, updated_at`;
+/** SPEC 2.10 resident_regions, shown when the tenant set them (absent: no placement restriction). */
+const regionsOf = (t: TenantRow) => (Array.isArray(t.resident_regions) ? { residentRegions: t.resident_regions.filter((r): r is string => typeof r === 'string') } : {});
+const view = (t: TenantRow) => ({ id: t.id, name: t.name, country: t.country, baseCurrency: t.base_currency, status: t.status, ...regionsOf(t), created_at: t.created_at.toISOString(), updated_at: t.updated_at.toISOString() });
 const Status = Type.Union([Type.Literal('ACTIVE'), Type.Literal('SUSPENDED')]);
 const Params = Type.Object({ tenantId: TenantId });
 /** A tenant as every tenant route shows it (view). */
-const Tenant = Type.Object({ id: TenantId, name: Type.String(), country: CountryCode, baseCurrency: CurrencyCode, status: Status, created_at: Timestamp, updated_at: Timestamp });
+const Tenant = Type.Object({ id: TenantId, name: Type.String(), country: CountryCode, baseCurrency: CurrencyCode, status: Status, residentRegions: Type.Optional(Type.Array(CountryCode)), created_at: Timestamp, updated_at: Timestamp });
 /**
  * A new tenant as its creator sees it (issue 20 item 1): with the settlement account of its base
  * currency, the source of money entering the tenant (opened with it; not openable through the API),
@@ -36,6 +41,21 @@ async function openTenantLedger(q: Queryable, t: TenantRow, now: number): Promis
   await ensureTenantLedger(q, t.id);
   const account = await openAccount(q, { tenantId: t.id, ownerType: 'platform', ownerId: `settlement-${t.base_currency}`, productCode: 'SETTLEMENT', currency: t.base_currency, viaApi: false }, now);
   return account.id;
+}
+/** SPEC 2.10: the regions (ISO 3166 alpha-2) the tenant's data may live in. */
+const ResidentRegions = Type.Array(CountryCode, { minItems: 1, maxItems: 50, uniqueItems: true, description: 'Regions (ISO 3166 alpha-2) the tenant\'s data may live in; must include this cluster\'s region. Default: this cluster\'s region' });
+
+/**
+ * Issue 20 item 2: the regions a new tenant's data may live in, refused (422
+ * RESIDENCY_REGION_MISMATCH) unless this cluster is in one of them. Migration 0900's trigger
+ * checks the same under every writer; this answers first with a message that says what to do.
+ */
+async function placeHere(q: Queryable, tenantId: string, given: string[] | undefined): Promise<string[]> {
+  const here = await clusterRegion(q);
+  if (here === undefined) throw new AppError('SERVICE_UNAVAILABLE', 'this database cluster has no region label yet (npm run migrate with DEPLOYMENT_REGION labels it)');
+  const regions = given ?? [here];
+  if (!regions.includes(here)) throw new AppError('RESIDENCY_REGION_MISMATCH', `tenant ${tenantId} may live only in ${regions.join(', ')}, and this cluster is in ${here}: create it on a cluster in one of those regions`);
+  return regions;
 }
 
 /** Tenants the caller's tenant manages: itself and those it created. */
@@ -84,17 +104,18 @@ export function tenantRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'POST', path: '/v1/tenants', operationId: 'createTenant', summary: 'Create a tenant (country enabled, base currency allowed there; idempotent)', tags, roles: admins, mode: 'create',
-      body: Type.Object({ id: Params.properties.tenantId, name: Type.String({ minLength: 1, maxLength: 200 }), country: CountryCode, baseCurrency: CurrencyCode, status: Type.Optional(Status) }, { additionalProperties: false }),
+      method: 'POST', path: '/v1/tenants', operationId: 'createTenant', summary: 'Create a tenant (country enabled, base currency allowed there; on this cluster only if its region is one of residentRegions; idempotent)', tags, roles: admins, mode: 'create',
+      body: Type.Object({ id: Params.properties.tenantId, name: Type.String({ minLength: 1, maxLength: 200 }), country: CountryCode, baseCurrency: CurrencyCode, status: Type.Optional(Status), residentRegions: Type.Optional(ResidentRegions) }, { additionalProperties: false }),
       responses: { 201: { description: 'The tenant and its settlement account', schema: CreatedTenant } },
       write: async (ctx, w) => {
         // Issue 23 item 5: tenants are created by platform admins only (the operator tenant's Admins).
         await requirePlatformAdminTenant(w.q, w.caller.tenantId);
         const c = await requireCountry(w.q, ctx.body.country);
         if (!c.allowed_currencies.includes(ctx.body.baseCurrency)) throw new AppError('BASE_CURRENCY_NOT_ALLOWED', `${ctx.body.baseCurrency} is not allowed in ${c.code} (allowed: ${c.allowed_currencies.join(', ') || 'none'})`);
+        const regions = await placeHere(w.q, ctx.body.id, ctx.body.residentRegions);
         const { rows } = await w.q.query<TenantRow>(
-          `INSERT INTO tenants (id, name, country, base_currency, status) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING RETURNING ${cols}`,
-          [ctx.body.id, ctx.body.name, ctx.body.country, ctx.body.baseCurrency, ctx.body.status ?? 'ACTIVE']);
+          `INSERT INTO tenants (id, name, country, base_currency, status, security) VALUES ($1, $2, $3, $4, $5, jsonb_build_object('resident_regions', $6::jsonb)) ON CONFLICT (id) DO NOTHING RETURNING ${cols}`,
+          [ctx.body.id, ctx.body.name, ctx.body.country, ctx.body.baseCurrency, ctx.body.status ?? 'ACTIVE', JSON.stringify(regions)]);
         const t = rows[0];
         if (!t) throw new AppError('TENANT_EXISTS', `tenant ${ctx.body.id} exists`);
         await w.q.query('INSERT INTO admin_tenant_owners (tenant_id, owner_tenant_id) VALUES ($1, $2)', [t.id, w.caller.tenantId]);
@@ -104,7 +125,7 @@ export function tenantRoutes(deps: AdminDeps): RouteSpec[] {
           [w.caller.tenantId, t.id]);
         await enqueue(w.q, { tenantId: t.id, aggregate: 'tenant', aggregateId: t.id, event: 'tenant.created', payload: view(t) });
         const settlementAccountId = await openTenantLedger(w.q, t, deps.now());
-        await w.audit('tenant.create', { type: 'tenant', id: t.id }, { country: t.country, baseCurrency: t.base_currency, settlementAccountId });
+        await w.audit('tenant.create', { type: 'tenant', id: t.id }, { country: t.country, baseCurrency: t.base_currency, residentRegions: regions, settlementAccountId });
         return { status: 201, body: { ...view(t), settlementAccountId } };
       },
     }),
