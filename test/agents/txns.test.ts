@@ -126,4 +126,57 @@ describe('agent KYC and transactions through the ledger', () => {
     const late = await h.post(`/v1/txns/${cashin.id}/reverse`, {}, bearer(la.accessToken, idem()));
     assert.equal(late.json.code, 'REVERSAL_WINDOW_CLOSED');
   });
+
+  // Routes no test called before (issue 21 item 6).
+  const ops = (tenant = 'ta', roles = 'ops') => ({ authorization: 'Bearer service-token-checked-by-the-edge', 'x-tenant-id': tenant, 'x-principal-id': 'staff-ops-1', 'x-roles': roles });
+
+  it("ops reverse any agent's POSTED transaction of the tenant, once, audited as ops; not without the role, not another tenant's", async () => {
+    const r = await h.post('/v1/txns/cashin', { customerPhone: phone, amount: '100.00' }, bearer(la.accessToken, idem()));
+    assert.equal(r.status, 201, r.text);
+    const float = await balance(a.floatAccountId);
+    const notOps = await h.post(`/v1/ops/txns/${r.json.id}/reverse`, {}, { ...ops('ta', 'readonly'), ...idem() });
+    assert.equal(notOps.status, 403, notOps.text);
+    assert.equal((await h.post(`/v1/ops/txns/${r.json.id}/reverse`, {}, { ...ops('tb'), ...idem() })).json.code, 'TXN_NOT_FOUND');
+    assert.equal(await balance(a.floatAccountId), float, 'nothing moved');
+    const rev = await h.post(`/v1/ops/txns/${r.json.id}/reverse`, {}, { ...ops(), ...idem() });
+    assert.equal(rev.status, 200, rev.text);
+    assert.equal(rev.json.state, 'REVERSED');
+    assert.equal(await balance(a.floatAccountId), float + 100);
+    assert.equal((await h.post(`/v1/ops/txns/${r.json.id}/reverse`, {}, { ...ops(), ...idem() })).json.code, 'TXN_ALREADY_REVERSED');
+    const { rows } = await h.tdb.db.query<{ actor: { type: string; id: string } }>(
+      `SELECT actor FROM audit_log WHERE tenant_id = 'ta' AND action = 'agent.txn.reverse' AND target->>'id' = $1`, [r.json.id]);
+    assert.deepEqual(rows.map((x) => x.actor), [{ type: 'ops', id: 'staff-ops-1' }]);
+  });
+
+  it('KYC upgrade to level 2 needs an ID image and a selfie; an expired record is renewed by re-KYC with the same ID number only', async () => {
+    const { rows } = await h.tdb.db.query<{ id: string }>(`SELECT id FROM customers WHERE tenant_id = 'ta' AND phone_e164 = $1`, [phone]);
+    const customer = rows[0]?.id ?? '';
+    const sha = (c: string) => c.repeat(64);
+    const noSelfie = await h.post(`/v1/kyc/customers/${customer}/upgrade`, { documents: [{ kind: 'ID_FRONT', sha256: sha('a') }, { kind: 'PROOF_OF_ADDRESS', sha256: sha('b') }] }, bearer(la.accessToken, idem()));
+    assert.equal(noSelfie.status, 422, noSelfie.text);
+    const up = await h.post(`/v1/kyc/customers/${customer}/upgrade`, { documents: [{ kind: 'ID_FRONT', sha256: sha('a') }, { kind: 'SELFIE', sha256: sha('c') }] }, bearer(la.accessToken, idem()));
+    assert.equal(up.status, 200, up.text);
+    assert.equal(up.json.level, 2);
+    const docs = await h.tdb.db.query<{ kind: string }>(`SELECT kind FROM kyc_documents WHERE tenant_id = 'ta' AND customer_id = $1 ORDER BY kind`, [customer]);
+    assert.deepEqual(docs.rows.map((d) => d.kind), ['ID_FRONT', 'SELFIE']);
+    // Two years on, the record has lapsed: no money moves for the customer until re-KYC.
+    h.clock.t += 2 * 365 * 24 * 60 * 60_000 + 60_000;
+    la = await h.login(a);
+    const lapsed = await h.get(`/v1/kyc/customers/${customer}/status`, bearer(la.accessToken));
+    assert.equal(lapsed.json.status, 'EXPIRED');
+    assert.equal(lapsed.json.reKycDue, true);
+    assert.equal((await h.post('/v1/txns/cashin', { customerPhone: phone, amount: '10.00' }, bearer(la.accessToken, idem()))).json.code, 'KYC_REQUIRED');
+    assert.equal((await h.post(`/v1/kyc/customers/${customer}/upgrade`, { documents: [{ kind: 'ID_BACK', sha256: sha('d') }, { kind: 'SELFIE', sha256: sha('e') }] }, bearer(la.accessToken, idem()))).json.code, 'KYC_REQUIRED');
+    const wrongId = await h.post(`/v1/kyc/customers/${customer}/rekcy`, { idNumber: 'B7654321' }, bearer(la.accessToken, idem()));
+    assert.equal(wrongId.status, 422, wrongId.text);
+    const renewed = await h.post(`/v1/kyc/customers/${customer}/rekcy`, { idNumber: 'A1234567' }, bearer(la.accessToken, idem()));
+    assert.equal(renewed.status, 200, renewed.text);
+    assert.equal(renewed.json.status, 'ACTIVE');
+    assert.equal(renewed.json.level, 2, 're-KYC keeps the level');
+    assert.equal(renewed.json.expiresAt, new Date(h.clock.t + 2 * 365 * 24 * 60 * 60_000).toISOString());
+    const cashinAgain = await h.post('/v1/txns/cashin', { customerPhone: phone, amount: '10.00' }, bearer(la.accessToken, idem()));
+    assert.equal(cashinAgain.status, 201, cashinAgain.text);
+    const audits = await h.tdb.db.query<{ action: string }>(`SELECT action FROM audit_log WHERE tenant_id = 'ta' AND target->>'id' = $1 AND action LIKE 'kyc.%' ORDER BY id`, [customer]);
+    assert.deepEqual(audits.rows.map((x) => x.action), ['kyc.screen', 'kyc.register', 'kyc.upgrade', 'kyc.rekyc']);
+  });
 });
