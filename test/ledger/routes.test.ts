@@ -3,6 +3,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { call } from '../helpers/http.ts';
 import { LedgerFixture, type Tenant } from './fixture.ts';
+import { Ledger } from '../../core/ledger/service.ts';
+import { createLogger } from '../../shared/log.ts';
 
 describe('ledger routes', () => {
   let f: LedgerFixture;
@@ -226,9 +228,12 @@ describe('ledger routes', () => {
     assert.equal((await f.req(t.write, 'POST', '/v1/core/holds', { debit_account_id: a, credit_account_id: m, currency: 'KES', amount: '81.00' })).json.code, 'INSUFFICIENT_FUNDS');
     assert.equal((await f.req(t.write, 'POST', '/v1/core/holds', { debit_account_id: a, credit_account_id: a, currency: 'KES', amount: '1.00' })).json.code, 'SAME_ACCOUNT');
     assert.equal((await f.req(other.write, 'POST', `/v1/core/holds/${h2.json.id}/void`)).json.code, 'HOLD_NOT_FOUND');
-    const h3 = await f.req(t.write, 'POST', '/v1/core/holds', { debit_account_id: a, credit_account_id: m, currency: 'KES', amount: '5.00', expires_in_s: 1 });
+    const h3 = await f.req(t.write, 'POST', '/v1/core/holds', { debit_account_id: a, credit_account_id: m, currency: 'KES', amount: '5.00', expires_in_s: 60 });
     assert.equal((await f.balances(t, a)).pending_debits, '5.00');
-    await new Promise((r) => setTimeout(r, 2300));
+    // The sweeper of another instance whose clock reads 61 s later (the same code every core runs).
+    const later = new Ledger({ db: f.db, log: createLogger('silent'), now: () => Date.now() + 61_000 });
+    assert.equal((await f.req(t.read, 'GET', `/v1/core/holds/${h3.json.id}`)).json.status, 'pending');
+    assert.ok((await later.sweepExpiredHolds()) >= 1);
     const g = await f.req(t.read, 'GET', `/v1/core/holds/${h3.json.id}`);
     assert.equal(g.json.status, 'expired', 'the sweeper expired it');
     assert.equal((await f.balances(t, a)).pending_debits, '0.00');
@@ -312,6 +317,28 @@ describe('ledger routes', () => {
     await assert.rejects(f.db.query('UPDATE ledger_entries SET amount = amount + 1'), /append-only/);
     await assert.rejects(f.db.query('DELETE FROM ledger_postings'), /append-only/);
     await assert.rejects(f.db.query('UPDATE ledger_balances SET credits_posted = credits_posted + 1'), /change only through/);
+  });
+
+  // INVARIANTS.md G2, G6 and G7 as the database enforces them, had a check in the ledger been skipped.
+  it('database refuses a second reversal, a hold re-opened, resized or over-captured, a deleted hold and truncated entries', async () => {
+    const a = await f.account(t);
+    const b = await f.account(t);
+    await f.fund(t, a, '10.00');
+    const p = await f.transfer(t, a, b, '2.00');
+    const r = await f.req(t.write, 'POST', `/v1/core/postings/${p.json.id}/reverse`);
+    assert.equal(r.status, 201, r.text);
+    await assert.rejects(f.db.query(
+      `INSERT INTO ledger_postings (tenant_id, id, transaction_id, type_code, kind, currency, entry_count, reverses_posting_id)
+       VALUES ($1, gen_random_uuid(), $2, 'REVERSAL', 'reversal', 'KES', 2, $3)`, [t.id, r.json.transaction_id, p.json.id]), /ledger_postings_reverses_idx/);
+    const h = await f.req(t.write, 'POST', '/v1/core/holds', { debit_account_id: a, credit_account_id: b, currency: 'KES', amount: '3.00' });
+    assert.equal(h.status, 201, h.text);
+    await assert.rejects(f.db.query('UPDATE ledger_holds SET amount = 1 WHERE tenant_id = $1 AND id = $2', [t.id, h.json.id]), /may only leave pending once/);
+    await assert.rejects(f.db.query(`UPDATE ledger_holds SET status = 'captured', captured_amount = 3.5 WHERE tenant_id = $1 AND id = $2`, [t.id, h.json.id]), /check constraint/);
+    assert.equal((await f.req(t.write, 'POST', `/v1/core/holds/${h.json.id}/void`)).status, 200);
+    await assert.rejects(f.db.query(`UPDATE ledger_holds SET status = 'pending' WHERE tenant_id = $1 AND id = $2`, [t.id, h.json.id]), /may only leave pending once/);
+    await assert.rejects(f.db.query('DELETE FROM ledger_holds WHERE tenant_id = $1 AND id = $2', [t.id, h.json.id]), /append-only/);
+    await assert.rejects(f.db.query('TRUNCATE ledger_entries'), /append-only/);
+    assert.deepEqual(await f.balances(t, a), { account_id: a, currency: 'KES', posted: '10.00', pending_debits: '0.00', pending_credits: '0.00', available: '10.00', overdraft_limit: '0.00' });
   });
 
   it('every core route is in the OpenAPI document and the edge route table', async () => {
