@@ -321,17 +321,15 @@ describe('ledger routes', () => {
 
   // INVARIANTS.md G2, G6 and G7 as the database enforces them, had a check in the ledger been skipped.
   it('database refuses a second reversal, a hold re-opened, resized or over-captured, a deleted hold and truncated entries', async () => {
-    const a = await f.account(t);
-    const b = await f.account(t);
+    const [a, b] = [await f.account(t), await f.account(t)];
     await f.fund(t, a, '10.00');
+    const h = await f.req(t.write, 'POST', '/v1/core/holds', { debit_account_id: a, credit_account_id: b, currency: 'KES', amount: '3.00' });
+    assert.equal(h.status, 201, h.text);
     const p = await f.transfer(t, a, b, '2.00');
     const r = await f.req(t.write, 'POST', `/v1/core/postings/${p.json.id}/reverse`);
-    assert.equal(r.status, 201, r.text);
     await assert.rejects(f.db.query(
       `INSERT INTO ledger_postings (tenant_id, id, transaction_id, type_code, kind, currency, entry_count, reverses_posting_id)
        VALUES ($1, gen_random_uuid(), $2, 'REVERSAL', 'reversal', 'KES', 2, $3)`, [t.id, r.json.transaction_id, p.json.id]), /ledger_postings_reverses_idx/);
-    const h = await f.req(t.write, 'POST', '/v1/core/holds', { debit_account_id: a, credit_account_id: b, currency: 'KES', amount: '3.00' });
-    assert.equal(h.status, 201, h.text);
     await assert.rejects(f.db.query('UPDATE ledger_holds SET amount = 1 WHERE tenant_id = $1 AND id = $2', [t.id, h.json.id]), /may only leave pending once/);
     await assert.rejects(f.db.query(`UPDATE ledger_holds SET status = 'captured', captured_amount = 3.5 WHERE tenant_id = $1 AND id = $2`, [t.id, h.json.id]), /check constraint/);
     assert.equal((await f.req(t.write, 'POST', `/v1/core/holds/${h.json.id}/void`)).status, 200);
