@@ -148,6 +148,30 @@ describe('agent KYC and transactions through the ledger', () => {
     assert.deepEqual(rows.map((x) => x.actor), [{ type: 'ops', id: 'staff-ops-1' }]);
   });
 
+  it("a cash-in waiting for a balance row does not hold the tenant's audit chain head (the ledger batch's lock order: balance rows, then the audit head)", async () => {
+    const locker = await h.tdb.db.pool.connect();
+    try {
+      await locker.query('BEGIN');
+      await locker.query('SELECT 1 FROM ledger_balances WHERE account_id = $1 FOR UPDATE', [a.floatAccountId]);
+      const pending = h.post('/v1/txns/cashin', { customerPhone: phone, amount: '5.00' }, bearer(la.accessToken, idem()));
+      // Poll (not a timed wait) until the cash-in's backend waits on a lock the locker holds.
+      const lockerPid = (await locker.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid;
+      const blocked = async () => (await h.tdb.db.query<{ n: number }>(
+        'SELECT count(*)::int AS n FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))', [lockerPid])).rows[0]?.n ?? 0;
+      for (let i = 0; i < 1000 && (await blocked()) === 0; i++) await new Promise((r) => setTimeout(r, 5));
+      assert.equal(await blocked(), 1, 'the cash-in waits on the float balance row');
+      await locker.query(`SELECT 1 FROM audit_chain_heads WHERE tenant_id = 'ta' FOR UPDATE NOWAIT`);
+      await locker.query('ROLLBACK');
+      const r = await pending;
+      assert.equal(r.status, 201, r.text);
+      const { rows } = await h.tdb.db.query<{ action: string }>(`SELECT action FROM audit_log WHERE tenant_id = 'ta' AND target->>'id' = $1 ORDER BY id`, [r.json.id]);
+      assert.deepEqual(rows.map((x) => x.action), ['agent.txn.cashin.initiate', 'agent.txn.post'], 'the audit records keep their order');
+    } finally {
+      await locker.query('ROLLBACK').catch(() => undefined);
+      locker.release();
+    }
+  });
+
   it('KYC upgrade to level 2 needs an ID image and a selfie; an expired record is renewed by re-KYC with the same ID number only', async () => {
     const { rows } = await h.tdb.db.query<{ id: string }>(`SELECT id FROM customers WHERE tenant_id = 'ta' AND phone_e164 = $1`, [phone]);
     const customer = rows[0]?.id ?? '';
