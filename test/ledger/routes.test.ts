@@ -149,6 +149,37 @@ describe('ledger routes', () => {
     assert.equal(unknownType.json.code, 'UNKNOWN_TRANSACTION_TYPE');
   });
 
+  // INVARIANTS.md "Result codes, in the order they are checked": each request fails two checks and gets the earlier one's code.
+  it('result codes come in the documented order when a request fails several checks', async () => {
+    const [a, b, usd, closing] = [await f.account(t), await f.account(t), await f.account(t, 'USD'), await f.account(t)];
+    await f.fund(t, a, '5.00');
+    assert.equal((await f.req(t.write, 'POST', `/v1/core/accounts/${closing}/close`)).status, 200);
+    const code = async (token: string, body: unknown, headers: Record<string, string> = {}) => (await post(token, body, headers)).json.code as string;
+    const noAuth = await call(f.origin, 'POST', '/v1/core/postings', { json: { currency: 'KES' } });
+    assert.equal(noAuth.json.code, 'VALIDATION_FAILED', '3 (body schema) is checked by core before 1 (the edge has already authenticated)');
+    assert.equal((await call(f.origin, 'POST', '/v1/core/postings', { json: { currency: 'KES', entries: legs(a, b, '1.00') } })).json.code, 'UNAUTHORIZED');
+    assert.equal(await code(t.read, { currency: 'KES', entries: legs(a, b, '1.00') }, { 'idempotency-key': '' }), 'INSUFFICIENT_SCOPE');
+    assert.equal(await code(t.write, { currency: 'XYZ', entries: legs(a, b, '1.00') }, { 'idempotency-key': '' }), 'IDEMPOTENCY_KEY_REQUIRED');
+    assert.equal(await code(t.write, { currency: 'XYZ', entries: legs(a, b, '1.001') }), 'UNKNOWN_CURRENCY');
+    assert.equal(await code(t.write, { currency: 'KES', entries: [{ account_id: a, side: 'debit', amount: '1.001' }] }), 'INVALID_AMOUNT');
+    assert.equal(await code(t.write, { currency: 'KES', entries: [{ account_id: a, side: 'debit', amount: '1.00' }] }), 'TOO_FEW_ENTRIES');
+    await f.transfer(t, a, b, '1.00', 'KES', 'order-key-00001');
+    assert.equal(await code(t.write, { currency: 'KES', transaction_type: 'NOPE', entries: legs(a, b, '1.00') }, { 'idempotency-key': 'order-key-00001' }), 'IDEMPOTENCY_CONFLICT');
+    const unknown = '0190a0a0-0000-7000-8000-00000000abcd';
+    assert.equal(await code(t.write, { currency: 'KES', transaction_type: 'NOPE', entries: legs(unknown, b, '1.00') }), 'UNKNOWN_TRANSACTION_TYPE');
+    assert.equal(await code(t.write, { currency: 'KES', entries: [...legs(closing, b, '1.00'), ...legs(a, unknown, '1.00')] }), 'ACCOUNT_NOT_FOUND');
+    assert.equal(await code(t.write, { currency: 'KES', entries: [...legs(usd, b, '1.00'), ...legs(a, closing, '1.00')] }), 'ACCOUNT_CLOSED');
+    assert.equal(await code(t.write, { currency: 'KES', entries: [...legs(b, usd, '1.00'), ...legs(a, b, '9.00')] }), 'CURRENCY_MISMATCH');
+    // A fraud hold (migration 0860) is checked before 8: the command answers ACCOUNT_FROZEN whatever else is wrong with it.
+    await f.db.query(`INSERT INTO wallet_fraud_holds (tenant_id, id, account_id, reason, placed_by, placed_at) VALUES ($1, gen_random_uuid(), $2, 'order test', 'staff:fraud-1', now())`, [t.id, a]);
+    const frozen = await post(t.write, { currency: 'KES', transaction_type: 'NOPE', entries: legs(a, b, '100.00') }, { 'idempotency-key': 'order-frozen-01' });
+    assert.equal(frozen.json.code, 'ACCOUNT_FROZEN');
+    await f.db.query(`UPDATE wallet_fraud_holds SET lifted_by = 'staff:fraud-2', lifted_at = now() WHERE tenant_id = $1 AND account_id = $2`, [t.id, a]);
+    const replayed = await post(t.write, { currency: 'KES', transaction_type: 'NOPE', entries: legs(a, b, '100.00') }, { 'idempotency-key': 'order-frozen-01' });
+    assert.equal(replayed.text, frozen.text, 'the refusal is stored under the key and replayed after the hold is lifted');
+    assert.equal(await code(t.write, { currency: 'KES', entries: legs(a, b, '100.00') }), 'INSUFFICIENT_FUNDS');
+  });
+
   it('multi-leg and multi-currency postings; GET posting; outbox and audit in the same transaction', async () => {
     const a = await f.account(t);
     const b = await f.account(t);
