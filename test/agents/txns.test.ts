@@ -107,6 +107,21 @@ describe('agent KYC and transactions through the ledger', () => {
     assert.equal((await h.get(`/v1/txns/${r.json.id}`, bearer(la.accessToken))).json.state, 'EXPIRED');
   });
 
+  it('fails a cash-out at the fifth wrong customer code; the right one no longer posts it', async () => {
+    const r = await h.post('/v1/txns/cashout', { customerPhone: phone, amount: '10.00' }, bearer(la.accessToken, idem()));
+    assert.equal(r.status, 202, r.text);
+    const code = h.sms.lastCode(phone);
+    const wrong = code === '000000' ? '111111' : '000000';
+    for (let i = 1; i <= 5; i++) {
+      const bad = await h.post(`/v1/txns/${r.json.id}/authorize`, { customerCode: wrong }, bearer(la.accessToken, idem()));
+      assert.equal(bad.json.code, 'CUSTOMER_CODE_INVALID', `attempt ${i}`);
+      assert.equal((await h.get(`/v1/txns/${r.json.id}`, bearer(la.accessToken))).json.state, i < 5 ? 'AWAITING_CUSTOMER' : 'FAILED', `after attempt ${i}`);
+    }
+    const { rows } = await h.tdb.db.query<{ failure_code: string }>('SELECT failure_code FROM agent_txns WHERE id = $1', [r.json.id]);
+    assert.equal(rows[0]?.failure_code, 'TOO_MANY_CODE_ATTEMPTS');
+    assert.equal((await h.post(`/v1/txns/${r.json.id}/authorize`, { customerCode: code }, bearer(la.accessToken, idem()))).json.code, 'TXN_NOT_AWAITING');
+  });
+
   it('reverses only own POSTED transactions, once, within the window; commission clawed back', async () => {
     assert.equal((await h.post(`/v1/txns/${cashout.id}/reverse`, {}, bearer(lb.accessToken, idem()))).status, 404);
     assert.equal((await h.get(`/v1/txns/${cashout.id}`, bearer(lb.accessToken))).status, 404);
