@@ -108,8 +108,9 @@ export async function startTxn(deps: AgentDeps, q: Queryable, c: AgentCaller, ki
      VALUES ($1, $2, $3, 'INITIATED', $4, $5, $6, $7, $8, $9, $10, $11::date, $12, $13, to_timestamp($14 / 1000.0), to_timestamp($14 / 1000.0))`,
     [c.tenantId, id, kind, c.agentId, customer.id, counterparty?.id ?? null, agent.currency, toDb(amount), toDb(price.fee), toDb(price.commission), day,
       input.reference ?? null, awaiting ? new Date(t + customerCodeTtlMs) : null, t]);
-  await auditAgent(q, { tenantId: c.tenantId, actor: actorOf(c), action: `agent.txn.${kind.toLowerCase()}.initiate`, target: { type: 'agent_txn', id }, attrs: { amount: toDb(amount) }, requestId }, t);
-  if (!awaiting) return post(deps, q, c.tenantId, await loadTxn(q, c.tenantId, id, true), agent, requestId);
+  const initiated: AgentAudit = { tenantId: c.tenantId, actor: actorOf(c), action: `agent.txn.${kind.toLowerCase()}.initiate`, target: { type: 'agent_txn', id }, attrs: { amount: toDb(amount) }, requestId };
+  if (!awaiting) return post(deps, q, c.tenantId, await loadTxn(q, c.tenantId, id, true), agent, requestId, [initiated]);
+  await auditAgent(q, initiated, t);
   const code = await issueOtp(q, { tenantId: c.tenantId, phoneKey: customerCodeKey(secrets, c.tenantId, customer.id), purpose: 'stepup', challengeJti: id }, secrets.otp, t);
   const what = kind === 'CASHOUT' ? `withdraw ${input.amount} ${agent.currency}` : `send ${input.amount} ${agent.currency}`;
   await deps.identity.sms.send(q, { tenantId: c.tenantId, to: customer.phone, code, text: `Code ${code} authorises agent to ${what} (fee ${format(price.fee)}). Never share it with anyone else.`, purpose: 'agent-txn' }, t);
@@ -142,8 +143,15 @@ async function legsOf(q: Queryable, tenantId: string, r: TxnRow, agent: AgentRow
   return { main, commission };
 }
 
-/** Post an AWAITING_CUSTOMER (or new cash-in) transaction; also used when the customer approves on USSD. */
-export async function post(deps: AgentDeps, q: Queryable, tenantId: string, r: TxnRow, agent: AgentRow, requestId: string): Promise<TxnRow> {
+export type AgentAudit = Parameters<typeof auditAgent>[1];
+
+/**
+ * Post an AWAITING_CUSTOMER (or new cash-in) transaction; also used when the customer approves on
+ * USSD. `before` are the caller's audit records of this request, appended after the ledger call:
+ * the tenant's audit chain head is locked only after the balance rows, the order the ledger
+ * batch takes them in (core/ledger/INVARIANTS.md "Concurrency"), so no deadlock cycle exists.
+ */
+export async function post(deps: AgentDeps, q: Queryable, tenantId: string, r: TxnRow, agent: AgentRow, requestId: string, before: AgentAudit[] = []): Promise<TxnRow> {
   const t = deps.now();
   const { main, commission } = await legsOf(q, tenantId, r, agent, t);
   const meta = { agent_txn_id: r.id, agent_id: r.agent_id, kind: r.kind };
@@ -160,6 +168,7 @@ export async function post(deps: AgentDeps, q: Queryable, tenantId: string, r: T
       `INSERT INTO agent_commissions (tenant_id, id, agent_id, txn_id, kind, amount, currency, state, created_at) VALUES ($1, $2, $3, $4, 'ACCRUAL', $5, $6, 'ACCRUED', to_timestamp($7 / 1000.0))`,
       [tenantId, uuidv7(t), r.agent_id, r.id, r.commission, r.currency, t]);
   }
+  for (const a of before) await auditAgent(q, a, t);
   await auditAgent(q, { tenantId, actor: { type: 'agent', id: r.agent_id }, action: 'agent.txn.post', target: { type: 'agent_txn', id: r.id }, attrs: { posting_id: postingId, kind: r.kind }, requestId }, t);
   return loadTxn(q, tenantId, r.id);
 }

@@ -231,6 +231,58 @@ describe('administration API: conventions and bad input (issue 6)', () => {
     assert.equal(tag['x-interface-version'], '1.0.0');
     assert.ok(doc.paths['/auth/stepup/complete']?.post, 'SPEC 4.2 names /auth/stepup/complete');
   });
+
+  // Routes no test called before (issue 21 item 6).
+  it('maps a country\'s currencies: the base only from the allowed list, the allowed list always with the base; audited', async () => {
+    const key = (k: string) => ({ 'idempotency-key': `country-cur-${k}-0001` });
+    assert.equal((await admin('POST', '/v1/countries', { json: { code: 'TZ', base_currency: 'TZS', allowed_currencies: ['TZS', 'USD'] }, headers: key('tz') })).status, 201);
+    assert.deepEqual((await ro('GET', '/v1/countries/TZ/currencies')).json, { code: 'TZ', base: 'TZS', allowed: ['TZS', 'USD'] });
+    const base = await admin('PUT', '/v1/countries/TZ/currencies/base', { json: { currency: 'USD' }, headers: key('base') });
+    assert.equal(base.status, 200, base.text);
+    assert.deepEqual(base.json, { code: 'TZ', base: 'USD', allowed: ['TZS', 'USD'] });
+    assert.equal((await admin('PUT', '/v1/countries/TZ/currencies/base', { json: { currency: 'KES' }, headers: key('base-kes') })).json.code, 'BASE_CURRENCY_NOT_ALLOWED');
+    assert.equal((await admin('PUT', '/v1/countries/TZ/currencies/allowed', { json: { currencies: ['TZS'] }, headers: key('drop-base') })).json.code, 'BASE_CURRENCY_NOT_ALLOWED');
+    assert.equal((await admin('PUT', '/v1/countries/TZ/currencies/allowed', { json: { currencies: ['USD', 'XYZ'] }, headers: key('xyz') })).json.code, 'CURRENCY_INVALID');
+    const allowed = await admin('PUT', '/v1/countries/TZ/currencies/allowed', { json: { currencies: ['USD', 'KES'] }, headers: key('allowed') });
+    assert.equal(allowed.status, 200, allowed.text);
+    assert.deepEqual((await ro('GET', '/v1/countries/TZ/currencies')).json, { code: 'TZ', base: 'USD', allowed: ['USD', 'KES'] });
+    assert.equal((await ro('PUT', '/v1/countries/TZ/currencies/base', { json: { currency: 'KES' }, headers: key('ro') })).status, 403);
+    assert.equal((await ro('GET', '/v1/countries/FR/currencies')).json.code, 'COUNTRY_NOT_FOUND');
+    const audit = await ro('GET', '/v1/audit?resource=country&resource_id=TZ');
+    const actions = audit.json.items.map((a: { action: string }) => a.action);
+    assert.ok(actions.includes('country.currency_base_set') && actions.includes('country.currency_allowed_set'), actions.join());
+  });
+
+  it('serves reference data: countries (all, or one by code), regions, locale hints (all, or one country)', async () => {
+    const all = await ro('GET', '/v1/countries:reference');
+    assert.equal(all.status, 200, all.text);
+    assert.ok(all.json.items.length >= 240, 'every ISO 3166 country');
+    const ke = await ro('GET', '/v1/countries:reference?code=KE');
+    assert.deepEqual(ke.json.items.map((c: { code: string }) => c.code), ['KE']);
+    assert.equal((await ro('GET', '/v1/countries:reference?code=ke')).status, 400);
+    const regions = await ro('GET', '/v1/reference/regions');
+    assert.equal(regions.status, 200, regions.text);
+    const african = Object.values(regions.json.regions.Africa as Record<string, string[]>).flat();
+    assert.ok(african.includes('KE') && african.includes('NG') && !african.includes('FR'));
+    const locales = await ro('GET', '/v1/reference/locales?country=KE');
+    assert.equal(locales.status, 200, locales.text);
+    assert.equal(locales.json.items.length, 1);
+    assert.ok(locales.json.items[0].locales.some((l: string) => l.endsWith('-KE')), JSON.stringify(locales.json.items[0]));
+    assert.equal((await ro('GET', '/v1/reference/locales')).json.items.length, all.json.items.length);
+  });
+
+  it('reads one audit record of the caller\'s tenant by id; another tenant\'s id is 404', async () => {
+    const page = await ro('GET', '/v1/audit?resource=country&resource_id=TZ');
+    const first = page.json.items[0] as { id: string | number; action: string };
+    assert.ok(first, page.text);
+    const one = await ro('GET', `/v1/audit/${first.id}`);
+    assert.equal(one.status, 200, one.text);
+    assert.deepEqual(one.json, first);
+    const foreign = await h.as('admin', 'other')('GET', `/v1/audit/${first.id}`);
+    assert.equal(foreign.status, 404);
+    assert.equal(foreign.json.code, 'AUDIT_NOT_FOUND');
+    assert.equal((await ro('GET', '/v1/audit/not-a-number')).status, 400);
+  });
 });
 
 describe('administration API: rate limit on mutations', () => {

@@ -113,6 +113,11 @@ describe('agent wallets and reports', () => {
   it('close: the day becomes immutable; a late or backdated transaction is refused; the next day opens from the close', async () => {
     const pending = await h.post('/v1/txns/cashout', { customerPhone: phone, amount: '100.00' }, bearer(la.accessToken, idem()));
     assert.equal(pending.json.state, 'AWAITING_CUSTOMER');
+    const future = await h.post('/v1/reports/eod/close', { date: '2026-03-03' }, bearer(la.accessToken, idem()));
+    assert.equal(future.json.code, 'DAY_NOT_STARTED', future.text);
+    const past = await h.post('/v1/reports/eod/close', { date: '2026-03-01' }, bearer(la.accessToken, idem()));
+    assert.equal(past.status, 409, past.text);
+    assert.equal(past.json.code, 'CONFLICT', 'a day before the latest transactions: close the latest day instead');
     const close = await h.post('/v1/reports/eod/close', {}, bearer(la.accessToken, idem()));
     assert.equal(close.status, 201, close.text);
     assert.equal(close.json.closed, true);

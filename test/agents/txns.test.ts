@@ -107,6 +107,21 @@ describe('agent KYC and transactions through the ledger', () => {
     assert.equal((await h.get(`/v1/txns/${r.json.id}`, bearer(la.accessToken))).json.state, 'EXPIRED');
   });
 
+  it('fails a cash-out at the fifth wrong customer code; the right one no longer posts it', async () => {
+    const r = await h.post('/v1/txns/cashout', { customerPhone: phone, amount: '10.00' }, bearer(la.accessToken, idem()));
+    assert.equal(r.status, 202, r.text);
+    const code = h.sms.lastCode(phone);
+    const wrong = code === '000000' ? '111111' : '000000';
+    for (let i = 1; i <= 5; i++) {
+      const bad = await h.post(`/v1/txns/${r.json.id}/authorize`, { customerCode: wrong }, bearer(la.accessToken, idem()));
+      assert.equal(bad.json.code, 'CUSTOMER_CODE_INVALID', `attempt ${i}`);
+      assert.equal((await h.get(`/v1/txns/${r.json.id}`, bearer(la.accessToken))).json.state, i < 5 ? 'AWAITING_CUSTOMER' : 'FAILED', `after attempt ${i}`);
+    }
+    const { rows } = await h.tdb.db.query<{ failure_code: string }>('SELECT failure_code FROM agent_txns WHERE id = $1', [r.json.id]);
+    assert.equal(rows[0]?.failure_code, 'TOO_MANY_CODE_ATTEMPTS');
+    assert.equal((await h.post(`/v1/txns/${r.json.id}/authorize`, { customerCode: code }, bearer(la.accessToken, idem()))).json.code, 'TXN_NOT_AWAITING');
+  });
+
   it('reverses only own POSTED transactions, once, within the window; commission clawed back', async () => {
     assert.equal((await h.post(`/v1/txns/${cashout.id}/reverse`, {}, bearer(lb.accessToken, idem()))).status, 404);
     assert.equal((await h.get(`/v1/txns/${cashout.id}`, bearer(lb.accessToken))).status, 404);
@@ -125,5 +140,82 @@ describe('agent KYC and transactions through the ledger', () => {
     la = await h.login(a);
     const late = await h.post(`/v1/txns/${cashin.id}/reverse`, {}, bearer(la.accessToken, idem()));
     assert.equal(late.json.code, 'REVERSAL_WINDOW_CLOSED');
+  });
+
+  // Routes no test called before (issue 21 item 6).
+  const ops = (tenant = 'ta', roles = 'ops') => ({ authorization: 'Bearer service-token-checked-by-the-edge', 'x-tenant-id': tenant, 'x-principal-id': 'staff-ops-1', 'x-roles': roles });
+
+  it("ops reverse any agent's POSTED transaction of the tenant, once, audited as ops; not without the role, not another tenant's", async () => {
+    const r = await h.post('/v1/txns/cashin', { customerPhone: phone, amount: '100.00' }, bearer(la.accessToken, idem()));
+    assert.equal(r.status, 201, r.text);
+    const float = await balance(a.floatAccountId);
+    const notOps = await h.post(`/v1/ops/txns/${r.json.id}/reverse`, {}, { ...ops('ta', 'readonly'), ...idem() });
+    assert.equal(notOps.status, 403, notOps.text);
+    assert.equal((await h.post(`/v1/ops/txns/${r.json.id}/reverse`, {}, { ...ops('tb'), ...idem() })).json.code, 'TXN_NOT_FOUND');
+    assert.equal(await balance(a.floatAccountId), float, 'nothing moved');
+    const rev = await h.post(`/v1/ops/txns/${r.json.id}/reverse`, {}, { ...ops(), ...idem() });
+    assert.equal(rev.status, 200, rev.text);
+    assert.equal(rev.json.state, 'REVERSED');
+    assert.equal(await balance(a.floatAccountId), float + 100);
+    assert.equal((await h.post(`/v1/ops/txns/${r.json.id}/reverse`, {}, { ...ops(), ...idem() })).json.code, 'TXN_ALREADY_REVERSED');
+    const { rows } = await h.tdb.db.query<{ actor: { type: string; id: string } }>(
+      `SELECT actor FROM audit_log WHERE tenant_id = 'ta' AND action = 'agent.txn.reverse' AND target->>'id' = $1`, [r.json.id]);
+    assert.deepEqual(rows.map((x) => x.actor), [{ type: 'ops', id: 'staff-ops-1' }]);
+  });
+
+  it("a cash-in waiting for a balance row does not hold the tenant's audit chain head (the ledger batch's lock order: balance rows, then the audit head)", async () => {
+    const locker = await h.tdb.db.pool.connect();
+    try {
+      await locker.query('BEGIN');
+      await locker.query('SELECT 1 FROM ledger_balances WHERE account_id = $1 FOR UPDATE', [a.floatAccountId]);
+      const pending = h.post('/v1/txns/cashin', { customerPhone: phone, amount: '5.00' }, bearer(la.accessToken, idem()));
+      // Poll (not a timed wait) until the cash-in's backend waits on a lock the locker holds.
+      const lockerPid = (await locker.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid;
+      const blocked = async () => (await h.tdb.db.query<{ n: number }>(
+        'SELECT count(*)::int AS n FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))', [lockerPid])).rows[0]?.n ?? 0;
+      for (let i = 0; i < 1000 && (await blocked()) === 0; i++) await new Promise((r) => setTimeout(r, 5));
+      assert.equal(await blocked(), 1, 'the cash-in waits on the float balance row');
+      await locker.query(`SELECT 1 FROM audit_chain_heads WHERE tenant_id = 'ta' FOR UPDATE NOWAIT`);
+      await locker.query('ROLLBACK');
+      const r = await pending;
+      assert.equal(r.status, 201, r.text);
+      const { rows } = await h.tdb.db.query<{ action: string }>(`SELECT action FROM audit_log WHERE tenant_id = 'ta' AND target->>'id' = $1 ORDER BY id`, [r.json.id]);
+      assert.deepEqual(rows.map((x) => x.action), ['agent.txn.cashin.initiate', 'agent.txn.post'], 'the audit records keep their order');
+    } finally {
+      await locker.query('ROLLBACK').catch(() => undefined);
+      locker.release();
+    }
+  });
+
+  it('KYC upgrade to level 2 needs an ID image and a selfie; an expired record is renewed by re-KYC with the same ID number only', async () => {
+    const { rows } = await h.tdb.db.query<{ id: string }>(`SELECT id FROM customers WHERE tenant_id = 'ta' AND phone_e164 = $1`, [phone]);
+    const customer = rows[0]?.id ?? '';
+    const sha = (c: string) => c.repeat(64);
+    const noSelfie = await h.post(`/v1/kyc/customers/${customer}/upgrade`, { documents: [{ kind: 'ID_FRONT', sha256: sha('a') }, { kind: 'PROOF_OF_ADDRESS', sha256: sha('b') }] }, bearer(la.accessToken, idem()));
+    assert.equal(noSelfie.status, 422, noSelfie.text);
+    const up = await h.post(`/v1/kyc/customers/${customer}/upgrade`, { documents: [{ kind: 'ID_FRONT', sha256: sha('a') }, { kind: 'SELFIE', sha256: sha('c') }] }, bearer(la.accessToken, idem()));
+    assert.equal(up.status, 200, up.text);
+    assert.equal(up.json.level, 2);
+    const docs = await h.tdb.db.query<{ kind: string }>(`SELECT kind FROM kyc_documents WHERE tenant_id = 'ta' AND customer_id = $1 ORDER BY kind`, [customer]);
+    assert.deepEqual(docs.rows.map((d) => d.kind), ['ID_FRONT', 'SELFIE']);
+    // Two years on, the record has lapsed: no money moves for the customer until re-KYC.
+    h.clock.t += 2 * 365 * 24 * 60 * 60_000 + 60_000;
+    la = await h.login(a);
+    const lapsed = await h.get(`/v1/kyc/customers/${customer}/status`, bearer(la.accessToken));
+    assert.equal(lapsed.json.status, 'EXPIRED');
+    assert.equal(lapsed.json.reKycDue, true);
+    assert.equal((await h.post('/v1/txns/cashin', { customerPhone: phone, amount: '10.00' }, bearer(la.accessToken, idem()))).json.code, 'KYC_REQUIRED');
+    assert.equal((await h.post(`/v1/kyc/customers/${customer}/upgrade`, { documents: [{ kind: 'ID_BACK', sha256: sha('d') }, { kind: 'SELFIE', sha256: sha('e') }] }, bearer(la.accessToken, idem()))).json.code, 'KYC_REQUIRED');
+    const wrongId = await h.post(`/v1/kyc/customers/${customer}/rekcy`, { idNumber: 'B7654321' }, bearer(la.accessToken, idem()));
+    assert.equal(wrongId.status, 422, wrongId.text);
+    const renewed = await h.post(`/v1/kyc/customers/${customer}/rekcy`, { idNumber: 'A1234567' }, bearer(la.accessToken, idem()));
+    assert.equal(renewed.status, 200, renewed.text);
+    assert.equal(renewed.json.status, 'ACTIVE');
+    assert.equal(renewed.json.level, 2, 're-KYC keeps the level');
+    assert.equal(renewed.json.expiresAt, new Date(h.clock.t + 2 * 365 * 24 * 60 * 60_000).toISOString());
+    const cashinAgain = await h.post('/v1/txns/cashin', { customerPhone: phone, amount: '10.00' }, bearer(la.accessToken, idem()));
+    assert.equal(cashinAgain.status, 201, cashinAgain.text);
+    const audits = await h.tdb.db.query<{ action: string }>(`SELECT action FROM audit_log WHERE tenant_id = 'ta' AND target->>'id' = $1 AND action LIKE 'kyc.%' ORDER BY id`, [customer]);
+    assert.deepEqual(audits.rows.map((x) => x.action), ['kyc.screen', 'kyc.register', 'kyc.upgrade', 'kyc.rekyc']);
   });
 });

@@ -53,6 +53,8 @@ describe('API keys at the edge', () => {
   let edge: TestEdge;
   let edge2: TestEdge;
   const states: EdgeState[] = [];
+  /** The deciders' clock runs this far ahead of the wall clock (key expiry without waiting). */
+  const clock = { skewMs: 0 };
   const audits: AuditWriter[] = [];
 
   const makeEdge = async () => {
@@ -63,7 +65,7 @@ describe('API keys at the edge', () => {
     const audit = new AuditWriter(t.db, log);
     states.push(state);
     audits.push(audit);
-    const decide = createDecider({ state, challenges: keys.challenges, policies, audit, risk: new RiskEngine(), log, edgeSecret: 's' });
+    const decide = createDecider({ state, challenges: keys.challenges, policies, audit, risk: new RiskEngine(), log, edgeSecret: 's', now: () => Date.now() + clock.skewMs });
     // A generous decision budget: these tests assert outcomes, not timing (the 100 ms budget has its own tests).
     return startTestEdge({ log, decide, resolve: buildRouteTable([...edgeRoutes, ...extraRoutes]), budgetMs: 10_000 });
   };
@@ -166,9 +168,14 @@ describe('API keys at the edge', () => {
       if (code !== 'invalid_key') await new Promise((r) => setTimeout(r, 20));
     }
     assert.equal(code, 'invalid_key');
-    const expiring = await newKey('t1', { expiresAt: new Date(Date.now() + 300).toISOString() });
-    await new Promise((r) => setTimeout(r, 400));
-    assert.equal(body(await edge.check(signed(expiring, 'GET', '/t/transactions'))).code, 'key_expired');
+    const expiring = await newKey('t1', { expiresAt: new Date(Date.now() + 60_000).toISOString() });
+    assert.equal((await edge.check(signed(expiring, 'GET', '/t/transactions'))).status.code, 0, 'valid until it expires');
+    clock.skewMs = 61_000;
+    try {
+      assert.equal(body(await edge.check(signed(expiring, 'GET', '/t/transactions'))).code, 'key_expired');
+    } finally {
+      clock.skewMs = 0;
+    }
     const fenced = await newKey('t1', { ipAllowlist: ['203.0.113.0/24'] });
     assert.equal(body(await edge.check(signed(fenced, 'GET', '/t/transactions'))).code, 'ip_not_allowed');
     const inside = await edge.check(envoyRequest('GET', '/t/transactions', { headers: signRequest({ method: 'GET', path: '/t/transactions', keyId: fenced.key.id, secret: fenced.secret }), ip: '203.0.113.5' }));

@@ -87,17 +87,21 @@ describe('edge Check fails closed on decision faults', () => {
   });
 
   it('tells a decision that finishes past the budget that its answer was already given', async () => {
-    let expiredWhenDone: boolean | undefined;
+    // The decision finishes when the test lets it, after the edge has answered: no timed waits.
+    let release = () => {};
+    const released = new Promise<void>((r) => { release = r; });
+    let finished: (expired: boolean) => void = () => {};
+    const expiredWhenDone = new Promise<boolean>((r) => { finished = r; });
     const decide: Decide = async (_view, _resolved, deadline) => {
-      await new Promise((r) => setTimeout(r, 300));
-      expiredWhenDone = deadline.expired;
+      await released;
+      finished(deadline.expired);
       return { allow: true, status: 200 };
     };
     const edge = await startTestEdge({ log, decide, budgetMs: 50 });
     try {
       assert.equal(JSON.parse((await edge.check(envoyRequest('GET', '/v1/health'))).denied_response?.body ?? '{}').code, 'authz_unavailable');
-      await new Promise((r) => setTimeout(r, 400));
-      assert.equal(expiredWhenDone, true);
+      release();
+      assert.equal(await expiredWhenDone, true);
     } finally {
       await edge.close();
     }

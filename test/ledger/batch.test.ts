@@ -177,8 +177,12 @@ describe('ledger set-based posting batch', () => {
       assert.equal((first.rows[0]!.r[0] as { ok: boolean }).ok, true);
       let settled = false;
       const second = b.query<{ r: unknown[] }>('SELECT ledger_apply_keyed($1::jsonb, $2::jsonb) AS r', [JSON.stringify([k]), JSON.stringify([cmd()])]).finally(() => { settled = true; });
-      await new Promise((r) => setTimeout(r, 200));
+      // Poll (not a timed wait) until b's backend is blocked by a's transaction.
+      const aPid = (await a.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid;
+      const blocked = async () => (await t.db.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))', [aPid])).rows[0]?.n ?? 0;
+      for (let i = 0; i < 1000 && !settled && (await blocked()) === 0; i++) await new Promise((r) => setTimeout(r, 5));
       assert.equal(settled, false, 'the second waits on the key');
+      assert.equal(await blocked(), 1, 'blocked by the first batch\'s transaction');
       await a.query(`UPDATE idempotency_keys SET response_status = 201, response_body = '{}' WHERE tenant_id = $1 AND key = $2`, [tenant, k.key]);
       await a.query('COMMIT');
       assert.deepEqual((await second).rows[0]!.r, [null]);

@@ -63,6 +63,9 @@ describe('platform routes', () => {
     assert.deepEqual(result.errors ?? [], []);
     assert.equal(result.valid, true);
     for (const p of ['/v1/health', '/v1/ready', '/v1/metrics', '/v1/version', '/v1/docs']) assert.ok(r.json.paths[p], p);
+    // Every route core serves is documented but the asset routes (hidden); the edge's table is checked against the same list in test/edge/routes.test.ts.
+    const missing = t.core.routes.filter((route) => !route.hidden && !r.json.paths[route.path]?.[route.method.toLowerCase()]).map((route) => `${route.method} ${route.path}`);
+    assert.deepEqual(missing, []);
   });
 
   it('GET /v1/docs serves the docs page and its assets from the project', async () => {

@@ -107,13 +107,15 @@ async function approveCashout(deps: AgentDeps, q: Queryable, tenantId: string, c
     await fail('EXPIRED', 'CODE_EXPIRED');
     return end('This cash-out request has expired.');
   }
-  await auditAgent(q, { tenantId, actor: { type: 'customer', id: c.id }, action: 'agent.txn.authorize', target: { type: 'agent_txn', id: r.id }, attrs: { outcome: 'approved', channel: 'ussd' }, requestId }, t);
+  const approved = { tenantId, actor: { type: 'customer', id: c.id }, action: 'agent.txn.authorize', target: { type: 'agent_txn', id: r.id }, attrs: { outcome: 'approved', channel: 'ussd' }, requestId };
   await q.query('SAVEPOINT ussd_cashout');
   try {
-    await post(deps, q, tenantId, r, agent, requestId);
+    // The approval is audited after the ledger call (balance rows before the audit head).
+    await post(deps, q, tenantId, r, agent, requestId, [approved]);
   } catch (err) {
     if (!(err instanceof AppError) || err.status >= 500) throw err;
     await q.query('ROLLBACK TO SAVEPOINT ussd_cashout');
+    await auditAgent(q, approved, t);
     await fail('FAILED', err.code);
     // Answered, not thrown: the FAILED state must commit with the stored answer.
     return end(messageOf(err));
