@@ -58,11 +58,11 @@ describe('customer transfers at core level', () => {
   function factsOf(p: Person, input: TransferInput, opts: { orig?: string; signer?: KeyObject } = {}): RequestFacts {
     const orig = opts.orig ?? `orig-${++n}`;
     const signature = sign(null, Buffer.from(intentPayload({ ...input, orig }), 'utf8'), opts.signer ?? p.key).toString('base64url');
-    return { orig, intentDeviceId: p.deviceId, intentSignature: signature, requestId: `req-${n}`, decision: {} };
+    return { orig, intentDeviceId: p.deviceId, intentSignature: signature, requestId: `req-${n}` };
   }
 
   const create = (caller: Caller, input: TransferInput, facts: RequestFacts, now = t0) => tdb.db.tx((q) => createTransfer(q, caller, input, facts, now));
-  const confirm = (caller: Caller, id: string, now: number) => tdb.db.tx((q) => confirmTransfer(q, caller, id, { orig: 'confirm', intentDeviceId: undefined, intentSignature: undefined, requestId: 'confirm', decision: {} }, now));
+  const confirm = (caller: Caller, id: string, now: number) => tdb.db.tx((q) => confirmTransfer(q, caller, id, { orig: 'confirm', intentDeviceId: undefined, intentSignature: undefined, requestId: 'confirm' }, now));
   /** A transfer created the normal way: the caller's step-up bound to exactly this request. */
   const send = (p: Person, input: TransferInput, now = t0) => {
     const facts = factsOf(p, input);
