@@ -35,6 +35,8 @@ import { federationLoginMethod, federationRoutes } from './staff/federation-rout
 import { TargetGuard } from './admin/webhooks/target.ts';
 import { staffAuthRoutes } from './staff/routes.ts';
 import { staffPageRoutes } from './staff/page.ts';
+// Issue 22: candidate bundles and the impact of a candidate on recorded decisions.
+import { policyImpactRoutes } from './policy/routes.ts';
 import type { WebAuthnConfig } from './staff/webauthn.ts';
 
 /** Development default: browsers accept `localhost` as an RP ID (never an IP address). */
@@ -115,12 +117,19 @@ export function buildCore(deps: CoreDeps): Core {
   routes.push(...scimRoutes({ db: deps.db, now, onProvisioned }));
   routes.push(...paymentRoutes({ db: deps.db, keys: deps.keys, now }));
   routes.push(...oversightRoutes({ db: deps.db, keys: deps.keys, now }));
+  // Issue 22 item 2: replay jobs run in this core, off the request path (core/policy/impact.ts).
+  const impact = policyImpactRoutes({ db: deps.db, policies: deps.policies, log: deps.log.child({ component: 'policy-impact' }), now });
+  routes.push(...impact.routes);
   routes.push(...staffAuthRoutes({ db: deps.db, keys: deps.keys, now, log: deps.log.child({ component: 'staff' }), webauthn: deps.webauthn ?? defaultWebAuthn() }, [federationLoginMethod(federation)]), ...staffPageRoutes());
   const server = createCoreServer({
     routes, log: deps.log, metrics: deps.metrics, edgeSecrets: deps.edgeSecrets, releaseBudget: (scope) => releaseEdgeCount(deps.db, scope),
     checkResponses: deps.checkResponses ?? false,
   });
   ledger.start();
-  server.on('close', () => ledger.stop());
+  impact.runner?.start();
+  server.on('close', () => {
+    ledger.stop();
+    void impact.runner?.stop();
+  });
   return { server, routes };
 }

@@ -223,6 +223,11 @@ const table = {
   IDP_UNREACHABLE: [502, 'Bad Gateway'],
   FEDERATION_FAILED: [401, 'Unauthorized'],
   STAFF_NOT_PROVISIONED: [403, 'Forbidden'],
+  // policy impact (issue 22): candidate bundles and replay jobs
+  /** A candidate bundle that does not verify against the trusted keys (or is not a bundle). */
+  BUNDLE_INVALID: [422, 'Parameter Error'],
+  CANDIDATE_NOT_FOUND: [404, 'Record Not Found'],
+  IMPACT_JOB_NOT_FOUND: [404, 'Record Not Found'],
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ErrorCode = keyof typeof table;
