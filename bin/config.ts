@@ -30,6 +30,12 @@ export const ConfigSchema = Type.Object({
   WEBAUTHN_ORIGINS: Type.Optional(Type.String({ pattern: '^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(,https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?)*$' })),
   /** Issue 20 item 2: where this deployment runs (ISO 3166 alpha-2); labels a new database cluster. */
   DEPLOYMENT_REGION: Type.String({ pattern: '^[A-Z]{2}$' }),
+  /** Issue 22 item 1: fraction of decisions whose policy input is recorded for replay (0 turns it off). */
+  DECISION_INPUTS_SAMPLE: Type.String({ pattern: '^(0(\\.[0-9]+)?|1(\\.0+)?)$' }),
+  /** Hours recorded inputs are kept at most (a purpose's retention_days shortens it). */
+  DECISION_INPUTS_RETENTION_HOURS: Type.String({ pattern: '^[1-9][0-9]{0,5}$' }),
+  /** Size cap of the recorded inputs in MiB; the oldest hours are dropped past it. */
+  DECISION_INPUTS_MAX_MB: Type.String({ pattern: '^[1-9][0-9]{0,6}$' }),
   LOG_LEVEL: Type.Union([
     Type.Literal('fatal'), Type.Literal('error'), Type.Literal('warn'), Type.Literal('info'),
     Type.Literal('debug'), Type.Literal('trace'), Type.Literal('silent'),
@@ -51,9 +57,14 @@ export interface Config {
   webauthnOrigins: string[];
   /** DEPLOYMENT_REGION (default KE, the demo tenant's country): labels the embedded cluster on first start. */
   deploymentRegion: string;
+  /** Issue 22 item 1: decision inputs recorded for replay (sample 0: none). */
+  decisionInputs: { sample: number; retentionHours: number; maxBytes: number };
 }
 
-const defaults = { GATEWAY_PORT: '8000', CORE_PORT: '8080', AUTHZ_PORT: '9191', DATA_DIR: './.data', LOG_LEVEL: 'info', DEPLOYMENT_REGION: 'KE' };
+const defaults = {
+  GATEWAY_PORT: '8000', CORE_PORT: '8080', AUTHZ_PORT: '9191', DATA_DIR: './.data', LOG_LEVEL: 'info', DEPLOYMENT_REGION: 'KE',
+  DECISION_INPUTS_SAMPLE: '1', DECISION_INPUTS_RETENTION_HOURS: '168', DECISION_INPUTS_MAX_MB: '1024',
+};
 
 export class ConfigError extends Error {
   constructor(readonly problems: string[]) {
@@ -85,5 +96,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     webauthnRpId: c.WEBAUTHN_RP_ID ?? 'localhost',
     webauthnOrigins: (c.WEBAUTHN_ORIGINS ?? '').split(',').filter(Boolean),
     deploymentRegion: c.DEPLOYMENT_REGION,
+    decisionInputs: {
+      sample: Number(c.DECISION_INPUTS_SAMPLE), retentionHours: Number(c.DECISION_INPUTS_RETENTION_HOURS), maxBytes: Number(c.DECISION_INPUTS_MAX_MB) * 1024 * 1024,
+    },
   });
 }

@@ -62,6 +62,11 @@ export const serviceVars: Record<string, Var> = {
   API_KEY_SEAL_KEY: { for: ['core', 'edge'], productionRequired: true, check: b64key, doc: 'seals and opens API-key secrets' },
   POLICY_BUNDLE: { for: ['core', 'edge'], doc: 'signed bundle: directory or http(s) URL (default policy/dist)' },
   POLICY_TRUSTED_KEYS: { for: ['core', 'edge'], doc: 'JWKS file of trusted bundle signers (production: required; the development key is not trusted unless listed)', productionRequired: true },
+  // Issue 22 item 1: decision inputs recorded for replay by the edge's audit thread.
+  DECISION_INPUT_KEY: { for: ['edge'], check: b64key, doc: 'base of the per-tenant keys recorded decision inputs are pseudonymised with (unset in production: nothing is recorded)' },
+  DECISION_INPUTS_SAMPLE: { for: ['edge'], default: '1', check: (v) => (/^(0(\.[0-9]+)?|1(\.0+)?)$/.test(v) ? undefined : 'must be a fraction from 0 to 1'), doc: 'fraction of decisions whose input is recorded (0: none)' },
+  DECISION_INPUTS_RETENTION_HOURS: { for: ['edge'], default: '168', check: (v) => (/^[1-9][0-9]{0,5}$/.test(v) ? undefined : 'must be a whole number of hours'), doc: "hours recorded inputs are kept at most (a purpose's retention_days shortens it)" },
+  DECISION_INPUTS_MAX_MB: { for: ['edge'], default: '1024', check: (v) => (/^[1-9][0-9]{0,6}$/.test(v) ? undefined : 'must be a whole number of MiB'), doc: 'size cap of the recorded inputs; the oldest hours are dropped past it' },
   CORE_PORT: { for: ['core'], default: '8080', check: port, doc: 'core HTTP' },
   CORE_HOST: { for: ['core'], default: '127.0.0.1', doc: 'core listen address (0.0.0.0 in a container)' },
   AUTHZ_PORT: { for: ['edge'], default: '9191', check: port, doc: 'edge ext_authz gRPC (and gRPC health)' },

@@ -15,7 +15,7 @@ import { loadOrCreateMasterKey } from '../shared/sealing.ts';
 import { ApiKeys } from '../core/apikeys/store.ts';
 import { defaultBundleDir, loadTrustedKeys } from '../policy/runtime/bundle.ts';
 import { PolicyStore } from '../policy/runtime/store.ts';
-import { KeyStore, deriveApiKeySealKey, deriveChallengeKey } from '../core/keys/keys.ts';
+import { KeyStore, deriveApiKeySealKey, deriveChallengeKey, deriveDecisionInputKey } from '../core/keys/keys.ts';
 import { readBuildInfo } from '../core/platform/build-info.ts';
 import { createLogger } from '../shared/log.ts';
 import { createMetrics } from '../shared/metrics.ts';
@@ -158,6 +158,7 @@ export async function startStack(
       // Tests that raise the gateway's deadline raise the edge's own budget with it.
       ...(opts.checkTimeoutMs ? { budgetMs: opts.checkTimeoutMs } : {}),
       ...(config.policyBundle ? { bundleSource: config.policyBundle } : {}),
+      ...(config.decisionInputs.sample > 0 ? { decisionInputs: { ...config.decisionInputs, key: deriveDecisionInputKey(masterKey) } } : {}),
     });
     cleanups.push(() => edge.stop());
 

@@ -35,6 +35,8 @@ import { federationLoginMethod, federationRoutes } from './staff/federation-rout
 import { TargetGuard } from './admin/webhooks/target.ts';
 import { staffAuthRoutes } from './staff/routes.ts';
 import { staffPageRoutes } from './staff/page.ts';
+// Issue 22: candidate bundles and the impact of a candidate on recorded decisions.
+import { policyImpactRoutes } from './policy/routes.ts';
 import type { WebAuthnConfig } from './staff/webauthn.ts';
 import { ResidencyGate, type ResidencyOptions } from './residency/gate.ts';
 import { developmentRegion } from './residency/cluster.ts';
@@ -125,6 +127,9 @@ export function buildCore(deps: CoreDeps): Core {
   routes.push(...scimRoutes({ db: deps.db, now, onProvisioned }));
   routes.push(...paymentRoutes({ db: deps.db, keys: deps.keys, now }));
   routes.push(...oversightRoutes({ db: deps.db, keys: deps.keys, now }));
+  // Issue 22 item 2: replay jobs run in this core, off the request path (core/policy/impact.ts).
+  const impact = policyImpactRoutes({ db: deps.db, policies: deps.policies, log: deps.log.child({ component: 'policy-impact' }), now });
+  routes.push(...impact.routes);
   routes.push(...staffAuthRoutes({ db: deps.db, keys: deps.keys, now, log: deps.log.child({ component: 'staff' }), webauthn: deps.webauthn ?? defaultWebAuthn() }, [federationLoginMethod(federation)]), ...staffPageRoutes());
   const residency = new ResidencyGate(deps.db, deps.log.child({ component: 'residency' }), deps.metrics, deps.residency ?? { deploymentRegion: developmentRegion, labelUnlabelled: true });
   const server = createCoreServer({
@@ -132,9 +137,11 @@ export function buildCore(deps: CoreDeps): Core {
     checkResponses: deps.checkResponses ?? false, residency: (tenantIds, asker) => residency.check(tenantIds, asker),
   });
   ledger.start();
+  impact.runner?.start();
   server.on('close', () => {
     ledger.stop();
     void residency.close();
+    void impact.runner?.stop();
   });
   return { server, routes, residency };
 }

@@ -9,18 +9,33 @@ import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import { appendAudit, type AuditEntry } from '../shared/audit.ts';
 import type { Db } from '../shared/db/pool.ts';
-import type { FromThread, ToThread } from './audit-thread.ts';
+import type { FromThread, ThreadInputs, ToThread } from './audit-thread.ts';
 import { AuditWriteError, isPoison } from './audit-poison.ts';
 import { tenantIdPattern } from '../shared/tenant-id.ts';
+import { emptyInputStats, InputRecorder, sampled, type DecisionInputsConfig, type InputStats, type RecordedEntry, type ReplayInput } from './decision-inputs.ts';
 
 /** Where a batch goes: one transaction that appends it to the hash chain. */
 export interface AuditSink {
-  write(batch: AuditEntry[]): Promise<void>;
+  write(batch: RecordedEntry[]): Promise<void>;
   close?(): Promise<void>;
+  /** Issue 22 item 1: what the decision-input recorder did so far (metrics). */
+  inputStats?(): InputStats;
 }
 
-/** Writes on the calling thread (tests, tools). */
-export const inlineSink = (db: Db): AuditSink => ({ write: (batch) => db.tx((client) => appendAudit(client, batch)).then(() => undefined) });
+/** Writes on the calling thread (tests, tools); records decision inputs when `inputs` is set. */
+export function inlineSink(db: Db, inputs?: Omit<DecisionInputsConfig, 'sample'>): AuditSink {
+  const recorder = inputs ? new InputRecorder(db, inputs) : undefined;
+  return {
+    write: async (batch) => {
+      const ids = await db.tx((client) => appendAudit(client, batch));
+      recorder?.afterAudit(batch, ids);
+    },
+    close: async () => {
+      await recorder?.settle();
+    },
+    inputStats: () => recorder?.stats ?? emptyInputStats(),
+  };
+}
 
 /** JSON would turn NaN and Infinity into null: a record is stored as made or not at all (a poison entry). */
 function refuseNonFinite(key: string, value: unknown): unknown {
@@ -38,9 +53,17 @@ export class AuditThread implements AuditSink {
   private seq = 0;
   private closed = false;
   private readonly waiting = new Map<number, { resolve: () => void; reject: (err: Error) => void; timer: NodeJS.Timeout }>();
+  private stats = emptyInputStats();
 
-  /** `timeoutMs`: a batch not answered by then counts as failed and the thread is replaced. */
-  constructor(private readonly databaseUrl: string, private readonly timeoutMs = 30_000) {}
+  /**
+   * `timeoutMs`: a batch not answered by then counts as failed and the thread is replaced.
+   * `inputs`: the thread also records decision inputs (issue 22 item 1).
+   */
+  constructor(private readonly databaseUrl: string, private readonly timeoutMs = 30_000, private readonly inputs?: ThreadInputs) {}
+
+  inputStats(): InputStats {
+    return this.stats;
+  }
 
   private settle(id: number, err?: Error): void {
     const p = this.waiting.get(id);
@@ -53,9 +76,10 @@ export class AuditThread implements AuditSink {
 
   private spawn(): Worker {
     // Loader hooks are per thread: the boot file registers tsx, then loads audit-thread.ts.
-    const w = new Worker(new URL('./audit-thread-boot.mjs', import.meta.url), { workerData: { url: this.databaseUrl } });
+    const w = new Worker(new URL('./audit-thread-boot.mjs', import.meta.url), { workerData: { url: this.databaseUrl, ...(this.inputs ? { inputs: this.inputs } : {}) } });
     w.unref();
     w.on('message', (m: FromThread) => {
+      if (m.type === 'inputs') this.stats = m.stats;
       if (m.type === 'done') this.settle(m.id, m.error ? new AuditWriteError(m.error.message, m.error.code, m.error.poison) : undefined);
     });
     const fail = (err: Error) => {
@@ -72,7 +96,7 @@ export class AuditThread implements AuditSink {
    * At least once: a thread that dies (or times out) after committing a batch but before
    * answering makes the batch fail here, and its retry writes those entries a second time.
    */
-  write(batch: AuditEntry[]): Promise<void> {
+  write(batch: RecordedEntry[]): Promise<void> {
     if (this.closed) return Promise.reject(new Error('audit thread is closed'));
     let text: string;
     try {
@@ -134,7 +158,10 @@ function unwritable(e: AuditEntry, err: unknown): AuditEntry {
 }
 
 export class AuditWriter {
-  private queue: AuditEntry[] = [];
+  private queue: RecordedEntry[] = [];
+  /** Issue 22 item 1: which decisions' inputs travel with their audit entry (none until set). */
+  private inputs: { sample: number; retentionDays: (purpose: string) => number | undefined } | undefined;
+  private sampledOut = 0;
   private flushing: Promise<void> | undefined;
   private timer: NodeJS.Timeout | undefined;
   /** Fail-closed denials past the reserve: counted, then recorded as one entry once writes resume. */
@@ -161,9 +188,34 @@ export class AuditWriter {
     return this.queue.length >= this.bound;
   }
 
-  push(entry: AuditEntry): void {
-    this.queue.push(entry);
+  /** Record decision inputs for replay: a `sample` of decisions, kept at most a purpose's `retentionDays`. */
+  recordInputs(opts: { sample: number; retentionDays: (purpose: string) => number | undefined }): void {
+    this.inputs = opts;
+  }
+
+  /** Decision inputs recorded, failed, expired, dropped partitions, bytes kept (edge_decision_inputs). */
+  inputStats(): InputStats & { sampledOut: number } {
+    return { ...(this.sink.inputStats?.() ?? emptyInputStats()), sampledOut: this.sampledOut };
+  }
+
+  /**
+   * `replay`: the decision's policy input. Only a reference is kept in the Check: it is serialised
+   * with its batch at flush time, and scrubbed and written by the sink (the audit thread).
+   */
+  push(entry: AuditEntry, replay?: ReplayInput): void {
+    this.queue.push(replay ? this.withInput(entry, replay) : entry);
     if (this.queue.length >= auditBatchMax) void this.flush();
+  }
+
+  /** The entry carrying its input when recording is on and the decision is sampled. */
+  private withInput(entry: AuditEntry, replay: ReplayInput): RecordedEntry {
+    if (!this.inputs) return entry;
+    if (!sampled(this.inputs.sample)) {
+      this.sampledOut += 1;
+      return entry;
+    }
+    const days = this.inputs.retentionDays(String(entry.decision?.purpose ?? ''));
+    return { ...entry, replay: days === undefined ? replay : { ...replay, retentionDays: days } };
   }
 
   /**

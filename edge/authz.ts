@@ -8,6 +8,7 @@ import { isJsonContentType } from '../shared/http/media-type.ts';
 import { issueChallenge, origOf, type ChallengeKeys } from '../shared/challenge.ts';
 import { isCanonicalPath } from '../shared/canonical-path.ts';
 import type { AuditWriter } from './audit-writer.ts';
+import type { ShadowFeed } from './shadow.ts';
 import { CredentialError } from './auth/bearer.ts';
 import { authenticate, type Principal } from './auth/principal.ts';
 import { staffRolesIn, type StaffPrincipal } from './auth/staff.ts';
@@ -30,6 +31,8 @@ export interface DeciderDeps {
   challenges: ChallengeKeys;
   policies: PolicyStore;
   audit: AuditWriter;
+  /** Issue 22 item 3: tenants' shadow candidates, evaluated off this thread after the answer. */
+  shadow?: ShadowFeed;
   risk: RiskEngine;
   /** Limits unauthenticated routes per source address; omitted means unlimited. */
   limiter?: RateLimiter;
@@ -319,7 +322,7 @@ export function createDecider(deps: DeciderDeps) {
       // Customer and agent money is never an API key's to move (checked again in core).
       if (money === 'no-api-keys') {
         const refused: Decision = { allow: false, status: 403, code: 'POLICY_DENIED', message: 'API keys cannot move money on this route' };
-        audit(deps, deadline, view, resolved, principal, requestTenant, refused, { result, risk: assessed, masking });
+        audit(deps, deadline, view, resolved, principal, requestTenant, refused, { result, risk: assessed, masking, input });
         return refused;
       }
       // Past the deadline the answer is already a deny: the consumption rolls back with it.
@@ -332,7 +335,7 @@ export function createDecider(deps: DeciderDeps) {
         const refused: Decision = b.retryAfterS > 0
           ? { allow: false, status: 429, code: 'BUDGET_EXCEEDED', message: `API key budget exceeded (${b.reason})`, responseHeaders: { 'retry-after': String(b.retryAfterS) } }
           : { allow: false, status: 403, code: 'POLICY_DENIED', message: `API key budget cannot count this request (${b.reason})` };
-        audit(deps, deadline, view, resolved, principal, requestTenant, refused, { result, risk: assessed, masking });
+        audit(deps, deadline, view, resolved, principal, requestTenant, refused, { result, risk: assessed, masking, input });
         return refused;
       }
       budget = { amount: b.amountMicros.toString(), counted: b.counted };
@@ -341,7 +344,7 @@ export function createDecider(deps: DeciderDeps) {
     if (result.allow && principal.kind === 'staff') {
       const used = await staffGrantRefusal(principal, deps.state, view, resolved.action);
       if (used) {
-        audit(deps, deadline, view, resolved, principal, requestTenant, used, { result, risk: assessed, masking });
+        audit(deps, deadline, view, resolved, principal, requestTenant, used, { result, risk: assessed, masking, input });
         return used;
       }
     }
@@ -402,7 +405,7 @@ export function createDecider(deps: DeciderDeps) {
     }
     // A request naming no existing tenant is chained under _platform (the audit function's
     // default), not under a chain of whatever name the body carried.
-    const extra = { result, risk: assessed, masking, budget };
+    const extra = { result, risk: assessed, masking, budget, input };
     if (decision.allow) audit(deps, deadline, view, resolved, principal, tenant ? requestTenant : '', decision, extra);
     else auditDenial(deps, deadline, view, resolved, principal, tenant ? requestTenant : '', decision, extra, () => policy.evaluate(input).reasons);
     return decision;
@@ -410,7 +413,9 @@ export function createDecider(deps: DeciderDeps) {
 }
 
 interface AuditExtra {
-  result: { policy_version: string; registry_version: string };
+  result: { allow: boolean; policy_version: string; registry_version: string };
+  /** The policy input, recorded for replay when the writer records inputs (issue 22 item 1). */
+  input?: unknown;
   risk: { risk: string; signals: string[] };
   masking: string;
   budget?: { amount: string; counted: boolean };
@@ -447,9 +452,13 @@ function audit(
   if (deadline?.expired) return;
   const actor = !principal || principal.kind === 'anonymous' ? { type: 'anonymous', id: view.sourceIp } : { type: principal.kind, id: principal.subjectId };
   const principalTenant = principal && principal.kind !== 'anonymous' ? principal.tenantId : '';
+  // Requests naming no tenant (platform probes) are chained under `_platform`.
+  const chain = tenantId || principalTenant || '_platform';
+  if (extra?.input !== undefined && deps.shadow?.wants(chain)) {
+    deps.shadow.offer({ t: chain, input: extra.input, allow: extra.result.allow, d: view.decisionId, p: resolved.purpose, r: `${view.method} ${resolved.route?.template ?? view.path}` });
+  }
   deps.audit.push({
-    // Requests naming no tenant (platform probes) are chained under `_platform`.
-    tenantId: tenantId || principalTenant || '_platform',
+    tenantId: chain,
     actor,
     action: 'authz.decision',
     target: { type: resolved.resource, id: resolved.route?.template ?? view.path },
@@ -465,7 +474,7 @@ function audit(
       // Issue 14 item 6: a staff person's decisions name their session too (AAL is in decision.aal).
       ...(principal?.kind === 'staff' ? { session_id: principal.session.id } : {}),
     },
-  });
+  }, extra?.input === undefined ? undefined : { input: extra.input, allow: extra.result.allow, policyVersion: extra.result.policy_version });
 }
 
 /**

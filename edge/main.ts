@@ -10,7 +10,10 @@ import type { Db } from '../shared/db/pool.ts';
 import { ApiKeySecrets } from '../shared/api-key-secrets.ts';
 import { ChallengeKeys } from '../shared/challenge.ts';
 import { TokenVerifier } from '../shared/token-keys.ts';
-import { AuditThread, AuditWriter, failClosedReserve, maxQueued } from './audit-writer.ts';
+import { AuditThread, AuditWriter, failClosedReserve, inlineSink, maxQueued } from './audit-writer.ts';
+import type { DecisionInputsConfig } from './decision-inputs.ts';
+import { ShadowFeed } from './shadow.ts';
+import type { Registry as PurposeRegistry } from '../policy/runtime/bundle.ts';
 import { CredentialGuard, RateLimiter } from './auth/rate-limit.ts';
 import { RiskEngine } from './auth/risk.ts';
 import { createDecider, failClosedAuditor } from './authz.ts';
@@ -53,6 +56,8 @@ export interface EdgeDeps {
    * EDGE_METRICS_PORT by `npm run edge`, or core's under `npm start` (one /v1/metrics). Default: a new one.
    */
   registry?: Registry;
+  /** Issue 22 item 1: record decision inputs for replay (off when unset). */
+  decisionInputs?: DecisionInputsConfig;
 }
 
 export interface Edge {
@@ -74,9 +79,22 @@ export interface Edge {
   stop(): Promise<void>;
 }
 
+/** retention_days by purpose, one map per registry (looked up once per recorded decision). */
+const retentionMaps = new WeakMap<PurposeRegistry, Map<string, number>>();
+function retentionOf(registry: PurposeRegistry | undefined, purpose: string): number | undefined {
+  if (!registry) return undefined;
+  let m = retentionMaps.get(registry);
+  if (!m) {
+    m = new Map(registry.purposes.map((p) => [p.name, p.retention_days]));
+    retentionMaps.set(registry, m);
+  }
+  return m.get(purpose);
+}
+
 export async function buildEdge(deps: EdgeDeps): Promise<Edge> {
   const source = deps.bundleSource ?? defaultBundleDir;
-  const policies = new PolicyStore(deps.trustedKeys ?? (await loadTrustedKeys()), deps.log);
+  const trustedKeys = deps.trustedKeys ?? (await loadTrustedKeys());
+  const policies = new PolicyStore(trustedKeys, deps.log);
   await policies.load(source);
   policies.watch(source);
   const [challengeKey, ...previousChallengeKeys] = deps.challengeKeys;
@@ -84,13 +102,24 @@ export async function buildEdge(deps: EdgeDeps): Promise<Edge> {
   const challenges = new ChallengeKeys(challengeKey, previousChallengeKeys, deps.now ? { now: deps.now } : {});
   const state = new EdgeState(deps.db, new TokenVerifier(deps.db, { now: deps.now, issuerUrl: deps.issuerUrl }), new ApiKeySecrets(deps.apiKeySealKey), deps.log, { now: deps.now });
   await state.start();
-  const audit = new AuditWriter(deps.db, deps.log, maxQueued, failClosedReserve, deps.databaseUrl ? new AuditThread(deps.databaseUrl) : undefined);
+  // Issue 22 item 1: the audit's sink also records decision inputs (on its thread when it has one).
+  const di = deps.decisionInputs;
+  const recorded = di ? { key: di.key, retentionHours: di.retentionHours, maxBytes: di.maxBytes } : undefined;
+  const audit = new AuditWriter(deps.db, deps.log, maxQueued, failClosedReserve, deps.databaseUrl ? new AuditThread(deps.databaseUrl, undefined, recorded) : inlineSink(deps.db, recorded));
+  if (di) audit.recordInputs({ sample: di.sample, retentionDays: (purpose) => retentionOf(policies.current?.registry, purpose) });
   audit.start();
-  const decide = createDecider({ state, challenges, policies, audit, risk: new RiskEngine(deps.now), limiter: new RateLimiter(deps.publicRateLimit?.perMinute, deps.publicRateLimit?.burst),
+  // Issue 22 item 3: shadow candidates need a thread with its own pool, so an edge with a database URL.
+  const shadow = deps.databaseUrl
+    ? new ShadowFeed({ db: deps.db, databaseUrl: deps.databaseUrl, trustedKeys, log: deps.log, ...(deps.decisionInputs ? { inputKey: deps.decisionInputs.key } : {}) })
+    : undefined;
+  shadow?.start();
+  const decide = createDecider({ state, challenges, policies, audit, ...(shadow ? { shadow } : {}), risk: new RiskEngine(deps.now), limiter: new RateLimiter(deps.publicRateLimit?.perMinute, deps.publicRateLimit?.burst),
     credentialGuard: new CredentialGuard(deps.credentialGuessLimit?.perMinute, deps.credentialGuessLimit?.burst), log: deps.log, edgeSecret: deps.edgeSecret, now: deps.now });
   const metrics = createEdgeMetrics(deps.registry ?? new Registry(), {
     stateAgeS: () => state.ageSeconds(), cacheEntries: () => state.cacheSizes(),
     auditQueued: () => audit.pending(), auditUnrecorded: () => audit.unrecordedCount(), policy: () => policies.current,
+    decisionInputs: () => ({ ...audit.inputStats() }),
+    ...(shadow ? { shadow: () => ({ ...shadow.stats }) } : {}),
   });
   const server = createEdgeServer({ log: deps.log, decide, failClosed: failClosedAuditor({ audit, policies }), metrics, ...(deps.budgetMs ? { budgetMs: deps.budgetMs } : {}) });
   let warmed = false;
@@ -125,6 +154,7 @@ export async function buildEdge(deps: EdgeDeps): Promise<Edge> {
       draining = true;
       server.forceShutdown();
       policies.stop();
+      await shadow?.stop();
       await audit.stop();
       await state.stop();
     },

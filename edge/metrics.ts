@@ -55,6 +55,10 @@ export interface EdgeGaugeSources {
   auditQueued(): number;
   auditUnrecorded(): number;
   policy(): { policyVersion: string; registryVersion: string } | undefined;
+  /** Issue 22 item 1: decision inputs recorded, sampled out, failed, expired, dropped partitions, bytes kept. */
+  decisionInputs?(): Record<string, number>;
+  /** Issue 22 item 3: shadow evaluation: evaluated, divergent, errors, dropped, timeouts (totals), active shadows. */
+  shadow?(): Record<string, number>;
 }
 
 /**
@@ -120,6 +124,9 @@ function gauges(registers: Registry[], s: EdgeGaugeSources): void {
       this.set(s.auditUnrecorded());
     },
   });
+  // Issue 22: decision inputs recorded for replay, and shadow evaluation, one gauge each by `stat`.
+  if (s.decisionInputs) statGauge(registers, 'edge_decision_inputs', 'Decision inputs kept for replay (issue 22): recorded, sampledOut, failed, expiredRows, droppedPartitions (totals since start); bytes and partitions kept now', s.decisionInputs);
+  if (s.shadow) statGauge(registers, 'edge_policy_shadow', 'Shadow candidates (issue 22): decisions evaluated, divergent from the live answer, errors (no decision), dropped, timeouts (totals since start); active shadows now', s.shadow);
   new Gauge({
     name: 'edge_policy_info', help: 'The policy bundle decisions use now (value 1; labels name its versions)',
     labelNames: ['policy_version', 'registry_version'] as const, registers,
@@ -127,6 +134,16 @@ function gauges(registers: Registry[], s: EdgeGaugeSources): void {
       this.reset();
       const p = s.policy();
       if (p) this.set({ policy_version: p.policyVersion, registry_version: p.registryVersion }, 1);
+    },
+  });
+}
+
+/** A gauge labelled by `stat`, read from `read()` when scraped. */
+function statGauge(registers: Registry[], name: string, help: string, read: () => Record<string, number>): void {
+  new Gauge({
+    name, help, labelNames: ['stat'] as const, registers,
+    collect() {
+      for (const [stat, n] of Object.entries(read())) this.set({ stat }, n);
     },
   });
 }

@@ -119,6 +119,14 @@ export const edgeRoutes: EdgeRoute[] = [
   authz('POST', '/authz/simulate', 'authz.simulate'),
   authz('GET', '/v1/auth/simulate', 'authz.simulate'),
   authz('POST', '/v1/auth/simulate', 'authz.simulate'),
+  // Issue 22: policy impact (roles policy_author, ops, admin). The candidate upload carries a
+  // whole bundle (the WASM alone is far past 8192 bytes) and its decision needs no body field.
+  { method: 'POST', template: '/v1/policy/candidates', purpose: operationalPurpose, resource: 'policy', action: 'policy.candidate_upload', credential: 'staff', disableRequestBodyBuffering: true },
+  { method: 'POST', template: '/v1/policy/impact', purpose: operationalPurpose, resource: 'policy', action: 'policy.impact_run', credential: 'staff' },
+  { method: 'GET', template: '/v1/policy/impact/{id}', purpose: operationalPurpose, resource: 'policy', action: 'policy.impact_read', credential: 'staff' },
+  { method: 'PUT', template: '/v1/policy/shadow', purpose: operationalPurpose, resource: 'policy', action: 'policy.shadow_set', credential: 'staff' },
+  { method: 'GET', template: '/v1/policy/shadow', purpose: operationalPurpose, resource: 'policy', action: 'policy.shadow_read', credential: 'staff' },
+  { method: 'DELETE', template: '/v1/policy/shadow', purpose: operationalPurpose, resource: 'policy', action: 'policy.shadow_clear', credential: 'staff' },
   // customer money (SPEC 4.3; issue 7): purposes fixed here, never taken from the client
   { method: 'POST', template: '/v1/transfers', purpose: 'customer.transact', resource: 'transaction', action: 'transfer.create', credential: 'customer', money: 'request' },
   { method: 'POST', template: '/v1/transfers/confirm', purpose: 'customer.transact', resource: 'transaction', action: 'transfer.confirm', credential: 'customer', money: 'no-api-keys' },

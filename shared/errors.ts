@@ -241,6 +241,11 @@ const table = {
   RESIDENCY_REGION_MISMATCH: [422, 'Parameter Error'],
   /** This core's database is in a region the tenant's data may not live in: refused, fail closed. */
   TENANT_NOT_RESIDENT: [421, 'Misdirected Request'],
+  // policy impact (issue 22): candidate bundles and replay jobs
+  /** A candidate bundle that does not verify against the trusted keys (or is not a bundle). */
+  BUNDLE_INVALID: [422, 'Parameter Error'],
+  CANDIDATE_NOT_FOUND: [404, 'Record Not Found'],
+  IMPACT_JOB_NOT_FOUND: [404, 'Record Not Found'],
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ErrorCode = keyof typeof table;

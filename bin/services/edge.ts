@@ -10,8 +10,24 @@ import { createOpsServer } from '../../edge/metrics.ts';
 import { createDb } from '../../shared/db/pool.ts';
 import { createMetrics } from '../../shared/metrics.ts';
 import { listen } from '../../shared/net.ts';
-import { secretKey, secretKeys, secretText } from '../service-config.ts';
+import type { DecisionInputsConfig } from '../../edge/decision-inputs.ts';
+import { secretKey, secretKeys, secretText, type ServiceConfig } from '../service-config.ts';
 import { configOrExit, fail, loggerOf, onShutdown, trustedSigners } from './common.ts';
+
+/**
+ * Issue 22 item 1: recording is on when a sample is configured and a pseudonym key exists
+ * (configured, or in development kept in DATA_DIR); production without DECISION_INPUT_KEY records nothing.
+ */
+async function decisionInputs(config: ServiceConfig): Promise<{ decisionInputs?: DecisionInputsConfig }> {
+  const sample = Number(config.values.DECISION_INPUTS_SAMPLE);
+  if (!(sample > 0) || (config.mode === 'production' && !config.values.DECISION_INPUT_KEY)) return {};
+  return {
+    decisionInputs: {
+      key: await secretKey(config, 'DECISION_INPUT_KEY', 'decision-input.key'), sample,
+      retentionHours: Number(config.values.DECISION_INPUTS_RETENTION_HOURS), maxBytes: Number(config.values.DECISION_INPUTS_MAX_MB) * 1024 * 1024,
+    },
+  };
+}
 
 async function main(): Promise<void> {
   const config = configOrExit('edge');
@@ -28,6 +44,7 @@ async function main(): Promise<void> {
     edgeSecret: await secretText(config, 'EDGE_SHARED_SECRET', 'edge-shared-secret.key'),
     trustedKeys: await trustedSigners(config),
     ...(config.values.POLICY_BUNDLE ? { bundleSource: config.values.POLICY_BUNDLE } : {}),
+    ...(await decisionInputs(config)),
   }).catch((err: unknown) => fail(`edge failed to start: ${(err as Error).message}`));
   // Issue 15 item 9: caches, pool and decision path warm before the first Check is accepted.
   await edge.warm().catch((err: unknown) => fail(`edge failed to warm up: ${(err as Error).message}`));

@@ -36,6 +36,14 @@ export function deriveChallengeKey(masterKey: Buffer): Buffer {
   return Buffer.from(hkdfSync('sha256', masterKey, Buffer.alloc(0), 'payments/stepup-challenges/v1', 32));
 }
 
+/**
+ * Issue 22 item 1: the base of the per-tenant pseudonym keys decision inputs are recorded with,
+ * derived one-way likewise; the edge holds it (to pseudonymise), core never needs it.
+ */
+export function deriveDecisionInputKey(masterKey: Buffer): Buffer {
+  return Buffer.from(hkdfSync('sha256', masterKey, Buffer.alloc(0), 'payments/decision-inputs/v1', 32));
+}
+
 export class KeyStore extends TokenVerifier {
   private readonly signers = new Map<string, { signer: { kid: string; key: KeyObject } | undefined; loadedAt: number }>();
   /** Seals API-key secrets (the edge opens them with the same key, never with the master key). */

@@ -6,9 +6,12 @@
  */
 import type { Queryable } from '../../shared/db/pool.ts';
 
-/** The six staff roles; SCIM Groups carry these display names, tokens the lower-case role. */
+/**
+ * The staff roles; SCIM Groups carry these display names, tokens the lower-case role.
+ * `policy_author` (issue 22): uploads candidate bundles and runs their impact on recorded decisions.
+ */
 export const staffRoleGroups = {
-  Admin: 'admin', Ops: 'ops', ReadOnly: 'readonly', support: 'support', fraud: 'fraud', compliance: 'compliance',
+  Admin: 'admin', Ops: 'ops', ReadOnly: 'readonly', support: 'support', fraud: 'fraud', compliance: 'compliance', PolicyAuthor: 'policy_author',
 } as const;
 export type StaffRole = (typeof staffRoleGroups)[keyof typeof staffRoleGroups];
 export const staffRoles: readonly StaffRole[] = Object.values(staffRoleGroups);

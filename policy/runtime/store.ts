@@ -9,7 +9,7 @@
  */
 import type { KeyObject } from 'node:crypto';
 import type { Logger } from 'pino';
-import { loadBundle, manifestDigest, type PolicyRevision } from './bundle.ts';
+import { instantiateBundle, loadBundle, manifestDigest, type PolicyRevision } from './bundle.ts';
 
 export const keepRevisions = 5;
 /** Revisions fetched by ref and kept (simulate of old decisions); oldest dropped first. */
@@ -64,6 +64,14 @@ export class PolicyStore {
     this.fetched.set(ref, rev);
     if (this.fetched.size > keepFetchedRevisions) this.fetched.delete(this.fetched.keys().next().value as string);
     return rev;
+  }
+
+  /**
+   * Verify and instantiate a bundle given as its three files (a candidate uploaded for impact
+   * analysis, issue 22) against this store's trusted keys; it is not installed.
+   */
+  verify(files: { manifest: Buffer; registry: Buffer; wasm: Buffer }): Promise<PolicyRevision> {
+    return instantiateBundle(files, this.trusted);
   }
 
   versions(): string[] {

@@ -8,6 +8,7 @@ describe('configuration', () => {
     const c = loadConfig({});
     assert.deepEqual({ ...c }, {
       gatewayPort: 8000, corePort: 8080, authzPort: 9191, dataDir: resolve('./.data'), databaseUrl: undefined, masterKey: undefined, policyBundle: undefined, issuerUrl: undefined, logLevel: 'info', webauthnRpId: 'localhost', webauthnOrigins: [], deploymentRegion: 'KE',
+      decisionInputs: { sample: 1, retentionHours: 168, maxBytes: 1024 * 1024 * 1024 },
     });
     assert.ok(Object.isFrozen(c));
   });
@@ -29,6 +30,13 @@ describe('configuration', () => {
     assert.equal(loadConfig({ DEPLOYMENT_REGION: 'UG' }).deploymentRegion, 'UG');
     for (const bad of ['ug', 'Uganda', 'U1']) {
       assert.throws(() => loadConfig({ DEPLOYMENT_REGION: bad }), (err: unknown) => err instanceof ConfigError && /DEPLOYMENT_REGION/.test(err.problems.join()), bad);
+    }
+  });
+
+  it('reads the decision-input recording settings (issue 22) and refuses a sample outside 0..1', () => {
+    assert.deepEqual(loadConfig({ DECISION_INPUTS_SAMPLE: '0.25', DECISION_INPUTS_RETENTION_HOURS: '24', DECISION_INPUTS_MAX_MB: '10' }).decisionInputs, { sample: 0.25, retentionHours: 24, maxBytes: 10 * 1024 * 1024 });
+    for (const bad of ['1.5', '-0.1', 'all', '2']) {
+      assert.throws(() => loadConfig({ DECISION_INPUTS_SAMPLE: bad }), (err: unknown) => err instanceof ConfigError && /DECISION_INPUTS_SAMPLE/.test(err.problems.join()), bad);
     }
   });
 

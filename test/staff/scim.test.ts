@@ -218,10 +218,10 @@ describe('SCIM /scim/v2 in core', () => {
     assert.equal((await scim('POST', '/Users', user('gone@example.org'))).status, 201);
   });
 
-  it('serves the six role groups with stable ids; PATCH and PUT of members change roles', async () => {
+  it('serves the seven role groups with stable ids; PATCH and PUT of members change roles', async () => {
     const list = await scim('GET', '/Groups');
-    assert.equal(list.json.totalResults, 6);
-    assert.deepEqual((list.json.Resources as { displayName: string }[]).map((g) => g.displayName).sort(), ['Admin', 'Ops', 'ReadOnly', 'compliance', 'fraud', 'support'].sort());
+    assert.equal(list.json.totalResults, 7);
+    assert.deepEqual((list.json.Resources as { displayName: string }[]).map((g) => g.displayName).sort(), ['Admin', 'Ops', 'PolicyAuthor', 'ReadOnly', 'compliance', 'fraud', 'support'].sort());
     const adminId = roleGroupId('t1', 'admin');
     assert.ok((list.json.Resources as { id: string }[]).some((g) => g.id === adminId));
     const u = await scim('POST', '/Users', user('grace@example.org'));

@@ -1,6 +1,6 @@
 /**
- * SCIM Groups (issue 14 item 1; DESIGN "People and machines"): a tenant's groups are its six
- * staff roles (Admin, Ops, ReadOnly, support, fraud, compliance), each with an id derived from
+ * SCIM Groups (issue 14 item 1; DESIGN "People and machines"): a tenant's groups are its seven
+ * staff roles (Admin, Ops, ReadOnly, support, fraud, compliance, PolicyAuthor), each with an id derived from
  * tenant and role so it is stable across restarts and databases. Membership is role membership.
  *
  * An identity provider's own group names reach roles through the tenant's mapping

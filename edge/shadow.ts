@@ -1,0 +1,169 @@
+/**
+ * Shadow mode (issue 22 item 3): a tenant's candidate bundle evaluated against the tenant's live
+ * decisions, on a worker thread (shadow-thread.ts), after the real answer was sent. The Check
+ * only hands over a reference (and only for tenants with a shadow); batches cross as JSON text
+ * every `shadowFlushMs`. Nothing the shadow does reaches a live answer: the queue is bounded
+ * (past it decisions are counted as dropped), a batch not answered within `timeoutMs` (a looping
+ * bundle) terminates the thread, and a thread that throws is replaced on the next batch.
+ * Promoting a shadow is the ordinary hot swap of the bundle.
+ */
+import type { KeyObject } from 'node:crypto';
+import { Worker } from 'node:worker_threads';
+import type { Logger } from 'pino';
+import type { Db } from '../shared/db/pool.ts';
+import type { FromShadow, ShadowItem, ToShadow } from './shadow-thread.ts';
+
+export const shadowFlushMs = 50;
+export const shadowBatchMax = 256;
+/** How often the edge re-reads which tenants have a shadow (policy_shadows, migration 0911). */
+export const shadowPollMs = 2000;
+
+export interface ShadowStats { evaluated: number; divergent: number; errors: number; dropped: number; timeouts: number; active: number }
+
+export interface ShadowFeedOptions {
+  db: Db;
+  databaseUrl: string;
+  trustedKeys: KeyObject[];
+  /** The decision-input key: divergences' inputs are scrubbed with it (none kept without it). */
+  inputKey?: Buffer;
+  log: Logger;
+  /** A batch not answered by then: the thread is terminated (counted in `timeouts`). */
+  timeoutMs?: number;
+  maxQueued?: number;
+  /** Tests: start something else than shadow-thread.ts. */
+  spawn?: () => Worker;
+}
+
+export class ShadowFeed {
+  readonly stats: ShadowStats = { evaluated: 0, divergent: 0, errors: 0, dropped: 0, timeouts: 0, active: 0 };
+  private shadows: [string, string][] = [];
+  private readonly tenants = new Set<string>();
+  private queue: ShadowItem[] = [];
+  private worker: Worker | undefined;
+  /** The thread said it is ready: only then does a batch's timeout start (booting is not looping). */
+  private ready = false;
+  private inFlight: { id: number; timer: NodeJS.Timeout; size: number } | undefined;
+  private seq = 0;
+  private timers: NodeJS.Timeout[] = [];
+
+  constructor(private readonly opts: ShadowFeedOptions) {}
+
+  /** Whether the tenant's decisions are offered to a shadow (one Set lookup on the Check). */
+  wants(tenantId: string): boolean {
+    return this.tenants.has(tenantId);
+  }
+
+  /** Hand over a decision already answered; never blocks and never throws. */
+  offer(item: ShadowItem): void {
+    if (!this.tenants.has(item.t)) return;
+    if (this.queue.length >= (this.opts.maxQueued ?? 5000)) {
+      this.stats.dropped += 1;
+      return;
+    }
+    this.queue.push(item);
+  }
+
+  /** Set the tenants' shadows (tenant → candidate ref); the thread loads what is new. */
+  setShadows(list: [string, string][]): void {
+    this.shadows = list;
+    this.tenants.clear();
+    for (const [t] of list) this.tenants.add(t);
+    this.stats.active = list.length;
+    if (list.length === 0) this.queue = [];
+    this.post({ type: 'shadows', list });
+  }
+
+  async refresh(): Promise<void> {
+    const { rows } = await this.opts.db.query<{ tenant_id: string; candidate_ref: string }>('SELECT tenant_id, candidate_ref FROM policy_shadows ORDER BY tenant_id');
+    const list = rows.map((r): [string, string] => [r.tenant_id, r.candidate_ref]);
+    if (JSON.stringify(list) !== JSON.stringify(this.shadows)) this.setShadows(list);
+  }
+
+  start(): void {
+    const poll = setInterval(() => {
+      this.refresh().catch((err: unknown) => this.opts.log.debug({ err: (err as Error).message }, 'shadow list not read; keeping the last one'));
+    }, shadowPollMs);
+    const flush = setInterval(() => this.flush(), shadowFlushMs);
+    for (const t of [poll, flush]) t.unref();
+    this.timers = [poll, flush];
+    void this.refresh().catch(() => undefined);
+  }
+
+  private spawn(): Worker {
+    const trusted = this.opts.trustedKeys.map((k) => k.export({ format: 'jwk' }));
+    const w = this.opts.spawn?.() ?? new Worker(new URL('./shadow-thread-boot.mjs', import.meta.url), {
+      workerData: { url: this.opts.databaseUrl, trusted, ...(this.opts.inputKey ? { key: this.opts.inputKey } : {}) },
+    });
+    w.unref();
+    w.on('message', (m: FromShadow) => {
+      if (m.type === 'ready' && this.worker === w) {
+        this.ready = true;
+        this.flush();
+      }
+      if (m.type !== 'evaluated' || this.inFlight?.id !== m.id) return;
+      clearTimeout(this.inFlight.timer);
+      this.inFlight = undefined;
+      this.stats.evaluated += m.evaluated;
+      this.stats.divergent += m.divergent;
+      this.stats.errors += m.errors;
+    });
+    const gone = () => this.discard(w);
+    w.on('error', gone);
+    w.on('exit', gone);
+    w.postMessage({ type: 'shadows', list: this.shadows } satisfies ToShadow);
+    return w;
+  }
+
+  /** Forget a thread that died or hung; its batch in flight is lost (counted as dropped). */
+  private discard(w: Worker): void {
+    if (this.worker !== w) return;
+    this.worker = undefined;
+    this.ready = false;
+    if (this.inFlight) {
+      clearTimeout(this.inFlight.timer);
+      this.stats.dropped += this.inFlight.size;
+      this.inFlight = undefined;
+    }
+    void w.terminate();
+  }
+
+  private post(m: ToShadow): void {
+    this.worker?.postMessage(m);
+  }
+
+  /** Send the next batch when none is in flight (also called by the timer). */
+  flush(): void {
+    if (this.inFlight || this.queue.length === 0) return;
+    if (!this.worker) {
+      this.worker = this.spawn();
+      this.ready = false;
+    }
+    if (!this.ready) return;
+    const w = this.worker;
+    const batch = this.queue.splice(0, shadowBatchMax);
+    let items: string;
+    try {
+      items = JSON.stringify(batch);
+    } catch {
+      this.stats.dropped += batch.length;
+      return;
+    }
+    const id = ++this.seq;
+    const timer = setTimeout(() => {
+      this.stats.timeouts += 1;
+      this.discard(w);
+    }, this.opts.timeoutMs ?? 2000);
+    timer.unref();
+    this.inFlight = { id, timer, size: batch.length };
+    w.postMessage({ type: 'eval', id, items } satisfies ToShadow);
+  }
+
+  async stop(): Promise<void> {
+    for (const t of this.timers) clearInterval(t);
+    if (this.inFlight) clearTimeout(this.inFlight.timer);
+    const w = this.worker;
+    this.worker = undefined;
+    this.ready = false;
+    await w?.terminate();
+  }
+}
