@@ -22,6 +22,7 @@ import { createMetrics } from '../shared/metrics.ts';
 import { seedDemo } from '../core/seed.ts';
 import { createGateway, type Gateway } from '../edge/gateway.ts';
 import { buildEdge } from '../edge/main.ts';
+import { demoDocExamples, edgeRouteAccess } from './docs.ts';
 import { Dispatcher } from '../core/admin/webhooks/dispatcher.ts';
 import { Housekeeper } from '../core/housekeeping/prune.ts';
 import { freePort, listen } from '../shared/net.ts';
@@ -174,6 +175,8 @@ export async function startStack(
       db, log: log.child({ component: 'core' }), metrics, build: readBuildInfo(), keys, dataDir: config.dataDir, edgeSecrets: [edgeSecret], policies: corePolicies, edgeWarm: () => edge.warmed,
       webhookAllowPrivateTargets: opts.webhookAllowPrivateTargets ?? false, checkResponses: opts.checkResponses ?? false, webauthn,
       residency: { deploymentRegion: config.deploymentRegion, labelUnlabelled: false },
+      // Issue 15 item 3: the docs page's security per operation, and the demo tenant's ids as its examples.
+      routeAccess: edgeRouteAccess(), docExamples: demoDocExamples(demo),
     });
     const corePort = await listenOrExplain(core.server, config.corePort, 'CORE_PORT');
     cleanups.push(async () => {

@@ -33,6 +33,8 @@ function banner(config: Config, stack: Stack): string {
     'payments platform is up',
     `  gateway (point clients here): ${gw}`,
     `  API docs:                     ${gw}/v1/docs`,
+    // Issue 15 item 3: the seeded demo customer's token in one call (Authorize on the docs page with it).
+    `  customer token (demo):        POST ${gw}/customers/auth/login {tenantId, phone, pin} from demo.json's customer → accessToken`,
     // Passkeys need a domain as relying party (browsers refuse an IP address): localhost, not 127.0.0.1.
     `  staff sign-in (passkeys):     http://localhost:${stack.ports.gateway}/staff (first time: open http://localhost:${stack.ports.gateway} + staff.admin.enrolmentPath from demo.json)`,
     `  data:                         ${dataLine(config, stack)}`,

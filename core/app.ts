@@ -7,6 +7,8 @@ import type { Logger } from 'pino';
 import type { Db } from '../shared/db/pool.ts';
 import type { KeyStore } from './keys/keys.ts';
 import { buildOpenApi } from './http/openapi.ts';
+import type { AccessLookup } from './http/openapi-security.ts';
+import type { DocExamples } from './http/openapi-examples.ts';
 import type { RouteSpec } from './http/route.ts';
 import { createCoreServer } from './http/server.ts';
 import type { BuildInfo } from './platform/build-info.ts';
@@ -85,6 +87,13 @@ export interface CoreDeps {
    * the development region, labelling allowed.
    */
   residency?: ResidencyOptions;
+  /**
+   * Issue 15 item 3: the edge's route table as the OpenAPI document needs it (each operation's
+   * credential, purpose and action), given by the composition root, since core never imports edge/.
+   */
+  routeAccess?: AccessLookup;
+  /** Development only: demo values the docs page pre-fills, by parameter or property name. */
+  docExamples?: DocExamples;
 }
 
 export interface Core {
@@ -97,11 +106,25 @@ export interface Core {
 export function buildCore(deps: CoreDeps): Core {
   const now = deps.now ?? Date.now;
   const routes: RouteSpec[] = [];
-  let openapi: unknown;
+  // Built once per registry version: the registry says which operations need a step-up or take API keys.
+  let openapi: { registryVersion: string | undefined; doc: unknown } | undefined;
+  const document = () => {
+    const registry = deps.policies?.current;
+    if (!openapi || openapi.registryVersion !== registry?.registryVersion) {
+      openapi = {
+        registryVersion: registry?.registryVersion,
+        doc: buildOpenApi(routes, {
+          version: deps.build.version, registry: registry?.registry,
+          ...(deps.routeAccess ? { access: deps.routeAccess } : {}), ...(deps.docExamples ? { examples: deps.docExamples } : {}),
+        }),
+      };
+    }
+    return openapi.doc;
+  };
   routes.push(
     ...platformRoutes({
       db: deps.db, metrics: deps.metrics, build: deps.build, startedAt: now(), now, ...(deps.edgeWarm ? { edgeWarm: deps.edgeWarm } : {}),
-      openapi: () => (openapi ??= buildOpenApi(routes, { version: deps.build.version })),
+      openapi: document,
     }),
   );
   const identity = identityDeps({ db: deps.db, keys: deps.keys, log: deps.log, now, dataDir: deps.dataDir }, deps.identity);

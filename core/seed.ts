@@ -13,6 +13,7 @@ import { seedDemoAgent } from './agents/seed.ts';
 import type { KeyStore } from './keys/keys.ts';
 import { seedAgentContent } from './agents/content.ts';
 import { staffSeeder } from './staff/seed.ts';
+import { demoCustomerSeeder } from './identity/seed.ts';
 
 export const demoTenant = Object.freeze({ id: 'demo', name: 'Demo Mobile Money', country: 'KE', baseCurrency: 'KES' });
 
@@ -43,7 +44,7 @@ const agentContentSeeder: Seeder = ({ db, tenantId }) => seedAgentContent(db, te
 const agentSeeder: Seeder = (ctx) => seedDemoAgent(ctx);
 
 /** Every seeder, in order; domains append theirs here. */
-export const seeders: Seeder[] = [tenantSeeder, ledgerSeeder, serviceTokenSeeder, adminSeeder, agentContentSeeder, agentSeeder];
+export const seeders: Seeder[] = [tenantSeeder, ledgerSeeder, serviceTokenSeeder, adminSeeder, agentContentSeeder, agentSeeder, demoCustomerSeeder];
 
 async function readPrevious(path: string): Promise<Record<string, unknown>> {
   try {

@@ -25,6 +25,7 @@ import { closeHttpGracefully, listen } from '../../shared/net.ts';
 import { labelCluster } from '../../core/residency/cluster.ts';
 import { deploymentRegion, listOf, secretKey, secretKeys, secretText, type ServiceConfig } from '../service-config.ts';
 import { configOrExit, fail, loggerOf, onShutdown, trustedSigners } from './common.ts';
+import { edgeRouteAccess } from '../docs.ts';
 
 function smsSenderOf(config: ServiceConfig, guard: TargetGuard, log: ReturnType<typeof loggerOf>): SmsSender {
   if (config.mode === 'development' && !config.values.SMS_WEBHOOK_URL) return fileInboxSender(resolve(config.values.DATA_DIR ?? './.data'));
@@ -63,7 +64,7 @@ async function main(): Promise<void> {
   const guard = new TargetGuard({ allowPrivateTargets: dev, allowedCidrs });
   const sms = smsSenderOf(config, guard, log);
   const core = buildCore({
-    db, log, metrics, build: readBuildInfo(), keys, policies,
+    db, log, metrics, build: readBuildInfo(), keys, policies, routeAccess: edgeRouteAccess(),
     // The current secret and, while it rotates, the previous one (issue 23 item 4).
     edgeSecrets: [await secretText(config, 'EDGE_SHARED_SECRET', 'edge-shared-secret.key'), ...listOf(config, 'EDGE_SHARED_SECRET_PREVIOUS')],
     identity: { sms }, webhookAllowPrivateTargets: dev, webhookAllowedCidrs: allowedCidrs,

@@ -5,6 +5,7 @@
  * itself is audited by the edge like any other). Restricted to staff with the ops or admin role.
  */
 import { Type } from '@sinclair/typebox';
+import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { PolicyDecision } from '../../policy/runtime/bundle.ts';
 import type { PolicyStore } from '../../policy/runtime/store.ts';
 import { AppError } from '../../shared/errors.ts';
@@ -12,11 +13,49 @@ import { defineRoute, type RequestContext, type RouteSpec } from '../http/route.
 
 const simulateRoles = ['ops', 'admin'];
 
-const Body = Type.Object({ input: Type.Record(Type.String(), Type.Unknown()) }, { additionalProperties: false });
+/**
+ * The authorization input document (SPEC 2.6), as the edge builds it for every decision (issue 15
+ * item 3: the docs page shows its shape and an example). Members the policy reads beyond SPEC 2.6
+ * (relationship `tuples`, `consents`, `stepup_bound`, `now_ns`, `local_hour`) are allowed.
+ */
+const open = { additionalProperties: true } as const;
+const exampleInput = {
+  tenant: { id: 'demo' },
+  subject: { id: 'c1', type: 'customer', aal: 1, tuples: [{ relation: 'member', object_ns: 'tenant', object_id: 'demo', caveat: {} }] },
+  resource: { type: 'transaction', tenant_id: 'demo' },
+  action: 'transfer.create', purpose: 'customer.transact',
+  context: { ip: '10.0.0.1', risk: 'low', time: '2026-11-23T10:00:00Z', now_ns: 0 },
+};
+const Tuple = Type.Object({ relation: Type.String(), object_ns: Type.String(), object_id: Type.String(), caveat: Type.Optional(Type.Record(Type.String(), Type.Unknown())) }, open);
+const SimulateInput = Type.Object({
+  tenant: Type.Object({ id: Type.String(), security: Type.Optional(Type.Record(Type.String(), Type.Unknown())) }, open),
+  subject: Type.Object({
+    id: Type.String(), type: Type.Union([Type.Literal('customer'), Type.Literal('user'), Type.Literal('service')]),
+    roles: Type.Optional(Type.Array(Type.String())), scopes: Type.Optional(Type.Array(Type.String())), aal: Type.Integer({ minimum: 1 }),
+    tuples: Type.Optional(Type.Array(Tuple)),
+  }, open),
+  resource: Type.Object({ type: Type.String(), id: Type.Optional(Type.String()), tenant_id: Type.String(), attrs: Type.Optional(Type.Record(Type.String(), Type.Unknown())) }, open),
+  action: Type.String({ description: "one of the purpose's actions (policy/data/registry/data.json)" }),
+  purpose: Type.String({ description: 'the purpose the edge derives from the route' }),
+  context: Type.Object({
+    ip: Type.String(), ua: Type.Optional(Type.String()), risk: Type.Union([Type.Literal('low'), Type.Literal('medium'), Type.Literal('high')]),
+    time: Type.Optional(Type.String({ format: 'date-time' })), now_ns: Type.Optional(Type.Number()),
+  }, open),
+}, {
+  ...open,
+  description: 'Authorization input (SPEC 2.6). The example: a demo customer at AAL 1 asking to create a transfer, answered MFA_REQUIRED (min_aal 2).',
+  example: exampleInput,
+});
+const Body = Type.Object({ input: SimulateInput }, { additionalProperties: false });
+/** The GET form carries the same document as JSON text: held to the same schema once parsed. */
+const checkInput = TypeCompiler.Compile(SimulateInput);
 const Query = Type.Object({ policy_ref: Type.Optional(Type.String({ maxLength: 64 })) });
 const GetQuery = Type.Object({
   policy_ref: Type.Optional(Type.String({ maxLength: 64 })),
-  input: Type.String({ minLength: 2, maxLength: 8192, description: 'the input document as JSON' }),
+  input: Type.String({
+    minLength: 2, maxLength: 8192, description: 'the input document (SPEC 2.6; the POST body\'s `input`) as JSON, bare or as `{"input": ...}`',
+    example: JSON.stringify(exampleInput),
+  }),
 });
 /** The answer is the decision document itself, trace included (policy/runtime/bundle.ts). */
 const Result = PolicyDecision;
@@ -64,6 +103,10 @@ export function authzRoutes(deps: { policies: PolicyStore | undefined }): RouteS
         }
         if (!input || typeof input !== 'object' || Array.isArray(input)) throw new AppError('VALIDATION_FAILED', 'query/input must be a JSON object');
         const doc = (input as Record<string, unknown>).input ?? input;
+        if (!checkInput.Check(doc)) {
+          const first = checkInput.Errors(doc).First();
+          throw new AppError('VALIDATION_FAILED', `query/input is not an authorization input document (SPEC 2.6): ${first?.path || '/'} ${first?.message ?? ''}`.trim());
+        }
         return { status: 200, body: await evaluate(deps.policies, ctx.query.policy_ref, doc) };
       },
     }),

@@ -7,6 +7,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Static, TSchema } from '@sinclair/typebox';
 import type { Logger } from 'pino';
 import type { MoneyMovement } from '../../shared/api-key-budget.ts';
+import type { DocCredential } from './openapi-security.ts';
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -81,14 +82,21 @@ export interface RouteSpec<P extends TSchema = TSchema, Q extends TSchema = TSch
   path: string;
   operationId: string;
   summary: string;
+  /** Longer text for the OpenAPI document (Markdown), before the access notes it gains there. */
+  description?: string;
   tags: string[];
+  /**
+   * The credential core verifies itself on a route the edge passes as `public` (staff passkeys,
+   * sessions, sign-out): the OpenAPI document's security for it. Elsewhere the edge's route table says.
+   */
+  credential?: DocCredential;
   params?: P;
   query?: Q;
   body?: B;
   bodyKind?: BodyKind;
   bodyLimitBytes?: number;
-  /** For `raw` bodies: the media type and schema the OpenAPI document shows (e.g. multipart). */
-  rawBody?: { contentType: string; schema: Record<string, unknown> };
+  /** For `raw` bodies: the media type and schema the OpenAPI document shows (e.g. multipart), and other media types taking the same fields. */
+  rawBody?: { contentType: string; schema: Record<string, unknown>; also?: string[] };
   /**
    * Headers documented (and, when `required`, enforced) for this route. `handlerChecks`: required,
    * but the handler refuses its absence with its own code and in its own order (e.g. 428 for

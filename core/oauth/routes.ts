@@ -31,6 +31,20 @@ const OAuthError = Type.Intersect([
   Type.Object({ error: Type.Union([Type.Literal('invalid_request'), Type.Literal('invalid_client'), Type.Literal('unsupported_grant_type'), Type.Literal('invalid_scope')]), error_description: Type.String() }),
 ]);
 
+/**
+ * What the document shows for the token request (issue 15 item 3): RFC 6749 section 4.4 form
+ * fields, with the client's credential as its registered method needs (a secret, a signed
+ * assertion, or none beside a TLS certificate). The handler reads the body itself (fieldsOf).
+ */
+const TokenForm = Type.Object({
+  grant_type: Type.Literal('client_credentials'),
+  client_id: Type.Optional(Type.String({ description: 'The client id (demo.json `coreClient.clientId`); with client_secret_basic it is in the Authorization header instead' })),
+  client_secret: Type.Optional(Type.String({ description: 'client_secret_post: the secret shown once at registration (demo.json `coreClient.clientSecret`)' })),
+  scope: Type.Optional(Type.String({ description: 'Space-separated, a subset of the client\'s scopes (default: all of them)', example: 'core:read core:write' })),
+  client_assertion_type: Type.Optional(Type.Literal('urn:ietf:params:oauth:client-assertion-type:jwt-bearer')),
+  client_assertion: Type.Optional(Type.String({ description: 'private_key_jwt (RFC 7523): a JWT signed by the client\'s key, iss = sub = client id' })),
+});
+
 const TokenResponse = Type.Object({
   access_token: Type.String(),
   token_type: Type.Union([Type.Literal('Bearer'), Type.Literal('DPoP')]),
@@ -122,6 +136,8 @@ export function oauthRoutes(deps: TokenDeps): RouteSpec[] {
       method: 'POST', path: '/oauth2/token', operationId: 'issueToken', tags: ['oauth'],
       summary: 'OAuth 2.0 client credentials: issue a core access token (private_key_jwt, mTLS or secret; DPoP and certificate binding)',
       bodyKind: 'raw', bodyLimitBytes: tokenBodyLimitBytes,
+      rawBody: { contentType: 'application/x-www-form-urlencoded', schema: JSON.parse(JSON.stringify(TokenForm)) as Record<string, unknown>, also: ['application/json'] },
+      description: 'Try it out: `client_id` and `client_secret` of `coreClient` in `DATA_DIR/demo.json`, then Authorize `coreClientBearer` with the `access_token`. A client with `tls_client_auth` connects with its certificate (Envoy verifies it); a DPoP proof in the `DPoP` header binds the token (README.md#dpop).',
       responses: {
         200: { description: 'Access token', schema: TokenResponse },
         400: { description: 'invalid_request, unsupported_grant_type, invalid_scope, invalid_dpop_proof or use_dpop_nonce', schema: OAuthError },

@@ -57,7 +57,14 @@ const docsPage = `<!doctype html>
 <script src="/v1/docs/swagger-ui-standalone-preset.js"></script>
 <script src="/v1/docs/init.js"></script>
 </body></html>`;
-const docsInit = `window.ui = SwaggerUIBundle({ url: '/v1/openapi.json', dom_id: '#ui', deepLinking: true,
+/**
+ * A filter box over the tags (some 240 operations), pre-set from \`?filter=<tag>\`: a link to one
+ * part of the API renders only that part, which a slow machine draws in a moment (issue 15 item 3).
+ * Only the filter is read from the address, never a document URL (Swagger UI's queryConfigEnabled
+ * would let a link load someone else's document into this origin).
+ */
+const docsInit = `const filter = new URLSearchParams(window.location.search).get('filter');
+window.ui = SwaggerUIBundle({ url: '/v1/openapi.json', dom_id: '#ui', deepLinking: true, filter: filter || true,
   presets: [SwaggerUIBundle.presets.apis, SwaggerUIStandalonePreset], layout: 'StandaloneLayout' });`;
 
 async function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {

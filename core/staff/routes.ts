@@ -21,6 +21,8 @@ import { AuthenticationResponse, RegistrationResponse } from './webauthn.ts';
 
 const tags = ['staff-auth'];
 const bearerHeader = [{ name: 'Authorization', required: true, description: 'Bearer <staff access token>' }];
+/** Core verifies the staff access token on these routes itself (the edge passes them as public): the document's security. */
+const staffPerson = 'staff-person' as const;
 const EnrolmentToken = Type.String({ minLength: 20, maxLength: 128, pattern: '^enr_[A-Za-z0-9_-]+$' });
 const Jwt = Type.String({ minLength: 16, maxLength: 4096, pattern: '^[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+$' });
 const PasskeyName = Type.String({ minLength: 1, maxLength: 64, pattern: '^[^\\u0000-\\u001f\\u007f]+$' });
@@ -58,7 +60,7 @@ export function staffAuthRoutes(deps: StaffDeps, loginMethods: LoginMethod[] = [
       handler: async (ctx) => ({ status: 201, body: await enrolmentFinish(deps, ctx.body.tenantId, ctx.body.token, ctx.body.response, ctx.body.name, originOf(ctx)) }),
     }),
     defineRoute({
-      method: 'GET', path: '/auth/passkeys', operationId: 'staffPasskeys', tags, headers: bearerHeader,
+      method: 'GET', path: '/auth/passkeys', operationId: 'staffPasskeys', tags, headers: bearerHeader, credential: staffPerson,
       summary: "The signed-in person's passkeys",
       responses: { 200: { description: 'Passkeys', schema: Type.Object({ userName: Type.String(), passkeys: Type.Array(PasskeyView) }) } },
       handler: async (ctx) => {
@@ -67,7 +69,7 @@ export function staffAuthRoutes(deps: StaffDeps, loginMethods: LoginMethod[] = [
       },
     }),
     defineRoute({
-      method: 'PATCH', path: '/auth/passkeys/{id}', operationId: 'staffPasskeyRename', tags, headers: bearerHeader,
+      method: 'PATCH', path: '/auth/passkeys/{id}', operationId: 'staffPasskeyRename', tags, headers: bearerHeader, credential: staffPerson,
       params: Type.Object({ id: Uuid }), body: Type.Object({ name: PasskeyName }, { additionalProperties: false }),
       summary: 'Rename one of your passkeys', responses: { 204: { description: 'Renamed' } },
       handler: async (ctx) => {
@@ -77,7 +79,7 @@ export function staffAuthRoutes(deps: StaffDeps, loginMethods: LoginMethod[] = [
       },
     }),
     defineRoute({
-      method: 'DELETE', path: '/auth/passkeys/{id}', operationId: 'staffPasskeyRemove', tags, headers: bearerHeader,
+      method: 'DELETE', path: '/auth/passkeys/{id}', operationId: 'staffPasskeyRemove', tags, headers: bearerHeader, credential: staffPerson,
       params: Type.Object({ id: Uuid }),
       summary: 'Remove one of your passkeys (it can no longer sign in or step up)', responses: { 204: { description: 'Removed' } },
       handler: async (ctx) => {
@@ -87,7 +89,7 @@ export function staffAuthRoutes(deps: StaffDeps, loginMethods: LoginMethod[] = [
       },
     }),
     defineRoute({
-      method: 'GET', path: '/auth/sessions', operationId: 'staffSessions', tags, headers: bearerHeader,
+      method: 'GET', path: '/auth/sessions', operationId: 'staffSessions', tags, headers: bearerHeader, credential: staffPerson,
       summary: "The signed-in person's live sessions",
       responses: { 200: { description: 'Sessions', schema: Type.Object({ sessions: Type.Array(SessionView) }) } },
       handler: async (ctx) => {
@@ -97,7 +99,7 @@ export function staffAuthRoutes(deps: StaffDeps, loginMethods: LoginMethod[] = [
       },
     }),
     defineRoute({
-      method: 'POST', path: '/auth/logout', operationId: 'staffLogout', tags, headers: bearerHeader, bodyKind: 'json',
+      method: 'POST', path: '/auth/logout', operationId: 'staffLogout', tags, headers: bearerHeader, credential: staffPerson, bodyKind: 'json',
       summary: 'Sign out: revoke the current session', responses: { 204: { description: 'Signed out' } },
       handler: async (ctx) => {
         const c = await caller(ctx);
@@ -106,13 +108,13 @@ export function staffAuthRoutes(deps: StaffDeps, loginMethods: LoginMethod[] = [
       },
     }),
     defineRoute({
-      method: 'POST', path: '/auth/mfa/challenge', operationId: 'staffMfaChallenge', tags, headers: bearerHeader, body: NamedRequest,
+      method: 'POST', path: '/auth/mfa/challenge', operationId: 'staffMfaChallenge', tags, headers: bearerHeader, credential: staffPerson, body: NamedRequest,
       summary: 'A step-up challenge bound to the named request (method, path with query, body) and passkey options for it',
       responses: { 200: { description: 'Challenge', schema: Type.Object({ challenge: Type.String(), methods: Type.Array(Type.String()), orig: Type.String(), expiresIn: Type.Integer(), publicKey: Options }) } },
       handler: async (ctx) => ({ status: 200, body: await staffStepUpChallenge(deps, await caller(ctx), ctx.body, originOf(ctx)) }),
     }),
     defineRoute({
-      method: 'POST', path: '/auth/mfa/complete', operationId: 'staffMfaComplete', tags, headers: bearerHeader,
+      method: 'POST', path: '/auth/mfa/complete', operationId: 'staffMfaComplete', tags, headers: bearerHeader, credential: staffPerson,
       body: Type.Object({ challengeToken: Jwt, response: AuthenticationResponse }, { additionalProperties: false }),
       summary: 'Exchange a passkey assertion over a challenge for a short AAL 2 token bound to its request, used once',
       responses: { 200: { description: 'AAL 2 token', schema: Type.Object({ accessToken: Type.String(), expiresIn: Type.Integer(), aal: Type.Literal(2), orig: Type.String() }) } },

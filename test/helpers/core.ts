@@ -8,6 +8,7 @@ import { createMetrics } from '../../shared/metrics.ts';
 import { freshDatabase, type TestDb } from './db.ts';
 import { serve } from './http.ts';
 import { testEdgeSecrets } from './edge-auth.ts';
+import { edgeRouteAccess } from '../../bin/docs.ts';
 
 export interface TestCore {
   origin: string;
@@ -21,7 +22,7 @@ export async function startTestCore(): Promise<TestCore> {
   const metrics = createMetrics();
   const tdb = await freshDatabase({ metrics });
   const keys = new KeyStore(tdb.db, randomBytes(32));
-  const core = buildCore({ db: tdb.db, log: createLogger('silent'), metrics, build: readBuildInfo(), keys, edgeSecrets: testEdgeSecrets, checkResponses: true });
+  const core = buildCore({ db: tdb.db, log: createLogger('silent'), metrics, build: readBuildInfo(), keys, edgeSecrets: testEdgeSecrets, checkResponses: true, routeAccess: edgeRouteAccess() });
   const s = await serve(core.server);
   return {
     origin: s.origin,
