@@ -366,9 +366,25 @@ export function renderRefusal(err: Refusal, format: ErrorFormat, instance: strin
   return { contentType: 'application/json', body: JSON.stringify(toCoreBody(err)) };
 }
 
+// --- Issue 18 item 4: database connections exhausted (wip/perf2) ---
+/**
+ * pg-pool's refusal when no connection frees up within `connectionTimeoutMillis`
+ * (shared/db/pool.ts), and pg's own when a new connection is not established in time: the
+ * database is saturated, not broken. The caller is told to come back (503 with Retry-After),
+ * never given a 500 (issue 18 item 4: past capacity, a fast refusal the client can act on).
+ */
+export function isPoolExhausted(err: unknown): boolean {
+  if (!(err instanceof Error) || 'code' in err) return false;
+  return err.message === 'timeout exceeded when trying to connect' || err.message === 'Connection terminated due to connection timeout';
+}
+
+export const databaseBusy = (): AppError => new AppError('SERVICE_UNAVAILABLE', 'the service is busy; retry shortly', { headers: { 'retry-after': '1' } });
+// --- end issue 18 item 4 ---
+
 /** Any thrown value becomes an AppError; unknown failures become INTERNAL without detail. */
 export function asAppError(err: unknown): AppError {
   if (err instanceof AppError) return err;
+  if (isPoolExhausted(err)) return databaseBusy();
   if (isInputDataException(err)) return new AppError('VALIDATION_FAILED', 'a value in the request is out of range or cannot be stored');
   // Issue 20 item 2: migration 0900's guard under every writer of a tenant's resident_regions.
   if ((err as { code?: unknown } | null)?.code === 'RS001') return new AppError('RESIDENCY_REGION_MISMATCH', (err as Error).message);

@@ -135,19 +135,17 @@ export async function claimKeys(q: Queryable, scopes: IdemScope[]): Promise<bool
 
 /**
  * Record the responses of claimed keys (same transaction as the claim), secret-bearing ones
- * sealed and redacted (./secrets.ts). The `= ANY` conditions make the key side an index look-up
- * whatever the join method: a plain join on the unnest let the planner hash-join a sequential
- * scan of the whole (ever growing) key table.
+ * sealed and redacted (./secrets.ts). `idempotency_complete` (migration 0920) probes the primary
+ * key per row whatever the statistics say: a join here let the planner scan the whole (ever
+ * growing) key table.
  */
 export async function completeKeys(q: Queryable, vault: ResponseVault | undefined, done: { scope: IdemScope; status: number; body: string }[]): Promise<void> {
   if (done.length === 0) return;
-  const forms = done.map((d) => storedForm(vault, d.scope, d.body));
-  await q.query(
-    `UPDATE idempotency_keys k SET response_status = d.status, response_body = d.body, response_sealed = d.sealed
-       FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], $6::bytea[]) AS d(tenant_id, key, principal, status, body, sealed)
-      WHERE k.tenant_id = d.tenant_id AND k.key = d.key AND k.principal = d.principal AND k.tenant_id = ANY($1::text[]) AND k.key = ANY($2::text[])`,
-    [done.map((d) => d.scope.tenantId), done.map((d) => d.scope.key), done.map((d) => d.scope.principal), done.map((d) => d.status), forms.map((f) => f.body), forms.map((f) => f.sealed)],
-  );
+  const rows = done.map((d) => {
+    const form = storedForm(vault, d.scope, d.body);
+    return { tenant: d.scope.tenantId, key: d.scope.key, principal: d.scope.principal, status: d.status, body: form.body, sealed: form.sealed?.toString('base64') ?? null };
+  });
+  await q.query('SELECT idempotency_complete($1::jsonb)', [JSON.stringify(rows)]);
 }
 
 /** A stored response as the pipeline's reply; replays say so in a header. */

@@ -72,6 +72,10 @@ const busy = () => new AppError('RATE_LIMITED', 'sign-in is busy; retry shortly'
 export async function login(deps: IdentityDeps, ctx: RequestContext<unknown, unknown, unknown>, input: LoginInput): Promise<LoginResult> {
   const { db } = deps;
   const { tenantId, phone, pin } = input;
+  // Past capacity the refusal costs no database work either (issue 18 item 4): under a burst,
+  // refused logins would otherwise queue for the pool beside the admitted ones. Every tenant,
+  // known or not, is refused alike, so this tells nothing about the tenant or the phone.
+  if (deps.pins.gate.full) throw busy();
   const settings = await tenantSettings(db, tenantId);
   const secrets = settings?.active ? await deps.secrets.get(tenantId) : undefined;
   if (!settings || !secrets) {

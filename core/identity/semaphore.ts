@@ -17,6 +17,11 @@ export class Semaphore {
     if (!Number.isInteger(limit) || limit < 1) throw new RangeError('semaphore limit must be a positive integer');
   }
 
+  /** Every slot held and the queue at its bound: `acquire` would refuse now. */
+  get full(): boolean {
+    return this.active >= this.limit && this.waiters.length >= this.maxQueue;
+  }
+
   /** Current holders and waiters, for metrics and tests. */
   get stats(): { active: number; queued: number } {
     return { active: this.active, queued: this.waiters.length };

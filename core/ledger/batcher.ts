@@ -187,7 +187,7 @@ export class LedgerBatcher {
    * One transaction for the batch in as few round trips as the audit chain allows:
    * `BEGIN; SELECT ledger_apply_keyed(keys, commands)` (claim the keys and apply the claimed
    * commands), the audit append, then `UPDATE idempotency_keys ...; COMMIT` (the responses
-   * and the commit). Arguments travel as escaped literals: a string of several statements
+   * and the commit; `idempotency_complete`, migration 0920). Arguments travel as escaped literals: a string of several statements
    * is sent with the simple query protocol, which takes no parameters. Serialization failures
    * and deadlocks are retried like `Db.tx` does, a bounded number of times.
    */
@@ -242,10 +242,8 @@ export class LedgerBatcher {
       if (j.audit) audits.push({ ...j.audit, attrs: { ...j.audit.attrs, outcome: result.ok ? 'ok' : result.code } });
     });
     if (audits.length > 0) await withoutRequestAudit(() => appendAudit(client, audits));
-    // The responses, looked up by key (the = ANY keeps it an index scan), then the commit.
-    const complete = done.length === 0 ? '' : `WITH d AS (SELECT * FROM jsonb_to_recordset(${escapeLiteral(JSON.stringify(done))}::jsonb) AS d(tenant text, key text, principal text, status integer, body text, sealed text))
-      UPDATE idempotency_keys k SET response_status = d.status, response_body = d.body, response_sealed = decode(d.sealed, 'base64') FROM d
-       WHERE k.tenant_id = d.tenant AND k.key = d.key AND k.principal = d.principal AND k.key = ANY(${escapeLiteral(`{${done.map((d) => `"${d.key.replace(/[\\"]/g, '\\$&')}"`).join(',')}}`)}::text[]); `;
+    // The responses, one primary-key probe each (migration 0920), then the commit.
+    const complete = done.length === 0 ? '' : `SELECT idempotency_complete(${escapeLiteral(JSON.stringify(done))}::jsonb); `;
     await client.query(`${complete}COMMIT`);
     return outcomes;
   }

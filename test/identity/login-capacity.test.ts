@@ -1,6 +1,8 @@
 /**
  * Logins past the PIN queue's capacity (issue 18 item 4): the answer is an immediate 429 with
  * Retry-After, never a timeout or a 503, and routes that need no PIN keep answering meanwhile.
+ * With every database connection taken, a login waits for one only as long as the pool allows
+ * and is then refused 503 with Retry-After, never 500.
  * The core here runs one argon2 hash at a time with one waiter, so a burst is certain to pass
  * its capacity; nothing is timed.
  */
@@ -32,6 +34,25 @@ describe('sign-in past the PIN queue capacity', () => {
       assert.equal(r.headers['retry-after'], '1');
     }
     for (const r of await Promise.all(unrelated)) assert.equal(r.status, 200, 'a route without a PIN is not refused for the PIN queue');
+  });
+
+  it('answers 503 with Retry-After, never 500, while every database connection is taken, and signs in once one frees', async () => {
+    const pool = h.tdb.db.pool;
+    const held = await Promise.all(Array.from({ length: pool.options.max }, () => pool.connect()));
+    let answers;
+    try {
+      // Each waits for a connection until the pool gives up (connectTimeoutMs), then is refused.
+      answers = await Promise.all(Array.from({ length: 3 }, () => h.post('/customers/auth/login', { tenantId: 'ta', phone, pin: '4826' })));
+    } finally {
+      for (const c of held) c.release();
+    }
+    for (const r of answers) {
+      assert.equal(r.status, 503, r.text);
+      assert.equal(r.json.code, 'SERVICE_UNAVAILABLE');
+      assert.equal(r.headers['retry-after'], '1');
+    }
+    const r = await h.post('/customers/auth/login', { tenantId: 'ta', phone, pin: '4826' });
+    assert.equal(r.status, 200, r.text);
   });
 
   it('does not count a busy refusal toward the lockout: the customer signs in afterwards', async () => {

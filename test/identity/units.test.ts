@@ -17,7 +17,10 @@ describe('identity units', () => {
       await new Promise<void>((r) => release.push(r));
       running--;
     });
-    const all = [task(), task(), task(), task(), task()];
+    const all = [task(), task(), task(), task()];
+    assert.equal(s.full, false, 'one waiter place left');
+    all.push(task());
+    assert.equal(s.full, true, 'two running, three waiting: the next is refused');
     await assert.rejects(task(), SemaphoreFull);
     while (release.length > 0 || s.stats.active > 0) {
       await new Promise((r) => setImmediate(r));
