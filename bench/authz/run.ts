@@ -20,14 +20,16 @@
  * with a CPU hog (a busy-loop process on one core) beside a floor measured with the same hog;
  * and the maximum sustained rate (the highest offered rate whose p99 stays under 5 ms with no
  * errors) is searched for the edge, the floor and opa-envoy-plugin. The machine's load is
- * printed at the start and the end: compare figures within one run only.
+ * printed at the start and the end: compare figures within one run only. The edge records every
+ * decision's policy input as production does by default (issue 22 item 1), and one more line
+ * runs the transfer for a tenant with a shadow candidate loaded (issue 22 item 3: its cost).
  *   npx tsx bench/authz/run.ts [--requests 10000] [--rps 1000] [--no-plugin 1] [--no-search 1]
  */
 import { execFile, execFileSync } from 'node:child_process';
 import { TokenVerifier } from '../../shared/token-keys.ts';
 import { promisify } from 'node:util';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { KeyStore } from '../../core/keys/keys.ts';
 import { createLogger } from '../../shared/log.ts';
@@ -38,6 +40,8 @@ import { createDecider } from '../../edge/authz.ts';
 import { viewOf } from '../../edge/check.ts';
 import { defaultBundleDir, loadTrustedKeys } from '../../policy/runtime/bundle.ts';
 import { PolicyStore } from '../../policy/runtime/store.ts';
+import { storeCandidate } from '../../core/policy/candidates.ts';
+import { ShadowFeed } from '../../edge/shadow.ts';
 import { authorizationPackage, envoyProtoIncludeDirs } from '../../edge/proto.ts';
 import { buildRouteTable, edgeRoutes } from '../../edge/routes.ts';
 import { bindEdge, createEdgeServer } from '../../edge/server.ts';
@@ -181,8 +185,10 @@ async function measure(): Promise<void> {
     await state.start();
     const policies = new PolicyStore(await loadTrustedKeys());
     await policies.load(defaultBundleDir);
-    // As in production (edge/main.ts): the decision audit is written by its own thread.
-    const audit = new AuditWriter(db, log, maxQueued, failClosedReserve, new AuditThread(url));
+    // As in production (edge/main.ts, default settings): the decision audit is written by its own
+    // thread, which also records every decision's policy input for replay (issue 22 item 1).
+    const audit = new AuditWriter(db, log, maxQueued, failClosedReserve, new AuditThread(url, undefined, { key: randomBytes(32), retentionHours: 168, maxBytes: 1024 ** 3 }));
+    audit.recordInputs({ sample: 1, retentionDays: () => undefined });
     audit.start();
     const decide = createDecider({ state, challenges: keys.challenges, policies, audit, risk: new RiskEngine(), log, edgeSecret: 'bench' });
     const server = createEdgeServer({ log, decide, resolve: buildRouteTable(edgeRoutes) });
@@ -230,6 +236,18 @@ async function measure(): Promise<void> {
     discarded.start();
     const unaudited = createEdgeServer({ log, decide: createDecider({ state, challenges: keys.challenges, policies, audit: discarded, risk: new RiskEngine(), log, edgeSecret: 'bench' }), resolve: buildRouteTable(edgeRoutes) });
     const unauditedAddress = `127.0.0.1:${await bindEdge(unaudited, 0)}`;
+    // Issue 22 item 3: the same edge with a shadow candidate (today's bundle, uploaded as a
+    // candidate) loaded for the transfer's tenant: what evaluating every decision again on the
+    // shadow thread costs the live answers.
+    const bundleFile = (f: string) => readFile(join(defaultBundleDir, f));
+    const [manifest, registryText, wasm] = await Promise.all(['manifest.json', 'registry.json', 'policy.wasm'].map(bundleFile));
+    const { candidate } = await storeCandidate(db, policies, 't1', 'bench', { manifest: String(manifest), registry: String(registryText), wasm: (wasm as Buffer).toString('base64') });
+    await db.query(`INSERT INTO policy_shadows (tenant_id, candidate_ref, set_by) VALUES ('t1', $1, 'bench')`, [candidate.policy_ref]);
+    const shadow = new ShadowFeed({ db, databaseUrl: url, trustedKeys: await loadTrustedKeys(), log });
+    shadow.start();
+    await shadow.refresh();
+    const shadowed = createEdgeServer({ log, decide: createDecider({ state, challenges: keys.challenges, policies, audit, shadow, risk: new RiskEngine(), log, edgeSecret: 'bench' }), resolve: buildRouteTable(edgeRoutes) });
+    const shadowedAddress = `127.0.0.1:${await bindEdge(shadowed, 0)}`;
     const floorRequest = scenarios[1]?.[1] as CheckRequest;
     /** The floor and every scenario at the offered rate, after a warm-up of each. */
     const round = async (label: string): Promise<{ floor: GhzReport; ours: GhzReport[] }> => {
@@ -248,6 +266,9 @@ async function measure(): Promise<void> {
       }
       await ghz(unauditedAddress, scenarios[0]?.[1] as CheckRequest, { rps: 0, n: 2000, c: 16 }, dir);
       process.stdout.write(`${line('transfer, audit discarded (diagnostic)', await ghz(unauditedAddress, scenarios[0]?.[1] as CheckRequest, { rps, n: requests, c: 16 }, dir), rps)}\n`);
+      await ghz(shadowedAddress, scenarios[0]?.[1] as CheckRequest, { rps: 0, n: 2000, c: 16 }, dir);
+      process.stdout.write(`${line('transfer, tenant with a shadow candidate', await ghz(shadowedAddress, scenarios[0]?.[1] as CheckRequest, { rps, n: requests, c: 16 }, dir), rps)}\n`);
+      process.stdout.write(`${' '.repeat(32)}shadow thread so far: ${JSON.stringify(shadow.stats)}\n`);
       return { floor, ours: out };
     };
     const quiet = await round('without a hog');
@@ -276,6 +297,8 @@ async function measure(): Promise<void> {
     floorServer.forceShutdown();
     answerServer.forceShutdown();
     unaudited.forceShutdown();
+    shadowed.forceShutdown();
+    await shadow.stop();
     await discarded.stop();
 
     // In-process: token verification + session check, and policy evaluation alone.
