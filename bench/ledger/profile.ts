@@ -1,12 +1,8 @@
 /**
- * Where a ledger batch spends its time. First the batcher's real path (issue 18 item 2): the
- * Ledger service with 16 concurrent clients, as bench/ledger/run.ts drives it, every round trip
- * of every batch timed (wall time, and the CPU its PostgreSQL backend spent, from /proc), the WAL
- * fsyncs from pg_stat_io, and the node process's CPU. Then batches of 16 uniform two-leg postings
- * through the same steps by hand on one connection, timing each round trip, PostgreSQL's
- * per-function self time (track_functions) and EXPLAIN (ANALYZE, BUFFERS) of one ledger_apply call.
- * `npx tsx bench/ledger/profile.ts` (env LEDGER_PROFILE_BATCHES, LEDGER_PROFILE_SIZE,
- * LEDGER_PROFILE_SECONDS for the batcher's path, LEDGER_PROFILE_HOT=1).
+ * Where a ledger batch spends its time: runs batches of 16 uniform two-leg postings through
+ * the same steps as the batcher, timing each round trip, then prints PostgreSQL's per-function
+ * self time (track_functions) and EXPLAIN (ANALYZE, BUFFERS) of one ledger_apply call.
+ * `npx tsx bench/ledger/profile.ts` (env LEDGER_PROFILE_BATCHES, LEDGER_PROFILE_SIZE).
  */
 import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -21,7 +17,6 @@ import { freePort } from '../../shared/net.ts';
 import { showingLoad } from '../lib/probe.ts';
 import { uuidv7 } from '../../shared/uuid.ts';
 import { setupBench, benchTenant } from './setup.ts';
-import { batcherPath } from './profile-batcher.ts';
 
 const batches = Number(process.env.LEDGER_PROFILE_BATCHES ?? 200);
 const size = Number(process.env.LEDGER_PROFILE_SIZE ?? 16);
@@ -39,9 +34,7 @@ async function main(): Promise<void> {
     // LEDGER_PROFILE_DROP="sql; sql": schema experiments (e.g. drop a constraint) before timing.
     for (const stmt of (process.env.LEDGER_PROFILE_DROP ?? '').split(';').filter((x) => x.trim())) await db.query(stmt);
     await db.query(`ALTER SYSTEM SET track_functions = 'all'`);
-    await db.query(`ALTER SYSTEM SET track_wal_io_timing = on`);
     await db.query('SELECT pg_reload_conf()');
-    await batcherPath(db, wallets, hotMode ? hot : undefined);
     await db.query('SELECT pg_stat_reset()');
     const pick = () => wallets[Math.floor(Math.random() * wallets.length)] as string;
     const cmd = () => ({
@@ -80,7 +73,7 @@ async function main(): Promise<void> {
     }
     const total = performance.now() - t0;
     const backendCpu = cpu() - cpu0;
-    process.stdout.write(`\nBy hand, one connection, ${batches} batches of ${size} (${hotMode ? 'hot' : 'uniform'}): ${(batches * size / total * 1000).toFixed(0)} postings/s; backend CPU ${(backendCpu / batches).toFixed(2)} ms/batch = ${(backendCpu / batches / size * 1000).toFixed(0)} µs/posting\n`);
+    process.stdout.write(`\n${batches} batches of ${size} (${hotMode ? 'hot' : 'uniform'}): ${(batches * size / total * 1000).toFixed(0)} postings/s single connection; backend CPU ${(backendCpu / batches).toFixed(2)} ms/batch = ${(backendCpu / batches / size * 1000).toFixed(0)} µs/posting\n`);
     for (const [k, v] of Object.entries(t)) process.stdout.write(`${k.padEnd(16)} ${(v / batches).toFixed(2).padStart(8)} ms/batch ${(v / total * 100).toFixed(0).padStart(4)}%   backend CPU ${((tc[k] ?? 0) / batches).toFixed(2).padStart(6)} ms/batch\n`);
     const { rows } = await client.query<{ funcname: string; calls: string; self: string; total: string }>(
       `SELECT funcname, calls::text, round(self_time::numeric / $1, 3)::text AS self, round(total_time::numeric / $1, 3)::text AS total
