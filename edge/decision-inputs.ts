@@ -27,6 +27,11 @@ export interface ReplayInput {
   /** The policy's verdict (an allow can still be refused later, e.g. by an API-key budget). */
   allow: boolean;
   policyVersion: string;
+  /**
+   * "METHOD template" of the matched route; a request no route matched is labelled without its
+   * path, which is the caller's raw text (phone numbers, ids) and would escape the pseudonyms.
+   */
+  route?: string;
   /** The purpose's retention_days (registry), when known. */
   retentionDays?: number;
 }
@@ -137,7 +142,7 @@ export async function recordDecisionInputs(db: Db, scrubber: Scrubber, cfg: Pick
     const d = e.decision ?? {};
     rows.push({
       recorded_at: new Date(at).toISOString(), tenant_id: storable(e.tenantId), audit_id: auditId, decision_id: String(d.decision_id ?? ''),
-      purpose: String(d.purpose ?? ''), route: `${String(e.attrs?.method ?? '')} ${e.target.id}`, allow: r.allow, code: String(d.code ?? ''),
+      purpose: String(d.purpose ?? ''), route: r.route ?? `${String(e.attrs?.method ?? '')} ${e.target.id}`, allow: r.allow, code: String(d.code ?? ''),
       policy_version: r.policyVersion, expires_at: new Date(at + keepMs).toISOString(), input: scrubber.scrub(e.tenantId, r.input),
     });
   }

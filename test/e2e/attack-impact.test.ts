@@ -1,0 +1,76 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { loadConfig } from '../../bin/config.ts';
+import { startStack, type Stack } from '../../bin/stack.ts';
+import { putServiceToken } from '../../core/platform/service-tokens.ts';
+import { freshDatabase, type TestDb } from '../helpers/db.ts';
+import { call, type Res } from '../helpers/http.ts';
+import { journey, type Customer, type Demo, type Journey } from '../helpers/journey.ts';
+
+/** Issue 22's routes and recorded inputs attacked from outside, through the dev gateway. */
+describe('attack: policy impact, candidates, shadow and recorded inputs', () => {
+  let tdb: TestDb;
+  let dataDir: string;
+  let stack: Stack;
+  let gw: string;
+  let j: Journey;
+  let alice: Customer;
+  let author = '';
+  let readonly = '';
+
+  const as = (token: string, extra: Record<string, string> = {}) => (method: string, path: string, json?: unknown): Promise<Res> =>
+    call(gw, method, path, { ...(json !== undefined ? { json } : {}), headers: { authorization: `Bearer ${token}`, 'x-request-id': randomUUID(), ...extra } });
+
+  before(async () => {
+    tdb = await freshDatabase({ migrate: false });
+    dataDir = await mkdtemp(join(tmpdir(), 'e2e-atk-impact-'));
+    const config = loadConfig({ GATEWAY_PORT: '0', CORE_PORT: '0', AUTHZ_PORT: '0', DATA_DIR: dataDir, DATABASE_URL: tdb.url, LOG_LEVEL: 'silent' });
+    stack = await startStack(config, { checkTimeoutMs: 3000, checkResponses: true });
+    gw = `http://127.0.0.1:${stack.ports.gateway}`;
+    const demo = JSON.parse(await readFile(join(dataDir, 'demo.json'), 'utf8')) as Demo;
+    j = journey(gw, dataDir, tdb.db, demo);
+    author = await putServiceToken(tdb.db, 'demo', 'e2e-atk-author', ['policy_author']);
+    readonly = await putServiceToken(tdb.db, 'demo', 'e2e-atk-readonly', ['readonly']);
+    alice = await j.signUp('+254711300077');
+  });
+  after(async () => {
+    await stack?.stop();
+    await tdb?.drop();
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  it('a path no route matches is recorded without its raw text (a phone number in it stays out of decision_inputs)', async () => {
+    const r = await call(gw, 'GET', `/v1/nothing/${alice.phone}/pin/4826`, { headers: { authorization: `Bearer ${alice.access}`, 'x-device-id': alice.device } });
+    assert.ok(r.status >= 400 && r.status < 500, r.text);
+    const digits = alice.phone.replace('+', '');
+    const leaked = async () => (await tdb.db.query<{ n: string }>('SELECT count(*) AS n FROM decision_inputs WHERE route LIKE $1 OR input::text LIKE $1', [`%${digits}%`])).rows[0]?.n;
+    const unmatched = async () => Number((await tdb.db.query<{ n: string }>(`SELECT count(*) AS n FROM decision_inputs WHERE route = 'GET (no route)'`)).rows[0]?.n);
+    for (let i = 0; i < 200 && (await unmatched()) === 0; i++) await new Promise((res) => setTimeout(res, 25));
+    assert.ok((await unmatched()) > 0, 'the unmatched request was recorded, labelled without its path');
+    assert.equal(await leaked(), '0', 'the phone number in the path reached a recorded input');
+  });
+
+  it('odd bodies and ids on the impact routes are refused with clear codes, never a 500', async () => {
+    const h = { authorization: `Bearer ${author}`, 'content-type': 'application/json' };
+    const expect = async (r: Promise<Res>, status: number, code?: string) => {
+      const x = await r;
+      assert.equal(x.status, status, x.text);
+      if (code) assert.equal(x.json.code, code, x.text);
+    };
+    await expect(call(gw, 'POST', '/v1/policy/candidates', { body: '{"manifest":"{}","registry":"{}","wasm":"AAAA"}', headers: { ...h, 'content-type': 'text/plain' } }), 415);
+    await expect(call(gw, 'POST', '/v1/policy/candidates', { body: '{"manifest":"{}","manifest":"[]","registry":"{}","wasm":"AAAA"}', headers: h }), 422, 'BUNDLE_INVALID');
+    await expect(as(author)('POST', '/v1/policy/candidates', { manifest: '['.repeat(65_000), registry: '['.repeat(1_000_000), wasm: 'AAAA' }), 422, 'BUNDLE_INVALID');
+    await expect(as(author)('POST', '/v1/policy/impact', { policy_ref: 'cand-0000000000000000', since: '0000-01-01T00:00:00Z', until: '0000-01-02T00:00:00Z' }), 400);
+    await expect(as(author)('POST', '/v1/policy/impact', { policy_ref: 'cand-0000000000000000', since: '2026-02-30T00:00:00Z' }), 400);
+    await expect(as(author)('GET', `/v1/policy/impact/${randomUUID().toUpperCase()}`), 404);
+    await expect(as(author)('GET', '/v1/policy/impact/zzz'), 400);
+    await expect(as(author)('PUT', '/v1/policy/shadow', [1]), 400);
+    for (const [m, p] of [['GET', '/v1/policy/shadow'], ['DELETE', '/v1/policy/shadow'], ['POST', '/v1/policy/candidates']] as const) {
+      await expect(as(readonly)(m, p, m === 'POST' ? { manifest: '{}', registry: '{}', wasm: 'AAAA' } : undefined), 403);
+    }
+  });
+});
