@@ -7,6 +7,8 @@ import { after, before, describe, it } from 'node:test';
 import { loadConfig } from '../../bin/config.ts';
 import { startStack, type Stack } from '../../bin/stack.ts';
 import { putServiceToken } from '../../core/platform/service-tokens.ts';
+import { expireDecisionInputs } from '../../edge/decision-inputs.ts';
+import { defaultBundleDir } from '../../policy/runtime/bundle.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { call, type Res } from '../helpers/http.ts';
 import { journey, type Customer, type Demo, type Journey } from '../helpers/journey.ts';
@@ -72,5 +74,30 @@ describe('attack: policy impact, candidates, shadow and recorded inputs', () => 
     for (const [m, p] of [['GET', '/v1/policy/shadow'], ['DELETE', '/v1/policy/shadow'], ['POST', '/v1/policy/candidates']] as const) {
       await expect(as(readonly)(m, p, m === 'POST' ? { manifest: '{}', registry: '{}', wasm: 'AAAA' } : undefined), 403);
     }
+  });
+
+  it('shadow divergences and impact samples (copies of recorded inputs) expire with the retention window', async () => {
+    const file = (name: string) => readFile(join(defaultBundleDir, name));
+    const up = await as(author)('POST', '/v1/policy/candidates', {
+      manifest: (await file('manifest.json')).toString('utf8'), registry: (await file('registry.json')).toString('utf8'), wasm: (await file('policy.wasm')).toString('base64'),
+    });
+    assert.equal(up.status, 201, up.text);
+    const ref = up.json.policy_ref as string;
+    const now = Date.now();
+    const old = new Date(now - 48 * 3_600_000);
+    for (const at of [old, new Date(now)]) {
+      await tdb.db.query(
+        `INSERT INTO policy_shadow_divergences (tenant_id, candidate_ref, recorded_at, decision_id, purpose, route, live_allow, shadow_allow, shadow_code, input)
+         VALUES ('demo', $1, $2, $3, 'p', 'GET /x', true, false, 'c', '{"subject":{"id":"p_x"}}')`, [ref, at, at.toISOString()]);
+      await tdb.db.query(
+        `INSERT INTO policy_impact_jobs (id, tenant_id, candidate_ref, since, until, status, requested_by, result, finished_at, created_at)
+         VALUES ($1, 'demo', $2, $3, $3, 'done', 'x', '{"samples":[{"input":{"subject":{"id":"p_x"}}}]}', $3, $3)`, [randomUUID(), ref, at]);
+    }
+    await expireDecisionInputs(tdb.db, { retentionHours: 24, maxBytes: 1 << 30 }, now);
+    const divergences = await tdb.db.query<{ recorded_at: Date }>('SELECT recorded_at FROM policy_shadow_divergences WHERE candidate_ref = $1', [ref]);
+    assert.deepEqual(divergences.rows.map((r) => r.recorded_at.getTime()), [now], 'the divergence past the window is gone, the recent one kept');
+    const jobs = await tdb.db.query<{ finished_at: Date; n: number }>(
+      `SELECT finished_at, jsonb_array_length(result->'samples') AS n FROM policy_impact_jobs WHERE candidate_ref = $1 ORDER BY finished_at`, [ref]);
+    assert.deepEqual(jobs.rows.map((r) => r.n), [0, 1], 'samples of a job finished past the window are gone; counts stay');
   });
 });
