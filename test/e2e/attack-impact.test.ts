@@ -100,4 +100,27 @@ describe('attack: policy impact, candidates, shadow and recorded inputs', () => 
       `SELECT finished_at, jsonb_array_length(result->'samples') AS n FROM policy_impact_jobs WHERE candidate_ref = $1 ORDER BY finished_at`, [ref]);
     assert.deepEqual(jobs.rows.map((r) => r.n), [0, 1], 'samples of a job finished past the window are gone; counts stay');
   });
+
+  it('a tenant cannot queue impact jobs without end: past its open jobs it is refused 429 until one finishes', async () => {
+    const file = (name: string) => readFile(join(defaultBundleDir, name));
+    const up = await as(author)('POST', '/v1/policy/candidates', {
+      manifest: (await file('manifest.json')).toString('utf8'), registry: (await file('registry.json')).toString('utf8'), wasm: (await file('policy.wasm')).toString('base64'),
+    });
+    assert.ok(up.status === 200 || up.status === 201, up.text);
+    const ref = up.json.policy_ref as string;
+    // Jobs another core holds under a lease: no runner here takes them, so they stay open.
+    const ids = [randomUUID(), randomUUID(), randomUUID()];
+    for (const id of ids) {
+      await tdb.db.query(
+        `INSERT INTO policy_impact_jobs (id, tenant_id, candidate_ref, since, until, status, requested_by, lease_until)
+         VALUES ($1, 'demo', $2, now() - interval '1 hour', now(), 'running', 'x', now() + interval '1 hour')`, [id, ref]);
+    }
+    const since = new Date(Date.now() - 3_600_000).toISOString();
+    const refused = await as(author)('POST', '/v1/policy/impact', { policy_ref: ref, since });
+    assert.equal(refused.status, 429, refused.text);
+    assert.equal(refused.json.code, 'RATE_LIMITED');
+    await tdb.db.query(`UPDATE policy_impact_jobs SET status = 'done', lease_until = NULL WHERE id = $1`, [ids[0]]);
+    const accepted = await as(author)('POST', '/v1/policy/impact', { policy_ref: ref, since });
+    assert.equal(accepted.status, 202, accepted.text);
+  });
 });
