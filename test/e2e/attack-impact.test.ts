@@ -4,6 +4,8 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { Readable } from 'node:stream';
+import { Agent, request } from 'undici';
 import { loadConfig } from '../../bin/config.ts';
 import { startStack, type Stack } from '../../bin/stack.ts';
 import { putServiceToken } from '../../core/platform/service-tokens.ts';
@@ -71,6 +73,21 @@ describe('attack: policy impact, candidates, shadow and recorded inputs', () => 
     await expect(as(author)('GET', `/v1/policy/impact/${randomUUID().toUpperCase()}`), 404);
     await expect(as(author)('GET', '/v1/policy/impact/zzz'), 400);
     await expect(as(author)('PUT', '/v1/policy/shadow', [1]), 400);
+    // The upload streams past the edge unbuffered: a chunked body with no length is still cut off by core.
+    const chunk = Buffer.alloc(1 << 20, 0x41);
+    // The sender's own connection is its business; the next caller comes on a connection of its own.
+    const sender = new Agent();
+    async function* endless() {
+      yield Buffer.from('{"manifest":"{}","registry":"{}","wasm":"');
+      for (let i = 0; i < 8; i++) yield chunk;
+      yield Buffer.from('"}');
+    }
+    const streamed = await request(`${gw}/v1/policy/candidates`, { method: 'POST', headers: h, body: Readable.from(endless()), dispatcher: sender }).then(async (r) => ({ status: r.statusCode, text: await r.body.text() }), (e: Error) => ({ status: 0, text: e.message }));
+    // Core answers before reading the rest (the dev gateway then answers the sender 502); what must
+    // not happen is the next caller's request failing on the connection that body left behind.
+    assert.ok([413, 502, 0].includes(streamed.status), `${streamed.status} ${streamed.text}`);
+    await expect(call(gw, 'POST', '/v1/policy/candidates', { body: '{"manifest":"{}","registry":"{}","wasm":"AAAA"}', headers: h }), 422, 'BUNDLE_INVALID');
+    await sender.close();
     for (const [m, p] of [['GET', '/v1/policy/shadow'], ['DELETE', '/v1/policy/shadow'], ['POST', '/v1/policy/candidates']] as const) {
       await expect(as(readonly)(m, p, m === 'POST' ? { manifest: '{}', registry: '{}', wasm: 'AAAA' } : undefined), 403);
     }
