@@ -444,6 +444,9 @@ function auditDenial(
   });
 }
 
+/** How recorded inputs name a request no route matched (its path is caller text). */
+const unmatchedRoute = '(no route)';
+
 function audit(
   deps: DeciderDeps, deadline: Deadline | undefined, view: RequestView, resolved: ResolvedRoute, principal: Principal | undefined, tenantId: string, d: Decision,
   extra: AuditExtra | undefined,
@@ -454,8 +457,10 @@ function audit(
   const principalTenant = principal && principal.kind !== 'anonymous' ? principal.tenantId : '';
   // Requests naming no tenant (platform probes) are chained under `_platform`.
   const chain = tenantId || principalTenant || '_platform';
+  // Issue 22 item 1: replay and shadow rows name the route, never an unmatched raw path (personal data).
+  const routeLabel = `${view.method} ${resolved.route?.template ?? unmatchedRoute}`;
   if (extra?.input !== undefined && deps.shadow?.wants(chain)) {
-    deps.shadow.offer({ t: chain, input: extra.input, allow: extra.result.allow, d: view.decisionId, p: resolved.purpose, r: `${view.method} ${resolved.route?.template ?? view.path}` });
+    deps.shadow.offer({ t: chain, input: extra.input, allow: extra.result.allow, d: view.decisionId, p: resolved.purpose, r: routeLabel });
   }
   deps.audit.push({
     tenantId: chain,
@@ -474,7 +479,7 @@ function audit(
       // Issue 14 item 6: a staff person's decisions name their session too (AAL is in decision.aal).
       ...(principal?.kind === 'staff' ? { session_id: principal.session.id } : {}),
     },
-  }, extra?.input === undefined ? undefined : { input: extra.input, allow: extra.result.allow, policyVersion: extra.result.policy_version });
+  }, extra?.input === undefined ? undefined : { input: extra.input, allow: extra.result.allow, policyVersion: extra.result.policy_version, route: routeLabel });
 }
 
 /**

@@ -27,6 +27,11 @@ export interface ReplayInput {
   /** The policy's verdict (an allow can still be refused later, e.g. by an API-key budget). */
   allow: boolean;
   policyVersion: string;
+  /**
+   * "METHOD template" of the matched route; a request no route matched is labelled without its
+   * path, which is the caller's raw text (phone numbers, ids) and would escape the pseudonyms.
+   */
+  route?: string;
   /** The purpose's retention_days (registry), when known. */
   retentionDays?: number;
 }
@@ -137,7 +142,7 @@ export async function recordDecisionInputs(db: Db, scrubber: Scrubber, cfg: Pick
     const d = e.decision ?? {};
     rows.push({
       recorded_at: new Date(at).toISOString(), tenant_id: storable(e.tenantId), audit_id: auditId, decision_id: String(d.decision_id ?? ''),
-      purpose: String(d.purpose ?? ''), route: `${String(e.attrs?.method ?? '')} ${e.target.id}`, allow: r.allow, code: String(d.code ?? ''),
+      purpose: String(d.purpose ?? ''), route: r.route ?? `${String(e.attrs?.method ?? '')} ${e.target.id}`, allow: r.allow, code: String(d.code ?? ''),
       policy_version: r.policyVersion, expires_at: new Date(at + keepMs).toISOString(), input: scrubber.scrub(e.tenantId, r.input),
     });
   }
@@ -180,7 +185,22 @@ export async function expireDecisionInputs(db: Db, cfg: Pick<DecisionInputsConfi
     total -= Number(oldest.bytes);
   }
   const expired = await db.query('DELETE FROM decision_inputs WHERE expires_at <= $1', [new Date(now)]);
+  await expireCopies(db, new Date(cutoff));
   return { expiredRows: expired.rowCount ?? 0, droppedPartitions: dropped, bytes: total, partitions: parts.length };
+}
+
+/**
+ * Copies of recorded inputs kept elsewhere (shadow divergences, impact job samples) expire with
+ * the configured window too: otherwise pseudonymised personal data outlived the retention issue 22
+ * item 1 sets, and a shadow set and cleared again and again grew its table without bound.
+ */
+async function expireCopies(db: Db, cutoff: Date): Promise<void> {
+  await db.query('DELETE FROM policy_shadow_divergences WHERE recorded_at <= $1', [cutoff]);
+  await db.query(
+    `UPDATE policy_impact_jobs SET result = jsonb_set(result, '{samples}', '[]'::jsonb)
+     WHERE finished_at <= $1 AND jsonb_array_length(COALESCE(result->'samples', '[]'::jsonb)) > 0`,
+    [cutoff],
+  );
 }
 
 /** Housekeeping period of the recorder: retention and the size cap are enforced this often. */

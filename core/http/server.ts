@@ -212,7 +212,12 @@ export function createHandler(deps: HttpDeps): (req: IncomingMessage, res: Serve
       }
       const kind = route.bodyKind ?? (route.body ? 'json' : 'none');
       const rawBody = methodsWithBody.has(method) || req.headers['content-length'] || req.headers['transfer-encoding']
-        ? await readBody(req, route.bodyLimitBytes ?? defaultBodyLimitBytes)
+        ? await readBody(req, route.bodyLimitBytes ?? defaultBodyLimitBytes).catch((err: unknown) => {
+          // The rest of an oversized body is never read: the connection cannot carry another request
+          // (a proxy's pooled connection reused after it failed the next caller's request).
+          if (err instanceof AppError && err.code === 'PAYLOAD_TOO_LARGE') res.setHeader('connection', 'close');
+          throw err;
+        })
         : Buffer.alloc(0);
       const decoded = decodeBody(kind, req.headers['content-type'], rawBody);
       const body = route.body ? validate(route.body, decoded, 'body') : storable(decoded, 'body');

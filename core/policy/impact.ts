@@ -92,8 +92,21 @@ function view(r: JobRow): ImpactJob {
   };
 }
 
+/**
+ * A tenant's jobs queued or running at once: the runners are shared by every tenant and replay on
+ * the core's event loop, so one tenant's authors queueing jobs without end would starve the
+ * others' (issue 22 item 2: bounded in time and memory) and take core time from live requests.
+ */
+export const impactMaxOpenJobs = 3;
+
 /** Queue a job (caller's transaction: the request's audit record commits with it). */
 export async function queueImpactJob(q: Queryable, job: { tenantId: string; ref: string; since: Date; until: Date; requestedBy: string }): Promise<ImpactJob> {
+  // Serialises a tenant's concurrent requests, so two at once cannot both pass the count.
+  await q.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`policy-impact:${job.tenantId}`]);
+  const open = await q.query<{ n: string }>(`SELECT count(*) AS n FROM policy_impact_jobs WHERE tenant_id = $1 AND status IN ('queued', 'running')`, [job.tenantId]);
+  if (Number(open.rows[0]?.n) >= impactMaxOpenJobs) {
+    throw new AppError('RATE_LIMITED', `${impactMaxOpenJobs} impact jobs of this tenant are queued or running; wait for one to finish`);
+  }
   const { rows } = await q.query<JobRow>(
     `INSERT INTO policy_impact_jobs (id, tenant_id, candidate_ref, since, until, requested_by) VALUES ($1, $2, $3, $4, $5, $6) RETURNING *`,
     [uuidv7(), job.tenantId, job.ref, job.since, job.until, job.requestedBy],
