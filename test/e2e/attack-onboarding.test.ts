@@ -59,4 +59,22 @@ describe('onboarding under attack', () => {
     assert.ok(!stored.text.includes(token), `the enrolment token is readable in the stored record: ${stored.text}`);
     assert.ok(!stored.text.includes(encodeURIComponent(token)), 'nor URL-encoded');
   });
+
+  it("an unrestricted tenant's security settings put back as read are accepted (resident_regions [] stays unset)", async () => {
+    const admin = demo.serviceTokens.admin.token;
+    const read = await send('GET', '/v1/tenants/demo/security', admin);
+    assert.equal(read.status, 200, read.text);
+    assert.deepEqual(read.json.resident_regions, []);
+    const etag = read.headers.etag;
+    assert.ok(typeof etag === 'string');
+    const put = await send('PUT', '/v1/tenants/demo/security', admin, { ...read.json, session_timeout_minutes: 45 }, { 'if-match': etag, 'idempotency-key': `k-${randomUUID()}` });
+    assert.equal(put.status, 200, put.text);
+    const again = await send('GET', '/v1/tenants/demo/security', admin);
+    assert.equal(again.json.session_timeout_minutes, 45);
+    assert.deepEqual(again.json.resident_regions, []);
+    // Still served: no resident_regions stored that would exclude this cluster.
+    const tenant = await send('GET', '/v1/tenants/demo', admin);
+    assert.equal(tenant.status, 200, tenant.text);
+    assert.equal(tenant.json.residentRegions, undefined);
+  });
 });
