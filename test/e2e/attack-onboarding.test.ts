@@ -77,4 +77,16 @@ describe('onboarding under attack', () => {
     assert.equal(tenant.status, 200, tenant.text);
     assert.equal(tenant.json.residentRegions, undefined);
   });
+
+  it('two creations of the same agent at once: one 201, the others 409 AGENT_EXISTS, never a 500', async () => {
+    const admin = demo.serviceTokens.admin.token;
+    const outlet = await send('POST', '/v1/outlets', admin, { name: 'Race shop', region: 'Nairobi' }, { 'idempotency-key': `k-${randomUUID()}` });
+    assert.equal(outlet.status, 201, outlet.text);
+    // The PIN is hashed (argon2id) between the uniqueness check and the insert: concurrent requests all pass the check.
+    const create = (i: number) => send('POST', '/v1/agents', admin, { code: 'RACE01', phone: `+25470000090${i}`, name: 'Racer', outletId: outlet.json.id }, { 'idempotency-key': `k-${randomUUID()}` });
+    const answers = await Promise.all([0, 1, 2].map(create));
+    const statuses = answers.map((r) => r.status).sort();
+    assert.deepEqual(statuses, [201, 409, 409], answers.map((r) => r.text).join('\n'));
+    for (const r of answers.filter((x) => x.status === 409)) assert.equal(r.json.code, 'AGENT_EXISTS');
+  });
 });
