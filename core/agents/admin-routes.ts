@@ -103,7 +103,11 @@ export function agentAdminRoutes(deps: AdminDeps, identity: IdentityDeps): Route
         const a = await insertAgent(w.q, {
           tenantId, code: b.code, phone: b.phone, name: b.name, pin, currency, outletId: b.outletId, ...(b.tier ? { tier: b.tier } : {}),
           ...(txnMaxAmount !== undefined ? { txnMaxAmount } : {}), ...(dayMaxAmount !== undefined ? { dayMaxAmount } : {}),
-        }, await hashAgentPin(identity, tenantId, pin), { type: 'staff', id: w.caller.principalId }, ctx.requestId, now);
+        }, await hashAgentPin(identity, tenantId, pin), { type: 'staff', id: w.caller.principalId }, ctx.requestId, now).catch((err: unknown) => {
+          // Two creations of the same code or phone at once both pass the check above; the unique index decides (409, not a 500).
+          if ((err as { code?: string }).code === '23505') throw new AppError('AGENT_EXISTS', 'an agent with this code or phone exists');
+          throw err;
+        });
         const device = await bindDevice(w.q, tenantId, a.id, now);
         await w.audit('agent.create', { type: 'agent', id: a.id }, { code: b.code, outlet: b.outletId, device: device.deviceId });
         return {

@@ -25,6 +25,13 @@ export function isSecretField(name: string): boolean {
   return secretNames.has(n) || n.endsWith('secret');
 }
 
+/**
+ * A link carrying its secret as a URL parameter (a staff enrolment link's `path`,
+ * core/staff/enrolment.ts: `#tenant=…&enrol=<token>`) is as secret as the token it repeats,
+ * whatever the field is called: redacted too, or the inspection route shows the token.
+ */
+const secretInLink = /[#?&](?:enrol|token|access_token|refresh_token)=/i;
+
 /** `value` with every secret field's value replaced; `found` says whether there was one. */
 function redact(value: unknown): { value: unknown; found: boolean } {
   if (Array.isArray(value)) {
@@ -36,6 +43,7 @@ function redact(value: unknown): { value: unknown; found: boolean } {
     });
     return { value: out, found };
   }
+  if (typeof value === 'string' && secretInLink.test(value)) return { value: redacted, found: true };
   if (typeof value !== 'object' || value === null) return { value, found: false };
   let found = false;
   const out: Record<string, unknown> = {};

@@ -149,8 +149,12 @@ export function securityRoutes(deps: AdminDeps): RouteSpec[] {
         if (problems.length > 0) throw new AppError('SECURITY_INVALID', problems.join('; '));
         // Kept whole: fields a newer release reads but this one does not know survive the write.
         const current = rows[0]?.security;
-        const previous = typeof current === 'object' && current !== null ? current : {};
-        await w.q.query('UPDATE tenants SET security = $2::jsonb, updated_at = now() WHERE id = $1', [t.id, JSON.stringify({ ...previous, ...ctx.body })]);
+        const previous: Record<string, unknown> = typeof current === 'object' && current !== null ? { ...current } : {};
+        const next: Record<string, unknown> = { ...previous, ...ctx.body };
+        // GET shows an unrestricted tenant's resident_regions as []: the same [] put back keeps it
+        // unrestricted (absent, migration 0900) instead of storing a list no cluster is in.
+        if (ctx.body.resident_regions.length === 0 && previous['resident_regions'] === undefined) delete next['resident_regions'];
+        await w.q.query('UPDATE tenants SET security = $2::jsonb, updated_at = now() WHERE id = $1', [t.id, JSON.stringify(next)]);
         const changed = (Object.keys(ctx.body) as (keyof Settings)[]).filter((k) => etagOf(before[k]) !== etagOf(ctx.body[k]));
         await w.audit('tenant.security.put', { type: 'tenant', id: t.id }, { changed, values: Object.fromEntries(changed.map((k) => [k, ctx.body[k]])) });
         return { status: 200, headers: { etag: etagOf(ctx.body) }, body: ctx.body };
