@@ -17,6 +17,8 @@ export const shadowFlushMs = 50;
 export const shadowBatchMax = 256;
 /** How often the edge re-reads which tenants have a shadow (policy_shadows, migration 0911). */
 export const shadowPollMs = 2000;
+/** The shadow thread's heap bound (its bundles' WASM memory and a batch of inputs fit well inside). */
+export const shadowHeapMb = 256;
 
 export interface ShadowStats { evaluated: number; divergent: number; errors: number; dropped: number; timeouts: number; active: number }
 
@@ -93,6 +95,9 @@ export class ShadowFeed {
     const trusted = this.opts.trustedKeys.map((k) => k.export({ format: 'jwk' }));
     const w = this.opts.spawn?.() ?? new Worker(new URL('./shadow-thread-boot.mjs', import.meta.url), {
       workerData: { url: this.opts.databaseUrl, trusted, ...(this.opts.inputKey ? { key: this.opts.inputKey } : {}) },
+      // A candidate that allocates without bound ends this thread (an 'exit', replaced on the
+      // next batch), never the edge process that answers Checks.
+      resourceLimits: { maxOldGenerationSizeMb: shadowHeapMb, maxYoungGenerationSizeMb: 32 },
     });
     w.unref();
     w.on('message', (m: FromShadow) => {
