@@ -27,7 +27,11 @@ export const ConfigSchema = Type.Object({
   /** Staff passkeys' relying-party ID (default `localhost`: browsers refuse an IP address). */
   WEBAUTHN_RP_ID: Type.Optional(Type.String({ pattern: '^[a-z0-9.-]{1,253}$' })),
   /** Comma-separated origins of the staff page; default `http://localhost:<gateway port>`. */
-  WEBAUTHN_ORIGINS: Type.Optional(Type.String({ pattern: '^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(,https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?)*$' })),
+  WEBAUTHN_ORIGINS: Type.Optional(
+    Type.String({
+      pattern: '^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(,https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?)*$',
+    }),
+  ),
   /** Issue 20 item 2: where this deployment runs (ISO 3166 alpha-2); labels a new database cluster. */
   DEPLOYMENT_REGION: Type.String({ pattern: '^[A-Z]{2}$' }),
   /** Issue 22 item 1: fraction of decisions whose policy input is recorded for replay (0 turns it off). */
@@ -37,8 +41,13 @@ export const ConfigSchema = Type.Object({
   /** Size cap of the recorded inputs in MiB; the oldest hours are dropped past it. */
   DECISION_INPUTS_MAX_MB: Type.String({ pattern: '^[1-9][0-9]{0,6}$' }),
   LOG_LEVEL: Type.Union([
-    Type.Literal('fatal'), Type.Literal('error'), Type.Literal('warn'), Type.Literal('info'),
-    Type.Literal('debug'), Type.Literal('trace'), Type.Literal('silent'),
+    Type.Literal('fatal'),
+    Type.Literal('error'),
+    Type.Literal('warn'),
+    Type.Literal('info'),
+    Type.Literal('debug'),
+    Type.Literal('trace'),
+    Type.Literal('silent'),
   ]),
 });
 
@@ -62,8 +71,15 @@ export interface Config {
 }
 
 const defaults = {
-  GATEWAY_PORT: '8000', CORE_PORT: '8080', AUTHZ_PORT: '9191', DATA_DIR: './.data', LOG_LEVEL: 'info', DEPLOYMENT_REGION: 'KE',
-  DECISION_INPUTS_SAMPLE: '1', DECISION_INPUTS_RETENTION_HOURS: '168', DECISION_INPUTS_MAX_MB: '1024',
+  GATEWAY_PORT: '8000',
+  CORE_PORT: '8080',
+  AUTHZ_PORT: '9191',
+  DATA_DIR: './.data',
+  LOG_LEVEL: 'info',
+  DEPLOYMENT_REGION: 'KE',
+  DECISION_INPUTS_SAMPLE: '1',
+  DECISION_INPUTS_RETENTION_HOURS: '168',
+  DECISION_INPUTS_MAX_MB: '1024',
 };
 
 export class ConfigError extends Error {
@@ -80,7 +96,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     if (value === undefined) continue;
     raw[key] = key.endsWith('_PORT') && /^\d+$/.test(value) ? Number(value) : value;
   }
-  const problems = [...Value.Errors(ConfigSchema, raw)].map((e) => `${e.path.slice(1)}: ${e.message} (got ${JSON.stringify(e.value)})`);
+  const problems = [...Value.Errors(ConfigSchema, raw)].map(
+    (e) => `${e.path.slice(1)}: ${e.message} (got ${JSON.stringify(e.value)})`,
+  );
   if (problems.length > 0) throw new ConfigError(problems);
   const c = raw as Static<typeof ConfigSchema>;
   return Object.freeze({
@@ -97,7 +115,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     webauthnOrigins: (c.WEBAUTHN_ORIGINS ?? '').split(',').filter(Boolean),
     deploymentRegion: c.DEPLOYMENT_REGION,
     decisionInputs: {
-      sample: Number(c.DECISION_INPUTS_SAMPLE), retentionHours: Number(c.DECISION_INPUTS_RETENTION_HOURS), maxBytes: Number(c.DECISION_INPUTS_MAX_MB) * 1024 * 1024,
+      sample: Number(c.DECISION_INPUTS_SAMPLE),
+      retentionHours: Number(c.DECISION_INPUTS_RETENTION_HOURS),
+      maxBytes: Number(c.DECISION_INPUTS_MAX_MB) * 1024 * 1024,
     },
   });
 }

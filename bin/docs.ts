@@ -10,7 +10,12 @@ import { edgeRoutes, type EdgeRoute } from '../edge/routes.ts';
 
 export function edgeRouteAccess(routes: readonly EdgeRoute[] = edgeRoutes): AccessLookup {
   // Core's route templates are the edge's, character for character (test/edge/routes.test.ts).
-  const byKey = new Map<string, EdgeAccess>(routes.map((r) => [`${r.method} ${r.template}`, { credential: r.credential, purpose: r.purpose, action: r.action }]));
+  const byKey = new Map<string, EdgeAccess>(
+    routes.map((r) => [
+      `${r.method} ${r.template}`,
+      { credential: r.credential, purpose: r.purpose, action: r.action },
+    ]),
+  );
   return (method, template) => byKey.get(`${method} ${template}`);
 }
 
@@ -27,13 +32,23 @@ function field(obj: unknown, ...path: string[]): unknown {
 export function demoDocExamples(demo: Record<string, unknown>): DocExamples {
   const tenant = field(demo, 'tenant', 'id');
   const candidates: Record<string, unknown> = {
-    tenantId: tenant, tenant_id: tenant,
-    country: field(demo, 'tenant', 'country'), currency: field(demo, 'tenant', 'baseCurrency'), baseCurrency: field(demo, 'tenant', 'baseCurrency'),
-    phone: field(demo, 'customer', 'phone'), customerId: field(demo, 'customer', 'customerId'), customer_id: field(demo, 'customer', 'customerId'),
-    agentCode: field(demo, 'agent', 'agentCode'), agentId: field(demo, 'agent', 'agentId'), agent_id: field(demo, 'agent', 'agentId'),
+    tenantId: tenant,
+    tenant_id: tenant,
+    country: field(demo, 'tenant', 'country'),
+    currency: field(demo, 'tenant', 'baseCurrency'),
+    baseCurrency: field(demo, 'tenant', 'baseCurrency'),
+    phone: field(demo, 'customer', 'phone'),
+    customerId: field(demo, 'customer', 'customerId'),
+    customer_id: field(demo, 'customer', 'customerId'),
+    agentCode: field(demo, 'agent', 'agentCode'),
+    agentId: field(demo, 'agent', 'agentId'),
+    agent_id: field(demo, 'agent', 'agentId'),
     // The agent's session is bound to its device; a customer may name any device id.
     'X-Device-Id': field(demo, 'agent', 'deviceId'),
-    grant_type: 'client_credentials', client_id: field(demo, 'coreClient', 'clientId'),
+    grant_type: 'client_credentials',
+    client_id: field(demo, 'coreClient', 'clientId'),
   };
-  return Object.freeze(Object.fromEntries(Object.entries(candidates).filter(([, v]) => typeof v === 'string')));
+  return Object.freeze(
+    Object.fromEntries(Object.entries(candidates).filter(([, v]) => typeof v === 'string')),
+  );
 }

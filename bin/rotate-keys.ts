@@ -18,23 +18,34 @@ async function main(): Promise<void> {
   const [tenantId, graceArg] = process.argv.slice(2);
   if (!tenantId) throw new Error('usage: tsx bin/rotate-keys.ts <tenantId> [graceSeconds]');
   const graceS = graceArg === undefined ? 3600 : Number(graceArg);
-  if (!Number.isInteger(graceS) || graceS < 0 || graceS > maxGraceS) throw new Error(`graceSeconds must be an integer in 0..${maxGraceS}`);
+  if (!Number.isInteger(graceS) || graceS < 0 || graceS > maxGraceS)
+    throw new Error(`graceSeconds must be an integer in 0..${maxGraceS}`);
   const config = loadConfig();
   if (!config.databaseUrl) throw new Error('set DATABASE_URL to the database whose keys to rotate');
   const log = createLogger('silent');
   const db = createDb({ connectionString: config.databaseUrl, metrics: createMetrics(), log });
   try {
-    const keys = new KeyStore(db, await loadOrCreateMasterKey(config.masterKey, join(config.dataDir, 'master.key')));
+    const keys = new KeyStore(
+      db,
+      await loadOrCreateMasterKey(config.masterKey, join(config.dataDir, 'master.key')),
+    );
     // The rotation and its audit record commit together, as through POST /v1/admin/rotate-keys.
     const { kid, previous } = await db.tx(async (client) => {
       const r = await keys.rotateIn(client, tenantId, graceS);
-      await appendAudit(client, [{
-        tenantId, actor: { type: 'operator', id: userInfo().username }, action: 'keys.rotate', target: { type: 'signing_key', id: r.kid },
-        attrs: { previous: r.previous ?? null, graceSeconds: graceS, via: 'bin/rotate-keys.ts' },
-      }]);
+      await appendAudit(client, [
+        {
+          tenantId,
+          actor: { type: 'operator', id: userInfo().username },
+          action: 'keys.rotate',
+          target: { type: 'signing_key', id: r.kid },
+          attrs: { previous: r.previous ?? null, graceSeconds: graceS, via: 'bin/rotate-keys.ts' },
+        },
+      ]);
       return r;
     });
-    process.stdout.write(`${JSON.stringify({ tenantId, active: kid, grace: previous ?? null, graceSeconds: graceS })}\n`);
+    process.stdout.write(
+      `${JSON.stringify({ tenantId, active: kid, grace: previous ?? null, graceSeconds: graceS })}\n`,
+    );
   } finally {
     await db.close();
   }

@@ -15,7 +15,12 @@ import { loadOrCreateMasterKey } from '../shared/sealing.ts';
 import { ApiKeys } from '../core/apikeys/store.ts';
 import { defaultBundleDir, loadTrustedKeys } from '../policy/runtime/bundle.ts';
 import { PolicyStore } from '../policy/runtime/store.ts';
-import { KeyStore, deriveApiKeySealKey, deriveChallengeKey, deriveDecisionInputKey } from '../core/keys/keys.ts';
+import {
+  KeyStore,
+  deriveApiKeySealKey,
+  deriveChallengeKey,
+  deriveDecisionInputKey,
+} from '../core/keys/keys.ts';
 import { readBuildInfo } from '../core/platform/build-info.ts';
 import { createLogger } from '../shared/log.ts';
 import { createMetrics } from '../shared/metrics.ts';
@@ -78,7 +83,10 @@ async function answering(gateway: string): Promise<void> {
     }
   };
   while (!(await probe())) {
-    if (Date.now() > until) throw new StartError(`the stack did not answer through the gateway within ${answerWithinMs / 1000} s (last: ${last}); is the machine overloaded?`);
+    if (Date.now() > until)
+      throw new StartError(
+        `the stack did not answer through the gateway within ${answerWithinMs / 1000} s (last: ${last}); is the machine overloaded?`,
+      );
     await new Promise((r) => setTimeout(r, 100));
   }
   // It answers; a few concurrent rounds open the gateway's connections to core and warm the paths.
@@ -93,7 +101,9 @@ async function answering(gateway: string): Promise<void> {
 export async function startStack(
   config: Config,
   opts: {
-    logDestination?: NodeJS.WritableStream; checkTimeoutMs?: number; publicRateLimit?: { perMinute: number; burst: number };
+    logDestination?: NodeJS.WritableStream;
+    checkTimeoutMs?: number;
+    publicRateLimit?: { perMinute: number; burst: number };
     credentialGuessLimit?: { perMinute: number; burst: number };
     /** Webhooks may target private/loopback addresses: the development `npm start` only (off by default). */
     webhookAllowPrivateTargets?: boolean;
@@ -108,7 +118,8 @@ export async function startStack(
   let stopping = false;
   const stop = async () => {
     stopping = true;
-    for (const c of cleanups.reverse()) await c().catch((err: unknown) => log.warn({ err: (err as Error).message }, 'stop step failed'));
+    for (const c of cleanups.reverse())
+      await c().catch((err: unknown) => log.warn({ err: (err as Error).message }, 'stop step failed'));
     cleanups.length = 0;
   };
   try {
@@ -116,11 +127,13 @@ export async function startStack(
     let databaseUrl = config.databaseUrl;
     if (!databaseUrl) {
       const pgLog = log.child({ component: 'postgres' });
-      embedded = await startEmbedded({ dir: join(config.dataDir, 'pg'), port: await freePort(), onLog: (m) => pgLog.debug(m.trim()) }).catch(
-        (err: unknown) => {
-          throw new StartError((err as Error).message.split('\n')[0] ?? 'PostgreSQL could not start');
-        },
-      );
+      embedded = await startEmbedded({
+        dir: join(config.dataDir, 'pg'),
+        port: await freePort(),
+        onLog: (m) => pgLog.debug(m.trim()),
+      }).catch((err: unknown) => {
+        throw new StartError((err as Error).message.split('\n')[0] ?? 'PostgreSQL could not start');
+      });
       const server = embedded;
       cleanups.push(() => server.stop());
       void embedded.exited.then(() => {
@@ -139,19 +152,32 @@ export async function startStack(
     } catch (err) {
       throw new StartError(`database migration failed: ${(err as Error).message.split('\n')[0]}`);
     }
-    if (databaseRegion !== config.deploymentRegion) log.warn({ deploymentRegion: config.deploymentRegion, databaseRegion }, 'DEPLOYMENT_REGION differs from the region the database was labelled with; tenants are placed by the database\'s');
+    if (databaseRegion !== config.deploymentRegion)
+      log.warn(
+        { deploymentRegion: config.deploymentRegion, databaseRegion },
+        "DEPLOYMENT_REGION differs from the region the database was labelled with; tenants are placed by the database's",
+      );
     const masterKey = await loadOrCreateMasterKey(config.masterKey, join(config.dataDir, 'master.key'));
     const keys = new KeyStore(db, masterKey, { issuerUrl: config.issuerUrl });
     // Core trusts identity headers only when they carry this secret, which only the edge sets.
     const edgeSecret = randomBytes(32).toString('base64url');
     // API-key secrets sealed with the master key before they had a key of their own (0790).
     await new ApiKeys(db, keys).resealLegacySecrets();
-    const demo = await seedDemo(db, config.dataDir, { keys, ...(config.gatewayPort ? { gatewayUrl: `http://127.0.0.1:${config.gatewayPort}` } : {}) });
+    const demo = await seedDemo(db, config.dataDir, {
+      keys,
+      ...(config.gatewayPort ? { gatewayUrl: `http://127.0.0.1:${config.gatewayPort}` } : {}),
+    });
 
     const edgeDb = createDb({ connectionString: databaseUrl, metrics, log });
     cleanups.push(() => edgeDb.close());
     const edge = await buildEdge({
-      db: edgeDb, apiKeySealKey: deriveApiKeySealKey(masterKey), challengeKeys: [deriveChallengeKey(masterKey)], log: log.child({ component: 'edge' }), edgeSecret, databaseUrl, issuerUrl: config.issuerUrl,
+      db: edgeDb,
+      apiKeySealKey: deriveApiKeySealKey(masterKey),
+      challengeKeys: [deriveChallengeKey(masterKey)],
+      log: log.child({ component: 'edge' }),
+      edgeSecret,
+      databaseUrl,
+      issuerUrl: config.issuerUrl,
       // Issue 15 item 6: one process, one registry: core's /v1/metrics includes the edge's metrics.
       registry: metrics.registry,
       ...(opts.publicRateLimit ? { publicRateLimit: opts.publicRateLimit } : {}),
@@ -159,7 +185,9 @@ export async function startStack(
       // Tests that raise the gateway's deadline raise the edge's own budget with it.
       ...(opts.checkTimeoutMs ? { budgetMs: opts.checkTimeoutMs } : {}),
       ...(config.policyBundle ? { bundleSource: config.policyBundle } : {}),
-      ...(config.decisionInputs.sample > 0 ? { decisionInputs: { ...config.decisionInputs, key: deriveDecisionInputKey(masterKey) } } : {}),
+      ...(config.decisionInputs.sample > 0
+        ? { decisionInputs: { ...config.decisionInputs, key: deriveDecisionInputKey(masterKey) } }
+        : {}),
     });
     cleanups.push(() => edge.stop());
 
@@ -170,13 +198,28 @@ export async function startStack(
     corePolicies.watch(bundleSource);
     cleanups.push(async () => corePolicies.stop());
     // Staff passkeys: configured origins, else the gateway's localhost origin once it listens.
-    const webauthn = { rpId: config.webauthnRpId, rpName: 'Payments platform staff', origins: [...config.webauthnOrigins] };
+    const webauthn = {
+      rpId: config.webauthnRpId,
+      rpName: 'Payments platform staff',
+      origins: [...config.webauthnOrigins],
+    };
     const core = buildCore({
-      db, log: log.child({ component: 'core' }), metrics, build: readBuildInfo(), keys, dataDir: config.dataDir, edgeSecrets: [edgeSecret], policies: corePolicies, edgeWarm: () => edge.warmed,
-      webhookAllowPrivateTargets: opts.webhookAllowPrivateTargets ?? false, checkResponses: opts.checkResponses ?? false, webauthn,
+      db,
+      log: log.child({ component: 'core' }),
+      metrics,
+      build: readBuildInfo(),
+      keys,
+      dataDir: config.dataDir,
+      edgeSecrets: [edgeSecret],
+      policies: corePolicies,
+      edgeWarm: () => edge.warmed,
+      webhookAllowPrivateTargets: opts.webhookAllowPrivateTargets ?? false,
+      checkResponses: opts.checkResponses ?? false,
+      webauthn,
       residency: { deploymentRegion: config.deploymentRegion, labelUnlabelled: false },
       // Issue 15 item 3: the docs page's security per operation, and the demo tenant's ids as its examples.
-      routeAccess: edgeRouteAccess(), docExamples: demoDocExamples(demo),
+      routeAccess: edgeRouteAccess(),
+      docExamples: demoDocExamples(demo),
     });
     const corePort = await listenOrExplain(core.server, config.corePort, 'CORE_PORT');
     cleanups.push(async () => {
@@ -184,7 +227,13 @@ export async function startStack(
       await new Promise((r) => core.server.close(r));
     });
     // Webhook dispatcher (issue 6): delivers outbox events; stopped (batch in flight awaited) before the pool closes.
-    const dispatcher = new Dispatcher({ db, keys, log: log.child({ component: 'webhooks' }), allowPrivateTargets: opts.webhookAllowPrivateTargets ?? false, deadLettered: metrics.webhookDeadLettered });
+    const dispatcher = new Dispatcher({
+      db,
+      keys,
+      log: log.child({ component: 'webhooks' }),
+      allowPrivateTargets: opts.webhookAllowPrivateTargets ?? false,
+      deadLettered: metrics.webhookDeadLettered,
+    });
     dispatcher.start();
     cleanups.push(() => dispatcher.stop());
     // Housekeeping: one-time values and lockout counters are deleted once inert (core/housekeeping).
@@ -204,7 +253,11 @@ export async function startStack(
       authzPort = await edge.listen(config.authzPort);
     } catch (err) {
       const inUse = /EADDRINUSE|address already in use|No address added/i.test((err as Error).message);
-      throw new StartError(inUse ? `port ${config.authzPort} (AUTHZ_PORT) is already in use` : `edge authz could not bind: ${(err as Error).message}`);
+      throw new StartError(
+        inUse
+          ? `port ${config.authzPort} (AUTHZ_PORT) is already in use`
+          : `edge authz could not bind: ${(err as Error).message}`,
+      );
     }
 
     const gateway: Gateway = createGateway({
@@ -214,14 +267,34 @@ export async function startStack(
       ...(opts.checkTimeoutMs ? { checkTimeoutMs: opts.checkTimeoutMs } : {}),
       ...(opts.gatewayTls ? { tls: opts.gatewayTls } : {}),
     });
-    await gateway.ready().catch(() => log.warn('edge channel not ready yet; the first requests may be denied'));
+    await gateway
+      .ready()
+      .catch(() => log.warn('edge channel not ready yet; the first requests may be denied'));
     const gatewayPort = await listenOrExplain(gateway.server, config.gatewayPort, 'GATEWAY_PORT');
     if (webauthn.origins.length === 0) webauthn.origins.push(`http://localhost:${gatewayPort}`);
     cleanups.push(() => gateway.close());
     await answering(`http://127.0.0.1:${gatewayPort}`);
-    const gatewayTlsPort = gateway.tlsServer ? await listenOrExplain(gateway.tlsServer as unknown as Server, opts.gatewayTls?.port ?? 0, 'gateway TLS') : undefined;
+    const gatewayTlsPort = gateway.tlsServer
+      ? await listenOrExplain(
+          gateway.tlsServer as unknown as Server,
+          opts.gatewayTls?.port ?? 0,
+          'gateway TLS',
+        )
+      : undefined;
 
-    return { ports: { gateway: gatewayPort, core: corePort, authz: authzPort, ...(gatewayTlsPort !== undefined ? { gatewayTls: gatewayTlsPort } : {}) }, embedded, db, log, demo, stop };
+    return {
+      ports: {
+        gateway: gatewayPort,
+        core: corePort,
+        authz: authzPort,
+        ...(gatewayTlsPort !== undefined ? { gatewayTls: gatewayTlsPort } : {}),
+      },
+      embedded,
+      db,
+      log,
+      demo,
+      stop,
+    };
   } catch (err) {
     await stop();
     throw err;

@@ -22,7 +22,8 @@ function dataLine(config: Config, stack: Stack): string {
   const demo = `demo credentials: ${join(config.dataDir, 'demo.json')}`;
   if (!stack.embedded) return `DATABASE_URL (${demo})`;
   // Issue 15 item 1: as root under a 0700 home the cluster lives where the postgres user can reach it.
-  if (stack.embedded.relocated) return `${stack.embedded.dataDir} (PostgreSQL, linked from ${join(config.dataDir, 'pg')}; ${demo})`;
+  if (stack.embedded.relocated)
+    return `${stack.embedded.dataDir} (PostgreSQL, linked from ${join(config.dataDir, 'pg')}; ${demo})`;
   return `${stack.embedded.dataDir} (${demo})`;
 }
 
@@ -54,7 +55,8 @@ class Lifecycle {
   private reason: string | undefined;
 
   constructor() {
-    for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, () => this.stop(signal));
+    for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const)
+      process.on(signal, () => this.stop(signal));
     const parent = process.ppid;
     setInterval(() => {
       if (process.ppid !== parent) this.stop('parent process exited');

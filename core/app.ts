@@ -44,7 +44,11 @@ import { ResidencyGate, type ResidencyOptions } from './residency/gate.ts';
 import { developmentRegion } from './residency/cluster.ts';
 
 /** Development default: browsers accept `localhost` as an RP ID (never an IP address). */
-export const defaultWebAuthn = (): WebAuthnConfig => ({ rpId: 'localhost', rpName: 'Payments platform staff', origins: ['http://localhost'] });
+export const defaultWebAuthn = (): WebAuthnConfig => ({
+  rpId: 'localhost',
+  rpName: 'Payments platform staff',
+  origins: ['http://localhost'],
+});
 
 export interface CoreDeps {
   db: Db;
@@ -114,8 +118,10 @@ export function buildCore(deps: CoreDeps): Core {
       openapi = {
         registryVersion: registry?.registryVersion,
         doc: buildOpenApi(routes, {
-          version: deps.build.version, registry: registry?.registry,
-          ...(deps.routeAccess ? { access: deps.routeAccess } : {}), ...(deps.docExamples ? { examples: deps.docExamples } : {}),
+          version: deps.build.version,
+          registry: registry?.registry,
+          ...(deps.routeAccess ? { access: deps.routeAccess } : {}),
+          ...(deps.docExamples ? { examples: deps.docExamples } : {}),
         }),
       };
     }
@@ -123,41 +129,103 @@ export function buildCore(deps: CoreDeps): Core {
   };
   routes.push(
     ...platformRoutes({
-      db: deps.db, metrics: deps.metrics, build: deps.build, startedAt: now(), now, ...(deps.edgeWarm ? { edgeWarm: deps.edgeWarm } : {}),
+      db: deps.db,
+      metrics: deps.metrics,
+      build: deps.build,
+      startedAt: now(),
+      now,
+      ...(deps.edgeWarm ? { edgeWarm: deps.edgeWarm } : {}),
       openapi: document,
     }),
   );
-  const identity = identityDeps({ db: deps.db, keys: deps.keys, log: deps.log, now, dataDir: deps.dataDir }, deps.identity);
+  const identity = identityDeps(
+    { db: deps.db, keys: deps.keys, log: deps.log, now, dataDir: deps.dataDir },
+    deps.identity,
+  );
   routes.push(...identityRoutes(identity), ...staffTokenRoutes(identity));
   // Agents share identity's PinHasher (one argon2 semaphore), secrets and SMS sender.
-  routes.push(...agentRoutes({ db: deps.db, keys: deps.keys, log: deps.log.child({ component: 'agents' }), now, identity }));
+  routes.push(
+    ...agentRoutes({
+      db: deps.db,
+      keys: deps.keys,
+      log: deps.log.child({ component: 'agents' }),
+      now,
+      identity,
+    }),
+  );
   const ledger = new Ledger({ db: deps.db, log: deps.log, now, keys: deps.keys });
-  routes.push(...oauthRoutes({ db: deps.db, keys: deps.keys, now }), ...discoveryRoutes({ keys: deps.keys }), ...oauthClientRoutes({ db: deps.db, keys: deps.keys, now }), ...ledgerRoutes({ db: deps.db, keys: deps.keys, log: deps.log, now, ledger }));
+  routes.push(
+    ...oauthRoutes({ db: deps.db, keys: deps.keys, now }),
+    ...discoveryRoutes({ keys: deps.keys }),
+    ...oauthClientRoutes({ db: deps.db, keys: deps.keys, now }),
+    ...ledgerRoutes({ db: deps.db, keys: deps.keys, log: deps.log, now, ledger }),
+  );
   routes.push(...authzRoutes({ policies: deps.policies }));
   // One SSRF guard for every outbound target an administrator names: webhooks and identity providers.
-  const targets = new TargetGuard({ allowPrivateTargets: deps.webhookAllowPrivateTargets ?? false, allowedCidrs: deps.webhookAllowedCidrs ?? [] });
-  routes.push(...adminRoutes({ db: deps.db, keys: deps.keys, now, ...(deps.adminRateLimits ? { rateLimits: deps.adminRateLimits } : {}), targets, identity }));
+  const targets = new TargetGuard({
+    allowPrivateTargets: deps.webhookAllowPrivateTargets ?? false,
+    allowedCidrs: deps.webhookAllowedCidrs ?? [],
+  });
+  routes.push(
+    ...adminRoutes({
+      db: deps.db,
+      keys: deps.keys,
+      now,
+      ...(deps.adminRateLimits ? { rateLimits: deps.adminRateLimits } : {}),
+      targets,
+      identity,
+    }),
+  );
   const federation = { db: deps.db, keys: deps.keys, guard: targets, now };
   routes.push(...federationRoutes(federation));
   routes.push(...apiKeyRoutes({ db: deps.db, keys: deps.keys }));
   // Issue 16 item 1: a member provisioned over SCIM gets a one-time passkey enrolment link.
   // A member provisioned inactive gets none: an Admin issues one once they are activated.
-  const onProvisioned: NonNullable<ScimDeps['onProvisioned']> = deps.onStaffProvisioned ?? (async (q, user, actor) => {
-    if (!user.active) return undefined;
-    const link = await createEnrolmentLink(q, user.tenantId, user.id, { type: 'scim', id: actor }, now());
-    return { enrolmentPath: link.path, expiresAt: link.expiresAt };
-  });
+  const onProvisioned: NonNullable<ScimDeps['onProvisioned']> =
+    deps.onStaffProvisioned ??
+    (async (q, user, actor) => {
+      if (!user.active) return undefined;
+      const link = await createEnrolmentLink(q, user.tenantId, user.id, { type: 'scim', id: actor }, now());
+      return { enrolmentPath: link.path, expiresAt: link.expiresAt };
+    });
   routes.push(...scimRoutes({ db: deps.db, now, onProvisioned }));
   routes.push(...paymentRoutes({ db: deps.db, keys: deps.keys, now }));
   routes.push(...oversightRoutes({ db: deps.db, keys: deps.keys, now }));
   // Issue 22 item 2: replay jobs run in this core, off the request path (core/policy/impact.ts).
-  const impact = policyImpactRoutes({ db: deps.db, policies: deps.policies, log: deps.log.child({ component: 'policy-impact' }), now });
+  const impact = policyImpactRoutes({
+    db: deps.db,
+    policies: deps.policies,
+    log: deps.log.child({ component: 'policy-impact' }),
+    now,
+  });
   routes.push(...impact.routes);
-  routes.push(...staffAuthRoutes({ db: deps.db, keys: deps.keys, now, log: deps.log.child({ component: 'staff' }), webauthn: deps.webauthn ?? defaultWebAuthn() }, [federationLoginMethod(federation)]), ...staffPageRoutes());
-  const residency = new ResidencyGate(deps.db, deps.log.child({ component: 'residency' }), deps.metrics, deps.residency ?? { deploymentRegion: developmentRegion, labelUnlabelled: true });
+  routes.push(
+    ...staffAuthRoutes(
+      {
+        db: deps.db,
+        keys: deps.keys,
+        now,
+        log: deps.log.child({ component: 'staff' }),
+        webauthn: deps.webauthn ?? defaultWebAuthn(),
+      },
+      [federationLoginMethod(federation)],
+    ),
+    ...staffPageRoutes(),
+  );
+  const residency = new ResidencyGate(
+    deps.db,
+    deps.log.child({ component: 'residency' }),
+    deps.metrics,
+    deps.residency ?? { deploymentRegion: developmentRegion, labelUnlabelled: true },
+  );
   const server = createCoreServer({
-    routes, log: deps.log, metrics: deps.metrics, edgeSecrets: deps.edgeSecrets, releaseBudget: (scope) => releaseEdgeCount(deps.db, scope),
-    checkResponses: deps.checkResponses ?? false, residency: (tenantIds, asker) => residency.check(tenantIds, asker),
+    routes,
+    log: deps.log,
+    metrics: deps.metrics,
+    edgeSecrets: deps.edgeSecrets,
+    releaseBudget: (scope) => releaseEdgeCount(deps.db, scope),
+    checkResponses: deps.checkResponses ?? false,
+    residency: (tenantIds, asker) => residency.check(tenantIds, asker),
   });
   ledger.start();
   impact.runner?.start();

@@ -15,7 +15,12 @@ import { seedAgentContent } from './agents/content.ts';
 import { staffSeeder } from './staff/seed.ts';
 import { demoCustomerSeeder } from './identity/seed.ts';
 
-export const demoTenant = Object.freeze({ id: 'demo', name: 'Demo Mobile Money', country: 'KE', baseCurrency: 'KES' });
+export const demoTenant = Object.freeze({
+  id: 'demo',
+  name: 'Demo Mobile Money',
+  country: 'KE',
+  baseCurrency: 'KES',
+});
 
 export interface SeedContext {
   db: Db;
@@ -44,7 +49,15 @@ const agentContentSeeder: Seeder = ({ db, tenantId }) => seedAgentContent(db, te
 const agentSeeder: Seeder = (ctx) => seedDemoAgent(ctx);
 
 /** Every seeder, in order; domains append theirs here. */
-export const seeders: Seeder[] = [tenantSeeder, ledgerSeeder, serviceTokenSeeder, adminSeeder, agentContentSeeder, agentSeeder, demoCustomerSeeder];
+export const seeders: Seeder[] = [
+  tenantSeeder,
+  ledgerSeeder,
+  serviceTokenSeeder,
+  adminSeeder,
+  agentContentSeeder,
+  agentSeeder,
+  demoCustomerSeeder,
+];
 
 async function readPrevious(path: string): Promise<Record<string, unknown>> {
   try {
@@ -59,12 +72,17 @@ async function readPrevious(path: string): Promise<Record<string, unknown>> {
  * Seed the demo tenant and write `demo.json` (atomically) into `dataDir` when given.
  * `gatewayUrl`: where clients reach the gateway, for demo.json's `scim.baseUrl` (else the path alone).
  */
-export async function seedDemo(db: Db, dataDir?: string, opts: { keys?: KeyStore; gatewayUrl?: string } = {}): Promise<Record<string, unknown>> {
+export async function seedDemo(
+  db: Db,
+  dataDir?: string,
+  opts: { keys?: KeyStore; gatewayUrl?: string } = {},
+): Promise<Record<string, unknown>> {
   const file = dataDir ? join(dataDir, 'demo.json') : undefined;
   const previous = file ? await readPrevious(file) : {};
   let out: Record<string, unknown> = {};
   // Demo staff come last: provisioned over SCIM into the tenant the seeders above created.
-  for (const seeder of [...seeders, staffSeeder(opts.gatewayUrl)]) out = { ...out, ...(await seeder({ db, tenantId: demoTenant.id, previous, keys: opts.keys })) };
+  for (const seeder of [...seeders, staffSeeder(opts.gatewayUrl)])
+    out = { ...out, ...(await seeder({ db, tenantId: demoTenant.id, previous, keys: opts.keys })) };
   if (file) {
     await writeFile(`${file}.tmp`, `${JSON.stringify(out, null, 2)}\n`, { mode: 0o600 });
     await rename(`${file}.tmp`, file);

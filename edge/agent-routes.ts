@@ -8,19 +8,52 @@
 import type { EdgeRoute } from './routes.ts';
 
 const auth = (template: string, action: string, credential: 'public' | 'agent' = 'public'): EdgeRoute => ({
-  method: 'POST', template, purpose: 'operational', resource: 'agent_auth', action, credential,
+  method: 'POST',
+  template,
+  purpose: 'operational',
+  resource: 'agent_auth',
+  action,
+  credential,
 });
-const transact = (method: string, template: string, resource: string, action: string, money?: 'no-api-keys'): EdgeRoute => ({
-  method, template, purpose: 'agent.transact', resource, action, credential: 'agent', ...(money ? { money } : {}),
+const transact = (
+  method: string,
+  template: string,
+  resource: string,
+  action: string,
+  money?: 'no-api-keys',
+): EdgeRoute => ({
+  method,
+  template,
+  purpose: 'agent.transact',
+  resource,
+  action,
+  credential: 'agent',
+  ...(money ? { money } : {}),
 });
 const operate = (method: string, template: string, resource: string, action: string): EdgeRoute => ({
-  method, template, purpose: 'agent.operate', resource, action, credential: 'agent',
+  method,
+  template,
+  purpose: 'agent.operate',
+  resource,
+  action,
+  credential: 'agent',
 });
 const kyc = (method: string, template: string, action: string): EdgeRoute => ({
-  method, template, purpose: 'compliance.kyc', resource: 'kyc_customer', action, credential: 'agent',
+  method,
+  template,
+  purpose: 'compliance.kyc',
+  resource: 'kyc_customer',
+  action,
+  credential: 'agent',
 });
 const ops = (template: string, resource: string, action: string, money?: 'no-api-keys'): EdgeRoute => ({
-  method: 'POST', template, purpose: 'agent.ops', resource, action, credential: 'staff', ...(money ? { money } : {}),
+  method: 'POST',
+  template,
+  purpose: 'agent.ops',
+  resource,
+  action,
+  credential: 'staff',
+  ...(money ? { money } : {}),
 });
 /** Agent money (issue 13 item 5): never an API key's to move (shared/api-key-budget.ts). */
 const agentMoney = 'no-api-keys';
@@ -56,23 +89,55 @@ export const agentEdgeRoutes: EdgeRoute[] = [
   // streamed to core unbuffered (Envoy per-route check_settings; core enforces size and type)
   operate('POST', '/v1/disputes', 'dispute', 'dispute.create'),
   operate('GET', '/v1/disputes/{case_id}', 'dispute', 'dispute.read'),
-  { ...operate('POST', '/v1/disputes/{case_id}/attachments', 'dispute', 'dispute.attach'), disableRequestBodyBuffering: true },
+  {
+    ...operate('POST', '/v1/disputes/{case_id}/attachments', 'dispute', 'dispute.attach'),
+    disableRequestBodyBuffering: true,
+  },
   // USSD (issue 9 item 11): the aggregator is a machine client, a service token with role ussd
-  { method: 'POST', template: '/v1/ussd/session', purpose: 'ussd.gateway', resource: 'ussd', action: 'ussd.session', credential: 'service', money: agentMoney },
-  { method: 'POST', template: '/v1/ussd/agent/menu', purpose: 'ussd.gateway', resource: 'ussd', action: 'ussd.agent_menu', credential: 'service', money: agentMoney },
+  {
+    method: 'POST',
+    template: '/v1/ussd/session',
+    purpose: 'ussd.gateway',
+    resource: 'ussd',
+    action: 'ussd.session',
+    credential: 'service',
+    money: agentMoney,
+  },
+  {
+    method: 'POST',
+    template: '/v1/ussd/agent/menu',
+    purpose: 'ussd.gateway',
+    resource: 'ussd',
+    action: 'ussd.agent_menu',
+    credential: 'service',
+    money: agentMoney,
+  },
   // float, commissions, wallets, reports (issue 9 items 5-7, 9; core/agents/FLOAT.md)
   operate('GET', '/v1/float', 'float', 'float.read'),
   transact('POST', '/v1/float/topup', 'float_instruction', 'float.topup'),
   transact('POST', '/v1/float/redeem', 'float_instruction', 'float.redeem', agentMoney),
   operate('GET', '/v1/float/instructions/{instruction_id}', 'float_instruction', 'float.instruction.read'),
   transact('POST', '/v1/float/instructions/{instruction_id}/cancel', 'float_instruction', 'float.cancel'),
-  { method: 'GET', template: '/v1/ops/float/instructions', purpose: 'agent.ops', resource: 'float_instruction', action: 'float.instruction.list', credential: 'staff' },
+  {
+    method: 'GET',
+    template: '/v1/ops/float/instructions',
+    purpose: 'agent.ops',
+    resource: 'float_instruction',
+    action: 'float.instruction.list',
+    credential: 'staff',
+  },
   ops('/v1/ops/float/instructions/{instruction_id}/approve', 'float_instruction', 'float.approve'),
   ops('/v1/ops/float/instructions/{instruction_id}/settle', 'float_instruction', 'float.settle', agentMoney),
   ops('/v1/ops/float/instructions/{instruction_id}/reject', 'float_instruction', 'float.reject'),
   operate('GET', '/v1/agents/{agent_id}/commissions', 'commission', 'commission.read'),
   operate('POST', '/v1/agents/{agent_id}/commissions/payouts/preview', 'commission', 'commission.preview'),
-  transact('POST', '/v1/agents/{agent_id}/commissions/payouts/accept', 'commission', 'commission.accept', agentMoney),
+  transact(
+    'POST',
+    '/v1/agents/{agent_id}/commissions/payouts/accept',
+    'commission',
+    'commission.accept',
+    agentMoney,
+  ),
   operate('POST', '/v1/wallets/consent', 'wallet', 'wallet.consent'),
   operate('GET', '/v1/wallets/{wallet_id}/balance', 'wallet', 'wallet.read'),
   operate('GET', '/v1/wallets/{wallet_id}/transactions', 'wallet', 'wallet.read'),

@@ -12,7 +12,11 @@ export function isPoison(err: unknown): boolean {
 
 /** An error reported by the audit thread, with what classifies it. */
 export class AuditWriteError extends Error {
-  constructor(message: string, readonly code: string | undefined, readonly poison: boolean) {
+  constructor(
+    message: string,
+    readonly code: string | undefined,
+    readonly poison: boolean,
+  ) {
     super(message);
   }
 }

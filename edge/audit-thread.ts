@@ -10,7 +10,12 @@ import { isPoison } from './audit-poison.ts';
 import { createDb } from '../shared/db/pool.ts';
 import { createLogger } from '../shared/log.ts';
 import { createMetrics } from '../shared/metrics.ts';
-import { InputRecorder, type DecisionInputsConfig, type InputStats, type RecordedEntry } from './decision-inputs.ts';
+import {
+  InputRecorder,
+  type DecisionInputsConfig,
+  type InputStats,
+  type RecordedEntry,
+} from './decision-inputs.ts';
 
 /**
  * A batch crosses as one JSON text: structured cloning fifty small nested objects cost the
@@ -18,7 +23,10 @@ import { InputRecorder, type DecisionInputsConfig, type InputStats, type Recorde
  * item 1); JSON.stringify of the same batch costs a few per cent of that.
  */
 export type ToThread = { type: 'write'; id: number; entries: string } | { type: 'close' };
-export type FromThread = { type: 'done'; id: number; error?: { message: string; code?: string; poison: boolean } } | { type: 'closed' } | { type: 'inputs'; stats: InputStats };
+export type FromThread =
+  | { type: 'done'; id: number; error?: { message: string; code?: string; poison: boolean } }
+  | { type: 'closed' }
+  | { type: 'inputs'; stats: InputStats };
 /** Issue 22 item 1: set when decision inputs are recorded (the pseudonym key stays in this thread's memory). */
 export type ThreadInputs = Omit<DecisionInputsConfig, 'sample'>;
 
@@ -28,22 +36,38 @@ const { url, inputs } = workerData as { url: string; inputs?: ThreadInputs };
 const db = createDb({ connectionString: url, metrics: createMetrics(), log: createLogger('silent'), max: 2 });
 const reply = (m: FromThread) => port.postMessage(m);
 // Inputs are written after their audit batch is answered: the audit never waits for them.
-const recorder = inputs ? new InputRecorder(db, { ...inputs, key: Buffer.from(inputs.key) }, (stats) => reply({ type: 'inputs', stats: { ...stats } })) : undefined;
+const recorder = inputs
+  ? new InputRecorder(db, { ...inputs, key: Buffer.from(inputs.key) }, (stats) =>
+      reply({ type: 'inputs', stats: { ...stats } }),
+    )
+  : undefined;
 recorder?.start();
 void recorder?.housekeep();
 
 port.on('message', (m: ToThread) => {
   if (m.type === 'close') {
-    void (recorder?.settle() ?? Promise.resolve()).then(() => db.close()).finally(() => reply({ type: 'closed' }));
+    void (recorder?.settle() ?? Promise.resolve())
+      .then(() => db.close())
+      .finally(() => reply({ type: 'closed' }));
     return;
   }
-  const entries = (JSON.parse(m.entries) as (Omit<RecordedEntry, 'ts'> & { ts?: string })[])
-    .map(({ ts, ...e }): RecordedEntry => (ts === undefined ? e : { ...e, ts: new Date(ts) }));
+  const entries = (JSON.parse(m.entries) as (Omit<RecordedEntry, 'ts'> & { ts?: string })[]).map(
+    ({ ts, ...e }): RecordedEntry => (ts === undefined ? e : { ...e, ts: new Date(ts) }),
+  );
   db.tx((client) => appendAudit(client, entries)).then(
     (ids) => {
       reply({ type: 'done', id: m.id });
       recorder?.afterAudit(entries, ids);
     },
-    (err: unknown) => reply({ type: 'done', id: m.id, error: { message: (err as Error).message, code: (err as { code?: string }).code, poison: isPoison(err) } }),
+    (err: unknown) =>
+      reply({
+        type: 'done',
+        id: m.id,
+        error: {
+          message: (err as Error).message,
+          code: (err as { code?: string }).code,
+          poison: isPoison(err),
+        },
+      }),
   );
 });

@@ -12,7 +12,15 @@ import type { Db } from '../shared/db/pool.ts';
 import type { FromThread, ThreadInputs, ToThread } from './audit-thread.ts';
 import { AuditWriteError, isPoison } from './audit-poison.ts';
 import { tenantIdPattern } from '../shared/tenant-id.ts';
-import { emptyInputStats, InputRecorder, sampled, type DecisionInputsConfig, type InputStats, type RecordedEntry, type ReplayInput } from './decision-inputs.ts';
+import {
+  emptyInputStats,
+  InputRecorder,
+  sampled,
+  type DecisionInputsConfig,
+  type InputStats,
+  type RecordedEntry,
+  type ReplayInput,
+} from './decision-inputs.ts';
 
 /** Where a batch goes: one transaction that appends it to the hash chain. */
 export interface AuditSink {
@@ -39,7 +47,8 @@ export function inlineSink(db: Db, inputs?: Omit<DecisionInputsConfig, 'sample'>
 
 /** JSON would turn NaN and Infinity into null: a record is stored as made or not at all (a poison entry). */
 function refuseNonFinite(key: string, value: unknown): unknown {
-  if (typeof value === 'number' && !Number.isFinite(value)) throw new TypeError(`audit value ${key} is ${value}: not storable in canonical JSON`);
+  if (typeof value === 'number' && !Number.isFinite(value))
+    throw new TypeError(`audit value ${key} is ${value}: not storable in canonical JSON`);
   return value;
 }
 
@@ -52,14 +61,21 @@ export class AuditThread implements AuditSink {
   private worker: Worker | undefined;
   private seq = 0;
   private closed = false;
-  private readonly waiting = new Map<number, { resolve: () => void; reject: (err: Error) => void; timer: NodeJS.Timeout }>();
+  private readonly waiting = new Map<
+    number,
+    { resolve: () => void; reject: (err: Error) => void; timer: NodeJS.Timeout }
+  >();
   private stats = emptyInputStats();
 
   /**
    * `timeoutMs`: a batch not answered by then counts as failed and the thread is replaced.
    * `inputs`: the thread also records decision inputs (issue 22 item 1).
    */
-  constructor(private readonly databaseUrl: string, private readonly timeoutMs = 30_000, private readonly inputs?: ThreadInputs) {}
+  constructor(
+    private readonly databaseUrl: string,
+    private readonly timeoutMs = 30_000,
+    private readonly inputs?: ThreadInputs,
+  ) {}
 
   inputStats(): InputStats {
     return this.stats;
@@ -76,11 +92,17 @@ export class AuditThread implements AuditSink {
 
   private spawn(): Worker {
     // Loader hooks are per thread: the boot file registers tsx, then loads audit-thread.ts.
-    const w = new Worker(new URL('./audit-thread-boot.mjs', import.meta.url), { workerData: { url: this.databaseUrl, ...(this.inputs ? { inputs: this.inputs } : {}) } });
+    const w = new Worker(new URL('./audit-thread-boot.mjs', import.meta.url), {
+      workerData: { url: this.databaseUrl, ...(this.inputs ? { inputs: this.inputs } : {}) },
+    });
     w.unref();
     w.on('message', (m: FromThread) => {
       if (m.type === 'inputs') this.stats = m.stats;
-      if (m.type === 'done') this.settle(m.id, m.error ? new AuditWriteError(m.error.message, m.error.code, m.error.poison) : undefined);
+      if (m.type === 'done')
+        this.settle(
+          m.id,
+          m.error ? new AuditWriteError(m.error.message, m.error.code, m.error.poison) : undefined,
+        );
     });
     const fail = (err: Error) => {
       if (this.worker === w) this.worker = undefined;
@@ -152,8 +174,11 @@ function unwritable(e: AuditEntry, err: unknown): AuditEntry {
   const safe = (v: unknown) => (typeof v === 'string' ? v.replace(/[^\x20-\x7e]/g, '?').slice(0, 200) : '');
   return {
     tenantId: tenantIdPattern.test(e.tenantId) ? e.tenantId : '_platform',
-    actor: { type: safe(e.actor.type), id: safe(e.actor.id) }, action: 'audit.unwritable', target: { type: safe(e.target.type), id: safe(e.target.id) },
-    attrs: { original_action: safe(e.action), error: safe((err as Error).message) }, ...(e.ts ? { ts: e.ts } : {}),
+    actor: { type: safe(e.actor.type), id: safe(e.actor.id) },
+    action: 'audit.unwritable',
+    target: { type: safe(e.target.type), id: safe(e.target.id) },
+    attrs: { original_action: safe(e.action), error: safe((err as Error).message) },
+    ...(e.ts ? { ts: e.ts } : {}),
   };
 }
 
@@ -169,7 +194,13 @@ export class AuditWriter {
 
   private readonly sink: AuditSink;
 
-  constructor(db: Db, private readonly log: Logger, private readonly bound = maxQueued, private readonly reserve = failClosedReserve, sink?: AuditSink) {
+  constructor(
+    db: Db,
+    private readonly log: Logger,
+    private readonly bound = maxQueued,
+    private readonly reserve = failClosedReserve,
+    sink?: AuditSink,
+  ) {
     this.sink = sink ?? inlineSink(db);
   }
 
@@ -259,7 +290,9 @@ export class AuditWriter {
       const u = this.unrecorded;
       this.unrecorded = undefined;
       this.queue.push({
-        ...u.sample, action: 'authz.unrecorded', ts: u.to,
+        ...u.sample,
+        action: 'authz.unrecorded',
+        ts: u.to,
         attrs: { ...u.sample.attrs, count: u.count, from: u.from.toISOString(), to: u.to.toISOString() },
       });
     }
@@ -272,7 +305,10 @@ export class AuditWriter {
         if (this.queue.length > 0) await new Promise<void>((r) => setImmediate(r));
       } catch (err) {
         if (!isPoison(err)) {
-          this.log.warn({ err: (err as Error).message, pending: this.queue.length }, 'decision audit write failed; will retry');
+          this.log.warn(
+            { err: (err as Error).message, pending: this.queue.length },
+            'decision audit write failed; will retry',
+          );
           return;
         }
         // One bad entry must not hold every later one back (and, past the bound, stop all
@@ -291,7 +327,10 @@ export class AuditWriter {
         await this.sink.write([entry]);
       } catch (err) {
         if (!isPoison(err)) return i;
-        this.log.error({ err: (err as Error).message, action: entry.action }, 'decision audit entry cannot be stored; recorded as audit.unwritable');
+        this.log.error(
+          { err: (err as Error).message, action: entry.action },
+          'decision audit entry cannot be stored; recorded as audit.unwritable',
+        );
         try {
           await this.sink.write([unwritable(entry, err)]);
         } catch {
@@ -307,7 +346,10 @@ export class AuditWriter {
     await this.flush();
     await this.sink.close?.();
     if (this.queue.length > 0 || this.unrecorded) {
-      this.log.error({ pending: this.queue.length, unrecorded: this.unrecorded?.count ?? 0 }, 'decision audit stopped with entries it could not write');
+      this.log.error(
+        { pending: this.queue.length, unrecorded: this.unrecorded?.count ?? 0 },
+        'decision audit stopped with entries it could not write',
+      );
     }
   }
 }

@@ -68,7 +68,8 @@ export function targetTenantOf(view: RequestView, resolved: ResolvedRoute): stri
   const q = new URLSearchParams(view.pathWithQuery.split('?')[1] ?? '');
   for (const k of ['tenantId', 'tenant']) for (const v of q.getAll(k)) named.add(v);
   // A malformed body (no `json`) is core's to refuse with 400; it names no tenant.
-  const json = view.body.length > 0 && isJsonContentType(view.headers['content-type']) ? bodyOf(view).json : undefined;
+  const json =
+    view.body.length > 0 && isJsonContentType(view.headers['content-type']) ? bodyOf(view).json : undefined;
   const body = json?.value;
   if (body && typeof body === 'object' && !Array.isArray(body)) {
     for (const k of ['tenantId', 'tenant_id']) {
@@ -111,7 +112,11 @@ export function localHour(nowMs: number, tz: unknown): number {
   return entry.hour;
 }
 
-function tenantInput(id: string, t: TenantState | undefined, tuples: TupleState[] = []): Record<string, unknown> {
+function tenantInput(
+  id: string,
+  t: TenantState | undefined,
+  tuples: TupleState[] = [],
+): Record<string, unknown> {
   if (!id) return { id: '' };
   if (!t) return { id, status: 'UNKNOWN', security: {} };
   return { id, status: t.status, security: t.security, tuples, platform: t.platform };
@@ -121,7 +126,8 @@ function tenantInput(id: string, t: TenantState | undefined, tuples: TupleState[
 const newMoneyIntents = new Set(['transfer.create']);
 
 /** SPEC 4.3 rule 2 `orig` of the request as Envoy sent it (`:path` keeps the query string). */
-export const origOfView = (view: RequestView): string => (view.orig ??= origOf(view.method, view.pathWithQuery, bodyOf(view)));
+export const origOfView = (view: RequestView): string =>
+  (view.orig ??= origOf(view.method, view.pathWithQuery, bodyOf(view)));
 
 /**
  * Does the customer's token carry a step-up made for this very request and not yet used up?
@@ -130,7 +136,11 @@ export const origOfView = (view: RequestView): string => (view.orig ??= origOf(v
  * (core/identity/bound.ts) no longer binds, except for a retry carrying the Idempotency-Key of
  * the request that used it: core answers that with the stored response (issue 13 item 2).
  */
-async function boundToThisRequest(p: Extract<Principal, { kind: 'customer' }>, state: EdgeState, view: RequestView): Promise<boolean> {
+async function boundToThisRequest(
+  p: Extract<Principal, { kind: 'customer' }>,
+  state: EdgeState,
+  view: RequestView,
+): Promise<boolean> {
   if (p.aal < 2 || p.orig === undefined || p.orig !== origOfView(view)) return false;
   const usedWith = await state.stepUpUse(p.tenantId, p.jti);
   if (usedWith === undefined) return true;
@@ -138,21 +148,41 @@ async function boundToThisRequest(p: Extract<Principal, { kind: 'customer' }>, s
 }
 
 /** A machine credential or a staff member belongs to one tenant: a member of it by construction. */
-const memberOf = (tenantId: string) => ({ relation: 'member', object_ns: 'tenant', object_id: tenantId, caveat: {} });
+const memberOf = (tenantId: string) => ({
+  relation: 'member',
+  object_ns: 'tenant',
+  object_id: tenantId,
+  caveat: {},
+});
 
-async function subjectInput(p: Principal, state: EdgeState, view: RequestView, resourceTenant: string): Promise<Record<string, unknown> | undefined> {
+async function subjectInput(
+  p: Principal,
+  state: EdgeState,
+  view: RequestView,
+  resourceTenant: string,
+): Promise<Record<string, unknown> | undefined> {
   if (p.kind === 'anonymous') return undefined;
   if (p.kind === 'staff') {
     // Issue 14 item 5: a person (type user, staff: true); roles are those the token grants in the
     // tenant the request acts on (org_roles at home, tenant_roles in an owned tenant).
     return {
-      id: p.subjectId, type: 'user', staff: true, roles: staffRolesIn(p, resourceTenant), aal: p.aal, amr: p.amr,
-      tuples: [memberOf(p.tenantId)], stepup_bound: p.aal >= 2 && p.orig !== undefined,
+      id: p.subjectId,
+      type: 'user',
+      staff: true,
+      roles: staffRolesIn(p, resourceTenant),
+      aal: p.aal,
+      amr: p.amr,
+      tuples: [memberOf(p.tenantId)],
+      stepup_bound: p.aal >= 2 && p.orig !== undefined,
     };
   }
   if (p.kind === 'customer') {
     return {
-      id: p.subjectId, type: 'customer', roles: [], aal: p.aal, amr: p.amr,
+      id: p.subjectId,
+      type: 'customer',
+      roles: [],
+      aal: p.aal,
+      amr: p.amr,
       tuples: await state.tuplesOf('customer', p.subjectId),
       consents: await state.consentsOf(p.tenantId, p.subjectId),
       // Request-bound actions and high risk are satisfied only by this (SPEC 4.3 rules 2–3).
@@ -161,13 +191,24 @@ async function subjectInput(p: Principal, state: EdgeState, view: RequestView, r
   }
   if (p.kind === 'user') {
     return {
-      id: p.subjectId, type: 'user', roles: p.roles, aal: p.aal, amr: p.amr,
+      id: p.subjectId,
+      type: 'user',
+      roles: p.roles,
+      aal: p.aal,
+      amr: p.amr,
       tuples: await state.tuplesOf('user', p.subjectId),
       // Agents never hold a request-bound step-up; a high-risk agent request is refused.
       stepup_bound: false,
     };
   }
-  return { id: p.subjectId, type: 'service', roles: p.roles, scopes: p.scopes, aal: 1, tuples: [memberOf(p.tenantId)] };
+  return {
+    id: p.subjectId,
+    type: 'service',
+    roles: p.roles,
+    scopes: p.scopes,
+    aal: 1,
+    tuples: [memberOf(p.tenantId)],
+  };
 }
 
 /**
@@ -175,10 +216,13 @@ async function subjectInput(p: Principal, state: EdgeState, view: RequestView, r
  * own (a logout, no step-up) or another one (a bound step-up; issue 13 item 1).
  */
 function resourceAttrs(p: Principal, resolved: ResolvedRoute, view: RequestView): Record<string, unknown> {
-  if (p.kind === 'customer' && resolved.action === 'session.revoke') return { current_session: resolved.params.id === p.session.id };
-  if (p.kind === 'staff' && resolved.action === 'session.admin_revoke') return { current_session: resolved.params.id === p.session.id };
+  if (p.kind === 'customer' && resolved.action === 'session.revoke')
+    return { current_session: resolved.params.id === p.session.id };
+  if (p.kind === 'staff' && resolved.action === 'session.admin_revoke')
+    return { current_session: resolved.params.id === p.session.id };
   // Issue 16 item 2: rotating a webhook's secret needs AAL 2; pausing or resuming does not.
-  if (resolved.action === 'webhook.update_webhook') return { rotates_secret: jsonField(view, 'rotateSecret') === true };
+  if (resolved.action === 'webhook.update_webhook')
+    return { rotates_secret: jsonField(view, 'rotateSecret') === true };
   return {};
 }
 
@@ -192,7 +236,9 @@ function jsonField(view: RequestView, field: string): unknown {
   if (!isJsonContentType(view.headers['content-type'])) return undefined;
   // The body parsed once per Check (issue 18 item 1), shared with the other readers.
   const body = bodyOf(view).json?.value;
-  return body && typeof body === 'object' && !Array.isArray(body) ? (body as Record<string, unknown>)[field] : undefined;
+  return body && typeof body === 'object' && !Array.isArray(body)
+    ? (body as Record<string, unknown>)[field]
+    : undefined;
 }
 
 /**
@@ -200,16 +246,33 @@ function jsonField(view: RequestView, field: string): unknown {
  * for that request only, and once (recorded in stepup_uses; a retry with the Idempotency-Key of
  * the request that used it passes, core answers it from the stored response).
  */
-async function staffGrantRefusal(p: StaffPrincipal, state: EdgeState, view: RequestView, action: string): Promise<Decision | undefined> {
+async function staffGrantRefusal(
+  p: StaffPrincipal,
+  state: EdgeState,
+  view: RequestView,
+  action: string,
+): Promise<Decision | undefined> {
   if (p.orig === undefined) return undefined;
   const refuse = (message: string): Decision => ({
-    allow: false, status: 401, code: 'invalid_token', message, extraBody: { reason: 'invalid_token' },
-    responseHeaders: { 'www-authenticate': `Bearer realm="payments", error="invalid_token", error_description="${message}"` },
+    allow: false,
+    status: 401,
+    code: 'invalid_token',
+    message,
+    extraBody: { reason: 'invalid_token' },
+    responseHeaders: {
+      'www-authenticate': `Bearer realm="payments", error="invalid_token", error_description="${message}"`,
+    },
   });
   if (p.orig !== origOfView(view)) return refuse('this step-up token was issued for another request');
   const first = await state.useStaffStepUp({
-    tenantId: p.tenantId, jti: p.jti, sessionId: p.session.id, userId: p.userId, orig: p.orig, action,
-    idempotencyKey: view.headers['idempotency-key'], expS: p.expS,
+    tenantId: p.tenantId,
+    jti: p.jti,
+    sessionId: p.session.id,
+    userId: p.userId,
+    orig: p.orig,
+    action,
+    idempotencyKey: view.headers['idempotency-key'],
+    expS: p.expS,
   });
   return first ? undefined : refuse('this step-up token was already used');
 }
@@ -217,7 +280,8 @@ async function staffGrantRefusal(p: StaffPrincipal, state: EdgeState, view: Requ
 export function createDecider(deps: DeciderDeps) {
   const now = deps.now ?? Date.now;
   return async (view: RequestView, resolved: ResolvedRoute, deadline?: Deadline): Promise<Decision> => {
-    if (deps.audit.overloaded()) throw new FailClosedError('audit_overloaded', 'decision audit is behind; refusing to decide');
+    if (deps.audit.overloaded())
+      throw new FailClosedError('audit_overloaded', 'decision audit is behind; refusing to decide');
     const policy = deps.policies.current;
     if (!policy) throw new FailClosedError('no_policy', 'no policy bundle loaded');
     const nowMs = now();
@@ -226,7 +290,12 @@ export function createDecider(deps: DeciderDeps) {
     // Envoy normalises paths (envoy.yaml); a path that is not canonical here would be read
     // differently by core's URL parser than by the route table, so it is refused outright.
     if (!isCanonicalPath(view.path)) {
-      const malformed: Decision = { allow: false, status: 400, code: 'MALFORMED_REQUEST', message: 'request path is not canonical (backslash, dot segment, empty segment or fragment)' };
+      const malformed: Decision = {
+        allow: false,
+        status: 400,
+        code: 'MALFORMED_REQUEST',
+        message: 'request path is not canonical (backslash, dot segment, empty segment or fragment)',
+      };
       audit(deps, deadline, view, resolved, undefined, '', malformed, undefined);
       return malformed;
     }
@@ -234,7 +303,12 @@ export function createDecider(deps: DeciderDeps) {
     // a bigger or partial body here means a misconfigured proxy, and a decision on part of a
     // body (tenant, request-bound step-up, signed requests) would be a decision on the wrong request.
     if (view.body.length > maxCheckBodyBytes || view.headers['x-envoy-auth-partial-body'] === 'true') {
-      const tooLarge: Decision = { allow: false, status: 413, code: 'PAYLOAD_TOO_LARGE', message: `request body exceeds ${maxCheckBodyBytes} bytes` };
+      const tooLarge: Decision = {
+        allow: false,
+        status: 413,
+        code: 'PAYLOAD_TOO_LARGE',
+        message: `request body exceeds ${maxCheckBodyBytes} bytes`,
+      };
       audit(deps, deadline, view, resolved, undefined, '', tooLarge, undefined);
       return tooLarge;
     }
@@ -242,39 +316,81 @@ export function createDecider(deps: DeciderDeps) {
     // method the path does not serve, in SCIM's error format; nothing there is decided by policy.
     if (!route && resolved.errorFormat === 'scim') {
       const allowed = resolved.allowed ?? [];
-      const refused: Decision = allowed.length > 0
-        ? { allow: false, status: 405, code: 'METHOD_NOT_ALLOWED', message: `${view.method} is not allowed on ${view.path}`, responseHeaders: { allow: allowed.join(', ') } }
-        : { allow: false, status: 404, code: 'NOT_FOUND', message: `no SCIM resource at ${view.path}` };
+      const refused: Decision =
+        allowed.length > 0
+          ? {
+              allow: false,
+              status: 405,
+              code: 'METHOD_NOT_ALLOWED',
+              message: `${view.method} is not allowed on ${view.path}`,
+              responseHeaders: { allow: allowed.join(', ') },
+            }
+          : { allow: false, status: 404, code: 'NOT_FOUND', message: `no SCIM resource at ${view.path}` };
       audit(deps, deadline, view, resolved, undefined, '', refused, undefined);
       return refused;
     }
     if (deps.limiter && route?.credential === 'public' && route.resource !== 'platform') {
       const retryS = deps.limiter.take(`${view.sourceIp}|${route.method} ${route.template}`);
       if (retryS > 0) {
-        const limited: Decision = { allow: false, status: 429, code: 'RATE_LIMITED', message: 'too many requests', responseHeaders: { 'retry-after': String(retryS) } };
+        const limited: Decision = {
+          allow: false,
+          status: 429,
+          code: 'RATE_LIMITED',
+          message: 'too many requests',
+          responseHeaders: { 'retry-after': String(retryS) },
+        };
         const named = targetTenantOf(view, resolved);
-        audit(deps, deadline, view, resolved, undefined, named !== undefined && (await deps.state.tenant(named)) ? named : '', limited, undefined);
+        audit(
+          deps,
+          deadline,
+          view,
+          resolved,
+          undefined,
+          named !== undefined && (await deps.state.tenant(named)) ? named : '',
+          limited,
+          undefined,
+        );
         return limited;
       }
     }
     // Issue 14 item 5: an address that presented too many wrong guessable credentials waits.
-    const guarded = deps.credentialGuard && guessableCredential(view, route?.credential) ? deps.credentialGuard : undefined;
+    const guarded =
+      deps.credentialGuard && guessableCredential(view, route?.credential) ? deps.credentialGuard : undefined;
     const waitS = guarded?.retryAfterS(view.sourceIp) ?? 0;
     if (waitS > 0) {
-      const limited: Decision = { allow: false, status: 429, code: 'RATE_LIMITED', message: 'too many wrong credentials from this address', responseHeaders: { 'retry-after': String(waitS) } };
+      const limited: Decision = {
+        allow: false,
+        status: 429,
+        code: 'RATE_LIMITED',
+        message: 'too many wrong credentials from this address',
+        responseHeaders: { 'retry-after': String(waitS) },
+      };
       audit(deps, deadline, view, resolved, undefined, '', limited, undefined);
       return limited;
     }
     let principal: Principal;
     try {
-      principal = await authenticate(resolved.route?.credential, view, deps.state, tenantCache, nowMs, deps.replayWindowMs);
+      principal = await authenticate(
+        resolved.route?.credential,
+        view,
+        deps.state,
+        tenantCache,
+        nowMs,
+        deps.replayWindowMs,
+      );
     } catch (err) {
       if (!(err instanceof CredentialError)) throw err;
       if (guarded && err.code === 'invalid_token') guarded.failed(view.sourceIp);
       const signed = view.headers['x-api-key-id'] !== undefined;
       const decision: Decision = {
-        allow: false, status: err.status, code: err.code, message: err.message,
-        responseHeaders: err.status === 401 ? { 'www-authenticate': err.wwwAuthenticate(signed ? 'Signature' : 'Bearer') } : {},
+        allow: false,
+        status: err.status,
+        code: err.code,
+        message: err.message,
+        responseHeaders:
+          err.status === 401
+            ? { 'www-authenticate': err.wwwAuthenticate(signed ? 'Signature' : 'Bearer') }
+            : {},
         extraBody: { reason: err.code },
       };
       audit(deps, deadline, view, resolved, undefined, '', decision, undefined);
@@ -290,25 +406,47 @@ export function createDecider(deps: DeciderDeps) {
     }
     const tenant = requestTenant ? await deps.state.tenant(requestTenant) : undefined;
     // A staff session records its sign-in method where others record a device id: no device to match.
-    const session = principal.kind === 'customer' || principal.kind === 'user' ? principal.session
-      : principal.kind === 'staff' ? { ...principal.session, device: null } : undefined;
+    const session =
+      principal.kind === 'customer' || principal.kind === 'user'
+        ? principal.session
+        : principal.kind === 'staff'
+          ? { ...principal.session, device: null }
+          : undefined;
     const deviceId = view.headers['x-device-id'];
     const assessed = deps.risk.assess({
-      session, deviceId, ip: view.sourceIp, subject: principal.kind === 'anonymous' ? undefined : principal.subjectId,
+      session,
+      deviceId,
+      ip: view.sourceIp,
+      subject: principal.kind === 'anonymous' ? undefined : principal.subjectId,
       // Velocity counts new money intents (a create), not confirmations of ones already stepped up.
       moneyMoving: newMoneyIntents.has(resolved.action),
     });
     const input = {
       // The request tenant's own relations (owner of tenants it created) matter only when the
       // request names another tenant; they are read then, never on same-tenant requests.
-      tenant: tenantInput(requestTenant, tenant, requestTenant && resourceTenant !== requestTenant ? await deps.state.tuplesOf('tenant', requestTenant) : []),
+      tenant: tenantInput(
+        requestTenant,
+        tenant,
+        requestTenant && resourceTenant !== requestTenant
+          ? await deps.state.tuplesOf('tenant', requestTenant)
+          : [],
+      ),
       subject: await subjectInput(principal, deps.state, view, resourceTenant),
-      resource: { type: resolved.resource, id: resolved.params.id ?? '', tenant_id: resourceTenant, attrs: resourceAttrs(principal, resolved, view) },
+      resource: {
+        type: resolved.resource,
+        id: resolved.params.id ?? '',
+        tenant_id: resourceTenant,
+        attrs: resourceAttrs(principal, resolved, view),
+      },
       action: resolved.action,
       purpose: resolved.purpose,
       context: {
-        ip: view.sourceIp, ua: view.headers['user-agent'] ?? '', risk: assessed.risk, time: new Date(nowMs).toISOString(),
-        now_ns: nowMs * 1e6, local_hour: localHour(nowMs, tenant?.security.timezone),
+        ip: view.sourceIp,
+        ua: view.headers['user-agent'] ?? '',
+        risk: assessed.risk,
+        time: new Date(nowMs).toISOString(),
+        now_ns: nowMs * 1e6,
+        local_hour: localHour(nowMs, tenant?.security.timezone),
       },
     };
     // The untraced entry point: the trace is formatted only for a denial's audit, below.
@@ -321,21 +459,56 @@ export function createDecider(deps: DeciderDeps) {
       const money = resolved.route?.money;
       // Customer and agent money is never an API key's to move (checked again in core).
       if (money === 'no-api-keys') {
-        const refused: Decision = { allow: false, status: 403, code: 'POLICY_DENIED', message: 'API keys cannot move money on this route' };
-        audit(deps, deadline, view, resolved, principal, requestTenant, refused, { result, risk: assessed, masking, input });
+        const refused: Decision = {
+          allow: false,
+          status: 403,
+          code: 'POLICY_DENIED',
+          message: 'API keys cannot move money on this route',
+        };
+        audit(deps, deadline, view, resolved, principal, requestTenant, refused, {
+          result,
+          risk: assessed,
+          masking,
+          input,
+        });
         return refused;
       }
       // Past the deadline the answer is already a deny: the consumption rolls back with it.
-      const b = await consumeBudget((fn) => deps.state.tx(async (q) => {
-        const r = await fn(q);
-        if (deadline?.expired) throw new Error('decision budget passed before the API-key budget was committed');
-        return r;
-      }), principal.key, money, bodyOf(view), nowMs);
+      const b = await consumeBudget(
+        (fn) =>
+          deps.state.tx(async (q) => {
+            const r = await fn(q);
+            if (deadline?.expired)
+              throw new Error('decision budget passed before the API-key budget was committed');
+            return r;
+          }),
+        principal.key,
+        money,
+        bodyOf(view),
+        nowMs,
+      );
       if (!b.ok) {
-        const refused: Decision = b.retryAfterS > 0
-          ? { allow: false, status: 429, code: 'BUDGET_EXCEEDED', message: `API key budget exceeded (${b.reason})`, responseHeaders: { 'retry-after': String(b.retryAfterS) } }
-          : { allow: false, status: 403, code: 'POLICY_DENIED', message: `API key budget cannot count this request (${b.reason})` };
-        audit(deps, deadline, view, resolved, principal, requestTenant, refused, { result, risk: assessed, masking, input });
+        const refused: Decision =
+          b.retryAfterS > 0
+            ? {
+                allow: false,
+                status: 429,
+                code: 'BUDGET_EXCEEDED',
+                message: `API key budget exceeded (${b.reason})`,
+                responseHeaders: { 'retry-after': String(b.retryAfterS) },
+              }
+            : {
+                allow: false,
+                status: 403,
+                code: 'POLICY_DENIED',
+                message: `API key budget cannot count this request (${b.reason})`,
+              };
+        audit(deps, deadline, view, resolved, principal, requestTenant, refused, {
+          result,
+          risk: assessed,
+          masking,
+          input,
+        });
         return refused;
       }
       budget = { amount: b.amountMicros.toString(), counted: b.counted };
@@ -344,14 +517,22 @@ export function createDecider(deps: DeciderDeps) {
     if (result.allow && principal.kind === 'staff') {
       const used = await staffGrantRefusal(principal, deps.state, view, resolved.action);
       if (used) {
-        audit(deps, deadline, view, resolved, principal, requestTenant, used, { result, risk: assessed, masking, input });
+        audit(deps, deadline, view, resolved, principal, requestTenant, used, {
+          result,
+          risk: assessed,
+          masking,
+          input,
+        });
         return used;
       }
     }
     if (result.allow) {
       const set: Record<string, string> = {
-        'x-purpose': resolved.purpose, 'x-masking': masking, 'x-edge-auth': deps.edgeSecret,
-        'x-policy-version': result.policy_version, 'x-registry-version': result.registry_version,
+        'x-purpose': resolved.purpose,
+        'x-masking': masking,
+        'x-edge-auth': deps.edgeSecret,
+        'x-policy-version': result.policy_version,
+        'x-registry-version': result.registry_version,
         // Issue 20 item 5: core's audit records name the request's risk as the edge assessed it.
         'x-risk': assessed.risk,
       };
@@ -362,7 +543,8 @@ export function createDecider(deps: DeciderDeps) {
       if (view.peerCertificate) set['x-client-certificate'] = view.peerCertificate;
       // Before sign-in the device id is the client's own claim (recorded on the session at login).
       const claimedDevice = view.headers['x-device-id'];
-      if (principal.kind === 'anonymous' && claimedDevice && /^[A-Za-z0-9._:-]{1,128}$/.test(claimedDevice)) set['x-device-id'] = claimedDevice;
+      if (principal.kind === 'anonymous' && claimedDevice && /^[A-Za-z0-9._:-]{1,128}$/.test(claimedDevice))
+        set['x-device-id'] = claimedDevice;
       if (principal.kind !== 'anonymous') set['x-principal-id'] = principal.subjectId;
       if (principal.kind === 'user') {
         set['x-session-id'] = principal.session.id;
@@ -394,20 +576,57 @@ export function createDecider(deps: DeciderDeps) {
     } else if (result.step_up && principal.kind === 'staff') {
       // Issue 16 item 2: a challenge bound to this request; /auth/mfa/complete turns it into an
       // AAL 2 token carrying `orig`, good for this request once (staffGrantRefusal).
-      const challenge = await issueChallenge(deps.challenges, { tenantId: principal.tenantId, sub: principal.userId, orig: origOfView(view), methods: ['passkey'] }, nowMs);
-      decision = { allow: false, status: 403, code: 'MFA_REQUIRED', message: result.message, extraBody: { challenge, methods: ['passkey'] } };
+      const challenge = await issueChallenge(
+        deps.challenges,
+        { tenantId: principal.tenantId, sub: principal.userId, orig: origOfView(view), methods: ['passkey'] },
+        nowMs,
+      );
+      decision = {
+        allow: false,
+        status: 403,
+        code: 'MFA_REQUIRED',
+        message: result.message,
+        extraBody: { challenge, methods: ['passkey'] },
+      };
     } else if (result.step_up && principal.kind === 'customer') {
       const methods: ('otp' | 'device')[] = ['otp', 'device'];
-      const challenge = await issueChallenge(deps.challenges, { tenantId: principal.tenantId, sub: principal.subjectId, orig: origOfView(view), methods }, nowMs);
-      decision = { allow: false, status: 403, code: 'MFA_REQUIRED', message: result.message, extraBody: { challenge, methods } };
+      const challenge = await issueChallenge(
+        deps.challenges,
+        { tenantId: principal.tenantId, sub: principal.subjectId, orig: origOfView(view), methods },
+        nowMs,
+      );
+      decision = {
+        allow: false,
+        status: 403,
+        code: 'MFA_REQUIRED',
+        message: result.message,
+        extraBody: { challenge, methods },
+      };
     } else {
-      decision = { allow: false, status: result.status === 401 ? 401 : 403, code: 'POLICY_DENIED', message: result.message };
+      decision = {
+        allow: false,
+        status: result.status === 401 ? 401 : 403,
+        code: 'POLICY_DENIED',
+        message: result.message,
+      };
     }
     // A request naming no existing tenant is chained under _platform (the audit function's
     // default), not under a chain of whatever name the body carried.
     const extra = { result, risk: assessed, masking, budget, input };
-    if (decision.allow) audit(deps, deadline, view, resolved, principal, tenant ? requestTenant : '', decision, extra);
-    else auditDenial(deps, deadline, view, resolved, principal, tenant ? requestTenant : '', decision, extra, () => policy.evaluate(input).reasons);
+    if (decision.allow)
+      audit(deps, deadline, view, resolved, principal, tenant ? requestTenant : '', decision, extra);
+    else
+      auditDenial(
+        deps,
+        deadline,
+        view,
+        resolved,
+        principal,
+        tenant ? requestTenant : '',
+        decision,
+        extra,
+        () => policy.evaluate(input).reasons,
+      );
     return decision;
   };
 }
@@ -430,17 +649,36 @@ interface AuditExtra {
  * that cannot be made does not cost the record: it is audited without it.
  */
 function auditDenial(
-  deps: DeciderDeps, deadline: Deadline | undefined, view: RequestView, resolved: ResolvedRoute, principal: Principal, tenantId: string, d: Decision,
-  extra: AuditExtra, trace: () => { check: string; ok: boolean; detail: unknown }[],
+  deps: DeciderDeps,
+  deadline: Deadline | undefined,
+  view: RequestView,
+  resolved: ResolvedRoute,
+  principal: Principal,
+  tenantId: string,
+  d: Decision,
+  extra: AuditExtra,
+  trace: () => { check: string; ok: boolean; detail: unknown }[],
 ): void {
   setImmediate(() => {
     let failedChecks: unknown[] | undefined;
     try {
       failedChecks = trace().filter((r) => !r.ok);
     } catch (err) {
-      deps.log.warn({ reqId: view.requestId, err: (err as Error).message }, 'denial audited without its policy trace');
+      deps.log.warn(
+        { reqId: view.requestId, err: (err as Error).message },
+        'denial audited without its policy trace',
+      );
     }
-    audit(deps, deadline, view, resolved, principal, tenantId, d, failedChecks ? { ...extra, failedChecks } : extra);
+    audit(
+      deps,
+      deadline,
+      view,
+      resolved,
+      principal,
+      tenantId,
+      d,
+      failedChecks ? { ...extra, failedChecks } : extra,
+    );
   });
 }
 
@@ -448,38 +686,81 @@ function auditDenial(
 const unmatchedRoute = '(no route)';
 
 function audit(
-  deps: DeciderDeps, deadline: Deadline | undefined, view: RequestView, resolved: ResolvedRoute, principal: Principal | undefined, tenantId: string, d: Decision,
+  deps: DeciderDeps,
+  deadline: Deadline | undefined,
+  view: RequestView,
+  resolved: ResolvedRoute,
+  principal: Principal | undefined,
+  tenantId: string,
+  d: Decision,
   extra: AuditExtra | undefined,
 ): void {
   // Past the budget the answer was already a fail-closed deny, audited by failClosedAuditor.
   if (deadline?.expired) return;
-  const actor = !principal || principal.kind === 'anonymous' ? { type: 'anonymous', id: view.sourceIp } : { type: principal.kind, id: principal.subjectId };
+  const actor =
+    !principal || principal.kind === 'anonymous'
+      ? { type: 'anonymous', id: view.sourceIp }
+      : { type: principal.kind, id: principal.subjectId };
   const principalTenant = principal && principal.kind !== 'anonymous' ? principal.tenantId : '';
   // Requests naming no tenant (platform probes) are chained under `_platform`.
   const chain = tenantId || principalTenant || '_platform';
   // Issue 22 item 1: replay and shadow rows name the route, never an unmatched raw path (personal data).
   const routeLabel = `${view.method} ${resolved.route?.template ?? unmatchedRoute}`;
   if (extra?.input !== undefined && deps.shadow?.wants(chain)) {
-    deps.shadow.offer({ t: chain, input: extra.input, allow: extra.result.allow, d: view.decisionId, p: resolved.purpose, r: routeLabel });
+    deps.shadow.offer({
+      t: chain,
+      input: extra.input,
+      allow: extra.result.allow,
+      d: view.decisionId,
+      p: resolved.purpose,
+      r: routeLabel,
+    });
   }
-  deps.audit.push({
-    tenantId: chain,
-    actor,
-    action: 'authz.decision',
-    target: { type: resolved.resource, id: resolved.route?.template ?? view.path },
-    decision: {
-      allow: d.allow, code: d.code ?? 'OK', purpose: resolved.purpose, policy_version: extra?.result.policy_version ?? deps.policies.current?.policyVersion,
-      aal: principal?.kind === 'customer' || principal?.kind === 'user' || principal?.kind === 'staff' ? principal.aal : principal?.kind === 'service' ? 1 : 0, trace_id: view.requestId, decision_id: view.decisionId,
+  deps.audit.push(
+    {
+      tenantId: chain,
+      actor,
+      action: 'authz.decision',
+      target: { type: resolved.resource, id: resolved.route?.template ?? view.path },
+      decision: {
+        allow: d.allow,
+        code: d.code ?? 'OK',
+        purpose: resolved.purpose,
+        policy_version: extra?.result.policy_version ?? deps.policies.current?.policyVersion,
+        aal:
+          principal?.kind === 'customer' || principal?.kind === 'user' || principal?.kind === 'staff'
+            ? principal.aal
+            : principal?.kind === 'service'
+              ? 1
+              : 0,
+        trace_id: view.requestId,
+        decision_id: view.decisionId,
+      },
+      attrs: {
+        ip: view.sourceIp,
+        ua: view.headers['user-agent'] ?? '',
+        method: view.method,
+        risk: extra?.risk.risk ?? 'low',
+        risk_signals: extra?.risk.signals ?? [],
+        masking: extra?.masking ?? '{}',
+        registry_version: extra?.result.registry_version ?? deps.policies.current?.registryVersion,
+        ...(extra?.budget
+          ? { budget_consumed_micros: extra.budget.amount, budget_counted: extra.budget.counted }
+          : {}),
+        ...(extra?.failedChecks ? { failed_checks: extra.failedChecks } : {}),
+        // Issue 14 item 6: a staff person's decisions name their session too (AAL is in decision.aal).
+        ...(principal?.kind === 'staff' ? { session_id: principal.session.id } : {}),
+      },
     },
-    attrs: {
-      ip: view.sourceIp, ua: view.headers['user-agent'] ?? '', method: view.method, risk: extra?.risk.risk ?? 'low',
-      risk_signals: extra?.risk.signals ?? [], masking: extra?.masking ?? '{}', registry_version: extra?.result.registry_version ?? deps.policies.current?.registryVersion,
-      ...(extra?.budget ? { budget_consumed_micros: extra.budget.amount, budget_counted: extra.budget.counted } : {}),
-      ...(extra?.failedChecks ? { failed_checks: extra.failedChecks } : {}),
-      // Issue 14 item 6: a staff person's decisions name their session too (AAL is in decision.aal).
-      ...(principal?.kind === 'staff' ? { session_id: principal.session.id } : {}),
-    },
-  }, extra?.input === undefined ? undefined : { input: extra.input, allow: extra.result.allow, policyVersion: extra.result.policy_version, route: routeLabel });
+    extra?.input === undefined
+      ? undefined
+      : {
+          input: extra.input,
+          allow: extra.result.allow,
+          policyVersion: extra.result.policy_version,
+          route: routeLabel,
+        },
+  );
 }
 
 /**
@@ -504,12 +785,21 @@ export function failClosedAuditor(deps: Pick<DeciderDeps, 'audit' | 'policies'>)
       action: 'authz.decision',
       target: { type: resolved?.resource ?? 'unknown', id: resolved?.route?.template ?? view?.path ?? '' },
       decision: {
-        allow: false, code: 'authz_unavailable', purpose: resolved?.purpose ?? 'unknown', policy_version: deps.policies.current?.policyVersion ?? 'none',
-        aal: 0, trace_id: view?.requestId ?? '', decision_id: view?.decisionId ?? '',
+        allow: false,
+        code: 'authz_unavailable',
+        purpose: resolved?.purpose ?? 'unknown',
+        policy_version: deps.policies.current?.policyVersion ?? 'none',
+        aal: 0,
+        trace_id: view?.requestId ?? '',
+        decision_id: view?.decisionId ?? '',
       },
       attrs: {
-        ip: view?.sourceIp ?? '', ua: view?.headers['user-agent'] ?? '', method: view?.method ?? '', reason,
-        named_tenant: named ?? '', registry_version: deps.policies.current?.registryVersion ?? 'none',
+        ip: view?.sourceIp ?? '',
+        ua: view?.headers['user-agent'] ?? '',
+        method: view?.method ?? '',
+        reason,
+        named_tenant: named ?? '',
+        registry_version: deps.policies.current?.registryVersion ?? 'none',
       },
     });
   };

@@ -14,12 +14,27 @@ import { jsonBody, type JsonBody } from '../shared/json-body.ts';
 export const maxCheckBodyBytes = 8192;
 
 export const identityHeaders = [
-  'x-req-id', 'x-tenant-id', 'x-principal-id', 'x-session-id', 'x-client-ip', 'x-device-id',
-  'x-purpose', 'x-aal', 'x-masking', 'x-decision-id', 'x-roles', 'x-scopes', 'x-edge-auth', 'x-policy-version', 'x-registry-version',
+  'x-req-id',
+  'x-tenant-id',
+  'x-principal-id',
+  'x-session-id',
+  'x-client-ip',
+  'x-device-id',
+  'x-purpose',
+  'x-aal',
+  'x-masking',
+  'x-decision-id',
+  'x-roles',
+  'x-scopes',
+  'x-edge-auth',
+  'x-policy-version',
+  'x-registry-version',
   // issue 13 item 5: which credential (an API key's budget is counted in core) and what the edge counted
-  'x-credential', 'x-budget-counted',
+  'x-credential',
+  'x-budget-counted',
   // issue 17: the URL the client addressed (DPoP htu) and the client certificate Envoy verified
-  'x-public-origin', 'x-client-certificate',
+  'x-public-origin',
+  'x-client-certificate',
   // issue 20 item 5: the risk the edge assessed, recorded in core's audit records
   'x-risk',
 ] as const;
@@ -36,7 +51,18 @@ const rpcPermissionDenied = 7;
 const rpcUnauthenticated = 16;
 const rpcUnavailable = 14;
 
-export type DenyCode = 'POLICY_DENIED' | 'UNAUTHENTICATED' | 'MFA_REQUIRED' | 'RATE_LIMITED' | 'BUDGET_EXCEEDED' | 'authz_unavailable' | 'MALFORMED_REQUEST' | 'PAYLOAD_TOO_LARGE' | 'NOT_FOUND' | 'METHOD_NOT_ALLOWED' | CredentialCode;
+export type DenyCode =
+  | 'POLICY_DENIED'
+  | 'UNAUTHENTICATED'
+  | 'MFA_REQUIRED'
+  | 'RATE_LIMITED'
+  | 'BUDGET_EXCEEDED'
+  | 'authz_unavailable'
+  | 'MALFORMED_REQUEST'
+  | 'PAYLOAD_TOO_LARGE'
+  | 'NOT_FOUND'
+  | 'METHOD_NOT_ALLOWED'
+  | CredentialCode;
 
 export interface Decision {
   allow: boolean;
@@ -88,10 +114,14 @@ export function viewOf(req: CheckRequest): RequestView {
     for (const [k, v] of Object.entries(http.headers)) headers[k.toLowerCase()] = v;
   } else {
     for (const h of http.header_map?.headers ?? []) {
-      headers[h.key.toLowerCase()] = h.value ?? (h.raw_value ? Buffer.from(h.raw_value).toString('utf8') : '');
+      headers[h.key.toLowerCase()] =
+        h.value ?? (h.raw_value ? Buffer.from(h.raw_value).toString('utf8') : '');
     }
   }
-  const body = http.raw_body && http.raw_body.length > 0 ? Buffer.from(http.raw_body) : Buffer.from(http.body ?? '', 'utf8');
+  const body =
+    http.raw_body && http.raw_body.length > 0
+      ? Buffer.from(http.raw_body)
+      : Buffer.from(http.body ?? '', 'utf8');
   const pathWithQuery = http.path;
   const path = pathWithQuery.split('?')[0] ?? pathWithQuery;
   return {
@@ -124,22 +154,40 @@ export function toCheckResponse(view: RequestView, d: Decision, format: ErrorFor
       'x-decision-id': decisionId,
       ...d.set,
     };
-    const remove = [...identityHeaders.filter((h) => !(h in set) && h in view.headers), ...edgeOnlySecretHeaders.filter((h) => h in view.headers), ...clientForbiddenHeaders.filter((h) => h in view.headers)];
+    const remove = [
+      ...identityHeaders.filter((h) => !(h in set) && h in view.headers),
+      ...edgeOnlySecretHeaders.filter((h) => h in view.headers),
+      ...clientForbiddenHeaders.filter((h) => h in view.headers),
+    ];
     return {
       status: { code: rpcOk },
-      ok_response: { headers: Object.entries(set).map(([k, v]) => option(k, v)), headers_to_remove: [...remove] },
+      ok_response: {
+        headers: Object.entries(set).map(([k, v]) => option(k, v)),
+        headers_to_remove: [...remove],
+      },
       dynamic_metadata: metadata,
     };
   }
   const code = d.code ?? 'POLICY_DENIED';
-  const refusal = { code, status: d.status, title: titleOf(code, d.status), message: d.message ?? 'denied', extra: d.extraBody };
+  const refusal = {
+    code,
+    status: d.status,
+    title: titleOf(code, d.status),
+    message: d.message ?? 'denied',
+    extra: d.extraBody,
+  };
   const { contentType, body } = renderRefusal(refusal, format, view.path);
   const headers = [
     option('content-type', contentType),
     option('x-request-id', view.requestId),
     ...Object.entries(d.responseHeaders ?? {}).map(([k, v]) => option(k, v)),
   ];
-  const rpc = d.status === 401 ? rpcUnauthenticated : d.code === 'authz_unavailable' ? rpcUnavailable : rpcPermissionDenied;
+  const rpc =
+    d.status === 401
+      ? rpcUnauthenticated
+      : d.code === 'authz_unavailable'
+        ? rpcUnavailable
+        : rpcPermissionDenied;
   return {
     status: { code: rpc, message: d.code ?? 'denied' },
     denied_response: { status: { code: d.status }, headers, body },
@@ -148,7 +196,25 @@ export function toCheckResponse(view: RequestView, d: Decision, format: ErrorFor
 }
 
 /** The fail-closed answer: used for every error, timeout or missing dependency. */
-export function unavailable(view: RequestView | undefined, reason: string, format: ErrorFormat = 'core'): CheckResponse {
-  const v = view ?? { method: '', pathWithQuery: '', path: '', scheme: 'https', headers: {}, body: Buffer.alloc(0), sourceIp: '', requestId: randomUUID(), decisionId: randomUUID() };
-  return toCheckResponse(v, { allow: false, status: 503, code: 'authz_unavailable', message: reason }, format);
+export function unavailable(
+  view: RequestView | undefined,
+  reason: string,
+  format: ErrorFormat = 'core',
+): CheckResponse {
+  const v = view ?? {
+    method: '',
+    pathWithQuery: '',
+    path: '',
+    scheme: 'https',
+    headers: {},
+    body: Buffer.alloc(0),
+    sourceIp: '',
+    requestId: randomUUID(),
+    decisionId: randomUUID(),
+  };
+  return toCheckResponse(
+    v,
+    { allow: false, status: 503, code: 'authz_unavailable', message: reason },
+    format,
+  );
 }

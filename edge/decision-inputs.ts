@@ -48,7 +48,14 @@ export interface InputStats {
   partitions: number;
 }
 
-export const emptyInputStats = (): InputStats => ({ recorded: 0, failed: 0, expiredRows: 0, droppedPartitions: 0, bytes: 0, partitions: 0 });
+export const emptyInputStats = (): InputStats => ({
+  recorded: 0,
+  failed: 0,
+  expiredRows: 0,
+  droppedPartitions: 0,
+  bytes: 0,
+  partitions: 0,
+});
 
 /** Per-tenant pseudonym key: one tenant's pseudonyms say nothing about another's. */
 export function tenantPseudonymKey(base: Buffer, tenantId: string): Buffer {
@@ -59,11 +66,27 @@ export function tenantPseudonymKey(base: Buffer, tenantId: string): Buffer {
  * Keys whose values are secrets wherever they appear (defence in depth: the policy input carries
  * none today, but a field added tomorrow must not land in a replay table).
  */
-const secretKey = /token|secret|password|passcode|signature|challenge|authorization|cookie|api_?key|jwt|assertion|verifier|(^|_)(pin|otp|code)(_|$)/i;
+const secretKey =
+  /token|secret|password|passcode|signature|challenge|authorization|cookie|api_?key|jwt|assertion|verifier|(^|_)(pin|otp|code)(_|$)/i;
 /** Values that look like credentials whatever their key: compact JWS/JWT, bearer headers. */
 const secretValue = /^eyJ[\w-]*\.[\w-]*\.|^(bearer|dpop|basic) /i;
 /** Keys naming a person, a device or a thing of theirs: replaced by a pseudonym. */
-const personalKeys = new Set(['id', 'object_id', 'subject_id', 'user_id', 'customer_id', 'agent_id', 'session_id', 'device_id', 'phone', 'msisdn', 'email', 'user_name', 'name', 'ua']);
+const personalKeys = new Set([
+  'id',
+  'object_id',
+  'subject_id',
+  'user_id',
+  'customer_id',
+  'agent_id',
+  'session_id',
+  'device_id',
+  'phone',
+  'msisdn',
+  'email',
+  'user_name',
+  'name',
+  'ua',
+]);
 
 /** Network part only (/24 for IPv4, /48 for IPv6): keeps ip_ranges caveats replayable for ranges that wide. */
 export function truncateIp(ip: string): string {
@@ -112,7 +135,11 @@ export class Scrubber {
     for (const [k, x] of Object.entries(o)) {
       if (secretKey.test(k)) continue;
       if (k === 'ip') out[k] = typeof x === 'string' ? truncateIp(x) : '';
-      else if (personalKeys.has(k) && !(tenantish && (k === 'id' || k === 'object_id')) && (typeof x === 'string' || typeof x === 'number')) {
+      else if (
+        personalKeys.has(k) &&
+        !(tenantish && (k === 'id' || k === 'object_id')) &&
+        (typeof x === 'string' || typeof x === 'number')
+      ) {
         out[k] = x === '' ? '' : this.pseudonym(tenantId, String(x));
       } else out[storable(k)] = this.walk(tenantId, x, path ? `${path}.${k}` : k);
     }
@@ -131,25 +158,46 @@ const dayMs = 24 * hourMs;
  * same index of `ids` (appendAudit returns them in entry order). One transaction: the hour
  * partitions the rows need, then the rows.
  */
-export async function recordDecisionInputs(db: Db, scrubber: Scrubber, cfg: Pick<DecisionInputsConfig, 'retentionHours'>, entries: RecordedEntry[], ids: number[], now = Date.now()): Promise<number> {
+export async function recordDecisionInputs(
+  db: Db,
+  scrubber: Scrubber,
+  cfg: Pick<DecisionInputsConfig, 'retentionHours'>,
+  entries: RecordedEntry[],
+  ids: number[],
+  now = Date.now(),
+): Promise<number> {
   const rows: Record<string, unknown>[] = [];
   for (const [i, e] of entries.entries()) {
     const r = e.replay;
     const auditId = ids[i];
     if (!r || auditId === undefined) continue;
     const at = e.ts ? new Date(e.ts).getTime() : now;
-    const keepMs = Math.min(cfg.retentionHours * hourMs, (r.retentionDays ?? Number.POSITIVE_INFINITY) * dayMs);
+    const keepMs = Math.min(
+      cfg.retentionHours * hourMs,
+      (r.retentionDays ?? Number.POSITIVE_INFINITY) * dayMs,
+    );
     const d = e.decision ?? {};
     rows.push({
-      recorded_at: new Date(at).toISOString(), tenant_id: storable(e.tenantId), audit_id: auditId, decision_id: String(d.decision_id ?? ''),
-      purpose: String(d.purpose ?? ''), route: r.route ?? `${String(e.attrs?.method ?? '')} ${e.target.id}`, allow: r.allow, code: String(d.code ?? ''),
-      policy_version: r.policyVersion, expires_at: new Date(at + keepMs).toISOString(), input: scrubber.scrub(e.tenantId, r.input),
+      recorded_at: new Date(at).toISOString(),
+      tenant_id: storable(e.tenantId),
+      audit_id: auditId,
+      decision_id: String(d.decision_id ?? ''),
+      purpose: String(d.purpose ?? ''),
+      route: r.route ?? `${String(e.attrs?.method ?? '')} ${e.target.id}`,
+      allow: r.allow,
+      code: String(d.code ?? ''),
+      policy_version: r.policyVersion,
+      expires_at: new Date(at + keepMs).toISOString(),
+      input: scrubber.scrub(e.tenantId, r.input),
     });
   }
   if (rows.length === 0) return 0;
   const doc = JSON.stringify(rows);
   await db.tx(async (q) => {
-    await q.query(`SELECT decision_inputs_partition(h) FROM (SELECT DISTINCT date_trunc('hour', (r->>'recorded_at')::timestamptz) AS h FROM jsonb_array_elements($1::jsonb) r) hours`, [doc]);
+    await q.query(
+      `SELECT decision_inputs_partition(h) FROM (SELECT DISTINCT date_trunc('hour', (r->>'recorded_at')::timestamptz) AS h FROM jsonb_array_elements($1::jsonb) r) hours`,
+      [doc],
+    );
     await q.query(
       `INSERT INTO decision_inputs (recorded_at, tenant_id, audit_id, decision_id, purpose, route, allow, code, policy_version, expires_at, input)
        SELECT (r->>'recorded_at')::timestamptz, r->>'tenant_id', (r->>'audit_id')::bigint, r->>'decision_id', r->>'purpose', r->>'route',
@@ -167,8 +215,16 @@ export async function recordDecisionInputs(db: Db, scrubber: Scrubber, cfg: Pick
  * rows past a shorter purpose retention are deleted; past the size cap the oldest partitions go
  * (the newest is always kept). Returns what it removed and what remains.
  */
-export async function expireDecisionInputs(db: Db, cfg: Pick<DecisionInputsConfig, 'retentionHours' | 'maxBytes'>, now = Date.now()): Promise<Omit<InputStats, 'recorded' | 'failed'>> {
-  let parts = (await db.query<{ name: string; starts: Date; bytes: string }>('SELECT name, starts, bytes FROM decision_inputs_partitions()')).rows;
+export async function expireDecisionInputs(
+  db: Db,
+  cfg: Pick<DecisionInputsConfig, 'retentionHours' | 'maxBytes'>,
+  now = Date.now(),
+): Promise<Omit<InputStats, 'recorded' | 'failed'>> {
+  let parts = (
+    await db.query<{ name: string; starts: Date; bytes: string }>(
+      'SELECT name, starts, bytes FROM decision_inputs_partitions()',
+    )
+  ).rows;
   let dropped = 0;
   const drop = async (name: string) => {
     // The name comes from the catalogue and matches ^decision_inputs_p[0-9]{10}$ (the function's filter).
@@ -186,7 +242,12 @@ export async function expireDecisionInputs(db: Db, cfg: Pick<DecisionInputsConfi
   }
   const expired = await db.query('DELETE FROM decision_inputs WHERE expires_at <= $1', [new Date(now)]);
   await expireCopies(db, new Date(cutoff));
-  return { expiredRows: expired.rowCount ?? 0, droppedPartitions: dropped, bytes: total, partitions: parts.length };
+  return {
+    expiredRows: expired.rowCount ?? 0,
+    droppedPartitions: dropped,
+    bytes: total,
+    partitions: parts.length,
+  };
 }
 
 /**
@@ -220,7 +281,11 @@ export class InputRecorder {
   private pendingBatches = 0;
   private timer: NodeJS.Timeout | undefined;
 
-  constructor(private readonly db: Db, private readonly cfg: Omit<DecisionInputsConfig, 'sample'>, private readonly onStats?: (s: InputStats) => void) {
+  constructor(
+    private readonly db: Db,
+    private readonly cfg: Omit<DecisionInputsConfig, 'sample'>,
+    private readonly onStats?: (s: InputStats) => void,
+  ) {
     this.scrubber = new Scrubber(cfg.key);
   }
 
@@ -234,11 +299,14 @@ export class InputRecorder {
     this.pendingBatches += 1;
     this.chain = this.chain
       .then(() => recordDecisionInputs(this.db, this.scrubber, this.cfg, entries, ids))
-      .then((written) => {
-        this.stats.recorded += written;
-      }, () => {
-        this.stats.failed += n;
-      })
+      .then(
+        (written) => {
+          this.stats.recorded += written;
+        },
+        () => {
+          this.stats.failed += n;
+        },
+      )
       .finally(() => {
         this.pendingBatches -= 1;
         this.onStats?.(this.stats);

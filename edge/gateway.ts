@@ -37,7 +37,17 @@ export const checkTimeoutMs = 100;
 export const maxRequestHeaderBytes = 60 * 1024;
 
 /** Hop-by-hop headers never forwarded (RFC 9110 §7.6.1). */
-const hopByHop = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'host', 'content-length']);
+const hopByHop = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'transfer-encoding',
+  'te',
+  'trailer',
+  'upgrade',
+  'host',
+  'content-length',
+]);
 
 /** How long an instance that failed is skipped before it is tried again. */
 export const downForMs = 2000;
@@ -92,9 +102,24 @@ interface ReplyTo {
 }
 
 /** The gateway's own refusal (413, 503, 502), rendered as the edge renders its denies. */
-function refuse(to: ReplyTo, status: number, code: string, message: string, extra: Record<string, string> = {}): void {
-  const { contentType, body } = renderRefusal({ code, status, title: titleOf(code, status), message }, to.format, to.path);
-  to.res.writeHead(status, { 'content-type': contentType, 'content-length': Buffer.byteLength(body), 'x-request-id': to.requestId, ...extra });
+function refuse(
+  to: ReplyTo,
+  status: number,
+  code: string,
+  message: string,
+  extra: Record<string, string> = {},
+): void {
+  const { contentType, body } = renderRefusal(
+    { code, status, title: titleOf(code, status), message },
+    to.format,
+    to.path,
+  );
+  to.res.writeHead(status, {
+    'content-type': contentType,
+    'content-length': Buffer.byteLength(body),
+    'x-request-id': to.requestId,
+    ...extra,
+  });
   to.res.end(body);
 }
 
@@ -108,7 +133,8 @@ function answerUnparsable(err: Error & { code?: string }, socket: Duplex): void 
     socket.destroy();
     return;
   }
-  const status = err.code === 'HPE_HEADER_OVERFLOW' ? '431 Request Header Fields Too Large' : '400 Bad Request';
+  const status =
+    err.code === 'HPE_HEADER_OVERFLOW' ? '431 Request Header Fields Too Large' : '400 Bad Request';
   socket.end(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
   socket.on('error', () => socket.destroy());
   socket.resume();
@@ -134,13 +160,22 @@ function peerCertificateOf(req: IncomingMessage): string | undefined {
   if (!(socket instanceof TLSSocket) || !socket.authorized) return undefined;
   const raw = socket.getPeerCertificate().raw;
   if (!raw) return undefined;
-  const pem = `-----BEGIN CERTIFICATE-----\n${raw.toString('base64').replace(/(.{64})/g, '$1\n').replace(/\n$/, '')}\n-----END CERTIFICATE-----\n`;
+  const pem = `-----BEGIN CERTIFICATE-----\n${raw
+    .toString('base64')
+    .replace(/(.{64})/g, '$1\n')
+    .replace(/\n$/, '')}\n-----END CERTIFICATE-----\n`;
   return encodeURIComponent(pem);
 }
 
-function checkRequestOf(req: IncomingMessage, body: Buffer, requestId: string, size = body.length): CheckRequest {
+function checkRequestOf(
+  req: IncomingMessage,
+  body: Buffer,
+  requestId: string,
+  size = body.length,
+): CheckRequest {
   const headers: Record<string, string> = {};
-  for (const [k, v] of Object.entries(req.headers)) if (v !== undefined) headers[k] = Array.isArray(v) ? v.join(',') : v;
+  for (const [k, v] of Object.entries(req.headers))
+    if (v !== undefined) headers[k] = Array.isArray(v) ? v.join(',') : v;
   const scheme = req.socket instanceof TLSSocket ? 'https' : 'http';
   const certificate = peerCertificateOf(req);
   // Envoy sets x-forwarded-proto itself (use_remote_address); a client's copy is not believed.
@@ -152,7 +187,9 @@ function checkRequestOf(req: IncomingMessage, body: Buffer, requestId: string, s
   return {
     attributes: {
       source: {
-        address: { socket_address: { address: req.socket.remoteAddress ?? '', port_value: req.socket.remotePort ?? 0 } },
+        address: {
+          socket_address: { address: req.socket.remoteAddress ?? '', port_value: req.socket.remotePort ?? 0 },
+        },
         ...(certificate ? { certificate } : {}),
       },
       request: {
@@ -173,7 +210,11 @@ function checkRequestOf(req: IncomingMessage, body: Buffer, requestId: string, s
 }
 
 type CheckClient = grpc.Client & {
-  Check(req: CheckRequest, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: CheckResponse) => void): void;
+  Check(
+    req: CheckRequest,
+    opts: grpc.CallOptions,
+    cb: (err: grpc.ServiceError | null, res?: CheckResponse) => void,
+  ): void;
 };
 
 /** Round robin over instances, skipping one for `downForMs` after it failed. */
@@ -181,7 +222,10 @@ export class Instances<T> {
   private next = 0;
   private readonly downUntil: number[];
 
-  constructor(readonly items: T[], private readonly now: () => number = Date.now) {
+  constructor(
+    readonly items: T[],
+    private readonly now: () => number = Date.now,
+  ) {
     if (items.length === 0) throw new Error('at least one instance is needed');
     this.downUntil = items.map(() => 0);
   }
@@ -192,7 +236,10 @@ export class Instances<T> {
     this.next = (this.next + 1) % this.items.length;
     const all = this.items.map((_, i) => (start + i) % this.items.length);
     const t = this.now();
-    return [...all.filter((i) => (this.downUntil[i] ?? 0) <= t), ...all.filter((i) => (this.downUntil[i] ?? 0) > t)].map((i) => this.items[i] as T);
+    return [
+      ...all.filter((i) => (this.downUntil[i] ?? 0) <= t),
+      ...all.filter((i) => (this.downUntil[i] ?? 0) > t),
+    ].map((i) => this.items[i] as T);
   }
 
   markDown(item: T): void {
@@ -202,7 +249,14 @@ export class Instances<T> {
 }
 
 /** undici errors raised before any byte of the request reached core: safe to send elsewhere. */
-const notSentCodes = new Set(['ECONNREFUSED', 'UND_ERR_CONNECT_TIMEOUT', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN']);
+const notSentCodes = new Set([
+  'ECONNREFUSED',
+  'UND_ERR_CONNECT_TIMEOUT',
+  'ENOTFOUND',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EAI_AGAIN',
+]);
 
 function neverSent(err: unknown): boolean {
   const e = err as { code?: string; cause?: { code?: string } };
@@ -211,15 +265,23 @@ function neverSent(err: unknown): boolean {
 
 export function createGateway(deps: GatewayDeps): Gateway {
   const { Authorization } = authorizationPackage();
-  const edges = new Instances([deps.authzAddress].flat().map((a) => new Authorization(a, grpc.credentials.createInsecure()) as unknown as CheckClient));
-  const cores = new Instances([deps.coreOrigin].flat().map((o) => new Pool(o, { connections: 64, pipelining: 1 })));
+  const edges = new Instances(
+    [deps.authzAddress]
+      .flat()
+      .map((a) => new Authorization(a, grpc.credentials.createInsecure()) as unknown as CheckClient),
+  );
+  const cores = new Instances(
+    [deps.coreOrigin].flat().map((o) => new Pool(o, { connections: 64, pipelining: 1 })),
+  );
   const timeoutMs = deps.checkTimeoutMs ?? checkTimeoutMs;
   const streamsBody = deps.streamsBody ?? streamsBodyByRouteTable();
   const errorFormat = deps.errorFormat ?? errorFormatByRouteTable();
 
   const checkOnce = (client: CheckClient, request: CheckRequest, deadline: number) =>
     new Promise<CheckResponse>((resolve, reject) => {
-      client.Check(request, { deadline }, (err, res) => (err || !res ? reject(err ?? new Error('empty CheckResponse')) : resolve(res)));
+      client.Check(request, { deadline }, (err, res) =>
+        err || !res ? reject(err ?? new Error('empty CheckResponse')) : resolve(res),
+      );
     });
 
   /** Check on the next edge; an edge that cannot be reached is skipped within the one deadline. */
@@ -263,30 +325,45 @@ export function createGateway(deps: GatewayDeps): Gateway {
 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const given = req.headers['x-request-id'];
-    const requestId = typeof given === 'string' && /^[A-Za-z0-9._:-]{1,128}$/.test(given) ? given : randomUUID();
+    const requestId =
+      typeof given === 'string' && /^[A-Za-z0-9._:-]{1,128}$/.test(given) ? given : randomUUID();
     const to = replyTo(req, res, requestId);
     const streaming = streamsBody(req.method ?? 'GET', to.path);
     // Streaming routes: Check gets the headers and an empty body; nothing is read before it allows.
     const body = streaming ? Buffer.alloc(0) : await bufferBody(req);
     if (body === undefined) {
-      return refuse(to, 413, 'PAYLOAD_TOO_LARGE', `request body exceeds ${maxRequestBytes} bytes`, { connection: 'close' });
+      return refuse(to, 413, 'PAYLOAD_TOO_LARGE', `request body exceeds ${maxRequestBytes} bytes`, {
+        connection: 'close',
+      });
     }
     let decision: CheckResponse;
     try {
       const declared = Number(req.headers['content-length'] ?? '0');
-      decision = await callCheck(checkRequestOf(req, body, requestId, streaming && Number.isSafeInteger(declared) ? declared : body.length));
+      decision = await callCheck(
+        checkRequestOf(
+          req,
+          body,
+          requestId,
+          streaming && Number.isSafeInteger(declared) ? declared : body.length,
+        ),
+      );
     } catch (err) {
       deps.log.warn({ reqId: requestId, err: (err as Error).message }, 'authz check failed; denying');
       return refuse(to, 503, 'authz_unavailable', 'authorization is unavailable');
     }
     if (!decision.ok_response || decision.status?.code !== 0) {
       const denied = decision.denied_response;
-      const status = typeof denied?.status?.code === 'number' && denied.status.code >= 400 ? denied.status.code : 403;
+      const status =
+        typeof denied?.status?.code === 'number' && denied.status.code >= 400 ? denied.status.code : 403;
       if (denied?.body === undefined) return refuse(to, status, 'POLICY_DENIED', 'denied');
       // The edge rendered the deny for the route's audience; its headers carry the content type.
       const headers: Record<string, string> = {};
       for (const h of denied.headers) headers[h.header.key] = h.header.value;
-      res.writeHead(status, { 'content-type': 'application/json', ...headers, 'content-length': Buffer.byteLength(denied.body) });
+      res.writeHead(status, {
+        'content-type': 'application/json',
+        ...headers,
+        'content-length': Buffer.byteLength(denied.body),
+      });
       return res.end(denied.body);
     }
     const forward: Record<string, string> = {};
@@ -300,12 +377,15 @@ export function createGateway(deps: GatewayDeps): Gateway {
     if (streaming && length !== undefined) forward['content-length'] = length;
     try {
       // A streamed body may have been read by the failed attempt: it goes to one core only.
-      const up = await sendUpstream({
-        path: req.url ?? '/',
-        method: (req.method ?? 'GET') as 'GET',
-        headers: forward,
-        body: streaming ? req : body.length > 0 ? body : undefined,
-      }, !streaming);
+      const up = await sendUpstream(
+        {
+          path: req.url ?? '/',
+          method: (req.method ?? 'GET') as 'GET',
+          headers: forward,
+          body: streaming ? req : body.length > 0 ? body : undefined,
+        },
+        !streaming,
+      );
       const out: Record<string, string | string[]> = {};
       for (const [k, v] of Object.entries(up.headers)) if (v !== undefined && !hopByHop.has(k)) out[k] = v;
       const data = Buffer.from(await up.body.arrayBuffer());
@@ -321,16 +401,25 @@ export function createGateway(deps: GatewayDeps): Gateway {
   const serve = (req: IncomingMessage, res: ServerResponse) => {
     handle(req, res).catch((err: unknown) => {
       deps.log.error({ err: (err as Error).message }, 'gateway error');
-      if (!res.headersSent) refuse(replyTo(req, res, randomUUID()), 502, 'UPSTREAM_UNAVAILABLE', 'gateway error');
+      if (!res.headersSent)
+        refuse(replyTo(req, res, randomUUID()), 502, 'UPSTREAM_UNAVAILABLE', 'gateway error');
       else res.destroy();
     });
   };
   const server = createServer({ maxHeaderSize: maxRequestHeaderBytes }, serve);
   server.on('clientError', answerUnparsable);
   const tlsServer = deps.tls
-    ? createTlsServer({
-      key: deps.tls.key, cert: deps.tls.cert, ca: deps.tls.clientCa, requestCert: true, rejectUnauthorized: true, maxHeaderSize: maxRequestHeaderBytes,
-    }, serve)
+    ? createTlsServer(
+        {
+          key: deps.tls.key,
+          cert: deps.tls.cert,
+          ca: deps.tls.clientCa,
+          requestCert: true,
+          rejectUnauthorized: true,
+          maxHeaderSize: maxRequestHeaderBytes,
+        },
+        serve,
+      )
     : undefined;
   tlsServer?.on('clientError', answerUnparsable);
   return {
@@ -338,7 +427,14 @@ export function createGateway(deps: GatewayDeps): Gateway {
     tlsServer,
     /** Resolves once a channel to at least one edge is connected. */
     ready: (waitMs = 5000) =>
-      Promise.any(edges.items.map((client) => new Promise<void>((resolve, reject) => client.waitForReady(Date.now() + waitMs, (err) => (err ? reject(err) : resolve()))))),
+      Promise.any(
+        edges.items.map(
+          (client) =>
+            new Promise<void>((resolve, reject) =>
+              client.waitForReady(Date.now() + waitMs, (err) => (err ? reject(err) : resolve())),
+            ),
+        ),
+      ),
     async close() {
       for (const s of [server, tlsServer]) {
         if (!s?.listening) continue;

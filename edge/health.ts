@@ -22,8 +22,11 @@ let cached: grpc.ServiceClientConstructor | undefined;
 /** The `grpc.health.v1.Health` service constructor (for servers and clients). */
 export function healthService(): grpc.ServiceClientConstructor {
   if (!cached) {
-    const pkg = grpc.loadPackageDefinition(protoLoader.loadSync(protoFile, { keepCase: true, enums: Number, defaults: true }));
-    cached = (((pkg.grpc as grpc.GrpcObject).health as grpc.GrpcObject).v1 as grpc.GrpcObject).Health as grpc.ServiceClientConstructor;
+    const pkg = grpc.loadPackageDefinition(
+      protoLoader.loadSync(protoFile, { keepCase: true, enums: Number, defaults: true }),
+    );
+    cached = (((pkg.grpc as grpc.GrpcObject).health as grpc.GrpcObject).v1 as grpc.GrpcObject)
+      .Health as grpc.ServiceClientConstructor;
   }
   return cached;
 }
@@ -34,11 +37,16 @@ type Response = { status: number };
 /** Add the Health service to `server`; `serving()` is asked on every Check and Watch tick. */
 export function addHealthService(server: grpc.Server, serving: () => boolean): void {
   const status = (service: string): number =>
-    !servedServices.has(service) ? ServingStatus.SERVICE_UNKNOWN : serving() ? ServingStatus.SERVING : ServingStatus.NOT_SERVING;
+    !servedServices.has(service)
+      ? ServingStatus.SERVICE_UNKNOWN
+      : serving()
+        ? ServingStatus.SERVING
+        : ServingStatus.NOT_SERVING;
   server.addService(healthService().service, {
     Check: (call: grpc.ServerUnaryCall<Request, Response>, callback: grpc.sendUnaryData<Response>) => {
       const s = status(call.request.service ?? '');
-      if (s === ServingStatus.SERVICE_UNKNOWN) return callback({ code: grpc.status.NOT_FOUND, details: 'unknown service' });
+      if (s === ServingStatus.SERVICE_UNKNOWN)
+        return callback({ code: grpc.status.NOT_FOUND, details: 'unknown service' });
       callback(null, { status: s });
     },
     Watch: (call: grpc.ServerWritableStream<Request, Response>) => {

@@ -99,37 +99,99 @@ export async function buildEdge(deps: EdgeDeps): Promise<Edge> {
   policies.watch(source);
   const [challengeKey, ...previousChallengeKeys] = deps.challengeKeys;
   if (!challengeKey) throw new Error('the edge needs a step-up challenge key');
-  const challenges = new ChallengeKeys(challengeKey, previousChallengeKeys, deps.now ? { now: deps.now } : {});
-  const state = new EdgeState(deps.db, new TokenVerifier(deps.db, { now: deps.now, issuerUrl: deps.issuerUrl }), new ApiKeySecrets(deps.apiKeySealKey), deps.log, { now: deps.now });
+  const challenges = new ChallengeKeys(
+    challengeKey,
+    previousChallengeKeys,
+    deps.now ? { now: deps.now } : {},
+  );
+  const state = new EdgeState(
+    deps.db,
+    new TokenVerifier(deps.db, { now: deps.now, issuerUrl: deps.issuerUrl }),
+    new ApiKeySecrets(deps.apiKeySealKey),
+    deps.log,
+    { now: deps.now },
+  );
   await state.start();
   // Issue 22 item 1: the audit's sink also records decision inputs (on its thread when it has one).
   const di = deps.decisionInputs;
   const recorded = di ? { key: di.key, retentionHours: di.retentionHours, maxBytes: di.maxBytes } : undefined;
-  const audit = new AuditWriter(deps.db, deps.log, maxQueued, failClosedReserve, deps.databaseUrl ? new AuditThread(deps.databaseUrl, undefined, recorded) : inlineSink(deps.db, recorded));
-  if (di) audit.recordInputs({ sample: di.sample, retentionDays: (purpose) => retentionOf(policies.current?.registry, purpose) });
+  const audit = new AuditWriter(
+    deps.db,
+    deps.log,
+    maxQueued,
+    failClosedReserve,
+    deps.databaseUrl ? new AuditThread(deps.databaseUrl, undefined, recorded) : inlineSink(deps.db, recorded),
+  );
+  if (di)
+    audit.recordInputs({
+      sample: di.sample,
+      retentionDays: (purpose) => retentionOf(policies.current?.registry, purpose),
+    });
   audit.start();
   // Issue 22 item 3: shadow candidates need a thread with its own pool, so an edge with a database URL.
   const shadow = deps.databaseUrl
-    ? new ShadowFeed({ db: deps.db, databaseUrl: deps.databaseUrl, trustedKeys, log: deps.log, ...(deps.decisionInputs ? { inputKey: deps.decisionInputs.key } : {}) })
+    ? new ShadowFeed({
+        db: deps.db,
+        databaseUrl: deps.databaseUrl,
+        trustedKeys,
+        log: deps.log,
+        ...(deps.decisionInputs ? { inputKey: deps.decisionInputs.key } : {}),
+      })
     : undefined;
   shadow?.start();
-  const decide = createDecider({ state, challenges, policies, audit, ...(shadow ? { shadow } : {}), risk: new RiskEngine(deps.now), limiter: new RateLimiter(deps.publicRateLimit?.perMinute, deps.publicRateLimit?.burst),
-    credentialGuard: new CredentialGuard(deps.credentialGuessLimit?.perMinute, deps.credentialGuessLimit?.burst), log: deps.log, edgeSecret: deps.edgeSecret, now: deps.now });
+  const decide = createDecider({
+    state,
+    challenges,
+    policies,
+    audit,
+    ...(shadow ? { shadow } : {}),
+    risk: new RiskEngine(deps.now),
+    limiter: new RateLimiter(deps.publicRateLimit?.perMinute, deps.publicRateLimit?.burst),
+    credentialGuard: new CredentialGuard(
+      deps.credentialGuessLimit?.perMinute,
+      deps.credentialGuessLimit?.burst,
+    ),
+    log: deps.log,
+    edgeSecret: deps.edgeSecret,
+    now: deps.now,
+  });
   const metrics = createEdgeMetrics(deps.registry ?? new Registry(), {
-    stateAgeS: () => state.ageSeconds(), cacheEntries: () => state.cacheSizes(),
-    auditQueued: () => audit.pending(), auditUnrecorded: () => audit.unrecordedCount(), policy: () => policies.current,
+    stateAgeS: () => state.ageSeconds(),
+    cacheEntries: () => state.cacheSizes(),
+    auditQueued: () => audit.pending(),
+    auditUnrecorded: () => audit.unrecordedCount(),
+    policy: () => policies.current,
     decisionInputs: () => ({ ...audit.inputStats() }),
     ...(shadow ? { shadow: () => ({ ...shadow.stats }) } : {}),
   });
-  const server = createEdgeServer({ log: deps.log, decide, failClosed: failClosedAuditor({ audit, policies }), metrics, ...(deps.budgetMs ? { budgetMs: deps.budgetMs } : {}) });
+  const server = createEdgeServer({
+    log: deps.log,
+    decide,
+    failClosed: failClosedAuditor({ audit, policies }),
+    metrics,
+    ...(deps.budgetMs ? { budgetMs: deps.budgetMs } : {}),
+  });
   let warmed = false;
   let draining = false;
   const serving = () => !draining && policies.current !== undefined && state.isFresh();
   addHealthService(server, serving);
   return {
-    server, state, policies, audit, metrics, serving,
+    server,
+    state,
+    policies,
+    audit,
+    metrics,
+    serving,
     async warm() {
-      await warmEdge({ db: deps.db, state, challenges, policies, audit, log: deps.log, edgeSecret: deps.edgeSecret });
+      await warmEdge({
+        db: deps.db,
+        state,
+        challenges,
+        policies,
+        audit,
+        log: deps.log,
+        edgeSecret: deps.edgeSecret,
+      });
       warmed = true;
     },
     get warmed() {

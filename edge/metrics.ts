@@ -24,7 +24,10 @@ export type FailClosedReason =
 
 /** A failure that denies every decision for a known reason: counted under it. */
 export class FailClosedError extends Error {
-  constructor(readonly reason: FailClosedReason, message: string) {
+  constructor(
+    readonly reason: FailClosedReason,
+    message: string,
+  ) {
     super(message);
     this.name = 'FailClosedError';
   }
@@ -72,12 +75,15 @@ export function createEdgeMetrics(registry: Registry, sources: EdgeGaugeSources)
     decisions: new Counter({
       name: 'edge_decisions_total',
       help: 'Check answers by purpose (route table), outcome (allow/deny) and code (OK or the deny code)',
-      labelNames: ['purpose', 'outcome', 'code'] as const, registers,
+      labelNames: ['purpose', 'outcome', 'code'] as const,
+      registers,
     }),
     decisionSeconds: new Histogram({
       name: 'edge_decision_duration_seconds',
       help: 'Time from reading a CheckRequest to its answer, by outcome (the budget is 100 ms, SPEC 8)',
-      labelNames: ['outcome'] as const, buckets: decisionBucketsS, registers,
+      labelNames: ['outcome'] as const,
+      buckets: decisionBucketsS,
+      registers,
     }),
     budgetExceeded: new Counter({
       name: 'edge_decision_budget_exceeded_total',
@@ -87,7 +93,8 @@ export function createEdgeMetrics(registry: Registry, sources: EdgeGaugeSources)
     failClosed: new Counter({
       name: 'edge_fail_closed_total',
       help: 'Checks answered authz_unavailable, by reason (budget_exceeded, stale_state, audit_overloaded, no_policy, unreadable_request, error)',
-      labelNames: ['reason'] as const, registers,
+      labelNames: ['reason'] as const,
+      registers,
     }),
     staleDenials: new Counter({
       name: 'edge_state_stale_denials_total',
@@ -101,35 +108,58 @@ export function createEdgeMetrics(registry: Registry, sources: EdgeGaugeSources)
 
 function gauges(registers: Registry[], s: EdgeGaugeSources): void {
   new Gauge({
-    name: 'edge_state_age_seconds', help: 'Seconds since the edge state last heard from PostgreSQL (decisions deny past 5 s)', registers,
+    name: 'edge_state_age_seconds',
+    help: 'Seconds since the edge state last heard from PostgreSQL (decisions deny past 5 s)',
+    registers,
     collect() {
       this.set(s.stateAgeS());
     },
   });
   new Gauge({
-    name: 'edge_cache_entries', help: 'Entries held by each in-memory cache of the edge state', labelNames: ['cache'] as const, registers,
+    name: 'edge_cache_entries',
+    help: 'Entries held by each in-memory cache of the edge state',
+    labelNames: ['cache'] as const,
+    registers,
     collect() {
       for (const [cache, n] of Object.entries(s.cacheEntries())) this.set({ cache }, n);
     },
   });
   new Gauge({
-    name: 'edge_audit_queue_depth', help: 'Decision audit entries queued and not yet written (decisions stop at 20000)', registers,
+    name: 'edge_audit_queue_depth',
+    help: 'Decision audit entries queued and not yet written (decisions stop at 20000)',
+    registers,
     collect() {
       this.set(s.auditQueued());
     },
   });
   new Gauge({
-    name: 'edge_audit_unrecorded', help: 'Fail-closed denials past the audit reserve, counted and awaiting their one authz.unrecorded entry', registers,
+    name: 'edge_audit_unrecorded',
+    help: 'Fail-closed denials past the audit reserve, counted and awaiting their one authz.unrecorded entry',
+    registers,
     collect() {
       this.set(s.auditUnrecorded());
     },
   });
   // Issue 22: decision inputs recorded for replay, and shadow evaluation, one gauge each by `stat`.
-  if (s.decisionInputs) statGauge(registers, 'edge_decision_inputs', 'Decision inputs kept for replay (issue 22): recorded, sampledOut, failed, expiredRows, droppedPartitions (totals since start); bytes and partitions kept now', s.decisionInputs);
-  if (s.shadow) statGauge(registers, 'edge_policy_shadow', 'Shadow candidates (issue 22): decisions evaluated, divergent from the live answer, errors (no decision), dropped, timeouts (totals since start); active shadows now', s.shadow);
+  if (s.decisionInputs)
+    statGauge(
+      registers,
+      'edge_decision_inputs',
+      'Decision inputs kept for replay (issue 22): recorded, sampledOut, failed, expiredRows, droppedPartitions (totals since start); bytes and partitions kept now',
+      s.decisionInputs,
+    );
+  if (s.shadow)
+    statGauge(
+      registers,
+      'edge_policy_shadow',
+      'Shadow candidates (issue 22): decisions evaluated, divergent from the live answer, errors (no decision), dropped, timeouts (totals since start); active shadows now',
+      s.shadow,
+    );
   new Gauge({
-    name: 'edge_policy_info', help: 'The policy bundle decisions use now (value 1; labels name its versions)',
-    labelNames: ['policy_version', 'registry_version'] as const, registers,
+    name: 'edge_policy_info',
+    help: 'The policy bundle decisions use now (value 1; labels name its versions)',
+    labelNames: ['policy_version', 'registry_version'] as const,
+    registers,
     collect() {
       this.reset();
       const p = s.policy();
@@ -139,9 +169,17 @@ function gauges(registers: Registry[], s: EdgeGaugeSources): void {
 }
 
 /** A gauge labelled by `stat`, read from `read()` when scraped. */
-function statGauge(registers: Registry[], name: string, help: string, read: () => Record<string, number>): void {
+function statGauge(
+  registers: Registry[],
+  name: string,
+  help: string,
+  read: () => Record<string, number>,
+): void {
   new Gauge({
-    name, help, labelNames: ['stat'] as const, registers,
+    name,
+    help,
+    labelNames: ['stat'] as const,
+    registers,
     collect() {
       for (const [stat, n] of Object.entries(read())) this.set({ stat }, n);
     },
@@ -149,7 +187,13 @@ function statGauge(registers: Registry[], name: string, help: string, read: () =
 }
 
 /** Count one Check answer; `seconds` from reading the request to the answer. */
-export function countDecision(m: EdgeMetrics, purpose: string, allow: boolean, code: string, seconds: number): void {
+export function countDecision(
+  m: EdgeMetrics,
+  purpose: string,
+  allow: boolean,
+  code: string,
+  seconds: number,
+): void {
   const outcome = allow ? 'allow' : 'deny';
   m.decisions.inc({ purpose, outcome, code });
   m.decisionSeconds.observe({ outcome }, seconds);
@@ -172,10 +216,13 @@ export function countFailClosed(m: EdgeMetrics, reason: FailClosedReason): void 
 export function createOpsServer(registry: Registry, ready: () => boolean): Server {
   return createServer((req, res) => {
     if (req.url === '/metrics') {
-      registry.metrics().then((text) => {
-        res.writeHead(200, { 'content-type': registry.contentType });
-        res.end(text);
-      }, () => res.writeHead(500).end());
+      registry.metrics().then(
+        (text) => {
+          res.writeHead(200, { 'content-type': registry.contentType });
+          res.end(text);
+        },
+        () => res.writeHead(500).end(),
+      );
     } else if (req.url === '/health') {
       res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
     } else if (req.url === '/ready') {
@@ -183,7 +230,9 @@ export function createOpsServer(registry: Registry, ready: () => boolean): Serve
       res.writeHead(ok ? 200 : 503, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ status: ok ? 'ready' : 'not ready' }));
     } else {
-      res.writeHead(404, { 'content-type': 'application/json' }).end('{"code":"NOT_FOUND","message":"no such route"}');
+      res
+        .writeHead(404, { 'content-type': 'application/json' })
+        .end('{"code":"NOT_FOUND","message":"no such route"}');
     }
   });
 }

@@ -7,10 +7,15 @@ import { dirname, join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 
-const depsDir = join(dirname(createRequire(import.meta.url).resolve('@grpc/grpc-js-xds/package.json')), 'deps');
+const depsDir = join(
+  dirname(createRequire(import.meta.url).resolve('@grpc/grpc-js-xds/package.json')),
+  'deps',
+);
 
 /** Include paths for Envoy's API and the protos it imports. */
-export const envoyProtoIncludeDirs = ['envoy-api', 'xds', 'googleapis', 'protoc-gen-validate'].map((d) => join(depsDir, d));
+export const envoyProtoIncludeDirs = ['envoy-api', 'xds', 'googleapis', 'protoc-gen-validate'].map((d) =>
+  join(depsDir, d),
+);
 
 export const loaderOptions: protoLoader.Options = {
   keepCase: true,
@@ -25,7 +30,9 @@ let cached: grpc.GrpcObject | undefined;
 
 /** The `envoy.service.auth.v3` package with the Authorization service. */
 export function authorizationPackage(): { Authorization: grpc.ServiceClientConstructor } {
-  cached ??= grpc.loadPackageDefinition(protoLoader.loadSync('envoy/service/auth/v3/external_auth.proto', loaderOptions));
+  cached ??= grpc.loadPackageDefinition(
+    protoLoader.loadSync('envoy/service/auth/v3/external_auth.proto', loaderOptions),
+  );
   const envoy = cached.envoy as grpc.GrpcObject;
   const service = envoy.service as grpc.GrpcObject;
   const auth = service.auth as grpc.GrpcObject;

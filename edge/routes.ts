@@ -45,28 +45,72 @@ export interface EdgeRoute {
 export const operationalPurpose = 'operational';
 
 const platform = (method: string, template: string): EdgeRoute => ({
-  method, template, purpose: operationalPurpose, resource: 'platform', action: 'platform.read', credential: 'public',
+  method,
+  template,
+  purpose: operationalPurpose,
+  resource: 'platform',
+  action: 'platform.read',
+  credential: 'public',
 });
 
 const identity = (method: string, template: string, action: string, credential: Credential): EdgeRoute => ({
-  method, template, purpose: operationalPurpose, resource: 'customer_auth', action, credential,
+  method,
+  template,
+  purpose: operationalPurpose,
+  resource: 'customer_auth',
+  action,
+  credential,
 });
 
-const core = (method: string, template: string, resource: string, action: string, money?: MoneyMovement): EdgeRoute => ({
-  method, template, purpose: 'core.banking', resource, action, credential: 'core-client', ...(money ? { money } : {}),
+const core = (
+  method: string,
+  template: string,
+  resource: string,
+  action: string,
+  money?: MoneyMovement,
+): EdgeRoute => ({
+  method,
+  template,
+  purpose: 'core.banking',
+  resource,
+  action,
+  credential: 'core-client',
+  ...(money ? { money } : {}),
 });
 
 const authz = (method: string, template: string, action: string): EdgeRoute => ({
-  method, template, purpose: operationalPurpose, resource: 'authz', action, credential: 'staff',
+  method,
+  template,
+  purpose: operationalPurpose,
+  resource: 'authz',
+  action,
+  credential: 'staff',
 });
 
 /** Administration API (SPEC 4.6, 5.5; issue 6): staff credentials, roles per action in the registry, checked again in core. */
 const admin = (method: string, template: string, resource: string, action: string): EdgeRoute => ({
-  method, template, purpose: operationalPurpose, resource, action, credential: 'staff', errorFormat: 'problem',
+  method,
+  template,
+  purpose: operationalPurpose,
+  resource,
+  action,
+  credential: 'staff',
+  errorFormat: 'problem',
 });
 
-const staffPurpose = (method: string, template: string, purpose: string, resource: string, action: string): EdgeRoute => ({
-  method, template, purpose, resource, action, credential: 'staff',
+const staffPurpose = (
+  method: string,
+  template: string,
+  purpose: string,
+  resource: string,
+  action: string,
+): EdgeRoute => ({
+  method,
+  template,
+  purpose,
+  resource,
+  action,
+  credential: 'staff',
 });
 
 /**
@@ -80,12 +124,46 @@ const staffPurposeRoutes: EdgeRoute[] = [
   staffPurpose('GET', '/v1/fraud/holds', 'fraud.review', 'fraud_hold', 'fraud_hold.read'),
   staffPurpose('POST', '/v1/fraud/holds', 'fraud.review', 'fraud_hold', 'fraud_hold.place'),
   staffPurpose('POST', '/v1/fraud/holds/{id}:lift', 'fraud.review', 'fraud_hold', 'fraud_hold.lift'),
-  staffPurpose('GET', '/v1/compliance/customers/{customerId}/kyc', 'compliance.kyc', 'kyc_customer', 'kyc.read'),
+  staffPurpose(
+    'GET',
+    '/v1/compliance/customers/{customerId}/kyc',
+    'compliance.kyc',
+    'kyc_customer',
+    'kyc.read',
+  ),
   staffPurpose('GET', '/v1/analytics/aggregates', 'analytics.aggregate', 'aggregate', 'aggregate.read'),
-  { method: 'GET', template: '/v1/marketing/offers', purpose: 'marketing.personalize', resource: 'offer', action: 'offer.read', credential: 'customer' },
-  { method: 'GET', template: '/v1/consents', purpose: operationalPurpose, resource: 'consent', action: 'consent.list', credential: 'customer' },
-  { method: 'PUT', template: '/v1/consents/{purpose}', purpose: operationalPurpose, resource: 'consent', action: 'consent.grant', credential: 'customer' },
-  { method: 'DELETE', template: '/v1/consents/{purpose}', purpose: operationalPurpose, resource: 'consent', action: 'consent.withdraw', credential: 'customer' },
+  {
+    method: 'GET',
+    template: '/v1/marketing/offers',
+    purpose: 'marketing.personalize',
+    resource: 'offer',
+    action: 'offer.read',
+    credential: 'customer',
+  },
+  {
+    method: 'GET',
+    template: '/v1/consents',
+    purpose: operationalPurpose,
+    resource: 'consent',
+    action: 'consent.list',
+    credential: 'customer',
+  },
+  {
+    method: 'PUT',
+    template: '/v1/consents/{purpose}',
+    purpose: operationalPurpose,
+    resource: 'consent',
+    action: 'consent.grant',
+    credential: 'customer',
+  },
+  {
+    method: 'DELETE',
+    template: '/v1/consents/{purpose}',
+    purpose: operationalPurpose,
+    resource: 'consent',
+    action: 'consent.withdraw',
+    credential: 'customer',
+  },
 ];
 
 /**
@@ -93,7 +171,13 @@ const staffPurposeRoutes: EdgeRoute[] = [
  * SCIM bearer credential, which alone sets the tenant; SCIM error bodies (RFC 7644 3.12).
  */
 const scim = (method: string, path: string, action: 'scim.read' | 'scim.write'): EdgeRoute => ({
-  method, template: `/scim/v2${path}`, purpose: operationalPurpose, resource: 'scim', action, credential: 'scim', errorFormat: 'scim',
+  method,
+  template: `/scim/v2${path}`,
+  purpose: operationalPurpose,
+  resource: 'scim',
+  action,
+  credential: 'scim',
+  errorFormat: 'scim',
 });
 
 /**
@@ -102,7 +186,12 @@ const scim = (method: string, path: string, action: 'scim.read' | 'scim.write'):
  * access token, which core verifies itself (core/staff/auth.ts).
  */
 const staffAuth = (method: string, template: string, action: string): EdgeRoute => ({
-  method, template, purpose: operationalPurpose, resource: 'staff_auth', action, credential: 'public',
+  method,
+  template,
+  purpose: operationalPurpose,
+  resource: 'staff_auth',
+  action,
+  credential: 'public',
 });
 
 /** The platform routes are the first entries; later features append theirs. */
@@ -121,25 +210,147 @@ export const edgeRoutes: EdgeRoute[] = [
   authz('POST', '/v1/auth/simulate', 'authz.simulate'),
   // Issue 22: policy impact (roles policy_author, ops, admin). The candidate upload carries a
   // whole bundle (the WASM alone is far past 8192 bytes) and its decision needs no body field.
-  { method: 'POST', template: '/v1/policy/candidates', purpose: operationalPurpose, resource: 'policy', action: 'policy.candidate_upload', credential: 'staff', disableRequestBodyBuffering: true },
-  { method: 'POST', template: '/v1/policy/impact', purpose: operationalPurpose, resource: 'policy', action: 'policy.impact_run', credential: 'staff' },
-  { method: 'GET', template: '/v1/policy/impact/{id}', purpose: operationalPurpose, resource: 'policy', action: 'policy.impact_read', credential: 'staff' },
-  { method: 'PUT', template: '/v1/policy/shadow', purpose: operationalPurpose, resource: 'policy', action: 'policy.shadow_set', credential: 'staff' },
-  { method: 'GET', template: '/v1/policy/shadow', purpose: operationalPurpose, resource: 'policy', action: 'policy.shadow_read', credential: 'staff' },
-  { method: 'DELETE', template: '/v1/policy/shadow', purpose: operationalPurpose, resource: 'policy', action: 'policy.shadow_clear', credential: 'staff' },
+  {
+    method: 'POST',
+    template: '/v1/policy/candidates',
+    purpose: operationalPurpose,
+    resource: 'policy',
+    action: 'policy.candidate_upload',
+    credential: 'staff',
+    disableRequestBodyBuffering: true,
+  },
+  {
+    method: 'POST',
+    template: '/v1/policy/impact',
+    purpose: operationalPurpose,
+    resource: 'policy',
+    action: 'policy.impact_run',
+    credential: 'staff',
+  },
+  {
+    method: 'GET',
+    template: '/v1/policy/impact/{id}',
+    purpose: operationalPurpose,
+    resource: 'policy',
+    action: 'policy.impact_read',
+    credential: 'staff',
+  },
+  {
+    method: 'PUT',
+    template: '/v1/policy/shadow',
+    purpose: operationalPurpose,
+    resource: 'policy',
+    action: 'policy.shadow_set',
+    credential: 'staff',
+  },
+  {
+    method: 'GET',
+    template: '/v1/policy/shadow',
+    purpose: operationalPurpose,
+    resource: 'policy',
+    action: 'policy.shadow_read',
+    credential: 'staff',
+  },
+  {
+    method: 'DELETE',
+    template: '/v1/policy/shadow',
+    purpose: operationalPurpose,
+    resource: 'policy',
+    action: 'policy.shadow_clear',
+    credential: 'staff',
+  },
   // customer money (SPEC 4.3; issue 7): purposes fixed here, never taken from the client
-  { method: 'POST', template: '/v1/transfers', purpose: 'customer.transact', resource: 'transaction', action: 'transfer.create', credential: 'customer', money: 'request' },
-  { method: 'POST', template: '/v1/transfers/confirm', purpose: 'customer.transact', resource: 'transaction', action: 'transfer.confirm', credential: 'customer', money: 'no-api-keys' },
-  { method: 'GET', template: '/v1/transactions', purpose: 'customer.account.view', resource: 'transaction', action: 'transaction.read', credential: 'customer' },
-  { method: 'GET', template: '/v1/accounts', purpose: 'customer.account.view', resource: 'account', action: 'account.read', credential: 'customer' },
-  { method: 'POST', template: '/v1/beneficiaries', purpose: 'customer.beneficiary.manage', resource: 'beneficiary', action: 'beneficiary.create', credential: 'customer' },
-  { method: 'GET', template: '/v1/beneficiaries', purpose: 'customer.beneficiary.manage', resource: 'beneficiary', action: 'beneficiary.list', credential: 'customer' },
-  { method: 'DELETE', template: '/v1/beneficiaries/{id}', purpose: 'customer.beneficiary.manage', resource: 'beneficiary', action: 'beneficiary.delete', credential: 'customer' },
+  {
+    method: 'POST',
+    template: '/v1/transfers',
+    purpose: 'customer.transact',
+    resource: 'transaction',
+    action: 'transfer.create',
+    credential: 'customer',
+    money: 'request',
+  },
+  {
+    method: 'POST',
+    template: '/v1/transfers/confirm',
+    purpose: 'customer.transact',
+    resource: 'transaction',
+    action: 'transfer.confirm',
+    credential: 'customer',
+    money: 'no-api-keys',
+  },
+  {
+    method: 'GET',
+    template: '/v1/transactions',
+    purpose: 'customer.account.view',
+    resource: 'transaction',
+    action: 'transaction.read',
+    credential: 'customer',
+  },
+  {
+    method: 'GET',
+    template: '/v1/accounts',
+    purpose: 'customer.account.view',
+    resource: 'account',
+    action: 'account.read',
+    credential: 'customer',
+  },
+  {
+    method: 'POST',
+    template: '/v1/beneficiaries',
+    purpose: 'customer.beneficiary.manage',
+    resource: 'beneficiary',
+    action: 'beneficiary.create',
+    credential: 'customer',
+  },
+  {
+    method: 'GET',
+    template: '/v1/beneficiaries',
+    purpose: 'customer.beneficiary.manage',
+    resource: 'beneficiary',
+    action: 'beneficiary.list',
+    credential: 'customer',
+  },
+  {
+    method: 'DELETE',
+    template: '/v1/beneficiaries/{id}',
+    purpose: 'customer.beneficiary.manage',
+    resource: 'beneficiary',
+    action: 'beneficiary.delete',
+    credential: 'customer',
+  },
   // API keys (SPEC 4.4): tenant admins manage their machine clients' keys
-  { method: 'POST', template: '/api-keys', purpose: operationalPurpose, resource: 'api_key', action: 'apikey.create', credential: 'staff' },
-  { method: 'GET', template: '/api-keys', purpose: operationalPurpose, resource: 'api_key', action: 'apikey.read', credential: 'staff' },
-  { method: 'GET', template: '/api-keys/{id}', purpose: operationalPurpose, resource: 'api_key', action: 'apikey.read', credential: 'staff' },
-  { method: 'DELETE', template: '/api-keys/{id}', purpose: operationalPurpose, resource: 'api_key', action: 'apikey.revoke', credential: 'staff' },
+  {
+    method: 'POST',
+    template: '/api-keys',
+    purpose: operationalPurpose,
+    resource: 'api_key',
+    action: 'apikey.create',
+    credential: 'staff',
+  },
+  {
+    method: 'GET',
+    template: '/api-keys',
+    purpose: operationalPurpose,
+    resource: 'api_key',
+    action: 'apikey.read',
+    credential: 'staff',
+  },
+  {
+    method: 'GET',
+    template: '/api-keys/{id}',
+    purpose: operationalPurpose,
+    resource: 'api_key',
+    action: 'apikey.read',
+    credential: 'staff',
+  },
+  {
+    method: 'DELETE',
+    template: '/api-keys/{id}',
+    purpose: operationalPurpose,
+    resource: 'api_key',
+    action: 'apikey.revoke',
+    credential: 'staff',
+  },
   // customer identity (SPEC 4.2; issue 3): unauthenticated ones are public and rate limited
   identity('POST', '/customers/auth/otp/send', 'auth.otp_send', 'public'),
   identity('POST', '/customers/auth/otp/verify', 'auth.otp_verify', 'public'),
@@ -161,14 +372,63 @@ export const edgeRoutes: EdgeRoute[] = [
   staffAuth('GET', '/auth/callback', 'auth.staff_callback'),
   staffAuth('POST', '/auth/token', 'auth.staff_token'),
   // core banking ledger (SPEC 4.1, 5.1; issue 5): core client tokens, scope checked at the edge and in core
-  { method: 'POST', template: '/oauth2/token', purpose: operationalPurpose, resource: 'oauth', action: 'token.issue', credential: 'public' },
+  {
+    method: 'POST',
+    template: '/oauth2/token',
+    purpose: operationalPurpose,
+    resource: 'oauth',
+    action: 'token.issue',
+    credential: 'public',
+  },
   // issue 17: discovery (RFC 8414) and the registration of OAuth clients by tenant admins
-  { method: 'GET', template: '/.well-known/oauth-authorization-server', purpose: operationalPurpose, resource: 'oauth', action: 'auth.oauth_metadata', credential: 'public' },
-  { method: 'POST', template: '/v1/oauth-clients', purpose: operationalPurpose, resource: 'oauth_client', action: 'oauthclient.create', credential: 'staff' },
-  { method: 'GET', template: '/v1/oauth-clients', purpose: operationalPurpose, resource: 'oauth_client', action: 'oauthclient.read', credential: 'staff' },
-  { method: 'GET', template: '/v1/oauth-clients/{id}', purpose: operationalPurpose, resource: 'oauth_client', action: 'oauthclient.read', credential: 'staff' },
-  { method: 'POST', template: '/v1/oauth-clients/{id}/rotate', purpose: operationalPurpose, resource: 'oauth_client', action: 'oauthclient.rotate', credential: 'staff' },
-  { method: 'DELETE', template: '/v1/oauth-clients/{id}', purpose: operationalPurpose, resource: 'oauth_client', action: 'oauthclient.revoke', credential: 'staff' },
+  {
+    method: 'GET',
+    template: '/.well-known/oauth-authorization-server',
+    purpose: operationalPurpose,
+    resource: 'oauth',
+    action: 'auth.oauth_metadata',
+    credential: 'public',
+  },
+  {
+    method: 'POST',
+    template: '/v1/oauth-clients',
+    purpose: operationalPurpose,
+    resource: 'oauth_client',
+    action: 'oauthclient.create',
+    credential: 'staff',
+  },
+  {
+    method: 'GET',
+    template: '/v1/oauth-clients',
+    purpose: operationalPurpose,
+    resource: 'oauth_client',
+    action: 'oauthclient.read',
+    credential: 'staff',
+  },
+  {
+    method: 'GET',
+    template: '/v1/oauth-clients/{id}',
+    purpose: operationalPurpose,
+    resource: 'oauth_client',
+    action: 'oauthclient.read',
+    credential: 'staff',
+  },
+  {
+    method: 'POST',
+    template: '/v1/oauth-clients/{id}/rotate',
+    purpose: operationalPurpose,
+    resource: 'oauth_client',
+    action: 'oauthclient.rotate',
+    credential: 'staff',
+  },
+  {
+    method: 'DELETE',
+    template: '/v1/oauth-clients/{id}',
+    purpose: operationalPurpose,
+    resource: 'oauth_client',
+    action: 'oauthclient.revoke',
+    credential: 'staff',
+  },
   core('POST', '/v1/core/accounts', 'account', 'account.create'),
   core('GET', '/v1/core/accounts/{id}', 'account', 'account.read'),
   core('GET', '/v1/core/accounts/{id}/balances', 'account', 'balance.read'),
@@ -219,10 +479,25 @@ export const edgeRoutes: EdgeRoute[] = [
   admin('POST', '/v1/tenants/{tenantId}:activate', 'tenant', 'tenant.activate_tenant'),
   admin('GET', '/v1/tenants/{tenantId}/environments', 'environment', 'environment.list_environments'),
   admin('POST', '/v1/tenants/{tenantId}/environments', 'environment', 'environment.create_environment'),
-  admin('POST', '/v1/tenants/{tenantId}/environments:promote', 'environment', 'environment.promote_environment'),
+  admin(
+    'POST',
+    '/v1/tenants/{tenantId}/environments:promote',
+    'environment',
+    'environment.promote_environment',
+  ),
   admin('GET', '/v1/tenants/{tenantId}/environments/{envId}', 'environment', 'environment.get_environment'),
-  admin('PATCH', '/v1/tenants/{tenantId}/environments/{envId}', 'environment', 'environment.update_environment'),
-  admin('GET', '/v1/tenants/{tenantId}/environments/{envId}/audit', 'environment', 'environment.environment_audit'),
+  admin(
+    'PATCH',
+    '/v1/tenants/{tenantId}/environments/{envId}',
+    'environment',
+    'environment.update_environment',
+  ),
+  admin(
+    'GET',
+    '/v1/tenants/{tenantId}/environments/{envId}/audit',
+    'environment',
+    'environment.environment_audit',
+  ),
   admin('GET', '/v1/products', 'product', 'product.list_products'),
   admin('POST', '/v1/products', 'product', 'product.create_product'),
   admin('GET', '/v1/products/{code}', 'product', 'product.get_product'),
@@ -346,18 +621,35 @@ export interface ResolvedRoute {
   params: Record<string, string>;
 }
 
-export function buildRouteTable(routes: EdgeRoute[] = edgeRoutes): (method: string, path: string) => ResolvedRoute {
+export function buildRouteTable(
+  routes: EdgeRoute[] = edgeRoutes,
+): (method: string, path: string) => ResolvedRoute {
   const table = new TemplateTable<EdgeRoute>();
   for (const r of routes) table.add(r.method, r.template, r);
-  const formatOf = familyFormats<ErrorFormat>(routes.map((r) => ({ template: r.template, format: r.errorFormat })), 'core');
+  const formatOf = familyFormats<ErrorFormat>(
+    routes.map((r) => ({ template: r.template, format: r.errorFormat })),
+    'core',
+  );
   return (method, path) => {
     const m = table.find(method, path);
     if (!m) {
       return {
-        route: undefined, purpose: operationalPurpose, resource: 'unmapped', action: 'unmapped', params: {},
-        errorFormat: formatOf(path), allowed: table.allowedMethods(path),
+        route: undefined,
+        purpose: operationalPurpose,
+        resource: 'unmapped',
+        action: 'unmapped',
+        params: {},
+        errorFormat: formatOf(path),
+        allowed: table.allowedMethods(path),
       };
     }
-    return { route: m.entry, purpose: m.entry.purpose, resource: m.entry.resource, action: m.entry.action, params: m.params, ...(m.entry.errorFormat ? { errorFormat: m.entry.errorFormat } : {}) };
+    return {
+      route: m.entry,
+      purpose: m.entry.purpose,
+      resource: m.entry.resource,
+      action: m.entry.action,
+      params: m.params,
+      ...(m.entry.errorFormat ? { errorFormat: m.entry.errorFormat } : {}),
+    };
   };
 }

@@ -7,7 +7,13 @@ import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { authorizationPackage } from './proto.ts';
 import { toCheckResponse, unavailable, viewOf, type Decision, type RequestView } from './check.ts';
-import { countDecision, countFailClosed, failClosedReasonOf, type EdgeMetrics, type FailClosedReason } from './metrics.ts';
+import {
+  countDecision,
+  countFailClosed,
+  failClosedReasonOf,
+  type EdgeMetrics,
+  type FailClosedReason,
+} from './metrics.ts';
 import { buildRouteTable, type ResolvedRoute } from './routes.ts';
 import type { CheckRequest, CheckResponse } from './types.ts';
 
@@ -19,13 +25,21 @@ export interface Deadline {
   readonly expired: boolean;
 }
 
-export type Decide = (view: RequestView, resolved: ResolvedRoute, deadline: Deadline) => Promise<Decision> | Decision;
+export type Decide = (
+  view: RequestView,
+  resolved: ResolvedRoute,
+  deadline: Deadline,
+) => Promise<Decision> | Decision;
 
 /**
  * Told of every fail-closed answer (budget passed, decider threw, malformed request) so that it
  * is audited like any other decision. `view`/`resolved` are absent when the request could not be read.
  */
-export type FailClosed = (view: RequestView | undefined, resolved: ResolvedRoute | undefined, reason: string) => void;
+export type FailClosed = (
+  view: RequestView | undefined,
+  resolved: ResolvedRoute | undefined,
+  reason: string,
+) => void;
 
 export interface EdgeDeps {
   log: Logger;
@@ -62,8 +76,26 @@ export async function check(deps: EdgeDeps, req: CheckRequest): Promise<CheckRes
     });
     const decision = await Promise.race([Promise.resolve(decide(v, r, deadline)), timeout]);
     // The record object is built only when debug is on: per Check it was garbage for nothing (issue 18 item 1).
-    if (deps.log.isLevelEnabled('debug')) deps.log.debug({ reqId: v.requestId, method: v.method, path: v.path, purpose: r.purpose, allow: decision.allow, code: decision.code }, 'decision');
-    if (deps.metrics) countDecision(deps.metrics, r.purpose, decision.allow, decision.allow ? 'OK' : (decision.code ?? 'POLICY_DENIED'), (performance.now() - started) / 1000);
+    if (deps.log.isLevelEnabled('debug'))
+      deps.log.debug(
+        {
+          reqId: v.requestId,
+          method: v.method,
+          path: v.path,
+          purpose: r.purpose,
+          allow: decision.allow,
+          code: decision.code,
+        },
+        'decision',
+      );
+    if (deps.metrics)
+      countDecision(
+        deps.metrics,
+        r.purpose,
+        decision.allow,
+        decision.allow ? 'OK' : (decision.code ?? 'POLICY_DENIED'),
+        (performance.now() - started) / 1000,
+      );
     return toCheckResponse(v, decision, r.errorFormat);
   } catch (err) {
     // A decision that lands after this answer must not be audited as the outcome: it was not.
@@ -73,12 +105,25 @@ export async function check(deps: EdgeDeps, req: CheckRequest): Promise<CheckRes
     try {
       deps.failClosed?.(view, resolved, reason);
     } catch (auditErr) {
-      deps.log.error({ reqId: view?.requestId, err: (auditErr as Error).message }, 'fail-closed answer could not be audited');
+      deps.log.error(
+        { reqId: view?.requestId, err: (auditErr as Error).message },
+        'fail-closed answer could not be audited',
+      );
     }
     if (deps.metrics) {
-      const why: FailClosedReason = !view ? 'unreadable_request' : timedOut ? 'budget_exceeded' : failClosedReasonOf(err);
+      const why: FailClosedReason = !view
+        ? 'unreadable_request'
+        : timedOut
+          ? 'budget_exceeded'
+          : failClosedReasonOf(err);
       countFailClosed(deps.metrics, why);
-      countDecision(deps.metrics, resolved?.purpose ?? 'unknown', false, 'authz_unavailable', (performance.now() - started) / 1000);
+      countDecision(
+        deps.metrics,
+        resolved?.purpose ?? 'unknown',
+        false,
+        'authz_unavailable',
+        (performance.now() - started) / 1000,
+      );
     }
     return unavailable(view, 'authorization is unavailable', resolved?.errorFormat);
   } finally {
@@ -91,8 +136,14 @@ export function createEdgeServer(deps: EdgeDeps): grpc.Server {
   const { Authorization } = authorizationPackage();
   const resolved = { ...deps, resolve: deps.resolve ?? buildRouteTable() };
   server.addService(Authorization.service, {
-    Check: (call: grpc.ServerUnaryCall<CheckRequest, CheckResponse>, callback: grpc.sendUnaryData<CheckResponse>) => {
-      check(resolved, call.request).then((r) => callback(null, r), () => callback(null, unavailable(undefined, 'authorization is unavailable')));
+    Check: (
+      call: grpc.ServerUnaryCall<CheckRequest, CheckResponse>,
+      callback: grpc.sendUnaryData<CheckResponse>,
+    ) => {
+      check(resolved, call.request).then(
+        (r) => callback(null, r),
+        () => callback(null, unavailable(undefined, 'authorization is unavailable')),
+      );
     },
   });
   return server;
@@ -101,6 +152,8 @@ export function createEdgeServer(deps: EdgeDeps): grpc.Server {
 /** Bind on host:port (0 = free port) and return the bound port. */
 export function bindEdge(server: grpc.Server, port: number, host = '127.0.0.1'): Promise<number> {
   return new Promise((resolve, reject) => {
-    server.bindAsync(`${host}:${port}`, grpc.ServerCredentials.createInsecure(), (err, bound) => (err ? reject(err) : resolve(bound)));
+    server.bindAsync(`${host}:${port}`, grpc.ServerCredentials.createInsecure(), (err, bound) =>
+      err ? reject(err) : resolve(bound),
+    );
   });
 }

@@ -14,9 +14,20 @@ import { createMetrics } from '../shared/metrics.ts';
 import { Scrubber } from './decision-inputs.ts';
 
 /** One live decision offered to its tenant's shadow. */
-export interface ShadowItem { t: string; input: unknown; allow: boolean; d: string; p: string; r: string }
-export type ToShadow = { type: 'shadows'; list: [string, string][] } | { type: 'eval'; id: number; items: string };
-export type FromShadow = { type: 'ready' } | { type: 'evaluated'; id: number; evaluated: number; divergent: number; errors: number };
+export interface ShadowItem {
+  t: string;
+  input: unknown;
+  allow: boolean;
+  d: string;
+  p: string;
+  r: string;
+}
+export type ToShadow =
+  | { type: 'shadows'; list: [string, string][] }
+  | { type: 'eval'; id: number; items: string };
+export type FromShadow =
+  | { type: 'ready' }
+  | { type: 'evaluated'; id: number; evaluated: number; divergent: number; errors: number };
 
 /** Divergences written per tenant and candidate by one thread (the rest are counted only). */
 const maxWrittenPerCandidate = 200;
@@ -32,7 +43,10 @@ const shadows = new Map<string, { ref: string; rev?: PolicyRevision; written: nu
 async function load(tenantId: string, ref: string): Promise<void> {
   const entry = { ref, written: 0 } as { ref: string; rev?: PolicyRevision; written: number };
   shadows.set(tenantId, entry);
-  const { rows } = await db.query<{ manifest: Buffer; registry: Buffer; wasm: Buffer }>('SELECT manifest, registry, wasm FROM policy_candidates WHERE tenant_id = $1 AND ref = $2', [tenantId, ref]);
+  const { rows } = await db.query<{ manifest: Buffer; registry: Buffer; wasm: Buffer }>(
+    'SELECT manifest, registry, wasm FROM policy_candidates WHERE tenant_id = $1 AND ref = $2',
+    [tenantId, ref],
+  );
   const files = rows[0];
   // Verified like any bundle: a shadow that no longer verifies is not evaluated.
   if (files && shadows.get(tenantId) === entry) entry.rev = await instantiateBundle(files, trustedKeys);
@@ -49,7 +63,9 @@ function evaluate(item: ShadowItem): { allow: boolean | null; code: string } {
   }
 }
 
-async function writeDivergences(rows: { item: ShadowItem; allow: boolean | null; code: string }[]): Promise<void> {
+async function writeDivergences(
+  rows: { item: ShadowItem; allow: boolean | null; code: string }[],
+): Promise<void> {
   const keep = rows.filter(({ item }) => {
     const s = shadows.get(item.t);
     if (!s || s.written >= maxWrittenPerCandidate) return false;
@@ -57,10 +73,19 @@ async function writeDivergences(rows: { item: ShadowItem; allow: boolean | null;
     return true;
   });
   if (keep.length === 0) return;
-  const doc = JSON.stringify(keep.map(({ item, allow, code }) => ({
-    tenant_id: item.t, candidate_ref: shadows.get(item.t)?.ref ?? '', decision_id: item.d, purpose: item.p, route: item.r, live_allow: item.allow,
-    shadow_allow: allow, shadow_code: code, input: scrubber ? scrubber.scrub(item.t, item.input) : {},
-  })));
+  const doc = JSON.stringify(
+    keep.map(({ item, allow, code }) => ({
+      tenant_id: item.t,
+      candidate_ref: shadows.get(item.t)?.ref ?? '',
+      decision_id: item.d,
+      purpose: item.p,
+      route: item.r,
+      live_allow: item.allow,
+      shadow_allow: allow,
+      shadow_code: code,
+      input: scrubber ? scrubber.scrub(item.t, item.input) : {},
+    })),
+  );
   await db.query(
     `INSERT INTO policy_shadow_divergences (tenant_id, candidate_ref, decision_id, purpose, route, live_allow, shadow_allow, shadow_code, input)
      SELECT r->>'tenant_id', r->>'candidate_ref', r->>'decision_id', r->>'purpose', r->>'route', (r->>'live_allow')::boolean,
@@ -89,7 +114,13 @@ port.on('message', (m: ToShadow) => {
       diverged.push({ item, ...out });
     }
   }
-  port.postMessage({ type: 'evaluated', id: m.id, evaluated: items.length, divergent, errors } satisfies FromShadow);
+  port.postMessage({
+    type: 'evaluated',
+    id: m.id,
+    evaluated: items.length,
+    divergent,
+    errors,
+  } satisfies FromShadow);
   void writeDivergences(diverged).catch(() => undefined);
 });
 port.postMessage({ type: 'ready' } satisfies FromShadow);

@@ -20,7 +20,14 @@ export const shadowPollMs = 2000;
 /** The shadow thread's heap bound (its bundles' WASM memory and a batch of inputs fit well inside). */
 export const shadowHeapMb = 256;
 
-export interface ShadowStats { evaluated: number; divergent: number; errors: number; dropped: number; timeouts: number; active: number }
+export interface ShadowStats {
+  evaluated: number;
+  divergent: number;
+  errors: number;
+  dropped: number;
+  timeouts: number;
+  active: number;
+}
 
 export interface ShadowFeedOptions {
   db: Db;
@@ -76,14 +83,18 @@ export class ShadowFeed {
   }
 
   async refresh(): Promise<void> {
-    const { rows } = await this.opts.db.query<{ tenant_id: string; candidate_ref: string }>('SELECT tenant_id, candidate_ref FROM policy_shadows ORDER BY tenant_id');
+    const { rows } = await this.opts.db.query<{ tenant_id: string; candidate_ref: string }>(
+      'SELECT tenant_id, candidate_ref FROM policy_shadows ORDER BY tenant_id',
+    );
     const list = rows.map((r): [string, string] => [r.tenant_id, r.candidate_ref]);
     if (JSON.stringify(list) !== JSON.stringify(this.shadows)) this.setShadows(list);
   }
 
   start(): void {
     const poll = setInterval(() => {
-      this.refresh().catch((err: unknown) => this.opts.log.debug({ err: (err as Error).message }, 'shadow list not read; keeping the last one'));
+      this.refresh().catch((err: unknown) =>
+        this.opts.log.debug({ err: (err as Error).message }, 'shadow list not read; keeping the last one'),
+      );
     }, shadowPollMs);
     const flush = setInterval(() => this.flush(), shadowFlushMs);
     for (const t of [poll, flush]) t.unref();
@@ -93,12 +104,18 @@ export class ShadowFeed {
 
   private spawn(): Worker {
     const trusted = this.opts.trustedKeys.map((k) => k.export({ format: 'jwk' }));
-    const w = this.opts.spawn?.() ?? new Worker(new URL('./shadow-thread-boot.mjs', import.meta.url), {
-      workerData: { url: this.opts.databaseUrl, trusted, ...(this.opts.inputKey ? { key: this.opts.inputKey } : {}) },
-      // A candidate that allocates without bound ends this thread (an 'exit', replaced on the
-      // next batch), never the edge process that answers Checks.
-      resourceLimits: { maxOldGenerationSizeMb: shadowHeapMb, maxYoungGenerationSizeMb: 32 },
-    });
+    const w =
+      this.opts.spawn?.() ??
+      new Worker(new URL('./shadow-thread-boot.mjs', import.meta.url), {
+        workerData: {
+          url: this.opts.databaseUrl,
+          trusted,
+          ...(this.opts.inputKey ? { key: this.opts.inputKey } : {}),
+        },
+        // A candidate that allocates without bound ends this thread (an 'exit', replaced on the
+        // next batch), never the edge process that answers Checks.
+        resourceLimits: { maxOldGenerationSizeMb: shadowHeapMb, maxYoungGenerationSizeMb: 32 },
+      });
     w.unref();
     w.on('message', (m: FromShadow) => {
       if (m.type === 'ready' && this.worker === w) {

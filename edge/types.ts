@@ -7,7 +7,10 @@ export interface HeaderValueOption {
 
 export interface CheckRequest {
   attributes?: {
-    source?: { address?: { socket_address?: { address?: string; port_value?: number } }; certificate?: string };
+    source?: {
+      address?: { socket_address?: { address?: string; port_value?: number } };
+      certificate?: string;
+    };
     request?: {
       http?: {
         id?: string;

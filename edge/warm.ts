@@ -38,8 +38,20 @@ function checkRequest(r: (typeof rehearsalRequests)[number], i: number): CheckRe
       source: { address: { socket_address: { address: '127.0.0.1', port_value: 0 } } },
       request: {
         http: {
-          id: `warm-up-${i}`, method: r.method, path: r.path, host: 'warm-up.invalid', scheme: 'http', protocol: 'HTTP/1.1', size: '0',
-          headers: { ':method': r.method, ':path': r.path, ':authority': 'warm-up.invalid', 'user-agent': 'edge-warm-up', ...r.headers },
+          id: `warm-up-${i}`,
+          method: r.method,
+          path: r.path,
+          host: 'warm-up.invalid',
+          scheme: 'http',
+          protocol: 'HTTP/1.1',
+          size: '0',
+          headers: {
+            ':method': r.method,
+            ':path': r.path,
+            ':authority': 'warm-up.invalid',
+            'user-agent': 'edge-warm-up',
+            ...r.headers,
+          },
         },
       },
     },
@@ -59,11 +71,23 @@ export interface WarmDeps {
 /** Pool connections, the audit thread, tenants, keys and service tokens, then the rehearsal. */
 export async function warmEdge(deps: WarmDeps): Promise<void> {
   await Promise.all([warmPool(deps.db), deps.audit.warm(), deps.state.warm()]);
-  const discard = new AuditWriter(deps.db, deps.log, Number.MAX_SAFE_INTEGER, 0, { write: async () => undefined });
-  const decide = createDecider({ state: deps.state, challenges: deps.challenges, policies: deps.policies, audit: discard, risk: new RiskEngine(), log: deps.log, edgeSecret: deps.edgeSecret });
+  const discard = new AuditWriter(deps.db, deps.log, Number.MAX_SAFE_INTEGER, 0, {
+    write: async () => undefined,
+  });
+  const decide = createDecider({
+    state: deps.state,
+    challenges: deps.challenges,
+    policies: deps.policies,
+    audit: discard,
+    risk: new RiskEngine(),
+    log: deps.log,
+    edgeSecret: deps.edgeSecret,
+  });
   const edge = { log: deps.log, decide, budgetMs: rehearsalBudgetMs };
   for (let i = 0; i < rehearsalRounds; i++) {
-    await Promise.all(rehearsalRequests.map((r, j) => check(edge, checkRequest(r, i * rehearsalRequests.length + j))));
+    await Promise.all(
+      rehearsalRequests.map((r, j) => check(edge, checkRequest(r, i * rehearsalRequests.length + j))),
+    );
   }
   await discard.stop();
 }

@@ -46,7 +46,10 @@ export async function sourceHashes(): Promise<Record<string, string>> {
 
 /** The policy version is content-addressed: the same sources always give the same version. */
 export function policyVersionOf(sources: Record<string, string>): string {
-  const lines = Object.entries(sources).filter(([p]) => p.endsWith('.rego')).map(([p, h]) => `${p}:${h}\n`).join('');
+  const lines = Object.entries(sources)
+    .filter(([p]) => p.endsWith('.rego'))
+    .map(([p, h]) => `${p}:${h}\n`)
+    .join('');
   return sha256(lines).slice(0, 16);
 }
 
@@ -65,31 +68,63 @@ export async function staleSources(): Promise<string[]> {
 }
 
 /** Build the bundle into `outDir` (policy/dist by default). */
-export async function build(outDir = distDir, quiet = false, keepRevision = false, keyFile = join(policyDir, 'keys', 'dev-signing.private.jwk')): Promise<{ policyVersion: string }> {
+export async function build(
+  outDir = distDir,
+  quiet = false,
+  keepRevision = false,
+  keyFile = join(policyDir, 'keys', 'dev-signing.private.jwk'),
+): Promise<{ policyVersion: string }> {
   const opa = findOpa();
-  if (!opa) throw new Error('the opa CLI is needed to build the bundle (go install github.com/open-policy-agent/opa@v1.22.2)');
+  if (!opa)
+    throw new Error(
+      'the opa CLI is needed to build the bundle (go install github.com/open-policy-agent/opa@v1.22.2)',
+    );
   const tmp = await mkdtemp(join(tmpdir(), 'policy-build-'));
   try {
     const tarball = join(tmp, 'bundle.tar.gz');
     // Relative source paths (cwd = policy/): the WASM embeds them, so a checkout anywhere builds the same bytes.
-    execFileSync(opa, ['build', '-t', 'wasm', '-e', entrypoint, '-e', verdictEntrypoint, '--ignore', '*_test.rego', 'src', '-o', tarball], { cwd: policyDir, stdio: quiet ? 'ignore' : 'inherit' });
+    execFileSync(
+      opa,
+      [
+        'build',
+        '-t',
+        'wasm',
+        '-e',
+        entrypoint,
+        '-e',
+        verdictEntrypoint,
+        '--ignore',
+        '*_test.rego',
+        'src',
+        '-o',
+        tarball,
+      ],
+      { cwd: policyDir, stdio: quiet ? 'ignore' : 'inherit' },
+    );
     execFileSync('tar', ['-xzf', tarball, '-C', tmp], { stdio: 'ignore' });
     const wasm = await readFile(join(tmp, 'policy.wasm'));
-    const key = createPrivateKey({ key: JSON.parse(await readFile(keyFile, 'utf8')) as import('node:crypto').JsonWebKey, format: 'jwk' });
+    const key = createPrivateKey({
+      key: JSON.parse(await readFile(keyFile, 'utf8')) as import('node:crypto').JsonWebKey,
+      format: 'jwk',
+    });
     const registry = JSON.parse(await readFile(registrySource, 'utf8')) as Record<string, unknown>;
-    if (typeof registry.version !== 'string') throw new Error('registry needs a version (ISO 8601 timestamp)');
+    if (typeof registry.version !== 'string')
+      throw new Error('registry needs a version (ISO 8601 timestamp)');
     const registryText = `${JSON.stringify(signDocument(registry, key), null, 2)}\n`;
     const sources = await sourceHashes();
     const opaVersion = /Version: (\S+)/.exec(execFileSync(opa, ['version']).toString())?.[1] ?? 'unknown';
-    const manifest = signDocument({
-      policy_version: policyVersionOf(sources),
-      registry_version: registry.version,
-      entrypoint,
-      opa_version: opaVersion,
-      sources,
-      wasm_sha256: sha256(wasm),
-      registry_sha256: sha256(registryText),
-    }, key);
+    const manifest = signDocument(
+      {
+        policy_version: policyVersionOf(sources),
+        registry_version: registry.version,
+        entrypoint,
+        opa_version: opaVersion,
+        sources,
+        wasm_sha256: sha256(wasm),
+        registry_sha256: sha256(registryText),
+      },
+      key,
+    );
     await mkdir(outDir, { recursive: true });
     await writeFile(join(outDir, 'policy.wasm'), wasm);
     await writeFile(join(outDir, 'registry.json'), registryText);
@@ -97,9 +132,13 @@ export async function build(outDir = distDir, quiet = false, keepRevision = fals
     if (keepRevision) {
       const kept = join(outDir, 'revisions', manifest.policy_version);
       await mkdir(kept, { recursive: true });
-      for (const name of ['policy.wasm', 'registry.json', 'manifest.json']) await writeFile(join(kept, name), await readFile(join(outDir, name)));
+      for (const name of ['policy.wasm', 'registry.json', 'manifest.json'])
+        await writeFile(join(kept, name), await readFile(join(outDir, name)));
     }
-    if (!quiet) process.stdout.write(`built policy ${manifest.policy_version} (registry ${String(registry.version)}) into ${outDir}\n`);
+    if (!quiet)
+      process.stdout.write(
+        `built policy ${manifest.policy_version} (registry ${String(registry.version)}) into ${outDir}\n`,
+      );
     return { policyVersion: manifest.policy_version };
   } finally {
     await rm(tmp, { recursive: true, force: true });
@@ -116,12 +155,19 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const run = process.argv.includes('--check')
     ? staleSources().then((stale) => {
         if (stale.length > 0) {
-          process.stderr.write(`policy/dist is stale; rebuild with \`npx tsx policy/build.ts\`: ${stale.join(', ')}\n`);
+          process.stderr.write(
+            `policy/dist is stale; rebuild with \`npx tsx policy/build.ts\`: ${stale.join(', ')}\n`,
+          );
           process.exit(1);
         }
         process.stdout.write('policy/dist is up to date\n');
       })
-    : build(argValue('--out') ?? distDir, false, process.argv.includes('--keep-revision'), argValue('--key')).then(() => undefined);
+    : build(
+        argValue('--out') ?? distDir,
+        false,
+        process.argv.includes('--keep-revision'),
+        argValue('--key'),
+      ).then(() => undefined);
   run.catch((err: unknown) => {
     process.stderr.write(`${(err as Error).message}\n`);
     process.exit(1);

@@ -13,7 +13,10 @@ export function findOpa(): string | undefined {
   }
   let gopath = join(homedir(), 'go');
   try {
-    gopath = execFileSync('go', ['env', 'GOPATH'], { stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim() || gopath;
+    gopath =
+      execFileSync('go', ['env', 'GOPATH'], { stdio: ['ignore', 'pipe', 'ignore'] })
+        .toString()
+        .trim() || gopath;
   } catch {
     // no go toolchain: fall back to the default GOPATH
   }

@@ -27,7 +27,13 @@ export interface SignInput {
   nonce?: string;
 }
 
-export function canonicalString(method: string, path: string, body: string | Buffer, date: string, nonce: string): string {
+export function canonicalString(
+  method: string,
+  path: string,
+  body: string | Buffer,
+  date: string,
+  nonce: string,
+): string {
   const bodyHash = createHash('sha256').update(body).digest('hex');
   return `${method.toUpperCase()}\n${path}\n${bodyHash}\n${date}\n${nonce}`;
 }
@@ -37,9 +43,16 @@ export function signature(secret: string, canonical: string): string {
 }
 
 /** The headers to send with a signed request. */
-export function signRequest(input: SignInput): Record<'x-api-key-id' | 'x-signature' | 'x-nonce' | 'date', string> {
+export function signRequest(
+  input: SignInput,
+): Record<'x-api-key-id' | 'x-signature' | 'x-nonce' | 'date', string> {
   const date = input.date ?? new Date().toUTCString();
   const nonce = input.nonce ?? randomBytes(24).toString('base64url');
   const canonical = canonicalString(input.method, input.path, input.body ?? '', date, nonce);
-  return { 'x-api-key-id': input.keyId, 'x-signature': signature(input.secret, canonical), 'x-nonce': nonce, date };
+  return {
+    'x-api-key-id': input.keyId,
+    'x-signature': signature(input.secret, canonical),
+    'x-nonce': nonce,
+    date,
+  };
 }

@@ -61,7 +61,6 @@ export function withRequestFacts(e: AuditEntry): AuditEntry {
   return { ...e, decision: { ...f.decision, ...e.decision }, attrs: { ...f.attrs, ...e.attrs } };
 }
 
-
 /**
  * The hashed record: canonical JSON of {ts, tenant_id, actor, action, target, decision, attrs},
  * built from each part's canonical text (the keys in their sorted order) so that appendAudit
@@ -104,8 +103,13 @@ function storableDeep(v: unknown): unknown {
 
 function partsOf(e: Required<Omit<AuditEntry, 'ts'>> & { ts: string }): RecordParts {
   return {
-    ts: JSON.stringify(e.ts), tenant: JSON.stringify(storable(e.tenantId)), actor: canonicalJson(storableDeep(e.actor)), action: JSON.stringify(storable(e.action)),
-    target: canonicalJson(storableDeep(e.target)), decision: canonicalJson(storableDeep(e.decision)), attrs: canonicalJson(storableDeep(e.attrs)),
+    ts: JSON.stringify(e.ts),
+    tenant: JSON.stringify(storable(e.tenantId)),
+    actor: canonicalJson(storableDeep(e.actor)),
+    action: JSON.stringify(storable(e.action)),
+    target: canonicalJson(storableDeep(e.target)),
+    decision: canonicalJson(storableDeep(e.decision)),
+    attrs: canonicalJson(storableDeep(e.attrs)),
   };
 }
 
@@ -141,7 +145,15 @@ export async function appendAudit(client: Queryable, entries: AuditEntry[]): Pro
   let doc = '[';
   for (const [i, e] of entries.entries()) {
     const prev = heads.get(e.tenantId) ?? genesis;
-    const parts = partsOf({ tenantId: e.tenantId, actor: e.actor, action: e.action, target: e.target, decision: e.decision ?? {}, attrs: e.attrs ?? {}, ts: (e.ts ?? new Date()).toISOString() });
+    const parts = partsOf({
+      tenantId: e.tenantId,
+      actor: e.actor,
+      action: e.action,
+      target: e.target,
+      decision: e.decision ?? {},
+      attrs: e.attrs ?? {},
+      ts: (e.ts ?? new Date()).toISOString(),
+    });
     const hash = rowHash(prev, parts);
     heads.set(e.tenantId, hash);
     if (i > 0) doc += ',';
@@ -174,7 +186,9 @@ export function audit(db: Db, ...entries: AuditEntry[]): Promise<number[]> {
   return db.tx((client) => appendAudit(client, entries));
 }
 
-export type ChainReport = { ok: true; count: number } | { ok: false; count: number; brokenAt: number; reason: string };
+export type ChainReport =
+  | { ok: true; count: number }
+  | { ok: false; count: number; brokenAt: number; reason: string };
 
 /** Walk one tenant's chain from the start; report the first row whose link or hash is wrong. */
 export async function verifyChain(q: Queryable, tenantId: string, batchSize = 1000): Promise<ChainReport> {
@@ -182,7 +196,17 @@ export async function verifyChain(q: Queryable, tenantId: string, batchSize = 10
   let lastId = 0;
   let count = 0;
   for (;;) {
-    const { rows } = await q.query<{ id: string; ts: Date; actor: AuditEntry['actor']; action: string; target: AuditEntry['target']; decision: Record<string, unknown>; attrs: Record<string, unknown>; prev_hash: Buffer; row_hash: Buffer }>(
+    const { rows } = await q.query<{
+      id: string;
+      ts: Date;
+      actor: AuditEntry['actor'];
+      action: string;
+      target: AuditEntry['target'];
+      decision: Record<string, unknown>;
+      attrs: Record<string, unknown>;
+      prev_hash: Buffer;
+      row_hash: Buffer;
+    }>(
       `SELECT id, ts, actor, action, target, decision, attrs, prev_hash, row_hash FROM audit_log
        WHERE tenant_id = $1 AND id > $2 ORDER BY id LIMIT $3`,
       [tenantId, lastId, batchSize],
@@ -190,13 +214,25 @@ export async function verifyChain(q: Queryable, tenantId: string, batchSize = 10
     if (rows.length === 0) return { ok: true, count };
     for (const r of rows) {
       const id = Number(r.id);
-      if (!r.prev_hash.equals(prev)) return { ok: false, count, brokenAt: id, reason: 'prev_hash does not match the previous row' };
-      const expected = rowHash(prev, partsOf({ tenantId, actor: r.actor, action: r.action, target: r.target, decision: r.decision, attrs: r.attrs, ts: r.ts.toISOString() }));
-      if (!expected.equals(r.row_hash)) return { ok: false, count, brokenAt: id, reason: 'row_hash does not match the record' };
+      if (!r.prev_hash.equals(prev))
+        return { ok: false, count, brokenAt: id, reason: 'prev_hash does not match the previous row' };
+      const expected = rowHash(
+        prev,
+        partsOf({
+          tenantId,
+          actor: r.actor,
+          action: r.action,
+          target: r.target,
+          decision: r.decision,
+          attrs: r.attrs,
+          ts: r.ts.toISOString(),
+        }),
+      );
+      if (!expected.equals(r.row_hash))
+        return { ok: false, count, brokenAt: id, reason: 'row_hash does not match the record' };
       prev = r.row_hash;
       lastId = id;
       count++;
     }
   }
 }
-

@@ -57,7 +57,9 @@ export function normalizedBody(body: Buffer | string | JsonBody): string {
 
 /** base64url(SHA-256(`METHOD|path[?query]|normalized body`)). */
 export function origOf(method: string, path: string, body: Buffer | string | JsonBody): string {
-  return createHash('sha256').update(`${method.toUpperCase()}|${path}|${normalizedBody(body)}`, 'utf8').digest('base64url');
+  return createHash('sha256')
+    .update(`${method.toUpperCase()}|${path}|${normalizedBody(body)}`, 'utf8')
+    .digest('base64url');
 }
 
 /**
@@ -72,13 +74,20 @@ export class ChallengeKeys {
   constructor(current: Buffer, previous: Buffer[] = [], opts: { now?: () => number } = {}) {
     this.keys = [current, ...previous].map((k) => {
       if (k.length !== 32) throw new Error('challenge key must be 32 bytes');
-      return { kid: `ch-${createHash('sha256').update(k).digest('base64url').slice(0, 12)}`, key: new Uint8Array(k) };
+      return {
+        kid: `ch-${createHash('sha256').update(k).digest('base64url').slice(0, 12)}`,
+        key: new Uint8Array(k),
+      };
     });
     this.now = opts.now ?? Date.now;
   }
 
   /** Sign with the current key; `iat`, `exp`, `iss`, `tid` and `kid` are set here. */
-  async sign(tenantId: string, claims: JWTPayload & Record<string, unknown>, opts: { expiresInS: number; typ?: string }): Promise<string> {
+  async sign(
+    tenantId: string,
+    claims: JWTPayload & Record<string, unknown>,
+    opts: { expiresInS: number; typ?: string },
+  ): Promise<string> {
     const signer = this.keys[0] as { kid: string; key: Uint8Array };
     const nowS = Math.floor(this.now() / 1000);
     return new SignJWT({ ...claims, tid: tenantId })
@@ -90,15 +99,22 @@ export class ChallengeKeys {
   }
 
   /** Verify signature, audience, type, expiry and that `iss` is the issuer of the token's `tid`. */
-  async verify(token: string, opts: { audience: string; typ?: string; clockToleranceS?: number }): Promise<JWTPayload & { tid: string }> {
+  async verify(
+    token: string,
+    opts: { audience: string; typ?: string; clockToleranceS?: number },
+  ): Promise<JWTPayload & { tid: string }> {
     const kid = decodeProtectedHeader(token).kid;
     const key = this.keys.find((k) => k.kid === kid);
     if (!key) throw new Error('unknown challenge key');
     const { payload } = await jwtVerify(token, key.key, {
-      algorithms: ['HS256'], audience: opts.audience, currentDate: new Date(this.now()),
-      clockTolerance: opts.clockToleranceS ?? 5, ...(opts.typ ? { typ: opts.typ } : {}),
+      algorithms: ['HS256'],
+      audience: opts.audience,
+      currentDate: new Date(this.now()),
+      clockTolerance: opts.clockToleranceS ?? 5,
+      ...(opts.typ ? { typ: opts.typ } : {}),
     });
-    if (typeof payload.tid !== 'string' || payload.iss !== issuerFor(payload.tid)) throw new Error('challenge issuer does not match its tenant');
+    if (typeof payload.tid !== 'string' || payload.iss !== issuerFor(payload.tid))
+      throw new Error('challenge issuer does not match its tenant');
     return payload as JWTPayload & { tid: string };
   }
 }
@@ -114,10 +130,21 @@ export interface ChallengeInput {
  * Sign a challenge. `now` only seeds the time-ordered jti; iat/exp come from the ChallengeKeys'
  * clock, so inject the clock there.
  */
-export async function issueChallenge(keys: ChallengeKeys, c: ChallengeInput, now: number = Date.now()): Promise<string> {
+export async function issueChallenge(
+  keys: ChallengeKeys,
+  c: ChallengeInput,
+  now: number = Date.now(),
+): Promise<string> {
   return keys.sign(
     c.tenantId,
-    { kind: 'stepup', sub: c.sub, orig: c.orig, methods: c.methods, jti: uuidv7(now), aud: challengeAudience },
+    {
+      kind: 'stepup',
+      sub: c.sub,
+      orig: c.orig,
+      methods: c.methods,
+      jti: uuidv7(now),
+      aud: challengeAudience,
+    },
     { expiresInS: challengeTtlS, typ: challengeTyp },
   );
 }
@@ -140,7 +167,9 @@ function mismatch(why: string): AppError {
  * tenant and subject, a customer or a staff member (and request, when `orig` is given). Every failure is `challenge_mismatch`.
  */
 export async function verifyChallenge(
-  keys: ChallengeKeys, token: string, expect: { tenantId: string; sub: string; orig?: string },
+  keys: ChallengeKeys,
+  token: string,
+  expect: { tenantId: string; sub: string; orig?: string },
 ): Promise<ChallengeClaims> {
   let claims: Record<string, unknown>;
   try {
@@ -152,8 +181,11 @@ export async function verifyChallenge(
   if (kind !== 'stepup') throw mismatch('kind');
   if (tid !== expect.tenantId) throw mismatch('tenant');
   if (sub !== expect.sub) throw mismatch('subject');
-  if (typeof orig !== 'string' || (expect.orig !== undefined && orig !== expect.orig)) throw mismatch('request');
+  if (typeof orig !== 'string' || (expect.orig !== undefined && orig !== expect.orig))
+    throw mismatch('request');
   if (typeof jti !== 'string' || typeof exp !== 'number') throw mismatch('claims');
-  const ms = Array.isArray(methods) ? methods.filter((m): m is StepUpMethod => typeof m === 'string' && stepUpMethods.includes(m)) : [];
+  const ms = Array.isArray(methods)
+    ? methods.filter((m): m is StepUpMethod => typeof m === 'string' && stepUpMethods.includes(m))
+    : [];
   return { jti, sub, tid, orig, methods: ms, exp };
 }

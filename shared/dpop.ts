@@ -18,7 +18,10 @@ const maxProofChars = 8192;
 export type DpopErrorCode = 'invalid_dpop_proof' | 'use_dpop_nonce';
 
 export class DpopError extends Error {
-  constructor(readonly code: DpopErrorCode, message: string) {
+  constructor(
+    readonly code: DpopErrorCode,
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -59,13 +62,17 @@ export interface ProofCheck {
 const invalid = (message: string) => new DpopError('invalid_dpop_proof', message);
 
 async function verified(proof: string): Promise<{ payload: Record<string, unknown>; jwk: JWK }> {
-  if (proof.length > maxProofChars || proof.includes(',')) throw invalid('exactly one DPoP proof is expected');
+  if (proof.length > maxProofChars || proof.includes(','))
+    throw invalid('exactly one DPoP proof is expected');
   try {
     const header = decodeProtectedHeader(proof);
     const jwk = header.jwk;
     // A private key in the header would be the client's secret sent in the clear: refused.
     if (!jwk || 'd' in jwk || 'k' in jwk) throw new Error('no public jwk');
-    const { payload } = await jwtVerify(proof, EmbeddedJWK, { typ: 'dpop+jwt', algorithms: [...dpopAlgorithms] });
+    const { payload } = await jwtVerify(proof, EmbeddedJWK, {
+      typ: 'dpop+jwt',
+      algorithms: [...dpopAlgorithms],
+    });
     return { payload, jwk };
   } catch {
     throw invalid('DPoP proof does not verify');
@@ -76,22 +83,28 @@ async function verified(proof: string): Promise<{ payload: Record<string, unknow
 export async function verifyDpopProof(c: ProofCheck): Promise<{ jkt: string }> {
   const { payload, jwk } = await verified(c.proof);
   const jkt = await calculateJwkThumbprint(jwk, 'sha256');
-  if (c.expectedJkt !== undefined && jkt !== c.expectedJkt) throw invalid('DPoP key does not match the token binding');
+  if (c.expectedJkt !== undefined && jkt !== c.expectedJkt)
+    throw invalid('DPoP key does not match the token binding');
   if (payload.htm !== c.method) throw invalid('DPoP htm does not match the request method');
   const htu = typeof payload.htu === 'string' ? htuOf(payload.htu) : undefined;
   if (htu === undefined || htu !== htuOf(c.url)) throw invalid('DPoP htu does not match the request URI');
   const iat = typeof payload.iat === 'number' ? payload.iat : Number.NaN;
-  if (!(Math.abs(c.nowMs / 1000 - iat) <= dpopWindowS)) throw invalid('DPoP proof is outside its time window');
+  if (!(Math.abs(c.nowMs / 1000 - iat) <= dpopWindowS))
+    throw invalid('DPoP proof is outside its time window');
   if (c.accessToken !== undefined) {
     const ath = createHash('sha256').update(c.accessToken).digest('base64url');
     if (payload.ath !== ath) throw invalid('DPoP ath does not match the access token');
   }
-  if (typeof payload.jti !== 'string' || payload.jti.length < 8 || payload.jti.length > 256) throw invalid('DPoP proof has no usable jti');
+  if (typeof payload.jti !== 'string' || payload.jti.length < 8 || payload.jti.length > 256)
+    throw invalid('DPoP proof has no usable jti');
   if (c.nonce) {
-    if (payload.nonce === undefined) throw new DpopError('use_dpop_nonce', 'a server nonce is required in the DPoP proof');
-    if (typeof payload.nonce !== 'string' || !c.nonce(payload.nonce)) throw new DpopError('use_dpop_nonce', 'the DPoP nonce is not valid; use the one just sent');
+    if (payload.nonce === undefined)
+      throw new DpopError('use_dpop_nonce', 'a server nonce is required in the DPoP proof');
+    if (typeof payload.nonce !== 'string' || !c.nonce(payload.nonce))
+      throw new DpopError('use_dpop_nonce', 'the DPoP nonce is not valid; use the one just sent');
   }
-  if (!(await c.firstUse(`${jkt}:${payload.jti}`, 2 * dpopWindowS * 1000))) throw invalid('DPoP proof replayed');
+  if (!(await c.firstUse(`${jkt}:${payload.jti}`, 2 * dpopWindowS * 1000)))
+    throw invalid('DPoP proof replayed');
   return { jkt };
 }
 
@@ -101,7 +114,10 @@ export async function verifyDpopProof(c: ProofCheck): Promise<{ jkt: string }> {
  * for the period it was issued in and the next.
  */
 export class DpopNonces {
-  constructor(private readonly key: Buffer, private readonly periodMs = 5 * 60_000) {}
+  constructor(
+    private readonly key: Buffer,
+    private readonly periodMs = 5 * 60_000,
+  ) {}
 
   private at(period: number): string {
     return createHmac('sha256', this.key).update(`dpop-nonce:${period}`).digest('base64url').slice(0, 32);

@@ -34,7 +34,12 @@ const d = mod(-121665n * pow(121666n, p - 2n));
 const sqrtMinus1 = pow(2n, (p - 1n) / 4n);
 
 /** Extended homogeneous coordinates (RFC 8032 section 5.1.4). */
-interface Point { X: bigint; Y: bigint; Z: bigint; T: bigint }
+interface Point {
+  X: bigint;
+  Y: bigint;
+  Z: bigint;
+  T: bigint;
+}
 
 function add(P: Point, Q: Point): Point {
   const A = mod((P.Y - P.X) * (Q.Y - Q.X));
@@ -88,7 +93,12 @@ function decode(bytes: Uint8Array): Point | 'non-canonical' | 'not-on-curve' {
   return { X: x, Y: y, Z: 1n, T: mod(x * y) };
 }
 
-export type Ed25519KeyProblemCode = 'non_canonical' | 'not_on_curve' | 'small_order' | 'mixed_order' | 'wrong_length';
+export type Ed25519KeyProblemCode =
+  | 'non_canonical'
+  | 'not_on_curve'
+  | 'small_order'
+  | 'mixed_order'
+  | 'wrong_length';
 
 const problemText: Record<Ed25519KeyProblemCode, string> = {
   wrong_length: 'is not 32 bytes',
@@ -99,7 +109,9 @@ const problemText: Record<Ed25519KeyProblemCode, string> = {
 };
 
 /** Why `raw` is not a usable Ed25519 public key (a code and words for a message), or undefined. */
-export function ed25519KeyProblem(raw: Uint8Array): { code: Ed25519KeyProblemCode; text: string } | undefined {
+export function ed25519KeyProblem(
+  raw: Uint8Array,
+): { code: Ed25519KeyProblemCode; text: string } | undefined {
   const code = problemOf(raw);
   return code ? { code, text: problemText[code] } : undefined;
 }

@@ -260,7 +260,11 @@ export class AppError extends Error {
   readonly extra: ErrorExtra | undefined;
   readonly headers: Record<string, string> | undefined;
 
-  constructor(code: ErrorCode, message?: string, opts?: { extra?: ErrorExtra; headers?: Record<string, string> }) {
+  constructor(
+    code: ErrorCode,
+    message?: string,
+    opts?: { extra?: ErrorExtra; headers?: Record<string, string> },
+  ) {
     const [status, title] = table[code];
     super(message ?? title);
     this.name = 'AppError';
@@ -297,7 +301,8 @@ export type ErrorFormat = 'core' | 'problem' | 'scim';
 
 /** The generic title of each status: the first code listed for it (VALIDATION_FAILED, UNAUTHORIZED, ...). */
 const statusTitles = new Map<number, string>();
-for (const [status, title] of Object.values(table)) if (!statusTitles.has(status)) statusTitles.set(status, title);
+for (const [status, title] of Object.values(table))
+  if (!statusTitles.has(status)) statusTitles.set(status, title);
 
 /** The table's title for a known code; otherwise the generic title of the status. */
 export function titleOf(code: string, status: number): string {
@@ -343,9 +348,16 @@ export const scimContentType = 'application/scim+json';
 
 /** RFC 7644 section 3.12 `scimType` of each code that has one (the others carry status and detail only). */
 const scimTypes: Partial<Record<string, string>> = {
-  SCIM_INVALID_FILTER: 'invalidFilter', SCIM_INVALID_SYNTAX: 'invalidSyntax', SCIM_INVALID_VALUE: 'invalidValue',
-  SCIM_INVALID_PATH: 'invalidPath', SCIM_NO_TARGET: 'noTarget', SCIM_MUTABILITY: 'mutability', SCIM_TOO_MANY: 'tooMany',
-  SCIM_UNIQUENESS: 'uniqueness', MALFORMED_JSON: 'invalidSyntax', VALIDATION_FAILED: 'invalidValue',
+  SCIM_INVALID_FILTER: 'invalidFilter',
+  SCIM_INVALID_SYNTAX: 'invalidSyntax',
+  SCIM_INVALID_VALUE: 'invalidValue',
+  SCIM_INVALID_PATH: 'invalidPath',
+  SCIM_NO_TARGET: 'noTarget',
+  SCIM_MUTABILITY: 'mutability',
+  SCIM_TOO_MANY: 'tooMany',
+  SCIM_UNIQUENESS: 'uniqueness',
+  MALFORMED_JSON: 'invalidSyntax',
+  VALIDATION_FAILED: 'invalidValue',
 };
 
 /** SCIM error body (RFC 7644 section 3.12): status is a string there; `scimType` where one applies. */
@@ -360,8 +372,13 @@ export function toScimError(err: Refusal): Record<string, unknown> {
 }
 
 /** A refusal rendered for its audience: the body text and its content type. */
-export function renderRefusal(err: Refusal, format: ErrorFormat, instance: string): { contentType: string; body: string } {
-  if (format === 'problem') return { contentType: problemContentType, body: JSON.stringify(toProblem(err, instance)) };
+export function renderRefusal(
+  err: Refusal,
+  format: ErrorFormat,
+  instance: string,
+): { contentType: string; body: string } {
+  if (format === 'problem')
+    return { contentType: problemContentType, body: JSON.stringify(toProblem(err, instance)) };
   if (format === 'scim') return { contentType: scimContentType, body: JSON.stringify(toScimError(err)) };
   return { contentType: 'application/json', body: JSON.stringify(toCoreBody(err)) };
 }
@@ -375,18 +392,26 @@ export function renderRefusal(err: Refusal, format: ErrorFormat, instance: strin
  */
 export function isPoolExhausted(err: unknown): boolean {
   if (!(err instanceof Error) || 'code' in err) return false;
-  return err.message === 'timeout exceeded when trying to connect' || err.message === 'Connection terminated due to connection timeout';
+  return (
+    err.message === 'timeout exceeded when trying to connect' ||
+    err.message === 'Connection terminated due to connection timeout'
+  );
 }
 
-export const databaseBusy = (): AppError => new AppError('SERVICE_UNAVAILABLE', 'the service is busy; retry shortly', { headers: { 'retry-after': '1' } });
+export const databaseBusy = (): AppError =>
+  new AppError('SERVICE_UNAVAILABLE', 'the service is busy; retry shortly', {
+    headers: { 'retry-after': '1' },
+  });
 // --- end issue 18 item 4 ---
 
 /** Any thrown value becomes an AppError; unknown failures become INTERNAL without detail. */
 export function asAppError(err: unknown): AppError {
   if (err instanceof AppError) return err;
   if (isPoolExhausted(err)) return databaseBusy();
-  if (isInputDataException(err)) return new AppError('VALIDATION_FAILED', 'a value in the request is out of range or cannot be stored');
+  if (isInputDataException(err))
+    return new AppError('VALIDATION_FAILED', 'a value in the request is out of range or cannot be stored');
   // Issue 20 item 2: migration 0900's guard under every writer of a tenant's resident_regions.
-  if ((err as { code?: unknown } | null)?.code === 'RS001') return new AppError('RESIDENCY_REGION_MISMATCH', (err as Error).message);
+  if ((err as { code?: unknown } | null)?.code === 'RS001')
+    return new AppError('RESIDENCY_REGION_MISMATCH', (err as Error).message);
   return new AppError('INTERNAL', 'internal error');
 }

@@ -21,4 +21,5 @@ export function jsonBody(body: Buffer | string): JsonBody {
 }
 
 /** A body given as bytes, text or already parsed, as a JsonBody (parsing only the first two). */
-export const asJsonBody = (body: Buffer | string | JsonBody): JsonBody => (typeof body === 'string' || Buffer.isBuffer(body) ? jsonBody(body) : body);
+export const asJsonBody = (body: Buffer | string | JsonBody): JsonBody =>
+  typeof body === 'string' || Buffer.isBuffer(body) ? jsonBody(body) : body;

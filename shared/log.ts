@@ -18,16 +18,49 @@ import { maskPhone } from './masking.ts';
 
 /** Field names that only ever hold secrets (SPEC: PINs, OTPs, tokens, keys, secrets). */
 const secretFields = [
-  'pin', 'newPin', 'currentPin', 'oldPin', 'otp', 'customerCode', 'password', 'secret', 'clientSecret', 'client_secret',
-  'apiKeySecret', 'token', 'accessToken', 'access_token', 'refreshToken', 'refresh_token', 'bindToken', 'verificationToken',
-  'challengeToken', 'challenge', 'idToken', 'id_token', 'privateKey', 'private_key', 'privateJwk', 'devicePrivateJwk',
-  'deviceAssertion', 'signature', 'masterKey', 'otpKey',
+  'pin',
+  'newPin',
+  'currentPin',
+  'oldPin',
+  'otp',
+  'customerCode',
+  'password',
+  'secret',
+  'clientSecret',
+  'client_secret',
+  'apiKeySecret',
+  'token',
+  'accessToken',
+  'access_token',
+  'refreshToken',
+  'refresh_token',
+  'bindToken',
+  'verificationToken',
+  'challengeToken',
+  'challenge',
+  'idToken',
+  'id_token',
+  'privateKey',
+  'private_key',
+  'privateJwk',
+  'devicePrivateJwk',
+  'deviceAssertion',
+  'signature',
+  'masterKey',
+  'otpKey',
 ];
 
 /** Request and response headers that carry credentials. */
 const secretHeaders = [
-  'authorization', 'proxy-authorization', 'cookie', 'set-cookie', 'x-api-key-secret', 'x-signature', 'dpop',
-  'x-edge-auth', 'x-intent-signature',
+  'authorization',
+  'proxy-authorization',
+  'cookie',
+  'set-cookie',
+  'x-api-key-secret',
+  'x-signature',
+  'dpop',
+  'x-edge-auth',
+  'x-intent-signature',
 ];
 
 /** Where an OTP travels under a generic name: an SMS message's code and its text. */
@@ -54,7 +87,8 @@ const e164 = /(?:\+|%2[Bb])\d{8,15}(?!\d)/g;
 const maxDepth = 6;
 
 function maskStrings(value: unknown, key: string, depth: number, seen: WeakSet<object>): unknown {
-  if (typeof value === 'string') return phoneFields.has(key) ? maskPhone(value) : value.replace(e164, maskPhone);
+  if (typeof value === 'string')
+    return phoneFields.has(key) ? maskPhone(value) : value.replace(e164, maskPhone);
   if (value === null || typeof value !== 'object' || depth > maxDepth || seen.has(value)) return value;
   seen.add(value);
   if (value instanceof Error) return maskStrings(pino.stdSerializers.err(value), key, depth, seen);
@@ -69,13 +103,19 @@ export function createLogger(level: LevelWithSilent, destination?: NodeJS.Writab
     level,
     base: undefined,
     redact: { paths: redactPaths(), censor: '[redacted]' },
-    formatters: { log: (obj: Record<string, unknown>) => maskStrings(obj, '', 0, new WeakSet()) as Record<string, unknown> },
+    formatters: {
+      log: (obj: Record<string, unknown>) =>
+        maskStrings(obj, '', 0, new WeakSet()) as Record<string, unknown>,
+    },
     // Errors were serialised (type, message, stack, code, detail) and masked above.
     serializers: { err: (v: unknown) => (v instanceof Error ? pino.stdSerializers.err(v) : v) },
     // The message too: a phone inside it is masked like one in a field.
     hooks: {
       logMethod(this: Logger, args: Parameters<Logger['info']>, method: (...a: unknown[]) => void) {
-        method.apply(this, args.map((a) => (typeof a === 'string' ? a.replace(e164, maskPhone) : a)));
+        method.apply(
+          this,
+          args.map((a) => (typeof a === 'string' ? a.replace(e164, maskPhone) : a)),
+        );
       },
     },
     timestamp: pino.stdTimeFunctions.isoTime,

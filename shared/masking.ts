@@ -9,7 +9,10 @@ export function maskPhone(phone: string): string {
 
 /** A name keeps its first letter per word: "Amina Wanjiru" → "A**** W******". */
 export function maskName(name: string): string {
-  return name.replace(/(\p{L})(\p{L}*)/gu, (_, first: string, rest: string) => `${first}${'*'.repeat(rest.length)}`);
+  return name.replace(
+    /(\p{L})(\p{L}*)/gu,
+    (_, first: string, rest: string) => `${first}${'*'.repeat(rest.length)}`,
+  );
 }
 
 /** The full card number is removed; only the last four digits remain. */
@@ -19,7 +22,10 @@ export function maskCardNumber(pan: string): string {
 }
 
 /** The rule the edge's obligations give a resource type; absent or unreadable means masked (fail safe). */
-export function maskingLevel(header: string | undefined, resourceType: string): 'full' | 'masked' | 'aggregate' {
+export function maskingLevel(
+  header: string | undefined,
+  resourceType: string,
+): 'full' | 'masked' | 'aggregate' {
   if (!header) return 'masked';
   try {
     const rules = JSON.parse(header) as Record<string, { level?: unknown } | undefined>;

@@ -22,19 +22,29 @@ const wirePattern = /^(0|[1-9][0-9]{0,13})(?:\.([0-9]{1,6}))?$/;
  * (`1e3`), `NaN`, signs, more than 6 decimals, more than 14 integer digits, zero (unless
  * `allowZero`) and more decimals than the currency has minor units (when `minorUnits` given).
  */
-export function parseAmount(text: unknown, opts: { minorUnits?: number; allowZero?: boolean } = {}): ParseResult {
+export function parseAmount(
+  text: unknown,
+  opts: { minorUnits?: number; allowZero?: boolean } = {},
+): ParseResult {
   if (typeof text !== 'string') return { ok: false, reason: 'must be a decimal string such as "12.50"' };
   const m = wirePattern.exec(text);
   if (!m) {
     const frac = /^[0-9]+\.([0-9]+)$/.exec(text)?.[1];
-    if (frac !== undefined && frac.length > scale) return { ok: false, reason: `has more than ${scale} decimal places` };
+    if (frac !== undefined && frac.length > scale)
+      return { ok: false, reason: `has more than ${scale} decimal places` };
     if (text.startsWith('-')) return { ok: false, reason: 'must not be negative' };
-    return { ok: false, reason: 'must be a plain decimal string such as "12.50" (no sign, exponent or spaces)' };
+    return {
+      ok: false,
+      reason: 'must be a plain decimal string such as "12.50" (no sign, exponent or spaces)',
+    };
   }
   const whole = m[1] as string;
   const frac = m[2] ?? '';
   if (opts.minorUnits !== undefined && frac.replace(/0+$/, '').length > opts.minorUnits) {
-    return { ok: false, reason: `has more decimal places than the currency's ${opts.minorUnits} minor units` };
+    return {
+      ok: false,
+      reason: `has more decimal places than the currency's ${opts.minorUnits} minor units`,
+    };
   }
   const micro = BigInt(whole) * microPerUnit + BigInt(frac.padEnd(scale, '0'));
   if (micro === 0n && !opts.allowZero) return { ok: false, reason: 'must be greater than zero' };

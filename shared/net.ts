@@ -16,7 +16,11 @@ export async function freePort(): Promise<number> {
 }
 
 /** Listen on host:port (0 = any free port) and return the bound port. */
-export async function listen(server: { listen: Server['listen']; once: Server['once']; address: Server['address'] }, port: number, host = '127.0.0.1'): Promise<number> {
+export async function listen(
+  server: { listen: Server['listen']; once: Server['once']; address: Server['address'] },
+  port: number,
+  host = '127.0.0.1',
+): Promise<number> {
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => resolve());

@@ -119,7 +119,10 @@ export class TemplateTable<T> {
  * `/scim/v2`): a family whose routes all answer in one format keeps it for its unknown paths
  * and methods (a SCIM client gets SCIM errors there too); other paths get `fallback`.
  */
-export function familyFormats<F extends string>(routes: { template: string; format: F | undefined }[], fallback: F): (path: string) => F {
+export function familyFormats<F extends string>(
+  routes: { template: string; format: F | undefined }[],
+  fallback: F,
+): (path: string) => F {
   const familyOf = (path: string) => path.split('/').slice(0, 3).join('/');
   const formats = new Map<string, Set<F>>();
   for (const r of routes) {

@@ -34,7 +34,11 @@ export function parseKey(text: string, name = 'master key'): Buffer {
 }
 
 /** A key from configuration, or (development) the one kept in `file`, created on first use. */
-export async function loadOrCreateKey(configured: string | undefined, file: string, name = 'master key'): Promise<Buffer> {
+export async function loadOrCreateKey(
+  configured: string | undefined,
+  file: string,
+  name = 'master key',
+): Promise<Buffer> {
   const { readFile, writeFile } = await import('node:fs/promises');
   if (configured) return parseKey(configured, name);
   try {
@@ -48,4 +52,5 @@ export async function loadOrCreateKey(configured: string | undefined, file: stri
 }
 
 /** The master key (see loadOrCreateKey). */
-export const loadOrCreateMasterKey = (configured: string | undefined, file: string): Promise<Buffer> => loadOrCreateKey(configured, file);
+export const loadOrCreateMasterKey = (configured: string | undefined, file: string): Promise<Buffer> =>
+  loadOrCreateKey(configured, file);

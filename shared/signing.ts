@@ -10,7 +10,10 @@ function payloadOf(doc: Record<string, unknown>): Buffer {
   return Buffer.from(canonicalJson(rest));
 }
 
-export function signDocument<T extends Record<string, unknown>>(doc: T, privateKey: KeyObject): T & { signature: string } {
+export function signDocument<T extends Record<string, unknown>>(
+  doc: T,
+  privateKey: KeyObject,
+): T & { signature: string } {
   return { ...doc, signature: sign(null, payloadOf(doc), privateKey).toString('base64url') };
 }
 

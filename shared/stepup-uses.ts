@@ -6,7 +6,11 @@
 import type { Queryable } from './db/pool.ts';
 
 /** The Idempotency-Key recorded with a used grant ('' when it had none), or undefined when unused. */
-export async function stepUpUseOf(q: Queryable, tenantId: string, grantJti: string): Promise<string | undefined> {
+export async function stepUpUseOf(
+  q: Queryable,
+  tenantId: string,
+  grantJti: string,
+): Promise<string | undefined> {
   const { rows } = await q.query<{ idempotency_key: string | null }>(
     'SELECT idempotency_key FROM stepup_uses WHERE tenant_id = $1 AND grant_jti = $2',
     [tenantId, grantJti],

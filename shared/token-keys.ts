@@ -21,7 +21,10 @@ export function issuerFor(tenantId: string): string {
 }
 
 export class KeyError extends Error {
-  constructor(readonly code: 'NO_KEY' | 'UNKNOWN_KID' | 'BAD_TOKEN', message: string) {
+  constructor(
+    readonly code: 'NO_KEY' | 'UNKNOWN_KID' | 'BAD_TOKEN',
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -39,13 +42,19 @@ interface PublicKeySet {
 export class TokenVerifier {
   private readonly publicSets = new Map<string, PublicKeySet>();
   /** Tokens already verified (a client reuses its access token): signature checks skipped until exp. */
-  private readonly verified = new Map<string, { payload: JWTPayload & { tid: string }; kid: string; validUntilMs: number }>();
+  private readonly verified = new Map<
+    string,
+    { payload: JWTPayload & { tid: string }; kid: string; validUntilMs: number }
+  >();
   protected readonly now: () => number;
 
   /** ISSUER_URL (issue 17 item 5): client-credentials tokens carry it as `iss` instead of the tenant's. */
   readonly issuerUrl: string | undefined;
 
-  constructor(protected readonly db: Db, opts: { now?: () => number; issuerUrl?: string | undefined } = {}) {
+  constructor(
+    protected readonly db: Db,
+    opts: { now?: () => number; issuerUrl?: string | undefined } = {},
+  ) {
     this.now = opts.now ?? Date.now;
     this.issuerUrl = opts.issuerUrl;
   }
@@ -59,13 +68,20 @@ export class TokenVerifier {
   private async loadPublic(tenantId: string): Promise<PublicKeySet> {
     const hit = this.publicSets.get(tenantId);
     if (hit && this.now() - hit.loadedAt < keyCacheTtlMs) return hit;
-    const { rows } = await this.db.query<{ kid: string; public_jwk: JWK; state: 'active' | 'grace'; grace_until: Date | null }>(
+    const { rows } = await this.db.query<{
+      kid: string;
+      public_jwk: JWK;
+      state: 'active' | 'grace';
+      grace_until: Date | null;
+    }>(
       `SELECT kid, public_jwk, state, grace_until FROM signing_keys
        WHERE tenant_id = $1 AND state IN ('active', 'grace') ORDER BY created_at DESC`,
       [tenantId],
     );
     const verifiers = rows.map((r) => ({
-      kid: r.kid, state: r.state, graceUntil: r.grace_until?.getTime(),
+      kid: r.kid,
+      state: r.state,
+      graceUntil: r.grace_until?.getTime(),
       key: createPublicKey({ key: r.public_jwk as import('node:crypto').JsonWebKey, format: 'jwk' }),
     }));
     const entry = { verifiers, loadedAt: this.now() };
@@ -77,14 +93,19 @@ export class TokenVerifier {
   async verificationKeys(tenantId: string): Promise<VerificationKey[]> {
     const keys = await this.loadPublic(tenantId);
     const now = this.now();
-    return keys.verifiers.filter((k) => k.state === 'active' || (k.graceUntil !== undefined && k.graceUntil > now));
+    return keys.verifiers.filter(
+      (k) => k.state === 'active' || (k.graceUntil !== undefined && k.graceUntil > now),
+    );
   }
 
   /**
    * Verify a JWT: its `tid` selects the tenant's key set, its `kid` the key (active or grace),
    * and `iss`, `aud`, `exp` must hold. Throws KeyError or a jose error on any failure.
    */
-  async verify(token: string, opts: { audience: string; typ?: string; clockToleranceS?: number }): Promise<JWTPayload & { tid: string }> {
+  async verify(
+    token: string,
+    opts: { audience: string; typ?: string; clockToleranceS?: number },
+  ): Promise<JWTPayload & { tid: string }> {
     const tolerance = opts.clockToleranceS ?? 5;
     const cacheKey = `${opts.audience}|${opts.typ ?? ''}|${tolerance}|${token}`;
     const hit = this.verified.get(cacheKey);
@@ -115,7 +136,8 @@ export class TokenVerifier {
     const result = payload as JWTPayload & { tid: string };
     if (typeof result.exp === 'number') {
       this.verified.set(cacheKey, { payload: result, kid, validUntilMs: (result.exp + tolerance) * 1000 });
-      if (this.verified.size > verifiedCacheMax) this.verified.delete(this.verified.keys().next().value as string);
+      if (this.verified.size > verifiedCacheMax)
+        this.verified.delete(this.verified.keys().next().value as string);
     }
     return result;
   }
@@ -127,6 +149,10 @@ export class TokenVerifier {
       [tenantId],
     );
     const now = this.now();
-    return { keys: rows.filter((r) => r.state === 'active' || (r.grace_until && r.grace_until.getTime() > now)).map((r) => r.public_jwk) };
+    return {
+      keys: rows
+        .filter((r) => r.state === 'active' || (r.grace_until && r.grace_until.getTime() > now))
+        .map((r) => r.public_jwk),
+    };
   }
 }

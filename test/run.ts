@@ -77,7 +77,9 @@ class Run {
 
 async function main(run: Run): Promise<number> {
   const filter = process.argv.slice(2);
-  const files = (await testFiles(join(root, 'test'))).filter((f) => filter.length === 0 || filter.some((p) => f.includes(p)));
+  const files = (await testFiles(join(root, 'test'))).filter(
+    (f) => filter.length === 0 || filter.some((p) => f.includes(p)),
+  );
   if (files.length === 0) {
     process.stderr.write('no test files matched\n');
     return 1;
@@ -94,10 +96,17 @@ async function main(run: Run): Promise<number> {
   const child = spawn(
     process.execPath,
     ['--import', 'tsx', '--test', `--test-concurrency=${fileConcurrency}`, '--test-reporter=spec', ...files],
-    { cwd: root, stdio: 'inherit', detached: true, env: { ...process.env, TEST_DATABASE_URL: run.pg.url('postgres'), TMPDIR: testTmp } },
+    {
+      cwd: root,
+      stdio: 'inherit',
+      detached: true,
+      env: { ...process.env, TEST_DATABASE_URL: run.pg.url('postgres'), TMPDIR: testTmp },
+    },
   );
   run.child = child;
-  return await new Promise<number>((resolve) => child.on('exit', (code, signal) => resolve(code ?? (signal ? 1 : 0))));
+  return await new Promise<number>((resolve) =>
+    child.on('exit', (code, signal) => resolve(code ?? (signal ? 1 : 0))),
+  );
 }
 
 const run = new Run();
@@ -111,6 +120,8 @@ setInterval(() => {
 
 main(run).then(finish, (err: unknown) => {
   const message = err instanceof Error ? err.message : String(err);
-  process.stderr.write(`${err instanceof EmbeddedError ? 'error' : 'test run failed'}: ${message.split('\n')[0]}\n`);
+  process.stderr.write(
+    `${err instanceof EmbeddedError ? 'error' : 'test run failed'}: ${message.split('\n')[0]}\n`,
+  );
   finish(1);
 });

@@ -21,15 +21,33 @@ const tickMs = 10;
 
 const { Authorization } = authorizationPackage();
 const client = new Authorization(address, grpc.credentials.createInsecure()) as unknown as grpc.Client & {
-  Check(r: CheckRequest, o: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r?: CheckResponse) => void): void;
+  Check(
+    r: CheckRequest,
+    o: grpc.CallOptions,
+    cb: (e: grpc.ServiceError | null, r?: CheckResponse) => void,
+  ): void;
 };
 
 const path = '/v1/transactions?limit=20';
 function request(): CheckRequest {
-  const headers: Record<string, string> = { ':method': 'GET', ':path': path, ':authority': 'api.example', 'user-agent': 'bench' };
-  if (mode === 'signed') Object.assign(headers, signRequest({ method: 'GET', path, keyId: credential as string, secret: secret ?? '' }));
+  const headers: Record<string, string> = {
+    ':method': 'GET',
+    ':path': path,
+    ':authority': 'api.example',
+    'user-agent': 'bench',
+  };
+  if (mode === 'signed')
+    Object.assign(
+      headers,
+      signRequest({ method: 'GET', path, keyId: credential as string, secret: secret ?? '' }),
+    );
   else headers.authorization = `Bearer ${credential}`;
-  return { attributes: { source: { address: { socket_address: { address: '127.0.0.1', port_value: 40000 } } }, request: { http: { id: 'b', method: 'GET', path, headers, raw_body: Buffer.alloc(0) } } } };
+  return {
+    attributes: {
+      source: { address: { socket_address: { address: '127.0.0.1', port_value: 40000 } } },
+      request: { http: { id: 'b', method: 'GET', path, headers, raw_body: Buffer.alloc(0) } },
+    },
+  };
 }
 
 const latencies: number[] = [];
@@ -46,7 +64,11 @@ await new Promise<void>((resolve) => {
       const t0 = process.hrtime.bigint();
       client.Check(request(), { deadline: Date.now() + 1000 }, (err, res) => {
         latencies.push(Number(process.hrtime.bigint() - t0));
-        const key = err ? `error:${err.code}` : res?.ok_response ? 'allow' : `deny:${res?.denied_response?.status.code ?? '?'}`;
+        const key = err
+          ? `error:${err.code}`
+          : res?.ok_response
+            ? 'allow'
+            : `deny:${res?.denied_response?.status.code ?? '?'}`;
         outcomes[key] = (outcomes[key] ?? 0) + 1;
         if (++done === count) {
           clearInterval(timer);
@@ -58,6 +80,9 @@ await new Promise<void>((resolve) => {
 });
 const seconds = Number(process.hrtime.bigint() - started) / 1e9;
 latencies.sort((a, b) => a - b);
-const at = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))] ?? 0;
-process.stdout.write(`${JSON.stringify({ mode, count, rps: count / seconds, p50: at(50), p99: at(99), p999: at(99.9), outcomes })}\n`);
+const at = (p: number) =>
+  latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))] ?? 0;
+process.stdout.write(
+  `${JSON.stringify({ mode, count, rps: count / seconds, p50: at(50), p99: at(99), p999: at(99.9), outcomes })}\n`,
+);
 client.close();

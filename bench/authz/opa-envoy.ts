@@ -37,9 +37,22 @@ export function ensureOpaEnvoyPlugin(say: (line: string) => void): string {
     if (version === wanted) return bin;
   }
   say(`building opa-envoy-plugin ${opaEnvoyPluginVersion} (first run only)…`);
-  const info = JSON.parse(execFileSync('go', ['mod', 'download', '-json', `${opaEnvoyPluginModule}@${opaEnvoyPluginVersion}`]).toString()) as { Dir?: string; Error?: string };
-  if (!info.Dir) throw new Error(`cannot download ${opaEnvoyPluginModule}@${opaEnvoyPluginVersion}: ${info.Error ?? 'no directory'}`);
-  execFileSync('go', ['build', '-o', bin, './cmd/opa-envoy-plugin'], { cwd: info.Dir, stdio: ['ignore', 'ignore', 'inherit'] });
+  const info = JSON.parse(
+    execFileSync('go', [
+      'mod',
+      'download',
+      '-json',
+      `${opaEnvoyPluginModule}@${opaEnvoyPluginVersion}`,
+    ]).toString(),
+  ) as { Dir?: string; Error?: string };
+  if (!info.Dir)
+    throw new Error(
+      `cannot download ${opaEnvoyPluginModule}@${opaEnvoyPluginVersion}: ${info.Error ?? 'no directory'}`,
+    );
+  execFileSync('go', ['build', '-o', bin, './cmd/opa-envoy-plugin'], {
+    cwd: info.Dir,
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
   return bin;
 }
 
@@ -49,18 +62,27 @@ export function ensureOpaEnvoyPlugin(say: (line: string) => void): string {
  */
 export function routesForRego(routes: EdgeRoute[]): Record<string, Record<string, unknown[]>> {
   const out: Record<string, Record<string, unknown[]>> = {};
-  const sorted = routes.map((r) => ({ r, specificity: compileTemplate(r.template).specificity })).sort((a, b) => b.specificity - a.specificity);
+  const sorted = routes
+    .map((r) => ({ r, specificity: compileTemplate(r.template).specificity }))
+    .sort((a, b) => b.specificity - a.specificity);
   for (const { r } of sorted) {
-    const segments = r.template.split('/').slice(1).map((text) => {
-      const whole = /^\{([A-Za-z_][A-Za-z0-9_]*)\}$/.exec(text);
-      if (whole) return { param: whole[1] };
-      if (!text.includes('{')) return { literal: text };
-      const t = compileTemplate(text);
-      return { pattern: t.source, params: t.paramNames };
-    });
+    const segments = r.template
+      .split('/')
+      .slice(1)
+      .map((text) => {
+        const whole = /^\{([A-Za-z_][A-Za-z0-9_]*)\}$/.exec(text);
+        if (whole) return { param: whole[1] };
+        if (!text.includes('{')) return { literal: text };
+        const t = compileTemplate(text);
+        return { pattern: t.source, params: t.paramNames };
+      });
     const byCount = (out[r.method] ??= {});
     (byCount[String(segments.length)] ??= []).push({
-      segments, purpose: r.purpose, resource: r.resource, action: r.action, credential: r.credential,
+      segments,
+      purpose: r.purpose,
+      resource: r.resource,
+      action: r.action,
+      credential: r.credential,
     });
   }
   return out;
@@ -72,7 +94,10 @@ export interface AdapterState {
   /** tenant → JWKS JSON text (io.jwt.decode_verify takes the JWKS as a string). */
   jwks: Record<string, string>;
   tenants: Record<string, { status: string; security: Record<string, unknown> }>;
-  sessions: Record<string, { tenant_id: string; subject_type: string; subject_id: string; revoked: boolean; last_seen_ns: number }>;
+  sessions: Record<
+    string,
+    { tenant_id: string; subject_type: string; subject_id: string; revoked: boolean; last_seen_ns: number }
+  >;
   /** subject id → relationship tuples, as the edge passes them to the policy. */
   tuples: Record<string, unknown[]>;
 }
@@ -82,7 +107,11 @@ export interface RunningPlugin {
   stop(): void;
 }
 
-export async function startOpaEnvoyPlugin(bin: string, dir: string, state: AdapterState): Promise<RunningPlugin> {
+export async function startOpaEnvoyPlugin(
+  bin: string,
+  dir: string,
+  state: AdapterState,
+): Promise<RunningPlugin> {
   const grpcPort = await freePort();
   const httpPort = await freePort();
   const dataFile = join(dir, 'bench-data.json');
@@ -91,25 +120,43 @@ export async function startOpaEnvoyPlugin(bin: string, dir: string, state: Adapt
   await writeFile(dataFile, JSON.stringify({ bench: state }));
   await writeFile(metaFile, JSON.stringify({ meta: { policy_version: 'opa-envoy-plugin' } }));
   // Decision logs off: the plugin's are a debugging aid, not a never-dropped audit trail.
-  await writeFile(configFile, [
-    'plugins:',
-    '  envoy_ext_authz_grpc:',
-    `    addr: 127.0.0.1:${grpcPort}`,
-    '    path: envoy/authz/result',
-    '    dry-run: false',
-    '    enable-reflection: false',
-    // Verified tokens are cached as the edge caches them (keyed by token and key).
-    'caching:',
-    '  inter_query_builtin_value_cache:',
-    '    named:',
-    '      io_jwt:',
-    '        max_num_entries: 10000',
-    '',
-  ].join('\n'));
-  const child: ChildProcess = spawn(bin, [
-    'run', '--server', '--log-level', 'error', '--addr', `127.0.0.1:${httpPort}`, '--config-file', configFile,
-    join(policyDir, 'src', 'authz.rego'), join(policyDir, 'data'), join(adapterDir, 'adapter.rego'), dataFile, metaFile,
-  ], { stdio: ['ignore', 'ignore', 'inherit'] });
+  await writeFile(
+    configFile,
+    [
+      'plugins:',
+      '  envoy_ext_authz_grpc:',
+      `    addr: 127.0.0.1:${grpcPort}`,
+      '    path: envoy/authz/result',
+      '    dry-run: false',
+      '    enable-reflection: false',
+      // Verified tokens are cached as the edge caches them (keyed by token and key).
+      'caching:',
+      '  inter_query_builtin_value_cache:',
+      '    named:',
+      '      io_jwt:',
+      '        max_num_entries: 10000',
+      '',
+    ].join('\n'),
+  );
+  const child: ChildProcess = spawn(
+    bin,
+    [
+      'run',
+      '--server',
+      '--log-level',
+      'error',
+      '--addr',
+      `127.0.0.1:${httpPort}`,
+      '--config-file',
+      configFile,
+      join(policyDir, 'src', 'authz.rego'),
+      join(policyDir, 'data'),
+      join(adapterDir, 'adapter.rego'),
+      dataFile,
+      metaFile,
+    ],
+    { stdio: ['ignore', 'ignore', 'inherit'] },
+  );
   const stop = () => child.kill('SIGTERM');
   const pool = new Pool(`http://127.0.0.1:${httpPort}`, { connections: 1 });
   try {

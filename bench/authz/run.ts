@@ -52,7 +52,12 @@ import { origOf } from '../../shared/challenge.ts';
 import { option, percentile, runBench, withDatabase } from '../lib/harness.ts';
 import { LoopProbe, cpuPerRequest, formatLoop, machineLoad, showingLoad } from '../lib/probe.ts';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { ensureOpaEnvoyPlugin, opaEnvoyPluginVersion, routesForRego, startOpaEnvoyPlugin } from './opa-envoy.ts';
+import {
+  ensureOpaEnvoyPlugin,
+  opaEnvoyPluginVersion,
+  routesForRego,
+  startOpaEnvoyPlugin,
+} from './opa-envoy.ts';
 
 const execFileAsync = promisify(execFile);
 
@@ -64,7 +69,6 @@ const withSearch = option('no-search', 0) === 0;
 const p99TargetNs = 5e6;
 const probe = new LoopProbe();
 
-
 function ghzPath(): string {
   const gopath = execFileSync('go', ['env', 'GOPATH']).toString().trim();
   return join(gopath, 'bin', 'ghz');
@@ -72,18 +76,50 @@ function ghzPath(): string {
 
 const ms = (ns: number) => (ns / 1e6).toFixed(3);
 
-interface GhzReport { rps: number; count: number; latencyDistribution: { percentage: number; latency: number }[]; statusCodeDistribution: Record<string, number>; errorDistribution?: Record<string, number>; details?: { latency: number }[]; loop?: string }
+interface GhzReport {
+  rps: number;
+  count: number;
+  latencyDistribution: { percentage: number; latency: number }[];
+  statusCodeDistribution: Record<string, number>;
+  errorDistribution?: Record<string, number>;
+  details?: { latency: number }[];
+  loop?: string;
+}
 
-async function ghz(address: string, data: CheckRequest, opts: { rps: number; n: number; c: number }, dir: string): Promise<GhzReport> {
+async function ghz(
+  address: string,
+  data: CheckRequest,
+  opts: { rps: number; n: number; c: number },
+  dir: string,
+): Promise<GhzReport> {
   const file = join(dir, `req-${randomUUID()}.json`);
   const raw = data.attributes?.request?.http?.raw_body;
-  const json = JSON.parse(JSON.stringify(data, (k, v: unknown) => (k === 'raw_body' ? undefined : v))) as CheckRequest;
-  if (raw && json.attributes?.request?.http) (json.attributes.request.http as Record<string, unknown>).raw_body = Buffer.from(raw).toString('base64');
+  const json = JSON.parse(
+    JSON.stringify(data, (k, v: unknown) => (k === 'raw_body' ? undefined : v)),
+  ) as CheckRequest;
+  if (raw && json.attributes?.request?.http)
+    (json.attributes.request.http as Record<string, unknown>).raw_body = Buffer.from(raw).toString('base64');
   await writeFile(file, JSON.stringify(json));
   const args = [
-    '--insecure', '--proto', 'envoy/service/auth/v3/external_auth.proto', '--import-paths', envoyProtoIncludeDirs.join(','),
-    '--call', 'envoy.service.auth.v3.Authorization.Check', '-D', file, '-n', String(opts.n), '-c', String(opts.c),
-    '--connections', '2', '--format', 'json', '--timeout', '1s',
+    '--insecure',
+    '--proto',
+    'envoy/service/auth/v3/external_auth.proto',
+    '--import-paths',
+    envoyProtoIncludeDirs.join(','),
+    '--call',
+    'envoy.service.auth.v3.Authorization.Check',
+    '-D',
+    file,
+    '-n',
+    String(opts.n),
+    '-c',
+    String(opts.c),
+    '--connections',
+    '2',
+    '--format',
+    'json',
+    '--timeout',
+    '1s',
   ];
   if (opts.rps > 0) args.push('--rps', String(opts.rps));
   // Asynchronously: this process serves the Check calls ghz makes.
@@ -92,12 +128,20 @@ async function ghz(address: string, data: CheckRequest, opts: { rps: number; n: 
   const summary = probe.stop();
   const loop = `${formatLoop(summary)}, ${cpuPerRequest(summary, opts.n)}`;
   const report = JSON.parse(out) as GhzReport;
-  if (!report.latencyDistribution) throw new Error(`ghz reported no latencies: ${JSON.stringify(report.errorDistribution ?? report.statusCodeDistribution)}`);
+  if (!report.latencyDistribution)
+    throw new Error(
+      `ghz reported no latencies: ${JSON.stringify(report.errorDistribution ?? report.statusCodeDistribution)}`,
+    );
   return { ...report, loop };
 }
 
 // ghz's summary stops at p99; the per-call details give p99.9.
-const at = (r: GhzReport, p: number) => r.latencyDistribution.find((d) => d.percentage === p)?.latency ?? percentile((r.details ?? []).map((d) => d.latency).sort((x, y) => x - y), p);
+const at = (r: GhzReport, p: number) =>
+  r.latencyDistribution.find((d) => d.percentage === p)?.latency ??
+  percentile(
+    (r.details ?? []).map((d) => d.latency).sort((x, y) => x - y),
+    p,
+  );
 
 function line(name: string, r: GhzReport, offered = 0): string {
   const saturated = offered > 0 && r.rps < offered * 0.95 ? '  (below the offered rate: saturated)' : '';
@@ -105,7 +149,13 @@ function line(name: string, r: GhzReport, offered = 0): string {
 }
 
 /** p99 and p99.9 as a ratio to the floor's, against the issue's targets. */
-function ratioLine(name: string, r: GhzReport, floor: GhzReport, p99Target: number, p999Target: number): string {
+function ratioLine(
+  name: string,
+  r: GhzReport,
+  floor: GhzReport,
+  p99Target: number,
+  p999Target: number,
+): string {
   const p99 = at(r, 99) / at(floor, 99);
   const p999 = at(r, 99.9) / at(floor, 99.9);
   const mark = (x: number, t: number) => `${x.toFixed(2)}x (target ≤ ${t}x${x <= t ? ', met' : ', NOT met'})`;
@@ -114,13 +164,20 @@ function ratioLine(name: string, r: GhzReport, floor: GhzReport, p99Target: numb
 
 /** Sustained: every call answered OK and at least 95 % of the offered rate achieved. */
 const sustained = (r: GhzReport, offered: number) =>
-  Object.keys(r.errorDistribution ?? {}).length === 0 && Object.entries(r.statusCodeDistribution).every(([k, n]) => k === 'OK' || n === 0) && r.rps >= offered * 0.95 && at(r, 99) < p99TargetNs;
+  Object.keys(r.errorDistribution ?? {}).length === 0 &&
+  Object.entries(r.statusCodeDistribution).every(([k, n]) => k === 'OK' || n === 0) &&
+  r.rps >= offered * 0.95 &&
+  at(r, 99) < p99TargetNs;
 
 /**
  * The highest offered rate whose p99 stays under SPEC 8's 5 ms with no errors: the rate grows
  * by half until it fails, then the gap is halved three times. Each step runs two seconds.
  */
-async function maxSustainedRate(address: string, r: CheckRequest, dir: string): Promise<{ rate: number; report?: GhzReport }> {
+async function maxSustainedRate(
+  address: string,
+  r: CheckRequest,
+  dir: string,
+): Promise<{ rate: number; report?: GhzReport }> {
   let good: { rate: number; report?: GhzReport } = { rate: 0 };
   let bad = 0;
   for (let rate = 500; bad === 0; rate = Math.round(rate * 1.5)) {
@@ -139,21 +196,31 @@ async function maxSustainedRate(address: string, r: CheckRequest, dir: string): 
 }
 
 const sayRate = (name: string, m: { rate: number; report?: GhzReport }) =>
-  process.stdout.write(`${`max sustained: ${name}`.padEnd(44)} ${String(m.rate).padStart(6)} req/s offered${m.report ? `  (p99 ${ms(at(m.report, 99))} ms at it; ${m.report.loop})` : ''}\n`);
+  process.stdout.write(
+    `${`max sustained: ${name}`.padEnd(44)} ${String(m.rate).padStart(6)} req/s offered${m.report ? `  (p99 ${ms(at(m.report, 99))} ms at it; ${m.report.loop})` : ''}\n`,
+  );
 
 /** A busy loop on one core for the hog scenario (issue 18 item 1): another tenant of the machine. */
 function startHog(): ChildProcess {
   return spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' });
 }
 
-type CheckClient = grpc.Client & { Check(r: CheckRequest, o: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r?: CheckResponse) => void): void };
+type CheckClient = grpc.Client & {
+  Check(
+    r: CheckRequest,
+    o: grpc.CallOptions,
+    cb: (e: grpc.ServiceError | null, r?: CheckResponse) => void,
+  ): void;
+};
 
 /** One Check, summarised: `allow`, or `deny <HTTP status> <code>`. */
 async function outcomeOf(address: string, r: CheckRequest): Promise<string> {
   const { Authorization } = authorizationPackage();
   const client = new Authorization(address, grpc.credentials.createInsecure()) as unknown as CheckClient;
   try {
-    const res = await new Promise<CheckResponse | undefined>((resolve, reject) => client.Check(r, { deadline: Date.now() + 2000 }, (e, out) => (e ? reject(e) : resolve(out))));
+    const res = await new Promise<CheckResponse | undefined>((resolve, reject) =>
+      client.Check(r, { deadline: Date.now() + 2000 }, (e, out) => (e ? reject(e) : resolve(out))),
+    );
     if (res?.ok_response) return 'allow';
     const body = res?.denied_response?.body ?? '';
     let code = '';
@@ -168,18 +235,33 @@ async function outcomeOf(address: string, r: CheckRequest): Promise<string> {
   }
 }
 
-
 async function measure(): Promise<void> {
   const log = createLogger('silent');
   await withDatabase('authz', async (db, dir, url) => {
-    for (const t of ['t1', 't2']) await db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ($1, $1, 'KE', 'KES')`, [t]);
+    for (const t of ['t1', 't2'])
+      await db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ($1, $1, 'KE', 'KES')`, [
+        t,
+      ]);
     const keys = new KeyStore(db, randomBytes(32));
     const customerId = randomUUID();
     const sid = randomUUID();
-    await db.query(`INSERT INTO customers (id, tenant_id, phone_e164, created_at) VALUES ($1, 't1', '+254700000001', now())`, [customerId]);
-    await db.query(`INSERT INTO sessions (id, tenant_id, subject_type, subject_id, jti, aal, ip, created_at, last_seen) VALUES ($1, 't1', 'customer', $2, 'j', 2, '127.0.0.1', now(), now())`, [sid, customerId]);
-    await db.query(`INSERT INTO relationship_tuples (tenant_id, subject_ns, subject_id, relation, object_ns, object_id) VALUES ('t1', 'customer', $1, 'member', 'tenant', 't1')`, [customerId]);
-    const token = await keys.sign('t1', { sub: customerId, sid, aal: 2, amr: ['pin', 'otp'], jti: randomUUID(), aud: 'payments-api' }, { expiresInS: 3600, typ: 'at+jwt' });
+    await db.query(
+      `INSERT INTO customers (id, tenant_id, phone_e164, created_at) VALUES ($1, 't1', '+254700000001', now())`,
+      [customerId],
+    );
+    await db.query(
+      `INSERT INTO sessions (id, tenant_id, subject_type, subject_id, jti, aal, ip, created_at, last_seen) VALUES ($1, 't1', 'customer', $2, 'j', 2, '127.0.0.1', now(), now())`,
+      [sid, customerId],
+    );
+    await db.query(
+      `INSERT INTO relationship_tuples (tenant_id, subject_ns, subject_id, relation, object_ns, object_id) VALUES ('t1', 'customer', $1, 'member', 'tenant', 't1')`,
+      [customerId],
+    );
+    const token = await keys.sign(
+      't1',
+      { sub: customerId, sid, aal: 2, amr: ['pin', 'otp'], jti: randomUUID(), aud: 'payments-api' },
+      { expiresInS: 3600, typ: 'at+jwt' },
+    );
 
     const state = new EdgeState(db, new TokenVerifier(db), keys.apiKeySecrets, log);
     await state.start();
@@ -187,24 +269,70 @@ async function measure(): Promise<void> {
     await policies.load(defaultBundleDir);
     // As in production (edge/main.ts, default settings): the decision audit is written by its own
     // thread, which also records every decision's policy input for replay (issue 22 item 1).
-    const audit = new AuditWriter(db, log, maxQueued, failClosedReserve, new AuditThread(url, undefined, { key: randomBytes(32), retentionHours: 168, maxBytes: 1024 ** 3 }));
+    const audit = new AuditWriter(
+      db,
+      log,
+      maxQueued,
+      failClosedReserve,
+      new AuditThread(url, undefined, { key: randomBytes(32), retentionHours: 168, maxBytes: 1024 ** 3 }),
+    );
     audit.recordInputs({ sample: 1, retentionDays: () => undefined });
     audit.start();
-    const decide = createDecider({ state, challenges: keys.challenges, policies, audit, risk: new RiskEngine(), log, edgeSecret: 'bench' });
+    const decide = createDecider({
+      state,
+      challenges: keys.challenges,
+      policies,
+      audit,
+      risk: new RiskEngine(),
+      log,
+      edgeSecret: 'bench',
+    });
     const server = createEdgeServer({ log, decide, resolve: buildRouteTable(edgeRoutes) });
     const address = `127.0.0.1:${await bindEdge(server, 0)}`;
 
     // The transfer's AAL 2 token is the one a step-up issued for that very request (SPEC 4.3 rule 3).
-    const transferBody = JSON.stringify({ amount: '250.00', currency: 'KES', beneficiaryId: 'b1', reference: 'r1' });
-    const transferToken = await keys.sign('t1', { sub: customerId, sid, aal: 2, amr: ['pin', 'device'], jti: randomUUID(), aud: 'payments-api', orig: origOf('POST', '/v1/transfers', transferBody) }, { expiresInS: 3600, typ: 'at+jwt' });
+    const transferBody = JSON.stringify({
+      amount: '250.00',
+      currency: 'KES',
+      beneficiaryId: 'b1',
+      reference: 'r1',
+    });
+    const transferToken = await keys.sign(
+      't1',
+      {
+        sub: customerId,
+        sid,
+        aal: 2,
+        amr: ['pin', 'device'],
+        jti: randomUUID(),
+        aud: 'payments-api',
+        orig: origOf('POST', '/v1/transfers', transferBody),
+      },
+      { expiresInS: 3600, typ: 'at+jwt' },
+    );
     const req = (method: string, path: string, body?: string, bearer = token): CheckRequest => ({
       attributes: {
         source: { address: { socket_address: { address: '127.0.0.1', port_value: 40000 } } },
-        request: { http: {
-          id: 'bench', method, path, host: 'api.example', scheme: 'https', protocol: 'HTTP/2',
-          headers: { ':method': method, ':path': path, ':authority': 'api.example', authorization: `Bearer ${bearer}`, 'content-type': 'application/json', 'user-agent': 'bench' },
-          raw_body: Buffer.from(body ?? ''), size: String(body?.length ?? 0),
-        } },
+        request: {
+          http: {
+            id: 'bench',
+            method,
+            path,
+            host: 'api.example',
+            scheme: 'https',
+            protocol: 'HTTP/2',
+            headers: {
+              ':method': method,
+              ':path': path,
+              ':authority': 'api.example',
+              authorization: `Bearer ${bearer}`,
+              'content-type': 'application/json',
+              'user-agent': 'bench',
+            },
+            raw_body: Buffer.from(body ?? ''),
+            size: String(body?.length ?? 0),
+          },
+        },
       },
     });
     const scenarios: [string, CheckRequest][] = [
@@ -222,31 +350,75 @@ async function measure(): Promise<void> {
     process.stdout.write(`edge Check via ghz, ${requests} requests each at ${rps} req/s, 16 concurrent\n`);
     // The machine's floor: the same gRPC server and request with a decision that does nothing
     // (no token, state, policy or audit), under the same load, sharing the same cores with ghz.
-    const floorServer = createEdgeServer({ log, decide: () => ({ allow: true, status: 200 }), resolve: buildRouteTable(edgeRoutes) });
+    const floorServer = createEdgeServer({
+      log,
+      decide: () => ({ allow: true, status: 200 }),
+      resolve: buildRouteTable(edgeRoutes),
+    });
     const floorAddress = `127.0.0.1:${await bindEdge(floorServer, 0)}`;
     // The floor answering what the read scenario answers (its identity headers and masking):
     // what encoding the answer costs, apart from deciding it.
     const readView = viewOf(scenarios[1]?.[1] as CheckRequest);
     const readAnswer = await decide(readView, buildRouteTable(edgeRoutes)(readView.method, readView.path));
-    const answerServer = createEdgeServer({ log, decide: () => readAnswer, resolve: buildRouteTable(edgeRoutes) });
+    const answerServer = createEdgeServer({
+      log,
+      decide: () => readAnswer,
+      resolve: buildRouteTable(edgeRoutes),
+    });
     const answerAddress = `127.0.0.1:${await bindEdge(answerServer, 0)}`;
     // Diagnostic, not a configuration: the same edge with its decision audit discarded instead of
     // written to PostgreSQL, which shares this machine's two cores (what the audit's write costs here).
-    const discarded = new AuditWriter(db, log, maxQueued, failClosedReserve, { write: async () => undefined });
+    const discarded = new AuditWriter(db, log, maxQueued, failClosedReserve, {
+      write: async () => undefined,
+    });
     discarded.start();
-    const unaudited = createEdgeServer({ log, decide: createDecider({ state, challenges: keys.challenges, policies, audit: discarded, risk: new RiskEngine(), log, edgeSecret: 'bench' }), resolve: buildRouteTable(edgeRoutes) });
+    const unaudited = createEdgeServer({
+      log,
+      decide: createDecider({
+        state,
+        challenges: keys.challenges,
+        policies,
+        audit: discarded,
+        risk: new RiskEngine(),
+        log,
+        edgeSecret: 'bench',
+      }),
+      resolve: buildRouteTable(edgeRoutes),
+    });
     const unauditedAddress = `127.0.0.1:${await bindEdge(unaudited, 0)}`;
     // Issue 22 item 3: the same edge with a shadow candidate (today's bundle, uploaded as a
     // candidate) loaded for the transfer's tenant: what evaluating every decision again on the
     // shadow thread costs the live answers.
     const bundleFile = (f: string) => readFile(join(defaultBundleDir, f));
-    const [manifest, registryText, wasm] = await Promise.all(['manifest.json', 'registry.json', 'policy.wasm'].map(bundleFile));
-    const { candidate } = await storeCandidate(db, policies, 't1', 'bench', { manifest: String(manifest), registry: String(registryText), wasm: (wasm as Buffer).toString('base64') });
-    await db.query(`INSERT INTO policy_shadows (tenant_id, candidate_ref, set_by) VALUES ('t1', $1, 'bench')`, [candidate.policy_ref]);
+    const [manifest, registryText, wasm] = await Promise.all(
+      ['manifest.json', 'registry.json', 'policy.wasm'].map(bundleFile),
+    );
+    const { candidate } = await storeCandidate(db, policies, 't1', 'bench', {
+      manifest: String(manifest),
+      registry: String(registryText),
+      wasm: (wasm as Buffer).toString('base64'),
+    });
+    await db.query(
+      `INSERT INTO policy_shadows (tenant_id, candidate_ref, set_by) VALUES ('t1', $1, 'bench')`,
+      [candidate.policy_ref],
+    );
     const shadow = new ShadowFeed({ db, databaseUrl: url, trustedKeys: await loadTrustedKeys(), log });
     shadow.start();
     await shadow.refresh();
-    const shadowed = createEdgeServer({ log, decide: createDecider({ state, challenges: keys.challenges, policies, audit, shadow, risk: new RiskEngine(), log, edgeSecret: 'bench' }), resolve: buildRouteTable(edgeRoutes) });
+    const shadowed = createEdgeServer({
+      log,
+      decide: createDecider({
+        state,
+        challenges: keys.challenges,
+        policies,
+        audit,
+        shadow,
+        risk: new RiskEngine(),
+        log,
+        edgeSecret: 'bench',
+      }),
+      resolve: buildRouteTable(edgeRoutes),
+    });
     const shadowedAddress = `127.0.0.1:${await bindEdge(shadowed, 0)}`;
     const floorRequest = scenarios[1]?.[1] as CheckRequest;
     /** The floor and every scenario at the offered rate, after a warm-up of each. */
@@ -256,7 +428,9 @@ async function measure(): Promise<void> {
       const floor = await ghz(floorAddress, floorRequest, { rps, n: requests, c: 16 }, dir);
       process.stdout.write(`${line('floor: empty decision', floor, rps)}\n`);
       await ghz(answerAddress, floorRequest, { rps: 0, n: 2000, c: 16 }, dir);
-      process.stdout.write(`${line("floor with the read's answer", await ghz(answerAddress, floorRequest, { rps, n: requests, c: 16 }, dir), rps)}\n`);
+      process.stdout.write(
+        `${line("floor with the read's answer", await ghz(answerAddress, floorRequest, { rps, n: requests, c: 16 }, dir), rps)}\n`,
+      );
       const out: GhzReport[] = [];
       for (const [name, r] of scenarios) {
         await ghz(address, r, { rps: 0, n: 2000, c: 16 }, dir); // warm caches, JIT and heap
@@ -265,15 +439,20 @@ async function measure(): Promise<void> {
         process.stdout.write(`${line(name, report, rps)}\n`);
       }
       await ghz(unauditedAddress, scenarios[0]?.[1] as CheckRequest, { rps: 0, n: 2000, c: 16 }, dir);
-      process.stdout.write(`${line('transfer, audit discarded (diagnostic)', await ghz(unauditedAddress, scenarios[0]?.[1] as CheckRequest, { rps, n: requests, c: 16 }, dir), rps)}\n`);
+      process.stdout.write(
+        `${line('transfer, audit discarded (diagnostic)', await ghz(unauditedAddress, scenarios[0]?.[1] as CheckRequest, { rps, n: requests, c: 16 }, dir), rps)}\n`,
+      );
       await ghz(shadowedAddress, scenarios[0]?.[1] as CheckRequest, { rps: 0, n: 2000, c: 16 }, dir);
-      process.stdout.write(`${line('transfer, tenant with a shadow candidate', await ghz(shadowedAddress, scenarios[0]?.[1] as CheckRequest, { rps, n: requests, c: 16 }, dir), rps)}\n`);
+      process.stdout.write(
+        `${line('transfer, tenant with a shadow candidate', await ghz(shadowedAddress, scenarios[0]?.[1] as CheckRequest, { rps, n: requests, c: 16 }, dir), rps)}\n`,
+      );
       process.stdout.write(`${' '.repeat(32)}shadow thread so far: ${JSON.stringify(shadow.stats)}\n`);
       return { floor, ours: out };
     };
     const quiet = await round('without a hog');
     process.stdout.write('as a ratio to the floor of the same run (issue 18: p99 ≤ 1.5x, p99.9 ≤ 2x):\n');
-    for (const [i, [name]] of scenarios.entries()) process.stdout.write(`${ratioLine(name, quiet.ours[i] as GhzReport, quiet.floor, 1.5, 2)}\n`);
+    for (const [i, [name]] of scenarios.entries())
+      process.stdout.write(`${ratioLine(name, quiet.ours[i] as GhzReport, quiet.floor, 1.5, 2)}\n`);
     const ours = quiet.ours;
     const hog = startHog();
     let hogged: { floor: GhzReport; ours: GhzReport[] };
@@ -283,7 +462,8 @@ async function measure(): Promise<void> {
       hog.kill();
     }
     process.stdout.write('with the hog, as a ratio to the floor measured with the hog (issue 18: ≤ 3x):\n');
-    for (const [i, [name]] of scenarios.entries()) process.stdout.write(`${ratioLine(name, hogged.ours[i] as GhzReport, hogged.floor, 3, 3)}\n`);
+    for (const [i, [name]] of scenarios.entries())
+      process.stdout.write(`${ratioLine(name, hogged.ours[i] as GhzReport, hogged.floor, 3, 3)}\n`);
     const max = await ghz(address, scenarios[0]?.[1] as CheckRequest, { rps: 0, n: requests, c: 32 }, dir);
     process.stdout.write(`${line('unthrottled (transfer, c=32)', max)}\n`);
     let ourRate: { rate: number; report?: GhzReport } = { rate: 0 };
@@ -310,11 +490,21 @@ async function measure(): Promise<void> {
       authLat.push(Number(process.hrtime.bigint() - t0));
     }
     authLat.sort((a, b) => a - b);
-    process.stdout.write(`token verification + session check (in process)  p50 ${ms(percentile(authLat, 50))} ms  p99 ${ms(percentile(authLat, 99))} ms  (target p99 < 2 ms)\n`);
+    process.stdout.write(
+      `token verification + session check (in process)  p50 ${ms(percentile(authLat, 50))} ms  p99 ${ms(percentile(authLat, 99))} ms  (target p99 < 2 ms)\n`,
+    );
     const input = {
       tenant: { id: 't1', status: 'ACTIVE', security: {} },
-      subject: { id: customerId, type: 'customer', aal: 2, tuples: [{ relation: 'member', object_ns: 'tenant', object_id: 't1', caveat: {} }], stepup_age_s: 10 },
-      resource: { type: 'transaction', tenant_id: 't1' }, action: 'transfer.create', purpose: 'customer.transact',
+      subject: {
+        id: customerId,
+        type: 'customer',
+        aal: 2,
+        tuples: [{ relation: 'member', object_ns: 'tenant', object_id: 't1', caveat: {} }],
+        stepup_age_s: 10,
+      },
+      resource: { type: 'transaction', tenant_id: 't1' },
+      action: 'transfer.create',
+      purpose: 'customer.transact',
       context: { ip: '127.0.0.1', risk: 'low', now_ns: Date.now() * 1e6, local_hour: 12 },
     };
     const evalLat: number[] = [];
@@ -325,7 +515,9 @@ async function measure(): Promise<void> {
       evalLat.push(Number(process.hrtime.bigint() - t0));
     }
     evalLat.sort((a, b) => a - b);
-    process.stdout.write(`policy evaluation alone (WASM, in process)        p50 ${ms(percentile(evalLat, 50))} ms  p99 ${ms(percentile(evalLat, 99))} ms  (target decision p99 < 5 ms)\n`);
+    process.stdout.write(
+      `policy evaluation alone (WASM, in process)        p50 ${ms(percentile(evalLat, 50))} ms  p99 ${ms(percentile(evalLat, 99))} ms  (target decision p99 < 5 ms)\n`,
+    );
 
     if (!withPlugin) {
       server.forceShutdown();
@@ -334,21 +526,42 @@ async function measure(): Promise<void> {
       return;
     }
     // opa-envoy-plugin: the same Rego, requests and state (the rows above, as data).
-    const plugin = await startOpaEnvoyPlugin(ensureOpaEnvoyPlugin((l) => process.stdout.write(`${l}\n`)), dir, {
-      routes: routesForRego(edgeRoutes),
-      jwks: Object.fromEntries(await Promise.all(['t1', 't2'].map(async (t) => [t, JSON.stringify(await keys.jwks(t))] as const))),
-      tenants: Object.fromEntries(await Promise.all(['t1', 't2'].map(async (t) => {
-        const row = await state.tenant(t);
-        return [t, { status: row?.status ?? 'UNKNOWN', security: row?.security ?? {} }] as const;
-      }))),
-      sessions: { [sid]: { tenant_id: 't1', subject_type: 'customer', subject_id: customerId, revoked: false, last_seen_ns: Date.now() * 1e6 } },
-      tuples: { [customerId]: await state.tuplesOf('customer', customerId) },
-    });
+    const plugin = await startOpaEnvoyPlugin(
+      ensureOpaEnvoyPlugin((l) => process.stdout.write(`${l}\n`)),
+      dir,
+      {
+        routes: routesForRego(edgeRoutes),
+        jwks: Object.fromEntries(
+          await Promise.all(['t1', 't2'].map(async (t) => [t, JSON.stringify(await keys.jwks(t))] as const)),
+        ),
+        tenants: Object.fromEntries(
+          await Promise.all(
+            ['t1', 't2'].map(async (t) => {
+              const row = await state.tenant(t);
+              return [t, { status: row?.status ?? 'UNKNOWN', security: row?.security ?? {} }] as const;
+            }),
+          ),
+        ),
+        sessions: {
+          [sid]: {
+            tenant_id: 't1',
+            subject_type: 'customer',
+            subject_id: customerId,
+            revoked: false,
+            last_seen_ns: Date.now() * 1e6,
+          },
+        },
+        tuples: { [customerId]: await state.tuplesOf('customer', customerId) },
+      },
+    );
     try {
       for (const [i, [name, r]] of scenarios.entries()) {
         const theirs = await outcomeOf(plugin.grpcAddress, r);
         process.stdout.write(`opa-envoy-plugin decision for "${name}": ${theirs}\n`);
-        if (theirs !== outcomes[i]) throw new Error(`opa-envoy-plugin decides "${theirs}" where the edge decides "${outcomes[i]}": the comparison would not be like for like`);
+        if (theirs !== outcomes[i])
+          throw new Error(
+            `opa-envoy-plugin decides "${theirs}" where the edge decides "${outcomes[i]}": the comparison would not be like for like`,
+          );
       }
       process.stdout.write(`opa-envoy-plugin ${opaEnvoyPluginVersion} via ghz, same requests and rates\n`);
       const theirs: GhzReport[] = [];
@@ -358,23 +571,38 @@ async function measure(): Promise<void> {
         theirs.push(report);
         process.stdout.write(`${line(name, report, rps)}\n`);
       }
-      const theirMax = await ghz(plugin.grpcAddress, scenarios[0]?.[1] as CheckRequest, { rps: 0, n: requests, c: 32 }, dir);
+      const theirMax = await ghz(
+        plugin.grpcAddress,
+        scenarios[0]?.[1] as CheckRequest,
+        { rps: 0, n: requests, c: 32 },
+        dir,
+      );
       process.stdout.write(`${line('unthrottled (transfer, c=32)', theirMax)}\n`);
-      const theirRate = withSearch ? await maxSustainedRate(plugin.grpcAddress, scenarios[0]?.[1] as CheckRequest, dir) : { rate: 0 };
+      const theirRate = withSearch
+        ? await maxSustainedRate(plugin.grpcAddress, scenarios[0]?.[1] as CheckRequest, dir)
+        : { rate: 0 };
       if (withSearch) sayRate('opa-envoy-plugin transfer', theirRate);
       process.stdout.write('ours as a ratio to opa-envoy-plugin (below 1 = faster):\n');
       for (const [i, [name]] of scenarios.entries()) {
         const o = ours[i] as GhzReport;
         const t = theirs[i] as GhzReport;
-        process.stdout.write(`  ${name.padEnd(30)} p50 ${(at(o, 50) / at(t, 50)).toFixed(2)}x  p99 ${(at(o, 99) / at(t, 99)).toFixed(2)}x  p99.9 ${(at(o, 99.9) / at(t, 99.9)).toFixed(2)}x\n`);
+        process.stdout.write(
+          `  ${name.padEnd(30)} p50 ${(at(o, 50) / at(t, 50)).toFixed(2)}x  p99 ${(at(o, 99) / at(t, 99)).toFixed(2)}x  p99.9 ${(at(o, 99.9) / at(t, 99.9)).toFixed(2)}x\n`,
+        );
       }
-      process.stdout.write(`  unthrottled throughput ${(max.rps / theirMax.rps).toFixed(2)}x (above 1 = more)\n`);
+      process.stdout.write(
+        `  unthrottled throughput ${(max.rps / theirMax.rps).toFixed(2)}x (above 1 = more)\n`,
+      );
       if (withSearch && theirRate.rate > 0) {
         const ratio = ourRate.rate / theirRate.rate;
         const met = ratio >= 6 || ourRate.rate >= floorRate.rate;
-        process.stdout.write(`  max sustained rate (p99 < 5 ms, no errors) ${ratio.toFixed(2)}x; the floor's own maximum ${floorRate.rate} req/s (issue 18: ≥ 6x, or the floor's maximum if lower: ${met ? 'met' : 'NOT met'})\n`);
+        process.stdout.write(
+          `  max sustained rate (p99 < 5 ms, no errors) ${ratio.toFixed(2)}x; the floor's own maximum ${floorRate.rate} req/s (issue 18: ≥ 6x, or the floor's maximum if lower: ${met ? 'met' : 'NOT met'})\n`,
+        );
       }
-      process.stdout.write('note: the plugin reads session, tuples and keys from data loaded at start; the edge also keeps them fresh by LISTEN/NOTIFY, assesses risk, and audits every decision\n');
+      process.stdout.write(
+        'note: the plugin reads session, tuples and keys from data loaded at start; the edge also keeps them fresh by LISTEN/NOTIFY, assesses risk, and audits every decision\n',
+      );
     } finally {
       plugin.stop();
     }

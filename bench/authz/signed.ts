@@ -20,11 +20,37 @@ const requests = option('requests', 10_000);
 const rps = option('rps', 1000);
 const root = fileURLToPath(new URL('../../', import.meta.url));
 
-interface Report { mode: string; rps: number; p50: number; p99: number; p999: number; outcomes: Record<string, number> }
+interface Report {
+  mode: string;
+  rps: number;
+  p50: number;
+  p99: number;
+  p999: number;
+  outcomes: Record<string, number>;
+}
 const ms = (ns: number) => (ns / 1e6).toFixed(3).padStart(8);
 
-async function drive(address: string, mode: 'signed' | 'jwt', credential: string, secret = ''): Promise<Report> {
-  const { stdout } = await execFileAsync(process.execPath, ['--import', 'tsx', 'bench/authz/driver.ts', address, mode, String(rps), String(requests), credential, secret], { cwd: root, maxBuffer: 1 << 24 });
+async function drive(
+  address: string,
+  mode: 'signed' | 'jwt',
+  credential: string,
+  secret = '',
+): Promise<Report> {
+  const { stdout } = await execFileAsync(
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      'bench/authz/driver.ts',
+      address,
+      mode,
+      String(rps),
+      String(requests),
+      credential,
+      secret,
+    ],
+    { cwd: root, maxBuffer: 1 << 24 },
+  );
   return JSON.parse(stdout.trim().split('\n').at(-1) ?? '{}') as Report;
 }
 
@@ -34,22 +60,49 @@ async function main(): Promise<void> {
     await db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ('t1', 't1', 'KE', 'KES')`);
     const masterKey = randomBytes(32);
     const keys = new KeyStore(db, masterKey);
-    const edge = await buildEdge({ db, apiKeySealKey: deriveApiKeySealKey(masterKey), challengeKeys: [deriveChallengeKey(masterKey)], log, edgeSecret: 'bench' });
+    const edge = await buildEdge({
+      db,
+      apiKeySealKey: deriveApiKeySealKey(masterKey),
+      challengeKeys: [deriveChallengeKey(masterKey)],
+      log,
+      edgeSecret: 'bench',
+    });
     const address = `127.0.0.1:${await edge.listen(0)}`;
-    const { key, secret } = await new ApiKeys(db, keys).create('t1', 'bench', { name: 'bench', scopes: ['payments:read'], budget: {}, ipAllowlist: [], expiresAt: undefined });
+    const { key, secret } = await new ApiKeys(db, keys).create('t1', 'bench', {
+      name: 'bench',
+      scopes: ['payments:read'],
+      budget: {},
+      ipAllowlist: [],
+      expiresAt: undefined,
+    });
     const customerId = randomUUID();
     const sid = randomUUID();
-    await db.query(`INSERT INTO customers (id, tenant_id, phone_e164, created_at) VALUES ($1, 't1', '+254700000009', now())`, [customerId]);
-    await db.query(`INSERT INTO sessions (id, tenant_id, subject_type, subject_id, jti, aal, ip, created_at, last_seen) VALUES ($1, 't1', 'customer', $2, 'j', 1, '127.0.0.1', now(), now())`, [sid, customerId]);
-    await db.query(`INSERT INTO relationship_tuples (tenant_id, subject_ns, subject_id, relation, object_ns, object_id) VALUES ('t1', 'customer', $1, 'member', 'tenant', 't1')`, [customerId]);
-    const token = await keys.sign('t1', { sub: customerId, sid, aal: 1, amr: ['pin'], jti: randomUUID(), aud: 'payments-api' }, { expiresInS: 3600, typ: 'at+jwt' });
+    await db.query(
+      `INSERT INTO customers (id, tenant_id, phone_e164, created_at) VALUES ($1, 't1', '+254700000009', now())`,
+      [customerId],
+    );
+    await db.query(
+      `INSERT INTO sessions (id, tenant_id, subject_type, subject_id, jti, aal, ip, created_at, last_seen) VALUES ($1, 't1', 'customer', $2, 'j', 1, '127.0.0.1', now(), now())`,
+      [sid, customerId],
+    );
+    await db.query(
+      `INSERT INTO relationship_tuples (tenant_id, subject_ns, subject_id, relation, object_ns, object_id) VALUES ('t1', 'customer', $1, 'member', 'tenant', 't1')`,
+      [customerId],
+    );
+    const token = await keys.sign(
+      't1',
+      { sub: customerId, sid, aal: 1, amr: ['pin'], jti: randomUUID(), aud: 'payments-api' },
+      { expiresInS: 3600, typ: 'at+jwt' },
+    );
 
     await drive(address, 'signed', key.id, secret); // warm-up
     const signed = await drive(address, 'signed', key.id, secret);
     const jwt = await drive(address, 'jwt', token);
     process.stdout.write(`edge Check from a separate process, ${requests} requests at ${rps} req/s\n`);
     for (const r of [signed, jwt]) {
-      process.stdout.write(`${(r.mode === 'signed' ? 'API key, HMAC-signed, fresh nonce' : 'customer JWT + session').padEnd(36)} p50 ${ms(r.p50)} ms  p99 ${ms(r.p99)} ms  p99.9 ${ms(r.p999)} ms  ${r.rps.toFixed(0).padStart(5)} req/s  ${JSON.stringify(r.outcomes)}\n`);
+      process.stdout.write(
+        `${(r.mode === 'signed' ? 'API key, HMAC-signed, fresh nonce' : 'customer JWT + session').padEnd(36)} p50 ${ms(r.p50)} ms  p99 ${ms(r.p99)} ms  p99.9 ${ms(r.p999)} ms  ${r.rps.toFixed(0).padStart(5)} req/s  ${JSON.stringify(r.outcomes)}\n`,
+      );
     }
     const nonce: number[] = [];
     for (let i = 0; i < 2000; i++) {
@@ -58,7 +111,9 @@ async function main(): Promise<void> {
       nonce.push(Number(process.hrtime.bigint() - t0));
     }
     nonce.sort((a, b) => a - b);
-    process.stdout.write(`nonce store alone (one INSERT … ON CONFLICT into an unlogged table)  p50 ${ms(percentile(nonce, 50))} ms  p99 ${ms(percentile(nonce, 99))} ms\n`);
+    process.stdout.write(
+      `nonce store alone (one INSERT … ON CONFLICT into an unlogged table)  p50 ${ms(percentile(nonce, 50))} ms  p99 ${ms(percentile(nonce, 99))} ms\n`,
+    );
     await edge.stop();
   });
 }

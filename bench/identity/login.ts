@@ -39,8 +39,19 @@ const fmt = (xs: number[]) => {
   return `p50 ${pct(s, 50).toFixed(1)} ms  p99 ${pct(s, 99).toFixed(1)} ms  max ${(s.at(-1) ?? NaN).toFixed(1)} ms  (n=${s.length})`;
 };
 
-async function post(origin: string, path: string, json: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
-  const res = await request(`${origin}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-client-ip': `10.9.${Math.floor(Math.random() * 250)}.${Math.floor(Math.random() * 250)}` }, body: JSON.stringify(json) });
+async function post(
+  origin: string,
+  path: string,
+  json: unknown,
+): Promise<{ status: number; body: Record<string, unknown> }> {
+  const res = await request(`${origin}${path}`, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      'x-client-ip': `10.9.${Math.floor(Math.random() * 250)}.${Math.floor(Math.random() * 250)}`,
+    },
+    body: JSON.stringify(json),
+  });
   const text = await res.body.text();
   return { status: res.statusCode, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
 }
@@ -53,22 +64,51 @@ async function main(): Promise<void> {
   const db = createDb({ connectionString: pg.url('postgres'), metrics, log, max: 20 });
   try {
     await migrate(db.pool);
-    await db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ('bench', 'Bench', 'KE', 'KES')`);
+    await db.query(
+      `INSERT INTO tenants (id, name, country, base_currency) VALUES ('bench', 'Bench', 'KE', 'KES')`,
+    );
     const codes = new Map<string, string>();
-    const sms = { async send(_q: Queryable, m: SmsMessage) { if (m.code) codes.set(m.to, m.code); } };
+    const sms = {
+      async send(_q: Queryable, m: SmsMessage) {
+        if (m.code) codes.set(m.to, m.code);
+      },
+    };
     const keys = new KeyStore(db, randomBytes(32));
-    const core = buildCore({ db, log, metrics, build: readBuildInfo(), keys, identity: { sms }, edgeSecrets: [randomBytes(32).toString('base64url')] });
+    const core = buildCore({
+      db,
+      log,
+      metrics,
+      build: readBuildInfo(),
+      keys,
+      identity: { sms },
+      edgeSecrets: [randomBytes(32).toString('base64url')],
+    });
     const origin = `http://127.0.0.1:${await listen(core.server, 0)}`;
     const phones = Array.from({ length: customers }, (_, i) => `+2547${String(10_000_000 + i)}`);
     for (const phone of phones) {
       await post(origin, '/customers/auth/otp/send', { tenantId: 'bench', phone });
-      const v = await post(origin, '/customers/auth/otp/verify', { tenantId: 'bench', phone, otp: codes.get(phone) });
-      await post(origin, '/customers/auth/pin/set', { tenantId: 'bench', phone, pin: '482915', verificationToken: v.body.verificationToken });
+      const v = await post(origin, '/customers/auth/otp/verify', {
+        tenantId: 'bench',
+        phone,
+        otp: codes.get(phone),
+      });
+      await post(origin, '/customers/auth/pin/set', {
+        tenantId: 'bench',
+        phone,
+        pin: '482915',
+        verificationToken: v.body.verificationToken,
+      });
     }
     // Warm-up: keys, secrets, connections.
-    for (const phone of phones.slice(0, 4)) await post(origin, '/customers/auth/login', { tenantId: 'bench', phone, pin: '482915' });
+    for (const phone of phones.slice(0, 4))
+      await post(origin, '/customers/auth/login', { tenantId: 'bench', phone, pin: '482915' });
 
-    const login = (i: number) => post(origin, '/customers/auth/login', { tenantId: 'bench', phone: phones[i % phones.length] as string, pin: '482915' });
+    const login = (i: number) =>
+      post(origin, '/customers/auth/login', {
+        tenantId: 'bench',
+        phone: phones[i % phones.length] as string,
+        pin: '482915',
+      });
     /** `n` logins from `c` closed-loop clients: latencies of 200s and of 429s apart. */
     const burst = async (n: number, c: number) => {
       const ok: number[] = [];
@@ -76,20 +116,22 @@ async function main(): Promise<void> {
       const other: Record<string, number> = {};
       let next = 0;
       const started = performance.now();
-      await Promise.all(Array.from({ length: c }, async () => {
-        while (next < n) {
-          const t0 = performance.now();
-          const r = await login(next++);
-          const ms = performance.now() - t0;
-          if (r.status === 200) ok.push(ms);
-          else if (r.status === 429) busy.push(ms);
-          else {
-            // Anything else is a defect past capacity (issue 18 item 4): say what it was.
-            const k = `${r.status} ${typeof r.body.code === 'string' ? r.body.code : ''}`.trim();
-            other[k] = (other[k] ?? 0) + 1;
+      await Promise.all(
+        Array.from({ length: c }, async () => {
+          while (next < n) {
+            const t0 = performance.now();
+            const r = await login(next++);
+            const ms = performance.now() - t0;
+            if (r.status === 200) ok.push(ms);
+            else if (r.status === 429) busy.push(ms);
+            else {
+              // Anything else is a defect past capacity (issue 18 item 4): say what it was.
+              const k = `${r.status} ${typeof r.body.code === 'string' ? r.body.code : ''}`.trim();
+              other[k] = (other[k] ?? 0) + 1;
+            }
           }
-        }
-      }));
+        }),
+      );
       return { ok, busy, other, perS: ok.length / ((performance.now() - started) / 1000) };
     };
     const runs = [];
@@ -105,7 +147,12 @@ async function main(): Promise<void> {
         all.push(login(i));
       }
       const statuses = (await Promise.all(all)).map((r) => r.status);
-      return { rate, ok: statuses.filter((x) => x === 200).length, busy: statuses.filter((x) => x === 429).length, n: statuses.length };
+      return {
+        rate,
+        ok: statuses.filter((x) => x === 200).length,
+        busy: statuses.filter((x) => x === 429).length,
+        n: statuses.length,
+      };
     };
     const sweep = [];
     for (const rate of [10, 20, 30, 40, 60, 80]) {
@@ -125,24 +172,31 @@ async function main(): Promise<void> {
     }
     const loaded: number[] = [];
     // At most as many callers as the gate admits (running + waiting): past that it refuses at once.
-    await Promise.all(Array.from({ length: Math.min(clients, hasher.gate.limit + argonMaxQueue) }, async () => {
-      for (let i = 0; i < 8; i++) {
-        const t0 = performance.now();
-        await hasher.verify('482915', pepper, stored);
-        loaded.push(performance.now() - t0);
-      }
-    }));
+    await Promise.all(
+      Array.from({ length: Math.min(clients, hasher.gate.limit + argonMaxQueue) }, async () => {
+        for (let i = 0; i < 8; i++) {
+          const t0 = performance.now();
+          await hasher.verify('482915', pepper, stored);
+          loaded.push(performance.now() - t0);
+        }
+      }),
+    );
     const p = kdfVersions[currentKdfVersion];
-    process.stdout.write([
-      `identity login bench: ${total} logins, ${clients} concurrent clients, ${availableParallelism()} CPUs, argon2id m=${p?.memoryKiB} KiB t=${p?.timeCost} p=${p?.parallelism}, ${hasher.gate.limit} concurrent hashes`,
-      ...runs.map((r) => `  login, ${String(r.c).padStart(2)} concurrent (HTTP, full path incl. lockout counters, session, audit): 200 ${fmt(r.ok)}  ${r.perS.toFixed(1)} logins/s\n      429 past capacity ${r.busy.length ? fmt(r.busy) : 'none'}  other ${JSON.stringify(r.other)}`),
-      `  offered rate (open loop, 3 s each): ${sweep.map((r) => `${r.rate}/s → ${r.ok} ok, ${r.busy} 429`).join('; ')}`,
-      `  the PIN queue (${hasher.gate.limit} hashes, ${argonMaxQueue} waiting) saturates ${sweep.find((r) => r.busy > 0) ? `at about ${sweep.find((r) => r.busy > 0)?.rate}/s offered` : 'above the highest rate offered'}`,
-      `  PIN verification alone, one at a time:       ${fmt(alone)}`,
-      `  PIN verification, ${Math.min(clients, hasher.gate.limit + argonMaxQueue)} concurrent (incl. queue): ${fmt(loaded)}`,
-      `  SPEC 8 target: PIN verification p99 < 300 ms`,
-      '',
-    ].join('\n'));
+    process.stdout.write(
+      [
+        `identity login bench: ${total} logins, ${clients} concurrent clients, ${availableParallelism()} CPUs, argon2id m=${p?.memoryKiB} KiB t=${p?.timeCost} p=${p?.parallelism}, ${hasher.gate.limit} concurrent hashes`,
+        ...runs.map(
+          (r) =>
+            `  login, ${String(r.c).padStart(2)} concurrent (HTTP, full path incl. lockout counters, session, audit): 200 ${fmt(r.ok)}  ${r.perS.toFixed(1)} logins/s\n      429 past capacity ${r.busy.length ? fmt(r.busy) : 'none'}  other ${JSON.stringify(r.other)}`,
+        ),
+        `  offered rate (open loop, 3 s each): ${sweep.map((r) => `${r.rate}/s → ${r.ok} ok, ${r.busy} 429`).join('; ')}`,
+        `  the PIN queue (${hasher.gate.limit} hashes, ${argonMaxQueue} waiting) saturates ${sweep.find((r) => r.busy > 0) ? `at about ${sweep.find((r) => r.busy > 0)?.rate}/s offered` : 'above the highest rate offered'}`,
+        `  PIN verification alone, one at a time:       ${fmt(alone)}`,
+        `  PIN verification, ${Math.min(clients, hasher.gate.limit + argonMaxQueue)} concurrent (incl. queue): ${fmt(loaded)}`,
+        `  SPEC 8 target: PIN verification p99 < 300 ms`,
+        '',
+      ].join('\n'),
+    );
     core.server.close();
   } finally {
     await db.close();

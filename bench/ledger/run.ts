@@ -23,11 +23,27 @@ import { benchAccounts as accountCount, benchTenant as tenant, setupBench } from
 
 const seconds = Number(process.env.LEDGER_BENCH_SECONDS ?? 8);
 const clients = Number(process.env.LEDGER_BENCH_CLIENTS ?? 16);
-const inFlight = process.env.LEDGER_BENCH_INFLIGHT ? Number(process.env.LEDGER_BENCH_INFLIGHT) : defaultInFlightBatches;
-const windowMs = process.env.LEDGER_BENCH_WINDOW_MS ? Number(process.env.LEDGER_BENCH_WINDOW_MS) : defaultBatchWindowMs;
+const inFlight = process.env.LEDGER_BENCH_INFLIGHT
+  ? Number(process.env.LEDGER_BENCH_INFLIGHT)
+  : defaultInFlightBatches;
+const windowMs = process.env.LEDGER_BENCH_WINDOW_MS
+  ? Number(process.env.LEDGER_BENCH_WINDOW_MS)
+  : defaultBatchWindowMs;
 
-interface Result { name: string; ops: number; failed: number; perS: number; p50: number; p99: number; batch: number | undefined; nodeCpu: number }
-interface BatchStats { batches: number; commands: number }
+interface Result {
+  name: string;
+  ops: number;
+  failed: number;
+  perS: number;
+  p50: number;
+  p99: number;
+  batch: number | undefined;
+  nodeCpu: number;
+}
+interface BatchStats {
+  batches: number;
+  commands: number;
+}
 
 function pct(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? 0;
@@ -41,19 +57,31 @@ async function drive(name: string, op: (i: number) => Promise<boolean>, stats?: 
   let seq = 0;
   const end = performance.now() + seconds * 1000;
   const started = performance.now();
-  await Promise.all(Array.from({ length: clients }, async () => {
-    while (performance.now() < end) {
-      const t0 = performance.now();
-      const ok = await op(seq++);
-      lat.push(performance.now() - t0);
-      if (!ok) failed++;
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: clients }, async () => {
+      while (performance.now() < end) {
+        const t0 = performance.now();
+        const ok = await op(seq++);
+        lat.push(performance.now() - t0);
+        if (!ok) failed++;
+      }
+    }),
+  );
   const elapsed = (performance.now() - started) / 1000;
   lat.sort((a, b) => a - b);
-  const batch = stats && b0 ? (stats.commands - b0.commands) / Math.max(1, stats.batches - b0.batches) : undefined;
+  const batch =
+    stats && b0 ? (stats.commands - b0.commands) / Math.max(1, stats.batches - b0.batches) : undefined;
   const used = process.cpuUsage(cpu0);
-  return { name, ops: lat.length, failed, perS: lat.length / elapsed, p50: pct(lat, 0.5), p99: pct(lat, 0.99), batch, nodeCpu: (used.user + used.system) / 1e4 / elapsed };
+  return {
+    name,
+    ops: lat.length,
+    failed,
+    perS: lat.length / elapsed,
+    p50: pct(lat, 0.5),
+    p99: pct(lat, 0.99),
+    batch,
+    nodeCpu: (used.user + used.system) / 1e4 / elapsed,
+  };
 }
 
 async function main(): Promise<void> {
@@ -62,21 +90,35 @@ async function main(): Promise<void> {
   const log = createLogger('silent');
   const db = createDb({ connectionString: pg.url('postgres'), metrics: createMetrics(), log, max: 20 });
   try {
-    const fsync = (await db.query<{ fsync: string; sc: string }>(`SELECT current_setting('fsync') AS fsync, current_setting('synchronous_commit') AS sc`)).rows[0];
+    const fsync = (
+      await db.query<{ fsync: string; sc: string }>(
+        `SELECT current_setting('fsync') AS fsync, current_setting('synchronous_commit') AS sc`,
+      )
+    ).rows[0];
     await migrate(db.pool);
     const { wallets, hot } = await setupBench(db);
     const ledger = new Ledger({ db, log, now: Date.now, inFlightBatches: inFlight, batchWindowMs: windowMs });
     const run = randomBytes(4).toString('hex');
     const pick = () => wallets[Math.floor(Math.random() * wallets.length)] as string;
     const ctx = (i: number, body: unknown): WriteCtx => ({
-      principal: { tenantId: tenant, clientId: 'bench', scopes: new Set(['core:write']) }, requestId: `r${i}`,
-      key: `${run}-${i}-${Math.random().toString(36).slice(2, 8)}`, method: 'POST', path: '/v1/core/postings', body,
+      principal: { tenantId: tenant, clientId: 'bench', scopes: new Set(['core:write']) },
+      requestId: `r${i}`,
+      key: `${run}-${i}-${Math.random().toString(36).slice(2, 8)}`,
+      method: 'POST',
+      path: '/v1/core/postings',
+      body,
     });
     const batched = (to: () => string) => async (i: number) => {
       const from = pick();
       let dest = to();
       if (dest === from) dest = hot;
-      const body = { currency: 'KES', entries: [{ account_id: from, side: 'debit' as const, amount: '0.01' }, { account_id: dest, side: 'credit' as const, amount: '0.01' }] };
+      const body = {
+        currency: 'KES',
+        entries: [
+          { account_id: from, side: 'debit' as const, amount: '0.01' },
+          { account_id: dest, side: 'credit' as const, amount: '0.01' },
+        ],
+      };
       const r = await ledger.post(ctx(i, body), body);
       return r.status === 201;
     };
@@ -84,21 +126,50 @@ async function main(): Promise<void> {
       const from = pick();
       let dest = to();
       if (dest === from) dest = hot;
-      return naivePost(db, tenant, from, dest, '0.010000', `n${run}-${i}-${Math.random().toString(36).slice(2, 8)}`);
+      return naivePost(
+        db,
+        tenant,
+        from,
+        dest,
+        '0.010000',
+        `n${run}-${i}-${Math.random().toString(36).slice(2, 8)}`,
+      );
     };
     await drive('warm-up', batched(pick));
     const results: Result[] = [];
     results.push(await drive('batched uniform', batched(pick), ledger.batcher.stats));
     results.push(await drive('naive uniform', naive(pick)));
-    results.push(await drive('batched hot', batched(() => hot), ledger.batcher.stats));
-    results.push(await drive('naive hot', naive(() => hot)));
+    results.push(
+      await drive(
+        'batched hot',
+        batched(() => hot),
+        ledger.batcher.stats,
+      ),
+    );
+    results.push(
+      await drive(
+        'naive hot',
+        naive(() => hot),
+      ),
+    );
     const fmt = (n: number, d = 1) => n.toFixed(d).padStart(9);
-    process.stdout.write(`\nledger bench: ${clients} clients, ${seconds}s per run, ${accountCount} accounts, fsync=${fsync?.fsync}, synchronous_commit=${fsync?.sc}, in-flight batches=${inFlight}, batch window=${windowMs}ms\n`);
-    process.stdout.write(`${'scenario'.padEnd(18)}${'postings/s'.padStart(11)}${'p50 ms'.padStart(9)}${'p99 ms'.padStart(9)}${'ops'.padStart(9)}${'failed'.padStart(8)}${'batch'.padStart(7)}${'node cpu'.padStart(10)}\n`);
-    for (const r of results) process.stdout.write(`${r.name.padEnd(18)}${fmt(r.perS, 0).padStart(11)}${fmt(r.p50, 2)}${fmt(r.p99, 2)}${String(r.ops).padStart(9)}${String(r.failed).padStart(8)}${(r.batch === undefined ? '-' : r.batch.toFixed(1)).padStart(7)}${`${r.nodeCpu.toFixed(0)}%`.padStart(10)}\n`);
+    process.stdout.write(
+      `\nledger bench: ${clients} clients, ${seconds}s per run, ${accountCount} accounts, fsync=${fsync?.fsync}, synchronous_commit=${fsync?.sc}, in-flight batches=${inFlight}, batch window=${windowMs}ms\n`,
+    );
+    process.stdout.write(
+      `${'scenario'.padEnd(18)}${'postings/s'.padStart(11)}${'p50 ms'.padStart(9)}${'p99 ms'.padStart(9)}${'ops'.padStart(9)}${'failed'.padStart(8)}${'batch'.padStart(7)}${'node cpu'.padStart(10)}\n`,
+    );
+    for (const r of results)
+      process.stdout.write(
+        `${r.name.padEnd(18)}${fmt(r.perS, 0).padStart(11)}${fmt(r.p50, 2)}${fmt(r.p99, 2)}${String(r.ops).padStart(9)}${String(r.failed).padStart(8)}${(r.batch === undefined ? '-' : r.batch.toFixed(1)).padStart(7)}${`${r.nodeCpu.toFixed(0)}%`.padStart(10)}\n`,
+      );
     const by = (n: string) => results.find((r) => r.name === n)?.perS ?? 0;
-    process.stdout.write(`ratio batched/naive: uniform ${(by('batched uniform') / by('naive uniform')).toFixed(1)}x, hot ${(by('batched hot') / by('naive hot')).toFixed(1)}x\n`);
-    const { rows } = await db.query<{ d: string; c: string }>(`SELECT sum(amount) FILTER (WHERE side = 'debit')::text AS d, sum(amount) FILTER (WHERE side = 'credit')::text AS c FROM ledger_entries`);
+    process.stdout.write(
+      `ratio batched/naive: uniform ${(by('batched uniform') / by('naive uniform')).toFixed(1)}x, hot ${(by('batched hot') / by('naive hot')).toFixed(1)}x\n`,
+    );
+    const { rows } = await db.query<{ d: string; c: string }>(
+      `SELECT sum(amount) FILTER (WHERE side = 'debit')::text AS d, sum(amount) FILTER (WHERE side = 'credit')::text AS c FROM ledger_entries`,
+    );
     process.stdout.write(`check: total debits ${rows[0]?.d} = total credits ${rows[0]?.c}\n`);
   } finally {
     await db.close();

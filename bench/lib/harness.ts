@@ -10,10 +10,18 @@ import { createMetrics } from '../../shared/metrics.ts';
 import { freePort } from '../../shared/net.ts';
 
 /** Run `fn` against a migrated database on a fresh embedded server, removed afterwards. */
-export async function withDatabase<T>(name: string, fn: (db: Db, dir: string, url: string) => Promise<T>): Promise<T> {
+export async function withDatabase<T>(
+  name: string,
+  fn: (db: Db, dir: string, url: string) => Promise<T>,
+): Promise<T> {
   const dir = await mkdtemp(join(tmpdir(), `bench-${name}-`));
   const pg = await startEmbedded({ dir: join(dir, 'pg'), port: await freePort() });
-  const db = createDb({ connectionString: pg.url(), metrics: createMetrics(), log: createLogger('silent'), max: 20 });
+  const db = createDb({
+    connectionString: pg.url(),
+    metrics: createMetrics(),
+    log: createLogger('silent'),
+    max: 20,
+  });
   try {
     await migrate(db.pool);
     return await fn(db, dir, pg.url());

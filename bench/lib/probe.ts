@@ -5,7 +5,13 @@
  */
 import { readFileSync, readdirSync } from 'node:fs';
 import { loadavg } from 'node:os';
-import { PerformanceObserver, monitorEventLoopDelay, performance, type EventLoopUtilization, type IntervalHistogram } from 'node:perf_hooks';
+import {
+  PerformanceObserver,
+  monitorEventLoopDelay,
+  performance,
+  type EventLoopUtilization,
+  type IntervalHistogram,
+} from 'node:perf_hooks';
 
 /** `load 1.02 0.88 0.70, runnable 3/415`: load averages and the runnable tasks right now (/proc/loadavg). */
 export function machineLoad(): string {
@@ -21,7 +27,9 @@ export function machineLoad(): string {
 
 /** Prints the machine's load with a label (bench start and end). */
 export function sayLoad(label: string): void {
-  process.stdout.write(`machine at ${label}: ${machineLoad()} (2 cores shared; compare figures only within one run)\n`);
+  process.stdout.write(
+    `machine at ${label}: ${machineLoad()} (2 cores shared; compare figures only within one run)\n`,
+  );
 }
 
 /** Run a bench's measurement between the machine's load at its start and at its end. */
@@ -52,7 +60,8 @@ export interface LoopSummary {
 /** Busy and total jiffies of all cores so far (/proc/stat), or undefined off Linux. */
 function machineTicks(): { busy: number; total: number } | undefined {
   try {
-    const cpu = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]?.trim().split(/\s+/).slice(1).map(Number) ?? [];
+    const cpu =
+      readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]?.trim().split(/\s+/).slice(1).map(Number) ?? [];
     const total = cpu.reduce((a, b) => a + b, 0);
     const idle = (cpu[3] ?? 0) + (cpu[4] ?? 0);
     return { busy: total - idle, total };
@@ -62,12 +71,15 @@ function machineTicks(): { busy: number; total: number } | undefined {
 }
 
 export const formatLoop = (s: LoopSummary): string =>
-  `loop delay p50 ${s.delayP50Ms.toFixed(2)} p99 ${s.delayP99Ms.toFixed(2)} max ${s.delayMaxMs.toFixed(1)} ms; gc ${s.gcCount}x ${s.gcTotalMs.toFixed(1)} ms total, max ${s.gcMaxMs.toFixed(2)} ms; `
-  + `main loop busy ${(s.loopUtilization * 100).toFixed(0)} %, process CPU ${s.cpuMs.toFixed(0)} ms`
-  + (s.machineBusy === undefined ? '' : `; machine (all cores, every process) busy ${(s.machineBusy * 100).toFixed(0)} %`);
+  `loop delay p50 ${s.delayP50Ms.toFixed(2)} p99 ${s.delayP99Ms.toFixed(2)} max ${s.delayMaxMs.toFixed(1)} ms; gc ${s.gcCount}x ${s.gcTotalMs.toFixed(1)} ms total, max ${s.gcMaxMs.toFixed(2)} ms; ` +
+  `main loop busy ${(s.loopUtilization * 100).toFixed(0)} %, process CPU ${s.cpuMs.toFixed(0)} ms` +
+  (s.machineBusy === undefined
+    ? ''
+    : `; machine (all cores, every process) busy ${(s.machineBusy * 100).toFixed(0)} %`);
 
 /** CPU per request: the process's CPU over a scenario divided by the requests it served. */
-export const cpuPerRequest = (s: LoopSummary, requests: number): string => `${((s.cpuMs * 1000) / Math.max(1, requests)).toFixed(0)} µs CPU/request (all threads)`;
+export const cpuPerRequest = (s: LoopSummary, requests: number): string =>
+  `${((s.cpuMs * 1000) / Math.max(1, requests)).toFixed(0)} µs CPU/request (all threads)`;
 
 /**
  * Event-loop delay (10 ms resolution sampling is too coarse for a 5 ms target: 1 ms) and GC
@@ -108,14 +120,23 @@ export class LoopProbe {
     const cpu = process.cpuUsage(this.cpu);
     const elu = performance.eventLoopUtilization(this.elu);
     const ticks = machineTicks();
-    const machineBusy = ticks && this.ticks && ticks.total > this.ticks.total ? (ticks.busy - this.ticks.busy) / (ticks.total - this.ticks.total) : undefined;
+    const machineBusy =
+      ticks && this.ticks && ticks.total > this.ticks.total
+        ? (ticks.busy - this.ticks.busy) / (ticks.total - this.ticks.total)
+        : undefined;
     this.count(this.observer.takeRecords());
     this.observer.disconnect();
     const ms = (ns: number) => ns / 1e6;
     return {
-      delayP50Ms: ms(this.histogram.percentile(50)), delayP99Ms: ms(this.histogram.percentile(99)), delayMaxMs: ms(this.histogram.max),
-      gcCount: this.gcCount, gcTotalMs: this.gcTotal, gcMaxMs: this.gcMax,
-      cpuMs: (cpu.user + cpu.system) / 1000, loopUtilization: elu.utilization, machineBusy,
+      delayP50Ms: ms(this.histogram.percentile(50)),
+      delayP99Ms: ms(this.histogram.percentile(99)),
+      delayMaxMs: ms(this.histogram.max),
+      gcCount: this.gcCount,
+      gcTotalMs: this.gcTotal,
+      gcMaxMs: this.gcMax,
+      cpuMs: (cpu.user + cpu.system) / 1000,
+      loopUtilization: elu.utilization,
+      machineBusy,
     };
   }
 }
@@ -139,9 +160,13 @@ export function treeCpuMs(roots: number[]): number {
     return 0;
   }
   const inTree = new Set(roots);
-  for (let grew = true; grew;) {
+  for (let grew = true; grew; ) {
     grew = false;
-    for (const s of stats) if (!inTree.has(s.pid) && inTree.has(s.ppid)) { inTree.add(s.pid); grew = true; }
+    for (const s of stats)
+      if (!inTree.has(s.pid) && inTree.has(s.ppid)) {
+        inTree.add(s.pid);
+        grew = true;
+      }
   }
   return stats.filter((s) => inTree.has(s.pid)).reduce((a, s) => a + s.ms, 0);
 }

@@ -5,8 +5,16 @@
  */
 import { readFileSync } from 'node:fs';
 
-interface Node { id: number; callFrame: { functionName: string; url: string; lineNumber: number }; children?: number[] }
-interface Profile { nodes: Node[]; samples: number[]; timeDeltas: number[] }
+interface Node {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  children?: number[];
+}
+interface Profile {
+  nodes: Node[];
+  samples: number[];
+  timeDeltas: number[];
+}
 
 const file = process.argv[2];
 if (!file) {
@@ -34,9 +42,20 @@ for (const [id, us] of selfUs) {
   if (!n) continue;
   const name = `${n.callFrame.functionName || '(anonymous)'}  ${where(n.callFrame.url)}:${n.callFrame.lineNumber + 1}`;
   fn.set(name, (fn.get(name) ?? 0) + us);
-  const p = where(n.callFrame.url).replace(/:.*$/, '').replace(/\/[^/]*$/, (s) => (s.includes('.') ? '' : s));
+  const p = where(n.callFrame.url)
+    .replace(/:.*$/, '')
+    .replace(/\/[^/]*$/, (s) => (s.includes('.') ? '' : s));
   pkg.set(p, (pkg.get(p) ?? 0) + us);
 }
 const show = (m: Map<string, number>, k: number) =>
-  [...m.entries()].sort((a, b) => b[1] - a[1]).slice(0, k).map(([n, us]) => `${((100 * us) / total).toFixed(1).padStart(5)} %  ${(us / 1000).toFixed(0).padStart(6)} ms  ${n}`).join('\n');
-process.stdout.write(`total ${(total / 1000).toFixed(0)} ms sampled\n\nself time by function:\n${show(fn, top)}\n\nself time by package or directory:\n${show(pkg, 15)}\n`);
+  [...m.entries()]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, k)
+    .map(
+      ([n, us]) =>
+        `${((100 * us) / total).toFixed(1).padStart(5)} %  ${(us / 1000).toFixed(0).padStart(6)} ms  ${n}`,
+    )
+    .join('\n');
+process.stdout.write(
+  `total ${(total / 1000).toFixed(0)} ms sampled\n\nself time by function:\n${show(fn, top)}\n\nself time by package or directory:\n${show(pkg, 15)}\n`,
+);

@@ -10,10 +10,19 @@
 import { randomUUID } from 'node:crypto';
 import autocannon from 'autocannon';
 
-interface Job { url: string; method: 'GET' | 'POST'; headers: Record<string, string>; body?: string; connections: number; seconds: number }
+interface Job {
+  url: string;
+  method: 'GET' | 'POST';
+  headers: Record<string, string>;
+  body?: string;
+  connections: number;
+  seconds: number;
+}
 
 const job = JSON.parse(process.argv[2] ?? '{}') as Job;
-const fresh = ['idempotency-key', 'x-request-id', 'x-req-id', 'x-decision-id'].filter((h) => h in job.headers || h === 'idempotency-key');
+const fresh = ['idempotency-key', 'x-request-id', 'x-req-id', 'x-decision-id'].filter(
+  (h) => h in job.headers || h === 'idempotency-key',
+);
 const latencies: number[] = [];
 const statuses: Record<string, number> = {};
 
@@ -21,15 +30,17 @@ const instance = autocannon({
   url: job.url,
   connections: job.connections,
   duration: job.seconds,
-  requests: [{
-    method: job.method,
-    ...(job.body !== undefined ? { body: job.body } : {}),
-    setupRequest: (req: Record<string, unknown>) => {
-      const headers: Record<string, string> = { ...job.headers };
-      if (job.method === 'POST') for (const h of fresh) headers[h] = randomUUID();
-      return { ...req, headers };
+  requests: [
+    {
+      method: job.method,
+      ...(job.body !== undefined ? { body: job.body } : {}),
+      setupRequest: (req: Record<string, unknown>) => {
+        const headers: Record<string, string> = { ...job.headers };
+        if (job.method === 'POST') for (const h of fresh) headers[h] = randomUUID();
+        return { ...req, headers };
+      },
     },
-  }],
+  ],
 });
 // Latencies and throughput of answers 2xx only: a refusal (503 authz_unavailable) is counted
 // in `statuses`, never averaged into the path's latency.
@@ -39,8 +50,17 @@ instance.on('response', (_client: unknown, status: number, _bytes: number, ms: n
 });
 const result = await instance;
 latencies.sort((a, b) => a - b);
-const at = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))] ?? 0;
-process.stdout.write(`${JSON.stringify({
-  count: latencies.length, rps: latencies.length / job.seconds, p50Us: at(50), p99Us: at(99), p999Us: at(99.9), statuses,
-  errors: result.errors, timeouts: result.timeouts,
-})}\n`);
+const at = (p: number) =>
+  latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))] ?? 0;
+process.stdout.write(
+  `${JSON.stringify({
+    count: latencies.length,
+    rps: latencies.length / job.seconds,
+    p50Us: at(50),
+    p99Us: at(99),
+    p999Us: at(99.9),
+    statuses,
+    errors: result.errors,
+    timeouts: result.timeouts,
+  })}\n`,
+);

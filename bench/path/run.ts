@@ -41,13 +41,31 @@ const execFileAsync = promisify(execFile);
 const seconds = option('seconds', 10);
 const connections = option('connections', 16);
 
-interface Load { count: number; rps: number; p50Us: number; p99Us: number; p999Us: number; statuses: Record<string, number>; errors: number; timeouts: number }
-interface Job { url: string; method: 'GET' | 'POST'; headers: Record<string, string>; body?: string }
+interface Load {
+  count: number;
+  rps: number;
+  p50Us: number;
+  p99Us: number;
+  p999Us: number;
+  statuses: Record<string, number>;
+  errors: number;
+  timeouts: number;
+}
+interface Job {
+  url: string;
+  method: 'GET' | 'POST';
+  headers: Record<string, string>;
+  body?: string;
+}
 
 /** One autocannon run from its own process (bench/path/load.ts). */
 async function drive(job: Job, secs: number): Promise<Load> {
   const spec = JSON.stringify({ ...job, connections, seconds: secs });
-  const { stdout } = await execFileAsync(process.execPath, ['--import', 'tsx', new URL('./load.ts', import.meta.url).pathname, spec], { maxBuffer: 256 * 1024 * 1024 });
+  const { stdout } = await execFileAsync(
+    process.execPath,
+    ['--import', 'tsx', new URL('./load.ts', import.meta.url).pathname, spec],
+    { maxBuffer: 256 * 1024 * 1024 },
+  );
   return JSON.parse(stdout.trim().split('\n').at(-1) ?? '{}') as Load;
 }
 
@@ -56,24 +74,49 @@ const lineOf = (name: string, r: Load) =>
   `${name.padEnd(44)} p50 ${msOf(r.p50Us)} ms  p99 ${msOf(r.p99Us)} ms  p99.9 ${msOf(r.p999Us)} ms  ${r.rps.toFixed(0).padStart(6)} req/s  ${JSON.stringify(r.statuses)}${r.errors || r.timeouts ? `  errors ${r.errors} timeouts ${r.timeouts}` : ''}`;
 
 /** The headers core receives for `req` once the edge allowed it (its own Check answer applied). */
-async function edgeHeaders(address: string, method: string, path: string, headers: Record<string, string>, body = ''): Promise<Record<string, string>> {
+async function edgeHeaders(
+  address: string,
+  method: string,
+  path: string,
+  headers: Record<string, string>,
+  body = '',
+): Promise<Record<string, string>> {
   const { Authorization } = authorizationPackage();
   const client = new Authorization(address, grpc.credentials.createInsecure()) as unknown as grpc.Client & {
-    Check(r: CheckRequest, o: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r?: CheckResponse) => void): void;
+    Check(
+      r: CheckRequest,
+      o: grpc.CallOptions,
+      cb: (e: grpc.ServiceError | null, r?: CheckResponse) => void,
+    ): void;
   };
   const request: CheckRequest = {
     attributes: {
       source: { address: { socket_address: { address: '127.0.0.1', port_value: 40000 } } },
-      request: { http: { id: randomUUID(), method, path, host: 'bench', scheme: 'http', protocol: 'HTTP/1.1', headers: { ':method': method, ':path': path, ...headers }, raw_body: Buffer.from(body) } },
+      request: {
+        http: {
+          id: randomUUID(),
+          method,
+          path,
+          host: 'bench',
+          scheme: 'http',
+          protocol: 'HTTP/1.1',
+          headers: { ':method': method, ':path': path, ...headers },
+          raw_body: Buffer.from(body),
+        },
+      },
     },
   };
   try {
-    const res = await new Promise<CheckResponse | undefined>((resolve, reject) => client.Check(request, { deadline: Date.now() + 5000 }, (e, r) => (e ? reject(e) : resolve(r))));
-    if (!res?.ok_response) throw new Error(`the edge refused the bench's request: ${res?.denied_response?.body ?? 'no answer'}`);
+    const res = await new Promise<CheckResponse | undefined>((resolve, reject) =>
+      client.Check(request, { deadline: Date.now() + 5000 }, (e, r) => (e ? reject(e) : resolve(r))),
+    );
+    if (!res?.ok_response)
+      throw new Error(`the edge refused the bench's request: ${res?.denied_response?.body ?? 'no answer'}`);
     // As the gateway (and Envoy) forward it: the client's headers less those removed, plus those set.
     const forward: Record<string, string> = { ...headers };
     for (const name of res.ok_response.headers_to_remove ?? []) delete forward[name.toLowerCase()];
-    for (const h of res.ok_response.headers ?? []) if (h.header?.key) forward[h.header.key.toLowerCase()] = h.header.value ?? '';
+    for (const h of res.ok_response.headers ?? [])
+      if (h.header?.key) forward[h.header.key.toLowerCase()] = h.header.value ?? '';
     return forward;
   } finally {
     client.close();
@@ -89,18 +132,40 @@ async function measure(): Promise<void> {
     const seal = secret32();
     const challenge = secret32();
     // The demo tenant, its ledger and its core client, as `npm start` seeds them.
-    await seedDemo(db, dataDir, { keys: new KeyStore(db, master, { apiKeySealKey: seal, challengeKeys: [challenge] }) });
+    await seedDemo(db, dataDir, {
+      keys: new KeyStore(db, master, { apiKeySealKey: seal, challengeKeys: [challenge] }),
+    });
     const demo = JSON.parse(await readFile(join(dataDir, 'demo.json'), 'utf8')) as Demo;
-    const ports = { core: await freePort(), authz: await freePort(), metrics: await freePort(), gateway: await freePort() };
+    const ports = {
+      core: await freePort(),
+      authz: await freePort(),
+      metrics: await freePort(),
+      gateway: await freePort(),
+    };
     const edgeSecret = randomBytes(32).toString('base64url');
     const shared = {
-      MODE: 'development', DATABASE_URL: url, DATA_DIR: dataDir, EDGE_SHARED_SECRET: edgeSecret,
-      CHALLENGE_KEY: challenge.toString('base64'), API_KEY_SEAL_KEY: seal.toString('base64'), LOG_LEVEL: 'warn',
+      MODE: 'development',
+      DATABASE_URL: url,
+      DATA_DIR: dataDir,
+      EDGE_SHARED_SECRET: edgeSecret,
+      CHALLENGE_KEY: challenge.toString('base64'),
+      API_KEY_SEAL_KEY: seal.toString('base64'),
+      LOG_LEVEL: 'warn',
     };
     const procs: Service[] = [
       runService('core', { ...shared, MASTER_KEY: master.toString('base64'), CORE_PORT: String(ports.core) }),
-      runService('edge', { ...shared, AUTHZ_PORT: String(ports.authz), EDGE_METRICS_PORT: String(ports.metrics) }),
-      runService('gateway', { MODE: 'development', LOG_LEVEL: 'warn', GATEWAY_PORT: String(ports.gateway), AUTHZ_ADDRESSES: `127.0.0.1:${ports.authz}`, CORE_ORIGINS: `http://127.0.0.1:${ports.core}` }),
+      runService('edge', {
+        ...shared,
+        AUTHZ_PORT: String(ports.authz),
+        EDGE_METRICS_PORT: String(ports.metrics),
+      }),
+      runService('gateway', {
+        MODE: 'development',
+        LOG_LEVEL: 'warn',
+        GATEWAY_PORT: String(ports.gateway),
+        AUTHZ_ADDRESSES: `127.0.0.1:${ports.authz}`,
+        CORE_ORIGINS: `http://127.0.0.1:${ports.core}`,
+      }),
     ];
     const core = `http://127.0.0.1:${ports.core}`;
     const gw = `http://127.0.0.1:${ports.gateway}`;
@@ -108,39 +173,80 @@ async function measure(): Promise<void> {
     try {
       for (const origin of [core, `http://127.0.0.1:${ports.metrics}`, gw]) {
         const path = origin === core || origin === gw ? '/v1/ready' : '/ready';
-        await until(async () => ((await call(origin, 'GET', path)).status === 200 ? true : undefined), 90_000, `${origin}${path} (${outputs()})`);
+        await until(
+          async () => ((await call(origin, 'GET', path)).status === 200 ? true : undefined),
+          90_000,
+          `${origin}${path} (${outputs()})`,
+        );
       }
       const j = journey(gw, dataDir, db, demo);
       const customer = await j.signUp('+254733100001');
-      const token = await call(gw, 'POST', '/oauth2/token', { json: { grant_type: 'client_credentials', client_id: demo.coreClient.clientId, client_secret: demo.coreClient.clientSecret, scope: 'core:write' } });
+      const token = await call(gw, 'POST', '/oauth2/token', {
+        json: {
+          grant_type: 'client_credentials',
+          client_id: demo.coreClient.clientId,
+          client_secret: demo.coreClient.clientSecret,
+          scope: 'core:write',
+        },
+      });
       if (token.status !== 200) throw new Error(`core client token: ${token.status} ${token.text}`);
       const coreAuth = { authorization: `Bearer ${String(token.json.access_token)}` };
-      const posting = JSON.stringify({ currency: 'KES', entries: [
-        { account_id: demo.settlementAccounts.KES, side: 'debit', amount: '0.01' }, { account_id: customer.wallet, side: 'credit', amount: '0.01' },
-      ] });
+      const posting = JSON.stringify({
+        currency: 'KES',
+        entries: [
+          { account_id: demo.settlementAccounts.KES, side: 'debit', amount: '0.01' },
+          { account_id: customer.wallet, side: 'credit', amount: '0.01' },
+        ],
+      });
       const customerAuth = j.bearer(customer);
-      const postingHeaders = { ...coreAuth, 'content-type': 'application/json', 'idempotency-key': randomUUID() };
+      const postingHeaders = {
+        ...coreAuth,
+        'content-type': 'application/json',
+        'idempotency-key': randomUUID(),
+      };
       const authz = `127.0.0.1:${ports.authz}`;
       const jobs: [string, Job][] = [
         ['GET /v1/accounts via gateway', { url: `${gw}/v1/accounts`, method: 'GET', headers: customerAuth }],
-        ['GET /v1/accounts straight to core', { url: `${core}/v1/accounts`, method: 'GET', headers: await edgeHeaders(authz, 'GET', '/v1/accounts', customerAuth) }],
-        ['POST /v1/core/postings via gateway', { url: `${gw}/v1/core/postings`, method: 'POST', headers: postingHeaders, body: posting }],
-        ['POST /v1/core/postings straight to core', {
-          url: `${core}/v1/core/postings`, method: 'POST', body: posting,
-          headers: await edgeHeaders(authz, 'POST', '/v1/core/postings', postingHeaders, posting),
-        }],
+        [
+          'GET /v1/accounts straight to core',
+          {
+            url: `${core}/v1/accounts`,
+            method: 'GET',
+            headers: await edgeHeaders(authz, 'GET', '/v1/accounts', customerAuth),
+          },
+        ],
+        [
+          'POST /v1/core/postings via gateway',
+          { url: `${gw}/v1/core/postings`, method: 'POST', headers: postingHeaders, body: posting },
+        ],
+        [
+          'POST /v1/core/postings straight to core',
+          {
+            url: `${core}/v1/core/postings`,
+            method: 'POST',
+            body: posting,
+            headers: await edgeHeaders(authz, 'POST', '/v1/core/postings', postingHeaders, posting),
+          },
+        ],
       ];
       // Each request once before the load: a bench of refusals would measure nothing.
       for (const [name, job] of jobs) {
         const u = new URL(job.url);
-        const r = await call(u.origin, job.method, u.pathname, { headers: { ...job.headers, 'idempotency-key': randomUUID() }, ...(job.body ? { body: job.body } : {}) });
+        const r = await call(u.origin, job.method, u.pathname, {
+          headers: { ...job.headers, 'idempotency-key': randomUUID() },
+          ...(job.body ? { body: job.body } : {}),
+        });
         if (r.status >= 300) throw new Error(`${name} answers ${r.status}: ${r.text.slice(0, 300)}`);
       }
-      process.stdout.write(`autocannon from its own process, ${connections} connections, ${seconds} s each after a 2 s warm-up; the dev gateway stands in for Envoy\n`);
+      process.stdout.write(
+        `autocannon from its own process, ${connections} connections, ${seconds} s each after a 2 s warm-up; the dev gateway stands in for Envoy\n`,
+      );
       // Each tier's CPU per request (issue 19's capacity model is built from these): the service
       // processes, and PostgreSQL's postmaster with every backend (the parent of ours).
       const backend = (await db.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid ?? 0;
-      const postmaster = Number(readFileSync(`/proc/${backend}/stat`, 'utf8').split(') ')[1]?.split(' ')[1] ?? 0);
+      const postmaster = Number(
+        readFileSync(`/proc/${backend}/stat`, 'utf8').split(') ')[1]?.split(' ')[1] ?? 0,
+      );
       const tiers: [string, number[]][] = [
         ...procs.map((p): [string, number[]] => [p.kind, [p.child.pid ?? 0]]),
         ['PostgreSQL', [postmaster]],
@@ -153,17 +259,25 @@ async function measure(): Promise<void> {
         const used = tiers.map(([, pids], i) => treeCpuMs(pids) - (before[i] ?? 0));
         results.push(r);
         process.stdout.write(`${lineOf(name, r)}   (${machineLoad()})\n`);
-        const served = Math.max(1, Object.entries(r.statuses).reduce((a, [k, v]) => a + (k.startsWith('2') ? v : 0), 0));
-        process.stdout.write(`${' '.repeat(4)}CPU per request: ${tiers.map(([t], i) => `${t} ${Math.round(((used[i] ?? 0) * 1000) / served)} µs`).join(', ')} (10 ms jiffies; the load generator not counted)\n`);
+        const served = Math.max(
+          1,
+          Object.entries(r.statuses).reduce((a, [k, v]) => a + (k.startsWith('2') ? v : 0), 0),
+        );
+        process.stdout.write(
+          `${' '.repeat(4)}CPU per request: ${tiers.map(([t], i) => `${t} ${Math.round(((used[i] ?? 0) * 1000) / served)} µs`).join(', ')} (10 ms jiffies; the load generator not counted)\n`,
+        );
       }
       process.stdout.write('edge + gateway overhead (via gateway ÷ straight to core):\n');
       for (const [i, what] of ['GET /v1/accounts', 'POST /v1/core/postings'].entries()) {
         const via = results[i * 2] as Load;
         const direct = results[i * 2 + 1] as Load;
-        process.stdout.write(`  ${what.padEnd(26)} p50 ${(via.p50Us / direct.p50Us).toFixed(2)}x  p99 ${(via.p99Us / direct.p99Us).toFixed(2)}x  throughput ${(via.rps / direct.rps).toFixed(2)}x\n`);
+        process.stdout.write(
+          `  ${what.padEnd(26)} p50 ${(via.p50Us / direct.p50Us).toFixed(2)}x  p99 ${(via.p99Us / direct.p99Us).toFixed(2)}x  throughput ${(via.rps / direct.rps).toFixed(2)}x\n`,
+        );
       }
     } finally {
-      for (const p of procs) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGTERM');
+      for (const p of procs)
+        if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGTERM');
       await Promise.all(procs.map((p) => p.exited));
     }
   });

@@ -7,7 +7,13 @@ import type { KeyObject } from 'node:crypto';
 import type { Logger } from 'pino';
 import { defaultTrustFile, loadTrustedKeys } from '../../policy/runtime/bundle.ts';
 import { createLogger } from '../../shared/log.ts';
-import { loadServiceConfig, ServiceConfigError, type LogLevel, type ServiceConfig, type ServiceKind } from '../service-config.ts';
+import {
+  loadServiceConfig,
+  ServiceConfigError,
+  type LogLevel,
+  type ServiceConfig,
+  type ServiceKind,
+} from '../service-config.ts';
 
 /** Each process stops within 10 s of SIGTERM (issue: rollouts); forced just before. */
 export const shutdownDeadlineMs = 9_500;
@@ -28,7 +34,10 @@ export function configOrExit(kind: ServiceKind): Readonly<ServiceConfig> {
 }
 
 export function loggerOf(config: ServiceConfig, component: string): Logger {
-  return createLogger((config.values.LOG_LEVEL ?? 'info') as LogLevel).child({ component, mode: config.mode });
+  return createLogger((config.values.LOG_LEVEL ?? 'info') as LogLevel).child({
+    component,
+    mode: config.mode,
+  });
 }
 
 /**

@@ -23,29 +23,56 @@ import { createDb } from '../../shared/db/pool.ts';
 import { createMetrics } from '../../shared/metrics.ts';
 import { closeHttpGracefully, listen } from '../../shared/net.ts';
 import { labelCluster } from '../../core/residency/cluster.ts';
-import { deploymentRegion, listOf, secretKey, secretKeys, secretText, type ServiceConfig } from '../service-config.ts';
+import {
+  deploymentRegion,
+  listOf,
+  secretKey,
+  secretKeys,
+  secretText,
+  type ServiceConfig,
+} from '../service-config.ts';
 import { configOrExit, fail, loggerOf, onShutdown, trustedSigners } from './common.ts';
 import { edgeRouteAccess } from '../docs.ts';
 
 function smsSenderOf(config: ServiceConfig, guard: TargetGuard, log: ReturnType<typeof loggerOf>): SmsSender {
-  if (config.mode === 'development' && !config.values.SMS_WEBHOOK_URL) return fileInboxSender(resolve(config.values.DATA_DIR ?? './.data'));
-  return webhookSmsSender({ url: new URL(config.values.SMS_WEBHOOK_URL as string), secret: config.values.SMS_WEBHOOK_SECRET as string, guard, log: log.child({ component: 'sms' }) });
+  if (config.mode === 'development' && !config.values.SMS_WEBHOOK_URL)
+    return fileInboxSender(resolve(config.values.DATA_DIR ?? './.data'));
+  return webhookSmsSender({
+    url: new URL(config.values.SMS_WEBHOOK_URL as string),
+    secret: config.values.SMS_WEBHOOK_SECRET as string,
+    guard,
+    log: log.child({ component: 'sms' }),
+  });
 }
 
 async function main(): Promise<void> {
   const config = configOrExit('core');
   const log = loggerOf(config, 'core');
-  const databaseUrl = config.values.DATABASE_URL ?? fail('DATABASE_URL is required (npm start runs an embedded PostgreSQL; a separate core needs a server)', 2);
+  const databaseUrl =
+    config.values.DATABASE_URL ??
+    fail(
+      'DATABASE_URL is required (npm start runs an embedded PostgreSQL; a separate core needs a server)',
+      2,
+    );
   const dev = config.mode === 'development';
   const metrics = createMetrics();
   const db = createDb({ connectionString: databaseUrl, metrics, log });
-  const pending = await pendingMigrations(db).catch((err: unknown) => fail(`database unreachable: ${(err as Error).message}`));
-  if (pending.length > 0) fail(`the database lacks ${pending.length} migration(s) (${pending[0]} first): run \`npm run migrate\` once for this release`);
+  const pending = await pendingMigrations(db).catch((err: unknown) =>
+    fail(`database unreachable: ${(err as Error).message}`),
+  );
+  if (pending.length > 0)
+    fail(
+      `the database lacks ${pending.length} migration(s) (${pending[0]} first): run \`npm run migrate\` once for this release`,
+    );
   // Issue 20 item 2: tenants are placed by the region the database records (`npm run migrate`
   // labels a new cluster; a cluster migrated before migration 0900 is labelled here, once).
   const region = deploymentRegion(config);
   const databaseRegion = await labelCluster(db, region, 'core');
-  if (databaseRegion !== region) log.warn({ deploymentRegion: region, databaseRegion }, 'this core runs in another region than its database cluster; tenants are placed by the database\'s');
+  if (databaseRegion !== region)
+    log.warn(
+      { deploymentRegion: region, databaseRegion },
+      "this core runs in another region than its database cluster; tenants are placed by the database's",
+    );
 
   const keys = new KeyStore(db, await secretKey(config, 'MASTER_KEY', 'master.key'), {
     apiKeySealKey: await secretKey(config, 'API_KEY_SEAL_KEY', 'api-key-seal.key'),
@@ -57,24 +84,50 @@ async function main(): Promise<void> {
 
   const policies = new PolicyStore(await trustedSigners(config), log);
   const bundleSource = config.values.POLICY_BUNDLE ?? defaultBundleDir;
-  await policies.load(bundleSource).catch((err: unknown) => fail(`policy bundle refused: ${(err as Error).message}`));
+  await policies
+    .load(bundleSource)
+    .catch((err: unknown) => fail(`policy bundle refused: ${(err as Error).message}`));
   policies.watch(bundleSource);
 
   const allowedCidrs = listOf(config, 'PRIVATE_TARGETS_ALLOWED');
   const guard = new TargetGuard({ allowPrivateTargets: dev, allowedCidrs });
   const sms = smsSenderOf(config, guard, log);
   const core = buildCore({
-    db, log, metrics, build: readBuildInfo(), keys, policies, routeAccess: edgeRouteAccess(),
+    db,
+    log,
+    metrics,
+    build: readBuildInfo(),
+    keys,
+    policies,
+    routeAccess: edgeRouteAccess(),
     // The current secret and, while it rotates, the previous one (issue 23 item 4).
-    edgeSecrets: [await secretText(config, 'EDGE_SHARED_SECRET', 'edge-shared-secret.key'), ...listOf(config, 'EDGE_SHARED_SECRET_PREVIOUS')],
-    identity: { sms }, webhookAllowPrivateTargets: dev, webhookAllowedCidrs: allowedCidrs,
+    edgeSecrets: [
+      await secretText(config, 'EDGE_SHARED_SECRET', 'edge-shared-secret.key'),
+      ...listOf(config, 'EDGE_SHARED_SECRET_PREVIOUS'),
+    ],
+    identity: { sms },
+    webhookAllowPrivateTargets: dev,
+    webhookAllowedCidrs: allowedCidrs,
     checkResponses: config.values.RESPONSE_SCHEMA_CHECK === '1',
     residency: { deploymentRegion: region, labelUnlabelled: false },
-    webauthn: { rpId: config.values.WEBAUTHN_RP_ID ?? 'localhost', rpName: 'Payments platform staff', origins: listOf(config, 'WEBAUTHN_ORIGINS') },
+    webauthn: {
+      rpId: config.values.WEBAUTHN_RP_ID ?? 'localhost',
+      rpName: 'Payments platform staff',
+      origins: listOf(config, 'WEBAUTHN_ORIGINS'),
+    },
     ...(dev ? { dataDir: resolve(config.values.DATA_DIR ?? './.data') } : {}),
   });
-  const port = await listen(core.server, Number(config.values.CORE_PORT), config.values.CORE_HOST).catch((err: unknown) => fail(`cannot listen on CORE_PORT ${config.values.CORE_PORT}: ${(err as Error).message}`));
-  const dispatcher = new Dispatcher({ db, keys, log: log.child({ component: 'webhooks' }), targets: guard, deadLettered: metrics.webhookDeadLettered });
+  const port = await listen(core.server, Number(config.values.CORE_PORT), config.values.CORE_HOST).catch(
+    (err: unknown) =>
+      fail(`cannot listen on CORE_PORT ${config.values.CORE_PORT}: ${(err as Error).message}`),
+  );
+  const dispatcher = new Dispatcher({
+    db,
+    keys,
+    log: log.child({ component: 'webhooks' }),
+    targets: guard,
+    deadLettered: metrics.webhookDeadLettered,
+  });
   dispatcher.start();
   const housekeeper = new Housekeeper(db, log.child({ component: 'housekeeping' }));
   housekeeper.start();

@@ -23,8 +23,10 @@ async function decisionInputs(config: ServiceConfig): Promise<{ decisionInputs?:
   if (!(sample > 0) || (config.mode === 'production' && !config.values.DECISION_INPUT_KEY)) return {};
   return {
     decisionInputs: {
-      key: await secretKey(config, 'DECISION_INPUT_KEY', 'decision-input.key'), sample,
-      retentionHours: Number(config.values.DECISION_INPUTS_RETENTION_HOURS), maxBytes: Number(config.values.DECISION_INPUTS_MAX_MB) * 1024 * 1024,
+      key: await secretKey(config, 'DECISION_INPUT_KEY', 'decision-input.key'),
+      sample,
+      retentionHours: Number(config.values.DECISION_INPUTS_RETENTION_HOURS),
+      maxBytes: Number(config.values.DECISION_INPUTS_MAX_MB) * 1024 * 1024,
     },
   };
 }
@@ -32,11 +34,16 @@ async function decisionInputs(config: ServiceConfig): Promise<{ decisionInputs?:
 async function main(): Promise<void> {
   const config = configOrExit('edge');
   const log = loggerOf(config, 'edge');
-  const databaseUrl = config.values.DATABASE_URL ?? fail('DATABASE_URL is required (the edge reads sessions, keys and settings from PostgreSQL)', 2);
+  const databaseUrl =
+    config.values.DATABASE_URL ??
+    fail('DATABASE_URL is required (the edge reads sessions, keys and settings from PostgreSQL)', 2);
   const metrics = createMetrics();
   const db = createDb({ connectionString: databaseUrl, metrics, log });
   const edge = await buildEdge({
-    db, log, databaseUrl, issuerUrl: config.values.ISSUER_URL,
+    db,
+    log,
+    databaseUrl,
+    issuerUrl: config.values.ISSUER_URL,
     // The edge's own metrics beside the process and pool metrics, all on EDGE_METRICS_PORT /metrics.
     registry: metrics.registry,
     apiKeySealKey: await secretKey(config, 'API_KEY_SEAL_KEY', 'api-key-seal.key'),
@@ -48,11 +55,20 @@ async function main(): Promise<void> {
   }).catch((err: unknown) => fail(`edge failed to start: ${(err as Error).message}`));
   // Issue 15 item 9: caches, pool and decision path warm before the first Check is accepted.
   await edge.warm().catch((err: unknown) => fail(`edge failed to warm up: ${(err as Error).message}`));
-  const port = await edge.listen(Number(config.values.AUTHZ_PORT), config.values.AUTHZ_HOST).catch((err: unknown) => fail(`cannot listen on AUTHZ_PORT ${config.values.AUTHZ_PORT}: ${(err as Error).message}`));
+  const port = await edge
+    .listen(Number(config.values.AUTHZ_PORT), config.values.AUTHZ_HOST)
+    .catch((err: unknown) =>
+      fail(`cannot listen on AUTHZ_PORT ${config.values.AUTHZ_PORT}: ${(err as Error).message}`),
+    );
 
   // Metrics and readiness for Prometheus and the kubelet (HTTP, beside the gRPC port).
   const ops = createOpsServer(edge.metrics.registry, () => edge.serving());
-  const opsPort = await listen(ops, Number(config.values.EDGE_METRICS_PORT), config.values.AUTHZ_HOST).catch((err: unknown) => fail(`cannot listen on EDGE_METRICS_PORT ${config.values.EDGE_METRICS_PORT}: ${(err as Error).message}`));
+  const opsPort = await listen(ops, Number(config.values.EDGE_METRICS_PORT), config.values.AUTHZ_HOST).catch(
+    (err: unknown) =>
+      fail(
+        `cannot listen on EDGE_METRICS_PORT ${config.values.EDGE_METRICS_PORT}: ${(err as Error).message}`,
+      ),
+  );
   log.info({ port, metricsPort: opsPort }, 'edge is serving');
 
   onShutdown(log, async () => {

@@ -11,11 +11,27 @@ import { configOrExit, fail, loggerOf, onShutdown } from './common.ts';
 async function main(): Promise<void> {
   const config = configOrExit('gateway');
   const log = loggerOf(config, 'gateway');
-  if (config.mode === 'production') log.warn('the dev gateway is a development and test tool: production runs Envoy (deploy/envoy/envoy.yaml)');
-  const gateway = createGateway({ log, authzAddress: listOf(config, 'AUTHZ_ADDRESSES'), coreOrigin: listOf(config, 'CORE_ORIGINS') });
-  await gateway.ready().catch(() => log.warn('no edge is reachable yet; requests are refused 503 authz_unavailable until one is'));
-  const port = await listen(gateway.server, Number(config.values.GATEWAY_PORT)).catch((err: unknown) => fail(`cannot listen on GATEWAY_PORT ${config.values.GATEWAY_PORT}: ${(err as Error).message}`));
-  log.info({ port, edges: listOf(config, 'AUTHZ_ADDRESSES'), cores: listOf(config, 'CORE_ORIGINS') }, 'dev gateway is serving');
+  if (config.mode === 'production')
+    log.warn(
+      'the dev gateway is a development and test tool: production runs Envoy (deploy/envoy/envoy.yaml)',
+    );
+  const gateway = createGateway({
+    log,
+    authzAddress: listOf(config, 'AUTHZ_ADDRESSES'),
+    coreOrigin: listOf(config, 'CORE_ORIGINS'),
+  });
+  await gateway
+    .ready()
+    .catch(() =>
+      log.warn('no edge is reachable yet; requests are refused 503 authz_unavailable until one is'),
+    );
+  const port = await listen(gateway.server, Number(config.values.GATEWAY_PORT)).catch((err: unknown) =>
+    fail(`cannot listen on GATEWAY_PORT ${config.values.GATEWAY_PORT}: ${(err as Error).message}`),
+  );
+  log.info(
+    { port, edges: listOf(config, 'AUTHZ_ADDRESSES'), cores: listOf(config, 'CORE_ORIGINS') },
+    'dev gateway is serving',
+  );
   onShutdown(log, () => gateway.close());
 }
 

@@ -18,14 +18,25 @@ async function main(): Promise<void> {
   const db = createDb({ connectionString: databaseUrl, metrics: createMetrics(), log, max: 1 });
   try {
     const applied = await migrate(db.pool);
-    process.stdout.write(applied.length > 0 ? `applied ${applied.length} migration(s): ${applied.join(', ')}\n` : 'the database is up to date\n');
+    process.stdout.write(
+      applied.length > 0
+        ? `applied ${applied.length} migration(s): ${applied.join(', ')}\n`
+        : 'the database is up to date\n',
+    );
     // Issue 20 item 2: a new cluster is labelled with this deployment's region; a labelled one keeps its label.
     const region = deploymentRegion(config);
     const labelled = await labelCluster(db, region, 'migrate');
-    process.stdout.write(labelled === region ? `database cluster region: ${labelled}\n` : `database cluster region: ${labelled} (kept; DEPLOYMENT_REGION is ${region}: relabel deliberately, README "Where a tenant's data lives")\n`);
+    process.stdout.write(
+      labelled === region
+        ? `database cluster region: ${labelled}\n`
+        : `database cluster region: ${labelled} (kept; DEPLOYMENT_REGION is ${region}: relabel deliberately, README "Where a tenant's data lives")\n`,
+    );
   } finally {
     await db.close();
   }
 }
 
-main().then(() => process.exit(0), (err: unknown) => fail(`migration failed: ${(err as Error).message.split('\n')[0]}`));
+main().then(
+  () => process.exit(0),
+  (err: unknown) => fail(`migration failed: ${(err as Error).message.split('\n')[0]}`),
+);

@@ -13,8 +13,24 @@ import { canonicalJson } from '../../shared/canonical-json.ts';
 import { appendAudit } from '../../shared/audit.ts';
 import type { Db, Queryable } from '../../shared/db/pool.ts';
 import { AppError, toProblem } from '../../shared/errors.ts';
-import { defineRoute, type Method, type Reply, type RequestContext, type ResponseSpec, type RouteSpec } from '../http/route.ts';
-import { claimKeys, completeKeys, findKey, principalOf, replay, scopeOf, toReply, type IdemScope } from '../idempotency/idempotency.ts';
+import {
+  defineRoute,
+  type Method,
+  type Reply,
+  type RequestContext,
+  type ResponseSpec,
+  type RouteSpec,
+} from '../http/route.ts';
+import {
+  claimKeys,
+  completeKeys,
+  findKey,
+  principalOf,
+  replay,
+  scopeOf,
+  toReply,
+  type IdemScope,
+} from '../idempotency/idempotency.ts';
 import type { KeyStore } from '../keys/keys.ts';
 import { ProblemSchema } from './schemas.ts';
 import type { Cursors } from './paging.ts';
@@ -66,24 +82,47 @@ export interface WriteCtx {
 export type Mode = 'read' | 'write' | 'create';
 
 interface Base<P extends TSchema, Q extends TSchema, B extends TSchema> {
-  method: Method; path: string; operationId: string; summary: string; tags: string[]; roles: readonly Role[];
-  params?: P; query?: Q; body?: B; ifMatch?: boolean;
+  method: Method;
+  path: string;
+  operationId: string;
+  summary: string;
+  tags: string[];
+  roles: readonly Role[];
+  params?: P;
+  query?: Q;
+  body?: B;
+  ifMatch?: boolean;
   responses: Record<number, ResponseSpec>;
 }
-type Ctx<P extends TSchema, Q extends TSchema, B extends TSchema> = RequestContext<Static<P>, Static<Q>, Static<B>>;
+type Ctx<P extends TSchema, Q extends TSchema, B extends TSchema> = RequestContext<
+  Static<P>,
+  Static<Q>,
+  Static<B>
+>;
 export type AdminRouteSpec<P extends TSchema, Q extends TSchema, B extends TSchema> =
   | (Base<P, Q, B> & { mode: 'read'; read: (ctx: Ctx<P, Q, B>, caller: Caller) => Promise<Reply> })
-  | (Base<P, Q, B> & { mode: 'write' | 'create'; write: (ctx: Ctx<P, Q, B>, w: WriteCtx) => Promise<{ status: number; body?: unknown; headers?: Record<string, string> }> });
+  | (Base<P, Q, B> & {
+      mode: 'write' | 'create';
+      write: (
+        ctx: Ctx<P, Q, B>,
+        w: WriteCtx,
+      ) => Promise<{ status: number; body?: unknown; headers?: Record<string, string> }>;
+    });
 
 export function callerOf(ctx: RequestContext<unknown, unknown, unknown>, roles: readonly Role[]): Caller {
   const id = ctx.identity;
-  if (!id.tenantId) throw new AppError('UNAUTHORIZED', 'a staff credential (service token or staff JWT) is required');
+  if (!id.tenantId)
+    throw new AppError('UNAUTHORIZED', 'a staff credential (service token or staff JWT) is required');
   if (!id.roles.some((r) => (roles as readonly string[]).includes(r))) {
     throw new AppError('FORBIDDEN', `this route needs one of the roles ${roles.join(', ')}`);
   }
   return {
-    tenantId: id.tenantId, principalId: id.principalId ?? 'unknown', roles: id.roles, ip: id.clientIp ?? ctx.req.socket.remoteAddress ?? 'unknown',
-    aal: id.aal ?? 1, sessionId: id.sessionId,
+    tenantId: id.tenantId,
+    principalId: id.principalId ?? 'unknown',
+    roles: id.roles,
+    ip: id.clientIp ?? ctx.req.socket.remoteAddress ?? 'unknown',
+    aal: id.aal ?? 1,
+    sessionId: id.sessionId,
   };
 }
 
@@ -94,46 +133,99 @@ export function actorAttrs(caller: Caller): Record<string, unknown> {
 
 /** Strong ETag over the canonical JSON of a representation. */
 export function etagOf(body: unknown): string {
-  return `"${createHash('sha256').update(canonicalJson(body ?? null)).digest('base64url').slice(0, 27)}"`;
+  return `"${createHash('sha256')
+    .update(canonicalJson(body ?? null))
+    .digest('base64url')
+    .slice(0, 27)}"`;
 }
 
 /** SPEC 9.5: If-Match is required (428) and must name the current representation (412). */
 export function checkIfMatch(headers: Readonly<Record<string, string>>, current: unknown): void {
   const given = headers['if-match'];
-  if (!given) throw new AppError('PRECONDITION_REQUIRED', 'If-Match with the ETag of a GET is required on this update');
+  if (!given)
+    throw new AppError('PRECONDITION_REQUIRED', 'If-Match with the ETag of a GET is required on this update');
   const want = etagOf(current);
   const tags = given.split(',').map((t) => t.trim().replace(/^W\//, ''));
-  if (!tags.includes(want) && !tags.includes('*')) throw new AppError('PRECONDITION_FAILED', 'the resource changed since it was read: GET it again');
+  if (!tags.includes(want) && !tags.includes('*'))
+    throw new AppError('PRECONDITION_FAILED', 'the resource changed since it was read: GET it again');
 }
 
-const requestIdHeader = { name: 'X-Request-Id', required: true, description: 'Required on every administration call (SPEC 4.6)' };
+const requestIdHeader = {
+  name: 'X-Request-Id',
+  required: true,
+  description: 'Required on every administration call (SPEC 4.6)',
+};
 // Documented as required where the handler requires them (issue 15 item 4: the document must not
 // accept what the API refuses); the handler refuses their absence after the role check, with its own code.
-const idemHeader = (required: boolean) => ({ name: 'Idempotency-Key', required, handlerChecks: true, description: required ? 'Required (400 IDEMPOTENCY_KEY_REQUIRED without): 8–128 characters [A-Za-z0-9._:-]; a replay returns the first response' : 'Optional: replays the first response' });
-const ifMatchHeader = { name: 'If-Match', required: true, handlerChecks: true, description: 'Required: the ETag of the resource (428 without, 412 when stale)' };
+const idemHeader = (required: boolean) => ({
+  name: 'Idempotency-Key',
+  required,
+  handlerChecks: true,
+  description: required
+    ? 'Required (400 IDEMPOTENCY_KEY_REQUIRED without): 8–128 characters [A-Za-z0-9._:-]; a replay returns the first response'
+    : 'Optional: replays the first response',
+});
+const ifMatchHeader = {
+  name: 'If-Match',
+  required: true,
+  handlerChecks: true,
+  description: 'Required: the ETag of the resource (428 without, 412 when stale)',
+};
 
 const problems = (codes: number[]): Record<number, ResponseSpec> =>
-  Object.fromEntries(codes.map((c) => [c, { description: 'Problem+JSON', schema: ProblemSchema, contentType: 'application/problem+json' }]));
+  Object.fromEntries(
+    codes.map((c) => [
+      c,
+      { description: 'Problem+JSON', schema: ProblemSchema, contentType: 'application/problem+json' },
+    ]),
+  );
 
-const notModified: Record<number, ResponseSpec> = { 304: { description: 'Not Modified: If-None-Match names the current ETag' } };
+const notModified: Record<number, ResponseSpec> = {
+  304: { description: 'Not Modified: If-None-Match names the current ETag' },
+};
 
-async function runWrite(deps: AdminDeps, ctx: RequestContext<unknown, unknown, unknown>, caller: Caller, mode: 'write' | 'create',
-  fn: (w: WriteCtx) => Promise<{ status: number; body?: unknown; headers?: Record<string, string> }>): Promise<Reply> {
+async function runWrite(
+  deps: AdminDeps,
+  ctx: RequestContext<unknown, unknown, unknown>,
+  caller: Caller,
+  mode: 'write' | 'create',
+  fn: (w: WriteCtx) => Promise<{ status: number; body?: unknown; headers?: Record<string, string> }>,
+): Promise<Reply> {
   const given = ctx.headers['idempotency-key'];
   // The key is the caller's (tenant and staff principal), never the tenant's alone (issue 13 item 3).
-  const scope: IdemScope | undefined = mode === 'create' || given !== undefined
-    ? scopeOf(ctx, { tenantId: caller.tenantId, principal: principalOf('staff', ctx.identity.principalId) }, ctx.body)
-    : undefined;
+  const scope: IdemScope | undefined =
+    mode === 'create' || given !== undefined
+      ? scopeOf(
+          ctx,
+          { tenantId: caller.tenantId, principal: principalOf('staff', ctx.identity.principalId) },
+          ctx.body,
+        )
+      : undefined;
   if (scope) {
     const before = await findKey(deps.db, scope);
     if (before) return replayed(toReply(replay(before, scope, deps.keys)));
   }
   let committed: (() => void)[] = [];
   const makeCtx = (q: Queryable): WriteCtx => ({
-    q, caller,
+    q,
+    caller,
     audit: async (action, target, attrs) => {
-      await appendAudit(q, [{ tenantId: caller.tenantId, actor: { type: 'staff', id: caller.principalId }, action, target,
-        attrs: { requestId: ctx.requestId, ip: caller.ip, roles: caller.roles, ...actorAttrs(caller), ...attrs }, ts: new Date(deps.now()) }]);
+      await appendAudit(q, [
+        {
+          tenantId: caller.tenantId,
+          actor: { type: 'staff', id: caller.principalId },
+          action,
+          target,
+          attrs: {
+            requestId: ctx.requestId,
+            ip: caller.ip,
+            roles: caller.roles,
+            ...actorAttrs(caller),
+            ...attrs,
+          },
+          ts: new Date(deps.now()),
+        },
+      ]);
     },
     afterCommit: (fn) => {
       committed.push(fn);
@@ -170,19 +262,32 @@ async function runWrite(deps: AdminDeps, ctx: RequestContext<unknown, unknown, u
     try {
       const out = await fn(makeCtx(client));
       firstHeaders = out.headers ?? {};
-      res = { status: out.status, body: JSON.stringify(out.body ?? null), contentType: 'application/json; charset=utf-8' };
+      res = {
+        status: out.status,
+        body: JSON.stringify(out.body ?? null),
+        contentType: 'application/json; charset=utf-8',
+      };
     } catch (err) {
       if (!(err instanceof AppError) || err.status >= 500) throw err;
       await client.query('ROLLBACK TO SAVEPOINT admin_work');
       committed = [];
       firstHeaders = {};
-      res = { status: err.status, body: JSON.stringify(toProblem(err, ctx.path)), contentType: 'application/problem+json' };
+      res = {
+        status: err.status,
+        body: JSON.stringify(toProblem(err, ctx.path)),
+        contentType: 'application/problem+json',
+      };
     }
     await completeKeys(client, deps.keys, [{ scope, status: res.status, body: res.body }]);
     return res;
   });
   runCommitted();
-  if (stored) return { status: stored.status, raw: { contentType: stored.contentType, data: stored.body }, headers: firstHeaders };
+  if (stored)
+    return {
+      status: stored.status,
+      raw: { contentType: stored.contentType, data: stored.body },
+      headers: firstHeaders,
+    };
   const after = await findKey(deps.db, scope);
   if (!after) throw new AppError('SERVICE_UNAVAILABLE', 'idempotency key is busy; retry');
   return replayed(toReply(replay(after, scope, deps.keys)));
@@ -192,15 +297,33 @@ async function runWrite(deps: AdminDeps, ctx: RequestContext<unknown, unknown, u
 const replayed = (r: Reply): Reply => ({ ...r, headers: { ...r.headers, 'cache-control': 'no-store' } });
 
 /** One administration route with the shared conventions around its handler. */
-export function adminRoute<P extends TSchema, Q extends TSchema, B extends TSchema>(deps: AdminDeps, spec: AdminRouteSpec<P, Q, B>): RouteSpec {
-  const headers: { name: string; required: boolean; description: string; handlerChecks?: boolean }[] = [requestIdHeader];
+export function adminRoute<P extends TSchema, Q extends TSchema, B extends TSchema>(
+  deps: AdminDeps,
+  spec: AdminRouteSpec<P, Q, B>,
+): RouteSpec {
+  const headers: { name: string; required: boolean; description: string; handlerChecks?: boolean }[] = [
+    requestIdHeader,
+  ];
   if (spec.mode !== 'read') headers.push(idemHeader(spec.mode === 'create'));
   if (spec.ifMatch) headers.push(ifMatchHeader);
-  const errorCodes = [400, 401, 403, ...(spec.mode === 'read' ? [] : [409, 429]), ...(spec.ifMatch ? [412, 428] : [])];
+  const errorCodes = [
+    400,
+    401,
+    403,
+    ...(spec.mode === 'read' ? [] : [409, 429]),
+    ...(spec.ifMatch ? [412, 428] : []),
+  ];
   return defineRoute<P, Q, B>({
-    method: spec.method, path: spec.path, operationId: spec.operationId, summary: spec.summary, tags: spec.tags,
-    ...(spec.params ? { params: spec.params } : {}), ...(spec.query ? { query: spec.query } : {}), ...(spec.body ? { body: spec.body } : {}),
-    headers, errorFormat: 'problem',
+    method: spec.method,
+    path: spec.path,
+    operationId: spec.operationId,
+    summary: spec.summary,
+    tags: spec.tags,
+    ...(spec.params ? { params: spec.params } : {}),
+    ...(spec.query ? { query: spec.query } : {}),
+    ...(spec.body ? { body: spec.body } : {}),
+    headers,
+    errorFormat: 'problem',
     // SPEC 9.5: every GET carries an ETag, and If-None-Match naming it answers 304 without a body.
     responses: { ...problems(errorCodes), ...(spec.mode === 'read' ? notModified : {}), ...spec.responses },
     handler: async (ctx) => {

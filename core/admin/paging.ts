@@ -27,11 +27,18 @@ export interface PageRequest {
 
 const secretName = 'cursor_mac';
 const macBytes = 16;
-const notOurs = () => new AppError('CURSOR_INVALID', 'cursor is not a next_cursor this list returned (it was changed, or belongs to another list or filter)');
+const notOurs = () =>
+  new AppError(
+    'CURSOR_INVALID',
+    'cursor is not a next_cursor this list returned (it was changed, or belongs to another list or filter)',
+  );
 
 export class Cursors {
   private key: Promise<Buffer> | undefined;
-  constructor(private readonly db: Db, private readonly keys: KeyStore) {}
+  constructor(
+    private readonly db: Db,
+    private readonly keys: KeyStore,
+  ) {}
 
   private macKey(): Promise<Buffer> {
     this.key ??= this.load().catch((err: unknown) => {
@@ -43,21 +50,35 @@ export class Cursors {
 
   private async load(): Promise<Buffer> {
     const aad = `admin:${secretName}`;
-    await this.db.query('INSERT INTO admin_secrets (name, sealed) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING', [secretName, this.keys.sealSecret(randomBytes(32), aad)]);
-    const { rows } = await this.db.query<{ sealed: Buffer }>('SELECT sealed FROM admin_secrets WHERE name = $1', [secretName]);
+    await this.db.query(
+      'INSERT INTO admin_secrets (name, sealed) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING',
+      [secretName, this.keys.sealSecret(randomBytes(32), aad)],
+    );
+    const { rows } = await this.db.query<{ sealed: Buffer }>(
+      'SELECT sealed FROM admin_secrets WHERE name = $1',
+      [secretName],
+    );
     const sealed = rows[0]?.sealed;
     if (!sealed) throw new AppError('INTERNAL', 'cursor key missing');
     return this.keys.openSecret(sealed, aad);
   }
 
   /** Read `limit` and `cursor` from the request and bind the page to this caller, path and filter. */
-  async open(ctx: RequestContext<unknown, unknown, unknown>, tenantId: string, arity: number): Promise<PageRequest> {
-    const query = (typeof ctx.query === 'object' && ctx.query !== null ? ctx.query : {}) as Record<string, unknown>;
+  async open(
+    ctx: RequestContext<unknown, unknown, unknown>,
+    tenantId: string,
+    arity: number,
+  ): Promise<PageRequest> {
+    const query = (typeof ctx.query === 'object' && ctx.query !== null ? ctx.query : {}) as Record<
+      string,
+      unknown
+    >;
     const { limit: rawLimit, cursor, offset: _offset, ...filters } = query;
     const limit = typeof rawLimit === 'number' ? rawLimit : defaultPageSize;
     const key = await this.macKey();
     const binding = `${tenantId}\n${ctx.method} ${ctx.path}\n${canonicalJson(filters)}\n`;
-    const mac = (payload: string) => createHmac('sha256', key).update(binding).update(payload).digest().subarray(0, macBytes);
+    const mac = (payload: string) =>
+      createHmac('sha256', key).update(binding).update(payload).digest().subarray(0, macBytes);
     return {
       limit,
       after: cursor === undefined ? undefined : verify(String(cursor), arity, mac),
@@ -78,13 +99,19 @@ function verify(text: string, arity: number, mac: (payload: string) => Buffer): 
   const [payload, given] = parts as [string, string];
   const want = mac(payload);
   const got = Buffer.from(given, 'base64url');
-  if (got.length !== want.length || got.toString('base64url') !== given || !timingSafeEqual(got, want)) throw notOurs();
+  if (got.length !== want.length || got.toString('base64url') !== given || !timingSafeEqual(got, want))
+    throw notOurs();
   let v: unknown;
   try {
     v = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8'));
   } catch {
     throw notOurs();
   }
-  if (!Array.isArray(v) || v.length !== arity || !v.every((x) => typeof x === 'string' || typeof x === 'number')) throw notOurs();
+  if (
+    !Array.isArray(v) ||
+    v.length !== arity ||
+    !v.every((x) => typeof x === 'string' || typeof x === 'number')
+  )
+    throw notOurs();
   return v as SortKey;
 }

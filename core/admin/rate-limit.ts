@@ -14,7 +14,10 @@ export interface RateLimits {
 }
 
 /** Generous for consoles and scripts, small enough to stop a runaway loop within a minute. */
-export const defaultRateLimits: RateLimits = Object.freeze({ perSourcePerMinute: 120, perTenantPerMinute: 600 });
+export const defaultRateLimits: RateLimits = Object.freeze({
+  perSourcePerMinute: 120,
+  perTenantPerMinute: 600,
+});
 export const rateWindowMs = 60_000;
 
 /**
@@ -37,22 +40,38 @@ WITH ip AS (
 SELECT EXISTS (SELECT 1 FROM ip) AS ip_ok, EXISTS (SELECT 1 FROM tenant) AS tenant_ok`;
 
 export class RateLimiter {
-  constructor(private readonly db: Db, private readonly limits: RateLimits = defaultRateLimits) {}
+  constructor(
+    private readonly db: Db,
+    private readonly limits: RateLimits = defaultRateLimits,
+  ) {}
 
   /** Count one mutation for the caller's address and tenant, or throw 429. */
   async take(caller: { ip: string; tenantId: string }, now: number): Promise<void> {
     const start = Math.floor(now / rateWindowMs) * rateWindowMs;
     const window = new Date(start);
     const ipScope = `ip:${caller.ip}`;
-    const { rows } = await this.db.query<{ ip_ok: boolean; tenant_ok: boolean }>(takeSql,
-      [window, ipScope, this.limits.perSourcePerMinute, `tenant:${caller.tenantId}`, this.limits.perTenantPerMinute]);
+    const { rows } = await this.db.query<{ ip_ok: boolean; tenant_ok: boolean }>(takeSql, [
+      window,
+      ipScope,
+      this.limits.perSourcePerMinute,
+      `tenant:${caller.tenantId}`,
+      this.limits.perTenantPerMinute,
+    ]);
     const r = rows[0];
     if (r?.ip_ok === true && r.tenant_ok) return;
     const byIp = r?.ip_ok !== true;
     // Refused for the tenant: give the address back the slot this request took.
-    if (!byIp) await this.db.query('UPDATE admin_rate_counters SET count = count - 1 WHERE window_start = $1 AND scope = $2 AND count > 0', [window, ipScope]);
+    if (!byIp)
+      await this.db.query(
+        'UPDATE admin_rate_counters SET count = count - 1 WHERE window_start = $1 AND scope = $2 AND count > 0',
+        [window, ipScope],
+      );
     const limit = byIp ? this.limits.perSourcePerMinute : this.limits.perTenantPerMinute;
     const retryAfter = Math.max(1, Math.ceil((start + rateWindowMs - now) / 1000));
-    throw new AppError('RATE_LIMITED', `more than ${limit} changes a minute from this ${byIp ? 'address' : 'tenant'}`, { headers: { 'retry-after': String(retryAfter) } });
+    throw new AppError(
+      'RATE_LIMITED',
+      `more than ${limit} changes a minute from this ${byIp ? 'address' : 'tenant'}`,
+      { headers: { 'retry-after': String(retryAfter) } },
+    );
   }
 }

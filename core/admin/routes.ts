@@ -35,19 +35,50 @@ import { tupleRoutes } from './tuples/routes.ts';
  * `webhookAllowedCidrs`: the internal receivers an operator lists (PRIVATE_TARGETS_ALLOWED), so an
  * endpoint the dispatcher may deliver to can also be created (issue 23 item 5).
  */
-export function adminRoutes(opts: { db: Db; keys: KeyStore; now: () => number; rateLimits?: RateLimits; allowPrivateWebhookTargets?: boolean; webhookAllowedCidrs?: string[]; targets?: TargetGuard; identity?: IdentityDeps }): RouteSpec[] {
+export function adminRoutes(opts: {
+  db: Db;
+  keys: KeyStore;
+  now: () => number;
+  rateLimits?: RateLimits;
+  allowPrivateWebhookTargets?: boolean;
+  webhookAllowedCidrs?: string[];
+  targets?: TargetGuard;
+  identity?: IdentityDeps;
+}): RouteSpec[] {
   const deps: AdminDeps = {
-    db: opts.db, keys: opts.keys, now: opts.now, limiter: new RateLimiter(opts.db, opts.rateLimits), pages: new Cursors(opts.db, opts.keys),
-    webhookTargets: opts.targets ?? new TargetGuard({ allowPrivateTargets: opts.allowPrivateWebhookTargets ?? false, allowedCidrs: opts.webhookAllowedCidrs ?? [] }),
+    db: opts.db,
+    keys: opts.keys,
+    now: opts.now,
+    limiter: new RateLimiter(opts.db, opts.rateLimits),
+    pages: new Cursors(opts.db, opts.keys),
+    webhookTargets:
+      opts.targets ??
+      new TargetGuard({
+        allowPrivateTargets: opts.allowPrivateWebhookTargets ?? false,
+        allowedCidrs: opts.webhookAllowedCidrs ?? [],
+      }),
   };
   return [
-    ...referenceRoutes(deps), ...countryRoutes(deps), ...currencyRoutes(deps), ...tenantRoutes(deps), ...environmentRoutes(deps), ...productRoutes(deps),
-    ...configRoutes(deps), ...scheduleRoutes(deps), ...flagRoutes(deps), ...opsRoutes(deps), ...auditRoutes(deps), ...webhookRoutes(deps),
+    ...referenceRoutes(deps),
+    ...countryRoutes(deps),
+    ...currencyRoutes(deps),
+    ...tenantRoutes(deps),
+    ...environmentRoutes(deps),
+    ...productRoutes(deps),
+    ...configRoutes(deps),
+    ...scheduleRoutes(deps),
+    ...flagRoutes(deps),
+    ...opsRoutes(deps),
+    ...auditRoutes(deps),
+    ...webhookRoutes(deps),
     ...staffAdminRoutes(deps),
-    ...sessionAdminRoutes(deps), ...identityProviderRoutes(deps),
+    ...sessionAdminRoutes(deps),
+    ...identityProviderRoutes(deps),
     ...enrolmentAdminRoutes(deps),
     // tenant onboarding (issue 20 item 1); agents need identity's PIN hasher and peppers
-    ...firstAdminRoutes(deps), ...securityRoutes(deps), ...templateRoutes(deps),
+    ...firstAdminRoutes(deps),
+    ...securityRoutes(deps),
+    ...templateRoutes(deps),
     ...(opts.identity ? agentAdminRoutes(deps, opts.identity) : []),
     // issue 20 item 3: relationship tuples
     ...tupleRoutes(deps),

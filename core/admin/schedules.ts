@@ -5,4 +5,12 @@
  *   limitRowsFor(q, {tenantId, product, action, currency, kycLevel?, env?, country?}) → LimitRule[]
  * Amounts are integer micro-units (bigint); see shared/money.ts.
  */
-export { quoteFee, quoteCommission, limitRowsFor, type Quote, type QuoteInput, type LimitQuery, type LimitRule } from './schedules/quote.ts';
+export {
+  quoteFee,
+  quoteCommission,
+  limitRowsFor,
+  type Quote,
+  type QuoteInput,
+  type LimitQuery,
+  type LimitRule,
+} from './schedules/quote.ts';

@@ -30,11 +30,15 @@ export async function enableCountry(q: Queryable, code: string, currency: string
   await q.query(
     `INSERT INTO admin_countries (code, name, region, subregion, timezones, locales, base_currency, allowed_currencies)
      VALUES ($1, $2, $3, $4, $5, $6, $7, ARRAY[$7]) ON CONFLICT (code) DO NOTHING`,
-    [c.code, c.name, c.region, c.subregion, c.timezones, c.locales, currency]);
+    [c.code, c.name, c.region, c.subregion, c.timezones, c.locales, currency],
+  );
 }
 
 export const adminSeeder: Seeder = async ({ db, tenantId }) => {
-  const { rows } = await db.query<{ country: string; base_currency: string }>('SELECT country, base_currency FROM tenants WHERE id = $1', [tenantId]);
+  const { rows } = await db.query<{ country: string; base_currency: string }>(
+    'SELECT country, base_currency FROM tenants WHERE id = $1',
+    [tenantId],
+  );
   const tenant = rows[0];
   if (!tenant) return {};
   await enableCountry(db, tenant.country, tenant.base_currency);
@@ -42,7 +46,9 @@ export const adminSeeder: Seeder = async ({ db, tenantId }) => {
   await markOperatorIfNone(db, tenantId);
   await db.query(
     `INSERT INTO admin_products (tenant_id, code, category, metadata) VALUES ($1, 'TRANSFER', 'PAYMENTS', '{"description":"Customer transfer"}')
-     ON CONFLICT DO NOTHING`, [tenantId]);
+     ON CONFLICT DO NOTHING`,
+    [tenantId],
+  );
   const ids: Record<string, string> = {};
   for (const kind of ['FEE', 'LIMIT'] as const) {
     const existing = await resolveSchedule(db, { tenantId, kind, product: 'TRANSFER', currency: 'KES' });
@@ -51,8 +57,23 @@ export const adminSeeder: Seeder = async ({ db, tenantId }) => {
       continue;
     }
     ids[kind] = await db.tx(async (client) => {
-      const items = kind === 'FEE' ? { tiers: parseTiers(demoTransferFeeTiers) } : { limits: parseLimits(demoTransferLimits) };
-      const s = await createSchedule(client, { tenantId, kind, product: 'TRANSFER', currency: 'KES', scope: 'TENANT', scopeRef: tenantId, name: `demo ${kind.toLowerCase()} schedule` }, items);
+      const items =
+        kind === 'FEE'
+          ? { tiers: parseTiers(demoTransferFeeTiers) }
+          : { limits: parseLimits(demoTransferLimits) };
+      const s = await createSchedule(
+        client,
+        {
+          tenantId,
+          kind,
+          product: 'TRANSFER',
+          currency: 'KES',
+          scope: 'TENANT',
+          scopeRef: tenantId,
+          name: `demo ${kind.toLowerCase()} schedule`,
+        },
+        items,
+      );
       await activateSchedule(client, s);
       return s.id;
     });

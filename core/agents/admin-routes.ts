@@ -23,20 +23,51 @@ import type { IdentityDeps } from '../identity/context.ts';
 import { hashAgentPin, insertAgent } from './provision.ts';
 
 const Text = (max: number) => Type.String({ minLength: 1, maxLength: max, pattern: '^\\S(.*\\S)?$' });
-const Outlet = Type.Object({ id: Uuid, name: Type.String(), region: Type.String(), address: Type.String(), created_at: Timestamp });
+const Outlet = Type.Object({
+  id: Uuid,
+  name: Type.String(),
+  region: Type.String(),
+  address: Type.String(),
+  created_at: Timestamp,
+});
 const Tier = Type.Union([Type.Literal('basic'), Type.Literal('standard'), Type.Literal('super')]);
 const Agent = Type.Object({
-  id: Uuid, code: Type.String(), phone: Type.String(), name: Type.String(), tier: Tier, outletId: Uuid, currency: CurrencyCode,
-  floatAccountId: Uuid, commissionAccountId: Uuid,
+  id: Uuid,
+  code: Type.String(),
+  phone: Type.String(),
+  name: Type.String(),
+  tier: Tier,
+  outletId: Uuid,
+  currency: CurrencyCode,
+  floatAccountId: Uuid,
+  commissionAccountId: Uuid,
   credentials: Type.Object({
-    pin: Type.String({ pattern: '^[0-9]{6}$' }), deviceId: Uuid,
-    privateKey: Type.Object({ kty: Type.Literal('OKP'), crv: Type.Literal('Ed25519'), x: Type.String(), d: Type.String() }),
+    pin: Type.String({ pattern: '^[0-9]{6}$' }),
+    deviceId: Uuid,
+    privateKey: Type.Object({
+      kty: Type.Literal('OKP'),
+      crv: Type.Literal('Ed25519'),
+      x: Type.String(),
+      d: Type.String(),
+    }),
   }),
 });
 const noStore = { 'cache-control': 'no-store' };
 
-interface OutletRow { id: string; name: string; region: string; address: string; created_at: Date }
-const outletView = (o: OutletRow) => ({ id: o.id, name: o.name, region: o.region, address: o.address, created_at: o.created_at.toISOString() });
+interface OutletRow {
+  id: string;
+  name: string;
+  region: string;
+  address: string;
+  created_at: Date;
+}
+const outletView = (o: OutletRow) => ({
+  id: o.id,
+  name: o.name,
+  region: o.region,
+  address: o.address,
+  created_at: o.created_at.toISOString(),
+});
 
 function limitOf(text: string | undefined, minorUnits: number, field: string): Micro | undefined {
   if (text === undefined) return undefined;
@@ -46,7 +77,10 @@ function limitOf(text: string | undefined, minorUnits: number, field: string): M
 }
 
 async function tenantCurrency(q: Queryable, tenantId: string): Promise<string> {
-  const { rows } = await q.query<{ base_currency: string }>('SELECT base_currency FROM tenants WHERE id = $1', [tenantId]);
+  const { rows } = await q.query<{ base_currency: string }>(
+    'SELECT base_currency FROM tenants WHERE id = $1',
+    [tenantId],
+  );
   const c = rows[0]?.base_currency;
   if (!c) throw new AppError('TENANT_NOT_FOUND', `no tenant ${tenantId}`);
   return c;
@@ -56,23 +90,45 @@ async function tenantCurrency(q: Queryable, tenantId: string): Promise<string> {
 async function bindDevice(q: Queryable, tenantId: string, agentId: string, now: number) {
   const { publicKey, privateKey } = generateKeyPairSync('ed25519');
   const id = uuidv7(now);
-  await q.query('INSERT INTO agent_devices (id, tenant_id, agent_id, public_key, label, created_at) VALUES ($1, $2, $3, $4, $5, to_timestamp($6 / 1000.0))',
-    [id, tenantId, agentId, Buffer.from(String(publicKey.export({ format: 'jwk' }).x), 'base64url'), 'issued at creation', now]);
+  await q.query(
+    'INSERT INTO agent_devices (id, tenant_id, agent_id, public_key, label, created_at) VALUES ($1, $2, $3, $4, $5, to_timestamp($6 / 1000.0))',
+    [
+      id,
+      tenantId,
+      agentId,
+      Buffer.from(String(publicKey.export({ format: 'jwk' }).x), 'base64url'),
+      'issued at creation',
+      now,
+    ],
+  );
   const jwk = privateKey.export({ format: 'jwk' });
-  return { deviceId: id, privateKey: { kty: 'OKP' as const, crv: 'Ed25519' as const, x: String(jwk.x), d: String(jwk.d) } };
+  return {
+    deviceId: id,
+    privateKey: { kty: 'OKP' as const, crv: 'Ed25519' as const, x: String(jwk.x), d: String(jwk.d) },
+  };
 }
 
 export function agentAdminRoutes(deps: AdminDeps, identity: IdentityDeps): RouteSpec[] {
   const tags = ['admin.agents'];
   return [
     adminRoute(deps, {
-      method: 'POST', path: '/v1/outlets', operationId: 'createOutlet', summary: 'Create an agent outlet (a shop) in the caller\'s tenant', tags, roles: admins, mode: 'create',
-      body: Type.Object({ name: Text(200), region: Text(100), address: Type.Optional(Type.String({ maxLength: 500 })) }, { additionalProperties: false }),
+      method: 'POST',
+      path: '/v1/outlets',
+      operationId: 'createOutlet',
+      summary: "Create an agent outlet (a shop) in the caller's tenant",
+      tags,
+      roles: admins,
+      mode: 'create',
+      body: Type.Object(
+        { name: Text(200), region: Text(100), address: Type.Optional(Type.String({ maxLength: 500 })) },
+        { additionalProperties: false },
+      ),
       responses: { 201: { description: 'The outlet', schema: Outlet } },
       write: async (ctx, w) => {
         const { rows } = await w.q.query<OutletRow>(
           'INSERT INTO agent_outlets (tenant_id, id, name, region, address) VALUES ($1, $2, $3, $4, $5) RETURNING id, name, region, address, created_at',
-          [w.caller.tenantId, uuidv7(deps.now()), ctx.body.name, ctx.body.region, ctx.body.address ?? '']);
+          [w.caller.tenantId, uuidv7(deps.now()), ctx.body.name, ctx.body.region, ctx.body.address ?? ''],
+        );
         const o = rows[0];
         if (!o) throw new AppError('INTERNAL', 'outlet not stored');
         await w.audit('outlet.create', { type: 'outlet', id: o.id }, { name: o.name, region: o.region });
@@ -80,40 +136,94 @@ export function agentAdminRoutes(deps: AdminDeps, identity: IdentityDeps): Route
       },
     }),
     adminRoute(deps, {
-      method: 'POST', path: '/v1/agents', operationId: 'createAgent', tags, roles: admins, mode: 'create',
-      summary: 'Create an agent at one of the tenant\'s outlets, with its float and commission accounts and a bound device; the PIN and device key are shown once',
-      body: Type.Object({
-        code: Type.String({ pattern: '^[A-Z0-9]{4,16}$' }), phone: Phone, name: Text(200), outletId: Uuid, tier: Type.Optional(Tier),
-        txn_max_amount: Type.Optional(Decimal), day_max_amount: Type.Optional(Decimal),
-      }, { additionalProperties: false }),
-      responses: { 201: { description: 'The agent and its credentials (keep them: never shown again)', schema: Agent } },
+      method: 'POST',
+      path: '/v1/agents',
+      operationId: 'createAgent',
+      tags,
+      roles: admins,
+      mode: 'create',
+      summary:
+        "Create an agent at one of the tenant's outlets, with its float and commission accounts and a bound device; the PIN and device key are shown once",
+      body: Type.Object(
+        {
+          code: Type.String({ pattern: '^[A-Z0-9]{4,16}$' }),
+          phone: Phone,
+          name: Text(200),
+          outletId: Uuid,
+          tier: Type.Optional(Tier),
+          txn_max_amount: Type.Optional(Decimal),
+          day_max_amount: Type.Optional(Decimal),
+        },
+        { additionalProperties: false },
+      ),
+      responses: {
+        201: { description: 'The agent and its credentials (keep them: never shown again)', schema: Agent },
+      },
       write: async (ctx, w) => {
         const tenantId = w.caller.tenantId;
         const b = ctx.body;
-        const outlet = await w.q.query('SELECT 1 FROM agent_outlets WHERE tenant_id = $1 AND id = $2', [tenantId, b.outletId]);
+        const outlet = await w.q.query('SELECT 1 FROM agent_outlets WHERE tenant_id = $1 AND id = $2', [
+          tenantId,
+          b.outletId,
+        ]);
         if (outlet.rows.length === 0) throw new AppError('OUTLET_NOT_FOUND', `no outlet ${b.outletId}`);
-        const taken = await w.q.query('SELECT 1 FROM agents WHERE tenant_id = $1 AND (code = $2 OR phone_e164 = $3)', [tenantId, b.code, b.phone]);
-        if (taken.rows.length > 0) throw new AppError('AGENT_EXISTS', 'an agent with this code or phone exists');
+        const taken = await w.q.query(
+          'SELECT 1 FROM agents WHERE tenant_id = $1 AND (code = $2 OR phone_e164 = $3)',
+          [tenantId, b.code, b.phone],
+        );
+        if (taken.rows.length > 0)
+          throw new AppError('AGENT_EXISTS', 'an agent with this code or phone exists');
         const currency = await tenantCurrency(w.q, tenantId);
         const minor = await requireMinorUnits(w.q, currency);
         const txnMaxAmount = limitOf(b.txn_max_amount, minor, 'txn_max_amount');
         const dayMaxAmount = limitOf(b.day_max_amount, minor, 'day_max_amount');
         const pin = String(randomInt(100_000, 1_000_000));
         const now = deps.now();
-        const a = await insertAgent(w.q, {
-          tenantId, code: b.code, phone: b.phone, name: b.name, pin, currency, outletId: b.outletId, ...(b.tier ? { tier: b.tier } : {}),
-          ...(txnMaxAmount !== undefined ? { txnMaxAmount } : {}), ...(dayMaxAmount !== undefined ? { dayMaxAmount } : {}),
-        }, await hashAgentPin(identity, tenantId, pin), { type: 'staff', id: w.caller.principalId }, ctx.requestId, now).catch((err: unknown) => {
+        const a = await insertAgent(
+          w.q,
+          {
+            tenantId,
+            code: b.code,
+            phone: b.phone,
+            name: b.name,
+            pin,
+            currency,
+            outletId: b.outletId,
+            ...(b.tier ? { tier: b.tier } : {}),
+            ...(txnMaxAmount !== undefined ? { txnMaxAmount } : {}),
+            ...(dayMaxAmount !== undefined ? { dayMaxAmount } : {}),
+          },
+          await hashAgentPin(identity, tenantId, pin),
+          { type: 'staff', id: w.caller.principalId },
+          ctx.requestId,
+          now,
+        ).catch((err: unknown) => {
           // Two creations of the same code or phone at once both pass the check above; the unique index decides (409, not a 500).
-          if ((err as { code?: string }).code === '23505') throw new AppError('AGENT_EXISTS', 'an agent with this code or phone exists');
+          if ((err as { code?: string }).code === '23505')
+            throw new AppError('AGENT_EXISTS', 'an agent with this code or phone exists');
           throw err;
         });
         const device = await bindDevice(w.q, tenantId, a.id, now);
-        await w.audit('agent.create', { type: 'agent', id: a.id }, { code: b.code, outlet: b.outletId, device: device.deviceId });
+        await w.audit(
+          'agent.create',
+          { type: 'agent', id: a.id },
+          { code: b.code, outlet: b.outletId, device: device.deviceId },
+        );
         return {
-          status: 201, headers: noStore,
-          body: { id: a.id, code: b.code, phone: b.phone, name: b.name, tier: b.tier ?? 'standard', outletId: b.outletId, currency,
-            floatAccountId: a.floatAccountId, commissionAccountId: a.commissionAccountId, credentials: { pin, ...device } },
+          status: 201,
+          headers: noStore,
+          body: {
+            id: a.id,
+            code: b.code,
+            phone: b.phone,
+            name: b.name,
+            tier: b.tier ?? 'standard',
+            outletId: b.outletId,
+            currency,
+            floatAccountId: a.floatAccountId,
+            commissionAccountId: a.commissionAccountId,
+            credentials: { pin, ...device },
+          },
         };
       },
     }),

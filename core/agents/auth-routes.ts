@@ -14,61 +14,128 @@ import { checkOtp, issueOtp, otpTtlMs } from '../identity/otp.ts';
 import { revokeSession } from '../identity/sessions.ts';
 import { OpaqueToken, Otp, Pin, TenantId } from '../identity/schemas.ts';
 import { tenantSettings } from '../identity/settings.ts';
-import { admitAll, clearOtpRequirement, otpSendPolicy, otpVerifyPolicy, settleSuccess } from '../identity/throttle.ts';
+import {
+  admitAll,
+  clearOtpRequirement,
+  otpSendPolicy,
+  otpVerifyPolicy,
+  settleSuccess,
+} from '../identity/throttle.ts';
 import { agentKeyOf, agentLogin, agentRef, agentRefresh } from './auth.ts';
 import { agentCaller, type AgentDeps } from './context.ts';
 import { DeviceProof } from './device.ts';
 
-export const AgentCode = Type.String({ pattern: '^[A-Z0-9]{4,16}$', description: 'Agent code (till number)' });
+export const AgentCode = Type.String({
+  pattern: '^[A-Z0-9]{4,16}$',
+  description: 'Agent code (till number)',
+});
 const tags = ['agent-auth'];
 const bindTtlMs = 10 * 60_000;
 const sha256 = (s: string) => createHash('sha256').update(s, 'utf8').digest();
 
 const TokenPairSchema = Type.Object({
-  accessToken: Type.String(), refreshToken: Type.String(), expiresIn: Type.Integer(), sessionId: Type.String(), aal: Type.Integer(), agentId: Type.String(),
+  accessToken: Type.String(),
+  refreshToken: Type.String(),
+  expiresIn: Type.Integer(),
+  sessionId: Type.String(),
+  aal: Type.Integer(),
+  agentId: Type.String(),
   tokenType: Type.Optional(Type.Union([Type.Literal('Bearer'), Type.Literal('DPoP')])),
 });
-const LoginBody = Type.Object({ tenantId: TenantId, agentCode: AgentCode, pin: Pin, device: DeviceProof }, { additionalProperties: false });
-const RefreshBody = Type.Object({ tenantId: TenantId, refreshToken: OpaqueToken, device: DeviceProof }, { additionalProperties: false });
-const OtpRequestBody = Type.Object({ tenantId: TenantId, agentCode: AgentCode }, { additionalProperties: false });
-const OtpVerifyBody = Type.Object({ tenantId: TenantId, agentCode: AgentCode, otp: Otp }, { additionalProperties: false });
-const BindBody = Type.Object({
-  tenantId: TenantId, agentCode: AgentCode, bindToken: OpaqueToken, publicKey: PublicKeyInput, label: Type.Optional(Type.String({ maxLength: 64 })),
-}, { additionalProperties: false });
+const LoginBody = Type.Object(
+  { tenantId: TenantId, agentCode: AgentCode, pin: Pin, device: DeviceProof },
+  { additionalProperties: false },
+);
+const RefreshBody = Type.Object(
+  { tenantId: TenantId, refreshToken: OpaqueToken, device: DeviceProof },
+  { additionalProperties: false },
+);
+const OtpRequestBody = Type.Object(
+  { tenantId: TenantId, agentCode: AgentCode },
+  { additionalProperties: false },
+);
+const OtpVerifyBody = Type.Object(
+  { tenantId: TenantId, agentCode: AgentCode, otp: Otp },
+  { additionalProperties: false },
+);
+const BindBody = Type.Object(
+  {
+    tenantId: TenantId,
+    agentCode: AgentCode,
+    bindToken: OpaqueToken,
+    publicKey: PublicKeyInput,
+    label: Type.Optional(Type.String({ maxLength: 64 })),
+  },
+  { additionalProperties: false },
+);
 
-interface AgentLite { id: string; phone_e164: string; status: string }
+interface AgentLite {
+  id: string;
+  phone_e164: string;
+  status: string;
+}
 
 export function agentAuthRoutes(deps: AgentDeps): RouteSpec[] {
   const { db, now, identity } = deps;
   const agentOf = async (tenantId: string, code: string) =>
-    (await db.query<AgentLite>('SELECT id, phone_e164, status FROM agents WHERE tenant_id = $1 AND code = $2', [tenantId, code])).rows[0];
-  const secretsOf = async (tenantId: string) => ((await tenantSettings(db, tenantId))?.active ? identity.secrets.get(tenantId) : undefined);
+    (
+      await db.query<AgentLite>(
+        'SELECT id, phone_e164, status FROM agents WHERE tenant_id = $1 AND code = $2',
+        [tenantId, code],
+      )
+    ).rows[0];
+  const secretsOf = async (tenantId: string) =>
+    (await tenantSettings(db, tenantId))?.active ? identity.secrets.get(tenantId) : undefined;
 
   return [
     defineRoute({
-      method: 'POST', path: '/v1/agent/auth/login', operationId: 'agentLogin', tags, body: LoginBody,
-      summary: 'Log in with agent code + PIN and a signature from the bound device (AAL 2); uniform 401 for every credential failure',
+      method: 'POST',
+      path: '/v1/agent/auth/login',
+      operationId: 'agentLogin',
+      tags,
+      body: LoginBody,
+      summary:
+        'Log in with agent code + PIN and a signature from the bound device (AAL 2); uniform 401 for every credential failure',
       responses: { 200: { description: 'Session created', schema: TokenPairSchema } },
       handler: async (ctx) => ({ status: 200, body: await agentLogin(deps, ctx, ctx.body) }),
     }),
     defineRoute({
-      method: 'POST', path: '/v1/agent/auth/refresh', operationId: 'agentRefresh', tags, body: RefreshBody,
-      summary: 'Rotate the refresh token (with a fresh device proof); reuse of a rotated token revokes the session',
+      method: 'POST',
+      path: '/v1/agent/auth/refresh',
+      operationId: 'agentRefresh',
+      tags,
+      body: RefreshBody,
+      summary:
+        'Rotate the refresh token (with a fresh device proof); reuse of a rotated token revokes the session',
       responses: { 200: { description: 'New token pair', schema: TokenPairSchema } },
-      handler: async (ctx) => ({ status: 200, body: await agentRefresh(deps, ctx, ctx.body.tenantId, ctx.body.refreshToken, ctx.body.device) }),
+      handler: async (ctx) => ({
+        status: 200,
+        body: await agentRefresh(deps, ctx, ctx.body.tenantId, ctx.body.refreshToken, ctx.body.device),
+      }),
     }),
     defineRoute({
-      method: 'POST', path: '/v1/agent/auth/logout', operationId: 'agentLogout', tags, bodyKind: 'json',
+      method: 'POST',
+      path: '/v1/agent/auth/logout',
+      operationId: 'agentLogout',
+      tags,
+      bodyKind: 'json',
       headers: [{ name: 'Authorization', required: true, description: 'Bearer <agent access token>' }],
-      summary: 'Revoke the current agent session', responses: { 204: { description: 'Logged out' } },
+      summary: 'Revoke the current agent session',
+      responses: { 204: { description: 'Logged out' } },
       handler: async (ctx) => {
         const c = await agentCaller(deps, ctx);
-        await db.tx((q) => revokeSession(q, c.tenantId, c.sessionId, 'logout', { type: 'agent', id: c.agentId }, now()));
+        await db.tx((q) =>
+          revokeSession(q, c.tenantId, c.sessionId, 'logout', { type: 'agent', id: c.agentId }, now()),
+        );
         return { status: 204 };
       },
     }),
     defineRoute({
-      method: 'POST', path: '/v1/agent/auth/otp/request', operationId: 'agentOtpRequest', tags, body: OtpRequestBody,
+      method: 'POST',
+      path: '/v1/agent/auth/otp/request',
+      operationId: 'agentOtpRequest',
+      tags,
+      body: OtpRequestBody,
       summary: "Send a one-time code to the agent's registered phone (202 whether or not the code exists)",
       responses: { 202: { description: 'Accepted', schema: Type.Object({ expiresIn: Type.Integer() }) } },
       handler: async (ctx) => {
@@ -83,19 +150,53 @@ export function agentAuthRoutes(deps: AgentDeps): RouteSpec[] {
           const agent = g.ok ? await agentOf(tenantId, agentCode) : undefined;
           if (g.ok && agent?.status === 'active') {
             const code = await issueOtp(q, { tenantId, phoneKey: key, purpose: 'verify' }, secrets.otp, t);
-            await identity.sms.send(q, { tenantId, to: agent.phone_e164, code, text: `Your agent verification code is ${code}`, purpose: 'agent-verify' }, t);
+            await identity.sms.send(
+              q,
+              {
+                tenantId,
+                to: agent.phone_e164,
+                code,
+                text: `Your agent verification code is ${code}`,
+                purpose: 'agent-verify',
+              },
+              t,
+            );
           }
-          await auditAuth(q, { tenantId, action: 'agent.auth.otp_request', actor: { type: 'anonymous', id: agentRef(key) }, target: { type: 'agent_code', id: agentRef(key) }, allow: g.ok, attrs: { ip: clientIpOf(ctx), outcome: g.ok ? (agent ? 'sent' : 'unknown') : g.reason }, requestId: ctx.requestId }, t);
+          await auditAuth(
+            q,
+            {
+              tenantId,
+              action: 'agent.auth.otp_request',
+              actor: { type: 'anonymous', id: agentRef(key) },
+              target: { type: 'agent_code', id: agentRef(key) },
+              allow: g.ok,
+              attrs: { ip: clientIpOf(ctx), outcome: g.ok ? (agent ? 'sent' : 'unknown') : g.reason },
+              requestId: ctx.requestId,
+            },
+            t,
+          );
           return !g.ok ? g : undefined;
         });
-        if (locked && locked.reason === 'locked') throw new AppError('LOCKED', 'too many codes requested; try later', { headers: { 'retry-after': String(locked.retryAfterS) } });
+        if (locked && locked.reason === 'locked')
+          throw new AppError('LOCKED', 'too many codes requested; try later', {
+            headers: { 'retry-after': String(locked.retryAfterS) },
+          });
         return accepted;
       },
     }),
     defineRoute({
-      method: 'POST', path: '/v1/agent/auth/otp/verify', operationId: 'agentOtpVerify', tags, body: OtpVerifyBody,
+      method: 'POST',
+      path: '/v1/agent/auth/otp/verify',
+      operationId: 'agentOtpVerify',
+      tags,
+      body: OtpVerifyBody,
       summary: 'Verify the code; returns a single-use bindToken (10 minutes) for device-bind',
-      responses: { 200: { description: 'Verified', schema: Type.Object({ bindToken: Type.String(), expiresIn: Type.Integer() }) } },
+      responses: {
+        200: {
+          description: 'Verified',
+          schema: Type.Object({ bindToken: Type.String(), expiresIn: Type.Integer() }),
+        },
+      },
       handler: async (ctx) => {
         const { tenantId, agentCode, otp } = ctx.body;
         const secrets = await secretsOf(tenantId);
@@ -106,10 +207,25 @@ export function agentAuthRoutes(deps: AgentDeps): RouteSpec[] {
         const r = await db.tx(async (q) => {
           const g = await admitAll(q, tenantId, checks, t);
           const target = { type: 'agent_code', id: agentRef(key) };
-          if (!g.ok) return { kind: 'locked' as const, retryAfterS: g.reason === 'locked' ? g.retryAfterS : 60 };
+          if (!g.ok)
+            return { kind: 'locked' as const, retryAfterS: g.reason === 'locked' ? g.retryAfterS : 60 };
           const agent = await agentOf(tenantId, agentCode);
-          const ok = (await checkOtp(q, { tenantId, phoneKey: key, purpose: 'verify' }, otp, secrets.otp, t)) && agent?.status === 'active';
-          await auditAuth(q, { tenantId, action: 'agent.auth.otp_verify', actor: agent ? { type: 'agent', id: agent.id } : { type: 'anonymous', id: agentRef(key) }, target, allow: ok, attrs: { ip: clientIpOf(ctx), outcome: ok ? 'verified' : 'bad_code' }, requestId: ctx.requestId }, t);
+          const ok =
+            (await checkOtp(q, { tenantId, phoneKey: key, purpose: 'verify' }, otp, secrets.otp, t)) &&
+            agent?.status === 'active';
+          await auditAuth(
+            q,
+            {
+              tenantId,
+              action: 'agent.auth.otp_verify',
+              actor: agent ? { type: 'agent', id: agent.id } : { type: 'anonymous', id: agentRef(key) },
+              target,
+              allow: ok,
+              attrs: { ip: clientIpOf(ctx), outcome: ok ? 'verified' : 'bad_code' },
+              requestId: ctx.requestId,
+            },
+            t,
+          );
           if (!ok || !agent) return { kind: 'bad' as const };
           await settleSuccess(q, tenantId, checks, t);
           await clearOtpRequirement(q, tenantId, key);
@@ -121,14 +237,22 @@ export function agentAuthRoutes(deps: AgentDeps): RouteSpec[] {
           );
           return { kind: 'ok' as const, token };
         });
-        if (r.kind === 'locked') throw new AppError('LOCKED', 'too many attempts; try later', { headers: { 'retry-after': String(r.retryAfterS) } });
+        if (r.kind === 'locked')
+          throw new AppError('LOCKED', 'too many attempts; try later', {
+            headers: { 'retry-after': String(r.retryAfterS) },
+          });
         if (r.kind === 'bad') throw new AppError('OTP_INVALID', 'the code is wrong, expired or already used');
         return { status: 200, body: { bindToken: r.token, expiresIn: bindTtlMs / 1000 } };
       },
     }),
     defineRoute({
-      method: 'POST', path: '/v1/agent/auth/device-bind', operationId: 'agentDeviceBind', tags, body: BindBody,
-      summary: "Bind the device's Ed25519 public key (after an OTP); the previous device and its sessions are revoked",
+      method: 'POST',
+      path: '/v1/agent/auth/device-bind',
+      operationId: 'agentDeviceBind',
+      tags,
+      body: BindBody,
+      summary:
+        "Bind the device's Ed25519 public key (after an OTP); the previous device and its sessions are revoked",
       responses: { 201: { description: 'Bound', schema: Type.Object({ deviceId: Type.String() }) } },
       handler: async (ctx) => {
         const { tenantId, agentCode, bindToken, publicKey, label } = ctx.body;
@@ -144,22 +268,43 @@ export function agentAuthRoutes(deps: AgentDeps): RouteSpec[] {
           const b = rows[0];
           if (!b) return undefined;
           const actor = { type: 'agent', id: b.agent_id };
-          await q.query('UPDATE agent_bind_tokens SET used_at = to_timestamp($3 / 1000.0) WHERE tenant_id = $1 AND id = $2', [tenantId, b.id, t]);
-          await q.query('UPDATE agent_devices SET revoked_at = to_timestamp($3 / 1000.0) WHERE tenant_id = $1 AND agent_id = $2 AND revoked_at IS NULL', [tenantId, b.agent_id, t]);
-          const live = await q.query<{ id: string }>(`SELECT id FROM sessions WHERE tenant_id = $1 AND subject_type = 'agent' AND subject_id = $2 AND revoked_at IS NULL`, [tenantId, b.agent_id]);
+          await q.query(
+            'UPDATE agent_bind_tokens SET used_at = to_timestamp($3 / 1000.0) WHERE tenant_id = $1 AND id = $2',
+            [tenantId, b.id, t],
+          );
+          await q.query(
+            'UPDATE agent_devices SET revoked_at = to_timestamp($3 / 1000.0) WHERE tenant_id = $1 AND agent_id = $2 AND revoked_at IS NULL',
+            [tenantId, b.agent_id, t],
+          );
+          const live = await q.query<{ id: string }>(
+            `SELECT id FROM sessions WHERE tenant_id = $1 AND subject_type = 'agent' AND subject_id = $2 AND revoked_at IS NULL`,
+            [tenantId, b.agent_id],
+          );
           for (const s of live.rows) await revokeSession(q, tenantId, s.id, 'pin_reset', actor, t);
           const id = uuidv7(t);
           await q.query(
             'INSERT INTO agent_devices (id, tenant_id, agent_id, public_key, label, created_at) VALUES ($1, $2, $3, $4, $5, to_timestamp($6 / 1000.0))',
             [id, tenantId, b.agent_id, raw, label ?? null, t],
           );
-          await auditAuth(q, { tenantId, action: 'agent.auth.device_bind', actor, target: { type: 'device', id }, allow: true, attrs: { ip: clientIpOf(ctx), sessions_revoked: live.rows.length }, requestId: ctx.requestId }, t);
+          await auditAuth(
+            q,
+            {
+              tenantId,
+              action: 'agent.auth.device_bind',
+              actor,
+              target: { type: 'device', id },
+              allow: true,
+              attrs: { ip: clientIpOf(ctx), sessions_revoked: live.rows.length },
+              requestId: ctx.requestId,
+            },
+            t,
+          );
           return id;
         });
-        if (!deviceId) throw new AppError('VERIFICATION_INVALID', 'bindToken is invalid, expired or already used');
+        if (!deviceId)
+          throw new AppError('VERIFICATION_INVALID', 'bindToken is invalid, expired or already used');
         return { status: 201, body: { deviceId } };
       },
     }),
   ];
 }
-

@@ -20,7 +20,15 @@ import { gated } from '../identity/login.ts';
 import { lookupKey, type TenantSecrets } from '../identity/secrets.ts';
 import { insertRefreshToken, revokeSession, sessionMaxAgeMs } from '../identity/sessions.ts';
 import { tenantSettings } from '../identity/settings.ts';
-import { admitAll, loginPolicy, phonePolicy, refusalError, settleFailure, settleSuccess, type Check } from '../identity/throttle.ts';
+import {
+  admitAll,
+  loginPolicy,
+  phonePolicy,
+  refusalError,
+  settleFailure,
+  settleSuccess,
+  type Check,
+} from '../identity/throttle.ts';
 import { accessTtlS, hashRefreshToken, issueAccessToken } from '../identity/tokens.ts';
 import type { Queryable } from '../../shared/db/pool.ts';
 import type { AgentDeps, AnyCtx } from './context.ts';
@@ -37,7 +45,14 @@ export interface TokenPair {
   agentId: string;
 }
 
-interface AgentRow { id: string; code: string; status: string; pin_hash: Buffer; pin_salt: Buffer; kdf_version: number }
+interface AgentRow {
+  id: string;
+  code: string;
+  status: string;
+  pin_hash: Buffer;
+  pin_salt: Buffer;
+  kdf_version: number;
+}
 
 const invalid = () => new AppError('INVALID_CREDENTIALS', 'invalid credentials');
 
@@ -48,14 +63,32 @@ export function agentKeyOf(s: TenantSecrets, tenantId: string, code: string): Bu
 
 export const agentRef = (key: Buffer) => `agk_${key.subarray(0, 12).toString('base64url')}`;
 
-export async function findAgentByCode(q: Queryable, tenantId: string, code: string): Promise<AgentRow | undefined> {
+export async function findAgentByCode(
+  q: Queryable,
+  tenantId: string,
+  code: string,
+): Promise<AgentRow | undefined> {
   const { rows } = await q.query<AgentRow>(
-    'SELECT id, code, status, pin_hash, pin_salt, kdf_version FROM agents WHERE tenant_id = $1 AND code = $2', [tenantId, code]);
+    'SELECT id, code, status, pin_hash, pin_salt, kdf_version FROM agents WHERE tenant_id = $1 AND code = $2',
+    [tenantId, code],
+  );
   return rows[0];
 }
 
 /** Insert an agent session and the first refresh token of its family. */
-async function createAgentSession(q: Queryable, s: { id: string; tenantId: string; agentId: string; jti: string; device: string; ip: string; dpopJkt: string | undefined }, now: number): Promise<string> {
+async function createAgentSession(
+  q: Queryable,
+  s: {
+    id: string;
+    tenantId: string;
+    agentId: string;
+    jti: string;
+    device: string;
+    ip: string;
+    dpopJkt: string | undefined;
+  },
+  now: number,
+): Promise<string> {
   await q.query(
     `INSERT INTO sessions (id, tenant_id, subject_type, subject_id, jti, aal, mfa_pending, device, ip, created_at, last_seen, dpop_jkt)
      VALUES ($1, $2, 'agent', $3, $4, 2, false, $5, $6, to_timestamp($7 / 1000.0), to_timestamp($7 / 1000.0), $8)`,
@@ -64,7 +97,12 @@ async function createAgentSession(q: Queryable, s: { id: string; tenantId: strin
   return insertRefreshToken(q, s.tenantId, s.id, uuidv7(now), now, now + sessionMaxAgeMs);
 }
 
-export interface LoginInput { tenantId: string; agentCode: string; pin: string; device: DeviceProof }
+export interface LoginInput {
+  tenantId: string;
+  agentCode: string;
+  pin: string;
+  device: DeviceProof;
+}
 
 export async function agentLogin(deps: AgentDeps, ctx: AnyCtx, input: LoginInput): Promise<TokenPair> {
   const { db, identity } = deps;
@@ -82,12 +120,29 @@ export async function agentLogin(deps: AgentDeps, ctx: AnyCtx, input: LoginInput
   const checks: Check[] = [
     { scope: 'phone', key: agentKey, policy: phonePolicy },
     addressCheck(secrets, tenantId, ip, settings.addressThrottle),
-    { scope: 'device', key: lookupKey(secrets.lookup, 'device', tenantId, device.deviceId), policy: loginPolicy },
+    {
+      scope: 'device',
+      key: lookupKey(secrets.lookup, 'device', tenantId, device.deviceId),
+      policy: loginPolicy,
+    },
   ];
   const anon = { type: 'anonymous', id: agentRef(agentKey) };
   const target = { type: 'agent_code', id: agentRef(agentKey) };
   const audit = (q: Queryable, allow: boolean, outcome: string, t: number, actor = anon) =>
-    auditAuth(q, { tenantId, action: 'agent.auth.login', actor, target, allow, attrs: { ip, device: device.deviceId, outcome }, requestId: ctx.requestId, ...(allow ? { aal: 2 } : {}) }, t);
+    auditAuth(
+      q,
+      {
+        tenantId,
+        action: 'agent.auth.login',
+        actor,
+        target,
+        allow,
+        attrs: { ip, device: device.deviceId, outcome },
+        requestId: ctx.requestId,
+        ...(allow ? { aal: 2 } : {}),
+      },
+      t,
+    );
 
   const start = deps.now();
   const gate = await db.tx(async (q) => {
@@ -99,13 +154,25 @@ export async function agentLogin(deps: AgentDeps, ctx: AnyCtx, input: LoginInput
   const row = await findAgentByCode(db, tenantId, agentCode);
   const usable = row && row.status === 'active' ? row : undefined;
   const pinOk = usable
-    ? await gated(() => identity.pins.verify(pin, secrets.pin, { hash: usable.pin_hash, salt: usable.pin_salt, kdfVersion: usable.kdf_version }))
+    ? await gated(() =>
+        identity.pins.verify(pin, secrets.pin, {
+          hash: usable.pin_hash,
+          salt: usable.pin_salt,
+          kdfVersion: usable.kdf_version,
+        }),
+      )
     : await gated(() => identity.pins.verifyDummy(pin, secrets.pin));
   const t = deps.now();
   const result = await db.tx(async (q) => {
     if (!usable || !pinOk) {
       await settleFailure(q, tenantId, checks, t);
-      await audit(q, false, usable ? 'bad_pin' : 'unknown_or_inactive', t, usable ? { type: 'agent', id: usable.id } : anon);
+      await audit(
+        q,
+        false,
+        usable ? 'bad_pin' : 'unknown_or_inactive',
+        t,
+        usable ? { type: 'agent', id: usable.id } : anon,
+      );
       return undefined;
     }
     const actor = { type: 'agent', id: usable.id };
@@ -115,23 +182,83 @@ export async function agentLogin(deps: AgentDeps, ctx: AnyCtx, input: LoginInput
       return undefined;
     }
     const sessionId = uuidv7(t);
-    const access = await issueAccessToken(deps.keys, { tenantId, sub: usable.id, sid: sessionId, aal: 2, amr: ['pin', 'device'], ...(pop ? { cnf: { jkt: pop.jkt } } : {}) }, t);
+    const access = await issueAccessToken(
+      deps.keys,
+      {
+        tenantId,
+        sub: usable.id,
+        sid: sessionId,
+        aal: 2,
+        amr: ['pin', 'device'],
+        ...(pop ? { cnf: { jkt: pop.jkt } } : {}),
+      },
+      t,
+    );
     await settleSuccess(q, tenantId, checks, t);
-    const refreshToken = await createAgentSession(q, { id: sessionId, tenantId, agentId: usable.id, jti: access.jti, device: device.deviceId, ip, dpopJkt: pop?.jkt }, t);
-    await auditAuth(q, { tenantId, action: 'agent.auth.login', actor, target: { type: 'session', id: sessionId }, allow: true, aal: 2, attrs: { ip, device: device.deviceId, outcome: 'success' }, requestId: ctx.requestId }, t);
-    return { accessToken: access.token, refreshToken, expiresIn: accessTtlS, tokenType: pop ? 'DPoP' as const : 'Bearer' as const, sessionId, aal: 2, agentId: usable.id };
+    const refreshToken = await createAgentSession(
+      q,
+      {
+        id: sessionId,
+        tenantId,
+        agentId: usable.id,
+        jti: access.jti,
+        device: device.deviceId,
+        ip,
+        dpopJkt: pop?.jkt,
+      },
+      t,
+    );
+    await auditAuth(
+      q,
+      {
+        tenantId,
+        action: 'agent.auth.login',
+        actor,
+        target: { type: 'session', id: sessionId },
+        allow: true,
+        aal: 2,
+        attrs: { ip, device: device.deviceId, outcome: 'success' },
+        requestId: ctx.requestId,
+      },
+      t,
+    );
+    return {
+      accessToken: access.token,
+      refreshToken,
+      expiresIn: accessTtlS,
+      tokenType: pop ? ('DPoP' as const) : ('Bearer' as const),
+      sessionId,
+      aal: 2,
+      agentId: usable.id,
+    };
   });
   if (!result) throw invalid();
   return result;
 }
 
 interface RefreshRow {
-  id: string; session_id: string; family_id: string; expires_at: Date; rotated_at: Date | null; revoked_at: Date | null;
-  subject_id: string; last_seen: Date; session_revoked_at: Date | null; device: string | null; code: string; dpop_jkt: string | null;
+  id: string;
+  session_id: string;
+  family_id: string;
+  expires_at: Date;
+  rotated_at: Date | null;
+  revoked_at: Date | null;
+  subject_id: string;
+  last_seen: Date;
+  session_revoked_at: Date | null;
+  device: string | null;
+  code: string;
+  dpop_jkt: string | null;
 }
 
 /** Rotate an agent refresh token (needs a fresh proof from the session's bound device). */
-export async function agentRefresh(deps: AgentDeps, ctx: AnyCtx, tenantId: string, token: string, device: DeviceProof): Promise<TokenPair> {
+export async function agentRefresh(
+  deps: AgentDeps,
+  ctx: AnyCtx,
+  tenantId: string,
+  token: string,
+  device: DeviceProof,
+): Promise<TokenPair> {
   const settings = await tenantSettings(deps.db, tenantId);
   const refused = () => new AppError('INVALID_REFRESH_TOKEN', 'refresh token is invalid, expired or revoked');
   if (!settings?.active) throw refused();
@@ -150,9 +277,25 @@ export async function agentRefresh(deps: AgentDeps, ctx: AnyCtx, tenantId: strin
     );
     const r = rows[0];
     if (!r) return undefined;
-    const note = (allow: boolean, outcome: string) => auditAuth(q, { tenantId, action: 'agent.auth.refresh', actor: { type: 'agent', id: r.subject_id }, target: { type: 'session', id: r.session_id }, allow, attrs: { ip, outcome, family: r.family_id }, requestId: ctx.requestId }, t);
+    const note = (allow: boolean, outcome: string) =>
+      auditAuth(
+        q,
+        {
+          tenantId,
+          action: 'agent.auth.refresh',
+          actor: { type: 'agent', id: r.subject_id },
+          target: { type: 'session', id: r.session_id },
+          allow,
+          attrs: { ip, outcome, family: r.family_id },
+          requestId: ctx.requestId,
+        },
+        t,
+      );
     if (r.rotated_at) {
-      await q.query('UPDATE refresh_tokens SET revoked_at = to_timestamp($3 / 1000.0) WHERE tenant_id = $1 AND family_id = $2 AND revoked_at IS NULL', [tenantId, r.family_id, t]);
+      await q.query(
+        'UPDATE refresh_tokens SET revoked_at = to_timestamp($3 / 1000.0) WHERE tenant_id = $1 AND family_id = $2 AND revoked_at IS NULL',
+        [tenantId, r.family_id, t],
+      );
       await revokeSession(q, tenantId, r.session_id, 'refresh_replay', { type: 'system', id: 'agents' }, t);
       await note(false, 'replay_detected_family_revoked');
       return undefined;
@@ -166,7 +309,10 @@ export async function agentRefresh(deps: AgentDeps, ctx: AnyCtx, tenantId: strin
       await note(false, 'idle_timeout');
       return undefined;
     }
-    if (device.deviceId !== r.device || !(await checkDeviceProof(q, 'agent-refresh', tenantId, { id: r.subject_id, code: r.code }, device, t))) {
+    if (
+      device.deviceId !== r.device ||
+      !(await checkDeviceProof(q, 'agent-refresh', tenantId, { id: r.subject_id, code: r.code }, device, t))
+    ) {
       await note(false, 'bad_device_proof');
       return undefined;
     }
@@ -176,14 +322,44 @@ export async function agentRefresh(deps: AgentDeps, ctx: AnyCtx, tenantId: strin
       await note(false, 'dpop_key_mismatch');
       return undefined;
     }
-    await q.query('UPDATE refresh_tokens SET rotated_at = to_timestamp($3 / 1000.0) WHERE tenant_id = $1 AND id = $2', [tenantId, r.id, t]);
+    await q.query(
+      'UPDATE refresh_tokens SET rotated_at = to_timestamp($3 / 1000.0) WHERE tenant_id = $1 AND id = $2',
+      [tenantId, r.id, t],
+    );
     const next = await insertRefreshToken(q, tenantId, r.session_id, r.family_id, t, r.expires_at.getTime());
-    const access = await issueAccessToken(deps.keys, { tenantId, sub: r.subject_id, sid: r.session_id, aal: 2, amr: ['pin', 'device'], ...(key.jkt ? { cnf: { jkt: key.jkt } } : {}) }, t);
-    await q.query('UPDATE sessions SET jti = $3, last_seen = to_timestamp($4 / 1000.0), ip = $5, dpop_jkt = $6 WHERE tenant_id = $1 AND id = $2', [tenantId, r.session_id, access.jti, t, ip, key.jkt ?? null]);
+    const access = await issueAccessToken(
+      deps.keys,
+      {
+        tenantId,
+        sub: r.subject_id,
+        sid: r.session_id,
+        aal: 2,
+        amr: ['pin', 'device'],
+        ...(key.jkt ? { cnf: { jkt: key.jkt } } : {}),
+      },
+      t,
+    );
+    await q.query(
+      'UPDATE sessions SET jti = $3, last_seen = to_timestamp($4 / 1000.0), ip = $5, dpop_jkt = $6 WHERE tenant_id = $1 AND id = $2',
+      [tenantId, r.session_id, access.jti, t, ip, key.jkt ?? null],
+    );
     await note(true, 'rotated');
-    return { accessToken: access.token, refreshToken: next, expiresIn: accessTtlS, tokenType: key.jkt ? 'DPoP' as const : 'Bearer' as const, sessionId: r.session_id, aal: 2, agentId: r.subject_id };
+    return {
+      accessToken: access.token,
+      refreshToken: next,
+      expiresIn: accessTtlS,
+      tokenType: key.jkt ? ('DPoP' as const) : ('Bearer' as const),
+      sessionId: r.session_id,
+      aal: 2,
+      agentId: r.subject_id,
+    };
   });
-  if (keyMismatch) throw dpopRefusal(deps, 'invalid_dpop_proof', 'this refresh token is bound to a DPoP key: send a proof by it');
+  if (keyMismatch)
+    throw dpopRefusal(
+      deps,
+      'invalid_dpop_proof',
+      'this refresh token is bound to a DPoP key: send a proof by it',
+    );
   if (!out) throw refused();
   return out;
 }

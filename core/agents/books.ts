@@ -11,13 +11,24 @@ import { minorUnitsOf } from '../ledger/currency.ts';
 import { format, fromDb, type Micro } from '../../shared/money.ts';
 import { keyOwnerOf, type AgentCaller, type AgentDeps, type AnyCtx, type OpsCaller } from './context.ts';
 
-export interface Balance { posted: Micro; held: Micro; available: Micro }
+export interface Balance {
+  posted: Micro;
+  held: Micro;
+  available: Micro;
+}
 
 /** Posted (credits − debits), held (pending debits) and available balance of one ledger account. */
-export async function balanceOf(q: Queryable, tenantId: string, accountId: string, lock = false): Promise<Balance> {
+export async function balanceOf(
+  q: Queryable,
+  tenantId: string,
+  accountId: string,
+  lock = false,
+): Promise<Balance> {
   const { rows } = await q.query<{ posted: string; held: string; line: string }>(
     `SELECT (credits_posted - debits_posted)::text AS posted, pending_debits::text AS held, overdraft_limit::text AS line
-       FROM ledger_balances WHERE tenant_id = $1 AND account_id = $2${lock ? ' FOR UPDATE' : ''}`, [tenantId, accountId]);
+       FROM ledger_balances WHERE tenant_id = $1 AND account_id = $2${lock ? ' FOR UPDATE' : ''}`,
+    [tenantId, accountId],
+  );
   const r = rows[0];
   if (!r) return { posted: 0n, held: 0n, available: 0n };
   const posted = fromDb(r.posted);
@@ -30,8 +41,15 @@ export function wire(micro: Micro, currency: string): string {
   return format(micro, minorUnitsOf(currency) ?? 2);
 }
 
-export function balanceView(b: Balance, currency: string): { balance: string; held: string; available: string } {
-  return { balance: wire(b.posted, currency), held: wire(b.held, currency), available: wire(b.available, currency) };
+export function balanceView(
+  b: Balance,
+  currency: string,
+): { balance: string; held: string; available: string } {
+  return {
+    balance: wire(b.posted, currency),
+    held: wire(b.held, currency),
+    available: wire(b.available, currency),
+  };
 }
 
 /**
@@ -39,13 +57,26 @@ export function balanceView(b: Balance, currency: string): { balance: string; he
  * settlements and commission payouts move the agent's float too, so a closed day refuses them
  * exactly as the agent_txns_day_open trigger refuses transactions.
  */
-export async function requireDayOpen(q: Queryable, tenantId: string, agentId: string, day: string): Promise<void> {
-  const { rows } = await q.query('SELECT 1 FROM agent_eod_closes WHERE tenant_id = $1 AND agent_id = $2 AND business_date >= $3::date LIMIT 1', [tenantId, agentId, day]);
+export async function requireDayOpen(
+  q: Queryable,
+  tenantId: string,
+  agentId: string,
+  day: string,
+): Promise<void> {
+  const { rows } = await q.query(
+    'SELECT 1 FROM agent_eod_closes WHERE tenant_id = $1 AND agent_id = $2 AND business_date >= $3::date LIMIT 1',
+    [tenantId, agentId, day],
+  );
   if (rows.length > 0) throw new AppError('DAY_CLOSED', `business day ${day} is closed for this agent`);
 }
 
 /** Run `fn` once per Idempotency-Key in one transaction; its result or domain error is the stored response. */
-export async function idempotent(deps: AgentDeps, ctx: AnyCtx, caller: AgentCaller | OpsCaller, fn: (q: Queryable) => Promise<{ status: number; body: unknown }>): Promise<Reply> {
+export async function idempotent(
+  deps: AgentDeps,
+  ctx: AnyCtx,
+  caller: AgentCaller | OpsCaller,
+  fn: (q: Queryable) => Promise<{ status: number; body: unknown }>,
+): Promise<Reply> {
   return toReply(await withIdempotency(deps, scopeOf(ctx, keyOwnerOf(caller)), fn));
 }
 

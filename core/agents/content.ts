@@ -16,20 +16,37 @@ import { uuidRegex } from '../ledger/schemas.ts';
 const defaultPageSize = 20;
 const maxPageSize = 50;
 
-const Query = Type.Object({
-  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: maxPageSize, default: defaultPageSize })),
-  cursor: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9_-]{1,200}$' })),
-}, { additionalProperties: false });
+const Query = Type.Object(
+  {
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: maxPageSize, default: defaultPageSize })),
+    cursor: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9_-]{1,200}$' })),
+  },
+  { additionalProperties: false },
+);
 const Announcement = Type.Object({
-  id: Type.String(), title: Type.String(), body: Type.String(), regions: Type.Array(Type.String()), tiers: Type.Array(Type.String()),
-  startsAt: Type.String(), endsAt: Type.Union([Type.String(), Type.Null()]),
+  id: Type.String(),
+  title: Type.String(),
+  body: Type.String(),
+  regions: Type.Array(Type.String()),
+  tiers: Type.Array(Type.String()),
+  startsAt: Type.String(),
+  endsAt: Type.Union([Type.String(), Type.Null()]),
 });
 
-interface Row { id: string; title: string; body: string; regions: string[]; tiers: string[]; starts_at: Date; ends_at: Date | null }
+interface Row {
+  id: string;
+  title: string;
+  body: string;
+  regions: string[];
+  tiers: string[];
+  starts_at: Date;
+  ends_at: Date | null;
+}
 
 function decodeCursor(c: string): { at: number; id: string } {
   const [at, id] = Buffer.from(c, 'base64url').toString('utf8').split('|');
-  if (!at || !id || !/^\d+$/.test(at) || !uuidRegex.test(id)) throw new AppError('CURSOR_INVALID', 'cursor is not one this API issued');
+  if (!at || !id || !/^\d+$/.test(at) || !uuidRegex.test(id))
+    throw new AppError('CURSOR_INVALID', 'cursor is not one this API issued');
   return { at: Number(at), id };
 }
 
@@ -38,10 +55,22 @@ const encodeCursor = (r: Row) => Buffer.from(`${r.starts_at.getTime()}|${r.id}`)
 export function contentRoutes(deps: AgentDeps): RouteSpec[] {
   return [
     defineRoute({
-      method: 'GET', path: '/v1/announcements', operationId: 'agentAnnouncements', tags: ['agent-content'], query: Query,
+      method: 'GET',
+      path: '/v1/announcements',
+      operationId: 'agentAnnouncements',
+      tags: ['agent-content'],
+      query: Query,
       headers: [{ name: 'Authorization', required: true, description: 'Bearer <agent access token>' }],
       summary: "Live announcements for the caller's tenant, outlet region and tier, newest first",
-      responses: { 200: { description: 'Announcements', schema: Type.Object({ items: Type.Array(Announcement), nextCursor: Type.Union([Type.String(), Type.Null()]) }) } },
+      responses: {
+        200: {
+          description: 'Announcements',
+          schema: Type.Object({
+            items: Type.Array(Announcement),
+            nextCursor: Type.Union([Type.String(), Type.Null()]),
+          }),
+        },
+      },
       handler: async (ctx) => {
         const { tenantId, agent } = await agentReader(deps, ctx);
         const limit = ctx.query.limit ?? defaultPageSize;
@@ -53,13 +82,30 @@ export function contentRoutes(deps: AgentDeps): RouteSpec[] {
               AND (cardinality(a.regions) = 0 OR o.region = ANY (a.regions)) AND (cardinality(a.tiers) = 0 OR $3 = ANY (a.tiers))
               AND ($5::double precision IS NULL OR (a.starts_at, a.id) < (to_timestamp($5 / 1000.0), $6::uuid))
             ORDER BY a.starts_at DESC, a.id DESC LIMIT $7`,
-          [tenantId, agent.outlet_id, agent.tier, deps.now(), after?.at ?? null, after?.id ?? null, limit + 1]);
+          [
+            tenantId,
+            agent.outlet_id,
+            agent.tier,
+            deps.now(),
+            after?.at ?? null,
+            after?.id ?? null,
+            limit + 1,
+          ],
+        );
         const page = rows.slice(0, limit);
         const last = page.at(-1);
         return {
           status: 200,
           body: {
-            items: page.map((r) => ({ id: r.id, title: r.title, body: r.body, regions: r.regions, tiers: r.tiers, startsAt: r.starts_at.toISOString(), endsAt: r.ends_at?.toISOString() ?? null })),
+            items: page.map((r) => ({
+              id: r.id,
+              title: r.title,
+              body: r.body,
+              regions: r.regions,
+              tiers: r.tiers,
+              startsAt: r.starts_at.toISOString(),
+              endsAt: r.ends_at?.toISOString() ?? null,
+            })),
             nextCursor: rows.length > limit && last ? encodeCursor(last) : null,
           },
         };
@@ -68,24 +114,52 @@ export function contentRoutes(deps: AgentDeps): RouteSpec[] {
   ];
 }
 
-export interface NewAnnouncement { title: string; body: string; regions?: string[]; tiers?: string[]; startsAt: number; endsAt?: number }
+export interface NewAnnouncement {
+  title: string;
+  body: string;
+  regions?: string[];
+  tiers?: string[];
+  startsAt: number;
+  endsAt?: number;
+}
 
 /** Insert an announcement (seed, tests; an admin route is a follow-up). */
-export async function addAnnouncement(q: Queryable, tenantId: string, a: NewAnnouncement, now: number): Promise<string> {
+export async function addAnnouncement(
+  q: Queryable,
+  tenantId: string,
+  a: NewAnnouncement,
+  now: number,
+): Promise<string> {
   const id = uuidv7(now);
   await q.query(
     `INSERT INTO agent_announcements (tenant_id, id, title, body, regions, tiers, starts_at, ends_at, created_at)
      VALUES ($1, $2, $3, $4, $5, $6, to_timestamp($7 / 1000.0), CASE WHEN $8::double precision IS NULL THEN NULL ELSE to_timestamp($8 / 1000.0) END, to_timestamp($9 / 1000.0))`,
-    [tenantId, id, a.title, a.body, a.regions ?? [], a.tiers ?? [], a.startsAt, a.endsAt ?? null, now]);
+    [tenantId, id, a.title, a.body, a.regions ?? [], a.tiers ?? [], a.startsAt, a.endsAt ?? null, now],
+  );
   return id;
 }
 
 /** Demo seed (core/seed.ts): one announcement for every agent and the KYC course with its quiz. */
-export async function seedAgentContent(db: Db, tenantId: string, now: number): Promise<Record<string, unknown>> {
+export async function seedAgentContent(
+  db: Db,
+  tenantId: string,
+  now: number,
+): Promise<Record<string, unknown>> {
   return db.tx(async (q) => {
-    const { rows } = await q.query('SELECT 1 FROM agent_announcements WHERE tenant_id = $1 LIMIT 1', [tenantId]);
+    const { rows } = await q.query('SELECT 1 FROM agent_announcements WHERE tenant_id = $1 LIMIT 1', [
+      tenantId,
+    ]);
     if (rows.length === 0) {
-      await addAnnouncement(q, tenantId, { title: 'Welcome to the agent network', body: 'Pass the KYC basics quiz to start registering customers.', startsAt: now }, now);
+      await addAnnouncement(
+        q,
+        tenantId,
+        {
+          title: 'Welcome to the agent network',
+          body: 'Pass the KYC basics quiz to start registering customers.',
+          startsAt: now,
+        },
+        now,
+      );
     }
     const { quizId } = await seedTraining(q, tenantId, now);
     return { agentContent: { kycQuizId: quizId } };

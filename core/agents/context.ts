@@ -40,10 +40,14 @@ export interface OpsCaller {
   principalId: string;
 }
 
-const Claims = TypeCompiler.Compile(Type.Object({
-  sub: Type.String({ minLength: 1 }), tid: Type.String({ minLength: 1 }), sid: Type.String({ minLength: 1 }),
-  aal: Type.Integer({ minimum: 1, maximum: 3 }),
-}));
+const Claims = TypeCompiler.Compile(
+  Type.Object({
+    sub: Type.String({ minLength: 1 }),
+    tid: Type.String({ minLength: 1 }),
+    sid: Type.String({ minLength: 1 }),
+    aal: Type.Integer({ minimum: 1, maximum: 3 }),
+  }),
+);
 
 /**
  * The agent behind `Authorization: Bearer <access token>`: signature, audience, type and
@@ -60,7 +64,10 @@ export async function agentCaller(deps: AgentDeps, ctx: AnyCtx): Promise<AgentCa
  * The agent behind the bearer token, whatever the agent's status: signature, audience, type,
  * expiry, agreement with the edge's identity headers, and a live agent session.
  */
-export async function agentSession(deps: AgentDeps, ctx: AnyCtx): Promise<{ tenantId: string; agentId: string; sessionId: string; aal: number; status: string }> {
+export async function agentSession(
+  deps: AgentDeps,
+  ctx: AnyCtx,
+): Promise<{ tenantId: string; agentId: string; sessionId: string; aal: number; status: string }> {
   const token = bearerToken(ctx.headers.authorization);
   if (!token) throw new AppError('INVALID_TOKEN', 'a bearer access token is required');
   let raw: unknown;
@@ -71,8 +78,10 @@ export async function agentSession(deps: AgentDeps, ctx: AnyCtx): Promise<{ tena
   }
   if (!Claims.Check(raw)) throw new AppError('INVALID_TOKEN', 'access token is invalid or expired');
   const id = ctx.identity;
-  if (id.tenantId !== undefined && id.tenantId !== raw.tid) throw new AppError('TENANT_MISMATCH', 'access token belongs to another tenant');
-  if (id.principalId !== undefined && id.principalId !== raw.sub) throw new AppError('INVALID_TOKEN', 'access token does not match the authenticated principal');
+  if (id.tenantId !== undefined && id.tenantId !== raw.tid)
+    throw new AppError('TENANT_MISMATCH', 'access token belongs to another tenant');
+  if (id.principalId !== undefined && id.principalId !== raw.sub)
+    throw new AppError('INVALID_TOKEN', 'access token does not match the authenticated principal');
   const { rows } = await deps.db.query<{ subject_id: string; status: string }>(
     `SELECT s.subject_id, a.status FROM sessions s JOIN agents a ON a.tenant_id = s.tenant_id AND a.id::text = s.subject_id
       WHERE s.tenant_id = $1 AND s.id = $2 AND s.subject_type = 'agent' AND s.revoked_at IS NULL`,
@@ -102,19 +111,39 @@ export async function agentOrOps(deps: AgentDeps, ctx: AnyCtx): Promise<AgentCal
 
 /** One audit record for an agent-side mutation, in the caller's transaction. Never a secret. */
 export async function auditAgent(
-  q: Queryable, a: { tenantId: string; actor: { type: string; id: string }; action: string; target: { type: string; id: string }; attrs?: Record<string, unknown>; requestId: string; allow?: boolean },
+  q: Queryable,
+  a: {
+    tenantId: string;
+    actor: { type: string; id: string };
+    action: string;
+    target: { type: string; id: string };
+    attrs?: Record<string, unknown>;
+    requestId: string;
+    allow?: boolean;
+  },
   now: number,
 ): Promise<void> {
-  await appendAudit(q, [{
-    tenantId: a.tenantId, actor: a.actor, action: a.action, target: a.target,
-    decision: { allow: a.allow ?? true, trace_id: a.requestId }, attrs: a.attrs ?? {}, ts: new Date(now),
-  }]);
+  await appendAudit(q, [
+    {
+      tenantId: a.tenantId,
+      actor: a.actor,
+      action: a.action,
+      target: a.target,
+      decision: { allow: a.allow ?? true, trace_id: a.requestId },
+      attrs: a.attrs ?? {},
+      ts: new Date(now),
+    },
+  ]);
 }
 
 /** Whose Idempotency-Keys these are (issue 13 item 3): the agent, or the ops staff member. */
-export const keyOwnerOf = (c: AgentCaller | OpsCaller) => ({ tenantId: c.tenantId, principal: c.kind === 'agent' ? principalOf('agent', c.agentId) : principalOf('staff', c.principalId) });
+export const keyOwnerOf = (c: AgentCaller | OpsCaller) => ({
+  tenantId: c.tenantId,
+  principal: c.kind === 'agent' ? principalOf('agent', c.agentId) : principalOf('staff', c.principalId),
+});
 
-export const actorOf = (c: AgentCaller | OpsCaller) => (c.kind === 'agent' ? { type: 'agent', id: c.agentId } : { type: 'ops', id: c.principalId });
+export const actorOf = (c: AgentCaller | OpsCaller) =>
+  c.kind === 'agent' ? { type: 'agent', id: c.agentId } : { type: 'ops', id: c.principalId };
 
 /** UTC calendar date of `ms` (the agent business day; a tenant time zone is a follow-up). */
 export function businessDate(ms: number): string {

@@ -18,16 +18,28 @@ import { Uuid } from '../ledger/schemas.ts';
 /** A device clock may differ from ours by this much either way. */
 export const proofSkewMs = 120_000;
 
-export const DeviceProof = Type.Object({
-  deviceId: Uuid,
-  timestamp: Type.String({ pattern: '^[0-9]{10,16}$', description: 'milliseconds since the epoch' }),
-  signature: Type.String({ pattern: '^[A-Za-z0-9_-]{86}$', description: 'base64url Ed25519 signature (64 bytes)' }),
-}, { additionalProperties: false });
+export const DeviceProof = Type.Object(
+  {
+    deviceId: Uuid,
+    timestamp: Type.String({ pattern: '^[0-9]{10,16}$', description: 'milliseconds since the epoch' }),
+    signature: Type.String({
+      pattern: '^[A-Za-z0-9_-]{86}$',
+      description: 'base64url Ed25519 signature (64 bytes)',
+    }),
+  },
+  { additionalProperties: false },
+);
 export type DeviceProof = Static<typeof DeviceProof>;
 
 export type ProofPurpose = 'agent-login' | 'agent-refresh';
 
-export function proofMessage(purpose: ProofPurpose, tenantId: string, agentCode: string, deviceId: string, timestamp: string): string {
+export function proofMessage(
+  purpose: ProofPurpose,
+  tenantId: string,
+  agentCode: string,
+  deviceId: string,
+  timestamp: string,
+): string {
   return `${purpose}|${tenantId}|${agentCode}|${deviceId}|${timestamp}`;
 }
 
@@ -36,7 +48,12 @@ export function proofMessage(purpose: ProofPurpose, tenantId: string, agentCode:
  * proof as used (inside the caller's transaction) when it is valid.
  */
 export async function checkDeviceProof(
-  q: Queryable, purpose: ProofPurpose, tenantId: string, agent: { id: string; code: string }, p: DeviceProof, now: number,
+  q: Queryable,
+  purpose: ProofPurpose,
+  tenantId: string,
+  agent: { id: string; code: string },
+  p: DeviceProof,
+  now: number,
 ): Promise<boolean> {
   const ts = Number(p.timestamp);
   if (!Number.isSafeInteger(ts) || Math.abs(ts - now) > proofSkewMs) return false;
@@ -48,8 +65,16 @@ export async function checkDeviceProof(
   if (!row) return false;
   let ok = false;
   try {
-    const key = createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: row.public_key.toString('base64url') }, format: 'jwk' });
-    ok = verify(null, Buffer.from(proofMessage(purpose, tenantId, agent.code, p.deviceId, p.timestamp), 'utf8'), key, Buffer.from(p.signature, 'base64url'));
+    const key = createPublicKey({
+      key: { kty: 'OKP', crv: 'Ed25519', x: row.public_key.toString('base64url') },
+      format: 'jwk',
+    });
+    ok = verify(
+      null,
+      Buffer.from(proofMessage(purpose, tenantId, agent.code, p.deviceId, p.timestamp), 'utf8'),
+      key,
+      Buffer.from(p.signature, 'base64url'),
+    );
   } catch {
     ok = false;
   }

@@ -5,7 +5,12 @@
  */
 import { AppError } from '../../shared/errors.ts';
 
-export interface Part { name: string; filename: string | undefined; contentType: string | undefined; data: Buffer }
+export interface Part {
+  name: string;
+  filename: string | undefined;
+  contentType: string | undefined;
+  data: Buffer;
+}
 
 /** Bounds on what one upload request may contain. */
 export const maxParts = 8;
@@ -21,7 +26,8 @@ function bad(message: string): AppError {
 /** The boundary of a multipart/form-data Content-Type, or 415. */
 export function boundaryOf(contentType: string | undefined): string {
   const [type, ...params] = (contentType ?? '').split(';');
-  if (type?.trim().toLowerCase() !== 'multipart/form-data') throw new AppError('UNSUPPORTED_MEDIA_TYPE', 'expected multipart/form-data');
+  if (type?.trim().toLowerCase() !== 'multipart/form-data')
+    throw new AppError('UNSUPPORTED_MEDIA_TYPE', 'expected multipart/form-data');
   for (const p of params) {
     const m = /^\s*boundary\s*=\s*(?:"([^"]{1,70})"|([^\s";]{1,70}))\s*$/i.exec(p);
     const b = m?.[1] ?? m?.[2];

@@ -43,35 +43,86 @@ async function orFallback(fn: () => Promise<{ fee: Micro }>, fallback: () => Mic
   }
 }
 
-export interface Pricing { fee: Micro; commission: Micro }
+export interface Pricing {
+  fee: Micro;
+  commission: Micro;
+}
 
-export async function priceOf(q: Queryable, tenantId: string, kind: TxnKind, amount: Micro, currency: string): Promise<Pricing> {
-  const fee = await orFallback(() => quoteFee(q, { tenantId, product: kind, amount, currency }), () => fallbackFee(kind, amount));
-  const commission = await orFallback(() => quoteCommission(q, { tenantId, product: kind, amount, currency }), () => fallbackCommission(kind, amount, fee));
+export async function priceOf(
+  q: Queryable,
+  tenantId: string,
+  kind: TxnKind,
+  amount: Micro,
+  currency: string,
+): Promise<Pricing> {
+  const fee = await orFallback(
+    () => quoteFee(q, { tenantId, product: kind, amount, currency }),
+    () => fallbackFee(kind, amount),
+  );
+  const commission = await orFallback(
+    () => quoteCommission(q, { tenantId, product: kind, amount, currency }),
+    () => fallbackCommission(kind, amount, fee),
+  );
   return { fee, commission };
 }
 
-export interface Limit { period: 'transaction' | 'day'; maxAmount: Micro | null; maxCount: number | null }
+export interface Limit {
+  period: 'transaction' | 'day';
+  maxAmount: Micro | null;
+  maxCount: number | null;
+}
 
 /** Fallback limits by KYC level (KES-sized): level 1 small, level 2 the regulator's full tier. */
 const fallbackLimits: Record<number, Limit[]> = {
-  1: [{ period: 'transaction', maxAmount: units(50_000n), maxCount: null }, { period: 'day', maxAmount: units(100_000n), maxCount: 20 }],
-  2: [{ period: 'transaction', maxAmount: units(250_000n), maxCount: null }, { period: 'day', maxAmount: units(500_000n), maxCount: 100 }],
+  1: [
+    { period: 'transaction', maxAmount: units(50_000n), maxCount: null },
+    { period: 'day', maxAmount: units(100_000n), maxCount: 20 },
+  ],
+  2: [
+    { period: 'transaction', maxAmount: units(250_000n), maxCount: null },
+    { period: 'day', maxAmount: units(500_000n), maxCount: 100 },
+  ],
 };
 
 /** The customer's limit rows for `kind` at `kycLevel` (schedule rows, else the fallback). */
-export async function customerLimits(q: Queryable, tenantId: string, kind: TxnKind, currency: string, kycLevel: number): Promise<Limit[]> {
-  const rows = await limitRowsFor(q, { tenantId, product: 'WALLET_MAIN', action: kind === 'P2P' ? 'TRANSFER' : kind, currency, kycLevel: String(kycLevel) });
-  const fromSchedule = rows.filter((r) => r.period !== 'month').map((r) => ({ period: r.period as 'transaction' | 'day', maxAmount: r.maxAmount, maxCount: r.maxCount }));
+export async function customerLimits(
+  q: Queryable,
+  tenantId: string,
+  kind: TxnKind,
+  currency: string,
+  kycLevel: number,
+): Promise<Limit[]> {
+  const rows = await limitRowsFor(q, {
+    tenantId,
+    product: 'WALLET_MAIN',
+    action: kind === 'P2P' ? 'TRANSFER' : kind,
+    currency,
+    kycLevel: String(kycLevel),
+  });
+  const fromSchedule = rows
+    .filter((r) => r.period !== 'month')
+    .map((r) => ({
+      period: r.period as 'transaction' | 'day',
+      maxAmount: r.maxAmount,
+      maxCount: r.maxCount,
+    }));
   return fromSchedule.length > 0 ? fromSchedule : (fallbackLimits[kycLevel] ?? []);
 }
 
 /** Throw LIMIT_EXCEEDED when `amount` on top of today's usage breaks a row. */
-export function enforce(limits: Limit[], amount: Micro, usedToday: { amount: Micro; count: number }, who: string): void {
+export function enforce(
+  limits: Limit[],
+  amount: Micro,
+  usedToday: { amount: Micro; count: number },
+  who: string,
+): void {
   for (const l of limits) {
     const used = l.period === 'day' ? usedToday.amount : 0n;
     if (l.maxAmount !== null && used + amount > l.maxAmount) {
-      throw new AppError('LIMIT_EXCEEDED', `${who} ${l.period} limit of ${format(l.maxAmount)} would be exceeded`);
+      throw new AppError(
+        'LIMIT_EXCEEDED',
+        `${who} ${l.period} limit of ${format(l.maxAmount)} would be exceeded`,
+      );
     }
     if (l.period === 'day' && l.maxCount !== null && usedToday.count + 1 > l.maxCount) {
       throw new AppError('LIMIT_EXCEEDED', `${who} daily count limit of ${l.maxCount} would be exceeded`);

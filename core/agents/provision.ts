@@ -28,9 +28,19 @@ export interface NewAgent {
   dayMaxAmount?: Micro;
 }
 
-export interface ProvisionedAgent { id: string; outletId: string; floatAccountId: string; commissionAccountId: string }
+export interface ProvisionedAgent {
+  id: string;
+  outletId: string;
+  floatAccountId: string;
+  commissionAccountId: string;
+}
 
-export async function provisionAgent(db: Db, identity: IdentityDeps, a: NewAgent, now: number): Promise<ProvisionedAgent> {
+export async function provisionAgent(
+  db: Db,
+  identity: IdentityDeps,
+  a: NewAgent,
+  now: number,
+): Promise<ProvisionedAgent> {
   const ph = await hashAgentPin(identity, a.tenantId, a.pin);
   return db.tx((q) => insertAgent(q, a, ph, { type: 'system', id: 'provisioning' }, 'provisioning', now));
 }
@@ -46,28 +56,78 @@ export async function hashAgentPin(identity: IdentityDeps, tenantId: string, pin
  * The agent's rows in the caller's transaction (the administration API's own, or the seed's):
  * its outlet (`a.outletId`, an existing one, or a new one), ledger accounts, agent row and tuple.
  */
-export async function insertAgent(q: Queryable, a: NewAgent, ph: PinHash, actor: { type: string; id: string }, requestId: string, now: number): Promise<ProvisionedAgent> {
+export async function insertAgent(
+  q: Queryable,
+  a: NewAgent,
+  ph: PinHash,
+  actor: { type: string; id: string },
+  requestId: string,
+  now: number,
+): Promise<ProvisionedAgent> {
   await ensureAgentLedger(q, a.tenantId);
   const id = uuidv7(now);
   const outletId = a.outletId ?? uuidv7(now);
   if (a.outletId === undefined) {
     const outlet = a.outlet ?? { name: `${a.name} outlet`, region: 'Nairobi' };
-    await q.query('INSERT INTO agent_outlets (tenant_id, id, name, region, address) VALUES ($1, $2, $3, $4, $5)',
-      [a.tenantId, outletId, outlet.name, outlet.region, outlet.address ?? '']);
+    await q.query(
+      'INSERT INTO agent_outlets (tenant_id, id, name, region, address) VALUES ($1, $2, $3, $4, $5)',
+      [a.tenantId, outletId, outlet.name, outlet.region, outlet.address ?? ''],
+    );
   }
-  const open = (product: string) => openAccount(q, { tenantId: a.tenantId, ownerType: 'agent', ownerId: id, productCode: product, currency: a.currency, viaApi: false }, now);
+  const open = (product: string) =>
+    openAccount(
+      q,
+      {
+        tenantId: a.tenantId,
+        ownerType: 'agent',
+        ownerId: id,
+        productCode: product,
+        currency: a.currency,
+        viaApi: false,
+      },
+      now,
+    );
   const float = await open('AGENT_FLOAT');
   const commission = await open('AGENT_COMMISSION');
   await q.query(
     `INSERT INTO agents (tenant_id, id, code, phone_e164, name, tier, outlet_id, currency, pin_hash, pin_salt, kdf_version,
        float_account_id, commission_account_id, txn_max_amount, day_max_amount, created_at, updated_at)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, to_timestamp($16 / 1000.0), to_timestamp($16 / 1000.0))`,
-    [a.tenantId, id, a.code, a.phone, a.name, a.tier ?? 'standard', outletId, a.currency, ph.hash, ph.salt, ph.kdfVersion,
-      float.id, commission.id, a.txnMaxAmount !== undefined ? toDb(a.txnMaxAmount) : null, a.dayMaxAmount !== undefined ? toDb(a.dayMaxAmount) : null, now],
+    [
+      a.tenantId,
+      id,
+      a.code,
+      a.phone,
+      a.name,
+      a.tier ?? 'standard',
+      outletId,
+      a.currency,
+      ph.hash,
+      ph.salt,
+      ph.kdfVersion,
+      float.id,
+      commission.id,
+      a.txnMaxAmount !== undefined ? toDb(a.txnMaxAmount) : null,
+      a.dayMaxAmount !== undefined ? toDb(a.dayMaxAmount) : null,
+      now,
+    ],
   );
   await q.query(
     `INSERT INTO relationship_tuples (tenant_id, subject_ns, subject_id, relation, object_ns, object_id)
-     VALUES ($1, 'user', $2, 'member', 'tenant', $1) ON CONFLICT DO NOTHING`, [a.tenantId, id]);
-  await auditAgent(q, { tenantId: a.tenantId, actor, action: 'agent.provision', target: { type: 'agent', id }, attrs: { code: a.code, outlet: outletId }, requestId }, now);
+     VALUES ($1, 'user', $2, 'member', 'tenant', $1) ON CONFLICT DO NOTHING`,
+    [a.tenantId, id],
+  );
+  await auditAgent(
+    q,
+    {
+      tenantId: a.tenantId,
+      actor,
+      action: 'agent.provision',
+      target: { type: 'agent', id },
+      attrs: { code: a.code, outlet: outletId },
+      requestId,
+    },
+    now,
+  );
   return { id, outletId, floatAccountId: float.id, commissionAccountId: commission.id };
 }

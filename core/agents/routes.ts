@@ -14,5 +14,15 @@ import { ussdRoutes } from './ussd/routes.ts';
 export type { AgentDeps } from './context.ts';
 
 export function agentRoutes(deps: AgentDeps): RouteSpec[] {
-  return [...agentAuthRoutes(deps), ...kycRoutes(deps), ...txnRoutes(deps), ...agentMoneyRoutes(deps), ...profileRoutes(deps), ...contentRoutes(deps), ...trainingRoutes(deps), ...disputeRoutes(deps), ...ussdRoutes(deps)];
+  return [
+    ...agentAuthRoutes(deps),
+    ...kycRoutes(deps),
+    ...txnRoutes(deps),
+    ...agentMoneyRoutes(deps),
+    ...profileRoutes(deps),
+    ...contentRoutes(deps),
+    ...trainingRoutes(deps),
+    ...disputeRoutes(deps),
+    ...ussdRoutes(deps),
+  ];
 }

@@ -22,19 +22,43 @@ import { Uuid } from '../ledger/schemas.ts';
 
 const tags = ['agent-wallets'];
 const auth = { name: 'Authorization', required: true, description: 'Bearer <agent access token>' };
-const codeHeader = { name: 'X-Customer-Code', required: false, description: "A customer's wallet only: the one-time code from POST /v1/wallets/consent (consumed by this read)" };
+const codeHeader = {
+  name: 'X-Customer-Code',
+  required: false,
+  description:
+    "A customer's wallet only: the one-time code from POST /v1/wallets/consent (consumed by this read)",
+};
 const WalletId = Type.Object({ wallet_id: Uuid });
-const TxQuery = Type.Object({ limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200 })), cursor: Type.Optional(Type.String({ maxLength: 200 })) }, { additionalProperties: false });
+const TxQuery = Type.Object(
+  {
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200 })),
+    cursor: Type.Optional(Type.String({ maxLength: 200 })),
+  },
+  { additionalProperties: false },
+);
 const ConsentBody = Type.Object({ customerPhone: Phone }, { additionalProperties: false });
 const BalanceBody = Type.Object({
-  walletId: Type.String(), owner: Type.Object({ type: Type.String(), id: Type.String() }), productCode: Type.String(), currency: Type.String(),
-  balance: Type.String(), held: Type.String(), available: Type.String(), consent: Type.Boolean(),
+  walletId: Type.String(),
+  owner: Type.Object({ type: Type.String(), id: Type.String() }),
+  productCode: Type.String(),
+  currency: Type.String(),
+  balance: Type.String(),
+  held: Type.String(),
+  available: Type.String(),
+  consent: Type.Boolean(),
 });
 
-interface WalletRow { id: string; owner_type: string; owner_id: string; product_code: string; currency: string }
+interface WalletRow {
+  id: string;
+  owner_type: string;
+  owner_id: string;
+  product_code: string;
+  currency: string;
+}
 
 const bindingOf = (agentId: string, walletId: string) => `agent-wallet:${agentId}:${walletId}`;
-const consentKey = (s: TenantSecrets, tenantId: string, customerId: string) => lookupKey(s.lookup, 'agent-wallet-consent', tenantId, customerId);
+const consentKey = (s: TenantSecrets, tenantId: string, customerId: string) =>
+  lookupKey(s.lookup, 'agent-wallet-consent', tenantId, customerId);
 
 async function secretsFor(deps: AgentDeps, tenantId: string): Promise<TenantSecrets> {
   const s = await deps.identity.secrets.get(tenantId);
@@ -46,96 +70,233 @@ async function secretsFor(deps: AgentDeps, tenantId: string): Promise<TenantSecr
  * The wallet if this agent may read it now. Own wallets: yes. A customer's: only with a valid
  * code; the code check commits on its own (a wrong guess must count even though we answer 401).
  */
-async function visibleWallet(deps: AgentDeps, ctx: AnyCtx, c: AgentCaller, walletId: string): Promise<{ w: WalletRow; consent: boolean }> {
+async function visibleWallet(
+  deps: AgentDeps,
+  ctx: AnyCtx,
+  c: AgentCaller,
+  walletId: string,
+): Promise<{ w: WalletRow; consent: boolean }> {
   const { rows } = await deps.db.query<WalletRow>(
-    'SELECT id, owner_type, owner_id, product_code, currency FROM ledger_accounts WHERE tenant_id = $1 AND id = $2', [c.tenantId, walletId]);
+    'SELECT id, owner_type, owner_id, product_code, currency FROM ledger_accounts WHERE tenant_id = $1 AND id = $2',
+    [c.tenantId, walletId],
+  );
   const w = rows[0];
   const notFound = new AppError('WALLET_NOT_FOUND', `wallet ${walletId} not found`);
   if (!w) throw notFound;
   if (w.owner_type === 'agent' && w.owner_id === c.agentId) return { w, consent: false };
   if (w.owner_type !== 'customer') throw notFound;
   const code = ctx.headers['x-customer-code'];
-  if (!code) throw new AppError('CUSTOMER_CONSENT_REQUIRED', "a customer's wallet needs the customer's one-time code (POST /v1/wallets/consent, then X-Customer-Code)");
+  if (!code)
+    throw new AppError(
+      'CUSTOMER_CONSENT_REQUIRED',
+      "a customer's wallet needs the customer's one-time code (POST /v1/wallets/consent, then X-Customer-Code)",
+    );
   const secrets = await secretsFor(deps, c.tenantId);
   const now = deps.now();
   const ok = await deps.db.tx(async (q) => {
-    const good = /^[0-9]{4,8}$/.test(code) && await checkOtp(q, { tenantId: c.tenantId, phoneKey: consentKey(secrets, c.tenantId, w.owner_id), purpose: 'stepup', challengeJti: bindingOf(c.agentId, w.id) }, code, secrets.otp, now);
-    await auditAgent(q, { tenantId: c.tenantId, actor: { type: 'agent', id: c.agentId }, action: 'agent.wallet.read', target: { type: 'wallet', id: w.id }, attrs: { consent: good ? 'customer_code' : 'refused', path: ctx.path }, requestId: ctx.requestId, allow: good }, now);
+    const good =
+      /^[0-9]{4,8}$/.test(code) &&
+      (await checkOtp(
+        q,
+        {
+          tenantId: c.tenantId,
+          phoneKey: consentKey(secrets, c.tenantId, w.owner_id),
+          purpose: 'stepup',
+          challengeJti: bindingOf(c.agentId, w.id),
+        },
+        code,
+        secrets.otp,
+        now,
+      ));
+    await auditAgent(
+      q,
+      {
+        tenantId: c.tenantId,
+        actor: { type: 'agent', id: c.agentId },
+        action: 'agent.wallet.read',
+        target: { type: 'wallet', id: w.id },
+        attrs: { consent: good ? 'customer_code' : 'refused', path: ctx.path },
+        requestId: ctx.requestId,
+        allow: good,
+      },
+      now,
+    );
     return good;
   });
   if (!ok) throw new AppError('CUSTOMER_CODE_INVALID', 'the customer code is wrong, expired or used');
   return { w, consent: true };
 }
 
-async function history(q: Queryable, tenantId: string, w: WalletRow, limit: number, cursor: string | undefined): Promise<Record<string, unknown>> {
+async function history(
+  q: Queryable,
+  tenantId: string,
+  w: WalletRow,
+  limit: number,
+  cursor: string | undefined,
+): Promise<Record<string, unknown>> {
   const before = decodeCursor(cursor, /^[0-9]{1,19}$/);
   // Running balance over the account's whole history (seq order), then the page.
-  const { rows } = await q.query<{ seq: string; posting_id: string; side: string; amount: string; type_code: string; kind: string; description: string | null; created_at: Date; balance_after: string }>(
+  const { rows } = await q.query<{
+    seq: string;
+    posting_id: string;
+    side: string;
+    amount: string;
+    type_code: string;
+    kind: string;
+    description: string | null;
+    created_at: Date;
+    balance_after: string;
+  }>(
     `SELECT * FROM (
        SELECT e.seq::text AS seq, e.posting_id, e.side, e.amount::text AS amount, p.type_code, p.kind, p.description, e.created_at,
               (sum(CASE e.side WHEN 'credit' THEN e.amount ELSE -e.amount END) OVER (ORDER BY e.seq))::text AS balance_after
          FROM ledger_entries e JOIN ledger_postings p ON p.tenant_id = e.tenant_id AND p.id = e.posting_id
         WHERE e.tenant_id = $1 AND e.account_id = $2) h
       WHERE ($3::bigint IS NULL OR h.seq::bigint < $3) ORDER BY h.seq::bigint DESC LIMIT $4`,
-    [tenantId, w.id, before ?? null, limit + 1]);
+    [tenantId, w.id, before ?? null, limit + 1],
+  );
   const page = rows.slice(0, limit);
   return {
-    walletId: w.id, currency: w.currency,
+    walletId: w.id,
+    currency: w.currency,
     items: page.map((r) => ({
-      postingId: r.posting_id, type: r.type_code, kind: r.kind, direction: r.side === 'credit' ? 'in' : 'out', amount: wire(fromDb(r.amount), w.currency),
-      balanceAfter: wire(fromDb(r.balance_after), w.currency), description: r.description, createdAt: r.created_at.toISOString(),
+      postingId: r.posting_id,
+      type: r.type_code,
+      kind: r.kind,
+      direction: r.side === 'credit' ? 'in' : 'out',
+      amount: wire(fromDb(r.amount), w.currency),
+      balanceAfter: wire(fromDb(r.balance_after), w.currency),
+      description: r.description,
+      createdAt: r.created_at.toISOString(),
     })),
-    nextCursor: rows.length > limit && page.length > 0 ? encodeCursor(page[page.length - 1]?.seq ?? '') : null,
+    nextCursor:
+      rows.length > limit && page.length > 0 ? encodeCursor(page[page.length - 1]?.seq ?? '') : null,
   };
 }
 
 export function walletRoutes(deps: AgentDeps): RouteSpec[] {
   return [
     defineRoute({
-      method: 'POST', path: '/v1/wallets/consent', operationId: 'agentWalletConsent', tags, headers: [auth, idempotencyHeader], body: ConsentBody,
-      summary: "Send the customer a one-time code that lets this agent read the customer's wallet once (balance or transactions)",
-      responses: { 202: { description: 'Code sent', schema: Type.Object({ walletId: Type.String(), expiresAt: Type.String() }) } },
+      method: 'POST',
+      path: '/v1/wallets/consent',
+      operationId: 'agentWalletConsent',
+      tags,
+      headers: [auth, idempotencyHeader],
+      body: ConsentBody,
+      summary:
+        "Send the customer a one-time code that lets this agent read the customer's wallet once (balance or transactions)",
+      responses: {
+        202: {
+          description: 'Code sent',
+          schema: Type.Object({ walletId: Type.String(), expiresAt: Type.String() }),
+        },
+      },
       handler: async (ctx) => {
         const c = await agentCaller(deps, ctx);
         const secrets = await secretsFor(deps, c.tenantId);
         return idempotent(deps, ctx, c, async (q) => {
           const now = deps.now();
-          const { rows: ag } = await q.query<{ code: string; currency: string }>('SELECT code, currency FROM agents WHERE tenant_id = $1 AND id = $2', [c.tenantId, c.agentId]);
+          const { rows: ag } = await q.query<{ code: string; currency: string }>(
+            'SELECT code, currency FROM agents WHERE tenant_id = $1 AND id = $2',
+            [c.tenantId, c.agentId],
+          );
           const agent = ag[0];
           if (!agent) throw new AppError('FORBIDDEN', 'agent is not active');
           const cust = await kycCustomer(q, c.tenantId, ctx.body.customerPhone, now);
           const { rows } = await q.query<{ id: string }>(
             `SELECT id FROM ledger_accounts WHERE tenant_id = $1 AND owner_type = 'customer' AND owner_id = $2 AND product_code = 'WALLET_MAIN' AND currency = $3 AND status = 'active' ORDER BY created_at LIMIT 1`,
-            [c.tenantId, cust.id, agent.currency]);
+            [c.tenantId, cust.id, agent.currency],
+          );
           const walletId = rows[0]?.id;
-          if (!walletId) throw new AppError('WALLET_NOT_FOUND', 'the customer has no wallet in this currency yet');
-          const code = await issueOtp(q, { tenantId: c.tenantId, phoneKey: consentKey(secrets, c.tenantId, cust.id), purpose: 'stepup', challengeJti: bindingOf(c.agentId, walletId) }, secrets.otp, now);
-          await deps.identity.sms.send(q, { tenantId: c.tenantId, to: cust.phone, code, text: `Code ${code} lets agent ${agent.code} see your wallet balance and statement once. Share it only with the agent in front of you.`, purpose: 'agent-wallet-consent' }, now);
-          await auditAgent(q, { tenantId: c.tenantId, actor: { type: 'agent', id: c.agentId }, action: 'agent.wallet.consent_request', target: { type: 'wallet', id: walletId }, requestId: ctx.requestId }, now);
+          if (!walletId)
+            throw new AppError('WALLET_NOT_FOUND', 'the customer has no wallet in this currency yet');
+          const code = await issueOtp(
+            q,
+            {
+              tenantId: c.tenantId,
+              phoneKey: consentKey(secrets, c.tenantId, cust.id),
+              purpose: 'stepup',
+              challengeJti: bindingOf(c.agentId, walletId),
+            },
+            secrets.otp,
+            now,
+          );
+          await deps.identity.sms.send(
+            q,
+            {
+              tenantId: c.tenantId,
+              to: cust.phone,
+              code,
+              text: `Code ${code} lets agent ${agent.code} see your wallet balance and statement once. Share it only with the agent in front of you.`,
+              purpose: 'agent-wallet-consent',
+            },
+            now,
+          );
+          await auditAgent(
+            q,
+            {
+              tenantId: c.tenantId,
+              actor: { type: 'agent', id: c.agentId },
+              action: 'agent.wallet.consent_request',
+              target: { type: 'wallet', id: walletId },
+              requestId: ctx.requestId,
+            },
+            now,
+          );
           return { status: 202, body: { walletId, expiresAt: new Date(now + otpTtlMs).toISOString() } };
         });
       },
     }),
     defineRoute({
-      method: 'GET', path: '/v1/wallets/{wallet_id}/balance', operationId: 'agentWalletBalance', tags, headers: [auth, codeHeader], params: WalletId,
-      summary: "Balance of the agent's own float or commission wallet, or of a customer's wallet with the customer's code",
+      method: 'GET',
+      path: '/v1/wallets/{wallet_id}/balance',
+      operationId: 'agentWalletBalance',
+      tags,
+      headers: [auth, codeHeader],
+      params: WalletId,
+      summary:
+        "Balance of the agent's own float or commission wallet, or of a customer's wallet with the customer's code",
       responses: { 200: { description: 'Balance', schema: BalanceBody } },
       handler: async (ctx) => {
         const c = await agentCaller(deps, ctx);
         const { w, consent } = await visibleWallet(deps, ctx, c, ctx.params.wallet_id);
         const b = await balanceOf(deps.db, c.tenantId, w.id);
-        return { status: 200, body: { walletId: w.id, owner: { type: w.owner_type, id: w.owner_id }, productCode: w.product_code, currency: w.currency, ...balanceView(b, w.currency), consent } };
+        return {
+          status: 200,
+          body: {
+            walletId: w.id,
+            owner: { type: w.owner_type, id: w.owner_id },
+            productCode: w.product_code,
+            currency: w.currency,
+            ...balanceView(b, w.currency),
+            consent,
+          },
+        };
       },
     }),
     defineRoute({
-      method: 'GET', path: '/v1/wallets/{wallet_id}/transactions', operationId: 'agentWalletTransactions', tags, headers: [auth, codeHeader], params: WalletId, query: TxQuery,
-      summary: 'Entries of a wallet the agent may read (as for balance), newest first, with the running balance after each',
+      method: 'GET',
+      path: '/v1/wallets/{wallet_id}/transactions',
+      operationId: 'agentWalletTransactions',
+      tags,
+      headers: [auth, codeHeader],
+      params: WalletId,
+      query: TxQuery,
+      summary:
+        'Entries of a wallet the agent may read (as for balance), newest first, with the running balance after each',
       responses: { 200: { description: 'Entries', schema: Type.Record(Type.String(), Type.Unknown()) } },
       handler: async (ctx) => {
         const c = await agentCaller(deps, ctx);
         const { w, consent } = await visibleWallet(deps, ctx, c, ctx.params.wallet_id);
         const b = await balanceOf(deps.db, c.tenantId, w.id);
-        return { status: 200, body: { ...(await history(deps.db, c.tenantId, w, ctx.query.limit ?? 50, ctx.query.cursor)), ...balanceView(b, w.currency), consent } };
+        return {
+          status: 200,
+          body: {
+            ...(await history(deps.db, c.tenantId, w, ctx.query.limit ?? 50, ctx.query.cursor)),
+            ...balanceView(b, w.currency),
+            consent,
+          },
+        };
       },
     }),
   ];

@@ -12,5 +12,10 @@ import type { MoneyScope } from '../http/money.ts';
 export async function releaseEdgeCount(db: Db, scope: MoneyScope): Promise<void> {
   const c = scope.edgeCount;
   if (!scope.apiKeyId || !c) return;
-  await db.query('SELECT api_key_budget_release($1, $2, $3, $4)', [scope.apiKeyId, c.windowStart, c.currency, c.micros.toString()]);
+  await db.query('SELECT api_key_budget_release($1, $2, $3, $4)', [
+    scope.apiKeyId,
+    c.windowStart,
+    c.currency,
+    c.micros.toString(),
+  ]);
 }

@@ -8,31 +8,53 @@ import type { KeyStore } from '../keys/keys.ts';
 import type { Db } from '../../shared/db/pool.ts';
 import { ApiKeys, defaultRotationGraceS, maxRotationGraceS, type KeyActor } from './store.ts';
 
-const Decimal = Type.String({ pattern: '^(0|[1-9][0-9]{0,13})(\\.[0-9]{1,6})?$', description: 'decimal string, up to 6 places' });
-const Budget = Type.Object({
-  daily_amount: Type.Optional(Decimal),
-  currency: Type.Optional(Type.String({ pattern: '^[A-Z]{3}$' })),
-  per_minute: Type.Optional(Type.Integer({ minimum: 1, maximum: 100_000 })),
-}, { additionalProperties: false });
-const Scope = Type.String({ pattern: '^[a-z][a-z_]*:[a-z_]+$', maxLength: 64 });
-const CreateBody = Type.Object({
-  name: Type.String({ minLength: 1, maxLength: 100 }),
-  scopes: Type.Array(Scope, { minItems: 1, maxItems: 32, uniqueItems: true }),
-  budget: Type.Optional(Budget),
-  ip_allowlist: Type.Optional(Type.Array(Type.String({ maxLength: 64 }), { maxItems: 64 })),
-  expires_at: Type.Optional(Type.String({ format: 'date-time' })),
-  /** Rotate this existing key instead of creating one. */
-  rotate: Type.Optional(Type.String({ pattern: '^pk_(live|test)_[A-Za-z0-9]{16,64}$' })),
-  grace_seconds: Type.Optional(Type.Integer({ minimum: 0, maximum: maxRotationGraceS })),
-}, { additionalProperties: false });
-const KeyView = Type.Object({
-  id: Type.String(), name: Type.String(), scopes: Type.Array(Type.String()), budget: Type.Record(Type.String(), Type.Unknown()),
-  ip_allowlist: Type.Array(Type.String()), expires_at: Type.Union([Type.String(), Type.Null()]), created_by: Type.String(),
-  created_at: Type.String(), rotated_at: Type.Union([Type.String(), Type.Null()]), revoked_at: Type.Union([Type.String(), Type.Null()]),
+const Decimal = Type.String({
+  pattern: '^(0|[1-9][0-9]{0,13})(\\.[0-9]{1,6})?$',
+  description: 'decimal string, up to 6 places',
 });
-const Created = Type.Intersect([KeyView, Type.Object({ secret: Type.String({ description: 'shown once, never again' }) })]);
+const Budget = Type.Object(
+  {
+    daily_amount: Type.Optional(Decimal),
+    currency: Type.Optional(Type.String({ pattern: '^[A-Z]{3}$' })),
+    per_minute: Type.Optional(Type.Integer({ minimum: 1, maximum: 100_000 })),
+  },
+  { additionalProperties: false },
+);
+const Scope = Type.String({ pattern: '^[a-z][a-z_]*:[a-z_]+$', maxLength: 64 });
+const CreateBody = Type.Object(
+  {
+    name: Type.String({ minLength: 1, maxLength: 100 }),
+    scopes: Type.Array(Scope, { minItems: 1, maxItems: 32, uniqueItems: true }),
+    budget: Type.Optional(Budget),
+    ip_allowlist: Type.Optional(Type.Array(Type.String({ maxLength: 64 }), { maxItems: 64 })),
+    expires_at: Type.Optional(Type.String({ format: 'date-time' })),
+    /** Rotate this existing key instead of creating one. */
+    rotate: Type.Optional(Type.String({ pattern: '^pk_(live|test)_[A-Za-z0-9]{16,64}$' })),
+    grace_seconds: Type.Optional(Type.Integer({ minimum: 0, maximum: maxRotationGraceS })),
+  },
+  { additionalProperties: false },
+);
+const KeyView = Type.Object({
+  id: Type.String(),
+  name: Type.String(),
+  scopes: Type.Array(Type.String()),
+  budget: Type.Record(Type.String(), Type.Unknown()),
+  ip_allowlist: Type.Array(Type.String()),
+  expires_at: Type.Union([Type.String(), Type.Null()]),
+  created_by: Type.String(),
+  created_at: Type.String(),
+  rotated_at: Type.Union([Type.String(), Type.Null()]),
+  revoked_at: Type.Union([Type.String(), Type.Null()]),
+});
+const Created = Type.Intersect([
+  KeyView,
+  Type.Object({ secret: Type.String({ description: 'shown once, never again' }) }),
+]);
 const IdParams = Type.Object({ id: Type.String({ pattern: '^pk_(live|test)_[A-Za-z0-9]{16,64}$' }) });
-const ListQuery = Type.Object({ limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20 })), cursor: Type.Optional(Type.String({ maxLength: 200 })) });
+const ListQuery = Type.Object({
+  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20 })),
+  cursor: Type.Optional(Type.String({ maxLength: 200 })),
+});
 
 function validCidr(c: string): boolean {
   const [addr, bits, extra] = c.split('/');
@@ -52,38 +74,83 @@ export function apiKeyRoutes(deps: { db: Db; keys: KeyStore }): RouteSpec[] {
   const tags = ['api-keys'];
   return [
     defineRoute({
-      method: 'POST', path: '/api-keys', operationId: 'createApiKey', summary: 'Create an API key, or rotate one (`rotate`); the secret is returned once', tags,
-      body: CreateBody, responses: { 201: { description: 'Created; keep the secret', schema: Created } },
+      method: 'POST',
+      path: '/api-keys',
+      operationId: 'createApiKey',
+      summary: 'Create an API key, or rotate one (`rotate`); the secret is returned once',
+      tags,
+      body: CreateBody,
+      responses: { 201: { description: 'Created; keep the secret', schema: Created } },
       handler: async (ctx) => {
         const { tenantId, actor } = caller(ctx, true);
         const b = ctx.body;
         if (b.rotate) {
-          const { key, secret } = await store.rotate(tenantId, actor, b.rotate, b.grace_seconds ?? defaultRotationGraceS);
+          const { key, secret } = await store.rotate(
+            tenantId,
+            actor,
+            b.rotate,
+            b.grace_seconds ?? defaultRotationGraceS,
+          );
           return { status: 201, headers: { 'cache-control': 'no-store' }, body: { ...key, secret } };
         }
         const bad = (b.ip_allowlist ?? []).filter((c) => !validCidr(c));
         if (bad.length > 0) throw new AppError('VALIDATION_FAILED', `not a CIDR: ${bad.join(', ')}`);
-        if (b.budget?.daily_amount !== undefined && !b.budget.currency) throw new AppError('VALIDATION_FAILED', 'budget.daily_amount needs budget.currency');
-        if (b.expires_at && Date.parse(b.expires_at) <= Date.now()) throw new AppError('VALIDATION_FAILED', 'expires_at is in the past');
+        if (b.budget?.daily_amount !== undefined && !b.budget.currency)
+          throw new AppError('VALIDATION_FAILED', 'budget.daily_amount needs budget.currency');
+        if (b.expires_at && Date.parse(b.expires_at) <= Date.now())
+          throw new AppError('VALIDATION_FAILED', 'expires_at is in the past');
         const { key, secret } = await store.create(tenantId, actor, {
-          name: b.name, scopes: b.scopes, budget: b.budget ?? {}, ipAllowlist: b.ip_allowlist ?? [], expiresAt: b.expires_at,
+          name: b.name,
+          scopes: b.scopes,
+          budget: b.budget ?? {},
+          ipAllowlist: b.ip_allowlist ?? [],
+          expiresAt: b.expires_at,
         });
         return { status: 201, headers: { 'cache-control': 'no-store' }, body: { ...key, secret } };
       },
     }),
     defineRoute({
-      method: 'GET', path: '/api-keys', operationId: 'listApiKeys', summary: "The tenant's API keys (never their secrets)", tags,
-      query: ListQuery, responses: { 200: { description: 'A page', schema: Type.Object({ items: Type.Array(KeyView), next_cursor: Type.Union([Type.String(), Type.Null()]) }) } },
-      handler: async (ctx) => ({ status: 200, body: await store.list(caller(ctx, false).tenantId, ctx.query.limit ?? 20, ctx.query.cursor) }),
+      method: 'GET',
+      path: '/api-keys',
+      operationId: 'listApiKeys',
+      summary: "The tenant's API keys (never their secrets)",
+      tags,
+      query: ListQuery,
+      responses: {
+        200: {
+          description: 'A page',
+          schema: Type.Object({
+            items: Type.Array(KeyView),
+            next_cursor: Type.Union([Type.String(), Type.Null()]),
+          }),
+        },
+      },
+      handler: async (ctx) => ({
+        status: 200,
+        body: await store.list(caller(ctx, false).tenantId, ctx.query.limit ?? 20, ctx.query.cursor),
+      }),
     }),
     defineRoute({
-      method: 'GET', path: '/api-keys/{id}', operationId: 'getApiKey', summary: 'One API key (never its secret)', tags,
-      params: IdParams, responses: { 200: { description: 'The key', schema: KeyView } },
-      handler: async (ctx) => ({ status: 200, body: await store.get(caller(ctx, false).tenantId, ctx.params.id) }),
+      method: 'GET',
+      path: '/api-keys/{id}',
+      operationId: 'getApiKey',
+      summary: 'One API key (never its secret)',
+      tags,
+      params: IdParams,
+      responses: { 200: { description: 'The key', schema: KeyView } },
+      handler: async (ctx) => ({
+        status: 200,
+        body: await store.get(caller(ctx, false).tenantId, ctx.params.id),
+      }),
     }),
     defineRoute({
-      method: 'DELETE', path: '/api-keys/{id}', operationId: 'revokeApiKey', summary: 'Revoke an API key; edges refuse it from the next request', tags,
-      params: IdParams, responses: { 204: { description: 'Revoked' } },
+      method: 'DELETE',
+      path: '/api-keys/{id}',
+      operationId: 'revokeApiKey',
+      summary: 'Revoke an API key; edges refuse it from the next request',
+      tags,
+      params: IdParams,
+      responses: { 204: { description: 'Revoked' } },
       handler: async (ctx) => {
         const { tenantId, actor } = caller(ctx, true);
         await store.revoke(tenantId, actor, ctx.params.id);

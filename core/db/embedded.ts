@@ -15,7 +15,15 @@ import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { chown, mkdir, rm, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
-import { binariesFor, dataDirFor, EmbeddedError, oneLine, runAs, type Binaries, type RunAs } from './embedded-access.ts';
+import {
+  binariesFor,
+  dataDirFor,
+  EmbeddedError,
+  oneLine,
+  runAs,
+  type Binaries,
+  type RunAs,
+} from './embedded-access.ts';
 
 export { EmbeddedError } from './embedded-access.ts';
 
@@ -59,23 +67,50 @@ const childEnv = { LC_ALL: 'C', LC_MESSAGES: 'C' };
 const readyLine = 'database system is ready to accept connections';
 
 function spawnAs(bin: string, args: string[], who: RunAs | undefined, detached = false): ChildProcess {
-  return spawn(bin, args, { env: childEnv, stdio: ['ignore', 'pipe', 'pipe'], detached, ...(who ? { uid: who.uid, gid: who.gid } : {}) });
+  return spawn(bin, args, {
+    env: childEnv,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached,
+    ...(who ? { uid: who.uid, gid: who.gid } : {}),
+  });
 }
 
 /** The line PostgreSQL explains a failure with (its FATAL or ERROR line), else its last line. */
 function reason(output: string): string {
-  const lines = output.split('\n').map((l) => l.trim()).filter(Boolean);
-  return (lines.find((l) => /FATAL|ERROR|error:/.test(l)) ?? lines.at(-1) ?? 'no output').replace(/^.*?(FATAL|ERROR):\s*/, '');
+  const lines = output
+    .split('\n')
+    .map((l) => l.trim())
+    .filter(Boolean);
+  return (lines.find((l) => /FATAL|ERROR|error:/.test(l)) ?? lines.at(-1) ?? 'no output').replace(
+    /^.*?(FATAL|ERROR):\s*/,
+    '',
+  );
 }
 
-async function initdb(bin: Binaries, dir: string, who: RunAs | undefined, onLog: (line: string) => void): Promise<void> {
+async function initdb(
+  bin: Binaries,
+  dir: string,
+  who: RunAs | undefined,
+  onLog: (line: string) => void,
+): Promise<void> {
   await mkdir(dir, { recursive: true, mode: 0o700 });
   if (who) await chown(dir, who.uid, who.gid);
   const pwfile = join(dirname(dir), `.pg-pwfile-${randomBytes(6).toString('hex')}`);
   await writeFile(pwfile, `${password}\n`, { mode: 0o600 });
   try {
     if (who) await chown(pwfile, who.uid, who.gid);
-    const child = spawnAs(bin.initdb, [`--pgdata=${dir}`, '--auth=scram-sha-256', `--username=${user}`, `--pwfile=${pwfile}`, '--encoding=UTF8', '--locale=C'], who);
+    const child = spawnAs(
+      bin.initdb,
+      [
+        `--pgdata=${dir}`,
+        '--auth=scram-sha-256',
+        `--username=${user}`,
+        `--pwfile=${pwfile}`,
+        '--encoding=UTF8',
+        '--locale=C',
+      ],
+      who,
+    );
     let output = '';
     const collect = (c: Buffer) => {
       output += c.toString();
@@ -96,8 +131,30 @@ async function initdb(bin: Binaries, dir: string, who: RunAs | undefined, onLog:
 }
 
 /** Start the postmaster in its own process group: Ctrl-C reaches us, and we stop it after the servers using it. */
-async function postmaster(bin: Binaries, dir: string, port: number, who: RunAs | undefined, onLog: (line: string) => void): Promise<ChildProcess> {
-  const child = spawnAs(bin.postgres, ['-D', dir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=200'], who, true);
+async function postmaster(
+  bin: Binaries,
+  dir: string,
+  port: number,
+  who: RunAs | undefined,
+  onLog: (line: string) => void,
+): Promise<ChildProcess> {
+  const child = spawnAs(
+    bin.postgres,
+    [
+      '-D',
+      dir,
+      '-p',
+      String(port),
+      '-c',
+      'listen_addresses=127.0.0.1',
+      '-c',
+      'unix_socket_directories=',
+      '-c',
+      'max_connections=200',
+    ],
+    who,
+    true,
+  );
   // Whatever ends this process (an uncaught error, process.exit), PostgreSQL does not outlive it.
   const onProcessExit = () => child.kill('SIGINT');
   process.on('exit', onProcessExit);
@@ -106,7 +163,10 @@ async function postmaster(bin: Binaries, dir: string, port: number, who: RunAs |
   child.stdout?.on('data', (c: Buffer) => onLog(c.toString()));
   try {
     await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`not ready after ${startTimeoutMs / 1000} s`)), startTimeoutMs);
+      const timer = setTimeout(
+        () => reject(new Error(`not ready after ${startTimeoutMs / 1000} s`)),
+        startTimeoutMs,
+      );
       child.stderr?.on('data', (c: Buffer) => {
         output += c.toString();
         onLog(c.toString());
@@ -147,7 +207,11 @@ export async function startEmbedded(opts: EmbeddedOptions): Promise<EmbeddedServ
       resolve();
     });
   });
-  const waitExit = (ms: number) => Promise.race([exited.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), ms).unref())]);
+  const waitExit = (ms: number) =>
+    Promise.race([
+      exited.then(() => true),
+      new Promise<boolean>((r) => setTimeout(() => r(false), ms).unref()),
+    ]);
   return {
     port: opts.port,
     dataDir: dir,

@@ -17,12 +17,18 @@ export const exclusiveJobs = Object.freeze({ holdExpiry: 1, housekeeping: 2, out
 export type ExclusiveJob = keyof typeof exclusiveJobs;
 
 /** Run `fn` when no other instance runs `job` now; `undefined` when another one does. */
-export async function runExclusive<T>(db: Db, job: ExclusiveJob, fn: () => Promise<T>): Promise<T | undefined> {
+export async function runExclusive<T>(
+  db: Db,
+  job: ExclusiveJob,
+  fn: () => Promise<T>,
+): Promise<T | undefined> {
   const key = [exclusiveLockClass, exclusiveJobs[job]];
   const client = await db.pool.connect();
   let got: boolean;
   try {
-    got = (await client.query<{ got: boolean }>('SELECT pg_try_advisory_lock($1, $2) AS got', key)).rows[0]?.got === true;
+    got =
+      (await client.query<{ got: boolean }>('SELECT pg_try_advisory_lock($1, $2) AS got', key)).rows[0]
+        ?.got === true;
   } catch (err) {
     client.release(err as Error);
     throw err;
@@ -35,7 +41,10 @@ export async function runExclusive<T>(db: Db, job: ExclusiveJob, fn: () => Promi
     return await fn();
   } finally {
     // A connection that cannot unlock is destroyed, which releases the lock as well.
-    const failed = await client.query('SELECT pg_advisory_unlock($1, $2)', key).then(() => undefined, (err: unknown) => err as Error);
+    const failed = await client.query('SELECT pg_advisory_unlock($1, $2)', key).then(
+      () => undefined,
+      (err: unknown) => err as Error,
+    );
     client.release(failed);
   }
 }

@@ -11,8 +11,14 @@
 
 /** What breaks the previous release's queries, by pattern (checked with comments, strings and function bodies removed). */
 const contractPatterns: { what: string; re: RegExp }[] = [
-  { what: 'DROP of a table, view, type, function, sequence or schema', re: /\bDROP\s+(TABLE|VIEW|MATERIALIZED\s+VIEW|TYPE|FUNCTION|PROCEDURE|SEQUENCE|SCHEMA)\b/i },
-  { what: 'DROP COLUMN', re: /\bALTER\s+TABLE\b[^;]*?\bDROP\s+(COLUMN\b|(?!CONSTRAINT\b|DEFAULT\b|NOT\b|IDENTITY\b|EXPRESSION\b)(IF\s+EXISTS\s+)?[a-z_"])/i },
+  {
+    what: 'DROP of a table, view, type, function, sequence or schema',
+    re: /\bDROP\s+(TABLE|VIEW|MATERIALIZED\s+VIEW|TYPE|FUNCTION|PROCEDURE|SEQUENCE|SCHEMA)\b/i,
+  },
+  {
+    what: 'DROP COLUMN',
+    re: /\bALTER\s+TABLE\b[^;]*?\bDROP\s+(COLUMN\b|(?!CONSTRAINT\b|DEFAULT\b|NOT\b|IDENTITY\b|EXPRESSION\b)(IF\s+EXISTS\s+)?[a-z_"])/i,
+  },
   { what: 'RENAME', re: /\bRENAME\b/i },
   { what: 'ALTER COLUMN … TYPE', re: /\bALTER\s+(COLUMN\s+)?\S+\s+(SET\s+DATA\s+)?TYPE\b/i },
   { what: 'SET NOT NULL', re: /\bSET\s+NOT\s+NULL\b/i },
@@ -35,9 +41,12 @@ function statementsOnly(sql: string): string {
 /** ADD COLUMN clauses declaring NOT NULL without a DEFAULT: the previous release's INSERTs omit them. */
 function notNullWithoutDefault(statements: string): string[] {
   const found: string[] = [];
-  for (const m of statements.matchAll(/\bADD\s+(?:COLUMN\s+)?(?:IF\s+NOT\s+EXISTS\s+)?(?!CONSTRAINT\b|PRIMARY\b|UNIQUE\b|CHECK\b|FOREIGN\b)([a-z_"][\w"]*)([^;]*?)(?=,\s*(?:ADD|ALTER|DROP)\b|;|$)/gi)) {
+  for (const m of statements.matchAll(
+    /\bADD\s+(?:COLUMN\s+)?(?:IF\s+NOT\s+EXISTS\s+)?(?!CONSTRAINT\b|PRIMARY\b|UNIQUE\b|CHECK\b|FOREIGN\b)([a-z_"][\w"]*)([^;]*?)(?=,\s*(?:ADD|ALTER|DROP)\b|;|$)/gi,
+  )) {
     const clause = m[2] ?? '';
-    if (/\bNOT\s+NULL\b/i.test(clause) && !/\b(DEFAULT|GENERATED)\b/i.test(clause)) found.push(`ADD COLUMN ${m[1]} NOT NULL without a DEFAULT`);
+    if (/\bNOT\s+NULL\b/i.test(clause) && !/\b(DEFAULT|GENERATED)\b/i.test(clause))
+      found.push(`ADD COLUMN ${m[1]} NOT NULL without a DEFAULT`);
   }
   return found;
 }
@@ -48,14 +57,21 @@ export function contractChanges(sql: string): string[] {
   return [...contractPatterns.filter((p) => p.re.test(s)).map((p) => p.what), ...notNullWithoutDefault(s)];
 }
 
-export interface MigrationText { version: string; sql: string }
+export interface MigrationText {
+  version: string;
+  sql: string;
+}
 
 /**
  * Migrations after `lastReleased` that contract without saying so: each with what it does.
  * Throws when `lastReleased` is not a migration (a mistyped marker would check nothing).
  */
-export function unmarkedContractions(migrations: MigrationText[], lastReleased: string): { version: string; changes: string[] }[] {
-  if (!migrations.some((m) => m.version === lastReleased)) throw new Error(`release marker ${lastReleased} is not a migration`);
+export function unmarkedContractions(
+  migrations: MigrationText[],
+  lastReleased: string,
+): { version: string; changes: string[] }[] {
+  if (!migrations.some((m) => m.version === lastReleased))
+    throw new Error(`release marker ${lastReleased} is not a migration`);
   return migrations
     .filter((m) => m.version > lastReleased && !contractMarker.test(m.sql))
     .map((m) => ({ version: m.version, changes: contractChanges(m.sql) }))

@@ -23,7 +23,11 @@ export async function loadMigrations(dir = migrationsDir): Promise<Migration[]> 
   return Promise.all(
     names.map(async (name) => {
       const sql = await readFile(`${dir}${name}`, 'utf8');
-      return { version: name.replace(/\.sql$/, ''), sql, checksum: createHash('sha256').update(sql).digest('hex') };
+      return {
+        version: name.replace(/\.sql$/, ''),
+        sql,
+        checksum: createHash('sha256').update(sql).digest('hex'),
+      };
     }),
   );
 }
@@ -36,19 +40,25 @@ export async function migrate(pool: pg.Pool, dir = migrationsDir): Promise<strin
     await client.query('SELECT pg_advisory_lock($1)', [migrationLockKey]);
     await client.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
       version text PRIMARY KEY, checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
-    const { rows } = await client.query<{ version: string; checksum: string }>('SELECT version, checksum FROM schema_migrations');
+    const { rows } = await client.query<{ version: string; checksum: string }>(
+      'SELECT version, checksum FROM schema_migrations',
+    );
     const applied = new Map(rows.map((r) => [r.version, r.checksum]));
     const done: string[] = [];
     for (const m of migrations) {
       const existing = applied.get(m.version);
       if (existing !== undefined) {
-        if (existing !== m.checksum) throw new Error(`migration ${m.version} was changed after it was applied`);
+        if (existing !== m.checksum)
+          throw new Error(`migration ${m.version} was changed after it was applied`);
         continue;
       }
       await client.query('BEGIN');
       try {
         await client.query(m.sql);
-        await client.query('INSERT INTO schema_migrations (version, checksum) VALUES ($1, $2)', [m.version, m.checksum]);
+        await client.query('INSERT INTO schema_migrations (version, checksum) VALUES ($1, $2)', [
+          m.version,
+          m.checksum,
+        ]);
         await client.query('COMMIT');
       } catch (err) {
         await client.query('ROLLBACK');
@@ -64,12 +74,17 @@ export async function migrate(pool: pg.Pool, dir = migrationsDir): Promise<strin
 }
 
 /** Versions in the repository the database has not applied (every one when it has none): cores never migrate. */
-export async function pendingMigrations(q: { query<R extends object>(sql: string): Promise<{ rows: R[] }> }, dir = migrationsDir): Promise<string[]> {
-  const { rows } = await q.query<{ version: string }>('SELECT version FROM schema_migrations').catch((err: { code?: string }) => {
-    // 42P01 undefined_table: a database no migration ever ran on; anything else is the caller's to report.
-    if (err.code === '42P01') return { rows: [] as { version: string }[] };
-    throw err;
-  });
+export async function pendingMigrations(
+  q: { query<R extends object>(sql: string): Promise<{ rows: R[] }> },
+  dir = migrationsDir,
+): Promise<string[]> {
+  const { rows } = await q
+    .query<{ version: string }>('SELECT version FROM schema_migrations')
+    .catch((err: { code?: string }) => {
+      // 42P01 undefined_table: a database no migration ever ran on; anything else is the caller's to report.
+      if (err.code === '42P01') return { rows: [] as { version: string }[] };
+      throw err;
+    });
   const applied = new Set(rows.map((r) => r.version));
   return (await loadMigrations(dir)).map((m) => m.version).filter((v) => !applied.has(v));
 }

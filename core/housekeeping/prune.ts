@@ -52,7 +52,11 @@ export const pruneRules: readonly PruneRule[] = Object.freeze([
   { table: 'otp_codes', inert: "expires_at < now() - interval '1 day'" },
   { table: 'phone_verifications', inert: "expires_at < now() - interval '1 day'" },
   { table: 'refresh_tokens', inert: "expires_at < now() - interval '7 days'" },
-  { table: 'auth_throttle', inert: "window_start < now() - interval '1 day' AND NOT needs_otp AND (locked_until IS NULL OR locked_until < now())" },
+  {
+    table: 'auth_throttle',
+    inert:
+      "window_start < now() - interval '1 day' AND NOT needs_otp AND (locked_until IS NULL OR locked_until < now())",
+  },
   { table: 'idempotency_keys', inert: `created_at < now() - interval '${idempotencyRetention}'` },
   { table: 'admin_rate_counters', inert: "window_start < now() - interval '5 minutes'" },
   // Federated sign-ins in progress (migration 0821): 10 minutes to finish, then nothing.
@@ -85,7 +89,11 @@ export class Housekeeper {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
 
-  constructor(private readonly db: Db, private readonly log: Logger, private readonly everyMs = pruneEveryMs) {}
+  constructor(
+    private readonly db: Db,
+    private readonly log: Logger,
+    private readonly everyMs = pruneEveryMs,
+  ) {}
 
   start(): void {
     this.timer = setInterval(() => this.tick(), this.everyMs);
@@ -98,7 +106,9 @@ export class Housekeeper {
         const deleted = Object.values(counts ?? {}).reduce((a, b) => a + b, 0);
         if (deleted > 0) this.log.info({ deleted: counts }, 'housekeeping pruned inert rows');
       })
-      .catch((err: unknown) => this.log.warn({ err: (err as Error).message }, 'housekeeping failed; will retry'))
+      .catch((err: unknown) =>
+        this.log.warn({ err: (err as Error).message }, 'housekeeping failed; will retry'),
+      )
       .finally(() => {
         this.running = undefined;
       });

@@ -16,7 +16,10 @@ const risks = new Set(['low', 'medium', 'high']);
 
 /** The audit facts of one request. */
 export function auditFactsOf(
-  headers: Readonly<Record<string, string>>, identity: EdgeIdentity, requestId: string, socketIp: string | undefined,
+  headers: Readonly<Record<string, string>>,
+  identity: EdgeIdentity,
+  requestId: string,
+  socketIp: string | undefined,
 ): RequestAuditFacts {
   const ua = (headers['user-agent'] ?? '').slice(0, auditUaMaxChars);
   if (!identity.fromEdge) {

@@ -36,30 +36,61 @@ type Ctx = Pick<RequestContext<unknown, unknown, unknown>, 'headers' | 'path' | 
 
 /** The URL the client addressed: the edge's view of scheme and host, and this path. */
 export function requestUrlOf(ctx: Ctx): string {
-  const origin = ctx.identity.fromEdge && ctx.identity.publicOrigin ? ctx.identity.publicOrigin : `http://${ctx.headers.host ?? 'localhost'}`;
+  const origin =
+    ctx.identity.fromEdge && ctx.identity.publicOrigin
+      ? ctx.identity.publicOrigin
+      : `http://${ctx.headers.host ?? 'localhost'}`;
   return `${origin}${ctx.path}`;
 }
 
 /** A DPoP refusal with its challenge and a nonce the client may use for its next proof. */
-export function dpopRefusal(deps: DpopDeps, code: 'invalid_dpop_proof' | 'use_dpop_nonce', message: string, tokenEndpoint = false): AppError {
-  const headers = { 'www-authenticate': dpopChallenge({ code, message }), 'dpop-nonce': deps.keys.dpopNonces.issue(deps.now()), 'cache-control': 'no-store' };
+export function dpopRefusal(
+  deps: DpopDeps,
+  code: 'invalid_dpop_proof' | 'use_dpop_nonce',
+  message: string,
+  tokenEndpoint = false,
+): AppError {
+  const headers = {
+    'www-authenticate': dpopChallenge({ code, message }),
+    'dpop-nonce': deps.keys.dpopNonces.issue(deps.now()),
+    'cache-control': 'no-store',
+  };
   if (tokenEndpoint) {
-    return new AppError(code === 'use_dpop_nonce' ? 'OAUTH_DPOP_NONCE' : 'OAUTH_DPOP_INVALID', message, { headers, extra: { error: code, error_description: message } });
+    return new AppError(code === 'use_dpop_nonce' ? 'OAUTH_DPOP_NONCE' : 'OAUTH_DPOP_INVALID', message, {
+      headers,
+      extra: { error: code, error_description: message },
+    });
   }
-  return new AppError(code === 'use_dpop_nonce' ? 'DPOP_NONCE_REQUIRED' : 'DPOP_PROOF_INVALID', message, { headers, extra: { error: code } });
+  return new AppError(code === 'use_dpop_nonce' ? 'DPOP_NONCE_REQUIRED' : 'DPOP_PROOF_INVALID', message, {
+    headers,
+    extra: { error: code },
+  });
 }
 
 /** Check the request's DPoP proof, if any; see the module comment for the three outcomes. */
-export async function dpopBinding(deps: DpopDeps, ctx: Ctx, opts: BindingOptions = {}): Promise<{ jkt: string } | undefined> {
+export async function dpopBinding(
+  deps: DpopDeps,
+  ctx: Ctx,
+  opts: BindingOptions = {},
+): Promise<{ jkt: string } | undefined> {
   const proof = ctx.headers.dpop;
   if (proof === undefined) {
-    if (opts.expectedJkt !== undefined) throw dpopRefusal(deps, 'invalid_dpop_proof', 'this session is bound to a DPoP key: send a proof by it', opts.tokenEndpoint);
+    if (opts.expectedJkt !== undefined)
+      throw dpopRefusal(
+        deps,
+        'invalid_dpop_proof',
+        'this session is bound to a DPoP key: send a proof by it',
+        opts.tokenEndpoint,
+      );
     return undefined;
   }
   const nowMs = deps.now();
   try {
     return await verifyDpopProof({
-      proof, method: ctx.method, url: opts.url ?? requestUrlOf(ctx), nowMs,
+      proof,
+      method: ctx.method,
+      url: opts.url ?? requestUrlOf(ctx),
+      nowMs,
       ...(opts.expectedJkt !== undefined ? { expectedJkt: opts.expectedJkt } : {}),
       ...(opts.requireNonce ? { nonce: (v: string) => deps.keys.dpopNonces.valid(v, nowMs) } : {}),
       firstUse: (v, ttl) => firstUse(deps.db, 'dpop', v, ttl),
@@ -76,13 +107,20 @@ export async function dpopBinding(deps: DpopDeps, ctx: Ctx, opts: BindingOptions
  * for this request naming the token (`ath`), as the edge demands on the routes it checks.
  */
 export async function requireTokenProof(deps: DpopDeps, ctx: Ctx, token: string, jkt: string): Promise<void> {
-  if (!/^DPoP\s/i.test(ctx.headers.authorization ?? '')) throw dpopRefusal(deps, 'invalid_dpop_proof', 'a DPoP-bound token is sent as Authorization: DPoP');
+  if (!/^DPoP\s/i.test(ctx.headers.authorization ?? ''))
+    throw dpopRefusal(deps, 'invalid_dpop_proof', 'a DPoP-bound token is sent as Authorization: DPoP');
   const proof = ctx.headers.dpop;
-  if (proof === undefined) throw dpopRefusal(deps, 'invalid_dpop_proof', 'a DPoP proof is required with this token');
+  if (proof === undefined)
+    throw dpopRefusal(deps, 'invalid_dpop_proof', 'a DPoP proof is required with this token');
   const nowMs = deps.now();
   try {
     await verifyDpopProof({
-      proof, method: ctx.method, url: requestUrlOf(ctx), nowMs, accessToken: token, expectedJkt: jkt,
+      proof,
+      method: ctx.method,
+      url: requestUrlOf(ctx),
+      nowMs,
+      accessToken: token,
+      expectedJkt: jkt,
       firstUse: (v, ttl) => firstUse(deps.db, 'dpop', v, ttl),
     });
   } catch (err) {
@@ -97,7 +135,9 @@ export async function requireTokenProof(deps: DpopDeps, ctx: Ctx, token: string,
  * `require_dpop` refuses to go on without a proof. `settings` undefined (no such tenant): no rule.
  */
 export async function signInBinding(
-  deps: DpopDeps, ctx: Ctx, settings: { requireDpop: boolean; requireDpopNonce: boolean } | undefined,
+  deps: DpopDeps,
+  ctx: Ctx,
+  settings: { requireDpop: boolean; requireDpopNonce: boolean } | undefined,
 ): Promise<{ jkt: string } | undefined> {
   const pop = await dpopBinding(deps, ctx, { requireNonce: settings?.requireDpopNonce ?? false });
   return settings?.requireDpop ? requireProof(pop, deps) : pop;
@@ -108,7 +148,10 @@ export function requireProof(binding: { jkt: string } | undefined, deps: DpopDep
   if (binding) return binding;
   const message = 'this tenant requires a DPoP proof at sign-in (RFC 9449)';
   throw new AppError('DPOP_REQUIRED', message, {
-    headers: { 'www-authenticate': dpopChallenge({ code: 'invalid_dpop_proof', message }), 'dpop-nonce': deps.keys.dpopNonces.issue(deps.now()) },
+    headers: {
+      'www-authenticate': dpopChallenge({ code: 'invalid_dpop_proof', message }),
+      'dpop-nonce': deps.keys.dpopNonces.issue(deps.now()),
+    },
     extra: { error: 'invalid_dpop_proof' },
   });
 }
@@ -118,7 +161,10 @@ export function requireProof(binding: { jkt: string } | undefined, deps: DpopDep
  * its key; an unbound one is bound by the first proof sent with it. The proof's signature, URL,
  * time and jti are checked before the token is looked at.
  */
-export function sessionKey(sessionJkt: string | null, pop: { jkt: string } | undefined): { ok: boolean; jkt: string | undefined } {
+export function sessionKey(
+  sessionJkt: string | null,
+  pop: { jkt: string } | undefined,
+): { ok: boolean; jkt: string | undefined } {
   if (sessionJkt === null) return { ok: true, jkt: pop?.jkt };
   return { ok: pop?.jkt === sessionJkt, jkt: sessionJkt };
 }

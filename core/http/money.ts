@@ -24,9 +24,18 @@ export interface MoneyScope {
 const scopes = new AsyncLocalStorage<MoneyScope>();
 
 /** The scope of a request: the route's declaration and the edge's identity (trusted only from the edge). */
-export function moneyScopeOf(template: string, movement: MoneyMovement | undefined, identity: EdgeIdentity): MoneyScope {
+export function moneyScopeOf(
+  template: string,
+  movement: MoneyMovement | undefined,
+  identity: EdgeIdentity,
+): MoneyScope {
   const viaKey = identity.fromEdge && identity.credential === 'api-key' ? identity.principalId : undefined;
-  return { template, movement, apiKeyId: viaKey, edgeCount: viaKey ? parseBudgetCount(identity.budgetCounted) : undefined };
+  return {
+    template,
+    movement,
+    apiKeyId: viaKey,
+    edgeCount: viaKey ? parseBudgetCount(identity.budgetCounted) : undefined,
+  };
 }
 
 /** Run a route handler inside its money scope. */
@@ -46,7 +55,9 @@ export function checkMoneyMovement(ops: readonly unknown[]): MoneyScope | undefi
   const scope = scopes.getStore();
   if (!scope || !ops.some((op) => typeof op === 'string' && moving.has(op))) return scope;
   if (scope.movement === undefined) {
-    throw new Error(`route ${scope.template} moves money but does not declare movesMoney (shared/api-key-budget.ts)`);
+    throw new Error(
+      `route ${scope.template} moves money but does not declare movesMoney (shared/api-key-budget.ts)`,
+    );
   }
   if (scope.movement === 'no-api-keys' && scope.apiKeyId !== undefined) {
     throw new AppError('FORBIDDEN', 'API keys cannot move money on this route');

@@ -5,7 +5,17 @@
 import type { TSchema } from '@sinclair/typebox';
 import type { RouteSpec } from './route.ts';
 import { CoreErrorSchema, declaredResponses, ProblemSchema } from './responses.ts';
-import { accessNotes, credentialHeaders, recipes, registryFacts, securityOf, securitySchemes, type AccessLookup, type ActionFacts, type DocCredential } from './openapi-security.ts';
+import {
+  accessNotes,
+  credentialHeaders,
+  recipes,
+  registryFacts,
+  securityOf,
+  securitySchemes,
+  type AccessLookup,
+  type ActionFacts,
+  type DocCredential,
+} from './openapi-security.ts';
 import { parameterExample, withExamples, type DocExamples } from './openapi-examples.ts';
 
 /** What the document is built from besides the routes (issue 15 item 3). */
@@ -32,7 +42,12 @@ function plain(schema: TSchema): Json {
   return JSON.parse(JSON.stringify(schema)) as Json;
 }
 
-function parametersOf(route: RouteSpec, access: OperationAccess | undefined, secured: boolean, examples: DocExamples): Json[] {
+function parametersOf(
+  route: RouteSpec,
+  access: OperationAccess | undefined,
+  secured: boolean,
+  examples: DocExamples,
+): Json[] {
   const out: Json[] = [];
   const add = (where: 'path' | 'query', schema: TSchema | undefined) => {
     if (!schema) return;
@@ -41,24 +56,43 @@ function parametersOf(route: RouteSpec, access: OperationAccess | undefined, sec
     const required = new Set((s.required ?? []) as string[]);
     for (const [name, prop] of Object.entries(props)) {
       const example = parameterExample(name, prop, examples);
-      out.push({ name, in: where, required: where === 'path' || required.has(name), schema: prop, ...(example !== undefined ? { example } : {}) });
+      out.push({
+        name,
+        in: where,
+        required: where === 'path' || required.has(name),
+        schema: prop,
+        ...(example !== undefined ? { example } : {}),
+      });
     }
   };
   add('path', route.params);
   add('query', route.query);
   const declared = new Set((route.headers ?? []).map((h) => h.name.toLowerCase()));
-  const implied = access ? credentialHeaders(access.credential).filter((h) => !declared.has(h.name.toLowerCase())) : [];
+  const implied = access
+    ? credentialHeaders(access.credential).filter((h) => !declared.has(h.name.toLowerCase()))
+    : [];
   for (const h of [...(route.headers ?? []), ...implied]) {
     // A security scheme sends Authorization (Swagger UI ignores an Authorization header parameter).
     if (secured && h.name.toLowerCase() === 'authorization') continue;
     const example = parameterExample(h.name, { type: 'string' }, examples);
-    out.push({ name: h.name, in: 'header', required: h.required, description: h.description, schema: { type: 'string' }, ...(example !== undefined ? { example } : {}) });
+    out.push({
+      name: h.name,
+      in: 'header',
+      required: h.required,
+      description: h.description,
+      schema: { type: 'string' },
+      ...(example !== undefined ? { example } : {}),
+    });
   }
   return out;
 }
 
 /** The route's own credential (verified by core itself), else the edge's for this route. */
-function accessOf(route: RouteSpec, opts: OpenApiOptions, facts: ReturnType<typeof registryFacts>): OperationAccess | undefined {
+function accessOf(
+  route: RouteSpec,
+  opts: OpenApiOptions,
+  facts: ReturnType<typeof registryFacts>,
+): OperationAccess | undefined {
   const edge = opts.access?.(route.method, route.path);
   const credential = route.credential ?? edge?.credential;
   if (!credential) return undefined;
@@ -69,7 +103,9 @@ function accessOf(route: RouteSpec, opts: OpenApiOptions, facts: ReturnType<type
 function descriptionOf(route: RouteSpec, access: OperationAccess | undefined): string | undefined {
   const intentSigned = (route.headers ?? []).some((h) => h.name.toLowerCase() === 'x-intent-signature');
   const notes = access ? accessNotes(access.credential, access.facts, intentSigned) : [];
-  const parts = [route.description, ...notes].filter((p): p is string => typeof p === 'string' && p.length > 0);
+  const parts = [route.description, ...notes].filter(
+    (p): p is string => typeof p === 'string' && p.length > 0,
+  );
   return parts.length > 0 ? parts.join('\n\n') : undefined;
 }
 
@@ -85,18 +121,25 @@ function operationOf(route: RouteSpec, access: OperationAccess | undefined, exam
   // Every status the route can answer, errors in its own format and media type (issue 15 item 4).
   for (const [status, r] of Object.entries(declaredResponses(route))) {
     const entry: Json = { description: r.description };
-    if (r.schema) entry.content = { [r.contentType ?? 'application/json']: { schema: schemaOrRef(r.schema) } };
+    if (r.schema)
+      entry.content = { [r.contentType ?? 'application/json']: { schema: schemaOrRef(r.schema) } };
     else if (r.contentType) entry.content = { [r.contentType]: {} };
-    for (const alt of r.alternatives ?? []) entry.content = { ...(entry.content as Json | undefined), [alt]: { schema: { type: 'string' } } };
+    for (const alt of r.alternatives ?? [])
+      entry.content = { ...(entry.content as Json | undefined), [alt]: { schema: { type: 'string' } } };
     responses[status] = entry;
   }
   responses.default = {
     description: 'Error',
-    content: route.errorFormat === 'problem'
-      ? { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } }
-      : route.errorFormat === 'scim'
-        ? { 'application/scim+json': { schema: { type: 'object', description: 'SCIM error (RFC 7644 section 3.12)' } } }
-        : { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+    content:
+      route.errorFormat === 'problem'
+        ? { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } }
+        : route.errorFormat === 'scim'
+          ? {
+              'application/scim+json': {
+                schema: { type: 'object', description: 'SCIM error (RFC 7644 section 3.12)' },
+              },
+            }
+          : { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
   };
   const security = access ? securityOf(access.credential, access.facts) : undefined;
   const description = descriptionOf(route, access);
@@ -112,11 +155,17 @@ function operationOf(route: RouteSpec, access: OperationAccess | undefined, exam
   if (route.bodyKind === 'raw' && route.rawBody) {
     const { contentType, schema, also } = route.rawBody;
     const media = { schema: withExamples(structuredClone(schema), examples) };
-    op.requestBody = { required: true, content: Object.fromEntries([contentType, ...(also ?? [])].map((type) => [type, media])) };
+    op.requestBody = {
+      required: true,
+      content: Object.fromEntries([contentType, ...(also ?? [])].map((type) => [type, media])),
+    };
   }
   if (route.body) {
     const media = route.bodyKind === 'form' ? 'application/x-www-form-urlencoded' : 'application/json';
-    op.requestBody = { required: true, content: { [media]: { schema: withExamples(plain(route.body), examples) } } };
+    op.requestBody = {
+      required: true,
+      content: { [media]: { schema: withExamples(plain(route.body), examples) } },
+    };
   }
   return op;
 }
@@ -153,7 +202,9 @@ export function buildOpenApi(routes: RouteSpec[], opts: OpenApiOptions): Json {
     },
     servers: [{ url: '/' }],
     tags: Object.entries(interfaceVersions).map(([name, version]) => ({
-      name, description: `Interface version ${version} (SPEC 9.2)`, 'x-interface-version': version,
+      name,
+      description: `Interface version ${version} (SPEC 9.2)`,
+      'x-interface-version': version,
     })),
     paths,
     components: {

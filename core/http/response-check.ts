@@ -38,7 +38,9 @@ function bodyOf(reply: Reply): { contentType: string; json?: unknown; parsed: bo
     }
   }
   if (reply.body === undefined) return undefined;
-  const headers = Object.fromEntries(Object.entries(reply.headers ?? {}).map(([k, v]) => [k.toLowerCase(), v]));
+  const headers = Object.fromEntries(
+    Object.entries(reply.headers ?? {}).map(([k, v]) => [k.toLowerCase(), v]),
+  );
   return { contentType: headers['content-type'] ?? 'application/json', json: reply.body, parsed: true };
 }
 
@@ -51,14 +53,19 @@ export function responseProblems(route: RouteSpec, reply: Reply): ResponseProble
   const declaredType = spec.contentType ?? 'application/json';
   if (!mediaMatches(declaredType, body.contentType)) {
     if ((spec.alternatives ?? []).some((alt) => mediaMatches(alt, body.contentType))) return [];
-    return [{ path: '', message: `content type ${mediaOf(body.contentType)} is not the declared ${declaredType}` }];
+    return [
+      { path: '', message: `content type ${mediaOf(body.contentType)} is not the declared ${declaredType}` },
+    ];
   }
   if (!isJsonMedia(body.contentType)) return [];
   if (!body.parsed) return [{ path: '', message: 'the body is not JSON' }];
-  if (!spec.schema) return [{ path: '', message: `status ${reply.status} declares no schema for its JSON body` }];
+  if (!spec.schema)
+    return [{ path: '', message: `status ${reply.status} declares no schema for its JSON body` }];
   // A JSON round-trip first: what the schema judges is what the client receives (no Dates, no undefined members).
   const sent: unknown = JSON.parse(JSON.stringify(body.json ?? null));
   const check = checkerFor(spec.schema);
   if (check.Check(sent)) return [];
-  return [...check.Errors(sent)].slice(0, maxReportedErrors).map((e) => ({ path: e.path, message: e.message }));
+  return [...check.Errors(sent)]
+    .slice(0, maxReportedErrors)
+    .map((e) => ({ path: e.path, message: e.message }));
 }

@@ -8,29 +8,60 @@ import { Type } from '@sinclair/typebox';
 import type { ErrorFormat, ResponseSpec, RouteSpec } from './route.ts';
 
 /** SPEC 2.2: every core error body; extension members (e.g. `errors`) are allowed. */
-export const CoreErrorSchema = Type.Object({ code: Type.String(), message: Type.String() }, { additionalProperties: true });
+export const CoreErrorSchema = Type.Object(
+  { code: Type.String(), message: Type.String() },
+  { additionalProperties: true },
+);
 
 /** SPEC 7.3 (RFC 9457): the administration error body; `code` is kept as an extension member. */
-export const ProblemSchema = Type.Object({
-  type: Type.String(), title: Type.String(), status: Type.Integer(), detail: Type.String(), instance: Type.String(), code: Type.String(),
-}, { additionalProperties: true });
+export const ProblemSchema = Type.Object(
+  {
+    type: Type.String(),
+    title: Type.String(),
+    status: Type.Integer(),
+    detail: Type.String(),
+    instance: Type.String(),
+    code: Type.String(),
+  },
+  { additionalProperties: true },
+);
 
 /** RFC 7644 section 3.12: the SCIM error body of the `/scim/v2` routes. */
-export const ScimErrorSchema = Type.Object({
-  schemas: Type.Array(Type.String()), status: Type.String(), scimType: Type.Optional(Type.String()), detail: Type.String(),
-}, { additionalProperties: true });
+export const ScimErrorSchema = Type.Object(
+  {
+    schemas: Type.Array(Type.String()),
+    status: Type.String(),
+    scimType: Type.Optional(Type.String()),
+    detail: Type.String(),
+  },
+  { additionalProperties: true },
+);
 
 /**
  * Every status shared/errors.ts can map an AppError to: the pipeline itself answers 400, 404,
  * 405, 413, 415, 421 (a tenant not resident here, core/residency), 500 and 503 for any route,
  * and the handlers' refusals use the rest.
  */
-export const errorStatuses: readonly number[] = [400, 401, 403, 404, 405, 409, 412, 413, 415, 421, 422, 428, 429, 500, 502, 503];
+export const errorStatuses: readonly number[] = [
+  400, 401, 403, 404, 405, 409, 412, 413, 415, 421, 422, 428, 429, 500, 502, 503,
+];
 
 const errorResponse: Record<ErrorFormat, ResponseSpec> = {
-  core: { description: 'Error `{code, message}` (SPEC 2.2)', schema: CoreErrorSchema, contentType: 'application/json' },
-  problem: { description: 'Problem+JSON (SPEC 7.3)', schema: ProblemSchema, contentType: 'application/problem+json' },
-  scim: { description: 'SCIM error (RFC 7644 section 3.12)', schema: ScimErrorSchema, contentType: 'application/scim+json' },
+  core: {
+    description: 'Error `{code, message}` (SPEC 2.2)',
+    schema: CoreErrorSchema,
+    contentType: 'application/json',
+  },
+  problem: {
+    description: 'Problem+JSON (SPEC 7.3)',
+    schema: ProblemSchema,
+    contentType: 'application/problem+json',
+  },
+  scim: {
+    description: 'SCIM error (RFC 7644 section 3.12)',
+    schema: ScimErrorSchema,
+    contentType: 'application/scim+json',
+  },
 };
 
 /** The route's own declarations over the generic error responses of its format. */

@@ -77,7 +77,11 @@ export interface Reply {
   raw?: { contentType: string; data: string | Buffer };
 }
 
-export interface RouteSpec<P extends TSchema = TSchema, Q extends TSchema = TSchema, B extends TSchema = TSchema> {
+export interface RouteSpec<
+  P extends TSchema = TSchema,
+  Q extends TSchema = TSchema,
+  B extends TSchema = TSchema,
+> {
   method: Method;
   path: string;
   operationId: string;

@@ -10,7 +10,15 @@ import type { Logger } from 'pino';
 import { TemplateTable, familyFormats } from '../../shared/path-template.ts';
 import type { Metrics } from '../../shared/metrics.ts';
 import { decodeBody, defaultBodyLimitBytes, readBody } from './body.ts';
-import { AppError, asAppError, isInputDataException, scimContentType, toCoreBody, toProblem, toScimError } from '../../shared/errors.ts';
+import {
+  AppError,
+  asAppError,
+  isInputDataException,
+  scimContentType,
+  toCoreBody,
+  toProblem,
+  toScimError,
+} from '../../shared/errors.ts';
 import type { EdgeIdentity, ErrorFormat, Method, Reply, RouteSpec } from './route.ts';
 import { parseQuery, storable, validate } from './validate.ts';
 import { isCanonicalPath } from '../../shared/canonical-path.ts';
@@ -41,7 +49,10 @@ export interface HttpDeps {
    * Issue 20 item 2: refuse (421 TENANT_NOT_RESIDENT) a request naming a tenant whose data may not
    * live where this core's database is (core/residency/gate.ts). Runs after validation, before the handler.
    */
-  residency?: (tenantIds: string[], asker: { principalId: string | undefined; method: string; route: string; requestId: string }) => Promise<void>;
+  residency?: (
+    tenantIds: string[],
+    asker: { principalId: string | undefined; method: string; route: string; requestId: string },
+  ) => Promise<void>;
 }
 
 /**
@@ -76,15 +87,34 @@ function flatHeaders(req: IncomingMessage): Record<string, string> {
 }
 
 const noIdentity: EdgeIdentity = {
-  tenantId: undefined, principalId: undefined, sessionId: undefined, purpose: undefined, aal: undefined, clientIp: undefined, deviceId: undefined,
-  roles: [], scopes: [], credential: undefined, budgetCounted: undefined, publicOrigin: undefined, clientCertificate: undefined, fromEdge: false,
+  tenantId: undefined,
+  principalId: undefined,
+  sessionId: undefined,
+  purpose: undefined,
+  aal: undefined,
+  clientIp: undefined,
+  deviceId: undefined,
+  roles: [],
+  scopes: [],
+  credential: undefined,
+  budgetCounted: undefined,
+  publicOrigin: undefined,
+  clientCertificate: undefined,
+  fromEdge: false,
 };
 
 /** Digests compared in constant time, so neither the content nor the length of a secret leaks. */
 const digest = (v: string): Buffer => createHash('sha256').update(v).digest();
 
 function edgeChecker(secrets: readonly string[]): (h: Record<string, string>) => boolean {
-  if (!Array.isArray(secrets) || secrets.length === 0 || secrets.some((s) => typeof s !== 'string' || s.length === 0)) throw new Error('core needs the edge shared secret (EDGE_SHARED_SECRET): identity headers are never trusted without it');
+  if (
+    !Array.isArray(secrets) ||
+    secrets.length === 0 ||
+    secrets.some((s) => typeof s !== 'string' || s.length === 0)
+  )
+    throw new Error(
+      'core needs the edge shared secret (EDGE_SHARED_SECRET): identity headers are never trusted without it',
+    );
   const wanted = secrets.map(digest);
   return (h) => {
     const given = h['x-edge-auth'];
@@ -95,7 +125,10 @@ function edgeChecker(secrets: readonly string[]): (h: Record<string, string>) =>
   };
 }
 
-function identityOf(h: Record<string, string>, fromEdge: (h: Record<string, string>) => boolean): EdgeIdentity {
+function identityOf(
+  h: Record<string, string>,
+  fromEdge: (h: Record<string, string>) => boolean,
+): EdgeIdentity {
   if (!fromEdge(h)) return noIdentity;
   const aal = h['x-aal'] !== undefined ? Number(h['x-aal']) : undefined;
   return {
@@ -106,7 +139,10 @@ function identityOf(h: Record<string, string>, fromEdge: (h: Record<string, stri
     aal: aal !== undefined && Number.isInteger(aal) ? aal : undefined,
     clientIp: h['x-client-ip'],
     deviceId: h['x-device-id'],
-    roles: (h['x-roles'] ?? '').split(',').map((r) => r.trim().toLowerCase()).filter(Boolean),
+    roles: (h['x-roles'] ?? '')
+      .split(',')
+      .map((r) => r.trim().toLowerCase())
+      .filter(Boolean),
     scopes: (h['x-scopes'] ?? '').split(' ').filter(Boolean),
     credential: h['x-credential'],
     budgetCounted: h['x-budget-counted'],
@@ -141,7 +177,11 @@ function errorReply(err: AppError, format: ErrorFormat, instance: string): Reply
     };
   }
   if (format === 'scim') {
-    return { status: err.status, headers: { 'content-type': scimContentType, ...err.headers }, body: toScimError(err) };
+    return {
+      status: err.status,
+      headers: { 'content-type': scimContentType, ...err.headers },
+      body: toScimError(err),
+    };
   }
   return { status: err.status, headers: { ...err.headers }, body: toCoreBody(err) };
 }
@@ -152,8 +192,14 @@ function checked(route: RouteSpec, reply: Reply, instance: string, log: Logger):
   if (problems.length === 0) return reply;
   const where = `${route.method} ${route.path}`;
   const first = problems.map((p) => `${p.path || '(body)'}: ${p.message}`).join('; ');
-  log.error({ route: where, status: reply.status, errors: problems }, 'response does not match its declared schema');
-  const err = new AppError('RESPONSE_SCHEMA_MISMATCH', `${where} answered ${reply.status}, which its declaration does not allow: ${first}`);
+  log.error(
+    { route: where, status: reply.status, errors: problems },
+    'response does not match its declared schema',
+  );
+  const err = new AppError(
+    'RESPONSE_SCHEMA_MISMATCH',
+    `${where} answered ${reply.status}, which its declaration does not allow: ${first}`,
+  );
   return errorReply(err, route.errorFormat ?? 'core', instance);
 }
 
@@ -162,7 +208,10 @@ export function createHandler(deps: HttpDeps): (req: IncomingMessage, res: Serve
   const table = new TemplateTable<RouteSpec>();
   for (const r of deps.routes) table.add(r.method, r.path, r);
   const fromEdge = edgeChecker(deps.edgeSecrets);
-  const unmatchedFormat = familyFormats<ErrorFormat>(deps.routes.map((r) => ({ template: r.path, format: r.errorFormat })), 'core');
+  const unmatchedFormat = familyFormats<ErrorFormat>(
+    deps.routes.map((r) => ({ template: r.path, format: r.errorFormat })),
+    'core',
+  );
 
   return (req, res) => {
     const started = process.hrtime.bigint();
@@ -181,8 +230,15 @@ export function createHandler(deps: HttpDeps): (req: IncomingMessage, res: Serve
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       deps.metrics.httpDuration.observe({ method, route: template, status: String(reply.status) }, seconds);
       // A refusal names its code; an unexpected error is logged whole (its SQLSTATE included).
-      const line = { method, route: template, status: reply.status, ms: Math.round(seconds * 1e4) / 10, ...(code ? { code } : {}) };
-      if (err !== undefined) log.error({ ...line, err: err instanceof Error ? err : String(err) }, 'request failed');
+      const line = {
+        method,
+        route: template,
+        status: reply.status,
+        ms: Math.round(seconds * 1e4) / 10,
+        ...(code ? { code } : {}),
+      };
+      if (err !== undefined)
+        log.error({ ...line, err: err instanceof Error ? err : String(err) }, 'request failed');
       else if (reply.status >= 500) log.warn(line, 'request unavailable');
       else log.info(line, 'request');
     };
@@ -191,7 +247,11 @@ export function createHandler(deps: HttpDeps): (req: IncomingMessage, res: Serve
     const run = async (): Promise<Reply> => {
       // The edge decided on the raw path; serve only a path that parses to exactly that.
       const rawPath = (req.url ?? '/').split('?')[0] ?? '/';
-      if (!isCanonicalPath(rawPath)) throw new AppError('VALIDATION_FAILED', 'request path is not canonical (backslash, dot segment, empty segment or fragment)');
+      if (!isCanonicalPath(rawPath))
+        throw new AppError(
+          'VALIDATION_FAILED',
+          'request path is not canonical (backslash, dot segment, empty segment or fragment)',
+        );
       if (!match || !route) {
         const allowed = table.allowedMethods(path);
         if (allowed.length > 0) {
@@ -207,28 +267,55 @@ export function createHandler(deps: HttpDeps): (req: IncomingMessage, res: Serve
       money = scope;
       for (const h of route.headers ?? []) {
         if (h.required && !h.handlerChecks && !headers[h.name.toLowerCase()]) {
-          throw new AppError(h.name.toLowerCase() === 'x-request-id' ? 'MISSING_REQUEST_ID' : 'VALIDATION_FAILED', `header ${h.name} is required`);
+          throw new AppError(
+            h.name.toLowerCase() === 'x-request-id' ? 'MISSING_REQUEST_ID' : 'VALIDATION_FAILED',
+            `header ${h.name} is required`,
+          );
         }
       }
       const kind = route.bodyKind ?? (route.body ? 'json' : 'none');
-      const rawBody = methodsWithBody.has(method) || req.headers['content-length'] || req.headers['transfer-encoding']
-        ? await readBody(req, route.bodyLimitBytes ?? defaultBodyLimitBytes).catch((err: unknown) => {
-          // The rest of an oversized body is never read: the connection cannot carry another request
-          // (a proxy's pooled connection reused after it failed the next caller's request).
-          if (err instanceof AppError && err.code === 'PAYLOAD_TOO_LARGE') res.setHeader('connection', 'close');
-          throw err;
-        })
-        : Buffer.alloc(0);
+      const rawBody =
+        methodsWithBody.has(method) || req.headers['content-length'] || req.headers['transfer-encoding']
+          ? await readBody(req, route.bodyLimitBytes ?? defaultBodyLimitBytes).catch((err: unknown) => {
+              // The rest of an oversized body is never read: the connection cannot carry another request
+              // (a proxy's pooled connection reused after it failed the next caller's request).
+              if (err instanceof AppError && err.code === 'PAYLOAD_TOO_LARGE')
+                res.setHeader('connection', 'close');
+              throw err;
+            })
+          : Buffer.alloc(0);
       const decoded = decodeBody(kind, req.headers['content-type'], rawBody);
       const body = route.body ? validate(route.body, decoded, 'body') : storable(decoded, 'body');
       const query = route.query ? validate(route.query, parseQuery(url.search), 'query', true) : {};
-      const params = route.params ? validate(route.params, match.params, 'params') : storable(match.params, 'params');
-      await deps.residency?.(tenantsNamed(identity, params, query, body), { principalId: identity.principalId, method, route: route.path, requestId });
+      const params = route.params
+        ? validate(route.params, match.params, 'params')
+        : storable(match.params, 'params');
+      await deps.residency?.(tenantsNamed(identity, params, query, body), {
+        principalId: identity.principalId,
+        method,
+        route: route.path,
+        requestId,
+      });
       // Issue 20 item 5: every audit record the handler writes carries this request's decision.
       const facts = auditFactsOf(headers, identity, requestId, req.socket.remoteAddress);
-      return withRequestAudit(facts, () => inMoneyScope(scope, () => route.handler({
-        req, method: method as Method, path, template, params, query, body, rawBody, headers, requestId, log, identity,
-      })));
+      return withRequestAudit(facts, () =>
+        inMoneyScope(scope, () =>
+          route.handler({
+            req,
+            method: method as Method,
+            path,
+            template,
+            params,
+            query,
+            body,
+            rawBody,
+            headers,
+            requestId,
+            log,
+            identity,
+          }),
+        ),
+      );
     };
 
     /**
@@ -240,7 +327,9 @@ export function createHandler(deps: HttpDeps): (req: IncomingMessage, res: Serve
       if (!deps.releaseBudget || money?.movement !== 'request' || !money.edgeCount) return;
       const replayed = reply.headers?.['idempotent-replayed'] === 'true';
       if (!replayed && !(reply.status >= 400 && reply.status < 500)) return;
-      await deps.releaseBudget(money).catch((e: unknown) => log.warn({ err: (e as Error).message }, 'API-key budget release failed'));
+      await deps
+        .releaseBudget(money)
+        .catch((e: unknown) => log.warn({ err: (e as Error).message }, 'API-key budget release failed'));
     };
 
     run().then(
@@ -265,7 +354,10 @@ export function createHandler(deps: HttpDeps): (req: IncomingMessage, res: Serve
 export function createCoreServer(deps: HttpDeps): Server {
   // Above what the edge passes (60 KiB: envoy.yaml, edge/gateway.ts) plus the identity headers it
   // adds, so core never resets a request the edge let through.
-  const server = createServer({ requestTimeout: 30_000, headersTimeout: 10_000, maxHeaderSize: 80 * 1024 }, createHandler(deps));
+  const server = createServer(
+    { requestTimeout: 30_000, headersTimeout: 10_000, maxHeaderSize: 80 * 1024 },
+    createHandler(deps),
+  );
   server.keepAliveTimeout = 5_000;
   return server;
 }

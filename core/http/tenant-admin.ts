@@ -7,12 +7,20 @@ import { AppError } from '../../shared/errors.ts';
 import type { RequestContext } from './route.ts';
 
 /** Who acts: the principal, and for a staff person the AAL and session their audit records name (issue 14 item 6). */
-export interface AdminActor { id: string; aal: number; sessionId: string | undefined }
+export interface AdminActor {
+  id: string;
+  aal: number;
+  sessionId: string | undefined;
+}
 
-export function tenantAdmin(ctx: RequestContext<unknown, unknown, unknown>, mutate: boolean): { tenantId: string; actor: AdminActor } {
+export function tenantAdmin(
+  ctx: RequestContext<unknown, unknown, unknown>,
+  mutate: boolean,
+): { tenantId: string; actor: AdminActor } {
   const { tenantId, principalId, roles, aal, sessionId } = ctx.identity;
   if (!tenantId || !principalId) throw new AppError('UNAUTHORIZED', 'a staff credential is required');
   const allowed = mutate ? ['admin'] : ['admin', 'ops'];
-  if (!roles.some((r) => allowed.includes(r))) throw new AppError('FORBIDDEN', `role ${allowed.join(' or ')} is required`);
+  if (!roles.some((r) => allowed.includes(r)))
+    throw new AppError('FORBIDDEN', `role ${allowed.join(' or ')} is required`);
   return { tenantId, actor: { id: principalId, aal: aal ?? 1, sessionId } };
 }

@@ -17,7 +17,8 @@ function realDate(y: string, m: string, d: string): boolean {
 }
 
 /** RFC 3339 date-time with an explicit offset; hours 00–23, seconds 00–59, offsets within PostgreSQL's ±15:59. */
-const dateTime = /^(\d{4})-(\d{2})-(\d{2})T([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,9})?(Z|[+-](0\d|1[0-5]):[0-5]\d)$/i;
+const dateTime =
+  /^(\d{4})-(\d{2})-(\d{2})T([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,9})?(Z|[+-](0\d|1[0-5]):[0-5]\d)$/i;
 
 /** JSON Schema formats the schemas use; TypeBox knows none until they are registered. */
 const formats: Record<string, (v: string) => boolean> = {
@@ -40,7 +41,8 @@ const formats: Record<string, (v: string) => boolean> = {
   },
   email: (v) => /^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(v),
 };
-for (const [name, check] of Object.entries(formats)) if (!FormatRegistry.Has(name)) FormatRegistry.Set(name, check);
+for (const [name, check] of Object.entries(formats))
+  if (!FormatRegistry.Has(name)) FormatRegistry.Set(name, check);
 
 const compiled = new WeakMap<TSchema, TypeCheck<TSchema>>();
 
@@ -129,7 +131,12 @@ export function parseQuery(search: string): Record<string, string> {
  * `where` prefixes paths (`body`, `query`, `params`). `convert` coerces query-string text.
  * Values no route can store are refused first (`storable`).
  */
-export function validate<T extends TSchema>(schema: T, value: unknown, where: string, convert = false): Static<T> {
+export function validate<T extends TSchema>(
+  schema: T,
+  value: unknown,
+  where: string,
+  convert = false,
+): Static<T> {
   const check = checkerFor(schema);
   const input = storable(convert ? Value.Convert(schema, value) : value, where, convert);
   if (check.Check(input)) return input;

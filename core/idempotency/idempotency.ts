@@ -16,7 +16,12 @@ import { originalBody, storedForm, type ResponseVault } from './secrets.ts';
 
 /** Printable token characters only; long enough to be unique, short enough to index. */
 export const idempotencyKeyPattern = /^[A-Za-z0-9._:-]{8,128}$/;
-export const idempotencyHeader = { name: 'Idempotency-Key', required: false, description: 'Required on every write: 8–128 characters [A-Za-z0-9._:-]; a replay returns the first response byte for byte' };
+export const idempotencyHeader = {
+  name: 'Idempotency-Key',
+  required: false,
+  description:
+    'Required on every write: 8–128 characters [A-Za-z0-9._:-]; a replay returns the first response byte for byte',
+};
 
 /**
  * Whose key it is (DESIGN "Idempotency keys belong to the caller"; issue 13 item 3): the tenant
@@ -49,7 +54,13 @@ export function scopeOf(
   owner: { tenantId: string; principal: string },
   hashed: unknown = ctx.body ?? {},
 ): IdemScope {
-  return { ...owner, key: idempotencyKeyOf(ctx.headers), method: ctx.method, path: ctx.path, requestHash: requestHash(ctx.method, ctx.path, hashed) };
+  return {
+    ...owner,
+    key: idempotencyKeyOf(ctx.headers),
+    method: ctx.method,
+    path: ctx.path,
+    requestHash: requestHash(ctx.method, ctx.path, hashed),
+  };
 }
 
 export interface StoredResponse {
@@ -67,17 +78,30 @@ export interface IdemStore {
 /** The request's key, or 400 IDEMPOTENCY_KEY_REQUIRED / IDEMPOTENCY_KEY_INVALID. */
 export function idempotencyKeyOf(headers: Readonly<Record<string, string>>): string {
   const key = headers['idempotency-key'];
-  if (key === undefined || key === '') throw new AppError('IDEMPOTENCY_KEY_REQUIRED', 'header Idempotency-Key is required on this write');
-  if (!idempotencyKeyPattern.test(key)) throw new AppError('IDEMPOTENCY_KEY_INVALID', 'Idempotency-Key must be 8–128 characters of [A-Za-z0-9._:-]');
+  if (key === undefined || key === '')
+    throw new AppError('IDEMPOTENCY_KEY_REQUIRED', 'header Idempotency-Key is required on this write');
+  if (!idempotencyKeyPattern.test(key))
+    throw new AppError(
+      'IDEMPOTENCY_KEY_INVALID',
+      'Idempotency-Key must be 8–128 characters of [A-Za-z0-9._:-]',
+    );
   return key;
 }
 
 /** SHA-256 of method, path and the canonical JSON of the body: key order does not matter. */
 export function requestHash(method: string, path: string, body: unknown): string {
-  return createHash('sha256').update(`${method} ${path}\n${canonicalJson(body ?? null)}`).digest('hex');
+  return createHash('sha256')
+    .update(`${method} ${path}\n${canonicalJson(body ?? null)}`)
+    .digest('hex');
 }
 
-export interface KeyRow { principal: string; request_hash: string; response_status: number | null; response_body: string | null; response_sealed: Buffer | null }
+export interface KeyRow {
+  principal: string;
+  request_hash: string;
+  response_status: number | null;
+  response_body: string | null;
+  response_sealed: Buffer | null;
+}
 
 /** The caller's record of this key, or else a legacy record of the same key value. */
 export async function findKey(q: Queryable, scope: IdemScope): Promise<KeyRow | undefined> {
@@ -96,7 +120,10 @@ export async function findKey(q: Queryable, scope: IdemScope): Promise<KeyRow | 
  */
 export function replay(row: KeyRow, scope: IdemScope, vault: ResponseVault | undefined): StoredResponse {
   if (row.principal !== scope.principal) {
-    throw new AppError('IDEMPOTENCY_CONFLICT', 'this Idempotency-Key was used before keys were scoped to callers; use a new key');
+    throw new AppError(
+      'IDEMPOTENCY_CONFLICT',
+      'this Idempotency-Key was used before keys were scoped to callers; use a new key',
+    );
   }
   if (row.request_hash !== scope.requestHash) {
     throw new AppError('IDEMPOTENCY_CONFLICT', 'this Idempotency-Key was used with a different request');
@@ -104,7 +131,11 @@ export function replay(row: KeyRow, scope: IdemScope, vault: ResponseVault | und
   if (row.response_status === null || row.response_body === null) {
     throw new AppError('INTERNAL', 'idempotency record without a response');
   }
-  return { status: row.response_status, body: originalBody(vault, scope, row.response_body, row.response_sealed), replayed: true };
+  return {
+    status: row.response_status,
+    body: originalBody(vault, scope, row.response_body, row.response_sealed),
+    replayed: true,
+  };
 }
 
 /**
@@ -119,9 +150,17 @@ export async function claimKeys(q: Queryable, scopes: IdemScope[]): Promise<bool
     `INSERT INTO idempotency_keys (tenant_id, key, principal, method, path, request_hash)
      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[]) ORDER BY 1, 2, 3
      ON CONFLICT DO NOTHING RETURNING tenant_id, key, principal`,
-    [scopes.map((s) => s.tenantId), scopes.map((s) => s.key), scopes.map((s) => s.principal), scopes.map((s) => s.method), scopes.map((s) => s.path), scopes.map((s) => s.requestHash)],
+    [
+      scopes.map((s) => s.tenantId),
+      scopes.map((s) => s.key),
+      scopes.map((s) => s.principal),
+      scopes.map((s) => s.method),
+      scopes.map((s) => s.path),
+      scopes.map((s) => s.requestHash),
+    ],
   );
-  const idOf = (r: { tenantId: string; key: string; principal: string }) => `${r.tenantId}\n${r.key}\n${r.principal}`;
+  const idOf = (r: { tenantId: string; key: string; principal: string }) =>
+    `${r.tenantId}\n${r.key}\n${r.principal}`;
   const won = new Set(rows.map((r) => idOf({ tenantId: r.tenant_id, key: r.key, principal: r.principal })));
   const seen = new Set<string>();
   // Two requests with one key in one batch: the first wins, the second replays after commit.
@@ -139,11 +178,22 @@ export async function claimKeys(q: Queryable, scopes: IdemScope[]): Promise<bool
  * key per row whatever the statistics say: a join here let the planner scan the whole (ever
  * growing) key table.
  */
-export async function completeKeys(q: Queryable, vault: ResponseVault | undefined, done: { scope: IdemScope; status: number; body: string }[]): Promise<void> {
+export async function completeKeys(
+  q: Queryable,
+  vault: ResponseVault | undefined,
+  done: { scope: IdemScope; status: number; body: string }[],
+): Promise<void> {
   if (done.length === 0) return;
   const rows = done.map((d) => {
     const form = storedForm(vault, d.scope, d.body);
-    return { tenant: d.scope.tenantId, key: d.scope.key, principal: d.scope.principal, status: d.status, body: form.body, sealed: form.sealed?.toString('base64') ?? null };
+    return {
+      tenant: d.scope.tenantId,
+      key: d.scope.key,
+      principal: d.scope.principal,
+      status: d.status,
+      body: form.body,
+      sealed: form.sealed?.toString('base64') ?? null,
+    };
   });
   await q.query('SELECT idempotency_complete($1::jsonb)', [JSON.stringify(rows)]);
 }

@@ -16,8 +16,19 @@ export const redacted = '[redacted]';
  * Migration 0710 redacted the legacy rows with this list.
  */
 const secretNames = new Set([
-  'secret', 'apikeysecret', 'secretkey', 'privatekey', 'password', 'pin', 'otp', 'token', 'accesstoken',
-  'refreshtoken', 'verificationtoken', 'challengetoken', 'idtoken',
+  'secret',
+  'apikeysecret',
+  'secretkey',
+  'privatekey',
+  'password',
+  'pin',
+  'otp',
+  'token',
+  'accesstoken',
+  'refreshtoken',
+  'verificationtoken',
+  'challengetoken',
+  'idtoken',
 ]);
 
 export function isSecretField(name: string): boolean {
@@ -64,12 +75,19 @@ function redact(value: unknown): { value: unknown; found: boolean } {
 export type ResponseVault = Pick<KeyStore, 'sealSecret' | 'openSecret'>;
 
 /** A record's identity, bound into its sealed response: a sealed body copied to another row does not open. */
-export interface RecordId { tenantId: string; principal: string; key: string }
+export interface RecordId {
+  tenantId: string;
+  principal: string;
+  key: string;
+}
 
 const aadOf = (r: RecordId) => `idempotency\n${r.tenantId}\n${r.principal}\n${r.key}`;
 
 /** How a response is stored: `body` is what inspection may show; `sealed` the original, when it carried a secret. */
-export interface StoredForm { body: string; sealed: Buffer | null }
+export interface StoredForm {
+  body: string;
+  sealed: Buffer | null;
+}
 
 /**
  * The stored form of a JSON response text. Without a vault a secret-bearing response is refused
@@ -89,7 +107,12 @@ export function storedForm(vault: ResponseVault | undefined, id: RecordId, json:
 }
 
 /** The original response of a record: opened from `sealed` when it carried a secret. */
-export function originalBody(vault: ResponseVault | undefined, id: RecordId, body: string, sealed: Buffer | null): string {
+export function originalBody(
+  vault: ResponseVault | undefined,
+  id: RecordId,
+  body: string,
+  sealed: Buffer | null,
+): string {
   if (sealed === null) return body;
   if (!vault) throw new Error('a sealed idempotent response cannot be opened without the master key');
   return vault.openSecret(sealed, aadOf(id)).toString();

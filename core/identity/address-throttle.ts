@@ -40,7 +40,12 @@ export interface AddressPolicy {
 const minuteMs = 60_000;
 
 /** Issue 13 item 4: at least 100 failures per 15 minutes per address before slowing it down. */
-export const defaultAddressPolicy: AddressPolicy = Object.freeze({ failures: 100, windowMs: 15 * minuteMs, delayMs: 60_000, maxDelayMs: 60 * minuteMs });
+export const defaultAddressPolicy: AddressPolicy = Object.freeze({
+  failures: 100,
+  windowMs: 15 * minuteMs,
+  delayMs: 60_000,
+  maxDelayMs: 60 * minuteMs,
+});
 
 /** Eight 16-bit groups of a valid IPv6 text (with `::` and a dotted IPv4 tail expanded). */
 function ipv6Groups(ip: string): number[] {
@@ -68,12 +73,22 @@ export function addressGroupOf(raw: string): string {
     const [hi = 0, lo = 0] = g.slice(6);
     return [hi >> 8, hi & 255, lo >> 8, lo & 255].join('.');
   }
-  return `${g.slice(0, 4).map((x) => x.toString(16)).join(':')}::/64`;
+  return `${g
+    .slice(0, 4)
+    .map((x) => x.toString(16))
+    .join(':')}::/64`;
 }
 
 /** Pure admission for one address counter: refuse while delayed, else admit without counting. */
 export function gateAddress(row: Counter | undefined, now: number): Admission {
-  const c: Counter = row ?? { fails: 0, dayFails: 0, windowStart: now, lockedUntil: undefined, needsOtp: false, strikes: 0 };
+  const c: Counter = row ?? {
+    fails: 0,
+    dayFails: 0,
+    windowStart: now,
+    lockedUntil: undefined,
+    needsOtp: false,
+    strikes: 0,
+  };
   if (c.lockedUntil !== undefined && c.lockedUntil > now) {
     return { ok: false, reason: 'throttled', retryAfterS: Math.ceil((c.lockedUntil - now) / 1000) };
   }
@@ -88,7 +103,14 @@ export function addressFailed(row: Counter | undefined, now: number, p: AddressP
 
 /** Pure decision for one address counter: refuse while delayed, else count the attempt. */
 export function admitAddress(row: Counter | undefined, now: number, p: AddressPolicy): Admission {
-  let c: Counter = row ?? { fails: 0, dayFails: 0, windowStart: now, lockedUntil: undefined, needsOtp: false, strikes: 0 };
+  let c: Counter = row ?? {
+    fails: 0,
+    dayFails: 0,
+    windowStart: now,
+    lockedUntil: undefined,
+    needsOtp: false,
+    strikes: 0,
+  };
   if (c.lockedUntil !== undefined && c.lockedUntil > now) {
     return { ok: false, reason: 'throttled', retryAfterS: Math.ceil((c.lockedUntil - now) / 1000) };
   }

@@ -26,7 +26,12 @@ export function requestOrig(ctx: Pick<AnyCtx, 'method' | 'req' | 'path' | 'rawBo
 }
 
 /** Methods a customer can step up with: OTP always (verified phone), device once a key is usable. */
-export async function stepUpMethods(q: Queryable, tenantId: string, customerId: string, nowMs: number): Promise<StepUpMethod[]> {
+export async function stepUpMethods(
+  q: Queryable,
+  tenantId: string,
+  customerId: string,
+  nowMs: number,
+): Promise<StepUpMethod[]> {
   const { rows } = await q.query(
     `SELECT 1 FROM customer_devices WHERE tenant_id = $1 AND customer_id = $2 AND revoked_at IS NULL
        AND notified_at IS NOT NULL AND usable_from <= to_timestamp($3 / 1000.0) LIMIT 1`,
@@ -36,16 +41,38 @@ export async function stepUpMethods(q: Queryable, tenantId: string, customerId: 
 }
 
 /** 403 MFA_REQUIRED carrying a fresh challenge for `orig` (what the edge answers, SPEC 7.2). */
-export async function stepUpRequired(deps: { keys: KeyStore; db: Queryable }, caller: Pick<Caller, 'tenantId' | 'customerId'>, orig: string, why: string, nowMs: number): Promise<AppError> {
+export async function stepUpRequired(
+  deps: { keys: KeyStore; db: Queryable },
+  caller: Pick<Caller, 'tenantId' | 'customerId'>,
+  orig: string,
+  why: string,
+  nowMs: number,
+): Promise<AppError> {
   const methods = await stepUpMethods(deps.db, caller.tenantId, caller.customerId, nowMs);
-  const challenge = await issueChallenge(deps.keys.challenges, { tenantId: caller.tenantId, sub: caller.customerId, orig, methods }, nowMs);
+  const challenge = await issueChallenge(
+    deps.keys.challenges,
+    { tenantId: caller.tenantId, sub: caller.customerId, orig, methods },
+    nowMs,
+  );
   return new AppError('MFA_REQUIRED', why, { extra: { challenge, methods } });
 }
 
 /** Refuse (MFA_REQUIRED + challenge) unless the caller stepped up for exactly this request. */
-export async function requireBoundStepUp(deps: { keys: KeyStore; db: Queryable }, caller: Caller, orig: string, what: string, nowMs: number): Promise<void> {
+export async function requireBoundStepUp(
+  deps: { keys: KeyStore; db: Queryable },
+  caller: Caller,
+  orig: string,
+  what: string,
+  nowMs: number,
+): Promise<void> {
   if (caller.aal >= 2 && caller.orig === orig) return;
-  throw await stepUpRequired(deps, caller, orig, `${what} needs a step-up bound to this exact request`, nowMs);
+  throw await stepUpRequired(
+    deps,
+    caller,
+    orig,
+    `${what} needs a step-up bound to this exact request`,
+    nowMs,
+  );
 }
 
 /** The grant was used by another committed action (thrown past idempotency storage on purpose). */
@@ -60,12 +87,27 @@ export class StepUpUsed extends Error {
  * Use up the caller's request-bound step-up inside the action's transaction. A concurrent use
  * of the same grant waits on the key and then finds it taken: StepUpUsed.
  */
-export async function useStepUp(q: Queryable, caller: Caller, use: { orig: string; action: string; idempotencyKey?: string }, nowMs: number): Promise<void> {
+export async function useStepUp(
+  q: Queryable,
+  caller: Caller,
+  use: { orig: string; action: string; idempotencyKey?: string },
+  nowMs: number,
+): Promise<void> {
   const { rows } = await q.query(
     `INSERT INTO stepup_uses (tenant_id, grant_jti, session_id, customer_id, orig, action, idempotency_key, used_at, expires_at)
      VALUES ($1, $2, $3, $4, $5, $6, $7, to_timestamp($8 / 1000.0), to_timestamp($9))
      ON CONFLICT (tenant_id, grant_jti) DO NOTHING RETURNING grant_jti`,
-    [caller.tenantId, caller.jti, caller.sessionId, caller.customerId, use.orig, use.action, use.idempotencyKey ?? null, nowMs, caller.expS],
+    [
+      caller.tenantId,
+      caller.jti,
+      caller.sessionId,
+      caller.customerId,
+      use.orig,
+      use.action,
+      use.idempotencyKey ?? null,
+      nowMs,
+      caller.expS,
+    ],
   );
   if (rows.length === 0) throw new StepUpUsed();
 }
@@ -76,7 +118,11 @@ export async function useStepUp(q: Queryable, caller: Caller, use: { orig: strin
  */
 export async function withBoundStepUp<T>(
   deps: { keys: KeyStore; db: Db },
-  caller: Caller, ctx: AnyCtx, action: string, nowMs: number, fn: (q: Queryable) => Promise<T>,
+  caller: Caller,
+  ctx: AnyCtx,
+  action: string,
+  nowMs: number,
+  fn: (q: Queryable) => Promise<T>,
 ): Promise<T> {
   const orig = requestOrig(ctx);
   await requireBoundStepUp(deps, caller, orig, action, nowMs);
@@ -86,8 +132,14 @@ export async function withBoundStepUp<T>(
       return fn(q);
     });
   } catch (err) {
-    if (err instanceof StepUpUsed) throw await stepUpRequired(deps, caller, orig, 'this step-up was already used; step up again for this request', nowMs);
+    if (err instanceof StepUpUsed)
+      throw await stepUpRequired(
+        deps,
+        caller,
+        orig,
+        'this step-up was already used; step up again for this request',
+        nowMs,
+      );
     throw err;
   }
 }
-

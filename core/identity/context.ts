@@ -28,9 +28,15 @@ export interface IdentityDeps {
   background: Set<Promise<unknown>>;
 }
 
-export function identityDeps(base: { db: Db; keys: KeyStore; log: Logger; now: () => number; dataDir?: string }, opts: IdentityOptions = {}): IdentityDeps {
+export function identityDeps(
+  base: { db: Db; keys: KeyStore; log: Logger; now: () => number; dataDir?: string },
+  opts: IdentityOptions = {},
+): IdentityDeps {
   return {
-    db: base.db, keys: base.keys, log: base.log.child({ component: 'identity' }), now: base.now,
+    db: base.db,
+    keys: base.keys,
+    log: base.log.child({ component: 'identity' }),
+    now: base.now,
     sms: opts.sms ?? defaultSmsSender(base.dataDir),
     secrets: new SecretStore(base.db, base.keys),
     pins: new PinHasher({
@@ -69,11 +75,17 @@ export interface AuthAudit {
 
 /** One audit record per authentication decision (SPEC 2.8, 6.3); never a PIN, OTP or token. */
 export async function auditAuth(q: Queryable, a: AuthAudit, now: number): Promise<void> {
-  await appendAudit(q, [{
-    tenantId: a.tenantId, actor: a.actor, action: a.action, target: a.target,
-    decision: { allow: a.allow, ...(a.aal !== undefined ? { aal: a.aal } : {}), trace_id: a.requestId },
-    attrs: a.attrs, ts: new Date(now),
-  }]);
+  await appendAudit(q, [
+    {
+      tenantId: a.tenantId,
+      actor: a.actor,
+      action: a.action,
+      target: a.target,
+      decision: { allow: a.allow, ...(a.aal !== undefined ? { aal: a.aal } : {}), trace_id: a.requestId },
+      attrs: a.attrs,
+      ts: new Date(now),
+    },
+  ]);
 }
 
 /** Track a background task so it can be awaited; failures are logged, never thrown. */

@@ -20,10 +20,16 @@ export const DeviceJwk = Type.Object({
 });
 export const PublicKeyInput = Type.Union([Type.String({ pattern: '^[A-Za-z0-9_-]{43}$' }), DeviceJwk]);
 
-export const DeviceAssertion = Type.Object({
-  deviceId: Type.String({ pattern: '^[0-9a-f-]{36}$' }),
-  signature: Type.String({ pattern: '^[A-Za-z0-9_-]{86}$', description: 'base64url Ed25519 signature (64 bytes)' }),
-}, { additionalProperties: false });
+export const DeviceAssertion = Type.Object(
+  {
+    deviceId: Type.String({ pattern: '^[0-9a-f-]{36}$' }),
+    signature: Type.String({
+      pattern: '^[A-Za-z0-9_-]{86}$',
+      description: 'base64url Ed25519 signature (64 bytes)',
+    }),
+  },
+  { additionalProperties: false },
+);
 
 /** The 32 raw public-key bytes of a registration input; 400 when it is not a usable key. */
 export function rawPublicKey(input: Static<typeof PublicKeyInput>): Buffer {
@@ -40,16 +46,25 @@ export function rawPublicKey(input: Static<typeof PublicKeyInput>): Buffer {
 }
 
 function keyObject(raw: Buffer) {
-  return createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: raw.toString('base64url') }, format: 'jwk' });
+  return createPublicKey({
+    key: { kty: 'OKP', crv: 'Ed25519', x: raw.toString('base64url') },
+    format: 'jwk',
+  });
 }
 
 /** 403 DEVICE_COOLING_OFF: the key is valid but may not approve anything before `usableFrom`. */
 export function coolingOff(usableFrom: Date): AppError {
-  return new AppError('DEVICE_COOLING_OFF', `this device key was added recently; it can approve from ${usableFrom.toISOString()}`);
+  return new AppError(
+    'DEVICE_COOLING_OFF',
+    `this device key was added recently; it can approve from ${usableFrom.toISOString()}`,
+  );
 }
 
 /** Outcome of a device signature check: `cooling_off` is a valid key still in its cool-off; `usableFrom` when the key became usable. */
-export type AssertionResult = { ok: true; usableFrom: Date } | { ok: false; reason: 'invalid' } | { ok: false; reason: 'cooling_off'; usableFrom: Date };
+export type AssertionResult =
+  | { ok: true; usableFrom: Date }
+  | { ok: false; reason: 'invalid' }
+  | { ok: false; reason: 'cooling_off'; usableFrom: Date };
 
 /**
  * Is `a` a valid signature over `message` by a live device of the customer? A key is usable
@@ -57,7 +72,12 @@ export type AssertionResult = { ok: true; usableFrom: Date } | { ok: false; reas
  * successful use is recorded as the device's last use.
  */
 export async function verifyDeviceAssertion(
-  q: Queryable, tenantId: string, customerId: string, message: string, a: Static<typeof DeviceAssertion>, nowMs: number,
+  q: Queryable,
+  tenantId: string,
+  customerId: string,
+  message: string,
+  a: Static<typeof DeviceAssertion>,
+  nowMs: number,
 ): Promise<AssertionResult> {
   const { rows } = await q.query<{ public_key: Buffer; usable_from: Date; notified_at: Date | null }>(
     `SELECT public_key, usable_from, notified_at FROM customer_devices WHERE tenant_id = $1 AND customer_id = $2 AND id = $3 AND revoked_at IS NULL`,
@@ -67,12 +87,21 @@ export async function verifyDeviceAssertion(
   if (!row) return { ok: false, reason: 'invalid' };
   let valid: boolean;
   try {
-    valid = verify(null, Buffer.from(message, 'utf8'), keyObject(row.public_key), Buffer.from(a.signature, 'base64url'));
+    valid = verify(
+      null,
+      Buffer.from(message, 'utf8'),
+      keyObject(row.public_key),
+      Buffer.from(a.signature, 'base64url'),
+    );
   } catch {
     valid = false;
   }
   if (!valid) return { ok: false, reason: 'invalid' };
-  if (row.notified_at === null || row.usable_from.getTime() > nowMs) return { ok: false, reason: 'cooling_off', usableFrom: row.usable_from };
-  await q.query('UPDATE customer_devices SET last_used_at = to_timestamp($3 / 1000.0) WHERE tenant_id = $1 AND id = $2', [tenantId, a.deviceId, nowMs]);
+  if (row.notified_at === null || row.usable_from.getTime() > nowMs)
+    return { ok: false, reason: 'cooling_off', usableFrom: row.usable_from };
+  await q.query(
+    'UPDATE customer_devices SET last_used_at = to_timestamp($3 / 1000.0) WHERE tenant_id = $1 AND id = $2',
+    [tenantId, a.deviceId, nowMs],
+  );
   return { ok: true, usableFrom: row.usable_from };
 }

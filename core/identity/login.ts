@@ -18,7 +18,15 @@ import { addressCheck } from './address-throttle.ts';
 import { lookupKey, type TenantSecrets } from './secrets.ts';
 import { needsRehash, currentKdfVersion, type PinSlot } from './pin.ts';
 import { createSession } from './sessions.ts';
-import { admitAll, loginPolicy, phonePolicy, refusalError, settleFailure, settleSuccess, type Check } from './throttle.ts';
+import {
+  admitAll,
+  loginPolicy,
+  phonePolicy,
+  refusalError,
+  settleFailure,
+  settleSuccess,
+  type Check,
+} from './throttle.ts';
 import { accessTtlS, issueAccessToken } from './tokens.ts';
 import { tenantSettings } from './settings.ts';
 import { SemaphoreFull } from './semaphore.ts';
@@ -67,9 +75,14 @@ export async function gated<T>(fn: () => Promise<T>): Promise<T> {
   }
 }
 
-const busy = () => new AppError('RATE_LIMITED', 'sign-in is busy; retry shortly', { headers: { 'retry-after': '1' } });
+const busy = () =>
+  new AppError('RATE_LIMITED', 'sign-in is busy; retry shortly', { headers: { 'retry-after': '1' } });
 
-export async function login(deps: IdentityDeps, ctx: RequestContext<unknown, unknown, unknown>, input: LoginInput): Promise<LoginResult> {
+export async function login(
+  deps: IdentityDeps,
+  ctx: RequestContext<unknown, unknown, unknown>,
+  input: LoginInput,
+): Promise<LoginResult> {
   const { db } = deps;
   const { tenantId, phone, pin } = input;
   // Past capacity the refusal costs no database work either (issue 18 item 4): under a burst,
@@ -100,8 +113,17 @@ export async function login(deps: IdentityDeps, ctx: RequestContext<unknown, unk
 
 /** The login once a slot of the PIN gate is held: admission (counted), the PIN, the session. */
 async function admitted(
-  deps: IdentityDeps, ctx: RequestContext<unknown, unknown, unknown>, input: LoginInput,
-  t0: { settings: NonNullable<Awaited<ReturnType<typeof tenantSettings>>>; secrets: TenantSecrets; ip: string; device: string | undefined; slot: PinSlot; pop: { jkt: string } | undefined },
+  deps: IdentityDeps,
+  ctx: RequestContext<unknown, unknown, unknown>,
+  input: LoginInput,
+  t0: {
+    settings: NonNullable<Awaited<ReturnType<typeof tenantSettings>>>;
+    secrets: TenantSecrets;
+    ip: string;
+    device: string | undefined;
+    slot: PinSlot;
+    pop: { jkt: string } | undefined;
+  },
 ): Promise<LoginResult> {
   const { db } = deps;
   const { tenantId, phone, pin } = input;
@@ -112,12 +134,25 @@ async function admitted(
     { scope: 'phone', key: phoneKey, policy: phonePolicy },
     addressCheck(secrets, tenantId, ip, settings.addressThrottle),
   ];
-  if (device) checks.push({ scope: 'device', key: lookupKey(secrets.lookup, 'device', tenantId, device), policy: loginPolicy });
+  if (device)
+    checks.push({
+      scope: 'device',
+      key: lookupKey(secrets.lookup, 'device', tenantId, device),
+      policy: loginPolicy,
+    });
   const attrs = { ip, device: device ?? null, phone: phoneRef(phoneKey) };
   const anon = { type: 'anonymous', id: phoneRef(phoneKey) };
   const target = { type: 'phone', id: phoneRef(phoneKey) };
-  const audit = (allow: boolean, outcome: string, actor = anon, aal?: number) =>
-    ({ tenantId, action: 'auth.login', actor, target, allow, attrs: { ...attrs, outcome }, requestId: ctx.requestId, ...(aal ? { aal } : {}) });
+  const audit = (allow: boolean, outcome: string, actor = anon, aal?: number) => ({
+    tenantId,
+    action: 'auth.login',
+    actor,
+    target,
+    allow,
+    attrs: { ...attrs, outcome },
+    requestId: ctx.requestId,
+    ...(aal ? { aal } : {}),
+  });
 
   const start = deps.now();
   const gate = await db.tx(async (q) => {
@@ -134,15 +169,30 @@ async function admitted(
     [tenantId, phone],
   );
   const row = rows[0];
-  const usable = row && row.status === 'active' && row.pin_hash && row.pin_salt && row.kdf_version !== null ? row : undefined;
+  const usable =
+    row && row.status === 'active' && row.pin_hash && row.pin_salt && row.kdf_version !== null
+      ? row
+      : undefined;
   const ok = usable
-    ? await slot.verify(pin, secrets.pin, { hash: usable.pin_hash as Buffer, salt: usable.pin_salt as Buffer, kdfVersion: usable.kdf_version as number })
+    ? await slot.verify(pin, secrets.pin, {
+        hash: usable.pin_hash as Buffer,
+        salt: usable.pin_salt as Buffer,
+        kdfVersion: usable.kdf_version as number,
+      })
     : await slot.verifyDummy(pin, secrets.pin);
   const t = deps.now();
   if (!ok || !usable) {
     await db.tx(async (q) => {
       await settleFailure(q, tenantId, checks, t);
-      await auditAuth(q, audit(false, usable ? 'bad_pin' : 'unknown_or_no_pin', usable ? { type: 'customer', id: usable.id } : anon), t);
+      await auditAuth(
+        q,
+        audit(
+          false,
+          usable ? 'bad_pin' : 'unknown_or_no_pin',
+          usable ? { type: 'customer', id: usable.id } : anon,
+        ),
+        t,
+      );
     });
     throw invalid();
   }
@@ -150,29 +200,65 @@ async function admitted(
   const customerId = usable.id;
   const sessionId = uuidv7(t);
   const mfaPending = settings.mfaRequiredForAll;
-  const access = await issueAccessToken(deps.keys, { tenantId, sub: customerId, sid: sessionId, aal: 1, amr: ['pin'], ...(cnf ? { cnf } : {}) }, t);
+  const access = await issueAccessToken(
+    deps.keys,
+    { tenantId, sub: customerId, sid: sessionId, aal: 1, amr: ['pin'], ...(cnf ? { cnf } : {}) },
+    t,
+  );
   const refreshToken = await db.tx(async (q) => {
     await settleSuccess(q, tenantId, checks, t);
-    const rt = await createSession(q, sessionId, { tenantId, customerId, jti: access.jti, aal: 1, mfaPending, device, ip, dpopJkt: pop?.jkt }, t);
-    await auditAuth(q, { ...audit(true, 'success', { type: 'customer', id: customerId }, 1), target: { type: 'session', id: sessionId } }, t);
+    const rt = await createSession(
+      q,
+      sessionId,
+      { tenantId, customerId, jti: access.jti, aal: 1, mfaPending, device, ip, dpopJkt: pop?.jkt },
+      t,
+    );
+    await auditAuth(
+      q,
+      {
+        ...audit(true, 'success', { type: 'customer', id: customerId }, 1),
+        target: { type: 'session', id: sessionId },
+      },
+      t,
+    );
     return rt;
   });
   if (needsRehash(usable.kdf_version as number)) {
-    inBackground(deps, 'pin rehash', () => rehash(deps, tenantId, customerId, pin, secrets.pin, usable.kdf_version as number));
+    inBackground(deps, 'pin rehash', () =>
+      rehash(deps, tenantId, customerId, pin, secrets.pin, usable.kdf_version as number),
+    );
   }
-  const out: LoginResult = { accessToken: access.token, refreshToken, expiresIn: accessTtlS, tokenType: cnf ? 'DPoP' : 'Bearer', sessionId, aal: 1 };
+  const out: LoginResult = {
+    accessToken: access.token,
+    refreshToken,
+    expiresIn: accessTtlS,
+    tokenType: cnf ? 'DPoP' : 'Bearer',
+    sessionId,
+    aal: 1,
+  };
   if (mfaPending) {
     // SPEC 2.10 mfa_required_for_all_users: the session must step up before it is refreshed.
     const methods = await stepUpMethods(deps.db, tenantId, customerId, t);
     out.mfaRequired = true;
     out.methods = methods;
-    out.challenge = await issueChallenge(deps.keys.challenges, { tenantId, sub: customerId, orig: origOf('POST', '/customers/auth/login', ''), methods }, t);
+    out.challenge = await issueChallenge(
+      deps.keys.challenges,
+      { tenantId, sub: customerId, orig: origOf('POST', '/customers/auth/login', ''), methods },
+      t,
+    );
   }
   return out;
 }
 
 /** Recompute a legacy hash with the current parameters, unless the PIN changed meanwhile. */
-async function rehash(deps: IdentityDeps, tenantId: string, customerId: string, pin: string, pepper: Buffer, fromVersion: number): Promise<void> {
+async function rehash(
+  deps: IdentityDeps,
+  tenantId: string,
+  customerId: string,
+  pin: string,
+  pepper: Buffer,
+  fromVersion: number,
+): Promise<void> {
   const ph = await deps.pins.hash(pin, pepper, currentKdfVersion);
   await deps.db.query(
     `UPDATE credentials SET pin_hash = $3, pin_salt = $4, kdf_version = $5

@@ -38,7 +38,16 @@ export async function issueOtp(q: Queryable, t: OtpTarget, otpKey: Buffer, now: 
   await q.query(
     `INSERT INTO otp_codes (id, tenant_id, phone_key, purpose, challenge_jti, code_hash, created_at, expires_at)
      VALUES ($1, $2, $3, $4, $5, $6, to_timestamp($7 / 1000.0), to_timestamp($8 / 1000.0))`,
-    [id, t.tenantId, t.phoneKey, t.purpose, t.challengeJti ?? null, codeHash(otpKey, id, code), now, now + otpTtlMs],
+    [
+      id,
+      t.tenantId,
+      t.phoneKey,
+      t.purpose,
+      t.challengeJti ?? null,
+      codeHash(otpKey, id, code),
+      now,
+      now + otpTtlMs,
+    ],
   );
   return code;
 }
@@ -47,8 +56,19 @@ export async function issueOtp(q: Queryable, t: OtpTarget, otpKey: Buffer, now: 
  * Check `code` against the live code of `t`, inside the caller's transaction (commit it even on
  * a false answer: the attempt count must stick). A match consumes the code.
  */
-export async function checkOtp(q: Queryable, t: OtpTarget, code: string, otpKey: Buffer, now: number): Promise<boolean> {
-  const { rows } = await q.query<{ id: string; code_hash: Buffer; attempts: number; challenge_jti: string | null }>(
+export async function checkOtp(
+  q: Queryable,
+  t: OtpTarget,
+  code: string,
+  otpKey: Buffer,
+  now: number,
+): Promise<boolean> {
+  const { rows } = await q.query<{
+    id: string;
+    code_hash: Buffer;
+    attempts: number;
+    challenge_jti: string | null;
+  }>(
     `SELECT id, code_hash, attempts, challenge_jti FROM otp_codes
      WHERE tenant_id = $1 AND phone_key = $2 AND purpose = $3 AND consumed_at IS NULL AND expires_at > to_timestamp($4 / 1000.0)
      ORDER BY created_at DESC LIMIT 1 FOR UPDATE`,

@@ -16,7 +16,12 @@ export interface PinHold {
 }
 
 /** The customer's PIN-reset hold in force at `nowMs`; undefined when there is none. */
-export async function pinResetHold(q: Queryable, tenantId: string, customerId: string, nowMs: number): Promise<PinHold | undefined> {
+export async function pinResetHold(
+  q: Queryable,
+  tenantId: string,
+  customerId: string,
+  nowMs: number,
+): Promise<PinHold | undefined> {
   const { rows } = await q.query<{ pin_set_at: Date; pin_reset_hold_until: Date }>(
     `SELECT pin_set_at, pin_reset_hold_until FROM credentials
       WHERE tenant_id = $1 AND customer_id = $2 AND pin_reset_hold_until > to_timestamp($3 / 1000.0)`,
@@ -31,5 +36,8 @@ export const utcMinute = (d: Date): string => d.toISOString().slice(0, 16).repla
 
 /** 403 PIN_RESET_HOLD: the PIN was reset by phone verification and the hold has not ended. */
 export function pinHeld(h: PinHold): AppError {
-  return new AppError('PIN_RESET_HOLD', `the PIN was reset recently; an SMS code cannot approve payments before ${h.until.toISOString()}`);
+  return new AppError(
+    'PIN_RESET_HOLD',
+    `the PIN was reset recently; an SMS code cannot approve payments before ${h.until.toISOString()}`,
+  );
 }

@@ -68,7 +68,8 @@ export class PinHasher {
     const release = await this.gate.acquire();
     return {
       release,
-      verify: async (pin, pepper, stored) => matches(await argonHash(pin, stored.salt, pepper, stored.kdfVersion), stored),
+      verify: async (pin, pepper, stored) =>
+        matches(await argonHash(pin, stored.salt, pepper, stored.kdfVersion), stored),
       verifyDummy: async (pin, pepper) => {
         await argonHash(pin, dummySalt, pepper ?? dummyPepper, currentKdfVersion);
         return false;
@@ -108,13 +109,20 @@ function argonHash(pin: string, salt: Buffer, pepper: Buffer, version: number): 
   const p = kdfVersions[version];
   if (!p) throw new Error(`unknown kdf_version ${version}`);
   return argon2.hash(pin, {
-    type: argon2.argon2id, raw: true, salt, secret: pepper, hashLength: hashBytes,
-    memoryCost: p.memoryKiB, timeCost: p.timeCost, parallelism: p.parallelism,
+    type: argon2.argon2id,
+    raw: true,
+    salt,
+    secret: pepper,
+    hashLength: hashBytes,
+    memoryCost: p.memoryKiB,
+    timeCost: p.timeCost,
+    parallelism: p.parallelism,
   });
 }
 
 /** Constant-time comparison of a computed hash with the stored one. */
-const matches = (computed: Buffer, stored: PinHash): boolean => computed.length === stored.hash.length && timingSafeEqual(computed, stored.hash);
+const matches = (computed: Buffer, stored: PinHash): boolean =>
+  computed.length === stored.hash.length && timingSafeEqual(computed, stored.hash);
 
 const dummySalt = randomBytes(saltBytes);
 const dummyPepper = randomBytes(32);

@@ -35,14 +35,37 @@ export interface RefreshKind {
    * The next access token of the session (caller's transaction). Undefined refuses the refresh
    * (e.g. a staff member deprovisioned since sign-in); the session is then revoked.
    */
-  issue(q: Queryable, s: { tenantId: string; subjectId: string; sessionId: string; aal: number; amr: string[] | null; cnf: { jkt: string } | undefined }, now: number): Promise<{ token: string; jti: string; aal: number; expiresIn: number } | undefined>;
+  issue(
+    q: Queryable,
+    s: {
+      tenantId: string;
+      subjectId: string;
+      sessionId: string;
+      aal: number;
+      amr: string[] | null;
+      cnf: { jkt: string } | undefined;
+    },
+    now: number,
+  ): Promise<{ token: string; jti: string; aal: number; expiresIn: number } | undefined>;
 }
 
 /** Customers: the next token is AAL 1 (a step-up lasts one access token). */
 const customerKind = (deps: IdentityDeps): RefreshKind => ({
-  subjectType: 'customer', actorType: 'customer',
+  subjectType: 'customer',
+  actorType: 'customer',
   issue: async (_q, s, t) => {
-    const a = await issueAccessToken(deps.keys, { tenantId: s.tenantId, sub: s.subjectId, sid: s.sessionId, aal: 1, amr: ['pin'], ...(s.cnf ? { cnf: s.cnf } : {}) }, t);
+    const a = await issueAccessToken(
+      deps.keys,
+      {
+        tenantId: s.tenantId,
+        sub: s.subjectId,
+        sid: s.sessionId,
+        aal: 1,
+        amr: ['pin'],
+        ...(s.cnf ? { cnf: s.cnf } : {}),
+      },
+      t,
+    );
     return { ...a, aal: 1, expiresIn: accessTtlS };
   },
 });
@@ -75,15 +98,25 @@ export interface RefreshResult {
 type Refusal = 'INVALID_REFRESH_TOKEN' | 'MFA_REQUIRED' | 'DPOP';
 type Outcome = { kind: 'ok'; result: RefreshResult } | { kind: 'refused'; code: Refusal };
 
-const invalidRefresh = () => new AppError('INVALID_REFRESH_TOKEN', 'refresh token is invalid, expired or revoked');
+const invalidRefresh = () =>
+  new AppError('INVALID_REFRESH_TOKEN', 'refresh token is invalid, expired or revoked');
 
 /** A customer's refresh (POST /customers/auth/token/refresh). */
-export function refresh(deps: IdentityDeps, ctx: RequestContext<unknown, unknown, unknown>, tenantId: string, token: string): Promise<RefreshResult> {
+export function refresh(
+  deps: IdentityDeps,
+  ctx: RequestContext<unknown, unknown, unknown>,
+  tenantId: string,
+  token: string,
+): Promise<RefreshResult> {
   return rotateRefreshToken(deps, ctx, tenantId, token, customerKind(deps));
 }
 
 export async function rotateRefreshToken(
-  deps: IdentityDeps, ctx: RequestContext<unknown, unknown, unknown>, tenantId: string, token: string, kind: RefreshKind,
+  deps: IdentityDeps,
+  ctx: RequestContext<unknown, unknown, unknown>,
+  tenantId: string,
+  token: string,
+  kind: RefreshKind,
 ): Promise<RefreshResult> {
   const settings = await tenantSettings(deps.db, tenantId);
   const secrets = settings?.active ? await deps.secrets.get(tenantId) : undefined;
@@ -107,12 +140,37 @@ export async function rotateRefreshToken(
     if (!r) {
       // A token nobody holds: counted against the address (a guess, or a token of another kind).
       await settleFailure(q, tenantId, checks, t);
-      await auditAuth(q, { tenantId, action: 'auth.refresh', actor: { type: 'anonymous', id: ip }, target: { type: 'session', id: 'unknown' }, allow: false, attrs: { ip, outcome: 'unknown_token' }, requestId: ctx.requestId }, t);
+      await auditAuth(
+        q,
+        {
+          tenantId,
+          action: 'auth.refresh',
+          actor: { type: 'anonymous', id: ip },
+          target: { type: 'session', id: 'unknown' },
+          allow: false,
+          attrs: { ip, outcome: 'unknown_token' },
+          requestId: ctx.requestId,
+        },
+        t,
+      );
       return refused();
     }
     const actor = { type: kind.actorType, id: r.subject_id };
     const target = { type: 'session', id: r.session_id };
-    const note = (allow: boolean, outcome: string) => auditAuth(q, { tenantId, action: 'auth.refresh', actor, target, allow, attrs: { ip, outcome, family: r.family_id }, requestId: ctx.requestId }, t);
+    const note = (allow: boolean, outcome: string) =>
+      auditAuth(
+        q,
+        {
+          tenantId,
+          action: 'auth.refresh',
+          actor,
+          target,
+          allow,
+          attrs: { ip, outcome, family: r.family_id },
+          requestId: ctx.requestId,
+        },
+        t,
+      );
     if (r.rotated_at) {
       await q.query(
         `UPDATE refresh_tokens SET revoked_at = to_timestamp($3 / 1000.0) WHERE tenant_id = $1 AND family_id = $2 AND revoked_at IS NULL`,
@@ -141,23 +199,52 @@ export async function rotateRefreshToken(
       return refused('DPOP');
     }
     const cnf = key.jkt ? { jkt: key.jkt } : undefined;
-    const access = await kind.issue(q, { tenantId, subjectId: r.subject_id, sessionId: r.session_id, aal: r.aal, amr: r.amr, cnf }, t);
+    const access = await kind.issue(
+      q,
+      { tenantId, subjectId: r.subject_id, sessionId: r.session_id, aal: r.aal, amr: r.amr, cnf },
+      t,
+    );
     if (!access) {
-      await revokeSession(q, tenantId, r.session_id, 'subject_inactive', { type: 'system', id: 'identity' }, t);
+      await revokeSession(
+        q,
+        tenantId,
+        r.session_id,
+        'subject_inactive',
+        { type: 'system', id: 'identity' },
+        t,
+      );
       await note(false, 'subject_inactive');
       return refused();
     }
-    await q.query('UPDATE refresh_tokens SET rotated_at = to_timestamp($3 / 1000.0) WHERE tenant_id = $1 AND id = $2', [tenantId, r.id, t]);
+    await q.query(
+      'UPDATE refresh_tokens SET rotated_at = to_timestamp($3 / 1000.0) WHERE tenant_id = $1 AND id = $2',
+      [tenantId, r.id, t],
+    );
     const next = await insertRefreshToken(q, tenantId, r.session_id, r.family_id, t, r.expires_at.getTime());
     await q.query(
       `UPDATE sessions SET jti = $3, aal = $6, last_seen = to_timestamp($4 / 1000.0), ip = $5, dpop_jkt = $7 WHERE tenant_id = $1 AND id = $2`,
       [tenantId, r.session_id, access.jti, t, ip, access.aal, key.jkt ?? null],
     );
     await note(true, 'rotated');
-    return { kind: 'ok', result: { accessToken: access.token, refreshToken: next, expiresIn: access.expiresIn, tokenType: cnf ? 'DPoP' : 'Bearer', sessionId: r.session_id, aal: access.aal } };
+    return {
+      kind: 'ok',
+      result: {
+        accessToken: access.token,
+        refreshToken: next,
+        expiresIn: access.expiresIn,
+        tokenType: cnf ? 'DPoP' : 'Bearer',
+        sessionId: r.session_id,
+        aal: access.aal,
+      },
+    };
   });
   if (outcome.kind === 'refused') {
-    if (outcome.code === 'DPOP') throw dpopRefusal(deps, 'invalid_dpop_proof', 'this refresh token is bound to a DPoP key: send a proof by it');
+    if (outcome.code === 'DPOP')
+      throw dpopRefusal(
+        deps,
+        'invalid_dpop_proof',
+        'this refresh token is bound to a DPoP key: send a proof by it',
+      );
     throw outcome.code === 'MFA_REQUIRED'
       ? new AppError('MFA_REQUIRED', 'complete the step-up this session owes before refreshing')
       : invalidRefresh();

@@ -17,8 +17,14 @@ import { utcMinute } from './pin-hold.ts';
 export const verificationTtlMs = 10 * 60_000;
 
 const SendBody = Type.Object({ tenantId: TenantId, phone: Phone }, { additionalProperties: false });
-const VerifyBody = Type.Object({ tenantId: TenantId, phone: Phone, otp: Otp }, { additionalProperties: false });
-const PinSetBody = Type.Object({ tenantId: TenantId, phone: Phone, pin: Pin, verificationToken: OpaqueToken }, { additionalProperties: false });
+const VerifyBody = Type.Object(
+  { tenantId: TenantId, phone: Phone, otp: Otp },
+  { additionalProperties: false },
+);
+const PinSetBody = Type.Object(
+  { tenantId: TenantId, phone: Phone, pin: Pin, verificationToken: OpaqueToken },
+  { additionalProperties: false },
+);
 
 const tags = ['customer-auth'];
 
@@ -37,42 +43,97 @@ export function phoneRoutes(deps: IdentityDeps): RouteSpec[] {
   const { db, now } = deps;
 
   const otpSend = defineRoute({
-    method: 'POST', path: '/customers/auth/otp/send', operationId: 'customerOtpSend', tags,
-    summary: 'Send a phone verification code (6 digits, valid 5 minutes)', body: SendBody,
+    method: 'POST',
+    path: '/customers/auth/otp/send',
+    operationId: 'customerOtpSend',
+    tags,
+    summary: 'Send a phone verification code (6 digits, valid 5 minutes)',
+    body: SendBody,
     responses: { 202: { description: 'Code sent', schema: Type.Object({ expiresIn: Type.Integer() }) } },
     handler: async (ctx) => {
       const { tenantId, phone } = ctx.body;
-      const secrets = (await tenantSettings(db, tenantId))?.active ? await deps.secrets.get(tenantId) : undefined;
+      const secrets = (await tenantSettings(db, tenantId))?.active
+        ? await deps.secrets.get(tenantId)
+        : undefined;
       if (!secrets) throw new AppError('TENANT_NOT_FOUND', 'unknown tenant');
       const phoneKey = phoneKeyOf(secrets, tenantId, phone);
       const t = now();
       const result = await db.tx(async (q) => {
-        const gate = await admitAll(q, tenantId, [{ scope: 'otp_send', key: phoneKey, policy: otpSendPolicy }], t);
+        const gate = await admitAll(
+          q,
+          tenantId,
+          [{ scope: 'otp_send', key: phoneKey, policy: otpSendPolicy }],
+          t,
+        );
         const attrs = { ip: clientIpOf(ctx), phone: phoneRef(phoneKey) };
         if (!gate.ok) {
-          await auditAuth(q, { tenantId, action: 'auth.otp_send', actor: { type: 'anonymous', id: phoneRef(phoneKey) }, target: { type: 'phone', id: phoneRef(phoneKey) }, allow: false, attrs: { ...attrs, outcome: 'rate_limited' }, requestId: ctx.requestId }, t);
+          await auditAuth(
+            q,
+            {
+              tenantId,
+              action: 'auth.otp_send',
+              actor: { type: 'anonymous', id: phoneRef(phoneKey) },
+              target: { type: 'phone', id: phoneRef(phoneKey) },
+              allow: false,
+              attrs: { ...attrs, outcome: 'rate_limited' },
+              requestId: ctx.requestId,
+            },
+            t,
+          );
           return gate;
         }
         const code = await issueOtp(q, { tenantId, phoneKey, purpose: 'verify' }, secrets.otp, t);
-        await deps.sms.send(q, { tenantId, to: phone, code, purpose: 'verify', text: `Your verification code is ${code}. It expires in 5 minutes.` }, t);
-        await auditAuth(q, { tenantId, action: 'auth.otp_send', actor: { type: 'anonymous', id: phoneRef(phoneKey) }, target: { type: 'phone', id: phoneRef(phoneKey) }, allow: true, attrs: { ...attrs, outcome: 'sent' }, requestId: ctx.requestId }, t);
+        await deps.sms.send(
+          q,
+          {
+            tenantId,
+            to: phone,
+            code,
+            purpose: 'verify',
+            text: `Your verification code is ${code}. It expires in 5 minutes.`,
+          },
+          t,
+        );
+        await auditAuth(
+          q,
+          {
+            tenantId,
+            action: 'auth.otp_send',
+            actor: { type: 'anonymous', id: phoneRef(phoneKey) },
+            target: { type: 'phone', id: phoneRef(phoneKey) },
+            allow: true,
+            attrs: { ...attrs, outcome: 'sent' },
+            requestId: ctx.requestId,
+          },
+          t,
+        );
         return gate;
       });
       if (!result.ok) {
         const retry = result.reason === 'locked' ? result.retryAfterS : 3600;
-        throw new AppError('RATE_LIMITED', 'too many codes requested for this phone; try later', { headers: { 'retry-after': String(retry) } });
+        throw new AppError('RATE_LIMITED', 'too many codes requested for this phone; try later', {
+          headers: { 'retry-after': String(retry) },
+        });
       }
       return { status: 202, body: { expiresIn: otpTtlMs / 1000 } };
     },
   });
 
   const otpVerify = defineRoute({
-    method: 'POST', path: '/customers/auth/otp/verify', operationId: 'customerOtpVerify', tags,
-    summary: 'Verify the phone with the code; returns a single-use verificationToken for pin/set', body: VerifyBody,
-    responses: { 200: { description: 'Phone verified', schema: Type.Object({ verificationToken: Type.String() }) } },
+    method: 'POST',
+    path: '/customers/auth/otp/verify',
+    operationId: 'customerOtpVerify',
+    tags,
+    summary: 'Verify the phone with the code; returns a single-use verificationToken for pin/set',
+    body: VerifyBody,
+    responses: {
+      200: { description: 'Phone verified', schema: Type.Object({ verificationToken: Type.String() }) },
+    },
     handler: async (ctx) => {
       const { tenantId, phone, otp } = ctx.body;
-      const secrets = (await tenantSettings(db, tenantId))?.active ? await deps.secrets.get(tenantId) : undefined;
+      const secrets = (await tenantSettings(db, tenantId))?.active
+        ? await deps.secrets.get(tenantId)
+        : undefined;
       if (!secrets) throw new AppError('OTP_INVALID', 'the code is wrong, expired or already used');
       const phoneKey = phoneKeyOf(secrets, tenantId, phone);
       const t = now();
@@ -83,11 +144,35 @@ export function phoneRoutes(deps: IdentityDeps): RouteSpec[] {
       const result = await db.tx(async (q) => {
         const gate = await admitAll(q, tenantId, checks, t);
         if (!gate.ok) {
-          await auditAuth(q, { tenantId, action: 'auth.otp_verify', actor, target, allow: false, attrs: { ...base, outcome: 'locked' }, requestId: ctx.requestId }, t);
+          await auditAuth(
+            q,
+            {
+              tenantId,
+              action: 'auth.otp_verify',
+              actor,
+              target,
+              allow: false,
+              attrs: { ...base, outcome: 'locked' },
+              requestId: ctx.requestId,
+            },
+            t,
+          );
           return { kind: 'locked' as const, retryAfterS: gate.reason === 'locked' ? gate.retryAfterS : 3600 };
         }
         if (!(await checkOtp(q, { tenantId, phoneKey, purpose: 'verify' }, otp, secrets.otp, t))) {
-          await auditAuth(q, { tenantId, action: 'auth.otp_verify', actor, target, allow: false, attrs: { ...base, outcome: 'bad_code' }, requestId: ctx.requestId }, t);
+          await auditAuth(
+            q,
+            {
+              tenantId,
+              action: 'auth.otp_verify',
+              actor,
+              target,
+              allow: false,
+              attrs: { ...base, outcome: 'bad_code' },
+              requestId: ctx.requestId,
+            },
+            t,
+          );
           return { kind: 'bad' as const };
         }
         await settleSuccess(q, tenantId, checks, t);
@@ -106,22 +191,43 @@ export function phoneRoutes(deps: IdentityDeps): RouteSpec[] {
            VALUES ($1, $2, $3, $4, to_timestamp($5 / 1000.0), to_timestamp($6 / 1000.0))`,
           [uuidv7(t), tenantId, customerId, sha256(token), t, t + verificationTtlMs],
         );
-        await auditAuth(q, { tenantId, action: 'auth.otp_verify', actor: { type: 'customer', id: customerId }, target, allow: true, attrs: { ...base, outcome: 'verified' }, requestId: ctx.requestId }, t);
+        await auditAuth(
+          q,
+          {
+            tenantId,
+            action: 'auth.otp_verify',
+            actor: { type: 'customer', id: customerId },
+            target,
+            allow: true,
+            attrs: { ...base, outcome: 'verified' },
+            requestId: ctx.requestId,
+          },
+          t,
+        );
         return { kind: 'ok' as const, token };
       });
-      if (result.kind === 'locked') throw new AppError('LOCKED', 'too many attempts; try later', { headers: { 'retry-after': String(result.retryAfterS) } });
-      if (result.kind === 'bad') throw new AppError('OTP_INVALID', 'the code is wrong, expired or already used');
+      if (result.kind === 'locked')
+        throw new AppError('LOCKED', 'too many attempts; try later', {
+          headers: { 'retry-after': String(result.retryAfterS) },
+        });
+      if (result.kind === 'bad')
+        throw new AppError('OTP_INVALID', 'the code is wrong, expired or already used');
       return { status: 200, body: { verificationToken: result.token } };
     },
   });
 
   const pinSet = defineRoute({
-    method: 'POST', path: '/customers/auth/pin/set', operationId: 'customerPinSet', tags,
-    summary: 'Set (or reset) the PIN with a verificationToken; revokes existing sessions', body: PinSetBody,
+    method: 'POST',
+    path: '/customers/auth/pin/set',
+    operationId: 'customerPinSet',
+    tags,
+    summary: 'Set (or reset) the PIN with a verificationToken; revokes existing sessions',
+    body: PinSetBody,
     responses: { 204: { description: 'PIN set' } },
     handler: async (ctx) => {
       const { tenantId, phone, pin, verificationToken } = ctx.body;
-      const invalid = () => new AppError('VERIFICATION_INVALID', 'verificationToken is invalid, expired or already used');
+      const invalid = () =>
+        new AppError('VERIFICATION_INVALID', 'verificationToken is invalid, expired or already used');
       const settings = await tenantSettings(db, tenantId);
       const secrets = settings?.active ? await deps.secrets.get(tenantId) : undefined;
       if (!settings || !secrets) throw invalid();
@@ -131,18 +237,31 @@ export function phoneRoutes(deps: IdentityDeps): RouteSpec[] {
         WHERE pv.tenant_id = $1 AND pv.token_hash = $2 AND c.phone_e164 = $3 AND pv.used_at IS NULL AND pv.expires_at > to_timestamp($4 / 1000.0)`;
       // Check the token before spending argon2 work on it; re-checked under lock below.
       if ((await db.query(lookup, [tenantId, hash, phone, t])).rows.length === 0) throw invalid();
-      if (isWeakPin(pin)) throw new AppError('UNPROCESSABLE', 'PIN is too easy to guess (repeated or sequential digits)');
+      if (isWeakPin(pin))
+        throw new AppError('UNPROCESSABLE', 'PIN is too easy to guess (repeated or sequential digits)');
       const ph = await deps.pins.hash(pin, secrets.pin);
       const customerId = await db.tx(async (q) => {
-        const { rows } = await q.query<{ id: string; customer_id: string }>(`${lookup} FOR UPDATE OF pv`, [tenantId, hash, phone, t]);
+        const { rows } = await q.query<{ id: string; customer_id: string }>(`${lookup} FOR UPDATE OF pv`, [
+          tenantId,
+          hash,
+          phone,
+          t,
+        ]);
         const v = rows[0];
         if (!v) return undefined;
-        await q.query('UPDATE phone_verifications SET used_at = to_timestamp($3 / 1000.0) WHERE tenant_id = $1 AND id = $2', [tenantId, v.id, t]);
-        const prior = await q.query('SELECT 1 FROM credentials WHERE tenant_id = $1 AND customer_id = $2 FOR UPDATE', [tenantId, v.customer_id]);
+        await q.query(
+          'UPDATE phone_verifications SET used_at = to_timestamp($3 / 1000.0) WHERE tenant_id = $1 AND id = $2',
+          [tenantId, v.id, t],
+        );
+        const prior = await q.query(
+          'SELECT 1 FROM credentials WHERE tenant_id = $1 AND customer_id = $2 FOR UPDATE',
+          [tenantId, v.customer_id],
+        );
         // Issue 13 item 1: replacing a PIN by SMS alone is what a SIM swap allows, so the new PIN
         // authorises no money for the tenant's device cool-off (the same setting as a new device
         // key: same threat, same time to read the notice); a first enrolment is not held.
-        const holdUntil = prior.rows.length > 0 ? new Date(t + settings.deviceCooloffHours * 3_600_000) : null;
+        const holdUntil =
+          prior.rows.length > 0 ? new Date(t + settings.deviceCooloffHours * 3_600_000) : null;
         await q.query(
           `INSERT INTO credentials (customer_id, tenant_id, pin_hash, pin_salt, kdf_version, pin_set_at, pin_reset_hold_until)
            VALUES ($1, $2, $3, $4, $5, to_timestamp($6 / 1000.0), $7)
@@ -151,7 +270,17 @@ export function phoneRoutes(deps: IdentityDeps): RouteSpec[] {
           [v.customer_id, tenantId, ph.hash, ph.salt, ph.kdfVersion, t, holdUntil],
         );
         // The verified phone is told in this transaction (a failed send rolls the reset back); no code in it.
-        if (holdUntil) await deps.sms.send(q, { tenantId, to: phone, purpose: 'pin_changed', text: `Your mobile money PIN was changed. It can approve payments from ${utcMinute(holdUntil)} UTC. If this was not you, call us now.` }, t);
+        if (holdUntil)
+          await deps.sms.send(
+            q,
+            {
+              tenantId,
+              to: phone,
+              purpose: 'pin_changed',
+              text: `Your mobile money PIN was changed. It can approve payments from ${utcMinute(holdUntil)} UTC. If this was not you, call us now.`,
+            },
+            t,
+          );
         // SPEC 5.2.5: the policy requires membership of the tenant.
         await q.query(
           `INSERT INTO relationship_tuples (tenant_id, subject_ns, subject_id, relation, object_ns, object_id)
@@ -166,7 +295,25 @@ export function phoneRoutes(deps: IdentityDeps): RouteSpec[] {
           [tenantId, v.customer_id],
         );
         for (const s of live.rows) await revokeSession(q, tenantId, s.id, 'pin_reset', actor, t);
-        await auditAuth(q, { tenantId, action: 'auth.pin_set', actor, target: { type: 'customer', id: v.customer_id }, allow: true, attrs: { ip: clientIpOf(ctx), kdf_version: ph.kdfVersion, sessions_revoked: live.rows.length, reset: holdUntil !== null, ...(holdUntil ? { hold_until: holdUntil.toISOString() } : {}) }, requestId: ctx.requestId }, t);
+        await auditAuth(
+          q,
+          {
+            tenantId,
+            action: 'auth.pin_set',
+            actor,
+            target: { type: 'customer', id: v.customer_id },
+            allow: true,
+            attrs: {
+              ip: clientIpOf(ctx),
+              kdf_version: ph.kdfVersion,
+              sessions_revoked: live.rows.length,
+              reset: holdUntil !== null,
+              ...(holdUntil ? { hold_until: holdUntil.toISOString() } : {}),
+            },
+            requestId: ctx.requestId,
+          },
+          t,
+        );
         return v.customer_id;
       });
       if (!customerId) throw invalid();

@@ -17,14 +17,19 @@ export interface TenantSecrets {
 }
 
 function derive(secret: Buffer, tenantId: string, use: string): Buffer {
-  return Buffer.from(hkdfSync('sha256', secret, Buffer.from(tenantId), Buffer.from(`payments-identity:${use}`), 32));
+  return Buffer.from(
+    hkdfSync('sha256', secret, Buffer.from(tenantId), Buffer.from(`payments-identity:${use}`), 32),
+  );
 }
 
 /** Loads (creating on first use) and caches each tenant's identity secrets. */
 export class SecretStore {
   private readonly cache = new Map<string, TenantSecrets>();
 
-  constructor(private readonly db: Db, private readonly keys: KeyStore) {}
+  constructor(
+    private readonly db: Db,
+    private readonly keys: KeyStore,
+  ) {}
 
   /** The tenant's secrets, or undefined when the tenant does not exist. */
   async get(tenantId: string): Promise<TenantSecrets | undefined> {
@@ -40,11 +45,21 @@ export class SecretStore {
       [tenantId, sealed],
     );
     // A concurrent first use may have inserted after this statement's snapshot: read again.
-    const row = rows[0] ?? (await this.db.query<{ secret_enc: Buffer }>(
-      'SELECT secret_enc FROM identity_tenant_secrets WHERE tenant_id = $1', [tenantId])).rows[0];
+    const row =
+      rows[0] ??
+      (
+        await this.db.query<{ secret_enc: Buffer }>(
+          'SELECT secret_enc FROM identity_tenant_secrets WHERE tenant_id = $1',
+          [tenantId],
+        )
+      ).rows[0];
     if (!row) return undefined;
     const secret = this.keys.openSecret(row.secret_enc, aad);
-    const out = { pin: derive(secret, tenantId, 'pin'), lookup: derive(secret, tenantId, 'lookup'), otp: derive(secret, tenantId, 'otp') };
+    const out = {
+      pin: derive(secret, tenantId, 'pin'),
+      lookup: derive(secret, tenantId, 'lookup'),
+      otp: derive(secret, tenantId, 'otp'),
+    };
     this.cache.set(tenantId, out);
     return out;
   }

@@ -39,7 +39,9 @@ export const demoCustomerSeeder: Seeder = async ({ db, tenantId, previous, keys 
   const identity = identityDeps({ db, keys, log: createLogger('silent'), now: () => now });
   const { rows } = await db.query<{ id: string }>(
     `SELECT c.id FROM customers c JOIN credentials cr ON cr.tenant_id = c.tenant_id AND cr.customer_id = c.id
-      WHERE c.tenant_id = $1 AND c.phone_e164 = $2`, [tenantId, demoCustomer.phone]);
+      WHERE c.tenant_id = $1 AND c.phone_e164 = $2`,
+    [tenantId, demoCustomer.phone],
+  );
   const known = previousPin(previous);
   const existing = rows[0]?.id;
   if (existing && known) return { customer: describe(tenantId, existing, known) };
@@ -52,7 +54,8 @@ export const demoCustomerSeeder: Seeder = async ({ db, tenantId, previous, keys 
       `INSERT INTO customers (id, tenant_id, phone_e164, phone_verified_at, created_at)
        VALUES ($1, $2, $3, to_timestamp($4 / 1000.0), to_timestamp($4 / 1000.0))
        ON CONFLICT (tenant_id, phone_e164) DO UPDATE SET phone_verified_at = EXCLUDED.phone_verified_at RETURNING id`,
-      [uuidv7(now), tenantId, demoCustomer.phone, now]);
+      [uuidv7(now), tenantId, demoCustomer.phone, now],
+    );
     const id = c[0]?.id;
     if (!id) throw new Error('customer upsert returned no row');
     // No PIN-reset hold: this is the seed setting its own demo PIN, not a SIM swapper.
@@ -61,13 +64,28 @@ export const demoCustomerSeeder: Seeder = async ({ db, tenantId, previous, keys 
        VALUES ($1, $2, $3, $4, $5, to_timestamp($6 / 1000.0), NULL)
        ON CONFLICT (customer_id) DO UPDATE SET pin_hash = EXCLUDED.pin_hash, pin_salt = EXCLUDED.pin_salt,
          kdf_version = EXCLUDED.kdf_version, pin_set_at = EXCLUDED.pin_set_at, pin_reset_hold_until = NULL`,
-      [id, tenantId, ph.hash, ph.salt, ph.kdfVersion, now]);
+      [id, tenantId, ph.hash, ph.salt, ph.kdfVersion, now],
+    );
     // SPEC 5.2.5: the policy requires membership of the tenant; issue 7: a wallet in the base currency.
     await q.query(
       `INSERT INTO relationship_tuples (tenant_id, subject_ns, subject_id, relation, object_ns, object_id)
-       VALUES ($1, 'customer', $2, 'member', 'tenant', $1) ON CONFLICT DO NOTHING`, [tenantId, id]);
+       VALUES ($1, 'customer', $2, 'member', 'tenant', $1) ON CONFLICT DO NOTHING`,
+      [tenantId, id],
+    );
     await ensureWallet(q, tenantId, id, now);
-    await auditAuth(q, { tenantId, action: 'auth.pin_set', actor: { type: 'seed', id: 'demo-seed' }, target: { type: 'customer', id }, allow: true, attrs: { kdf_version: ph.kdfVersion, seed: true }, requestId: 'seed' }, now);
+    await auditAuth(
+      q,
+      {
+        tenantId,
+        action: 'auth.pin_set',
+        actor: { type: 'seed', id: 'demo-seed' },
+        target: { type: 'customer', id },
+        allow: true,
+        attrs: { kdf_version: ph.kdfVersion, seed: true },
+        requestId: 'seed',
+      },
+      now,
+    );
     return id;
   });
   return { customer: describe(tenantId, customerId, pin) };
@@ -75,7 +93,10 @@ export const demoCustomerSeeder: Seeder = async ({ db, tenantId, previous, keys 
 
 function describe(tenantId: string, customerId: string, pin: string): Record<string, unknown> {
   return {
-    tenantId, customerId, phone: demoCustomer.phone, pin,
+    tenantId,
+    customerId,
+    phone: demoCustomer.phone,
+    pin,
     login: 'POST /customers/auth/login {tenantId, phone, pin} → accessToken (AAL 1, 10 minutes)',
   };
 }

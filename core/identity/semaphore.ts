@@ -13,8 +13,12 @@ export class Semaphore {
   private active = 0;
   private readonly waiters: (() => void)[] = [];
 
-  constructor(readonly limit: number, readonly maxQueue: number) {
-    if (!Number.isInteger(limit) || limit < 1) throw new RangeError('semaphore limit must be a positive integer');
+  constructor(
+    readonly limit: number,
+    readonly maxQueue: number,
+  ) {
+    if (!Number.isInteger(limit) || limit < 1)
+      throw new RangeError('semaphore limit must be a positive integer');
   }
 
   /** Every slot held and the queue at its bound: `acquire` would refuse now. */

@@ -30,12 +30,30 @@ export async function createSession(q: Queryable, id: string, s: NewSession, now
   await q.query(
     `INSERT INTO sessions (id, tenant_id, subject_type, subject_id, jti, aal, mfa_pending, device, ip, created_at, last_seen, dpop_jkt)
      VALUES ($1, $2, 'customer', $3, $4, $5, $6, $7, $8, to_timestamp($9 / 1000.0), to_timestamp($9 / 1000.0), $10)`,
-    [id, s.tenantId, s.customerId, s.jti, s.aal, s.mfaPending, s.device ?? null, s.ip ?? null, now, s.dpopJkt ?? null],
+    [
+      id,
+      s.tenantId,
+      s.customerId,
+      s.jti,
+      s.aal,
+      s.mfaPending,
+      s.device ?? null,
+      s.ip ?? null,
+      now,
+      s.dpopJkt ?? null,
+    ],
   );
   return insertRefreshToken(q, s.tenantId, id, uuidv7(now), now, now + sessionMaxAgeMs);
 }
 
-export async function insertRefreshToken(q: Queryable, tenantId: string, sessionId: string, familyId: string, now: number, expiresAt: number): Promise<string> {
+export async function insertRefreshToken(
+  q: Queryable,
+  tenantId: string,
+  sessionId: string,
+  familyId: string,
+  now: number,
+  expiresAt: number,
+): Promise<string> {
   const { token, hash } = newRefreshToken();
   await q.query(
     `INSERT INTO refresh_tokens (id, tenant_id, session_id, family_id, token_hash, created_at, expires_at)
@@ -45,13 +63,24 @@ export async function insertRefreshToken(q: Queryable, tenantId: string, session
   return token;
 }
 
-export type RevokeReason = 'logout' | 'revoked_by_customer' | 'refresh_replay' | 'idle_timeout' | 'pin_reset'
+export type RevokeReason =
+  | 'logout'
+  | 'revoked_by_customer'
+  | 'refresh_replay'
+  | 'idle_timeout'
+  | 'pin_reset'
   // a staff member deprovisioned since sign-in (refresh refused); an administrator's DELETE /sessions/{id}
-  | 'subject_inactive' | 'revoked_by_admin';
+  | 'subject_inactive'
+  | 'revoked_by_admin';
 
 /** Revoke a session and its refresh tokens; false when it was already revoked or is unknown. */
 export async function revokeSession(
-  q: Queryable, tenantId: string, sessionId: string, reason: RevokeReason, actor: { type: string; id: string }, now: number,
+  q: Queryable,
+  tenantId: string,
+  sessionId: string,
+  reason: RevokeReason,
+  actor: { type: string; id: string },
+  now: number,
 ): Promise<boolean> {
   const { rows } = await q.query<{ subject_id: string; subject_type: string }>(
     `UPDATE sessions SET revoked_at = to_timestamp($3 / 1000.0), revoke_reason = $4
@@ -65,13 +94,23 @@ export async function revokeSession(
     [tenantId, sessionId, now],
   );
   await enqueue(q, {
-    tenantId, aggregate: 'session', aggregateId: sessionId, event: 'session.revoked',
+    tenantId,
+    aggregate: 'session',
+    aggregateId: sessionId,
+    event: 'session.revoked',
     payload: { sessionId, subjectType: row.subject_type, subjectId: row.subject_id, reason },
   });
-  await appendAudit(q, [{
-    tenantId, actor, action: 'session.revoke', target: { type: 'session', id: sessionId },
-    decision: { allow: true }, attrs: { reason, subject: row.subject_id }, ts: new Date(now),
-  }]);
+  await appendAudit(q, [
+    {
+      tenantId,
+      actor,
+      action: 'session.revoke',
+      target: { type: 'session', id: sessionId },
+      decision: { allow: true },
+      attrs: { reason, subject: row.subject_id },
+      ts: new Date(now),
+    },
+  ]);
   return true;
 }
 
@@ -85,12 +124,31 @@ export interface SessionView {
 }
 
 /** The customer's (or, with `subjectType` 'user', the staff member's) live sessions, newest first. */
-export async function listSessions(q: Queryable, tenantId: string, customerId: string, subjectType: 'customer' | 'user' = 'customer'): Promise<SessionView[]> {
-  const { rows } = await q.query<{ id: string; created_at: Date; last_seen: Date; aal: number; device: string | null; ip: string | null }>(
+export async function listSessions(
+  q: Queryable,
+  tenantId: string,
+  customerId: string,
+  subjectType: 'customer' | 'user' = 'customer',
+): Promise<SessionView[]> {
+  const { rows } = await q.query<{
+    id: string;
+    created_at: Date;
+    last_seen: Date;
+    aal: number;
+    device: string | null;
+    ip: string | null;
+  }>(
     `SELECT id, created_at, last_seen, aal, device, ip FROM sessions
      WHERE tenant_id = $1 AND subject_type = $3 AND subject_id = $2 AND revoked_at IS NULL
      ORDER BY created_at DESC LIMIT 100`,
     [tenantId, customerId, subjectType],
   );
-  return rows.map((r) => ({ id: r.id, createdAt: r.created_at.toISOString(), lastSeen: r.last_seen.toISOString(), aal: r.aal, device: r.device, ip: r.ip }));
+  return rows.map((r) => ({
+    id: r.id,
+    createdAt: r.created_at.toISOString(),
+    lastSeen: r.last_seen.toISOString(),
+    aal: r.aal,
+    device: r.device,
+    ip: r.ip,
+  }));
 }

@@ -32,21 +32,27 @@ export const defaultDeviceCooloffHours = 24;
  * delay (12 h) stay short enough that a counter idle for a day is inert, which is when
  * housekeeping deletes it (core/housekeeping/prune.ts).
  */
-export const AddressThrottle = Type.Object({
-  failures: Type.Optional(Type.Integer({ minimum: 20, maximum: 100_000 })),
-  window_minutes: Type.Optional(Type.Integer({ minimum: 1, maximum: 6 * 60 })),
-  delay_seconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 3600 })),
-  max_delay_minutes: Type.Optional(Type.Integer({ minimum: 1, maximum: 12 * 60 })),
-}, { additionalProperties: false });
+export const AddressThrottle = Type.Object(
+  {
+    failures: Type.Optional(Type.Integer({ minimum: 20, maximum: 100_000 })),
+    window_minutes: Type.Optional(Type.Integer({ minimum: 1, maximum: 6 * 60 })),
+    delay_seconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 3600 })),
+    max_delay_minutes: Type.Optional(Type.Integer({ minimum: 1, maximum: 12 * 60 })),
+  },
+  { additionalProperties: false },
+);
 const checkAddressThrottle = TypeCompiler.Compile(AddressThrottle);
 
 /** Every problem of a `security.address_throttle` value; [] when it may be stored (absent included). */
 export function addressThrottleProblems(value: unknown): string[] {
   if (value === undefined) return [];
-  const problems = [...checkAddressThrottle.Errors(value)].map((e) => `address_throttle${e.path.replaceAll('/', '.')}: ${e.message}`);
+  const problems = [...checkAddressThrottle.Errors(value)].map(
+    (e) => `address_throttle${e.path.replaceAll('/', '.')}: ${e.message}`,
+  );
   if (problems.length === 0 && checkAddressThrottle.Check(value)) {
     const p = addressPolicyOf(value);
-    if (p.maxDelayMs < p.delayMs) problems.push('address_throttle.max_delay_minutes: shorter than delay_seconds');
+    if (p.maxDelayMs < p.delayMs)
+      problems.push('address_throttle.max_delay_minutes: shorter than delay_seconds');
   }
   return problems;
 }
@@ -66,7 +72,9 @@ const checkHolder = TypeCompiler.Compile(Type.Object({ address_throttle: Type.Op
 /** The tenant's address throttle; a malformed value (refused at write) reads as the defaults. */
 function addressThrottleOf(security: unknown): AddressPolicy {
   const value = checkHolder.Check(security) ? security.address_throttle : undefined;
-  return checkAddressThrottle.Check(value) && addressThrottleProblems(value).length === 0 ? addressPolicyOf(value) : defaultAddressPolicy;
+  return checkAddressThrottle.Check(value) && addressThrottleProblems(value).length === 0
+    ? addressPolicyOf(value)
+    : defaultAddressPolicy;
 }
 
 export interface TenantAuthSettings {
@@ -80,15 +88,25 @@ export interface TenantAuthSettings {
 }
 
 function flagOf(security: unknown, name: string): boolean {
-  return typeof security === 'object' && security !== null && (security as Record<string, unknown>)[name] === true;
+  return (
+    typeof security === 'object' && security !== null && (security as Record<string, unknown>)[name] === true
+  );
 }
 
 /** undefined: no such tenant. Malformed settings fail closed (MFA on, default timeout). */
-export async function tenantSettings(q: Queryable, tenantId: string): Promise<TenantAuthSettings | undefined> {
-  const { rows } = await q.query<{ status: string; security: unknown }>('SELECT status, security FROM tenants WHERE id = $1', [tenantId]);
+export async function tenantSettings(
+  q: Queryable,
+  tenantId: string,
+): Promise<TenantAuthSettings | undefined> {
+  const { rows } = await q.query<{ status: string; security: unknown }>(
+    'SELECT status, security FROM tenants WHERE id = $1',
+    [tenantId],
+  );
   const row = rows[0];
   if (!row) return undefined;
-  const sec: Static<typeof Security> | undefined = checkSecurity.Check(row.security) ? row.security : undefined;
+  const sec: Static<typeof Security> | undefined = checkSecurity.Check(row.security)
+    ? row.security
+    : undefined;
   return {
     active: row.status === 'ACTIVE',
     mfaRequiredForAll: sec ? sec.mfa_required_for_all_users === true : true,

@@ -47,9 +47,12 @@ export function webhookSmsSender(cfg: SmsWebhookConfig): WebhookSmsSender {
     }
     try {
       const res = await request(cfg.url, {
-        method: 'POST', body, dispatcher: cfg.guard.dispatcher(),
+        method: 'POST',
+        body,
+        dispatcher: cfg.guard.dispatcher(),
         headers: signedHeaders([cfg.secret], id, Math.floor(Date.now() / 1000), body),
-        headersTimeout: attemptTimeoutMs, bodyTimeout: attemptTimeoutMs,
+        headersTimeout: attemptTimeoutMs,
+        bodyTimeout: attemptTimeoutMs,
       });
       await res.body.dump();
       if (res.statusCode >= 200 && res.statusCode < 300) return 'done';

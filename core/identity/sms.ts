@@ -32,7 +32,10 @@ export interface SmsSender {
 export const outboxSmsSender: SmsSender = {
   async send(q, msg) {
     await enqueue(q, {
-      tenantId: msg.tenantId, aggregate: 'notification', aggregateId: msg.purpose, event: 'notification.sms_requested',
+      tenantId: msg.tenantId,
+      aggregate: 'notification',
+      aggregateId: msg.purpose,
+      event: 'notification.sms_requested',
       payload: { to: msg.to, text: msg.text, purpose: msg.purpose },
       headers: { 'content-class': 'secret' },
     });
@@ -44,7 +47,12 @@ export function fileInboxSender(dataDir: string): SmsSender {
   const file = join(dataDir, 'dev-sms.jsonl');
   return {
     async send(_q, msg, now) {
-      const line = JSON.stringify({ to: msg.to, code: msg.code, text: msg.text, at: new Date(now).toISOString() });
+      const line = JSON.stringify({
+        to: msg.to,
+        code: msg.code,
+        text: msg.text,
+        at: new Date(now).toISOString(),
+      });
       await appendFile(file, `${line}\n`, { mode: 0o600 });
     },
   };

@@ -30,13 +30,21 @@ export interface StepUpInput {
   deviceAssertion?: Static<typeof DeviceAssertion> | null;
 }
 
-async function phoneOf(deps: IdentityDeps, caller: Caller): Promise<{ phone: string; key: Buffer; sendKey: Buffer; otpKey: Buffer }> {
+async function phoneOf(
+  deps: IdentityDeps,
+  caller: Caller,
+): Promise<{ phone: string; key: Buffer; sendKey: Buffer; otpKey: Buffer }> {
   const secrets = await deps.secrets.get(caller.tenantId);
-  const { rows } = await deps.db.query<{ phone_e164: string }>('SELECT phone_e164 FROM customers WHERE tenant_id = $1 AND id = $2', [caller.tenantId, caller.customerId]);
+  const { rows } = await deps.db.query<{ phone_e164: string }>(
+    'SELECT phone_e164 FROM customers WHERE tenant_id = $1 AND id = $2',
+    [caller.tenantId, caller.customerId],
+  );
   const phone = rows[0]?.phone_e164;
   if (!secrets || !phone) throw new AppError('INVALID_TOKEN', 'session is revoked or unknown');
   return {
-    phone, key: phoneKeyOf(secrets, caller.tenantId, phone), otpKey: secrets.otp,
+    phone,
+    key: phoneKeyOf(secrets, caller.tenantId, phone),
+    otpKey: secrets.otp,
     // Step-up codes have their own daily allowance (throttle.ts stepUpCodesPerDay), counted apart
     // from enrolment codes so a day of payments cannot use up phone verification or vice versa.
     sendKey: lookupKey(secrets.lookup, 'stepup_send', caller.tenantId, phone),
@@ -44,47 +52,125 @@ async function phoneOf(deps: IdentityDeps, caller: Caller): Promise<{ phone: str
 }
 
 /** Send an OTP bound to a challenge the caller holds (POST /customers/auth/stepup/otp). */
-export async function sendStepUpOtp(deps: IdentityDeps, ctx: RequestContext<unknown, unknown, unknown>, challengeToken: string): Promise<void> {
+export async function sendStepUpOtp(
+  deps: IdentityDeps,
+  ctx: RequestContext<unknown, unknown, unknown>,
+  challengeToken: string,
+): Promise<void> {
   const caller = await authenticate(deps.keys, deps.db, ctx.headers, ctx.identity);
-  const claims = await verifyChallenge(deps.keys.challenges, challengeToken, { tenantId: caller.tenantId, sub: caller.customerId });
-  if (!claims.methods.includes('otp')) throw new AppError('challenge_mismatch', 'this challenge does not offer OTP');
+  const claims = await verifyChallenge(deps.keys.challenges, challengeToken, {
+    tenantId: caller.tenantId,
+    sub: caller.customerId,
+  });
+  if (!claims.methods.includes('otp'))
+    throw new AppError('challenge_mismatch', 'this challenge does not offer OTP');
   const p = await phoneOf(deps, caller);
   const t = deps.now();
   const gate = await deps.db.tx(async (q) => {
-    const g = await admitAll(q, caller.tenantId, [{ scope: 'otp_send', key: p.sendKey, policy: stepUpSendPolicy }], t);
+    const g = await admitAll(
+      q,
+      caller.tenantId,
+      [{ scope: 'otp_send', key: p.sendKey, policy: stepUpSendPolicy }],
+      t,
+    );
     if (g.ok) {
-      const code = await issueOtp(q, { tenantId: caller.tenantId, phoneKey: p.key, purpose: 'stepup', challengeJti: claims.jti }, p.otpKey, t);
-      await deps.sms.send(q, { tenantId: caller.tenantId, to: p.phone, code, purpose: 'stepup', text: `Your confirmation code is ${code}. It expires in 5 minutes.` }, t);
+      const code = await issueOtp(
+        q,
+        { tenantId: caller.tenantId, phoneKey: p.key, purpose: 'stepup', challengeJti: claims.jti },
+        p.otpKey,
+        t,
+      );
+      await deps.sms.send(
+        q,
+        {
+          tenantId: caller.tenantId,
+          to: p.phone,
+          code,
+          purpose: 'stepup',
+          text: `Your confirmation code is ${code}. It expires in 5 minutes.`,
+        },
+        t,
+      );
     }
-    await auditAuth(q, { tenantId: caller.tenantId, action: 'auth.stepup_otp_send', actor: { type: 'customer', id: caller.customerId }, target: { type: 'session', id: caller.sessionId }, allow: g.ok, attrs: { ip: clientIpOf(ctx), challenge: claims.jti }, requestId: ctx.requestId }, t);
+    await auditAuth(
+      q,
+      {
+        tenantId: caller.tenantId,
+        action: 'auth.stepup_otp_send',
+        actor: { type: 'customer', id: caller.customerId },
+        target: { type: 'session', id: caller.sessionId },
+        allow: g.ok,
+        attrs: { ip: clientIpOf(ctx), challenge: claims.jti },
+        requestId: ctx.requestId,
+      },
+      t,
+    );
     return g;
   });
-  if (!gate.ok) throw new AppError('RATE_LIMITED', 'too many codes requested; try later', { headers: { 'retry-after': String(gate.reason === 'locked' ? gate.retryAfterS : 3600) } });
+  if (!gate.ok)
+    throw new AppError('RATE_LIMITED', 'too many codes requested; try later', {
+      headers: { 'retry-after': String(gate.reason === 'locked' ? gate.retryAfterS : 3600) },
+    });
 }
 
 type Outcome = { kind: 'ok'; token: string } | { kind: 'fail'; err: AppError };
 
-export async function completeStepUp(deps: IdentityDeps, ctx: RequestContext<unknown, unknown, unknown>, input: StepUpInput): Promise<{ accessToken: string; expiresIn: number; aal: 2; tokenType: 'Bearer' | 'DPoP' }> {
+export async function completeStepUp(
+  deps: IdentityDeps,
+  ctx: RequestContext<unknown, unknown, unknown>,
+  input: StepUpInput,
+): Promise<{ accessToken: string; expiresIn: number; aal: 2; tokenType: 'Bearer' | 'DPoP' }> {
   const caller = await authenticate(deps.keys, deps.db, ctx.headers, ctx.identity);
-  const claims: ChallengeClaims = await verifyChallenge(deps.keys.challenges, input.challengeToken, { tenantId: caller.tenantId, sub: caller.customerId });
+  const claims: ChallengeClaims = await verifyChallenge(deps.keys.challenges, input.challengeToken, {
+    tenantId: caller.tenantId,
+    sub: caller.customerId,
+  });
   const hasOtp = typeof input.otp === 'string';
   const hasDevice = input.deviceAssertion !== undefined && input.deviceAssertion !== null;
-  if (hasOtp === hasDevice) throw new AppError('VALIDATION_FAILED', 'give exactly one of otp or deviceAssertion');
+  if (hasOtp === hasDevice)
+    throw new AppError('VALIDATION_FAILED', 'give exactly one of otp or deviceAssertion');
   const method: StepUpMethod = hasOtp ? 'otp' : 'device';
-  if (!claims.methods.includes(method)) throw new AppError('challenge_mismatch', `this challenge does not offer ${method}`);
+  if (!claims.methods.includes(method))
+    throw new AppError('challenge_mismatch', `this challenge does not offer ${method}`);
   const { tenantId } = caller;
   const p = method === 'otp' ? await phoneOf(deps, caller) : undefined;
   const t = deps.now();
   const dvc = method === 'device' ? input.deviceAssertion?.deviceId : undefined;
-  const access = await issueAccessToken(deps.keys, { tenantId, sub: caller.customerId, sid: caller.sessionId, aal: 2, amr: ['pin', method], orig: claims.orig, ...(dvc ? { dvc } : {}),
-    // Issue 17 item 3: the AAL 2 token stays bound to the key the session proved.
-    ...(caller.cnfJkt ? { cnf: { jkt: caller.cnfJkt } } : {}) }, t);
+  const access = await issueAccessToken(
+    deps.keys,
+    {
+      tenantId,
+      sub: caller.customerId,
+      sid: caller.sessionId,
+      aal: 2,
+      amr: ['pin', method],
+      orig: claims.orig,
+      ...(dvc ? { dvc } : {}),
+      // Issue 17 item 3: the AAL 2 token stays bound to the key the session proved.
+      ...(caller.cnfJkt ? { cnf: { jkt: caller.cnfJkt } } : {}),
+    },
+    t,
+  );
   const outcome = await deps.db.tx(async (q): Promise<Outcome> => {
-    const note = (allow: boolean, outcome: string) => auditAuth(q, {
-      tenantId, action: 'auth.stepup', actor: { type: 'customer', id: caller.customerId }, target: { type: 'session', id: caller.sessionId },
-      allow, aal: allow ? 2 : caller.aal, attrs: { ip: clientIpOf(ctx), method, outcome, challenge: claims.jti }, requestId: ctx.requestId,
-    }, t);
-    const used = await q.query('SELECT 1 FROM used_challenges WHERE tenant_id = $1 AND jti = $2', [tenantId, claims.jti]);
+    const note = (allow: boolean, outcome: string) =>
+      auditAuth(
+        q,
+        {
+          tenantId,
+          action: 'auth.stepup',
+          actor: { type: 'customer', id: caller.customerId },
+          target: { type: 'session', id: caller.sessionId },
+          allow,
+          aal: allow ? 2 : caller.aal,
+          attrs: { ip: clientIpOf(ctx), method, outcome, challenge: claims.jti },
+          requestId: ctx.requestId,
+        },
+        t,
+      );
+    const used = await q.query('SELECT 1 FROM used_challenges WHERE tenant_id = $1 AND jti = $2', [
+      tenantId,
+      claims.jti,
+    ]);
     if (used.rows.length > 0) {
       await note(false, 'challenge_reused');
       return { kind: 'fail', err: new AppError('challenge_mismatch', 'challenge token was already used') };
@@ -94,20 +180,51 @@ export async function completeStepUp(deps: IdentityDeps, ctx: RequestContext<unk
       const gate = await admitAll(q, tenantId, checks, t);
       if (!gate.ok) {
         await note(false, 'locked');
-        return { kind: 'fail', err: new AppError('LOCKED', 'too many attempts; try later', { headers: { 'retry-after': String(gate.reason === 'locked' ? gate.retryAfterS : 3600) } }) };
+        return {
+          kind: 'fail',
+          err: new AppError('LOCKED', 'too many attempts; try later', {
+            headers: { 'retry-after': String(gate.reason === 'locked' ? gate.retryAfterS : 3600) },
+          }),
+        };
       }
-      if (!(await checkOtp(q, { tenantId, phoneKey: p.key, purpose: 'stepup', challengeJti: claims.jti }, input.otp ?? '', p.otpKey, t))) {
+      if (
+        !(await checkOtp(
+          q,
+          { tenantId, phoneKey: p.key, purpose: 'stepup', challengeJti: claims.jti },
+          input.otp ?? '',
+          p.otpKey,
+          t,
+        ))
+      ) {
         await note(false, 'bad_otp');
-        return { kind: 'fail', err: new AppError('OTP_INVALID', 'the code is wrong, expired or already used') };
+        return {
+          kind: 'fail',
+          err: new AppError('OTP_INVALID', 'the code is wrong, expired or already used'),
+        };
       }
       await settleSuccess(q, tenantId, checks, t);
     }
     let deviceUsableFrom: Date | undefined;
     if (!p) {
-      const r = input.deviceAssertion ? await verifyDeviceAssertion(q, tenantId, caller.customerId, input.challengeToken, input.deviceAssertion, t) : { ok: false as const, reason: 'invalid' as const };
+      const r = input.deviceAssertion
+        ? await verifyDeviceAssertion(
+            q,
+            tenantId,
+            caller.customerId,
+            input.challengeToken,
+            input.deviceAssertion,
+            t,
+          )
+        : { ok: false as const, reason: 'invalid' as const };
       if (!r.ok) {
         await note(false, r.reason === 'cooling_off' ? 'device_cooling_off' : 'bad_device_assertion');
-        return { kind: 'fail', err: r.reason === 'cooling_off' ? coolingOff(r.usableFrom) : new AppError('DEVICE_ASSERTION_INVALID', 'device assertion is not valid for this challenge') };
+        return {
+          kind: 'fail',
+          err:
+            r.reason === 'cooling_off'
+              ? coolingOff(r.usableFrom)
+              : new AppError('DEVICE_ASSERTION_INVALID', 'device assertion is not valid for this challenge'),
+        };
       }
       deviceUsableFrom = r.usableFrom;
     }
@@ -133,5 +250,10 @@ export async function completeStepUp(deps: IdentityDeps, ctx: RequestContext<unk
     return { kind: 'ok', token: access.token };
   });
   if (outcome.kind === 'fail') throw outcome.err;
-  return { accessToken: outcome.token, expiresIn: accessTtlS, aal: 2, tokenType: caller.cnfJkt ? 'DPoP' : 'Bearer' };
+  return {
+    accessToken: outcome.token,
+    expiresIn: accessTtlS,
+    aal: 2,
+    tokenType: caller.cnfJkt ? 'DPoP' : 'Bearer',
+  };
 }

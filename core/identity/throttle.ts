@@ -35,10 +35,20 @@ export interface ThrottlePolicy {
 const minuteMs = 60_000;
 const dayMs = 24 * 60 * minuteMs;
 /** SPEC 8: 15 minutes after 5 failures, progressive; 10 failures in a day → OTP. */
-export const loginPolicy: ThrottlePolicy = { threshold: 5, lockMs: 15 * minuteMs, maxLockMs: dayMs, windowMs: dayMs };
+export const loginPolicy: ThrottlePolicy = {
+  threshold: 5,
+  lockMs: 15 * minuteMs,
+  maxLockMs: dayMs,
+  windowMs: dayMs,
+};
 export const phonePolicy: ThrottlePolicy = { ...loginPolicy, dayLimit: 10 };
 /** OTP verify failures per phone over all codes: a new code does not reset them. */
-export const otpVerifyPolicy: ThrottlePolicy = { threshold: 10, lockMs: 60 * minuteMs, maxLockMs: dayMs, windowMs: dayMs };
+export const otpVerifyPolicy: ThrottlePolicy = {
+  threshold: 10,
+  lockMs: 60 * minuteMs,
+  maxLockMs: dayMs,
+  windowMs: dayMs,
+};
 /** Enrolment (phone verification) codes a phone may be sent in a day: sign-up and PIN reset. */
 export const enrolmentCodesPerDay = 5;
 /**
@@ -49,7 +59,12 @@ export const enrolmentCodesPerDay = 5;
  */
 export const stepUpCodesPerDay = 30;
 /** SMS sends per phone (cost and pumping): the 5th send in a window locks sending for an hour. */
-export const otpSendPolicy: ThrottlePolicy = { threshold: enrolmentCodesPerDay, lockMs: 60 * minuteMs, maxLockMs: dayMs, windowMs: dayMs };
+export const otpSendPolicy: ThrottlePolicy = {
+  threshold: enrolmentCodesPerDay,
+  lockMs: 60 * minuteMs,
+  maxLockMs: dayMs,
+  windowMs: dayMs,
+};
 /** Step-up SMS sends per phone: the 30th send in a window locks step-up sending for an hour. */
 export const stepUpSendPolicy: ThrottlePolicy = { ...otpSendPolicy, threshold: stepUpCodesPerDay };
 
@@ -71,7 +86,14 @@ export type Admission =
 
 /** Pure decision for one key: refuse, or count the attempt (and lock ahead when due). */
 export function admit(row: Counter | undefined, now: number, policy: ThrottlePolicy): Admission {
-  let c: Counter = row ?? { fails: 0, dayFails: 0, windowStart: now, lockedUntil: undefined, needsOtp: false, strikes: 0 };
+  let c: Counter = row ?? {
+    fails: 0,
+    dayFails: 0,
+    windowStart: now,
+    lockedUntil: undefined,
+    needsOtp: false,
+    strikes: 0,
+  };
   if (now - c.windowStart >= policy.windowMs) c = { ...c, fails: 0, dayFails: 0, windowStart: now };
   if (c.needsOtp) return { ok: false, reason: 'verification_required' };
   if (c.lockedUntil !== undefined && c.lockedUntil > now) {
@@ -80,14 +102,21 @@ export function admit(row: Counter | undefined, now: number, policy: ThrottlePol
   const fails = c.fails + 1;
   const dayFails = c.dayFails + 1;
   const over = fails - policy.threshold;
-  const lockedUntil = over >= 0 ? now + Math.min(policy.lockMs * 2 ** Math.min(over, 20), policy.maxLockMs) : c.lockedUntil;
+  const lockedUntil =
+    over >= 0 ? now + Math.min(policy.lockMs * 2 ** Math.min(over, 20), policy.maxLockMs) : c.lockedUntil;
   const needsOtp = policy.dayLimit !== undefined && dayFails >= policy.dayLimit;
   return { ok: true, next: { ...c, fails, dayFails, lockedUntil, needsOtp } };
 }
 
 /** Pure: take back a counted attempt that succeeded. `reset` (phone, otp): consecutive count to 0. */
 export function succeeded(c: Counter, reset: boolean): Counter {
-  return { ...c, fails: reset ? 0 : Math.max(0, c.fails - 1), dayFails: Math.max(0, c.dayFails - 1), lockedUntil: undefined, needsOtp: false };
+  return {
+    ...c,
+    fails: reset ? 0 : Math.max(0, c.fails - 1),
+    dayFails: Math.max(0, c.dayFails - 1),
+    lockedUntil: undefined,
+    needsOtp: false,
+  };
 }
 
 export interface Check {
@@ -100,7 +129,7 @@ export interface Check {
 const isAddress = (c: Check): c is Check & { policy: AddressPolicy } => 'failures' in c.policy;
 
 const decide = (c: Check, row: Counter | undefined, now: number): Admission =>
-  ('failures' in c.policy ? gateAddress(row, now) : admit(row, now, c.policy));
+  'failures' in c.policy ? gateAddress(row, now) : admit(row, now, c.policy);
 
 interface Row {
   scope: Scope;
@@ -113,8 +142,15 @@ interface Row {
   strikes: number;
 }
 
-async function lockRows(q: Queryable, tenantId: string, checks: Check[], now: number): Promise<Map<string, Counter>> {
-  const ordered = [...checks].sort((a, b) => (a.scope + a.key.toString('hex') < b.scope + b.key.toString('hex') ? -1 : 1));
+async function lockRows(
+  q: Queryable,
+  tenantId: string,
+  checks: Check[],
+  now: number,
+): Promise<Map<string, Counter>> {
+  const ordered = [...checks].sort((a, b) =>
+    a.scope + a.key.toString('hex') < b.scope + b.key.toString('hex') ? -1 : 1,
+  );
   const out = new Map<string, Counter>();
   for (const c of ordered) {
     // One statement creates the row if missing and locks it either way (DO UPDATE locks): no
@@ -128,8 +164,12 @@ async function lockRows(q: Queryable, tenantId: string, checks: Check[], now: nu
     const r = rows[0];
     if (r) {
       out.set(idOf(c), {
-        fails: r.fails, dayFails: r.day_fails, windowStart: r.window_start.getTime(),
-        lockedUntil: r.locked_until?.getTime(), needsOtp: r.needs_otp, strikes: r.strikes,
+        fails: r.fails,
+        dayFails: r.day_fails,
+        windowStart: r.window_start.getTime(),
+        lockedUntil: r.locked_until?.getTime(),
+        needsOtp: r.needs_otp,
+        strikes: r.strikes,
       });
     }
   }
@@ -143,7 +183,17 @@ async function write(q: Queryable, tenantId: string, c: Check, v: Counter): Prom
     `UPDATE auth_throttle SET fails = $4, day_fails = $5, window_start = to_timestamp($6 / 1000.0),
        locked_until = CASE WHEN $7::double precision IS NULL THEN NULL ELSE to_timestamp($7 / 1000.0) END, needs_otp = $8, strikes = $9
      WHERE tenant_id = $1 AND scope = $2 AND key = $3`,
-    [tenantId, c.scope, c.key, v.fails, v.dayFails, v.windowStart, v.lockedUntil ?? null, v.needsOtp, v.strikes],
+    [
+      tenantId,
+      c.scope,
+      c.key,
+      v.fails,
+      v.dayFails,
+      v.windowStart,
+      v.lockedUntil ?? null,
+      v.needsOtp,
+      v.strikes,
+    ],
   );
 }
 
@@ -152,7 +202,12 @@ async function write(q: Queryable, tenantId: string, c: Check, v: Counter): Prom
  * counts it, or none does and one refusal is returned: the OTP requirement first, else the
  * longest wait (its reason; a lock before a throttle of the same length) with that Retry-After.
  */
-export async function admitAll(q: Queryable, tenantId: string, checks: Check[], now: number): Promise<Admission> {
+export async function admitAll(
+  q: Queryable,
+  tenantId: string,
+  checks: Check[],
+  now: number,
+): Promise<Admission> {
   const rows = await lockRows(q, tenantId, checks, now);
   const decisions = checks.map((c) => ({ c, d: decide(c, rows.get(idOf(c)), now) }));
   const needsOtp = decisions.find((x) => !x.d.ok && x.d.reason === 'verification_required');
@@ -161,21 +216,35 @@ export async function admitAll(q: Queryable, tenantId: string, checks: Check[], 
   const longest = waits.sort((a, b) => b.retryAfterS - a.retryAfterS || (a.reason === 'locked' ? -1 : 1))[0];
   if (longest) return longest;
   for (const { c, d } of decisions) if (d.ok) await write(q, tenantId, c, d.next);
-  return { ok: true, next: { fails: 0, dayFails: 0, windowStart: now, lockedUntil: undefined, needsOtp: false, strikes: 0 } };
+  return {
+    ok: true,
+    next: { fails: 0, dayFails: 0, windowStart: now, lockedUntil: undefined, needsOtp: false, strikes: 0 },
+  };
 }
 
 /** The answer to a refused sign-in attempt (customer and agent login). */
 export function refusalError(g: Exclude<Admission, { ok: true }>): AppError {
   if (g.reason === 'verification_required') {
-    return new AppError('VERIFICATION_REQUIRED', 'too many failed attempts today: verify with a new code first');
+    return new AppError(
+      'VERIFICATION_REQUIRED',
+      'too many failed attempts today: verify with a new code first',
+    );
   }
   const headers = { 'retry-after': String(g.retryAfterS) };
-  if (g.reason === 'throttled') return new AppError('ADDRESS_THROTTLED', 'too many failed sign-ins from this network; try again later', { headers });
+  if (g.reason === 'throttled')
+    return new AppError('ADDRESS_THROTTLED', 'too many failed sign-ins from this network; try again later', {
+      headers,
+    });
   return new AppError('LOCKED', 'too many failed attempts; try again later', { headers });
 }
 
 /** Take back the counted attempt of every check after a success (phone and otp reset to 0; the address counted nothing). */
-export async function settleSuccess(q: Queryable, tenantId: string, checks: Check[], now: number): Promise<void> {
+export async function settleSuccess(
+  q: Queryable,
+  tenantId: string,
+  checks: Check[],
+  now: number,
+): Promise<void> {
   const counted = checks.filter((c) => !isAddress(c));
   const rows = await lockRows(q, tenantId, counted, now);
   for (const c of counted) {
@@ -185,7 +254,12 @@ export async function settleSuccess(q: Queryable, tenantId: string, checks: Chec
 }
 
 /** Count a failed attempt against the address checks (the other scopes counted it on admission). */
-export async function settleFailure(q: Queryable, tenantId: string, checks: Check[], now: number): Promise<void> {
+export async function settleFailure(
+  q: Queryable,
+  tenantId: string,
+  checks: Check[],
+  now: number,
+): Promise<void> {
   const addresses = checks.filter(isAddress);
   const rows = await lockRows(q, tenantId, addresses, now);
   for (const c of addresses) {

@@ -40,9 +40,20 @@ export interface AccessClaims {
 }
 
 /** Sign an access token; returns it with its jti (recorded on the session). */
-export async function issueAccessToken(keys: KeyStore, c: AccessClaims, now: number): Promise<{ token: string; jti: string }> {
+export async function issueAccessToken(
+  keys: KeyStore,
+  c: AccessClaims,
+  now: number,
+): Promise<{ token: string; jti: string }> {
   const jti = uuidv7(now);
-  const claims: Record<string, unknown> = { sub: c.sub, sid: c.sid, aal: c.aal, amr: c.amr, jti, aud: accessAudience };
+  const claims: Record<string, unknown> = {
+    sub: c.sub,
+    sid: c.sid,
+    aal: c.aal,
+    amr: c.amr,
+    jti,
+    aud: accessAudience,
+  };
   if (c.cnf) claims.cnf = c.cnf;
   if (c.orig) claims.orig = c.orig;
   if (c.dvc) claims.dvc = c.dvc;
@@ -94,7 +105,10 @@ export interface Caller {
  * identity headers the edge set. Any failure is 401 INVALID_TOKEN; a tenant disagreement 403.
  */
 export async function authenticate(
-  keys: KeyStore, q: Queryable, headers: Readonly<Record<string, string>>, identity: EdgeIdentity,
+  keys: KeyStore,
+  q: Queryable,
+  headers: Readonly<Record<string, string>>,
+  identity: EdgeIdentity,
 ): Promise<Caller> {
   const token = bearerToken(headers.authorization);
   if (!token) throw new AppError('INVALID_TOKEN', 'a bearer access token is required');
@@ -122,7 +136,18 @@ export async function authenticate(
       'SELECT 1 FROM customer_devices WHERE tenant_id = $1 AND customer_id = $2 AND id::text = $3 AND revoked_at IS NULL',
       [raw.tid, raw.sub, raw.dvc],
     );
-    if (dev.rows.length === 0) throw new AppError('INVALID_TOKEN', 'the device that stepped this token up was removed');
+    if (dev.rows.length === 0)
+      throw new AppError('INVALID_TOKEN', 'the device that stepped this token up was removed');
   }
-  return { tenantId: raw.tid, customerId: raw.sub, sessionId: raw.sid, aal: raw.aal, amr: raw.amr, jti: raw.jti, expS: raw.exp, ...(raw.orig ? { orig: raw.orig } : {}), ...(raw.cnf?.jkt ? { cnfJkt: raw.cnf.jkt } : {}) };
+  return {
+    tenantId: raw.tid,
+    customerId: raw.sub,
+    sessionId: raw.sid,
+    aal: raw.aal,
+    amr: raw.amr,
+    jti: raw.jti,
+    expS: raw.exp,
+    ...(raw.orig ? { orig: raw.orig } : {}),
+    ...(raw.cnf?.jkt ? { cnfJkt: raw.cnf.jkt } : {}),
+  };
 }

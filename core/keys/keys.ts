@@ -45,7 +45,10 @@ export function deriveDecisionInputKey(masterKey: Buffer): Buffer {
 }
 
 export class KeyStore extends TokenVerifier {
-  private readonly signers = new Map<string, { signer: { kid: string; key: KeyObject } | undefined; loadedAt: number }>();
+  private readonly signers = new Map<
+    string,
+    { signer: { kid: string; key: KeyObject } | undefined; loadedAt: number }
+  >();
   /** Seals API-key secrets (the edge opens them with the same key, never with the master key). */
   readonly apiKeySecrets: ApiKeySecrets;
   /** Signs and verifies step-up challenges (the edge holds the same key; it mints nothing else). */
@@ -53,12 +56,27 @@ export class KeyStore extends TokenVerifier {
   /** DPoP server nonces (RFC 9449 §8), the same at every core (derived from the master key). */
   readonly dpopNonces: DpopNonces;
 
-  constructor(db: Db, private readonly masterKey: Buffer, opts: { now?: () => number; apiKeySealKey?: Buffer; challengeKeys?: Buffer[]; issuerUrl?: string | undefined } = {}) {
+  constructor(
+    db: Db,
+    private readonly masterKey: Buffer,
+    opts: {
+      now?: () => number;
+      apiKeySealKey?: Buffer;
+      challengeKeys?: Buffer[];
+      issuerUrl?: string | undefined;
+    } = {},
+  ) {
     super(db, opts);
     this.apiKeySecrets = new ApiKeySecrets(opts.apiKeySealKey ?? deriveApiKeySealKey(masterKey));
     const [current, ...previous] = opts.challengeKeys ?? [deriveChallengeKey(masterKey)];
-    this.challenges = new ChallengeKeys(current ?? deriveChallengeKey(masterKey), previous, opts.now ? { now: opts.now } : {});
-    this.dpopNonces = new DpopNonces(Buffer.from(hkdfSync('sha256', masterKey, Buffer.alloc(0), 'payments/dpop-nonces/v1', 32)));
+    this.challenges = new ChallengeKeys(
+      current ?? deriveChallengeKey(masterKey),
+      previous,
+      opts.now ? { now: opts.now } : {},
+    );
+    this.dpopNonces = new DpopNonces(
+      Buffer.from(hkdfSync('sha256', masterKey, Buffer.alloc(0), 'payments/dpop-nonces/v1', 32)),
+    );
   }
 
   override invalidate(tenantId?: string): void {
@@ -76,7 +94,16 @@ export class KeyStore extends TokenVerifier {
       [tenantId],
     );
     const r = rows[0];
-    const signer = r ? { kid: r.kid, key: createPrivateKey({ key: open(this.masterKey, r.private_enc, r.kid), format: 'der', type: 'pkcs8' }) } : undefined;
+    const signer = r
+      ? {
+          kid: r.kid,
+          key: createPrivateKey({
+            key: open(this.masterKey, r.private_enc, r.kid),
+            format: 'der',
+            type: 'pkcs8',
+          }),
+        }
+      : undefined;
     this.signers.set(tenantId, { signer, loadedAt: this.now() });
     return signer;
   }
@@ -87,7 +114,10 @@ export class KeyStore extends TokenVerifier {
     if (signer) return signer.kid;
     const kid = await this.db.tx(async (client) => {
       await client.query('SELECT 1 FROM tenants WHERE id = $1 FOR NO KEY UPDATE', [tenantId]);
-      const { rows } = await client.query<{ kid: string }>(`SELECT kid FROM signing_keys WHERE tenant_id = $1 AND state = 'active'`, [tenantId]);
+      const { rows } = await client.query<{ kid: string }>(
+        `SELECT kid FROM signing_keys WHERE tenant_id = $1 AND state = 'active'`,
+        [tenantId],
+      );
       return rows[0]?.kid ?? this.insertKey(client, tenantId);
     });
     this.invalidate(tenantId);
@@ -111,7 +141,10 @@ export class KeyStore extends TokenVerifier {
    * Rotate: a new active key; the previous active key becomes `grace` for `graceS` seconds
    * (capped at 24 h); grace keys past their window become `retired`.
    */
-  async rotate(tenantId: string, graceS = defaultGraceS): Promise<{ kid: string; previous: string | undefined }> {
+  async rotate(
+    tenantId: string,
+    graceS = defaultGraceS,
+  ): Promise<{ kid: string; previous: string | undefined }> {
     const result = await this.db.tx((client) => this.rotateIn(client, tenantId, graceS));
     this.invalidate(tenantId);
     return result;
@@ -122,7 +155,11 @@ export class KeyStore extends TokenVerifier {
    * The caller drops this process's cache (`invalidate`) after commit; other processes drop
    * theirs on the NOTIFY, which is delivered at commit.
    */
-  async rotateIn(client: Queryable, tenantId: string, graceS = defaultGraceS): Promise<{ kid: string; previous: string | undefined }> {
+  async rotateIn(
+    client: Queryable,
+    tenantId: string,
+    graceS = defaultGraceS,
+  ): Promise<{ kid: string; previous: string | undefined }> {
     const grace = Math.min(Math.max(graceS, 0), maxGraceS);
     await client.query('SELECT 1 FROM tenants WHERE id = $1 FOR NO KEY UPDATE', [tenantId]);
     await this.retireExpired(client, tenantId);
@@ -144,7 +181,11 @@ export class KeyStore extends TokenVerifier {
   }
 
   /** Sign a JWT with the tenant's active key; `iat`, `exp`, `iss` and `kid` are set here. */
-  async sign(tenantId: string, claims: JWTPayload & Record<string, unknown>, opts: { expiresInS: number; typ?: string; issuer?: string }): Promise<string> {
+  async sign(
+    tenantId: string,
+    claims: JWTPayload & Record<string, unknown>,
+    opts: { expiresInS: number; typ?: string; issuer?: string },
+  ): Promise<string> {
     await this.ensureActive(tenantId);
     const signer = await this.signerOf(tenantId);
     if (!signer) throw new KeyError('NO_KEY', `tenant ${tenantId} has no active signing key`);

@@ -4,7 +4,15 @@ import { AppError } from '../../shared/errors.ts';
 import { closeAccount, getBalances, openAccount, requireAccount } from './accounts.ts';
 import { ensureTenantLedger } from './catalog.ts';
 import { knownCurrency } from './commands.ts';
-import { authed, errors, idempotentWrite, readHeaders, writeCtx, writeHeaders, type LedgerRouteDeps } from './http.ts';
+import {
+  authed,
+  errors,
+  idempotentWrite,
+  readHeaders,
+  writeCtx,
+  writeHeaders,
+  type LedgerRouteDeps,
+} from './http.ts';
 import { Account, BalanceSet, CreateAccount, IdParams } from './schemas.ts';
 
 const tags = ['core.accounts'];
@@ -12,35 +20,75 @@ const tags = ['core.accounts'];
 export function accountRoutes(deps: LedgerRouteDeps): RouteSpec[] {
   return [
     defineRoute({
-      method: 'POST', path: '/v1/core/accounts', operationId: 'createAccount', tags, summary: 'Open a ledger account (SPEC 4.1)',
-      headers: writeHeaders, body: CreateAccount,
-      responses: { 201: { description: 'Account', schema: Account }, ...errors({ 409: 'Idempotency-Key reused with another body', 422: 'UNKNOWN_CURRENCY, UNKNOWN_PRODUCT, PRODUCT_NOT_ALLOWED' }) },
+      method: 'POST',
+      path: '/v1/core/accounts',
+      operationId: 'createAccount',
+      tags,
+      summary: 'Open a ledger account (SPEC 4.1)',
+      headers: writeHeaders,
+      body: CreateAccount,
+      responses: {
+        201: { description: 'Account', schema: Account },
+        ...errors({
+          409: 'Idempotency-Key reused with another body',
+          422: 'UNKNOWN_CURRENCY, UNKNOWN_PRODUCT, PRODUCT_NOT_ALLOWED',
+        }),
+      },
       handler: async (ctx) => {
         const w = await writeCtx(deps, ctx);
         knownCurrency(ctx.body.currency);
         await ensureTenantLedger(deps.db, w.principal.tenantId);
-        return idempotentWrite(deps, w, { action: 'account.create', targetType: 'account' }, async (client) => {
-          const account = await openAccount(client, {
-            tenantId: w.principal.tenantId, ownerType: ctx.body.owner_type, ownerId: ctx.body.owner_id,
-            productCode: ctx.body.product_code, currency: ctx.body.currency, viaApi: true,
-          }, deps.now());
-          return { status: 201, body: account };
-        });
+        return idempotentWrite(
+          deps,
+          w,
+          { action: 'account.create', targetType: 'account' },
+          async (client) => {
+            const account = await openAccount(
+              client,
+              {
+                tenantId: w.principal.tenantId,
+                ownerType: ctx.body.owner_type,
+                ownerId: ctx.body.owner_id,
+                productCode: ctx.body.product_code,
+                currency: ctx.body.currency,
+                viaApi: true,
+              },
+              deps.now(),
+            );
+            return { status: 201, body: account };
+          },
+        );
       },
     }),
     defineRoute({
-      method: 'GET', path: '/v1/core/accounts/{id}', operationId: 'getAccount', tags, summary: 'Get an account',
-      headers: readHeaders, params: IdParams,
-      responses: { 200: { description: 'Account', schema: Account }, ...errors({ 404: 'ACCOUNT_NOT_FOUND' }) },
+      method: 'GET',
+      path: '/v1/core/accounts/{id}',
+      operationId: 'getAccount',
+      tags,
+      summary: 'Get an account',
+      headers: readHeaders,
+      params: IdParams,
+      responses: {
+        200: { description: 'Account', schema: Account },
+        ...errors({ 404: 'ACCOUNT_NOT_FOUND' }),
+      },
       handler: async (ctx) => {
         const p = await authed(deps, ctx, 'core:read');
         return { status: 200, body: await requireAccount(deps.db, p.tenantId, ctx.params.id) };
       },
     }),
     defineRoute({
-      method: 'GET', path: '/v1/core/accounts/{id}/balances', operationId: 'getBalances', tags, summary: 'Get an account\'s balances',
-      headers: readHeaders, params: IdParams,
-      responses: { 200: { description: 'BalanceSet', schema: BalanceSet }, ...errors({ 404: 'ACCOUNT_NOT_FOUND' }) },
+      method: 'GET',
+      path: '/v1/core/accounts/{id}/balances',
+      operationId: 'getBalances',
+      tags,
+      summary: "Get an account's balances",
+      headers: readHeaders,
+      params: IdParams,
+      responses: {
+        200: { description: 'BalanceSet', schema: BalanceSet },
+        ...errors({ 404: 'ACCOUNT_NOT_FOUND' }),
+      },
       handler: async (ctx) => {
         const p = await authed(deps, ctx, 'core:read');
         const b = await getBalances(deps.db, p.tenantId, ctx.params.id);
@@ -49,13 +97,33 @@ export function accountRoutes(deps: LedgerRouteDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'POST', path: '/v1/core/accounts/{id}/close', operationId: 'closeAccount', tags, summary: 'Close an empty account',
-      headers: writeHeaders, params: IdParams, bodyKind: 'json',
-      responses: { 200: { description: 'Account', schema: Account }, ...errors({ 404: 'ACCOUNT_NOT_FOUND', 409: 'IDEMPOTENCY_CONFLICT', 422: 'ACCOUNT_NOT_EMPTY, ACCOUNT_CLOSED' }) },
+      method: 'POST',
+      path: '/v1/core/accounts/{id}/close',
+      operationId: 'closeAccount',
+      tags,
+      summary: 'Close an empty account',
+      headers: writeHeaders,
+      params: IdParams,
+      bodyKind: 'json',
+      responses: {
+        200: { description: 'Account', schema: Account },
+        ...errors({
+          404: 'ACCOUNT_NOT_FOUND',
+          409: 'IDEMPOTENCY_CONFLICT',
+          422: 'ACCOUNT_NOT_EMPTY, ACCOUNT_CLOSED',
+        }),
+      },
       handler: async (ctx) => {
         const w = await writeCtx(deps, ctx);
-        return idempotentWrite(deps, w, { action: 'account.close', targetType: 'account' }, async (client) => (
-          { status: 200, body: await closeAccount(client, w.principal.tenantId, ctx.params.id) }));
+        return idempotentWrite(
+          deps,
+          w,
+          { action: 'account.close', targetType: 'account' },
+          async (client) => ({
+            status: 200,
+            body: await closeAccount(client, w.principal.tenantId, ctx.params.id),
+          }),
+        );
       },
     }),
   ];

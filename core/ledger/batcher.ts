@@ -36,10 +36,15 @@ export const defaultInFlightBatches = 2;
  */
 export const defaultBatchWindowMs = 0;
 
-export type LedgerCommand = { op: 'post' | 'reverse' | 'hold' | 'capture' | 'void' | 'expire'; tenant: string } & Record<string, unknown>;
+export type LedgerCommand = {
+  op: 'post' | 'reverse' | 'hold' | 'capture' | 'void' | 'expire';
+  tenant: string;
+} & Record<string, unknown>;
 
 /** What `ledger_apply` answers for one command. */
-export type ApplyResult = ({ ok: true } & Record<string, unknown>) | { ok: false; code: string; message: string };
+export type ApplyResult =
+  | ({ ok: true } & Record<string, unknown>)
+  | { ok: false; code: string; message: string };
 
 export interface Job {
   cmd: LedgerCommand;
@@ -66,8 +71,16 @@ export const connectionRetryLimit = 2;
 /** Admin shutdown / crash (57P01–57P03), connection exceptions (08xxx), socket errors. */
 export function isConnectionLoss(err: unknown): boolean {
   const code = (err as { code?: unknown }).code;
-  if (typeof code !== 'string') return err instanceof Error && /Connection terminated|ECONNRESET|EPIPE/.test(err.message);
-  return code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03' || code === 'ECONNRESET' || code === 'EPIPE';
+  if (typeof code !== 'string')
+    return err instanceof Error && /Connection terminated|ECONNRESET|EPIPE/.test(err.message);
+  return (
+    code.startsWith('08') ||
+    code === '57P01' ||
+    code === '57P02' ||
+    code === '57P03' ||
+    code === 'ECONNRESET' ||
+    code === 'EPIPE'
+  );
 }
 
 type Outcome = { kind: 'done'; status: number; body: string } | { kind: 'duplicate' };
@@ -78,7 +91,10 @@ function isApplyResult(v: unknown): v is ApplyResult {
 
 /** A failed result as the response the client sees (and a replay repeats). */
 export function failureResponse(code: string, message: string): { status: number; body: string } {
-  const err = new AppError(isErrorCode(code) ? code : 'INTERNAL', isErrorCode(code) ? message : 'internal error');
+  const err = new AppError(
+    isErrorCode(code) ? code : 'INTERNAL',
+    isErrorCode(code) ? message : 'internal error',
+  );
   return { status: err.status, body: JSON.stringify(toCoreBody(err)) };
 }
 
@@ -93,7 +109,11 @@ export class LedgerBatcher {
 
   private readonly vault: ResponseVault | undefined;
 
-  constructor(private readonly db: Db, private readonly log: Logger, opts: { inFlightBatches?: number; batchWindowMs?: number; vault?: ResponseVault | undefined } = {}) {
+  constructor(
+    private readonly db: Db,
+    private readonly log: Logger,
+    opts: { inFlightBatches?: number; batchWindowMs?: number; vault?: ResponseVault | undefined } = {},
+  ) {
     this.vault = opts.vault;
     this.maxInFlight = opts.inFlightBatches ?? defaultInFlightBatches;
     this.windowMs = opts.batchWindowMs ?? defaultBatchWindowMs;
@@ -102,7 +122,11 @@ export class LedgerBatcher {
   /** Run one command; resolves with its stored response (first run or replay). */
   submit(job: Job): Promise<StoredResponse> {
     if (this.queue.length >= maxQueuedCommands) {
-      return Promise.reject(new AppError('SERVICE_UNAVAILABLE', 'ledger is overloaded; retry later', { headers: { 'retry-after': '1' } }));
+      return Promise.reject(
+        new AppError('SERVICE_UNAVAILABLE', 'ledger is overloaded; retry later', {
+          headers: { 'retry-after': '1' },
+        }),
+      );
     }
     // Issue 20 item 5: the submitting request's decision is taken now; the batch appends its
     // records outside any one request's facts (runBatch), so each keeps its own.
@@ -122,9 +146,16 @@ export class LedgerBatcher {
       return;
     }
     if (this.scheduled) return;
-    this.scheduled = this.windowMs > 0
-      ? setTimeout(() => { this.scheduled = undefined; this.pump(); }, this.windowMs)
-      : setImmediate(() => { this.scheduled = undefined; this.pump(); });
+    this.scheduled =
+      this.windowMs > 0
+        ? setTimeout(() => {
+            this.scheduled = undefined;
+            this.pump();
+          }, this.windowMs)
+        : setImmediate(() => {
+            this.scheduled = undefined;
+            this.pump();
+          });
   }
 
   private cancel(): void {
@@ -160,27 +191,32 @@ export class LedgerBatcher {
       }
       if (batch.length > 1) {
         // One command broke the whole transaction (a bug or a guard): isolate it.
-        this.log.warn({ err: (err as Error).message, size: batch.length }, 'ledger batch failed; retrying one by one');
+        this.log.warn(
+          { err: (err as Error).message, size: batch.length },
+          'ledger batch failed; retrying one by one',
+        );
         for (const job of batch) await this.runBatch([job]);
         return;
       }
       for (const job of batch) job.reject(err);
       return;
     }
-    await Promise.all(batch.map(async (job, i) => {
-      const o = outcomes[i];
-      try {
-        if (!o) throw new AppError('INTERNAL', 'ledger batch lost a command');
-        if (o.kind === 'done') return job.resolve({ status: o.status, body: o.body, replayed: false });
-        // The key was taken by an earlier or concurrent request: answer with its response.
-        const scope = job.scope;
-        const row = scope ? await findKey(this.db, scope) : undefined;
-        if (!scope || !row) throw new AppError('SERVICE_UNAVAILABLE', 'idempotency key is busy; retry');
-        job.resolve(replay(row, scope, this.vault));
-      } catch (err) {
-        job.reject(err);
-      }
-    }));
+    await Promise.all(
+      batch.map(async (job, i) => {
+        const o = outcomes[i];
+        try {
+          if (!o) throw new AppError('INTERNAL', 'ledger batch lost a command');
+          if (o.kind === 'done') return job.resolve({ status: o.status, body: o.body, replayed: false });
+          // The key was taken by an earlier or concurrent request: answer with its response.
+          const scope = job.scope;
+          const row = scope ? await findKey(this.db, scope) : undefined;
+          if (!scope || !row) throw new AppError('SERVICE_UNAVAILABLE', 'idempotency key is busy; retry');
+          job.resolve(replay(row, scope, this.vault));
+        } catch (err) {
+          job.reject(err);
+        }
+      }),
+    );
   }
 
   /**
@@ -218,16 +254,33 @@ export class LedgerBatcher {
   }
 
   private async execute(client: pg.PoolClient, batch: Queued[]): Promise<Outcome[]> {
-    const keys = batch.map((j) => (j.scope
-      ? { tenant: j.scope.tenantId, key: j.scope.key, principal: j.scope.principal, method: j.scope.method, path: j.scope.path, hash: j.scope.requestHash }
-      : null));
-    const first = await client.query(
+    const keys = batch.map((j) =>
+      j.scope
+        ? {
+            tenant: j.scope.tenantId,
+            key: j.scope.key,
+            principal: j.scope.principal,
+            method: j.scope.method,
+            path: j.scope.path,
+            hash: j.scope.requestHash,
+          }
+        : null,
+    );
+    const first = (await client.query(
       `BEGIN; SELECT ledger_apply_keyed(${escapeLiteral(JSON.stringify(keys))}::jsonb, ${escapeLiteral(JSON.stringify(batch.map((j) => j.cmd)))}::jsonb) AS r`,
-    ) as unknown as pg.QueryResult<{ r: unknown }>[];
+    )) as unknown as pg.QueryResult<{ r: unknown }>[];
     const results = first[1]?.rows[0]?.r;
-    if (!Array.isArray(results) || results.length !== batch.length) throw new Error('ledger_apply_keyed answered an unexpected shape');
+    if (!Array.isArray(results) || results.length !== batch.length)
+      throw new Error('ledger_apply_keyed answered an unexpected shape');
     const outcomes: Outcome[] = batch.map(() => ({ kind: 'duplicate' }));
-    const done: { tenant: string; key: string; principal: string; status: number; body: string; sealed: string | null }[] = [];
+    const done: {
+      tenant: string;
+      key: string;
+      principal: string;
+      status: number;
+      body: string;
+      sealed: string | null;
+    }[] = [];
     const audits: AuditEntry[] = [];
     batch.forEach((j, i) => {
       const result: unknown = results[i];
@@ -237,13 +290,22 @@ export class LedgerBatcher {
       outcomes[i] = { kind: 'done', ...res };
       if (j.scope) {
         const form = storedForm(this.vault, j.scope, res.body);
-        done.push({ tenant: j.scope.tenantId, key: j.scope.key, principal: j.scope.principal, status: res.status, body: form.body, sealed: form.sealed?.toString('base64') ?? null });
+        done.push({
+          tenant: j.scope.tenantId,
+          key: j.scope.key,
+          principal: j.scope.principal,
+          status: res.status,
+          body: form.body,
+          sealed: form.sealed?.toString('base64') ?? null,
+        });
       }
-      if (j.audit) audits.push({ ...j.audit, attrs: { ...j.audit.attrs, outcome: result.ok ? 'ok' : result.code } });
+      if (j.audit)
+        audits.push({ ...j.audit, attrs: { ...j.audit.attrs, outcome: result.ok ? 'ok' : result.code } });
     });
     if (audits.length > 0) await withoutRequestAudit(() => appendAudit(client, audits));
     // The responses, one primary-key probe each (migration 0920), then the commit.
-    const complete = done.length === 0 ? '' : `SELECT idempotency_complete(${escapeLiteral(JSON.stringify(done))}::jsonb); `;
+    const complete =
+      done.length === 0 ? '' : `SELECT idempotency_complete(${escapeLiteral(JSON.stringify(done))}::jsonb); `;
     await client.query(`${complete}COMMIT`);
     return outcomes;
   }

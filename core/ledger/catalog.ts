@@ -6,18 +6,49 @@
  */
 import type { Queryable } from '../../shared/db/pool.ts';
 
-interface AccountType { code: string; description: string; debitsMustNotExceedCredits: boolean; openViaApi: boolean }
-interface TransactionType { code: string; description: string; requiresTwoFactor: boolean }
-interface LimitRow { product: string; action: string; currency: string; period: 'transaction' | 'day' | 'month'; maxAmount: string | null; maxCount: number | null }
+interface AccountType {
+  code: string;
+  description: string;
+  debitsMustNotExceedCredits: boolean;
+  openViaApi: boolean;
+}
+interface TransactionType {
+  code: string;
+  description: string;
+  requiresTwoFactor: boolean;
+}
+interface LimitRow {
+  product: string;
+  action: string;
+  currency: string;
+  period: 'transaction' | 'day' | 'month';
+  maxAmount: string | null;
+  maxCount: number | null;
+}
 
 export const defaultAccountTypes: readonly AccountType[] = [
-  { code: 'WALLET_MAIN', description: 'Customer main wallet', debitsMustNotExceedCredits: true, openViaApi: true },
-  { code: 'MERCHANT', description: 'Merchant collection account', debitsMustNotExceedCredits: true, openViaApi: true },
+  {
+    code: 'WALLET_MAIN',
+    description: 'Customer main wallet',
+    debitsMustNotExceedCredits: true,
+    openViaApi: true,
+  },
+  {
+    code: 'MERCHANT',
+    description: 'Merchant collection account',
+    debitsMustNotExceedCredits: true,
+    openViaApi: true,
+  },
   { code: 'AGENT_FLOAT', description: 'Agent e-float', debitsMustNotExceedCredits: true, openViaApi: true },
   { code: 'SAVINGS', description: 'Savings account', debitsMustNotExceedCredits: true, openViaApi: true },
   { code: 'FEE_INCOME', description: 'Fee income', debitsMustNotExceedCredits: true, openViaApi: true },
   // The source of money entering the platform: may go negative, never opened through the API.
-  { code: 'SETTLEMENT', description: 'Settlement (bank/trust) account', debitsMustNotExceedCredits: false, openViaApi: false },
+  {
+    code: 'SETTLEMENT',
+    description: 'Settlement (bank/trust) account',
+    debitsMustNotExceedCredits: false,
+    openViaApi: false,
+  },
 ];
 
 export const defaultTransactionTypes: readonly TransactionType[] = [
@@ -34,12 +65,40 @@ export const defaultTransactionTypes: readonly TransactionType[] = [
 /** Defaults modelled on East African mobile-money tiers (KES 250,000 a transaction, 500,000 a day). */
 export const defaultLimitRows: readonly LimitRow[] = [
   ...(['TRANSFER', 'PAYMENT', 'CASHOUT'] as const).flatMap((action): LimitRow[] => [
-    { product: 'WALLET_MAIN', action, currency: 'KES', period: 'transaction', maxAmount: '250000', maxCount: null },
+    {
+      product: 'WALLET_MAIN',
+      action,
+      currency: 'KES',
+      period: 'transaction',
+      maxAmount: '250000',
+      maxCount: null,
+    },
     { product: 'WALLET_MAIN', action, currency: 'KES', period: 'day', maxAmount: '500000', maxCount: 100 },
-    { product: 'WALLET_MAIN', action, currency: 'KES', period: 'month', maxAmount: '5000000', maxCount: 1500 },
+    {
+      product: 'WALLET_MAIN',
+      action,
+      currency: 'KES',
+      period: 'month',
+      maxAmount: '5000000',
+      maxCount: 1500,
+    },
   ]),
-  { product: 'WALLET_MAIN', action: 'CASHIN', currency: 'KES', period: 'transaction', maxAmount: '250000', maxCount: null },
-  { product: 'WALLET_MAIN', action: 'CASHIN', currency: 'KES', period: 'day', maxAmount: '500000', maxCount: 50 },
+  {
+    product: 'WALLET_MAIN',
+    action: 'CASHIN',
+    currency: 'KES',
+    period: 'transaction',
+    maxAmount: '250000',
+    maxCount: null,
+  },
+  {
+    product: 'WALLET_MAIN',
+    action: 'CASHIN',
+    currency: 'KES',
+    period: 'day',
+    maxAmount: '500000',
+    maxCount: 50,
+  },
 ];
 
 const ready = new Set<string>();
@@ -50,19 +109,36 @@ export async function ensureTenantLedger(q: Queryable, tenantId: string): Promis
   await q.query(
     `INSERT INTO ledger_account_types (tenant_id, code, description, debits_must_not_exceed_credits, open_via_api)
      SELECT $1, * FROM unnest($2::text[], $3::text[], $4::boolean[], $5::boolean[]) ON CONFLICT DO NOTHING`,
-    [tenantId, defaultAccountTypes.map((t) => t.code), defaultAccountTypes.map((t) => t.description),
-      defaultAccountTypes.map((t) => t.debitsMustNotExceedCredits), defaultAccountTypes.map((t) => t.openViaApi)],
+    [
+      tenantId,
+      defaultAccountTypes.map((t) => t.code),
+      defaultAccountTypes.map((t) => t.description),
+      defaultAccountTypes.map((t) => t.debitsMustNotExceedCredits),
+      defaultAccountTypes.map((t) => t.openViaApi),
+    ],
   );
   await q.query(
     `INSERT INTO ledger_transaction_types (tenant_id, code, description, requires_two_factor)
      SELECT $1, * FROM unnest($2::text[], $3::text[], $4::boolean[]) ON CONFLICT DO NOTHING`,
-    [tenantId, defaultTransactionTypes.map((t) => t.code), defaultTransactionTypes.map((t) => t.description), defaultTransactionTypes.map((t) => t.requiresTwoFactor)],
+    [
+      tenantId,
+      defaultTransactionTypes.map((t) => t.code),
+      defaultTransactionTypes.map((t) => t.description),
+      defaultTransactionTypes.map((t) => t.requiresTwoFactor),
+    ],
   );
   await q.query(
     `INSERT INTO ledger_limit_rows (tenant_id, product_code, action, currency, period, max_amount, max_count)
      SELECT $1, * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::numeric[], $7::int[]) ON CONFLICT DO NOTHING`,
-    [tenantId, defaultLimitRows.map((r) => r.product), defaultLimitRows.map((r) => r.action), defaultLimitRows.map((r) => r.currency),
-      defaultLimitRows.map((r) => r.period), defaultLimitRows.map((r) => r.maxAmount), defaultLimitRows.map((r) => r.maxCount)],
+    [
+      tenantId,
+      defaultLimitRows.map((r) => r.product),
+      defaultLimitRows.map((r) => r.action),
+      defaultLimitRows.map((r) => r.currency),
+      defaultLimitRows.map((r) => r.period),
+      defaultLimitRows.map((r) => r.maxAmount),
+      defaultLimitRows.map((r) => r.maxCount),
+    ],
   );
   ready.add(tenantId);
 }

@@ -20,16 +20,31 @@ export function knownCurrency(code: string): number {
 }
 
 /** An exact positive amount in the currency's minor units, or 422 INVALID_AMOUNT. */
-export function amountOf(text: string, currency: string, field: string, opts: { allowZero?: boolean } = {}): Micro {
+export function amountOf(
+  text: string,
+  currency: string,
+  field: string,
+  opts: { allowZero?: boolean } = {},
+): Micro {
   const r = parseAmount(text, { minorUnits: knownCurrency(currency), ...opts });
   if (!r.ok) throw new AppError('INVALID_AMOUNT', `${field} ${r.reason}`);
   return r.micro;
 }
 
-export interface PostingLeg { account_id: string; side: 'debit' | 'credit'; amount: string; currency: string; micro: Micro }
+export interface PostingLeg {
+  account_id: string;
+  side: 'debit' | 'credit';
+  amount: string;
+  currency: string;
+  micro: Micro;
+}
 
 /** Validate a posting body (codes 1–3) and build its command. */
-export function buildPost(tenant: string, body: CreatePostingBody, now: number): { cmd: LedgerCommand; legs: PostingLeg[] } {
+export function buildPost(
+  tenant: string,
+  body: CreatePostingBody,
+  now: number,
+): { cmd: LedgerCommand; legs: PostingLeg[] } {
   knownCurrency(body.currency);
   for (const e of body.entries) if (e.currency !== undefined) knownCurrency(e.currency);
   const legs: PostingLeg[] = body.entries.map((e, i) => {
@@ -37,16 +52,24 @@ export function buildPost(tenant: string, body: CreatePostingBody, now: number):
     const micro = amountOf(e.amount, currency, `entries[${i}].amount`);
     return { account_id: e.account_id.toLowerCase(), side: e.side, amount: toDb(micro), currency, micro };
   });
-  if (legs.length < 2) throw new AppError('TOO_FEW_ENTRIES', 'a posting needs at least one debit and one credit');
+  if (legs.length < 2)
+    throw new AppError('TOO_FEW_ENTRIES', 'a posting needs at least one debit and one credit');
   const net = new Map<string, bigint>();
-  for (const l of legs) net.set(l.currency, (net.get(l.currency) ?? 0n) + (l.side === 'debit' ? l.micro : -l.micro));
+  for (const l of legs)
+    net.set(l.currency, (net.get(l.currency) ?? 0n) + (l.side === 'debit' ? l.micro : -l.micro));
   for (const [currency, n] of net) {
     if (n !== 0n) throw new AppError('UNBALANCED_POSTING', `debits and credits in ${currency} differ`);
   }
   const cmd: LedgerCommand = {
-    op: 'post', tenant, id: uuidv7(now), transaction_id: uuidv7(now), type: body.transaction_type ?? defaultTransactionType,
-    currency: body.currency, entries: legs.map(({ micro: _m, ...l }) => l),
-    description: body.description ?? null, metadata: body.metadata ?? {},
+    op: 'post',
+    tenant,
+    id: uuidv7(now),
+    transaction_id: uuidv7(now),
+    type: body.transaction_type ?? defaultTransactionType,
+    currency: body.currency,
+    entries: legs.map(({ micro: _m, ...l }) => l),
+    description: body.description ?? null,
+    metadata: body.metadata ?? {},
   };
   return { cmd, legs };
 }

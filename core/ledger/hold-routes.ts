@@ -12,34 +12,62 @@ const tags = ['core.holds'];
 export function holdRoutes(deps: LedgerRouteDeps): RouteSpec[] {
   return [
     defineRoute({
-      method: 'POST', path: '/v1/core/holds', operationId: 'createHold', tags, movesMoney: 'request',
+      method: 'POST',
+      path: '/v1/core/holds',
+      operationId: 'createHold',
+      tags,
+      movesMoney: 'request',
       summary: 'Hold an amount on the debit account for a later capture to the credit account',
-      headers: writeHeaders, body: CreateHold,
+      headers: writeHeaders,
+      body: CreateHold,
       responses: {
         201: { description: 'Hold', schema: Hold },
-        ...errors({ 404: 'ACCOUNT_NOT_FOUND', 409: 'IDEMPOTENCY_CONFLICT', 422: 'UNKNOWN_CURRENCY, INVALID_AMOUNT, SAME_ACCOUNT, ACCOUNT_CLOSED, CURRENCY_MISMATCH, INSUFFICIENT_FUNDS' }),
+        ...errors({
+          404: 'ACCOUNT_NOT_FOUND',
+          409: 'IDEMPOTENCY_CONFLICT',
+          422: 'UNKNOWN_CURRENCY, INVALID_AMOUNT, SAME_ACCOUNT, ACCOUNT_CLOSED, CURRENCY_MISMATCH, INSUFFICIENT_FUNDS',
+        }),
       },
       handler: async (ctx) => toReply(await deps.ledger.hold(await writeCtx(deps, ctx), ctx.body)),
     }),
     defineRoute({
-      method: 'GET', path: '/v1/core/holds/{id}', operationId: 'getHold', tags, summary: 'Get a hold',
-      headers: readHeaders, params: IdParams,
+      method: 'GET',
+      path: '/v1/core/holds/{id}',
+      operationId: 'getHold',
+      tags,
+      summary: 'Get a hold',
+      headers: readHeaders,
+      params: IdParams,
       responses: { 200: { description: 'Hold', schema: Hold }, ...errors({ 404: 'HOLD_NOT_FOUND' }) },
       handler: async (ctx) => {
         const p = await authed(deps, ctx, 'core:read');
-        const { rows } = await deps.db.query<{ h: Record<string, unknown> | null }>('SELECT ledger_hold_json($1, $2) AS h', [p.tenantId, ctx.params.id.toLowerCase()]);
+        const { rows } = await deps.db.query<{ h: Record<string, unknown> | null }>(
+          'SELECT ledger_hold_json($1, $2) AS h',
+          [p.tenantId, ctx.params.id.toLowerCase()],
+        );
         const h = rows[0]?.h;
         if (!h) throw new AppError('HOLD_NOT_FOUND', `hold ${ctx.params.id} not found`);
         return { status: 200, body: holdView(h) };
       },
     }),
     defineRoute({
-      method: 'POST', path: '/v1/core/holds/{id}/capture', operationId: 'captureHold', tags, movesMoney: 'ledger',
+      method: 'POST',
+      path: '/v1/core/holds/{id}/capture',
+      operationId: 'captureHold',
+      tags,
+      movesMoney: 'ledger',
       summary: 'Capture a pending hold in full or in part (the rest is released)',
-      headers: writeHeaders, params: IdParams, bodyKind: 'json',
+      headers: writeHeaders,
+      params: IdParams,
+      bodyKind: 'json',
       responses: {
         200: { description: 'Hold (captured)', schema: Hold },
-        ...errors({ 404: 'HOLD_NOT_FOUND', 409: 'HOLD_NOT_PENDING, HOLD_EXPIRED, IDEMPOTENCY_CONFLICT', 422: 'INVALID_AMOUNT, CAPTURE_EXCEEDS_HOLD', 429: 'BUDGET_EXCEEDED (API key daily amount)' }),
+        ...errors({
+          404: 'HOLD_NOT_FOUND',
+          409: 'HOLD_NOT_PENDING, HOLD_EXPIRED, IDEMPOTENCY_CONFLICT',
+          422: 'INVALID_AMOUNT, CAPTURE_EXCEEDS_HOLD',
+          429: 'BUDGET_EXCEEDED (API key daily amount)',
+        }),
       },
       handler: async (ctx) => {
         const w = await writeCtx(deps, ctx);
@@ -48,8 +76,14 @@ export function holdRoutes(deps: LedgerRouteDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'POST', path: '/v1/core/holds/{id}/void', operationId: 'voidHold', tags, summary: 'Void a pending hold',
-      headers: writeHeaders, params: IdParams, bodyKind: 'json',
+      method: 'POST',
+      path: '/v1/core/holds/{id}/void',
+      operationId: 'voidHold',
+      tags,
+      summary: 'Void a pending hold',
+      headers: writeHeaders,
+      params: IdParams,
+      bodyKind: 'json',
       responses: {
         200: { description: 'Hold (voided)', schema: Hold },
         ...errors({ 404: 'HOLD_NOT_FOUND', 409: 'HOLD_NOT_PENDING, HOLD_EXPIRED, IDEMPOTENCY_CONFLICT' }),

@@ -19,8 +19,16 @@ export interface LedgerRouteDeps {
   ledger: Ledger;
 }
 
-const authHeader = { name: 'Authorization', required: false, description: 'Bearer <access token> or the bare JWT (SPEC 5.1); scope core:read or core:write' };
-const requestIdHeader = { name: 'X-Request-Id', required: false, description: 'Caller request id, echoed back' };
+const authHeader = {
+  name: 'Authorization',
+  required: false,
+  description: 'Bearer <access token> or the bare JWT (SPEC 5.1); scope core:read or core:write',
+};
+const requestIdHeader = {
+  name: 'X-Request-Id',
+  required: false,
+  description: 'Caller request id, echoed back',
+};
 
 export const readHeaders = [authHeader, requestIdHeader];
 export const writeHeaders = [authHeader, requestIdHeader, idempotencyHeader];
@@ -30,10 +38,14 @@ type AnyCtx = RequestContext<unknown, unknown, unknown>;
 /** Error responses every core route documents, plus the route's own. */
 export function errors(extra: Record<number, string>): Record<number, ResponseSpec> {
   const base: Record<number, string> = {
-    400: 'Bad request (schema, Idempotency-Key)', 401: 'Missing or invalid access token', 403: 'Token lacks the scope',
+    400: 'Bad request (schema, Idempotency-Key)',
+    401: 'Missing or invalid access token',
+    403: 'Token lacks the scope',
     ...extra,
   };
-  return Object.fromEntries(Object.entries(base).map(([k, d]) => [Number(k), { description: d, schema: CoreError }]));
+  return Object.fromEntries(
+    Object.entries(base).map(([k, d]) => [Number(k), { description: d, schema: CoreError }]),
+  );
 }
 
 export function authed(deps: LedgerRouteDeps, ctx: AnyCtx, scope: CoreScope): Promise<CorePrincipal> {
@@ -44,7 +56,14 @@ export function authed(deps: LedgerRouteDeps, ctx: AnyCtx, scope: CoreScope): Pr
 export async function writeCtx(deps: LedgerRouteDeps, ctx: AnyCtx): Promise<WriteCtx> {
   const principal = await authed(deps, ctx, 'core:write');
   const key = idempotencyKeyOf(ctx.headers);
-  return { principal, requestId: ctx.requestId, key, method: ctx.method, path: ctx.path, body: ctx.body ?? {} };
+  return {
+    principal,
+    requestId: ctx.requestId,
+    key,
+    method: ctx.method,
+    path: ctx.path,
+    body: ctx.body ?? {},
+  };
 }
 
 /**
@@ -55,16 +74,23 @@ export async function idempotentWrite(
   deps: LedgerRouteDeps,
   w: WriteCtx,
   audit: { action: string; targetType: string },
-  fn: (client: Queryable) => Promise<{ status: number; body: { id?: unknown; code?: unknown } & Record<string, unknown> }>,
+  fn: (
+    client: Queryable,
+  ) => Promise<{ status: number; body: { id?: unknown; code?: unknown } & Record<string, unknown> }>,
 ): Promise<Reply> {
   const stored = await withIdempotency(deps, writeScope(w), async (client) => {
     const res = await fn(client);
     const id = res.body.id ?? res.body.code;
-    await appendAudit(client, [{
-      tenantId: w.principal.tenantId, actor: { type: 'client', id: w.principal.clientId }, action: audit.action,
-      target: { type: audit.targetType, id: typeof id === 'string' ? id : '' }, attrs: { request_id: w.requestId, outcome: 'ok' },
-      ts: new Date(deps.now()),
-    }]);
+    await appendAudit(client, [
+      {
+        tenantId: w.principal.tenantId,
+        actor: { type: 'client', id: w.principal.clientId },
+        action: audit.action,
+        target: { type: audit.targetType, id: typeof id === 'string' ? id : '' },
+        attrs: { request_id: w.requestId, outcome: 'ok' },
+        ts: new Date(deps.now()),
+      },
+    ]);
     return res;
   });
   return toReply(stored);

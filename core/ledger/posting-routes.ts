@@ -11,7 +11,11 @@ import type { Queryable } from '../../shared/db/pool.ts';
 const tags = ['core.postings'];
 
 /** A posting with its legs, or undefined (tenant-scoped). */
-export async function getPosting(q: Queryable, tenantId: string, id: string): Promise<ReturnType<typeof postingView> | undefined> {
+export async function getPosting(
+  q: Queryable,
+  tenantId: string,
+  id: string,
+): Promise<ReturnType<typeof postingView> | undefined> {
   const { rows } = await q.query<{ p: Record<string, unknown> }>(
     `SELECT jsonb_build_object('id', p.id, 'transaction_id', p.transaction_id, 'kind', p.kind, 'type', p.type_code,
        'currency', p.currency, 'description', p.description, 'metadata', p.metadata, 'reverses_posting_id', p.reverses_posting_id,
@@ -27,13 +31,19 @@ export async function getPosting(q: Queryable, tenantId: string, id: string): Pr
 export function postingRoutes(deps: LedgerRouteDeps): RouteSpec[] {
   return [
     defineRoute({
-      method: 'POST', path: '/v1/core/postings', operationId: 'createPosting', tags, movesMoney: 'request',
+      method: 'POST',
+      path: '/v1/core/postings',
+      operationId: 'createPosting',
+      tags,
+      movesMoney: 'request',
       summary: 'Create a double-entry posting (per currency, debits = credits)',
-      headers: writeHeaders, body: CreatePosting,
+      headers: writeHeaders,
+      body: CreatePosting,
       responses: {
         201: { description: 'Posting', schema: Posting },
         ...errors({
-          404: 'ACCOUNT_NOT_FOUND', 409: 'IDEMPOTENCY_CONFLICT',
+          404: 'ACCOUNT_NOT_FOUND',
+          409: 'IDEMPOTENCY_CONFLICT',
           422: 'UNKNOWN_CURRENCY, INVALID_AMOUNT, TOO_FEW_ENTRIES, UNBALANCED_POSTING, UNKNOWN_TRANSACTION_TYPE, ACCOUNT_CLOSED, CURRENCY_MISMATCH, INSUFFICIENT_FUNDS',
           503: 'Ledger overloaded',
         }),
@@ -41,9 +51,17 @@ export function postingRoutes(deps: LedgerRouteDeps): RouteSpec[] {
       handler: async (ctx) => toReply(await deps.ledger.post(await writeCtx(deps, ctx), ctx.body)),
     }),
     defineRoute({
-      method: 'GET', path: '/v1/core/postings/{id}', operationId: 'getPosting', tags, summary: 'Get a posting with its entries',
-      headers: readHeaders, params: IdParams,
-      responses: { 200: { description: 'Posting', schema: Posting }, ...errors({ 404: 'POSTING_NOT_FOUND' }) },
+      method: 'GET',
+      path: '/v1/core/postings/{id}',
+      operationId: 'getPosting',
+      tags,
+      summary: 'Get a posting with its entries',
+      headers: readHeaders,
+      params: IdParams,
+      responses: {
+        200: { description: 'Posting', schema: Posting },
+        ...errors({ 404: 'POSTING_NOT_FOUND' }),
+      },
       handler: async (ctx) => {
         const p = await authed(deps, ctx, 'core:read');
         const posting = await getPosting(deps.db, p.tenantId, ctx.params.id);
@@ -52,12 +70,23 @@ export function postingRoutes(deps: LedgerRouteDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'POST', path: '/v1/core/postings/{id}/reverse', operationId: 'reversePosting', tags, movesMoney: 'ledger',
+      method: 'POST',
+      path: '/v1/core/postings/{id}/reverse',
+      operationId: 'reversePosting',
+      tags,
+      movesMoney: 'ledger',
       summary: 'Reverse a posting: a new posting with inverse entries, at most once',
-      headers: writeHeaders, params: IdParams, bodyKind: 'json',
+      headers: writeHeaders,
+      params: IdParams,
+      bodyKind: 'json',
       responses: {
         201: { description: 'The reversing posting', schema: Posting },
-        ...errors({ 404: 'POSTING_NOT_FOUND', 409: 'POSTING_ALREADY_REVERSED, IDEMPOTENCY_CONFLICT', 422: 'POSTING_NOT_REVERSIBLE, ACCOUNT_CLOSED, INSUFFICIENT_FUNDS', 429: 'BUDGET_EXCEEDED (API key daily amount)' }),
+        ...errors({
+          404: 'POSTING_NOT_FOUND',
+          409: 'POSTING_ALREADY_REVERSED, IDEMPOTENCY_CONFLICT',
+          422: 'POSTING_NOT_REVERSIBLE, ACCOUNT_CLOSED, INSUFFICIENT_FUNDS',
+          429: 'BUDGET_EXCEEDED (API key daily amount)',
+        }),
       },
       handler: async (ctx) => {
         const w = await writeCtx(deps, ctx);

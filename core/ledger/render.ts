@@ -37,7 +37,12 @@ export function entriesView(entries: unknown): PostingView['entries'] {
   return entries.map((e: unknown) => {
     const o = e as Record<string, unknown>;
     const currency = str(o.currency);
-    return { account_id: str(o.account_id), side: str(o.side), amount: wireAmount(str(o.amount), currency), currency };
+    return {
+      account_id: str(o.account_id),
+      side: str(o.side),
+      amount: wireAmount(str(o.amount), currency),
+      currency,
+    };
   });
 }
 

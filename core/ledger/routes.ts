@@ -13,9 +13,19 @@ import { statementRoutes } from './statements.ts';
 
 export { Ledger };
 
-export function ledgerRoutes(deps: { db: Db; keys: KeyStore; log: Logger; now: () => number; ledger: Ledger }): RouteSpec[] {
+export function ledgerRoutes(deps: {
+  db: Db;
+  keys: KeyStore;
+  log: Logger;
+  now: () => number;
+  ledger: Ledger;
+}): RouteSpec[] {
   return [
-    ...accountRoutes(deps), ...postingRoutes(deps), ...holdRoutes(deps), ...limitRoutes(deps),
-    ...statementRoutes(deps), ...productRoutes(deps),
+    ...accountRoutes(deps),
+    ...postingRoutes(deps),
+    ...holdRoutes(deps),
+    ...limitRoutes(deps),
+    ...statementRoutes(deps),
+    ...productRoutes(deps),
   ];
 }

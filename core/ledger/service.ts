@@ -21,7 +21,13 @@ import { LedgerBatcher, type Job, type LedgerCommand } from './batcher.ts';
 import { amountOf, buildPost, defaultTransactionType, knownCurrency } from './commands.ts';
 import { parseAmount, toDb } from '../../shared/money.ts';
 import { holdView, postingView } from './render.ts';
-import { defaultHoldLifetimeS, type CaptureHold, type CreateHold, type CreatePostingBody, type ReversePosting } from './schemas.ts';
+import {
+  defaultHoldLifetimeS,
+  type CaptureHold,
+  type CreateHold,
+  type CreatePostingBody,
+  type ReversePosting,
+} from './schemas.ts';
 import { AppError } from '../../shared/errors.ts';
 import { checkMoneyMovement, type MoneyScope } from '../http/money.ts';
 import { budgetDayStart } from '../../shared/api-key-budget.ts';
@@ -54,7 +60,11 @@ type Render = Job['render'];
 /** The write's Idempotency-Key scope: the core client or API key that core verified (issue 13 item 3). */
 export function writeScope(ctx: WriteCtx): IdemScope {
   return {
-    tenantId: ctx.principal.tenantId, principal: principalOf('client', ctx.principal.clientId), key: ctx.key, method: ctx.method, path: ctx.path,
+    tenantId: ctx.principal.tenantId,
+    principal: principalOf('client', ctx.principal.clientId),
+    key: ctx.key,
+    method: ctx.method,
+    path: ctx.path,
     requestHash: requestHash(ctx.method, ctx.path, ctx.body),
   };
 }
@@ -65,20 +75,36 @@ export class Ledger {
   private sweeping = false;
 
   constructor(private readonly deps: LedgerDeps) {
-    this.batcher = new LedgerBatcher(deps.db, deps.log, { inFlightBatches: deps.inFlightBatches, batchWindowMs: deps.batchWindowMs, vault: deps.keys });
+    this.batcher = new LedgerBatcher(deps.db, deps.log, {
+      inFlightBatches: deps.inFlightBatches,
+      batchWindowMs: deps.batchWindowMs,
+      vault: deps.keys,
+    });
   }
 
-  private async run(ctx: WriteCtx, cmd: LedgerCommand, render: Render, action: string, target: { type: string; id: string }): Promise<StoredResponse> {
+  private async run(
+    ctx: WriteCtx,
+    cmd: LedgerCommand,
+    render: Render,
+    action: string,
+    target: { type: string; id: string },
+  ): Promise<StoredResponse> {
     countAgainstApiKey(cmd, checkMoneyMovement([cmd.op]), this.deps.now());
     const scope = writeScope(ctx);
     // No look-up of the key before queueing: the batch claims it (a replay or a conflicting
     // request loses the claim and is answered from the stored response after the commit), so a
     // first request costs no extra round trip.
     return this.batcher.submit({
-      cmd, scope, render,
+      cmd,
+      scope,
+      render,
       audit: {
-        tenantId: scope.tenantId, actor: { type: 'client', id: ctx.principal.clientId }, action, target,
-        attrs: { request_id: ctx.requestId }, ts: new Date(this.deps.now()),
+        tenantId: scope.tenantId,
+        actor: { type: 'client', id: ctx.principal.clientId },
+        action,
+        target,
+        attrs: { request_id: ctx.requestId },
+        ts: new Date(this.deps.now()),
       },
     });
   }
@@ -88,7 +114,15 @@ export class Ledger {
     const { cmd } = buildPost(ctx.principal.tenantId, body, this.deps.now());
     const render: Render = (r) => ({
       status: 201,
-      body: JSON.stringify(postingView({ ...cmd, kind: 'posting', reverses_posting_id: null, hold_id: null, created_at: r.created_at })),
+      body: JSON.stringify(
+        postingView({
+          ...cmd,
+          kind: 'posting',
+          reverses_posting_id: null,
+          hold_id: null,
+          created_at: r.created_at,
+        }),
+      ),
     });
     return this.run(ctx, cmd, render, 'posting.create', { type: 'posting', id: String(cmd.id) });
   }
@@ -97,16 +131,30 @@ export class Ledger {
   reverse(ctx: WriteCtx, postingId: string, body: Static<typeof ReversePosting>): Promise<StoredResponse> {
     const now = this.deps.now();
     const cmd: LedgerCommand = {
-      op: 'reverse', tenant: ctx.principal.tenantId, id: uuidv7(now), transaction_id: uuidv7(now),
-      posting_id: postingId.toLowerCase(), description: body.description ?? null,
+      op: 'reverse',
+      tenant: ctx.principal.tenantId,
+      id: uuidv7(now),
+      transaction_id: uuidv7(now),
+      posting_id: postingId.toLowerCase(),
+      description: body.description ?? null,
     };
     const render: Render = (r) => ({
       status: 201,
-      body: JSON.stringify(postingView({
-        id: cmd.id, transaction_id: cmd.transaction_id, kind: 'reversal', type: 'REVERSAL', currency: r.currency,
-        description: body.description ?? `reversal of ${String(r.reverses_posting_id)}`, metadata: {}, entries: r.entries,
-        reverses_posting_id: r.reverses_posting_id, hold_id: null, created_at: r.created_at,
-      })),
+      body: JSON.stringify(
+        postingView({
+          id: cmd.id,
+          transaction_id: cmd.transaction_id,
+          kind: 'reversal',
+          type: 'REVERSAL',
+          currency: r.currency,
+          description: body.description ?? `reversal of ${String(r.reverses_posting_id)}`,
+          metadata: {},
+          entries: r.entries,
+          reverses_posting_id: r.reverses_posting_id,
+          hold_id: null,
+          created_at: r.created_at,
+        }),
+      ),
     });
     return this.run(ctx, cmd, render, 'posting.reverse', { type: 'posting', id: postingId });
   }
@@ -120,10 +168,17 @@ export class Ledger {
     }
     const now = this.deps.now();
     const cmd: LedgerCommand = {
-      op: 'hold', tenant: ctx.principal.tenantId, id: uuidv7(now), transaction_id: uuidv7(now),
+      op: 'hold',
+      tenant: ctx.principal.tenantId,
+      id: uuidv7(now),
+      transaction_id: uuidv7(now),
       type: body.transaction_type ?? defaultTransactionType,
-      debit_account_id: body.debit_account_id.toLowerCase(), credit_account_id: body.credit_account_id.toLowerCase(),
-      currency: body.currency, amount: toDb(micro), description: body.description ?? null, metadata: body.metadata ?? {},
+      debit_account_id: body.debit_account_id.toLowerCase(),
+      credit_account_id: body.credit_account_id.toLowerCase(),
+      currency: body.currency,
+      amount: toDb(micro),
+      description: body.description ?? null,
+      metadata: body.metadata ?? {},
       expires_at: new Date(now + (body.expires_in_s ?? defaultHoldLifetimeS) * 1000).toISOString(),
     };
     return this.run(ctx, cmd, holdRender(201), 'hold.create', { type: 'hold', id: String(cmd.id) });
@@ -134,15 +189,23 @@ export class Ledger {
     let amount: string | null = null;
     if (body.amount !== undefined) {
       const { rows } = await this.deps.db.query<{ currency: string }>(
-        'SELECT currency FROM ledger_holds WHERE tenant_id = $1 AND id = $2', [ctx.principal.tenantId, holdId.toLowerCase()]);
+        'SELECT currency FROM ledger_holds WHERE tenant_id = $1 AND id = $2',
+        [ctx.principal.tenantId, holdId.toLowerCase()],
+      );
       const currency = rows[0]?.currency;
-      const r = currency ? { ok: true as const, micro: amountOf(body.amount, currency, 'amount') } : parseAmount(body.amount);
+      const r = currency
+        ? { ok: true as const, micro: amountOf(body.amount, currency, 'amount') }
+        : parseAmount(body.amount);
       if (!r.ok) throw new AppError('INVALID_AMOUNT', `amount ${r.reason}`);
       amount = toDb(r.micro);
     }
     const now = this.deps.now();
     const cmd: LedgerCommand = {
-      op: 'capture', tenant: ctx.principal.tenantId, hold_id: holdId.toLowerCase(), amount, id: uuidv7(now),
+      op: 'capture',
+      tenant: ctx.principal.tenantId,
+      hold_id: holdId.toLowerCase(),
+      amount,
+      id: uuidv7(now),
       now: new Date(now).toISOString(),
     };
     return this.run(ctx, cmd, holdRender(200), 'hold.capture', { type: 'hold', id: holdId });
@@ -150,7 +213,12 @@ export class Ledger {
 
   /** POST /v1/core/holds/{id}/void */
   void(ctx: WriteCtx, holdId: string): Promise<StoredResponse> {
-    const cmd: LedgerCommand = { op: 'void', tenant: ctx.principal.tenantId, hold_id: holdId.toLowerCase(), now: new Date(this.deps.now()).toISOString() };
+    const cmd: LedgerCommand = {
+      op: 'void',
+      tenant: ctx.principal.tenantId,
+      hold_id: holdId.toLowerCase(),
+      now: new Date(this.deps.now()).toISOString(),
+    };
     return this.run(ctx, cmd, holdRender(200), 'hold.void', { type: 'hold', id: holdId });
   }
 
@@ -162,19 +230,28 @@ export class Ledger {
       [now, holdSweepBatch],
     );
     const byTenant = new Map<string, { tenant: string; id: string }[]>();
-    for (const r of rows) byTenant.set(r.tenant_id, [...(byTenant.get(r.tenant_id) ?? []), { tenant: r.tenant_id, id: r.id }]);
+    for (const r of rows)
+      byTenant.set(r.tenant_id, [...(byTenant.get(r.tenant_id) ?? []), { tenant: r.tenant_id, id: r.id }]);
     let expired = 0;
-    await Promise.all([...byTenant].map(async ([tenant, holds]) => {
-      const res = await this.batcher.submit({
-        cmd: { op: 'expire', tenant, holds, now },
-        render: (r) => {
-          expired += typeof r.expired === 'number' ? r.expired : 0;
-          return { status: 200, body: '{}' };
-        },
-        audit: { tenantId: tenant, actor: { type: 'system', id: 'hold-sweeper' }, action: 'hold.expire', target: { type: 'holds', id: String(holds.length) }, attrs: { holds: holds.map((h) => h.id) } },
-      });
-      return res;
-    }));
+    await Promise.all(
+      [...byTenant].map(async ([tenant, holds]) => {
+        const res = await this.batcher.submit({
+          cmd: { op: 'expire', tenant, holds, now },
+          render: (r) => {
+            expired += typeof r.expired === 'number' ? r.expired : 0;
+            return { status: 200, body: '{}' };
+          },
+          audit: {
+            tenantId: tenant,
+            actor: { type: 'system', id: 'hold-sweeper' },
+            action: 'hold.expire',
+            target: { type: 'holds', id: String(holds.length) },
+            attrs: { holds: holds.map((h) => h.id) },
+          },
+        });
+        return res;
+      }),
+    );
     return expired;
   }
 
@@ -190,8 +267,12 @@ export class Ledger {
       if (this.sweeping) return;
       this.sweeping = true;
       this.sweepOnce()
-        .catch((err: unknown) => this.deps.log.warn({ err: (err as Error).message }, 'hold expiry sweep failed'))
-        .finally(() => { this.sweeping = false; });
+        .catch((err: unknown) =>
+          this.deps.log.warn({ err: (err as Error).message }, 'hold expiry sweep failed'),
+        )
+        .finally(() => {
+          this.sweeping = false;
+        });
     }, holdSweepIntervalMs);
     this.timer.unref();
   }
@@ -213,7 +294,8 @@ function countAgainstApiKey(cmd: LedgerCommand, scope: MoneyScope | undefined, n
   if (!scope || keyId === undefined) return;
   if (scope.movement === 'ledger') {
     // Only these two are counted by the ledger; anything else would move money uncounted.
-    if (cmd.op !== 'reverse' && cmd.op !== 'capture') throw new Error(`the ledger cannot count a ${cmd.op} against an API key budget`);
+    if (cmd.op !== 'reverse' && cmd.op !== 'capture')
+      throw new Error(`the ledger cannot count a ${cmd.op} against an API key budget`);
     cmd.budget = { key_id: keyId, window_start: budgetDayStart(nowMs).toISOString() };
   }
   const counted = scope.edgeCount;
@@ -223,5 +305,3 @@ function countAgainstApiKey(cmd: LedgerCommand, scope: MoneyScope | undefined, n
 function holdRender(status: number): Render {
   return (r) => ({ status, body: JSON.stringify(holdView(r.hold as Record<string, unknown>)) });
 }
-
-

@@ -42,7 +42,12 @@ function hasScope(scopes: ReadonlySet<string>, need: CoreScope): boolean {
  * that signed its request with an API key has no token: the edge verified the signature, and
  * its identity counts only when it provably came from the edge (`identity.fromEdge`).
  */
-export async function authenticate(keys: KeyStore, headers: Readonly<Record<string, string>>, need: CoreScope, identity?: EdgeIdentity): Promise<CorePrincipal> {
+export async function authenticate(
+  keys: KeyStore,
+  headers: Readonly<Record<string, string>>,
+  need: CoreScope,
+  identity?: EdgeIdentity,
+): Promise<CorePrincipal> {
   // The edge judged the request on the API key (x-api-key-id wins over any Authorization
   // header there), so core acts for that key too: its budget is counted (core/http/money.ts).
   if (identity?.fromEdge && identity.credential === 'api-key' && identity.tenantId && identity.principalId) {

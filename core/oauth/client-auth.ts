@@ -49,7 +49,11 @@ const fail = (reason: string) => new ClientAuthError(reason);
 
 function claimedClientId(input: ClientAuthInput): { id: string; via: 'assertion' | 'secret' | 'tls' } {
   const f = input.fields;
-  const given = [input.basic !== undefined, f.client_secret !== undefined, f.client_assertion !== undefined].filter(Boolean).length;
+  const given = [
+    input.basic !== undefined,
+    f.client_secret !== undefined,
+    f.client_assertion !== undefined,
+  ].filter(Boolean).length;
   if (given > 1) throw fail('more than one client authentication method');
   if (f.client_assertion !== undefined) {
     if (f.client_assertion_type !== assertionType) throw fail('unsupported client_assertion_type');
@@ -59,7 +63,8 @@ function claimedClientId(input: ClientAuthInput): { id: string; via: 'assertion'
     } catch {
       throw fail('client_assertion is not a JWT');
     }
-    if (typeof sub !== 'string' || (f.client_id !== undefined && f.client_id !== sub)) throw fail('client_assertion subject is not the client');
+    if (typeof sub !== 'string' || (f.client_id !== undefined && f.client_id !== sub))
+      throw fail('client_assertion subject is not the client');
     return { id: sub, via: 'assertion' };
   }
   if (input.basic) return { id: input.basic.id, via: 'secret' };
@@ -68,37 +73,56 @@ function claimedClientId(input: ClientAuthInput): { id: string; via: 'assertion'
   throw fail('no client authentication');
 }
 
-async function checkAssertion(q: Queryable, client: OAuthClient, assertion: string, input: ClientAuthInput): Promise<void> {
+async function checkAssertion(
+  q: Queryable,
+  client: OAuthClient,
+  assertion: string,
+  input: ClientAuthInput,
+): Promise<void> {
   let alg: string | undefined;
   try {
     alg = decodeProtectedHeader(assertion).alg;
   } catch {
     throw fail('client_assertion header unreadable');
   }
-  if (!alg || !(assertionAlgorithms as readonly string[]).includes(alg)) throw fail(`client_assertion alg ${alg ?? 'none'} is not accepted`);
+  if (!alg || !(assertionAlgorithms as readonly string[]).includes(alg))
+    throw fail(`client_assertion alg ${alg ?? 'none'} is not accepted`);
   if (!client.jwks) throw fail('client has no registered keys');
   let payload: Record<string, unknown>;
   try {
     ({ payload } = await jwtVerify(assertion, createLocalJWKSet(client.jwks as unknown as JSONWebKeySet), {
-      algorithms: [...assertionAlgorithms], issuer: client.clientId, subject: client.clientId, audience: input.audiences,
-      requiredClaims: ['exp', 'jti'], currentDate: new Date(input.nowMs), clockTolerance: clockSkewS,
+      algorithms: [...assertionAlgorithms],
+      issuer: client.clientId,
+      subject: client.clientId,
+      audience: input.audiences,
+      requiredClaims: ['exp', 'jti'],
+      currentDate: new Date(input.nowMs),
+      clockTolerance: clockSkewS,
     }));
   } catch {
     throw fail('client_assertion does not verify (key, iss, sub, aud or exp)');
   }
   const exp = payload.exp as number;
-  if (exp > input.nowMs / 1000 + maxAssertionLifetimeS + clockSkewS) throw fail('client_assertion expires too far ahead');
+  if (exp > input.nowMs / 1000 + maxAssertionLifetimeS + clockSkewS)
+    throw fail('client_assertion expires too far ahead');
   const jti = payload.jti;
-  if (typeof jti !== 'string' || jti.length < 8 || jti.length > 256) throw fail('client_assertion jti unusable');
+  if (typeof jti !== 'string' || jti.length < 8 || jti.length > 256)
+    throw fail('client_assertion jti unusable');
   const ttlMs = (exp + clockSkewS) * 1000 - input.nowMs;
-  if (!(await firstUse(q, 'client_assertion', `${client.clientId}:${jti}`, Math.max(ttlMs, 1000)))) throw fail('client_assertion jti replayed');
+  if (!(await firstUse(q, 'client_assertion', `${client.clientId}:${jti}`, Math.max(ttlMs, 1000))))
+    throw fail('client_assertion jti replayed');
 }
 
 function validNow(c: X509Certificate, nowMs: number): boolean {
   return Date.parse(c.validFrom) <= nowMs && nowMs <= Date.parse(c.validTo);
 }
 
-function checkCertificate(client: OAuthClient, policy: OAuthTenantPolicy, cert: X509Certificate | undefined, nowMs: number): void {
+function checkCertificate(
+  client: OAuthClient,
+  policy: OAuthTenantPolicy,
+  cert: X509Certificate | undefined,
+  nowMs: number,
+): void {
   if (!cert) throw fail('no client certificate on the connection');
   if (!validNow(cert, nowMs)) throw fail('client certificate is expired or not yet valid');
   const thumbprint = certificateThumbprint(cert);
@@ -106,7 +130,9 @@ function checkCertificate(client: OAuthClient, policy: OAuthTenantPolicy, cert: 
     if (thumbprint !== client.tlsThumbprint) throw fail('client certificate is not the registered one');
     return;
   }
-  const issuedByTrusted = policy.trustedCas.some((ca) => validNow(ca, nowMs) && cert.checkIssued(ca) && cert.verify(ca.publicKey));
+  const issuedByTrusted = policy.trustedCas.some(
+    (ca) => validNow(ca, nowMs) && cert.checkIssued(ca) && cert.verify(ca.publicKey),
+  );
   if (!issuedByTrusted) throw fail("client certificate is not issued by a CA the client's tenant trusts");
   const subjectOk = client.tlsSubject !== null && subjectDnOf(cert) === client.tlsSubject;
   const thumbOk = client.tlsThumbprint !== null && thumbprint === client.tlsThumbprint;
@@ -130,7 +156,8 @@ export async function authenticateClient(q: Queryable, input: ClientAuthInput): 
     if (client.method !== 'private_key_jwt') throw fail('client is not registered for private_key_jwt');
     await checkAssertion(q, client, input.fields.client_assertion ?? '', input);
   } else {
-    if (client.method !== 'tls_client_auth' && client.method !== 'self_signed_tls_client_auth') throw fail('client sent no credential');
+    if (client.method !== 'tls_client_auth' && client.method !== 'self_signed_tls_client_auth')
+      throw fail('client sent no credential');
     checkCertificate(client, policy, certificate, input.nowMs);
   }
   return { client, policy, method: client.method, certificate };

@@ -17,7 +17,13 @@ export function isCoreScope(s: string): s is CoreScope {
   return (coreScopes as readonly string[]).includes(s);
 }
 
-export const authMethods = ['private_key_jwt', 'tls_client_auth', 'self_signed_tls_client_auth', 'client_secret_basic', 'client_secret_post'] as const;
+export const authMethods = [
+  'private_key_jwt',
+  'tls_client_auth',
+  'self_signed_tls_client_auth',
+  'client_secret_basic',
+  'client_secret_post',
+] as const;
 export type AuthMethod = (typeof authMethods)[number];
 export const secretMethods: readonly AuthMethod[] = ['client_secret_basic', 'client_secret_post'];
 
@@ -47,7 +53,8 @@ export function secretMatches(client: Pick<OAuthClient, 'secretHash'>, secret: s
   return client.secretHash !== null && timingSafeEqual(hashSecret(secret), client.secretHash);
 }
 
-export const newClientId = (tenantId: string): string => `cc_${tenantId}_${randomBytes(9).toString('base64url')}`;
+export const newClientId = (tenantId: string): string =>
+  `cc_${tenantId}_${randomBytes(9).toString('base64url')}`;
 export const newClientSecret = (): string => randomBytes(32).toString('base64url');
 
 /** Create a secret client (or keep an existing one with the same id); returns the id and secret. Used by the demo seed. */
@@ -67,21 +74,43 @@ export async function createClient(
 }
 
 interface ClientRow {
-  tenant_id: string; client_id: string; name: string; scopes: string[]; token_endpoint_auth_method: AuthMethod; secret_hash: Buffer | null;
-  jwks: { keys: Record<string, unknown>[] } | null; tls_subject: string | null; tls_thumbprint: string | null; created_at: Date; revoked_at: Date | null;
+  tenant_id: string;
+  client_id: string;
+  name: string;
+  scopes: string[];
+  token_endpoint_auth_method: AuthMethod;
+  secret_hash: Buffer | null;
+  jwks: { keys: Record<string, unknown>[] } | null;
+  tls_subject: string | null;
+  tls_thumbprint: string | null;
+  created_at: Date;
+  revoked_at: Date | null;
 }
 
-export const clientColumns = 'tenant_id, client_id, name, scopes, token_endpoint_auth_method, secret_hash, jwks, tls_subject, tls_thumbprint, created_at, revoked_at';
+export const clientColumns =
+  'tenant_id, client_id, name, scopes, token_endpoint_auth_method, secret_hash, jwks, tls_subject, tls_thumbprint, created_at, revoked_at';
 
 export function clientOf(r: ClientRow): OAuthClient {
   return {
-    tenantId: r.tenant_id, clientId: r.client_id, name: r.name, scopes: r.scopes, method: r.token_endpoint_auth_method, secretHash: r.secret_hash,
-    jwks: r.jwks, tlsSubject: r.tls_subject, tlsThumbprint: r.tls_thumbprint, createdAt: r.created_at, revokedAt: r.revoked_at,
+    tenantId: r.tenant_id,
+    clientId: r.client_id,
+    name: r.name,
+    scopes: r.scopes,
+    method: r.token_endpoint_auth_method,
+    secretHash: r.secret_hash,
+    jwks: r.jwks,
+    tlsSubject: r.tls_subject,
+    tlsThumbprint: r.tls_thumbprint,
+    createdAt: r.created_at,
+    revokedAt: r.revoked_at,
   };
 }
 
 /** An active (not revoked) client by id. */
 export async function findClient(q: Queryable, clientId: string): Promise<OAuthClient | undefined> {
-  const { rows } = await q.query<ClientRow>(`SELECT ${clientColumns} FROM oauth_clients WHERE client_id = $1 AND revoked_at IS NULL`, [clientId]);
+  const { rows } = await q.query<ClientRow>(
+    `SELECT ${clientColumns} FROM oauth_clients WHERE client_id = $1 AND revoked_at IS NULL`,
+    [clientId],
+  );
   return rows[0] ? clientOf(rows[0]) : undefined;
 }

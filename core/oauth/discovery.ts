@@ -27,7 +27,10 @@ export function tokenEndpointOf(keys: KeyStore, ctx: Ctx): string {
 export function discoveryRoutes(deps: { keys: KeyStore }): RouteSpec[] {
   return [
     defineRoute({
-      method: 'GET', path: '/.well-known/oauth-authorization-server', operationId: 'oauthMetadata', tags: ['oauth'],
+      method: 'GET',
+      path: '/.well-known/oauth-authorization-server',
+      operationId: 'oauthMetadata',
+      tags: ['oauth'],
       summary: 'OAuth 2.0 authorization server metadata (RFC 8414)',
       responses: { 200: { description: 'Metadata', schema: Type.Record(Type.String(), Type.Unknown()) } },
       handler: async (ctx) => {

@@ -28,7 +28,15 @@ const tokenBodyLimitBytes = 4096;
 /** RFC 6749 section 5.2 fixes the token endpoint's error members; core's `{code, message}` ride along. */
 const OAuthError = Type.Intersect([
   CoreErrorSchema,
-  Type.Object({ error: Type.Union([Type.Literal('invalid_request'), Type.Literal('invalid_client'), Type.Literal('unsupported_grant_type'), Type.Literal('invalid_scope')]), error_description: Type.String() }),
+  Type.Object({
+    error: Type.Union([
+      Type.Literal('invalid_request'),
+      Type.Literal('invalid_client'),
+      Type.Literal('unsupported_grant_type'),
+      Type.Literal('invalid_scope'),
+    ]),
+    error_description: Type.String(),
+  }),
 ]);
 
 /**
@@ -38,11 +46,32 @@ const OAuthError = Type.Intersect([
  */
 const TokenForm = Type.Object({
   grant_type: Type.Literal('client_credentials'),
-  client_id: Type.Optional(Type.String({ description: 'The client id (demo.json `coreClient.clientId`); with client_secret_basic it is in the Authorization header instead' })),
-  client_secret: Type.Optional(Type.String({ description: 'client_secret_post: the secret shown once at registration (demo.json `coreClient.clientSecret`)' })),
-  scope: Type.Optional(Type.String({ description: 'Space-separated, a subset of the client\'s scopes (default: all of them)', example: 'core:read core:write' })),
-  client_assertion_type: Type.Optional(Type.Literal('urn:ietf:params:oauth:client-assertion-type:jwt-bearer')),
-  client_assertion: Type.Optional(Type.String({ description: 'private_key_jwt (RFC 7523): a JWT signed by the client\'s key, iss = sub = client id' })),
+  client_id: Type.Optional(
+    Type.String({
+      description:
+        'The client id (demo.json `coreClient.clientId`); with client_secret_basic it is in the Authorization header instead',
+    }),
+  ),
+  client_secret: Type.Optional(
+    Type.String({
+      description:
+        'client_secret_post: the secret shown once at registration (demo.json `coreClient.clientSecret`)',
+    }),
+  ),
+  scope: Type.Optional(
+    Type.String({
+      description: "Space-separated, a subset of the client's scopes (default: all of them)",
+      example: 'core:read core:write',
+    }),
+  ),
+  client_assertion_type: Type.Optional(
+    Type.Literal('urn:ietf:params:oauth:client-assertion-type:jwt-bearer'),
+  ),
+  client_assertion: Type.Optional(
+    Type.String({
+      description: "private_key_jwt (RFC 7523): a JWT signed by the client's key, iss = sub = client id",
+    }),
+  ),
 });
 
 const TokenResponse = Type.Object({
@@ -52,9 +81,16 @@ const TokenResponse = Type.Object({
   scope: Type.String(),
 });
 
-function oauthError(code: 'VALIDATION_FAILED' | 'INVALID_CLIENT' | 'UNSUPPORTED_GRANT_TYPE' | 'INVALID_SCOPE', error: string, message: string): AppError {
+function oauthError(
+  code: 'VALIDATION_FAILED' | 'INVALID_CLIENT' | 'UNSUPPORTED_GRANT_TYPE' | 'INVALID_SCOPE',
+  error: string,
+  message: string,
+): AppError {
   const headers = code === 'INVALID_CLIENT' ? { 'www-authenticate': 'Basic realm="oauth"' } : undefined;
-  return new AppError(code, message, { extra: { error, error_description: message }, ...(headers ? { headers } : {}) });
+  return new AppError(code, message, {
+    extra: { error, error_description: message },
+    ...(headers ? { headers } : {}),
+  });
 }
 
 /** Form or JSON body into string fields; anything else is an invalid request. */
@@ -69,12 +105,16 @@ function fieldsOf(contentType: string | undefined, raw: Buffer): Record<string, 
     } catch {
       throw oauthError('VALIDATION_FAILED', 'invalid_request', 'body is not valid JSON');
     }
-    if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) throw oauthError('VALIDATION_FAILED', 'invalid_request', 'body must be an object');
+    if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed))
+      throw oauthError('VALIDATION_FAILED', 'invalid_request', 'body must be an object');
     const out: Record<string, string> = {};
     for (const [k, v] of Object.entries(parsed)) if (typeof v === 'string') out[k] = v;
     return out;
   }
-  throw new AppError('UNSUPPORTED_MEDIA_TYPE', 'expected application/x-www-form-urlencoded or application/json');
+  throw new AppError(
+    'UNSUPPORTED_MEDIA_TYPE',
+    'expected application/x-www-form-urlencoded or application/json',
+  );
 }
 
 function basicCredentials(header: string | undefined): { id: string; secret: string } | undefined {
@@ -91,19 +131,26 @@ function basicCredentials(header: string | undefined): { id: string; secret: str
 }
 
 type Ctx = RequestContext<unknown, unknown, unknown>;
-interface TokenDeps { db: Db; keys: KeyStore; now: () => number }
+interface TokenDeps {
+  db: Db;
+  keys: KeyStore;
+  now: () => number;
+}
 
 /** The client, or `invalid_client` (same answer whatever failed); the reason goes to the audit only. */
 async function clientOf(deps: TokenDeps, ctx: Ctx, f: Record<string, string>): Promise<Authenticated> {
   try {
     const a = await authenticateClient(deps.db, {
-      fields: f, basic: basicCredentials(ctx.headers.authorization),
+      fields: f,
+      basic: basicCredentials(ctx.headers.authorization),
       certificate: ctx.identity.fromEdge ? ctx.identity.clientCertificate : undefined,
-      audiences: [tokenEndpointOf(deps.keys, ctx), issuerOf(deps.keys, ctx)], nowMs: deps.now(),
+      audiences: [tokenEndpointOf(deps.keys, ctx), issuerOf(deps.keys, ctx)],
+      nowMs: deps.now(),
     });
     // A request naming a tenant is for that tenant's clients only.
     const named = f.tenant_id ?? f.tenantId ?? (ctx.identity.fromEdge ? ctx.identity.tenantId : undefined);
-    if (named !== undefined && named !== a.client.tenantId) throw new ClientAuthError('client belongs to another tenant');
+    if (named !== undefined && named !== a.client.tenantId)
+      throw new ClientAuthError('client belongs to another tenant');
     return a;
   } catch (err) {
     if (!(err instanceof ClientAuthError)) throw err;
@@ -113,40 +160,78 @@ async function clientOf(deps: TokenDeps, ctx: Ctx, f: Record<string, string>): P
 }
 
 /** `cnf` of the new token: the certificate the client connected with, the DPoP key it proved. */
-async function bindingOf(deps: TokenDeps, ctx: Ctx, a: Authenticated): Promise<Record<string, string> | undefined> {
+async function bindingOf(
+  deps: TokenDeps,
+  ctx: Ctx,
+  a: Authenticated,
+): Promise<Record<string, string> | undefined> {
   const cnf: Record<string, string> = {};
   const x5t = a.certificate ? certificateThumbprint(a.certificate) : undefined;
   if (x5t) cnf['x5t#S256'] = x5t;
-  const pop = await dpopBinding(deps, ctx, { tokenEndpoint: true, requireNonce: a.policy.requireDpopNonce, url: tokenEndpointOf(deps.keys, ctx) });
+  const pop = await dpopBinding(deps, ctx, {
+    tokenEndpoint: true,
+    requireNonce: a.policy.requireDpopNonce,
+    url: tokenEndpointOf(deps.keys, ctx),
+  });
   if (pop) cnf.jkt = pop.jkt;
   return Object.keys(cnf).length > 0 ? cnf : undefined;
 }
 
-async function auditIssue(deps: TokenDeps, ctx: Ctx, a: Authenticated, scope: string, cnf: Record<string, string> | undefined): Promise<void> {
-  await appendAudit(deps.db, [{
-    tenantId: a.client.tenantId, actor: { type: 'oauth_client', id: a.client.clientId }, action: 'oauth.token.issue',
-    target: { type: 'oauth_client', id: a.client.clientId }, decision: { allow: true, trace_id: ctx.requestId },
-    attrs: { method: a.method, scope, bound: cnf ? Object.keys(cnf) : [] }, ts: new Date(deps.now()),
-  }]);
+async function auditIssue(
+  deps: TokenDeps,
+  ctx: Ctx,
+  a: Authenticated,
+  scope: string,
+  cnf: Record<string, string> | undefined,
+): Promise<void> {
+  await appendAudit(deps.db, [
+    {
+      tenantId: a.client.tenantId,
+      actor: { type: 'oauth_client', id: a.client.clientId },
+      action: 'oauth.token.issue',
+      target: { type: 'oauth_client', id: a.client.clientId },
+      decision: { allow: true, trace_id: ctx.requestId },
+      attrs: { method: a.method, scope, bound: cnf ? Object.keys(cnf) : [] },
+      ts: new Date(deps.now()),
+    },
+  ]);
 }
 
 export function oauthRoutes(deps: TokenDeps): RouteSpec[] {
   return [
     defineRoute({
-      method: 'POST', path: '/oauth2/token', operationId: 'issueToken', tags: ['oauth'],
-      summary: 'OAuth 2.0 client credentials: issue a core access token (private_key_jwt, mTLS or secret; DPoP and certificate binding)',
-      bodyKind: 'raw', bodyLimitBytes: tokenBodyLimitBytes,
-      rawBody: { contentType: 'application/x-www-form-urlencoded', schema: JSON.parse(JSON.stringify(TokenForm)) as Record<string, unknown>, also: ['application/json'] },
-      description: 'Try it out: `client_id` and `client_secret` of `coreClient` in `DATA_DIR/demo.json`, then Authorize `coreClientBearer` with the `access_token`. A client with `tls_client_auth` connects with its certificate (Envoy verifies it); a DPoP proof in the `DPoP` header binds the token (README.md#dpop).',
+      method: 'POST',
+      path: '/oauth2/token',
+      operationId: 'issueToken',
+      tags: ['oauth'],
+      summary:
+        'OAuth 2.0 client credentials: issue a core access token (private_key_jwt, mTLS or secret; DPoP and certificate binding)',
+      bodyKind: 'raw',
+      bodyLimitBytes: tokenBodyLimitBytes,
+      rawBody: {
+        contentType: 'application/x-www-form-urlencoded',
+        schema: JSON.parse(JSON.stringify(TokenForm)) as Record<string, unknown>,
+        also: ['application/json'],
+      },
+      description:
+        'Try it out: `client_id` and `client_secret` of `coreClient` in `DATA_DIR/demo.json`, then Authorize `coreClientBearer` with the `access_token`. A client with `tls_client_auth` connects with its certificate (Envoy verifies it); a DPoP proof in the `DPoP` header binds the token (README.md#dpop).',
       responses: {
         200: { description: 'Access token', schema: TokenResponse },
-        400: { description: 'invalid_request, unsupported_grant_type, invalid_scope, invalid_dpop_proof or use_dpop_nonce', schema: OAuthError },
+        400: {
+          description:
+            'invalid_request, unsupported_grant_type, invalid_scope, invalid_dpop_proof or use_dpop_nonce',
+          schema: OAuthError,
+        },
         401: { description: 'invalid_client', schema: OAuthError },
       },
       handler: async (ctx) => {
         const f = fieldsOf(ctx.headers['content-type'], ctx.rawBody);
         if (f.grant_type !== 'client_credentials') {
-          throw oauthError('UNSUPPORTED_GRANT_TYPE', 'unsupported_grant_type', 'grant_type must be client_credentials');
+          throw oauthError(
+            'UNSUPPORTED_GRANT_TYPE',
+            'unsupported_grant_type',
+            'grant_type must be client_credentials',
+          );
         }
         const a = await clientOf(deps, ctx, f);
         const { client } = a;
@@ -158,14 +243,35 @@ export function oauthRoutes(deps: TokenDeps): RouteSpec[] {
         const scope = requested.join(' ');
         const token = await deps.keys.sign(
           client.tenantId,
-          { sub: client.clientId, aud: coreAudience, client_id: client.clientId, scope, scp: requested, jti: randomUUID(), ...(cnf ? { cnf } : {}) },
-          { expiresInS: accessTokenLifetimeS, typ: accessTokenType, ...(deps.keys.issuerUrl ? { issuer: deps.keys.issuerUrl } : {}) },
+          {
+            sub: client.clientId,
+            aud: coreAudience,
+            client_id: client.clientId,
+            scope,
+            scp: requested,
+            jti: randomUUID(),
+            ...(cnf ? { cnf } : {}),
+          },
+          {
+            expiresInS: accessTokenLifetimeS,
+            typ: accessTokenType,
+            ...(deps.keys.issuerUrl ? { issuer: deps.keys.issuerUrl } : {}),
+          },
         );
         await auditIssue(deps, ctx, a, scope, cnf);
         return {
           status: 200,
-          headers: { 'cache-control': 'no-store', pragma: 'no-cache', ...(cnf?.jkt ? { 'dpop-nonce': deps.keys.dpopNonces.issue(deps.now()) } : {}) },
-          body: { access_token: token, token_type: cnf?.jkt ? 'DPoP' : 'Bearer', expires_in: accessTokenLifetimeS, scope },
+          headers: {
+            'cache-control': 'no-store',
+            pragma: 'no-cache',
+            ...(cnf?.jkt ? { 'dpop-nonce': deps.keys.dpopNonces.issue(deps.now()) } : {}),
+          },
+          body: {
+            access_token: token,
+            token_type: cnf?.jkt ? 'DPoP' : 'Bearer',
+            expires_in: accessTokenLifetimeS,
+            scope,
+          },
         };
       },
     }),

@@ -37,7 +37,9 @@ function certificates(pems: string[]): X509Certificate[] {
 
 /** Malformed settings fail closed: secrets forbidden, no CA trusted, nonces required. */
 export async function oauthTenantPolicy(q: Queryable, tenantId: string): Promise<OAuthTenantPolicy> {
-  const { rows } = await q.query<{ security: unknown }>('SELECT security FROM tenants WHERE id = $1', [tenantId]);
+  const { rows } = await q.query<{ security: unknown }>('SELECT security FROM tenants WHERE id = $1', [
+    tenantId,
+  ]);
   const sec = rows[0]?.security;
   if (!checkSecurity.Check(sec)) return { secretsForbidden: true, trustedCas: [], requireDpopNonce: true };
   return {

@@ -24,7 +24,15 @@ export async function enqueue(q: Queryable, e: OutboxEvent): Promise<string> {
   await q.query(
     `INSERT INTO outbox (id, tenant_id, aggregate, aggregate_id, event, payload, headers, created_at)
      VALUES ($1, $2, $3, $4, $5, $6, $7, clock_timestamp())`,
-    [id, e.tenantId, e.aggregate, e.aggregateId, e.event, JSON.stringify(e.payload), JSON.stringify(e.headers ?? {})],
+    [
+      id,
+      e.tenantId,
+      e.aggregate,
+      e.aggregateId,
+      e.event,
+      JSON.stringify(e.payload),
+      JSON.stringify(e.headers ?? {}),
+    ],
   );
   return id;
 }

@@ -14,32 +14,76 @@ import { format, fromDb } from '../../shared/money.ts';
 export const minGroupSize = 10;
 
 export const AggregateQuery = Type.Object({
-  metric: Type.Union([Type.Literal('transfers')], { description: 'what is counted: posted customer transfers' }),
+  metric: Type.Union([Type.Literal('transfers')], {
+    description: 'what is counted: posted customer transfers',
+  }),
   groupBy: Type.Optional(Type.Union([Type.Literal('currency'), Type.Literal('day'), Type.Literal('none')])),
   from: Type.Optional(Type.String({ format: 'date-time' })),
   to: Type.Optional(Type.String({ format: 'date-time' })),
 });
 export const AggregateResult = Type.Object({
-  metric: Type.String(), group_by: Type.String(), min_group_size: Type.Integer(),
-  groups: Type.Array(Type.Object({ key: Type.String(), currency: Type.String(), customers: Type.Integer(), count: Type.Integer(), total: Type.String() })),
-  suppressed_groups: Type.Integer({ description: 'groups left out because fewer than min_group_size customers are in them' }),
+  metric: Type.String(),
+  group_by: Type.String(),
+  min_group_size: Type.Integer(),
+  groups: Type.Array(
+    Type.Object({
+      key: Type.String(),
+      currency: Type.String(),
+      customers: Type.Integer(),
+      count: Type.Integer(),
+      total: Type.String(),
+    }),
+  ),
+  suppressed_groups: Type.Integer({
+    description: 'groups left out because fewer than min_group_size customers are in them',
+  }),
 });
 
 /** Query parameters that ask for rows rather than aggregates. */
-const rowParameters = ['raw', 'rows', 'customerId', 'customer_id', 'accountId', 'account_id', 'transferId', 'id', 'phone', 'fields'];
+const rowParameters = [
+  'raw',
+  'rows',
+  'customerId',
+  'customer_id',
+  'accountId',
+  'account_id',
+  'transferId',
+  'id',
+  'phone',
+  'fields',
+];
 
 /** Refuse a raw-row request by name before the schema's generic refusal, with a clear code. */
 export function refuseRawRows(url: string): void {
   const params = new URL(url, 'http://x').searchParams;
   const asked = rowParameters.filter((p) => params.has(p));
-  if (asked.length > 0) throw new AppError('RAW_ROWS_DENIED', `analytics answers aggregates only; row parameters refused: ${asked.join(', ')}`);
+  if (asked.length > 0)
+    throw new AppError(
+      'RAW_ROWS_DENIED',
+      `analytics answers aggregates only; row parameters refused: ${asked.join(', ')}`,
+    );
 }
 
-interface Row { key: string; currency: string; customers: string; n: string; total: string }
+interface Row {
+  key: string;
+  currency: string;
+  customers: string;
+  n: string;
+  total: string;
+}
 
-export async function aggregate(q: Queryable, tenantId: string, query: { groupBy?: string; from?: string; to?: string }) {
+export async function aggregate(
+  q: Queryable,
+  tenantId: string,
+  query: { groupBy?: string; from?: string; to?: string },
+) {
   const groupBy = query.groupBy ?? 'currency';
-  const keyExpr = groupBy === 'day' ? `to_char(t.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')` : groupBy === 'none' ? `'all'` : 't.currency';
+  const keyExpr =
+    groupBy === 'day'
+      ? `to_char(t.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')`
+      : groupBy === 'none'
+        ? `'all'`
+        : 't.currency';
   // Customers on either side of a transfer count towards a group's size.
   const { rows } = await q.query<Row>(
     `SELECT ${keyExpr} AS key, t.currency,
@@ -48,16 +92,31 @@ export async function aggregate(q: Queryable, tenantId: string, query: { groupBy
        FROM transfers t
       WHERE t.tenant_id = $1 AND t.status = 'POSTED'
         AND ($2::timestamptz IS NULL OR t.created_at >= $2) AND ($3::timestamptz IS NULL OR t.created_at < $3)
-      GROUP BY 1, 2 ORDER BY 1, 2`, [tenantId, query.from ?? null, query.to ?? null]);
+      GROUP BY 1, 2 ORDER BY 1, 2`,
+    [tenantId, query.from ?? null, query.to ?? null],
+  );
   const shown = rows.filter((r) => Number(r.customers) >= minGroupSize);
   const { rows: pop } = await q.query<{ n: string }>(
     `SELECT count(DISTINCT x)::text AS n FROM transfers t, unnest(ARRAY[t.payer_customer_id, t.payee_customer_id]) x
       WHERE t.tenant_id = $1 AND t.status = 'POSTED' AND ($2::timestamptz IS NULL OR t.created_at >= $2) AND ($3::timestamptz IS NULL OR t.created_at < $3)`,
-    [tenantId, query.from ?? null, query.to ?? null]);
-  if (Number(pop[0]?.n ?? 0) < minGroupSize) throw new AppError('GROUP_TOO_SMALL', `fewer than ${minGroupSize} customers match: no aggregate is answered`);
+    [tenantId, query.from ?? null, query.to ?? null],
+  );
+  if (Number(pop[0]?.n ?? 0) < minGroupSize)
+    throw new AppError(
+      'GROUP_TOO_SMALL',
+      `fewer than ${minGroupSize} customers match: no aggregate is answered`,
+    );
   return {
-    metric: 'transfers', group_by: groupBy, min_group_size: minGroupSize,
-    groups: shown.map((r) => ({ key: r.key, currency: r.currency, customers: Number(r.customers), count: Number(r.n), total: format(fromDb(r.total)) })),
+    metric: 'transfers',
+    group_by: groupBy,
+    min_group_size: minGroupSize,
+    groups: shown.map((r) => ({
+      key: r.key,
+      currency: r.currency,
+      customers: Number(r.customers),
+      count: Number(r.n),
+      total: format(fromDb(r.total)),
+    })),
     suppressed_groups: rows.length - shown.length,
   };
 }

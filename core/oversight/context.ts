@@ -21,12 +21,17 @@ export interface StaffCaller {
 
 type AnyCtx = RequestContext<unknown, unknown, unknown>;
 
-export const staffHeader = { name: 'Authorization', required: true, description: 'Bearer <staff access token or service token>' };
+export const staffHeader = {
+  name: 'Authorization',
+  required: true,
+  description: 'Bearer <staff access token or service token>',
+};
 
 /** The staff caller holding `role`; 401 without an edge identity, 403 without the role. */
 export function staffOf(ctx: AnyCtx, role: string): StaffCaller {
   const id = ctx.identity;
-  if (!id.fromEdge || !id.tenantId || !id.principalId) throw new AppError('UNAUTHORIZED', 'a staff credential is required');
+  if (!id.fromEdge || !id.tenantId || !id.principalId)
+    throw new AppError('UNAUTHORIZED', 'a staff credential is required');
   if (!id.roles.includes(role)) throw new AppError('FORBIDDEN', `this route needs the ${role} role`);
   return { tenantId: id.tenantId, principalId: id.principalId, roles: id.roles, aal: id.aal ?? 0 };
 }

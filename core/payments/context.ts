@@ -17,12 +17,25 @@ type AnyCtx = RequestContext<unknown, unknown, unknown>;
 /** The customer behind the bearer token (core verifies it too: defence in depth), at `minAal`. */
 export async function customerOf(deps: PaymentsDeps, ctx: AnyCtx, minAal = 1): Promise<Caller> {
   const caller = await authenticate(deps.keys, deps.db, ctx.headers, ctx.identity);
-  if (caller.aal < minAal) throw new AppError('MFA_REQUIRED', `this operation needs AAL ${minAal}; complete a step-up`);
+  if (caller.aal < minAal)
+    throw new AppError('MFA_REQUIRED', `this operation needs AAL ${minAal}; complete a step-up`);
   return caller;
 }
 
 /** Whose Idempotency-Keys these are: the customer core verified (issue 13 item 3). */
-export const keyOwnerOf = (caller: Caller) => ({ tenantId: caller.tenantId, principal: principalOf('customer', caller.customerId) });
+export const keyOwnerOf = (caller: Caller) => ({
+  tenantId: caller.tenantId,
+  principal: principalOf('customer', caller.customerId),
+});
 
-export const bearerHeader = { name: 'Authorization', required: true, description: 'Bearer <customer access token>' };
-export const idempotencyHeaderRequired = { name: 'Idempotency-Key', required: true, description: '8–128 characters [A-Za-z0-9._:-]; a replay returns the first response and never moves money twice' };
+export const bearerHeader = {
+  name: 'Authorization',
+  required: true,
+  description: 'Bearer <customer access token>',
+};
+export const idempotencyHeaderRequired = {
+  name: 'Idempotency-Key',
+  required: true,
+  description:
+    '8–128 characters [A-Za-z0-9._:-]; a replay returns the first response and never moves money twice',
+};

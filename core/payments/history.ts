@@ -18,18 +18,45 @@ const HistoryQuery = Type.Object({
   from: Type.Optional(Type.String({ format: 'date-time' })),
   to: Type.Optional(Type.String({ format: 'date-time' })),
   direction: Type.Optional(Type.Union([Type.Literal('in'), Type.Literal('out')])),
-  status: Type.Optional(Type.Union([Type.Literal('PENDING'), Type.Literal('POSTED'), Type.Literal('FAILED'), Type.Literal('EXPIRED')])),
+  status: Type.Optional(
+    Type.Union([
+      Type.Literal('PENDING'),
+      Type.Literal('POSTED'),
+      Type.Literal('FAILED'),
+      Type.Literal('EXPIRED'),
+    ]),
+  ),
 });
 const Item = Type.Object({
-  id: Type.String(), direction: Type.String(), status: Type.String(), currency: Type.String(), amount: Type.String(), fee: Type.String(),
-  counterparty: Type.Object({ phone: Type.String() }), reference: Type.String(), created_at: Type.String(),
+  id: Type.String(),
+  direction: Type.String(),
+  status: Type.String(),
+  currency: Type.String(),
+  amount: Type.String(),
+  fee: Type.String(),
+  counterparty: Type.Object({ phone: Type.String() }),
+  reference: Type.String(),
+  created_at: Type.String(),
 });
 
-interface Row { id: string; payer_customer_id: string; status: string; expires_at: Date; currency: string; amount: string; fee: string; reference: string; created_at: Date; payer_phone: string; payee_phone: string }
+interface Row {
+  id: string;
+  payer_customer_id: string;
+  status: string;
+  expires_at: Date;
+  currency: string;
+  amount: string;
+  fee: string;
+  reference: string;
+  created_at: Date;
+  payer_phone: string;
+  payee_phone: string;
+}
 
 function decodeCursor(c: string): [string, string] {
   const [at, id, extra] = Buffer.from(c, 'base64url').toString('utf8').split('|');
-  if (!at || !id || extra !== undefined || Number.isNaN(Date.parse(at))) throw new AppError('VALIDATION_FAILED', 'cursor is not valid');
+  if (!at || !id || extra !== undefined || Number.isNaN(Date.parse(at)))
+    throw new AppError('VALIDATION_FAILED', 'cursor is not valid');
   return [at, id];
 }
 
@@ -37,32 +64,69 @@ export function historyRoutes(deps: PaymentsDeps): RouteSpec[] {
   const tags = ['transfers'];
   return [
     defineRoute({
-      method: 'GET', path: '/v1/accounts', operationId: 'myAccounts', summary: "The customer's own accounts and balances", tags,
+      method: 'GET',
+      path: '/v1/accounts',
+      operationId: 'myAccounts',
+      summary: "The customer's own accounts and balances",
+      tags,
       headers: [bearerHeader],
-      responses: { 200: { description: 'Accounts', schema: Type.Object({ items: Type.Array(Type.Record(Type.String(), Type.Unknown())) }) } },
+      responses: {
+        200: {
+          description: 'Accounts',
+          schema: Type.Object({ items: Type.Array(Type.Record(Type.String(), Type.Unknown())) }),
+        },
+      },
       handler: async (ctx) => {
         const caller = await customerOf(deps, ctx, 1);
-        const { rows } = await deps.db.query<{ id: string; product_code: string; currency: string; status: string; created_at: Date }>(
+        const { rows } = await deps.db.query<{
+          id: string;
+          product_code: string;
+          currency: string;
+          status: string;
+          created_at: Date;
+        }>(
           `SELECT id, product_code, currency, status, created_at FROM ledger_accounts WHERE tenant_id = $1 AND owner_type = 'customer' AND owner_id = $2 ORDER BY created_at, id`,
-          [caller.tenantId, caller.customerId]);
-        const { rows: me } = await deps.db.query<{ phone_e164: string }>('SELECT phone_e164 FROM customers WHERE tenant_id = $1 AND id = $2', [caller.tenantId, caller.customerId]);
+          [caller.tenantId, caller.customerId],
+        );
+        const { rows: me } = await deps.db.query<{ phone_e164: string }>(
+          'SELECT phone_e164 FROM customers WHERE tenant_id = $1 AND id = $2',
+          [caller.tenantId, caller.customerId],
+        );
         const level = maskingLevel(ctx.headers['x-masking'], 'account');
         const phone = me[0]?.phone_e164 ?? '';
         const items = [];
         for (const a of rows) {
           const balances = await getBalances(deps.db, caller.tenantId, a.id);
           items.push({
-            id: a.id, product_code: a.product_code, currency: a.currency, status: a.status, created_at: a.created_at.toISOString(),
-            owner: { phone: level === 'full' ? phone : maskPhone(phone) }, balances: balances ?? null,
+            id: a.id,
+            product_code: a.product_code,
+            currency: a.currency,
+            status: a.status,
+            created_at: a.created_at.toISOString(),
+            owner: { phone: level === 'full' ? phone : maskPhone(phone) },
+            balances: balances ?? null,
           });
         }
         return { status: 200, body: { items } };
       },
     }),
     defineRoute({
-      method: 'GET', path: '/v1/transactions', operationId: 'myTransactions', summary: 'Transfers in and out, newest first', tags,
-      headers: [bearerHeader], query: HistoryQuery,
-      responses: { 200: { description: 'A page', schema: Type.Object({ items: Type.Array(Item), next_cursor: Type.Union([Type.String(), Type.Null()]) }) } },
+      method: 'GET',
+      path: '/v1/transactions',
+      operationId: 'myTransactions',
+      summary: 'Transfers in and out, newest first',
+      tags,
+      headers: [bearerHeader],
+      query: HistoryQuery,
+      responses: {
+        200: {
+          description: 'A page',
+          schema: Type.Object({
+            items: Type.Array(Item),
+            next_cursor: Type.Union([Type.String(), Type.Null()]),
+          }),
+        },
+      },
       handler: async (ctx) => {
         const caller = await customerOf(deps, ctx, 1);
         const q = ctx.query;
@@ -81,7 +145,18 @@ export function historyRoutes(deps: PaymentsDeps): RouteSpec[] {
               AND ($6::text IS NULL OR (CASE WHEN t.status = 'PENDING' AND t.expires_at <= $7 THEN 'EXPIRED' ELSE t.status END) = $6)
               AND ($8::timestamptz IS NULL OR (t.created_at, t.id) < ($8::timestamptz, $9::uuid))
             ORDER BY t.created_at DESC, t.id DESC LIMIT $10`,
-          [caller.tenantId, caller.customerId, q.direction ?? null, q.from ?? null, q.to ?? null, q.status ?? null, now, after?.[0] ?? null, after?.[1] ?? null, limit + 1],
+          [
+            caller.tenantId,
+            caller.customerId,
+            q.direction ?? null,
+            q.from ?? null,
+            q.to ?? null,
+            q.status ?? null,
+            now,
+            after?.[0] ?? null,
+            after?.[1] ?? null,
+            limit + 1,
+          ],
         );
         const level = maskingLevel(ctx.headers['x-masking'], 'transaction');
         const items = rows.slice(0, limit).map((r) => {
@@ -89,13 +164,27 @@ export function historyRoutes(deps: PaymentsDeps): RouteSpec[] {
           const phone = out ? r.payee_phone : r.payer_phone;
           knownCurrency(r.currency);
           return {
-            id: r.id, direction: out ? 'out' : 'in', status: r.status === 'PENDING' && r.expires_at <= now ? 'EXPIRED' : r.status,
-            currency: r.currency, amount: format(fromDb(r.amount)), fee: out ? format(fromDb(r.fee)) : '0.00',
-            counterparty: { phone: level === 'full' ? phone : maskPhone(phone) }, reference: r.reference, created_at: r.created_at.toISOString(),
+            id: r.id,
+            direction: out ? 'out' : 'in',
+            status: r.status === 'PENDING' && r.expires_at <= now ? 'EXPIRED' : r.status,
+            currency: r.currency,
+            amount: format(fromDb(r.amount)),
+            fee: out ? format(fromDb(r.fee)) : '0.00',
+            counterparty: { phone: level === 'full' ? phone : maskPhone(phone) },
+            reference: r.reference,
+            created_at: r.created_at.toISOString(),
           };
         });
         const last = rows.length > limit ? rows[limit - 1] : undefined;
-        return { status: 200, body: { items, next_cursor: last ? Buffer.from(`${last.created_at.toISOString()}|${last.id}`).toString('base64url') : null } };
+        return {
+          status: 200,
+          body: {
+            items,
+            next_cursor: last
+              ? Buffer.from(`${last.created_at.toISOString()}|${last.id}`).toString('base64url')
+              : null,
+          },
+        };
       },
     }),
   ];

@@ -4,27 +4,65 @@ import { scopeOf, toReply, withIdempotency } from '../idempotency/idempotency.ts
 import { requestOrig, requireBoundStepUp, stepUpRequired, StepUpUsed } from '../identity/bound.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import { beneficiaryRoutes } from './beneficiaries.ts';
-import { bearerHeader, customerOf, idempotencyHeaderRequired, keyOwnerOf, type PaymentsDeps } from './context.ts';
+import {
+  bearerHeader,
+  customerOf,
+  idempotencyHeaderRequired,
+  keyOwnerOf,
+  type PaymentsDeps,
+} from './context.ts';
 import { historyRoutes } from './history.ts';
 import { confirmTransfer, createTransfer } from './transfers.ts';
 
-const Decimal = Type.String({ pattern: '^(0|[1-9][0-9]{0,13})(\\.[0-9]{1,6})?$', description: 'decimal string; no more places than the currency has' });
-const CreateBody = Type.Object({
-  amount: Decimal,
-  currency: Type.String({ pattern: '^[A-Z]{3}$' }),
-  beneficiaryId: Type.String({ pattern: '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$' }),
-  reference: Type.String({ minLength: 1, maxLength: 64, description: "the client's own reference" }),
-}, { additionalProperties: false });
-const ConfirmBody = Type.Object({ transferId: Type.String({ pattern: '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$' }) }, { additionalProperties: false });
+const Decimal = Type.String({
+  pattern: '^(0|[1-9][0-9]{0,13})(\\.[0-9]{1,6})?$',
+  description: 'decimal string; no more places than the currency has',
+});
+const CreateBody = Type.Object(
+  {
+    amount: Decimal,
+    currency: Type.String({ pattern: '^[A-Z]{3}$' }),
+    beneficiaryId: Type.String({
+      pattern: '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$',
+    }),
+    reference: Type.String({ minLength: 1, maxLength: 64, description: "the client's own reference" }),
+  },
+  { additionalProperties: false },
+);
+const ConfirmBody = Type.Object(
+  {
+    transferId: Type.String({
+      pattern: '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$',
+    }),
+  },
+  { additionalProperties: false },
+);
 const Transfer = Type.Object({
-  id: Type.String(), status: Type.String({ description: 'PENDING, POSTED, FAILED or EXPIRED' }), currency: Type.String(),
-  amount: Type.String(), fee: Type.String(), total: Type.String(),
-  beneficiary: Type.Object({ id: Type.String(), phone: Type.String() }), reference: Type.String(),
-  created_at: Type.String(), expires_at: Type.String(), confirmed_at: Type.Union([Type.String(), Type.Null()]), posting_ids: Type.Array(Type.String()),
+  id: Type.String(),
+  status: Type.String({ description: 'PENDING, POSTED, FAILED or EXPIRED' }),
+  currency: Type.String(),
+  amount: Type.String(),
+  fee: Type.String(),
+  total: Type.String(),
+  beneficiary: Type.Object({ id: Type.String(), phone: Type.String() }),
+  reference: Type.String(),
+  created_at: Type.String(),
+  expires_at: Type.String(),
+  confirmed_at: Type.Union([Type.String(), Type.Null()]),
+  posting_ids: Type.Array(Type.String()),
 });
 const intentHeaders = [
-  { name: 'X-Intent-Device-Id', required: true, description: 'the registered device (POST /customers/devices) that signed the intent' },
-  { name: 'X-Intent-Signature', required: true, description: 'base64url Ed25519 signature over canonical JSON {amount, beneficiary, currency, orig} (SPEC 4.3 rule 4)' },
+  {
+    name: 'X-Intent-Device-Id',
+    required: true,
+    description: 'the registered device (POST /customers/devices) that signed the intent',
+  },
+  {
+    name: 'X-Intent-Signature',
+    required: true,
+    description:
+      'base64url Ed25519 signature over canonical JSON {amount, beneficiary, currency, orig} (SPEC 4.3 rule 4)',
+  },
 ];
 
 export function paymentRoutes(deps: PaymentsDeps): RouteSpec[] {
@@ -33,9 +71,15 @@ export function paymentRoutes(deps: PaymentsDeps): RouteSpec[] {
     ...beneficiaryRoutes(deps),
     ...historyRoutes(deps),
     defineRoute({
-      method: 'POST', path: '/v1/transfers', operationId: 'createTransfer', tags, movesMoney: 'request',
-      summary: 'Quote the fee, check limits, verify the intent signature and hold the money; answers the pending transfer',
-      headers: [bearerHeader, idempotencyHeaderRequired, ...intentHeaders], body: CreateBody,
+      method: 'POST',
+      path: '/v1/transfers',
+      operationId: 'createTransfer',
+      tags,
+      movesMoney: 'request',
+      summary:
+        'Quote the fee, check limits, verify the intent signature and hold the money; answers the pending transfer',
+      headers: [bearerHeader, idempotencyHeaderRequired, ...intentHeaders],
+      body: CreateBody,
       responses: { 200: { description: 'Pending transfer with fee and total', schema: Transfer } },
       handler: async (ctx) => {
         const caller = await customerOf(deps, ctx, 1);
@@ -45,30 +89,55 @@ export function paymentRoutes(deps: PaymentsDeps): RouteSpec[] {
         // SPEC 4.3 rule 2: refused (with a fresh challenge) before anything is stored under the key.
         await requireBoundStepUp(deps, caller, orig, 'this transfer', deps.now());
         const facts = {
-          orig, intentDeviceId: ctx.headers['x-intent-device-id'], intentSignature: ctx.headers['x-intent-signature'],
-          requestId: ctx.requestId, idempotencyKey: key,
+          orig,
+          intentDeviceId: ctx.headers['x-intent-device-id'],
+          intentSignature: ctx.headers['x-intent-signature'],
+          requestId: ctx.requestId,
+          idempotencyKey: key,
         };
         try {
           // A retry with the same key replays the stored answer; the step-up is used once, by the first.
-          const res = await withIdempotency(deps, scope, async (q) => ({ status: 200, body: await createTransfer(q, caller, ctx.body, facts, deps.now()) }));
+          const res = await withIdempotency(deps, scope, async (q) => ({
+            status: 200,
+            body: await createTransfer(q, caller, ctx.body, facts, deps.now()),
+          }));
           return toReply(res);
         } catch (err) {
           // Used by another transfer (a new Idempotency-Key): nothing was stored under this key.
-          if (err instanceof StepUpUsed) throw await stepUpRequired(deps, caller, orig, 'this step-up was already used; step up again for this request', deps.now());
+          if (err instanceof StepUpUsed)
+            throw await stepUpRequired(
+              deps,
+              caller,
+              orig,
+              'this step-up was already used; step up again for this request',
+              deps.now(),
+            );
           throw err;
         }
       },
     }),
     defineRoute({
-      method: 'POST', path: '/v1/transfers/confirm', operationId: 'confirmTransfer', tags, movesMoney: 'no-api-keys',
+      method: 'POST',
+      path: '/v1/transfers/confirm',
+      operationId: 'confirmTransfer',
+      tags,
+      movesMoney: 'no-api-keys',
       summary: 'Post a pending transfer to the ledger: payer → payee and fee → fee income, atomically',
-      headers: [bearerHeader, idempotencyHeaderRequired], body: ConfirmBody,
+      headers: [bearerHeader, idempotencyHeaderRequired],
+      body: ConfirmBody,
       responses: { 200: { description: 'Posted transfer', schema: Transfer } },
       handler: async (ctx) => {
         const caller = await customerOf(deps, ctx, 2);
         const scope = scopeOf(ctx, keyOwnerOf(caller), ctx.body);
-        const facts = { orig: requestOrig(ctx), intentDeviceId: undefined, intentSignature: undefined, requestId: ctx.requestId };
-        const res = await withIdempotency(deps, scope, (q) => confirmTransfer(q, caller, ctx.body.transferId, facts, deps.now()));
+        const facts = {
+          orig: requestOrig(ctx),
+          intentDeviceId: undefined,
+          intentSignature: undefined,
+          requestId: ctx.requestId,
+        };
+        const res = await withIdempotency(deps, scope, (q) =>
+          confirmTransfer(q, caller, ctx.body.transferId, facts, deps.now()),
+        );
         return toReply(res);
       },
     }),

@@ -46,17 +46,45 @@ export interface RequestFacts {
   idempotencyKey?: string;
 }
 
-const intentReused = () => new AppError('INTENT_SIGNATURE_REUSED', 'this intent signature already approved a transfer; sign the new one (give it its own reference)');
+const intentReused = () =>
+  new AppError(
+    'INTENT_SIGNATURE_REUSED',
+    'this intent signature already approved a transfer; sign the new one (give it its own reference)',
+  );
 
 /** SPEC 4.3 rule 4: what the device signs (canonical JSON, UTF-8). */
-export function intentPayload(i: { amount: string; currency: string; beneficiaryId: string; orig: string }): string {
-  return canonicalJson({ amount: i.amount, currency: i.currency, beneficiary: i.beneficiaryId, orig: i.orig });
+export function intentPayload(i: {
+  amount: string;
+  currency: string;
+  beneficiaryId: string;
+  orig: string;
+}): string {
+  return canonicalJson({
+    amount: i.amount,
+    currency: i.currency,
+    beneficiary: i.beneficiaryId,
+    orig: i.orig,
+  });
 }
 
 interface TransferRow {
-  id: string; payer_customer_id: string; payee_customer_id: string; beneficiary_id: string; currency: string; amount: string; fee: string;
-  reference: string; status: string; amount_hold_id: string; fee_hold_id: string | null; posting_ids: string[]; expires_at: Date;
-  created_at: Date; confirmed_at: Date | null; failure_code: string | null; payee_phone: string;
+  id: string;
+  payer_customer_id: string;
+  payee_customer_id: string;
+  beneficiary_id: string;
+  currency: string;
+  amount: string;
+  fee: string;
+  reference: string;
+  status: string;
+  amount_hold_id: string;
+  fee_hold_id: string | null;
+  posting_ids: string[];
+  expires_at: Date;
+  created_at: Date;
+  confirmed_at: Date | null;
+  failure_code: string | null;
+  payee_phone: string;
 }
 
 const selectTransfer = `SELECT t.*, c.phone_e164 AS payee_phone FROM transfers t
@@ -67,19 +95,30 @@ export function transferView(r: TransferRow, nowMs: number): Record<string, unkn
   const fee = fromDb(r.fee);
   const lapsed = r.status === 'PENDING' && r.expires_at.getTime() <= nowMs;
   return {
-    id: r.id, status: lapsed ? 'EXPIRED' : r.status, currency: r.currency, amount: format(amount), fee: format(fee), total: format(amount + fee),
-    beneficiary: { id: r.beneficiary_id, phone: maskPhone(r.payee_phone) }, reference: r.reference,
-    created_at: r.created_at.toISOString(), expires_at: r.expires_at.toISOString(), confirmed_at: r.confirmed_at?.toISOString() ?? null,
-    posting_ids: r.posting_ids, ...(r.failure_code ? { failure_code: r.failure_code } : {}),
+    id: r.id,
+    status: lapsed ? 'EXPIRED' : r.status,
+    currency: r.currency,
+    amount: format(amount),
+    fee: format(fee),
+    total: format(amount + fee),
+    beneficiary: { id: r.beneficiary_id, phone: maskPhone(r.payee_phone) },
+    reference: r.reference,
+    created_at: r.created_at.toISOString(),
+    expires_at: r.expires_at.toISOString(),
+    confirmed_at: r.confirmed_at?.toISOString() ?? null,
+    posting_ids: r.posting_ids,
+    ...(r.failure_code ? { failure_code: r.failure_code } : {}),
   };
 }
 
-type ApplyResult = { ok: true } & Record<string, unknown> | { ok: false; code: string; message: string };
+type ApplyResult = ({ ok: true } & Record<string, unknown>) | { ok: false; code: string; message: string };
 
 /** Run ledger commands inside the caller's transaction; any refusal aborts them all. */
 async function applyAll(q: Queryable, cmds: Record<string, unknown>[]): Promise<ApplyResult[]> {
   checkMoneyMovement(cmds.map((c) => c.op));
-  const { rows } = await q.query<{ r: ApplyResult[] }>('SELECT ledger_apply($1::jsonb) AS r', [JSON.stringify(cmds)]);
+  const { rows } = await q.query<{ r: ApplyResult[] }>('SELECT ledger_apply($1::jsonb) AS r', [
+    JSON.stringify(cmds),
+  ]);
   const results = rows[0]?.r ?? [];
   const failed = results.find((r): r is Extract<ApplyResult, { ok: false }> => !r.ok);
   if (failed) throw new AppError(isErrorCode(failed.code) ? failed.code : 'UNPROCESSABLE', failed.message);
@@ -87,7 +126,12 @@ async function applyAll(q: Queryable, cmds: Record<string, unknown>[]): Promise<
 }
 
 /** The customer's active KYC level (agents register it), when known: it selects their limit rows. */
-async function kycLevelOf(q: Queryable, tenantId: string, customerId: string, nowMs: number): Promise<string | undefined> {
+async function kycLevelOf(
+  q: Queryable,
+  tenantId: string,
+  customerId: string,
+  nowMs: number,
+): Promise<string | undefined> {
   const { rows } = await q.query<{ level: number }>(
     `SELECT level FROM kyc_profiles WHERE tenant_id = $1 AND customer_id = $2 AND status = 'ACTIVE' AND expires_at > $3`,
     [tenantId, customerId, new Date(nowMs)],
@@ -95,19 +139,38 @@ async function kycLevelOf(q: Queryable, tenantId: string, customerId: string, no
   return rows[0] ? String(rows[0].level) : undefined;
 }
 
-async function checkLimits(q: Queryable, tenantId: string, payer: string, currency: string, amount: Micro, nowMs: number): Promise<void> {
+async function checkLimits(
+  q: Queryable,
+  tenantId: string,
+  payer: string,
+  currency: string,
+  amount: Micro,
+  nowMs: number,
+): Promise<void> {
   const kycLevel = await kycLevelOf(q, tenantId, payer, nowMs);
-  const rules = await limitRowsFor(q, { tenantId, product: transferProduct, action: 'TRANSFER', currency, ...(kycLevel ? { kycLevel } : {}) });
-  if (rules.length === 0) throw new AppError('LIMITS_UNAVAILABLE', `no active transfer limits for ${currency}; refusing`);
+  const rules = await limitRowsFor(q, {
+    tenantId,
+    product: transferProduct,
+    action: 'TRANSFER',
+    currency,
+    ...(kycLevel ? { kycLevel } : {}),
+  });
+  if (rules.length === 0)
+    throw new AppError('LIMITS_UNAVAILABLE', `no active transfer limits for ${currency}; refusing`);
   for (const rule of rules) {
     if (rule.period === 'transaction') {
-      if (rule.maxAmount !== null && amount > rule.maxAmount) throw new AppError('LIMIT_EXCEEDED', `amount exceeds the per-transaction limit of ${format(rule.maxAmount)} ${currency}`);
+      if (rule.maxAmount !== null && amount > rule.maxAmount)
+        throw new AppError(
+          'LIMIT_EXCEEDED',
+          `amount exceeds the per-transaction limit of ${format(rule.maxAmount)} ${currency}`,
+        );
       continue;
     }
     const now = new Date(nowMs);
-    const since = rule.period === 'day'
-      ? new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate()))
-      : new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
+    const since =
+      rule.period === 'day'
+        ? new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate()))
+        : new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
     const { rows } = await q.query<{ total: string; n: number }>(
       `SELECT coalesce(sum(amount), 0)::text AS total, count(*)::int AS n FROM transfers
        WHERE tenant_id = $1 AND payer_customer_id = $2 AND currency = $3 AND created_at >= $4
@@ -116,42 +179,100 @@ async function checkLimits(q: Queryable, tenantId: string, payer: string, curren
     );
     const used = fromDb(rows[0]?.total ?? '0');
     const count = rows[0]?.n ?? 0;
-    if (rule.maxAmount !== null && used + amount > rule.maxAmount) throw new AppError('LIMIT_EXCEEDED', `amount exceeds the ${rule.period} limit of ${format(rule.maxAmount)} ${currency}`);
-    if (rule.maxCount !== null && count + 1 > rule.maxCount) throw new AppError('LIMIT_EXCEEDED', `more than ${rule.maxCount} transfers a ${rule.period}`);
+    if (rule.maxAmount !== null && used + amount > rule.maxAmount)
+      throw new AppError(
+        'LIMIT_EXCEEDED',
+        `amount exceeds the ${rule.period} limit of ${format(rule.maxAmount)} ${currency}`,
+      );
+    if (rule.maxCount !== null && count + 1 > rule.maxCount)
+      throw new AppError('LIMIT_EXCEEDED', `more than ${rule.maxCount} transfers a ${rule.period}`);
   }
 }
 
-async function record(q: Queryable, tenantId: string, id: string, status: string, reason: string | null, nowMs: number): Promise<void> {
-  await q.query('INSERT INTO transfer_status_history (tenant_id, transfer_id, status, reason, at) VALUES ($1, $2, $3, $4, $5)', [tenantId, id, status, reason, new Date(nowMs)]);
+async function record(
+  q: Queryable,
+  tenantId: string,
+  id: string,
+  status: string,
+  reason: string | null,
+  nowMs: number,
+): Promise<void> {
+  await q.query(
+    'INSERT INTO transfer_status_history (tenant_id, transfer_id, status, reason, at) VALUES ($1, $2, $3, $4, $5)',
+    [tenantId, id, status, reason, new Date(nowMs)],
+  );
 }
 
-function auditEntry(caller: Caller, action: string, id: string, facts: RequestFacts, attrs: Record<string, unknown>, nowMs: number) {
+function auditEntry(
+  caller: Caller,
+  action: string,
+  id: string,
+  facts: RequestFacts,
+  attrs: Record<string, unknown>,
+  nowMs: number,
+) {
   return {
-    tenantId: caller.tenantId, actor: { type: 'customer', id: caller.customerId }, action, target: { type: 'transfer', id },
-    decision: { allow: true, aal: caller.aal, trace_id: facts.requestId }, attrs, ts: new Date(nowMs),
+    tenantId: caller.tenantId,
+    actor: { type: 'customer', id: caller.customerId },
+    action,
+    target: { type: 'transfer', id },
+    decision: { allow: true, aal: caller.aal, trace_id: facts.requestId },
+    attrs,
+    ts: new Date(nowMs),
   };
 }
 
 /** POST /v1/transfers, inside the idempotency transaction. */
-export async function createTransfer(q: Queryable, caller: Caller, input: TransferInput, facts: RequestFacts, nowMs: number): Promise<Record<string, unknown>> {
+export async function createTransfer(
+  q: Queryable,
+  caller: Caller,
+  input: TransferInput,
+  facts: RequestFacts,
+  nowMs: number,
+): Promise<Record<string, unknown>> {
   knownCurrency(input.currency);
   const amount = amountOf(input.amount, input.currency, 'amount');
-  if (caller.aal < 2 || caller.orig !== facts.orig) throw new AppError('MFA_REQUIRED', 'this transfer needs a step-up bound to this exact request');
-  if (!facts.intentDeviceId || !facts.intentSignature) throw new AppError('INTENT_SIGNATURE_INVALID', 'x-intent-device-id and x-intent-signature are required');
+  if (caller.aal < 2 || caller.orig !== facts.orig)
+    throw new AppError('MFA_REQUIRED', 'this transfer needs a step-up bound to this exact request');
+  if (!facts.intentDeviceId || !facts.intentSignature)
+    throw new AppError('INTENT_SIGNATURE_INVALID', 'x-intent-device-id and x-intent-signature are required');
   const tenantId = caller.tenantId;
   // Issue 13 item 2: the step-up is used up with this transfer (rolled back with it if it fails).
-  await useStepUp(q, caller, { orig: facts.orig, action: 'transfer.create', ...(facts.idempotencyKey ? { idempotencyKey: facts.idempotencyKey } : {}) }, nowMs);
+  await useStepUp(
+    q,
+    caller,
+    {
+      orig: facts.orig,
+      action: 'transfer.create',
+      ...(facts.idempotencyKey ? { idempotencyKey: facts.idempotencyKey } : {}),
+    },
+    nowMs,
+  );
   // Serialises this payer's transfers (limits), without blocking other transactions' foreign-key checks on
   // the row (FOR UPDATE would conflict with their KEY SHARE locks and deadlock transfers paying each other).
-  await q.query('SELECT 1 FROM customers WHERE tenant_id = $1 AND id = $2 FOR NO KEY UPDATE', [tenantId, caller.customerId]);
+  await q.query('SELECT 1 FROM customers WHERE tenant_id = $1 AND id = $2 FOR NO KEY UPDATE', [
+    tenantId,
+    caller.customerId,
+  ]);
   const payload = intentPayload({ ...input, orig: facts.orig });
-  const signed = await verifyDeviceAssertion(q, tenantId, caller.customerId, payload, { deviceId: facts.intentDeviceId, signature: facts.intentSignature }, nowMs);
+  const signed = await verifyDeviceAssertion(
+    q,
+    tenantId,
+    caller.customerId,
+    payload,
+    { deviceId: facts.intentDeviceId, signature: facts.intentSignature },
+    nowMs,
+  );
   if (!signed.ok && signed.reason === 'cooling_off') throw coolingOff(signed.usableFrom);
-  if (!signed.ok) throw new AppError('INTENT_SIGNATURE_INVALID', 'the intent signature does not match this transfer');
+  if (!signed.ok)
+    throw new AppError('INTENT_SIGNATURE_INVALID', 'the intent signature does not match this transfer');
   // One signature approves one transfer: Ed25519 signatures are deterministic, so a second
   // transfer with the very same body needs its own reference (and so its own signature).
   const intentHash = createHash('sha256').update(`${facts.intentDeviceId}|${payload}`, 'utf8').digest();
-  const reused = await q.query('SELECT 1 FROM transfers WHERE tenant_id = $1 AND intent_hash = $2', [tenantId, intentHash]);
+  const reused = await q.query('SELECT 1 FROM transfers WHERE tenant_id = $1 AND intent_hash = $2', [
+    tenantId,
+    intentHash,
+  ]);
   if (reused.rows.length > 0) throw intentReused();
   const { rows: bens } = await q.query<{ payee_customer_id: string }>(
     'SELECT payee_customer_id FROM beneficiaries WHERE tenant_id = $1 AND id = $2 AND customer_id = $3 AND removed_at IS NULL',
@@ -161,35 +282,95 @@ export async function createTransfer(q: Queryable, caller: Caller, input: Transf
   if (!payee) throw new AppError('BENEFICIARY_NOT_FOUND', 'no such beneficiary');
   const payerAccount = await walletOf(q, tenantId, caller.customerId, input.currency);
   const payeeAccount = await walletOf(q, tenantId, payee, input.currency);
-  if (!payerAccount || !payeeAccount) throw new AppError('CURRENCY_MISMATCH', `both wallets must hold ${input.currency}`);
+  if (!payerAccount || !payeeAccount)
+    throw new AppError('CURRENCY_MISMATCH', `both wallets must hold ${input.currency}`);
   const quote = await quoteFee(q, { tenantId, product: transferProduct, amount, currency: input.currency });
   await checkLimits(q, tenantId, caller.customerId, input.currency, amount, nowMs);
   const feeAccount = quote.fee > 0n ? await feeIncomeAccount(q, tenantId, input.currency, nowMs) : undefined;
   const id = uuidv7(nowMs);
   const expiresAt = new Date(nowMs + transferHoldS * 1000);
   const hold = (holdId: string, credit: string, micro: Micro, what: string) => ({
-    op: 'hold', tenant: tenantId, id: holdId, transaction_id: uuidv7(nowMs), type: 'TRANSFER', debit_account_id: payerAccount, credit_account_id: credit,
-    currency: input.currency, amount: toDb(micro), description: `transfer ${id} ${what}`, metadata: { transfer_id: id }, expires_at: expiresAt.toISOString(),
+    op: 'hold',
+    tenant: tenantId,
+    id: holdId,
+    transaction_id: uuidv7(nowMs),
+    type: 'TRANSFER',
+    debit_account_id: payerAccount,
+    credit_account_id: credit,
+    currency: input.currency,
+    amount: toDb(micro),
+    description: `transfer ${id} ${what}`,
+    metadata: { transfer_id: id },
+    expires_at: expiresAt.toISOString(),
   });
   const amountHold = uuidv7(nowMs);
   const feeHold = feeAccount ? uuidv7(nowMs) : null;
-  await applyAll(q, [hold(amountHold, payeeAccount, amount, 'amount'), ...(feeAccount && feeHold ? [hold(feeHold, feeAccount, quote.fee, 'fee')] : [])]);
-  await q.query(
-    `INSERT INTO transfers (id, tenant_id, payer_customer_id, payee_customer_id, beneficiary_id, payer_account_id, payee_account_id, fee_account_id,
+  await applyAll(q, [
+    hold(amountHold, payeeAccount, amount, 'amount'),
+    ...(feeAccount && feeHold ? [hold(feeHold, feeAccount, quote.fee, 'fee')] : []),
+  ]);
+  await q
+    .query(
+      `INSERT INTO transfers (id, tenant_id, payer_customer_id, payee_customer_id, beneficiary_id, payer_account_id, payee_account_id, fee_account_id,
        currency, amount, fee, reference, status, amount_hold_id, fee_hold_id, fee_schedule_id, orig, intent_device_id, created_at, expires_at, intent_hash)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'PENDING', $13, $14, $15, $16, $17, $18, $19, $20)`,
-    [id, tenantId, caller.customerId, payee, input.beneficiaryId, payerAccount, payeeAccount, feeAccount ?? null, input.currency, toDb(amount), toDb(quote.fee),
-      input.reference, amountHold, feeHold, quote.scheduleId, facts.orig, facts.intentDeviceId, new Date(nowMs), expiresAt, intentHash],
-  ).catch((err: unknown) => {
-    // Two grants racing with one signature: the unique index lets one through.
-    if ((err as { code?: string }).code === '23505') throw intentReused();
-    throw err;
-  });
+      [
+        id,
+        tenantId,
+        caller.customerId,
+        payee,
+        input.beneficiaryId,
+        payerAccount,
+        payeeAccount,
+        feeAccount ?? null,
+        input.currency,
+        toDb(amount),
+        toDb(quote.fee),
+        input.reference,
+        amountHold,
+        feeHold,
+        quote.scheduleId,
+        facts.orig,
+        facts.intentDeviceId,
+        new Date(nowMs),
+        expiresAt,
+        intentHash,
+      ],
+    )
+    .catch((err: unknown) => {
+      // Two grants racing with one signature: the unique index lets one through.
+      if ((err as { code?: string }).code === '23505') throw intentReused();
+      throw err;
+    });
   await record(q, tenantId, id, 'PENDING', null, nowMs);
-  const payloadOut = { transfer_id: id, amount: format(amount), fee: format(quote.fee), currency: input.currency, reference: input.reference };
-  await enqueue(q, { tenantId, aggregate: 'transfer', aggregateId: id, event: 'transfer.created', payload: payloadOut });
-  await appendAudit(q, [auditEntry(caller, 'transfer.create', id, facts, { ...payloadOut, fee_schedule: quote.scheduleId }, nowMs)]);
-  const { rows } = await q.query<TransferRow>(`${selectTransfer} WHERE t.tenant_id = $1 AND t.id = $2`, [tenantId, id]);
+  const payloadOut = {
+    transfer_id: id,
+    amount: format(amount),
+    fee: format(quote.fee),
+    currency: input.currency,
+    reference: input.reference,
+  };
+  await enqueue(q, {
+    tenantId,
+    aggregate: 'transfer',
+    aggregateId: id,
+    event: 'transfer.created',
+    payload: payloadOut,
+  });
+  await appendAudit(q, [
+    auditEntry(
+      caller,
+      'transfer.create',
+      id,
+      facts,
+      { ...payloadOut, fee_schedule: quote.scheduleId },
+      nowMs,
+    ),
+  ]);
+  const { rows } = await q.query<TransferRow>(`${selectTransfer} WHERE t.tenant_id = $1 AND t.id = $2`, [
+    tenantId,
+    id,
+  ]);
   return transferView(rows[0] as TransferRow, nowMs);
 }
 
@@ -197,32 +378,85 @@ export async function createTransfer(q: Queryable, caller: Caller, input: Transf
  * POST /v1/transfers/confirm: capture the holds, all legs in one ledger call. A lapsed transfer
  * is marked EXPIRED (kept, with a `transfer.failed` event) and answered 422 TRANSFER_EXPIRED.
  */
-export async function confirmTransfer(q: Queryable, caller: Caller, transferId: string, facts: RequestFacts, nowMs: number): Promise<{ status: number; body: Record<string, unknown> }> {
+export async function confirmTransfer(
+  q: Queryable,
+  caller: Caller,
+  transferId: string,
+  facts: RequestFacts,
+  nowMs: number,
+): Promise<{ status: number; body: Record<string, unknown> }> {
   const tenantId = caller.tenantId;
-  const { rows } = await q.query<TransferRow>(`${selectTransfer} WHERE t.tenant_id = $1 AND t.id = $2 AND t.payer_customer_id = $3 FOR UPDATE OF t`, [tenantId, transferId, caller.customerId]);
+  const { rows } = await q.query<TransferRow>(
+    `${selectTransfer} WHERE t.tenant_id = $1 AND t.id = $2 AND t.payer_customer_id = $3 FOR UPDATE OF t`,
+    [tenantId, transferId, caller.customerId],
+  );
   const t = rows[0];
   if (!t) throw new AppError('TRANSFER_NOT_FOUND', 'no such transfer');
   if (t.status !== 'PENDING') throw new AppError('TRANSFER_NOT_PENDING', `transfer is ${t.status}`);
   const holdIds = [t.amount_hold_id, ...(t.fee_hold_id ? [t.fee_hold_id] : [])];
   const { rows: holds } = await q.query<{ status: string; expires_at: Date }>(
-    'SELECT status, expires_at FROM ledger_holds WHERE tenant_id = $1 AND id = ANY($2::uuid[]) FOR UPDATE', [tenantId, holdIds]);
-  const live = holds.length === holdIds.length && holds.every((h) => h.status === 'pending' && h.expires_at.getTime() > nowMs) && t.expires_at.getTime() > nowMs;
+    'SELECT status, expires_at FROM ledger_holds WHERE tenant_id = $1 AND id = ANY($2::uuid[]) FOR UPDATE',
+    [tenantId, holdIds],
+  );
+  const live =
+    holds.length === holdIds.length &&
+    holds.every((h) => h.status === 'pending' && h.expires_at.getTime() > nowMs) &&
+    t.expires_at.getTime() > nowMs;
   if (!live) {
-    await q.query(`UPDATE transfers SET status = 'EXPIRED', failure_code = 'TRANSFER_EXPIRED' WHERE tenant_id = $1 AND id = $2`, [tenantId, t.id]);
+    await q.query(
+      `UPDATE transfers SET status = 'EXPIRED', failure_code = 'TRANSFER_EXPIRED' WHERE tenant_id = $1 AND id = $2`,
+      [tenantId, t.id],
+    );
     await record(q, tenantId, t.id, 'EXPIRED', 'holds lapsed before confirmation', nowMs);
-    await enqueue(q, { tenantId, aggregate: 'transfer', aggregateId: t.id, event: 'transfer.failed', payload: { transfer_id: t.id, code: 'TRANSFER_EXPIRED' } });
-    await appendAudit(q, [auditEntry(caller, 'transfer.confirm', t.id, facts, { outcome: 'TRANSFER_EXPIRED' }, nowMs)]);
+    await enqueue(q, {
+      tenantId,
+      aggregate: 'transfer',
+      aggregateId: t.id,
+      event: 'transfer.failed',
+      payload: { transfer_id: t.id, code: 'TRANSFER_EXPIRED' },
+    });
+    await appendAudit(q, [
+      auditEntry(caller, 'transfer.confirm', t.id, facts, { outcome: 'TRANSFER_EXPIRED' }, nowMs),
+    ]);
     const err = new AppError('TRANSFER_EXPIRED', 'the transfer expired before it was confirmed');
     return { status: err.status, body: { code: err.code, message: err.message } };
   }
   const postingIds = holdIds.map(() => uuidv7(nowMs));
   const at = new Date(nowMs).toISOString();
-  await applyAll(q, holdIds.map((h, i) => ({ op: 'capture', tenant: tenantId, hold_id: h, amount: null, id: postingIds[i], now: at })));
-  await q.query(`UPDATE transfers SET status = 'POSTED', posting_ids = $3, confirmed_at = $4 WHERE tenant_id = $1 AND id = $2`, [tenantId, t.id, postingIds, new Date(nowMs)]);
+  await applyAll(
+    q,
+    holdIds.map((h, i) => ({
+      op: 'capture',
+      tenant: tenantId,
+      hold_id: h,
+      amount: null,
+      id: postingIds[i],
+      now: at,
+    })),
+  );
+  await q.query(
+    `UPDATE transfers SET status = 'POSTED', posting_ids = $3, confirmed_at = $4 WHERE tenant_id = $1 AND id = $2`,
+    [tenantId, t.id, postingIds, new Date(nowMs)],
+  );
   await record(q, tenantId, t.id, 'POSTED', null, nowMs);
-  const payload = { transfer_id: t.id, amount: format(fromDb(t.amount)), fee: format(fromDb(t.fee)), currency: t.currency, posting_ids: postingIds };
-  await enqueue(q, { tenantId, aggregate: 'transfer', aggregateId: t.id, event: 'transfer.completed', payload });
+  const payload = {
+    transfer_id: t.id,
+    amount: format(fromDb(t.amount)),
+    fee: format(fromDb(t.fee)),
+    currency: t.currency,
+    posting_ids: postingIds,
+  };
+  await enqueue(q, {
+    tenantId,
+    aggregate: 'transfer',
+    aggregateId: t.id,
+    event: 'transfer.completed',
+    payload,
+  });
   await appendAudit(q, [auditEntry(caller, 'transfer.confirm', t.id, facts, payload, nowMs)]);
-  const { rows: after } = await q.query<TransferRow>(`${selectTransfer} WHERE t.tenant_id = $1 AND t.id = $2`, [tenantId, t.id]);
+  const { rows: after } = await q.query<TransferRow>(
+    `${selectTransfer} WHERE t.tenant_id = $1 AND t.id = $2`,
+    [tenantId, t.id],
+  );
   return { status: 200, body: transferView(after[0] as TransferRow, nowMs) };
 }

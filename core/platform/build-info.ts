@@ -14,7 +14,11 @@ const root = fileURLToPath(new URL('../../', import.meta.url));
 
 function commitSha(): string {
   try {
-    return execFileSync('git', ['rev-parse', 'HEAD'], { cwd: root, stdio: ['ignore', 'pipe', 'ignore'], timeout: 2000 })
+    return execFileSync('git', ['rev-parse', 'HEAD'], {
+      cwd: root,
+      stdio: ['ignore', 'pipe', 'ignore'],
+      timeout: 2000,
+    })
       .toString()
       .trim();
   } catch {

@@ -25,7 +25,10 @@ export async function operatorTenant(q: Queryable): Promise<string | undefined> 
 /** Refuse unless `tenantId` is the platform operator's tenant (tenant creation). */
 export async function requirePlatformAdminTenant(q: Queryable, tenantId: string): Promise<void> {
   if ((await operatorTenant(q)) !== tenantId) {
-    throw new AppError('FORBIDDEN', "only platform administrators (the operator tenant's Admins) create tenants");
+    throw new AppError(
+      'FORBIDDEN',
+      "only platform administrators (the operator tenant's Admins) create tenants",
+    );
   }
 }
 
@@ -52,26 +55,50 @@ export class AlreadyBootstrapped extends Error {}
  * machine set-up, in one transaction with the audit records; the link's token and the service
  * token are shown once and stored only as hashes.
  */
-export async function bootstrapPlatform(q: Queryable, input: BootstrapInput): Promise<{ token: string; expiresAt: Date; admin: { userId: string; userName: string; link: EnrolmentLink } }> {
+export async function bootstrapPlatform(
+  q: Queryable,
+  input: BootstrapInput,
+): Promise<{
+  token: string;
+  expiresAt: Date;
+  admin: { userId: string; userName: string; link: EnrolmentLink };
+}> {
   await q.query('LOCK TABLE platform_operator IN EXCLUSIVE MODE');
   if (await operatorTenant(q)) throw new AlreadyBootstrapped('the platform is already bootstrapped');
-  if (!isoCountry(input.country)) throw new AppError('VALIDATION_FAILED', `${input.country} is not an ISO 3166 alpha-2 country code`);
+  if (!isoCountry(input.country))
+    throw new AppError('VALIDATION_FAILED', `${input.country} is not an ISO 3166 alpha-2 country code`);
   knownCurrency(input.currency);
   await enableCountry(q, input.country, input.currency);
-  await q.query('INSERT INTO tenants (id, name, country, base_currency) VALUES ($1, $2, $3, $4)', [input.tenantId, input.name, input.country, input.currency]);
+  await q.query('INSERT INTO tenants (id, name, country, base_currency) VALUES ($1, $2, $3, $4)', [
+    input.tenantId,
+    input.name,
+    input.country,
+    input.currency,
+  ]);
   await q.query('INSERT INTO platform_operator (tenant_id) VALUES ($1)', [input.tenantId]);
   const token = await putServiceToken(q, input.tenantId, 'bootstrap-admin', ['admin']);
   const { rows } = await q.query<{ expires_at: Date }>(
     `UPDATE service_tokens SET expires_at = now() + make_interval(hours => $2) WHERE tenant_id = $1 AND name = 'bootstrap-admin' RETURNING expires_at`,
     [input.tenantId, bootstrapTokenTtlHours],
   );
-  await appendAudit(q, [{
-    tenantId: input.tenantId, actor: { type: 'operator', id: 'bootstrap' }, action: 'platform.bootstrap',
-    target: { type: 'tenant', id: input.tenantId }, decision: { allow: true }, attrs: { country: input.country, currency: input.currency, token_ttl_h: bootstrapTokenTtlHours },
-  }]);
+  await appendAudit(q, [
+    {
+      tenantId: input.tenantId,
+      actor: { type: 'operator', id: 'bootstrap' },
+      action: 'platform.bootstrap',
+      target: { type: 'tenant', id: input.tenantId },
+      decision: { allow: true },
+      attrs: { country: input.country, currency: input.currency, token_ttl_h: bootstrapTokenTtlHours },
+    },
+  ]);
   const userName = input.adminUserName ?? 'admin';
   const userId = uuidv7();
-  await q.query('INSERT INTO staff_users (tenant_id, id, user_name, display_name) VALUES ($1, $2, $3, $4)', [input.tenantId, userId, userName, 'Platform Admin']);
+  await q.query('INSERT INTO staff_users (tenant_id, id, user_name, display_name) VALUES ($1, $2, $3, $4)', [
+    input.tenantId,
+    userId,
+    userName,
+    'Platform Admin',
+  ]);
   await setStaffRoles(q, input.tenantId, userId, ['admin']);
   const link = await createEnrolmentLink(q, input.tenantId, userId, { type: 'operator', id: 'bootstrap' });
   return { token, expiresAt: rows[0]?.expires_at ?? new Date(), admin: { userId, userName, link } };

@@ -33,9 +33,14 @@ const Ready = Type.Object({
   checks: Type.Object({ database: Type.Literal('ok'), edge: Type.Optional(Type.Literal('warm')) }),
 });
 /** The outline of an OpenAPI 3.1 document; its test validates the whole against the OpenAPI schema. */
-const OpenApiDocument = Type.Object({
-  openapi: Type.Literal('3.1.0'), info: Type.Object({ title: Type.String(), version: Type.String() }), paths: Type.Record(Type.String(), Type.Object({})),
-}, { additionalProperties: true });
+const OpenApiDocument = Type.Object(
+  {
+    openapi: Type.Literal('3.1.0'),
+    info: Type.Object({ title: Type.String(), version: Type.String() }),
+    paths: Type.Record(Type.String(), Type.Object({})),
+  },
+  { additionalProperties: true },
+);
 const Version = Type.Object({ commit: Type.String(), version: Type.String(), schema_hash: Type.String() });
 
 /** A readiness probe that hangs is as bad as one that fails. */
@@ -84,7 +89,11 @@ export function platformRoutes(deps: PlatformDeps): RouteSpec[] {
   const tags = ['platform'];
   return [
     defineRoute({
-      method: 'GET', path: '/v1/health', operationId: 'health', summary: 'Liveness, without touching dependencies', tags,
+      method: 'GET',
+      path: '/v1/health',
+      operationId: 'health',
+      summary: 'Liveness, without touching dependencies',
+      tags,
       headers: [
         { name: 'X-Device-Id', required: false, description: 'Agent device (SPEC 4.5)' },
         { name: 'X-Agent-Id', required: false, description: 'Agent id (SPEC 4.5)' },
@@ -93,12 +102,24 @@ export function platformRoutes(deps: PlatformDeps): RouteSpec[] {
       responses: { 200: { description: 'Alive', schema: Health } },
       handler: async () => ({
         status: 200,
-        body: { status: 'ok', build: deps.build.build, uptime_s: Math.floor((now() - deps.startedAt) / 1000) },
+        body: {
+          status: 'ok',
+          build: deps.build.build,
+          uptime_s: Math.floor((now() - deps.startedAt) / 1000),
+        },
       }),
     }),
     defineRoute({
-      method: 'GET', path: '/v1/ready', operationId: 'ready', summary: 'Ready when the database answers and is migrated (and, in one process with the edge, the edge is warm)', tags,
-      responses: { 200: { description: 'Ready', schema: Ready }, 503: { description: 'Not ready: `{code, message}` says what is missing', schema: CoreErrorSchema } },
+      method: 'GET',
+      path: '/v1/ready',
+      operationId: 'ready',
+      summary:
+        'Ready when the database answers and is migrated (and, in one process with the edge, the edge is warm)',
+      tags,
+      responses: {
+        200: { description: 'Ready', schema: Ready },
+        503: { description: 'Not ready: `{code, message}` says what is missing', schema: CoreErrorSchema },
+      },
       handler: async () => {
         let migrated: boolean;
         try {
@@ -111,12 +132,23 @@ export function platformRoutes(deps: PlatformDeps): RouteSpec[] {
           throw new AppError('SERVICE_UNAVAILABLE', `database unavailable: ${(err as Error).message}`);
         }
         if (!migrated) throw new AppError('SERVICE_UNAVAILABLE', 'migrations table missing');
-        if (deps.edgeWarm && !deps.edgeWarm()) throw new AppError('SERVICE_UNAVAILABLE', 'edge is warming up');
-        return { status: 200, body: { status: 'ready', checks: { database: 'ok', ...(deps.edgeWarm ? { edge: 'warm' as const } : {}) } } };
+        if (deps.edgeWarm && !deps.edgeWarm())
+          throw new AppError('SERVICE_UNAVAILABLE', 'edge is warming up');
+        return {
+          status: 200,
+          body: {
+            status: 'ready',
+            checks: { database: 'ok', ...(deps.edgeWarm ? { edge: 'warm' as const } : {}) },
+          },
+        };
       },
     }),
     defineRoute({
-      method: 'GET', path: '/v1/metrics', operationId: 'metrics', summary: 'Prometheus metrics', tags,
+      method: 'GET',
+      path: '/v1/metrics',
+      operationId: 'metrics',
+      summary: 'Prometheus metrics',
+      tags,
       responses: { 200: { description: 'Prometheus text exposition', contentType: 'text/plain' } },
       handler: async () => ({
         status: 200,
@@ -124,25 +156,48 @@ export function platformRoutes(deps: PlatformDeps): RouteSpec[] {
       }),
     }),
     defineRoute({
-      method: 'GET', path: '/v1/version', operationId: 'version', summary: 'Commit, semantic version and schema hash', tags,
+      method: 'GET',
+      path: '/v1/version',
+      operationId: 'version',
+      summary: 'Commit, semantic version and schema hash',
+      tags,
       responses: { 200: { description: 'Version', schema: Version } },
       handler: async () => {
         const hash = await withTimeout(schemaHash(deps.db), readyTimeoutMs).catch(() => 'unavailable');
-        return { status: 200, body: { commit: deps.build.commit, version: deps.build.version, schema_hash: hash } };
+        return {
+          status: 200,
+          body: { commit: deps.build.commit, version: deps.build.version, schema_hash: hash },
+        };
       },
     }),
     defineRoute({
-      method: 'GET', path: '/v1/openapi.json', operationId: 'openapi', summary: 'OpenAPI 3.1 description', tags,
+      method: 'GET',
+      path: '/v1/openapi.json',
+      operationId: 'openapi',
+      summary: 'OpenAPI 3.1 description',
+      tags,
       responses: { 200: { description: 'OpenAPI document', schema: OpenApiDocument } },
       handler: async () => ({ status: 200, body: deps.openapi() }),
     }),
     defineRoute({
-      method: 'GET', path: '/v1/docs', operationId: 'docs', summary: 'Interactive API description', tags,
+      method: 'GET',
+      path: '/v1/docs',
+      operationId: 'docs',
+      summary: 'Interactive API description',
+      tags,
       responses: { 200: { description: 'HTML page', contentType: 'text/html' } },
-      handler: async () => ({ status: 200, raw: { contentType: 'text/html; charset=utf-8', data: docsPage } }),
+      handler: async () => ({
+        status: 200,
+        raw: { contentType: 'text/html; charset=utf-8', data: docsPage },
+      }),
     }),
     defineRoute({
-      method: 'GET', path: '/v1/docs/{asset}', operationId: 'docsAsset', summary: 'Docs page assets', tags, hidden: true,
+      method: 'GET',
+      path: '/v1/docs/{asset}',
+      operationId: 'docsAsset',
+      summary: 'Docs page assets',
+      tags,
+      hidden: true,
       params: Type.Object({ asset: Type.String({ maxLength: 64 }) }),
       // Stylesheet, scripts and icon: each asset's own media type.
       responses: { 200: { description: 'Asset', contentType: '*/*' } },
@@ -154,7 +209,11 @@ export function platformRoutes(deps: PlatformDeps): RouteSpec[] {
         const type = Object.hasOwn(docAssets, params.asset) ? docAssets[params.asset] : undefined;
         if (!type) throw new AppError('NOT_FOUND', 'no such asset');
         const data = await readFile(join(swaggerDir, params.asset));
-        return { status: 200, headers: { 'cache-control': 'public, max-age=86400' }, raw: { contentType: type, data } };
+        return {
+          status: 200,
+          headers: { 'cache-control': 'public, max-age=86400' },
+          raw: { contentType: type, data },
+        };
       },
     }),
   ];

@@ -19,7 +19,13 @@ export function hashServiceToken(token: string): Buffer {
 }
 
 /** Create (or, with the same name, replace) a tenant's service token; returns the token once. */
-export async function putServiceToken(q: Queryable, tenantId: string, name: string, roles: string[], token = newServiceToken()): Promise<string> {
+export async function putServiceToken(
+  q: Queryable,
+  tenantId: string,
+  name: string,
+  roles: string[],
+  token = newServiceToken(),
+): Promise<string> {
   await q.query(
     `INSERT INTO service_tokens (id, tenant_id, name, roles, token_hash) VALUES ($1, $2, $3, $4, $5)
      ON CONFLICT (tenant_id, name) DO UPDATE SET roles = EXCLUDED.roles, token_hash = EXCLUDED.token_hash, revoked_at = NULL`,
@@ -32,7 +38,12 @@ export async function putServiceToken(q: Queryable, tenantId: string, name: stri
 export const serviceTokenSeeder: Seeder = async ({ db, tenantId, previous }) => {
   const before = (previous.serviceTokens ?? {}) as Record<string, unknown>;
   // ussd: the USSD gateway, a machine client of the ussd.gateway purpose (issue 9).
-  const wanted: Record<string, string[]> = { admin: ['admin'], ops: ['ops'], readOnly: ['readonly'], ussd: ['ussd'] };
+  const wanted: Record<string, string[]> = {
+    admin: ['admin'],
+    ops: ['ops'],
+    readOnly: ['readonly'],
+    ussd: ['ussd'],
+  };
   const out: Record<string, { token: string; roles: string[] }> = {};
   for (const [name, roles] of Object.entries(wanted)) {
     const prev = (before[name] as { token?: unknown } | undefined)?.token;

@@ -35,37 +35,71 @@ const leaseEnd = () => new Date(Date.now() + leaseMs);
 /** The longest window one job may cover. */
 export const impactMaxWindowMs = 31 * 24 * 3_600_000;
 
-const Change = Type.Union([Type.Literal('unchanged'), Type.Literal('allow_to_deny'), Type.Literal('deny_to_allow'), Type.Literal('error')]);
+const Change = Type.Union([
+  Type.Literal('unchanged'),
+  Type.Literal('allow_to_deny'),
+  Type.Literal('deny_to_allow'),
+  Type.Literal('error'),
+]);
 type Change = Static<typeof Change>;
-const Trace = Type.Union([Type.Object({
-  allow: Type.Boolean(), code: Type.String(), message: Type.String(),
-  reasons: Type.Array(Type.Object({ check: Type.String(), ok: Type.Boolean(), detail: Type.Unknown() })),
-}), Type.Null()]);
+const Trace = Type.Union([
+  Type.Object({
+    allow: Type.Boolean(),
+    code: Type.String(),
+    message: Type.String(),
+    reasons: Type.Array(Type.Object({ check: Type.String(), ok: Type.Boolean(), detail: Type.Unknown() })),
+  }),
+  Type.Null(),
+]);
 
 export const ImpactResult = Type.Object({
-  scanned: Type.Integer(), unchanged: Type.Integer(), allow_to_deny: Type.Integer(), deny_to_allow: Type.Integer(), errors: Type.Integer(),
+  scanned: Type.Integer(),
+  unchanged: Type.Integer(),
+  allow_to_deny: Type.Integer(),
+  deny_to_allow: Type.Integer(),
+  errors: Type.Integer(),
   /** Recorded decisions their own policy version no longer reproduces from the recorded (scrubbed) input. */
   drift: Type.Integer(),
   complete: Type.Boolean(),
   stopped: Type.Optional(Type.Union([Type.Literal('decision_limit'), Type.Literal('time_limit')])),
   run_ms: Type.Integer(),
-  groups: Type.Array(Type.Object({ change: Change, purpose: Type.String(), route: Type.String(), reason: Type.String(), count: Type.Integer() })),
-  samples: Type.Array(Type.Object({
-    change: Change, purpose: Type.String(), route: Type.String(), reason: Type.String(),
-    decision_id: Type.String(), audit_id: Type.String(), recorded_at: Type.String({ format: 'date-time' }),
-    /** The recorded input: secrets were never recorded; personal identifiers are keyed pseudonyms. */
-    input: Type.Unknown(),
-    recorded: Type.Object({ allow: Type.Boolean(), code: Type.String(), policy_version: Type.String() }),
-    /** The recorded decision's policy replayed with its trace (null when that revision is no longer available). */
-    baseline: Trace,
-    candidate: Trace,
-  })),
+  groups: Type.Array(
+    Type.Object({
+      change: Change,
+      purpose: Type.String(),
+      route: Type.String(),
+      reason: Type.String(),
+      count: Type.Integer(),
+    }),
+  ),
+  samples: Type.Array(
+    Type.Object({
+      change: Change,
+      purpose: Type.String(),
+      route: Type.String(),
+      reason: Type.String(),
+      decision_id: Type.String(),
+      audit_id: Type.String(),
+      recorded_at: Type.String({ format: 'date-time' }),
+      /** The recorded input: secrets were never recorded; personal identifiers are keyed pseudonyms. */
+      input: Type.Unknown(),
+      recorded: Type.Object({ allow: Type.Boolean(), code: Type.String(), policy_version: Type.String() }),
+      /** The recorded decision's policy replayed with its trace (null when that revision is no longer available). */
+      baseline: Trace,
+      candidate: Trace,
+    }),
+  ),
 });
 export type ImpactResult = Static<typeof ImpactResult>;
 
 export const ImpactJob = Type.Object({
   id: Type.String({ format: 'uuid' }),
-  status: Type.Union([Type.Literal('queued'), Type.Literal('running'), Type.Literal('done'), Type.Literal('failed')]),
+  status: Type.Union([
+    Type.Literal('queued'),
+    Type.Literal('running'),
+    Type.Literal('done'),
+    Type.Literal('failed'),
+  ]),
   policy_ref: Type.String(),
   since: Type.String({ format: 'date-time' }),
   until: Type.String({ format: 'date-time' }),
@@ -77,18 +111,48 @@ export const ImpactJob = Type.Object({
 });
 export type ImpactJob = Static<typeof ImpactJob>;
 
-const emptyResult = (): ImpactResult => ({ scanned: 0, unchanged: 0, allow_to_deny: 0, deny_to_allow: 0, errors: 0, drift: 0, complete: false, run_ms: 0, groups: [], samples: [] });
+const emptyResult = (): ImpactResult => ({
+  scanned: 0,
+  unchanged: 0,
+  allow_to_deny: 0,
+  deny_to_allow: 0,
+  errors: 0,
+  drift: 0,
+  complete: false,
+  run_ms: 0,
+  groups: [],
+  samples: [],
+});
 
 interface JobRow {
-  id: string; tenant_id: string; candidate_ref: string; since: Date; until: Date; status: ImpactJob['status']; requested_by: string;
-  cursor_ts: Date | null; cursor_id: string | null; result: Partial<ImpactResult>; error: string | null; lease_until: Date | null;
-  created_at: Date; finished_at: Date | null;
+  id: string;
+  tenant_id: string;
+  candidate_ref: string;
+  since: Date;
+  until: Date;
+  status: ImpactJob['status'];
+  requested_by: string;
+  cursor_ts: Date | null;
+  cursor_id: string | null;
+  result: Partial<ImpactResult>;
+  error: string | null;
+  lease_until: Date | null;
+  created_at: Date;
+  finished_at: Date | null;
 }
 
 function view(r: JobRow): ImpactJob {
   return {
-    id: r.id, status: r.status, policy_ref: r.candidate_ref, since: r.since.toISOString(), until: r.until.toISOString(), requested_by: r.requested_by,
-    created_at: r.created_at.toISOString(), finished_at: r.finished_at?.toISOString() ?? null, error: r.error, result: { ...emptyResult(), ...r.result },
+    id: r.id,
+    status: r.status,
+    policy_ref: r.candidate_ref,
+    since: r.since.toISOString(),
+    until: r.until.toISOString(),
+    requested_by: r.requested_by,
+    created_at: r.created_at.toISOString(),
+    finished_at: r.finished_at?.toISOString() ?? null,
+    error: r.error,
+    result: { ...emptyResult(), ...r.result },
   };
 }
 
@@ -100,12 +164,21 @@ function view(r: JobRow): ImpactJob {
 export const impactMaxOpenJobs = 3;
 
 /** Queue a job (caller's transaction: the request's audit record commits with it). */
-export async function queueImpactJob(q: Queryable, job: { tenantId: string; ref: string; since: Date; until: Date; requestedBy: string }): Promise<ImpactJob> {
+export async function queueImpactJob(
+  q: Queryable,
+  job: { tenantId: string; ref: string; since: Date; until: Date; requestedBy: string },
+): Promise<ImpactJob> {
   // Serialises a tenant's concurrent requests, so two at once cannot both pass the count.
   await q.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`policy-impact:${job.tenantId}`]);
-  const open = await q.query<{ n: string }>(`SELECT count(*) AS n FROM policy_impact_jobs WHERE tenant_id = $1 AND status IN ('queued', 'running')`, [job.tenantId]);
+  const open = await q.query<{ n: string }>(
+    `SELECT count(*) AS n FROM policy_impact_jobs WHERE tenant_id = $1 AND status IN ('queued', 'running')`,
+    [job.tenantId],
+  );
   if (Number(open.rows[0]?.n) >= impactMaxOpenJobs) {
-    throw new AppError('RATE_LIMITED', `${impactMaxOpenJobs} impact jobs of this tenant are queued or running; wait for one to finish`);
+    throw new AppError(
+      'RATE_LIMITED',
+      `${impactMaxOpenJobs} impact jobs of this tenant are queued or running; wait for one to finish`,
+    );
   }
   const { rows } = await q.query<JobRow>(
     `INSERT INTO policy_impact_jobs (id, tenant_id, candidate_ref, since, until, requested_by) VALUES ($1, $2, $3, $4, $5, $6) RETURNING *`,
@@ -115,16 +188,36 @@ export async function queueImpactJob(q: Queryable, job: { tenantId: string; ref:
 }
 
 export async function impactJob(q: Queryable, tenantId: string, id: string): Promise<ImpactJob> {
-  const { rows } = await q.query<JobRow>('SELECT * FROM policy_impact_jobs WHERE tenant_id = $1 AND id = $2', [tenantId, id]);
+  const { rows } = await q.query<JobRow>(
+    'SELECT * FROM policy_impact_jobs WHERE tenant_id = $1 AND id = $2',
+    [tenantId, id],
+  );
   const row = rows[0];
   if (!row) throw new AppError('IMPACT_JOB_NOT_FOUND', `no impact job ${id}`);
   return view(row);
 }
 
-interface InputRow { recorded_at: Date; audit_id: string; decision_id: string; purpose: string; route: string; allow: boolean; code: string; policy_version: string; input: unknown }
+interface InputRow {
+  recorded_at: Date;
+  audit_id: string;
+  decision_id: string;
+  purpose: string;
+  route: string;
+  allow: boolean;
+  code: string;
+  policy_version: string;
+  input: unknown;
+}
 
-const failedChecks = (d: PolicyDecision | undefined): string => (d ? d.reasons.filter((r) => !r.ok).map((r) => r.check).join(',') : '');
-const traceOf = (d: PolicyDecision | undefined) => (d ? { allow: d.allow, code: d.code, message: d.message, reasons: d.reasons } : null);
+const failedChecks = (d: PolicyDecision | undefined): string =>
+  d
+    ? d.reasons
+        .filter((r) => !r.ok)
+        .map((r) => r.check)
+        .join(',')
+    : '';
+const traceOf = (d: PolicyDecision | undefined) =>
+  d ? { allow: d.allow, code: d.code, message: d.message, reasons: d.reasons } : null;
 
 /** Folds replayed decisions into a result, within its bounds. */
 class Tally {
@@ -181,7 +274,12 @@ function safely<T>(fn: () => T): T | undefined {
  * what was decided it is counted as `drift`, and where the revision is no longer available the
  * recorded verdict stands in for it.
  */
-async function replayOne(row: InputRow, candidate: PolicyRevision, baselineOf: (ref: string) => Promise<PolicyRevision | undefined>, tally: Tally): Promise<void> {
+async function replayOne(
+  row: InputRow,
+  candidate: PolicyRevision,
+  baselineOf: (ref: string) => Promise<PolicyRevision | undefined>,
+  tally: Tally,
+): Promise<void> {
   const r = tally.result;
   r.scanned += 1;
   const baseRev = await baselineOf(row.policy_version);
@@ -201,15 +299,29 @@ async function replayOne(row: InputRow, candidate: PolicyRevision, baselineOf: (
   const cand = safely(() => candidate.evaluate(row.input));
   const base = baseRev ? safely(() => baseRev.evaluate(row.input)) : undefined;
   // The reason a flip happened: the checks failing on the side that now (or then) denies.
-  const reason = change === 'allow_to_deny' ? failedChecks(cand) : change === 'deny_to_allow' ? (failedChecks(base) || row.code) : 'candidate produced no decision';
+  const reason =
+    change === 'allow_to_deny'
+      ? failedChecks(cand)
+      : change === 'deny_to_allow'
+        ? failedChecks(base) || row.code
+        : 'candidate produced no decision';
   if (change === 'allow_to_deny') r.allow_to_deny += 1;
   else if (change === 'deny_to_allow') r.deny_to_allow += 1;
   else r.errors += 1;
   const key = tally.count(change, row.purpose, row.route, reason);
   if (!tally.wantsSample(key)) return;
   tally.sample(key, {
-    change, purpose: row.purpose, route: row.route, reason, decision_id: row.decision_id, audit_id: row.audit_id, recorded_at: row.recorded_at.toISOString(),
-    input: row.input, recorded: { allow: row.allow, code: row.code, policy_version: row.policy_version }, baseline: traceOf(base), candidate: traceOf(cand),
+    change,
+    purpose: row.purpose,
+    route: row.route,
+    reason,
+    decision_id: row.decision_id,
+    audit_id: row.audit_id,
+    recorded_at: row.recorded_at.toISOString(),
+    input: row.input,
+    recorded: { allow: row.allow, code: row.code, policy_version: row.policy_version },
+    baseline: traceOf(base),
+    candidate: traceOf(cand),
   });
 }
 
@@ -243,9 +355,13 @@ export class ImpactRunner {
   /** Look for work now (also after a job is queued). */
   poke(): void {
     if (this.stopped || this.running) return;
-    this.running = this.runAvailable().catch((err: unknown) => this.deps.log.warn({ err: (err as Error).message }, 'policy impact runner failed; will retry')).finally(() => {
-      this.running = undefined;
-    });
+    this.running = this.runAvailable()
+      .catch((err: unknown) =>
+        this.deps.log.warn({ err: (err as Error).message }, 'policy impact runner failed; will retry'),
+      )
+      .finally(() => {
+        this.running = undefined;
+      });
   }
 
   async stop(): Promise<void> {
@@ -269,7 +385,13 @@ export class ImpactRunner {
     for (let job = await this.claim(); job && !this.stopped; job = await this.claim()) await this.run(job);
   }
 
-  private async finish(job: JobRow, lease: Date, status: 'done' | 'failed', result: ImpactResult, error: string | null): Promise<void> {
+  private async finish(
+    job: JobRow,
+    lease: Date,
+    status: 'done' | 'failed',
+    result: ImpactResult,
+    error: string | null,
+  ): Promise<void> {
     await this.deps.db.query(
       `UPDATE policy_impact_jobs SET status = $3, result = $4, error = $5, finished_at = now(), updated_at = now(), lease_until = NULL
        WHERE id = $1 AND lease_until = $2`,
@@ -284,7 +406,13 @@ export class ImpactRunner {
     try {
       candidate = await this.deps.candidates.load(job.tenant_id, job.candidate_ref);
     } catch (err) {
-      await this.finish(job, lease, 'failed', result, err instanceof AppError ? err.message : 'the candidate could not be loaded');
+      await this.finish(
+        job,
+        lease,
+        'failed',
+        result,
+        err instanceof AppError ? err.message : 'the candidate could not be loaded',
+      );
       return;
     }
     const baselines = new Map<string, PolicyRevision | undefined>();

@@ -12,32 +12,71 @@ import { appendAudit } from '../../shared/audit.ts';
 import type { Db } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
 import { defineRoute, type RequestContext, type RouteSpec } from '../http/route.ts';
-import { Candidate, CandidateBody, candidateBodyLimitBytes, candidateExists, CandidateLoader, storeCandidate } from './candidates.ts';
+import {
+  Candidate,
+  CandidateBody,
+  candidateBodyLimitBytes,
+  candidateExists,
+  CandidateLoader,
+  storeCandidate,
+} from './candidates.ts';
 import { ImpactJob, impactJob, impactMaxWindowMs, ImpactRunner, queueImpactJob } from './impact.ts';
 import { clearShadow, setShadow, Shadow, shadowView, ShadowView } from './shadow.ts';
 
 const impactRoles = ['policy_author', 'ops', 'admin'];
 
-interface Caller { tenantId: string; principalId: string; aal: number; sessionId: string | undefined; ip: string }
+interface Caller {
+  tenantId: string;
+  principalId: string;
+  aal: number;
+  sessionId: string | undefined;
+  ip: string;
+}
 
 function callerOf(ctx: RequestContext<unknown, unknown, unknown>): Caller {
   const id = ctx.identity;
   if (!id.tenantId || !id.principalId) throw new AppError('UNAUTHORIZED', 'a staff credential is required');
-  if (!id.roles.some((r) => impactRoles.includes(r))) throw new AppError('FORBIDDEN', `policy impact needs one of the roles ${impactRoles.join(', ')}`);
-  return { tenantId: id.tenantId, principalId: id.principalId, aal: id.aal ?? 1, sessionId: id.sessionId, ip: id.clientIp ?? '' };
+  if (!id.roles.some((r) => impactRoles.includes(r)))
+    throw new AppError('FORBIDDEN', `policy impact needs one of the roles ${impactRoles.join(', ')}`);
+  return {
+    tenantId: id.tenantId,
+    principalId: id.principalId,
+    aal: id.aal ?? 1,
+    sessionId: id.sessionId,
+    ip: id.clientIp ?? '',
+  };
 }
 
 /** Issue 14 item 6: a staff action's record names the person, their AAL and session. */
-const auditOf = (c: Caller, action: string, target: { type: string; id: string }, attrs: Record<string, unknown>) => ({
-  tenantId: c.tenantId, actor: { type: 'staff', id: c.principalId }, action, target,
+const auditOf = (
+  c: Caller,
+  action: string,
+  target: { type: string; id: string },
+  attrs: Record<string, unknown>,
+) => ({
+  tenantId: c.tenantId,
+  actor: { type: 'staff', id: c.principalId },
+  action,
+  target,
   attrs: { ...attrs, aal: c.aal, ip: c.ip, ...(c.sessionId ? { sessionId: c.sessionId } : {}) },
 });
 
-const ImpactBody = Type.Object({
-  policy_ref: Type.String({ pattern: '^cand-[0-9a-f]{16}$', description: 'a candidate uploaded with POST /v1/policy/candidates' }),
-  since: Type.String({ format: 'date-time', description: 'start of the window of recorded decisions (inclusive)' }),
-  until: Type.Optional(Type.String({ format: 'date-time', description: 'end of the window (exclusive); default now' })),
-}, { additionalProperties: false });
+const ImpactBody = Type.Object(
+  {
+    policy_ref: Type.String({
+      pattern: '^cand-[0-9a-f]{16}$',
+      description: 'a candidate uploaded with POST /v1/policy/candidates',
+    }),
+    since: Type.String({
+      format: 'date-time',
+      description: 'start of the window of recorded decisions (inclusive)',
+    }),
+    until: Type.Optional(
+      Type.String({ format: 'date-time', description: 'end of the window (exclusive); default now' }),
+    ),
+  },
+  { additionalProperties: false },
+);
 
 export interface PolicyImpactDeps {
   db: Db;
@@ -47,28 +86,56 @@ export interface PolicyImpactDeps {
   now: () => number;
 }
 
-export function policyImpactRoutes(deps: PolicyImpactDeps): { routes: RouteSpec[]; runner: ImpactRunner | undefined } {
+export function policyImpactRoutes(deps: PolicyImpactDeps): {
+  routes: RouteSpec[];
+  runner: ImpactRunner | undefined;
+} {
   // A core without a policy store (tools, tests) serves the routes but verifies nothing and runs no jobs.
   const policies = deps.policies;
-  const runner = policies ? new ImpactRunner({ db: deps.db, log: deps.log, candidates: new CandidateLoader(deps.db, policies), policies }) : undefined;
+  const runner = policies
+    ? new ImpactRunner({
+        db: deps.db,
+        log: deps.log,
+        candidates: new CandidateLoader(deps.db, policies),
+        policies,
+      })
+    : undefined;
   const verifier = (): PolicyStore => {
-    if (!policies) throw new AppError('POLICY_UNAVAILABLE', 'this core has no policy store to verify candidates with');
+    if (!policies)
+      throw new AppError('POLICY_UNAVAILABLE', 'this core has no policy store to verify candidates with');
     return policies;
   };
   const tags = ['policy'];
   const routes = [
     defineRoute({
-      method: 'POST', path: '/v1/policy/candidates', operationId: 'policyCandidateUpload', tags, body: CandidateBody, bodyLimitBytes: candidateBodyLimitBytes,
-      summary: 'Upload a signed candidate bundle (manifest and registry as their exact text, policy.wasm as base64); verified against the trusted signers like any bundle. The edge does not buffer this body.',
-      responses: { 201: { description: 'Stored', schema: Candidate }, 200: { description: 'Already stored (the same signed bundle)', schema: Candidate } },
+      method: 'POST',
+      path: '/v1/policy/candidates',
+      operationId: 'policyCandidateUpload',
+      tags,
+      body: CandidateBody,
+      bodyLimitBytes: candidateBodyLimitBytes,
+      summary:
+        'Upload a signed candidate bundle (manifest and registry as their exact text, policy.wasm as base64); verified against the trusted signers like any bundle. The edge does not buffer this body.',
+      responses: {
+        201: { description: 'Stored', schema: Candidate },
+        200: { description: 'Already stored (the same signed bundle)', schema: Candidate },
+      },
       handler: async (ctx) => {
         const c = callerOf(ctx);
         const stored = await deps.db.tx(async (q) => {
           const s = await storeCandidate(q, verifier(), c.tenantId, c.principalId, ctx.body);
           if (s.created) {
-            await appendAudit(q, [auditOf(c, 'policy.candidate_upload', { type: 'policy_candidate', id: s.candidate.policy_ref }, {
-              policy_version: s.candidate.policy_version, registry_version: s.candidate.registry_version,
-            })]);
+            await appendAudit(q, [
+              auditOf(
+                c,
+                'policy.candidate_upload',
+                { type: 'policy_candidate', id: s.candidate.policy_ref },
+                {
+                  policy_version: s.candidate.policy_version,
+                  registry_version: s.candidate.registry_version,
+                },
+              ),
+            ]);
           }
           return s;
         });
@@ -76,19 +143,39 @@ export function policyImpactRoutes(deps: PolicyImpactDeps): { routes: RouteSpec[
       },
     }),
     defineRoute({
-      method: 'POST', path: '/v1/policy/impact', operationId: 'policyImpactStart', tags, body: ImpactBody,
-      summary: "Replay the tenant's recorded decisions of a window against a candidate: 202 and a job; poll GET /v1/policy/impact/{id}",
+      method: 'POST',
+      path: '/v1/policy/impact',
+      operationId: 'policyImpactStart',
+      tags,
+      body: ImpactBody,
+      summary:
+        "Replay the tenant's recorded decisions of a window against a candidate: 202 and a job; poll GET /v1/policy/impact/{id}",
       responses: { 202: { description: 'Queued', schema: ImpactJob } },
       handler: async (ctx) => {
         const c = callerOf(ctx);
         const since = new Date(ctx.body.since);
         const until = ctx.body.until ? new Date(ctx.body.until) : new Date(deps.now());
         if (!(since < until)) throw new AppError('VALIDATION_FAILED', 'since must be before until');
-        if (until.getTime() - since.getTime() > impactMaxWindowMs) throw new AppError('VALIDATION_FAILED', 'a window covers at most 31 days');
+        if (until.getTime() - since.getTime() > impactMaxWindowMs)
+          throw new AppError('VALIDATION_FAILED', 'a window covers at most 31 days');
         const job = await deps.db.tx(async (q) => {
-          if (!(await candidateExists(q, c.tenantId, ctx.body.policy_ref))) throw new AppError('CANDIDATE_NOT_FOUND', `no candidate ${ctx.body.policy_ref}`);
-          const j = await queueImpactJob(q, { tenantId: c.tenantId, ref: ctx.body.policy_ref, since, until, requestedBy: c.principalId });
-          await appendAudit(q, [auditOf(c, 'policy.impact_run', { type: 'policy_impact_job', id: j.id }, { policy_ref: j.policy_ref, since: j.since, until: j.until })]);
+          if (!(await candidateExists(q, c.tenantId, ctx.body.policy_ref)))
+            throw new AppError('CANDIDATE_NOT_FOUND', `no candidate ${ctx.body.policy_ref}`);
+          const j = await queueImpactJob(q, {
+            tenantId: c.tenantId,
+            ref: ctx.body.policy_ref,
+            since,
+            until,
+            requestedBy: c.principalId,
+          });
+          await appendAudit(q, [
+            auditOf(
+              c,
+              'policy.impact_run',
+              { type: 'policy_impact_job', id: j.id },
+              { policy_ref: j.policy_ref, since: j.since, until: j.until },
+            ),
+          ]);
           return j;
         });
         runner?.poke();
@@ -96,7 +183,10 @@ export function policyImpactRoutes(deps: PolicyImpactDeps): { routes: RouteSpec[
       },
     }),
     defineRoute({
-      method: 'GET', path: '/v1/policy/impact/{id}', operationId: 'policyImpactGet', tags,
+      method: 'GET',
+      path: '/v1/policy/impact/{id}',
+      operationId: 'policyImpactGet',
+      tags,
       params: Type.Object({ id: Type.String({ format: 'uuid' }) }),
       summary: 'An impact job: status, counts so far, groups and samples (complete once status is done)',
       responses: { 200: { description: 'The job', schema: ImpactJob } },
@@ -106,35 +196,54 @@ export function policyImpactRoutes(deps: PolicyImpactDeps): { routes: RouteSpec[
       },
     }),
     defineRoute({
-      method: 'PUT', path: '/v1/policy/shadow', operationId: 'policyShadowSet', tags,
+      method: 'PUT',
+      path: '/v1/policy/shadow',
+      operationId: 'policyShadowSet',
+      tags,
       body: Type.Object({ policy_ref: ImpactBody.properties.policy_ref }, { additionalProperties: false }),
-      summary: "Load a candidate as the tenant's shadow: the edges evaluate the tenant's live decisions against it after each answer, never changing one, and count and sample divergences",
-      responses: { 200: { description: 'The shadow in force (edges pick it up within 2 s)', schema: Shadow } },
+      summary:
+        "Load a candidate as the tenant's shadow: the edges evaluate the tenant's live decisions against it after each answer, never changing one, and count and sample divergences",
+      responses: {
+        200: { description: 'The shadow in force (edges pick it up within 2 s)', schema: Shadow },
+      },
       handler: async (ctx) => {
         const c = callerOf(ctx);
         const shadow = await deps.db.tx(async (q) => {
-          if (!(await candidateExists(q, c.tenantId, ctx.body.policy_ref))) throw new AppError('CANDIDATE_NOT_FOUND', `no candidate ${ctx.body.policy_ref}`);
+          if (!(await candidateExists(q, c.tenantId, ctx.body.policy_ref)))
+            throw new AppError('CANDIDATE_NOT_FOUND', `no candidate ${ctx.body.policy_ref}`);
           const s = await setShadow(q, c.tenantId, ctx.body.policy_ref, c.principalId);
-          await appendAudit(q, [auditOf(c, 'policy.shadow_set', { type: 'policy_shadow', id: s.policy_ref }, {})]);
+          await appendAudit(q, [
+            auditOf(c, 'policy.shadow_set', { type: 'policy_shadow', id: s.policy_ref }, {}),
+          ]);
           return s;
         });
         return { status: 200, body: shadow };
       },
     }),
     defineRoute({
-      method: 'GET', path: '/v1/policy/shadow', operationId: 'policyShadowGet', tags,
-      summary: "The tenant's shadow candidate and its latest sampled divergences (edge metric edge_policy_shadow counts them all)",
+      method: 'GET',
+      path: '/v1/policy/shadow',
+      operationId: 'policyShadowGet',
+      tags,
+      summary:
+        "The tenant's shadow candidate and its latest sampled divergences (edge metric edge_policy_shadow counts them all)",
       responses: { 200: { description: 'Shadow and divergences', schema: ShadowView } },
       handler: async (ctx) => ({ status: 200, body: await shadowView(deps.db, callerOf(ctx).tenantId) }),
     }),
     defineRoute({
-      method: 'DELETE', path: '/v1/policy/shadow', operationId: 'policyShadowClear', tags,
-      summary: "Stop shadow evaluation for the tenant",
+      method: 'DELETE',
+      path: '/v1/policy/shadow',
+      operationId: 'policyShadowClear',
+      tags,
+      summary: 'Stop shadow evaluation for the tenant',
       responses: { 204: { description: 'No shadow now' } },
       handler: async (ctx) => {
         const c = callerOf(ctx);
         await deps.db.tx(async (q) => {
-          if (await clearShadow(q, c.tenantId)) await appendAudit(q, [auditOf(c, 'policy.shadow_clear', { type: 'policy_shadow', id: c.tenantId }, {})]);
+          if (await clearShadow(q, c.tenantId))
+            await appendAudit(q, [
+              auditOf(c, 'policy.shadow_clear', { type: 'policy_shadow', id: c.tenantId }, {}),
+            ]);
         });
         return { status: 204 };
       },

@@ -22,7 +22,11 @@ export async function clusterRegion(q: Queryable): Promise<string | undefined> {
  * deliberate act, never a side effect of a deployment pointing at the wrong database.
  */
 export async function labelCluster(q: Queryable, region: string, by: string): Promise<string> {
-  if (!regionPattern.test(region)) throw new Error(`a cluster region is an ISO 3166 alpha-2 code, not ${JSON.stringify(region)}`);
-  await q.query('INSERT INTO cluster_identity (region, labelled_by) VALUES ($1, $2) ON CONFLICT (singleton) DO NOTHING', [region, by]);
+  if (!regionPattern.test(region))
+    throw new Error(`a cluster region is an ISO 3166 alpha-2 code, not ${JSON.stringify(region)}`);
+  await q.query(
+    'INSERT INTO cluster_identity (region, labelled_by) VALUES ($1, $2) ON CONFLICT (singleton) DO NOTHING',
+    [region, by],
+  );
   return (await clusterRegion(q)) ?? region;
 }

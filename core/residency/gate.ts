@@ -25,7 +25,12 @@ export interface ResidencyOptions {
 }
 
 /** Who asked, for the audit record. */
-export interface Asker { principalId: string | undefined; method: string; route: string; requestId: string }
+export interface Asker {
+  principalId: string | undefined;
+  method: string;
+  route: string;
+  requestId: string;
+}
 
 /** A tenant's placement: its resident regions, or null when it set none (no restriction). */
 type Placement = { regions: readonly string[] | null; malformed: boolean };
@@ -48,21 +53,35 @@ export class ResidencyGate {
   private warnedFor: string | undefined;
   private readonly refusals: Counter<'tenant'>;
 
-  constructor(private readonly db: Db, private readonly log: Logger, metrics: Metrics, private readonly opts: ResidencyOptions, private readonly now: () => number = Date.now) {
+  constructor(
+    private readonly db: Db,
+    private readonly log: Logger,
+    metrics: Metrics,
+    private readonly opts: ResidencyOptions,
+    private readonly now: () => number = Date.now,
+  ) {
     const registry = metrics.registry;
-    this.refusals = (registry.getSingleMetric('tenant_residency_refusals_total') as Counter<'tenant'> | undefined) ?? new Counter({
-      name: 'tenant_residency_refusals_total',
-      help: 'Requests refused because the tenant\'s resident_regions exclude this core\'s database region (issue 20 item 2)',
-      labelNames: ['tenant'] as const, registers: [registry],
-    });
+    this.refusals =
+      (registry.getSingleMetric('tenant_residency_refusals_total') as Counter<'tenant'> | undefined) ??
+      new Counter({
+        name: 'tenant_residency_refusals_total',
+        help: "Requests refused because the tenant's resident_regions exclude this core's database region (issue 20 item 2)",
+        labelNames: ['tenant'] as const,
+        registers: [registry],
+      });
     if (!registry.getSingleMetric('core_data_region_info')) {
       const gate = this;
       new Gauge({
-        name: 'core_data_region_info', help: 'This core\'s DEPLOYMENT_REGION and its database cluster\'s region label (1)',
-        labelNames: ['deployment_region', 'database_region'] as const, registers: [registry],
+        name: 'core_data_region_info',
+        help: "This core's DEPLOYMENT_REGION and its database cluster's region label (1)",
+        labelNames: ['deployment_region', 'database_region'] as const,
+        registers: [registry],
         collect() {
           this.reset();
-          this.set({ deployment_region: gate.opts.deploymentRegion, database_region: gate.region ?? 'unlabelled' }, 1);
+          this.set(
+            { deployment_region: gate.opts.deploymentRegion, database_region: gate.region ?? 'unlabelled' },
+            1,
+          );
         },
       });
     }
@@ -78,10 +97,15 @@ export class ResidencyGate {
     this.listen();
     if (this.region !== undefined) return this.region;
     const generation = this.generation;
-    const region = this.opts.labelUnlabelled ? await labelCluster(this.db, this.opts.deploymentRegion, 'core') : await clusterRegion(this.db);
+    const region = this.opts.labelUnlabelled
+      ? await labelCluster(this.db, this.opts.deploymentRegion, 'core')
+      : await clusterRegion(this.db);
     if (region !== undefined && region !== this.opts.deploymentRegion && region !== this.warnedFor) {
       this.warnedFor = region;
-      this.log.warn({ deploymentRegion: this.opts.deploymentRegion, databaseRegion: region }, 'this core runs in another region than its database cluster');
+      this.log.warn(
+        { deploymentRegion: this.opts.deploymentRegion, databaseRegion: region },
+        'this core runs in another region than its database cluster',
+      );
     }
     if (this.cacheable(generation)) this.region = region;
     return region;
@@ -104,7 +128,10 @@ export class ResidencyGate {
     const cached = this.placements.get(tenantId);
     if (cached && this.now() - cached.at < entryTtlMs) return cached;
     const generation = this.generation;
-    const { rows } = await this.db.query<{ r: unknown }>(`SELECT security -> 'resident_regions' AS r FROM tenants WHERE id = $1`, [tenantId]);
+    const { rows } = await this.db.query<{ r: unknown }>(
+      `SELECT security -> 'resident_regions' AS r FROM tenants WHERE id = $1`,
+      [tenantId],
+    );
     // No such tenant holds no data here: the route answers for it (404 and the like).
     if (rows.length === 0) return { regions: null, malformed: false };
     const r = rows[0]?.r ?? null;
@@ -114,16 +141,40 @@ export class ResidencyGate {
     return p;
   }
 
-  private async refuse(tenantId: string, region: string | undefined, p: Placement, asker: Asker): Promise<never> {
+  private async refuse(
+    tenantId: string,
+    region: string | undefined,
+    p: Placement,
+    asker: Asker,
+  ): Promise<never> {
     this.refusals.inc({ tenant: tenantId });
-    const attrs = { database_region: region ?? null, deployment_region: this.opts.deploymentRegion, resident_regions: p.regions ?? 'malformed', method: asker.method, route: asker.route, request_id: asker.requestId };
-    this.log.error({ tenantId, ...attrs }, 'tenant refused: its resident_regions do not allow this database cluster');
+    const attrs = {
+      database_region: region ?? null,
+      deployment_region: this.opts.deploymentRegion,
+      resident_regions: p.regions ?? 'malformed',
+      method: asker.method,
+      route: asker.route,
+      request_id: asker.requestId,
+    };
+    this.log.error(
+      { tenantId, ...attrs },
+      'tenant refused: its resident_regions do not allow this database cluster',
+    );
     // Fail closed whether or not the record is written; a lost record is logged above.
     await audit(this.db, {
-      tenantId: '_platform', actor: { type: asker.principalId ? 'principal' : 'anonymous', id: asker.principalId ?? 'anonymous' },
-      action: 'tenant.residency_refused', target: { type: 'tenant', id: tenantId }, decision: { allow: false, code: 'TENANT_NOT_RESIDENT' }, attrs,
-    }).catch((err: unknown) => this.log.error({ err: (err as Error).message, tenantId }, 'residency refusal not audited'));
-    throw new AppError('TENANT_NOT_RESIDENT', `tenant ${tenantId} cannot be served here: its data may not live in this deployment's database region (the operator has been alerted)`);
+      tenantId: '_platform',
+      actor: { type: asker.principalId ? 'principal' : 'anonymous', id: asker.principalId ?? 'anonymous' },
+      action: 'tenant.residency_refused',
+      target: { type: 'tenant', id: tenantId },
+      decision: { allow: false, code: 'TENANT_NOT_RESIDENT' },
+      attrs,
+    }).catch((err: unknown) =>
+      this.log.error({ err: (err as Error).message, tenantId }, 'residency refusal not audited'),
+    );
+    throw new AppError(
+      'TENANT_NOT_RESIDENT',
+      `tenant ${tenantId} cannot be served here: its data may not live in this deployment's database region (the operator has been alerted)`,
+    );
   }
 
   private cacheable(generation: number): boolean {
@@ -142,19 +193,28 @@ export class ResidencyGate {
 
   /** Start (or restart, at most every few seconds) the LISTEN connection; never blocks a request. */
   private listen(): void {
-    if (this.closed || this.listener || this.connecting || this.now() - this.lastAttempt < reconnectEveryMs) return;
+    if (this.closed || this.listener || this.connecting || this.now() - this.lastAttempt < reconnectEveryMs)
+      return;
     this.connecting = true;
     this.lastAttempt = this.now();
-    const client = new pg.Client({ connectionString: (this.db.pool.options as { connectionString?: string }).connectionString, connectionTimeoutMillis: 2000 });
+    const client = new pg.Client({
+      connectionString: (this.db.pool.options as { connectionString?: string }).connectionString,
+      connectionTimeoutMillis: 2000,
+    });
     const lost = (err?: Error) => {
-      if (this.listener === client) this.log.warn({ err: err?.message }, 'residency listener lost; placements are read per request until it is back');
+      if (this.listener === client)
+        this.log.warn(
+          { err: err?.message },
+          'residency listener lost; placements are read per request until it is back',
+        );
       if (this.listener === client) this.listener = undefined;
       this.drop('');
     };
     client.on('error', lost);
     client.on('end', () => lost());
     client.on('notification', (n) => this.drop(n.payload ?? ''));
-    client.connect()
+    client
+      .connect()
       .then(() => client.query(`LISTEN ${channels.tenants}`))
       .then(async () => {
         if (this.closed) return client.end();
@@ -166,7 +226,9 @@ export class ResidencyGate {
         this.log.warn({ err: (err as Error).message }, 'residency listener could not connect');
         void client.end().catch(() => undefined);
       })
-      .finally(() => { this.connecting = false; });
+      .finally(() => {
+        this.connecting = false;
+      });
   }
 
   async close(): Promise<void> {

@@ -15,10 +15,24 @@ import { adminRoute, admins, readers, type AdminDeps } from '../admin/http.ts';
 import { ItemsOf, Uuid } from '../admin/schemas.ts';
 import type { RouteSpec } from '../http/route.ts';
 import {
-  defaultServiceTokenGraceS, issueScimCredential, issueServiceToken, listScimCredentials, listServiceTokens, maxServiceTokenGraceS,
-  revokeScimCredential, revokeServiceToken, rotateServiceToken, serviceTokenRoles,
+  defaultServiceTokenGraceS,
+  issueScimCredential,
+  issueServiceToken,
+  listScimCredentials,
+  listServiceTokens,
+  maxServiceTokenGraceS,
+  revokeScimCredential,
+  revokeServiceToken,
+  rotateServiceToken,
+  serviceTokenRoles,
 } from './credentials.ts';
-import { GroupMappings, IssuedScimCredential, IssuedServiceToken, ScimCredential, ServiceToken } from './schemas.ts';
+import {
+  GroupMappings,
+  IssuedScimCredential,
+  IssuedServiceToken,
+  ScimCredential,
+  ServiceToken,
+} from './schemas.ts';
 import { groupMappings, isStaffRole, putGroupMappings, staffRoles } from './store.ts';
 
 const Name = Type.String({ minLength: 1, maxLength: 100, pattern: '^[A-Za-z0-9][A-Za-z0-9 ._:-]*$' });
@@ -29,25 +43,68 @@ function scimCredentialRoutes(deps: AdminDeps): RouteSpec[] {
   const tags = ['admin.scim'];
   return [
     adminRoute(deps, {
-      method: 'POST', path: '/v1/scim-credentials', operationId: 'issueScimCredential', summary: 'Issue a SCIM bearer credential for the tenant (the token is shown once)',
-      tags, roles: admins, mode: 'create', body: Type.Object({ name: Name }, { additionalProperties: false }),
-      responses: { 201: { description: 'The credential and its token (keep it: it is never shown again)', schema: IssuedScimCredential } },
+      method: 'POST',
+      path: '/v1/scim-credentials',
+      operationId: 'issueScimCredential',
+      summary: 'Issue a SCIM bearer credential for the tenant (the token is shown once)',
+      tags,
+      roles: admins,
+      mode: 'create',
+      body: Type.Object({ name: Name }, { additionalProperties: false }),
+      responses: {
+        201: {
+          description: 'The credential and its token (keep it: it is never shown again)',
+          schema: IssuedScimCredential,
+        },
+      },
       write: async (ctx, w) => {
-        const { credential, token } = await issueScimCredential(w.q, w.caller.tenantId, ctx.body.name, w.caller.principalId, deps.now());
-        await w.audit('scim_credential.issue', { type: 'scim_credential', id: credential.id }, { name: credential.name });
+        const { credential, token } = await issueScimCredential(
+          w.q,
+          w.caller.tenantId,
+          ctx.body.name,
+          w.caller.principalId,
+          deps.now(),
+        );
+        await w.audit(
+          'scim_credential.issue',
+          { type: 'scim_credential', id: credential.id },
+          { name: credential.name },
+        );
         return { status: 201, headers: noStore, body: { ...credential, token } };
       },
     }),
     adminRoute(deps, {
-      method: 'GET', path: '/v1/scim-credentials', operationId: 'listScimCredentials', summary: "The tenant's SCIM credentials (never their tokens)",
-      tags, roles: admins, mode: 'read', responses: { 200: { description: '{items}', schema: ItemsOf(ScimCredential) } },
-      read: async (_ctx, caller) => ({ status: 200, body: { items: await listScimCredentials(deps.db, caller.tenantId) } }),
+      method: 'GET',
+      path: '/v1/scim-credentials',
+      operationId: 'listScimCredentials',
+      summary: "The tenant's SCIM credentials (never their tokens)",
+      tags,
+      roles: admins,
+      mode: 'read',
+      responses: { 200: { description: '{items}', schema: ItemsOf(ScimCredential) } },
+      read: async (_ctx, caller) => ({
+        status: 200,
+        body: { items: await listScimCredentials(deps.db, caller.tenantId) },
+      }),
     }),
     adminRoute(deps, {
-      method: 'DELETE', path: '/v1/scim-credentials/{id}', operationId: 'revokeScimCredential', summary: 'Revoke a SCIM credential; edges refuse it from the next request',
-      tags, roles: admins, mode: 'write', params: IdParams, responses: { 200: { description: 'The revoked credential', schema: ScimCredential } },
+      method: 'DELETE',
+      path: '/v1/scim-credentials/{id}',
+      operationId: 'revokeScimCredential',
+      summary: 'Revoke a SCIM credential; edges refuse it from the next request',
+      tags,
+      roles: admins,
+      mode: 'write',
+      params: IdParams,
+      responses: { 200: { description: 'The revoked credential', schema: ScimCredential } },
       write: async (ctx, w) => {
-        const c = await revokeScimCredential(w.q, w.caller.tenantId, ctx.params.id, w.caller.principalId, deps.now());
+        const c = await revokeScimCredential(
+          w.q,
+          w.caller.tenantId,
+          ctx.params.id,
+          w.caller.principalId,
+          deps.now(),
+        );
         await w.audit('scim_credential.revoke', { type: 'scim_credential', id: c.id }, { name: c.name });
         return { status: 200, body: c };
       },
@@ -61,44 +118,115 @@ function serviceTokenRoutes(deps: AdminDeps): RouteSpec[] {
   const tags = ['admin.service-tokens'];
   return [
     adminRoute(deps, {
-      method: 'POST', path: '/v1/service-tokens', operationId: 'issueServiceToken', summary: 'Issue a service token for a machine (the token is shown once)',
-      tags, roles: admins, mode: 'create',
-      body: Type.Object({
-        name: Name, roles: Type.Array(Role, { minItems: 1, maxItems: serviceTokenRoles.length, uniqueItems: true }),
-        expires_at: Type.Optional(Type.String({ format: 'date-time' })),
-      }, { additionalProperties: false }),
-      responses: { 201: { description: 'The service token and its value (never shown again)', schema: IssuedServiceToken } },
+      method: 'POST',
+      path: '/v1/service-tokens',
+      operationId: 'issueServiceToken',
+      summary: 'Issue a service token for a machine (the token is shown once)',
+      tags,
+      roles: admins,
+      mode: 'create',
+      body: Type.Object(
+        {
+          name: Name,
+          roles: Type.Array(Role, { minItems: 1, maxItems: serviceTokenRoles.length, uniqueItems: true }),
+          expires_at: Type.Optional(Type.String({ format: 'date-time' })),
+        },
+        { additionalProperties: false },
+      ),
+      responses: {
+        201: {
+          description: 'The service token and its value (never shown again)',
+          schema: IssuedServiceToken,
+        },
+      },
       write: async (ctx, w) => {
         const b = ctx.body;
-        if (b.expires_at !== undefined && Date.parse(b.expires_at) <= deps.now()) throw new AppError('VALIDATION_FAILED', 'expires_at is in the past');
-        const { serviceToken, token } = await issueServiceToken(w.q, w.caller.tenantId, { name: b.name, roles: b.roles, expiresAt: b.expires_at }, w.caller.principalId, deps.now());
-        await w.audit('service_token.issue', { type: 'service_token', id: serviceToken.id }, { name: serviceToken.name, roles: serviceToken.roles, expires_at: serviceToken.expires_at });
+        if (b.expires_at !== undefined && Date.parse(b.expires_at) <= deps.now())
+          throw new AppError('VALIDATION_FAILED', 'expires_at is in the past');
+        const { serviceToken, token } = await issueServiceToken(
+          w.q,
+          w.caller.tenantId,
+          { name: b.name, roles: b.roles, expiresAt: b.expires_at },
+          w.caller.principalId,
+          deps.now(),
+        );
+        await w.audit(
+          'service_token.issue',
+          { type: 'service_token', id: serviceToken.id },
+          { name: serviceToken.name, roles: serviceToken.roles, expires_at: serviceToken.expires_at },
+        );
         return { status: 201, headers: noStore, body: { ...serviceToken, token } };
       },
     }),
     adminRoute(deps, {
-      method: 'GET', path: '/v1/service-tokens', operationId: 'listServiceTokens', summary: "The tenant's service tokens (never their values)",
-      tags, roles: admins, mode: 'read', responses: { 200: { description: '{items}', schema: ItemsOf(ServiceToken) } },
-      read: async (_ctx, caller) => ({ status: 200, body: { items: await listServiceTokens(deps.db, caller.tenantId) } }),
+      method: 'GET',
+      path: '/v1/service-tokens',
+      operationId: 'listServiceTokens',
+      summary: "The tenant's service tokens (never their values)",
+      tags,
+      roles: admins,
+      mode: 'read',
+      responses: { 200: { description: '{items}', schema: ItemsOf(ServiceToken) } },
+      read: async (_ctx, caller) => ({
+        status: 200,
+        body: { items: await listServiceTokens(deps.db, caller.tenantId) },
+      }),
     }),
     adminRoute(deps, {
-      method: 'POST', path: '/v1/service-tokens/{id}:rotate', operationId: 'rotateServiceToken',
-      summary: 'A new token for the same machine; the previous one stays valid for grace_seconds (default 86400, at most 604800)',
-      tags, roles: admins, mode: 'create', params: IdParams,
-      body: Type.Object({ grace_seconds: Type.Optional(Type.Integer({ minimum: 0, maximum: maxServiceTokenGraceS })) }, { additionalProperties: false }),
-      responses: { 201: { description: 'The service token and its new value (never shown again)', schema: IssuedServiceToken } },
+      method: 'POST',
+      path: '/v1/service-tokens/{id}:rotate',
+      operationId: 'rotateServiceToken',
+      summary:
+        'A new token for the same machine; the previous one stays valid for grace_seconds (default 86400, at most 604800)',
+      tags,
+      roles: admins,
+      mode: 'create',
+      params: IdParams,
+      body: Type.Object(
+        { grace_seconds: Type.Optional(Type.Integer({ minimum: 0, maximum: maxServiceTokenGraceS })) },
+        { additionalProperties: false },
+      ),
+      responses: {
+        201: {
+          description: 'The service token and its new value (never shown again)',
+          schema: IssuedServiceToken,
+        },
+      },
       write: async (ctx, w) => {
         const grace = ctx.body?.grace_seconds ?? defaultServiceTokenGraceS;
-        const { serviceToken, token } = await rotateServiceToken(w.q, w.caller.tenantId, ctx.params.id, grace, deps.now());
-        await w.audit('service_token.rotate', { type: 'service_token', id: serviceToken.id }, { grace_seconds: grace, previous_valid_until: serviceToken.previous_valid_until });
+        const { serviceToken, token } = await rotateServiceToken(
+          w.q,
+          w.caller.tenantId,
+          ctx.params.id,
+          grace,
+          deps.now(),
+        );
+        await w.audit(
+          'service_token.rotate',
+          { type: 'service_token', id: serviceToken.id },
+          { grace_seconds: grace, previous_valid_until: serviceToken.previous_valid_until },
+        );
         return { status: 201, headers: noStore, body: { ...serviceToken, token } };
       },
     }),
     adminRoute(deps, {
-      method: 'DELETE', path: '/v1/service-tokens/{id}', operationId: 'revokeServiceToken', summary: 'Revoke a service token (and its previous one); edges refuse it at once',
-      tags, roles: admins, mode: 'write', params: IdParams, responses: { 200: { description: 'The revoked token', schema: ServiceToken } },
+      method: 'DELETE',
+      path: '/v1/service-tokens/{id}',
+      operationId: 'revokeServiceToken',
+      summary: 'Revoke a service token (and its previous one); edges refuse it at once',
+      tags,
+      roles: admins,
+      mode: 'write',
+      params: IdParams,
+      responses: { 200: { description: 'The revoked token', schema: ServiceToken } },
       write: async (ctx, w) => {
-        const t = await revokeServiceToken(w.q, w.caller.tenantId, ctx.params.id, w.caller.principalId, deps.now());
+        const t = await revokeServiceToken(
+          w.q,
+          w.caller.tenantId,
+          ctx.params.id,
+          w.caller.principalId,
+          deps.now(),
+        );
         await w.audit('service_token.revoke', { type: 'service_token', id: t.id }, { name: t.name });
         return { status: 200, body: t };
       },
@@ -106,29 +234,56 @@ function serviceTokenRoutes(deps: AdminDeps): RouteSpec[] {
   ];
 }
 
-const Mapping = Type.Object({
-  idp_group: Type.String({ minLength: 1, maxLength: 256 }),
-  role: Type.Union(staffRoles.map((r) => Type.Literal(r))),
-}, { additionalProperties: false });
+const Mapping = Type.Object(
+  {
+    idp_group: Type.String({ minLength: 1, maxLength: 256 }),
+    role: Type.Union(staffRoles.map((r) => Type.Literal(r))),
+  },
+  { additionalProperties: false },
+);
 
 function groupMappingRoutes(deps: AdminDeps): RouteSpec[] {
   const tags = ['admin.staff'];
   return [
     adminRoute(deps, {
-      method: 'GET', path: '/v1/staff/group-mappings', operationId: 'listStaffGroupMappings', summary: "The tenant's identity-provider group → role mapping",
-      tags, roles: readers, mode: 'read', responses: { 200: { description: '{items: [{idp_group, role}]}', schema: GroupMappings } },
+      method: 'GET',
+      path: '/v1/staff/group-mappings',
+      operationId: 'listStaffGroupMappings',
+      summary: "The tenant's identity-provider group → role mapping",
+      tags,
+      roles: readers,
+      mode: 'read',
+      responses: { 200: { description: '{items: [{idp_group, role}]}', schema: GroupMappings } },
       read: async (_ctx, caller) => ({
-        status: 200, body: { items: (await groupMappings(deps.db, caller.tenantId)).map((m) => ({ idp_group: m.idpGroup, role: m.role })) },
+        status: 200,
+        body: {
+          items: (await groupMappings(deps.db, caller.tenantId)).map((m) => ({
+            idp_group: m.idpGroup,
+            role: m.role,
+          })),
+        },
       }),
     }),
     adminRoute(deps, {
-      method: 'PUT', path: '/v1/staff/group-mappings', operationId: 'putStaffGroupMappings', summary: 'Replace the whole mapping (idempotent)',
-      tags, roles: admins, mode: 'write', body: Type.Object({ items: Type.Array(Mapping, { maxItems: 500 }) }, { additionalProperties: false }),
+      method: 'PUT',
+      path: '/v1/staff/group-mappings',
+      operationId: 'putStaffGroupMappings',
+      summary: 'Replace the whole mapping (idempotent)',
+      tags,
+      roles: admins,
+      mode: 'write',
+      body: Type.Object({ items: Type.Array(Mapping, { maxItems: 500 }) }, { additionalProperties: false }),
       responses: { 200: { description: 'The mapping now in force', schema: GroupMappings } },
       write: async (ctx, w) => {
-        const items = ctx.body.items.filter((m) => isStaffRole(m.role)).map((m) => ({ idpGroup: m.idp_group, role: m.role }));
+        const items = ctx.body.items
+          .filter((m) => isStaffRole(m.role))
+          .map((m) => ({ idpGroup: m.idp_group, role: m.role }));
         await putGroupMappings(w.q, w.caller.tenantId, items);
-        await w.audit('staff.group_mappings.put', { type: 'staff_group_mappings', id: w.caller.tenantId }, { count: items.length });
+        await w.audit(
+          'staff.group_mappings.put',
+          { type: 'staff_group_mappings', id: w.caller.tenantId },
+          { count: items.length },
+        );
         const now = await groupMappings(w.q, w.caller.tenantId);
         return { status: 200, body: { items: now.map((m) => ({ idp_group: m.idpGroup, role: m.role })) } };
       },

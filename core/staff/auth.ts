@@ -17,11 +17,19 @@ import type { KeyStore } from '../keys/keys.ts';
 import { staffUserById, type StaffUser } from './store.ts';
 import { staffAudience, staffTokenTyp } from './tokens.ts';
 
-const Claims = TypeCompiler.Compile(Type.Object({
-  sub: Type.String({ minLength: 1 }), tid: Type.String({ minLength: 1 }), sid: Type.String({ minLength: 1 }), jti: Type.String({ minLength: 1 }),
-  aal: Type.Union([Type.Literal(1), Type.Literal(2)]), amr: Type.Array(Type.String()), exp: Type.Number(), orig: Type.Optional(Type.String()),
-  cnf: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
-}));
+const Claims = TypeCompiler.Compile(
+  Type.Object({
+    sub: Type.String({ minLength: 1 }),
+    tid: Type.String({ minLength: 1 }),
+    sid: Type.String({ minLength: 1 }),
+    jti: Type.String({ minLength: 1 }),
+    aal: Type.Union([Type.Literal(1), Type.Literal(2)]),
+    amr: Type.Array(Type.String()),
+    exp: Type.Number(),
+    orig: Type.Optional(Type.String()),
+    cnf: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+  }),
+);
 
 export interface StaffCaller {
   tenantId: string;
@@ -38,7 +46,10 @@ const refused = (why: string) => new AppError('INVALID_TOKEN', why);
 
 type Ctx = Pick<RequestContext<unknown, unknown, unknown>, 'headers' | 'path' | 'identity' | 'method'>;
 
-export async function authenticateStaff(deps: { keys: KeyStore; db: Queryable; now: () => number }, ctx: Ctx): Promise<StaffCaller> {
+export async function authenticateStaff(
+  deps: { keys: KeyStore; db: Queryable; now: () => number },
+  ctx: Ctx,
+): Promise<StaffCaller> {
   const { keys, db: q } = deps;
   const { headers, identity } = ctx;
   const token = bearerToken(headers.authorization);
@@ -50,9 +61,12 @@ export async function authenticateStaff(deps: { keys: KeyStore; db: Queryable; n
     throw refused('access token is invalid or expired');
   }
   if (!Claims.Check(raw)) throw refused('access token is invalid or expired');
-  if (identity.tenantId !== undefined && identity.tenantId !== raw.tid) throw new AppError('TENANT_MISMATCH', 'access token belongs to another tenant');
+  if (identity.tenantId !== undefined && identity.tenantId !== raw.tid)
+    throw new AppError('TENANT_MISMATCH', 'access token belongs to another tenant');
   const { rows } = await q.query<{ subject_id: string }>(
-    `SELECT subject_id FROM sessions WHERE tenant_id = $1 AND id = $2 AND subject_type = 'user' AND revoked_at IS NULL`, [raw.tid, raw.sid]);
+    `SELECT subject_id FROM sessions WHERE tenant_id = $1 AND id = $2 AND subject_type = 'user' AND revoked_at IS NULL`,
+    [raw.tid, raw.sid],
+  );
   if (rows[0]?.subject_id !== raw.sub) throw refused('session is revoked or unknown');
   const user = await staffUserById(q, raw.tid, raw.sub);
   if (!user || user.deletedAt || !user.active) throw refused('the staff member is deactivated');
@@ -60,7 +74,13 @@ export async function authenticateStaff(deps: { keys: KeyStore; db: Queryable; n
   const jkt = raw.cnf?.jkt;
   if (jkt !== undefined) await requireTokenProof(deps, ctx, token, typeof jkt === 'string' ? jkt : '');
   return {
-    tenantId: raw.tid, user, sessionId: raw.sid, aal: raw.aal, amr: raw.amr, jti: raw.jti,
-    ...(raw.orig ? { orig: raw.orig } : {}), ...(raw.cnf ? { cnf: raw.cnf } : {}),
+    tenantId: raw.tid,
+    user,
+    sessionId: raw.sid,
+    aal: raw.aal,
+    amr: raw.amr,
+    jti: raw.jti,
+    ...(raw.orig ? { orig: raw.orig } : {}),
+    ...(raw.cnf ? { cnf: raw.cnf } : {}),
   };
 }

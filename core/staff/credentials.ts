@@ -19,14 +19,36 @@ export function hashScimToken(token: string): Buffer {
   return createHash('sha256').update(token).digest();
 }
 
-export interface ScimCredentialView { id: string; name: string; created_by: string; created_at: string; revoked_at: string | null }
-interface ScimRow { id: string; name: string; created_by: string; created_at: Date; revoked_at: Date | null }
+export interface ScimCredentialView {
+  id: string;
+  name: string;
+  created_by: string;
+  created_at: string;
+  revoked_at: string | null;
+}
+interface ScimRow {
+  id: string;
+  name: string;
+  created_by: string;
+  created_at: Date;
+  revoked_at: Date | null;
+}
 const scimView = (r: ScimRow): ScimCredentialView => ({
-  id: r.id, name: r.name, created_by: r.created_by, created_at: r.created_at.toISOString(), revoked_at: r.revoked_at?.toISOString() ?? null,
+  id: r.id,
+  name: r.name,
+  created_by: r.created_by,
+  created_at: r.created_at.toISOString(),
+  revoked_at: r.revoked_at?.toISOString() ?? null,
 });
 
 /** Issue a SCIM credential; the token is returned here only (caller's transaction). */
-export async function issueScimCredential(q: Queryable, tenantId: string, name: string, actor: string, now: number): Promise<{ credential: ScimCredentialView; token: string }> {
+export async function issueScimCredential(
+  q: Queryable,
+  tenantId: string,
+  name: string,
+  actor: string,
+  now: number,
+): Promise<{ credential: ScimCredentialView; token: string }> {
   const token = `${scimTokenPrefix}${randomBytes(32).toString('base64url')}`;
   const { rows } = await q.query<ScimRow>(
     `INSERT INTO scim_credentials (id, tenant_id, name, token_hash, created_by, created_at) VALUES ($1, $2, $3, $4, $5, to_timestamp($6 / 1000.0))
@@ -38,12 +60,20 @@ export async function issueScimCredential(q: Queryable, tenantId: string, name: 
 
 export async function listScimCredentials(q: Queryable, tenantId: string): Promise<ScimCredentialView[]> {
   const { rows } = await q.query<ScimRow>(
-    'SELECT id, name, created_by, created_at, revoked_at FROM scim_credentials WHERE tenant_id = $1 ORDER BY created_at, id', [tenantId]);
+    'SELECT id, name, created_by, created_at, revoked_at FROM scim_credentials WHERE tenant_id = $1 ORDER BY created_at, id',
+    [tenantId],
+  );
   return rows.map(scimView);
 }
 
 /** Revoke; the edge refuses the credential from its next request (NOTIFY scim_credentials_changed). */
-export async function revokeScimCredential(q: Queryable, tenantId: string, id: string, actor: string, now: number): Promise<ScimCredentialView> {
+export async function revokeScimCredential(
+  q: Queryable,
+  tenantId: string,
+  id: string,
+  actor: string,
+  now: number,
+): Promise<ScimCredentialView> {
   const { rows } = await q.query<ScimRow>(
     `UPDATE scim_credentials SET revoked_at = coalesce(revoked_at, to_timestamp($3 / 1000.0)), revoked_by = coalesce(revoked_by, $4)
      WHERE tenant_id = $1 AND id = $2 RETURNING id, name, created_by, created_at, revoked_at`,
@@ -65,22 +95,47 @@ export const defaultServiceTokenGraceS = 24 * 3600;
 export const maxServiceTokenGraceS = 7 * 24 * 3600;
 
 export interface ServiceTokenView {
-  id: string; name: string; roles: string[]; expires_at: string | null; created_by: string | null; created_at: string;
-  rotated_at: string | null; previous_valid_until: string | null; revoked_at: string | null;
+  id: string;
+  name: string;
+  roles: string[];
+  expires_at: string | null;
+  created_by: string | null;
+  created_at: string;
+  rotated_at: string | null;
+  previous_valid_until: string | null;
+  revoked_at: string | null;
 }
 interface TokenRow {
-  id: string; name: string; roles: string[]; expires_at: Date | null; created_by: string | null; created_at: Date;
-  rotated_at: Date | null; prev_valid_until: Date | null; revoked_at: Date | null;
+  id: string;
+  name: string;
+  roles: string[];
+  expires_at: Date | null;
+  created_by: string | null;
+  created_at: Date;
+  rotated_at: Date | null;
+  prev_valid_until: Date | null;
+  revoked_at: Date | null;
 }
-const tokenColumns = 'id, name, roles, expires_at, created_by, created_at, rotated_at, prev_valid_until, revoked_at';
+const tokenColumns =
+  'id, name, roles, expires_at, created_by, created_at, rotated_at, prev_valid_until, revoked_at';
 const tokenView = (r: TokenRow): ServiceTokenView => ({
-  id: r.id, name: r.name, roles: r.roles, expires_at: r.expires_at?.toISOString() ?? null, created_by: r.created_by,
-  created_at: r.created_at.toISOString(), rotated_at: r.rotated_at?.toISOString() ?? null,
-  previous_valid_until: r.prev_valid_until?.toISOString() ?? null, revoked_at: r.revoked_at?.toISOString() ?? null,
+  id: r.id,
+  name: r.name,
+  roles: r.roles,
+  expires_at: r.expires_at?.toISOString() ?? null,
+  created_by: r.created_by,
+  created_at: r.created_at.toISOString(),
+  rotated_at: r.rotated_at?.toISOString() ?? null,
+  previous_valid_until: r.prev_valid_until?.toISOString() ?? null,
+  revoked_at: r.revoked_at?.toISOString() ?? null,
 });
 
 export async function issueServiceToken(
-  q: Queryable, tenantId: string, t: { name: string; roles: readonly string[]; expiresAt: string | undefined }, actor: string, now: number,
+  q: Queryable,
+  tenantId: string,
+  t: { name: string; roles: readonly string[]; expiresAt: string | undefined },
+  actor: string,
+  now: number,
 ): Promise<{ serviceToken: ServiceTokenView; token: string }> {
   const token = newServiceToken();
   await q.query('SAVEPOINT service_token_issue');
@@ -94,20 +149,30 @@ export async function issueServiceToken(
     return { serviceToken: tokenView(rows[0] as TokenRow), token };
   } catch (err) {
     await q.query('ROLLBACK TO SAVEPOINT service_token_issue');
-    if ((err as { code?: string }).code === '23505') throw new AppError('CONFLICT', `a service token named ${t.name} already exists`);
+    if ((err as { code?: string }).code === '23505')
+      throw new AppError('CONFLICT', `a service token named ${t.name} already exists`);
     throw err;
   }
 }
 
 export async function listServiceTokens(q: Queryable, tenantId: string): Promise<ServiceTokenView[]> {
-  const { rows } = await q.query<TokenRow>(`SELECT ${tokenColumns} FROM service_tokens WHERE tenant_id = $1 ORDER BY created_at, id`, [tenantId]);
+  const { rows } = await q.query<TokenRow>(
+    `SELECT ${tokenColumns} FROM service_tokens WHERE tenant_id = $1 ORDER BY created_at, id`,
+    [tenantId],
+  );
   return rows.map(tokenView);
 }
 
 const tokenNotFound = (id: string) => new AppError('NOT_FOUND', `no live service token ${id}`);
 
 /** New token now; the previous one stays valid for `graceS` seconds (0: refused at once). */
-export async function rotateServiceToken(q: Queryable, tenantId: string, id: string, graceS: number, now: number): Promise<{ serviceToken: ServiceTokenView; token: string }> {
+export async function rotateServiceToken(
+  q: Queryable,
+  tenantId: string,
+  id: string,
+  graceS: number,
+  now: number,
+): Promise<{ serviceToken: ServiceTokenView; token: string }> {
   const token = newServiceToken();
   const { rows } = await q.query<TokenRow>(
     `UPDATE service_tokens SET prev_token_hash = token_hash, prev_valid_until = to_timestamp(($4 + $5 * 1000.0) / 1000.0),
@@ -121,7 +186,13 @@ export async function rotateServiceToken(q: Queryable, tenantId: string, id: str
 }
 
 /** Revoke the token and any previous one still in its grace period; edges refuse both at once. */
-export async function revokeServiceToken(q: Queryable, tenantId: string, id: string, actor: string, now: number): Promise<ServiceTokenView> {
+export async function revokeServiceToken(
+  q: Queryable,
+  tenantId: string,
+  id: string,
+  actor: string,
+  now: number,
+): Promise<ServiceTokenView> {
   const { rows } = await q.query<TokenRow>(
     `UPDATE service_tokens SET revoked_at = to_timestamp($3 / 1000.0), revoked_by = $4, prev_valid_until = NULL
      WHERE tenant_id = $1 AND id = $2 AND revoked_at IS NULL RETURNING ${tokenColumns}`,

@@ -13,19 +13,38 @@ import { createEnrolmentLink } from './enrolment.ts';
 import { staffUserById } from './store.ts';
 import { AppError } from '../../shared/errors.ts';
 
-const Link = Type.Object({ id: Type.String(), userId: Type.String(), token: Type.String(), path: Type.String(), expiresAt: Type.String() });
+const Link = Type.Object({
+  id: Type.String(),
+  userId: Type.String(),
+  token: Type.String(),
+  path: Type.String(),
+  expiresAt: Type.String(),
+});
 
 export function enrolmentAdminRoutes(deps: AdminDeps): RouteSpec[] {
   return [
     adminRoute(deps, {
-      method: 'POST', path: '/v1/staff/users/{id}/enrolment-links', operationId: 'reissueEnrolmentLink', tags: ['admin.staff'], roles: admins, mode: 'create',
-      summary: "Issue a new one-time passkey enrolment link for a staff member (valid 24 h; replaces their unused ones); the token is shown once",
+      method: 'POST',
+      path: '/v1/staff/users/{id}/enrolment-links',
+      operationId: 'reissueEnrolmentLink',
+      tags: ['admin.staff'],
+      roles: admins,
+      mode: 'create',
+      summary:
+        'Issue a new one-time passkey enrolment link for a staff member (valid 24 h; replaces their unused ones); the token is shown once',
       params: Type.Object({ id: Uuid }),
       responses: { 201: { description: 'The link', schema: Link } },
       write: async (ctx, w) => {
         const user = await staffUserById(w.q, w.caller.tenantId, ctx.params.id);
-        if (!user || user.deletedAt) throw new AppError('STAFF_USER_NOT_FOUND', 'no such staff member in your tenant');
-        const link = await createEnrolmentLink(w.q, w.caller.tenantId, user.id, { type: 'staff', id: w.caller.principalId }, deps.now());
+        if (!user || user.deletedAt)
+          throw new AppError('STAFF_USER_NOT_FOUND', 'no such staff member in your tenant');
+        const link = await createEnrolmentLink(
+          w.q,
+          w.caller.tenantId,
+          user.id,
+          { type: 'staff', id: w.caller.principalId },
+          deps.now(),
+        );
         return { status: 201, body: link };
       },
     }),

@@ -8,20 +8,35 @@ import type { Queryable } from '../../shared/db/pool.ts';
 import { createEnrolmentLink, enrolmentPath, liveLink } from './enrolment.ts';
 import type { StaffUser } from './store.ts';
 
-interface PreviousLink { token?: unknown; expiresAt?: unknown }
+interface PreviousLink {
+  token?: unknown;
+  expiresAt?: unknown;
+}
 
-export async function demoEnrolment(q: Queryable, tenantId: string, user: StaffUser, previous: Record<string, unknown>, now: number) {
-  const prev = ((previous.staff as { admin?: { enrolmentLink?: PreviousLink } } | undefined)?.admin?.enrolmentLink ?? {});
+export async function demoEnrolment(
+  q: Queryable,
+  tenantId: string,
+  user: StaffUser,
+  previous: Record<string, unknown>,
+  now: number,
+) {
+  const prev =
+    (previous.staff as { admin?: { enrolmentLink?: PreviousLink } } | undefined)?.admin?.enrolmentLink ?? {};
   let link: { token: string; expiresAt: string } | undefined;
   if (typeof prev.token === 'string' && typeof prev.expiresAt === 'string') {
-    const live = await liveLink(q, tenantId, prev.token, now).then(() => true, () => false);
+    const live = await liveLink(q, tenantId, prev.token, now).then(
+      () => true,
+      () => false,
+    );
     if (live) link = { token: prev.token, expiresAt: prev.expiresAt };
   }
   link ??= await createEnrolmentLink(q, tenantId, user.id, { type: 'operator', id: 'demo-seed' }, now);
   return {
     signInPath: '/staff',
     admin: {
-      userName: user.userName, userId: user.id, roles: user.roles,
+      userName: user.userName,
+      userId: user.id,
+      roles: user.roles,
       enrolmentLink: { token: link.token, expiresAt: link.expiresAt },
       // Open this under http://localhost:<gateway port>: passkeys need a domain, never an IP address.
       enrolmentPath: enrolmentPath(tenantId, link.token),

@@ -34,7 +34,13 @@ export interface EnrolmentLink {
  * Create a link for an active staff member of `tenantId` (caller's transaction), revoking their
  * earlier unused links; `actor` is who asked (an Admin, the SCIM client, the bootstrap).
  */
-export async function createEnrolmentLink(q: Queryable, tenantId: string, userId: string, actor: { type: string; id: string }, now: number = Date.now()): Promise<EnrolmentLink> {
+export async function createEnrolmentLink(
+  q: Queryable,
+  tenantId: string,
+  userId: string,
+  actor: { type: string; id: string },
+  now: number = Date.now(),
+): Promise<EnrolmentLink> {
   const user = await staffUserById(q, tenantId, userId);
   if (!user || user.deletedAt) throw new AppError('NOT_FOUND', 'no such staff member');
   if (!user.active) throw new AppError('CONFLICT', 'the staff member is deactivated');
@@ -51,24 +57,40 @@ export async function createEnrolmentLink(q: Queryable, tenantId: string, userId
      VALUES ($1, $2, $3, $4, $5, to_timestamp($6 / 1000.0), $7)`,
     [tenantId, id, userId, hashOf(token), `${actor.type}:${actor.id}`, now, expiresAt],
   );
-  await appendAudit(q, [{
-    tenantId, actor, action: 'staff.enrolment_link.create', target: { type: 'staff_user', id: userId },
-    decision: { allow: true }, attrs: { link: id, expires_at: expiresAt.toISOString(), replaced: replaced.rows.length }, ts: new Date(now),
-  }]);
+  await appendAudit(q, [
+    {
+      tenantId,
+      actor,
+      action: 'staff.enrolment_link.create',
+      target: { type: 'staff_user', id: userId },
+      decision: { allow: true },
+      attrs: { link: id, expires_at: expiresAt.toISOString(), replaced: replaced.rows.length },
+      ts: new Date(now),
+    },
+  ]);
   return { id, userId, token, path: enrolmentPath(tenantId, token), expiresAt: expiresAt.toISOString() };
 }
 
 export const enrolmentPath = (tenantId: string, token: string): string =>
   `${staffPagePath}#tenant=${encodeURIComponent(tenantId)}&enrol=${encodeURIComponent(token)}`;
 
-export interface LiveLink { id: string; user: StaffUser }
+export interface LiveLink {
+  id: string;
+  user: StaffUser;
+}
 
 /**
  * The live link behind `token` in `tenantId`, or 401 ENROLMENT_INVALID: unknown, another
  * tenant's, expired, used, replaced, or its user deactivated or deleted (one answer for all,
  * so a guesser learns nothing). `lock` holds the row for the transaction that uses it.
  */
-export async function liveLink(q: Queryable, tenantId: string, token: string, now: number, lock = false): Promise<LiveLink> {
+export async function liveLink(
+  q: Queryable,
+  tenantId: string,
+  token: string,
+  now: number,
+  lock = false,
+): Promise<LiveLink> {
   const { rows } = await q.query<{ id: string; user_id: string }>(
     `SELECT id, user_id FROM staff_enrolment_links
      WHERE tenant_id = $1 AND token_hash = $2 AND used_at IS NULL AND revoked_at IS NULL AND expires_at > to_timestamp($3 / 1000.0)${lock ? ' FOR UPDATE' : ''}`,
@@ -76,11 +98,18 @@ export async function liveLink(q: Queryable, tenantId: string, token: string, no
   );
   const row = rows[0];
   const user = row ? await staffUserById(q, tenantId, row.user_id) : undefined;
-  if (!row || !user || user.deletedAt || !user.active) throw new AppError('ENROLMENT_INVALID', 'this enrolment link is not valid: it may have expired or been used; ask an Admin for a new one');
+  if (!row || !user || user.deletedAt || !user.active)
+    throw new AppError(
+      'ENROLMENT_INVALID',
+      'this enrolment link is not valid: it may have expired or been used; ask an Admin for a new one',
+    );
   return { id: row.id, user };
 }
 
 /** Mark the link used (inside the transaction that stores the passkey). */
 export async function useLink(q: Queryable, tenantId: string, id: string, now: number): Promise<void> {
-  await q.query('UPDATE staff_enrolment_links SET used_at = to_timestamp($3 / 1000.0) WHERE tenant_id = $1 AND id = $2', [tenantId, id, now]);
+  await q.query(
+    'UPDATE staff_enrolment_links SET used_at = to_timestamp($3 / 1000.0) WHERE tenant_id = $1 AND id = $2',
+    [tenantId, id, now],
+  );
 }

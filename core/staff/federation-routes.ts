@@ -14,7 +14,10 @@ import type { LoginMethod } from './login-route.ts';
 const tags = ['staff-auth'];
 const Param = Type.String({ maxLength: 2048 });
 
-const FederationBegin = Type.Object({ tenantId: TenantId, method: Type.Literal('federation') }, { additionalProperties: false });
+const FederationBegin = Type.Object(
+  { tenantId: TenantId, method: Type.Literal('federation') },
+  { additionalProperties: false },
+);
 
 /** `POST /auth/login` with `method: "federation"`: the provider authorization URL (PKCE, state, nonce). */
 export function federationLoginMethod(deps: FederationDeps): LoginMethod {
@@ -22,23 +25,43 @@ export function federationLoginMethod(deps: FederationDeps): LoginMethod {
     method: 'federation',
     bodies: [FederationBegin],
     replies: [Type.Object({ authorizationUrl: Type.String(), expiresIn: Type.Integer() })],
-    handle: async (ctx, body) => ({ status: 200, body: await beginFederation(deps, ctx, (body as Static<typeof FederationBegin>).tenantId) }),
+    handle: async (ctx, body) => ({
+      status: 200,
+      body: await beginFederation(deps, ctx, (body as Static<typeof FederationBegin>).tenantId),
+    }),
   };
 }
 
 export function federationRoutes(deps: FederationDeps): RouteSpec[] {
   return [
     defineRoute({
-      method: 'GET', path: '/auth/callback', operationId: 'staffFederationCallback', tags,
-      summary: 'The provider\'s redirect back: verifies state, code (PKCE) and ID token; answers with staff tokens',
-      query: Type.Object({
-        state: Type.Optional(Param), code: Type.Optional(Param), iss: Type.Optional(Param), session_state: Type.Optional(Param),
-        error: Type.Optional(Param), error_description: Type.Optional(Param),
-      }, { additionalProperties: false }),
+      method: 'GET',
+      path: '/auth/callback',
+      operationId: 'staffFederationCallback',
+      tags,
+      summary:
+        "The provider's redirect back: verifies state, code (PKCE) and ID token; answers with staff tokens",
+      query: Type.Object(
+        {
+          state: Type.Optional(Param),
+          code: Type.Optional(Param),
+          iss: Type.Optional(Param),
+          session_state: Type.Optional(Param),
+          error: Type.Optional(Param),
+          error_description: Type.Optional(Param),
+        },
+        { additionalProperties: false },
+      ),
       responses: { 200: { description: 'Staff tokens', schema: StaffTokenPair } },
       handler: async (ctx) => {
-        const query = Object.fromEntries(Object.entries(ctx.query).filter((e): e is [string, string] => typeof e[1] === 'string'));
-        return { status: 200, body: await completeFederation(deps, ctx, query), headers: { 'cache-control': 'no-store' } };
+        const query = Object.fromEntries(
+          Object.entries(ctx.query).filter((e): e is [string, string] => typeof e[1] === 'string'),
+        );
+        return {
+          status: 200,
+          body: await completeFederation(deps, ctx, query),
+          headers: { 'cache-control': 'no-store' },
+        };
       },
     }),
   ];

@@ -50,7 +50,22 @@ const hashOf = (state: string) => createHash('sha256').update(state, 'utf8').dig
 const verifierAad = (hash: Buffer) => `fedstate:${hash.toString('hex')}`;
 
 /** Second factors and multi-factor markers of RFC 8176 `amr`. */
-const secondFactors = new Set(['mfa', 'mca', 'otp', 'hwk', 'sc', 'swk', 'fpt', 'face', 'iris', 'retina', 'vbm', 'pop', 'sms', 'tel']);
+const secondFactors = new Set([
+  'mfa',
+  'mca',
+  'otp',
+  'hwk',
+  'sc',
+  'swk',
+  'fpt',
+  'face',
+  'iris',
+  'retina',
+  'vbm',
+  'pop',
+  'sms',
+  'tel',
+]);
 const multiFactorAcr = /(mfa|multi-?factor|aal[23]|loa[34]|phrh?$)/i;
 
 /** AAL 2 when the provider asserts MFA (amr or acr), else 1. */
@@ -63,9 +78,14 @@ export function aalOf(amr: unknown, acr: unknown): 1 | 2 {
 }
 
 /** Begin: an authorization URL carrying a fresh state, nonce and PKCE challenge. */
-export async function beginFederation(deps: FederationDeps, ctx: Ctx, tenantId: string): Promise<{ authorizationUrl: string; expiresIn: number }> {
+export async function beginFederation(
+  deps: FederationDeps,
+  ctx: Ctx,
+  tenantId: string,
+): Promise<{ authorizationUrl: string; expiresIn: number }> {
   const idp = await identityProviderOf(deps.db, deps.keys, tenantId);
-  if (!idp) throw new AppError('IDP_NOT_CONFIGURED', 'this tenant has no identity provider for staff sign-in');
+  if (!idp)
+    throw new AppError('IDP_NOT_CONFIGURED', 'this tenant has no identity provider for staff sign-in');
   const config = await configOf(deps, idp);
   const state = oidc.randomState();
   const nonce = oidc.randomNonce();
@@ -75,23 +95,53 @@ export async function beginFederation(deps: FederationDeps, ctx: Ctx, tenantId: 
   await deps.db.query(
     `INSERT INTO staff_federation_states (state_hash, tenant_id, verifier_enc, nonce, idp_version, created_at, expires_at)
      VALUES ($1, $2, $3, $4, $5, to_timestamp($6 / 1000.0), to_timestamp($7 / 1000.0))`,
-    [hash, tenantId, deps.keys.sealSecret(Buffer.from(verifier, 'utf8'), verifierAad(hash)), nonce, idp.version, t, t + stateTtlMs],
+    [
+      hash,
+      tenantId,
+      deps.keys.sealSecret(Buffer.from(verifier, 'utf8'), verifierAad(hash)),
+      nonce,
+      idp.version,
+      t,
+      t + stateTtlMs,
+    ],
   );
   const url = oidc.buildAuthorizationUrl(config, {
-    redirect_uri: idp.redirectUri, scope: idp.scopes.join(' '), state, nonce,
-    code_challenge: await oidc.calculatePKCECodeChallenge(verifier), code_challenge_method: 'S256',
+    redirect_uri: idp.redirectUri,
+    scope: idp.scopes.join(' '),
+    state,
+    nonce,
+    code_challenge: await oidc.calculatePKCECodeChallenge(verifier),
+    code_challenge_method: 'S256',
   });
-  await deps.db.tx((q) => auditAuth(q, { tenantId, action: 'auth.staff_login', actor: { type: 'anonymous', id: clientIpOf(ctx) }, target: { type: 'identity_provider', id: tenantId }, allow: true, attrs: { ip: clientIpOf(ctx), outcome: 'redirected' }, requestId: ctx.requestId }, t));
+  await deps.db.tx((q) =>
+    auditAuth(
+      q,
+      {
+        tenantId,
+        action: 'auth.staff_login',
+        actor: { type: 'anonymous', id: clientIpOf(ctx) },
+        target: { type: 'identity_provider', id: tenantId },
+        allow: true,
+        attrs: { ip: clientIpOf(ctx), outcome: 'redirected' },
+        requestId: ctx.requestId,
+      },
+      t,
+    ),
+  );
   return { authorizationUrl: url.href, expiresIn: stateTtlMs / 1000 };
 }
 
 /** Provider configurations by tenant, for the configuration version they were discovered with. */
-const configs = new Map<string, { version: number; issuer: string; at: number; config: oidc.Configuration }>();
+const configs = new Map<
+  string,
+  { version: number; issuer: string; at: number; config: oidc.Configuration }
+>();
 const configTtlMs = 5 * 60_000;
 
 async function configOf(deps: FederationDeps, idp: IdentityProvider): Promise<oidc.Configuration> {
   const hit = configs.get(idp.tenantId);
-  if (hit && hit.version === idp.version && hit.issuer === idp.issuer && deps.now() - hit.at < configTtlMs) return hit.config;
+  if (hit && hit.version === idp.version && hit.issuer === idp.issuer && deps.now() - hit.at < configTtlMs)
+    return hit.config;
   let config: oidc.Configuration;
   try {
     config = await discover(deps.guard, idp);
@@ -102,10 +152,19 @@ async function configOf(deps: FederationDeps, idp: IdentityProvider): Promise<oi
   return config;
 }
 
-interface StateRow { tenant_id: string; verifier_enc: Buffer; nonce: string; idp_version: number }
+interface StateRow {
+  tenant_id: string;
+  verifier_enc: Buffer;
+  nonce: string;
+  idp_version: number;
+}
 
 /** Use the state up (single use, unexpired); undefined when it is unknown, used or expired. */
-async function takeState(q: Queryable, state: string, now: number): Promise<(StateRow & { hash: Buffer }) | undefined> {
+async function takeState(
+  q: Queryable,
+  state: string,
+  now: number,
+): Promise<(StateRow & { hash: Buffer }) | undefined> {
   const hash = hashOf(state);
   const { rows } = await q.query<StateRow>(
     `UPDATE staff_federation_states SET used_at = to_timestamp($2 / 1000.0)
@@ -117,11 +176,21 @@ async function takeState(q: Queryable, state: string, now: number): Promise<(Sta
 }
 
 /** The member an ID token names (see the file comment for the order). */
-async function memberOf(q: Queryable, tenantId: string, claims: oidc.IDToken): Promise<StaffUser | undefined> {
+async function memberOf(
+  q: Queryable,
+  tenantId: string,
+  claims: oidc.IDToken,
+): Promise<StaffUser | undefined> {
   const { rows } = await q.query<{ user_name: string }>(
-    'SELECT user_name FROM staff_users WHERE tenant_id = $1 AND external_id = $2 AND deleted_at IS NULL', [tenantId, claims.sub]);
+    'SELECT user_name FROM staff_users WHERE tenant_id = $1 AND external_id = $2 AND deleted_at IS NULL',
+    [tenantId, claims.sub],
+  );
   // An email counts only when the provider says it verified it (OIDC Core 5.1: email_verified).
-  const names = [rows[0]?.user_name, claims.preferred_username, claims.email_verified === true ? claims.email : undefined];
+  const names = [
+    rows[0]?.user_name,
+    claims.preferred_username,
+    claims.email_verified === true ? claims.email : undefined,
+  ];
   for (const name of names) {
     if (typeof name !== 'string' || name.length === 0) continue;
     const u = await staffUserByName(q, tenantId, name);
@@ -138,17 +207,42 @@ const groupsOf = (claims: oidc.IDToken, claim: string): string[] | undefined => 
 };
 
 /** Finish: exchange the code, verify the ID token, match the member, start the session. */
-export async function completeFederation(deps: FederationDeps, ctx: Ctx, query: Record<string, string>): Promise<StaffTokens> {
+export async function completeFederation(
+  deps: FederationDeps,
+  ctx: Ctx,
+  query: Record<string, string>,
+): Promise<StaffTokens> {
   const t = deps.now();
   const ip = clientIpOf(ctx);
   const state = query.state ?? '';
   const taken = state ? await takeState(deps.db, state, t) : undefined;
-  const refuse = async (tenantId: string, outcome: string, actor = { type: 'anonymous', id: ip }): Promise<AppError> => {
+  const refuse = async (
+    tenantId: string,
+    outcome: string,
+    actor = { type: 'anonymous', id: ip },
+  ): Promise<AppError> => {
     if (tenantId) {
-      await deps.db.tx((q) => auditAuth(q, { tenantId, action: 'auth.staff_login', actor, target: { type: 'identity_provider', id: tenantId }, allow: false, attrs: { ip, outcome }, requestId: ctx.requestId }, deps.now()));
+      await deps.db.tx((q) =>
+        auditAuth(
+          q,
+          {
+            tenantId,
+            action: 'auth.staff_login',
+            actor,
+            target: { type: 'identity_provider', id: tenantId },
+            allow: false,
+            attrs: { ip, outcome },
+            requestId: ctx.requestId,
+          },
+          deps.now(),
+        ),
+      );
     }
     return outcome === 'not_provisioned'
-      ? new AppError('STAFF_NOT_PROVISIONED', 'no active staff member of this tenant matches the identity provider\'s account')
+      ? new AppError(
+          'STAFF_NOT_PROVISIONED',
+          "no active staff member of this tenant matches the identity provider's account",
+        )
       : new AppError('FEDERATION_FAILED', `federated sign-in failed (${outcome})`);
   };
   if (!taken) throw await refuse('', 'state_unknown_used_or_expired');
@@ -163,7 +257,9 @@ export async function completeFederation(deps: FederationDeps, ctx: Ctx, query: 
   try {
     const tokens = await oidc.authorizationCodeGrant(config, callbackUrl, {
       pkceCodeVerifier: deps.keys.openSecret(taken.verifier_enc, verifierAad(taken.hash)).toString('utf8'),
-      expectedState: state, expectedNonce: taken.nonce, idTokenExpected: true,
+      expectedState: state,
+      expectedNonce: taken.nonce,
+      idTokenExpected: true,
     });
     claims = tokens.claims();
   } catch (err) {
@@ -179,9 +275,39 @@ export async function completeFederation(deps: FederationDeps, ctx: Ctx, query: 
     const groups = groupsOf(idClaims, idp.groupsClaim);
     if (groups) await setStaffRoles(q, tenantId, member.id, await rolesForGroups(q, tenantId, groups));
     const aal = aalOf(idClaims.amr, idClaims.acr);
-    const amr = ['fed', ...(Array.isArray(idClaims.amr) ? idClaims.amr.filter((m): m is string => typeof m === 'string').slice(0, 8) : [])];
-    const tokens = await startStaffSession(q, deps.keys, { tenantId, userId: member.id, aal, amr, ip, method: 'federation', ...(pop ? { cnf: { jkt: pop.jkt } } : {}) }, t);
-    await auditAuth(q, { tenantId, action: 'auth.staff_login', actor: { type: 'staff', id: `staff:${member.id}` }, target: { type: 'session', id: tokens.sessionId }, allow: true, attrs: { ip, outcome: 'signed_in', aal, groups: groups ?? null }, requestId: ctx.requestId }, t);
+    const amr = [
+      'fed',
+      ...(Array.isArray(idClaims.amr)
+        ? idClaims.amr.filter((m): m is string => typeof m === 'string').slice(0, 8)
+        : []),
+    ];
+    const tokens = await startStaffSession(
+      q,
+      deps.keys,
+      {
+        tenantId,
+        userId: member.id,
+        aal,
+        amr,
+        ip,
+        method: 'federation',
+        ...(pop ? { cnf: { jkt: pop.jkt } } : {}),
+      },
+      t,
+    );
+    await auditAuth(
+      q,
+      {
+        tenantId,
+        action: 'auth.staff_login',
+        actor: { type: 'staff', id: `staff:${member.id}` },
+        target: { type: 'session', id: tokens.sessionId },
+        allow: true,
+        attrs: { ip, outcome: 'signed_in', aal, groups: groups ?? null },
+        requestId: ctx.requestId,
+      },
+      t,
+    );
     return tokens;
   });
   if (!result) throw await refuse(tenantId, 'not_provisioned');

@@ -34,26 +34,51 @@ export interface IdentityProvider {
 }
 
 interface Row {
-  tenant_id: string; issuer: string; client_id: string; client_secret_enc: Buffer; scopes: string[]; groups_claim: string;
-  redirect_uri: string; version: number; updated_at: Date;
+  tenant_id: string;
+  issuer: string;
+  client_id: string;
+  client_secret_enc: Buffer;
+  scopes: string[];
+  groups_claim: string;
+  redirect_uri: string;
+  version: number;
+  updated_at: Date;
 }
 
 const aadOf = (tenantId: string) => `idp:${tenantId}`;
 
-export async function identityProviderOf(q: Queryable, keys: KeyStore, tenantId: string): Promise<IdentityProvider | undefined> {
-  const { rows } = await q.query<Row>('SELECT * FROM staff_identity_providers WHERE tenant_id = $1', [tenantId]);
+export async function identityProviderOf(
+  q: Queryable,
+  keys: KeyStore,
+  tenantId: string,
+): Promise<IdentityProvider | undefined> {
+  const { rows } = await q.query<Row>('SELECT * FROM staff_identity_providers WHERE tenant_id = $1', [
+    tenantId,
+  ]);
   const r = rows[0];
   if (!r) return undefined;
   return {
-    tenantId: r.tenant_id, issuer: r.issuer, clientId: r.client_id, clientSecret: keys.openSecret(r.client_secret_enc, aadOf(tenantId)).toString('utf8'),
-    scopes: r.scopes, groupsClaim: r.groups_claim, redirectUri: r.redirect_uri, version: r.version,
+    tenantId: r.tenant_id,
+    issuer: r.issuer,
+    clientId: r.client_id,
+    clientSecret: keys.openSecret(r.client_secret_enc, aadOf(tenantId)).toString('utf8'),
+    scopes: r.scopes,
+    groupsClaim: r.groups_claim,
+    redirectUri: r.redirect_uri,
+    version: r.version,
   };
 }
 
 function publicView(r: Row) {
   return {
-    issuer: r.issuer, clientId: r.client_id, hasClientSecret: true, scopes: r.scopes, groupsClaim: r.groups_claim,
-    redirectUri: r.redirect_uri, version: r.version, updatedAt: r.updated_at.toISOString(),
+    issuer: r.issuer,
+    clientId: r.client_id,
+    hasClientSecret: true,
+    scopes: r.scopes,
+    groupsClaim: r.groups_claim,
+    redirectUri: r.redirect_uri,
+    version: r.version,
+    updatedAt: r.updated_at.toISOString(),
   };
 }
 
@@ -66,22 +91,38 @@ export function guardedFetch(guard: TargetGuard): oidc.CustomFetch {
     const refusal = guard.deliveryRefusal(new URL(url));
     if (refusal) throw new Error(refusal);
     const res = await undiciFetch(url, {
-      method: options.method, headers: options.headers as Record<string, string>, body: options.body as string | undefined,
-      redirect: 'manual', signal: options.signal ?? AbortSignal.timeout(5000), dispatcher: guard.dispatcher(),
+      method: options.method,
+      headers: options.headers as Record<string, string>,
+      body: options.body as string | undefined,
+      redirect: 'manual',
+      signal: options.signal ?? AbortSignal.timeout(5000),
+      dispatcher: guard.dispatcher(),
     });
     return res as unknown as Response;
   };
 }
 
 /** The provider's configuration for openid-client (discovery through the guard). */
-export async function discover(guard: TargetGuard, idp: Pick<IdentityProvider, 'issuer' | 'clientId' | 'clientSecret'>): Promise<oidc.Configuration> {
+export async function discover(
+  guard: TargetGuard,
+  idp: Pick<IdentityProvider, 'issuer' | 'clientId' | 'clientSecret'>,
+): Promise<oidc.Configuration> {
   const issuer = new URL(idp.issuer);
   await guard.check(issuer);
   const insecure = issuer.protocol === 'http:';
-  if (insecure && !guard.allowPrivate) throw new TargetRefused(issuer.hostname, 'scheme', 'the issuer must be https');
-  const config = await oidc.discovery(issuer, idp.clientId, { client_secret: idp.clientSecret }, oidc.ClientSecretPost(idp.clientSecret), {
-    [oidc.customFetch]: guardedFetch(guard), timeout: 5, ...(insecure ? { execute: [oidc.allowInsecureRequests] } : {}),
-  });
+  if (insecure && !guard.allowPrivate)
+    throw new TargetRefused(issuer.hostname, 'scheme', 'the issuer must be https');
+  const config = await oidc.discovery(
+    issuer,
+    idp.clientId,
+    { client_secret: idp.clientSecret },
+    oidc.ClientSecretPost(idp.clientSecret),
+    {
+      [oidc.customFetch]: guardedFetch(guard),
+      timeout: 5,
+      ...(insecure ? { execute: [oidc.allowInsecureRequests] } : {}),
+    },
+  );
   // openid-client trusts an ID token from the token endpoint on TLS alone (OIDC Core 3.1.3.7);
   // issue 14 asks for its signature to be verified against the provider's keys as well.
   oidc.enableNonRepudiationChecks(config);
@@ -91,21 +132,31 @@ export async function discover(guard: TargetGuard, idp: Pick<IdentityProvider, '
 const Url = Type.String({ minLength: 8, maxLength: 2048, pattern: '^https?://' });
 const ClaimName = Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_:./-]+$' });
 const Scope = Type.String({ minLength: 1, maxLength: 64, pattern: '^[\\x21\\x23-\\x5B\\x5D-\\x7E]+$' });
-const PutBody = Type.Object({
-  issuer: Url,
-  clientId: Type.String({ minLength: 1, maxLength: 256 }),
-  clientSecret: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })),
-  scopes: Type.Optional(Type.Array(Scope, { minItems: 1, maxItems: 20, uniqueItems: true })),
-  groupsClaim: Type.Optional(ClaimName),
-  redirectUri: Url,
-}, { additionalProperties: false });
+const PutBody = Type.Object(
+  {
+    issuer: Url,
+    clientId: Type.String({ minLength: 1, maxLength: 256 }),
+    clientSecret: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })),
+    scopes: Type.Optional(Type.Array(Scope, { minItems: 1, maxItems: 20, uniqueItems: true })),
+    groupsClaim: Type.Optional(ClaimName),
+    redirectUri: Url,
+  },
+  { additionalProperties: false },
+);
 
-async function checkedDiscovery(guard: TargetGuard, idp: Pick<IdentityProvider, 'issuer' | 'clientId' | 'clientSecret'>): Promise<void> {
+async function checkedDiscovery(
+  guard: TargetGuard,
+  idp: Pick<IdentityProvider, 'issuer' | 'clientId' | 'clientSecret'>,
+): Promise<void> {
   try {
     await discover(guard, idp);
   } catch (err) {
-    if (err instanceof TargetRefused) throw new AppError('IDP_INVALID', `issuer refused: ${err.message}`, { extra: { reason: err.reason } });
-    throw new AppError('IDP_INVALID', 'the issuer\'s OpenID Connect discovery document could not be fetched or does not name this issuer');
+    if (err instanceof TargetRefused)
+      throw new AppError('IDP_INVALID', `issuer refused: ${err.message}`, { extra: { reason: err.reason } });
+    throw new AppError(
+      'IDP_INVALID',
+      "the issuer's OpenID Connect discovery document could not be fetched or does not name this issuer",
+    );
   }
 }
 
@@ -113,25 +164,45 @@ export function identityProviderRoutes(deps: AdminDeps): RouteSpec[] {
   const tags = ['admin.identity-provider'];
   return [
     adminRoute(deps, {
-      method: 'GET', path: '/v1/identity-provider', operationId: 'getIdentityProvider', tags, roles: admins, mode: 'read',
-      summary: 'The tenant\'s OpenID Connect provider for staff sign-in (never the client secret)',
+      method: 'GET',
+      path: '/v1/identity-provider',
+      operationId: 'getIdentityProvider',
+      tags,
+      roles: admins,
+      mode: 'read',
+      summary: "The tenant's OpenID Connect provider for staff sign-in (never the client secret)",
       responses: { 200: { description: 'The configuration', schema: IdentityProviderView } },
       read: async (_ctx, caller) => {
-        const { rows } = await deps.db.query<Row>('SELECT * FROM staff_identity_providers WHERE tenant_id = $1', [caller.tenantId]);
-        if (!rows[0]) throw new AppError('IDP_NOT_CONFIGURED', 'no identity provider is configured for this tenant');
+        const { rows } = await deps.db.query<Row>(
+          'SELECT * FROM staff_identity_providers WHERE tenant_id = $1',
+          [caller.tenantId],
+        );
+        if (!rows[0])
+          throw new AppError('IDP_NOT_CONFIGURED', 'no identity provider is configured for this tenant');
         return { status: 200, body: publicView(rows[0]) };
       },
     }),
     adminRoute(deps, {
-      method: 'PUT', path: '/v1/identity-provider', operationId: 'putIdentityProvider', tags, roles: admins, mode: 'create',
-      summary: 'Configure the OpenID Connect provider (discovery checked through the SSRF guard; secret sealed)',
-      body: PutBody, responses: { 200: { description: 'The configuration (no secret)', schema: IdentityProviderView } },
+      method: 'PUT',
+      path: '/v1/identity-provider',
+      operationId: 'putIdentityProvider',
+      tags,
+      roles: admins,
+      mode: 'create',
+      summary:
+        'Configure the OpenID Connect provider (discovery checked through the SSRF guard; secret sealed)',
+      body: PutBody,
+      responses: { 200: { description: 'The configuration (no secret)', schema: IdentityProviderView } },
       write: async (ctx, w) => {
         const b = ctx.body;
         const tenantId = w.caller.tenantId;
         const before = await identityProviderOf(w.q, deps.keys, tenantId);
         const clientSecret = b.clientSecret ?? before?.clientSecret;
-        if (!clientSecret) throw new AppError('IDP_INVALID', 'clientSecret is required when configuring the provider the first time');
+        if (!clientSecret)
+          throw new AppError(
+            'IDP_INVALID',
+            'clientSecret is required when configuring the provider the first time',
+          );
         await checkedDiscovery(deps.webhookTargets, { issuer: b.issuer, clientId: b.clientId, clientSecret });
         const scopes = b.scopes ?? ['openid', 'profile', 'email'];
         if (!scopes.includes('openid')) throw new AppError('IDP_INVALID', 'scopes must include openid');
@@ -142,12 +213,29 @@ export function identityProviderRoutes(deps: AdminDeps): RouteSpec[] {
              scopes = EXCLUDED.scopes, groups_claim = EXCLUDED.groups_claim, redirect_uri = EXCLUDED.redirect_uri,
              version = staff_identity_providers.version + 1, updated_at = now()
            RETURNING *`,
-          [tenantId, b.issuer, b.clientId, deps.keys.sealSecret(Buffer.from(clientSecret, 'utf8'), aadOf(tenantId)), scopes, b.groupsClaim ?? 'groups', b.redirectUri],
+          [
+            tenantId,
+            b.issuer,
+            b.clientId,
+            deps.keys.sealSecret(Buffer.from(clientSecret, 'utf8'), aadOf(tenantId)),
+            scopes,
+            b.groupsClaim ?? 'groups',
+            b.redirectUri,
+          ],
         );
         const row = rows[0] as Row;
-        await w.audit('identity_provider.put', { type: 'identity_provider', id: tenantId }, {
-          issuer: b.issuer, clientId: b.clientId, scopes, groupsClaim: row.groups_claim, redirectUri: b.redirectUri, secretChanged: b.clientSecret !== undefined,
-        });
+        await w.audit(
+          'identity_provider.put',
+          { type: 'identity_provider', id: tenantId },
+          {
+            issuer: b.issuer,
+            clientId: b.clientId,
+            scopes,
+            groupsClaim: row.groups_claim,
+            redirectUri: b.redirectUri,
+            secretChanged: b.clientSecret !== undefined,
+          },
+        );
         return { status: 200, body: publicView(row) };
       },
     }),

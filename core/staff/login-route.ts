@@ -13,10 +13,19 @@ import { AuthenticationResponse } from './webauthn.ts';
 import { signInBinding } from '../http/dpop.ts';
 import { tenantSettings } from '../identity/settings.ts';
 
-const PasskeyBegin = Type.Object({ method: Type.Literal('passkey'), step: Type.Literal('begin'), tenantId: TenantId }, { additionalProperties: false });
-const PasskeyFinish = Type.Object({
-  method: Type.Literal('passkey'), step: Type.Literal('finish'), tenantId: TenantId, response: AuthenticationResponse,
-}, { additionalProperties: false });
+const PasskeyBegin = Type.Object(
+  { method: Type.Literal('passkey'), step: Type.Literal('begin'), tenantId: TenantId },
+  { additionalProperties: false },
+);
+const PasskeyFinish = Type.Object(
+  {
+    method: Type.Literal('passkey'),
+    step: Type.Literal('finish'),
+    tenantId: TenantId,
+    response: AuthenticationResponse,
+  },
+  { additionalProperties: false },
+);
 
 type Ctx = RequestContext<unknown, unknown, unknown>;
 
@@ -29,7 +38,12 @@ export interface LoginMethod {
 }
 
 const TokenPair = Type.Object({
-  accessToken: Type.String(), refreshToken: Type.String(), tokenType: Type.String(), expiresIn: Type.Integer(), sessionId: Type.String(), aal: Type.Integer(),
+  accessToken: Type.String(),
+  refreshToken: Type.String(),
+  tokenType: Type.String(),
+  expiresIn: Type.Integer(),
+  sessionId: Type.String(),
+  aal: Type.Integer(),
 });
 
 const passkey = (deps: StaffDeps): LoginMethod => ({
@@ -38,9 +52,19 @@ const passkey = (deps: StaffDeps): LoginMethod => ({
   replies: [Type.Object({ options: Type.Record(Type.String(), Type.Unknown()) }), TokenPair],
   handle: async (ctx, raw) => {
     const body = raw as Static<typeof PasskeyBegin> | Static<typeof PasskeyFinish>;
-    if (body.step === 'begin') return { status: 200, body: { options: await passkeyLoginBegin(deps, body.tenantId) } };
+    if (body.step === 'begin')
+      return { status: 200, body: { options: await passkeyLoginBegin(deps, body.tenantId) } };
     const pop = await signInBinding(deps, ctx, await tenantSettings(deps.db, body.tenantId));
-    return { status: 200, body: await passkeyLoginFinish(deps, body.tenantId, body.response, { ip: clientIpOf(ctx), requestId: ctx.requestId }, pop) };
+    return {
+      status: 200,
+      body: await passkeyLoginFinish(
+        deps,
+        body.tenantId,
+        body.response,
+        { ip: clientIpOf(ctx), requestId: ctx.requestId },
+        pop,
+      ),
+    };
   },
 });
 
@@ -48,10 +72,19 @@ const passkey = (deps: StaffDeps): LoginMethod => ({
 export function staffLoginRoute(deps: StaffDeps, others: LoginMethod[] = []): RouteSpec {
   const loginMethods = [passkey(deps), ...others];
   return defineRoute({
-    method: 'POST', path: '/auth/login', operationId: 'staffLogin', tags: ['staff-auth'],
+    method: 'POST',
+    path: '/auth/login',
+    operationId: 'staffLogin',
+    tags: ['staff-auth'],
     body: Type.Union(loginMethods.flatMap((m) => m.bodies)),
-    summary: 'Staff sign-in: `method` picks passkey (WebAuthn begin/finish) or federation; returns access and refresh tokens',
-    responses: { 200: { description: 'Passkey options (begin), tokens (finish), or the provider URL (federation)', schema: Type.Union(loginMethods.flatMap((m) => m.replies)) } },
+    summary:
+      'Staff sign-in: `method` picks passkey (WebAuthn begin/finish) or federation; returns access and refresh tokens',
+    responses: {
+      200: {
+        description: 'Passkey options (begin), tokens (finish), or the provider URL (federation)',
+        schema: Type.Union(loginMethods.flatMap((m) => m.replies)),
+      },
+    },
     handler: async (ctx) => {
       const body = ctx.body as { method: string };
       const m = loginMethods.find((x) => x.method === body.method);

@@ -13,10 +13,14 @@ import { staffPagePath } from './enrolment.ts';
 const pageDir = new URL('./page/', import.meta.url);
 const read = (name: string): Buffer => readFileSync(new URL(name, pageDir));
 
-export const staffPageCsp = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+export const staffPageCsp =
+  "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 const security = {
-  'content-security-policy': staffPageCsp, 'x-content-type-options': 'nosniff', 'referrer-policy': 'no-referrer', 'cache-control': 'no-store',
+  'content-security-policy': staffPageCsp,
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+  'cache-control': 'no-store',
 };
 
 const assets: Record<string, { type: string; data: Buffer }> = {
@@ -30,15 +34,34 @@ export function staffPageRoutes(): RouteSpec[] {
   const tags = ['staff-auth'];
   return [
     defineRoute({
-      method: 'GET', path: staffPagePath, operationId: 'staffPage', summary: 'Staff sign-in page (passkeys)', tags,
+      method: 'GET',
+      path: staffPagePath,
+      operationId: 'staffPage',
+      summary: 'Staff sign-in page (passkeys)',
+      tags,
       responses: { 200: { description: 'HTML page', contentType: 'text/html' } },
-      handler: async () => ({ status: 200, headers: security, raw: { contentType: 'text/html; charset=utf-8', data: page } }),
+      handler: async () => ({
+        status: 200,
+        headers: security,
+        raw: { contentType: 'text/html; charset=utf-8', data: page },
+      }),
     }),
     defineRoute({
-      method: 'GET', path: `${staffPagePath}/assets/{asset}`, operationId: 'staffPageAsset', summary: 'Staff page assets', tags, hidden: true,
+      method: 'GET',
+      path: `${staffPagePath}/assets/{asset}`,
+      operationId: 'staffPageAsset',
+      summary: 'Staff page assets',
+      tags,
+      hidden: true,
       params: Type.Object({ asset: Type.String({ maxLength: 64 }) }),
       // Scripts and the stylesheet: each asset's own media type.
-      responses: { 200: { description: 'Script or stylesheet', contentType: 'text/javascript', alternatives: ['text/css'] } },
+      responses: {
+        200: {
+          description: 'Script or stylesheet',
+          contentType: 'text/javascript',
+          alternatives: ['text/css'],
+        },
+      },
       handler: async ({ params }) => {
         // Own properties only: `__proto__` or `constructor` name no asset.
         const a = Object.hasOwn(assets, params.asset) ? assets[params.asset] : undefined;

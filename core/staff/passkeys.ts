@@ -9,37 +9,104 @@ import { uuidv7 } from '../../shared/uuid.ts';
 import { staffSubject } from './store.ts';
 import type { NewCredential, StoredCredential } from './webauthn.ts';
 
-export interface PasskeyView { id: string; name: string; createdAt: string; lastUsedAt: string | null; backedUp: boolean }
+export interface PasskeyView {
+  id: string;
+  name: string;
+  createdAt: string;
+  lastUsedAt: string | null;
+  backedUp: boolean;
+}
 
-interface Row { tenant_id: string; id: string; user_id: string; credential_id: string; public_key: Buffer; counter: string; transports: string[]; name: string; backed_up: boolean; created_at: Date; last_used_at: Date | null }
+interface Row {
+  tenant_id: string;
+  id: string;
+  user_id: string;
+  credential_id: string;
+  public_key: Buffer;
+  counter: string;
+  transports: string[];
+  name: string;
+  backed_up: boolean;
+  created_at: Date;
+  last_used_at: Date | null;
+}
 
-export interface Passkey extends StoredCredential { tenantId: string; id: string; userId: string }
+export interface Passkey extends StoredCredential {
+  tenantId: string;
+  id: string;
+  userId: string;
+}
 
 const toPasskey = (r: Row): Passkey => ({
-  tenantId: r.tenant_id, id: r.id, userId: r.user_id, credentialId: r.credential_id, publicKey: r.public_key, counter: Number(r.counter), transports: r.transports,
+  tenantId: r.tenant_id,
+  id: r.id,
+  userId: r.user_id,
+  credentialId: r.credential_id,
+  publicKey: r.public_key,
+  counter: Number(r.counter),
+  transports: r.transports,
 });
 
 const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-export async function passkeyByCredential(q: Queryable, tenantId: string, credentialId: string): Promise<Passkey | undefined> {
-  const { rows } = await q.query<Row>('SELECT * FROM staff_passkeys WHERE tenant_id = $1 AND credential_id = $2', [tenantId, credentialId]);
+export async function passkeyByCredential(
+  q: Queryable,
+  tenantId: string,
+  credentialId: string,
+): Promise<Passkey | undefined> {
+  const { rows } = await q.query<Row>(
+    'SELECT * FROM staff_passkeys WHERE tenant_id = $1 AND credential_id = $2',
+    [tenantId, credentialId],
+  );
   return rows[0] ? toPasskey(rows[0]) : undefined;
 }
 
-export async function passkeysOf(q: Queryable, tenantId: string, userId: string): Promise<(Passkey & { view: PasskeyView })[]> {
-  const { rows } = await q.query<Row>('SELECT * FROM staff_passkeys WHERE tenant_id = $1 AND user_id = $2 ORDER BY created_at, id', [tenantId, userId]);
+export async function passkeysOf(
+  q: Queryable,
+  tenantId: string,
+  userId: string,
+): Promise<(Passkey & { view: PasskeyView })[]> {
+  const { rows } = await q.query<Row>(
+    'SELECT * FROM staff_passkeys WHERE tenant_id = $1 AND user_id = $2 ORDER BY created_at, id',
+    [tenantId, userId],
+  );
   return rows.map((r) => ({
     ...toPasskey(r),
-    view: { id: r.id, name: r.name, createdAt: r.created_at.toISOString(), lastUsedAt: r.last_used_at?.toISOString() ?? null, backedUp: r.backed_up },
+    view: {
+      id: r.id,
+      name: r.name,
+      createdAt: r.created_at.toISOString(),
+      lastUsedAt: r.last_used_at?.toISOString() ?? null,
+      backedUp: r.backed_up,
+    },
   }));
 }
 
-export async function addPasskey(q: Queryable, tenantId: string, userId: string, c: NewCredential, name: string, now: number): Promise<string> {
+export async function addPasskey(
+  q: Queryable,
+  tenantId: string,
+  userId: string,
+  c: NewCredential,
+  name: string,
+  now: number,
+): Promise<string> {
   const id = uuidv7(now);
   await q.query(
     `INSERT INTO staff_passkeys (tenant_id, id, user_id, credential_id, public_key, counter, transports, name, aaguid, backed_up, created_at)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, to_timestamp($11 / 1000.0))`,
-    [tenantId, id, userId, c.credentialId, c.publicKey, c.counter, c.transports, name, c.aaguid, c.backedUp, now],
+    [
+      tenantId,
+      id,
+      userId,
+      c.credentialId,
+      c.publicKey,
+      c.counter,
+      c.transports,
+      name,
+      c.aaguid,
+      c.backedUp,
+      now,
+    ],
   );
   return id;
 }
@@ -57,28 +124,63 @@ export async function recordUse(q: Queryable, p: Passkey, newCounter: number, no
   return rows.length > 0;
 }
 
-export async function auditPasskey(q: Queryable, tenantId: string, userId: string, action: string, passkeyId: string, attrs: Record<string, unknown>, now: number): Promise<void> {
-  await appendAudit(q, [{
-    tenantId, actor: { type: 'staff', id: staffSubject(userId) }, action, target: { type: 'passkey', id: passkeyId },
-    decision: { allow: true }, attrs, ts: new Date(now),
-  }]);
+export async function auditPasskey(
+  q: Queryable,
+  tenantId: string,
+  userId: string,
+  action: string,
+  passkeyId: string,
+  attrs: Record<string, unknown>,
+  now: number,
+): Promise<void> {
+  await appendAudit(q, [
+    {
+      tenantId,
+      actor: { type: 'staff', id: staffSubject(userId) },
+      action,
+      target: { type: 'passkey', id: passkeyId },
+      decision: { allow: true },
+      attrs,
+      ts: new Date(now),
+    },
+  ]);
 }
 
 /** Rename one of the person's own passkeys; false when it is not theirs. */
-export async function renamePasskey(q: Queryable, tenantId: string, userId: string, id: string, name: string, requestId: string, now: number): Promise<boolean> {
+export async function renamePasskey(
+  q: Queryable,
+  tenantId: string,
+  userId: string,
+  id: string,
+  name: string,
+  requestId: string,
+  now: number,
+): Promise<boolean> {
   if (!uuidPattern.test(id)) return false;
-  const { rows } = await q.query('UPDATE staff_passkeys SET name = $4 WHERE tenant_id = $1 AND user_id = $2 AND id = $3 RETURNING id', [tenantId, userId, id, name]);
+  const { rows } = await q.query(
+    'UPDATE staff_passkeys SET name = $4 WHERE tenant_id = $1 AND user_id = $2 AND id = $3 RETURNING id',
+    [tenantId, userId, id, name],
+  );
   if (rows.length === 0) return false;
   await auditPasskey(q, tenantId, userId, 'staff.passkey.rename', id, { requestId, name }, now);
   return true;
 }
 
 /** Remove one of the person's own passkeys; false when it is not theirs. */
-export async function removePasskey(q: Queryable, tenantId: string, userId: string, id: string, requestId: string, now: number): Promise<boolean> {
+export async function removePasskey(
+  q: Queryable,
+  tenantId: string,
+  userId: string,
+  id: string,
+  requestId: string,
+  now: number,
+): Promise<boolean> {
   if (!uuidPattern.test(id)) return false;
-  const { rows } = await q.query('DELETE FROM staff_passkeys WHERE tenant_id = $1 AND user_id = $2 AND id = $3 RETURNING id', [tenantId, userId, id]);
+  const { rows } = await q.query(
+    'DELETE FROM staff_passkeys WHERE tenant_id = $1 AND user_id = $2 AND id = $3 RETURNING id',
+    [tenantId, userId, id],
+  );
   if (rows.length === 0) return false;
   await auditPasskey(q, tenantId, userId, 'staff.passkey.remove', id, { requestId }, now);
   return true;
 }
-

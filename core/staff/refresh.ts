@@ -14,15 +14,33 @@ import { OpaqueToken, TenantId } from '../identity/schemas.ts';
 import { staffAccessTtlS, staffAccessToken } from './tokens.ts';
 
 export const StaffTokenPair = Type.Object({
-  accessToken: Type.String(), refreshToken: Type.String(), tokenType: Type.String(), expiresIn: Type.Integer(), sessionId: Type.String(), aal: Type.Integer(),
+  accessToken: Type.String(),
+  refreshToken: Type.String(),
+  tokenType: Type.String(),
+  expiresIn: Type.Integer(),
+  sessionId: Type.String(),
+  aal: Type.Integer(),
 });
 
 function staffKind(deps: IdentityDeps): RefreshKind {
   return {
-    subjectType: 'user', actorType: 'staff',
+    subjectType: 'user',
+    actorType: 'staff',
     issue: async (q, s, t) => {
       const aal = s.aal >= 2 ? 2 : 1;
-      const a = await staffAccessToken(q, deps.keys, { tenantId: s.tenantId, userId: s.subjectId, sessionId: s.sessionId, aal, amr: s.amr ?? [], ...(s.cnf ? { cnf: s.cnf } : {}) }, t);
+      const a = await staffAccessToken(
+        q,
+        deps.keys,
+        {
+          tenantId: s.tenantId,
+          userId: s.subjectId,
+          sessionId: s.sessionId,
+          aal,
+          amr: s.amr ?? [],
+          ...(s.cnf ? { cnf: s.cnf } : {}),
+        },
+        t,
+      );
       return a && { ...a, aal, expiresIn: staffAccessTtlS };
     },
   };
@@ -31,12 +49,28 @@ function staffKind(deps: IdentityDeps): RefreshKind {
 export function staffTokenRoutes(deps: IdentityDeps): RouteSpec[] {
   return [
     defineRoute({
-      method: 'POST', path: '/auth/token', operationId: 'staffTokenRefresh', tags: ['staff-auth'],
+      method: 'POST',
+      path: '/auth/token',
+      operationId: 'staffTokenRefresh',
+      tags: ['staff-auth'],
       summary: 'Rotate a staff refresh token; a reused token revokes its family and session',
-      body: Type.Object({ tenantId: TenantId, refreshToken: OpaqueToken, grantType: Type.Optional(Type.Literal('refresh_token')) }, { additionalProperties: false }),
+      body: Type.Object(
+        {
+          tenantId: TenantId,
+          refreshToken: OpaqueToken,
+          grantType: Type.Optional(Type.Literal('refresh_token')),
+        },
+        { additionalProperties: false },
+      ),
       responses: { 200: { description: 'New token pair', schema: StaffTokenPair } },
       handler: async (ctx) => {
-        const r = await rotateRefreshToken(deps, ctx, ctx.body.tenantId, ctx.body.refreshToken, staffKind(deps));
+        const r = await rotateRefreshToken(
+          deps,
+          ctx,
+          ctx.body.tenantId,
+          ctx.body.refreshToken,
+          staffKind(deps),
+        );
         return { status: 200, body: r };
       },
     }),

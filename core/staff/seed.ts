@@ -21,35 +21,52 @@ export const demoStaff: readonly { userName: string; displayName: string; role: 
 ];
 
 /** The previous run's SCIM credential when it is still live (stable across restarts via demo.json). */
-async function previousCredential(q: Queryable, tenantId: string, previous: Record<string, unknown>): Promise<{ id: string; token: string } | undefined> {
+async function previousCredential(
+  q: Queryable,
+  tenantId: string,
+  previous: Record<string, unknown>,
+): Promise<{ id: string; token: string } | undefined> {
   const token = (previous.scim as { token?: unknown } | undefined)?.token;
   if (typeof token !== 'string' || !token.startsWith(scimTokenPrefix)) return undefined;
   const { rows } = await q.query<{ id: string }>(
-    'SELECT id FROM scim_credentials WHERE tenant_id = $1 AND token_hash = $2 AND revoked_at IS NULL', [tenantId, hashScimToken(token)]);
+    'SELECT id FROM scim_credentials WHERE tenant_id = $1 AND token_hash = $2 AND revoked_at IS NULL',
+    [tenantId, hashScimToken(token)],
+  );
   return rows[0] ? { id: rows[0].id, token } : undefined;
 }
 
 export function staffSeeder(gatewayUrl: string | undefined): Seeder {
   return async ({ db, tenantId, previous }) => {
     const now = Date.now();
-    const credential = (await previousCredential(db, tenantId, previous))
-      ?? await db.tx(async (q) => {
+    const credential =
+      (await previousCredential(db, tenantId, previous)) ??
+      (await db.tx(async (q) => {
         const issued = await issueScimCredential(q, tenantId, 'demo identity provider', 'seed', now);
         return { id: issued.credential.id, token: issued.token };
-      });
+      }));
     const baseUrl = `${gatewayUrl ?? ''}${scimBasePath}`;
     const deps: ScimDeps = { db, now: Date.now, baseUrl };
-    const actor: ScimActor = { tenantId, principalId: `scim-credential:${credential.id}`, requestId: 'seed', ip: undefined };
+    const actor: ScimActor = {
+      tenantId,
+      principalId: `scim-credential:${credential.id}`,
+      requestId: 'seed',
+      ip: undefined,
+    };
     const staff: { id: string; userName: string; roles: StaffRole[] }[] = [];
     for (const s of demoStaff) {
       const existing = await staffUserByName(db, tenantId, s.userName);
-      const user = existing ?? await createUser(deps, actor, {
-        schemas: ['urn:ietf:params:scim:schemas:core:2.0:User'], userName: s.userName, displayName: s.displayName,
-        emails: [{ value: s.userName, type: 'work', primary: true }],
-      });
+      const user =
+        existing ??
+        (await createUser(deps, actor, {
+          schemas: ['urn:ietf:params:scim:schemas:core:2.0:User'],
+          userName: s.userName,
+          displayName: s.displayName,
+          emails: [{ value: s.userName, type: 'work', primary: true }],
+        }));
       if (!user.roles.includes(s.role)) {
         await patchGroup(deps, actor, roleGroupId(tenantId, s.role), {
-          schemas: ['urn:ietf:params:scim:api:messages:2.0:PatchOp'], Operations: [{ op: 'add', path: 'members', value: [{ value: user.id }] }],
+          schemas: ['urn:ietf:params:scim:api:messages:2.0:PatchOp'],
+          Operations: [{ op: 'add', path: 'members', value: [{ value: user.id }] }],
         });
       }
       staff.push({ id: user.id, userName: s.userName, roles: [s.role] });

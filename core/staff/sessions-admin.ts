@@ -23,7 +23,14 @@ import { SubjectSession } from './schemas.ts';
 const sessionReaders: readonly Role[] = ['admin', 'support'];
 
 interface SessionRow {
-  id: string; subject_type: string; subject_id: string; created_at: Date; last_seen: Date; aal: number; device: string | null; ip: string | null;
+  id: string;
+  subject_type: string;
+  subject_id: string;
+  created_at: Date;
+  last_seen: Date;
+  aal: number;
+  device: string | null;
+  ip: string | null;
 }
 
 /** IPv4 to its /16, IPv6 to its /48: the network a session came from, not the address. */
@@ -34,29 +41,54 @@ export function maskIp(ip: string): string {
   return groups.length > 3 ? `${groups.slice(0, 3).join(':')}::/48` : 'masked';
 }
 
-export const maskDevice = (device: string): string => (device.length <= 4 ? '****' : `****${device.slice(-4)}`);
+export const maskDevice = (device: string): string =>
+  device.length <= 4 ? '****' : `****${device.slice(-4)}`;
 
 function view(r: SessionRow, masked: boolean) {
   return {
-    id: r.id, subjectType: r.subject_type === 'user' ? 'staff' : r.subject_type, subjectId: r.subject_id, createdAt: r.created_at.toISOString(),
-    lastSeen: r.last_seen.toISOString(), aal: r.aal,
+    id: r.id,
+    subjectType: r.subject_type === 'user' ? 'staff' : r.subject_type,
+    subjectId: r.subject_id,
+    createdAt: r.created_at.toISOString(),
+    lastSeen: r.last_seen.toISOString(),
+    aal: r.aal,
     device: r.device === null ? null : masked ? maskDevice(r.device) : r.device,
     ip: r.ip === null ? null : masked ? maskIp(r.ip) : r.ip,
   };
 }
 
-async function auditRead(deps: AdminDeps, caller: Caller, requestId: string, userId: string, count: number, masked: boolean): Promise<void> {
-  await deps.db.tx((q) => appendAudit(q, [{
-    tenantId: caller.tenantId, actor: { type: 'staff', id: caller.principalId }, action: 'session.list', target: { type: 'subject', id: userId },
-    attrs: { requestId, ip: caller.ip, roles: caller.roles, ...actorAttrs(caller), count, masked }, ts: new Date(deps.now()),
-  }]));
+async function auditRead(
+  deps: AdminDeps,
+  caller: Caller,
+  requestId: string,
+  userId: string,
+  count: number,
+  masked: boolean,
+): Promise<void> {
+  await deps.db.tx((q) =>
+    appendAudit(q, [
+      {
+        tenantId: caller.tenantId,
+        actor: { type: 'staff', id: caller.principalId },
+        action: 'session.list',
+        target: { type: 'subject', id: userId },
+        attrs: { requestId, ip: caller.ip, roles: caller.roles, ...actorAttrs(caller), count, masked },
+        ts: new Date(deps.now()),
+      },
+    ]),
+  );
 }
 
 export function sessionAdminRoutes(deps: AdminDeps): RouteSpec[] {
   const tags = ['admin.sessions'];
   return [
     adminRoute(deps, {
-      method: 'GET', path: '/sessions', operationId: 'listSubjectSessions', tags, roles: sessionReaders, mode: 'read',
+      method: 'GET',
+      path: '/sessions',
+      operationId: 'listSubjectSessions',
+      tags,
+      roles: sessionReaders,
+      mode: 'read',
       summary: 'Live sessions of a customer, agent or staff member of the tenant (masked for support)',
       query: Type.Object({ userId: Uuid }, { additionalProperties: false }),
       responses: { 200: { description: '{items: sessions, newest first}', schema: ItemsOf(SubjectSession) } },
@@ -72,7 +104,12 @@ export function sessionAdminRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'DELETE', path: '/sessions/{id}', operationId: 'revokeSubjectSession', tags, roles: admins, mode: 'write',
+      method: 'DELETE',
+      path: '/sessions/{id}',
+      operationId: 'revokeSubjectSession',
+      tags,
+      roles: admins,
+      mode: 'write',
       summary: 'Revoke a session of the tenant; every edge refuses its next request',
       params: Type.Object({ id: Uuid }),
       responses: { 204: { description: 'Revoked' } },
@@ -83,8 +120,19 @@ export function sessionAdminRoutes(deps: AdminDeps): RouteSpec[] {
         );
         const s = rows[0];
         if (!s) throw new AppError('SESSION_NOT_FOUND', `no session ${ctx.params.id}`);
-        const revoked = await revokeSession(w.q, w.caller.tenantId, ctx.params.id, 'revoked_by_admin', { type: 'staff', id: w.caller.principalId }, deps.now());
-        await w.audit('session.revoke_by_admin', { type: 'session', id: ctx.params.id }, { subjectType: s.subject_type, subjectId: s.subject_id, alreadyRevoked: !revoked });
+        const revoked = await revokeSession(
+          w.q,
+          w.caller.tenantId,
+          ctx.params.id,
+          'revoked_by_admin',
+          { type: 'staff', id: w.caller.principalId },
+          deps.now(),
+        );
+        await w.audit(
+          'session.revoke_by_admin',
+          { type: 'session', id: ctx.params.id },
+          { subjectType: s.subject_type, subjectId: s.subject_id, alreadyRevoked: !revoked },
+        );
         return { status: 204 };
       },
     }),

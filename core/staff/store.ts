@@ -11,7 +11,13 @@ import type { Queryable } from '../../shared/db/pool.ts';
  * `policy_author` (issue 22): uploads candidate bundles and runs their impact on recorded decisions.
  */
 export const staffRoleGroups = {
-  Admin: 'admin', Ops: 'ops', ReadOnly: 'readonly', support: 'support', fraud: 'fraud', compliance: 'compliance', PolicyAuthor: 'policy_author',
+  Admin: 'admin',
+  Ops: 'ops',
+  ReadOnly: 'readonly',
+  support: 'support',
+  fraud: 'fraud',
+  compliance: 'compliance',
+  PolicyAuthor: 'policy_author',
 } as const;
 export type StaffRole = (typeof staffRoleGroups)[keyof typeof staffRoleGroups];
 export const staffRoles: readonly StaffRole[] = Object.values(staffRoleGroups);
@@ -40,9 +46,18 @@ export interface StaffUser {
 }
 
 interface Row {
-  tenant_id: string; id: string; user_name: string; external_id: string | null; display_name: string | null;
-  attributes: Record<string, unknown>; active: boolean; version: number; created_at: Date; updated_at: Date;
-  deleted_at: Date | null; roles: string[] | null;
+  tenant_id: string;
+  id: string;
+  user_name: string;
+  external_id: string | null;
+  display_name: string | null;
+  attributes: Record<string, unknown>;
+  active: boolean;
+  version: number;
+  created_at: Date;
+  updated_at: Date;
+  deleted_at: Date | null;
+  roles: string[] | null;
 }
 
 const selectUser = `SELECT u.tenant_id, u.id, u.user_name, u.external_id, u.display_name, u.attributes, u.active, u.version,
@@ -52,31 +67,58 @@ const selectUser = `SELECT u.tenant_id, u.id, u.user_name, u.external_id, u.disp
 
 function toUser(r: Row): StaffUser {
   return {
-    tenantId: r.tenant_id, id: r.id, userName: r.user_name, externalId: r.external_id, displayName: r.display_name,
-    attributes: r.attributes, active: r.active, version: r.version, createdAt: r.created_at, updatedAt: r.updated_at,
-    deletedAt: r.deleted_at, roles: (r.roles ?? []).filter(isStaffRole),
+    tenantId: r.tenant_id,
+    id: r.id,
+    userName: r.user_name,
+    externalId: r.external_id,
+    displayName: r.display_name,
+    attributes: r.attributes,
+    active: r.active,
+    version: r.version,
+    createdAt: r.created_at,
+    updatedAt: r.updated_at,
+    deletedAt: r.deleted_at,
+    roles: (r.roles ?? []).filter(isStaffRole),
   };
 }
 
 const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** A staff member of the tenant by id (tombstones included: check `deletedAt`). */
-export async function staffUserById(q: Queryable, tenantId: string, id: string): Promise<StaffUser | undefined> {
+export async function staffUserById(
+  q: Queryable,
+  tenantId: string,
+  id: string,
+): Promise<StaffUser | undefined> {
   if (!uuidPattern.test(id)) return undefined;
   const { rows } = await q.query<Row>(`${selectUser} WHERE u.tenant_id = $1 AND u.id = $2`, [tenantId, id]);
   return rows[0] ? toUser(rows[0]) : undefined;
 }
 
 /** A live (not deleted) staff member of the tenant by userName, compared case-insensitively. */
-export async function staffUserByName(q: Queryable, tenantId: string, userName: string): Promise<StaffUser | undefined> {
+export async function staffUserByName(
+  q: Queryable,
+  tenantId: string,
+  userName: string,
+): Promise<StaffUser | undefined> {
   const { rows } = await q.query<Row>(
-    `${selectUser} WHERE u.tenant_id = $1 AND lower(u.user_name) = lower($2) AND u.deleted_at IS NULL`, [tenantId, userName]);
+    `${selectUser} WHERE u.tenant_id = $1 AND lower(u.user_name) = lower($2) AND u.deleted_at IS NULL`,
+    [tenantId, userName],
+  );
   return rows[0] ? toUser(rows[0]) : undefined;
 }
 
 /** Replace a staff member's roles (caller's transaction; the trigger tells the edges). */
-export async function setStaffRoles(q: Queryable, tenantId: string, userId: string, roles: readonly StaffRole[]): Promise<void> {
-  await q.query('DELETE FROM staff_user_roles WHERE tenant_id = $1 AND user_id = $2 AND NOT (role = ANY($3))', [tenantId, userId, roles]);
+export async function setStaffRoles(
+  q: Queryable,
+  tenantId: string,
+  userId: string,
+  roles: readonly StaffRole[],
+): Promise<void> {
+  await q.query(
+    'DELETE FROM staff_user_roles WHERE tenant_id = $1 AND user_id = $2 AND NOT (role = ANY($3))',
+    [tenantId, userId, roles],
+  );
   if (roles.length > 0) {
     await q.query(
       `INSERT INTO staff_user_roles (tenant_id, user_id, role) SELECT $1, $2, unnest($3::text[]) ON CONFLICT DO NOTHING`,
@@ -86,7 +128,11 @@ export async function setStaffRoles(q: Queryable, tenantId: string, userId: stri
 }
 
 /** The roles a tenant maps the given identity-provider group names (or role names) onto. */
-export async function rolesForGroups(q: Queryable, tenantId: string, groups: readonly string[]): Promise<StaffRole[]> {
+export async function rolesForGroups(
+  q: Queryable,
+  tenantId: string,
+  groups: readonly string[],
+): Promise<StaffRole[]> {
   const direct = new Set<StaffRole>();
   for (const g of groups) {
     const byName = (staffRoleGroups as Record<string, StaffRole>)[g];
@@ -94,7 +140,9 @@ export async function rolesForGroups(q: Queryable, tenantId: string, groups: rea
   }
   if (groups.length > 0) {
     const { rows } = await q.query<{ role: string }>(
-      'SELECT DISTINCT role FROM staff_group_mappings WHERE tenant_id = $1 AND idp_group = ANY($2)', [tenantId, groups]);
+      'SELECT DISTINCT role FROM staff_group_mappings WHERE tenant_id = $1 AND idp_group = ANY($2)',
+      [tenantId, groups],
+    );
     for (const r of rows) if (isStaffRole(r.role)) direct.add(r.role);
   }
   return [...direct].sort();
@@ -134,31 +182,54 @@ async function writeUser(q: Queryable, sql: string, params: unknown[]): Promise<
 }
 
 /** Insert a member (caller's transaction); throws StaffUserNameTaken on a duplicate userName. */
-export async function insertStaffUser(q: Queryable, tenantId: string, id: string, f: StaffUserFields, now: number): Promise<StaffUser> {
-  await writeUser(q,
+export async function insertStaffUser(
+  q: Queryable,
+  tenantId: string,
+  id: string,
+  f: StaffUserFields,
+  now: number,
+): Promise<StaffUser> {
+  await writeUser(
+    q,
     `INSERT INTO staff_users (tenant_id, id, user_name, external_id, display_name, attributes, active, created_at, updated_at)
      VALUES ($1, $2, $3, $4, $5, $6, $7, to_timestamp($8 / 1000.0), to_timestamp($8 / 1000.0))`,
-    [tenantId, id, f.userName, f.externalId, f.displayName, JSON.stringify(f.attributes), f.active, now]);
+    [tenantId, id, f.userName, f.externalId, f.displayName, JSON.stringify(f.attributes), f.active, now],
+  );
   const user = await staffUserById(q, tenantId, id);
   if (!user) throw new Error('inserted staff member not found');
   return user;
 }
 
 /** A live member locked for update (caller's transaction), or undefined (absent or deleted). */
-export async function lockStaffUser(q: Queryable, tenantId: string, id: string): Promise<StaffUser | undefined> {
+export async function lockStaffUser(
+  q: Queryable,
+  tenantId: string,
+  id: string,
+): Promise<StaffUser | undefined> {
   if (!uuidPattern.test(id)) return undefined;
-  await q.query('SELECT 1 FROM staff_users WHERE tenant_id = $1 AND id = $2 AND deleted_at IS NULL FOR UPDATE', [tenantId, id]);
+  await q.query(
+    'SELECT 1 FROM staff_users WHERE tenant_id = $1 AND id = $2 AND deleted_at IS NULL FOR UPDATE',
+    [tenantId, id],
+  );
   const u = await staffUserById(q, tenantId, id);
   return u && !u.deletedAt ? u : undefined;
 }
 
 /** Replace a live member's fields and bump its version (the SCIM ETag). */
-export async function updateStaffUser(q: Queryable, tenantId: string, id: string, f: StaffUserFields, now: number): Promise<StaffUser> {
-  await writeUser(q,
+export async function updateStaffUser(
+  q: Queryable,
+  tenantId: string,
+  id: string,
+  f: StaffUserFields,
+  now: number,
+): Promise<StaffUser> {
+  await writeUser(
+    q,
     `UPDATE staff_users SET user_name = $3, external_id = $4, display_name = $5, attributes = $6, active = $7,
        version = version + 1, updated_at = to_timestamp($8 / 1000.0)
      WHERE tenant_id = $1 AND id = $2 AND deleted_at IS NULL`,
-    [tenantId, id, f.userName, f.externalId, f.displayName, JSON.stringify(f.attributes), f.active, now]);
+    [tenantId, id, f.userName, f.externalId, f.displayName, JSON.stringify(f.attributes), f.active, now],
+  );
   const user = await staffUserById(q, tenantId, id);
   if (!user) throw new Error('updated staff member not found');
   return user;
@@ -168,7 +239,12 @@ export async function updateStaffUser(q: Queryable, tenantId: string, id: string
  * Delete a member, keeping a tombstone (issue 14: `staff:<id>` in old audit records still
  * resolves through staffUserById): inactive, deleted_at set, roles dropped, userName freed.
  */
-export async function tombstoneStaffUser(q: Queryable, tenantId: string, id: string, now: number): Promise<void> {
+export async function tombstoneStaffUser(
+  q: Queryable,
+  tenantId: string,
+  id: string,
+  now: number,
+): Promise<void> {
   await setStaffRoles(q, tenantId, id, []);
   await q.query(
     `UPDATE staff_users SET active = false, deleted_at = to_timestamp($3 / 1000.0), updated_at = to_timestamp($3 / 1000.0), version = version + 1
@@ -182,7 +258,13 @@ export async function tombstoneStaffUser(q: Queryable, tenantId: string, id: str
  * deprovisioning and revocation commit together; the sessions trigger tells the edges).
  * Returns the revoked session ids.
  */
-export async function revokeStaffSessions(q: Queryable, tenantId: string, userId: string, reason: string, now: number): Promise<string[]> {
+export async function revokeStaffSessions(
+  q: Queryable,
+  tenantId: string,
+  userId: string,
+  reason: string,
+  now: number,
+): Promise<string[]> {
   const { rows } = await q.query<{ id: string }>(
     `UPDATE sessions SET revoked_at = to_timestamp($3 / 1000.0), revoke_reason = $4
      WHERE tenant_id = $1 AND subject_type = 'user' AND subject_id = $2 AND revoked_at IS NULL RETURNING id`,
@@ -200,20 +282,34 @@ export async function revokeStaffSessions(q: Queryable, tenantId: string, userId
 
 /** One page of live members matching `where` (a fragment over alias u with `$3`.. parameters). */
 export async function listStaffUsers(
-  q: Queryable, tenantId: string, where: { sql: string; params: unknown[] } | undefined, offset: number, limit: number,
+  q: Queryable,
+  tenantId: string,
+  where: { sql: string; params: unknown[] } | undefined,
+  offset: number,
+  limit: number,
 ): Promise<{ total: number; users: StaffUser[] }> {
   const cond = `u.tenant_id = $1 AND u.deleted_at IS NULL${where ? ` AND (${where.sql})` : ''}`;
   const params = [tenantId, ...(where?.params ?? [])];
-  const { rows: count } = await q.query<{ n: string }>(`SELECT count(*) AS n FROM staff_users u WHERE ${cond}`, params);
-  const { rows } = limit === 0 ? { rows: [] as Row[] } : await q.query<Row>(
-    `${selectUser} WHERE ${cond} ORDER BY u.created_at, u.id OFFSET $${params.length + 1} LIMIT $${params.length + 2}`,
-    [...params, offset, limit],
+  const { rows: count } = await q.query<{ n: string }>(
+    `SELECT count(*) AS n FROM staff_users u WHERE ${cond}`,
+    params,
   );
+  const { rows } =
+    limit === 0
+      ? { rows: [] as Row[] }
+      : await q.query<Row>(
+          `${selectUser} WHERE ${cond} ORDER BY u.created_at, u.id OFFSET $${params.length + 1} LIMIT $${params.length + 2}`,
+          [...params, offset, limit],
+        );
   return { total: Number(count[0]?.n ?? 0), users: rows.map(toUser) };
 }
 
 /** The live members holding `role`, by userName. */
-export async function staffWithRole(q: Queryable, tenantId: string, role: StaffRole): Promise<{ id: string; userName: string }[]> {
+export async function staffWithRole(
+  q: Queryable,
+  tenantId: string,
+  role: StaffRole,
+): Promise<{ id: string; userName: string }[]> {
   const { rows } = await q.query<{ id: string; user_name: string }>(
     `SELECT u.id, u.user_name FROM staff_user_roles r JOIN staff_users u ON u.tenant_id = r.tenant_id AND u.id = r.user_id
      WHERE r.tenant_id = $1 AND r.role = $2 AND u.deleted_at IS NULL ORDER BY u.user_name`,
@@ -223,24 +319,46 @@ export async function staffWithRole(q: Queryable, tenantId: string, role: StaffR
 }
 
 /** Add or remove one role of one member (caller's transaction); true when something changed. */
-export async function changeStaffRole(q: Queryable, tenantId: string, userId: string, role: StaffRole, member: boolean): Promise<boolean> {
+export async function changeStaffRole(
+  q: Queryable,
+  tenantId: string,
+  userId: string,
+  role: StaffRole,
+  member: boolean,
+): Promise<boolean> {
   const { rowCount } = member
-    ? await q.query('INSERT INTO staff_user_roles (tenant_id, user_id, role) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [tenantId, userId, role])
-    : await q.query('DELETE FROM staff_user_roles WHERE tenant_id = $1 AND user_id = $2 AND role = $3', [tenantId, userId, role]);
+    ? await q.query(
+        'INSERT INTO staff_user_roles (tenant_id, user_id, role) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING',
+        [tenantId, userId, role],
+      )
+    : await q.query('DELETE FROM staff_user_roles WHERE tenant_id = $1 AND user_id = $2 AND role = $3', [
+        tenantId,
+        userId,
+        role,
+      ]);
   return (rowCount ?? 0) > 0;
 }
 
-export interface GroupMapping { idpGroup: string; role: StaffRole }
+export interface GroupMapping {
+  idpGroup: string;
+  role: StaffRole;
+}
 
 /** The tenant's identity-provider group → role mapping, by group name. */
 export async function groupMappings(q: Queryable, tenantId: string): Promise<GroupMapping[]> {
   const { rows } = await q.query<{ idp_group: string; role: string }>(
-    'SELECT idp_group, role FROM staff_group_mappings WHERE tenant_id = $1 ORDER BY idp_group, role', [tenantId]);
+    'SELECT idp_group, role FROM staff_group_mappings WHERE tenant_id = $1 ORDER BY idp_group, role',
+    [tenantId],
+  );
   return rows.flatMap((r) => (isStaffRole(r.role) ? [{ idpGroup: r.idp_group, role: r.role }] : []));
 }
 
 /** Replace the tenant's whole mapping (caller's transaction). */
-export async function putGroupMappings(q: Queryable, tenantId: string, mappings: readonly GroupMapping[]): Promise<void> {
+export async function putGroupMappings(
+  q: Queryable,
+  tenantId: string,
+  mappings: readonly GroupMapping[],
+): Promise<void> {
   await q.query('DELETE FROM staff_group_mappings WHERE tenant_id = $1', [tenantId]);
   if (mappings.length === 0) return;
   await q.query(

@@ -31,15 +31,29 @@ export interface StaffTokenClaims {
   orig?: string;
 }
 
-export async function issueStaffAccessToken(keys: KeyStore, c: StaffTokenClaims, now: number): Promise<{ token: string; jti: string }> {
+export async function issueStaffAccessToken(
+  keys: KeyStore,
+  c: StaffTokenClaims,
+  now: number,
+): Promise<{ token: string; jti: string }> {
   const jti = uuidv7(now);
   const claims: Record<string, unknown> = {
-    sub: c.userId, sid: c.sessionId, jti, aal: c.aal, amr: c.amr, aud: staffAudience,
-    scope: [], org_roles: c.orgRoles, tenant_roles: c.tenantRoles,
+    sub: c.userId,
+    sid: c.sessionId,
+    jti,
+    aal: c.aal,
+    amr: c.amr,
+    aud: staffAudience,
+    scope: [],
+    org_roles: c.orgRoles,
+    tenant_roles: c.tenantRoles,
   };
   if (c.cnf) claims.cnf = c.cnf;
   if (c.orig) claims.orig = c.orig;
-  return { token: await keys.sign(c.tenantId, claims, { expiresInS: staffAccessTtlS, typ: staffTokenTyp }), jti };
+  return {
+    token: await keys.sign(c.tenantId, claims, { expiresInS: staffAccessTtlS, typ: staffTokenTyp }),
+    jti,
+  };
 }
 
 /** The tenants `tenantId` owns (relationship tuples `tenant:<owner> owner tenant:<t>`). */
@@ -79,15 +93,40 @@ export interface StaffTokens {
  * next token. Undefined when the member is unknown, deleted or inactive.
  */
 export async function staffAccessToken(
-  q: Queryable, keys: KeyStore, s: { tenantId: string; userId: string; sessionId: string; aal: 1 | 2; amr: string[]; cnf?: Record<string, unknown> | undefined; orig?: string | undefined }, now: number,
+  q: Queryable,
+  keys: KeyStore,
+  s: {
+    tenantId: string;
+    userId: string;
+    sessionId: string;
+    aal: 1 | 2;
+    amr: string[];
+    cnf?: Record<string, unknown> | undefined;
+    orig?: string | undefined;
+  },
+  now: number,
 ): Promise<{ token: string; jti: string } | undefined> {
   const user = await staffUserById(q, s.tenantId, s.userId);
   if (!user || user.deletedAt || !user.active) return undefined;
-  const tenantRoles = user.roles.length === 0 ? [] : (await ownedTenants(q, s.tenantId)).map((tenant) => ({ tenant, roles: user.roles }));
-  return issueStaffAccessToken(keys, {
-    tenantId: s.tenantId, userId: s.userId, sessionId: s.sessionId, aal: s.aal, amr: s.amr, orgRoles: user.roles, tenantRoles,
-    ...(s.cnf ? { cnf: s.cnf } : {}), ...(s.orig ? { orig: s.orig } : {}),
-  }, now);
+  const tenantRoles =
+    user.roles.length === 0
+      ? []
+      : (await ownedTenants(q, s.tenantId)).map((tenant) => ({ tenant, roles: user.roles }));
+  return issueStaffAccessToken(
+    keys,
+    {
+      tenantId: s.tenantId,
+      userId: s.userId,
+      sessionId: s.sessionId,
+      aal: s.aal,
+      amr: s.amr,
+      orgRoles: user.roles,
+      tenantRoles,
+      ...(s.cnf ? { cnf: s.cnf } : {}),
+      ...(s.orig ? { orig: s.orig } : {}),
+    },
+    now,
+  );
 }
 
 /**
@@ -96,7 +135,17 @@ export async function staffAccessToken(
  * when the session is no longer live.
  */
 export async function stepUpStaffSession(
-  q: Queryable, keys: KeyStore, s: { tenantId: string; userId: string; sessionId: string; amr: string[]; orig: string; cnf?: Record<string, unknown> }, now: number,
+  q: Queryable,
+  keys: KeyStore,
+  s: {
+    tenantId: string;
+    userId: string;
+    sessionId: string;
+    amr: string[];
+    orig: string;
+    cnf?: Record<string, unknown>;
+  },
+  now: number,
 ): Promise<{ accessToken: string; expiresIn: number; aal: 2 }> {
   const access = await staffAccessToken(q, keys, { ...s, aal: 2 }, now);
   if (!access) throw new Error('staff member is not active');
@@ -116,15 +165,57 @@ export async function stepUpStaffSession(
  * Throws when the member is unknown, deleted or inactive: callers check first and answer
  * with their own refusal; this is the last guard.
  */
-export async function startStaffSession(q: Queryable, keys: KeyStore, s: StaffSignIn, now: number): Promise<StaffTokens> {
+export async function startStaffSession(
+  q: Queryable,
+  keys: KeyStore,
+  s: StaffSignIn,
+  now: number,
+): Promise<StaffTokens> {
   const sessionId = uuidv7(now);
-  const access = await staffAccessToken(q, keys, { tenantId: s.tenantId, userId: s.userId, sessionId, aal: s.aal, amr: s.amr, ...(s.cnf ? { cnf: s.cnf } : {}) }, now);
+  const access = await staffAccessToken(
+    q,
+    keys,
+    {
+      tenantId: s.tenantId,
+      userId: s.userId,
+      sessionId,
+      aal: s.aal,
+      amr: s.amr,
+      ...(s.cnf ? { cnf: s.cnf } : {}),
+    },
+    now,
+  );
   if (!access) throw new Error('staff member is not active');
   await q.query(
     `INSERT INTO sessions (id, tenant_id, subject_type, subject_id, jti, aal, amr, mfa_pending, device, ip, created_at, last_seen, dpop_jkt)
      VALUES ($1, $2, 'user', $3, $4, $5, $6, false, $7, $8, to_timestamp($9 / 1000.0), to_timestamp($9 / 1000.0), $10)`,
-    [sessionId, s.tenantId, s.userId, access.jti, s.aal, s.amr, s.method, s.ip ?? null, now, typeof s.cnf?.jkt === 'string' ? s.cnf.jkt : null],
+    [
+      sessionId,
+      s.tenantId,
+      s.userId,
+      access.jti,
+      s.aal,
+      s.amr,
+      s.method,
+      s.ip ?? null,
+      now,
+      typeof s.cnf?.jkt === 'string' ? s.cnf.jkt : null,
+    ],
   );
-  const refreshToken = await insertRefreshToken(q, s.tenantId, sessionId, uuidv7(now), now, now + sessionMaxAgeMs);
-  return { accessToken: access.token, refreshToken, tokenType: s.cnf ? 'DPoP' : 'Bearer', expiresIn: staffAccessTtlS, sessionId, aal: s.aal };
+  const refreshToken = await insertRefreshToken(
+    q,
+    s.tenantId,
+    sessionId,
+    uuidv7(now),
+    now,
+    now + sessionMaxAgeMs,
+  );
+  return {
+    accessToken: access.token,
+    refreshToken,
+    tokenType: s.cnf ? 'DPoP' : 'Bearer',
+    expiresIn: staffAccessTtlS,
+    sessionId,
+    aal: s.aal,
+  };
 }

@@ -13,7 +13,11 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { Type, type Static } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
-import type { AuthenticatorTransportFuture, verifyAuthenticationResponse, verifyRegistrationResponse } from '@simplewebauthn/server';
+import type {
+  AuthenticatorTransportFuture,
+  verifyAuthenticationResponse,
+  verifyRegistrationResponse,
+} from '@simplewebauthn/server';
 import type { Queryable } from '../../shared/db/pool.ts';
 
 export interface WebAuthnConfig {
@@ -30,24 +34,37 @@ export const ceremonyTtlMs = 5 * 60_000;
 const B64u = Type.String({ minLength: 1, maxLength: 8192, pattern: '^[A-Za-z0-9_-]+$' });
 const Transports = Type.Optional(Type.Array(Type.String({ maxLength: 32 }), { maxItems: 8 }));
 const Common = {
-  id: B64u, rawId: B64u, type: Type.Literal('public-key'),
+  id: B64u,
+  rawId: B64u,
+  type: Type.Literal('public-key'),
   clientExtensionResults: Type.Record(Type.String(), Type.Unknown()),
-  authenticatorAttachment: Type.Optional(Type.Union([Type.Literal('platform'), Type.Literal('cross-platform')])),
+  authenticatorAttachment: Type.Optional(
+    Type.Union([Type.Literal('platform'), Type.Literal('cross-platform')]),
+  ),
 };
 
 /** RegistrationResponseJSON as browsers and @simplewebauthn/browser send it. */
 export const RegistrationResponse = Type.Object({
   ...Common,
   response: Type.Object({
-    clientDataJSON: B64u, attestationObject: B64u, transports: Transports,
-    authenticatorData: Type.Optional(B64u), publicKey: Type.Optional(B64u), publicKeyAlgorithm: Type.Optional(Type.Integer()),
+    clientDataJSON: B64u,
+    attestationObject: B64u,
+    transports: Transports,
+    authenticatorData: Type.Optional(B64u),
+    publicKey: Type.Optional(B64u),
+    publicKeyAlgorithm: Type.Optional(Type.Integer()),
   }),
 });
 
 /** AuthenticationResponseJSON. */
 export const AuthenticationResponse = Type.Object({
   ...Common,
-  response: Type.Object({ clientDataJSON: B64u, authenticatorData: B64u, signature: B64u, userHandle: Type.Optional(B64u) }),
+  response: Type.Object({
+    clientDataJSON: B64u,
+    authenticatorData: B64u,
+    signature: B64u,
+    userHandle: Type.Optional(B64u),
+  }),
 });
 export type RegistrationResponse = Static<typeof RegistrationResponse>;
 export type AuthenticationResponse = Static<typeof AuthenticationResponse>;
@@ -59,7 +76,9 @@ export type AuthenticationResponse = Static<typeof AuthenticationResponse>;
 let library: Promise<typeof import('@simplewebauthn/server')> | undefined;
 const webauthn = () => (library ??= import('@simplewebauthn/server'));
 
-const ClientData = TypeCompiler.Compile(Type.Object({ challenge: Type.String({ minLength: 16, maxLength: 256 }) }));
+const ClientData = TypeCompiler.Compile(
+  Type.Object({ challenge: Type.String({ minLength: 16, maxLength: 256 }) }),
+);
 
 /** The challenge the browser signed (clientDataJSON.challenge), or undefined when unreadable. */
 export function challengeOf(clientDataJSON: string): string | undefined {
@@ -72,11 +91,17 @@ export function challengeOf(clientDataJSON: string): string | undefined {
 }
 
 /** The user handle a passkey carries: the staff member's UUID as 16 bytes. */
-export const userHandleOf = (userId: string): Uint8Array<ArrayBuffer> => Uint8Array.from(Buffer.from(userId.replace(/-/g, ''), 'hex'));
+export const userHandleOf = (userId: string): Uint8Array<ArrayBuffer> =>
+  Uint8Array.from(Buffer.from(userId.replace(/-/g, ''), 'hex'));
 
-export const stepUpWebAuthnChallenge = (challengeToken: string): string => createHash('sha256').update(challengeToken, 'utf8').digest('base64url');
+export const stepUpWebAuthnChallenge = (challengeToken: string): string =>
+  createHash('sha256').update(challengeToken, 'utf8').digest('base64url');
 
-async function storeChallenge(q: Queryable, c: { tenantId: string; ceremony: 'register' | 'login'; userId?: string; enrolmentId?: string }, now: number): Promise<string> {
+async function storeChallenge(
+  q: Queryable,
+  c: { tenantId: string; ceremony: 'register' | 'login'; userId?: string; enrolmentId?: string },
+  now: number,
+): Promise<string> {
   const challenge = randomBytes(32).toString('base64url');
   await q.query(
     `INSERT INTO webauthn_challenges (challenge, tenant_id, ceremony, user_id, enrolment_id, created_at, expires_at)
@@ -90,7 +115,13 @@ async function storeChallenge(q: Queryable, c: { tenantId: string; ceremony: 're
  * Take a challenge out of the store (single use: deleted whether or not what follows succeeds);
  * undefined when unknown, of another tenant or ceremony, or expired.
  */
-export async function consumeChallenge(q: Queryable, tenantId: string, ceremony: 'register' | 'login', challenge: string, now: number): Promise<{ userId: string | null; enrolmentId: string | null } | undefined> {
+export async function consumeChallenge(
+  q: Queryable,
+  tenantId: string,
+  ceremony: 'register' | 'login',
+  challenge: string,
+  now: number,
+): Promise<{ userId: string | null; enrolmentId: string | null } | undefined> {
   const { rows } = await q.query<{ user_id: string | null; enrolment_id: string | null; live: boolean }>(
     `DELETE FROM webauthn_challenges WHERE challenge = $1 AND tenant_id = $2 AND ceremony = $3
      RETURNING user_id, enrolment_id, expires_at > to_timestamp($4 / 1000.0) AS live`,
@@ -100,43 +131,99 @@ export async function consumeChallenge(q: Queryable, tenantId: string, ceremony:
   return r?.live ? { userId: r.user_id, enrolmentId: r.enrolment_id } : undefined;
 }
 
-export interface Enrollee { tenantId: string; userId: string; userName: string; displayName: string | null; enrolmentId: string }
+export interface Enrollee {
+  tenantId: string;
+  userId: string;
+  userName: string;
+  displayName: string | null;
+  enrolmentId: string;
+}
 
 /** Options for navigator.credentials.create: a discoverable passkey with user verification. */
-export async function registrationOptions(q: Queryable, cfg: WebAuthnConfig, who: Enrollee, existing: { credentialId: string; transports: string[] }[], now: number) {
-  const challenge = await storeChallenge(q, { tenantId: who.tenantId, ceremony: 'register', userId: who.userId, enrolmentId: who.enrolmentId }, now);
+export async function registrationOptions(
+  q: Queryable,
+  cfg: WebAuthnConfig,
+  who: Enrollee,
+  existing: { credentialId: string; transports: string[] }[],
+  now: number,
+) {
+  const challenge = await storeChallenge(
+    q,
+    { tenantId: who.tenantId, ceremony: 'register', userId: who.userId, enrolmentId: who.enrolmentId },
+    now,
+  );
   return (await webauthn()).generateRegistrationOptions({
-    rpName: cfg.rpName, rpID: cfg.rpId, userID: userHandleOf(who.userId), userName: who.userName, userDisplayName: who.displayName ?? who.userName,
-    challenge: Buffer.from(challenge, 'base64url'), timeout: ceremonyTtlMs, attestationType: 'none',
-    excludeCredentials: existing.map((c) => ({ id: c.credentialId, transports: c.transports as AuthenticatorTransportFuture[] })),
+    rpName: cfg.rpName,
+    rpID: cfg.rpId,
+    userID: userHandleOf(who.userId),
+    userName: who.userName,
+    userDisplayName: who.displayName ?? who.userName,
+    challenge: Buffer.from(challenge, 'base64url'),
+    timeout: ceremonyTtlMs,
+    attestationType: 'none',
+    excludeCredentials: existing.map((c) => ({
+      id: c.credentialId,
+      transports: c.transports as AuthenticatorTransportFuture[],
+    })),
     authenticatorSelection: { residentKey: 'required', userVerification: 'required' },
     // EdDSA, ES256, RS256: what platform authenticators and security keys offer.
     supportedAlgorithmIDs: [-8, -7, -257],
   });
 }
 
-export interface NewCredential { credentialId: string; publicKey: Buffer; counter: number; transports: string[]; aaguid: string; backedUp: boolean }
+export interface NewCredential {
+  credentialId: string;
+  publicKey: Buffer;
+  counter: number;
+  transports: string[];
+  aaguid: string;
+  backedUp: boolean;
+}
 
 /** Verify a registration against its (already consumed) challenge; undefined when it does not verify. */
-export async function verifyRegistration(cfg: WebAuthnConfig, response: RegistrationResponse, challenge: string): Promise<NewCredential | undefined> {
+export async function verifyRegistration(
+  cfg: WebAuthnConfig,
+  response: RegistrationResponse,
+  challenge: string,
+): Promise<NewCredential | undefined> {
   try {
     const r = await (await webauthn()).verifyRegistrationResponse({
       response: response as Parameters<typeof verifyRegistrationResponse>[0]['response'],
-      expectedChallenge: challenge, expectedOrigin: cfg.origins, expectedRPID: cfg.rpId, requireUserVerification: true,
+      expectedChallenge: challenge,
+      expectedOrigin: cfg.origins,
+      expectedRPID: cfg.rpId,
+      requireUserVerification: true,
     });
     if (!r.verified) return undefined;
     const c = r.registrationInfo.credential;
-    return { credentialId: c.id, publicKey: Buffer.from(c.publicKey), counter: c.counter, transports: c.transports ?? [], aaguid: r.registrationInfo.aaguid, backedUp: r.registrationInfo.credentialBackedUp };
+    return {
+      credentialId: c.id,
+      publicKey: Buffer.from(c.publicKey),
+      counter: c.counter,
+      transports: c.transports ?? [],
+      aaguid: r.registrationInfo.aaguid,
+      backedUp: r.registrationInfo.credentialBackedUp,
+    };
   } catch {
     return undefined;
   }
 }
 
 /** Options for navigator.credentials.get; `allow` empty: the browser offers the person's passkeys. */
-export async function authenticationOptions(cfg: WebAuthnConfig, challenge: string, allow: { credentialId: string; transports: string[] }[] = []) {
+export async function authenticationOptions(
+  cfg: WebAuthnConfig,
+  challenge: string,
+  allow: { credentialId: string; transports: string[] }[] = [],
+) {
   return (await webauthn()).generateAuthenticationOptions({
-    rpID: cfg.rpId, challenge: Buffer.from(challenge, 'base64url'), timeout: ceremonyTtlMs, userVerification: 'required',
-    allowCredentials: allow.map((c) => ({ id: c.credentialId, transports: c.transports as AuthenticatorTransportFuture[] })),
+    rpID: cfg.rpId,
+    challenge: Buffer.from(challenge, 'base64url'),
+    timeout: ceremonyTtlMs,
+    userVerification: 'required',
+    allowCredentials: allow.map((c) => ({
+      id: c.credentialId,
+      transports: c.transports as AuthenticatorTransportFuture[],
+    })),
   });
 }
 
@@ -145,19 +232,37 @@ export async function loginOptions(q: Queryable, cfg: WebAuthnConfig, tenantId: 
   return authenticationOptions(cfg, await storeChallenge(q, { tenantId, ceremony: 'login' }, now));
 }
 
-export interface StoredCredential { credentialId: string; publicKey: Buffer; counter: number; transports: string[] }
+export interface StoredCredential {
+  credentialId: string;
+  publicKey: Buffer;
+  counter: number;
+  transports: string[];
+}
 
 /**
  * Verify an assertion: signature over the expected challenge, origin, RP ID, user verification,
  * and a signature counter above the stored one (simplewebauthn refuses one that does not
  * increase). Returns the new counter, or undefined.
  */
-export async function verifyAssertion(cfg: WebAuthnConfig, response: AuthenticationResponse, challenge: string, cred: StoredCredential): Promise<number | undefined> {
+export async function verifyAssertion(
+  cfg: WebAuthnConfig,
+  response: AuthenticationResponse,
+  challenge: string,
+  cred: StoredCredential,
+): Promise<number | undefined> {
   try {
     const r = await (await webauthn()).verifyAuthenticationResponse({
       response: response as Parameters<typeof verifyAuthenticationResponse>[0]['response'],
-      expectedChallenge: challenge, expectedOrigin: cfg.origins, expectedRPID: cfg.rpId, requireUserVerification: true,
-      credential: { id: cred.credentialId, publicKey: new Uint8Array(cred.publicKey), counter: cred.counter, transports: cred.transports as AuthenticatorTransportFuture[] },
+      expectedChallenge: challenge,
+      expectedOrigin: cfg.origins,
+      expectedRPID: cfg.rpId,
+      requireUserVerification: true,
+      credential: {
+        id: cred.credentialId,
+        publicKey: new Uint8Array(cred.publicKey),
+        counter: cred.counter,
+        transports: cred.transports as AuthenticatorTransportFuture[],
+      },
     });
     return r.verified ? r.authenticationInfo.newCounter : undefined;
   } catch {

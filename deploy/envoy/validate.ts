@@ -44,9 +44,15 @@ function envoyRoot(): protobuf.Root {
 const typeUrlPrefix = 'type.googleapis.com/';
 const durationPattern = /^-?\d+(\.\d{1,9})?s$/;
 const wrapperScalar: Record<string, string> = {
-  'google.protobuf.BoolValue': 'bool', 'google.protobuf.StringValue': 'string', 'google.protobuf.BytesValue': 'bytes',
-  'google.protobuf.UInt32Value': 'uint32', 'google.protobuf.Int32Value': 'int32', 'google.protobuf.UInt64Value': 'uint64',
-  'google.protobuf.Int64Value': 'int64', 'google.protobuf.DoubleValue': 'double', 'google.protobuf.FloatValue': 'float',
+  'google.protobuf.BoolValue': 'bool',
+  'google.protobuf.StringValue': 'string',
+  'google.protobuf.BytesValue': 'bytes',
+  'google.protobuf.UInt32Value': 'uint32',
+  'google.protobuf.Int32Value': 'int32',
+  'google.protobuf.UInt64Value': 'uint64',
+  'google.protobuf.Int64Value': 'int64',
+  'google.protobuf.DoubleValue': 'double',
+  'google.protobuf.FloatValue': 'float',
 };
 
 function camel(name: string): string {
@@ -68,15 +74,27 @@ class Validator {
   scalar(kind: string, v: unknown, path: string): void {
     const fail = () => this.errors.push(`${path}: expected ${kind}, got ${JSON.stringify(v)}`);
     switch (kind) {
-      case 'string': if (typeof v !== 'string') fail(); return;
-      case 'bytes': if (typeof v !== 'string') fail(); return;
-      case 'bool': if (typeof v !== 'boolean') fail(); return;
-      case 'double': case 'float':
-        if (typeof v !== 'number' && !(typeof v === 'string' && /^(-?\d+(\.\d+)?([eE][-+]?\d+)?|NaN|-?Infinity)$/.test(v))) fail();
+      case 'string':
+        if (typeof v !== 'string') fail();
+        return;
+      case 'bytes':
+        if (typeof v !== 'string') fail();
+        return;
+      case 'bool':
+        if (typeof v !== 'boolean') fail();
+        return;
+      case 'double':
+      case 'float':
+        if (
+          typeof v !== 'number' &&
+          !(typeof v === 'string' && /^(-?\d+(\.\d+)?([eE][-+]?\d+)?|NaN|-?Infinity)$/.test(v))
+        )
+          fail();
         return;
       default: {
         const unsigned = kind.startsWith('u') || kind.startsWith('fixed');
-        const ok = (typeof v === 'number' && Number.isInteger(v)) || (typeof v === 'string' && /^-?\d+$/.test(v));
+        const ok =
+          (typeof v === 'number' && Number.isInteger(v)) || (typeof v === 'string' && /^-?\d+$/.test(v));
         if (!ok || (unsigned && Number(v) < 0)) fail();
       }
     }
@@ -85,7 +103,9 @@ class Validator {
   value(field: protobuf.Field, v: unknown, path: string): void {
     const resolved = field.resolvedType;
     if (resolved instanceof protobuf.Enum) {
-      const ok = (typeof v === 'string' && v in resolved.values) || (typeof v === 'number' && Object.values(resolved.values).includes(v));
+      const ok =
+        (typeof v === 'string' && v in resolved.values) ||
+        (typeof v === 'number' && Object.values(resolved.values).includes(v));
       if (!ok) this.errors.push(`${path}: ${JSON.stringify(v)} is not a value of ${fullName(resolved)}`);
       return;
     }
@@ -100,15 +120,18 @@ class Validator {
     if (wrapped) return this.scalar(wrapped, v, path);
     switch (name) {
       case 'google.protobuf.Duration':
-        if (typeof v !== 'string' || !durationPattern.test(v)) this.errors.push(`${path}: expected a duration like "0.1s", got ${JSON.stringify(v)}`);
+        if (typeof v !== 'string' || !durationPattern.test(v))
+          this.errors.push(`${path}: expected a duration like "0.1s", got ${JSON.stringify(v)}`);
         return;
-      case 'google.protobuf.Timestamp': case 'google.protobuf.FieldMask':
+      case 'google.protobuf.Timestamp':
+      case 'google.protobuf.FieldMask':
         if (typeof v !== 'string') this.errors.push(`${path}: expected a string`);
         return;
       case 'google.protobuf.Struct':
         if (!isObject(v)) this.errors.push(`${path}: expected an object`);
         return;
-      case 'google.protobuf.Value': case 'google.protobuf.ListValue':
+      case 'google.protobuf.Value':
+      case 'google.protobuf.ListValue':
         return;
       case 'google.protobuf.Any':
         return this.any(v, path);

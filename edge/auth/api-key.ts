@@ -20,7 +20,8 @@ export const defaultReplayWindowMs = 5 * 60_000;
 export const minReplayWindowMs = 5 * 60_000;
 export const maxReplayWindowMs = 10 * 60_000;
 
-const imfFixdate = /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} GMT$/;
+const imfFixdate =
+  /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} GMT$/;
 const noncePattern = /^[A-Za-z0-9_-]{16,128}$/;
 
 export interface ApiKeyPrincipal {
@@ -60,11 +61,14 @@ export async function verifyApiKey(
   const h = view.headers;
   const keyId = h['x-api-key-id'] ?? '';
   const missing = ['x-api-key-id', 'x-signature', 'x-nonce', 'date'].filter((name) => !h[name]);
-  if (missing.length > 0) throw new CredentialError(401, 'missing_signature_headers', `missing header(s): ${missing.join(', ')}`);
+  if (missing.length > 0)
+    throw new CredentialError(401, 'missing_signature_headers', `missing header(s): ${missing.join(', ')}`);
   const key = /^pk_(live|test)_[A-Za-z0-9]{16,64}$/.test(keyId) ? await state.apiKey(keyId) : undefined;
   if (!key || key.revoked) throw new CredentialError(403, 'invalid_key', 'unknown or revoked API key');
-  if (key.expiresAtMs !== null && key.expiresAtMs <= nowMs) throw new CredentialError(403, 'key_expired', 'API key has expired');
-  if (!inAllowlist(view.sourceIp, key.ipAllowlist)) throw new CredentialError(403, 'ip_not_allowed', 'source address is not in the key allowlist');
+  if (key.expiresAtMs !== null && key.expiresAtMs <= nowMs)
+    throw new CredentialError(403, 'key_expired', 'API key has expired');
+  if (!inAllowlist(view.sourceIp, key.ipAllowlist))
+    throw new CredentialError(403, 'ip_not_allowed', 'source address is not in the key allowlist');
   const tenant = await tenantOf(key.tenantId);
   if (tenant?.security.require_mtls_for_m2m === true && !view.peerCertificate) {
     throw new CredentialError(403, 'mtls_required', 'this tenant requires mutual TLS for machine clients');
@@ -78,18 +82,36 @@ export async function verifyApiKey(
   const givenSecret = h['x-api-key-secret'];
   if (givenSecret !== undefined) {
     const hash = createHash('sha256').update(givenSecret).digest();
-    if (!hashes.some((x) => equal(x, hash))) throw new CredentialError(403, 'bad_secret', 'API key secret does not match');
+    if (!hashes.some((x) => equal(x, hash)))
+      throw new CredentialError(403, 'bad_secret', 'API key secret does not match');
   }
   const date = h.date ?? '';
   const at = imfFixdate.test(date) ? Date.parse(date) : Number.NaN;
   const window = Math.min(Math.max(replayWindowMs, minReplayWindowMs), maxReplayWindowMs);
-  if (!(Math.abs(nowMs - at) <= window)) throw new CredentialError(401, 'stale_date', 'date header is missing, malformed or outside the replay window');
+  if (!(Math.abs(nowMs - at) <= window))
+    throw new CredentialError(
+      401,
+      'stale_date',
+      'date header is missing, malformed or outside the replay window',
+    );
   const nonce = h['x-nonce'] ?? '';
-  if (!noncePattern.test(nonce)) throw new CredentialError(401, 'bad_signature', 'x-nonce must be 16–128 characters of [A-Za-z0-9_-]');
+  if (!noncePattern.test(nonce))
+    throw new CredentialError(401, 'bad_signature', 'x-nonce must be 16–128 characters of [A-Za-z0-9_-]');
   const canonical = canonicalString(view.method, view.pathWithQuery, view.body, date, nonce);
   const given = Buffer.from(h['x-signature'] ?? '', 'utf8');
-  const ok = secrets.some((s) => equal(Buffer.from(createHmac('sha256', s).update(canonical, 'utf8').digest('base64url'), 'utf8'), given));
+  const ok = secrets.some((s) =>
+    equal(Buffer.from(createHmac('sha256', s).update(canonical, 'utf8').digest('base64url'), 'utf8'), given),
+  );
   if (!ok) throw new CredentialError(401, 'bad_signature', 'signature does not match the request');
-  if (!(await state.firstUse('nonce', `${key.id}:${nonce}`, 2 * window))) throw new CredentialError(401, 'nonce_reused', 'nonce already used');
-  return { kind: 'service', via: 'api-key', tenantId: key.tenantId, subjectId: key.id, roles: [], scopes: key.scopes, key };
+  if (!(await state.firstUse('nonce', `${key.id}:${nonce}`, 2 * window)))
+    throw new CredentialError(401, 'nonce_reused', 'nonce already used');
+  return {
+    kind: 'service',
+    via: 'api-key',
+    tenantId: key.tenantId,
+    subjectId: key.id,
+    roles: [],
+    scopes: key.scopes,
+    key,
+  };
 }

@@ -2,12 +2,24 @@
 import { bearerToken } from '../../shared/bearer.ts';
 
 export type CredentialCode =
-  | 'UNAUTHENTICATED' | 'invalid_token' | 'session_revoked' | 'session_expired' | 'invalid_dpop_proof' | 'FORBIDDEN'
+  | 'UNAUTHENTICATED'
+  | 'invalid_token'
+  | 'session_revoked'
+  | 'session_expired'
+  | 'invalid_dpop_proof'
+  | 'FORBIDDEN'
   // a removed device key (issue 13 item 1): tokens it stepped up, intents naming it
   | 'device_revoked'
   // API keys and signed requests (SPEC 5.4, 7.2)
-  | 'missing_signature_headers' | 'invalid_key' | 'bad_secret' | 'bad_signature' | 'stale_date' | 'nonce_reused'
-  | 'key_expired' | 'ip_not_allowed' | 'mtls_required';
+  | 'missing_signature_headers'
+  | 'invalid_key'
+  | 'bad_secret'
+  | 'bad_signature'
+  | 'stale_date'
+  | 'nonce_reused'
+  | 'key_expired'
+  | 'ip_not_allowed'
+  | 'mtls_required';
 
 export class CredentialError extends Error {
   constructor(
@@ -23,8 +35,12 @@ export class CredentialError extends Error {
   /** RFC 6750 §3 challenge for 401 answers. */
   wwwAuthenticate(scheme = 'Bearer'): string {
     if (this.challenge) return this.challenge;
-    if (scheme === 'Signature') return `Signature realm="payments", headers="x-api-key-id x-signature x-nonce date", error="${this.code}"`;
-    const error = this.code === 'UNAUTHENTICATED' ? '' : `, error="invalid_token", error_description="${this.message.replaceAll('"', "'")}"`;
+    if (scheme === 'Signature')
+      return `Signature realm="payments", headers="x-api-key-id x-signature x-nonce date", error="${this.code}"`;
+    const error =
+      this.code === 'UNAUTHENTICATED'
+        ? ''
+        : `, error="invalid_token", error_description="${this.message.replaceAll('"', "'")}"`;
     return `${scheme} realm="payments"${error}`;
   }
 }

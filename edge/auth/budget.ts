@@ -10,15 +10,26 @@
 import { asJsonBody, type JsonBody } from '../../shared/json-body.ts';
 import { parseAmount } from '../../shared/money.ts';
 import type { Queryable } from '../../shared/db/pool.ts';
-import { budgetDayMs, budgetDayStart, type BudgetCount, type MoneyMovement } from '../../shared/api-key-budget.ts';
+import {
+  budgetDayMs,
+  budgetDayStart,
+  type BudgetCount,
+  type MoneyMovement,
+} from '../../shared/api-key-budget.ts';
 import type { ApiKeyState } from '../state/store.ts';
 
 export type BudgetResult =
   | { ok: true; amountMicros: bigint; counted: boolean; taken?: BudgetCount }
-  | { ok: false; reason: 'per_minute' | 'daily_amount' | 'currency_mismatch' | 'amount_unreadable'; retryAfterS: number };
+  | {
+      ok: false;
+      reason: 'per_minute' | 'daily_amount' | 'currency_mismatch' | 'amount_unreadable';
+      retryAfterS: number;
+    };
 
 /** The amount a money-moving request moves, in the body's currency: `amount`, or the sum of debit legs. */
-export function requestAmount(body: Buffer | JsonBody): { micros: bigint; currency: string } | undefined | 'unreadable' {
+export function requestAmount(
+  body: Buffer | JsonBody,
+): { micros: bigint; currency: string } | undefined | 'unreadable' {
   const { text, json } = asJsonBody(body);
   if (text.length === 0) return undefined;
   if (!json) return 'unreadable';
@@ -65,15 +76,20 @@ export async function consumeBudget(
   nowMs: number,
 ): Promise<BudgetResult> {
   const perMinute = key.budget.per_minute;
-  const daily = key.budget.daily_amount !== undefined ? parseAmount(key.budget.daily_amount, { allowZero: true }) : undefined;
+  const daily =
+    key.budget.daily_amount !== undefined
+      ? parseAmount(key.budget.daily_amount, { allowZero: true })
+      : undefined;
   let amount = 0n;
   if (money === 'request' && daily?.ok) {
     const a = requestAmount(body);
-    if (a === 'unreadable' || a === undefined) return { ok: false, reason: 'amount_unreadable', retryAfterS: 0 };
+    if (a === 'unreadable' || a === undefined)
+      return { ok: false, reason: 'amount_unreadable', retryAfterS: 0 };
     if (a.currency !== key.budget.currency) return { ok: false, reason: 'currency_mismatch', retryAfterS: 0 };
     amount = a.micros;
   }
-  if (perMinute === undefined && !(daily?.ok && amount > 0n)) return { ok: true, amountMicros: 0n, counted: false };
+  if (perMinute === undefined && !(daily?.ok && amount > 0n))
+    return { ok: true, amountMicros: 0n, counted: false };
   const minuteStart = new Date(Math.floor(nowMs / minuteMs) * minuteMs);
   const dayStart = budgetDayStart(nowMs);
   return tx(async (q) => {
@@ -84,18 +100,28 @@ export async function consumeBudget(
          WHERE api_key_usage.count < $3`,
         [key.id, minuteStart, perMinute],
       );
-      if (rowCount !== 1) return { ok: false, reason: 'per_minute', retryAfterS: Math.max(1, Math.ceil((minuteStart.getTime() + minuteMs - nowMs) / 1000)) };
+      if (rowCount !== 1)
+        return {
+          ok: false,
+          reason: 'per_minute',
+          retryAfterS: Math.max(1, Math.ceil((minuteStart.getTime() + minuteMs - nowMs) / 1000)),
+        };
     }
     let taken: BudgetCount | undefined;
     if (daily?.ok && amount > 0n && key.budget.currency) {
-      const { rows } = await q.query<{ ok: boolean }>('SELECT api_key_budget_take($1, $2, $3, $4, $5) AS ok', [key.id, dayStart, key.budget.currency, amount.toString(), daily.micro.toString()]);
-      if (rows[0]?.ok !== true) throw new BudgetExhausted(Math.max(1, Math.ceil((dayStart.getTime() + budgetDayMs - nowMs) / 1000)));
+      const { rows } = await q.query<{ ok: boolean }>(
+        'SELECT api_key_budget_take($1, $2, $3, $4, $5) AS ok',
+        [key.id, dayStart, key.budget.currency, amount.toString(), daily.micro.toString()],
+      );
+      if (rows[0]?.ok !== true)
+        throw new BudgetExhausted(Math.max(1, Math.ceil((dayStart.getTime() + budgetDayMs - nowMs) / 1000)));
       taken = { windowStart: dayStart, currency: key.budget.currency, micros: amount };
     }
     return { ok: true, amountMicros: amount, counted: true, ...(taken ? { taken } : {}) };
   }).catch((err: unknown) => {
     // A daily refusal rolls back the minute count taken in the same transaction.
-    if (err instanceof BudgetExhausted) return { ok: false, reason: 'daily_amount', retryAfterS: err.retryAfterS };
+    if (err instanceof BudgetExhausted)
+      return { ok: false, reason: 'daily_amount', retryAfterS: err.retryAfterS };
     throw err;
   });
 }

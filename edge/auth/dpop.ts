@@ -34,23 +34,42 @@ export function bindingOf(cnf: unknown): { jkt?: string; x5t?: string } {
 }
 
 /** Refuse the request unless it proves possession of every key the token is bound to. */
-export async function checkBinding(view: RequestView, state: EdgeState, token: string, cnf: unknown, nowMs: number, requireDpop = false): Promise<void> {
+export async function checkBinding(
+  view: RequestView,
+  state: EdgeState,
+  token: string,
+  cnf: unknown,
+  nowMs: number,
+  requireDpop = false,
+): Promise<void> {
   const { jkt, x5t } = bindingOf(cnf);
   if (x5t !== undefined) {
     const presented = view.peerCertificate ? certificateThumbprint(view.peerCertificate) : undefined;
-    if (presented === undefined) throw new CredentialError(401, 'invalid_token', 'this token is bound to a client certificate; none was presented');
-    if (presented !== x5t) throw new CredentialError(401, 'invalid_token', 'this token is bound to another client certificate');
+    if (presented === undefined)
+      throw new CredentialError(
+        401,
+        'invalid_token',
+        'this token is bound to a client certificate; none was presented',
+      );
+    if (presented !== x5t)
+      throw new CredentialError(401, 'invalid_token', 'this token is bound to another client certificate');
   }
   if (jkt === undefined) {
     if (requireDpop) throw refusal('invalid_dpop_proof', 'this tenant requires DPoP-bound tokens');
     return;
   }
-  if (!/^DPoP\s/i.test(view.headers.authorization ?? '')) throw refusal('invalid_dpop_proof', 'a DPoP-bound token is sent as Authorization: DPoP');
+  if (!/^DPoP\s/i.test(view.headers.authorization ?? ''))
+    throw refusal('invalid_dpop_proof', 'a DPoP-bound token is sent as Authorization: DPoP');
   const proof = view.headers.dpop;
   if (!proof) throw refusal('invalid_dpop_proof', 'a DPoP proof is required with this token');
   try {
     await verifyDpopProof({
-      proof, method: view.method, url: requestUrlOf(view), nowMs, accessToken: token, expectedJkt: jkt,
+      proof,
+      method: view.method,
+      url: requestUrlOf(view),
+      nowMs,
+      accessToken: token,
+      expectedJkt: jkt,
       firstUse: (v, ttl) => state.firstUse('dpop', v, ttl),
     });
   } catch (err) {

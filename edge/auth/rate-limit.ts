@@ -75,7 +75,11 @@ export const credentialFailureBurst = 20;
 export class CredentialGuard {
   private readonly buckets: RateLimiter;
 
-  constructor(perMinute = credentialFailuresPerMinute, burst = credentialFailureBurst, now: () => number = Date.now) {
+  constructor(
+    perMinute = credentialFailuresPerMinute,
+    burst = credentialFailureBurst,
+    now: () => number = Date.now,
+  ) {
     this.buckets = new RateLimiter(perMinute, burst, now);
   }
 

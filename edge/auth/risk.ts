@@ -42,7 +42,13 @@ export class RiskEngine {
     return times.length > velocityLimit;
   }
 
-  assess(opts: { session: SessionState | undefined; deviceId: string | undefined; ip: string; subject: string | undefined; moneyMoving: boolean }): { risk: Risk; signals: string[] } {
+  assess(opts: {
+    session: SessionState | undefined;
+    deviceId: string | undefined;
+    ip: string;
+    subject: string | undefined;
+    moneyMoving: boolean;
+  }): { risk: Risk; signals: string[] } {
     const signals: string[] = [];
     const s = opts.session;
     // A session bound to a device is used from that device: another id is a token away from its
@@ -52,7 +58,8 @@ export class RiskEngine {
     else if (s?.device && !opts.deviceId) signals.push('device_missing');
     if (opts.moneyMoving && opts.subject && this.velocity(opts.subject)) signals.push('velocity');
     if (signals.length > 0) return { risk: 'high', signals };
-    if (s?.ip && opts.ip && prefixOf(s.ip) !== prefixOf(opts.ip)) return { risk: 'medium', signals: ['ip_outside_usual_range'] };
+    if (s?.ip && opts.ip && prefixOf(s.ip) !== prefixOf(opts.ip))
+      return { risk: 'medium', signals: ['ip_outside_usual_range'] };
     return { risk: 'low', signals };
   }
 }

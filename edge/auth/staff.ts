@@ -48,7 +48,10 @@ const Claims = Type.Object({
   iat: Type.Number(),
   exp: Type.Number(),
   org_roles: Type.Array(Role, { maxItems: 16 }),
-  tenant_roles: Type.Array(Type.Object({ tenant: Type.String({ maxLength: 64 }), roles: Type.Array(Role, { maxItems: 16 }) }), { maxItems: 1000 }),
+  tenant_roles: Type.Array(
+    Type.Object({ tenant: Type.String({ maxLength: 64 }), roles: Type.Array(Role, { maxItems: 16 }) }),
+    { maxItems: 1000 },
+  ),
   orig: Type.Optional(Type.String({ maxLength: 64 })),
   cnf: Type.Optional(Type.Unknown()),
 });
@@ -63,23 +66,34 @@ const invalid = (message: string) => new CredentialError(401, 'invalid_token', m
 
 /** Verify a staff access token and its live state; throws CredentialError. */
 export async function staffPrincipal(
-  token: string, view: RequestView, state: EdgeState, tenantOf: (id: string) => Promise<TenantState | undefined>,
-  nowMs: number, sessionTimeoutMin: (t: TenantState | undefined) => number, maxSkewMs: number,
+  token: string,
+  view: RequestView,
+  state: EdgeState,
+  tenantOf: (id: string) => Promise<TenantState | undefined>,
+  nowMs: number,
+  sessionTimeoutMin: (t: TenantState | undefined) => number,
+  maxSkewMs: number,
 ): Promise<StaffPrincipal> {
   let raw: unknown;
   try {
     raw = await state.keys.verify(token, { audience: staffAudience, typ: staffTokenTyp });
   } catch (err) {
-    throw invalid((err as { code?: string }).code === 'ERR_JWT_EXPIRED' ? 'access token expired' : 'access token is not valid');
+    throw invalid(
+      (err as { code?: string }).code === 'ERR_JWT_EXPIRED'
+        ? 'access token expired'
+        : 'access token is not valid',
+    );
   }
   if (!checkClaims.Check(raw)) throw invalid('staff token lacks its claims');
   const c = raw;
   if (c.iat * 1000 > nowMs + maxSkewMs) throw invalid('access token is future-dated');
   const session = await state.session(c.tid, c.sid);
-  if (!session || session.subjectId !== c.sub || session.subjectType !== 'user') throw new CredentialError(401, 'session_revoked', 'session not found');
+  if (!session || session.subjectId !== c.sub || session.subjectType !== 'user')
+    throw new CredentialError(401, 'session_revoked', 'session not found');
   if (session.revoked) throw new CredentialError(401, 'session_revoked', 'session has been revoked');
   const tenant = await tenantOf(c.tid);
-  if (nowMs - session.lastSeenMs > sessionTimeoutMin(tenant) * 60_000) throw new CredentialError(401, 'session_expired', 'session idle timeout');
+  if (nowMs - session.lastSeenMs > sessionTimeoutMin(tenant) * 60_000)
+    throw new CredentialError(401, 'session_expired', 'session idle timeout');
   const member = await state.staffMember(c.tid, c.sub);
   if (!member?.active) throw new CredentialError(401, 'session_revoked', 'the staff member is not active');
   // Issue 17 item 3, one rule for customers, agents and staff: a bound token needs its proof
@@ -87,8 +101,19 @@ export async function staffPrincipal(
   await checkBinding(view, state, token, c.cnf, nowMs, tenant?.security.require_dpop === true);
   state.touchSession(session);
   return {
-    kind: 'staff', tenantId: c.tid, subjectId: `staff:${c.sub}`, userId: c.sub, session, aal: c.aal, amr: c.amr,
-    orgRoles: c.org_roles, tenantRoles: c.tenant_roles, orig: c.orig, jti: c.jti, expS: c.exp, issuedAtS: c.iat,
+    kind: 'staff',
+    tenantId: c.tid,
+    subjectId: `staff:${c.sub}`,
+    userId: c.sub,
+    session,
+    aal: c.aal,
+    amr: c.amr,
+    orgRoles: c.org_roles,
+    tenantRoles: c.tenant_roles,
+    orig: c.orig,
+    jti: c.jti,
+    expS: c.exp,
+    issuedAtS: c.iat,
   };
 }
 

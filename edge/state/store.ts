@@ -103,7 +103,6 @@ const maxCachedEntries = 100_000;
 /** At most this many tenants and service tokens are loaded ahead at start (warm()). */
 export const warmEntriesMax = 1_000;
 
-
 const channels = Object.values(notifyChannels);
 
 interface Entry<T> {
@@ -173,9 +172,15 @@ export class EdgeState {
   }
 
   private async connectListener(): Promise<void> {
-    const client = new pg.Client({ connectionString: (this.db.pool.options as { connectionString?: string }).connectionString, connectionTimeoutMillis: 2000 });
+    const client = new pg.Client({
+      connectionString: (this.db.pool.options as { connectionString?: string }).connectionString,
+      connectionTimeoutMillis: 2000,
+    });
     client.on('error', (err) => {
-      this.log.warn({ err: err.message }, 'edge state listener lost; serving cache within the staleness bound');
+      this.log.warn(
+        { err: err.message },
+        'edge state listener lost; serving cache within the staleness bound',
+      );
       this.listener = undefined;
       this.usedGrantsComplete = false;
     });
@@ -195,13 +200,22 @@ export class EdgeState {
    */
   private async loadUsedGrants(client: pg.Client): Promise<void> {
     this.usedGrantsComplete = false;
-    const { rows } = await client.query<{ tenant_id: string; grant_jti: string; idempotency_key: string | null; expires_ms: string }>(
+    const { rows } = await client.query<{
+      tenant_id: string;
+      grant_jti: string;
+      idempotency_key: string | null;
+      expires_ms: string;
+    }>(
       `SELECT tenant_id, grant_jti, idempotency_key, floor(extract(epoch FROM expires_at) * 1000)::bigint AS expires_ms
          FROM stepup_uses WHERE expires_at > now() LIMIT $1`,
       [maxCachedEntries + 1],
     );
     if (rows.length > maxCachedEntries) return;
-    for (const r of rows) this.usedGrants.set(`${r.tenant_id}\u0000${r.grant_jti}`, { key: r.idempotency_key ?? '', expiresAtMs: Number(r.expires_ms) });
+    for (const r of rows)
+      this.usedGrants.set(`${r.tenant_id}\u0000${r.grant_jti}`, {
+        key: r.idempotency_key ?? '',
+        expiresAtMs: Number(r.expires_ms),
+      });
     this.usedGrantsComplete = true;
   }
 
@@ -278,12 +292,19 @@ export class EdgeState {
     } catch {
       g = {};
     }
-    if (typeof g.tenantId !== 'string' || typeof g.grantJti !== 'string' || typeof g.expiresAtMs !== 'number') {
+    if (
+      typeof g.tenantId !== 'string' ||
+      typeof g.grantJti !== 'string' ||
+      typeof g.expiresAtMs !== 'number'
+    ) {
       // Not understood: lookups read the rows until the listener reconnects and reloads them.
       this.usedGrantsComplete = false;
       return;
     }
-    this.usedGrants.set(`${g.tenantId}\u0000${g.grantJti}`, { key: typeof g.idempotencyKey === 'string' ? g.idempotencyKey : '', expiresAtMs: g.expiresAtMs });
+    this.usedGrants.set(`${g.tenantId}\u0000${g.grantJti}`, {
+      key: typeof g.idempotencyKey === 'string' ? g.idempotencyKey : '',
+      expiresAtMs: g.expiresAtMs,
+    });
   }
 
   invalidateAll(): void {
@@ -308,7 +329,8 @@ export class EdgeState {
 
   /** Throw when the database has been silent longer than the staleness bound (counted as `stale_state`). */
   assertFresh(): void {
-    if (this.now() - this.healthyAt > this.stalenessMs) throw new FailClosedError('stale_state', 'edge state is stale: database unreachable');
+    if (this.now() - this.healthyAt > this.stalenessMs)
+      throw new FailClosedError('stale_state', 'edge state is stale: database unreachable');
   }
 
   /** Seconds since the database last answered (edge_state_age_seconds). */
@@ -319,13 +341,22 @@ export class EdgeState {
   /** Entries per cache (edge_cache_entries). */
   cacheSizes(): Record<string, number> {
     return {
-      sessions: this.sessions.size, tenants: this.tenants.size, tuples: this.tuples.size,
-      service_tokens: this.serviceTokens.size, scim_credentials: this.scimCredentials.size, api_keys: this.apiKeys.size, devices: this.devices.size,
+      sessions: this.sessions.size,
+      tenants: this.tenants.size,
+      tuples: this.tuples.size,
+      service_tokens: this.serviceTokens.size,
+      scim_credentials: this.scimCredentials.size,
+      api_keys: this.apiKeys.size,
+      devices: this.devices.size,
       staff: this.staff.size,
     };
   }
 
-  private async cached<T>(map: Map<string, Entry<T>>, key: string, load: () => Promise<T | undefined>): Promise<T | undefined> {
+  private async cached<T>(
+    map: Map<string, Entry<T>>,
+    key: string,
+    load: () => Promise<T | undefined>,
+  ): Promise<T | undefined> {
     this.assertFresh();
     const hit = map.get(key);
     if (hit && this.now() - hit.at < entryTtlMs) return hit.value;
@@ -343,37 +374,68 @@ export class EdgeState {
 
   session(tenantId: string, id: string): Promise<SessionState | undefined> {
     return this.cached(this.sessions, id, async () => {
-      const { rows } = await this.db.query<{ id: string; tenant_id: string; subject_type: string; subject_id: string; aal: number; device: string | null; ip: string | null; last_seen: Date; revoked_at: Date | null }>(
+      const { rows } = await this.db.query<{
+        id: string;
+        tenant_id: string;
+        subject_type: string;
+        subject_id: string;
+        aal: number;
+        device: string | null;
+        ip: string | null;
+        last_seen: Date;
+        revoked_at: Date | null;
+      }>(
         `SELECT id, tenant_id, subject_type, subject_id, aal, device, ip, last_seen, revoked_at FROM sessions WHERE id = $1 AND tenant_id = $2`,
         [id, tenantId],
       );
       const r = rows[0];
-      return r && {
-        id: r.id, tenantId: r.tenant_id, subjectType: r.subject_type, subjectId: r.subject_id, aal: Number(r.aal),
-        device: r.device, ip: r.ip, lastSeenMs: r.last_seen.getTime(), revoked: r.revoked_at !== null,
-      };
+      return (
+        r && {
+          id: r.id,
+          tenantId: r.tenant_id,
+          subjectType: r.subject_type,
+          subjectId: r.subject_id,
+          aal: Number(r.aal),
+          device: r.device,
+          ip: r.ip,
+          lastSeenMs: r.last_seen.getTime(),
+          revoked: r.revoked_at !== null,
+        }
+      );
     }).then((s) => (s && s.tenantId === tenantId ? s : undefined));
   }
 
   /** A customer device key by id (cached; dropped on `devices_changed`). */
   device(tenantId: string, id: string): Promise<DeviceState | undefined> {
     return this.cached(this.devices, id, async () => {
-      const { rows } = await this.db.query<{ id: string; tenant_id: string; customer_id: string; revoked_at: Date | null }>(
+      const { rows } = await this.db.query<{
+        id: string;
+        tenant_id: string;
+        customer_id: string;
+        revoked_at: Date | null;
+      }>(
         'SELECT id, tenant_id, customer_id, revoked_at FROM customer_devices WHERE id = $1 AND tenant_id = $2',
         [id, tenantId],
       );
       const r = rows[0];
-      return r && { id: r.id, tenantId: r.tenant_id, customerId: r.customer_id, revoked: r.revoked_at !== null };
+      return (
+        r && { id: r.id, tenantId: r.tenant_id, customerId: r.customer_id, revoked: r.revoked_at !== null }
+      );
     }).then((d) => (d && d.tenantId === tenantId ? d : undefined));
   }
 
   /** A staff member by id (cached; dropped on `staff_changed`, which migration 0800's triggers send). */
   staffMember(tenantId: string, id: string): Promise<StaffMemberState | undefined> {
     return this.cached(this.staff, id, async () => {
-      const { rows } = await this.db.query<{ id: string; tenant_id: string; active: boolean; deleted_at: Date | null }>(
-        'SELECT id, tenant_id, active, deleted_at FROM staff_users WHERE id = $1 AND tenant_id = $2',
-        [id, tenantId],
-      );
+      const { rows } = await this.db.query<{
+        id: string;
+        tenant_id: string;
+        active: boolean;
+        deleted_at: Date | null;
+      }>('SELECT id, tenant_id, active, deleted_at FROM staff_users WHERE id = $1 AND tenant_id = $2', [
+        id,
+        tenantId,
+      ]);
       const r = rows[0];
       return r && { id: r.id, tenantId: r.tenant_id, active: r.active && r.deleted_at === null };
     }).then((m) => (m && m.tenantId === tenantId ? m : undefined));
@@ -385,7 +447,16 @@ export class EdgeState {
    * edge agrees at once. True when this request may use it: the first use, or a retry carrying
    * the Idempotency-Key of the request that used it (core answers that with the stored response).
    */
-  async useStaffStepUp(g: { tenantId: string; jti: string; sessionId: string; userId: string; orig: string; action: string; idempotencyKey: string | undefined; expS: number }): Promise<boolean> {
+  async useStaffStepUp(g: {
+    tenantId: string;
+    jti: string;
+    sessionId: string;
+    userId: string;
+    orig: string;
+    action: string;
+    idempotencyKey: string | undefined;
+    expS: number;
+  }): Promise<boolean> {
     this.assertFresh();
     const { rows } = await this.db.query<{ idempotency_key: string | null; fresh: boolean }>(
       `WITH ins AS (
@@ -488,7 +559,9 @@ export class EdgeState {
       const { rows } = await this.db.query<ServiceTokenRow>(
         `SELECT id, tenant_id, name, roles, revoked_at,
                 CASE WHEN token_hash = $1 THEN expires_at ELSE LEAST(expires_at, prev_valid_until) END AS expires_at
-         FROM service_tokens WHERE token_hash = $1 OR prev_token_hash = $1`, [hash]);
+         FROM service_tokens WHERE token_hash = $1 OR prev_token_hash = $1`,
+        [hash],
+      );
       return rows[0] && serviceTokenState(rows[0]);
     });
   }
@@ -498,7 +571,9 @@ export class EdgeState {
     const hash = createHash('sha256').update(token).digest();
     return this.cached(this.scimCredentials, hash.toString('hex'), async () => {
       const { rows } = await this.db.query<{ id: string; tenant_id: string; revoked_at: Date | null }>(
-        'SELECT id, tenant_id, revoked_at FROM scim_credentials WHERE token_hash = $1', [hash]);
+        'SELECT id, tenant_id, revoked_at FROM scim_credentials WHERE token_hash = $1',
+        [hash],
+      );
       const r = rows[0];
       return r && { id: r.id, tenantId: r.tenant_id, revoked: r.revoked_at !== null };
     });
@@ -514,24 +589,31 @@ export class EdgeState {
     const [{ rows: tenants }, { rows: tokens }] = await Promise.all([
       this.db.query<{ id: string }>('SELECT id FROM tenants ORDER BY id LIMIT $1', [warmEntriesMax]),
       this.db.query<ServiceTokenRow & { token_hash: Buffer }>(
-        `SELECT ${serviceTokenColumns}, token_hash FROM service_tokens WHERE revoked_at IS NULL ORDER BY id LIMIT $1`, [warmEntriesMax],
+        `SELECT ${serviceTokenColumns}, token_hash FROM service_tokens WHERE revoked_at IS NULL ORDER BY id LIMIT $1`,
+        [warmEntriesMax],
       ),
     ]);
     // A token changed while we read is not cached (as in cached()).
     if (generation === this.generation) {
-      for (const t of tokens) this.serviceTokens.set(t.token_hash.toString('hex'), { value: serviceTokenState(t), at: this.now() });
+      for (const t of tokens)
+        this.serviceTokens.set(t.token_hash.toString('hex'), { value: serviceTokenState(t), at: this.now() });
     }
-    await Promise.all(tenants.map(async ({ id }) => {
-      await this.tenant(id);
-      // A tenant without a signing key yet has nothing to verify.
-      await this.keys.verificationKeys(id).catch(() => undefined);
-    }));
+    await Promise.all(
+      tenants.map(async ({ id }) => {
+        await this.tenant(id);
+        // A tenant without a signing key yet has nothing to verify.
+        await this.keys.verificationKeys(id).catch(() => undefined);
+      }),
+    );
   }
 
   /** Whether the OAuth client `clientId` of `tenantId` exists and is not revoked. */
   async oauthClientActive(tenantId: string, clientId: string): Promise<boolean> {
     const owner = await this.cached(this.oauthClients, clientId, async () => {
-      const { rows } = await this.db.query<{ tenant_id: string }>('SELECT tenant_id FROM oauth_clients WHERE client_id = $1 AND revoked_at IS NULL', [clientId]);
+      const { rows } = await this.db.query<{ tenant_id: string }>(
+        'SELECT tenant_id FROM oauth_clients WHERE client_id = $1 AND revoked_at IS NULL',
+        [clientId],
+      );
       return rows[0]?.tenant_id;
     });
     return owner === tenantId;
@@ -541,8 +623,18 @@ export class EdgeState {
   apiKey(id: string): Promise<ApiKeyState | undefined> {
     return this.cached(this.apiKeys, id, async () => {
       const { rows } = await this.db.query<{
-        id: string; tenant_id: string; secret_enc: Buffer; secret_hash: Buffer; prev_secret_enc: Buffer | null; prev_secret_hash: Buffer | null;
-        prev_valid_until: Date | null; scopes: string[]; budget: ApiKeyState['budget']; ip_allowlist: string[]; expires_at: Date | null; revoked_at: Date | null;
+        id: string;
+        tenant_id: string;
+        secret_enc: Buffer;
+        secret_hash: Buffer;
+        prev_secret_enc: Buffer | null;
+        prev_secret_hash: Buffer | null;
+        prev_valid_until: Date | null;
+        scopes: string[];
+        budget: ApiKeyState['budget'];
+        ip_allowlist: string[];
+        expires_at: Date | null;
+        revoked_at: Date | null;
         seal: number;
       }>(
         `SELECT id, tenant_id, secret_enc, secret_hash, prev_secret_enc, prev_secret_hash, prev_valid_until, scopes, budget,
@@ -553,15 +645,30 @@ export class EdgeState {
       if (!r) return undefined;
       if (r.seal !== apiKeySealVersion) {
         // Sealed with the master key, which the edge does not hold: core re-seals at start-up.
-        this.log.warn({ apiKeyId: r.id }, 'API key not yet re-sealed for the edge; refused until core has started');
+        this.log.warn(
+          { apiKeyId: r.id },
+          'API key not yet re-sealed for the edge; refused until core has started',
+        );
         return undefined;
       }
       return {
-        id: r.id, tenantId: r.tenant_id, secret: this.apiKeySecrets.open(r.id, r.secret_enc), secretHash: r.secret_hash,
-        previous: r.prev_secret_enc && r.prev_secret_hash && r.prev_valid_until
-          ? { secret: this.apiKeySecrets.open(r.id, r.prev_secret_enc), secretHash: r.prev_secret_hash, validUntilMs: r.prev_valid_until.getTime() }
-          : undefined,
-        scopes: r.scopes, budget: r.budget, ipAllowlist: r.ip_allowlist, expiresAtMs: r.expires_at?.getTime() ?? null, revoked: r.revoked_at !== null,
+        id: r.id,
+        tenantId: r.tenant_id,
+        secret: this.apiKeySecrets.open(r.id, r.secret_enc),
+        secretHash: r.secret_hash,
+        previous:
+          r.prev_secret_enc && r.prev_secret_hash && r.prev_valid_until
+            ? {
+                secret: this.apiKeySecrets.open(r.id, r.prev_secret_enc),
+                secretHash: r.prev_secret_hash,
+                validUntilMs: r.prev_valid_until.getTime(),
+              }
+            : undefined,
+        scopes: r.scopes,
+        budget: r.budget,
+        ipAllowlist: r.ip_allowlist,
+        expiresAtMs: r.expires_at?.getTime() ?? null,
+        revoked: r.revoked_at !== null,
       };
     });
   }
@@ -579,9 +686,23 @@ export class EdgeState {
   }
 }
 
-interface ServiceTokenRow { id: string; tenant_id: string; name: string; roles: string[]; expires_at: Date | null; revoked_at: Date | null }
+interface ServiceTokenRow {
+  id: string;
+  tenant_id: string;
+  name: string;
+  roles: string[];
+  expires_at: Date | null;
+  revoked_at: Date | null;
+}
 const serviceTokenColumns = 'id, tenant_id, name, roles, expires_at, revoked_at';
 
 function serviceTokenState(r: ServiceTokenRow): ServiceTokenState {
-  return { id: r.id, tenantId: r.tenant_id, name: r.name, roles: r.roles, expiresAtMs: r.expires_at?.getTime() ?? null, revoked: r.revoked_at !== null };
+  return {
+    id: r.id,
+    tenantId: r.tenant_id,
+    name: r.name,
+    roles: r.roles,
+    expiresAtMs: r.expires_at?.getTime() ?? null,
+    revoked: r.revoked_at !== null,
+  };
 }

@@ -34,7 +34,11 @@ const Purpose = Type.Object({
   consent_required: Type.Boolean(),
   retention_days: Type.Integer(),
 });
-const Registry = Type.Object({ version: Type.String(), purposes: Type.Array(Purpose), signature: Type.String() });
+const Registry = Type.Object({
+  version: Type.String(),
+  purposes: Type.Array(Purpose),
+  signature: Type.String(),
+});
 export type Registry = Static<typeof Registry>;
 
 /** What the hot-path entry point (`verdict`) returns; anything else is treated as no decision. */
@@ -51,9 +55,12 @@ export const PolicyVerdict = Type.Object({
 export type PolicyVerdict = Static<typeof PolicyVerdict>;
 
 /** What the traced entry point (`decision`) returns: the verdict and every check's outcome. */
-export const PolicyDecision = Type.Composite([PolicyVerdict, Type.Object({
-  reasons: Type.Array(Type.Object({ check: Type.String(), ok: Type.Boolean(), detail: Type.Unknown() })),
-})]);
+export const PolicyDecision = Type.Composite([
+  PolicyVerdict,
+  Type.Object({
+    reasons: Type.Array(Type.Object({ check: Type.String(), ok: Type.Boolean(), detail: Type.Unknown() })),
+  }),
+]);
 export type PolicyDecision = Static<typeof PolicyDecision>;
 
 /** The untraced entry point policy/build.ts compiles beside the manifest's traced one. */
@@ -86,7 +93,8 @@ export interface PolicyRevision {
  */
 const hostBuiltins = {
   'time.parse_rfc3339_ns': (value: unknown): number => {
-    const ms = typeof value === 'string' && /^\d{4}-\d{2}-\d{2}T/.test(value) ? Date.parse(value) : Number.NaN;
+    const ms =
+      typeof value === 'string' && /^\d{4}-\d{2}-\d{2}T/.test(value) ? Date.parse(value) : Number.NaN;
     if (Number.isNaN(ms)) throw new Error('time.parse_rfc3339_ns: not an RFC 3339 timestamp');
     return ms * 1e6;
   },
@@ -99,7 +107,10 @@ export async function loadTrustedKeys(file = defaultTrustFile): Promise<KeyObjec
 }
 
 /** Verify and instantiate a bundle from its three files. */
-export async function instantiateBundle(files: { manifest: Buffer; registry: Buffer; wasm: Buffer }, trusted: KeyObject[]): Promise<PolicyRevision> {
+export async function instantiateBundle(
+  files: { manifest: Buffer; registry: Buffer; wasm: Buffer },
+  trusted: KeyObject[],
+): Promise<PolicyRevision> {
   let manifest: unknown;
   let registry: unknown;
   try {
@@ -110,11 +121,14 @@ export async function instantiateBundle(files: { manifest: Buffer; registry: Buf
   }
   if (!checkManifest.Check(manifest)) throw new BundleError('bundle manifest is malformed');
   if (!verifyDocument(manifest, trusted)) throw new BundleError('bundle manifest signature does not verify');
-  if (sha256(files.wasm) !== manifest.wasm_sha256) throw new BundleError('policy.wasm does not match the manifest');
-  if (sha256(files.registry) !== manifest.registry_sha256) throw new BundleError('registry.json does not match the manifest');
+  if (sha256(files.wasm) !== manifest.wasm_sha256)
+    throw new BundleError('policy.wasm does not match the manifest');
+  if (sha256(files.registry) !== manifest.registry_sha256)
+    throw new BundleError('registry.json does not match the manifest');
   if (!checkRegistry.Check(registry)) throw new BundleError('purpose registry is malformed');
   if (!verifyDocument(registry, trusted)) throw new BundleError('purpose registry signature does not verify');
-  if (registry.version !== manifest.registry_version) throw new BundleError('registry version differs from the manifest');
+  if (registry.version !== manifest.registry_version)
+    throw new BundleError('registry version differs from the manifest');
   const policy = await loadPolicy(files.wasm, undefined, hostBuiltins);
   policy.setData({ registry, meta: { policy_version: manifest.policy_version } });
   const reg = registry;
@@ -162,6 +176,10 @@ export async function manifestDigest(source: string): Promise<string> {
 /** Load from a directory (policy/dist layout) or an http(s) URL serving the same three files. */
 export async function loadBundle(source: string, trusted: KeyObject[]): Promise<PolicyRevision> {
   const get = bundleFileReader(source);
-  const [manifest, registry, wasm] = await Promise.all([get('manifest.json'), get('registry.json'), get('policy.wasm')]);
+  const [manifest, registry, wasm] = await Promise.all([
+    get('manifest.json'),
+    get('registry.json'),
+    get('policy.wasm'),
+  ]);
   return instantiateBundle({ manifest, registry, wasm }, trusted);
 }

@@ -33,7 +33,10 @@ export class PolicyStore {
   private loadedManifest: string | undefined;
   private timer: NodeJS.Timeout | undefined;
 
-  constructor(private readonly trusted: KeyObject[], private readonly log?: Logger) {}
+  constructor(
+    private readonly trusted: KeyObject[],
+    private readonly log?: Logger,
+  ) {}
 
   /** The revision decisions use now; undefined until one has loaded (then every Check denies). */
   get current(): PolicyRevision | undefined {
@@ -62,7 +65,8 @@ export class PolicyStore {
     }
     if (rev.policyVersion !== ref) return undefined;
     this.fetched.set(ref, rev);
-    if (this.fetched.size > keepFetchedRevisions) this.fetched.delete(this.fetched.keys().next().value as string);
+    if (this.fetched.size > keepFetchedRevisions)
+      this.fetched.delete(this.fetched.keys().next().value as string);
     return rev;
   }
 
@@ -94,13 +98,20 @@ export class PolicyStore {
     // The poll reads the manifest alone while nothing changed: re-verifying and re-instantiating the
     // WASM every 2 s cost the thread that answers Checks ~5 ms each time.
     const digest = await manifestDigest(source);
-    if (source === this.source && digest === this.loadedManifest && this.currentRevision) return this.currentRevision;
+    if (source === this.source && digest === this.loadedManifest && this.currentRevision)
+      return this.currentRevision;
     this.source = source;
     const rev = await loadBundle(source, this.trusted);
     this.loadedManifest = digest;
-    if (rev.policyVersion !== this.currentRevision?.policyVersion || rev.registryVersion !== this.currentRevision.registryVersion) {
+    if (
+      rev.policyVersion !== this.currentRevision?.policyVersion ||
+      rev.registryVersion !== this.currentRevision.registryVersion
+    ) {
       this.install(rev);
-      this.log?.info({ policyVersion: rev.policyVersion, registryVersion: rev.registryVersion }, 'policy bundle installed');
+      this.log?.info(
+        { policyVersion: rev.policyVersion, registryVersion: rev.registryVersion },
+        'policy bundle installed',
+      );
     }
     return rev;
   }
@@ -109,7 +120,9 @@ export class PolicyStore {
   watch(source: string, intervalMs = bundlePollMs): void {
     this.stop();
     this.timer = setInterval(() => {
-      this.load(source).catch((err: unknown) => this.log?.warn({ err: (err as Error).message }, 'policy bundle refused; keeping the current one'));
+      this.load(source).catch((err: unknown) =>
+        this.log?.warn({ err: (err as Error).message }, 'policy bundle refused; keeping the current one'),
+      );
     }, intervalMs);
     this.timer.unref();
   }

@@ -8,14 +8,23 @@ import type { Metrics } from '../metrics.ts';
 
 /** Anything that runs a parameterised query: the pool wrapper, a pool client in a transaction. */
 export interface Queryable {
-  query<R extends pg.QueryResultRow = pg.QueryResultRow>(sql: string, params?: unknown[]): Promise<pg.QueryResult<R>>;
+  query<R extends pg.QueryResultRow = pg.QueryResultRow>(
+    sql: string,
+    params?: unknown[],
+  ): Promise<pg.QueryResult<R>>;
 }
 
 export interface Db {
   readonly pool: pg.Pool;
-  query<R extends pg.QueryResultRow = pg.QueryResultRow>(sql: string, params?: unknown[]): Promise<pg.QueryResult<R>>;
+  query<R extends pg.QueryResultRow = pg.QueryResultRow>(
+    sql: string,
+    params?: unknown[],
+  ): Promise<pg.QueryResult<R>>;
   /** Run `fn` in one transaction; retried on 40001/40P01 up to `txRetryLimit` times. */
-  tx<T>(fn: (client: pg.PoolClient) => Promise<T>, opts?: { isolation?: 'read committed' | 'repeatable read' | 'serializable' }): Promise<T>;
+  tx<T>(
+    fn: (client: pg.PoolClient) => Promise<T>,
+    opts?: { isolation?: 'read committed' | 'repeatable read' | 'serializable' },
+  ): Promise<T>;
   close(): Promise<void>;
 }
 
@@ -31,10 +40,17 @@ pg.types.setTypeParser(pg.types.builtins.INT8, (v) => v);
 
 function opOf(sql: string): string {
   const word = /^\s*([A-Za-z]+)/.exec(sql)?.[1]?.toLowerCase() ?? 'other';
-  return ['select', 'insert', 'update', 'delete', 'with', 'begin', 'commit', 'rollback'].includes(word) ? word : 'other';
+  return ['select', 'insert', 'update', 'delete', 'with', 'begin', 'commit', 'rollback'].includes(word)
+    ? word
+    : 'other';
 }
 
-export function createDb(opts: { connectionString: string; metrics: Metrics; log: Logger; max?: number }): Db {
+export function createDb(opts: {
+  connectionString: string;
+  metrics: Metrics;
+  log: Logger;
+  max?: number;
+}): Db {
   const pool = new pg.Pool({
     connectionString: opts.connectionString,
     max: opts.max ?? poolMax,
@@ -57,11 +73,15 @@ export function createDb(opts: { connectionString: string; metrics: Metrics; log
   };
 
   const instrument = (client: pg.PoolClient): pg.PoolClient => {
-    const original = client.query.bind(client) as (sql: string, params?: unknown[]) => Promise<pg.QueryResult>;
+    const original = client.query.bind(client) as (
+      sql: string,
+      params?: unknown[],
+    ) => Promise<pg.QueryResult>;
     const wrapped = new Proxy(client, {
       get(target, prop, receiver) {
         if (prop === 'query') {
-          return (sql: string, params?: unknown[]) => timed({ query: original } as unknown as Queryable, sql, params);
+          return (sql: string, params?: unknown[]) =>
+            timed({ query: original } as unknown as Queryable, sql, params);
         }
         return Reflect.get(target, prop, receiver) as unknown;
       },
@@ -78,10 +98,13 @@ export function createDb(opts: { connectionString: string; metrics: Metrics; log
         const client = instrument(raw);
         // A backend killed mid-transaction makes the checked-out client emit 'error'; without a
         // listener that is an uncaught exception. The failing query reports it to the caller.
-        const onLost = (e: Error) => opts.log.warn({ err: e.message }, 'database connection lost in a transaction');
+        const onLost = (e: Error) =>
+          opts.log.warn({ err: e.message }, 'database connection lost in a transaction');
         raw.on('error', onLost);
         try {
-          await client.query(`BEGIN ISOLATION LEVEL ${(txOpts?.isolation ?? 'read committed').toUpperCase()}`);
+          await client.query(
+            `BEGIN ISOLATION LEVEL ${(txOpts?.isolation ?? 'read committed').toUpperCase()}`,
+          );
           const result = await fn(client);
           await client.query('COMMIT');
           raw.off('error', onLost);

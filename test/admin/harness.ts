@@ -11,30 +11,73 @@ import { call, serve, type Res } from '../helpers/http.ts';
 import { testEdgeSecrets, viaEdge } from '../helpers/edge-auth.ts';
 
 export interface AdminHarness {
-  tdb: TestDb; keys: KeyStore; origin: string;
-  as(role: string, tenant?: string): (method: string, path: string, opts?: { json?: unknown; headers?: Record<string, string> }) => Promise<Res>;
+  tdb: TestDb;
+  keys: KeyStore;
+  origin: string;
+  as(
+    role: string,
+    tenant?: string,
+  ): (
+    method: string,
+    path: string,
+    opts?: { json?: unknown; headers?: Record<string, string> },
+  ) => Promise<Res>;
   close(): Promise<void>;
 }
 
-export async function startAdmin(opts: { perSourcePerMinute?: number; seed?: boolean; allowPrivateWebhookTargets?: boolean; webhookAllowedCidrs?: string[] } = {}): Promise<AdminHarness> {
+export async function startAdmin(
+  opts: {
+    perSourcePerMinute?: number;
+    seed?: boolean;
+    allowPrivateWebhookTargets?: boolean;
+    webhookAllowedCidrs?: string[];
+  } = {},
+): Promise<AdminHarness> {
   const metrics = createMetrics();
   const tdb = await freshDatabase({ metrics });
   // The ledger seed remembers per process which tenants it prepared, so only one harness per file seeds.
   if (opts.seed !== false) await seedDemo(tdb.db);
-  else await tdb.db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ('demo', 'Demo', 'KE', 'KES')`);
-  await tdb.db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ('other', 'Other', 'KE', 'KES')`);
+  else
+    await tdb.db.query(
+      `INSERT INTO tenants (id, name, country, base_currency) VALUES ('demo', 'Demo', 'KE', 'KES')`,
+    );
+  await tdb.db.query(
+    `INSERT INTO tenants (id, name, country, base_currency) VALUES ('other', 'Other', 'KE', 'KES')`,
+  );
   // The demo tenant's Admins are the platform admins (only they create tenants).
   await tdb.db.query(`INSERT INTO platform_operator (tenant_id) VALUES ('demo') ON CONFLICT DO NOTHING`);
   const keys = new KeyStore(tdb.db, randomBytes(32));
-  const core = buildCore({ db: tdb.db, log: createLogger('silent'), metrics, build: readBuildInfo(), keys, edgeSecrets: testEdgeSecrets, checkResponses: true,
-    adminRateLimits: { perSourcePerMinute: opts.perSourcePerMinute ?? 10_000, perTenantPerMinute: 10_000 }, webhookAllowPrivateTargets: opts.allowPrivateWebhookTargets ?? false, webhookAllowedCidrs: opts.webhookAllowedCidrs ?? [] });
+  const core = buildCore({
+    db: tdb.db,
+    log: createLogger('silent'),
+    metrics,
+    build: readBuildInfo(),
+    keys,
+    edgeSecrets: testEdgeSecrets,
+    checkResponses: true,
+    adminRateLimits: { perSourcePerMinute: opts.perSourcePerMinute ?? 10_000, perTenantPerMinute: 10_000 },
+    webhookAllowPrivateTargets: opts.allowPrivateWebhookTargets ?? false,
+    webhookAllowedCidrs: opts.webhookAllowedCidrs ?? [],
+  });
   const s = await serve(core.server);
   return {
-    tdb, keys, origin: s.origin,
-    as: (role, tenant = 'demo') => (method, path, o = {}) => call(s.origin, method, path, {
-      ...(o.json !== undefined ? { json: o.json } : {}),
-      headers: viaEdge({ 'x-request-id': randomUUID(), 'x-tenant-id': tenant, 'x-principal-id': `staff-${role}`, 'x-roles': role, 'x-client-ip': '10.0.0.1', ...o.headers }),
-    }),
+    tdb,
+    keys,
+    origin: s.origin,
+    as:
+      (role, tenant = 'demo') =>
+      (method, path, o = {}) =>
+        call(s.origin, method, path, {
+          ...(o.json !== undefined ? { json: o.json } : {}),
+          headers: viaEdge({
+            'x-request-id': randomUUID(),
+            'x-tenant-id': tenant,
+            'x-principal-id': `staff-${role}`,
+            'x-roles': role,
+            'x-client-ip': '10.0.0.1',
+            ...o.headers,
+          }),
+        }),
     async close() {
       await s.close();
       await tdb.drop();

@@ -6,13 +6,21 @@ import { startAdmin, type AdminHarness } from './harness.ts';
 type Caller = ReturnType<AdminHarness['as']>;
 
 /** Every page of `path` at `limit`, following next_cursor; fails on a repeated row. */
-async function pages(as: Caller, path: string, limit: number, idOf: (item: Record<string, unknown>) => string): Promise<{ ids: string[]; pageCount: number }> {
+async function pages(
+  as: Caller,
+  path: string,
+  limit: number,
+  idOf: (item: Record<string, unknown>) => string,
+): Promise<{ ids: string[]; pageCount: number }> {
   const ids: string[] = [];
   let cursor: string | null = null;
   let pageCount = 0;
   do {
     const sep = path.includes('?') ? '&' : '?';
-    const r = await as('GET', `${path}${sep}limit=${limit}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
+    const r = await as(
+      'GET',
+      `${path}${sep}limit=${limit}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`,
+    );
     assert.equal(r.status, 200, `${path}: ${r.text}`);
     const items = r.json.items as Record<string, unknown>[];
     assert.ok(items.length <= limit, `${path}: page larger than limit`);
@@ -40,25 +48,109 @@ describe('administration lists: cursor pagination (limit + cursor, stable order,
     admin = h.as('admin');
     ro = h.as('readonly');
     ops = h.as('ops');
-    assert.equal((await admin('POST', '/v1/countries', { json: { code: 'KE', base_currency: 'KES', allowed_currencies: ['KES', 'USD'] }, headers: key() })).status, 201);
-    assert.equal((await admin('PUT', '/v1/countries/KE/config', { json: { values: { 'sms.sender': 'DEMO' } }, headers: key() })).status, 200);
-    assert.equal((await admin('POST', '/v1/countries', { json: { code: 'UG', base_currency: 'UGX', allowed_currencies: ['UGX'] }, headers: key() })).status, 201);
-    assert.equal((await admin('POST', '/v1/countries', { json: { code: 'TZ', base_currency: 'TZS', allowed_currencies: ['TZS'] }, headers: key() })).status, 201);
+    assert.equal(
+      (
+        await admin('POST', '/v1/countries', {
+          json: { code: 'KE', base_currency: 'KES', allowed_currencies: ['KES', 'USD'] },
+          headers: key(),
+        })
+      ).status,
+      201,
+    );
+    assert.equal(
+      (
+        await admin('PUT', '/v1/countries/KE/config', {
+          json: { values: { 'sms.sender': 'DEMO' } },
+          headers: key(),
+        })
+      ).status,
+      200,
+    );
+    assert.equal(
+      (
+        await admin('POST', '/v1/countries', {
+          json: { code: 'UG', base_currency: 'UGX', allowed_currencies: ['UGX'] },
+          headers: key(),
+        })
+      ).status,
+      201,
+    );
+    assert.equal(
+      (
+        await admin('POST', '/v1/countries', {
+          json: { code: 'TZ', base_currency: 'TZS', allowed_currencies: ['TZS'] },
+          headers: key(),
+        })
+      ).status,
+      201,
+    );
     for (const f of ['zeta', 'alpha', 'mid.one', 'beta', 'omega', 'gamma', 'delta']) {
-      assert.equal((await admin('PUT', `/v1/flags/${f}`, { json: { enabled: true }, headers: key() })).status, 200);
+      assert.equal(
+        (await admin('PUT', `/v1/flags/${f}`, { json: { enabled: true }, headers: key() })).status,
+        200,
+      );
     }
     for (const t of ['t-delta', 't-alpha', 't-charlie', 't-bravo']) {
-      const r = await admin('POST', '/v1/tenants', { json: { id: t, name: t, country: 'KE', baseCurrency: 'KES' }, headers: key() });
+      const r = await admin('POST', '/v1/tenants', {
+        json: { id: t, name: t, country: 'KE', baseCurrency: 'KES' },
+        headers: key(),
+      });
       assert.equal(r.status, 201, r.text);
     }
-    for (const p of ['WALLET', 'CASHIN', 'TRANSFER', 'AIRTIME']) assert.equal((await admin('POST', '/v1/products', { json: { code: p, category: 'X' }, headers: key() })).status, 201);
-    for (const e of ['stg', 'prd', 'dev']) assert.equal((await admin('POST', '/v1/tenants/demo/environments', { json: { name: e, envType: e.toUpperCase() }, headers: key() })).status, 201);
-    for (let i = 0; i < 3; i++) assert.equal((await admin('POST', '/v1/configs', { json: { scope: 'TENANT', key: `k.n${i}`, value: i }, headers: key() })).status, 201);
+    for (const p of ['WALLET', 'CASHIN', 'TRANSFER', 'AIRTIME'])
+      assert.equal(
+        (await admin('POST', '/v1/products', { json: { code: p, category: 'X' }, headers: key() })).status,
+        201,
+      );
+    for (const e of ['stg', 'prd', 'dev'])
+      assert.equal(
+        (
+          await admin('POST', '/v1/tenants/demo/environments', {
+            json: { name: e, envType: e.toUpperCase() },
+            headers: key(),
+          })
+        ).status,
+        201,
+      );
+    for (let i = 0; i < 3; i++)
+      assert.equal(
+        (
+          await admin('POST', '/v1/configs', {
+            json: { scope: 'TENANT', key: `k.n${i}`, value: i },
+            headers: key(),
+          })
+        ).status,
+        201,
+      );
     for (const p of ['TRANSFER', 'CASHIN', 'WALLET']) {
-      assert.equal((await admin('POST', '/v1/schedules', { json: { kind: 'FEE', product: p, currency: 'KES', items: [{ min_amount: '0', fixed: '1' }] }, headers: key() })).status, 201);
+      assert.equal(
+        (
+          await admin('POST', '/v1/schedules', {
+            json: { kind: 'FEE', product: p, currency: 'KES', items: [{ min_amount: '0', fixed: '1' }] },
+            headers: key(),
+          })
+        ).status,
+        201,
+      );
     }
-    for (let i = 0; i < 3; i++) await enqueue(h.tdb.db, { tenantId: 'demo', aggregate: 'order', aggregateId: `o-${i}`, event: 'order.placed', payload: { i } });
-    for (let i = 0; i < 3; i++) assert.equal((await admin('POST', '/v1/webhooks', { json: { url: `https://hooks.example.com/${i}`, events: ['tenant.suspended'] }, headers: key() })).status, 201);
+    for (let i = 0; i < 3; i++)
+      await enqueue(h.tdb.db, {
+        tenantId: 'demo',
+        aggregate: 'order',
+        aggregateId: `o-${i}`,
+        event: 'order.placed',
+        payload: { i },
+      });
+    for (let i = 0; i < 3; i++)
+      assert.equal(
+        (
+          await admin('POST', '/v1/webhooks', {
+            json: { url: `https://hooks.example.com/${i}`, events: ['tenant.suspended'] },
+            headers: key(),
+          })
+        ).status,
+        201,
+      );
   });
   after(async () => h.close());
 
@@ -70,7 +162,11 @@ describe('administration lists: cursor pagination (limit + cursor, stable order,
 
     const tenants = await pages(ro, '/v1/tenants', 2, (t) => String(t.id));
     assert.equal(tenants.pageCount, 3);
-    assert.deepEqual(tenants.ids, ['demo', 't-alpha', 't-bravo', 't-charlie', 't-delta'], 'its own tenant and those it created; never another tenant');
+    assert.deepEqual(
+      tenants.ids,
+      ['demo', 't-alpha', 't-bravo', 't-charlie', 't-delta'],
+      'its own tenant and those it created; never another tenant',
+    );
     assert.equal((await ro('GET', '/v1/tenants/t-alpha')).status, 200);
     const other = h.as('admin', 'other');
     assert.deepEqual((await pages(other, '/v1/tenants', 2, (t) => String(t.id))).ids, ['other']);
@@ -78,7 +174,9 @@ describe('administration lists: cursor pagination (limit + cursor, stable order,
     assert.equal((await other('POST', '/v1/tenants/t-alpha:suspend')).json.code, 'TENANT_NOT_FOUND');
     const s = await admin('POST', '/v1/tenants/t-bravo:suspend');
     assert.equal(s.json.status, 'SUSPENDED', s.text);
-    assert.deepEqual((await pages(ro, '/v1/tenants?status=SUSPENDED', 1, (t) => String(t.id))).ids, ['t-bravo']);
+    assert.deepEqual((await pages(ro, '/v1/tenants?status=SUSPENDED', 1, (t) => String(t.id))).ids, [
+      't-bravo',
+    ]);
   });
 
   it('pages every other list the same way: all rows once at limit 1, the same rows as one big page', async () => {
@@ -106,10 +204,17 @@ describe('administration lists: cursor pagination (limit + cursor, stable order,
     const names = (await pages(ro, '/v1/countries?sort=name', 1, (c) => String(c.name))).ids;
     assert.deepEqual(names, ['Kenya', 'Tanzania', 'Uganda']);
     const currencies = await pages(ro, '/v1/currencies', 100, (c) => String(c.code));
-    assert.ok(currencies.pageCount >= 2 && currencies.ids.length > 150, `${currencies.ids.length} currencies`);
+    assert.ok(
+      currencies.pageCount >= 2 && currencies.ids.length > 150,
+      `${currencies.ids.length} currencies`,
+    );
     assert.deepEqual(currencies.ids, sorted(currencies.ids));
     const audit = (await pages(ro, '/v1/audit?action=flag', 2, (a) => String(a.id))).ids.map(Number);
-    assert.deepEqual(audit, [...audit].sort((a, b) => b - a), 'audit is newest first');
+    assert.deepEqual(
+      audit,
+      [...audit].sort((a, b) => b - a),
+      'audit is newest first',
+    );
     // the legacy offset fallback of the country list
     const off = await ro('GET', '/v1/countries?offset=1&limit=1');
     assert.equal(off.json.items[0].code, 'TZ');
@@ -141,9 +246,19 @@ describe('administration lists: cursor pagination (limit + cursor, stable order,
     // bound to the list, its filter and the caller's tenant
     assert.equal((await ro('GET', `/v1/products?limit=2&cursor=${cursor}`)).json.code, 'CURSOR_INVALID');
     const tenants = await ro('GET', '/v1/tenants?limit=1');
-    assert.equal((await ro('GET', `/v1/tenants?limit=1&status=ACTIVE&cursor=${tenants.json.next_cursor}`)).json.code, 'CURSOR_INVALID');
-    assert.equal((await ro('GET', `/v1/tenants?limit=3&cursor=${tenants.json.next_cursor}`)).status, 200, 'the page size may change between pages');
-    assert.equal((await h.as('readonly', 'other')('GET', `/v1/flags?limit=2&cursor=${cursor}`)).json.code, 'CURSOR_INVALID');
+    assert.equal(
+      (await ro('GET', `/v1/tenants?limit=1&status=ACTIVE&cursor=${tenants.json.next_cursor}`)).json.code,
+      'CURSOR_INVALID',
+    );
+    assert.equal(
+      (await ro('GET', `/v1/tenants?limit=3&cursor=${tenants.json.next_cursor}`)).status,
+      200,
+      'the page size may change between pages',
+    );
+    assert.equal(
+      (await h.as('readonly', 'other')('GET', `/v1/flags?limit=2&cursor=${cursor}`)).json.code,
+      'CURSOR_INVALID',
+    );
     assert.equal((await ro('GET', `/v1/countries?cursor=${cursor}&offset=1`)).status, 400);
     assert.equal((await ro('GET', '/v1/flags?limit=0')).status, 400);
     assert.equal((await ro('GET', '/v1/flags?limit=201')).status, 400);

@@ -9,15 +9,33 @@ import { describe, it } from 'node:test';
 import { securityProblems, settingsOf } from '../../core/admin/onboarding/security.ts';
 import type { Caller } from '../../core/admin/http.ts';
 
-const caller = (ip: string): Caller => ({ tenantId: 't', principalId: 'staff:x', roles: ['admin'], ip, aal: 2, sessionId: undefined });
+const caller = (ip: string): Caller => ({
+  tenantId: 't',
+  principalId: 'staff:x',
+  roles: ['admin'],
+  ip,
+  aal: 2,
+  sessionId: undefined,
+});
 
 describe('tenant security settings', () => {
   it('shows every field: stored values that hold, defaults for absent or malformed ones', () => {
-    const s = settingsOf({ session_timeout_minutes: 45, device_cooloff_hours: -1, address_throttle: { failures: 50 }, require_dpop: 'yes', other: 1 });
+    const s = settingsOf({
+      session_timeout_minutes: 45,
+      device_cooloff_hours: -1,
+      address_throttle: { failures: 50 },
+      require_dpop: 'yes',
+      other: 1,
+    });
     assert.equal(s.session_timeout_minutes, 45);
     assert.equal(s.device_cooloff_hours, 24, 'out of range: the default');
     assert.equal(s.require_dpop, false, 'not a boolean: the default');
-    assert.deepEqual(s.address_throttle, { failures: 50, window_minutes: 15, delay_seconds: 60, max_delay_minutes: 60 });
+    assert.deepEqual(s.address_throttle, {
+      failures: 50,
+      window_minutes: 15,
+      delay_seconds: 60,
+      max_delay_minutes: 60,
+    });
     assert.equal(s.timezone, 'UTC');
     assert.deepEqual(settingsOf(null), settingsOf({}));
   });
@@ -26,18 +44,34 @@ describe('tenant security settings', () => {
     const ok = settingsOf({});
     assert.deepEqual(securityProblems(ok, caller('127.0.0.1'), true), []);
     const bad = {
-      ...ok, allowed_ip_ranges: ['10.0.0.0/33', '300.1.1.1/8'], require_dpop_nonce: true, timezone: 'Mars/Olympus',
-      address_throttle: { ...ok.address_throttle, delay_seconds: 3600, max_delay_minutes: 1 }, mtls_trusted_cas: ['-----BEGIN CERTIFICATE-----\nnope\n-----END CERTIFICATE-----'],
+      ...ok,
+      allowed_ip_ranges: ['10.0.0.0/33', '300.1.1.1/8'],
+      require_dpop_nonce: true,
+      timezone: 'Mars/Olympus',
+      address_throttle: { ...ok.address_throttle, delay_seconds: 3600, max_delay_minutes: 1 },
+      mtls_trusted_cas: ['-----BEGIN CERTIFICATE-----\nnope\n-----END CERTIFICATE-----'],
     };
     const problems = securityProblems(bad, caller('127.0.0.1'), true).join('\n');
-    for (const p of ['allowed_ip_ranges[0]', 'allowed_ip_ranges[1]', 'require_dpop_nonce', 'timezone', 'max_delay_minutes', 'mtls_trusted_cas[0]']) assert.match(problems, new RegExp(p.replace(/[[\]]/g, '\\$&')));
+    for (const p of [
+      'allowed_ip_ranges[0]',
+      'allowed_ip_ranges[1]',
+      'require_dpop_nonce',
+      'timezone',
+      'max_delay_minutes',
+      'mtls_trusted_cas[0]',
+    ])
+      assert.match(problems, new RegExp(p.replace(/[[\]]/g, '\\$&')));
   });
 
   it("refuses ranges that shut the Admin out of their own tenant, not a platform admin setting another tenant's", () => {
     const fenced = { ...settingsOf({}), allowed_ip_ranges: ['10.0.0.0/8', '2001:db8::/32'] };
     assert.match(securityProblems(fenced, caller('192.0.2.7'), true).join(), /your own address/);
     assert.deepEqual(securityProblems(fenced, caller('10.1.2.3'), true), []);
-    assert.deepEqual(securityProblems(fenced, caller('::ffff:10.1.2.3'), true), [], 'an IPv4 client on a dual-stack socket');
+    assert.deepEqual(
+      securityProblems(fenced, caller('::ffff:10.1.2.3'), true),
+      [],
+      'an IPv4 client on a dual-stack socket',
+    );
     assert.deepEqual(securityProblems(fenced, caller('2001:db8::1'), true), []);
     assert.deepEqual(securityProblems(fenced, caller('192.0.2.7'), false), []);
   });

@@ -19,11 +19,22 @@ describe('webhook targets on listed private networks', () => {
   it('accepts an endpoint inside a listed CIDR and refuses one outside, or a metadata address', async () => {
     const admin = h.as('admin');
     for (const url of ['http://127.0.0.1:9/hook', 'http://10.20.3.4/hook']) {
-      const r = await admin('POST', '/v1/webhooks', { json: { url, events: ['transfer.completed'] }, headers: key() });
+      const r = await admin('POST', '/v1/webhooks', {
+        json: { url, events: ['transfer.completed'] },
+        headers: key(),
+      });
       assert.equal(r.status, 201, `${url}: ${r.text}`);
     }
-    for (const url of ['http://127.0.0.2/hook', 'http://10.21.0.1/hook', 'http://192.168.1.1/hook', 'http://169.254.169.254/latest/meta-data/']) {
-      const r = await admin('POST', '/v1/webhooks', { json: { url, events: ['transfer.completed'] }, headers: key() });
+    for (const url of [
+      'http://127.0.0.2/hook',
+      'http://10.21.0.1/hook',
+      'http://192.168.1.1/hook',
+      'http://169.254.169.254/latest/meta-data/',
+    ]) {
+      const r = await admin('POST', '/v1/webhooks', {
+        json: { url, events: ['transfer.completed'] },
+        headers: key(),
+      });
       assert.equal(r.status, 400, `${url}: ${r.text}`);
       assert.equal(r.json.code, 'WEBHOOK_INVALID', url);
     }

@@ -11,7 +11,9 @@ describe('agent login: the source address is a carrier-NAT-sized throttle', () =
   let b: TestAgent;
   before(async () => {
     h = await startAgentHarness(['ta', 'tlow']);
-    await h.tdb.db.query(`UPDATE tenants SET security = $1 WHERE id = 'tlow'`, [JSON.stringify({ address_throttle: { failures: 20, delay_seconds: 45 } })]);
+    await h.tdb.db.query(`UPDATE tenants SET security = $1 WHERE id = 'tlow'`, [
+      JSON.stringify({ address_throttle: { failures: 20, delay_seconds: 45 } }),
+    ]);
     a = await h.agent('ta', 'AG2001', '+254711200001');
     b = await h.agent('tlow', 'AG2002', '+254711200002');
     await h.bind(a);
@@ -25,14 +27,27 @@ describe('agent login: the source address is a carrier-NAT-sized throttle', () =
     seq++;
     const d = h.newDevice();
     d.id = randomUUID();
-    return h.post('/v1/agent/auth/login', { tenantId: like.tenantId, agentCode: `NOPE${seq}`, pin: '9137', device: h.proof('agent-login', { ...like, code: `NOPE${seq}` }, d) }, { 'x-client-ip': ip });
+    return h.post(
+      '/v1/agent/auth/login',
+      {
+        tenantId: like.tenantId,
+        agentCode: `NOPE${seq}`,
+        pin: '9137',
+        device: h.proof('agent-login', { ...like, code: `NOPE${seq}` }, d),
+      },
+      { 'x-client-ip': ip },
+    );
   };
   const failMany = async (like: TestAgent, ip: string, n: number) => {
     for (let i = 0; i < n; i++) assert.equal((await fail(like, ip)).status, 401);
   };
   const login = (x: TestAgent, ip: string) => {
     h.clock.t += 1; // a fresh proof each time (a proof is single use)
-    return h.post('/v1/agent/auth/login', { tenantId: x.tenantId, agentCode: x.code, pin: x.pin, device: h.proof('agent-login', x, x.device!) }, { 'x-client-ip': ip });
+    return h.post(
+      '/v1/agent/auth/login',
+      { tenantId: x.tenantId, agentCode: x.code, pin: x.pin, device: h.proof('agent-login', x, x.device!) },
+      { 'x-client-ip': ip },
+    );
   };
 
   it('20 failed agent logins from one address do not stop another agent there (defaults)', async () => {
@@ -55,7 +70,11 @@ describe('agent login: the source address is a carrier-NAT-sized throttle', () =
     assert.equal(second.json.code, 'ADDRESS_THROTTLED');
     assert.equal(Number(second.headers['retry-after']), 90);
     assert.equal((await login(b, '10.77.0.2')).status, 200, 'another address is not slowed down');
-    assert.equal((await login(a, '10.77.0.1')).status, 200, "another tenant's counter for the same address is untouched");
+    assert.equal(
+      (await login(a, '10.77.0.1')).status,
+      200,
+      "another tenant's counter for the same address is untouched",
+    );
   });
 
   it('the agent-code lockout is unchanged: 5 wrong PINs lock the code from any address and device', async () => {
@@ -64,7 +83,12 @@ describe('agent login: the source address is a carrier-NAT-sized throttle', () =
     for (let i = 0; i < 5; i++) {
       const d = h.newDevice();
       d.id = randomUUID();
-      const r = await h.post('/v1/agent/auth/login', { tenantId: 'ta', agentCode: c.code, pin: '9137', device: h.proof('agent-login', c, d) });
+      const r = await h.post('/v1/agent/auth/login', {
+        tenantId: 'ta',
+        agentCode: c.code,
+        pin: '9137',
+        device: h.proof('agent-login', c, d),
+      });
       assert.equal(r.status, 401);
     }
     const r = await login(c, '10.78.0.1');

@@ -4,8 +4,10 @@ import { deriveCapabilities } from '../../core/agents/capabilities.ts';
 import { call } from '../helpers/http.ts';
 import { bearer, startAgentHarness, type AgentHarness, type AgentLogin, type TestAgent } from './harness.ts';
 
-const allowed = (caps: { name: string; allowed: boolean }[], name: string) => caps.find((c) => c.name === name)?.allowed;
-const reasons = (caps: { name: string; reasons: { code: string }[] }[], name: string) => caps.find((c) => c.name === name)?.reasons.map((r) => r.code);
+const allowed = (caps: { name: string; allowed: boolean }[], name: string) =>
+  caps.find((c) => c.name === name)?.allowed;
+const reasons = (caps: { name: string; reasons: { code: string }[] }[], name: string) =>
+  caps.find((c) => c.name === name)?.reasons.map((r) => r.code);
 
 describe('agent profile, outlet and capabilities', () => {
   let h: AgentHarness;
@@ -21,15 +23,33 @@ describe('agent profile, outlet and capabilities', () => {
   after(() => h.close());
 
   it('derives capabilities from status, tier, training and float (pure rules)', () => {
-    const base = { status: 'active', tier: 'basic' as const, currency: 'KES', floatAvailable: 0n, passed: new Set<string>(), unlocks: [{ course: 'kyc-basics', capability: 'kyc.register' }] };
+    const base = {
+      status: 'active',
+      tier: 'basic' as const,
+      currency: 'KES',
+      floatAvailable: 0n,
+      passed: new Set<string>(),
+      unlocks: [{ course: 'kyc-basics', capability: 'kyc.register' }],
+    };
     const caps = deriveCapabilities(base);
     assert.deepEqual(reasons(caps, 'cashin.create'), ['FLOAT_EMPTY']);
     assert.deepEqual(reasons(caps, 'p2p.assist'), ['TIER_TOO_LOW']);
     assert.deepEqual(reasons(caps, 'kyc.register'), ['TRAINING_REQUIRED']);
     assert.equal(allowed(caps, 'cashout.create'), true);
-    const trained = deriveCapabilities({ ...base, tier: 'standard', floatAvailable: 1n, passed: new Set(['kyc-basics']) });
+    const trained = deriveCapabilities({
+      ...base,
+      tier: 'standard',
+      floatAvailable: 1n,
+      passed: new Set(['kyc-basics']),
+    });
     assert.ok(trained.every((c) => c.allowed));
-    const suspended = deriveCapabilities({ ...base, status: 'suspended', tier: 'super', floatAvailable: 1n, passed: new Set(['kyc-basics']) });
+    const suspended = deriveCapabilities({
+      ...base,
+      status: 'suspended',
+      tier: 'super',
+      floatAvailable: 1n,
+      passed: new Set(['kyc-basics']),
+    });
     assert.ok(suspended.every((c) => !c.allowed && c.reasons.some((r) => r.code === 'AGENT_SUSPENDED')));
   });
 
@@ -52,7 +72,8 @@ describe('agent profile, outlet and capabilities', () => {
   });
 
   it('PATCH /v1/agent/me changes display name and language, refuses other fields, audits', async () => {
-    const patch = (json: unknown) => call(h.origin, 'PATCH', '/v1/agent/me', { json, headers: bearer(la.accessToken) });
+    const patch = (json: unknown) =>
+      call(h.origin, 'PATCH', '/v1/agent/me', { json, headers: bearer(la.accessToken) });
     const ok = await patch({ displayName: 'Mama Njeri Shop', language: 'sw' });
     assert.equal(ok.status, 200, ok.text);
     assert.equal(ok.json.displayName, 'Mama Njeri Shop');
@@ -64,7 +85,9 @@ describe('agent profile, outlet and capabilities', () => {
     const cleared = await patch({ displayName: null });
     assert.equal(cleared.json.displayName, null);
     assert.equal(cleared.json.language, 'sw');
-    const { rows } = await h.tdb.db.query(`SELECT 1 FROM audit_log WHERE tenant_id = 'ta' AND action = 'agent.profile.update'`);
+    const { rows } = await h.tdb.db.query(
+      `SELECT 1 FROM audit_log WHERE tenant_id = 'ta' AND action = 'agent.profile.update'`,
+    );
     assert.equal(rows.length, 2);
   });
 
@@ -80,26 +103,55 @@ describe('agent profile, outlet and capabilities', () => {
     assert.equal(allowed(c.capabilities, 'p2p.assist'), true, 'standard tier');
     await h.fundFloat(a, '250.00');
     await h.tdb.db.query(`UPDATE agents SET tier = 'basic' WHERE tenant_id = 'ta' AND id = $1`, [a.id]);
-    await h.tdb.db.query(`INSERT INTO agent_courses (tenant_id, id, code, title, unlocks, created_at) VALUES ('ta', gen_random_uuid(), 'kyc-basics', 'KYC basics', 'kyc.register', now())`);
+    await h.tdb.db.query(
+      `INSERT INTO agent_courses (tenant_id, id, code, title, unlocks, created_at) VALUES ('ta', gen_random_uuid(), 'kyc-basics', 'KYC basics', 'kyc.register', now())`,
+    );
     c = await caps();
     assert.equal(c.float.available, '250.00');
     assert.equal(allowed(c.capabilities, 'cashin.create'), true);
     assert.deepEqual(reasons(c.capabilities, 'p2p.assist'), ['TIER_TOO_LOW']);
     assert.deepEqual(reasons(c.capabilities, 'kyc.register'), ['TRAINING_REQUIRED']);
     // The same rules are enforced, not only shown: the operations refuse with the reasons.
-    const p2p = await h.post('/v1/txns/p2p/assist', { customerPhone: '+254711000041', recipientPhone: '+254711000042', amount: '10.00' }, bearer(la.accessToken, { 'idempotency-key': 'cap-p2p-1' }));
+    const p2p = await h.post(
+      '/v1/txns/p2p/assist',
+      { customerPhone: '+254711000041', recipientPhone: '+254711000042', amount: '10.00' },
+      bearer(la.accessToken, { 'idempotency-key': 'cap-p2p-1' }),
+    );
     assert.equal(p2p.status, 403, p2p.text);
     assert.equal(p2p.json.code, 'CAPABILITY_REQUIRED');
-    assert.deepEqual(p2p.json.reasons.map((r: { code: string }) => r.code), ['TIER_TOO_LOW']);
-    const kyc = await h.post('/v1/kyc/customers', { phone: '+254711000041', fullName: 'Amina Otieno', idType: 'NATIONAL_ID', idNumber: 'C0000001', dateOfBirth: '1990-01-01' }, bearer(la.accessToken, { 'idempotency-key': 'cap-kyc-1' }));
+    assert.deepEqual(
+      p2p.json.reasons.map((r: { code: string }) => r.code),
+      ['TIER_TOO_LOW'],
+    );
+    const kyc = await h.post(
+      '/v1/kyc/customers',
+      {
+        phone: '+254711000041',
+        fullName: 'Amina Otieno',
+        idType: 'NATIONAL_ID',
+        idNumber: 'C0000001',
+        dateOfBirth: '1990-01-01',
+      },
+      bearer(la.accessToken, { 'idempotency-key': 'cap-kyc-1' }),
+    );
     assert.equal(kyc.json.code, 'CAPABILITY_REQUIRED');
-    assert.deepEqual(kyc.json.reasons.map((r: { code: string }) => r.code), ['TRAINING_REQUIRED']);
+    assert.deepEqual(
+      kyc.json.reasons.map((r: { code: string }) => r.code),
+      ['TRAINING_REQUIRED'],
+    );
     await h.tdb.db.query(`UPDATE agents SET status = 'suspended' WHERE tenant_id = 'ta' AND id = $1`, [a.id]);
     c = await caps();
     assert.equal(c.status, 'suspended');
     assert.ok(c.capabilities.every((x: { allowed: boolean }) => !x.allowed));
-    assert.equal((await h.get('/v1/agent/me', bearer(la.accessToken))).status, 200, 'a suspended agent still reads its profile');
-    const patch = await call(h.origin, 'PATCH', '/v1/agent/me', { json: { language: 'en' }, headers: bearer(la.accessToken) });
+    assert.equal(
+      (await h.get('/v1/agent/me', bearer(la.accessToken))).status,
+      200,
+      'a suspended agent still reads its profile',
+    );
+    const patch = await call(h.origin, 'PATCH', '/v1/agent/me', {
+      json: { language: 'en' },
+      headers: bearer(la.accessToken),
+    });
     assert.equal(patch.status, 403, 'but cannot change it');
     await h.tdb.db.query(`UPDATE agents SET status = 'active' WHERE tenant_id = 'ta' AND id = $1`, [a.id]);
   });

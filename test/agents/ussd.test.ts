@@ -16,9 +16,23 @@ describe('USSD: customer session and agent menu', () => {
   let session = 0;
   let n = 0;
   const idem = () => ({ 'idempotency-key': `ussd-${++n}-${Date.now()}` });
-  const ussd = async (path: string, phone: string, text: string, sid = `s-${session}`, headers: Record<string, string> = gatewayIdentity): Promise<Res> => {
-    const body = new URLSearchParams({ sessionId: sid, serviceCode: '*384*7#', phoneNumber: phone, text }).toString();
-    return call(h.origin, 'POST', path, { body, headers: viaEdge({ 'content-type': 'application/x-www-form-urlencoded', ...headers }) });
+  const ussd = async (
+    path: string,
+    phone: string,
+    text: string,
+    sid = `s-${session}`,
+    headers: Record<string, string> = gatewayIdentity,
+  ): Promise<Res> => {
+    const body = new URLSearchParams({
+      sessionId: sid,
+      serviceCode: '*384*7#',
+      phoneNumber: phone,
+      text,
+    }).toString();
+    return call(h.origin, 'POST', path, {
+      body,
+      headers: viaEdge({ 'content-type': 'application/x-www-form-urlencoded', ...headers }),
+    });
   };
   const cust = (text: string, phone = alice) => ussd('/v1/ussd/session', phone, text);
   const agentMenu = (text: string, phone = a.phone) => ussd('/v1/ussd/agent/menu', phone, text);
@@ -36,7 +50,9 @@ describe('USSD: customer session and agent menu', () => {
   const balance = async (phone: string) => {
     const { rows } = await h.tdb.db.query<{ v: string }>(
       `SELECT (b.credits_posted - b.debits_posted)::text AS v FROM ledger_balances b JOIN ledger_accounts a ON a.id = b.account_id JOIN customers c ON c.id::text = a.owner_id
-        WHERE c.phone_e164 = $1 AND a.product_code = 'WALLET_MAIN'`, [phone]);
+        WHERE c.phone_e164 = $1 AND a.product_code = 'WALLET_MAIN'`,
+      [phone],
+    );
     return Number(rows[0]?.v ?? 0);
   };
 
@@ -45,24 +61,61 @@ describe('USSD: customer session and agent menu', () => {
     a = await h.agent('ta', 'AG6001', '+254711000061');
     la = await h.login(a);
     await h.fundFloat(a, '5000.00');
-    for (const [phone, idn] of [[alice, 'C1000061'], [bob, 'C1000062']] as const) {
+    for (const [phone, idn] of [
+      [alice, 'C1000061'],
+      [bob, 'C1000062'],
+    ] as const) {
       await h.post('/customers/auth/otp/send', { tenantId: 'ta', phone });
-      const v = await h.post('/customers/auth/otp/verify', { tenantId: 'ta', phone, otp: h.sms.lastCode(phone) });
-      assert.equal((await h.post('/customers/auth/pin/set', { tenantId: 'ta', phone, pin, verificationToken: v.json.verificationToken })).status < 300, true);
-      const k = await h.post('/v1/kyc/customers', { phone, fullName: `Customer ${idn}`, idType: 'NATIONAL_ID', idNumber: idn, dateOfBirth: '1990-01-01' }, bearer(la.accessToken, idem()));
+      const v = await h.post('/customers/auth/otp/verify', {
+        tenantId: 'ta',
+        phone,
+        otp: h.sms.lastCode(phone),
+      });
+      assert.equal(
+        (
+          await h.post('/customers/auth/pin/set', {
+            tenantId: 'ta',
+            phone,
+            pin,
+            verificationToken: v.json.verificationToken,
+          })
+        ).status < 300,
+        true,
+      );
+      const k = await h.post(
+        '/v1/kyc/customers',
+        {
+          phone,
+          fullName: `Customer ${idn}`,
+          idType: 'NATIONAL_ID',
+          idNumber: idn,
+          dateOfBirth: '1990-01-01',
+        },
+        bearer(la.accessToken, idem()),
+      );
       assert.equal(k.status, 201, k.text);
     }
   });
   after(() => h.close());
 
   it('only the USSD gateway may call; a malformed form is 400, not a menu', async () => {
-    const noRole = await ussd('/v1/ussd/session', alice, '', 's-x', { 'x-tenant-id': 'ta', 'x-principal-id': 'service-token:admin', 'x-roles': 'admin' });
+    const noRole = await ussd('/v1/ussd/session', alice, '', 's-x', {
+      'x-tenant-id': 'ta',
+      'x-principal-id': 'service-token:admin',
+      'x-roles': 'admin',
+    });
     assert.equal(noRole.status, 403);
     const noTenant = await ussd('/v1/ussd/agent/menu', a.phone, '', 's-x', { 'x-roles': 'ussd' });
     assert.equal(noTenant.status, 403);
-    const json = await call(h.origin, 'POST', '/v1/ussd/session', { json: { sessionId: 'x' }, headers: viaEdge(gatewayIdentity) });
+    const json = await call(h.origin, 'POST', '/v1/ussd/session', {
+      json: { sessionId: 'x' },
+      headers: viaEdge(gatewayIdentity),
+    });
     assert.equal(json.status, 415);
-    const missing = await call(h.origin, 'POST', '/v1/ussd/session', { body: 'text=1', headers: viaEdge({ 'content-type': 'application/x-www-form-urlencoded', ...gatewayIdentity }) });
+    const missing = await call(h.origin, 'POST', '/v1/ussd/session', {
+      body: 'text=1',
+      headers: viaEdge({ 'content-type': 'application/x-www-form-urlencoded', ...gatewayIdentity }),
+    });
     assert.equal(missing.status, 400);
   });
 
@@ -89,10 +142,22 @@ describe('USSD: customer session and agent menu', () => {
   it('agent menu: unexpected input at every level ends the session with a message', async () => {
     session++;
     const cases: [string, RegExp][] = [
-      ['9', /Invalid choice/], ['x', /Invalid choice/], ['1*12', /4 to 6 digits/], ['1*abcd', /4 to 6 digits/], [`1*${a.pin}*1`, /Invalid choice/],
-      ['2*not-a-phone', /Invalid phone number/], [`2*${alice}*-5`, /Invalid amount/], [`2*${alice}*0`, /Invalid amount/], [`2*${alice}*12.345`, /Invalid amount/],
-      [`2*${alice}*1e3`, /Invalid amount/], [`2*${alice}*10*12`, /4 to 6 digits/], [`2*${alice}*10*${a.pin}*9`, /Invalid choice/], ['2**', /Invalid phone number/],
-      [`2*+254799999999*10*${a.pin}`, /not registered/], [`2*${alice}*999999*${a.pin}`, /Insufficient balance|limit/], ['1'.repeat(200), /Input too long/],
+      ['9', /Invalid choice/],
+      ['x', /Invalid choice/],
+      ['1*12', /4 to 6 digits/],
+      ['1*abcd', /4 to 6 digits/],
+      [`1*${a.pin}*1`, /Invalid choice/],
+      ['2*not-a-phone', /Invalid phone number/],
+      [`2*${alice}*-5`, /Invalid amount/],
+      [`2*${alice}*0`, /Invalid amount/],
+      [`2*${alice}*12.345`, /Invalid amount/],
+      [`2*${alice}*1e3`, /Invalid amount/],
+      [`2*${alice}*10*12`, /4 to 6 digits/],
+      [`2*${alice}*10*${a.pin}*9`, /Invalid choice/],
+      ['2**', /Invalid phone number/],
+      [`2*+254799999999*10*${a.pin}`, /not registered/],
+      [`2*${alice}*999999*${a.pin}`, /Insufficient balance|limit/],
+      ['1'.repeat(200), /Input too long/],
     ];
     for (const [text, pattern] of cases) expectEnd(await agentMenu(text), pattern);
     expectEnd(await agentMenu('', '+254700000000'), /not registered as an agent/);
@@ -116,10 +181,22 @@ describe('USSD: customer session and agent menu', () => {
     assert.equal(await balance(alice), 895);
     session++;
     const cases: [string, RegExp][] = [
-      ['5', /Invalid choice/], ['#', /Invalid choice/], ['1*1', /4 to 6 digits/], [`1*${pin}*1`, /Invalid choice/], ['4*', /4 to 6 digits/],
-      ['2*12', /Invalid phone number/], [`2*${bob}*abc`, /Invalid amount/], [`2*${bob}*0.001`, /Invalid amount/], [`2*${bob}*5*1`, /4 to 6 digits/],
-      [`2*${bob}*5*${pin}*1`, /Invalid choice/], [`2*${alice}*5*${pin}`, /yourself/], [`2*+254799999999*5*${pin}`, /not registered/],
-      [`2*${bob}*5000*${pin}`, /Insufficient balance/], ['3', /No cash-out is waiting/], ['3*1', /No such cash-out/], ['3*x*1', /No such cash-out/],
+      ['5', /Invalid choice/],
+      ['#', /Invalid choice/],
+      ['1*1', /4 to 6 digits/],
+      [`1*${pin}*1`, /Invalid choice/],
+      ['4*', /4 to 6 digits/],
+      ['2*12', /Invalid phone number/],
+      [`2*${bob}*abc`, /Invalid amount/],
+      [`2*${bob}*0.001`, /Invalid amount/],
+      [`2*${bob}*5*1`, /4 to 6 digits/],
+      [`2*${bob}*5*${pin}*1`, /Invalid choice/],
+      [`2*${alice}*5*${pin}`, /yourself/],
+      [`2*+254799999999*5*${pin}`, /not registered/],
+      [`2*${bob}*5000*${pin}`, /Insufficient balance/],
+      ['3', /No cash-out is waiting/],
+      ['3*1', /No such cash-out/],
+      ['3*x*1', /No such cash-out/],
     ];
     for (const [text, pattern] of cases) {
       session++;
@@ -130,7 +207,11 @@ describe('USSD: customer session and agent menu', () => {
   });
 
   it('customer approves an agent cash-out on USSD; wrong PINs count towards the login lockout', async () => {
-    const r = await h.post('/v1/txns/cashout', { customerPhone: alice, amount: '200.00' }, bearer(la.accessToken, idem()));
+    const r = await h.post(
+      '/v1/txns/cashout',
+      { customerPhone: alice, amount: '200.00' },
+      bearer(la.accessToken, idem()),
+    );
     assert.equal(r.status, 202, r.text);
     session++;
     expectCon(await cust('3'), /1\. KES 200\.00 agent AG6001/);
@@ -152,7 +233,9 @@ describe('USSD: customer session and agent menu', () => {
     expectEnd(await cust(`1*${pin}`), /Too many wrong PINs/);
     const login = await h.post('/customers/auth/login', { tenantId: 'ta', phone: alice, pin });
     assert.equal(login.status, 429, 'the app login is locked too');
-    const { rows } = await h.tdb.db.query(`SELECT 1 FROM audit_log WHERE tenant_id = 'ta' AND action = 'auth.ussd_pin' AND attrs::text LIKE '%${pin}%'`);
+    const { rows } = await h.tdb.db.query(
+      `SELECT 1 FROM audit_log WHERE tenant_id = 'ta' AND action = 'auth.ussd_pin' AND attrs::text LIKE '%${pin}%'`,
+    );
     assert.equal(rows.length, 0, 'no PIN in the audit');
   });
 });

@@ -21,17 +21,36 @@ import { envoyRequest, headerOf, startTestEdge, type TestEdge } from '../helpers
 
 const log = createLogger(process.env.DEBUG_EDGE ? 'warn' : 'silent');
 const extraRoutes: EdgeRoute[] = [
-  { method: 'POST', template: '/t/transfers', purpose: 'customer.transact', resource: 'transaction', action: 'transfer.create', credential: 'customer', money: 'request' },
-  { method: 'GET', template: '/t/transactions', purpose: 'customer.account.view', resource: 'transaction', action: 'transaction.read', credential: 'customer' },
+  {
+    method: 'POST',
+    template: '/t/transfers',
+    purpose: 'customer.transact',
+    resource: 'transaction',
+    action: 'transfer.create',
+    credential: 'customer',
+    money: 'request',
+  },
+  {
+    method: 'GET',
+    template: '/t/transactions',
+    purpose: 'customer.account.view',
+    resource: 'transaction',
+    action: 'transaction.read',
+    credential: 'customer',
+  },
 ];
 const body = (r: CheckResponse) => JSON.parse(r.denied_response?.body ?? '{}');
 
 describe('request signing (SDK) test vector', () => {
   it('matches the documented canonical string and signature', () => {
     const input = {
-      method: 'post', path: '/v1/transfers?dry=1', body: '{"amount":"100.00","currency":"KES"}',
-      keyId: 'pk_live_TESTVECTOR0000000000', secret: 'sk_test_vector_secret_0123456789',
-      date: 'Sun, 22 Nov 2026 10:00:00 GMT', nonce: 'n0nce-0123456789abcdef',
+      method: 'post',
+      path: '/v1/transfers?dry=1',
+      body: '{"amount":"100.00","currency":"KES"}',
+      keyId: 'pk_live_TESTVECTOR0000000000',
+      secret: 'sk_test_vector_secret_0123456789',
+      date: 'Sun, 22 Nov 2026 10:00:00 GMT',
+      nonce: 'n0nce-0123456789abcdef',
     };
     assert.equal(
       canonicalString(input.method, input.path, input.body, input.date, input.nonce),
@@ -65,23 +84,60 @@ describe('API keys at the edge', () => {
     const audit = new AuditWriter(t.db, log);
     states.push(state);
     audits.push(audit);
-    const decide = createDecider({ state, challenges: keys.challenges, policies, audit, risk: new RiskEngine(), log, edgeSecret: 's', now: () => Date.now() + clock.skewMs });
+    const decide = createDecider({
+      state,
+      challenges: keys.challenges,
+      policies,
+      audit,
+      risk: new RiskEngine(),
+      log,
+      edgeSecret: 's',
+      now: () => Date.now() + clock.skewMs,
+    });
     // A generous decision budget: these tests assert outcomes, not timing (the 100 ms budget has its own tests).
-    return startTestEdge({ log, decide, resolve: buildRouteTable([...edgeRoutes, ...extraRoutes]), budgetMs: 10_000 });
+    return startTestEdge({
+      log,
+      decide,
+      resolve: buildRouteTable([...edgeRoutes, ...extraRoutes]),
+      budgetMs: 10_000,
+    });
   };
   const newKey = (tenant: string, over: Partial<Parameters<ApiKeys['create']>[2]> = {}) =>
-    store.create(tenant, 'admin-1', { name: 'k', scopes: ['payments:write', 'payments:read'], budget: {}, ipAllowlist: [], expiresAt: undefined, ...over });
-  const signed = (k: { key: { id: string }; secret: string }, method: string, path: string, payload = '', extra: Record<string, string> = {}, over: Partial<Parameters<typeof signRequest>[0]> = {}) =>
+    store.create(tenant, 'admin-1', {
+      name: 'k',
+      scopes: ['payments:write', 'payments:read'],
+      budget: {},
+      ipAllowlist: [],
+      expiresAt: undefined,
+      ...over,
+    });
+  const signed = (
+    k: { key: { id: string }; secret: string },
+    method: string,
+    path: string,
+    payload = '',
+    extra: Record<string, string> = {},
+    over: Partial<Parameters<typeof signRequest>[0]> = {},
+  ) =>
     envoyRequest(method, path, {
       body: payload,
-      headers: { 'content-type': 'application/json', ...signRequest({ method, path, body: payload, keyId: k.key.id, secret: k.secret, ...over }), ...extra },
+      headers: {
+        'content-type': 'application/json',
+        ...signRequest({ method, path, body: payload, keyId: k.key.id, secret: k.secret, ...over }),
+        ...extra,
+      },
       ip: '198.51.100.10',
     });
-  const transfer = (amount = '100.00', currency = 'KES') => JSON.stringify({ amount, currency, beneficiaryId: 'b1' });
+  const transfer = (amount = '100.00', currency = 'KES') =>
+    JSON.stringify({ amount, currency, beneficiaryId: 'b1' });
 
   before(async () => {
     t = await freshDatabase();
-    for (const id of ['t1', 't2']) await t.db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ($1, $1, 'KE', 'KES')`, [id]);
+    for (const id of ['t1', 't2'])
+      await t.db.query(
+        `INSERT INTO tenants (id, name, country, base_currency) VALUES ($1, $1, 'KE', 'KES')`,
+        [id],
+      );
     keys = new KeyStore(t.db, randomBytes(32));
     store = new ApiKeys(t.db, keys);
     edge = await makeEdge();
@@ -115,16 +171,41 @@ describe('API keys at the edge', () => {
       assert.equal(body(res).code, 'missing_signature_headers', name);
       assert.match(body(res).message, new RegExp(name));
     }
-    const noId = await edge.check(envoyRequest('GET', '/t/transactions', { headers: { 'x-api-key-id': '', 'x-signature': 'x', 'x-nonce': 'n'.repeat(16), date: new Date().toUTCString() } }));
+    const noId = await edge.check(
+      envoyRequest('GET', '/t/transactions', {
+        headers: {
+          'x-api-key-id': '',
+          'x-signature': 'x',
+          'x-nonce': 'n'.repeat(16),
+          date: new Date().toUTCString(),
+        },
+      }),
+    );
     assert.equal(body(noId).code, 'missing_signature_headers');
   });
 
   it('refuses a signature over another body, another path, or a lower-case method', async () => {
     const k = await newKey('t1');
-    const good = signRequest({ method: 'POST', path: '/t/transfers', body: transfer('1.00'), keyId: k.key.id, secret: k.secret });
-    const otherBody = await edge.check(envoyRequest('POST', '/t/transfers', { body: transfer('999.00'), headers: { ...good, 'content-type': 'application/json' } }));
+    const good = signRequest({
+      method: 'POST',
+      path: '/t/transfers',
+      body: transfer('1.00'),
+      keyId: k.key.id,
+      secret: k.secret,
+    });
+    const otherBody = await edge.check(
+      envoyRequest('POST', '/t/transfers', {
+        body: transfer('999.00'),
+        headers: { ...good, 'content-type': 'application/json' },
+      }),
+    );
     assert.equal(body(otherBody).code, 'bad_signature');
-    const otherPath = await edge.check(envoyRequest('POST', '/t/transfers?x=1', { body: transfer('1.00'), headers: { ...good, 'content-type': 'application/json' } }));
+    const otherPath = await edge.check(
+      envoyRequest('POST', '/t/transfers?x=1', {
+        body: transfer('1.00'),
+        headers: { ...good, 'content-type': 'application/json' },
+      }),
+    );
     assert.equal(body(otherPath).code, 'bad_signature');
     // A client that forgot to upper-case the method signs a different string.
     const nonce = randomBytes(16).toString('hex');
@@ -132,14 +213,34 @@ describe('API keys at the edge', () => {
     const { createHmac } = await import('node:crypto');
     const lower = canonicalString('post', '/t/transfers', transfer(), date, nonce).replace(/^POST/, 'post');
     const sig = createHmac('sha256', k.secret).update(lower).digest('base64url');
-    const res = await edge.check(envoyRequest('POST', '/t/transfers', { body: transfer(), headers: { 'x-api-key-id': k.key.id, 'x-signature': sig, 'x-nonce': nonce, date, 'content-type': 'application/json' } }));
+    const res = await edge.check(
+      envoyRequest('POST', '/t/transfers', {
+        body: transfer(),
+        headers: {
+          'x-api-key-id': k.key.id,
+          'x-signature': sig,
+          'x-nonce': nonce,
+          date,
+          'content-type': 'application/json',
+        },
+      }),
+    );
     assert.equal(body(res).code, 'bad_signature');
   });
 
   it('refuses a date 11 minutes old or 11 minutes ahead', async () => {
     const k = await newKey('t1');
     for (const shift of [-11, 11]) {
-      const res = await edge.check(signed(k, 'GET', '/t/transactions', '', {}, { date: new Date(Date.now() + shift * 60_000).toUTCString() }));
+      const res = await edge.check(
+        signed(
+          k,
+          'GET',
+          '/t/transactions',
+          '',
+          {},
+          { date: new Date(Date.now() + shift * 60_000).toUTCString() },
+        ),
+      );
       assert.equal(body(res).code, 'stale_date', String(shift));
       assert.equal(res.denied_response?.status.code, 401);
     }
@@ -156,7 +257,9 @@ describe('API keys at the edge', () => {
   });
 
   it('refuses unknown and revoked keys (invalid_key), expired keys and sources outside the allowlist', async () => {
-    const unknown = await edge.check(signed({ key: { id: 'pk_live_UNKNOWNUNKNOWNUNKNOWN00' }, secret: 'x' }, 'GET', '/t/transactions'));
+    const unknown = await edge.check(
+      signed({ key: { id: 'pk_live_UNKNOWNUNKNOWNUNKNOWN00' }, secret: 'x' }, 'GET', '/t/transactions'),
+    );
     assert.equal(body(unknown).code, 'invalid_key');
     assert.equal(unknown.denied_response?.status.code, 403);
     const k = await newKey('t1');
@@ -169,7 +272,11 @@ describe('API keys at the edge', () => {
     }
     assert.equal(code, 'invalid_key');
     const expiring = await newKey('t1', { expiresAt: new Date(Date.now() + 60_000).toISOString() });
-    assert.equal((await edge.check(signed(expiring, 'GET', '/t/transactions'))).status.code, 0, 'valid until it expires');
+    assert.equal(
+      (await edge.check(signed(expiring, 'GET', '/t/transactions'))).status.code,
+      0,
+      'valid until it expires',
+    );
     clock.skewMs = 61_000;
     try {
       assert.equal(body(await edge.check(signed(expiring, 'GET', '/t/transactions'))).code, 'key_expired');
@@ -178,19 +285,42 @@ describe('API keys at the edge', () => {
     }
     const fenced = await newKey('t1', { ipAllowlist: ['203.0.113.0/24'] });
     assert.equal(body(await edge.check(signed(fenced, 'GET', '/t/transactions'))).code, 'ip_not_allowed');
-    const inside = await edge.check(envoyRequest('GET', '/t/transactions', { headers: signRequest({ method: 'GET', path: '/t/transactions', keyId: fenced.key.id, secret: fenced.secret }), ip: '203.0.113.5' }));
+    const inside = await edge.check(
+      envoyRequest('GET', '/t/transactions', {
+        headers: signRequest({
+          method: 'GET',
+          path: '/t/transactions',
+          keyId: fenced.key.id,
+          secret: fenced.secret,
+        }),
+        ip: '203.0.113.5',
+      }),
+    );
     assert.equal(inside.status.code, 0);
   });
 
   it('checks x-api-key-secret when sent (bad_secret), and honours rotation grace', async () => {
     const k = await newKey('t1');
-    assert.equal(body(await edge.check(signed(k, 'GET', '/t/transactions', '', { 'x-api-key-secret': 'sk_live_wrong' }))).code, 'bad_secret');
-    const withSecret = await edge.check(signed(k, 'GET', '/t/transactions', '', { 'x-api-key-secret': k.secret }));
+    assert.equal(
+      body(await edge.check(signed(k, 'GET', '/t/transactions', '', { 'x-api-key-secret': 'sk_live_wrong' })))
+        .code,
+      'bad_secret',
+    );
+    const withSecret = await edge.check(
+      signed(k, 'GET', '/t/transactions', '', { 'x-api-key-secret': k.secret }),
+    );
     assert.equal(withSecret.status.code, 0);
-    assert.ok(withSecret.ok_response?.headers_to_remove.includes('x-api-key-secret'), 'the secret does not travel on to core');
+    assert.ok(
+      withSecret.ok_response?.headers_to_remove.includes('x-api-key-secret'),
+      'the secret does not travel on to core',
+    );
     const rotated = await store.rotate('t1', 'admin-1', k.key.id, 600);
     await new Promise((r) => setTimeout(r, 100));
-    assert.equal((await edge.check(signed(k, 'GET', '/t/transactions'))).status.code, 0, 'old secret inside the grace period');
+    assert.equal(
+      (await edge.check(signed(k, 'GET', '/t/transactions'))).status.code,
+      0,
+      'old secret inside the grace period',
+    );
     assert.equal((await edge.check(signed(rotated, 'GET', '/t/transactions'))).status.code, 0, 'new secret');
     const noGrace = await store.rotate('t1', 'admin-1', k.key.id, 0);
     await new Promise((r) => setTimeout(r, 100));
@@ -203,13 +333,24 @@ describe('API keys at the edge', () => {
     const cross = await edge.check(signed(k2, 'GET', '/t/transactions?tenantId=t1'));
     assert.match(body(cross).message, /resource_tenant/);
     const readOnly = await newKey('t1', { scopes: ['payments:read'] });
-    assert.match(body(await edge.check(signed(readOnly, 'POST', '/t/transfers', transfer()))).message, /scope/);
+    assert.match(
+      body(await edge.check(signed(readOnly, 'POST', '/t/transfers', transfer()))).message,
+      /scope/,
+    );
   });
 
   it('enforces the per-minute budget exactly under concurrency, with Retry-After', async () => {
     const k = await newKey('t1', { budget: { per_minute: 5 } });
-    const results = await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 ? edge : edge2).check(signed(k, 'GET', '/t/transactions'), 15_000)));
-    assert.equal(results.filter((r) => r.status.code === 0).length, 5, JSON.stringify(results.map((r) => r.denied_response?.body)));
+    const results = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        (i % 2 ? edge : edge2).check(signed(k, 'GET', '/t/transactions'), 15_000),
+      ),
+    );
+    assert.equal(
+      results.filter((r) => r.status.code === 0).length,
+      5,
+      JSON.stringify(results.map((r) => r.denied_response?.body)),
+    );
     const refused = results.find((r) => r.denied_response);
     for (const r of results.filter((x) => x.denied_response)) assert.equal(body(r).code, 'BUDGET_EXCEEDED');
     assert.equal(refused?.denied_response?.status.code, 429);
@@ -225,7 +366,10 @@ describe('API keys at the edge', () => {
     assert.equal((await edge.check(signed(k, 'POST', '/t/transfers', transfer('50.00')))).status.code, 0);
     const usd = await edge.check(signed(k, 'POST', '/t/transfers', transfer('1.00', 'USD')));
     assert.equal(usd.denied_response?.status.code, 403);
-    const { rows } = await t.db.query<{ amount_micros: string }>(`SELECT amount_micros FROM api_key_usage WHERE key_id = $1 AND window_kind = 'day'`, [k.key.id]);
+    const { rows } = await t.db.query<{ amount_micros: string }>(
+      `SELECT amount_micros FROM api_key_usage WHERE key_id = $1 AND window_kind = 'day'`,
+      [k.key.id],
+    );
     assert.equal(rows[0]?.amount_micros, '250000000');
   });
 
@@ -235,15 +379,32 @@ describe('API keys at the edge', () => {
     const policies = new PolicyStore(await loadTrustedKeys());
     await policies.load(defaultBundleDir);
     const audit = new AuditWriter(t.db, log);
-    const decide = createDecider({ state, challenges: keys.challenges, policies, audit, risk: new RiskEngine(), log, edgeSecret: 's' });
+    const decide = createDecider({
+      state,
+      challenges: keys.challenges,
+      policies,
+      audit,
+      risk: new RiskEngine(),
+      log,
+      edgeSecret: 's',
+    });
     const resolve = buildRouteTable([...edgeRoutes, ...extraRoutes]);
     try {
       const k = await newKey('t1', { budget: { daily_amount: '250.00', currency: 'KES' } });
       const late = viewOf(signed(k, 'POST', '/t/transfers', transfer('200.00')));
-      await assert.rejects(Promise.resolve(decide(late, resolve(late.method, late.path), { expired: true })), /decision budget passed/);
+      await assert.rejects(
+        Promise.resolve(decide(late, resolve(late.method, late.path), { expired: true })),
+        /decision budget passed/,
+      );
       const onTime = viewOf(signed(k, 'POST', '/t/transfers', transfer('100.00')));
-      assert.equal((await decide(onTime, resolve(onTime.method, onTime.path), { expired: false })).allow, true);
-      const { rows } = await t.db.query<{ amount_micros: string }>(`SELECT amount_micros FROM api_key_usage WHERE key_id = $1 AND window_kind = 'day'`, [k.key.id]);
+      assert.equal(
+        (await decide(onTime, resolve(onTime.method, onTime.path), { expired: false })).allow,
+        true,
+      );
+      const { rows } = await t.db.query<{ amount_micros: string }>(
+        `SELECT amount_micros FROM api_key_usage WHERE key_id = $1 AND window_kind = 'day'`,
+        [k.key.id],
+      );
       assert.equal(rows[0]?.amount_micros, '100000000', 'only the answered request counts');
     } finally {
       await audit.stop();
@@ -252,20 +413,43 @@ describe('API keys at the edge', () => {
   });
 
   it('requires a verified client certificate when the tenant demands mTLS for machine clients', async () => {
-    await t.db.query(`INSERT INTO tenants (id, name, country, base_currency, security) VALUES ('t3', 't3', 'KE', 'KES', '{"require_mtls_for_m2m": true}')`);
+    await t.db.query(
+      `INSERT INTO tenants (id, name, country, base_currency, security) VALUES ('t3', 't3', 'KE', 'KES', '{"require_mtls_for_m2m": true}')`,
+    );
     const k = await newKey('t3');
     assert.equal(body(await edge.check(signed(k, 'GET', '/t/transactions'))).code, 'mtls_required');
     const req = signed(k, 'GET', '/t/transactions');
-    (req.attributes?.source as Record<string, unknown>).certificate = '-----BEGIN%20CERTIFICATE-----%0AMIIB...';
+    (req.attributes?.source as Record<string, unknown>).certificate =
+      '-----BEGIN%20CERTIFICATE-----%0AMIIB...';
     assert.equal((await edge.check(req)).status.code, 0);
   });
 });
 
 describe('amount counted against an API key budget', () => {
   it('sums the debit legs in the posting currency, and cannot read a leg in another currency', () => {
-    const legs = (entries: unknown[]) => requestAmount(Buffer.from(JSON.stringify({ currency: 'KES', entries })));
-    assert.deepEqual(legs([{ side: 'debit', amount: '10.00' }, { side: 'debit', amount: '2.50', currency: 'KES' }, { side: 'credit', amount: '12.50' }]), { micros: 12_500_000n, currency: 'KES' });
-    assert.equal(legs([{ side: 'debit', amount: '5000.00', currency: 'USD' }, { side: 'credit', amount: '5000.00', currency: 'USD' }]), 'unreadable');
-    assert.equal(legs([{ side: 'debit', amount: '10.00' }, { side: 'credit', amount: '10.00', currency: 'USD' }]), 'unreadable');
+    const legs = (entries: unknown[]) =>
+      requestAmount(Buffer.from(JSON.stringify({ currency: 'KES', entries })));
+    assert.deepEqual(
+      legs([
+        { side: 'debit', amount: '10.00' },
+        { side: 'debit', amount: '2.50', currency: 'KES' },
+        { side: 'credit', amount: '12.50' },
+      ]),
+      { micros: 12_500_000n, currency: 'KES' },
+    );
+    assert.equal(
+      legs([
+        { side: 'debit', amount: '5000.00', currency: 'USD' },
+        { side: 'credit', amount: '5000.00', currency: 'USD' },
+      ]),
+      'unreadable',
+    );
+    assert.equal(
+      legs([
+        { side: 'debit', amount: '10.00' },
+        { side: 'credit', amount: '10.00', currency: 'USD' },
+      ]),
+      'unreadable',
+    );
   });
 });

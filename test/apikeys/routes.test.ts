@@ -9,12 +9,24 @@ describe('/api-keys routes', () => {
   const admin = viaEdge({ 'x-tenant-id': 't1', 'x-principal-id': 'service-token:admin', 'x-roles': 'admin' });
   before(async () => {
     t = await startTestCore();
-    for (const id of ['t1', 't2']) await t.tdb.db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ($1, $1, 'KE', 'KES')`, [id]);
+    for (const id of ['t1', 't2'])
+      await t.tdb.db.query(
+        `INSERT INTO tenants (id, name, country, base_currency) VALUES ($1, $1, 'KE', 'KES')`,
+        [id],
+      );
   });
   after(() => t.close());
 
   it('creates a key and shows its secret exactly once', async () => {
-    const r = await call(t.origin, 'POST', '/api-keys', { json: { name: 'merchant', scopes: ['payments:write'], budget: { per_minute: 60, daily_amount: '50000.00', currency: 'KES' }, ip_allowlist: ['198.51.100.0/24'] }, headers: admin });
+    const r = await call(t.origin, 'POST', '/api-keys', {
+      json: {
+        name: 'merchant',
+        scopes: ['payments:write'],
+        budget: { per_minute: 60, daily_amount: '50000.00', currency: 'KES' },
+        ip_allowlist: ['198.51.100.0/24'],
+      },
+      headers: admin,
+    });
     assert.equal(r.status, 201, r.text);
     assert.match(r.json.id, /^pk_live_[A-Za-z0-9]{24}$/);
     assert.match(r.json.secret, /^sk_live_/);
@@ -24,24 +36,45 @@ describe('/api-keys routes', () => {
     assert.equal(got.status, 200);
     assert.equal(got.json.secret, undefined);
     assert.doesNotMatch(got.text, new RegExp(r.json.secret));
-    const { rows } = await t.tdb.db.query<{ secret_enc: Buffer }>('SELECT secret_enc FROM api_keys WHERE id = $1', [r.json.id]);
-    assert.ok(rows[0] && !rows[0].secret_enc.toString('latin1').includes(r.json.secret), 'stored sealed, not in clear');
+    const { rows } = await t.tdb.db.query<{ secret_enc: Buffer }>(
+      'SELECT secret_enc FROM api_keys WHERE id = $1',
+      [r.json.id],
+    );
+    assert.ok(
+      rows[0] && !rows[0].secret_enc.toString('latin1').includes(r.json.secret),
+      'stored sealed, not in clear',
+    );
     const list = await call(t.origin, 'GET', '/api-keys', { headers: admin });
     assert.equal(list.json.items.length, 1);
     assert.doesNotMatch(list.text, /sk_live_/);
   });
 
   it('rotates (new secret once) and revokes; each change is audited', async () => {
-    const made = await call(t.origin, 'POST', '/api-keys', { json: { name: 'rot', scopes: ['payments:read'] }, headers: admin });
-    const rotated = await call(t.origin, 'POST', '/api-keys', { json: { name: 'rot', scopes: ['payments:read'], rotate: made.json.id, grace_seconds: 600 }, headers: admin });
+    const made = await call(t.origin, 'POST', '/api-keys', {
+      json: { name: 'rot', scopes: ['payments:read'] },
+      headers: admin,
+    });
+    const rotated = await call(t.origin, 'POST', '/api-keys', {
+      json: { name: 'rot', scopes: ['payments:read'], rotate: made.json.id, grace_seconds: 600 },
+      headers: admin,
+    });
     assert.equal(rotated.status, 201, rotated.text);
     assert.equal(rotated.json.id, made.json.id);
     assert.notEqual(rotated.json.secret, made.json.secret);
     assert.ok(rotated.json.rotated_at);
-    assert.equal((await call(t.origin, 'DELETE', `/api-keys/${made.json.id}`, { headers: admin })).status, 204);
+    assert.equal(
+      (await call(t.origin, 'DELETE', `/api-keys/${made.json.id}`, { headers: admin })).status,
+      204,
+    );
     assert.ok((await call(t.origin, 'GET', `/api-keys/${made.json.id}`, { headers: admin })).json.revoked_at);
-    const { rows } = await t.tdb.db.query<{ action: string }>(`SELECT action FROM audit_log WHERE target->>'id' = $1 ORDER BY id`, [made.json.id]);
-    assert.deepEqual(rows.map((r) => r.action), ['apikey.create', 'apikey.rotate', 'apikey.revoke']);
+    const { rows } = await t.tdb.db.query<{ action: string }>(
+      `SELECT action FROM audit_log WHERE target->>'id' = $1 ORDER BY id`,
+      [made.json.id],
+    );
+    assert.deepEqual(
+      rows.map((r) => r.action),
+      ['apikey.create', 'apikey.rotate', 'apikey.revoke'],
+    );
   });
 
   it('refuses bad input with 400 and never a 500', async () => {
@@ -54,16 +87,38 @@ describe('/api-keys routes', () => {
       { name: 'x', scopes: ['payments:write'], budget: { daily_amount: '100.00' } },
       { name: 'x', scopes: ['payments:write'], expires_at: '2001-01-01T00:00:00Z' },
     ];
-    for (const json of bad) assert.equal((await call(t.origin, 'POST', '/api-keys', { json, headers: admin })).status, 400, JSON.stringify(json));
+    for (const json of bad)
+      assert.equal(
+        (await call(t.origin, 'POST', '/api-keys', { json, headers: admin })).status,
+        400,
+        JSON.stringify(json),
+      );
   });
 
   it('keeps tenants apart and needs the admin role to change keys', async () => {
-    const mine = await call(t.origin, 'POST', '/api-keys', { json: { name: 'mine', scopes: ['payments:read'] }, headers: admin });
+    const mine = await call(t.origin, 'POST', '/api-keys', {
+      json: { name: 'mine', scopes: ['payments:read'] },
+      headers: admin,
+    });
     const other = { ...admin, 'x-tenant-id': 't2' };
     assert.equal((await call(t.origin, 'GET', `/api-keys/${mine.json.id}`, { headers: other })).status, 404);
-    assert.equal((await call(t.origin, 'DELETE', `/api-keys/${mine.json.id}`, { headers: other })).status, 404);
+    assert.equal(
+      (await call(t.origin, 'DELETE', `/api-keys/${mine.json.id}`, { headers: other })).status,
+      404,
+    );
     const readOnly = { ...admin, 'x-roles': 'readonly' };
-    assert.equal((await call(t.origin, 'POST', '/api-keys', { json: { name: 'ro', scopes: ['payments:read'] }, headers: readOnly })).status, 403);
-    assert.equal((await call(t.origin, 'GET', '/api-keys', { headers: { ...admin, 'x-roles': 'ops' } })).status, 200);
+    assert.equal(
+      (
+        await call(t.origin, 'POST', '/api-keys', {
+          json: { name: 'ro', scopes: ['payments:read'] },
+          headers: readOnly,
+        })
+      ).status,
+      403,
+    );
+    assert.equal(
+      (await call(t.origin, 'GET', '/api-keys', { headers: { ...admin, 'x-roles': 'ops' } })).status,
+      200,
+    );
   });
 });

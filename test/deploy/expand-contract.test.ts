@@ -10,7 +10,9 @@ import { describe, it } from 'node:test';
 import { contractChanges, unmarkedContractions } from '../../core/db/expand-contract.ts';
 import { loadMigrations } from '../../core/db/migrate.ts';
 
-const marker = JSON.parse(readFileSync(new URL('../../deploy/released-migrations.json', import.meta.url), 'utf8')) as { lastMigration: string };
+const marker = JSON.parse(
+  readFileSync(new URL('../../deploy/released-migrations.json', import.meta.url), 'utf8'),
+) as { lastMigration: string };
 
 describe('expand, deploy, contract', () => {
   it('every migration after the last release is additive or marked as a contraction', async () => {
@@ -20,19 +22,33 @@ describe('expand, deploy, contract', () => {
 
   it('refuses an unreleased migration that drops, renames, retypes or tightens; accepts it with a contract comment', async () => {
     const migrations = await loadMigrations();
-    const bad = { version: '9990_bad', sql: 'ALTER TABLE customers RENAME COLUMN phone TO msisdn;\nALTER TABLE transfers DROP COLUMN memo;\n' };
-    assert.deepEqual(unmarkedContractions([...migrations, bad], marker.lastMigration), [{ version: '9990_bad', changes: ['DROP COLUMN', 'RENAME'] }]);
-    const marked = { ...bad, sql: `-- contract: no release since 0.3.0 reads customers.phone or transfers.memo\n${bad.sql}` };
+    const bad = {
+      version: '9990_bad',
+      sql: 'ALTER TABLE customers RENAME COLUMN phone TO msisdn;\nALTER TABLE transfers DROP COLUMN memo;\n',
+    };
+    assert.deepEqual(unmarkedContractions([...migrations, bad], marker.lastMigration), [
+      { version: '9990_bad', changes: ['DROP COLUMN', 'RENAME'] },
+    ]);
+    const marked = {
+      ...bad,
+      sql: `-- contract: no release since 0.3.0 reads customers.phone or transfers.memo\n${bad.sql}`,
+    };
     assert.deepEqual(unmarkedContractions([...migrations, marked], marker.lastMigration), []);
     // A released migration is history: only those after the marker are checked.
-    assert.deepEqual(unmarkedContractions([{ ...bad, version: '0001_old' }, ...migrations], marker.lastMigration), []);
+    assert.deepEqual(
+      unmarkedContractions([{ ...bad, version: '0001_old' }, ...migrations], marker.lastMigration),
+      [],
+    );
     assert.throws(() => unmarkedContractions(migrations, '0801_typo'), /not a migration/);
   });
 
   it('names each kind of contraction', () => {
     const cases: [string, string][] = [
       ['DROP TABLE legacy_sessions;', 'DROP of a table, view, type, function, sequence or schema'],
-      ['DROP FUNCTION IF EXISTS ledger_post(jsonb);', 'DROP of a table, view, type, function, sequence or schema'],
+      [
+        'DROP FUNCTION IF EXISTS ledger_post(jsonb);',
+        'DROP of a table, view, type, function, sequence or schema',
+      ],
       ['ALTER TABLE accounts DROP IF EXISTS nickname;', 'DROP COLUMN'],
       ['ALTER TABLE accounts ALTER COLUMN balance TYPE numeric(30,6);', 'ALTER COLUMN … TYPE'],
       ['ALTER TABLE accounts ALTER balance SET DATA TYPE text;', 'ALTER COLUMN … TYPE'],
@@ -40,7 +56,10 @@ describe('expand, deploy, contract', () => {
       ['ALTER TABLE accounts ALTER COLUMN kind DROP DEFAULT;', 'DROP DEFAULT'],
       ['ALTER FUNCTION ledger_do_hold(jsonb) RENAME TO ledger_do_hold_old;', 'RENAME'],
       ['TRUNCATE nonces;', 'TRUNCATE'],
-      ['ALTER TABLE accounts ADD COLUMN region text NOT NULL;', 'ADD COLUMN region NOT NULL without a DEFAULT'],
+      [
+        'ALTER TABLE accounts ADD COLUMN region text NOT NULL;',
+        'ADD COLUMN region NOT NULL without a DEFAULT',
+      ],
     ];
     for (const [sql, what] of cases) assert.deepEqual(contractChanges(sql), [what], sql);
   });

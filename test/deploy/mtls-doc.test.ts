@@ -23,13 +23,19 @@ describe('deploy/README.md mutual TLS clusters', () => {
   it('validate as envoy.yaml clusters and keep the edge_authz and core names', () => {
     const config = parse(envoy) as Obj;
     const clusters = documentedClusters();
-    assert.deepEqual(clusters.filter((c) => c.name !== 'envoy_admin').map((c) => c.name), ['edge_authz', 'core']);
-    assert.deepEqual(clusters.map((c) => c.name), config.static_resources.clusters.map((c: Obj) => c.name));
+    assert.deepEqual(
+      clusters.filter((c) => c.name !== 'envoy_admin').map((c) => c.name),
+      ['edge_authz', 'core'],
+    );
+    assert.deepEqual(
+      clusters.map((c) => c.name),
+      config.static_resources.clusters.map((c: Obj) => c.name),
+    );
     config.static_resources.clusters = clusters;
     assert.deepEqual(validateBootstrap(config), []);
   });
 
-  it('present Envoy\'s client certificate to both clusters and verify each server against the internal CA', () => {
+  it("present Envoy's client certificate to both clusters and verify each server against the internal CA", () => {
     // envoy_admin is Envoy's own loopback admin (the kubelet's readiness route): no TLS hop.
     for (const c of documentedClusters().filter((x) => x.name !== 'envoy_admin')) {
       const tls = c.transport_socket.typed_config;

@@ -18,12 +18,23 @@ describe('README', () => {
     const orig = origOf('POST', '/v1/transfers', body);
     assert.ok(section.includes(`so \`orig\` is \`${orig}\``), `orig is ${orig}`);
     const b = JSON.parse(body) as { amount: string; currency: string; beneficiaryId: string };
-    assert.ok(section.includes(intentPayload({ amount: b.amount, currency: b.currency, beneficiaryId: b.beneficiaryId, orig })), 'the signed intent');
+    assert.ok(
+      section.includes(
+        intentPayload({ amount: b.amount, currency: b.currency, beneficiaryId: b.beneficiaryId, orig }),
+      ),
+      'the signed intent',
+    );
   });
 
   it('points to no file outside the clone, and every repository path it names exists', () => {
     assert.doesNotMatch(readme, /\.\.\/shared|\.\.\/[A-Za-z]/, 'no path outside the clone');
-    const paths = new Set([...readme.matchAll(/`((?:core|edge|shared|policy|bin|test|deploy|bench|docs|proto)\/[\w./-]+\.(?:ts|md|json|rego|yaml|sh|proto))`/g)].map((m) => m[1] as string));
+    const paths = new Set(
+      [
+        ...readme.matchAll(
+          /`((?:core|edge|shared|policy|bin|test|deploy|bench|docs|proto)\/[\w./-]+\.(?:ts|md|json|rego|yaml|sh|proto))`/g,
+        ),
+      ].map((m) => m[1] as string),
+    );
     assert.ok(paths.size > 10, 'the README names repository files');
     const missing = [...paths].filter((p) => !existsSync(new URL(`../../${p}`, import.meta.url)));
     assert.deepEqual(missing, []);

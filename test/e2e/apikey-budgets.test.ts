@@ -27,11 +27,18 @@ describe('API-key amount budgets count every movement (through the gateway)', ()
   let payer = '';
   let payee = '';
 
-  interface Key { id: string; secret: string }
+  interface Key {
+    id: string;
+    secret: string;
+  }
 
   async function newKey(daily: string): Promise<Key> {
     const r = await call(gw, 'POST', '/api-keys', {
-      json: { name: `budget-${daily}`, scopes: ['core:write'], budget: { daily_amount: daily, currency: 'KES' } },
+      json: {
+        name: `budget-${daily}`,
+        scopes: ['core:write'],
+        budget: { daily_amount: daily, currency: 'KES' },
+      },
       headers: { authorization: `Bearer ${adminToken}`, 'x-request-id': randomUUID() },
     });
     assert.equal(r.status, 201, r.text);
@@ -43,49 +50,106 @@ describe('API-key amount budgets count every movement (through the gateway)', ()
     const body = JSON.stringify(json);
     return call(gw, 'POST', path, {
       body,
-      headers: { 'content-type': 'application/json', 'idempotency-key': idem, 'x-request-id': randomUUID(), ...signRequest({ method: 'POST', path, body, keyId: k.id, secret: k.secret }) },
+      headers: {
+        'content-type': 'application/json',
+        'idempotency-key': idem,
+        'x-request-id': randomUUID(),
+        ...signRequest({ method: 'POST', path, body, keyId: k.id, secret: k.secret }),
+      },
     });
   }
 
   /** A core client (no budget) writes: the fixtures the key then acts on. */
   async function asClient(path: string, json: unknown): Promise<Res> {
-    const r = await call(gw, 'POST', path, { json, headers: { authorization: `Bearer ${coreToken}`, 'idempotency-key': `c-${randomUUID()}`, 'x-request-id': randomUUID() } });
+    const r = await call(gw, 'POST', path, {
+      json,
+      headers: {
+        authorization: `Bearer ${coreToken}`,
+        'idempotency-key': `c-${randomUUID()}`,
+        'x-request-id': randomUUID(),
+      },
+    });
     assert.ok(r.status === 200 || r.status === 201, r.text);
     return r;
   }
 
-  const legs = (from: string, to: string, amount: string) => ({ currency: 'KES', entries: [{ account_id: from, side: 'debit', amount }, { account_id: to, side: 'credit', amount }] });
-  const posting = async (amount: string): Promise<string> => (await asClient('/v1/core/postings', legs(payer, payee, amount))).json.id;
-  const hold = async (amount: string): Promise<string> => (await asClient('/v1/core/holds', { debit_account_id: payer, credit_account_id: payee, currency: 'KES', amount })).json.id;
+  const legs = (from: string, to: string, amount: string) => ({
+    currency: 'KES',
+    entries: [
+      { account_id: from, side: 'debit', amount },
+      { account_id: to, side: 'credit', amount },
+    ],
+  });
+  const posting = async (amount: string): Promise<string> =>
+    (await asClient('/v1/core/postings', legs(payer, payee, amount))).json.id;
+  const hold = async (amount: string): Promise<string> =>
+    (
+      await asClient('/v1/core/holds', {
+        debit_account_id: payer,
+        credit_account_id: payee,
+        currency: 'KES',
+        amount,
+      })
+    ).json.id;
 
-  const open = async (owner: string): Promise<string> => (await asClient('/v1/core/accounts', { owner_type: 'customer', owner_id: owner, product_code: 'WALLET_MAIN', currency: 'KES' })).json.id;
+  const open = async (owner: string): Promise<string> =>
+    (
+      await asClient('/v1/core/accounts', {
+        owner_type: 'customer',
+        owner_id: owner,
+        product_code: 'WALLET_MAIN',
+        currency: 'KES',
+      })
+    ).json.id;
 
   async function used(k: Key): Promise<string> {
     const { rows } = await tdb.db.query<{ amount: string }>(
-      `SELECT coalesce(sum(amount_micros), 0)::text AS amount FROM api_key_usage WHERE key_id = $1 AND window_kind = 'day'`, [k.id]);
+      `SELECT coalesce(sum(amount_micros), 0)::text AS amount FROM api_key_usage WHERE key_id = $1 AND window_kind = 'day'`,
+      [k.id],
+    );
     return rows[0]?.amount ?? '0';
   }
 
   async function holdStatus(id: string): Promise<string> {
-    const { rows } = await tdb.db.query<{ status: string }>(`SELECT status FROM ledger_holds WHERE tenant_id = 'demo' AND id = $1`, [id]);
+    const { rows } = await tdb.db.query<{ status: string }>(
+      `SELECT status FROM ledger_holds WHERE tenant_id = 'demo' AND id = $1`,
+      [id],
+    );
     return rows[0]?.status ?? 'missing';
   }
 
   async function reversed(id: string): Promise<boolean> {
-    const { rows } = await tdb.db.query(`SELECT 1 FROM ledger_postings WHERE tenant_id = 'demo' AND reverses_posting_id = $1`, [id]);
+    const { rows } = await tdb.db.query(
+      `SELECT 1 FROM ledger_postings WHERE tenant_id = 'demo' AND reverses_posting_id = $1`,
+      [id],
+    );
     return rows.length > 0;
   }
 
   before(async () => {
     tdb = await freshDatabase({ migrate: false });
     dataDir = await mkdtemp(join(tmpdir(), 'e2e-budgets-'));
-    const config = loadConfig({ GATEWAY_PORT: '0', CORE_PORT: '0', AUTHZ_PORT: '0', DATA_DIR: dataDir, DATABASE_URL: tdb.url, LOG_LEVEL: 'silent' });
+    const config = loadConfig({
+      GATEWAY_PORT: '0',
+      CORE_PORT: '0',
+      AUTHZ_PORT: '0',
+      DATA_DIR: dataDir,
+      DATABASE_URL: tdb.url,
+      LOG_LEVEL: 'silent',
+    });
     stack = await startStack(config, { checkResponses: true, checkTimeoutMs: 3000 });
     gw = `http://127.0.0.1:${stack.ports.gateway}`;
     const demo = JSON.parse(await readFile(join(dataDir, 'demo.json'), 'utf8'));
     adminToken = demo.serviceTokens.admin.token;
     settlement = demo.settlementAccounts.KES;
-    const t = await call(gw, 'POST', '/oauth2/token', { json: { grant_type: 'client_credentials', client_id: demo.coreClient.clientId, client_secret: demo.coreClient.clientSecret, scope: 'core:write' } });
+    const t = await call(gw, 'POST', '/oauth2/token', {
+      json: {
+        grant_type: 'client_credentials',
+        client_id: demo.coreClient.clientId,
+        client_secret: demo.coreClient.clientSecret,
+        scope: 'core:write',
+      },
+    });
     assert.equal(t.status, 200, t.text);
     coreToken = t.json.access_token;
     payer = await open('budget-payer');
@@ -134,7 +198,10 @@ describe('API-key amount budgets count every movement (through the gateway)', ()
     const over = await signed(k, `/v1/core/holds/${h}/capture`, {});
     assert.equal(over.json.code, 'BUDGET_EXCEEDED', over.text);
     assert.equal(await holdStatus(h), 'pending');
-    const { rows } = await tdb.db.query(`SELECT currency FROM api_key_usage WHERE key_id = $1 AND window_kind = 'day'`, [k.id]);
+    const { rows } = await tdb.db.query(
+      `SELECT currency FROM api_key_usage WHERE key_id = $1 AND window_kind = 'day'`,
+      [k.id],
+    );
     assert.deepEqual(rows, [{ currency: 'KES' }], 'one row per key, day and currency');
   });
 
@@ -162,13 +229,23 @@ describe('API-key amount budgets count every movement (through the gateway)', ()
 
   it('a hold the key created is counted once, when created, not again when it captures it', async () => {
     const k = await newKey('10.00');
-    const made = await signed(k, '/v1/core/holds', { debit_account_id: payer, credit_account_id: payee, currency: 'KES', amount: '6.00' });
+    const made = await signed(k, '/v1/core/holds', {
+      debit_account_id: payer,
+      credit_account_id: payee,
+      currency: 'KES',
+      amount: '6.00',
+    });
     assert.equal(made.status, 201, made.text);
     assert.equal(await used(k), '6000000');
     const cap = await signed(k, `/v1/core/holds/${made.json.id}/capture`, {});
     assert.equal(cap.status, 200, cap.text);
     assert.equal(await used(k), '6000000');
-    const over = await signed(k, '/v1/core/holds', { debit_account_id: payer, credit_account_id: payee, currency: 'KES', amount: '5.00' });
+    const over = await signed(k, '/v1/core/holds', {
+      debit_account_id: payer,
+      credit_account_id: payee,
+      currency: 'KES',
+      amount: '5.00',
+    });
     assert.equal(over.json.code, 'BUDGET_EXCEEDED', over.text);
   });
 
@@ -185,18 +262,37 @@ describe('API-key amount budgets count every movement (through the gateway)', ()
     const k = await newKey('10.00');
     const body = JSON.stringify({ transferId: randomUUID() });
     const confirm = await call(gw, 'POST', '/v1/transfers/confirm', {
-      body, headers: { 'content-type': 'application/json', 'idempotency-key': `t-${randomUUID()}`, ...signRequest({ method: 'POST', path: '/v1/transfers/confirm', body, keyId: k.id, secret: k.secret }) },
+      body,
+      headers: {
+        'content-type': 'application/json',
+        'idempotency-key': `t-${randomUUID()}`,
+        ...signRequest({
+          method: 'POST',
+          path: '/v1/transfers/confirm',
+          body,
+          keyId: k.id,
+          secret: k.secret,
+        }),
+      },
     });
     assert.equal(confirm.status, 403, confirm.text);
     // A client claiming the edge counted an amount cannot have it "given back" by core: the
     // edge counts nothing for these legs (no debit), so it removes the client's copy.
     assert.equal((await signed(k, `/v1/core/postings/${await posting('5.00')}/reverse`, {})).status, 201);
     const path = '/v1/core/postings';
-    const noDebit = JSON.stringify({ currency: 'KES', entries: [{ account_id: payer, side: 'credit', amount: '1.00' }, { account_id: payee, side: 'credit', amount: '1.00' }] });
+    const noDebit = JSON.stringify({
+      currency: 'KES',
+      entries: [
+        { account_id: payer, side: 'credit', amount: '1.00' },
+        { account_id: payee, side: 'credit', amount: '1.00' },
+      ],
+    });
     const forged = await call(gw, 'POST', path, {
       body: noDebit,
       headers: {
-        'content-type': 'application/json', 'idempotency-key': `f-${randomUUID()}`, 'x-credential': 'api-key',
+        'content-type': 'application/json',
+        'idempotency-key': `f-${randomUUID()}`,
+        'x-credential': 'api-key',
         'x-budget-counted': `${new Date(Math.floor(Date.now() / 86_400_000) * 86_400_000).toISOString()} KES 5000000`,
         ...signRequest({ method: 'POST', path, body: noDebit, keyId: k.id, secret: k.secret }),
       },

@@ -25,27 +25,47 @@ describe('the per-address throttle counts failures, not sign-ins in flight (thro
   const newPhone = () => `+2547330${String(++seq).padStart(5, '0')}`;
 
   async function lastCode(phone: string): Promise<string> {
-    const lines = (await readFile(join(dataDir, 'dev-sms.jsonl'), 'utf8')).trim().split('\n').map((l) => JSON.parse(l) as { to: string; code?: string });
+    const lines = (await readFile(join(dataDir, 'dev-sms.jsonl'), 'utf8'))
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { to: string; code?: string });
     const code = lines.filter((l) => l.to === phone && l.code).at(-1)?.code;
     assert.equal(typeof code, 'string');
     return code as string;
   }
 
   async function enrol(phone: string): Promise<void> {
-    assert.equal((await call(gw, 'POST', '/customers/auth/otp/send', { json: { tenantId: 'demo', phone } })).status, 202);
-    const v = await call(gw, 'POST', '/customers/auth/otp/verify', { json: { tenantId: 'demo', phone, otp: await lastCode(phone) } });
+    assert.equal(
+      (await call(gw, 'POST', '/customers/auth/otp/send', { json: { tenantId: 'demo', phone } })).status,
+      202,
+    );
+    const v = await call(gw, 'POST', '/customers/auth/otp/verify', {
+      json: { tenantId: 'demo', phone, otp: await lastCode(phone) },
+    });
     assert.equal(v.status, 200, v.text);
-    const set = await call(gw, 'POST', '/customers/auth/pin/set', { json: { tenantId: 'demo', phone, pin: '4826', verificationToken: v.json.verificationToken } });
+    const set = await call(gw, 'POST', '/customers/auth/pin/set', {
+      json: { tenantId: 'demo', phone, pin: '4826', verificationToken: v.json.verificationToken },
+    });
     assert.equal(set.status, 204, set.text);
   }
 
   const login = (phone: string, pin: string): Promise<Res> =>
-    call(gw, 'POST', '/customers/auth/login', { json: { tenantId: 'demo', phone, pin }, headers: { 'x-device-id': `d-${randomUUID().slice(0, 8)}` } });
+    call(gw, 'POST', '/customers/auth/login', {
+      json: { tenantId: 'demo', phone, pin },
+      headers: { 'x-device-id': `d-${randomUUID().slice(0, 8)}` },
+    });
 
   before(async () => {
     tdb = await freshDatabase({ migrate: false });
     dataDir = await mkdtemp(join(tmpdir(), 'e2e-attack-address-'));
-    const config = loadConfig({ GATEWAY_PORT: '0', CORE_PORT: '0', AUTHZ_PORT: '0', DATA_DIR: dataDir, DATABASE_URL: tdb.url, LOG_LEVEL: 'silent' });
+    const config = loadConfig({
+      GATEWAY_PORT: '0',
+      CORE_PORT: '0',
+      AUTHZ_PORT: '0',
+      DATA_DIR: dataDir,
+      DATABASE_URL: tdb.url,
+      LOG_LEVEL: 'silent',
+    });
     stack = await startStack(config, { checkResponses: true, checkTimeoutMs: 3000 });
     gw = `http://127.0.0.1:${stack.ports.gateway}`;
     // The lowest threshold a tenant may set (README "Failed sign-ins"), so the test stays small;
@@ -71,7 +91,7 @@ describe('the per-address throttle counts failures, not sign-ins in flight (thro
     }
     const results = await Promise.all(customers.map((phone) => login(phone, '4826')));
     const refused = results.filter((r) => r.status !== 200).map((r) => `${r.status} ${r.json?.code}`);
-    assert.deepEqual(refused, [], 'no correct PIN is refused for other phones\' failures below the threshold');
+    assert.deepEqual(refused, [], "no correct PIN is refused for other phones' failures below the threshold");
   });
 
   it('the failure that reaches the threshold still slows the address down', async () => {

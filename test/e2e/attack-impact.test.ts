@@ -26,13 +26,25 @@ describe('attack: policy impact, candidates, shadow and recorded inputs', () => 
   let author = '';
   let readonly = '';
 
-  const as = (token: string, extra: Record<string, string> = {}) => (method: string, path: string, json?: unknown): Promise<Res> =>
-    call(gw, method, path, { ...(json !== undefined ? { json } : {}), headers: { authorization: `Bearer ${token}`, 'x-request-id': randomUUID(), ...extra } });
+  const as =
+    (token: string, extra: Record<string, string> = {}) =>
+    (method: string, path: string, json?: unknown): Promise<Res> =>
+      call(gw, method, path, {
+        ...(json !== undefined ? { json } : {}),
+        headers: { authorization: `Bearer ${token}`, 'x-request-id': randomUUID(), ...extra },
+      });
 
   before(async () => {
     tdb = await freshDatabase({ migrate: false });
     dataDir = await mkdtemp(join(tmpdir(), 'e2e-atk-impact-'));
-    const config = loadConfig({ GATEWAY_PORT: '0', CORE_PORT: '0', AUTHZ_PORT: '0', DATA_DIR: dataDir, DATABASE_URL: tdb.url, LOG_LEVEL: 'silent' });
+    const config = loadConfig({
+      GATEWAY_PORT: '0',
+      CORE_PORT: '0',
+      AUTHZ_PORT: '0',
+      DATA_DIR: dataDir,
+      DATABASE_URL: tdb.url,
+      LOG_LEVEL: 'silent',
+    });
     stack = await startStack(config, { checkTimeoutMs: 3000, checkResponses: true });
     gw = `http://127.0.0.1:${stack.ports.gateway}`;
     const demo = JSON.parse(await readFile(join(dataDir, 'demo.json'), 'utf8')) as Demo;
@@ -48,12 +60,28 @@ describe('attack: policy impact, candidates, shadow and recorded inputs', () => 
   });
 
   it('a path no route matches is recorded without its raw text (a phone number in it stays out of decision_inputs)', async () => {
-    const r = await call(gw, 'GET', `/v1/nothing/${alice.phone}/pin/4826`, { headers: { authorization: `Bearer ${alice.access}`, 'x-device-id': alice.device } });
+    const r = await call(gw, 'GET', `/v1/nothing/${alice.phone}/pin/4826`, {
+      headers: { authorization: `Bearer ${alice.access}`, 'x-device-id': alice.device },
+    });
     assert.ok(r.status >= 400 && r.status < 500, r.text);
     const digits = alice.phone.replace('+', '');
-    const leaked = async () => (await tdb.db.query<{ n: string }>('SELECT count(*) AS n FROM decision_inputs WHERE route LIKE $1 OR input::text LIKE $1', [`%${digits}%`])).rows[0]?.n;
-    const unmatched = async () => Number((await tdb.db.query<{ n: string }>(`SELECT count(*) AS n FROM decision_inputs WHERE route = 'GET (no route)'`)).rows[0]?.n);
-    for (let i = 0; i < 200 && (await unmatched()) === 0; i++) await new Promise((res) => setTimeout(res, 25));
+    const leaked = async () =>
+      (
+        await tdb.db.query<{ n: string }>(
+          'SELECT count(*) AS n FROM decision_inputs WHERE route LIKE $1 OR input::text LIKE $1',
+          [`%${digits}%`],
+        )
+      ).rows[0]?.n;
+    const unmatched = async () =>
+      Number(
+        (
+          await tdb.db.query<{ n: string }>(
+            `SELECT count(*) AS n FROM decision_inputs WHERE route = 'GET (no route)'`,
+          )
+        ).rows[0]?.n,
+      );
+    for (let i = 0; i < 200 && (await unmatched()) === 0; i++)
+      await new Promise((res) => setTimeout(res, 25));
     assert.ok((await unmatched()) > 0, 'the unmatched request was recorded, labelled without its path');
     assert.equal(await leaked(), '0', 'the phone number in the path reached a recorded input');
   });
@@ -65,11 +93,45 @@ describe('attack: policy impact, candidates, shadow and recorded inputs', () => 
       assert.equal(x.status, status, x.text);
       if (code) assert.equal(x.json.code, code, x.text);
     };
-    await expect(call(gw, 'POST', '/v1/policy/candidates', { body: '{"manifest":"{}","registry":"{}","wasm":"AAAA"}', headers: { ...h, 'content-type': 'text/plain' } }), 415);
-    await expect(call(gw, 'POST', '/v1/policy/candidates', { body: '{"manifest":"{}","manifest":"[]","registry":"{}","wasm":"AAAA"}', headers: h }), 422, 'BUNDLE_INVALID');
-    await expect(as(author)('POST', '/v1/policy/candidates', { manifest: '['.repeat(65_000), registry: '['.repeat(1_000_000), wasm: 'AAAA' }), 422, 'BUNDLE_INVALID');
-    await expect(as(author)('POST', '/v1/policy/impact', { policy_ref: 'cand-0000000000000000', since: '0000-01-01T00:00:00Z', until: '0000-01-02T00:00:00Z' }), 400);
-    await expect(as(author)('POST', '/v1/policy/impact', { policy_ref: 'cand-0000000000000000', since: '2026-02-30T00:00:00Z' }), 400);
+    await expect(
+      call(gw, 'POST', '/v1/policy/candidates', {
+        body: '{"manifest":"{}","registry":"{}","wasm":"AAAA"}',
+        headers: { ...h, 'content-type': 'text/plain' },
+      }),
+      415,
+    );
+    await expect(
+      call(gw, 'POST', '/v1/policy/candidates', {
+        body: '{"manifest":"{}","manifest":"[]","registry":"{}","wasm":"AAAA"}',
+        headers: h,
+      }),
+      422,
+      'BUNDLE_INVALID',
+    );
+    await expect(
+      as(author)('POST', '/v1/policy/candidates', {
+        manifest: '['.repeat(65_000),
+        registry: '['.repeat(1_000_000),
+        wasm: 'AAAA',
+      }),
+      422,
+      'BUNDLE_INVALID',
+    );
+    await expect(
+      as(author)('POST', '/v1/policy/impact', {
+        policy_ref: 'cand-0000000000000000',
+        since: '0000-01-01T00:00:00Z',
+        until: '0000-01-02T00:00:00Z',
+      }),
+      400,
+    );
+    await expect(
+      as(author)('POST', '/v1/policy/impact', {
+        policy_ref: 'cand-0000000000000000',
+        since: '2026-02-30T00:00:00Z',
+      }),
+      400,
+    );
     await expect(as(author)('GET', `/v1/policy/impact/${randomUUID().toUpperCase()}`), 404);
     await expect(as(author)('GET', '/v1/policy/impact/zzz'), 400);
     await expect(as(author)('PUT', '/v1/policy/shadow', [1]), 400);
@@ -82,21 +144,45 @@ describe('attack: policy impact, candidates, shadow and recorded inputs', () => 
       for (let i = 0; i < 8; i++) yield chunk;
       yield Buffer.from('"}');
     }
-    const streamed = await request(`${gw}/v1/policy/candidates`, { method: 'POST', headers: h, body: Readable.from(endless()), dispatcher: sender }).then(async (r) => ({ status: r.statusCode, text: await r.body.text() }), (e: Error) => ({ status: 0, text: e.message }));
+    const streamed = await request(`${gw}/v1/policy/candidates`, {
+      method: 'POST',
+      headers: h,
+      body: Readable.from(endless()),
+      dispatcher: sender,
+    }).then(
+      async (r) => ({ status: r.statusCode, text: await r.body.text() }),
+      (e: Error) => ({ status: 0, text: e.message }),
+    );
     // Core answers before reading the rest (the dev gateway then answers the sender 502); what must
     // not happen is the next caller's request failing on the connection that body left behind.
     assert.ok([413, 502, 0].includes(streamed.status), `${streamed.status} ${streamed.text}`);
-    await expect(call(gw, 'POST', '/v1/policy/candidates', { body: '{"manifest":"{}","registry":"{}","wasm":"AAAA"}', headers: h }), 422, 'BUNDLE_INVALID');
+    await expect(
+      call(gw, 'POST', '/v1/policy/candidates', {
+        body: '{"manifest":"{}","registry":"{}","wasm":"AAAA"}',
+        headers: h,
+      }),
+      422,
+      'BUNDLE_INVALID',
+    );
     await sender.close();
-    for (const [m, p] of [['GET', '/v1/policy/shadow'], ['DELETE', '/v1/policy/shadow'], ['POST', '/v1/policy/candidates']] as const) {
-      await expect(as(readonly)(m, p, m === 'POST' ? { manifest: '{}', registry: '{}', wasm: 'AAAA' } : undefined), 403);
+    for (const [m, p] of [
+      ['GET', '/v1/policy/shadow'],
+      ['DELETE', '/v1/policy/shadow'],
+      ['POST', '/v1/policy/candidates'],
+    ] as const) {
+      await expect(
+        as(readonly)(m, p, m === 'POST' ? { manifest: '{}', registry: '{}', wasm: 'AAAA' } : undefined),
+        403,
+      );
     }
   });
 
   it('shadow divergences and impact samples (copies of recorded inputs) expire with the retention window', async () => {
     const file = (name: string) => readFile(join(defaultBundleDir, name));
     const up = await as(author)('POST', '/v1/policy/candidates', {
-      manifest: (await file('manifest.json')).toString('utf8'), registry: (await file('registry.json')).toString('utf8'), wasm: (await file('policy.wasm')).toString('base64'),
+      manifest: (await file('manifest.json')).toString('utf8'),
+      registry: (await file('registry.json')).toString('utf8'),
+      wasm: (await file('policy.wasm')).toString('base64'),
     });
     assert.equal(up.status, 201, up.text);
     const ref = up.json.policy_ref as string;
@@ -105,23 +191,42 @@ describe('attack: policy impact, candidates, shadow and recorded inputs', () => 
     for (const at of [old, new Date(now)]) {
       await tdb.db.query(
         `INSERT INTO policy_shadow_divergences (tenant_id, candidate_ref, recorded_at, decision_id, purpose, route, live_allow, shadow_allow, shadow_code, input)
-         VALUES ('demo', $1, $2, $3, 'p', 'GET /x', true, false, 'c', '{"subject":{"id":"p_x"}}')`, [ref, at, at.toISOString()]);
+         VALUES ('demo', $1, $2, $3, 'p', 'GET /x', true, false, 'c', '{"subject":{"id":"p_x"}}')`,
+        [ref, at, at.toISOString()],
+      );
       await tdb.db.query(
         `INSERT INTO policy_impact_jobs (id, tenant_id, candidate_ref, since, until, status, requested_by, result, finished_at, created_at)
-         VALUES ($1, 'demo', $2, $3, $3, 'done', 'x', '{"samples":[{"input":{"subject":{"id":"p_x"}}}]}', $3, $3)`, [randomUUID(), ref, at]);
+         VALUES ($1, 'demo', $2, $3, $3, 'done', 'x', '{"samples":[{"input":{"subject":{"id":"p_x"}}}]}', $3, $3)`,
+        [randomUUID(), ref, at],
+      );
     }
     await expireDecisionInputs(tdb.db, { retentionHours: 24, maxBytes: 1 << 30 }, now);
-    const divergences = await tdb.db.query<{ recorded_at: Date }>('SELECT recorded_at FROM policy_shadow_divergences WHERE candidate_ref = $1', [ref]);
-    assert.deepEqual(divergences.rows.map((r) => r.recorded_at.getTime()), [now], 'the divergence past the window is gone, the recent one kept');
+    const divergences = await tdb.db.query<{ recorded_at: Date }>(
+      'SELECT recorded_at FROM policy_shadow_divergences WHERE candidate_ref = $1',
+      [ref],
+    );
+    assert.deepEqual(
+      divergences.rows.map((r) => r.recorded_at.getTime()),
+      [now],
+      'the divergence past the window is gone, the recent one kept',
+    );
     const jobs = await tdb.db.query<{ finished_at: Date; n: number }>(
-      `SELECT finished_at, jsonb_array_length(result->'samples') AS n FROM policy_impact_jobs WHERE candidate_ref = $1 ORDER BY finished_at`, [ref]);
-    assert.deepEqual(jobs.rows.map((r) => r.n), [0, 1], 'samples of a job finished past the window are gone; counts stay');
+      `SELECT finished_at, jsonb_array_length(result->'samples') AS n FROM policy_impact_jobs WHERE candidate_ref = $1 ORDER BY finished_at`,
+      [ref],
+    );
+    assert.deepEqual(
+      jobs.rows.map((r) => r.n),
+      [0, 1],
+      'samples of a job finished past the window are gone; counts stay',
+    );
   });
 
   it('a tenant cannot queue impact jobs without end: past its open jobs it is refused 429 until one finishes', async () => {
     const file = (name: string) => readFile(join(defaultBundleDir, name));
     const up = await as(author)('POST', '/v1/policy/candidates', {
-      manifest: (await file('manifest.json')).toString('utf8'), registry: (await file('registry.json')).toString('utf8'), wasm: (await file('policy.wasm')).toString('base64'),
+      manifest: (await file('manifest.json')).toString('utf8'),
+      registry: (await file('registry.json')).toString('utf8'),
+      wasm: (await file('policy.wasm')).toString('base64'),
     });
     assert.ok(up.status === 200 || up.status === 201, up.text);
     const ref = up.json.policy_ref as string;
@@ -130,13 +235,17 @@ describe('attack: policy impact, candidates, shadow and recorded inputs', () => 
     for (const id of ids) {
       await tdb.db.query(
         `INSERT INTO policy_impact_jobs (id, tenant_id, candidate_ref, since, until, status, requested_by, lease_until)
-         VALUES ($1, 'demo', $2, now() - interval '1 hour', now(), 'running', 'x', now() + interval '1 hour')`, [id, ref]);
+         VALUES ($1, 'demo', $2, now() - interval '1 hour', now(), 'running', 'x', now() + interval '1 hour')`,
+        [id, ref],
+      );
     }
     const since = new Date(Date.now() - 3_600_000).toISOString();
     const refused = await as(author)('POST', '/v1/policy/impact', { policy_ref: ref, since });
     assert.equal(refused.status, 429, refused.text);
     assert.equal(refused.json.code, 'RATE_LIMITED');
-    await tdb.db.query(`UPDATE policy_impact_jobs SET status = 'done', lease_until = NULL WHERE id = $1`, [ids[0]]);
+    await tdb.db.query(`UPDATE policy_impact_jobs SET status = 'done', lease_until = NULL WHERE id = $1`, [
+      ids[0],
+    ]);
     const accepted = await as(author)('POST', '/v1/policy/impact', { policy_ref: ref, since });
     assert.equal(accepted.status, 202, accepted.text);
   });

@@ -14,7 +14,9 @@ import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { callRetrying } from '../helpers/gateway.ts';
 import type { Res } from '../helpers/http.ts';
 
-interface DemoFile { serviceTokens: Record<'admin', { token: string }> }
+interface DemoFile {
+  serviceTokens: Record<'admin', { token: string }>;
+}
 
 describe('onboarding under attack', () => {
   let tdb: TestDb;
@@ -26,7 +28,14 @@ describe('onboarding under attack', () => {
   before(async () => {
     tdb = await freshDatabase({ migrate: false });
     dataDir = await mkdtemp(join(tmpdir(), 'e2e-attack-onboarding-'));
-    const config = loadConfig({ GATEWAY_PORT: '0', CORE_PORT: '0', AUTHZ_PORT: '0', DATA_DIR: dataDir, DATABASE_URL: tdb.url, LOG_LEVEL: 'silent' });
+    const config = loadConfig({
+      GATEWAY_PORT: '0',
+      CORE_PORT: '0',
+      AUTHZ_PORT: '0',
+      DATA_DIR: dataDir,
+      DATABASE_URL: tdb.url,
+      LOG_LEVEL: 'silent',
+    });
     stack = await startStack(config, { checkResponses: true, checkTimeoutMs: 3000 });
     gw = `http://127.0.0.1:${stack.ports.gateway}`;
     demo = JSON.parse(await readFile(join(dataDir, 'demo.json'), 'utf8')) as DemoFile;
@@ -37,7 +46,13 @@ describe('onboarding under attack', () => {
     if (dataDir) await rm(dataDir, { recursive: true, force: true });
   });
 
-  const send = (method: string, path: string, token: string, json?: unknown, extra: Record<string, string> = {}): Promise<Res> =>
+  const send = (
+    method: string,
+    path: string,
+    token: string,
+    json?: unknown,
+    extra: Record<string, string> = {},
+  ): Promise<Res> =>
     callRetrying(gw, method, path, {
       ...(json !== undefined ? { json } : {}),
       headers: { authorization: `Bearer ${token}`, 'x-request-id': randomUUID(), ...extra },
@@ -46,17 +61,32 @@ describe('onboarding under attack', () => {
   it("a first Admin's enrolment link is not readable from the stored idempotency record", async () => {
     const admin = demo.serviceTokens.admin.token;
     const tenantId = `atk-${randomUUID().slice(0, 8)}`;
-    const t = await send('POST', '/v1/tenants', admin, { id: tenantId, name: 'Attack B', country: 'KE', baseCurrency: 'KES' }, { 'idempotency-key': `k-${randomUUID()}` });
+    const t = await send(
+      'POST',
+      '/v1/tenants',
+      admin,
+      { id: tenantId, name: 'Attack B', country: 'KE', baseCurrency: 'KES' },
+      { 'idempotency-key': `k-${randomUUID()}` },
+    );
     assert.equal(t.status, 201, t.text);
     const key = `k-${randomUUID()}`;
-    const first = await send('POST', `/v1/tenants/${tenantId}/first-admin`, admin, { userName: 'admin@atk.example' }, { 'idempotency-key': key });
+    const first = await send(
+      'POST',
+      `/v1/tenants/${tenantId}/first-admin`,
+      admin,
+      { userName: 'admin@atk.example' },
+      { 'idempotency-key': key },
+    );
     assert.equal(first.status, 201, first.text);
     const token = first.json.link.token as string;
     assert.ok(token.length > 10);
     const stored = await send('GET', `/v1/idempotency/${key}`, admin);
     assert.equal(stored.status, 200, stored.text);
     assert.equal(stored.json.secret_redacted, true);
-    assert.ok(!stored.text.includes(token), `the enrolment token is readable in the stored record: ${stored.text}`);
+    assert.ok(
+      !stored.text.includes(token),
+      `the enrolment token is readable in the stored record: ${stored.text}`,
+    );
     assert.ok(!stored.text.includes(encodeURIComponent(token)), 'nor URL-encoded');
   });
 
@@ -67,7 +97,13 @@ describe('onboarding under attack', () => {
     assert.deepEqual(read.json.resident_regions, []);
     const etag = read.headers.etag;
     assert.ok(typeof etag === 'string');
-    const put = await send('PUT', '/v1/tenants/demo/security', admin, { ...read.json, session_timeout_minutes: 45 }, { 'if-match': etag, 'idempotency-key': `k-${randomUUID()}` });
+    const put = await send(
+      'PUT',
+      '/v1/tenants/demo/security',
+      admin,
+      { ...read.json, session_timeout_minutes: 45 },
+      { 'if-match': etag, 'idempotency-key': `k-${randomUUID()}` },
+    );
     assert.equal(put.status, 200, put.text);
     const again = await send('GET', '/v1/tenants/demo/security', admin);
     assert.equal(again.json.session_timeout_minutes, 45);
@@ -80,10 +116,23 @@ describe('onboarding under attack', () => {
 
   it('two creations of the same agent at once: one 201, the others 409 AGENT_EXISTS, never a 500', async () => {
     const admin = demo.serviceTokens.admin.token;
-    const outlet = await send('POST', '/v1/outlets', admin, { name: 'Race shop', region: 'Nairobi' }, { 'idempotency-key': `k-${randomUUID()}` });
+    const outlet = await send(
+      'POST',
+      '/v1/outlets',
+      admin,
+      { name: 'Race shop', region: 'Nairobi' },
+      { 'idempotency-key': `k-${randomUUID()}` },
+    );
     assert.equal(outlet.status, 201, outlet.text);
     // The PIN is hashed (argon2id) between the uniqueness check and the insert: concurrent requests all pass the check.
-    const create = (i: number) => send('POST', '/v1/agents', admin, { code: 'RACE01', phone: `+25470000090${i}`, name: 'Racer', outletId: outlet.json.id }, { 'idempotency-key': `k-${randomUUID()}` });
+    const create = (i: number) =>
+      send(
+        'POST',
+        '/v1/agents',
+        admin,
+        { code: 'RACE01', phone: `+25470000090${i}`, name: 'Racer', outletId: outlet.json.id },
+        { 'idempotency-key': `k-${randomUUID()}` },
+      );
     const answers = await Promise.all([0, 1, 2].map(create));
     const statuses = answers.map((r) => r.status).sort();
     assert.deepEqual(statuses, [201, 409, 409], answers.map((r) => r.text).join('\n'));

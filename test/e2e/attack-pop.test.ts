@@ -22,12 +22,20 @@ describe('attack: proof of possession', () => {
   let gw: string;
   let keys: KeyStore;
 
-  const payload = (jwt: string) => JSON.parse(Buffer.from(jwt.split('.')[1] ?? '', 'base64url').toString('utf8'));
+  const payload = (jwt: string) =>
+    JSON.parse(Buffer.from(jwt.split('.')[1] ?? '', 'base64url').toString('utf8'));
 
   before(async () => {
     tdb = await freshDatabase({ migrate: false });
     dataDir = await mkdtemp(join(tmpdir(), 'e2e-attack-pop-'));
-    const config = loadConfig({ GATEWAY_PORT: '0', CORE_PORT: '0', AUTHZ_PORT: '0', DATA_DIR: dataDir, DATABASE_URL: tdb.url, LOG_LEVEL: 'silent' });
+    const config = loadConfig({
+      GATEWAY_PORT: '0',
+      CORE_PORT: '0',
+      AUTHZ_PORT: '0',
+      DATA_DIR: dataDir,
+      DATABASE_URL: tdb.url,
+      LOG_LEVEL: 'silent',
+    });
     stack = await startStack(config, { checkTimeoutMs: 3000 });
     gw = `http://127.0.0.1:${stack.ports.gateway}`;
     keys = await stackKeys(tdb.db, dataDir);
@@ -42,36 +50,56 @@ describe('attack: proof of possession', () => {
     const id = await addStaff(tdb.db, 'demo', 'pop@demo.example', ['ops']);
     const first = await signIn(tdb.db, keys, 'demo', id);
     const key = await dpopKey('ES256');
-    const bound = await dpopCall(key)(gw, 'POST', '/auth/token', { json: { tenantId: 'demo', refreshToken: first.refreshToken } });
+    const bound = await dpopCall(key)(gw, 'POST', '/auth/token', {
+      json: { tenantId: 'demo', refreshToken: first.refreshToken },
+    });
     assert.equal(bound.status, 200, bound.text);
     assert.equal(bound.json.tokenType, 'DPoP');
     const token = bound.json.accessToken as string;
     assert.deepEqual(payload(token).cnf, { jkt: key.jkt });
-    const ok = await dpopCall(key)(gw, 'GET', '/v1/countries', { headers: { authorization: `DPoP ${token}` } });
+    const ok = await dpopCall(key)(gw, 'GET', '/v1/countries', {
+      headers: { authorization: `DPoP ${token}` },
+    });
     assert.equal(ok.status, 200, `with its proof: ${ok.text}`);
     for (const authorization of [`Bearer ${token}`, `DPoP ${token}`]) {
       const stolen = await call(gw, 'GET', '/v1/countries', { headers: { authorization } });
       assert.equal(stolen.status, 401, `${authorization.split(' ')[0]} without a proof: ${stolen.text}`);
     }
     const other = await dpopKey();
-    const wrongKey = await call(gw, 'GET', '/v1/countries', { headers: { authorization: `DPoP ${token}`, dpop: await proof(other, 'GET', `${gw}/v1/countries`, { accessToken: token }) } });
+    const wrongKey = await call(gw, 'GET', '/v1/countries', {
+      headers: {
+        authorization: `DPoP ${token}`,
+        dpop: await proof(other, 'GET', `${gw}/v1/countries`, { accessToken: token }),
+      },
+    });
     assert.equal(wrongKey.status, 401, wrongKey.text);
   });
 
-  it("a DPoP-bound staff token is refused without its proof on the staff routes core checks itself (sessions, passkeys, sign-out)", async () => {
+  it('a DPoP-bound staff token is refused without its proof on the staff routes core checks itself (sessions, passkeys, sign-out)', async () => {
     const id = await addStaff(tdb.db, 'demo', 'pop2@demo.example', ['ops']);
     const first = await signIn(tdb.db, keys, 'demo', id);
     const key = await dpopKey('EdDSA');
     const send = dpopCall(key);
-    const bound = await send(gw, 'POST', '/auth/token', { json: { tenantId: 'demo', refreshToken: first.refreshToken } });
+    const bound = await send(gw, 'POST', '/auth/token', {
+      json: { tenantId: 'demo', refreshToken: first.refreshToken },
+    });
     assert.equal(bound.status, 200, bound.text);
     const token = bound.json.accessToken as string;
     for (const path of ['/auth/sessions', '/auth/passkeys']) {
       for (const authorization of [`Bearer ${token}`, `DPoP ${token}`]) {
         const stolen = await call(gw, 'GET', path, { headers: { authorization } });
-        assert.equal(stolen.status, 401, `${path} ${authorization.split(' ')[0]} without a proof: ${stolen.text}`);
+        assert.equal(
+          stolen.status,
+          401,
+          `${path} ${authorization.split(' ')[0]} without a proof: ${stolen.text}`,
+        );
       }
-      const other = await call(gw, 'GET', path, { headers: { authorization: `DPoP ${token}`, dpop: await proof(await dpopKey(), 'GET', `${gw}${path}`, { accessToken: token }) } });
+      const other = await call(gw, 'GET', path, {
+        headers: {
+          authorization: `DPoP ${token}`,
+          dpop: await proof(await dpopKey(), 'GET', `${gw}${path}`, { accessToken: token }),
+        },
+      });
       assert.equal(other.status, 401, `${path} with another key's proof: ${other.text}`);
       const ok = await send(gw, 'GET', path, { headers: { authorization: `DPoP ${token}` } });
       assert.equal(ok.status, 200, `${path} with its proof: ${ok.text}`);
@@ -80,6 +108,10 @@ describe('attack: proof of possession', () => {
     assert.equal(logout.status, 401, `sign-out without a proof: ${logout.text}`);
     // An unbound staff token keeps working as a Bearer token.
     const plain = await signIn(tdb.db, keys, 'demo', id);
-    assert.equal((await call(gw, 'GET', '/auth/sessions', { headers: { authorization: `Bearer ${plain.accessToken}` } })).status, 200);
+    assert.equal(
+      (await call(gw, 'GET', '/auth/sessions', { headers: { authorization: `Bearer ${plain.accessToken}` } }))
+        .status,
+      200,
+    );
   });
 });

@@ -25,20 +25,43 @@ const sha256 = (b: string | Buffer) => createHash('sha256').update(b).digest('he
  * The development bundle with its registry changed by `change`, signed again with the development
  * key (trusted in development): a candidate that needs no opa to build.
  */
-async function candidate(change: (registry: Record<string, unknown>) => void, version: string, resign = true): Promise<{ manifest: string; registry: string; wasm: string }> {
-  const key = createPrivateKey({ key: JSON.parse(await readFile(new URL('../../policy/keys/dev-signing.private.jwk', import.meta.url), 'utf8')) as JsonWebKey, format: 'jwk' });
-  const { signature: _r, ...registry } = JSON.parse(await readFile(join(defaultBundleDir, 'registry.json'), 'utf8')) as Record<string, unknown>;
+async function candidate(
+  change: (registry: Record<string, unknown>) => void,
+  version: string,
+  resign = true,
+): Promise<{ manifest: string; registry: string; wasm: string }> {
+  const key = createPrivateKey({
+    key: JSON.parse(
+      await readFile(new URL('../../policy/keys/dev-signing.private.jwk', import.meta.url), 'utf8'),
+    ) as JsonWebKey,
+    format: 'jwk',
+  });
+  const { signature: _r, ...registry } = JSON.parse(
+    await readFile(join(defaultBundleDir, 'registry.json'), 'utf8'),
+  ) as Record<string, unknown>;
   change(registry);
   registry.version = version;
-  const registryText = resign ? `${JSON.stringify(signDocument(registry, key), null, 2)}\n` : `${JSON.stringify({ ...registry, signature: _r }, null, 2)}\n`;
-  const { signature: _m, ...manifest } = JSON.parse(await readFile(join(defaultBundleDir, 'manifest.json'), 'utf8')) as Record<string, unknown>;
-  const signed = signDocument({ ...manifest, registry_version: version, registry_sha256: sha256(registryText) }, key);
-  return { manifest: `${JSON.stringify(signed, null, 2)}\n`, registry: registryText, wasm: (await readFile(join(defaultBundleDir, 'policy.wasm'))).toString('base64') };
+  const registryText = resign
+    ? `${JSON.stringify(signDocument(registry, key), null, 2)}\n`
+    : `${JSON.stringify({ ...registry, signature: _r }, null, 2)}\n`;
+  const { signature: _m, ...manifest } = JSON.parse(
+    await readFile(join(defaultBundleDir, 'manifest.json'), 'utf8'),
+  ) as Record<string, unknown>;
+  const signed = signDocument(
+    { ...manifest, registry_version: version, registry_sha256: sha256(registryText) },
+    key,
+  );
+  return {
+    manifest: `${JSON.stringify(signed, null, 2)}\n`,
+    registry: registryText,
+    wasm: (await readFile(join(defaultBundleDir, 'policy.wasm'))).toString('base64'),
+  };
 }
 
 /** Customers must sign in at AAL 3 to read balances: every allowed balance read flips. */
 const tightenAccountView = (registry: Record<string, unknown>) => {
-  for (const p of registry.purposes as { name: string; min_aal: number }[]) if (p.name === 'customer.account.view') p.min_aal = 3;
+  for (const p of registry.purposes as { name: string; min_aal: number }[])
+    if (p.name === 'customer.account.view') p.min_aal = 3;
 };
 
 /**
@@ -57,16 +80,35 @@ describe('policy impact of a candidate on recorded decisions', () => {
   let readonly = '';
   const since = new Date(Date.now() - 1000).toISOString();
 
-  const as = (token: string) => (method: string, path: string, json?: unknown): Promise<Res> =>
-    call(gw, method, path, { ...(json !== undefined ? { json } : {}), headers: { authorization: `Bearer ${token}`, 'x-request-id': randomUUID() } });
+  const as =
+    (token: string) =>
+    (method: string, path: string, json?: unknown): Promise<Res> =>
+      call(gw, method, path, {
+        ...(json !== undefined ? { json } : {}),
+        headers: { authorization: `Bearer ${token}`, 'x-request-id': randomUUID() },
+      });
 
   const inputCount = async (route: string) =>
-    Number((await tdb.db.query<{ n: string }>(`SELECT count(*) AS n FROM decision_inputs WHERE tenant_id = 'demo' AND route = $1`, [route])).rows[0]?.n);
+    Number(
+      (
+        await tdb.db.query<{ n: string }>(
+          `SELECT count(*) AS n FROM decision_inputs WHERE tenant_id = 'demo' AND route = $1`,
+          [route],
+        )
+      ).rows[0]?.n,
+    );
 
   before(async () => {
     tdb = await freshDatabase({ migrate: false });
     dataDir = await mkdtemp(join(tmpdir(), 'e2e-impact-'));
-    const config = loadConfig({ GATEWAY_PORT: '0', CORE_PORT: '0', AUTHZ_PORT: '0', DATA_DIR: dataDir, DATABASE_URL: tdb.url, LOG_LEVEL: 'silent' });
+    const config = loadConfig({
+      GATEWAY_PORT: '0',
+      CORE_PORT: '0',
+      AUTHZ_PORT: '0',
+      DATA_DIR: dataDir,
+      DATABASE_URL: tdb.url,
+      LOG_LEVEL: 'silent',
+    });
     stack = await startStack(config, { checkTimeoutMs: 3000, checkResponses: true });
     gw = `http://127.0.0.1:${stack.ports.gateway}`;
     const demo = JSON.parse(await readFile(join(dataDir, 'demo.json'), 'utf8')) as Demo;
@@ -75,11 +117,14 @@ describe('policy impact of a candidate on recorded decisions', () => {
     readonly = await putServiceToken(tdb.db, 'demo', 'e2e-readonly', ['readonly']);
     alice = await j.signUp('+254711300001');
     for (let i = 0; i < 3; i++) {
-      const r = await call(gw, 'GET', '/v1/accounts', { headers: { authorization: `Bearer ${alice.access}`, 'x-device-id': alice.device } });
+      const r = await call(gw, 'GET', '/v1/accounts', {
+        headers: { authorization: `Bearer ${alice.access}`, 'x-device-id': alice.device },
+      });
       assert.equal(r.status, 200, r.text);
     }
     // The audit thread records inputs after each batch commits: wait for the reads to land.
-    for (let i = 0; i < 200 && (await inputCount('GET /v1/accounts')) < 4; i++) await new Promise((r) => setTimeout(r, 25));
+    for (let i = 0; i < 200 && (await inputCount('GET /v1/accounts')) < 4; i++)
+      await new Promise((r) => setTimeout(r, 25));
   });
   after(async () => {
     await stack?.stop();
@@ -90,13 +135,20 @@ describe('policy impact of a candidate on recorded decisions', () => {
   it('records the policy input of decisions, linked to their audit records, with no token, PIN or OTP in them', async () => {
     assert.ok((await inputCount('GET /v1/accounts')) >= 4, 'sign-up read once, the test three times');
     const { rows } = await tdb.db.query<{ input: unknown; linked: boolean }>(
-      `SELECT i.input, a.decision->>'decision_id' = i.decision_id AS linked FROM decision_inputs i JOIN audit_log a ON a.id = i.audit_id`);
+      `SELECT i.input, a.decision->>'decision_id' = i.decision_id AS linked FROM decision_inputs i JOIN audit_log a ON a.id = i.audit_id`,
+    );
     assert.ok(rows.length > 0 && rows.every((r) => r.linked), 'every input names its audit record');
     const text = JSON.stringify(rows.map((r) => r.input));
-    const codes = (await readFile(join(dataDir, 'dev-sms.jsonl'), 'utf8')).trim().split('\n').map((l) => (JSON.parse(l) as { code?: string }).code).filter((c): c is string => Boolean(c));
+    const codes = (await readFile(join(dataDir, 'dev-sms.jsonl'), 'utf8'))
+      .trim()
+      .split('\n')
+      .map((l) => (JSON.parse(l) as { code?: string }).code)
+      .filter((c): c is string => Boolean(c));
     assert.ok(codes.length >= 2, 'the sign-up and its step-up each sent an OTP');
-    for (const secret of [alice.access, author, readonly, ...codes.map((c) => `"${c}"`), '"4826"']) assert.ok(!text.includes(secret), 'a secret of the test is in a recorded input');
-    for (const personal of [alice.id, alice.phone, alice.wallet]) assert.ok(personal && !text.includes(personal), 'personal identifiers are pseudonymised');
+    for (const secret of [alice.access, author, readonly, ...codes.map((c) => `"${c}"`), '"4826"'])
+      assert.ok(!text.includes(secret), 'a secret of the test is in a recorded input');
+    for (const personal of [alice.id, alice.phone, alice.wallet])
+      assert.ok(personal && !text.includes(personal), 'personal identifiers are pseudonymised');
     assert.ok(!/"(pin|otp|token|access_token)"\s*:/.test(text));
     const metrics = await call(gw, 'GET', '/v1/metrics');
     const recorded = /edge_decision_inputs\{stat="recorded"\} (\d+)/.exec(metrics.text);
@@ -104,15 +156,27 @@ describe('policy impact of a candidate on recorded decisions', () => {
   });
 
   it('a tightening candidate shows exactly the expected allow→deny flips, grouped, with both traces', async () => {
-    const up = await as(author)('POST', '/v1/policy/candidates', await candidate(tightenAccountView, '2026-11-25T00:00:00Z'));
+    const up = await as(author)(
+      'POST',
+      '/v1/policy/candidates',
+      await candidate(tightenAccountView, '2026-11-25T00:00:00Z'),
+    );
     assert.equal(up.status, 201, up.text);
     assert.match(up.json.policy_ref, /^cand-[0-9a-f]{16}$/);
-    const again = await as(author)('POST', '/v1/policy/candidates', await candidate(tightenAccountView, '2026-11-25T00:00:00Z'));
+    const again = await as(author)(
+      'POST',
+      '/v1/policy/candidates',
+      await candidate(tightenAccountView, '2026-11-25T00:00:00Z'),
+    );
     assert.equal(again.status, 200, 'the same signed bundle is the same candidate');
     assert.equal(again.json.policy_ref, up.json.policy_ref);
 
     const until = new Date().toISOString();
-    const started = await as(author)('POST', '/v1/policy/impact', { policy_ref: up.json.policy_ref, since, until });
+    const started = await as(author)('POST', '/v1/policy/impact', {
+      policy_ref: up.json.policy_ref,
+      since,
+      until,
+    });
     assert.equal(started.status, 202, started.text);
     assert.equal(started.headers.location, `/v1/policy/impact/${started.json.id}`);
     let job = started;
@@ -125,7 +189,9 @@ describe('policy impact of a candidate on recorded decisions', () => {
     const r = job.json.result;
     const expected = await tdb.db.query<{ flips: string; total: string }>(
       `SELECT count(*) FILTER (WHERE purpose = 'customer.account.view' AND allow) AS flips, count(*) AS total
-       FROM decision_inputs WHERE tenant_id = 'demo' AND recorded_at >= $1 AND recorded_at < $2`, [since, until]);
+       FROM decision_inputs WHERE tenant_id = 'demo' AND recorded_at >= $1 AND recorded_at < $2`,
+      [since, until],
+    );
     const flips = Number(expected.rows[0]?.flips);
     assert.ok(flips >= 4);
     assert.equal(r.complete, true);
@@ -136,30 +202,61 @@ describe('policy impact of a candidate on recorded decisions', () => {
     assert.equal(r.drift, 0, 'the recorded policy replays every recorded decision as it was made');
     assert.equal(r.unchanged, r.scanned - flips);
     const flipGroups = r.groups.filter((g: { change: string }) => g.change !== 'unchanged');
-    assert.ok(flipGroups.every((g: { change: string; purpose: string; reason: string }) => g.change === 'allow_to_deny' && g.purpose === 'customer.account.view' && g.reason.split(',').includes('min_aal')), JSON.stringify(flipGroups));
-    assert.equal(flipGroups.find((g: { route: string }) => g.route === 'GET /v1/accounts')?.count, await inputCount('GET /v1/accounts'));
+    assert.ok(
+      flipGroups.every(
+        (g: { change: string; purpose: string; reason: string }) =>
+          g.change === 'allow_to_deny' &&
+          g.purpose === 'customer.account.view' &&
+          g.reason.split(',').includes('min_aal'),
+      ),
+      JSON.stringify(flipGroups),
+    );
+    assert.equal(
+      flipGroups.find((g: { route: string }) => g.route === 'GET /v1/accounts')?.count,
+      await inputCount('GET /v1/accounts'),
+    );
     const sample = r.samples[0];
     assert.equal(sample.change, 'allow_to_deny');
     assert.equal(sample.baseline.allow, true, 'the recorded policy replayed allows');
     assert.equal(sample.candidate.allow, false);
-    assert.ok(sample.candidate.reasons.some((x: { check: string; ok: boolean }) => x.check === 'min_aal' && !x.ok));
+    assert.ok(
+      sample.candidate.reasons.some((x: { check: string; ok: boolean }) => x.check === 'min_aal' && !x.ok),
+    );
     assert.ok(sample.baseline.reasons.every((x: { ok: boolean }) => x.ok));
     assert.match(sample.input.subject.id, /^p_/, 'samples show pseudonyms');
     // The upload and the replay are audited naming who asked.
     const audited = await tdb.db.query<{ action: string; actor: { id: string } }>(
-      `SELECT action, actor FROM audit_log WHERE tenant_id = 'demo' AND action IN ('policy.candidate_upload', 'policy.impact_run') ORDER BY id`);
-    assert.deepEqual(audited.rows.map((x) => x.action), ['policy.candidate_upload', 'policy.impact_run']);
-    assert.ok(audited.rows.every((x) => x.actor.id.startsWith('service-token:')), JSON.stringify(audited.rows));
+      `SELECT action, actor FROM audit_log WHERE tenant_id = 'demo' AND action IN ('policy.candidate_upload', 'policy.impact_run') ORDER BY id`,
+    );
+    assert.deepEqual(
+      audited.rows.map((x) => x.action),
+      ['policy.candidate_upload', 'policy.impact_run'],
+    );
+    assert.ok(
+      audited.rows.every((x) => x.actor.id.startsWith('service-token:')),
+      JSON.stringify(audited.rows),
+    );
   });
 
   it('a shadow candidate sees every live decision without changing one; divergences are counted and sampled', async () => {
-    const up = await as(author)('POST', '/v1/policy/candidates', await candidate(tightenAccountView, '2026-11-25T00:00:00Z'));
+    const up = await as(author)(
+      'POST',
+      '/v1/policy/candidates',
+      await candidate(tightenAccountView, '2026-11-25T00:00:00Z'),
+    );
     const set = await as(author)('PUT', '/v1/policy/shadow', { policy_ref: up.json.policy_ref });
     assert.equal(set.status, 200, set.text);
-    const divergent = async () => Number(/edge_policy_shadow\{stat="divergent"\} (\d+)/.exec((await call(gw, 'GET', '/v1/metrics')).text)?.[1] ?? 0);
+    const divergent = async () =>
+      Number(
+        /edge_policy_shadow\{stat="divergent"\} (\d+)/.exec(
+          (await call(gw, 'GET', '/v1/metrics')).text,
+        )?.[1] ?? 0,
+      );
     // The edge re-reads its shadows every 2 s: read balances until the shadow has judged some.
     for (let i = 0; i < 100 && (await divergent()) === 0; i++) {
-      const r = await call(gw, 'GET', '/v1/accounts', { headers: { authorization: `Bearer ${alice.access}`, 'x-device-id': alice.device } });
+      const r = await call(gw, 'GET', '/v1/accounts', {
+        headers: { authorization: `Bearer ${alice.access}`, 'x-device-id': alice.device },
+      });
       assert.equal(r.status, 200, 'the live answer comes from the live policy, whatever the shadow says');
       await new Promise((res) => setTimeout(res, 100));
     }
@@ -172,7 +269,10 @@ describe('policy impact of a candidate on recorded decisions', () => {
     assert.equal(view.status, 200, view.text);
     assert.equal(view.json.shadow.policy_ref, up.json.policy_ref);
     const d = view.json.divergences[0];
-    assert.deepEqual([d.purpose, d.route, d.live_allow, d.shadow_allow], ['customer.account.view', 'GET /v1/accounts', true, false]);
+    assert.deepEqual(
+      [d.purpose, d.route, d.live_allow, d.shadow_allow],
+      ['customer.account.view', 'GET /v1/accounts', true, false],
+    );
     assert.match(d.input.subject.id, /^p_/);
     assert.ok(!JSON.stringify(view.json).includes(alice.access));
     assert.equal((await as(author)('DELETE', '/v1/policy/shadow')).status, 204);
@@ -187,7 +287,24 @@ describe('policy impact of a candidate on recorded decisions', () => {
       await writeFile(join(dir, 'registry.json'), files.registry);
       await writeFile(join(dir, 'policy.wasm'), Buffer.from(files.wasm, 'base64'));
       await writeFile(join(dir, 'token'), author, { mode: 0o600 });
-      const { stdout } = await run(process.execPath, ['--import', 'tsx', 'policy/impact.ts', '--candidate', dir, '--no-build', '--since', '1h', '--gateway', gw, '--token-file', join(dir, 'token')], { cwd: fileURLToPath(repoRoot) });
+      const { stdout } = await run(
+        process.execPath,
+        [
+          '--import',
+          'tsx',
+          'policy/impact.ts',
+          '--candidate',
+          dir,
+          '--no-build',
+          '--since',
+          '1h',
+          '--gateway',
+          gw,
+          '--token-file',
+          join(dir, 'token'),
+        ],
+        { cwd: fileURLToPath(repoRoot) },
+      );
       assert.match(stdout, /allow→deny \d+/);
       assert.match(stdout, /allow→deny\s+\d+\s+customer\.account\.view\s+GET \/v1\/accounts\s+.*min_aal/);
       assert.ok(!stdout.includes(author));
@@ -201,13 +318,34 @@ describe('policy impact of a candidate on recorded decisions', () => {
     const bad = await as(author)('POST', '/v1/policy/candidates', forged);
     assert.equal(bad.status, 422, bad.text);
     assert.equal(bad.json.code, 'BUNDLE_INVALID');
-    assert.equal((await as(author)('POST', '/v1/policy/candidates', { manifest: '{}', registry: '{}', wasm: 'AAAA' })).json.code, 'BUNDLE_INVALID');
-    const anonymous = await call(gw, 'POST', '/v1/policy/impact', { json: { policy_ref: 'cand-0000000000000000', since } });
+    assert.equal(
+      (await as(author)('POST', '/v1/policy/candidates', { manifest: '{}', registry: '{}', wasm: 'AAAA' }))
+        .json.code,
+      'BUNDLE_INVALID',
+    );
+    const anonymous = await call(gw, 'POST', '/v1/policy/impact', {
+      json: { policy_ref: 'cand-0000000000000000', since },
+    });
     assert.equal(anonymous.status, 401, 'never a public action');
-    const refused = await as(readonly)('POST', '/v1/policy/impact', { policy_ref: 'cand-0000000000000000', since });
+    const refused = await as(readonly)('POST', '/v1/policy/impact', {
+      policy_ref: 'cand-0000000000000000',
+      since,
+    });
     assert.equal(refused.status, 403, refused.text);
-    assert.equal((await as(author)('POST', '/v1/policy/impact', { policy_ref: 'cand-0000000000000000', since })).json.code, 'CANDIDATE_NOT_FOUND');
+    assert.equal(
+      (await as(author)('POST', '/v1/policy/impact', { policy_ref: 'cand-0000000000000000', since })).json
+        .code,
+      'CANDIDATE_NOT_FOUND',
+    );
     assert.equal((await as(author)('GET', `/v1/policy/impact/${randomUUID()}`)).status, 404);
-    assert.equal((await as(author)('POST', '/v1/policy/impact', { policy_ref: 'cand-0000000000000000', since: 'yesterday' })).status, 400);
+    assert.equal(
+      (
+        await as(author)('POST', '/v1/policy/impact', {
+          policy_ref: 'cand-0000000000000000',
+          since: 'yesterday',
+        })
+      ).status,
+      400,
+    );
   });
 });

@@ -31,8 +31,16 @@ describe('staff tokens at the edge', () => {
   let admin: string;
   let serviceAdmin: string;
 
-  const as = (token: string, method: string, path: string, o: { json?: unknown; headers?: Record<string, string> } = {}): Promise<Res> =>
-    callRetrying(gw, method, path, { ...(o.json !== undefined ? { json: o.json } : {}), headers: { authorization: `Bearer ${token}`, 'x-request-id': randomUUID(), ...o.headers } });
+  const as = (
+    token: string,
+    method: string,
+    path: string,
+    o: { json?: unknown; headers?: Record<string, string> } = {},
+  ): Promise<Res> =>
+    callRetrying(gw, method, path, {
+      ...(o.json !== undefined ? { json: o.json } : {}),
+      headers: { authorization: `Bearer ${token}`, 'x-request-id': randomUUID(), ...o.headers },
+    });
 
   async function eventually(probe: () => Promise<Res>, ok: (r: Res) => boolean): Promise<Res> {
     const until = Date.now() + 5000;
@@ -46,7 +54,14 @@ describe('staff tokens at the edge', () => {
   before(async () => {
     tdb = await freshDatabase({ migrate: false });
     dataDir = await mkdtemp(join(tmpdir(), 'e2e-staff-'));
-    const config = loadConfig({ GATEWAY_PORT: '0', CORE_PORT: '0', AUTHZ_PORT: '0', DATA_DIR: dataDir, DATABASE_URL: tdb.url, LOG_LEVEL: 'silent' });
+    const config = loadConfig({
+      GATEWAY_PORT: '0',
+      CORE_PORT: '0',
+      AUTHZ_PORT: '0',
+      DATA_DIR: dataDir,
+      DATABASE_URL: tdb.url,
+      LOG_LEVEL: 'silent',
+    });
     stack = await startStack(config, { checkTimeoutMs: 3000 });
     gw = `http://127.0.0.1:${stack.ports.gateway}`;
     keys = await stackKeys(tdb.db, dataDir);
@@ -54,7 +69,9 @@ describe('staff tokens at the edge', () => {
     await addTenant(tdb.db, 'staffother');
     adminId = await addStaff(tdb.db, 'demo', 'ada@demo.example', ['admin']);
     admin = (await signIn(tdb.db, keys, 'demo', adminId)).accessToken;
-    const demo = JSON.parse(await readFile(join(dataDir, 'demo.json'), 'utf8')) as { serviceTokens: { admin: { token: string } } };
+    const demo = JSON.parse(await readFile(join(dataDir, 'demo.json'), 'utf8')) as {
+      serviceTokens: { admin: { token: string } };
+    };
     serviceAdmin = demo.serviceTokens.admin.token;
   });
   after(async () => {
@@ -65,25 +82,46 @@ describe('staff tokens at the edge', () => {
 
   it('a staff member reads and writes with the roles the token carries; core audits the person, AAL and session', async () => {
     assert.equal((await as(admin, 'GET', '/v1/countries')).status, 200);
-    const put = await as(admin, 'PUT', '/v1/flags/staff_e2e_flag', { json: { enabled: true }, headers: { 'idempotency-key': 'staff-flag-0001' } });
+    const put = await as(admin, 'PUT', '/v1/flags/staff_e2e_flag', {
+      json: { enabled: true },
+      headers: { 'idempotency-key': 'staff-flag-0001' },
+    });
     assert.ok(put.status === 200 || put.status === 201, put.text);
-    const { rows } = await tdb.db.query<{ actor: { type: string; id: string }; attrs: { aal: number; sessionId: string } }>(
-      `SELECT actor, attrs FROM audit_log WHERE tenant_id = 'demo' AND action LIKE 'flag.%' ORDER BY id DESC LIMIT 1`);
+    const { rows } = await tdb.db.query<{
+      actor: { type: string; id: string };
+      attrs: { aal: number; sessionId: string };
+    }>(
+      `SELECT actor, attrs FROM audit_log WHERE tenant_id = 'demo' AND action LIKE 'flag.%' ORDER BY id DESC LIMIT 1`,
+    );
     assert.deepEqual(rows[0]?.actor, { type: 'staff', id: `staff:${adminId}` });
     assert.equal(rows[0]?.attrs.aal, 1);
-    const sid = (await tdb.db.query<{ id: string }>(`SELECT id FROM sessions WHERE subject_type = 'user' AND subject_id = $1`, [adminId])).rows[0]?.id;
+    const sid = (
+      await tdb.db.query<{ id: string }>(
+        `SELECT id FROM sessions WHERE subject_type = 'user' AND subject_id = $1`,
+        [adminId],
+      )
+    ).rows[0]?.id;
     assert.equal(rows[0]?.attrs.sessionId, sid);
   });
 
   it('refuses a staff token past the idle timeout, a customer token and a forged token on an admin route', async () => {
     const id = await addStaff(tdb.db, 'demo', 'idler@demo.example', ['admin']);
     const s = await signIn(tdb.db, keys, 'demo', id);
-    await tdb.db.query(`UPDATE sessions SET last_seen = now() - interval '2 hours' WHERE id = $1`, [s.sessionId]);
-    const idle = await eventually(() => as(s.accessToken, 'GET', '/v1/countries'), (x) => x.status === 401);
+    await tdb.db.query(`UPDATE sessions SET last_seen = now() - interval '2 hours' WHERE id = $1`, [
+      s.sessionId,
+    ]);
+    const idle = await eventually(
+      () => as(s.accessToken, 'GET', '/v1/countries'),
+      (x) => x.status === 401,
+    );
     assert.equal(idle.status, 401, idle.text);
     assert.equal(idle.json.reason, 'session_expired');
     const customer = await signUpCustomer(gw, dataDir, '+254711500902', '4826', 'dev-staff-edge');
-    assert.equal((await as(customer.accessToken, 'GET', '/v1/countries')).status, 401, 'a customer token is no staff token');
+    assert.equal(
+      (await as(customer.accessToken, 'GET', '/v1/countries')).status,
+      401,
+      'a customer token is no staff token',
+    );
     const [h, p] = admin.split('.');
     assert.equal((await as(`${h}.${p}.${'A'.repeat(86)}`, 'GET', '/v1/countries')).status, 401);
   });
@@ -92,21 +130,27 @@ describe('staff tokens at the edge', () => {
     const id = await addStaff(tdb.db, 'demo', 'ro@demo.example', ['readonly']);
     const ro = (await signIn(tdb.db, keys, 'demo', id)).accessToken;
     assert.equal((await as(ro, 'GET', '/v1/countries')).status, 200);
-    const r = await as(ro, 'PUT', '/v1/flags/staff_ro_flag', { json: { enabled: true }, headers: { 'idempotency-key': 'staff-flag-0002' } });
+    const r = await as(ro, 'PUT', '/v1/flags/staff_ro_flag', {
+      json: { enabled: true },
+      headers: { 'idempotency-key': 'staff-flag-0002' },
+    });
     assert.equal(r.status, 403, r.text);
     assert.match(r.headers['content-type'] ?? '', /problem\+json/);
   });
 
-  it('a deprovisioned member\'s still-valid access token is refused at once', async () => {
+  it("a deprovisioned member's still-valid access token is refused at once", async () => {
     const id = await addStaff(tdb.db, 'demo', 'leaver@demo.example', ['admin']);
     const token = (await signIn(tdb.db, keys, 'demo', id)).accessToken;
     assert.equal((await as(token, 'GET', '/v1/countries')).status, 200);
     await tdb.db.query('UPDATE staff_users SET active = false WHERE id = $1', [id]);
-    const r = await eventually(() => as(token, 'GET', '/v1/countries'), (x) => x.status === 401);
+    const r = await eventually(
+      () => as(token, 'GET', '/v1/countries'),
+      (x) => x.status === 401,
+    );
     assert.equal(r.status, 401, r.text);
   });
 
-  it('another tenant\'s staff token is refused on this tenant\'s admin route; an owner\'s tenant_roles grant it', async () => {
+  it("another tenant's staff token is refused on this tenant's admin route; an owner's tenant_roles grant it", async () => {
     const otherId = await addStaff(tdb.db, 'staffother', 'eve@other.example', ['admin']);
     const other = (await signIn(tdb.db, keys, 'staffother', otherId)).accessToken;
     const refused = await as(other, 'GET', '/v1/tenants/demo');
@@ -126,10 +170,28 @@ describe('staff tokens at the edge', () => {
     assert.equal(r.status, 403, r.text);
     assert.equal(r.json.code, 'MFA_REQUIRED');
     assert.equal(typeof r.json.challenge, 'string');
-    const session = (await tdb.db.query<{ id: string }>(`SELECT id FROM sessions WHERE subject_type = 'user' AND subject_id = $1 AND revoked_at IS NULL ORDER BY created_at LIMIT 1`, [adminId])).rows[0]?.id as string;
-    const stepped = (await issueStaffAccessToken(keys, {
-      tenantId: 'demo', userId: adminId, sessionId: session, aal: 2, amr: ['hwk'], orgRoles: ['admin'], tenantRoles: [], orig: origOf('POST', path, JSON.stringify(body)),
-    }, Date.now())).token;
+    const session = (
+      await tdb.db.query<{ id: string }>(
+        `SELECT id FROM sessions WHERE subject_type = 'user' AND subject_id = $1 AND revoked_at IS NULL ORDER BY created_at LIMIT 1`,
+        [adminId],
+      )
+    ).rows[0]?.id as string;
+    const stepped = (
+      await issueStaffAccessToken(
+        keys,
+        {
+          tenantId: 'demo',
+          userId: adminId,
+          sessionId: session,
+          aal: 2,
+          amr: ['hwk'],
+          orgRoles: ['admin'],
+          tenantRoles: [],
+          orig: origOf('POST', path, JSON.stringify(body)),
+        },
+        Date.now(),
+      )
+    ).token;
     const elsewhere = await as(stepped, 'GET', '/v1/countries');
     assert.equal(elsewhere.status, 401, 'a request-bound token is good for its request only');
     const ok = await as(stepped, 'POST', path, { json: body });
@@ -137,14 +199,24 @@ describe('staff tokens at the edge', () => {
     const again = await as(stepped, 'POST', path, { json: body });
     assert.equal(again.status, 401, 'and only once');
     const { rows } = await tdb.db.query<{ actor: { id: string }; attrs: { aal: number } }>(
-      `SELECT actor, attrs FROM audit_log WHERE tenant_id = 'demo' AND action = 'keys.rotate' ORDER BY id DESC LIMIT 1`);
+      `SELECT actor, attrs FROM audit_log WHERE tenant_id = 'demo' AND action = 'keys.rotate' ORDER BY id DESC LIMIT 1`,
+    );
     assert.equal(rows[0]?.actor.id, `staff:${adminId}`);
     assert.equal(rows[0]?.attrs.aal, 2);
-    const decisions = await eventually(async () => {
-      const d = await tdb.db.query<{ actor: { type: string; id: string }; decision: { aal: number }; attrs: { session_id: string } }>(
-        `SELECT actor, decision, attrs FROM audit_log WHERE tenant_id = 'demo' AND action = 'authz.decision' AND actor->>'id' = $1 ORDER BY id DESC LIMIT 1`, [`staff:${adminId}`]);
-      return { status: d.rows.length, headers: {}, text: '', json: d.rows[0] } as unknown as Res;
-    }, (x) => x.status === 1);
+    const decisions = await eventually(
+      async () => {
+        const d = await tdb.db.query<{
+          actor: { type: string; id: string };
+          decision: { aal: number };
+          attrs: { session_id: string };
+        }>(
+          `SELECT actor, decision, attrs FROM audit_log WHERE tenant_id = 'demo' AND action = 'authz.decision' AND actor->>'id' = $1 ORDER BY id DESC LIMIT 1`,
+          [`staff:${adminId}`],
+        );
+        return { status: d.rows.length, headers: {}, text: '', json: d.rows[0] } as unknown as Res;
+      },
+      (x) => x.status === 1,
+    );
     assert.equal(decisions.json.actor.type, 'staff', 'the edge audits the person');
     assert.equal(decisions.json.attrs.session_id, session);
     const machine = await as(serviceAdmin, 'POST', path, { json: body });

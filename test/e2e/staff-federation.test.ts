@@ -27,29 +27,56 @@ describe('federated staff sign-in', () => {
   let idp: TestIdp;
   let serviceAdmin: string;
 
-  const admin = (method: string, path: string, json?: unknown): Promise<Res> => callRetrying(gw, method, path, {
-    ...(json !== undefined ? { json } : {}), headers: { authorization: `Bearer ${serviceAdmin}`, 'x-request-id': randomUUID(), 'idempotency-key': `idp-${randomUUID()}` },
-  });
+  const admin = (method: string, path: string, json?: unknown): Promise<Res> =>
+    callRetrying(gw, method, path, {
+      ...(json !== undefined ? { json } : {}),
+      headers: {
+        authorization: `Bearer ${serviceAdmin}`,
+        'x-request-id': randomUUID(),
+        'idempotency-key': `idp-${randomUUID()}`,
+      },
+    });
   const begin = async (): Promise<string> => {
-    const r = await callRetrying(gw, 'POST', '/auth/login', { json: { tenantId: 'demo', method: 'federation' } });
+    const r = await callRetrying(gw, 'POST', '/auth/login', {
+      json: { tenantId: 'demo', method: 'federation' },
+    });
     assert.equal(r.status, 200, r.text);
     return r.json.authorizationUrl as string;
   };
-  const callback = (query: Record<string, string>): Promise<Res> => callRetrying(gw, 'GET', `/auth/callback?${new URLSearchParams(query)}`);
+  const callback = (query: Record<string, string>): Promise<Res> =>
+    callRetrying(gw, 'GET', `/auth/callback?${new URLSearchParams(query)}`);
   const signIn = async (): Promise<Res> => callback(await idp.authorize(await begin()));
   const sessionsOf = async (userId: string): Promise<number> =>
-    Number((await tdb.db.query<{ n: string }>(`SELECT count(*) AS n FROM sessions WHERE subject_type = 'user' AND subject_id = $1`, [userId])).rows[0]?.n);
+    Number(
+      (
+        await tdb.db.query<{ n: string }>(
+          `SELECT count(*) AS n FROM sessions WHERE subject_type = 'user' AND subject_id = $1`,
+          [userId],
+        )
+      ).rows[0]?.n,
+    );
 
   before(async () => {
     tdb = await freshDatabase({ migrate: false });
     dataDir = await mkdtemp(join(tmpdir(), 'e2e-staff-fed-'));
-    const config = loadConfig({ GATEWAY_PORT: '0', CORE_PORT: '0', AUTHZ_PORT: '0', DATA_DIR: dataDir, DATABASE_URL: tdb.url, LOG_LEVEL: 'silent' });
+    const config = loadConfig({
+      GATEWAY_PORT: '0',
+      CORE_PORT: '0',
+      AUTHZ_PORT: '0',
+      DATA_DIR: dataDir,
+      DATABASE_URL: tdb.url,
+      LOG_LEVEL: 'silent',
+    });
     stack = await startStack(config, { checkTimeoutMs: 3000, webhookAllowPrivateTargets: true });
     gw = `http://127.0.0.1:${stack.ports.gateway}`;
     idp = await startTestIdp(`${gw}/auth/callback`);
-    const demo = JSON.parse(await readFile(join(dataDir, 'demo.json'), 'utf8')) as { serviceTokens: { admin: { token: string } } };
+    const demo = JSON.parse(await readFile(join(dataDir, 'demo.json'), 'utf8')) as {
+      serviceTokens: { admin: { token: string } };
+    };
     serviceAdmin = demo.serviceTokens.admin.token;
-    await tdb.db.query(`INSERT INTO staff_group_mappings (tenant_id, idp_group, role) VALUES ('demo', 'payments-admins', 'admin'), ('demo', 'payments-ops', 'ops')`);
+    await tdb.db.query(
+      `INSERT INTO staff_group_mappings (tenant_id, idp_group, role) VALUES ('demo', 'payments-admins', 'admin'), ('demo', 'payments-ops', 'ops')`,
+    );
   });
   after(async () => {
     await idp?.close();
@@ -59,9 +86,16 @@ describe('federated staff sign-in', () => {
   });
 
   it('an Admin configures the provider: discovery fetched, the secret sealed and never returned, audited', async () => {
-    const before = await callRetrying(gw, 'POST', '/auth/login', { json: { tenantId: 'demo', method: 'federation' } });
+    const before = await callRetrying(gw, 'POST', '/auth/login', {
+      json: { tenantId: 'demo', method: 'federation' },
+    });
     assert.equal(before.status, 404, 'no provider yet');
-    const put = await admin('PUT', '/v1/identity-provider', { issuer: idp.issuer, clientId: idp.clientId, clientSecret: idp.clientSecret, redirectUri: `${gw}/auth/callback` });
+    const put = await admin('PUT', '/v1/identity-provider', {
+      issuer: idp.issuer,
+      clientId: idp.clientId,
+      clientSecret: idp.clientSecret,
+      redirectUri: `${gw}/auth/callback`,
+    });
     assert.equal(put.status, 200, put.text);
     assert.equal(put.json.hasClientSecret, true);
     assert.ok(!put.text.includes(idp.clientSecret));
@@ -70,37 +104,78 @@ describe('federated staff sign-in', () => {
     assert.equal(get.json.issuer, idp.issuer);
     assert.deepEqual(get.json.scopes, ['openid', 'profile', 'email']);
     assert.ok(!get.text.includes(idp.clientSecret));
-    const stored = await tdb.db.query<{ client_secret_enc: Buffer }>(`SELECT client_secret_enc FROM staff_identity_providers WHERE tenant_id = 'demo'`);
-    assert.ok(!stored.rows[0]?.client_secret_enc.toString('latin1').includes(idp.clientSecret), 'sealed at rest');
-    const audit = await tdb.db.query<{ attrs: unknown }>(`SELECT attrs FROM audit_log WHERE tenant_id = 'demo' AND action = 'identity_provider.put'`);
+    const stored = await tdb.db.query<{ client_secret_enc: Buffer }>(
+      `SELECT client_secret_enc FROM staff_identity_providers WHERE tenant_id = 'demo'`,
+    );
+    assert.ok(
+      !stored.rows[0]?.client_secret_enc.toString('latin1').includes(idp.clientSecret),
+      'sealed at rest',
+    );
+    const audit = await tdb.db.query<{ attrs: unknown }>(
+      `SELECT attrs FROM audit_log WHERE tenant_id = 'demo' AND action = 'identity_provider.put'`,
+    );
     assert.equal(audit.rows.length, 1);
     assert.ok(!JSON.stringify(audit.rows[0]?.attrs).includes(idp.clientSecret));
   });
 
   it('a provider at a cloud metadata address is refused, whatever the private-target setting', async () => {
-    const r = await admin('PUT', '/v1/identity-provider', { issuer: 'http://169.254.169.254/latest', clientId: 'x', clientSecret: 'y', redirectUri: `${gw}/auth/callback` });
+    const r = await admin('PUT', '/v1/identity-provider', {
+      issuer: 'http://169.254.169.254/latest',
+      clientId: 'x',
+      clientSecret: 'y',
+      redirectUri: `${gw}/auth/callback`,
+    });
     assert.equal(r.status, 422, r.text);
     assert.equal(r.json.code, 'IDP_INVALID');
-    assert.equal((await admin('GET', '/v1/identity-provider')).json.issuer, idp.issuer, 'the configuration is unchanged');
+    assert.equal(
+      (await admin('GET', '/v1/identity-provider')).json.issuer,
+      idp.issuer,
+      'the configuration is unchanged',
+    );
   });
 
   it('signs a provisioned member in by sub → externalId, maps groups to roles, AAL 1 without MFA; the token works at the edge', async () => {
     const id = await addStaff(tdb.db, 'demo', 'grace@demo.example', ['readonly'], 'idp-sub-grace');
-    idp.nextAccount = { sub: 'idp-sub-grace', preferred_username: 'someone-else', groups: ['payments-admins', 'unknown-group'], amr: ['pwd'] };
+    idp.nextAccount = {
+      sub: 'idp-sub-grace',
+      preferred_username: 'someone-else',
+      groups: ['payments-admins', 'unknown-group'],
+      amr: ['pwd'],
+    };
     const r = await signIn();
     assert.equal(r.status, 200, r.text);
     assert.equal(r.json.aal, 1);
-    const roles = await tdb.db.query<{ role: string }>('SELECT role FROM staff_user_roles WHERE user_id = $1', [id]);
-    assert.deepEqual(roles.rows.map((x) => x.role), ['admin'], 'the provider\'s groups replace the roles');
-    const use = await callRetrying(gw, 'PUT', '/v1/flags/fed_flag', { json: { enabled: true }, headers: { authorization: `Bearer ${r.json.accessToken}`, 'x-request-id': randomUUID(), 'idempotency-key': 'fed-flag-00001' } });
+    const roles = await tdb.db.query<{ role: string }>(
+      'SELECT role FROM staff_user_roles WHERE user_id = $1',
+      [id],
+    );
+    assert.deepEqual(
+      roles.rows.map((x) => x.role),
+      ['admin'],
+      "the provider's groups replace the roles",
+    );
+    const use = await callRetrying(gw, 'PUT', '/v1/flags/fed_flag', {
+      json: { enabled: true },
+      headers: {
+        authorization: `Bearer ${r.json.accessToken}`,
+        'x-request-id': randomUUID(),
+        'idempotency-key': 'fed-flag-00001',
+      },
+    });
     assert.ok(use.status === 200 || use.status === 201, use.text);
-    const refreshed = await callRetrying(gw, 'POST', '/auth/token', { json: { tenantId: 'demo', refreshToken: r.json.refreshToken } });
+    const refreshed = await callRetrying(gw, 'POST', '/auth/token', {
+      json: { tenantId: 'demo', refreshToken: r.json.refreshToken },
+    });
     assert.equal(refreshed.status, 200, refreshed.text);
   });
 
   it('AAL 2 when the provider asserts MFA (amr or acr); matches by preferred_username when sub is unknown', async () => {
     await addStaff(tdb.db, 'demo', 'hopper@demo.example', ['ops']);
-    idp.nextAccount = { sub: 'idp-sub-hopper', preferred_username: 'Hopper@demo.example', amr: ['pwd', 'otp'] };
+    idp.nextAccount = {
+      sub: 'idp-sub-hopper',
+      preferred_username: 'Hopper@demo.example',
+      amr: ['pwd', 'otp'],
+    };
     const r = await signIn();
     assert.equal(r.status, 200, r.text);
     assert.equal(r.json.aal, 2);

@@ -27,10 +27,19 @@ describe('staff passkeys in a browser, through the gateway', { skip: skip ?? fal
   before(async () => {
     tdb = await freshDatabase({ migrate: false });
     dataDir = await mkdtemp(join(tmpdir(), 'e2e-staff-browser-'));
-    const config = loadConfig({ GATEWAY_PORT: '0', CORE_PORT: '0', AUTHZ_PORT: '0', DATA_DIR: dataDir, DATABASE_URL: tdb.url, LOG_LEVEL: 'silent' });
+    const config = loadConfig({
+      GATEWAY_PORT: '0',
+      CORE_PORT: '0',
+      AUTHZ_PORT: '0',
+      DATA_DIR: dataDir,
+      DATABASE_URL: tdb.url,
+      LOG_LEVEL: 'silent',
+    });
     stack = await startStack(config, { checkTimeoutMs: 3000 });
     site = `http://localhost:${stack.ports.gateway}`;
-    const demo = JSON.parse(await readFile(join(dataDir, 'demo.json'), 'utf8')) as { staff: { admin: { enrolmentPath: string } } };
+    const demo = JSON.parse(await readFile(join(dataDir, 'demo.json'), 'utf8')) as {
+      staff: { admin: { enrolmentPath: string } };
+    };
     enrolmentPath = demo.staff.admin.enrolmentPath;
     browser = await launchBrowser();
   });
@@ -62,15 +71,24 @@ describe('staff passkeys in a browser, through the gateway', { skip: skip ?? fal
     await page.locator('#sessions li', { hasText: 'This session' }).waitFor();
 
     await page.click('#stepup-button');
-    await page.locator('#stepup-result', { hasText: 'Confirmed: an AAL 2 token for POST /v1/admin/rotate-keys' }).waitFor();
-    const { rows: used } = await tdb.db.query(`SELECT 1 FROM audit_log WHERE tenant_id = 'demo' AND action = 'staff.stepup' AND decision->>'allow' = 'true'`);
+    await page
+      .locator('#stepup-result', { hasText: 'Confirmed: an AAL 2 token for POST /v1/admin/rotate-keys' })
+      .waitFor();
+    const { rows: used } = await tdb.db.query(
+      `SELECT 1 FROM audit_log WHERE tenant_id = 'demo' AND action = 'staff.stepup' AND decision->>'allow' = 'true'`,
+    );
     assert.equal(used.length, 1);
-    assert.ok(((await credentials())[0]?.signCount ?? 0) >= 2, 'the authenticator signed the sign-in and the step-up');
+    assert.ok(
+      ((await credentials())[0]?.signCount ?? 0) >= 2,
+      'the authenticator signed the sign-in and the step-up',
+    );
 
     await page.click('#signout-button');
     await page.locator('#status', { hasText: 'Signed out.' }).waitFor();
     assert.equal(await page.locator('#signin').isVisible(), true);
-    const { rows } = await tdb.db.query(`SELECT revoked_at FROM sessions WHERE tenant_id = 'demo' AND subject_type = 'user'`);
+    const { rows } = await tdb.db.query(
+      `SELECT revoked_at FROM sessions WHERE tenant_id = 'demo' AND subject_type = 'user'`,
+    );
     assert.equal(rows.length, 1);
     assert.ok(rows[0]?.revoked_at, 'signing out revoked the session');
 

@@ -16,7 +16,10 @@ import { callRetrying } from '../helpers/gateway.ts';
 import { SoftAuthenticator } from '../helpers/soft-authenticator.ts';
 import { dpopCall, dpopKey } from '../helpers/dpop.ts';
 
-interface Demo { staff: { admin: { userId: string; enrolmentLink: { token: string } } }; serviceTokens: Record<'admin' | 'readOnly', { token: string }> }
+interface Demo {
+  staff: { admin: { userId: string; enrolmentLink: { token: string } } };
+  serviceTokens: Record<'admin' | 'readOnly', { token: string }>;
+}
 
 describe('staff passkeys through the gateway', () => {
   let tdb: TestDb;
@@ -28,7 +31,14 @@ describe('staff passkeys through the gateway', () => {
   before(async () => {
     tdb = await freshDatabase({ migrate: false });
     dataDir = await mkdtemp(join(tmpdir(), 'e2e-staff-gw-'));
-    const config = loadConfig({ GATEWAY_PORT: '0', CORE_PORT: '0', AUTHZ_PORT: '0', DATA_DIR: dataDir, DATABASE_URL: tdb.url, LOG_LEVEL: 'silent' });
+    const config = loadConfig({
+      GATEWAY_PORT: '0',
+      CORE_PORT: '0',
+      AUTHZ_PORT: '0',
+      DATA_DIR: dataDir,
+      DATABASE_URL: tdb.url,
+      LOG_LEVEL: 'silent',
+    });
     stack = await startStack(config, { checkTimeoutMs: 3000 });
     gw = `http://127.0.0.1:${stack.ports.gateway}`;
     demo = JSON.parse(await readFile(join(dataDir, 'demo.json'), 'utf8')) as Demo;
@@ -43,28 +53,59 @@ describe('staff passkeys through the gateway', () => {
     // The browser would be on http://localhost:<gateway port>: the development origin allowed.
     const auth = new SoftAuthenticator(`http://localhost:${stack.ports.gateway}`);
     const token = demo.staff.admin.enrolmentLink.token;
-    const begun = await callRetrying(gw, 'POST', '/auth/enrolment/begin', { json: { tenantId: 'demo', token } });
+    const begun = await callRetrying(gw, 'POST', '/auth/enrolment/begin', {
+      json: { tenantId: 'demo', token },
+    });
     assert.equal(begun.status, 200, begun.text);
-    const enrolled = await callRetrying(gw, 'POST', '/auth/enrolment/finish', { json: { tenantId: 'demo', token, response: auth.register(begun.json.options) } });
+    const enrolled = await callRetrying(gw, 'POST', '/auth/enrolment/finish', {
+      json: { tenantId: 'demo', token, response: auth.register(begun.json.options) },
+    });
     assert.equal(enrolled.status, 201, enrolled.text);
-    const lb = await callRetrying(gw, 'POST', '/auth/login', { json: { method: 'passkey', step: 'begin', tenantId: 'demo' } });
-    const login = await callRetrying(gw, 'POST', '/auth/login', { json: { method: 'passkey', step: 'finish', tenantId: 'demo', response: auth.assert(lb.json.options) } });
+    const lb = await callRetrying(gw, 'POST', '/auth/login', {
+      json: { method: 'passkey', step: 'begin', tenantId: 'demo' },
+    });
+    const login = await callRetrying(gw, 'POST', '/auth/login', {
+      json: { method: 'passkey', step: 'finish', tenantId: 'demo', response: auth.assert(lb.json.options) },
+    });
     assert.equal(login.status, 200, login.text);
     const bearer = { authorization: `Bearer ${login.json.accessToken}` };
     const mine = await callRetrying(gw, 'GET', '/auth/passkeys', { headers: bearer });
     assert.equal(mine.status, 200, mine.text);
     assert.equal(mine.json.passkeys.length, 1);
-    assert.equal((await callRetrying(gw, 'GET', '/auth/passkeys')).status, 400, 'the Authorization header is required');
-    assert.equal((await callRetrying(gw, 'GET', '/auth/passkeys', { headers: { authorization: `Bearer ${demo.serviceTokens.admin.token}` } })).status, 401, 'only a staff access token');
-    const ch = await callRetrying(gw, 'POST', '/auth/mfa/challenge', { json: { method: 'POST', path: `/v1/staff/users/${demo.staff.admin.userId}/enrolment-links` }, headers: bearer });
+    assert.equal(
+      (await callRetrying(gw, 'GET', '/auth/passkeys')).status,
+      400,
+      'the Authorization header is required',
+    );
+    assert.equal(
+      (
+        await callRetrying(gw, 'GET', '/auth/passkeys', {
+          headers: { authorization: `Bearer ${demo.serviceTokens.admin.token}` },
+        })
+      ).status,
+      401,
+      'only a staff access token',
+    );
+    const ch = await callRetrying(gw, 'POST', '/auth/mfa/challenge', {
+      json: { method: 'POST', path: `/v1/staff/users/${demo.staff.admin.userId}/enrolment-links` },
+      headers: bearer,
+    });
     assert.equal(ch.status, 200, ch.text);
-    const up = await callRetrying(gw, 'POST', '/auth/mfa/complete', { json: { challengeToken: ch.json.challenge, response: auth.assert(ch.json.publicKey) }, headers: bearer });
+    const up = await callRetrying(gw, 'POST', '/auth/mfa/complete', {
+      json: { challengeToken: ch.json.challenge, response: auth.assert(ch.json.publicKey) },
+      headers: bearer,
+    });
     assert.equal(up.status, 200, up.text);
     assert.equal(up.json.aal, 2);
 
-    const reissue = (who: 'admin' | 'readOnly') => callRetrying(gw, 'POST', `/v1/staff/users/${demo.staff.admin.userId}/enrolment-links`, {
-      headers: { authorization: `Bearer ${demo.serviceTokens[who].token}`, 'x-request-id': randomUUID(), 'idempotency-key': `reissue-${randomUUID()}` },
-    });
+    const reissue = (who: 'admin' | 'readOnly') =>
+      callRetrying(gw, 'POST', `/v1/staff/users/${demo.staff.admin.userId}/enrolment-links`, {
+        headers: {
+          authorization: `Bearer ${demo.serviceTokens[who].token}`,
+          'x-request-id': randomUUID(),
+          'idempotency-key': `reissue-${randomUUID()}`,
+        },
+      });
     const refused = await reissue('readOnly');
     assert.equal(refused.status, 403, refused.text);
     const issued = await reissue('admin');
@@ -74,8 +115,12 @@ describe('staff passkeys through the gateway', () => {
     // Issue 17 item 3, one rule for staff too: a proof at sign-in binds the session's tokens.
     const key = await dpopKey();
     const viaDpop = dpopCall(key);
-    const lb2 = await callRetrying(gw, 'POST', '/auth/login', { json: { method: 'passkey', step: 'begin', tenantId: 'demo' } });
-    const bound = await viaDpop(gw, 'POST', '/auth/login', { json: { method: 'passkey', step: 'finish', tenantId: 'demo', response: auth.assert(lb2.json.options) } });
+    const lb2 = await callRetrying(gw, 'POST', '/auth/login', {
+      json: { method: 'passkey', step: 'begin', tenantId: 'demo' },
+    });
+    const bound = await viaDpop(gw, 'POST', '/auth/login', {
+      json: { method: 'passkey', step: 'finish', tenantId: 'demo', response: auth.assert(lb2.json.options) },
+    });
     assert.equal(bound.status, 200, bound.text);
     assert.equal(bound.json.tokenType, 'DPoP');
     const admin = { authorization: `Bearer ${bound.json.accessToken}`, 'x-request-id': randomUUID() };
@@ -84,11 +129,23 @@ describe('staff passkeys through the gateway', () => {
     assert.match(asBearer.headers['www-authenticate'] ?? '', /^DPoP/);
     const proved = await viaDpop(gw, 'GET', '/v1/countries', { headers: admin });
     assert.equal(proved.status, 200, proved.text);
-    const unproved = await callRetrying(gw, 'POST', '/auth/token', { json: { tenantId: 'demo', refreshToken: bound.json.refreshToken } });
+    const unproved = await callRetrying(gw, 'POST', '/auth/token', {
+      json: { tenantId: 'demo', refreshToken: bound.json.refreshToken },
+    });
     assert.equal(unproved.status, 401, 'a bound session refreshes only with a proof by its key');
     const other = dpopCall(await dpopKey());
-    assert.equal((await other(gw, 'POST', '/auth/token', { json: { tenantId: 'demo', refreshToken: bound.json.refreshToken } })).status, 401, 'nor with another key');
-    const refreshed = await viaDpop(gw, 'POST', '/auth/token', { json: { tenantId: 'demo', refreshToken: bound.json.refreshToken } });
+    assert.equal(
+      (
+        await other(gw, 'POST', '/auth/token', {
+          json: { tenantId: 'demo', refreshToken: bound.json.refreshToken },
+        })
+      ).status,
+      401,
+      'nor with another key',
+    );
+    const refreshed = await viaDpop(gw, 'POST', '/auth/token', {
+      json: { tenantId: 'demo', refreshToken: bound.json.refreshToken },
+    });
     assert.equal(refreshed.status, 200, refreshed.text);
     assert.equal(refreshed.json.tokenType, 'DPoP');
   });

@@ -29,15 +29,29 @@ describe('staff refresh and session administration', () => {
   let gw: string;
   let keys: KeyStore;
 
-  const as = (token: string, method: string, path: string, headers: Record<string, string> = {}): Promise<Res> =>
-    callRetrying(gw, method, path, { headers: { authorization: `Bearer ${token}`, 'x-request-id': randomUUID(), ...headers } });
+  const as = (
+    token: string,
+    method: string,
+    path: string,
+    headers: Record<string, string> = {},
+  ): Promise<Res> =>
+    callRetrying(gw, method, path, {
+      headers: { authorization: `Bearer ${token}`, 'x-request-id': randomUUID(), ...headers },
+    });
   const refresh = (refreshToken: string, tenantId = 'demo'): Promise<Res> =>
     callRetrying(gw, 'POST', '/auth/token', { json: { tenantId, refreshToken } });
 
   before(async () => {
     tdb = await freshDatabase({ migrate: false });
     dataDir = await mkdtemp(join(tmpdir(), 'e2e-staff-sessions-'));
-    const config = loadConfig({ GATEWAY_PORT: '0', CORE_PORT: '0', AUTHZ_PORT: '0', DATA_DIR: dataDir, DATABASE_URL: tdb.url, LOG_LEVEL: 'silent' });
+    const config = loadConfig({
+      GATEWAY_PORT: '0',
+      CORE_PORT: '0',
+      AUTHZ_PORT: '0',
+      DATA_DIR: dataDir,
+      DATABASE_URL: tdb.url,
+      LOG_LEVEL: 'silent',
+    });
     stack = await startStack(config, { checkTimeoutMs: 3000 });
     gw = `http://127.0.0.1:${stack.ports.gateway}`;
     keys = await stackKeys(tdb.db, dataDir);
@@ -67,39 +81,63 @@ describe('staff refresh and session administration', () => {
     const replay = await refresh(first.refreshToken);
     assert.equal(replay.status, 401, replay.text);
     assert.equal(replay.json.code, 'INVALID_REFRESH_TOKEN');
-    assert.equal((await refresh(rotated.json.refreshToken)).status, 401, 'the family is revoked: the newest token too');
-    const r = await eventually(() => as(rotated.json.accessToken, 'GET', '/v1/countries'), (x) => x.status === 401);
+    assert.equal(
+      (await refresh(rotated.json.refreshToken)).status,
+      401,
+      'the family is revoked: the newest token too',
+    );
+    const r = await eventually(
+      () => as(rotated.json.accessToken, 'GET', '/v1/countries'),
+      (x) => x.status === 401,
+    );
     assert.equal(r.status, 401, r.text);
   });
 
-  it('refuses a refresh past the idle timeout, for a deprovisioned member, and a customer\'s refresh token', async () => {
+  it("refuses a refresh past the idle timeout, for a deprovisioned member, and a customer's refresh token", async () => {
     const idle = await addStaff(tdb.db, 'demo', 'idle@demo.example', ['ops']);
     const a = await signIn(tdb.db, keys, 'demo', idle);
-    await tdb.db.query(`UPDATE sessions SET last_seen = now() - interval '2 hours' WHERE id = $1`, [a.sessionId]);
+    await tdb.db.query(`UPDATE sessions SET last_seen = now() - interval '2 hours' WHERE id = $1`, [
+      a.sessionId,
+    ]);
     assert.equal((await refresh(a.refreshToken)).status, 401);
     const gone = await addStaff(tdb.db, 'demo', 'gone@demo.example', ['ops']);
     const b = await signIn(tdb.db, keys, 'demo', gone);
     await tdb.db.query('UPDATE staff_users SET active = false WHERE id = $1', [gone]);
     assert.equal((await refresh(b.refreshToken)).status, 401);
-    const revoked = await tdb.db.query<{ revoke_reason: string }>('SELECT revoke_reason FROM sessions WHERE id = $1', [b.sessionId]);
+    const revoked = await tdb.db.query<{ revoke_reason: string }>(
+      'SELECT revoke_reason FROM sessions WHERE id = $1',
+      [b.sessionId],
+    );
     assert.equal(revoked.rows[0]?.revoke_reason, 'subject_inactive');
     const customer = await signUpCustomer(gw, dataDir, '+254711500901', '4826', 'dev-staff-sessions');
-    assert.equal((await refresh(customer.refreshToken)).status, 401, 'a customer refresh token is not a staff one');
-    const stillCustomer = await callRetrying(gw, 'POST', '/customers/auth/token/refresh', { json: { tenantId: 'demo', refreshToken: customer.refreshToken } });
+    assert.equal(
+      (await refresh(customer.refreshToken)).status,
+      401,
+      'a customer refresh token is not a staff one',
+    );
+    const stillCustomer = await callRetrying(gw, 'POST', '/customers/auth/token/refresh', {
+      json: { tenantId: 'demo', refreshToken: customer.refreshToken },
+    });
     assert.equal(stillCustomer.status, 200, 'and was not consumed by the refusal');
   });
 
-  it('GET /sessions lists a member\'s sessions: unmasked for Admin, masked for support, audited; refused for Ops', async () => {
+  it("GET /sessions lists a member's sessions: unmasked for Admin, masked for support, audited; refused for Ops", async () => {
     const adminId = await addStaff(tdb.db, 'demo', 'sess-admin@demo.example', ['admin']);
     const supportId = await addStaff(tdb.db, 'demo', 'sess-support@demo.example', ['support']);
     const opsId = await addStaff(tdb.db, 'demo', 'sess-ops@demo.example', ['ops']);
     const subject = await addStaff(tdb.db, 'demo', 'sess-subject@demo.example', ['readonly']);
     const s = await signIn(tdb.db, keys, 'demo', subject);
-    await tdb.db.query(`UPDATE sessions SET ip = '198.51.100.23', device = 'device-abcdef1234' WHERE id = $1`, [s.sessionId]);
+    await tdb.db.query(
+      `UPDATE sessions SET ip = '198.51.100.23', device = 'device-abcdef1234' WHERE id = $1`,
+      [s.sessionId],
+    );
     const admin = (await signIn(tdb.db, keys, 'demo', adminId)).accessToken;
     const full = await as(admin, 'GET', `/sessions?userId=${subject}`);
     assert.equal(full.status, 200, full.text);
-    assert.deepEqual(full.json.items.map((i: { id: string }) => i.id), [s.sessionId]);
+    assert.deepEqual(
+      full.json.items.map((i: { id: string }) => i.id),
+      [s.sessionId],
+    );
     assert.equal(full.json.items[0].ip, '198.51.100.23');
     assert.equal(full.json.items[0].subjectType, 'staff');
     const support = (await signIn(tdb.db, keys, 'demo', supportId)).accessToken;
@@ -112,8 +150,15 @@ describe('staff refresh and session administration', () => {
     const bad = await as(admin, 'GET', '/sessions?userId=not-a-uuid');
     assert.equal(bad.status, 400, bad.text);
     const { rows } = await tdb.db.query<{ actor: { id: string }; attrs: { masked: boolean } }>(
-      `SELECT actor, attrs FROM audit_log WHERE tenant_id = 'demo' AND action = 'session.list' ORDER BY id`);
-    assert.deepEqual(rows.map((r) => [r.actor.id, r.attrs.masked]), [[`staff:${adminId}`, false], [`staff:${supportId}`, true]]);
+      `SELECT actor, attrs FROM audit_log WHERE tenant_id = 'demo' AND action = 'session.list' ORDER BY id`,
+    );
+    assert.deepEqual(
+      rows.map((r) => [r.actor.id, r.attrs.masked]),
+      [
+        [`staff:${adminId}`, false],
+        [`staff:${supportId}`, true],
+      ],
+    );
   });
 
   it('DELETE /sessions/{id}: AAL 1 asks for a step-up, AAL 2 revokes, the edge refuses the session next; support is refused', async () => {
@@ -127,20 +172,43 @@ describe('staff refresh and session administration', () => {
     assert.equal(stepUp.json.code, 'MFA_REQUIRED');
     // Signed in at AAL 2 is not consent to this action: a step-up bound to this request is (issue 16 item 2).
     const signedIn = await signIn(tdb.db, keys, 'demo', adminId, 2);
-    assert.equal((await as(signedIn.accessToken, 'DELETE', `/sessions/${victim.sessionId}`)).json.code, 'MFA_REQUIRED');
-    const boundTo = (path: string) => tdb.db.tx((q) => stepUpStaffSession(q, keys, {
-      tenantId: 'demo', userId: adminId, sessionId: signedIn.sessionId, amr: ['hwk'], orig: origOf('DELETE', path, ''),
-    }, Date.now()));
+    assert.equal(
+      (await as(signedIn.accessToken, 'DELETE', `/sessions/${victim.sessionId}`)).json.code,
+      'MFA_REQUIRED',
+    );
+    const boundTo = (path: string) =>
+      tdb.db.tx((q) =>
+        stepUpStaffSession(
+          q,
+          keys,
+          {
+            tenantId: 'demo',
+            userId: adminId,
+            sessionId: signedIn.sessionId,
+            amr: ['hwk'],
+            orig: origOf('DELETE', path, ''),
+          },
+          Date.now(),
+        ),
+      );
     const high = (await boundTo(`/sessions/${victim.sessionId}`)).accessToken;
     const del = await as(high, 'DELETE', `/sessions/${victim.sessionId}`);
     assert.equal(del.status, 204, del.text);
-    const refused = await eventually(() => as(victim.accessToken, 'GET', '/v1/countries'), (x) => x.status === 401);
+    const refused = await eventually(
+      () => as(victim.accessToken, 'GET', '/v1/countries'),
+      (x) => x.status === 401,
+    );
     assert.equal(refused.status, 401, refused.text);
     const unknown = `/sessions/${randomUUID()}`;
-    assert.equal((await as(high, 'DELETE', unknown)).status, 401, 'the step-up token was for the other request');
+    assert.equal(
+      (await as(high, 'DELETE', unknown)).status,
+      401,
+      'the step-up token was for the other request',
+    );
     assert.equal((await as((await boundTo(unknown)).accessToken, 'DELETE', unknown)).status, 404);
     const { rows } = await tdb.db.query<{ actor: { id: string }; attrs: { aal: number } }>(
-      `SELECT actor, attrs FROM audit_log WHERE tenant_id = 'demo' AND action = 'session.revoke_by_admin' ORDER BY id DESC LIMIT 1`);
+      `SELECT actor, attrs FROM audit_log WHERE tenant_id = 'demo' AND action = 'session.revoke_by_admin' ORDER BY id DESC LIMIT 1`,
+    );
     assert.equal(rows[0]?.actor.id, `staff:${adminId}`);
     assert.equal(rows[0]?.attrs.aal, 2);
     const supportOnly = await addStaff(tdb.db, 'demo', 'del-support@demo.example', ['support']);
@@ -149,7 +217,9 @@ describe('staff refresh and session administration', () => {
   });
   // Last: the gateway's address (loopback) stays throttled for the demo tenant afterwards.
   it('wrong refresh tokens from one address are throttled (429 ADDRESS_THROTTLED with Retry-After)', async () => {
-    await tdb.db.query(`UPDATE tenants SET security = security || '{"address_throttle": {"failures": 20, "window_minutes": 15, "delay_seconds": 60, "max_delay_minutes": 60}}' WHERE id = 'demo'`);
+    await tdb.db.query(
+      `UPDATE tenants SET security = security || '{"address_throttle": {"failures": 20, "window_minutes": 15, "delay_seconds": 60, "max_delay_minutes": 60}}' WHERE id = 'demo'`,
+    );
     try {
       let last: Res | undefined;
       for (let i = 0; i < 21; i++) last = await refresh(`wrong-refresh-token-${i}-${randomUUID()}`);

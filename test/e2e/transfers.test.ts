@@ -34,7 +34,14 @@ describe('customer transfers through the gateway', () => {
   before(async () => {
     tdb = await freshDatabase({ migrate: false });
     dataDir = await mkdtemp(join(tmpdir(), 'e2e-transfers-'));
-    const config = loadConfig({ GATEWAY_PORT: '0', CORE_PORT: '0', AUTHZ_PORT: '0', DATA_DIR: dataDir, DATABASE_URL: tdb.url, LOG_LEVEL: 'silent' });
+    const config = loadConfig({
+      GATEWAY_PORT: '0',
+      CORE_PORT: '0',
+      AUTHZ_PORT: '0',
+      DATA_DIR: dataDir,
+      DATABASE_URL: tdb.url,
+      LOG_LEVEL: 'silent',
+    });
     stack = await startStack(config, { checkResponses: true, checkTimeoutMs: 3000 });
     gw = `http://127.0.0.1:${stack.ports.gateway}`;
     demo = JSON.parse(await readFile(join(dataDir, 'demo.json'), 'utf8'));
@@ -67,17 +74,33 @@ describe('customer transfers through the gateway', () => {
     assert.ok(t.first.json.challenge);
     assert.equal(t.final.status, 200, t.final.text);
     assert.equal(t.final.json.status, 'PENDING');
-    const expectedFee = (await quoteFee(tdb.db, { tenantId: 'demo', product: 'TRANSFER', amount: 1_000_000_000n, currency: 'KES' })).fee;
+    const expectedFee = (
+      await quoteFee(tdb.db, {
+        tenantId: 'demo',
+        product: 'TRANSFER',
+        amount: 1_000_000_000n,
+        currency: 'KES',
+      })
+    ).fee;
     assert.equal(t.final.json.fee, format(expectedFee));
     assert.equal(t.final.json.total, format(1_000_000_000n + expectedFee));
-    const replay = await call(gw, 'POST', '/v1/transfers', { json: t.body, headers: { ...j.bearer(alice, t.token), ...t.headers } });
+    const replay = await call(gw, 'POST', '/v1/transfers', {
+      json: t.body,
+      headers: { ...j.bearer(alice, t.token), ...t.headers },
+    });
     assert.equal(replay.json.id, t.final.json.id, 'an idempotent replay answers the same transfer');
-    const confirm = await call(gw, 'POST', '/v1/transfers/confirm', { json: { transferId: t.final.json.id }, headers: { ...j.bearer(alice, t.token), 'idempotency-key': `cf-${randomUUID()}` } });
+    const confirm = await call(gw, 'POST', '/v1/transfers/confirm', {
+      json: { transferId: t.final.json.id },
+      headers: { ...j.bearer(alice, t.token), 'idempotency-key': `cf-${randomUUID()}` },
+    });
     assert.equal(confirm.status, 200, confirm.text);
     assert.equal(confirm.json.status, 'POSTED');
     assert.equal(await j.balance(alice.wallet), aliceBefore - 1_000_000_000n - expectedFee);
     assert.equal(await j.balance(bob.wallet), bobBefore + 1_000_000_000n);
-    const { rows } = await tdb.db.query<{ fee_account_id: string | null }>('SELECT fee_account_id FROM transfers WHERE id = $1', [t.final.json.id]);
+    const { rows } = await tdb.db.query<{ fee_account_id: string | null }>(
+      'SELECT fee_account_id FROM transfers WHERE id = $1',
+      [t.final.json.id],
+    );
     if (expectedFee > 0n) assert.equal(await j.balance(rows[0]?.fee_account_id ?? ''), expectedFee);
     const history = await call(gw, 'GET', '/v1/transactions?direction=out', { headers: j.bearer(alice) });
     assert.equal(history.status, 200, history.text);
@@ -99,14 +122,23 @@ describe('customer transfers through the gateway', () => {
     assert.equal(t.final.status, 200);
     const changed = { ...t.body, amount: '2000.00' };
     const payload = JSON.stringify(changed);
-    const again = await call(gw, 'POST', '/v1/transfers', { json: changed, headers: { ...j.bearer(alice, t.token), ...j.intent(alice, changed, payload), 'idempotency-key': `tr-${randomUUID()}` } });
+    const again = await call(gw, 'POST', '/v1/transfers', {
+      json: changed,
+      headers: {
+        ...j.bearer(alice, t.token),
+        ...j.intent(alice, changed, payload),
+        'idempotency-key': `tr-${randomUUID()}`,
+      },
+    });
     assert.equal(again.status, 403);
     assert.equal(again.json.code, 'MFA_REQUIRED');
   });
 
   it('treats a request from another device as high risk: step-up even at AAL 2', async () => {
     const t = await j.transfer(alice, bobBeneficiary, '5.00');
-    const read = await call(gw, 'GET', '/v1/transactions', { headers: { authorization: `Bearer ${t.token}`, 'x-device-id': 'someone-elses-phone' } });
+    const read = await call(gw, 'GET', '/v1/transactions', {
+      headers: { authorization: `Bearer ${t.token}`, 'x-device-id': 'someone-elses-phone' },
+    });
     assert.equal(read.status, 403);
     assert.equal(read.json.code, 'MFA_REQUIRED');
   });
@@ -114,7 +146,11 @@ describe('customer transfers through the gateway', () => {
   it('moves money once when two confirms race', async () => {
     const t = await j.transfer(alice, bobBeneficiary, '100.00');
     const before = await j.balance(bob.wallet);
-    const confirm = () => call(gw, 'POST', '/v1/transfers/confirm', { json: { transferId: t.final.json.id }, headers: { ...j.bearer(alice, t.token), 'idempotency-key': `cf-${randomUUID()}` } });
+    const confirm = () =>
+      call(gw, 'POST', '/v1/transfers/confirm', {
+        json: { transferId: t.final.json.id },
+        headers: { ...j.bearer(alice, t.token), 'idempotency-key': `cf-${randomUUID()}` },
+      });
     const results = await Promise.all([confirm(), confirm()]);
     assert.deepEqual(results.map((r) => r.status).sort(), [200, 409], results.map((r) => r.text).join(' | '));
     assert.equal(await j.balance(bob.wallet), before + 100_000_000n);
@@ -133,12 +169,20 @@ describe('customer transfers through the gateway', () => {
     const flow = async (from: Customer, beneficiaryId: string) => {
       const t = await j.transfer(from, beneficiaryId, '10.00');
       assert.equal(t.final.status, 200, t.final.text);
-      const c = await call(gw, 'POST', '/v1/transfers/confirm', { json: { transferId: t.final.json.id }, headers: { ...j.bearer(from, t.token), 'idempotency-key': `cf-${randomUUID()}` } });
+      const c = await call(gw, 'POST', '/v1/transfers/confirm', {
+        json: { transferId: t.final.json.id },
+        headers: { ...j.bearer(from, t.token), 'idempotency-key': `cf-${randomUUID()}` },
+      });
       assert.equal(c.status, 200, c.text);
     };
     // Each payer's row is locked while the other's transaction references it (foreign keys):
     // FOR UPDATE there deadlocked; FOR NO KEY UPDATE does not.
-    await Promise.all([flow(alice, bobBeneficiary), flow(bob, aliceBeneficiary), flow(alice, bobBeneficiary), flow(bob, aliceBeneficiary)]);
+    await Promise.all([
+      flow(alice, bobBeneficiary),
+      flow(bob, aliceBeneficiary),
+      flow(alice, bobBeneficiary),
+      flow(bob, aliceBeneficiary),
+    ]);
     assert.equal(await deadlockRetries(), before);
   });
 
@@ -155,15 +199,22 @@ describe('customer transfers through the gateway', () => {
     assert.match(c.final.json.message, /day/);
   });
 
-  it('applies the limit rows of the payer\'s KYC level when the schedule has them, the general rows otherwise', async () => {
-    const { rows } = await tdb.db.query<{ id: string }>(`SELECT id FROM admin_schedules WHERE tenant_id = 'demo' AND kind = 'LIMIT' AND product = 'TRANSFER' AND status = 'ACTIVE'`);
+  it("applies the limit rows of the payer's KYC level when the schedule has them, the general rows otherwise", async () => {
+    const { rows } = await tdb.db.query<{ id: string }>(
+      `SELECT id FROM admin_schedules WHERE tenant_id = 'demo' AND kind = 'LIMIT' AND product = 'TRANSFER' AND status = 'ACTIVE'`,
+    );
     assert.ok(rows[0]);
-    await tdb.db.query(`INSERT INTO admin_schedule_limits (id, tenant_id, schedule_id, action, period, max_amount, kyc_level) VALUES ($1, 'demo', $2, 'TRANSFER', 'transaction', 1000, '1')`, [randomUUID(), rows[0].id]);
+    await tdb.db.query(
+      `INSERT INTO admin_schedule_limits (id, tenant_id, schedule_id, action, period, max_amount, kyc_level) VALUES ($1, 'demo', $2, 'TRANSFER', 'transaction', 1000, '1')`,
+      [randomUUID(), rows[0].id],
+    );
     const carol = await j.signUp('+254711000007');
     const dave = await j.signUp('+254711000008');
     await tdb.db.query(
       `INSERT INTO kyc_profiles (tenant_id, customer_id, level, status, full_name, id_type, id_number, date_of_birth, registered_by, expires_at, created_at, updated_at)
-       VALUES ('demo', $1, 1, 'ACTIVE', 'Carol Wambui', 'NATIONAL_ID', 'KYC-LIMIT-1', '1990-01-01', $2, now() + interval '1 year', now(), now())`, [carol.id, randomUUID()]);
+       VALUES ('demo', $1, 1, 'ACTIVE', 'Carol Wambui', 'NATIONAL_ID', 'KYC-LIMIT-1', '1990-01-01', $2, now() + interval '1 year', now(), now())`,
+      [carol.id, randomUUID()],
+    );
     const payee = async (c: Customer) => (await j.addPayee(c, bob.phone)).json.id as string;
     for (const c of [carol, dave]) await j.fund(c.wallet, '5000.00');
     const over = await j.transfer(carol, await payee(carol), '1500.00');
@@ -182,12 +233,19 @@ describe('customer transfers through the gateway', () => {
     assert.equal(ben.status, 201, ben.text);
     const broke = await j.transfer(poor, ben.json.id, '50.00');
     assert.equal(broke.final.json.code, 'INSUFFICIENT_FUNDS', broke.final.text);
-    assert.equal((await j.withStepUp(poor, 'DELETE', `/v1/beneficiaries/${ben.json.id}`, undefined, {}, 'device')).final.status, 204);
+    assert.equal(
+      (await j.withStepUp(poor, 'DELETE', `/v1/beneficiaries/${ben.json.id}`, undefined, {}, 'device')).final
+        .status,
+      204,
+    );
     await j.fund(poor.wallet, '100.00');
     const removed = await j.transfer(poor, ben.json.id, '10.00');
     assert.equal(removed.final.json.code, 'BENEFICIARY_NOT_FOUND', removed.final.text);
     const body = { amount: '10.00', currency: 'KES', beneficiaryId: bobBeneficiary, reference: 'x1' };
-    const signedOther = { ...j.intent(alice, { ...body, amount: '11.00' }, JSON.stringify(body)), 'idempotency-key': `tr-${randomUUID()}` };
+    const signedOther = {
+      ...j.intent(alice, { ...body, amount: '11.00' }, JSON.stringify(body)),
+      'idempotency-key': `tr-${randomUUID()}`,
+    };
     const forged = await j.withStepUp(alice, 'POST', '/v1/transfers', body, signedOther, 'device');
     assert.equal(forged.final.status, 403);
     assert.equal(forged.final.json.code, 'INTENT_SIGNATURE_INVALID');
@@ -205,8 +263,19 @@ describe('customer transfers through the gateway', () => {
     for (const [over, status] of cases) {
       const body = { beneficiaryId: bobBeneficiary, reference: 'bad', ...over };
       const payload = JSON.stringify(body);
-      const sig = j.intent(alice, { amount: String(over.amount), currency: String(over.currency), beneficiaryId: bobBeneficiary }, payload);
-      const r = await j.withStepUp(alice, 'POST', '/v1/transfers', body, { ...sig, 'idempotency-key': `tr-${randomUUID()}` }, 'device');
+      const sig = j.intent(
+        alice,
+        { amount: String(over.amount), currency: String(over.currency), beneficiaryId: bobBeneficiary },
+        payload,
+      );
+      const r = await j.withStepUp(
+        alice,
+        'POST',
+        '/v1/transfers',
+        body,
+        { ...sig, 'idempotency-key': `tr-${randomUUID()}` },
+        'device',
+      );
       assert.equal(r.final.status, status, `${JSON.stringify(over)} → ${r.final.text}`);
       assert.equal(typeof r.final.json.code, 'string');
     }
@@ -219,56 +288,108 @@ describe('customer transfers through the gateway', () => {
     const first = await call(gw, 'POST', '/v1/transfers', { body: raw, headers });
     assert.equal(first.json?.code, 'MFA_REQUIRED', first.text);
     const token = await j.stepUp(alice, first.json.challenge, 'device');
-    const final = await call(gw, 'POST', '/v1/transfers', { body: raw, headers: { ...headers, ...j.bearer(alice, token) } });
+    const final = await call(gw, 'POST', '/v1/transfers', {
+      body: raw,
+      headers: { ...headers, ...j.bearer(alice, token) },
+    });
     assert.equal(final.status, 400, final.text);
     assert.equal(final.json?.code, 'MALFORMED_JSON', final.text);
   });
 
-  it('refuses to confirm another customer\'s transfer, and an expired one', async () => {
+  it("refuses to confirm another customer's transfer, and an expired one", async () => {
     const t = await j.transfer(alice, bobBeneficiary, '1.00');
-    const foreign = await j.withStepUp(bob, 'POST', '/v1/transfers/confirm', { transferId: t.final.json.id }, { 'idempotency-key': `cf-${randomUUID()}` }, 'device');
+    const foreign = await j.withStepUp(
+      bob,
+      'POST',
+      '/v1/transfers/confirm',
+      { transferId: t.final.json.id },
+      { 'idempotency-key': `cf-${randomUUID()}` },
+      'device',
+    );
     assert.equal(foreign.final.status, 404, `${foreign.first.text} ==> ${foreign.final.text}`);
-    await tdb.db.query(`UPDATE transfers SET expires_at = now() - interval '1 second' WHERE id = $1`, [t.final.json.id]);
-    const late = await call(gw, 'POST', '/v1/transfers/confirm', { json: { transferId: t.final.json.id }, headers: { ...j.bearer(alice, t.token), 'idempotency-key': `cf-${randomUUID()}` } });
+    await tdb.db.query(`UPDATE transfers SET expires_at = now() - interval '1 second' WHERE id = $1`, [
+      t.final.json.id,
+    ]);
+    const late = await call(gw, 'POST', '/v1/transfers/confirm', {
+      json: { transferId: t.final.json.id },
+      headers: { ...j.bearer(alice, t.token), 'idempotency-key': `cf-${randomUUID()}` },
+    });
     assert.equal(late.status, 422, late.text);
     assert.equal(late.json.code, 'TRANSFER_EXPIRED');
-    const { rows } = await tdb.db.query<{ status: string }>('SELECT status FROM transfers WHERE id = $1', [t.final.json.id]);
+    const { rows } = await tdb.db.query<{ status: string }>('SELECT status FROM transfers WHERE id = $1', [
+      t.final.json.id,
+    ]);
     assert.equal(rows[0]?.status, 'EXPIRED');
   });
 
-  it('keeps each customer\'s Idempotency-Keys their own: another customer\'s replay of a key runs as their own request and cannot poison it', async () => {
+  it("keeps each customer's Idempotency-Keys their own: another customer's replay of a key runs as their own request and cannot poison it", async () => {
     await j.fund(alice.wallet, '100.00');
     const t = await j.transfer(alice, bobBeneficiary, '3.00');
     assert.equal(t.final.status, 200, t.final.text);
     const key = { 'idempotency-key': `cf-${randomUUID()}` };
-    const mine = await call(gw, 'POST', '/v1/transfers/confirm', { json: { transferId: t.final.json.id }, headers: { ...j.bearer(alice, t.token), ...key } });
+    const mine = await call(gw, 'POST', '/v1/transfers/confirm', {
+      json: { transferId: t.final.json.id },
+      headers: { ...j.bearer(alice, t.token), ...key },
+    });
     assert.equal(mine.status, 200, mine.text);
     assert.equal(mine.json.status, 'POSTED');
     // Bob presents Alice's key with Alice's very request: his own confirm runs (not his transfer: 404), nothing of Alice's is shown.
-    const stolen = await j.withStepUp(bob, 'POST', '/v1/transfers/confirm', { transferId: t.final.json.id }, key, 'device');
+    const stolen = await j.withStepUp(
+      bob,
+      'POST',
+      '/v1/transfers/confirm',
+      { transferId: t.final.json.id },
+      key,
+      'device',
+    );
     assert.equal(stolen.final.status, 404, stolen.final.text);
     assert.equal(stolen.final.headers['idempotent-replayed'], undefined);
-    assert.doesNotMatch(stolen.final.text, new RegExp(`${t.body.reference}|"fee"|"amount"`), 'neither amount, fee, payee nor reference of Alice\'s transfer');
-    const again = await call(gw, 'POST', '/v1/transfers/confirm', { json: { transferId: t.final.json.id }, headers: { ...j.bearer(alice, t.token), ...key } });
+    assert.doesNotMatch(
+      stolen.final.text,
+      new RegExp(`${t.body.reference}|"fee"|"amount"`),
+      "neither amount, fee, payee nor reference of Alice's transfer",
+    );
+    const again = await call(gw, 'POST', '/v1/transfers/confirm', {
+      json: { transferId: t.final.json.id },
+      headers: { ...j.bearer(alice, t.token), ...key },
+    });
     assert.equal(again.status, 200, again.text);
     assert.equal(again.headers['idempotent-replayed'], 'true');
-    assert.deepEqual(again.json, mine.json, 'Alice\'s retry still gets her first answer');
+    assert.deepEqual(again.json, mine.json, "Alice's retry still gets her first answer");
     // Bob uses a key before Alice does: Alice's later confirm with that key runs (no 409).
     const t2 = await j.transfer(alice, bobBeneficiary, '2.00');
     assert.equal(t2.final.status, 200, t2.final.text);
     const early = { 'idempotency-key': `cf-${randomUUID()}` };
-    const poison = await j.withStepUp(bob, 'POST', '/v1/transfers/confirm', { transferId: t2.final.json.id }, early, 'device');
+    const poison = await j.withStepUp(
+      bob,
+      'POST',
+      '/v1/transfers/confirm',
+      { transferId: t2.final.json.id },
+      early,
+      'device',
+    );
     assert.equal(poison.final.status, 404, poison.final.text);
-    const later = await call(gw, 'POST', '/v1/transfers/confirm', { json: { transferId: t2.final.json.id }, headers: { ...j.bearer(alice, t2.token), ...early } });
+    const later = await call(gw, 'POST', '/v1/transfers/confirm', {
+      json: { transferId: t2.final.json.id },
+      headers: { ...j.bearer(alice, t2.token), ...early },
+    });
     assert.equal(later.status, 200, later.text);
     assert.equal(later.json.status, 'POSTED');
   });
 
   it('records transfer events in the outbox and audits each step with the policy and registry versions', async () => {
-    const { rows } = await tdb.db.query<{ event: string }>(`SELECT DISTINCT event FROM outbox WHERE aggregate = 'transfer'`);
+    const { rows } = await tdb.db.query<{ event: string }>(
+      `SELECT DISTINCT event FROM outbox WHERE aggregate = 'transfer'`,
+    );
     const events = rows.map((r) => r.event).sort();
-    assert.deepEqual(events, ['transfer.completed', 'transfer.created', 'transfer.failed'], JSON.stringify(events));
-    const audits = await tdb.db.query<{ decision: Record<string, unknown> }>(`SELECT decision FROM audit_log WHERE action = 'transfer.create' ORDER BY id DESC LIMIT 1`);
+    assert.deepEqual(
+      events,
+      ['transfer.completed', 'transfer.created', 'transfer.failed'],
+      JSON.stringify(events),
+    );
+    const audits = await tdb.db.query<{ decision: Record<string, unknown> }>(
+      `SELECT decision FROM audit_log WHERE action = 'transfer.create' ORDER BY id DESC LIMIT 1`,
+    );
     const d = audits.rows[0]?.decision ?? {};
     assert.ok(d.policy_version && d.registry_version && d.decision_id, JSON.stringify(d));
   });

@@ -18,7 +18,14 @@ describe('USSD through the gateway', () => {
   before(async () => {
     tdb = await freshDatabase({ migrate: false });
     dataDir = await mkdtemp(join(tmpdir(), 'e2e-ussd-'));
-    const config = loadConfig({ GATEWAY_PORT: '0', CORE_PORT: '0', AUTHZ_PORT: '0', DATA_DIR: dataDir, DATABASE_URL: tdb.url, LOG_LEVEL: 'silent' });
+    const config = loadConfig({
+      GATEWAY_PORT: '0',
+      CORE_PORT: '0',
+      AUTHZ_PORT: '0',
+      DATA_DIR: dataDir,
+      DATABASE_URL: tdb.url,
+      LOG_LEVEL: 'silent',
+    });
     stack = await startStack(config, { checkResponses: true, checkTimeoutMs: 3000 });
     gw = `http://127.0.0.1:${stack.ports.gateway}`;
     tokens = JSON.parse(await readFile(join(dataDir, 'demo.json'), 'utf8')).serviceTokens;
@@ -29,10 +36,19 @@ describe('USSD through the gateway', () => {
     await rm(dataDir, { recursive: true, force: true });
   });
 
-  const session = (token: string | undefined, text: string) => call(gw, 'POST', '/v1/ussd/session', {
-    body: new URLSearchParams({ sessionId: 'gw-1', serviceCode: '*384*7#', phoneNumber: '+254733000001', text }).toString(),
-    headers: { 'content-type': 'application/x-www-form-urlencoded', ...(token ? { authorization: `Bearer ${token}` } : {}) },
-  });
+  const session = (token: string | undefined, text: string) =>
+    call(gw, 'POST', '/v1/ussd/session', {
+      body: new URLSearchParams({
+        sessionId: 'gw-1',
+        serviceCode: '*384*7#',
+        phoneNumber: '+254733000001',
+        text,
+      }).toString(),
+      headers: {
+        'content-type': 'application/x-www-form-urlencoded',
+        ...(token ? { authorization: `Bearer ${token}` } : {}),
+      },
+    });
 
   it('answers the seeded USSD gateway token in the gateway convention', async () => {
     assert.ok(tokens.ussd?.token, 'demo.json lists the USSD gateway token');

@@ -7,8 +7,12 @@ import { freshDatabase } from '../helpers/db.ts';
 
 const log = createLogger('silent');
 const entry = (i: number) => ({
-  tenantId: 'ta', actor: { type: 'customer', id: `c${i}` }, action: 'authz.decision', target: { type: 'transaction', id: '/v1/transfers' },
-  decision: { allow: i % 2 === 0, code: 'OK', n: i }, attrs: { ip: '203.0.113.9' },
+  tenantId: 'ta',
+  actor: { type: 'customer', id: `c${i}` },
+  action: 'authz.decision',
+  target: { type: 'transaction', id: '/v1/transfers' },
+  decision: { allow: i % 2 === 0, code: 'OK', n: i },
+  attrs: { ip: '203.0.113.9' },
 });
 
 describe('decision audit on a worker thread', () => {
@@ -19,8 +23,14 @@ describe('decision audit on a worker thread', () => {
       for (let i = 0; i < 300; i++) audit.push(entry(i));
       await audit.flush();
       assert.equal(audit.pending(), 0);
-      const { rows } = await t.db.query<{ n: number }>(`SELECT (decision->>'n')::int AS n FROM audit_log WHERE tenant_id = 'ta' ORDER BY id`);
-      assert.deepEqual(rows.map((r) => r.n), Array.from({ length: 300 }, (_, i) => i), 'in push order');
+      const { rows } = await t.db.query<{ n: number }>(
+        `SELECT (decision->>'n')::int AS n FROM audit_log WHERE tenant_id = 'ta' ORDER BY id`,
+      );
+      assert.deepEqual(
+        rows.map((r) => r.n),
+        Array.from({ length: 300 }, (_, i) => i),
+        'in push order',
+      );
       assert.deepEqual(await verifyChain(t.db, 'ta'), { ok: true, count: 300 });
     } finally {
       await audit.stop();
@@ -37,8 +47,13 @@ describe('decision audit on a worker thread', () => {
       audit.push(entry(2));
       await audit.flush();
       assert.equal(audit.pending(), 0, 'nothing stays stuck behind it');
-      const { rows } = await t.db.query<{ action: string; attrs: Record<string, unknown> }>(`SELECT action, attrs FROM audit_log WHERE tenant_id = 'ta' ORDER BY id`);
-      assert.deepEqual(rows.map((r) => r.action), ['authz.decision', 'audit.unwritable', 'authz.decision']);
+      const { rows } = await t.db.query<{ action: string; attrs: Record<string, unknown> }>(
+        `SELECT action, attrs FROM audit_log WHERE tenant_id = 'ta' ORDER BY id`,
+      );
+      assert.deepEqual(
+        rows.map((r) => r.action),
+        ['authz.decision', 'audit.unwritable', 'authz.decision'],
+      );
       assert.equal(rows[1]?.attrs.original_action, 'authz.decision');
       assert.match(String(rows[1]?.attrs.error), /NaN/);
       assert.deepEqual(await verifyChain(t.db, 'ta'), { ok: true, count: 3 });

@@ -14,15 +14,26 @@ describe('edge Check wire format (stand-in decision)', () => {
   after(() => edge.close());
 
   it('allows a public platform route and sets identity headers, removing spoofed copies', async () => {
-    const res = await edge.check(envoyRequest('GET', '/v1/health?verbose=1', {
-      headers: { 'x-purpose': 'customer.transact', 'x-tenant-id': 'evil', 'x-principal-id': 'admin', 'x-aal': '3' },
-    }));
+    const res = await edge.check(
+      envoyRequest('GET', '/v1/health?verbose=1', {
+        headers: {
+          'x-purpose': 'customer.transact',
+          'x-tenant-id': 'evil',
+          'x-principal-id': 'admin',
+          'x-aal': '3',
+        },
+      }),
+    );
     assert.equal(res.status.code, 0);
     assert.ok(res.ok_response);
     assert.equal(headerOf(res, 'x-purpose'), 'operational');
     assert.equal(headerOf(res, 'x-client-ip'), '203.0.113.9');
     assert.equal(headerOf(res, 'x-req-id'), 'req-1');
-    assert.deepEqual([...res.ok_response.headers_to_remove].sort(), ['x-aal', 'x-principal-id', 'x-tenant-id']);
+    assert.deepEqual([...res.ok_response.headers_to_remove].sort(), [
+      'x-aal',
+      'x-principal-id',
+      'x-tenant-id',
+    ]);
     assert.ok(res.dynamic_metadata?.fields.decision_id?.stringValue);
   });
 
@@ -48,14 +59,31 @@ describe('edge Check wire format (stand-in decision)', () => {
 
 describe('edge Check fails closed on decision faults', () => {
   const cases: [string, Decide, RegExp][] = [
-    ['a throwing policy', () => { throw new Error('policy crashed'); }, /policy crashed/],
-    ['a rejecting dependency', async () => { throw new Error('database gone'); }, /database gone/],
-    ['a decision slower than the budget', () => new Promise((r) => setTimeout(() => r({ allow: true, status: 200 }), 3000)), /exceeded 50 ms/],
+    [
+      'a throwing policy',
+      () => {
+        throw new Error('policy crashed');
+      },
+      /policy crashed/,
+    ],
+    [
+      'a rejecting dependency',
+      async () => {
+        throw new Error('database gone');
+      },
+      /database gone/,
+    ],
+    [
+      'a decision slower than the budget',
+      () => new Promise((r) => setTimeout(() => r({ allow: true, status: 200 }), 3000)),
+      /exceeded 50 ms/,
+    ],
   ];
   for (const [name, decide, reason] of cases) {
     it(`denies with authz_unavailable on ${name}, and reports it for the audit`, async () => {
       const reported: { path: string | undefined; purpose: string | undefined; reason: string }[] = [];
-      const failClosed: FailClosed = (view, resolved, why) => reported.push({ path: view?.path, purpose: resolved?.purpose, reason: why });
+      const failClosed: FailClosed = (view, resolved, why) =>
+        reported.push({ path: view?.path, purpose: resolved?.purpose, reason: why });
       const edge = await startTestEdge({ log, decide, budgetMs: 50, failClosed });
       try {
         const started = Date.now();
@@ -77,9 +105,16 @@ describe('edge Check fails closed on decision faults', () => {
 
   it('reports a malformed CheckRequest, which has no view to report', async () => {
     const reported: (string | undefined)[] = [];
-    const edge = await startTestEdge({ log, decide: platformOnly, failClosed: (view) => reported.push(view?.path) });
+    const edge = await startTestEdge({
+      log,
+      decide: platformOnly,
+      failClosed: (view) => reported.push(view?.path),
+    });
     try {
-      assert.equal(JSON.parse((await edge.check({ attributes: {} })).denied_response?.body ?? '{}').code, 'authz_unavailable');
+      assert.equal(
+        JSON.parse((await edge.check({ attributes: {} })).denied_response?.body ?? '{}').code,
+        'authz_unavailable',
+      );
       assert.deepEqual(reported, [undefined]);
     } finally {
       await edge.close();
@@ -89,9 +124,13 @@ describe('edge Check fails closed on decision faults', () => {
   it('tells a decision that finishes past the budget that its answer was already given', async () => {
     // The decision finishes when the test lets it, after the edge has answered: no timed waits.
     let release = () => {};
-    const released = new Promise<void>((r) => { release = r; });
+    const released = new Promise<void>((r) => {
+      release = r;
+    });
     let finished: (expired: boolean) => void = () => {};
-    const expiredWhenDone = new Promise<boolean>((r) => { finished = r; });
+    const expiredWhenDone = new Promise<boolean>((r) => {
+      finished = r;
+    });
     const decide: Decide = async (_view, _resolved, deadline) => {
       await released;
       finished(deadline.expired);
@@ -99,7 +138,10 @@ describe('edge Check fails closed on decision faults', () => {
     };
     const edge = await startTestEdge({ log, decide, budgetMs: 50 });
     try {
-      assert.equal(JSON.parse((await edge.check(envoyRequest('GET', '/v1/health'))).denied_response?.body ?? '{}').code, 'authz_unavailable');
+      assert.equal(
+        JSON.parse((await edge.check(envoyRequest('GET', '/v1/health'))).denied_response?.body ?? '{}').code,
+        'authz_unavailable',
+      );
       release();
       assert.equal(await expiredWhenDone, true);
     } finally {
@@ -108,9 +150,20 @@ describe('edge Check fails closed on decision faults', () => {
   });
 
   it('still answers when the fail-closed report itself throws', async () => {
-    const edge = await startTestEdge({ log, decide: () => { throw new Error('policy crashed'); }, failClosed: () => { throw new Error('audit gone'); } });
+    const edge = await startTestEdge({
+      log,
+      decide: () => {
+        throw new Error('policy crashed');
+      },
+      failClosed: () => {
+        throw new Error('audit gone');
+      },
+    });
     try {
-      assert.equal(JSON.parse((await edge.check(envoyRequest('GET', '/v1/health'))).denied_response?.body ?? '{}').code, 'authz_unavailable');
+      assert.equal(
+        JSON.parse((await edge.check(envoyRequest('GET', '/v1/health'))).denied_response?.body ?? '{}').code,
+        'authz_unavailable',
+      );
     } finally {
       await edge.close();
     }

@@ -21,22 +21,39 @@ describe('dev gateway: routes whose body the edge does not buffer', () => {
   let allow = true;
   const decide: Decide = (v, resolved) => {
     checked.push({ path: v.path, bodyBytes: v.body.length });
-    return allow ? { allow: true, status: 200, set: { 'x-purpose': resolved.purpose } } : { allow: false, status: 403, code: 'POLICY_DENIED', message: 'no' };
+    return allow
+      ? { allow: true, status: 200, set: { 'x-purpose': resolved.purpose } }
+      : { allow: false, status: 403, code: 'POLICY_DENIED', message: 'no' };
   };
 
   before(async () => {
-    upstream = await serve(createServer((req, res) => {
-      const h = createHash('sha256');
-      let size = 0;
-      req.on('data', (c: Buffer) => { size += c.length; h.update(c); });
-      req.on('end', () => {
-        seen.push({ url: req.url ?? '', size, sha: h.digest('hex'), length: req.headers['content-length'] });
-        res.writeHead(201, { 'content-type': 'application/json' });
-        res.end('{"ok":true}');
-      });
-    }));
+    upstream = await serve(
+      createServer((req, res) => {
+        const h = createHash('sha256');
+        let size = 0;
+        req.on('data', (c: Buffer) => {
+          size += c.length;
+          h.update(c);
+        });
+        req.on('end', () => {
+          seen.push({
+            url: req.url ?? '',
+            size,
+            sha: h.digest('hex'),
+            length: req.headers['content-length'],
+          });
+          res.writeHead(201, { 'content-type': 'application/json' });
+          res.end('{"ok":true}');
+        });
+      }),
+    );
     edge = await startTestEdge({ log, decide });
-    gw = createGateway({ log, authzAddress: edge.address, coreOrigin: upstream.origin, checkTimeoutMs: 2000 });
+    gw = createGateway({
+      log,
+      authzAddress: edge.address,
+      coreOrigin: upstream.origin,
+      checkTimeoutMs: 2000,
+    });
     origin = (await serve(gw.server)).origin;
   });
   after(async () => {
@@ -55,7 +72,10 @@ describe('dev gateway: routes whose body the edge does not buffer', () => {
 
   it('checks on headers alone, then streams a body far beyond 8192 bytes to core intact', async () => {
     const body = Buffer.alloc(3 * 1024 * 1024 + 7, 0x61);
-    const r = await call(origin, 'POST', uploadPath, { body, headers: { 'content-type': 'multipart/form-data; boundary=x' } });
+    const r = await call(origin, 'POST', uploadPath, {
+      body,
+      headers: { 'content-type': 'multipart/form-data; boundary=x' },
+    });
     assert.equal(r.status, 201, r.text);
     assert.deepEqual(checked.at(-1), { path: uploadPath, bodyBytes: 0 });
     const got = seen.at(-1);
@@ -69,7 +89,10 @@ describe('dev gateway: routes whose body the edge does not buffer', () => {
     allow = false;
     try {
       const before = seen.length;
-      const r = await call(origin, 'POST', uploadPath, { body: Buffer.alloc(100_000, 1), headers: { 'content-type': 'multipart/form-data; boundary=x' } });
+      const r = await call(origin, 'POST', uploadPath, {
+        body: Buffer.alloc(100_000, 1),
+        headers: { 'content-type': 'multipart/form-data; boundary=x' },
+      });
       assert.equal(r.status, 403);
       assert.equal(seen.length, before);
     } finally {
@@ -79,7 +102,10 @@ describe('dev gateway: routes whose body the edge does not buffer', () => {
 
   it('still buffers (and refuses past 8192 bytes) every other route', async () => {
     const before = checked.length;
-    const r = await call(origin, 'POST', '/v1/disputes', { body: 'a'.repeat(maxRequestBytes + 1), headers: { 'content-type': 'application/json' } });
+    const r = await call(origin, 'POST', '/v1/disputes', {
+      body: 'a'.repeat(maxRequestBytes + 1),
+      headers: { 'content-type': 'application/json' },
+    });
     assert.equal(r.status, 413);
     assert.equal(checked.length, before, 'no Check for a refused body');
   });

@@ -13,20 +13,31 @@ const log = createLogger('silent');
 /** An upstream that records what reached it. */
 async function recordingUpstream() {
   const seen: { method: string; url: string; headers: IncomingHttpHeaders; body: string }[] = [];
-  const s = await serve(createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      seen.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks).toString() });
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end('{"ok":true}');
-    });
-  }));
+  const s = await serve(
+    createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        seen.push({
+          method: req.method ?? '',
+          url: req.url ?? '',
+          headers: req.headers,
+          body: Buffer.concat(chunks).toString(),
+        });
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end('{"ok":true}');
+      });
+    }),
+  );
   return { ...s, seen };
 }
 
 /** Functional tests use a generous deadline; the deadline itself has its own test below. */
-async function gatewayOn(authzAddress: string, coreOrigin: string, checkTimeoutMs = 2000): Promise<{ gw: Gateway; origin: string }> {
+async function gatewayOn(
+  authzAddress: string,
+  coreOrigin: string,
+  checkTimeoutMs = 2000,
+): Promise<{ gw: Gateway; origin: string }> {
   const gw = createGateway({ log, authzAddress, coreOrigin, checkTimeoutMs });
   const s = await serve(gw.server);
   return { gw, origin: s.origin };
@@ -37,7 +48,11 @@ describe('dev gateway', () => {
   let edge: TestEdge;
   let gw: Gateway;
   let origin: string;
-  const allowAll: Decide = (_v, resolved) => ({ allow: true, status: 200, set: { 'x-purpose': resolved.purpose, 'x-tenant-id': 'demo' } });
+  const allowAll: Decide = (_v, resolved) => ({
+    allow: true,
+    status: 200,
+    set: { 'x-purpose': resolved.purpose, 'x-tenant-id': 'demo' },
+  });
 
   before(async () => {
     upstream = await recordingUpstream();
@@ -69,9 +84,15 @@ describe('dev gateway', () => {
 
   it('answers 413 beyond 8192 body bytes without calling Check or core', async () => {
     const before = upstream.seen.length;
-    const ok = await call(origin, 'POST', '/v1/health', { body: 'a'.repeat(maxRequestBytes), headers: { 'content-type': 'text/plain' } });
+    const ok = await call(origin, 'POST', '/v1/health', {
+      body: 'a'.repeat(maxRequestBytes),
+      headers: { 'content-type': 'text/plain' },
+    });
     assert.equal(ok.status, 200);
-    const r = await call(origin, 'POST', '/v1/health', { body: 'a'.repeat(maxRequestBytes + 1), headers: { 'content-type': 'text/plain' } });
+    const r = await call(origin, 'POST', '/v1/health', {
+      body: 'a'.repeat(maxRequestBytes + 1),
+      headers: { 'content-type': 'text/plain' },
+    });
     assert.equal(r.status, 413);
     assert.equal(r.json.code, 'PAYLOAD_TOO_LARGE');
     assert.equal(upstream.seen.length, before + 1);
@@ -106,7 +127,11 @@ describe('dev gateway', () => {
   });
 
   it('denies with authz_unavailable when Check misses the 100 ms deadline', async () => {
-    const slow = await startTestEdge({ log, decide: () => new Promise((r) => setTimeout(() => r({ allow: true, status: 200 }), 2000)), budgetMs: 5000 });
+    const slow = await startTestEdge({
+      log,
+      decide: () => new Promise((r) => setTimeout(() => r({ allow: true, status: 200 }), 2000)),
+      budgetMs: 5000,
+    });
     const g = await gatewayOn(slow.address, upstream.origin, 100);
     await g.gw.ready();
     try {

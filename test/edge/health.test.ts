@@ -10,7 +10,11 @@ import { createLogger } from '../../shared/log.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 
 type HealthClient = grpc.Client & {
-  Check(r: { service: string }, o: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r?: { status: number }) => void): void;
+  Check(
+    r: { service: string },
+    o: grpc.CallOptions,
+    cb: (e: grpc.ServiceError | null, r?: { status: number }) => void,
+  ): void;
   Watch(r: { service: string }): grpc.ClientReadableStream<{ status: number }>;
 };
 
@@ -20,7 +24,11 @@ function client(address: string): HealthClient {
 }
 
 const check = (c: HealthClient, service: string) =>
-  new Promise<number>((resolve, reject) => c.Check({ service }, { deadline: Date.now() + 3000 }, (e, r) => (e ? reject(e) : resolve(r?.status ?? -1))));
+  new Promise<number>((resolve, reject) =>
+    c.Check({ service }, { deadline: Date.now() + 3000 }, (e, r) =>
+      e ? reject(e) : resolve(r?.status ?? -1),
+    ),
+  );
 
 describe('gRPC health protocol', () => {
   let server: grpc.Server;
@@ -72,7 +80,13 @@ describe('the edge process serves health', () => {
   let c: HealthClient;
   before(async () => {
     t = await freshDatabase();
-    edge = await buildEdge({ db: t.db, apiKeySealKey: randomBytes(32), challengeKeys: [randomBytes(32)], log: createLogger('silent'), edgeSecret: 's' });
+    edge = await buildEdge({
+      db: t.db,
+      apiKeySealKey: randomBytes(32),
+      challengeKeys: [randomBytes(32)],
+      log: createLogger('silent'),
+      edgeSecret: 's',
+    });
     c = client(`127.0.0.1:${await edge.listen(0)}`);
   });
   after(async () => {

@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import { localHour } from '../../edge/authz.ts';
 
 describe('tenant-local hour for hours caveats', () => {
-  it('is the hour in the tenant\'s zone, UTC when none or an unknown one is set', () => {
+  it("is the hour in the tenant's zone, UTC when none or an unknown one is set", () => {
     const at = Date.UTC(2026, 10, 22, 23, 30);
     assert.equal(localHour(at, 'Africa/Nairobi'), 2);
     assert.equal(localHour(at, 'Asia/Kolkata'), 5);
@@ -17,6 +17,10 @@ describe('tenant-local hour for hours caveats', () => {
     assert.equal(localHour(before, 'Asia/Kolkata'), 11);
     assert.equal(localHour(before - 30_000, 'Asia/Kolkata'), 11);
     assert.equal(localHour(before + 1, 'Asia/Kolkata'), 12);
-    assert.equal(localHour(before, 'Asia/Kolkata'), 11, 'an earlier time after a later one is not served from the later minute');
+    assert.equal(
+      localHour(before, 'Asia/Kolkata'),
+      11,
+      'an earlier time after a later one is not served from the later minute',
+    );
   });
 });

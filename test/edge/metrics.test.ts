@@ -32,7 +32,8 @@ function samples(text: string): Sample[] {
     const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
     if (!m) continue;
     const labels: Record<string, string> = {};
-    for (const l of (m[2] ?? '').matchAll(/([a-zA-Z_]+)="((?:[^"\\]|\\.)*)"/g)) labels[l[1] as string] = l[2] as string;
+    for (const l of (m[2] ?? '').matchAll(/([a-zA-Z_]+)="((?:[^"\\]|\\.)*)"/g))
+      labels[l[1] as string] = l[2] as string;
     out.push({ name: m[1] as string, labels, value: Number(m[3]) });
   }
   return out;
@@ -61,11 +62,18 @@ describe('edge metrics on its /metrics port', () => {
   before(async () => {
     tdb = await freshDatabase();
     const masterKey = randomBytes(32);
-    const demo = (await seedDemo(tdb.db, undefined, { keys: new KeyStore(tdb.db, masterKey) })) as { serviceTokens: { readOnly: { token: string } } };
+    const demo = (await seedDemo(tdb.db, undefined, { keys: new KeyStore(tdb.db, masterKey) })) as {
+      serviceTokens: { readOnly: { token: string } };
+    };
     readOnly = demo.serviceTokens.readOnly.token;
     edge = await buildEdge({
-      db: tdb.db, apiKeySealKey: deriveApiKeySealKey(masterKey), challengeKeys: [deriveChallengeKey(masterKey)], log: createLogger('silent'),
-      edgeSecret: 'metrics-test', budgetMs: 5000, now: () => Date.now() + skewMs,
+      db: tdb.db,
+      apiKeySealKey: deriveApiKeySealKey(masterKey),
+      challengeKeys: [deriveChallengeKey(masterKey)],
+      log: createLogger('silent'),
+      edgeSecret: 'metrics-test',
+      budgetMs: 5000,
+      now: () => Date.now() + skewMs,
     });
     // The warm-up rehearsal decides synthetic requests: none of them may be counted.
     await edge.warm();
@@ -81,10 +89,22 @@ describe('edge metrics on its /metrics port', () => {
 
   it('counts allowed and denied Checks by purpose, outcome and code, and times each', async () => {
     const staff = { authorization: `Bearer ${readOnly}` };
-    for (let i = 0; i < 2; i++) assert.equal((await client.check(envoyRequest('GET', '/v1/countries', { headers: staff }))).status.code, 0);
-    const refused = await client.check(envoyRequest('POST', '/v1/products', { headers: { ...staff, 'content-type': 'application/json' }, body: '{"code":"X","category":"Y"}' }));
+    for (let i = 0; i < 2; i++)
+      assert.equal(
+        (await client.check(envoyRequest('GET', '/v1/countries', { headers: staff }))).status.code,
+        0,
+      );
+    const refused = await client.check(
+      envoyRequest('POST', '/v1/products', {
+        headers: { ...staff, 'content-type': 'application/json' },
+        body: '{"code":"X","category":"Y"}',
+      }),
+    );
     assert.equal(refused.denied_response?.status.code, 403);
-    assert.equal((await client.check(envoyRequest('GET', '/v1/countries'))).denied_response?.status.code, 401);
+    assert.equal(
+      (await client.check(envoyRequest('GET', '/v1/countries'))).denied_response?.status.code,
+      401,
+    );
     assert.equal((await client.check(envoyRequest('GET', '/v1/accounts'))).denied_response?.status.code, 401);
     // An unmapped path is counted under its route-table purpose, never under its text.
     const stray = `/v1/no-such-${randomUUID()}`;
@@ -93,24 +113,42 @@ describe('edge metrics on its /metrics port', () => {
     const text = (await call(ops.origin, 'GET', '/metrics')).text;
     assert.ok(!text.includes(stray.slice(4)), 'no label value from the request path');
     const s = samples(text);
-    const decisions = (purpose: string, outcome: string, code: string) => valueOf(s, 'edge_decisions_total', { purpose, outcome, code });
+    const decisions = (purpose: string, outcome: string, code: string) =>
+      valueOf(s, 'edge_decisions_total', { purpose, outcome, code });
     assert.equal(decisions('operational', 'allow', 'OK'), 2);
-    assert.equal(decisions('operational', 'deny', 'POLICY_DENIED'), 2, 'the refused mutation and the unmapped path');
+    assert.equal(
+      decisions('operational', 'deny', 'POLICY_DENIED'),
+      2,
+      'the refused mutation and the unmapped path',
+    );
     assert.equal(decisions('operational', 'deny', 'UNAUTHENTICATED'), 1);
     assert.equal(decisions('customer.account.view', 'deny', 'UNAUTHENTICATED'), 1);
-    assert.equal(s.filter((x) => x.name === 'edge_decisions_total').reduce((n, x) => n + x.value, 0), 6, 'the warm-up rehearsal is not counted');
+    assert.equal(
+      s.filter((x) => x.name === 'edge_decisions_total').reduce((n, x) => n + x.value, 0),
+      6,
+      'the warm-up rehearsal is not counted',
+    );
     assert.equal(valueOf(s, 'edge_decision_duration_seconds_count', { outcome: 'allow' }), 2);
     assert.equal(valueOf(s, 'edge_decision_duration_seconds_count', { outcome: 'deny' }), 4);
     assert.ok((valueOf(s, 'edge_decision_duration_seconds_sum', { outcome: 'deny' }) ?? 0) > 0);
     assert.equal(valueOf(s, 'edge_decision_duration_seconds_bucket', { outcome: 'deny', le: '+Inf' }), 4);
-    assert.ok(s.some((x) => x.name === 'edge_decision_duration_seconds_bucket' && x.labels.le === '0.0001'), 'sub-millisecond buckets');
+    assert.ok(
+      s.some((x) => x.name === 'edge_decision_duration_seconds_bucket' && x.labels.le === '0.0001'),
+      'sub-millisecond buckets',
+    );
   });
 
   it('names the loaded policy and registry versions, the state age and the audit queue', async () => {
     const s = await scrape();
     const current = edge.policies.current;
     assert.ok(current);
-    assert.equal(valueOf(s, 'edge_policy_info', { policy_version: current.policyVersion, registry_version: current.registryVersion }), 1);
+    assert.equal(
+      valueOf(s, 'edge_policy_info', {
+        policy_version: current.policyVersion,
+        registry_version: current.registryVersion,
+      }),
+      1,
+    );
     assert.equal(s.filter((x) => x.name === 'edge_policy_info').length, 1);
     const age = valueOf(s, 'edge_state_age_seconds');
     assert.ok(age !== undefined && age >= 0 && age < 5, `state age ${age}`);
@@ -124,13 +162,22 @@ describe('edge metrics on its /metrics port', () => {
     // The listener's heartbeat stops and the clock moves past the 5 s staleness bound.
     await edge.state.stop();
     skewMs = 10_000;
-    const res = await client.check(envoyRequest('GET', '/v1/countries', { headers: { authorization: `Bearer ${readOnly}` } }));
+    const res = await client.check(
+      envoyRequest('GET', '/v1/countries', { headers: { authorization: `Bearer ${readOnly}` } }),
+    );
     assert.equal(res.denied_response?.status.code, 503);
     assert.equal(JSON.parse(res.denied_response?.body ?? '{}').code, 'authz_unavailable');
     const s = await scrape();
     assert.equal(valueOf(s, 'edge_state_stale_denials_total'), 1);
     assert.equal(valueOf(s, 'edge_fail_closed_total', { reason: 'stale_state' }), 1);
-    assert.equal(valueOf(s, 'edge_decisions_total', { purpose: 'operational', outcome: 'deny', code: 'authz_unavailable' }), 1);
+    assert.equal(
+      valueOf(s, 'edge_decisions_total', {
+        purpose: 'operational',
+        outcome: 'deny',
+        code: 'authz_unavailable',
+      }),
+      1,
+    );
     assert.ok((valueOf(s, 'edge_state_age_seconds') ?? 0) >= 10);
     assert.equal((await call(ops.origin, 'GET', '/ready')).status, 503);
     // Liveness stays up: a database blip must not restart every edge (deploy/k8s/edge.yaml).
@@ -139,7 +186,13 @@ describe('edge metrics on its /metrics port', () => {
 });
 
 describe('edge fail-closed answers by reason', () => {
-  const stub = { stateAgeS: () => 0, cacheEntries: () => ({}), auditQueued: () => 0, auditUnrecorded: () => 0, policy: () => undefined };
+  const stub = {
+    stateAgeS: () => 0,
+    cacheEntries: () => ({}),
+    auditQueued: () => 0,
+    auditUnrecorded: () => 0,
+    policy: () => undefined,
+  };
 
   async function failClosedCounts(decide: Decide, req: CheckRequest, budgetMs = 2000): Promise<EdgeMetrics> {
     const metrics = createEdgeMetrics(new Registry(), stub);
@@ -153,27 +206,50 @@ describe('edge fail-closed answers by reason', () => {
     return metrics;
   }
 
-  const reasonsOf = async (m: EdgeMetrics) => (await m.failClosed.get()).values.map((v) => [v.labels.reason, v.value]);
+  const reasonsOf = async (m: EdgeMetrics) =>
+    (await m.failClosed.get()).values.map((v) => [v.labels.reason, v.value]);
 
   it('a decision past its budget is budget_exceeded', async () => {
-    const m = await failClosedCounts(() => new Promise(() => undefined), envoyRequest('GET', '/v1/accounts'), 20);
+    const m = await failClosedCounts(
+      () => new Promise(() => undefined),
+      envoyRequest('GET', '/v1/accounts'),
+      20,
+    );
     assert.deepEqual(await reasonsOf(m), [['budget_exceeded', 1]]);
     assert.equal((await m.budgetExceeded.get()).values[0]?.value, 1);
     const d = (await m.decisions.get()).values;
-    assert.deepEqual(d.map((v) => [v.labels, v.value]), [[{ purpose: 'customer.account.view', outcome: 'deny', code: 'authz_unavailable' }, 1]]);
+    assert.deepEqual(
+      d.map((v) => [v.labels, v.value]),
+      [[{ purpose: 'customer.account.view', outcome: 'deny', code: 'authz_unavailable' }, 1]],
+    );
   });
 
   it('an overloaded audit, a missing policy and any other fault are told apart', async () => {
     const req = envoyRequest('GET', '/v1/accounts');
-    assert.deepEqual(await reasonsOf(await failClosedCounts(() => {
-      throw new FailClosedError('audit_overloaded', 'behind');
-    }, req)), [['audit_overloaded', 1]]);
-    assert.deepEqual(await reasonsOf(await failClosedCounts(() => {
-      throw new FailClosedError('no_policy', 'none');
-    }, req)), [['no_policy', 1]]);
-    assert.deepEqual(await reasonsOf(await failClosedCounts(() => {
-      throw new Error('something else');
-    }, req)), [['error', 1]]);
+    assert.deepEqual(
+      await reasonsOf(
+        await failClosedCounts(() => {
+          throw new FailClosedError('audit_overloaded', 'behind');
+        }, req),
+      ),
+      [['audit_overloaded', 1]],
+    );
+    assert.deepEqual(
+      await reasonsOf(
+        await failClosedCounts(() => {
+          throw new FailClosedError('no_policy', 'none');
+        }, req),
+      ),
+      [['no_policy', 1]],
+    );
+    assert.deepEqual(
+      await reasonsOf(
+        await failClosedCounts(() => {
+          throw new Error('something else');
+        }, req),
+      ),
+      [['error', 1]],
+    );
   });
 
   it('a CheckRequest without HTTP attributes is unreadable_request under purpose unknown', async () => {

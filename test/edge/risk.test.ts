@@ -4,31 +4,126 @@ import { RiskEngine, velocityLimit, velocityWindowMs } from '../../edge/auth/ris
 import type { SessionState } from '../../edge/state/store.ts';
 
 const session = (over: Partial<SessionState> = {}): SessionState => ({
-  id: 's1', tenantId: 't1', subjectType: 'customer', subjectId: 'c1', aal: 1, device: 'dev-1', ip: '10.1.2.3', lastSeenMs: 0, revoked: false, ...over,
+  id: 's1',
+  tenantId: 't1',
+  subjectType: 'customer',
+  subjectId: 'c1',
+  aal: 1,
+  device: 'dev-1',
+  ip: '10.1.2.3',
+  lastSeenMs: 0,
+  revoked: false,
+  ...over,
 });
 
 describe('risk signal', () => {
   it('is high for a device other than the one the session signed in with', () => {
     const risk = new RiskEngine(() => 0);
-    assert.deepEqual(risk.assess({ session: session(), deviceId: 'dev-2', ip: '10.1.2.3', subject: 'c1', moneyMoving: false }), { risk: 'high', signals: ['new_device'] });
-    assert.deepEqual(risk.assess({ session: session({ subjectType: 'agent' }), deviceId: undefined, ip: '10.1.2.3', subject: 'a1', moneyMoving: false }), { risk: 'high', signals: ['device_missing'] }, 'a device-bound agent session without the header');
-    assert.deepEqual(risk.assess({ session: session({ subjectType: 'agent' }), deviceId: 'dev-2', ip: '10.1.2.3', subject: 'a1', moneyMoving: false }), { risk: 'high', signals: ['new_device'] });
-    assert.equal(risk.assess({ session: session({ subjectType: 'agent' }), deviceId: 'dev-1', ip: '10.1.2.3', subject: 'a1', moneyMoving: false }).risk, 'low');
-    assert.equal(risk.assess({ session: session(), deviceId: 'dev-1', ip: '10.1.2.3', subject: 'c1', moneyMoving: false }).risk, 'low');
-    assert.deepEqual(risk.assess({ session: session(), deviceId: undefined, ip: '10.1.2.3', subject: 'c1', moneyMoving: false }), { risk: 'high', signals: ['device_missing'] }, 'leaving the header out is no way around it');
-    assert.equal(risk.assess({ session: session({ device: null }), deviceId: undefined, ip: '10.1.2.3', subject: 'c1', moneyMoving: false }).risk, 'low', 'a session without a device');
+    assert.deepEqual(
+      risk.assess({
+        session: session(),
+        deviceId: 'dev-2',
+        ip: '10.1.2.3',
+        subject: 'c1',
+        moneyMoving: false,
+      }),
+      { risk: 'high', signals: ['new_device'] },
+    );
+    assert.deepEqual(
+      risk.assess({
+        session: session({ subjectType: 'agent' }),
+        deviceId: undefined,
+        ip: '10.1.2.3',
+        subject: 'a1',
+        moneyMoving: false,
+      }),
+      { risk: 'high', signals: ['device_missing'] },
+      'a device-bound agent session without the header',
+    );
+    assert.deepEqual(
+      risk.assess({
+        session: session({ subjectType: 'agent' }),
+        deviceId: 'dev-2',
+        ip: '10.1.2.3',
+        subject: 'a1',
+        moneyMoving: false,
+      }),
+      { risk: 'high', signals: ['new_device'] },
+    );
+    assert.equal(
+      risk.assess({
+        session: session({ subjectType: 'agent' }),
+        deviceId: 'dev-1',
+        ip: '10.1.2.3',
+        subject: 'a1',
+        moneyMoving: false,
+      }).risk,
+      'low',
+    );
+    assert.equal(
+      risk.assess({
+        session: session(),
+        deviceId: 'dev-1',
+        ip: '10.1.2.3',
+        subject: 'c1',
+        moneyMoving: false,
+      }).risk,
+      'low',
+    );
+    assert.deepEqual(
+      risk.assess({
+        session: session(),
+        deviceId: undefined,
+        ip: '10.1.2.3',
+        subject: 'c1',
+        moneyMoving: false,
+      }),
+      { risk: 'high', signals: ['device_missing'] },
+      'leaving the header out is no way around it',
+    );
+    assert.equal(
+      risk.assess({
+        session: session({ device: null }),
+        deviceId: undefined,
+        ip: '10.1.2.3',
+        subject: 'c1',
+        moneyMoving: false,
+      }).risk,
+      'low',
+      'a session without a device',
+    );
   });
 
   it('is medium outside the /16 the session began in, low inside it', () => {
     const risk = new RiskEngine(() => 0);
-    assert.deepEqual(risk.assess({ session: session(), deviceId: 'dev-1', ip: '10.9.0.1', subject: 'c1', moneyMoving: false }), { risk: 'medium', signals: ['ip_outside_usual_range'] });
-    assert.equal(risk.assess({ session: session(), deviceId: 'dev-1', ip: '10.1.200.7', subject: 'c1', moneyMoving: false }).risk, 'low');
+    assert.deepEqual(
+      risk.assess({
+        session: session(),
+        deviceId: 'dev-1',
+        ip: '10.9.0.1',
+        subject: 'c1',
+        moneyMoving: false,
+      }),
+      { risk: 'medium', signals: ['ip_outside_usual_range'] },
+    );
+    assert.equal(
+      risk.assess({
+        session: session(),
+        deviceId: 'dev-1',
+        ip: '10.1.200.7',
+        subject: 'c1',
+        moneyMoving: false,
+      }).risk,
+      'low',
+    );
   });
 
   it('is high past the velocity limit of money intents in the window, and low again once they age out', () => {
     let now = 1_000_000;
     const risk = new RiskEngine(() => now);
-    const intent = (subject = 'c1') => risk.assess({ session: undefined, deviceId: undefined, ip: '10.1.2.3', subject, moneyMoving: true }).risk;
+    const intent = (subject = 'c1') =>
+      risk.assess({ session: undefined, deviceId: undefined, ip: '10.1.2.3', subject, moneyMoving: true })
+        .risk;
     for (let i = 0; i < velocityLimit; i++) {
       assert.equal(intent(), 'low', `intent ${i + 1} of ${velocityLimit}`);
       now += 1000;
@@ -36,7 +131,16 @@ describe('risk signal', () => {
     assert.equal(intent(), 'high');
     assert.equal(intent('c2'), 'low', 'counted per subject');
     // Reads never count towards velocity.
-    assert.equal(risk.assess({ session: undefined, deviceId: undefined, ip: '10.1.2.3', subject: 'c3', moneyMoving: false }).risk, 'low');
+    assert.equal(
+      risk.assess({
+        session: undefined,
+        deviceId: undefined,
+        ip: '10.1.2.3',
+        subject: 'c3',
+        moneyMoving: false,
+      }).risk,
+      'low',
+    );
     now += velocityWindowMs;
     assert.equal(intent(), 'low');
   });
@@ -44,7 +148,14 @@ describe('risk signal', () => {
   it('stays exact for a subject sending thousands of intents: the oldest ones age out on time', () => {
     let now = 0;
     const risk = new RiskEngine(() => now);
-    const intent = () => risk.assess({ session: undefined, deviceId: undefined, ip: '10.1.2.3', subject: 'c1', moneyMoving: true }).risk;
+    const intent = () =>
+      risk.assess({
+        session: undefined,
+        deviceId: undefined,
+        ip: '10.1.2.3',
+        subject: 'c1',
+        moneyMoving: true,
+      }).risk;
     for (let i = 0; i < 5000; i++) {
       assert.equal(intent(), i < velocityLimit ? 'low' : 'high');
       now += 10;

@@ -7,34 +7,54 @@ import { createLogger } from '../../shared/log.ts';
 
 const log = createLogger('silent');
 /** A stand-in for shadow-thread.ts whose answer to a batch is `onEval` (CommonJS, evaluated). */
-const fakeThread = (onEval: string) => () => new Worker(
-  `const { parentPort } = require('node:worker_threads');
+const fakeThread = (onEval: string) => () =>
+  new Worker(
+    `const { parentPort } = require('node:worker_threads');
    parentPort.postMessage({ type: 'ready' });
    parentPort.on('message', (m) => { if (m.type !== 'eval') return; const items = JSON.parse(m.items); ${onEval} });`,
-  { eval: true },
-);
-const item = (i: number) => ({ t: 'ta', input: { n: i }, allow: true, d: `d${i}`, p: 'customer.account.view', r: 'GET /v1/accounts' });
+    { eval: true },
+  );
+const item = (i: number) => ({
+  t: 'ta',
+  input: { n: i },
+  allow: true,
+  d: `d${i}`,
+  p: 'customer.account.view',
+  r: 'GET /v1/accounts',
+});
 
 async function until(ok: () => boolean): Promise<void> {
   for (let i = 0; i < 400 && !ok(); i++) await new Promise((r) => setTimeout(r, 25));
 }
 
 function feed(onEval: string): ShadowFeed {
-  const f = new ShadowFeed({ db: {} as Db, databaseUrl: 'postgres://unused', trustedKeys: [], log, timeoutMs: 300, spawn: fakeThread(onEval) });
+  const f = new ShadowFeed({
+    db: {} as Db,
+    databaseUrl: 'postgres://unused',
+    trustedKeys: [],
+    log,
+    timeoutMs: 300,
+    spawn: fakeThread(onEval),
+  });
   f.setShadows([['ta', 'cand-0000000000000000']]);
   return f;
 }
 
 describe('shadow evaluation is isolated from live decisions (issue 22 item 3)', () => {
   it('offers only the decisions of tenants with a shadow, and counts what the thread reports', async () => {
-    const f = feed(`parentPort.postMessage({ type: 'evaluated', id: m.id, evaluated: items.length, divergent: 1, errors: 0 });`);
+    const f = feed(
+      `parentPort.postMessage({ type: 'evaluated', id: m.id, evaluated: items.length, divergent: 1, errors: 0 });`,
+    );
     try {
       assert.equal(f.wants('tb'), false);
       f.offer({ ...item(0), t: 'tb' });
       for (let i = 0; i < 3; i++) f.offer(item(i));
       f.flush();
       await until(() => f.stats.evaluated === 3);
-      assert.deepEqual({ ...f.stats }, { evaluated: 3, divergent: 1, errors: 0, dropped: 0, timeouts: 0, active: 1 });
+      assert.deepEqual(
+        { ...f.stats },
+        { evaluated: 3, divergent: 1, errors: 0, dropped: 0, timeouts: 0, active: 1 },
+      );
     } finally {
       await f.stop();
     }
@@ -58,7 +78,9 @@ describe('shadow evaluation is isolated from live decisions (issue 22 item 3)', 
   });
 
   it('a shadow that throws loses its batch and the next batch starts a new thread', async () => {
-    const f = feed(`if (items[0].d === 'd0') throw new Error('shadow bundle threw'); parentPort.postMessage({ type: 'evaluated', id: m.id, evaluated: items.length, divergent: 0, errors: 0 });`);
+    const f = feed(
+      `if (items[0].d === 'd0') throw new Error('shadow bundle threw'); parentPort.postMessage({ type: 'evaluated', id: m.id, evaluated: items.length, divergent: 0, errors: 0 });`,
+    );
     try {
       f.offer(item(0));
       f.flush();
@@ -73,7 +95,13 @@ describe('shadow evaluation is isolated from live decisions (issue 22 item 3)', 
   });
 
   it('a full queue drops, never grows', () => {
-    const f = new ShadowFeed({ db: {} as Db, databaseUrl: 'postgres://unused', trustedKeys: [], log, maxQueued: 2 });
+    const f = new ShadowFeed({
+      db: {} as Db,
+      databaseUrl: 'postgres://unused',
+      trustedKeys: [],
+      log,
+      maxQueued: 2,
+    });
     f.setShadows([['ta', 'cand-0000000000000000']]);
     for (let i = 0; i < 5; i++) f.offer(item(i));
     assert.equal(f.stats.dropped, 3);

@@ -17,11 +17,12 @@ describe('used request-bound step-ups on the edge', () => {
   let tdb: TestDb;
   let state: EdgeState;
   const queries: string[] = [];
-  const use = (jti: string, key: string | null, expires = "now() + interval '10 minutes'") => tdb.db.query(
-    `INSERT INTO stepup_uses (tenant_id, grant_jti, session_id, customer_id, orig, action, idempotency_key, used_at, expires_at)
+  const use = (jti: string, key: string | null, expires = "now() + interval '10 minutes'") =>
+    tdb.db.query(
+      `INSERT INTO stepup_uses (tenant_id, grant_jti, session_id, customer_id, orig, action, idempotency_key, used_at, expires_at)
      VALUES ('t1', $1, $2, $3, 'o', 'transfer.create', $4, now(), ${expires})`,
-    [jti, randomUUID(), randomUUID(), key],
-  );
+      [jti, randomUUID(), randomUUID(), key],
+    );
   const eventually = async (jti: string, want: string | undefined) => {
     let got = await state.stepUpUse('t1', jti);
     for (let i = 0; i < 100 && got !== want; i++) {
@@ -33,11 +34,17 @@ describe('used request-bound step-ups on the edge', () => {
 
   before(async () => {
     tdb = await freshDatabase();
-    await tdb.db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ('t1', 't1', 'KE', 'KES')`);
+    await tdb.db.query(
+      `INSERT INTO tenants (id, name, country, base_currency) VALUES ('t1', 't1', 'KE', 'KES')`,
+    );
     // Used before this edge started: known from the load at connect, not from a notification.
     await use('used-before-start', 'k-before-0001');
     await use('expired-before-start', null, "now() - interval '1 minute'");
-    const db: Db = { ...tdb.db, pool: tdb.db.pool, query: (sql, params) => (queries.push(sql), tdb.db.query(sql, params)) };
+    const db: Db = {
+      ...tdb.db,
+      pool: tdb.db.pool,
+      query: (sql, params) => (queries.push(sql), tdb.db.query(sql, params)),
+    };
     const keys = new KeyStore(tdb.db, randomBytes(32));
     state = new EdgeState(db, new TokenVerifier(tdb.db), keys.apiKeySecrets, createLogger('silent'));
     await state.start();
@@ -51,8 +58,16 @@ describe('used request-bound step-ups on the edge', () => {
     queries.length = 0;
     assert.equal(await state.stepUpUse('t1', 'used-before-start'), 'k-before-0001');
     assert.equal(await state.stepUpUse('t1', 'never-used'), undefined);
-    assert.equal(await state.stepUpUse('t2', 'used-before-start'), undefined, 'another tenant\'s grant id is another grant');
-    assert.deepEqual(queries.filter((q) => q.includes('stepup_uses')), [], 'no row read per lookup');
+    assert.equal(
+      await state.stepUpUse('t2', 'used-before-start'),
+      undefined,
+      "another tenant's grant id is another grant",
+    );
+    assert.deepEqual(
+      queries.filter((q) => q.includes('stepup_uses')),
+      [],
+      'no row read per lookup',
+    );
   });
 
   it('learns a use committed later by notification, with the key that used it', async () => {

@@ -23,11 +23,23 @@ describe('edge warm-up', () => {
   before(async () => {
     tdb = await freshDatabase();
     const masterKey = randomBytes(32);
-    const demo = (await seedDemo(tdb.db, undefined, { keys: new KeyStore(tdb.db, masterKey) })) as { serviceTokens: { readOnly: { token: string } } };
+    const demo = (await seedDemo(tdb.db, undefined, { keys: new KeyStore(tdb.db, masterKey) })) as {
+      serviceTokens: { readOnly: { token: string } };
+    };
     token = demo.serviceTokens.readOnly.token;
     // The edge's database, every query it sends recorded.
-    const db: Db = { ...tdb.db, pool: tdb.db.pool, query: (sql, params) => (queries.push(sql), tdb.db.query(sql, params)) };
-    edge = await buildEdge({ db, apiKeySealKey: deriveApiKeySealKey(masterKey), challengeKeys: [deriveChallengeKey(masterKey)], log: createLogger('silent'), edgeSecret: 'warm-test' });
+    const db: Db = {
+      ...tdb.db,
+      pool: tdb.db.pool,
+      query: (sql, params) => (queries.push(sql), tdb.db.query(sql, params)),
+    };
+    edge = await buildEdge({
+      db,
+      apiKeySealKey: deriveApiKeySealKey(masterKey),
+      challengeKeys: [deriveChallengeKey(masterKey)],
+      log: createLogger('silent'),
+      edgeSecret: 'warm-test',
+    });
     await edge.warm();
     client = checkClient(`127.0.0.1:${await edge.listen(0)}`);
   });
@@ -44,14 +56,21 @@ describe('edge warm-up', () => {
 
   it('decides the first request with a service token from memory', async () => {
     queries.length = 0;
-    const res = await client.check(envoyRequest('GET', '/v1/countries', { headers: { authorization: `Bearer ${token}` } }));
+    const res = await client.check(
+      envoyRequest('GET', '/v1/countries', { headers: { authorization: `Bearer ${token}` } }),
+    );
     assert.equal(res.status.code, 0, JSON.stringify(res.denied_response));
-    assert.deepEqual(queries.filter((q) => /service_tokens|FROM tenants/.test(q)), []);
+    assert.deepEqual(
+      queries.filter((q) => /service_tokens|FROM tenants/.test(q)),
+      [],
+    );
   });
 
   it('still reads the database for a token it did not load (the count above can fail)', async () => {
     queries.length = 0;
-    await client.check(envoyRequest('GET', '/v1/countries', { headers: { authorization: 'Bearer svc_unknown-token' } }));
+    await client.check(
+      envoyRequest('GET', '/v1/countries', { headers: { authorization: 'Bearer svc_unknown-token' } }),
+    );
     assert.equal(queries.filter((q) => /service_tokens/.test(q)).length, 1);
   });
 });

@@ -32,7 +32,13 @@ function must(r: Res, status: number, what: string): Json {
 
 async function customerHeaders(): Promise<Record<string, string>> {
   const device = 'fuzz-device-1';
-  const { accessToken } = await signUpCustomer(gw, data, `+2547${String(randomInt(10_000_000, 99_999_999))}`, '482615', device);
+  const { accessToken } = await signUpCustomer(
+    gw,
+    data,
+    `+2547${String(randomInt(10_000_000, 99_999_999))}`,
+    '482615',
+    device,
+  );
   return { Authorization: `Bearer ${accessToken}`, 'X-Device-Id': device };
 }
 
@@ -40,15 +46,42 @@ async function agentHeaders(demo: Json): Promise<Record<string, string>> {
   const a = demo.agent as Json;
   const key = createPrivateKey({ key: a.devicePrivateJwk as JsonWebKey, format: 'jwk' });
   const timestamp = String(Date.now());
-  const signature = sign(null, Buffer.from(proofMessage('agent-login', a.tenantId, a.agentCode, a.deviceId, timestamp)), key).toString('base64url');
-  const login = must(await callRetrying(gw, 'POST', '/v1/agent/auth/login', { json: { tenantId: a.tenantId, agentCode: a.agentCode, pin: a.pin, device: { deviceId: a.deviceId, timestamp, signature } } }), 200, 'agent login');
+  const signature = sign(
+    null,
+    Buffer.from(proofMessage('agent-login', a.tenantId, a.agentCode, a.deviceId, timestamp)),
+    key,
+  ).toString('base64url');
+  const login = must(
+    await callRetrying(gw, 'POST', '/v1/agent/auth/login', {
+      json: {
+        tenantId: a.tenantId,
+        agentCode: a.agentCode,
+        pin: a.pin,
+        device: { deviceId: a.deviceId, timestamp, signature },
+      },
+    }),
+    200,
+    'agent login',
+  );
   return { Authorization: `Bearer ${login.accessToken}`, 'X-Device-Id': a.deviceId };
 }
 
 async function coreClientHeaders(demo: Json): Promise<Record<string, string>> {
   const c = demo.coreClient as Json;
-  const form = new URLSearchParams({ grant_type: 'client_credentials', client_id: c.clientId, client_secret: c.clientSecret, scope: (c.scopes as string[]).join(' ') });
-  const t = must(await callRetrying(gw, 'POST', '/oauth2/token', { body: form.toString(), headers: { 'content-type': 'application/x-www-form-urlencoded' } }), 200, 'core client token');
+  const form = new URLSearchParams({
+    grant_type: 'client_credentials',
+    client_id: c.clientId,
+    client_secret: c.clientSecret,
+    scope: (c.scopes as string[]).join(' '),
+  });
+  const t = must(
+    await callRetrying(gw, 'POST', '/oauth2/token', {
+      body: form.toString(),
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    }),
+    200,
+    'core client token',
+  );
   return { Authorization: `Bearer ${t.access_token}` };
 }
 
@@ -65,8 +98,12 @@ async function main(): Promise<void> {
   const byCredential = new Map<string, string[]>();
   for (const [path, ops] of Object.entries(doc.paths as Json)) {
     for (const [method, op] of Object.entries(ops as Json)) {
-      const credential = resolve(method.toUpperCase(), path.replace(/\{[^}]+\}/g, 'x')).route?.credential ?? 'public';
-      byCredential.set(credential, [...(byCredential.get(credential) ?? []), (op as Json).operationId as string]);
+      const credential =
+        resolve(method.toUpperCase(), path.replace(/\{[^}]+\}/g, 'x')).route?.credential ?? 'public';
+      byCredential.set(credential, [
+        ...(byCredential.get(credential) ?? []),
+        (op as Json).operationId as string,
+      ]);
     }
   }
   const headersOf: Record<string, () => Promise<Record<string, string>>> = {
@@ -82,7 +119,10 @@ async function main(): Promise<void> {
     const make = headersOf[credential];
     if (!make) throw new Error(`no credential for ${credential}`);
     const headers = Object.entries(await make()).flatMap(([k, v]) => ['-H', `${k}: ${v}`]);
-    for (const [suffix, ids] of [['', all.filter((id) => !late.has(id))], ['-late', all.filter((id) => late.has(id))]] as const) {
+    for (const [suffix, ids] of [
+      ['', all.filter((id) => !late.has(id))],
+      ['-late', all.filter((id) => late.has(id))],
+    ] as const) {
       if (ids.length === 0) continue;
       const args = [...headers, '--include-operation-id-regex', `^(${ids.join('|')})$`];
       await writeFile(join(out, `${credential}${suffix}.args`), `${args.join('\n')}\n`, { mode: 0o600 });

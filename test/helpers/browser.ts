@@ -11,7 +11,15 @@ import { chromium, type Browser, type CDPSession, type Page } from 'playwright-c
 
 export const chromiumPath = '/usr/bin/chromium';
 
-const flags = ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const flags = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
 
 /** undefined when the browser can run here; else why not (a skip reason locally, a failure under CI). */
 export function browserUnavailable(): string | undefined {
@@ -46,10 +54,19 @@ export async function launchBrowser(): Promise<TestBrowser> {
       const cdp = await context.newCDPSession(page);
       await cdp.send('WebAuthn.enable');
       const { authenticatorId } = await cdp.send('WebAuthn.addVirtualAuthenticator', {
-        options: { protocol: 'ctap2', transport: 'internal', hasResidentKey: true, hasUserVerification: true, isUserVerified: true, automaticPresenceSimulation: true },
+        options: {
+          protocol: 'ctap2',
+          transport: 'internal',
+          hasResidentKey: true,
+          hasUserVerification: true,
+          isUserVerified: true,
+          automaticPresenceSimulation: true,
+        },
       });
       return {
-        page, cdp, authenticatorId,
+        page,
+        cdp,
+        authenticatorId,
         credentials: async () => (await cdp.send('WebAuthn.getCredentials', { authenticatorId })).credentials,
       };
     },

@@ -22,7 +22,16 @@ export async function startTestCore(): Promise<TestCore> {
   const metrics = createMetrics();
   const tdb = await freshDatabase({ metrics });
   const keys = new KeyStore(tdb.db, randomBytes(32));
-  const core = buildCore({ db: tdb.db, log: createLogger('silent'), metrics, build: readBuildInfo(), keys, edgeSecrets: testEdgeSecrets, checkResponses: true, routeAccess: edgeRouteAccess() });
+  const core = buildCore({
+    db: tdb.db,
+    log: createLogger('silent'),
+    metrics,
+    build: readBuildInfo(),
+    keys,
+    edgeSecrets: testEdgeSecrets,
+    checkResponses: true,
+    routeAccess: edgeRouteAccess(),
+  });
   const s = await serve(core.server);
   return {
     origin: s.origin,

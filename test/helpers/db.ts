@@ -33,7 +33,11 @@ export async function freshDatabase(opts: { migrate?: boolean; metrics?: Metrics
   await admin.query(`CREATE DATABASE ${name}`);
   await admin.end();
   const url = databaseUrl(name);
-  const db = createDb({ connectionString: url, metrics: opts.metrics ?? createMetrics(), log: createLogger('silent') });
+  const db = createDb({
+    connectionString: url,
+    metrics: opts.metrics ?? createMetrics(),
+    log: createLogger('silent'),
+  });
   if (opts.migrate !== false) await migrate(db.pool);
   return {
     name,

@@ -11,14 +11,25 @@ export interface TestEdge {
 }
 
 /** A Check client for an ext_authz server at `address`. */
-export function checkClient(address: string): { check(req: CheckRequest, deadlineMs?: number): Promise<CheckResponse>; close(): void } {
+export function checkClient(address: string): {
+  check(req: CheckRequest, deadlineMs?: number): Promise<CheckResponse>;
+  close(): void;
+} {
   const { Authorization } = authorizationPackage();
   const client = new Authorization(address, grpc.credentials.createInsecure()) as unknown as grpc.Client & {
-    Check(r: CheckRequest, o: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r?: CheckResponse) => void): void;
+    Check(
+      r: CheckRequest,
+      o: grpc.CallOptions,
+      cb: (e: grpc.ServiceError | null, r?: CheckResponse) => void,
+    ): void;
   };
   return {
     check: (req, deadlineMs = 2000) =>
-      new Promise((resolve, reject) => client.Check(req, { deadline: Date.now() + deadlineMs }, (e, r) => (e || !r ? reject(e) : resolve(r)))),
+      new Promise((resolve, reject) =>
+        client.Check(req, { deadline: Date.now() + deadlineMs }, (e, r) =>
+          e || !r ? reject(e) : resolve(r),
+        ),
+      ),
     close: () => client.close(),
   };
 }
@@ -39,7 +50,11 @@ export async function startTestEdge(deps: EdgeDeps): Promise<TestEdge> {
 }
 
 /** A CheckRequest shaped as Envoy sends it (header map, path with query, raw_body bytes). */
-export function envoyRequest(method: string, path: string, opts: { headers?: Record<string, string>; body?: string; ip?: string } = {}): CheckRequest {
+export function envoyRequest(
+  method: string,
+  path: string,
+  opts: { headers?: Record<string, string>; body?: string; ip?: string } = {},
+): CheckRequest {
   const body = Buffer.from(opts.body ?? '');
   return {
     attributes: {
@@ -52,7 +67,13 @@ export function envoyRequest(method: string, path: string, opts: { headers?: Rec
           host: 'api.example',
           scheme: 'https',
           protocol: 'HTTP/1.1',
-          headers: { ':method': method, ':path': path, ':authority': 'api.example', 'x-request-id': 'req-1', ...opts.headers },
+          headers: {
+            ':method': method,
+            ':path': path,
+            ':authority': 'api.example',
+            'x-request-id': 'req-1',
+            ...opts.headers,
+          },
           size: String(body.length),
           raw_body: body,
         },
@@ -75,7 +96,17 @@ export const platformOnly: Decide = (view, resolved) => {
     return { allow: true, status: 200, set: { 'x-purpose': resolved.purpose } };
   }
   if (!resolved.route) {
-    return { allow: false, status: 403, code: 'POLICY_DENIED', message: `no route mapping for ${view.method} ${view.path}; purpose operational denies it` };
+    return {
+      allow: false,
+      status: 403,
+      code: 'POLICY_DENIED',
+      message: `no route mapping for ${view.method} ${view.path}; purpose operational denies it`,
+    };
   }
-  return { allow: false, status: 403, code: 'POLICY_DENIED', message: `purpose ${resolved.purpose} is not authorised here` };
+  return {
+    allow: false,
+    status: 403,
+    code: 'POLICY_DENIED',
+    message: `purpose ${resolved.purpose} is not authorised here`,
+  };
 };

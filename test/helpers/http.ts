@@ -21,17 +21,33 @@ export interface Res {
   json: any;
 }
 
-export async function call(origin: string, method: string, path: string, opts: { body?: string | Buffer; json?: unknown; headers?: Record<string, string>; dispatcher?: Dispatcher } = {}): Promise<Res> {
+export async function call(
+  origin: string,
+  method: string,
+  path: string,
+  opts: {
+    body?: string | Buffer;
+    json?: unknown;
+    headers?: Record<string, string>;
+    dispatcher?: Dispatcher;
+  } = {},
+): Promise<Res> {
   const headers: Record<string, string> = { ...opts.headers };
   let body = opts.body;
   if (opts.json !== undefined) {
     body = JSON.stringify(opts.json);
     headers['content-type'] ??= 'application/json';
   }
-  const res = await request(`${origin}${path}`, { method: method as 'GET', headers, body, ...(opts.dispatcher ? { dispatcher: opts.dispatcher } : {}) });
+  const res = await request(`${origin}${path}`, {
+    method: method as 'GET',
+    headers,
+    body,
+    ...(opts.dispatcher ? { dispatcher: opts.dispatcher } : {}),
+  });
   const text = await res.body.text();
   const flat: Record<string, string> = {};
-  for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) flat[k] = Array.isArray(v) ? v.join(', ') : v;
+  for (const [k, v] of Object.entries(res.headers))
+    if (v !== undefined) flat[k] = Array.isArray(v) ? v.join(', ') : v;
   let json: unknown;
   try {
     json = JSON.parse(text);

@@ -7,7 +7,10 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-export interface Issued { key: string; cert: string }
+export interface Issued {
+  key: string;
+  cert: string;
+}
 export interface Pki {
   ca: Issued;
   server: Issued;
@@ -19,28 +22,95 @@ export interface Pki {
 export async function makePki(): Promise<Pki> {
   const dir = await mkdtemp(join(tmpdir(), 'pki-'));
   let n = 0;
-  const ssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
-  const read = async (name: string): Promise<Issued> => ({ key: await readFile(join(dir, `${name}.key`), 'utf8'), cert: await readFile(join(dir, `${name}.crt`), 'utf8') });
+  const ssl = (...args: string[]) =>
+    execFileSync('openssl', args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
+  const read = async (name: string): Promise<Issued> => ({
+    key: await readFile(join(dir, `${name}.key`), 'utf8'),
+    cert: await readFile(join(dir, `${name}.crt`), 'utf8'),
+  });
   const issue = async (subject: string, ext?: string): Promise<Issued> => {
     const name = `c${++n}`;
-    ssl('req', '-new', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', subject);
+    ssl(
+      'req',
+      '-new',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:P-256',
+      '-nodes',
+      '-keyout',
+      `${name}.key`,
+      '-out',
+      `${name}.csr`,
+      '-subj',
+      subject,
+    );
     const extArgs: string[] = [];
     if (ext) {
       await writeFile(join(dir, `${name}.ext`), ext);
       extArgs.push('-extfile', `${name}.ext`);
     }
-    ssl('x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', `${name}.crt`, '-days', '2', '-sha256', ...extArgs);
+    ssl(
+      'x509',
+      '-req',
+      '-in',
+      `${name}.csr`,
+      '-CA',
+      'ca.crt',
+      '-CAkey',
+      'ca.key',
+      '-CAcreateserial',
+      '-out',
+      `${name}.crt`,
+      '-days',
+      '2',
+      '-sha256',
+      ...extArgs,
+    );
     return read(name);
   };
-  ssl('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '2', '-subj', '/O=Test/CN=Test client CA');
+  ssl(
+    'req',
+    '-x509',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:P-256',
+    '-nodes',
+    '-keyout',
+    'ca.key',
+    '-out',
+    'ca.crt',
+    '-days',
+    '2',
+    '-subj',
+    '/O=Test/CN=Test client CA',
+  );
   const ca = await read('ca');
   const server = await issue('/CN=127.0.0.1', 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n');
   return {
-    ca, server,
+    ca,
+    server,
     client: (subject) => issue(subject, 'extendedKeyUsage=clientAuth\n'),
     async selfSigned(subject) {
       const name = `s${++n}`;
-      ssl('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.crt`, '-days', '2', '-subj', subject);
+      ssl(
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:P-256',
+        '-nodes',
+        '-keyout',
+        `${name}.key`,
+        '-out',
+        `${name}.crt`,
+        '-days',
+        '2',
+        '-subj',
+        subject,
+      );
       return read(name);
     },
     dispose: () => rm(dir, { recursive: true, force: true }),

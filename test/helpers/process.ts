@@ -15,20 +15,36 @@ export interface Started {
 export function watch(child: ChildProcess): Started {
   let stdout = '';
   let stderr = '';
-  child.stdout?.on('data', (c: Buffer) => { stdout += c.toString(); });
-  child.stderr?.on('data', (c: Buffer) => { stderr += c.toString(); });
+  child.stdout?.on('data', (c: Buffer) => {
+    stdout += c.toString();
+  });
+  child.stderr?.on('data', (c: Buffer) => {
+    stderr += c.toString();
+  });
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   return { child, exited, output: () => ({ stdout, stderr }) };
 }
 
 /** The environment of a child: PATH and HOME only, plus `env` (no variables of ours leak in). */
 export function childEnv(env: Record<string, string>): Record<string, string> {
-  return { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', TMPDIR: process.env.TMPDIR ?? '/tmp', LOG_LEVEL: 'warn', ...env };
+  return {
+    PATH: process.env.PATH ?? '',
+    HOME: process.env.HOME ?? '/tmp',
+    TMPDIR: process.env.TMPDIR ?? '/tmp',
+    LOG_LEVEL: 'warn',
+    ...env,
+  };
 }
 
 /** `bin/start.ts` as `npm start` runs it, with `env`. */
 export function startProcess(env: Record<string, string>): Started {
-  return watch(spawn(process.execPath, ['--import', 'tsx', 'bin/start.ts'], { cwd: repoRoot, env: childEnv(env), stdio: ['ignore', 'pipe', 'pipe'] }));
+  return watch(
+    spawn(process.execPath, ['--import', 'tsx', 'bin/start.ts'], {
+      cwd: repoRoot,
+      env: childEnv(env),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }),
+  );
 }
 
 export async function waitFor<T>(fn: () => T | undefined | Promise<T | undefined>, ms: number): Promise<T> {
@@ -71,7 +87,7 @@ function parents(): Map<number, number> {
 export function processTree(...pids: number[]): number[] {
   const ppids = parents();
   const tree = new Set(pids);
-  for (let grew = true; grew;) {
+  for (let grew = true; grew; ) {
     grew = false;
     for (const [pid, ppid] of ppids) {
       if (tree.has(ppid) && !tree.has(pid)) {

@@ -31,11 +31,23 @@ function testOnlyEnv(kind: ServiceKind, env: Record<string, string>): Record<str
 
 export function runService(kind: ServiceKind, env: Record<string, string>): Service {
   const child = spawn(process.execPath, ['--import', 'tsx', `bin/services/${kind}.ts`], {
-    cwd: root, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', LOG_LEVEL: 'warn', ...testOnlyEnv(kind, env), ...env }, stdio: ['ignore', 'pipe', 'pipe'],
+    cwd: root,
+    env: {
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? '/tmp',
+      LOG_LEVEL: 'warn',
+      ...testOnlyEnv(kind, env),
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
-  child.stdout?.on('data', (c: Buffer) => { out += c.toString(); });
-  child.stderr?.on('data', (c: Buffer) => { out += c.toString(); });
+  child.stdout?.on('data', (c: Buffer) => {
+    out += c.toString();
+  });
+  child.stderr?.on('data', (c: Buffer) => {
+    out += c.toString();
+  });
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   return { kind, child, exited, output: () => out };
 }
@@ -55,11 +67,22 @@ export async function until<T>(fn: () => Promise<T | undefined>, ms: number, wha
 export const key32 = (): string => randomBytes(32).toString('base64');
 
 /** Every secret production requires, freshly generated, for core and edge processes on `databaseUrl`. */
-export function productionEnv(databaseUrl: string, smsUrl = 'http://127.0.0.1:9/sms'): Record<string, string> {
+export function productionEnv(
+  databaseUrl: string,
+  smsUrl = 'http://127.0.0.1:9/sms',
+): Record<string, string> {
   return {
-    MODE: 'production', DATABASE_URL: databaseUrl, MASTER_KEY: key32(), EDGE_SHARED_SECRET: randomBytes(32).toString('base64url'),
-    CHALLENGE_KEY: key32(), API_KEY_SEAL_KEY: key32(), POLICY_TRUSTED_KEYS: defaultTrustFile,
-    SMS_WEBHOOK_URL: smsUrl, SMS_WEBHOOK_SECRET: newWebhookSecret(), PRIVATE_TARGETS_ALLOWED: '127.0.0.1/32',
-    ISSUER_URL: 'https://payments.test', DEPLOYMENT_REGION: 'KE',
+    MODE: 'production',
+    DATABASE_URL: databaseUrl,
+    MASTER_KEY: key32(),
+    EDGE_SHARED_SECRET: randomBytes(32).toString('base64url'),
+    CHALLENGE_KEY: key32(),
+    API_KEY_SEAL_KEY: key32(),
+    POLICY_TRUSTED_KEYS: defaultTrustFile,
+    SMS_WEBHOOK_URL: smsUrl,
+    SMS_WEBHOOK_SECRET: newWebhookSecret(),
+    PRIVATE_TARGETS_ALLOWED: '127.0.0.1/32',
+    ISSUER_URL: 'https://payments.test',
+    DEPLOYMENT_REGION: 'KE',
   };
 }

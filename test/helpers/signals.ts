@@ -6,7 +6,16 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { alive, childEnv, commandOf, processTree, repoRoot, waitFor, watch, type Started } from './process.ts';
+import {
+  alive,
+  childEnv,
+  commandOf,
+  processTree,
+  repoRoot,
+  waitFor,
+  watch,
+  type Started,
+} from './process.ts';
 
 /** Issue 15 item 2: the whole tree is gone within 10 s of the signal. */
 const stopDeadlineMs = 10_000;
@@ -24,12 +33,23 @@ export const cases: Case[] = [
   { name: 'SIGINT to node', target: 'node', signal: 'SIGINT' },
   { name: 'SIGTERM to node', target: 'node', signal: 'SIGTERM' },
   { name: 'Ctrl-C (SIGINT to the foreground process group)', target: 'group', signal: 'SIGINT' },
-  { name: 'npm killed outright (SIGKILL): node notices its parent is gone', target: 'npm', signal: 'SIGKILL' },
+  {
+    name: 'npm killed outright (SIGKILL): node notices its parent is gone',
+    target: 'npm',
+    signal: 'SIGKILL',
+  },
 ];
 
 /** `npm <args>` in its own process group, as a shell runs a foreground job. */
 export function npm(args: string[], env: Record<string, string>): Started {
-  return watch(spawn('npm', args, { cwd: repoRoot, env: childEnv(env), stdio: ['ignore', 'pipe', 'pipe'], detached: true }));
+  return watch(
+    spawn('npm', args, {
+      cwd: repoRoot,
+      env: childEnv(env),
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+    }),
+  );
 }
 
 /** The node process npm runs (`exec` in the script: npm's own child). */

@@ -31,7 +31,14 @@ export function cbor(v: Cbor): Buffer {
 const sha256 = (b: Buffer | string): Buffer => createHash('sha256').update(b).digest();
 const b64u = (b: Buffer): string => b.toString('base64url');
 
-interface Credential { id: Buffer; key: KeyObject; publicCose: Buffer; counter: number; userHandle: string; rpId: string }
+interface Credential {
+  id: Buffer;
+  key: KeyObject;
+  publicCose: Buffer;
+  counter: number;
+  userHandle: string;
+  rpId: string;
+}
 
 export interface Ceremony {
   /** The page's origin as the browser would report it. */
@@ -42,12 +49,22 @@ export interface Ceremony {
   uv?: boolean;
 }
 
-export interface RegistrationOptionsLike { challenge: string; rp: { id?: string }; user: { id: string } }
-export interface AuthenticationOptionsLike { challenge: string; rpId?: string }
+export interface RegistrationOptionsLike {
+  challenge: string;
+  rp: { id?: string };
+  user: { id: string };
+}
+export interface AuthenticationOptionsLike {
+  challenge: string;
+  rpId?: string;
+}
 
 export class SoftAuthenticator {
   readonly credentials: Credential[] = [];
-  constructor(readonly origin: string, readonly rpId = 'localhost') {}
+  constructor(
+    readonly origin: string,
+    readonly rpId = 'localhost',
+  ) {}
 
   private authData(rpId: string, uv: boolean, counter: number, attested?: Buffer): Buffer {
     const flags = 0x01 | (uv ? 0x04 : 0) | (attested ? 0x40 : 0);
@@ -64,7 +81,15 @@ export class SoftAuthenticator {
   register(o: RegistrationOptionsLike, c: Ceremony = {}) {
     const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
     const jwk = publicKey.export({ format: 'jwk' });
-    const publicCose = cbor(new Map<number, Cbor>([[1, 2], [3, -7], [-1, 1], [-2, Buffer.from(jwk.x ?? '', 'base64url')], [-3, Buffer.from(jwk.y ?? '', 'base64url')]]));
+    const publicCose = cbor(
+      new Map<number, Cbor>([
+        [1, 2],
+        [3, -7],
+        [-1, 1],
+        [-2, Buffer.from(jwk.x ?? '', 'base64url')],
+        [-3, Buffer.from(jwk.y ?? '', 'base64url')],
+      ]),
+    );
     const id = randomBytes(16);
     const rpId = c.rpId ?? o.rp.id ?? this.rpId;
     const cred: Credential = { id, key: privateKey, publicCose, counter: 0, userHandle: o.user.id, rpId };
@@ -73,10 +98,22 @@ export class SoftAuthenticator {
     idLen.writeUInt16BE(id.length);
     const attested = Buffer.concat([Buffer.alloc(16), idLen, id, publicCose]);
     const authData = this.authData(rpId, c.uv ?? true, 0, attested);
-    const attestationObject = cbor(new Map<string, Cbor>([['fmt', 'none'], ['attStmt', new Map()], ['authData', authData]]));
+    const attestationObject = cbor(
+      new Map<string, Cbor>([
+        ['fmt', 'none'],
+        ['attStmt', new Map()],
+        ['authData', authData],
+      ]),
+    );
     return {
-      id: b64u(id), rawId: b64u(id), type: 'public-key' as const,
-      response: { clientDataJSON: b64u(this.clientData('webauthn.create', o.challenge, c.origin ?? this.origin)), attestationObject: b64u(attestationObject), transports: ['internal'] },
+      id: b64u(id),
+      rawId: b64u(id),
+      type: 'public-key' as const,
+      response: {
+        clientDataJSON: b64u(this.clientData('webauthn.create', o.challenge, c.origin ?? this.origin)),
+        attestationObject: b64u(attestationObject),
+        transports: ['internal'],
+      },
       clientExtensionResults: {},
     };
   }
@@ -93,8 +130,15 @@ export class SoftAuthenticator {
     const clientDataJSON = this.clientData('webauthn.get', o.challenge, c.origin ?? this.origin);
     const signature = sign('sha256', Buffer.concat([authData, sha256(clientDataJSON)]), cred.key);
     return {
-      id: b64u(cred.id), rawId: b64u(cred.id), type: 'public-key' as const,
-      response: { clientDataJSON: b64u(clientDataJSON), authenticatorData: b64u(authData), signature: b64u(signature), userHandle: cred.userHandle },
+      id: b64u(cred.id),
+      rawId: b64u(cred.id),
+      type: 'public-key' as const,
+      response: {
+        clientDataJSON: b64u(clientDataJSON),
+        authenticatorData: b64u(authData),
+        signature: b64u(signature),
+        userHandle: cred.userHandle,
+      },
       clientExtensionResults: {},
     };
   }

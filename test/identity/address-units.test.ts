@@ -1,6 +1,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { addressGroupOf, admitAddress, defaultAddressPolicy, type AddressPolicy } from '../../core/identity/address-throttle.ts';
+import {
+  addressGroupOf,
+  admitAddress,
+  defaultAddressPolicy,
+  type AddressPolicy,
+} from '../../core/identity/address-throttle.ts';
 import { addressThrottleProblems } from '../../core/identity/settings.ts';
 import type { Admission, Counter } from '../../core/identity/throttle.ts';
 
@@ -27,7 +32,11 @@ describe('address throttle units', () => {
     const a = addressGroupOf('2001:db8:1:2:aaaa:bbbb:cccc:dddd');
     assert.equal(a, '2001:db8:1:2::/64');
     assert.equal(addressGroupOf('2001:0DB8:0001:0002::1'), a);
-    assert.equal(addressGroupOf('2001:db8:1:2:ffff:ffff:1.2.3.4'), a, 'a dotted tail is part of the low 64 bits');
+    assert.equal(
+      addressGroupOf('2001:db8:1:2:ffff:ffff:1.2.3.4'),
+      a,
+      'a dotted tail is part of the low 64 bits',
+    );
     assert.notEqual(addressGroupOf('2001:db8:1:3::1'), a);
     assert.equal(addressGroupOf('fe80::1%eth0'), 'fe80:0:0:0::/64');
     assert.equal(addressGroupOf('::1'), '0:0:0:0::/64');
@@ -72,13 +81,23 @@ describe('address throttle units', () => {
   });
 
   it('tenant settings: defaults when absent, bounds and the cross-field rule when written', () => {
-    assert.deepEqual(defaultAddressPolicy, { failures: 100, windowMs: 15 * 60_000, delayMs: 60_000, maxDelayMs: 60 * 60_000 });
+    assert.deepEqual(defaultAddressPolicy, {
+      failures: 100,
+      windowMs: 15 * 60_000,
+      delayMs: 60_000,
+      maxDelayMs: 60 * 60_000,
+    });
     assert.deepEqual(addressThrottleProblems(undefined), []);
-    assert.deepEqual(addressThrottleProblems({ failures: 200, window_minutes: 10, delay_seconds: 5, max_delay_minutes: 30 }), []);
+    assert.deepEqual(
+      addressThrottleProblems({ failures: 200, window_minutes: 10, delay_seconds: 5, max_delay_minutes: 30 }),
+      [],
+    );
     assert.equal(addressThrottleProblems({ failures: 5 }).length, 1, 'a NAT-hostile threshold is refused');
     assert.equal(addressThrottleProblems({ failures: 100, extra: 1 }).length, 1);
     assert.equal(addressThrottleProblems({ window_minutes: 7 * 60 }).length, 1);
     assert.equal(addressThrottleProblems('100').length, 1);
-    assert.deepEqual(addressThrottleProblems({ delay_seconds: 600, max_delay_minutes: 5 }), ['address_throttle.max_delay_minutes: shorter than delay_seconds']);
+    assert.deepEqual(addressThrottleProblems({ delay_seconds: 600, max_delay_minutes: 5 }), [
+      'address_throttle.max_delay_minutes: shorter than delay_seconds',
+    ]);
   });
 });

@@ -52,34 +52,63 @@ export function freshIp(): string {
   return `10.${(ipSeq >> 16) & 255}.${(ipSeq >> 8) & 255}.${ipSeq & 255}`;
 }
 
-export async function startHarness(tenants: { id: string; security?: Record<string, unknown> }[] = [{ id: 'ta' }, { id: 'tb' }], identity: Omit<IdentityOptions, 'sms'> = {}): Promise<Harness> {
+export async function startHarness(
+  tenants: { id: string; security?: Record<string, unknown> }[] = [{ id: 'ta' }, { id: 'tb' }],
+  identity: Omit<IdentityOptions, 'sms'> = {},
+): Promise<Harness> {
   const clock = { t: Date.parse('2026-03-01T08:00:00Z') };
   const now = () => clock.t;
   const metrics = createMetrics();
   const tdb = await freshDatabase({ metrics });
   for (const t of tenants) {
-    await tdb.db.query(`INSERT INTO tenants (id, name, country, base_currency, security) VALUES ($1, $1, 'KE', 'KES', $2)`, [t.id, JSON.stringify(t.security ?? {})]);
+    await tdb.db.query(
+      `INSERT INTO tenants (id, name, country, base_currency, security) VALUES ($1, $1, 'KE', 'KES', $2)`,
+      [t.id, JSON.stringify(t.security ?? {})],
+    );
   }
   const keys = new KeyStore(tdb.db, randomBytes(32), { now });
   const sms = new CapturingSender();
-  const core = buildCore({ db: tdb.db, log: createLogger('silent'), metrics, build: readBuildInfo(), keys, now, identity: { ...identity, sms }, edgeSecrets: testEdgeSecrets, checkResponses: true });
+  const core = buildCore({
+    db: tdb.db,
+    log: createLogger('silent'),
+    metrics,
+    build: readBuildInfo(),
+    keys,
+    now,
+    identity: { ...identity, sms },
+    edgeSecrets: testEdgeSecrets,
+    checkResponses: true,
+  });
   const s = await serve(core.server);
   const post = (path: string, json: unknown, headers: Record<string, string> = {}) =>
     call(s.origin, 'POST', path, { json, headers: viaEdge({ 'x-client-ip': freshIp(), ...headers }) });
-  const get = (path: string, headers: Record<string, string> = {}) => call(s.origin, 'GET', path, { headers: viaEdge(headers) });
+  const get = (path: string, headers: Record<string, string> = {}) =>
+    call(s.origin, 'GET', path, { headers: viaEdge(headers) });
   const onboard = async (tenantId: string, phone: string, pin: string): Promise<Tokens> => {
     const sent = await post('/customers/auth/otp/send', { tenantId, phone });
     if (sent.status !== 202) throw new Error(`otp/send ${sent.status} ${sent.text}`);
     const v = await post('/customers/auth/otp/verify', { tenantId, phone, otp: sms.lastCode(phone) });
     if (v.status !== 200) throw new Error(`otp/verify ${v.status} ${v.text}`);
-    const set = await post('/customers/auth/pin/set', { tenantId, phone, pin, verificationToken: v.json.verificationToken });
+    const set = await post('/customers/auth/pin/set', {
+      tenantId,
+      phone,
+      pin,
+      verificationToken: v.json.verificationToken,
+    });
     if (set.status !== 204) throw new Error(`pin/set ${set.status} ${set.text}`);
     const l = await post('/customers/auth/login', { tenantId, phone, pin });
     if (l.status !== 200) throw new Error(`login ${l.status} ${l.text}`);
     return l.json as Tokens;
   };
   return {
-    origin: s.origin, tdb, keys, sms, clock, post, get, onboard,
+    origin: s.origin,
+    tdb,
+    keys,
+    sms,
+    clock,
+    post,
+    get,
+    onboard,
     async close() {
       await s.close();
       await tdb.drop();
@@ -87,7 +116,10 @@ export async function startHarness(tenants: { id: string; security?: Record<stri
   };
 }
 
-export const bearer = (token: string, extra: Record<string, string> = {}) => ({ authorization: `Bearer ${token}`, ...extra });
+export const bearer = (token: string, extra: Record<string, string> = {}) => ({
+  authorization: `Bearer ${token}`,
+  ...extra,
+});
 
 /** Count rows of a table (for "nothing stored half-way"). */
 export async function count(h: Harness, table: string): Promise<number> {
@@ -99,13 +131,29 @@ export async function count(h: Harness, table: string): Promise<number> {
  * Call core; when it answers 403 MFA_REQUIRED, step up by SMS OTP against the challenge it
  * gave (bound to this request) and repeat the request once with the AAL 2 token.
  */
-export async function withStepUp(h: Harness, token: string, phone: string, method: string, path: string, json?: unknown): Promise<{ first: Res; final: Res; token: string }> {
-  const send = (t: string) => call(h.origin, method, path, { ...(json === undefined ? {} : { json }), headers: bearer(t) });
+export async function withStepUp(
+  h: Harness,
+  token: string,
+  phone: string,
+  method: string,
+  path: string,
+  json?: unknown,
+): Promise<{ first: Res; final: Res; token: string }> {
+  const send = (t: string) =>
+    call(h.origin, method, path, { ...(json === undefined ? {} : { json }), headers: bearer(t) });
   const first = await send(token);
   if (!(first.status === 403 && first.json?.code === 'MFA_REQUIRED')) return { first, final: first, token };
-  const sent = await h.post('/customers/auth/stepup/otp', { challengeToken: first.json.challenge }, bearer(token));
+  const sent = await h.post(
+    '/customers/auth/stepup/otp',
+    { challengeToken: first.json.challenge },
+    bearer(token),
+  );
   if (sent.status !== 202) throw new Error(`stepup/otp ${sent.status} ${sent.text}`);
-  const up = await h.post('/customers/auth/stepup/complete', { challengeToken: first.json.challenge, otp: h.sms.lastCode(phone) }, bearer(token));
+  const up = await h.post(
+    '/customers/auth/stepup/complete',
+    { challengeToken: first.json.challenge, otp: h.sms.lastCode(phone) },
+    bearer(token),
+  );
   if (up.status !== 200) throw new Error(`stepup/complete ${up.status} ${up.text}`);
   return { first, final: await send(up.json.accessToken), token: up.json.accessToken };
 }

@@ -25,24 +25,51 @@ describe('PIN reset hold (core)', () => {
     assert.equal(r.json.aal, 1);
     return r.json as Tokens;
   };
-  const challenge = () => issueChallenge(h.keys.challenges, { tenantId: 'ta', sub: customerId, orig: 'some-request', methods: ['otp', 'device'] }, h.clock.t);
+  const challenge = () =>
+    issueChallenge(
+      h.keys.challenges,
+      { tenantId: 'ta', sub: customerId, orig: 'some-request', methods: ['otp', 'device'] },
+      h.clock.t,
+    );
   const otpStepUp = async (t: Tokens) => {
     const ch = await challenge();
-    assert.equal((await h.post('/customers/auth/stepup/otp', { challengeToken: ch }, bearer(t.accessToken))).status, 202);
-    return h.post('/customers/auth/stepup/complete', { challengeToken: ch, otp: h.sms.lastCode(phone) }, bearer(t.accessToken));
+    assert.equal(
+      (await h.post('/customers/auth/stepup/otp', { challengeToken: ch }, bearer(t.accessToken))).status,
+      202,
+    );
+    return h.post(
+      '/customers/auth/stepup/complete',
+      { challengeToken: ch, otp: h.sms.lastCode(phone) },
+      bearer(t.accessToken),
+    );
   };
   const deviceStepUp = async (t: Tokens, d: { id: string; key: KeyObject }) => {
     const ch = await challenge();
-    const deviceAssertion = { deviceId: d.id, signature: sign(null, Buffer.from(ch), d.key).toString('base64url') };
-    return h.post('/customers/auth/stepup/complete', { challengeToken: ch, deviceAssertion }, bearer(t.accessToken));
+    const deviceAssertion = {
+      deviceId: d.id,
+      signature: sign(null, Buffer.from(ch), d.key).toString('base64url'),
+    };
+    return h.post(
+      '/customers/auth/stepup/complete',
+      { challengeToken: ch, deviceAssertion },
+      bearer(t.accessToken),
+    );
   };
   const register = async (t: Tokens) => {
     const { publicKey, privateKey } = generateKeyPairSync('ed25519');
-    const reg = await withStepUp(h, t.accessToken, phone, 'POST', '/customers/devices', { publicKey: String(publicKey.export({ format: 'jwk' }).x) });
+    const reg = await withStepUp(h, t.accessToken, phone, 'POST', '/customers/devices', {
+      publicKey: String(publicKey.export({ format: 'jwk' }).x),
+    });
     assert.equal(reg.final.status, 201, reg.final.text);
     return { id: reg.final.json.deviceId as string, key: privateKey };
   };
-  const holdUntil = async () => (await h.tdb.db.query<{ u: Date | null }>('SELECT pin_reset_hold_until AS u FROM credentials WHERE tenant_id = $1 AND customer_id = $2', ['ta', customerId])).rows[0]?.u;
+  const holdUntil = async () =>
+    (
+      await h.tdb.db.query<{ u: Date | null }>(
+        'SELECT pin_reset_hold_until AS u FROM credentials WHERE tenant_id = $1 AND customer_id = $2',
+        ['ta', customerId],
+      )
+    ).rows[0]?.u;
 
   before(async () => {
     h = await startHarness([{ id: 'ta' }]);
@@ -59,18 +86,35 @@ describe('PIN reset hold (core)', () => {
     h.clock.t += 23 * hour;
     late = await register(await login('639017'));
     h.clock.t += hour;
-    assert.equal((await deviceStepUp(await login('639017'), own)).status, 200, 'the customer\'s own key is usable before the reset');
+    assert.equal(
+      (await deviceStepUp(await login('639017'), own)).status,
+      200,
+      "the customer's own key is usable before the reset",
+    );
   });
 
   it('a reset by SMS is held: OTP step-up refused, the key usable before the reset still steps up, the phone is told', async () => {
     h.clock.t += hour;
     const sent = h.sms.sent.length;
     assert.equal((await h.post('/customers/auth/otp/send', { tenantId: 'ta', phone })).status, 202);
-    const v = await h.post('/customers/auth/otp/verify', { tenantId: 'ta', phone, otp: h.sms.lastCode(phone) });
-    const reset = await h.post('/customers/auth/pin/set', { tenantId: 'ta', phone, pin: '470913', verificationToken: v.json.verificationToken });
+    const v = await h.post('/customers/auth/otp/verify', {
+      tenantId: 'ta',
+      phone,
+      otp: h.sms.lastCode(phone),
+    });
+    const reset = await h.post('/customers/auth/pin/set', {
+      tenantId: 'ta',
+      phone,
+      pin: '470913',
+      verificationToken: v.json.verificationToken,
+    });
     assert.equal(reset.status, 204, reset.text);
     const resetAt = h.clock.t;
-    assert.equal((await holdUntil())?.getTime(), resetAt + 24 * hour, 'the hold is the tenant\'s device cool-off (default 24 hours)');
+    assert.equal(
+      (await holdUntil())?.getTime(),
+      resetAt + 24 * hour,
+      "the hold is the tenant's device cool-off (default 24 hours)",
+    );
     const notices = h.sms.sent.slice(sent).filter((m) => m.purpose === 'pin_changed');
     assert.equal(notices.length, 1);
     assert.equal(notices[0]?.to, phone);
@@ -83,8 +127,12 @@ describe('PIN reset hold (core)', () => {
     assert.equal(byOtp.status, 403, byOtp.text);
     assert.equal(byOtp.json.code, 'PIN_RESET_HOLD');
     const audit = await h.tdb.db.query<{ allow: boolean }>(
-      `SELECT (decision->>'allow')::boolean AS allow FROM audit_log WHERE tenant_id = 'ta' AND action = 'auth.stepup' AND attrs->>'outcome' = 'pin_reset_hold'`);
-    assert.deepEqual(audit.rows.map((r) => r.allow), [false]);
+      `SELECT (decision->>'allow')::boolean AS allow FROM audit_log WHERE tenant_id = 'ta' AND action = 'auth.stepup' AND attrs->>'outcome' = 'pin_reset_hold'`,
+    );
+    assert.deepEqual(
+      audit.rows.map((r) => r.allow),
+      [false],
+    );
 
     const byOwnKey = await deviceStepUp(t, own);
     assert.equal(byOwnKey.status, 200, byOwnKey.text);

@@ -24,11 +24,29 @@ describe('request-bound step-ups and device cool-off (core)', () => {
     const { publicKey, privateKey } = generateKeyPairSync('ed25519');
     return { privateKey, x: String(publicKey.export({ format: 'jwk' }).x) };
   };
-  const login = async (tenantId = 'ta', p = phone) => (await h.post('/customers/auth/login', { tenantId, phone: p, pin })).json as Tokens;
-  const assertion = (challenge: string, deviceId: string, key: KeyObject) => ({ deviceId, signature: sign(null, Buffer.from(challenge), key).toString('base64url') });
-  const deviceStepUp = async (t: Tokens, deviceId: string, key: KeyObject, tenantId = 'ta', sub = customerId) => {
-    const ch = await issueChallenge(h.keys.challenges, { tenantId, sub, orig: 'some-request', methods: ['otp', 'device'] }, h.clock.t);
-    return h.post('/customers/auth/stepup/complete', { challengeToken: ch, deviceAssertion: assertion(ch, deviceId, key) }, bearer(t.accessToken));
+  const login = async (tenantId = 'ta', p = phone) =>
+    (await h.post('/customers/auth/login', { tenantId, phone: p, pin })).json as Tokens;
+  const assertion = (challenge: string, deviceId: string, key: KeyObject) => ({
+    deviceId,
+    signature: sign(null, Buffer.from(challenge), key).toString('base64url'),
+  });
+  const deviceStepUp = async (
+    t: Tokens,
+    deviceId: string,
+    key: KeyObject,
+    tenantId = 'ta',
+    sub = customerId,
+  ) => {
+    const ch = await issueChallenge(
+      h.keys.challenges,
+      { tenantId, sub, orig: 'some-request', methods: ['otp', 'device'] },
+      h.clock.t,
+    );
+    return h.post(
+      '/customers/auth/stepup/complete',
+      { challengeToken: ch, deviceAssertion: assertion(ch, deviceId, key) },
+      bearer(t.accessToken),
+    );
   };
 
   before(async () => {
@@ -40,21 +58,39 @@ describe('request-bound step-ups and device cool-off (core)', () => {
 
   it('a step-up bought for a transfer does not register a device; the registration step-up works once', async () => {
     const transferOrig = origOf('POST', '/v1/transfers', '{"amount":"1.00","currency":"KES"}');
-    const ch = await issueChallenge(h.keys.challenges, { tenantId: 'ta', sub: customerId, orig: transferOrig, methods: ['otp'] }, h.clock.t);
+    const ch = await issueChallenge(
+      h.keys.challenges,
+      { tenantId: 'ta', sub: customerId, orig: transferOrig, methods: ['otp'] },
+      h.clock.t,
+    );
     await h.post('/customers/auth/stepup/otp', { challengeToken: ch }, bearer(tok.accessToken));
-    const forTransfer = (await h.post('/customers/auth/stepup/complete', { challengeToken: ch, otp: h.sms.lastCode(phone) }, bearer(tok.accessToken))).json.accessToken as string;
+    const forTransfer = (
+      await h.post(
+        '/customers/auth/stepup/complete',
+        { challengeToken: ch, otp: h.sms.lastCode(phone) },
+        bearer(tok.accessToken),
+      )
+    ).json.accessToken as string;
     const { x } = keyPair();
     const body = { publicKey: x, label: 'attacker phone' };
     const refused = await h.post('/customers/devices', body, bearer(forTransfer));
     assert.equal(refused.status, 403);
     assert.equal(refused.json.code, 'MFA_REQUIRED');
-    assert.equal(decodeJwt(refused.json.challenge).orig, origOf('POST', '/customers/devices', JSON.stringify(body)), 'a fresh challenge bound to the registration');
+    assert.equal(
+      decodeJwt(refused.json.challenge).orig,
+      origOf('POST', '/customers/devices', JSON.stringify(body)),
+      'a fresh challenge bound to the registration',
+    );
     assert.equal(await count(h, 'customer_devices'), 0);
 
     const reg = await withStepUp(h, tok.accessToken, phone, 'POST', '/customers/devices', body);
     assert.equal(reg.final.status, 201, reg.final.text);
     assert.equal(reg.final.json.status, 'cooling_off');
-    assert.equal(Date.parse(reg.final.json.usableFrom), h.clock.t + 24 * hour, 'the default cool-off is 24 hours, OTP step-up or not');
+    assert.equal(
+      Date.parse(reg.final.json.usableFrom),
+      h.clock.t + 24 * hour,
+      'the default cool-off is 24 hours, OTP step-up or not',
+    );
     const note = h.sms.sent.at(-1);
     assert.equal(note?.to, phone);
     assert.equal(note?.purpose, 'device_added');
@@ -68,27 +104,48 @@ describe('request-bound step-ups and device cool-off (core)', () => {
     assert.ok(again.json.challenge);
     const other = await h.post('/customers/devices', { publicKey: keyPair().x }, bearer(reg.token));
     assert.equal(other.json.code, 'MFA_REQUIRED');
-    const uses = await h.tdb.db.query<{ action: string; grant_jti: string }>('SELECT action, grant_jti FROM stepup_uses WHERE tenant_id = $1', ['ta']);
-    assert.deepEqual(uses.rows.map((r) => [r.action, r.grant_jti]), [['device.register', decodeJwt(reg.token).jti]]);
+    const uses = await h.tdb.db.query<{ action: string; grant_jti: string }>(
+      'SELECT action, grant_jti FROM stepup_uses WHERE tenant_id = $1',
+      ['ta'],
+    );
+    assert.deepEqual(
+      uses.rows.map((r) => [r.action, r.grant_jti]),
+      [['device.register', decodeJwt(reg.token).jti]],
+    );
     assert.equal(await count(h, 'customer_devices'), 1);
   });
 
   it('a new key can neither step up nor be offered until the cool-off has passed; then it can, and its use is listed', async () => {
     const { privateKey, x } = keyPair();
-    const reg = await withStepUp(h, tok.accessToken, phone, 'POST', '/customers/devices', { publicKey: x, label: 'my phone' });
+    const reg = await withStepUp(h, tok.accessToken, phone, 'POST', '/customers/devices', {
+      publicKey: x,
+      label: 'my phone',
+    });
     assert.equal(reg.final.status, 201, reg.final.text);
     const deviceId = reg.final.json.deviceId as string;
     const early = await deviceStepUp(tok, deviceId, privateKey);
     assert.equal(early.status, 403, early.text);
     assert.equal(early.json.code, 'DEVICE_COOLING_OFF');
     const forged = await deviceStepUp(tok, deviceId, keyPair().privateKey);
-    assert.equal(forged.json.code, 'DEVICE_ASSERTION_INVALID', 'a wrong signature learns nothing about the cool-off');
-    const challengeNow = await h.post('/customers/devices', { publicKey: keyPair().x }, bearer(tok.accessToken));
+    assert.equal(
+      forged.json.code,
+      'DEVICE_ASSERTION_INVALID',
+      'a wrong signature learns nothing about the cool-off',
+    );
+    const challengeNow = await h.post(
+      '/customers/devices',
+      { publicKey: keyPair().x },
+      bearer(tok.accessToken),
+    );
     assert.deepEqual(challengeNow.json.methods, ['otp'], 'a cooling-off key is not offered');
 
     h.clock.t += 24 * hour - 60_000;
     tok = await login();
-    assert.equal((await deviceStepUp(tok, deviceId, privateKey)).json.code, 'DEVICE_COOLING_OFF', 'a minute short');
+    assert.equal(
+      (await deviceStepUp(tok, deviceId, privateKey)).json.code,
+      'DEVICE_COOLING_OFF',
+      'a minute short',
+    );
     h.clock.t += 60_000;
     tok = await login();
     const ok = await deviceStepUp(tok, deviceId, privateKey);
@@ -97,7 +154,15 @@ describe('request-bound step-ups and device cool-off (core)', () => {
     assert.equal(decodeJwt(ok.json.accessToken).dvc, deviceId);
     const list = await h.get('/customers/devices', bearer(tok.accessToken));
     assert.equal(list.status, 200, list.text);
-    const mine = (list.json.devices as { id: string; label: string; status: string; lastUsedAt: string | null; createdAt: string }[]).find((d) => d.id === deviceId);
+    const mine = (
+      list.json.devices as {
+        id: string;
+        label: string;
+        status: string;
+        lastUsedAt: string | null;
+        createdAt: string;
+      }[]
+    ).find((d) => d.id === deviceId);
     assert.equal(mine?.label, 'my phone');
     assert.equal(mine?.status, 'active');
     assert.equal(mine?.lastUsedAt, new Date(h.clock.t).toISOString());
@@ -113,7 +178,10 @@ describe('request-bound step-ups and device cool-off (core)', () => {
     assert.equal(Date.parse(reg.final.json.usableFrom), h.clock.t + 2 * hour);
     h.clock.t += 2 * hour - 1000;
     t = await login('tcool', p);
-    assert.equal((await deviceStepUp(t, reg.final.json.deviceId, privateKey, 'tcool', sub)).json.code, 'DEVICE_COOLING_OFF');
+    assert.equal(
+      (await deviceStepUp(t, reg.final.json.deviceId, privateKey, 'tcool', sub)).json.code,
+      'DEVICE_COOLING_OFF',
+    );
     h.clock.t += 1000;
     t = await login('tcool', p);
     assert.equal((await deviceStepUp(t, reg.final.json.deviceId, privateKey, 'tcool', sub)).status, 200);
@@ -121,7 +189,10 @@ describe('request-bound step-ups and device cool-off (core)', () => {
 
   it('removing a device needs its own bound step-up; what it stepped up stops working; a failed removal uses nothing up', async () => {
     tok = await login();
-    const devices = (await h.get('/customers/devices', bearer(tok.accessToken))).json.devices as { id: string; status: string }[];
+    const devices = (await h.get('/customers/devices', bearer(tok.accessToken))).json.devices as {
+      id: string;
+      status: string;
+    }[];
     const active = devices.find((d) => d.status === 'active');
     assert.ok(active);
     const path = `/customers/devices/${active.id}`;
@@ -133,13 +204,23 @@ describe('request-bound step-ups and device cool-off (core)', () => {
     assert.equal(gone.final.status, 204, gone.final.text);
     assert.equal(await count(h, 'stepup_uses'), usesBefore + 1);
     assert.equal(h.sms.sent.at(-1)?.purpose, 'device_removed');
-    const listed = (await h.get('/customers/devices', bearer(tok.accessToken))).json.devices as { id: string; status: string; revokedAt: string | null }[];
+    const listed = (await h.get('/customers/devices', bearer(tok.accessToken))).json.devices as {
+      id: string;
+      status: string;
+      revokedAt: string | null;
+    }[];
     assert.equal(listed.find((d) => d.id === active.id)?.status, 'revoked');
     const twice = await withStepUp(h, tok.accessToken, phone, 'DELETE', path);
     assert.equal(twice.final.status, 404);
     assert.equal(twice.final.json.code, 'DEVICE_NOT_FOUND');
     assert.equal(await count(h, 'stepup_uses'), usesBefore + 1, 'the refused removal used nothing up');
-    const unknown = await withStepUp(h, tok.accessToken, phone, 'DELETE', '/customers/devices/0196a8f0-0000-7000-8000-000000000000');
+    const unknown = await withStepUp(
+      h,
+      tok.accessToken,
+      phone,
+      'DELETE',
+      '/customers/devices/0196a8f0-0000-7000-8000-000000000000',
+    );
     assert.equal(unknown.final.json.code, 'DEVICE_NOT_FOUND');
   });
 
@@ -161,7 +242,7 @@ describe('request-bound step-ups and device cool-off (core)', () => {
     assert.equal((await deviceStepUp(tok, deviceId, privateKey)).json.code, 'DEVICE_ASSERTION_INVALID');
   });
 
-  it('ending one\'s own current session is a logout (no step-up); ending another needs one', async () => {
+  it("ending one's own current session is a logout (no step-up); ending another needs one", async () => {
     const other = await login();
     const own = await call(`/customers/sessions/${other.sessionId}`, other.accessToken);
     assert.equal(own.status, 204, own.text);
@@ -176,13 +257,23 @@ describe('request-bound step-ups and device cool-off (core)', () => {
     const p = '+254711000103';
     const t = await h.onboard('ta', p, pin);
     const sub = String(decodeJwt(t.accessToken).sub);
-    for (let i = 1; i < enrolmentCodesPerDay; i++) assert.equal((await h.post('/customers/auth/otp/send', { tenantId: 'ta', phone: p })).status, 202);
-    assert.equal((await h.post('/customers/auth/otp/send', { tenantId: 'ta', phone: p })).status, 429, 'enrolment codes used up');
+    for (let i = 1; i < enrolmentCodesPerDay; i++)
+      assert.equal((await h.post('/customers/auth/otp/send', { tenantId: 'ta', phone: p })).status, 202);
+    assert.equal(
+      (await h.post('/customers/auth/otp/send', { tenantId: 'ta', phone: p })).status,
+      429,
+      'enrolment codes used up',
+    );
     const stepUpSend = async () => {
-      const ch = await issueChallenge(h.keys.challenges, { tenantId: 'ta', sub, orig: 'x', methods: ['otp'] }, h.clock.t);
+      const ch = await issueChallenge(
+        h.keys.challenges,
+        { tenantId: 'ta', sub, orig: 'x', methods: ['otp'] },
+        h.clock.t,
+      );
       return h.post('/customers/auth/stepup/otp', { challengeToken: ch }, bearer(t.accessToken));
     };
-    for (let i = 0; i < stepUpCodesPerDay; i++) assert.equal((await stepUpSend()).status, 202, `step-up code ${i + 1}`);
+    for (let i = 0; i < stepUpCodesPerDay; i++)
+      assert.equal((await stepUpSend()).status, 202, `step-up code ${i + 1}`);
     const over = await stepUpSend();
     assert.equal(over.status, 429);
     assert.ok(Number(over.headers['retry-after']) > 0);

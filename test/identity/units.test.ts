@@ -11,12 +11,13 @@ describe('identity units', () => {
     let running = 0;
     let peak = 0;
     const release: (() => void)[] = [];
-    const task = () => s.run(async () => {
-      running++;
-      peak = Math.max(peak, running);
-      await new Promise<void>((r) => release.push(r));
-      running--;
-    });
+    const task = () =>
+      s.run(async () => {
+        running++;
+        peak = Math.max(peak, running);
+        await new Promise<void>((r) => release.push(r));
+        running--;
+      });
     const all = [task(), task(), task(), task()];
     assert.equal(s.full, false, 'one waiter place left');
     all.push(task());
@@ -56,7 +57,10 @@ describe('identity units', () => {
     assert.equal(normalizedBody(''), '');
     assert.equal(normalizedBody('{ "b": 1, "a": [true, null] }'), '{"a":[true,null],"b":1}');
     assert.equal(normalizedBody('amount=5'), 'amount=5');
-    assert.equal(origOf('post', '/v1/transfers', Buffer.from('{"b":1,"a":2}')), origOf('POST', '/v1/transfers', '{"a":2,"b":1}'));
+    assert.equal(
+      origOf('post', '/v1/transfers', Buffer.from('{"b":1,"a":2}')),
+      origOf('POST', '/v1/transfers', '{"a":2,"b":1}'),
+    );
     assert.match(origOf('POST', '/v1/transfers', ''), /^[A-Za-z0-9_-]{43}$/);
   });
 

@@ -15,7 +15,13 @@ import { EdgeState } from '../../edge/state/store.ts';
 import { defaultBundleDir, loadTrustedKeys } from '../../policy/runtime/bundle.ts';
 import { PolicyStore } from '../../policy/runtime/store.ts';
 import { ApiKeySecrets } from '../../shared/api-key-secrets.ts';
-import { ChallengeKeys, challengeAudience, challengeTyp, issueChallenge, verifyChallenge } from '../../shared/challenge.ts';
+import {
+  ChallengeKeys,
+  challengeAudience,
+  challengeTyp,
+  issueChallenge,
+  verifyChallenge,
+} from '../../shared/challenge.ts';
 import { createLogger } from '../../shared/log.ts';
 import { seal } from '../../shared/sealing.ts';
 import { signDocument } from '../../shared/signing.ts';
@@ -31,7 +37,9 @@ describe('keys by need', () => {
 
   before(async () => {
     t = await freshDatabase();
-    await t.db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ('ta', 'A', 'KE', 'KES'), ('tb', 'B', 'KE', 'KES')`);
+    await t.db.query(
+      `INSERT INTO tenants (id, name, country, base_currency) VALUES ('ta', 'A', 'KE', 'KES'), ('tb', 'B', 'KE', 'KES')`,
+    );
     keys = new KeyStore(t.db, master);
   });
   after(() => t.drop());
@@ -44,29 +52,69 @@ describe('keys by need', () => {
   });
 
   it('a challenge-key token is never an access token, and a token-key "challenge" is never a challenge', async () => {
-    const challenge = await issueChallenge(keys.challenges, { tenantId: 'ta', sub: 'c1', orig: 'o', methods: ['otp'] });
+    const challenge = await issueChallenge(keys.challenges, {
+      tenantId: 'ta',
+      sub: 'c1',
+      orig: 'o',
+      methods: ['otp'],
+    });
     // Same audience the access-token check would ask for: still refused (HS256, not a tenant key).
-    await assert.rejects(new TokenVerifier(t.db).verify(challenge, { audience: challengeAudience, typ: challengeTyp }), (e: { code?: string }) => e.code === 'UNKNOWN_KID');
-    const forged = await keys.sign('ta', { kind: 'stepup', sub: 'c1', orig: 'o', methods: ['otp'], jti: 'j', aud: challengeAudience }, { expiresInS: 300, typ: challengeTyp });
-    await assert.rejects(verifyChallenge(keys.challenges, forged, { tenantId: 'ta', sub: 'c1' }), (e: { code?: string }) => e.code === 'challenge_mismatch');
+    await assert.rejects(
+      new TokenVerifier(t.db).verify(challenge, { audience: challengeAudience, typ: challengeTyp }),
+      (e: { code?: string }) => e.code === 'UNKNOWN_KID',
+    );
+    const forged = await keys.sign(
+      'ta',
+      { kind: 'stepup', sub: 'c1', orig: 'o', methods: ['otp'], jti: 'j', aud: challengeAudience },
+      { expiresInS: 300, typ: challengeTyp },
+    );
+    await assert.rejects(
+      verifyChallenge(keys.challenges, forged, { tenantId: 'ta', sub: 'c1' }),
+      (e: { code?: string }) => e.code === 'challenge_mismatch',
+    );
   });
 
   it('a challenge verifies under the previous key during a rollout, and not under an unrelated key', async () => {
     const oldKey = randomBytes(32);
-    const ch = await issueChallenge(new ChallengeKeys(oldKey), { tenantId: 'ta', sub: 'c1', orig: 'o', methods: ['otp'] });
+    const ch = await issueChallenge(new ChallengeKeys(oldKey), {
+      tenantId: 'ta',
+      sub: 'c1',
+      orig: 'o',
+      methods: ['otp'],
+    });
     const rolled = new ChallengeKeys(randomBytes(32), [oldKey]);
     assert.equal((await verifyChallenge(rolled, ch, { tenantId: 'ta', sub: 'c1', orig: 'o' })).sub, 'c1');
-    await assert.rejects(verifyChallenge(new ChallengeKeys(randomBytes(32)), ch, { tenantId: 'ta', sub: 'c1' }), (e: { code?: string }) => e.code === 'challenge_mismatch');
+    await assert.rejects(
+      verifyChallenge(new ChallengeKeys(randomBytes(32)), ch, { tenantId: 'ta', sub: 'c1' }),
+      (e: { code?: string }) => e.code === 'challenge_mismatch',
+    );
     // Bound to its tenant: the same token presented for tenant B is refused.
-    await assert.rejects(verifyChallenge(rolled, ch, { tenantId: 'tb', sub: 'c1' }), (e: { code?: string }) => e.code === 'challenge_mismatch');
+    await assert.rejects(
+      verifyChallenge(rolled, ch, { tenantId: 'tb', sub: 'c1' }),
+      (e: { code?: string }) => e.code === 'challenge_mismatch',
+    );
   });
 
   it('API-key secrets sealed with the master key are refused at the edge until core re-seals them', async () => {
     const store = new ApiKeys(t.db, keys);
-    const { key, secret } = await store.create('ta', 'test', { name: 'legacy', scopes: [], budget: {}, ipAllowlist: [], expiresAt: undefined });
+    const { key, secret } = await store.create('ta', 'test', {
+      name: 'legacy',
+      scopes: [],
+      budget: {},
+      ipAllowlist: [],
+      expiresAt: undefined,
+    });
     // As a key created before 0790 was stored: sealed with the master key, seal = 1.
-    await t.db.query('UPDATE api_keys SET secret_enc = $2, seal = 1 WHERE id = $1', [key.id, seal(master, Buffer.from(secret), `secret:apikey:${key.id}`)]);
-    const edge = new EdgeState(t.db, new TokenVerifier(t.db), new ApiKeySecrets(deriveApiKeySealKey(master)), log);
+    await t.db.query('UPDATE api_keys SET secret_enc = $2, seal = 1 WHERE id = $1', [
+      key.id,
+      seal(master, Buffer.from(secret), `secret:apikey:${key.id}`),
+    ]);
+    const edge = new EdgeState(
+      t.db,
+      new TokenVerifier(t.db),
+      new ApiKeySecrets(deriveApiKeySealKey(master)),
+      log,
+    );
     await edge.start();
     after(() => edge.stop());
     assert.equal(await edge.apiKey(key.id), undefined);
@@ -76,7 +124,10 @@ describe('keys by need', () => {
     assert.equal(opened?.secret.toString(), secret);
     assert.equal(await store.resealLegacySecrets(), 0, 're-sealing is done once');
     // The master key does not open the re-sealed secret.
-    const { rows } = await t.db.query<{ secret_enc: Buffer }>('SELECT secret_enc FROM api_keys WHERE id = $1', [key.id]);
+    const { rows } = await t.db.query<{ secret_enc: Buffer }>(
+      'SELECT secret_enc FROM api_keys WHERE id = $1',
+      [key.id],
+    );
     assert.throws(() => keys.openSecret(rows[0]!.secret_enc, `apikey:${key.id}`));
   });
 });
@@ -91,8 +142,16 @@ describe('policy revisions by ref', () => {
   it('a store that never saw a revision fetches it from the source and verifies it', async () => {
     await cp(defaultBundleDir, dir, { recursive: true });
     // A second signed revision of the same policy under another version, kept only in revisions/.
-    const key = createPrivateKey({ key: JSON.parse(await readFile(new URL('../../policy/keys/dev-signing.private.jwk', import.meta.url), 'utf8')) as import('node:crypto').JsonWebKey, format: 'jwk' });
-    const manifest = JSON.parse(await readFile(join(defaultBundleDir, 'manifest.json'), 'utf8')) as Record<string, unknown>;
+    const key = createPrivateKey({
+      key: JSON.parse(
+        await readFile(new URL('../../policy/keys/dev-signing.private.jwk', import.meta.url), 'utf8'),
+      ) as import('node:crypto').JsonWebKey,
+      format: 'jwk',
+    });
+    const manifest = JSON.parse(await readFile(join(defaultBundleDir, 'manifest.json'), 'utf8')) as Record<
+      string,
+      unknown
+    >;
     delete manifest.signature;
     const older = signDocument({ ...manifest, policy_version: 'older0000000001' }, key);
     const kept = join(dir, 'revisions', 'older0000000001');
@@ -116,7 +175,10 @@ describe('policy revisions by ref', () => {
     const installed = store.current;
     assert.equal(await store.load(dir), installed);
     // A changed (re-signed) manifest is verified and loaded anew.
-    await writeFile(join(dir, 'manifest.json'), JSON.stringify(signDocument({ ...manifest, policy_version: 'newer000000001' }, key)));
+    await writeFile(
+      join(dir, 'manifest.json'),
+      JSON.stringify(signDocument({ ...manifest, policy_version: 'newer000000001' }, key)),
+    );
     assert.equal((await store.load(dir)).policyVersion, 'newer000000001');
     assert.equal(store.current?.policyVersion, 'newer000000001');
   });

@@ -13,7 +13,11 @@ describe('tenant signing keys', () => {
   const master = randomBytes(32);
   before(async () => {
     t = await freshDatabase();
-    for (const id of ['ta', 'tb']) await t.db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ($1, $1, 'KE', 'KES')`, [id]);
+    for (const id of ['ta', 'tb'])
+      await t.db.query(
+        `INSERT INTO tenants (id, name, country, base_currency) VALUES ($1, $1, 'KE', 'KES')`,
+        [id],
+      );
   });
   after(() => t.drop());
 
@@ -30,7 +34,9 @@ describe('tenant signing keys', () => {
   });
 
   it('stores private keys encrypted; another master key cannot use them', async () => {
-    const { rows } = await t.db.query<{ private_enc: Buffer }>(`SELECT private_enc FROM signing_keys WHERE tenant_id = 'ta'`);
+    const { rows } = await t.db.query<{ private_enc: Buffer }>(
+      `SELECT private_enc FROM signing_keys WHERE tenant_id = 'ta'`,
+    );
     assert.ok(rows[0] && !rows[0].private_enc.includes(Buffer.from('PRIVATE')));
     const other = new KeyStore(t.db, randomBytes(32), { now });
     await assert.rejects(other.sign('ta', { sub: 'x', aud: 'api' }, { expiresInS: 60 }));
@@ -57,29 +63,47 @@ describe('tenant signing keys', () => {
     const kidA = await ks.ensureActive('ta');
     // Tenant A's real private key, as someone holding A's key material would have it.
     const signerOf = async (tenant: string) => {
-      const { rows } = await t.db.query<{ kid: string; private_enc: Buffer }>(`SELECT kid, private_enc FROM signing_keys WHERE tenant_id = $1 AND state = 'active'`, [tenant]);
+      const { rows } = await t.db.query<{ kid: string; private_enc: Buffer }>(
+        `SELECT kid, private_enc FROM signing_keys WHERE tenant_id = $1 AND state = 'active'`,
+        [tenant],
+      );
       const row = rows[0];
       assert.ok(row, `tenant ${tenant} has an active key`);
       return createPrivateKey({ key: open(master, row.private_enc, row.kid), format: 'der', type: 'pkcs8' });
     };
     const keyA = await signerOf('ta');
     // A complete, well-formed tenant-B token: tid, iss, aud, iat, exp all B's.
-    const tenantBToken = (kid: string, key: KeyObject) => new SignJWT({ sub: 'u', aud: 'api', tid: 'tb' })
-      .setProtectedHeader({ alg: 'EdDSA', kid, typ: 'JWT' })
-      .setIssuer(issuerFor('tb')).setIssuedAt(Math.floor(clock / 1000)).setExpirationTime(Math.floor(clock / 1000) + 60)
-      .sign(key);
+    const tenantBToken = (kid: string, key: KeyObject) =>
+      new SignJWT({ sub: 'u', aud: 'api', tid: 'tb' })
+        .setProtectedHeader({ alg: 'EdDSA', kid, typ: 'JWT' })
+        .setIssuer(issuerFor('tb'))
+        .setIssuedAt(Math.floor(clock / 1000))
+        .setExpirationTime(Math.floor(clock / 1000) + 60)
+        .sign(key);
     // The construction is right: signed with B's own key it verifies as B.
-    assert.equal((await ks.verify(await tenantBToken(kidB, await signerOf('tb')), { audience: 'api' })).tid, 'tb');
+    assert.equal(
+      (await ks.verify(await tenantBToken(kidB, await signerOf('tb')), { audience: 'api' })).tid,
+      'tb',
+    );
     // Signed with A's key naming A's kid: A's key is not in B's key set.
-    await assert.rejects(ks.verify(await tenantBToken(kidA, keyA), { audience: 'api' }), (err: unknown) => err instanceof KeyError && err.code === 'UNKNOWN_KID');
+    await assert.rejects(
+      ks.verify(await tenantBToken(kidA, keyA), { audience: 'api' }),
+      (err: unknown) => err instanceof KeyError && err.code === 'UNKNOWN_KID',
+    );
     // Signed with A's key naming B's kid: B's key does not verify A's signature.
-    await assert.rejects(ks.verify(await tenantBToken(kidB, keyA), { audience: 'api' }), (err: unknown) => (err as { code?: string }).code === 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED');
+    await assert.rejects(
+      ks.verify(await tenantBToken(kidB, keyA), { audience: 'api' }),
+      (err: unknown) => (err as { code?: string }).code === 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED',
+    );
   });
 
   it('caps the grace window at 24 hours', async () => {
     const ks = new KeyStore(t.db, master, { now });
     await ks.rotate('tb', 7 * 24 * 3600);
-    const { rows } = await t.db.query<{ s: string }>(`SELECT extract(epoch FROM grace_until - to_timestamp($1 / 1000.0))::int::text AS s FROM signing_keys WHERE tenant_id = 'tb' AND state = 'grace'`, [clock]);
+    const { rows } = await t.db.query<{ s: string }>(
+      `SELECT extract(epoch FROM grace_until - to_timestamp($1 / 1000.0))::int::text AS s FROM signing_keys WHERE tenant_id = 'tb' AND state = 'grace'`,
+      [clock],
+    );
     assert.equal(rows[0]?.s, String(24 * 3600));
   });
 });

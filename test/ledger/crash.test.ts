@@ -31,21 +31,39 @@ describe('ledger crash safety', () => {
     const a = await f.account(t);
     const b = await f.account(t);
     await f.fund(t, a, '100.00');
-    const counts = async () => (await f.db.query<{ p: string; e: string; k: string; o: string }>(
-      `SELECT (SELECT count(*) FROM ledger_postings WHERE tenant_id = $1)::text AS p, (SELECT count(*) FROM ledger_entries WHERE tenant_id = $1)::text AS e,
-              (SELECT count(*) FROM idempotency_keys WHERE tenant_id = $1)::text AS k, (SELECT count(*) FROM outbox WHERE tenant_id = $1)::text AS o`, [t.id])).rows[0];
+    const counts = async () =>
+      (
+        await f.db.query<{ p: string; e: string; k: string; o: string }>(
+          `SELECT (SELECT count(*) FROM ledger_postings WHERE tenant_id = $1)::text AS p, (SELECT count(*) FROM ledger_entries WHERE tenant_id = $1)::text AS e,
+              (SELECT count(*) FROM idempotency_keys WHERE tenant_id = $1)::text AS k, (SELECT count(*) FROM outbox WHERE tenant_id = $1)::text AS o`,
+          [t.id],
+        )
+      ).rows[0];
     const before = await counts();
     // Hold b's balance row so the posting's transaction stops inside ledger_apply's lock phase.
     const blocker = new pg.Client({ connectionString: f.t.tdb.url });
     await blocker.connect();
     await blocker.query('BEGIN');
-    await blocker.query('SELECT 1 FROM ledger_balances WHERE tenant_id = $1 AND account_id = $2 FOR UPDATE', [t.id, b]);
+    await blocker.query('SELECT 1 FROM ledger_balances WHERE tenant_id = $1 AND account_id = $2 FOR UPDATE', [
+      t.id,
+      b,
+    ]);
     const pending = f.transfer(t, a, b, '7.00', 'KES', 'crash-key-0001');
-    const pid = await waitFor(async () => (await f.db.query<{ pid: number }>(
-      `SELECT pid FROM pg_stat_activity WHERE query LIKE '%SELECT ledger_apply%' AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'`)).rows[0]?.pid);
+    const pid = await waitFor(
+      async () =>
+        (
+          await f.db.query<{ pid: number }>(
+            `SELECT pid FROM pg_stat_activity WHERE query LIKE '%SELECT ledger_apply%' AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'`,
+          )
+        ).rows[0]?.pid,
+    );
     // Mid-transaction: its idempotency key row and nothing else is written, uncommitted.
     await f.db.query('SELECT pg_terminate_backend($1)', [pid]);
-    await waitFor(async () => ((await f.db.query('SELECT 1 FROM pg_stat_activity WHERE pid = $1', [pid])).rowCount === 0 ? true : undefined));
+    await waitFor(async () =>
+      (await f.db.query('SELECT 1 FROM pg_stat_activity WHERE pid = $1', [pid])).rowCount === 0
+        ? true
+        : undefined,
+    );
     assert.deepEqual(await counts(), before, 'nothing of the killed transaction is visible');
     assert.equal((await f.balances(t, a)).posted, '100.00');
     await blocker.query('ROLLBACK');

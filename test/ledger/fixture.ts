@@ -32,7 +32,11 @@ export class LedgerFixture {
   async token(tenantId: string, scopes: CoreScope[]): Promise<string> {
     const c = await createClient(this.t.tdb.db, { tenantId, scopes });
     const r = await call(this.origin, 'POST', '/oauth2/token', {
-      body: new URLSearchParams({ grant_type: 'client_credentials', client_id: c.clientId, client_secret: c.clientSecret }).toString(),
+      body: new URLSearchParams({
+        grant_type: 'client_credentials',
+        client_id: c.clientId,
+        client_secret: c.clientSecret,
+      }).toString(),
       headers: { 'content-type': 'application/x-www-form-urlencoded' },
     });
     assert.equal(r.status, 200, r.text);
@@ -42,34 +46,83 @@ export class LedgerFixture {
   async tenant(currencies: string[] = ['KES']): Promise<Tenant> {
     const id = `t-${randomBytes(4).toString('hex')}`;
     const db = this.t.tdb.db;
-    await db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ($1, $1, 'KE', 'KES')`, [id]);
+    await db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ($1, $1, 'KE', 'KES')`, [
+      id,
+    ]);
     await ensureTenantLedger(db, id);
     const settlement: Record<string, string> = {};
     for (const currency of currencies) {
-      const a = await db.tx((c) => openAccount(c, { tenantId: id, ownerType: 'platform', ownerId: `settlement-${currency}`, productCode: 'SETTLEMENT', currency, viaApi: false }, Date.now()));
+      const a = await db.tx((c) =>
+        openAccount(
+          c,
+          {
+            tenantId: id,
+            ownerType: 'platform',
+            ownerId: `settlement-${currency}`,
+            productCode: 'SETTLEMENT',
+            currency,
+            viaApi: false,
+          },
+          Date.now(),
+        ),
+      );
       settlement[currency] = a.id;
     }
-    return { id, write: await this.token(id, ['core:write']), read: await this.token(id, ['core:read']), settlement };
+    return {
+      id,
+      write: await this.token(id, ['core:write']),
+      read: await this.token(id, ['core:read']),
+      settlement,
+    };
   }
 
-  req(token: string, method: string, path: string, json?: unknown, headers: Record<string, string> = {}): Promise<Res> {
+  req(
+    token: string,
+    method: string,
+    path: string,
+    json?: unknown,
+    headers: Record<string, string> = {},
+  ): Promise<Res> {
     const h: Record<string, string> = { authorization: `Bearer ${token}`, ...headers };
-    if (method === 'POST' && h['idempotency-key'] === undefined) h['idempotency-key'] = `k-${randomBytes(8).toString('hex')}`;
+    if (method === 'POST' && h['idempotency-key'] === undefined)
+      h['idempotency-key'] = `k-${randomBytes(8).toString('hex')}`;
     if (h['idempotency-key'] === '') delete h['idempotency-key'];
     return call(this.origin, method, path, json === undefined ? { headers: h } : { json, headers: h });
   }
 
   async account(t: Tenant, currency = 'KES', product = 'WALLET_MAIN'): Promise<string> {
-    const r = await this.req(t.write, 'POST', '/v1/core/accounts', { owner_type: 'customer', owner_id: randomBytes(4).toString('hex'), product_code: product, currency });
+    const r = await this.req(t.write, 'POST', '/v1/core/accounts', {
+      owner_type: 'customer',
+      owner_id: randomBytes(4).toString('hex'),
+      product_code: product,
+      currency,
+    });
     assert.equal(r.status, 201, r.text);
     return r.json.id as string;
   }
 
   /** Move `amount` from `from` to `to` (a two-leg posting); returns the response. */
-  transfer(t: Tenant, from: string, to: string, amount: string, currency = 'KES', key?: string): Promise<Res> {
-    return this.req(t.write, 'POST', '/v1/core/postings', {
-      currency, entries: [{ account_id: from, side: 'debit', amount }, { account_id: to, side: 'credit', amount }],
-    }, key ? { 'idempotency-key': key } : {});
+  transfer(
+    t: Tenant,
+    from: string,
+    to: string,
+    amount: string,
+    currency = 'KES',
+    key?: string,
+  ): Promise<Res> {
+    return this.req(
+      t.write,
+      'POST',
+      '/v1/core/postings',
+      {
+        currency,
+        entries: [
+          { account_id: from, side: 'debit', amount },
+          { account_id: to, side: 'credit', amount },
+        ],
+      },
+      key ? { 'idempotency-key': key } : {},
+    );
   }
 
   async fund(t: Tenant, account: string, amount: string, currency = 'KES'): Promise<void> {

@@ -27,20 +27,41 @@ describe('idempotency key look-ups on the ledger write path', () => {
   before(async () => {
     t = await freshDatabase();
     const db = t.db;
-    await db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ($1, $1, 'KE', 'KES')`, [tenant]);
+    await db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ($1, $1, 'KE', 'KES')`, [
+      tenant,
+    ]);
     await ensureTenantLedger(db, tenant);
-    const open = (productCode: string) => db.tx((q) => openAccount(q, { tenantId: tenant, ownerType: 'customer', ownerId: randomUUID(), productCode, currency: 'KES', viaApi: false }, Date.now()));
+    const open = (productCode: string) =>
+      db.tx((q) =>
+        openAccount(
+          q,
+          {
+            tenantId: tenant,
+            ownerType: 'customer',
+            ownerId: randomUUID(),
+            productCode,
+            currency: 'KES',
+            viaApi: false,
+          },
+          Date.now(),
+        ),
+      );
     from = (await open('SETTLEMENT')).id;
     to = (await open('WALLET_MAIN')).id;
     // A small key table, with up-to-date statistics.
-    await db.query(`INSERT INTO idempotency_keys (tenant_id, key, principal, method, path, request_hash)
-      SELECT $1, 'old-' || g, $2, 'POST', '/v1/core/postings', 'h' FROM generate_series(1, 40) g`, [tenant, principal]);
+    await db.query(
+      `INSERT INTO idempotency_keys (tenant_id, key, principal, method, path, request_hash)
+      SELECT $1, 'old-' || g, $2, 'POST', '/v1/core/postings', 'h' FROM generate_series(1, 40) g`,
+      [tenant, principal],
+    );
     await db.query('ANALYZE idempotency_keys');
     c = new pg.Client({ connectionString: t.url });
     await c.connect();
     c.on('notice', (n) => notices.push(n.message ?? ''));
     await c.query(`LOAD 'auto_explain'`);
-    await c.query(`SET auto_explain.log_min_duration = 0; SET auto_explain.log_nested_statements = on; SET auto_explain.log_level = notice; SET client_min_messages = notice`);
+    await c.query(
+      `SET auto_explain.log_min_duration = 0; SET auto_explain.log_nested_statements = on; SET auto_explain.log_level = notice; SET client_min_messages = notice`,
+    );
   });
   after(async () => {
     await c.end();
@@ -48,17 +69,37 @@ describe('idempotency key look-ups on the ledger write path', () => {
   });
 
   const scansKeys = () => notices.some((n) => /Seq Scan on idempotency_keys/.test(n));
-  const keyOf = (key: string) => ({ tenant, key, principal, method: 'POST', path: '/v1/core/postings', hash: 'h' });
+  const keyOf = (key: string) => ({
+    tenant,
+    key,
+    principal,
+    method: 'POST',
+    path: '/v1/core/postings',
+    hash: 'h',
+  });
   const post = () => ({
-    op: 'post', tenant, id: randomUUID(), transaction_id: randomUUID(), type: 'TRANSFER', currency: 'KES', description: null, metadata: {},
-    entries: [{ account_id: from, side: 'debit', amount: '1.000000', currency: 'KES' }, { account_id: to, side: 'credit', amount: '1.000000', currency: 'KES' }],
+    op: 'post',
+    tenant,
+    id: randomUUID(),
+    transaction_id: randomUUID(),
+    type: 'TRANSFER',
+    currency: 'KES',
+    description: null,
+    metadata: {},
+    entries: [
+      { account_id: from, side: 'debit', amount: '1.000000', currency: 'KES' },
+      { account_id: to, side: 'credit', amount: '1.000000', currency: 'KES' },
+    ],
   });
 
   it('a plain join of the responses onto the key table scans it (why the guards exist)', async () => {
     notices.length = 0;
     await c.query('BEGIN');
-    await c.query(`UPDATE idempotency_keys k SET response_status = d.status FROM jsonb_to_recordset($1::jsonb) AS d(tenant text, key text, principal text, status integer)
-                    WHERE k.tenant_id = d.tenant AND k.key = d.key AND k.principal = d.principal`, [JSON.stringify([{ tenant, key: 'old-1', principal, status: 201 }])]);
+    await c.query(
+      `UPDATE idempotency_keys k SET response_status = d.status FROM jsonb_to_recordset($1::jsonb) AS d(tenant text, key text, principal text, status integer)
+                    WHERE k.tenant_id = d.tenant AND k.key = d.key AND k.principal = d.principal`,
+      [JSON.stringify([{ tenant, key: 'old-1', principal, status: 201 }])],
+    );
     await c.query('ROLLBACK');
     assert.ok(scansKeys(), notices.join('\n'));
   });
@@ -67,18 +108,39 @@ describe('idempotency key look-ups on the ledger write path', () => {
     notices.length = 0;
     const keys = ['new-1', 'new-2', 'old-7'];
     await c.query('BEGIN');
-    const { rows } = await c.query<{ r: unknown[] }>('SELECT ledger_apply_keyed($1::jsonb, $2::jsonb) AS r',
-      [JSON.stringify(keys.map(keyOf)), JSON.stringify(keys.map(post))]);
+    const { rows } = await c.query<{ r: unknown[] }>('SELECT ledger_apply_keyed($1::jsonb, $2::jsonb) AS r', [
+      JSON.stringify(keys.map(keyOf)),
+      JSON.stringify(keys.map(post)),
+    ]);
     // The two new keys are claimed and applied; the taken one is not run (null: replayed).
     assert.equal((rows[0]?.r[0] as { ok?: boolean }).ok, true);
     assert.equal((rows[0]?.r[1] as { ok?: boolean }).ok, true);
     assert.equal(rows[0]?.r[2], null);
-    await c.query('SELECT idempotency_complete($1::jsonb)', [JSON.stringify(['new-1', 'new-2'].map((key) => ({ tenant, key, principal, status: 201, body: `{"k":"${key}"}`, sealed: null })))]);
+    await c.query('SELECT idempotency_complete($1::jsonb)', [
+      JSON.stringify(
+        ['new-1', 'new-2'].map((key) => ({
+          tenant,
+          key,
+          principal,
+          status: 201,
+          body: `{"k":"${key}"}`,
+          sealed: null,
+        })),
+      ),
+    ]);
     await c.query('COMMIT');
-    assert.ok(notices.some((n) => /idempotency_keys/.test(n)), 'auto_explain showed the key statements');
+    assert.ok(
+      notices.some((n) => /idempotency_keys/.test(n)),
+      'auto_explain showed the key statements',
+    );
     assert.equal(scansKeys(), false, notices.filter((n) => /idempotency_keys/.test(n)).join('\n'));
     const stored = await c.query<{ key: string; response_status: number; response_body: string }>(
-      `SELECT key, response_status, response_body FROM idempotency_keys WHERE tenant_id = $1 AND key = ANY($2) ORDER BY key`, [tenant, ['new-1', 'new-2']]);
-    assert.deepEqual(stored.rows, [{ key: 'new-1', response_status: 201, response_body: '{"k":"new-1"}' }, { key: 'new-2', response_status: 201, response_body: '{"k":"new-2"}' }]);
+      `SELECT key, response_status, response_body FROM idempotency_keys WHERE tenant_id = $1 AND key = ANY($2) ORDER BY key`,
+      [tenant, ['new-1', 'new-2']],
+    );
+    assert.deepEqual(stored.rows, [
+      { key: 'new-1', response_status: 201, response_body: '{"k":"new-1"}' },
+      { key: 'new-2', response_status: 201, response_body: '{"k":"new-2"}' },
+    ]);
   });
 });

@@ -35,15 +35,44 @@ describe('routes that move money must declare it', () => {
     const declared = movesMoney ? { movesMoney } : {};
     return [
       defineRoute({
-        method: 'POST', path: `/${prefix}/reverse/{id}`, operationId: `${prefix}Reverse`, summary: 'test', tags: [], params: IdParams, bodyKind: 'json', ...declared,
+        method: 'POST',
+        path: `/${prefix}/reverse/{id}`,
+        operationId: `${prefix}Reverse`,
+        summary: 'test',
+        tags: [],
+        params: IdParams,
+        bodyKind: 'json',
+        ...declared,
         responses: { 201: { description: 'reversal' } },
-        handler: async (ctx) => toReply(await deps.ledger.reverse(await writeCtx(deps, ctx), ctx.params.id, {})),
+        handler: async (ctx) =>
+          toReply(await deps.ledger.reverse(await writeCtx(deps, ctx), ctx.params.id, {})),
       }),
       defineRoute({
-        method: 'POST', path: `/${prefix}/post`, operationId: `${prefix}Post`, summary: 'test', tags: [], bodyKind: 'json', ...declared,
+        method: 'POST',
+        path: `/${prefix}/post`,
+        operationId: `${prefix}Post`,
+        summary: 'test',
+        tags: [],
+        bodyKind: 'json',
+        ...declared,
         responses: { 201: { description: 'posting' } },
         handler: async () => {
-          await deps.db.tx((q) => apply(q, [postCmd(t.id, 'TRANSFER', 'KES', [{ account: from, side: 'debit', amount: 1_000_000n }, { account: to, side: 'credit', amount: 1_000_000n }], 'test', {}, Date.now())]));
+          await deps.db.tx((q) =>
+            apply(q, [
+              postCmd(
+                t.id,
+                'TRANSFER',
+                'KES',
+                [
+                  { account: from, side: 'debit', amount: 1_000_000n },
+                  { account: to, side: 'credit', amount: 1_000_000n },
+                ],
+                'test',
+                {},
+                Date.now(),
+              ),
+            ]),
+          );
           return { status: 201, body: {} };
         },
       }),
@@ -58,10 +87,25 @@ describe('routes that move money must declare it', () => {
     await f.fund(t, from, '100.00');
     const log = createLogger('silent');
     const db = f.t.tdb.db;
-    const deps: LedgerRouteDeps = { db, keys: f.t.keys, log, now: Date.now, ledger: new Ledger({ db, log, now: Date.now }) };
-    const s = await serve(createCoreServer({
-      routes: [...routes(deps, undefined, 'undeclared'), ...routes(deps, 'ledger', 'declared'), ...ledgerRoutes(deps)], log, metrics: createMetrics(), edgeSecrets: [edgeSecret],
-    }));
+    const deps: LedgerRouteDeps = {
+      db,
+      keys: f.t.keys,
+      log,
+      now: Date.now,
+      ledger: new Ledger({ db, log, now: Date.now }),
+    };
+    const s = await serve(
+      createCoreServer({
+        routes: [
+          ...routes(deps, undefined, 'undeclared'),
+          ...routes(deps, 'ledger', 'declared'),
+          ...ledgerRoutes(deps),
+        ],
+        log,
+        metrics: createMetrics(),
+        edgeSecrets: [edgeSecret],
+      }),
+    );
     origin = s.origin;
     close = s.close;
   });
@@ -70,7 +114,15 @@ describe('routes that move money must declare it', () => {
     await f.close();
   });
 
-  const postings = async (): Promise<number> => Number((await f.t.tdb.db.query<{ n: string }>('SELECT count(*) AS n FROM ledger_postings WHERE tenant_id = $1', [t.id])).rows[0]?.n);
+  const postings = async (): Promise<number> =>
+    Number(
+      (
+        await f.t.tdb.db.query<{ n: string }>(
+          'SELECT count(*) AS n FROM ledger_postings WHERE tenant_id = $1',
+          [t.id],
+        )
+      ).rows[0]?.n,
+    );
 
   it('a route without the declaration moves nothing, through the batcher or ledger_apply', async () => {
     const p = await f.transfer(t, from, to, '5.00');
@@ -82,7 +134,15 @@ describe('routes that move money must declare it', () => {
     assert.equal(post.status, 500, post.text);
     assert.equal(await postings(), before, 'nothing was posted');
     // The same handlers on declared routes move the money.
-    assert.equal((await call(origin, 'POST', `/declared/reverse/${p.json.id}`, { json: {}, headers: { ...headers, 'idempotency-key': 'declared-0001' } })).status, 201);
+    assert.equal(
+      (
+        await call(origin, 'POST', `/declared/reverse/${p.json.id}`, {
+          json: {},
+          headers: { ...headers, 'idempotency-key': 'declared-0001' },
+        })
+      ).status,
+      201,
+    );
     assert.equal((await call(origin, 'POST', '/declared/post', { json: {}, headers })).status, 201);
     assert.equal(await postings(), before + 2);
   });
@@ -91,18 +151,45 @@ describe('routes that move money must declare it', () => {
     const usd = await f.tenant(['KES', 'USD']);
     const [payer, payee] = [await f.account(usd, 'USD'), await f.account(usd, 'USD')];
     await f.fund(usd, payer, '100.00', 'USD');
-    const held = await f.req(usd.write, 'POST', '/v1/core/holds', { debit_account_id: payer, credit_account_id: payee, currency: 'USD', amount: '1.00' });
+    const held = await f.req(usd.write, 'POST', '/v1/core/holds', {
+      debit_account_id: payer,
+      credit_account_id: payee,
+      currency: 'USD',
+      amount: '1.00',
+    });
     assert.equal(held.status, 201, held.text);
-    const { key } = await new ApiKeys(f.t.tdb.db, f.t.keys).create(usd.id, 'admin-1', { name: 'kes', scopes: ['core:write'], budget: { daily_amount: '50.00', currency: 'KES' }, ipAllowlist: [], expiresAt: undefined });
+    const { key } = await new ApiKeys(f.t.tdb.db, f.t.keys).create(usd.id, 'admin-1', {
+      name: 'kes',
+      scopes: ['core:write'],
+      budget: { daily_amount: '50.00', currency: 'KES' },
+      ipAllowlist: [],
+      expiresAt: undefined,
+    });
     // The identity the edge sends for a verified API key (edge/authz.ts), proven by the edge secret.
-    const viaKey = { 'x-edge-auth': edgeSecret, 'x-credential': 'api-key', 'x-principal-id': key.id, 'x-tenant-id': usd.id, 'x-scopes': 'core:write', 'idempotency-key': 'usd-capture-01' };
-    const cap = await call(origin, 'POST', `/v1/core/holds/${held.json.id}/capture`, { json: {}, headers: viaKey });
+    const viaKey = {
+      'x-edge-auth': edgeSecret,
+      'x-credential': 'api-key',
+      'x-principal-id': key.id,
+      'x-tenant-id': usd.id,
+      'x-scopes': 'core:write',
+      'idempotency-key': 'usd-capture-01',
+    };
+    const cap = await call(origin, 'POST', `/v1/core/holds/${held.json.id}/capture`, {
+      json: {},
+      headers: viaKey,
+    });
     assert.equal(cap.status, 403, cap.text);
     assert.equal(cap.json.code, 'POLICY_DENIED');
-    const { rows } = await f.t.tdb.db.query<{ status: string }>('SELECT status FROM ledger_holds WHERE tenant_id = $1 AND id = $2', [usd.id, held.json.id]);
+    const { rows } = await f.t.tdb.db.query<{ status: string }>(
+      'SELECT status FROM ledger_holds WHERE tenant_id = $1 AND id = $2',
+      [usd.id, held.json.id],
+    );
     assert.equal(rows[0]?.status, 'pending');
     // Without the edge's secret the same headers are a client's claim: no key, so a token is required.
-    const claimed = await call(origin, 'POST', `/v1/core/holds/${held.json.id}/capture`, { json: {}, headers: { ...viaKey, 'x-edge-auth': 'guess', 'idempotency-key': 'usd-capture-02' } });
+    const claimed = await call(origin, 'POST', `/v1/core/holds/${held.json.id}/capture`, {
+      json: {},
+      headers: { ...viaKey, 'x-edge-auth': 'guess', 'idempotency-key': 'usd-capture-02' },
+    });
     assert.equal(claimed.status, 401, claimed.text);
   });
 });

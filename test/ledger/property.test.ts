@@ -54,7 +54,11 @@ describe('ledger property test', () => {
     const postings: string[] = [];
     const replays: { key: string; body: unknown; path: string; text: string; status: number }[] = [];
     const applyEntries = (entries: { account_id: string; side: string; amount: string }[]) => {
-      for (const e of entries) posted.set(e.account_id, (posted.get(e.account_id) ?? 0n) + (e.side === 'credit' ? micro(e.amount) : -micro(e.amount)));
+      for (const e of entries)
+        posted.set(
+          e.account_id,
+          (posted.get(e.account_id) ?? 0n) + (e.side === 'credit' ? micro(e.amount) : -micro(e.amount)),
+        );
     };
     for (const a of accounts) {
       const r = await f.transfer(t, settlement, a, '1000.00');
@@ -66,7 +70,11 @@ describe('ledger property test', () => {
       const key = `prop-${seed}-${keySeq++}`;
       const r = await f.req(t.write, 'POST', path, body, { 'idempotency-key': key });
       if (rand() < 0.05) replays.push({ key, body, path, text: r.text, status: r.status });
-      counts.set(`${path.split('/')[3]}:${r.status === 201 || r.status === 200 ? 'ok' : r.json?.code}`, (counts.get(`${path.split('/')[3]}:${r.status === 201 || r.status === 200 ? 'ok' : r.json?.code}`) ?? 0) + 1);
+      counts.set(
+        `${path.split('/')[3]}:${r.status === 201 || r.status === 200 ? 'ok' : r.json?.code}`,
+        (counts.get(`${path.split('/')[3]}:${r.status === 201 || r.status === 200 ? 'ok' : r.json?.code}`) ??
+          0) + 1,
+      );
       if (r.status >= 500) assert.fail(`server error ${r.status}: ${r.text}`);
       return r;
     };
@@ -78,17 +86,30 @@ describe('ledger property test', () => {
         const parts = Array.from({ length: n - 1 }, () => amount()).filter((p) => micro(p) > 0n);
         if (parts.length === 0) return;
         const total = parts.reduce((s, p) => s + micro(p), 0n);
-        const totalText = `${total / 1_000_000n}.${String(total % 1_000_000n).padStart(6, '0').slice(0, 2)}`;
-        const entries = [{ account_id: debit, side: 'debit', amount: totalText }, ...parts.map((p) => ({ account_id: pick(all), side: 'credit', amount: p }))];
+        const totalText = `${total / 1_000_000n}.${String(total % 1_000_000n)
+          .padStart(6, '0')
+          .slice(0, 2)}`;
+        const entries = [
+          { account_id: debit, side: 'debit', amount: totalText },
+          ...parts.map((p) => ({ account_id: pick(all), side: 'credit', amount: p })),
+        ];
         const r = await send('/v1/core/postings', { currency: 'KES', entries });
-        if (r.status === 201) { applyEntries(r.json.entries); postings.push(r.json.id); }
-        else assert.ok(['INSUFFICIENT_FUNDS'].includes(r.json.code), r.text);
+        if (r.status === 201) {
+          applyEntries(r.json.entries);
+          postings.push(r.json.id);
+        } else assert.ok(['INSUFFICIENT_FUNDS'].includes(r.json.code), r.text);
       } else if (x < 0.65) {
         const a = pick(accounts);
         let b = pick(all);
         if (b === a) b = settlement;
-        const r = await send('/v1/core/holds', { debit_account_id: a, credit_account_id: b, currency: 'KES', amount: amount() === '0.00' ? '1.00' : amount() });
-        if (r.status === 201) holds.set(r.json.id, { debit: a, credit: b, amount: micro(r.json.amount), state: 'pending' });
+        const r = await send('/v1/core/holds', {
+          debit_account_id: a,
+          credit_account_id: b,
+          currency: 'KES',
+          amount: amount() === '0.00' ? '1.00' : amount(),
+        });
+        if (r.status === 201)
+          holds.set(r.json.id, { debit: a, credit: b, amount: micro(r.json.amount), state: 'pending' });
         else assert.ok(['INSUFFICIENT_FUNDS', 'INVALID_AMOUNT'].includes(r.json.code), r.text);
       } else if (x < 0.8) {
         const ids = [...holds.keys()];
@@ -97,7 +118,10 @@ describe('ledger property test', () => {
         const h = holds.get(id)!;
         const full = rand() < 0.5;
         const part = rand() < 0.1 ? h.amount + 1_000_000n : h.amount / 2n || h.amount;
-        const partText = `${part / 1_000_000n}.${String(part % 1_000_000n).padStart(6, '0')}`.replace(/0{1,4}$/, '');
+        const partText = `${part / 1_000_000n}.${String(part % 1_000_000n).padStart(6, '0')}`.replace(
+          /0{1,4}$/,
+          '',
+        );
         const r = await send(`/v1/core/holds/${id}/capture`, full ? {} : { amount: partText });
         if (r.status === 200) {
           assert.equal(h.state, 'pending', 'a hold is captured once');
@@ -106,14 +130,20 @@ describe('ledger property test', () => {
           assert.ok(c <= h.amount);
           posted.set(h.debit, posted.get(h.debit)! - c);
           posted.set(h.credit, posted.get(h.credit)! + c);
-        } else assert.ok(['HOLD_NOT_PENDING', 'CAPTURE_EXCEEDS_HOLD', 'INVALID_AMOUNT'].includes(r.json.code), r.text);
+        } else
+          assert.ok(
+            ['HOLD_NOT_PENDING', 'CAPTURE_EXCEEDS_HOLD', 'INVALID_AMOUNT'].includes(r.json.code),
+            r.text,
+          );
       } else if (x < 0.88) {
         const ids = [...holds.keys()];
         if (ids.length === 0) return;
         const id = pick(ids);
         const r = await send(`/v1/core/holds/${id}/void`, {});
-        if (r.status === 200) { assert.equal(holds.get(id)!.state, 'pending'); holds.get(id)!.state = 'voided'; }
-        else assert.equal(r.json.code, 'HOLD_NOT_PENDING', r.text);
+        if (r.status === 200) {
+          assert.equal(holds.get(id)!.state, 'pending');
+          holds.get(id)!.state = 'voided';
+        } else assert.equal(r.json.code, 'HOLD_NOT_PENDING', r.text);
       } else {
         if (postings.length === 0) return;
         const id = pick(postings);
@@ -123,12 +153,14 @@ describe('ledger property test', () => {
       }
     };
     let started = 0;
-    await Promise.all(Array.from({ length: concurrency }, async () => {
-      while (started < operations) {
-        started++;
-        await one();
-      }
-    }));
+    await Promise.all(
+      Array.from({ length: concurrency }, async () => {
+        while (started < operations) {
+          started++;
+          await one();
+        }
+      }),
+    );
 
     // Idempotent replays are identical, byte for byte, even after everything else ran.
     for (const r of replays) {
@@ -139,16 +171,30 @@ describe('ledger property test', () => {
 
     // Each balance equals the model, and equals the sum of its entries; pending = pending holds.
     const db = f.db;
-    const { rows } = await db.query<{ account_id: string; posted: string; pending_debits: string; pending_credits: string; entries: string; avail: string; floor: boolean }>(
+    const { rows } = await db.query<{
+      account_id: string;
+      posted: string;
+      pending_debits: string;
+      pending_credits: string;
+      entries: string;
+      avail: string;
+      floor: boolean;
+    }>(
       `SELECT b.account_id, (b.credits_posted - b.debits_posted)::text AS posted, b.pending_debits::text, b.pending_credits::text,
               coalesce((SELECT sum(CASE side WHEN 'credit' THEN amount ELSE -amount END) FROM ledger_entries e WHERE e.tenant_id = b.tenant_id AND e.account_id = b.account_id), 0)::text AS entries,
               (b.credits_posted - b.debits_posted - b.pending_debits + b.overdraft_limit)::text AS avail, b.debits_must_not_exceed_credits AS floor
-         FROM ledger_balances b WHERE b.tenant_id = $1`, [t.id]);
+         FROM ledger_balances b WHERE b.tenant_id = $1`,
+      [t.id],
+    );
     for (const r of rows) {
       assert.equal(micro(r.posted), posted.get(r.account_id), `posted of ${r.account_id} matches the model`);
       assert.equal(micro(r.posted), micro(r.entries), `balance of ${r.account_id} = sum of its entries`);
-      const pd = [...holds.values()].filter((h) => h.state === 'pending' && h.debit === r.account_id).reduce((s, h) => s + h.amount, 0n);
-      const pc = [...holds.values()].filter((h) => h.state === 'pending' && h.credit === r.account_id).reduce((s, h) => s + h.amount, 0n);
+      const pd = [...holds.values()]
+        .filter((h) => h.state === 'pending' && h.debit === r.account_id)
+        .reduce((s, h) => s + h.amount, 0n);
+      const pc = [...holds.values()]
+        .filter((h) => h.state === 'pending' && h.credit === r.account_id)
+        .reduce((s, h) => s + h.amount, 0n);
       assert.equal(micro(r.pending_debits), pd, 'pending debits = pending holds');
       assert.equal(micro(r.pending_credits), pc, 'pending credits = pending holds');
       if (r.floor) assert.ok(micro(r.avail) >= 0n, `available of ${r.account_id} is not negative`);
@@ -156,20 +202,28 @@ describe('ledger property test', () => {
     // Debits = credits overall and per currency, and per posting.
     const totals = await db.query<{ currency: string; d: string; c: string }>(
       `SELECT currency, sum(amount) FILTER (WHERE side = 'debit')::text AS d, sum(amount) FILTER (WHERE side = 'credit')::text AS c
-         FROM ledger_entries WHERE tenant_id = $1 GROUP BY currency`, [t.id]);
+         FROM ledger_entries WHERE tenant_id = $1 GROUP BY currency`,
+      [t.id],
+    );
     for (const r of totals.rows) assert.equal(r.d, r.c, `debits = credits in ${r.currency}`);
     const unbalanced = await db.query(
       `SELECT posting_id FROM ledger_entries WHERE tenant_id = $1 GROUP BY posting_id, currency
-       HAVING sum(CASE side WHEN 'debit' THEN amount ELSE -amount END) <> 0`, [t.id]);
+       HAVING sum(CASE side WHEN 'debit' THEN amount ELSE -amount END) <> 0`,
+      [t.id],
+    );
     assert.equal(unbalanced.rowCount, 0);
     const model = [...posted.values()].reduce((s, v) => s + v, 0n);
     assert.equal(model, 0n, 'the model sums to zero too');
-    const twice = await db.query(`SELECT reverses_posting_id FROM ledger_postings WHERE tenant_id = $1 AND reverses_posting_id IS NOT NULL GROUP BY 1 HAVING count(*) > 1`, [t.id]);
+    const twice = await db.query(
+      `SELECT reverses_posting_id FROM ledger_postings WHERE tenant_id = $1 AND reverses_posting_id IS NOT NULL GROUP BY 1 HAVING count(*) > 1`,
+      [t.id],
+    );
     assert.equal(twice.rowCount, 0);
     const chain = await verifyChain(db, t.id);
     assert.equal(chain.ok, true);
     // Enough of each kind actually happened for the test to mean something.
-    for (const k of ['postings:ok', 'holds:ok', 'postings:INSUFFICIENT_FUNDS']) assert.ok((counts.get(k) ?? 0) > 20, `${k}: ${counts.get(k)}`);
+    for (const k of ['postings:ok', 'holds:ok', 'postings:INSUFFICIENT_FUNDS'])
+      assert.ok((counts.get(k) ?? 0) > 20, `${k}: ${counts.get(k)}`);
     assert.ok([...counts.keys()].some((k) => k === 'holds:ok'));
     assert.ok((counts.get('postings:ok') ?? 0) + (counts.get('holds:ok') ?? 0) > 500);
   });

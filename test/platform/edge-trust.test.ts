@@ -22,20 +22,48 @@ const previous = randomBytes(32).toString('base64url');
 const log = createLogger('silent');
 
 const whoami = defineRoute({
-  method: 'GET', path: '/v1/whoami', operationId: 'whoami', summary: 's', tags: ['t'],
+  method: 'GET',
+  path: '/v1/whoami',
+  operationId: 'whoami',
+  summary: 's',
+  tags: ['t'],
   responses: { 200: { description: 'the identity core read' } },
-  handler: async ({ identity }) => ({ status: 200, body: { tenantId: identity.tenantId ?? null, principalId: identity.principalId ?? null, roles: identity.roles, clientIp: identity.clientIp ?? null, fromEdge: identity.fromEdge } }),
+  handler: async ({ identity }) => ({
+    status: 200,
+    body: {
+      tenantId: identity.tenantId ?? null,
+      principalId: identity.principalId ?? null,
+      roles: identity.roles,
+      clientIp: identity.clientIp ?? null,
+      fromEdge: identity.fromEdge,
+    },
+  }),
 });
 
-const claimed = { 'x-tenant-id': 'demo', 'x-principal-id': 'staff-admin', 'x-roles': 'admin', 'x-client-ip': '198.51.100.7' };
+const claimed = {
+  'x-tenant-id': 'demo',
+  'x-principal-id': 'staff-admin',
+  'x-roles': 'admin',
+  'x-client-ip': '198.51.100.7',
+};
 const nobody = { tenantId: null, principalId: null, roles: [], clientIp: null, fromEdge: false };
-const edgeSaid = { tenantId: 'demo', principalId: 'staff-admin', roles: ['admin'], clientIp: '198.51.100.7', fromEdge: true };
+const edgeSaid = {
+  tenantId: 'demo',
+  principalId: 'staff-admin',
+  roles: ['admin'],
+  clientIp: '198.51.100.7',
+  fromEdge: true,
+};
 
 describe('identity headers need the edge shared secret', () => {
   let origin: string;
   let close: () => Promise<void>;
   before(async () => {
-    const s = await serve(createServer(createHandler({ routes: [whoami], log, metrics: createMetrics(), edgeSecrets: [current, previous] })));
+    const s = await serve(
+      createServer(
+        createHandler({ routes: [whoami], log, metrics: createMetrics(), edgeSecrets: [current, previous] }),
+      ),
+    );
     origin = s.origin;
     close = s.close;
   });
@@ -53,12 +81,18 @@ describe('identity headers need the edge shared secret', () => {
   });
 
   it('with a wrong secret, a prefix of the right one or the right one extended, they identify nobody', async () => {
-    for (const wrong of [randomBytes(32).toString('base64url'), current.slice(0, 20), `${current}x`, `${current},${previous}`, current.toUpperCase()]) {
+    for (const wrong of [
+      randomBytes(32).toString('base64url'),
+      current.slice(0, 20),
+      `${current}x`,
+      `${current},${previous}`,
+      current.toUpperCase(),
+    ]) {
       assert.deepEqual(await whoAmI({ ...claimed, 'x-edge-auth': wrong }), nobody, wrong);
     }
   });
 
-  it('with the current secret they are the edge\'s', async () => {
+  it("with the current secret they are the edge's", async () => {
     assert.deepEqual(await whoAmI({ ...claimed, 'x-edge-auth': current }), edgeSaid);
   });
 
@@ -70,10 +104,29 @@ describe('identity headers need the edge shared secret', () => {
 describe('core without an edge shared secret', () => {
   it('refuses to be built: there is no "no secret configured, so trust" mode', () => {
     for (const edgeSecrets of [[], [''], undefined]) {
-      assert.throws(() => createHandler({ routes: [whoami], log, metrics: createMetrics(), edgeSecrets: edgeSecrets as string[] }), /EDGE_SHARED_SECRET/);
+      assert.throws(
+        () =>
+          createHandler({
+            routes: [whoami],
+            log,
+            metrics: createMetrics(),
+            edgeSecrets: edgeSecrets as string[],
+          }),
+        /EDGE_SHARED_SECRET/,
+      );
     }
-    const db = createDb({ connectionString: 'postgres://unused@127.0.0.1:1/none', metrics: createMetrics(), log });
-    const deps = { db, log, metrics: createMetrics(), build: readBuildInfo(), keys: new KeyStore(db, randomBytes(32)) } as unknown as CoreDeps;
+    const db = createDb({
+      connectionString: 'postgres://unused@127.0.0.1:1/none',
+      metrics: createMetrics(),
+      log,
+    });
+    const deps = {
+      db,
+      log,
+      metrics: createMetrics(),
+      build: readBuildInfo(),
+      keys: new KeyStore(db, randomBytes(32)),
+    } as unknown as CoreDeps;
     assert.throws(() => buildCore(deps), /EDGE_SHARED_SECRET/);
     return db.close();
   });

@@ -12,7 +12,10 @@ describe('migrations', () => {
     const t = await freshDatabase({ migrate: false });
     try {
       const all = await loadMigrations();
-      assert.deepEqual(await migrate(t.db.pool), all.map((m) => m.version));
+      assert.deepEqual(
+        await migrate(t.db.pool),
+        all.map((m) => m.version),
+      );
       const hash = await schemaHash(t.db);
       assert.deepEqual(await migrate(t.db.pool), []);
       assert.equal(await schemaHash(t.db), hash);
@@ -60,7 +63,12 @@ describe('demo seed', () => {
       const { rows } = await t.db.query('SELECT id, country, base_currency, status FROM tenants');
       assert.deepEqual(rows, [{ id: 'demo', country: 'KE', base_currency: 'KES', status: 'ACTIVE' }]);
       const file = JSON.parse(await readFile(join(dir, 'demo.json'), 'utf8'));
-      assert.deepEqual(file.tenant, { id: 'demo', name: 'Demo Mobile Money', country: 'KE', baseCurrency: 'KES' });
+      assert.deepEqual(file.tenant, {
+        id: 'demo',
+        name: 'Demo Mobile Money',
+        country: 'KE',
+        baseCurrency: 'KES',
+      });
     } finally {
       await rm(dir, { recursive: true, force: true });
       await t.drop();

@@ -20,13 +20,22 @@ type Json = Record<string, any>;
 
 /** The schemes each bearer credential of the route table must name, alternatives space-separated (edge/auth/principal.ts). */
 const expected: Record<string, string> = {
-  customer: 'customerBearer', agent: 'agentBearer', staff: 'staffBearer serviceToken', service: 'serviceToken', 'core-client': 'coreClientBearer', scim: 'scimBearer',
+  customer: 'customerBearer',
+  agent: 'agentBearer',
+  staff: 'staffBearer serviceToken',
+  service: 'serviceToken',
+  'core-client': 'coreClientBearer',
+  scim: 'scimBearer',
 };
 
 const demo = {
   tenant: { id: 'demo', country: 'KE', baseCurrency: 'KES' },
   customer: { customerId: '01936f2a-0000-7000-8000-000000000001', phone: '+254700000101', pin: '482615' },
-  agent: { agentId: '01936f2a-0000-7000-8000-000000000002', agentCode: 'DEMO0001', deviceId: '01936f2a-0000-7000-8000-000000000003' },
+  agent: {
+    agentId: '01936f2a-0000-7000-8000-000000000002',
+    agentCode: 'DEMO0001',
+    deviceId: '01936f2a-0000-7000-8000-000000000003',
+  },
   coreClient: { clientId: 'cc_demo_demo', clientSecret: 'secret-never-shown' },
 };
 
@@ -42,7 +51,12 @@ describe('OpenAPI security and examples', () => {
   before(async () => {
     t = await startTestCore();
     const bundle = await loadBundle(defaultBundleDir, await loadTrustedKeys());
-    doc = buildOpenApi(t.core.routes, { version: '1.0.0', access: edgeRouteAccess(), registry: bundle.registry, examples: demoDocExamples(demo) }) as Json;
+    doc = buildOpenApi(t.core.routes, {
+      version: '1.0.0',
+      access: edgeRouteAccess(),
+      registry: bundle.registry,
+      examples: demoDocExamples(demo),
+    }) as Json;
   });
   after(() => t.close());
 
@@ -54,13 +68,23 @@ describe('OpenAPI security and examples', () => {
       if (!o) continue;
       if (!want) {
         // Public at the edge: no scheme, unless core verifies a staff token itself.
-        if (o.security) assert.deepEqual(o.security.map((s: Json) => Object.keys(s)[0]).filter((n: string) => n !== 'staffBearer'), [], `${r.method} ${r.template}`);
+        if (o.security)
+          assert.deepEqual(
+            o.security.map((s: Json) => Object.keys(s)[0]).filter((n: string) => n !== 'staffBearer'),
+            [],
+            `${r.method} ${r.template}`,
+          );
         continue;
       }
       const alternatives = (o.security ?? []) as Json[];
       const single = alternatives.filter((s) => Object.keys(s).length === 1).map((s) => Object.keys(s)[0]);
       assert.deepEqual(single, want.split(' '), `${r.method} ${r.template} (${r.credential})`);
-      for (const p of o.parameters as Json[]) assert.notEqual(String(p.name).toLowerCase(), 'authorization', `${r.method} ${r.template}: Authorization is a scheme's, not a parameter`);
+      for (const p of o.parameters as Json[])
+        assert.notEqual(
+          String(p.name).toLowerCase(),
+          'authorization',
+          `${r.method} ${r.template}: Authorization is a scheme's, not a parameter`,
+        );
       checked++;
     }
     assert.ok(checked > 150, `checked ${checked} bearer operations`);
@@ -68,13 +92,25 @@ describe('OpenAPI security and examples', () => {
 
   it('names only schemes it defines, one per credential kind', () => {
     assert.deepEqual(doc.components.securitySchemes, securitySchemes);
-    for (const name of ['customerBearer', 'agentBearer', 'staffBearer', 'serviceToken', 'coreClientBearer', 'apiKeyId', 'apiKeySignature', 'apiKeyNonce', 'apiKeyDate', 'dpop']) {
+    for (const name of [
+      'customerBearer',
+      'agentBearer',
+      'staffBearer',
+      'serviceToken',
+      'coreClientBearer',
+      'apiKeyId',
+      'apiKeySignature',
+      'apiKeyNonce',
+      'apiKeyDate',
+      'dpop',
+    ]) {
       assert.ok(doc.components.securitySchemes[name], name);
     }
     for (const [path, item] of Object.entries(doc.paths as Json)) {
       for (const o of Object.values(item as Json) as Json[]) {
         for (const req of (o.security ?? []) as Json[]) {
-          for (const name of Object.keys(req)) assert.ok(doc.components.securitySchemes[name], `${path}: ${name}`);
+          for (const name of Object.keys(req))
+            assert.ok(doc.components.securitySchemes[name], `${path}: ${name}`);
         }
       }
     }
@@ -96,7 +132,15 @@ describe('OpenAPI security and examples', () => {
     assert.match(op('POST', '/v1/admin/rotate-keys').description, /auth\/mfa\/challenge/);
     // core.banking reads take an API key with scope core:read (registry action_scopes).
     const balances = op('GET', '/v1/core/accounts/{id}/balances');
-    assert.ok((balances.security as Json[]).some((s) => s.apiKeyId?.[0] === 'core:read' && 'apiKeySignature' in s && 'apiKeyNonce' in s && 'apiKeyDate' in s));
+    assert.ok(
+      (balances.security as Json[]).some(
+        (s) =>
+          s.apiKeyId?.[0] === 'core:read' &&
+          'apiKeySignature' in s &&
+          'apiKeyNonce' in s &&
+          'apiKeyDate' in s,
+      ),
+    );
     assert.ok(balances.description.includes(recipes.apiKey));
     assert.ok((balances.security as Json[]).some((s) => 'coreClientBearer' in s && 'dpop' in s));
     // Staff passkey routes: core verifies the staff token itself (the edge passes them as public).
@@ -115,20 +159,26 @@ describe('OpenAPI security and examples', () => {
     const send = op('POST', '/customers/auth/otp/send').requestBody.content['application/json'].schema;
     assert.equal(send.properties.tenantId.example, 'demo');
     assert.equal(send.properties.phone.example, demo.customer.phone);
-    const tenant = (op('GET', '/v1/tenants/{tenantId}').parameters as Json[]).find((p) => p.name === 'tenantId');
+    const tenant = (op('GET', '/v1/tenants/{tenantId}').parameters as Json[]).find(
+      (p) => p.name === 'tenantId',
+    );
     assert.equal(tenant?.example, 'demo');
     const form = op('POST', '/oauth2/token').requestBody.content['application/x-www-form-urlencoded'].schema;
     assert.equal(form.properties.grant_type.const, 'client_credentials');
     assert.equal(form.properties.client_id.example, demo.coreClient.clientId);
     assert.equal(form.properties.client_secret.example, undefined);
     const text = JSON.stringify(doc);
-    assert.ok(!text.includes(demo.coreClient.clientSecret) && !text.includes(demo.customer.pin), 'no secret in the document');
+    assert.ok(
+      !text.includes(demo.coreClient.clientSecret) && !text.includes(demo.customer.pin),
+      'no secret in the document',
+    );
   });
 
   it('documents the simulate input document (SPEC 2.6) with an example', () => {
     const body = op('POST', '/v1/auth/simulate').requestBody.content['application/json'].schema;
     const input = body.properties.input;
-    for (const field of ['tenant', 'subject', 'resource', 'action', 'purpose', 'context']) assert.ok(input.properties[field], field);
+    for (const field of ['tenant', 'subject', 'resource', 'action', 'purpose', 'context'])
+      assert.ok(input.properties[field], field);
     assert.equal(input.example.purpose, 'customer.transact');
     const get = (op('GET', '/v1/auth/simulate').parameters as Json[]).find((p) => p.name === 'input');
     assert.deepEqual(JSON.parse(get?.schema.example), input.example, 'the GET form carries the same example');

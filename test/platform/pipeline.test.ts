@@ -19,22 +19,42 @@ const sink = new Writable({
   },
 });
 
-const Body = Type.Object({ name: Type.String({ minLength: 1 }), pin: Type.Optional(Type.String()) }, { additionalProperties: false });
+const Body = Type.Object(
+  { name: Type.String({ minLength: 1 }), pin: Type.Optional(Type.String()) },
+  { additionalProperties: false },
+);
 const routes = [
   defineRoute({
-    method: 'POST', path: '/v1/things', operationId: 'createThing', summary: 's', tags: ['t'], body: Body,
+    method: 'POST',
+    path: '/v1/things',
+    operationId: 'createThing',
+    summary: 's',
+    tags: ['t'],
+    body: Body,
     responses: { 201: { description: 'made' } },
     handler: async ({ body }) => ({ status: 201, body: { name: body.name } }),
   }),
   defineRoute({
-    method: 'GET', path: '/v1/things/{id}', operationId: 'getThing', summary: 's', tags: ['t'],
+    method: 'GET',
+    path: '/v1/things/{id}',
+    operationId: 'getThing',
+    summary: 's',
+    tags: ['t'],
     params: Type.Object({ id: Type.String({ pattern: '^[a-z]+$' }) }),
     query: Type.Object({ limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 10 })) }),
     responses: { 200: { description: 'ok' } },
-    handler: async ({ params, query }) => ({ status: 200, body: { id: params.id, limit: query.limit ?? null } }),
+    handler: async ({ params, query }) => ({
+      status: 200,
+      body: { id: params.id, limit: query.limit ?? null },
+    }),
   }),
   defineRoute({
-    method: 'GET', path: '/v1/admin/things', operationId: 'adminThings', summary: 's', tags: ['t'], errorFormat: 'problem',
+    method: 'GET',
+    path: '/v1/admin/things',
+    operationId: 'adminThings',
+    summary: 's',
+    tags: ['t'],
+    errorFormat: 'problem',
     headers: [{ name: 'X-Request-Id', required: true, description: 'required' }],
     responses: { 200: { description: 'ok' } },
     handler: async () => {
@@ -42,7 +62,11 @@ const routes = [
     },
   }),
   defineRoute({
-    method: 'GET', path: '/v1/boom', operationId: 'boom', summary: 's', tags: ['t'],
+    method: 'GET',
+    path: '/v1/boom',
+    operationId: 'boom',
+    summary: 's',
+    tags: ['t'],
     responses: { 200: { description: 'ok' } },
     handler: async () => {
       throw new Error('secret internal detail at /srv/app.ts:12');
@@ -54,7 +78,16 @@ describe('HTTP pipeline', () => {
   let origin: string;
   let close: () => Promise<void>;
   before(async () => {
-    const s = await serve(createServer(createHandler({ routes, log: createLogger('info', sink), metrics: createMetrics(), edgeSecrets: testEdgeSecrets })));
+    const s = await serve(
+      createServer(
+        createHandler({
+          routes,
+          log: createLogger('info', sink),
+          metrics: createMetrics(),
+          edgeSecrets: testEdgeSecrets,
+        }),
+      ),
+    );
     origin = s.origin;
     close = s.close;
   });
@@ -80,7 +113,10 @@ describe('HTTP pipeline', () => {
   });
 
   it('wrong content type → 415', async () => {
-    const r = await call(origin, 'POST', '/v1/things', { body: 'name=a', headers: { 'content-type': 'text/plain' } });
+    const r = await call(origin, 'POST', '/v1/things', {
+      body: 'name=a',
+      headers: { 'content-type': 'text/plain' },
+    });
     assert.equal(r.status, 415);
     assert.equal(r.json.code, 'UNSUPPORTED_MEDIA_TYPE');
   });
@@ -89,10 +125,13 @@ describe('HTTP pipeline', () => {
     const { request } = await import('node:http');
     const { port, hostname } = new URL(origin);
     const status = await new Promise<number>((resolve, reject) => {
-      const r = request({ host: hostname, port, method: 'GET', path: '/v1/nowhere/x\\..\\..\\v1\\things\\abc' }, (res) => {
-        res.resume();
-        resolve(res.statusCode ?? 0);
-      });
+      const r = request(
+        { host: hostname, port, method: 'GET', path: '/v1/nowhere/x\\..\\..\\v1\\things\\abc' },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        },
+      );
       r.on('error', reject);
       r.end();
     });
@@ -101,7 +140,10 @@ describe('HTTP pipeline', () => {
   });
 
   it('malformed JSON → 400 MALFORMED_JSON', async () => {
-    const r = await call(origin, 'POST', '/v1/things', { body: '{"name":', headers: { 'content-type': 'application/json' } });
+    const r = await call(origin, 'POST', '/v1/things', {
+      body: '{"name":',
+      headers: { 'content-type': 'application/json' },
+    });
     assert.equal(r.status, 400);
     assert.equal(r.json.code, 'MALFORMED_JSON');
   });
@@ -121,7 +163,10 @@ describe('HTTP pipeline', () => {
   });
 
   it('body over the limit → 413', async () => {
-    const r = await call(origin, 'POST', '/v1/things', { body: 'x'.repeat(1024 * 1024 + 1), headers: { 'content-type': 'application/json' } });
+    const r = await call(origin, 'POST', '/v1/things', {
+      body: 'x'.repeat(1024 * 1024 + 1),
+      headers: { 'content-type': 'application/json' },
+    });
     assert.equal(r.status, 413);
     assert.equal(r.json.code, 'PAYLOAD_TOO_LARGE');
   });
@@ -154,7 +199,10 @@ describe('HTTP pipeline', () => {
 
   it('logs one JSON line per request with secrets redacted', async () => {
     logLines.length = 0;
-    await call(origin, 'POST', '/v1/things', { json: { name: 'a', pin: '4321' }, headers: { authorization: 'Bearer abc.def', 'x-request-id': 'log-1' } });
+    await call(origin, 'POST', '/v1/things', {
+      json: { name: 'a', pin: '4321' },
+      headers: { authorization: 'Bearer abc.def', 'x-request-id': 'log-1' },
+    });
     const line = logLines.map((l) => JSON.parse(l)).find((l) => l.reqId === 'log-1');
     assert.ok(line, 'request logged with its id');
     assert.equal(line.status, 201);
@@ -166,8 +214,21 @@ describe('HTTP pipeline', () => {
 describe('log redaction', () => {
   it('censors secret fields at any depth we log', () => {
     const out: string[] = [];
-    const log = createLogger('info', new Writable({ write(c, _e, cb) { out.push(String(c)); cb(); } }));
-    log.info({ pin: '1', body: { otp: '2', refreshToken: '3' }, headers: { authorization: '4', 'x-api-key-secret': '5' }, a: { b: { secret: '6' } } });
+    const log = createLogger(
+      'info',
+      new Writable({
+        write(c, _e, cb) {
+          out.push(String(c));
+          cb();
+        },
+      }),
+    );
+    log.info({
+      pin: '1',
+      body: { otp: '2', refreshToken: '3' },
+      headers: { authorization: '4', 'x-api-key-secret': '5' },
+      a: { b: { secret: '6' } },
+    });
     const line = JSON.parse(out[0] ?? '{}');
     assert.equal(line.pin, '[redacted]');
     assert.equal(line.body.otp, '[redacted]');

@@ -27,7 +27,9 @@ describe('platform routes', () => {
   });
 
   it('mints a request id when the given one is missing or malformed', async () => {
-    const r = await call(t.origin, 'GET', '/v1/health', { headers: { 'x-request-id': 'bad id with spaces' } });
+    const r = await call(t.origin, 'GET', '/v1/health', {
+      headers: { 'x-request-id': 'bad id with spaces' },
+    });
     assert.match(r.headers['x-request-id'] ?? '', /^[0-9a-f-]{36}$/);
   });
 
@@ -50,7 +52,10 @@ describe('platform routes', () => {
     const r = await call(t.origin, 'GET', '/v1/metrics');
     assert.equal(r.status, 200);
     assert.match(r.headers['content-type'] ?? '', /text\/plain/);
-    assert.match(r.text, /http_request_duration_seconds_bucket\{le="[^"]+",method="GET",route="\/v1\/ready",status="200"\}/);
+    assert.match(
+      r.text,
+      /http_request_duration_seconds_bucket\{le="[^"]+",method="GET",route="\/v1\/ready",status="200"\}/,
+    );
     assert.match(r.text, /db_query_duration_seconds_bucket\{le="[^"]+",op="select",outcome="ok"\}/);
   });
 
@@ -62,9 +67,12 @@ describe('platform routes', () => {
     const result = await validator.validate(r.json);
     assert.deepEqual(result.errors ?? [], []);
     assert.equal(result.valid, true);
-    for (const p of ['/v1/health', '/v1/ready', '/v1/metrics', '/v1/version', '/v1/docs']) assert.ok(r.json.paths[p], p);
+    for (const p of ['/v1/health', '/v1/ready', '/v1/metrics', '/v1/version', '/v1/docs'])
+      assert.ok(r.json.paths[p], p);
     // Every route core serves is documented but the asset routes (hidden); the edge's table is checked against the same list in test/edge/routes.test.ts.
-    const missing = t.core.routes.filter((route) => !route.hidden && !r.json.paths[route.path]?.[route.method.toLowerCase()]).map((route) => `${route.method} ${route.path}`);
+    const missing = t.core.routes
+      .filter((route) => !route.hidden && !r.json.paths[route.path]?.[route.method.toLowerCase()])
+      .map((route) => `${route.method} ${route.path}`);
     assert.deepEqual(missing, []);
   });
 
@@ -90,7 +98,17 @@ async function serveBareCore(db: Db, extra: Partial<CoreDeps> = {}) {
   const { createMetrics } = await import('../../shared/metrics.ts');
   const { readBuildInfo } = await import('../../core/platform/build-info.ts');
   const { serve } = await import('../helpers/http.ts');
-  return serve(buildCore({ db, log: createLogger('silent'), metrics: createMetrics(), build: readBuildInfo(), keys: new KeyStore(db, randomBytes(32)), edgeSecrets: testEdgeSecrets, ...extra }).server);
+  return serve(
+    buildCore({
+      db,
+      log: createLogger('silent'),
+      metrics: createMetrics(),
+      build: readBuildInfo(),
+      keys: new KeyStore(db, randomBytes(32)),
+      edgeSecrets: testEdgeSecrets,
+      ...extra,
+    }).server,
+  );
 }
 
 describe('readiness with the edge in the same process (issue 15 item 9)', () => {
@@ -139,8 +157,19 @@ describe('readiness without a usable database', () => {
     const { freePort } = await import('../../shared/net.ts');
     const metrics = createMetrics();
     const log = createLogger('silent');
-    const db = createDb({ connectionString: `postgres://x:y@127.0.0.1:${await freePort()}/none`, metrics, log });
-    const core = buildCore({ db, log, metrics, build: readBuildInfo(), keys: new KeyStore(db, randomBytes(32)), edgeSecrets: testEdgeSecrets });
+    const db = createDb({
+      connectionString: `postgres://x:y@127.0.0.1:${await freePort()}/none`,
+      metrics,
+      log,
+    });
+    const core = buildCore({
+      db,
+      log,
+      metrics,
+      build: readBuildInfo(),
+      keys: new KeyStore(db, randomBytes(32)),
+      edgeSecrets: testEdgeSecrets,
+    });
     const s = await serve(core.server);
     try {
       const r = await call(s.origin, 'GET', '/v1/ready');

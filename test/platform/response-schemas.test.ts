@@ -33,8 +33,13 @@ describe('every route of core', () => {
     assert.deepEqual(lacking, [], `routes lacking a response schema:\n  ${lacking.join('\n  ')}`);
   });
 
-  it('documents every error status in the route\'s own format and media type', async () => {
-    const doc = (await call(t.origin, 'GET', '/v1/openapi.json')).json as { paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, unknown> }> }>> };
+  it("documents every error status in the route's own format and media type", async () => {
+    const doc = (await call(t.origin, 'GET', '/v1/openapi.json')).json as {
+      paths: Record<
+        string,
+        Record<string, { responses: Record<string, { content?: Record<string, unknown> }> }>
+      >;
+    };
     const admin = doc.paths['/v1/countries']?.get?.responses;
     const customer = doc.paths['/v1/accounts']?.get?.responses;
     assert.deepEqual(Object.keys(admin?.['404']?.content ?? {}), ['application/problem+json']);
@@ -43,23 +48,38 @@ describe('every route of core', () => {
       for (const [method, op] of Object.entries(item)) {
         for (const [status, r] of Object.entries(op.responses)) {
           if (status === 'default' || Number(status) < 400) continue;
-          assert.ok(r.content && Object.keys(r.content).length > 0, `${method.toUpperCase()} ${path} ${status} names its content type`);
+          assert.ok(
+            r.content && Object.keys(r.content).length > 0,
+            `${method.toUpperCase()} ${path} ${status} names its content type`,
+          );
         }
       }
     }
   });
 });
 
-const Thing = Type.Object({ id: Type.String({ pattern: '^t_' }), amount: Type.String() }, { additionalProperties: false });
+const Thing = Type.Object(
+  { id: Type.String({ pattern: '^t_' }), amount: Type.String() },
+  { additionalProperties: false },
+);
 let answer: { status: number; body?: unknown } = { status: 200, body: { id: 't_1', amount: '1.00' } };
 const routes = [
   defineRoute({
-    method: 'GET', path: '/v1/things/{id}', operationId: 'getThing', summary: 's', tags: ['t'],
+    method: 'GET',
+    path: '/v1/things/{id}',
+    operationId: 'getThing',
+    summary: 's',
+    tags: ['t'],
     responses: { 200: { description: 'a thing', schema: Thing }, 204: { description: 'nothing' } },
     handler: async () => answer,
   }),
   defineRoute({
-    method: 'GET', path: '/v1/admin/things', operationId: 'adminThings', summary: 's', tags: ['t'], errorFormat: 'problem',
+    method: 'GET',
+    path: '/v1/admin/things',
+    operationId: 'adminThings',
+    summary: 's',
+    tags: ['t'],
+    errorFormat: 'problem',
     responses: { 200: { description: 'a thing', schema: Thing } },
     handler: async () => {
       throw new AppError('CONFLICT', 'taken');
@@ -77,7 +97,17 @@ describe('the response check', () => {
   });
   const servers: { origin: string; close(): Promise<void> }[] = [];
   const start = async (checkResponses: boolean) => {
-    const s = await serve(createServer(createHandler({ routes, log: createLogger('info', sink), metrics: createMetrics(), edgeSecrets: testEdgeSecrets, checkResponses })));
+    const s = await serve(
+      createServer(
+        createHandler({
+          routes,
+          log: createLogger('info', sink),
+          metrics: createMetrics(),
+          edgeSecrets: testEdgeSecrets,
+          checkResponses,
+        }),
+      ),
+    );
     servers.push(s);
     return s.origin;
   };
@@ -85,7 +115,7 @@ describe('the response check', () => {
     for (const s of servers) await s.close();
   });
 
-  it('passes a response that matches its declaration, and the route\'s declared errors', async () => {
+  it("passes a response that matches its declaration, and the route's declared errors", async () => {
     const origin = await start(true);
     answer = { status: 200, body: { id: 't_1', amount: '1.00' } };
     assert.equal((await call(origin, 'GET', '/v1/things/1')).status, 200);
@@ -105,7 +135,9 @@ describe('the response check', () => {
     assert.equal(r.json.code, 'RESPONSE_SCHEMA_MISMATCH');
     assert.match(r.json.message, /GET \/v1\/things\/\{id\} answered 200/);
     assert.match(r.json.message, /\/id/);
-    const logged = lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.msg === 'response does not match its declared schema');
+    const logged = lines
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .find((l) => l.msg === 'response does not match its declared schema');
     assert.ok(logged, 'the mismatch is logged');
     assert.equal(logged.route, 'GET /v1/things/{id}');
     assert.equal(logged.status, 200);
@@ -132,8 +164,12 @@ describe('the response check', () => {
   });
 
   it('is refused by a production core and taken by a development one', () => {
-    assert.throws(() => loadServiceConfig('core', { MODE: 'production', RESPONSE_SCHEMA_CHECK: '1' }), (err: unknown) =>
-      err instanceof ServiceConfigError && err.problems.some((p) => p.startsWith('RESPONSE_SCHEMA_CHECK: test suites only')));
+    assert.throws(
+      () => loadServiceConfig('core', { MODE: 'production', RESPONSE_SCHEMA_CHECK: '1' }),
+      (err: unknown) =>
+        err instanceof ServiceConfigError &&
+        err.problems.some((p) => p.startsWith('RESPONSE_SCHEMA_CHECK: test suites only')),
+    );
     assert.equal(loadServiceConfig('core', { RESPONSE_SCHEMA_CHECK: '1' }).values.RESPONSE_SCHEMA_CHECK, '1');
     assert.equal(loadServiceConfig('core', {}).values.RESPONSE_SCHEMA_CHECK, '0');
   });

@@ -21,38 +21,109 @@ describe('values no route can store', () => {
   const free = Type.Object({ v: Type.Unknown() });
 
   it('refuses NULs and lone surrogates in strings and keys, at any depth', () => {
-    assert.match(refusal(() => validate(free, { v: 'a\u0000b' }, 'body')), /^body\/v: .*NUL/);
-    assert.match(refusal(() => validate(free, { v: { deep: ['ok', '\ud800'] } }, 'body')), /^body\/v\/deep\/1: /);
-    assert.match(refusal(() => validate(free, { v: { 'k\u0000': 1 } }, 'body')), /key/);
-    assert.match(refusal(() => validate(free, { v: '\udc00x' }, 'body')), /well-formed/);
-    assert.deepEqual(validate(free, { v: 'emoji 😀 and ünïcödé' }, 'body'), { v: 'emoji 😀 and ünïcödé' }, 'surrogate pairs are fine');
+    assert.match(
+      refusal(() => validate(free, { v: 'a\u0000b' }, 'body')),
+      /^body\/v: .*NUL/,
+    );
+    assert.match(
+      refusal(() => validate(free, { v: { deep: ['ok', '\ud800'] } }, 'body')),
+      /^body\/v\/deep\/1: /,
+    );
+    assert.match(
+      refusal(() => validate(free, { v: { 'k\u0000': 1 } }, 'body')),
+      /key/,
+    );
+    assert.match(
+      refusal(() => validate(free, { v: '\udc00x' }, 'body')),
+      /well-formed/,
+    );
+    assert.deepEqual(
+      validate(free, { v: 'emoji 😀 and ünïcödé' }, 'body'),
+      { v: 'emoji 😀 and ünïcödé' },
+      'surrogate pairs are fine',
+    );
   });
 
   it('refuses numbers that overflow, query integers beyond 2^53, and nesting past the bound, without exhausting the stack', () => {
-    assert.match(refusal(() => validate(free, JSON.parse('{"v":1e999}'), 'body')), /finite/);
-    assert.match(refusal(() => validate(free, JSON.parse('{"v":[-1e999]}'), 'body')), /finite/);
-    assert.deepEqual(validate(free, { v: [1.795e18, 0.1, 1.5e-300] }, 'body'), { v: [1.795e18, 0.1, 1.5e-300] }, 'JSON may carry big numbers (a policy input\'s now_ns)');
+    assert.match(
+      refusal(() => validate(free, JSON.parse('{"v":1e999}'), 'body')),
+      /finite/,
+    );
+    assert.match(
+      refusal(() => validate(free, JSON.parse('{"v":[-1e999]}'), 'body')),
+      /finite/,
+    );
+    assert.deepEqual(
+      validate(free, { v: [1.795e18, 0.1, 1.5e-300] }, 'body'),
+      { v: [1.795e18, 0.1, 1.5e-300] },
+      "JSON may carry big numbers (a policy input's now_ns)",
+    );
     const limit = Type.Object({ n: Type.Integer() });
-    assert.match(refusal(() => validate(limit, { n: String(2 ** 53) }, 'query', true)), /exactly/);
-    assert.deepEqual(validate(limit, { n: String(Number.MAX_SAFE_INTEGER) }, 'query', true), { n: Number.MAX_SAFE_INTEGER });
+    assert.match(
+      refusal(() => validate(limit, { n: String(2 ** 53) }, 'query', true)),
+      /exactly/,
+    );
+    assert.deepEqual(validate(limit, { n: String(Number.MAX_SAFE_INTEGER) }, 'query', true), {
+      n: Number.MAX_SAFE_INTEGER,
+    });
     const deep = JSON.parse(`${'['.repeat(100_000)}${']'.repeat(100_000)}`);
-    assert.match(refusal(() => storable(deep, 'body')), new RegExp(`more than ${maxNestingDepth}`));
-    assert.match(refusal(() => validate(Type.Object({ offset: Type.Integer({ minimum: 0 }) }), { offset: '901347929129193832448' }, 'query', true)), /^query\/offset/);
+    assert.match(
+      refusal(() => storable(deep, 'body')),
+      new RegExp(`more than ${maxNestingDepth}`),
+    );
+    assert.match(
+      refusal(() =>
+        validate(
+          Type.Object({ offset: Type.Integer({ minimum: 0 }) }),
+          { offset: '901347929129193832448' },
+          'query',
+          true,
+        ),
+      ),
+      /^query\/offset/,
+    );
   });
 
   it('refuses percent-escapes and body bytes that are not UTF-8, instead of reading U+FFFD', () => {
     assert.deepEqual(parseQuery('?a=1&b=x+y&c=%C3%BC'), { a: '1', b: 'x y', c: 'ü' });
-    for (const q of ['a=%ff', 'a=%ED%A0%80', '%C3=1', 'a=%E0%A0']) assert.match(refusal(() => parseQuery(q)), /UTF-8/, q);
-    assert.match(refusal(() => decodeBody('json', 'application/json', Buffer.from([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xc3, 0x22, 0x7d]))), /UTF-8/);
-    assert.match(refusal(() => decodeBody('form', 'application/x-www-form-urlencoded', Buffer.from('a=%ff'))), /UTF-8/);
+    for (const q of ['a=%ff', 'a=%ED%A0%80', '%C3=1', 'a=%E0%A0'])
+      assert.match(
+        refusal(() => parseQuery(q)),
+        /UTF-8/,
+        q,
+      );
+    assert.match(
+      refusal(() =>
+        decodeBody(
+          'json',
+          'application/json',
+          Buffer.from([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xc3, 0x22, 0x7d]),
+        ),
+      ),
+      /UTF-8/,
+    );
+    assert.match(
+      refusal(() => decodeBody('form', 'application/x-www-form-urlencoded', Buffer.from('a=%ff'))),
+      /UTF-8/,
+    );
   });
 
   it('takes only dates and instants PostgreSQL reads as the same day and instant', () => {
     const at = Type.Object({ at: Type.String({ format: 'date-time' }) });
     const day = Type.Object({ d: Type.String({ format: 'date' }) });
-    for (const v of ['2024-02-29T12:00:00Z', '2024-12-31T23:59:59.999999-15:59', '0001-01-01T00:00:00+00:00']) validate(at, { at: v }, 'body');
-    for (const v of ['2023-02-29T12:00:00Z', '2024-04-31T00:00:00Z', '0000-01-01T00:00:00Z', '2024-01-01T24:00:00Z', '2024-01-01T23:59:60Z', '2024-01-01T00:00:00+16:00']) refusal(() => validate(at, { at: v }, 'body'));
+    for (const v of ['2024-02-29T12:00:00Z', '2024-12-31T23:59:59.999999-15:59', '0001-01-01T00:00:00+00:00'])
+      validate(at, { at: v }, 'body');
+    for (const v of [
+      '2023-02-29T12:00:00Z',
+      '2024-04-31T00:00:00Z',
+      '0000-01-01T00:00:00Z',
+      '2024-01-01T24:00:00Z',
+      '2024-01-01T23:59:60Z',
+      '2024-01-01T00:00:00+16:00',
+    ])
+      refusal(() => validate(at, { at: v }, 'body'));
     validate(day, { d: '2000-02-29' }, 'body');
-    for (const v of ['1900-02-29', '2024-13-01', '0000-06-01']) refusal(() => validate(day, { d: v }, 'body'));
+    for (const v of ['1900-02-29', '2024-13-01', '0000-06-01'])
+      refusal(() => validate(day, { d: v }, 'body'));
   });
 });

@@ -5,7 +5,13 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { BundleError, defaultBundleDir, instantiateBundle, loadBundle, loadTrustedKeys } from '../../policy/runtime/bundle.ts';
+import {
+  BundleError,
+  defaultBundleDir,
+  instantiateBundle,
+  loadBundle,
+  loadTrustedKeys,
+} from '../../policy/runtime/bundle.ts';
 import { PolicyStore } from '../../policy/runtime/store.ts';
 import { build, policyDir, staleSources } from '../../policy/build.ts';
 import { findOpa } from '../../policy/opa.ts';
@@ -13,7 +19,11 @@ import { signDocument } from '../../shared/signing.ts';
 
 const opa = findOpa();
 // Under CI the policy tests must run: a missing opa is a failure, never a silent skip.
-const skipOpa = opa ? false : process.env.CI === 'true' ? false : 'opa CLI not installed (CI installs it; see .ci/run)';
+const skipOpa = opa
+  ? false
+  : process.env.CI === 'true'
+    ? false
+    : 'opa CLI not installed (CI installs it; see .ci/run)';
 
 describe('policy sources', () => {
   it('opa test passes with full rule coverage reported', { skip: skipOpa }, () => {
@@ -30,11 +40,16 @@ describe('policy sources', () => {
     assert.deepEqual(await staleSources(), [], 'rebuild with `npx tsx policy/build.ts`');
   });
 
-  it('rebuilding from the sources reproduces the committed WASM byte for byte', { skip: skipOpa }, async () => {
+  it('rebuilding from the sources reproduces the committed WASM byte for byte', {
+    skip: skipOpa,
+  }, async () => {
     const out = await mkdtemp(join(tmpdir(), 'policy-'));
     try {
       await build(out, true);
-      const hash = async (dir: string) => createHash('sha256').update(await readFile(join(dir, 'policy.wasm'))).digest('hex');
+      const hash = async (dir: string) =>
+        createHash('sha256')
+          .update(await readFile(join(dir, 'policy.wasm')))
+          .digest('hex');
       assert.equal(await hash(out), await hash(defaultBundleDir));
     } finally {
       await rm(out, { recursive: true, force: true });
@@ -53,12 +68,25 @@ describe('policy bundle verification', () => {
     const rev = await loadBundle(defaultBundleDir, await loadTrustedKeys());
     assert.equal(rev.registry.purposes.length >= 9, true);
     const names = rev.registry.purposes.map((p) => p.name);
-    for (const n of ['customer.transact', 'customer.account.view', 'customer.beneficiary.manage', 'support.investigate', 'fraud.review', 'compliance.kyc', 'analytics.aggregate', 'marketing.personalize', 'operational']) {
+    for (const n of [
+      'customer.transact',
+      'customer.account.view',
+      'customer.beneficiary.manage',
+      'support.investigate',
+      'fraud.review',
+      'compliance.kyc',
+      'analytics.aggregate',
+      'marketing.personalize',
+      'operational',
+    ]) {
       assert.ok(names.includes(n), n);
     }
     const d = rev.evaluate({
-      tenant: { id: 't1' }, subject: { id: 'c', type: 'customer', aal: 1, tuples: [] },
-      resource: { type: 'account', tenant_id: 't2' }, action: 'account.read', purpose: 'customer.account.view',
+      tenant: { id: 't1' },
+      subject: { id: 'c', type: 'customer', aal: 1, tuples: [] },
+      resource: { type: 'account', tenant_id: 't2' },
+      action: 'account.read',
+      purpose: 'customer.account.view',
       context: { ip: '10.0.0.1', risk: 'low', now_ns: Date.now() * 1e6 },
     });
     assert.equal(d.allow, false);
@@ -70,7 +98,10 @@ describe('policy bundle verification', () => {
     const f = await files();
     const reg = JSON.parse(f.registry.toString());
     reg.purposes[0].min_aal = 0;
-    await assert.rejects(instantiateBundle({ ...f, registry: Buffer.from(JSON.stringify(reg)) }, await loadTrustedKeys()), BundleError);
+    await assert.rejects(
+      instantiateBundle({ ...f, registry: Buffer.from(JSON.stringify(reg)) }, await loadTrustedKeys()),
+      BundleError,
+    );
   });
 
   it('refuses a registry re-signed by an untrusted key, even with a matching manifest', async () => {
@@ -78,15 +109,30 @@ describe('policy bundle verification', () => {
     const { privateKey } = generateKeyPairSync('ed25519');
     const reg = signDocument({ ...JSON.parse(f.registry.toString()), signature: undefined }, privateKey);
     const regBuf = Buffer.from(JSON.stringify(reg));
-    const manifest = signDocument({ ...JSON.parse(f.manifest.toString()), registry_sha256: createHash('sha256').update(regBuf).digest('hex') }, privateKey);
-    await assert.rejects(instantiateBundle({ ...f, registry: regBuf, manifest: Buffer.from(JSON.stringify(manifest)) }, await loadTrustedKeys()), /signature does not verify/);
+    const manifest = signDocument(
+      {
+        ...JSON.parse(f.manifest.toString()),
+        registry_sha256: createHash('sha256').update(regBuf).digest('hex'),
+      },
+      privateKey,
+    );
+    await assert.rejects(
+      instantiateBundle(
+        { ...f, registry: regBuf, manifest: Buffer.from(JSON.stringify(manifest)) },
+        await loadTrustedKeys(),
+      ),
+      /signature does not verify/,
+    );
   });
 
   it('refuses a WASM that does not match the manifest', async () => {
     const f = await files();
     const wasm = Buffer.from(f.wasm);
     wasm.writeUInt8((wasm.at(-1) ?? 0) ^ 1, wasm.length - 1);
-    await assert.rejects(instantiateBundle({ ...f, wasm }, await loadTrustedKeys()), /does not match the manifest/);
+    await assert.rejects(
+      instantiateBundle({ ...f, wasm }, await loadTrustedKeys()),
+      /does not match the manifest/,
+    );
   });
 
   it('the store keeps the current revision when a bad bundle arrives and addresses revisions by version', async () => {
@@ -118,21 +164,41 @@ describe('policy lifecycle', () => {
     const store = new PolicyStore(await loadTrustedKeys());
     try {
       const first = await store.load(url);
-      assert.equal(first.policyVersion, JSON.parse(await readFile(join(defaultBundleDir, 'manifest.json'), 'utf8')).policy_version);
+      assert.equal(
+        first.policyVersion,
+        JSON.parse(await readFile(join(defaultBundleDir, 'manifest.json'), 'utf8')).policy_version,
+      );
       // A newer, properly signed bundle appears at the source: the registry changes version.
       const { createPrivateKey } = await import('node:crypto');
-      const key = createPrivateKey({ key: JSON.parse(await readFile(join(policyDir, 'keys', 'dev-signing.private.jwk'), 'utf8')), format: 'jwk' });
+      const key = createPrivateKey({
+        key: JSON.parse(await readFile(join(policyDir, 'keys', 'dev-signing.private.jwk'), 'utf8')),
+        format: 'jwk',
+      });
       const reg = JSON.parse(await readFile(join(dir, 'registry.json'), 'utf8'));
       const next = signDocument({ ...reg, signature: undefined, version: '2099-01-01T00:00:00Z' }, key);
       const regText = `${JSON.stringify(next, null, 2)}\n`;
       const manifest = JSON.parse(await readFile(join(dir, 'manifest.json'), 'utf8'));
-      const nextManifest = signDocument({ ...manifest, signature: undefined, registry_version: next.version, policy_version: `${manifest.policy_version}-next`, registry_sha256: createHash('sha256').update(regText).digest('hex') }, key);
+      const nextManifest = signDocument(
+        {
+          ...manifest,
+          signature: undefined,
+          registry_version: next.version,
+          policy_version: `${manifest.policy_version}-next`,
+          registry_sha256: createHash('sha256').update(regText).digest('hex'),
+        },
+        key,
+      );
       await wf(join(dir, 'registry.json'), regText);
       await wf(join(dir, 'manifest.json'), JSON.stringify(nextManifest));
       store.watch(url, 50);
-      for (let i = 0; i < 100 && store.current?.registryVersion !== '2099-01-01T00:00:00Z'; i++) await new Promise((r) => setTimeout(r, 20));
+      for (let i = 0; i < 100 && store.current?.registryVersion !== '2099-01-01T00:00:00Z'; i++)
+        await new Promise((r) => setTimeout(r, 20));
       assert.equal(store.current?.registryVersion, '2099-01-01T00:00:00Z');
-      assert.equal(store.get(first.policyVersion), first, 'the previous revision stays addressable by policy_ref');
+      assert.equal(
+        store.get(first.policyVersion),
+        first,
+        'the previous revision stays addressable by policy_ref',
+      );
       // A tampered bundle at the source is refused; the current one stays.
       await wf(join(dir, 'registry.json'), regText.replace('2099', '2098'));
       await new Promise((r) => setTimeout(r, 200));

@@ -25,14 +25,27 @@ describe('administration rate limits with two core instances', () => {
   const cores: { origin: string; close(): Promise<void> }[] = [];
   before(async () => {
     tdb = await freshDatabase();
-    for (const id of ['ta', 'tb']) await tdb.db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ($1, $1, 'KE', 'KES')`, [id]);
+    for (const id of ['ta', 'tb'])
+      await tdb.db.query(
+        `INSERT INTO tenants (id, name, country, base_currency) VALUES ($1, $1, 'KE', 'KES')`,
+        [id],
+      );
     const master = randomBytes(32);
     for (let i = 0; i < 2; i++) {
       // Each instance has its own pool, keys and limiter: only the database is shared.
       const metrics = createMetrics();
       const db = createDb({ connectionString: tdb.url, metrics, log: createLogger('silent') });
       pools.push(db);
-      const core = buildCore({ db, log: createLogger('silent'), metrics, build: readBuildInfo(), keys: new KeyStore(db, master), edgeSecrets: [edgeSecret], now: () => fixedNow, adminRateLimits: limits });
+      const core = buildCore({
+        db,
+        log: createLogger('silent'),
+        metrics,
+        build: readBuildInfo(),
+        keys: new KeyStore(db, master),
+        edgeSecrets: [edgeSecret],
+        now: () => fixedNow,
+        adminRateLimits: limits,
+      });
       cores.push(await serve(core.server));
     }
   });
@@ -42,25 +55,37 @@ describe('administration rate limits with two core instances', () => {
     await tdb.drop();
   });
 
-  const create = (core: number, tenant: string, ip: string): Promise<Res> => call((cores[core] as { origin: string }).origin, 'POST', '/v1/products', {
-    json: { code: `P${randomBytes(3).toString('hex').toUpperCase()}`, category: 'X' },
-    headers: {
-      'x-edge-auth': edgeSecret, 'x-request-id': randomUUID(), 'idempotency-key': `rl-${randomUUID()}`,
-      'x-tenant-id': tenant, 'x-principal-id': 'staff-admin', 'x-roles': 'admin', 'x-client-ip': ip,
-    },
-  });
+  const create = (core: number, tenant: string, ip: string): Promise<Res> =>
+    call((cores[core] as { origin: string }).origin, 'POST', '/v1/products', {
+      json: { code: `P${randomBytes(3).toString('hex').toUpperCase()}`, category: 'X' },
+      headers: {
+        'x-edge-auth': edgeSecret,
+        'x-request-id': randomUUID(),
+        'idempotency-key': `rl-${randomUUID()}`,
+        'x-tenant-id': tenant,
+        'x-principal-id': 'staff-admin',
+        'x-roles': 'admin',
+        'x-client-ip': ip,
+      },
+    });
   const statuses = (rs: Res[]) => rs.map((r) => r.status).sort();
 
   it('counts one address across both instances: L accepted in all, sequentially and at once', async () => {
     const seq: Res[] = [];
     for (let i = 0; i < limits.perSourcePerMinute + 2; i++) seq.push(await create(i % 2, 'ta', '10.1.0.1'));
-    assert.deepEqual(seq.map((r) => r.status), [...Array(limits.perSourcePerMinute).fill(201), 429, 429], seq.map((r) => r.text).join('\n'));
+    assert.deepEqual(
+      seq.map((r) => r.status),
+      [...Array(limits.perSourcePerMinute).fill(201), 429, 429],
+      seq.map((r) => r.text).join('\n'),
+    );
     const refused = seq.at(-1) as Res;
     assert.equal(refused.json?.code, 'RATE_LIMITED');
     assert.ok(Number(refused.headers['retry-after']) >= 1 && Number(refused.headers['retry-after']) <= 60);
 
     // Concurrent requests through both instances never count past the limit.
-    const burst = await Promise.all(Array.from({ length: 3 * limits.perSourcePerMinute }, (_, i) => create(i % 2, 'tb', '10.1.0.2')));
+    const burst = await Promise.all(
+      Array.from({ length: 3 * limits.perSourcePerMinute }, (_, i) => create(i % 2, 'tb', '10.1.0.2')),
+    );
     const s = statuses(burst);
     assert.equal(s.filter((x) => x === 201).length, limits.perSourcePerMinute, s.join(','));
     assert.equal(s.filter((x) => x === 429).length, 2 * limits.perSourcePerMinute, s.join(','));
@@ -72,11 +97,26 @@ describe('administration rate limits with two core instances', () => {
     const rs: Res[] = [];
     for (let i = 0; i < left + 3; i++) rs.push(await create(i % 2, 'ta', `10.2.0.${i}`));
     assert.equal(rs.filter((r) => r.status === 201).length, left);
-    assert.deepEqual(rs.slice(left).map((r) => r.json?.detail ?? r.json?.message ?? r.text).map((m: string) => /tenant/.test(m)), [true, true, true], rs.slice(left).map((r) => r.text).join('\n'));
+    assert.deepEqual(
+      rs
+        .slice(left)
+        .map((r) => r.json?.detail ?? r.json?.message ?? r.text)
+        .map((m: string) => /tenant/.test(m)),
+      [true, true, true],
+      rs
+        .slice(left)
+        .map((r) => r.text)
+        .join('\n'),
+    );
     // The three addresses refused for the tenant were given their slot back.
     const { rows } = await tdb.db.query<{ scope: string; count: number }>(
-      `SELECT scope, count FROM admin_rate_counters WHERE scope = ANY($1::text[]) ORDER BY scope`, [rs.slice(left).map((_, i) => `ip:10.2.0.${left + i}`)]);
-    assert.deepEqual(rows.map((r) => r.count), [0, 0, 0]);
+      `SELECT scope, count FROM admin_rate_counters WHERE scope = ANY($1::text[]) ORDER BY scope`,
+      [rs.slice(left).map((_, i) => `ip:10.2.0.${left + i}`)],
+    );
+    assert.deepEqual(
+      rows.map((r) => r.count),
+      [0, 0, 0],
+    );
     // Another tenant's budget is its own.
     assert.equal((await create(1, 'tb', '10.3.0.1')).status, 201);
   });

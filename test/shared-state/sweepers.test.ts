@@ -28,7 +28,11 @@ describe('sweeps with two core instances', () => {
     payee = await f.account(t);
     await f.fund(t, payer, '1000.00');
     for (let i = 0; i < 2; i++) {
-      const db = createDb({ connectionString: f.t.tdb.url, metrics: createMetrics(), log: createLogger('silent') });
+      const db = createDb({
+        connectionString: f.t.tdb.url,
+        metrics: createMetrics(),
+        log: createLogger('silent'),
+      });
       pools.push(db);
       // An hour ahead: these sweepers see the holds expired; the fixture core's own (real clock) does not.
       ledgers.push(new Ledger({ db, log: createLogger('silent'), now: () => Date.now() + 3_600_000 }));
@@ -39,17 +43,40 @@ describe('sweeps with two core instances', () => {
     await f.close();
   });
 
-  const holds = async (): Promise<string[]> => Promise.all(Array.from({ length: holdCount }, async () => {
-    const r = await f.req(t.write, 'POST', '/v1/core/holds', { debit_account_id: payer, credit_account_id: payee, currency: 'KES', amount: '1.50', expires_in_s: 600 });
-    assert.equal(r.status, 201, r.text);
-    return r.json.id as string;
-  }));
-  const pending = async (ids: string[]) => Number((await f.db.query<{ n: string }>(`SELECT count(*) AS n FROM ledger_holds WHERE id = ANY($1::uuid[]) AND status = 'pending'`, [ids])).rows[0]?.n);
+  const holds = async (): Promise<string[]> =>
+    Promise.all(
+      Array.from({ length: holdCount }, async () => {
+        const r = await f.req(t.write, 'POST', '/v1/core/holds', {
+          debit_account_id: payer,
+          credit_account_id: payee,
+          currency: 'KES',
+          amount: '1.50',
+          expires_in_s: 600,
+        });
+        assert.equal(r.status, 201, r.text);
+        return r.json.id as string;
+      }),
+    );
+  const pending = async (ids: string[]) =>
+    Number(
+      (
+        await f.db.query<{ n: string }>(
+          `SELECT count(*) AS n FROM ledger_holds WHERE id = ANY($1::uuid[]) AND status = 'pending'`,
+          [ids],
+        )
+      ).rows[0]?.n,
+    );
   const assertExpiredOnce = async (ids: string[]) => {
     const { rows } = await f.db.query<{ status: string; events: string }>(
       `SELECT h.status, (SELECT count(*) FROM outbox o WHERE o.aggregate = 'hold' AND o.aggregate_id = h.id::text AND o.event = 'hold.expired') AS events
-         FROM ledger_holds h WHERE h.id = ANY($1::uuid[])`, [ids]);
-    assert.deepEqual(rows.filter((r) => r.status !== 'expired' || r.events !== '1'), [], 'every hold expired, one hold.expired event each');
+         FROM ledger_holds h WHERE h.id = ANY($1::uuid[])`,
+      [ids],
+    );
+    assert.deepEqual(
+      rows.filter((r) => r.status !== 'expired' || r.events !== '1'),
+      [],
+      'every hold expired, one hold.expired event each',
+    );
     const b = await f.balances(t, payer);
     assert.equal(b.pending_debits, '0.00', 'every reservation released once (G3)');
     assert.equal(b.available, '1000.00');
@@ -64,7 +91,9 @@ describe('sweeps with two core instances', () => {
     assert.equal(expired, holdCount, 'the sweepers together count each hold once');
     await assertExpiredOnce(ids);
     const { rows } = await f.db.query<{ holds: string[] }>(
-      `SELECT attrs->'holds' AS holds FROM audit_log WHERE tenant_id = $1 AND action = 'hold.expire'`, [t.id]);
+      `SELECT attrs->'holds' AS holds FROM audit_log WHERE tenant_id = $1 AND action = 'hold.expire'`,
+      [t.id],
+    );
     const audited = rows.flatMap((r) => r.holds);
     assert.deepEqual(audited.sort(), [...ids].sort(), 'each hold in exactly one sweeper audit record');
   });
@@ -72,16 +101,27 @@ describe('sweeps with two core instances', () => {
   it('without the exclusion, racing sweepers still expire each hold once (the ledger locks the hold and re-reads its status)', async () => {
     const ids = await holds();
     const counts = await Promise.all(ledgers.map((l) => l.sweepExpiredHolds()));
-    assert.equal(counts.reduce((a, b) => a + b, 0), holdCount, `${counts.join(' + ')}`);
+    assert.equal(
+      counts.reduce((a, b) => a + b, 0),
+      holdCount,
+      `${counts.join(' + ')}`,
+    );
     assert.equal(await pending(ids), 0);
     await assertExpiredOnce(ids);
   });
 
   it('housekeeping runs racing each other delete each inert row once and keep the live ones', async () => {
-    await f.db.query(`INSERT INTO edge_replay (kind, value, expires_at) SELECT 'dpop', 'old-' || i, now() - interval '1 hour' FROM generate_series(1, 500) i`);
-    await f.db.query(`INSERT INTO edge_replay (kind, value, expires_at) SELECT 'dpop', 'live-' || i, now() + interval '1 hour' FROM generate_series(1, 20) i`);
+    await f.db.query(
+      `INSERT INTO edge_replay (kind, value, expires_at) SELECT 'dpop', 'old-' || i, now() - interval '1 hour' FROM generate_series(1, 500) i`,
+    );
+    await f.db.query(
+      `INSERT INTO edge_replay (kind, value, expires_at) SELECT 'dpop', 'live-' || i, now() + interval '1 hour' FROM generate_series(1, 20) i`,
+    );
     const runs = await Promise.all(pools.map((db) => pruneOnce(db, 7)));
-    const left = Number((await f.db.query<{ n: string }>(`SELECT count(*) AS n FROM edge_replay WHERE value LIKE 'old-%'`)).rows[0]?.n);
+    const left = Number(
+      (await f.db.query<{ n: string }>(`SELECT count(*) AS n FROM edge_replay WHERE value LIKE 'old-%'`))
+        .rows[0]?.n,
+    );
     const counted = runs.reduce((a, r) => a + (r.edge_replay ?? 0), 0);
     assert.equal(counted, 500 - left, 'no row counted by both runs');
     assert.equal(((await pruneOnce(f.db)).edge_replay ?? 0) + counted, 500);
@@ -90,19 +130,42 @@ describe('sweeps with two core instances', () => {
 
   it('runExclusive: one instance runs a job at a time; the lock is free again after the job, even one that failed', async () => {
     let release!: () => void;
-    const held = new Promise<void>((r) => { release = r; });
+    const held = new Promise<void>((r) => {
+      release = r;
+    });
     let started!: () => void;
-    const running = new Promise<void>((r) => { started = r; });
-    const first = runExclusive(pools[0] as Db, 'housekeeping', async () => { started(); await held; return 'first'; });
+    const running = new Promise<void>((r) => {
+      started = r;
+    });
+    const first = runExclusive(pools[0] as Db, 'housekeeping', async () => {
+      started();
+      await held;
+      return 'first';
+    });
     await running;
     let ran = false;
-    assert.equal(await runExclusive(pools[1] as Db, 'housekeeping', async () => { ran = true; return 'second'; }), undefined);
+    assert.equal(
+      await runExclusive(pools[1] as Db, 'housekeeping', async () => {
+        ran = true;
+        return 'second';
+      }),
+      undefined,
+    );
     assert.equal(ran, false, 'skipped while the other instance runs it');
     // Not holdExpiry: the fixture core's own sweeper takes that one every second.
-    assert.equal(await runExclusive(pools[1] as Db, 'outboxRouting', async () => 'other job'), 'other job', 'jobs have their own locks');
+    assert.equal(
+      await runExclusive(pools[1] as Db, 'outboxRouting', async () => 'other job'),
+      'other job',
+      'jobs have their own locks',
+    );
     release();
     assert.equal(await first, 'first');
-    await assert.rejects(runExclusive(pools[1] as Db, 'housekeeping', async () => { throw new Error('job failed'); }), /job failed/);
+    await assert.rejects(
+      runExclusive(pools[1] as Db, 'housekeeping', async () => {
+        throw new Error('job failed');
+      }),
+      /job failed/,
+    );
     assert.equal(await runExclusive(pools[0] as Db, 'housekeeping', async () => 'again'), 'again');
   });
 });

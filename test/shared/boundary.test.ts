@@ -15,7 +15,8 @@ const root = fileURLToPath(new URL('../../', import.meta.url));
 function referencedPaths(file: string, source: string): string[] {
   const re = /(?:\bfrom\s+|\bimport\s+|\bimport\(\s*|\bnew URL\(\s*)(['"])(\.{1,2}\/[^'"]*)\1/g;
   const out: string[] = [];
-  for (const m of source.matchAll(re)) out.push(posix.normalize(posix.join(posix.dirname(file), m[2] as string)));
+  for (const m of source.matchAll(re))
+    out.push(posix.normalize(posix.join(posix.dirname(file), m[2] as string)));
   return out;
 }
 
@@ -31,9 +32,9 @@ async function sources(dir: string): Promise<string[]> {
 
 /** layer → the top-level folders its files must never reference. */
 const forbidden: Record<string, string[]> = {
-  'edge': ['core/', 'bin/'],
-  'core': ['edge/', 'bin/'],
-  'shared': ['edge/', 'core/', 'bin/', 'policy/'],
+  edge: ['core/', 'bin/'],
+  core: ['edge/', 'bin/'],
+  shared: ['edge/', 'core/', 'bin/', 'policy/'],
   'policy/runtime': ['edge/', 'core/', 'bin/'],
 };
 
@@ -52,14 +53,23 @@ async function crossings(): Promise<string[]> {
 
 describe('process boundary', () => {
   it('finds a crossing in each form a module can reference another', () => {
-    const refs = referencedPaths('edge/x/a.ts', [
-      "import { a } from '../../core/db/pool.ts';",
-      "export { b } from '../../core/keys/keys.ts';",
-      "const m = await import('../../core/app.ts');",
-      "new Worker(new URL('../../core/worker.mjs', import.meta.url));",
-      "import '../../core/side-effect.ts';",
-    ].join('\n'));
-    assert.deepEqual(refs, ['core/db/pool.ts', 'core/keys/keys.ts', 'core/app.ts', 'core/worker.mjs', 'core/side-effect.ts']);
+    const refs = referencedPaths(
+      'edge/x/a.ts',
+      [
+        "import { a } from '../../core/db/pool.ts';",
+        "export { b } from '../../core/keys/keys.ts';",
+        "const m = await import('../../core/app.ts');",
+        "new Worker(new URL('../../core/worker.mjs', import.meta.url));",
+        "import '../../core/side-effect.ts';",
+      ].join('\n'),
+    );
+    assert.deepEqual(refs, [
+      'core/db/pool.ts',
+      'core/keys/keys.ts',
+      'core/app.ts',
+      'core/worker.mjs',
+      'core/side-effect.ts',
+    ]);
   });
 
   it('edge and core never import each other; shared and the policy runtime import neither', async () => {
@@ -67,7 +77,8 @@ describe('process boundary', () => {
   });
 
   it('the scanner sees the whole tree (it is not looking at an empty folder)', async () => {
-    for (const layer of Object.keys(forbidden)) assert.ok((await sources(layer)).length > 0, `${layer} has sources`);
+    for (const layer of Object.keys(forbidden))
+      assert.ok((await sources(layer)).length > 0, `${layer} has sources`);
     assert.equal(relative(root, join(root, 'edge')), 'edge');
   });
 });

@@ -4,7 +4,8 @@ import { describe, it } from 'node:test';
 import { ed25519KeyProblem } from '../../shared/ed25519-key.ts';
 
 const hex = (h: string) => Buffer.from(h, 'hex');
-const realKey = (): Buffer => Buffer.from(generateKeyPairSync('ed25519').publicKey.export({ format: 'jwk' }).x ?? '', 'base64url');
+const realKey = (): Buffer =>
+  Buffer.from(generateKeyPairSync('ed25519').publicKey.export({ format: 'jwk' }).x ?? '', 'base64url');
 const p = 2n ** 255n - 19n;
 const encode = (y: bigint, sign: 0 | 1): Buffer => {
   const b = Buffer.alloc(32);
@@ -34,11 +35,14 @@ describe('Ed25519 public key checks', () => {
     const nonCanonical = [
       encode(1n, 1), // identity with the sign bit
       encode(p - 1n, 1), // (0, -1) with the sign bit
-      encode(p, 0), encode(p, 1), // y = p ≡ 0: the order-4 points again
-      encode(p + 1n, 0), encode(p + 1n, 1), // y = p + 1 ≡ 1: the identity again
+      encode(p, 0),
+      encode(p, 1), // y = p ≡ 0: the order-4 points again
+      encode(p + 1n, 0),
+      encode(p + 1n, 1), // y = p + 1 ≡ 1: the identity again
       encode(2n ** 255n - 1n, 0), // the largest y that fits
     ];
-    for (const k of nonCanonical) assert.equal(ed25519KeyProblem(k)?.code, 'non_canonical', k.toString('hex'));
+    for (const k of nonCanonical)
+      assert.equal(ed25519KeyProblem(k)?.code, 'non_canonical', k.toString('hex'));
   });
 
   it('refuses a y with no point on the curve, and a point outside the prime-order subgroup', () => {

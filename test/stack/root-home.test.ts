@@ -5,11 +5,27 @@
  */
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { link, lstat, mkdir, mkdtemp, readFile, readdir, readlink, realpath, rm, symlink } from 'node:fs/promises';
+import {
+  link,
+  lstat,
+  mkdir,
+  mkdtemp,
+  readFile,
+  readdir,
+  readlink,
+  realpath,
+  rm,
+  symlink,
+} from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { describe, it } from 'node:test';
-import { binaryCacheRoot, installedBinaries, relocatedDataRoot, relocatedDir } from '../../core/db/embedded-access.ts';
+import {
+  binaryCacheRoot,
+  installedBinaries,
+  relocatedDataRoot,
+  relocatedDir,
+} from '../../core/db/embedded-access.ts';
 import { startEmbedded } from '../../core/db/embedded.ts';
 import { freePort } from '../../shared/net.ts';
 import { startProcess, waitFor } from '../helpers/process.ts';
@@ -98,7 +114,10 @@ describe('embedded PostgreSQL as root under a 0700 directory', { skip }, () => {
     const dataDir = join(home, 'clone', '.data');
     const p = startProcess({ DATA_DIR: dataDir, GATEWAY_PORT: '0', CORE_PORT: '0', AUTHZ_PORT: '0' });
     try {
-      const line = await waitFor(() => /data: +(\S+) \(PostgreSQL, linked from (\S+);/.exec(p.output().stdout) ?? undefined, 90_000);
+      const line = await waitFor(
+        () => /data: +(\S+) \(PostgreSQL, linked from (\S+);/.exec(p.output().stdout) ?? undefined,
+        90_000,
+      );
       assert.equal(line[1], relocatedDir(join(dataDir, 'pg')));
       assert.equal(line[2], join(dataDir, 'pg'));
       p.child.kill('SIGTERM');

@@ -24,8 +24,13 @@ describe('npm start stops as a whole on every signal', () => {
     it(`${c.name} stops npm, node and PostgreSQL and frees the ports`, async () => {
       const p = npm(['start'], { DATA_DIR: dataDir, GATEWAY_PORT: '0', CORE_PORT: '0', AUTHZ_PORT: '0' });
       const npmPid = p.child.pid as number;
-      const banner = await waitFor(() => /gateway \(point clients here\): http:\/\/127\.0\.0\.1:(\d+)[\s\S]*internal: core 127\.0\.0\.1:(\d+), edge authz gRPC 127\.0\.0\.1:(\d+)/.exec(p.output().stdout) ?? undefined, 90_000)
-        .catch(() => assert.fail(`no banner: ${p.output().stderr}`));
+      const banner = await waitFor(
+        () =>
+          /gateway \(point clients here\): http:\/\/127\.0\.0\.1:(\d+)[\s\S]*internal: core 127\.0\.0\.1:(\d+), edge authz gRPC 127\.0\.0\.1:(\d+)/.exec(
+            p.output().stdout,
+          ) ?? undefined,
+        90_000,
+      ).catch(() => assert.fail(`no banner: ${p.output().stderr}`));
       const ports = banner.slice(1, 4).map(Number);
       const node = nodeOf(npmPid, 'bin/start.ts');
       const postgres = await postmasterPid(join(dataDir, 'pg'));

@@ -14,7 +14,13 @@ import { cases, nodeOf, npm, postmasterPid, stopsWithin } from '../helpers/signa
 
 describe('npm test stops as a whole on every signal and removes its PostgreSQL and temporary files', () => {
   // Each target and each signal once (a run costs an initdb and a test file's start-up).
-  const testCases = cases.filter((c) => ['SIGTERM to the npm process', 'SIGINT to node', 'Ctrl-C (SIGINT to the foreground process group)'].includes(c.name));
+  const testCases = cases.filter((c) =>
+    [
+      'SIGTERM to the npm process',
+      'SIGINT to node',
+      'Ctrl-C (SIGINT to the foreground process group)',
+    ].includes(c.name),
+  );
   for (const c of testCases) {
     it(`${c.name} while a test file runs`, async () => {
       const tmp = await mkdtemp(join(tmpdir(), 'interrupted-'));
@@ -31,10 +37,17 @@ describe('npm test stops as a whole on every signal and removes its PostgreSQL a
         const postgres = await postmasterPid(join(run, 'pg'));
         const node = nodeOf(npmPid, 'test/run.ts');
         const tree = processTree(npmPid, postgres);
-        assert.ok(tree.includes(postgres) && tree.length >= 4, 'npm, run.ts, the test runner, a test file and PostgreSQL');
+        assert.ok(
+          tree.includes(postgres) && tree.length >= 4,
+          'npm, run.ts, the test runner, a test file and PostgreSQL',
+        );
         await stopsWithin(c, p, node, tree);
         // (tsx keeps its own transform cache in TMPDIR: a cache, not the run's.)
-        assert.deepEqual((await readdir(tmp)).filter((d) => d.startsWith('payments-test-')), [], 'the run removed its temporary directory');
+        assert.deepEqual(
+          (await readdir(tmp)).filter((d) => d.startsWith('payments-test-')),
+          [],
+          'the run removed its temporary directory',
+        );
       } finally {
         await rm(tmp, { recursive: true, force: true });
       }

@@ -16,7 +16,14 @@ describe('the whole stack through the dev gateway', () => {
   before(async () => {
     tdb = await freshDatabase({ migrate: false });
     dataDir = await mkdtemp(join(tmpdir(), 'stack-'));
-    const config = loadConfig({ GATEWAY_PORT: '0', CORE_PORT: '0', AUTHZ_PORT: '0', DATA_DIR: dataDir, DATABASE_URL: tdb.url, LOG_LEVEL: 'silent' });
+    const config = loadConfig({
+      GATEWAY_PORT: '0',
+      CORE_PORT: '0',
+      AUTHZ_PORT: '0',
+      DATA_DIR: dataDir,
+      DATABASE_URL: tdb.url,
+      LOG_LEVEL: 'silent',
+    });
     stack = await startStack(config, { checkResponses: true, checkTimeoutMs: 2000 });
     gw = `http://127.0.0.1:${stack.ports.gateway}`;
   });
@@ -28,7 +35,12 @@ describe('the whole stack through the dev gateway', () => {
 
   it('migrates, seeds the demo tenant and lists it in DATA_DIR/demo.json', async () => {
     const demo = JSON.parse(await readFile(join(dataDir, 'demo.json'), 'utf8'));
-    assert.deepEqual(demo.tenant, { id: 'demo', name: 'Demo Mobile Money', country: 'KE', baseCurrency: 'KES' });
+    assert.deepEqual(demo.tenant, {
+      id: 'demo',
+      name: 'Demo Mobile Money',
+      country: 'KE',
+      baseCurrency: 'KES',
+    });
     const { rows } = await tdb.db.query('SELECT count(*)::int AS n FROM schema_migrations');
     assert.ok(rows[0]?.n > 0);
   });

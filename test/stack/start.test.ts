@@ -14,12 +14,18 @@ describe('npm start (bin/start.ts)', () => {
     const dataDir = await mkdtemp(join(tmpdir(), 'start-'));
     const p = start({ DATA_DIR: dataDir, GATEWAY_PORT: '0', CORE_PORT: '0', AUTHZ_PORT: '0' });
     try {
-      const gw = await waitFor(() => /gateway \(point clients here\): (http:\/\/127\.0\.0\.1:\d+)/.exec(p.output().stdout)?.[1], 60_000);
+      const gw = await waitFor(
+        () => /gateway \(point clients here\): (http:\/\/127\.0\.0\.1:\d+)/.exec(p.output().stdout)?.[1],
+        60_000,
+      );
       assert.match(p.output().stdout, /API docs: +http:\/\/127\.0\.0\.1:\d+\/v1\/docs/);
       assert.match(p.output().stdout, new RegExp(`data: +${join(dataDir, 'pg').replaceAll('/', '\\/')}`));
       // Ready once it answers 200; the first checks of a cold stack on a busy machine may still
       // miss the gateway's 100 ms authorization deadline and fail closed (503), which is correct.
-      const ready = await waitFor(async () => ((await call(gw, 'GET', '/v1/ready')).status === 200 ? true : undefined), 15_000);
+      const ready = await waitFor(
+        async () => ((await call(gw, 'GET', '/v1/ready')).status === 200 ? true : undefined),
+        15_000,
+      );
       assert.equal(ready, true);
       const pgPid = Number((await readFile(join(dataDir, 'pg', 'postmaster.pid'), 'utf8')).split('\n')[0]);
       assert.ok(alive(pgPid));
@@ -42,7 +48,13 @@ describe('npm start (bin/start.ts)', () => {
     const tdb = await freshDatabase({ migrate: false });
     const dataDir = await mkdtemp(join(tmpdir(), 'start-'));
     try {
-      const p = start({ DATA_DIR: dataDir, DATABASE_URL: tdb.url, GATEWAY_PORT: '0', CORE_PORT: String(port), AUTHZ_PORT: '0' });
+      const p = start({
+        DATA_DIR: dataDir,
+        DATABASE_URL: tdb.url,
+        GATEWAY_PORT: '0',
+        CORE_PORT: String(port),
+        AUTHZ_PORT: '0',
+      });
       assert.equal(await p.exited, 1);
       assert.equal(p.output().stderr.trim(), `error: port ${port} (CORE_PORT) is already in use`);
     } finally {

@@ -24,9 +24,10 @@ const burst = 50;
  * warm-up itself without depending on the clock.
  */
 const [load = 0] = loadavg();
-const skipBurst = load > 2 * availableParallelism()
-  ? `machine overcommitted (load average ${load.toFixed(1)} on ${availableParallelism()} CPUs): a 100 ms deadline says nothing about warmth here`
-  : false;
+const skipBurst =
+  load > 2 * availableParallelism()
+    ? `machine overcommitted (load average ${load.toFixed(1)} on ${availableParallelism()} CPUs): a 100 ms deadline says nothing about warmth here`
+    : false;
 
 describe('npm start reports up only when warm', () => {
   let tdb: TestDb;
@@ -38,10 +39,21 @@ describe('npm start reports up only when warm', () => {
     tdb = await freshDatabase({ migrate: false });
     dataDir = await mkdtemp(join(tmpdir(), 'warm-'));
     // The real 100 ms Check deadline (SPEC 8): nothing here raises it.
-    p = startProcess({ DATA_DIR: dataDir, DATABASE_URL: tdb.url, GATEWAY_PORT: '0', CORE_PORT: '0', AUTHZ_PORT: '0' });
-    gw = await waitFor(() => /gateway \(point clients here\): (http:\/\/127\.0\.0\.1:\d+)/.exec(p.output().stdout)?.[1], 90_000)
-      .catch(() => assert.fail(`no banner: ${p.output().stderr}`));
-    const { rows } = await tdb.db.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1', [tdb.name]);
+    p = startProcess({
+      DATA_DIR: dataDir,
+      DATABASE_URL: tdb.url,
+      GATEWAY_PORT: '0',
+      CORE_PORT: '0',
+      AUTHZ_PORT: '0',
+    });
+    gw = await waitFor(
+      () => /gateway \(point clients here\): (http:\/\/127\.0\.0\.1:\d+)/.exec(p.output().stdout)?.[1],
+      90_000,
+    ).catch(() => assert.fail(`no banner: ${p.output().stderr}`));
+    const { rows } = await tdb.db.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1',
+      [tdb.name],
+    );
     connectionsAtBanner = rows[0]?.n ?? 0;
   });
   after(async () => {
@@ -51,12 +63,22 @@ describe('npm start reports up only when warm', () => {
     await rm(dataDir, { recursive: true, force: true });
   });
 
-  it('answers the first requests, a burst of authenticated ones right after the banner, without a 503', { skip: skipBurst }, async () => {
-    const demo = JSON.parse(await readFile(join(dataDir, 'demo.json'), 'utf8')) as { serviceTokens: { readOnly: { token: string } } };
+  it('answers the first requests, a burst of authenticated ones right after the banner, without a 503', {
+    skip: skipBurst,
+  }, async () => {
+    const demo = JSON.parse(await readFile(join(dataDir, 'demo.json'), 'utf8')) as {
+      serviceTokens: { readOnly: { token: string } };
+    };
     const headers = { authorization: `Bearer ${demo.serviceTokens.readOnly.token}` };
-    const answers = await Promise.all(Array.from({ length: burst }, () => call(gw, 'GET', '/v1/countries', { headers })));
+    const answers = await Promise.all(
+      Array.from({ length: burst }, () => call(gw, 'GET', '/v1/countries', { headers })),
+    );
     const refused = answers.map((a) => a.status).filter((s) => s !== 200);
-    assert.equal(refused.length, 0, `${refused.length} of ${burst} refused (${refused.join(',')}): ${answers.find((a) => a.status !== 200)?.text ?? ''}`);
+    assert.equal(
+      refused.length,
+      0,
+      `${refused.length} of ${burst} refused (${refused.join(',')}): ${answers.find((a) => a.status !== 200)?.text ?? ''}`,
+    );
   });
 
   it('had both database pools open at the banner, and /v1/ready says the edge is warm', async () => {

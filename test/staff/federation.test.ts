@@ -21,18 +21,31 @@ describe('federation: provider address and assurance level', () => {
 
   it('refuses a provider at a loopback or private address under the production guard', async () => {
     const production = new TargetGuard();
-    for (const issuer of [idp.issuer, 'https://10.1.2.3/realms/x', 'https://[::1]/', 'https://localhost/', 'https://169.254.169.254/']) {
+    for (const issuer of [
+      idp.issuer,
+      'https://10.1.2.3/realms/x',
+      'https://[::1]/',
+      'https://localhost/',
+      'https://169.254.169.254/',
+    ]) {
       await assert.rejects(discover(production, client(issuer)), TargetRefused, issuer);
     }
   });
 
   it('refuses a plain-http provider where private targets are not allowed, even when the operator listed its network', async () => {
     const listed = new TargetGuard({ allowedCidrs: ['127.0.0.0/8'] });
-    await assert.rejects(discover(listed, client(idp.issuer)), (err: unknown) => err instanceof TargetRefused && err.reason === 'scheme');
+    await assert.rejects(
+      discover(listed, client(idp.issuer)),
+      (err: unknown) => err instanceof TargetRefused && err.reason === 'scheme',
+    );
   });
 
   it('reaches a provider on loopback only where private targets are allowed (tests, development)', async () => {
-    const config = await discover(new TargetGuard({ allowPrivateTargets: true }), { issuer: idp.issuer, clientId: idp.clientId, clientSecret: idp.clientSecret });
+    const config = await discover(new TargetGuard({ allowPrivateTargets: true }), {
+      issuer: idp.issuer,
+      clientId: idp.clientId,
+      clientSecret: idp.clientSecret,
+    });
     assert.equal(config.serverMetadata().issuer, idp.issuer);
   });
 

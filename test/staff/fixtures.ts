@@ -13,22 +13,62 @@ export async function stackKeys(db: Db, dataDir: string): Promise<KeyStore> {
   return new KeyStore(db, await loadOrCreateMasterKey(undefined, join(dataDir, 'master.key')));
 }
 
-export async function addStaff(q: Queryable, tenantId: string, userName: string, roles: StaffRole[], externalId?: string): Promise<string> {
+export async function addStaff(
+  q: Queryable,
+  tenantId: string,
+  userName: string,
+  roles: StaffRole[],
+  externalId?: string,
+): Promise<string> {
   const id = randomUUID();
-  await q.query('INSERT INTO staff_users (tenant_id, id, user_name, external_id) VALUES ($1, $2, $3, $4)', [tenantId, id, userName, externalId ?? null]);
+  await q.query('INSERT INTO staff_users (tenant_id, id, user_name, external_id) VALUES ($1, $2, $3, $4)', [
+    tenantId,
+    id,
+    userName,
+    externalId ?? null,
+  ]);
   await setStaffRoles(q, tenantId, id, roles);
   return id;
 }
 
-export function signIn(db: Db, keys: KeyStore, tenantId: string, userId: string, aal: 1 | 2 = 1): Promise<StaffTokens> {
-  return db.tx((q) => startStaffSession(q, keys, { tenantId, userId, aal, amr: aal === 2 ? ['fed', 'mfa'] : ['fed'], ip: '127.0.0.1', method: 'federation' }, Date.now()));
+export function signIn(
+  db: Db,
+  keys: KeyStore,
+  tenantId: string,
+  userId: string,
+  aal: 1 | 2 = 1,
+): Promise<StaffTokens> {
+  return db.tx((q) =>
+    startStaffSession(
+      q,
+      keys,
+      {
+        tenantId,
+        userId,
+        aal,
+        amr: aal === 2 ? ['fed', 'mfa'] : ['fed'],
+        ip: '127.0.0.1',
+        method: 'federation',
+      },
+      Date.now(),
+    ),
+  );
 }
 
 export async function addTenant(q: Queryable, id: string, owner?: string): Promise<void> {
-  await q.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ($1, $1, 'KE', 'KES') ON CONFLICT DO NOTHING`, [id]);
+  await q.query(
+    `INSERT INTO tenants (id, name, country, base_currency) VALUES ($1, $1, 'KE', 'KES') ON CONFLICT DO NOTHING`,
+    [id],
+  );
   if (owner) {
-    await q.query(`INSERT INTO relationship_tuples (tenant_id, subject_ns, subject_id, relation, object_ns, object_id)
-                   VALUES ($1, 'tenant', $1, 'owner', 'tenant', $2)`, [owner, id]);
-    await q.query('INSERT INTO admin_tenant_owners (tenant_id, owner_tenant_id) VALUES ($1, $2)', [id, owner]);
+    await q.query(
+      `INSERT INTO relationship_tuples (tenant_id, subject_ns, subject_id, relation, object_ns, object_id)
+                   VALUES ($1, 'tenant', $1, 'owner', 'tenant', $2)`,
+      [owner, id],
+    );
+    await q.query('INSERT INTO admin_tenant_owners (tenant_id, owner_tenant_id) VALUES ($1, $2)', [
+      id,
+      owner,
+    ]);
   }
 }

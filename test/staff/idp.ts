@@ -6,7 +6,13 @@
  * protocol traffic. Sign-in is automatic: the interaction logs in `nextAccount` with its `amr`/`acr`.
  */
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
-import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import {
+  createServer,
+  request as httpRequest,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { SignJWT, decodeJwt, importJWK, type JWK } from 'jose';
 import Provider from 'oidc-provider';
@@ -33,7 +39,8 @@ export interface TestIdp {
   close(): Promise<void>;
 }
 
-const listen = (s: Server): Promise<number> => new Promise((resolve) => s.listen(0, '127.0.0.1', () => resolve((s.address() as AddressInfo).port)));
+const listen = (s: Server): Promise<number> =>
+  new Promise((resolve) => s.listen(0, '127.0.0.1', () => resolve((s.address() as AddressInfo).port)));
 const closeServer = (s: Server): Promise<void> => new Promise((resolve) => s.close(() => resolve()));
 
 function rsaJwk(kid: string): JWK {
@@ -57,10 +64,25 @@ export async function startTestIdp(redirectUri: string): Promise<TestIdp> {
   const issuer = `http://127.0.0.1:${proxyPort}`;
   const accounts = new Map<string, TestAccount>();
   const provider = new Provider(issuer, {
-    clients: [{ client_id: clientId, client_secret: clientSecret, redirect_uris: [redirectUri], grant_types: ['authorization_code'], response_types: ['code'], token_endpoint_auth_method: 'client_secret_post' }],
+    clients: [
+      {
+        client_id: clientId,
+        client_secret: clientSecret,
+        redirect_uris: [redirectUri],
+        grant_types: ['authorization_code'],
+        response_types: ['code'],
+        token_endpoint_auth_method: 'client_secret_post',
+      },
+    ],
     jwks: { keys: [key] },
     pkce: { required: () => true },
-    claims: { auth_time: null, sid: null, openid: ['sub', 'amr', 'acr'], profile: ['preferred_username', 'groups'], email: ['email', 'email_verified'] },
+    claims: {
+      auth_time: null,
+      sid: null,
+      openid: ['sub', 'amr', 'acr'],
+      profile: ['preferred_username', 'groups'],
+      email: ['email', 'email_verified'],
+    },
     acrValues: ['mfa', 'pwd'],
     conformIdTokenClaims: false,
     features: { devInteractions: { enabled: false } },
@@ -71,8 +93,13 @@ export async function startTestIdp(redirectUri: string): Promise<TestIdp> {
       return { accountId: id, claims: () => ({ ...a, email_verified: true }) };
     },
     // Consent is not what is tested: every client gets the scopes it asks for.
-    loadExistingGrant: async (ctx: { oidc: { client: { clientId: string }; session: { accountId: string }; params: { scope: string } } }) => {
-      const grant = new provider.Grant({ clientId: ctx.oidc.client.clientId, accountId: ctx.oidc.session.accountId });
+    loadExistingGrant: async (ctx: {
+      oidc: { client: { clientId: string }; session: { accountId: string }; params: { scope: string } };
+    }) => {
+      const grant = new provider.Grant({
+        clientId: ctx.oidc.client.clientId,
+        accountId: ctx.oidc.session.accountId,
+      });
       grant.addOIDCScope(ctx.oidc.params.scope);
       grant.addOIDCClaims(['preferred_username', 'groups', 'email', 'email_verified']);
       await grant.save();
@@ -80,19 +107,27 @@ export async function startTestIdp(redirectUri: string): Promise<TestIdp> {
     },
   });
   const idp: TestIdp = {
-    issuer, clientId, clientSecret, nextAccount: { sub: 'nobody' }, tamper: 'none',
+    issuer,
+    clientId,
+    clientSecret,
+    nextAccount: { sub: 'nobody' },
+    tamper: 'none',
     authorize: async (authorizationUrl) => {
       const jar = new Map<string, string>();
       let url = authorizationUrl;
       for (let hop = 0; hop < 10; hop++) {
-        const res = await fetch(url, { redirect: 'manual', headers: { cookie: [...jar].map(([k, v]) => `${k}=${v}`).join('; ') } });
+        const res = await fetch(url, {
+          redirect: 'manual',
+          headers: { cookie: [...jar].map(([k, v]) => `${k}=${v}`).join('; ') },
+        });
         for (const c of res.headers.getSetCookie()) {
           const [pair] = c.split(';');
           const [k, ...v] = (pair ?? '').split('=');
           if (k) jar.set(k.trim(), v.join('='));
         }
         const location = res.headers.get('location');
-        if (!location) throw new Error(`the provider stopped at ${url} with ${res.status}: ${await res.text()}`);
+        if (!location)
+          throw new Error(`the provider stopped at ${url} with ${res.status}: ${await res.text()}`);
         const next = new URL(location, url);
         if (next.href.startsWith(redirectUri)) return Object.fromEntries(next.searchParams);
         url = next.href;
@@ -109,7 +144,12 @@ export async function startTestIdp(redirectUri: string): Promise<TestIdp> {
     if (m) {
       const a = idp.nextAccount;
       accounts.set(a.sub, a);
-      await provider.interactionFinished(req, res, { login: { accountId: a.sub, ...(a.amr ? { amr: a.amr } : {}), ...(a.acr ? { acr: a.acr } : {}) } }, { mergeWithLastSubmission: false });
+      await provider.interactionFinished(
+        req,
+        res,
+        { login: { accountId: a.sub, ...(a.amr ? { amr: a.amr } : {}), ...(a.acr ? { acr: a.acr } : {}) } },
+        { mergeWithLastSubmission: false },
+      );
       return;
     }
     provider.callback()(req, res);
@@ -118,21 +158,24 @@ export async function startTestIdp(redirectUri: string): Promise<TestIdp> {
   proxy.on('request', (req: IncomingMessage, res: ServerResponse) => {
     void (async () => {
       const body = await readBody(req);
-      const up = httpRequest({ host: '127.0.0.1', port: innerPort, method: req.method, path: req.url, headers: req.headers }, async (upRes) => {
-        const data = await readBody(upRes);
-        const headers = { ...upRes.headers };
-        let out = data;
-        if (req.url?.startsWith('/token') && upRes.statusCode === 200 && idp.tamper !== 'none') {
-          const json = JSON.parse(data.toString('utf8')) as { id_token: string };
-          json.id_token = await tampered(json.id_token, idp.tamper, key, stranger);
-          idp.tamper = 'none';
-          out = Buffer.from(JSON.stringify(json));
-          delete headers['content-length'];
-          delete headers.etag;
-        }
-        res.writeHead(upRes.statusCode ?? 502, headers);
-        res.end(out);
-      });
+      const up = httpRequest(
+        { host: '127.0.0.1', port: innerPort, method: req.method, path: req.url, headers: req.headers },
+        async (upRes) => {
+          const data = await readBody(upRes);
+          const headers = { ...upRes.headers };
+          let out = data;
+          if (req.url?.startsWith('/token') && upRes.statusCode === 200 && idp.tamper !== 'none') {
+            const json = JSON.parse(data.toString('utf8')) as { id_token: string };
+            json.id_token = await tampered(json.id_token, idp.tamper, key, stranger);
+            idp.tamper = 'none';
+            out = Buffer.from(JSON.stringify(json));
+            delete headers['content-length'];
+            delete headers.etag;
+          }
+          res.writeHead(upRes.statusCode ?? 502, headers);
+          res.end(out);
+        },
+      );
       up.end(body);
     })();
   });

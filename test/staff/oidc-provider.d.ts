@@ -10,8 +10,16 @@ declare module 'oidc-provider' {
 
   export default class Provider {
     constructor(issuer: string, configuration: Record<string, unknown>);
-    Grant: new (init: { clientId: string; accountId: string }) => Grant;
+    Grant: new (init: {
+      clientId: string;
+      accountId: string;
+    }) => Grant;
     callback(): (req: IncomingMessage, res: ServerResponse) => void;
-    interactionFinished(req: IncomingMessage, res: ServerResponse, result: Record<string, unknown>, opts?: { mergeWithLastSubmission?: boolean }): Promise<void>;
+    interactionFinished(
+      req: IncomingMessage,
+      res: ServerResponse,
+      result: Record<string, unknown>,
+      opts?: { mergeWithLastSubmission?: boolean },
+    ): Promise<void>;
   }
 }

@@ -22,22 +22,44 @@ describe('demo staff seed', () => {
       const second = await seedDemo(t.db, dir, { gatewayUrl: 'http://127.0.0.1:8000' });
       assert.deepEqual(second, first, 'a second run changes nothing');
       const file = JSON.parse(await readFile(join(dir, 'demo.json'), 'utf8')) as {
-        scim: { baseUrl: string; token: string }; staff: { members: { id: string; userName: string; roles: string[] }[] }; serviceTokens: Record<string, unknown>;
+        scim: { baseUrl: string; token: string };
+        staff: { members: { id: string; userName: string; roles: string[] }[] };
+        serviceTokens: Record<string, unknown>;
       };
       assert.equal(file.scim.baseUrl, 'http://127.0.0.1:8000/scim/v2');
       assert.match(file.scim.token, /^scim_[A-Za-z0-9_-]{43}$/);
       assert.deepEqual(Object.keys(file.serviceTokens).sort(), ['admin', 'ops', 'readOnly', 'ussd']);
-      const { rows: creds } = await t.db.query<{ id: string }>('SELECT id FROM scim_credentials WHERE tenant_id = $1 AND token_hash = $2', ['demo', hashScimToken(file.scim.token)]);
+      const { rows: creds } = await t.db.query<{ id: string }>(
+        'SELECT id FROM scim_credentials WHERE tenant_id = $1 AND token_hash = $2',
+        ['demo', hashScimToken(file.scim.token)],
+      );
       assert.equal(creds.length, 1);
       // The demo Admin also has a passkey enrolment link (issue 16 item 4), audited as such.
-      const link = await t.db.query(`SELECT 1 FROM audit_log WHERE action = 'staff.enrolment_link.create' AND target->>'id' = $1`, [file.staff.members[0]?.id]);
+      const link = await t.db.query(
+        `SELECT 1 FROM audit_log WHERE action = 'staff.enrolment_link.create' AND target->>'id' = $1`,
+        [file.staff.members[0]?.id],
+      );
       assert.equal(link.rows.length, 1);
-      assert.deepEqual(file.staff.members.map((s) => [s.userName, s.roles]), [['ada.admin@demo.example', ['admin']], ['otto.ops@demo.example', ['ops']]]);
+      assert.deepEqual(
+        file.staff.members.map((s) => [s.userName, s.roles]),
+        [
+          ['ada.admin@demo.example', ['admin']],
+          ['otto.ops@demo.example', ['ops']],
+        ],
+      );
       for (const s of file.staff.members) {
         assert.deepEqual((await staffUserById(t.db, 'demo', s.id))?.roles, s.roles);
         const { rows } = await t.db.query<{ action: string; actor: { id: string } }>(
-          `SELECT action, actor FROM audit_log WHERE target->>'id' = $1 AND action LIKE 'staff.%' AND action <> 'staff.enrolment_link.create' ORDER BY id`, [s.id]);
-        assert.deepEqual(rows.map((r) => [r.action, r.actor.id]), [['staff.provision', `scim-credential:${creds[0]?.id}`], ['staff.role_add', `scim-credential:${creds[0]?.id}`]]);
+          `SELECT action, actor FROM audit_log WHERE target->>'id' = $1 AND action LIKE 'staff.%' AND action <> 'staff.enrolment_link.create' ORDER BY id`,
+          [s.id],
+        );
+        assert.deepEqual(
+          rows.map((r) => [r.action, r.actor.id]),
+          [
+            ['staff.provision', `scim-credential:${creds[0]?.id}`],
+            ['staff.role_add', `scim-credential:${creds[0]?.id}`],
+          ],
+        );
       }
     } finally {
       await rm(dir, { recursive: true, force: true });

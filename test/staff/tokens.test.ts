@@ -20,30 +20,52 @@ describe('staff sessions and tokens', () => {
     keys = new KeyStore(tdb.db, randomBytes(32));
     const q = tdb.db;
     for (const id of ['op', 'child', 'other']) {
-      await q.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ($1, $1, 'KE', 'KES')`, [id]);
+      await q.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ($1, $1, 'KE', 'KES')`, [
+        id,
+      ]);
     }
     await q.query(`INSERT INTO relationship_tuples (tenant_id, subject_ns, subject_id, relation, object_ns, object_id)
                    VALUES ('op', 'tenant', 'op', 'owner', 'tenant', 'child')`);
-    await q.query(`INSERT INTO staff_users (tenant_id, id, user_name) VALUES ('op', $1, 'Ada@Example.org')`, [userId]);
+    await q.query(`INSERT INTO staff_users (tenant_id, id, user_name) VALUES ('op', $1, 'Ada@Example.org')`, [
+      userId,
+    ]);
     await setStaffRoles(q, 'op', userId, ['admin', 'support']);
-    await q.query(`INSERT INTO staff_group_mappings (tenant_id, idp_group, role) VALUES ('op', 'payments-admins', 'admin')`);
+    await q.query(
+      `INSERT INTO staff_group_mappings (tenant_id, idp_group, role) VALUES ('op', 'payments-admins', 'admin')`,
+    );
   });
   after(() => tdb?.drop());
 
   it('finds members by id and by userName case-insensitively, with their roles', async () => {
     assert.deepEqual((await staffUserByName(tdb.db, 'op', 'ada@example.ORG'))?.roles, ['admin', 'support']);
     assert.equal((await staffUserById(tdb.db, 'op', userId))?.userName, 'Ada@Example.org');
-    assert.equal(await staffUserById(tdb.db, 'other', userId), undefined, 'another tenant does not see the member');
+    assert.equal(
+      await staffUserById(tdb.db, 'other', userId),
+      undefined,
+      'another tenant does not see the member',
+    );
     assert.equal(await staffUserById(tdb.db, 'op', 'not-a-uuid'), undefined);
   });
 
   it('maps identity-provider groups and role-group names onto roles, ignoring unknown groups', async () => {
-    assert.deepEqual(await rolesForGroups(tdb.db, 'op', ['payments-admins', 'compliance', 'unknown']), ['admin', 'compliance']);
-    assert.deepEqual(await rolesForGroups(tdb.db, 'other', ['payments-admins']), [], 'mappings are per tenant');
+    assert.deepEqual(await rolesForGroups(tdb.db, 'op', ['payments-admins', 'compliance', 'unknown']), [
+      'admin',
+      'compliance',
+    ]);
+    assert.deepEqual(
+      await rolesForGroups(tdb.db, 'other', ['payments-admins']),
+      [],
+      'mappings are per tenant',
+    );
   });
 
   it('issues a token with the internal claims and records a user session', async () => {
-    const t = await startStaffSession(tdb.db, keys, { tenantId: 'op', userId, aal: 2, amr: ['hwk'], ip: '127.0.0.1', method: 'passkey' }, Date.now());
+    const t = await startStaffSession(
+      tdb.db,
+      keys,
+      { tenantId: 'op', userId, aal: 2, amr: ['hwk'], ip: '127.0.0.1', method: 'passkey' },
+      Date.now(),
+    );
     const claims = await keys.verify(t.accessToken, { audience: staffAudience, typ: staffTokenTyp });
     assert.equal(claims.sub, userId);
     assert.equal(claims.tid, 'op');
@@ -53,15 +75,31 @@ describe('staff sessions and tokens', () => {
     assert.deepEqual(claims.tenant_roles, [{ tenant: 'child', roles: ['admin', 'support'] }]);
     assert.deepEqual(claims.scope, []);
     const { rows } = await tdb.db.query<{ subject_type: string; subject_id: string; jti: string }>(
-      'SELECT subject_type, subject_id, jti FROM sessions WHERE id = $1', [t.sessionId]);
+      'SELECT subject_type, subject_id, jti FROM sessions WHERE id = $1',
+      [t.sessionId],
+    );
     assert.deepEqual(rows[0], { subject_type: 'user', subject_id: userId, jti: claims.jti });
     assert.equal(t.tokenType, 'Bearer');
   });
 
   it('refuses an inactive or deleted member', async () => {
     await tdb.db.query('UPDATE staff_users SET active = false WHERE id = $1', [userId]);
-    await assert.rejects(startStaffSession(tdb.db, keys, { tenantId: 'op', userId, aal: 1, amr: ['fed'], ip: undefined, method: 'federation' }, Date.now()));
+    await assert.rejects(
+      startStaffSession(
+        tdb.db,
+        keys,
+        { tenantId: 'op', userId, aal: 1, amr: ['fed'], ip: undefined, method: 'federation' },
+        Date.now(),
+      ),
+    );
     await tdb.db.query('UPDATE staff_users SET active = true, deleted_at = now() WHERE id = $1', [userId]);
-    await assert.rejects(startStaffSession(tdb.db, keys, { tenantId: 'op', userId, aal: 1, amr: ['fed'], ip: undefined, method: 'federation' }, Date.now()));
+    await assert.rejects(
+      startStaffSession(
+        tdb.db,
+        keys,
+        { tenantId: 'op', userId, aal: 1, amr: ['fed'], ip: undefined, method: 'federation' },
+        Date.now(),
+      ),
+    );
   });
 });

@@ -16,47 +16,71 @@ import { AppError } from '../../../shared/errors.ts';
 import type { RouteSpec } from '../../http/route.ts';
 import { defaultAddressPolicy } from '../../identity/address-throttle.ts';
 import { TenantId } from '../../identity/schemas.ts';
-import { AddressThrottle, addressThrottleProblems, defaultDeviceCooloffHours, defaultSessionTimeoutMinutes } from '../../identity/settings.ts';
+import {
+  AddressThrottle,
+  addressThrottleProblems,
+  defaultDeviceCooloffHours,
+  defaultSessionTimeoutMinutes,
+} from '../../identity/settings.ts';
 import { parseCidr } from '../webhooks/target.ts';
 import { adminRoute, admins, checkIfMatch, etagOf, readers, type AdminDeps, type Caller } from '../http.ts';
 import { CountryCode } from '../schemas.ts';
 import { managedTenant } from '../tenants/routes.ts';
 
 const minute = 60_000;
-const Throttle = Type.Object({
-  failures: Type.Integer({ minimum: 20, maximum: 100_000 }), window_minutes: Type.Integer({ minimum: 1, maximum: 6 * 60 }),
-  delay_seconds: Type.Integer({ minimum: 1, maximum: 3600 }), max_delay_minutes: Type.Integer({ minimum: 1, maximum: 12 * 60 }),
-}, { additionalProperties: false });
+const Throttle = Type.Object(
+  {
+    failures: Type.Integer({ minimum: 20, maximum: 100_000 }),
+    window_minutes: Type.Integer({ minimum: 1, maximum: 6 * 60 }),
+    delay_seconds: Type.Integer({ minimum: 1, maximum: 3600 }),
+    max_delay_minutes: Type.Integer({ minimum: 1, maximum: 12 * 60 }),
+  },
+  { additionalProperties: false },
+);
 
 /** The whole document, every field present (PUT takes exactly this; GET shows it). */
-export const SecuritySettings = Type.Object({
-  mfa_required_for_all_users: Type.Boolean(),
-  session_timeout_minutes: Type.Integer({ minimum: 1, maximum: 30 * 24 * 60 }),
-  allowed_ip_ranges: Type.Array(Type.String({ minLength: 3, maxLength: 49, pattern: '/' }), { maxItems: 100, uniqueItems: true }),
-  resident_regions: Type.Array(CountryCode, { maxItems: 50, uniqueItems: true }),
-  require_dpop: Type.Boolean(),
-  require_dpop_nonce: Type.Boolean(),
-  require_mtls_for_m2m: Type.Boolean(),
-  device_cooloff_hours: Type.Integer({ minimum: 0, maximum: 30 * 24 }),
-  address_throttle: Throttle,
-  timezone: Type.String({ minLength: 1, maxLength: 64 }),
-  /** Issue 17 (core/oauth/tenant-policy.ts): no client_secret_basic/post clients. */
-  oauth_client_secrets_forbidden: Type.Boolean(),
-  /** Issue 17: PEM certificates of the CAs whose client certificates `tls_client_auth` accepts. */
-  mtls_trusted_cas: Type.Array(Type.String({ minLength: 1, maxLength: 16384 }), { maxItems: 20 }),
-}, { additionalProperties: false });
+export const SecuritySettings = Type.Object(
+  {
+    mfa_required_for_all_users: Type.Boolean(),
+    session_timeout_minutes: Type.Integer({ minimum: 1, maximum: 30 * 24 * 60 }),
+    allowed_ip_ranges: Type.Array(Type.String({ minLength: 3, maxLength: 49, pattern: '/' }), {
+      maxItems: 100,
+      uniqueItems: true,
+    }),
+    resident_regions: Type.Array(CountryCode, { maxItems: 50, uniqueItems: true }),
+    require_dpop: Type.Boolean(),
+    require_dpop_nonce: Type.Boolean(),
+    require_mtls_for_m2m: Type.Boolean(),
+    device_cooloff_hours: Type.Integer({ minimum: 0, maximum: 30 * 24 }),
+    address_throttle: Throttle,
+    timezone: Type.String({ minLength: 1, maxLength: 64 }),
+    /** Issue 17 (core/oauth/tenant-policy.ts): no client_secret_basic/post clients. */
+    oauth_client_secrets_forbidden: Type.Boolean(),
+    /** Issue 17: PEM certificates of the CAs whose client certificates `tls_client_auth` accepts. */
+    mtls_trusted_cas: Type.Array(Type.String({ minLength: 1, maxLength: 16384 }), { maxItems: 20 }),
+  },
+  { additionalProperties: false },
+);
 type Settings = Static<typeof SecuritySettings>;
 
 /**
  * Each stored field checked on its own against the document's schema (a stored throttle may name
  * only some of its fields): one malformed field shows its default, not every field's.
  */
-const fieldChecks = new Map(Object.entries({ ...SecuritySettings.properties, address_throttle: AddressThrottle }).map(([k, v]) => [k, TypeCompiler.Compile(v)]));
+const fieldChecks = new Map(
+  Object.entries({ ...SecuritySettings.properties, address_throttle: AddressThrottle }).map(([k, v]) => [
+    k,
+    TypeCompiler.Compile(v),
+  ]),
+);
 
 function stored(security: unknown, name: 'address_throttle'): Static<typeof AddressThrottle> | undefined;
 function stored<K extends keyof Settings>(security: unknown, name: K): Settings[K] | undefined;
 function stored(security: unknown, name: string): unknown {
-  const v = typeof security === 'object' && security !== null ? (security as Record<string, unknown>)[name] : undefined;
+  const v =
+    typeof security === 'object' && security !== null
+      ? (security as Record<string, unknown>)[name]
+      : undefined;
   return v !== undefined && fieldChecks.get(name)?.Check(v) === true ? v : undefined;
 }
 
@@ -74,8 +98,10 @@ export function settingsOf(security: unknown): Settings {
     require_mtls_for_m2m: stored(security, 'require_mtls_for_m2m') ?? false,
     device_cooloff_hours: stored(security, 'device_cooloff_hours') ?? defaultDeviceCooloffHours,
     address_throttle: {
-      failures: t.failures ?? d.failures, window_minutes: t.window_minutes ?? d.windowMs / minute,
-      delay_seconds: t.delay_seconds ?? d.delayMs / 1000, max_delay_minutes: t.max_delay_minutes ?? d.maxDelayMs / minute,
+      failures: t.failures ?? d.failures,
+      window_minutes: t.window_minutes ?? d.windowMs / minute,
+      delay_seconds: t.delay_seconds ?? d.delayMs / 1000,
+      max_delay_minutes: t.max_delay_minutes ?? d.maxDelayMs / minute,
     },
     timezone: stored(security, 'timezone') ?? 'UTC',
     oauth_client_secrets_forbidden: stored(security, 'oauth_client_secrets_forbidden') ?? false,
@@ -127,36 +153,69 @@ export function securityRoutes(deps: AdminDeps): RouteSpec[] {
   const tags = ['admin.tenants'];
   return [
     adminRoute(deps, {
-      method: 'GET', path: '/v1/tenants/{tenantId}/security', operationId: 'getTenantSecurity', tags, roles: readers, mode: 'read',
-      summary: "The tenant's security settings (SPEC 2.10), every field with its effective value; the ETag is what PUT's If-Match names",
-      params: Params, responses: { 200: { description: 'The settings', schema: SecuritySettings } },
+      method: 'GET',
+      path: '/v1/tenants/{tenantId}/security',
+      operationId: 'getTenantSecurity',
+      tags,
+      roles: readers,
+      mode: 'read',
+      summary:
+        "The tenant's security settings (SPEC 2.10), every field with its effective value; the ETag is what PUT's If-Match names",
+      params: Params,
+      responses: { 200: { description: 'The settings', schema: SecuritySettings } },
       read: async (ctx, caller) => {
         await managedTenant(deps.db, caller.tenantId, ctx.params.tenantId);
-        const { rows } = await deps.db.query<{ security: unknown }>('SELECT security FROM tenants WHERE id = $1', [ctx.params.tenantId]);
+        const { rows } = await deps.db.query<{ security: unknown }>(
+          'SELECT security FROM tenants WHERE id = $1',
+          [ctx.params.tenantId],
+        );
         return { status: 200, body: settingsOf(rows[0]?.security) };
       },
     }),
     adminRoute(deps, {
-      method: 'PUT', path: '/v1/tenants/{tenantId}/security', operationId: 'putTenantSecurity', tags, roles: admins, mode: 'write', ifMatch: true,
-      summary: 'Replace the security settings (If-Match required); edges apply them from their next request (NOTIFY tenants_changed)',
-      params: Params, body: SecuritySettings, responses: { 200: { description: 'The settings now in force', schema: SecuritySettings } },
+      method: 'PUT',
+      path: '/v1/tenants/{tenantId}/security',
+      operationId: 'putTenantSecurity',
+      tags,
+      roles: admins,
+      mode: 'write',
+      ifMatch: true,
+      summary:
+        'Replace the security settings (If-Match required); edges apply them from their next request (NOTIFY tenants_changed)',
+      params: Params,
+      body: SecuritySettings,
+      responses: { 200: { description: 'The settings now in force', schema: SecuritySettings } },
       write: async (ctx, w) => {
         const t = await managedTenant(w.q, w.caller.tenantId, ctx.params.tenantId, true);
-        const { rows } = await w.q.query<{ security: unknown }>('SELECT security FROM tenants WHERE id = $1', [t.id]);
+        const { rows } = await w.q.query<{ security: unknown }>(
+          'SELECT security FROM tenants WHERE id = $1',
+          [t.id],
+        );
         const before = settingsOf(rows[0]?.security);
         checkIfMatch(ctx.headers, before);
         const problems = securityProblems(ctx.body, w.caller, t.id === w.caller.tenantId);
         if (problems.length > 0) throw new AppError('SECURITY_INVALID', problems.join('; '));
         // Kept whole: fields a newer release reads but this one does not know survive the write.
         const current = rows[0]?.security;
-        const previous: Record<string, unknown> = typeof current === 'object' && current !== null ? { ...current } : {};
+        const previous: Record<string, unknown> =
+          typeof current === 'object' && current !== null ? { ...current } : {};
         const next: Record<string, unknown> = { ...previous, ...ctx.body };
         // GET shows an unrestricted tenant's resident_regions as []: the same [] put back keeps it
         // unrestricted (absent, migration 0900) instead of storing a list no cluster is in.
-        if (ctx.body.resident_regions.length === 0 && previous['resident_regions'] === undefined) delete next['resident_regions'];
-        await w.q.query('UPDATE tenants SET security = $2::jsonb, updated_at = now() WHERE id = $1', [t.id, JSON.stringify(next)]);
-        const changed = (Object.keys(ctx.body) as (keyof Settings)[]).filter((k) => etagOf(before[k]) !== etagOf(ctx.body[k]));
-        await w.audit('tenant.security.put', { type: 'tenant', id: t.id }, { changed, values: Object.fromEntries(changed.map((k) => [k, ctx.body[k]])) });
+        if (ctx.body.resident_regions.length === 0 && previous['resident_regions'] === undefined)
+          delete next['resident_regions'];
+        await w.q.query('UPDATE tenants SET security = $2::jsonb, updated_at = now() WHERE id = $1', [
+          t.id,
+          JSON.stringify(next),
+        ]);
+        const changed = (Object.keys(ctx.body) as (keyof Settings)[]).filter(
+          (k) => etagOf(before[k]) !== etagOf(ctx.body[k]),
+        );
+        await w.audit(
+          'tenant.security.put',
+          { type: 'tenant', id: t.id },
+          { changed, values: Object.fromEntries(changed.map((k) => [k, ctx.body[k]])) },
+        );
         return { status: 200, headers: { etag: etagOf(ctx.body) }, body: ctx.body };
       },
     }),

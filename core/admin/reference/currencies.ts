@@ -4,7 +4,10 @@ import { AppError } from '../../../shared/errors.ts';
 import { isoCurrency } from './iso.ts';
 
 export async function minorUnitsOf(q: Queryable, code: string): Promise<number | undefined> {
-  const { rows } = await q.query<{ minor_units: number }>('SELECT minor_units FROM admin_currencies WHERE code = $1', [code]);
+  const { rows } = await q.query<{ minor_units: number }>(
+    'SELECT minor_units FROM admin_currencies WHERE code = $1',
+    [code],
+  );
   return rows[0]?.minor_units ?? isoCurrency(code)?.minorUnits;
 }
 

@@ -57,23 +57,29 @@ function localesFor(code: string, languages: string[]): string[] {
 const countries: ReadonlyMap<string, IsoCountry> = new Map(
   worldCountries
     .filter((c) => /^[A-Z]{2}$/.test(c.cca2))
-    .map((c): [string, IsoCountry] => [c.cca2, Object.freeze({
-      code: c.cca2,
-      alpha3: c.cca3,
-      name: c.name.common,
-      officialName: c.name.official,
-      region: c.region,
-      subregion: c.subregion,
-      currencies: Object.keys(c.currencies ?? {}).sort(),
-      timezones: ct.getCountry(c.cca2)?.timezones ?? [],
-      locales: localesFor(c.cca2, Object.keys(c.languages ?? {})),
-    })])
+    .map((c): [string, IsoCountry] => [
+      c.cca2,
+      Object.freeze({
+        code: c.cca2,
+        alpha3: c.cca3,
+        name: c.name.common,
+        officialName: c.name.official,
+        region: c.region,
+        subregion: c.subregion,
+        currencies: Object.keys(c.currencies ?? {}).sort(),
+        timezones: ct.getCountry(c.cca2)?.timezones ?? [],
+        locales: localesFor(c.cca2, Object.keys(c.languages ?? {})),
+      }),
+    ])
     .sort((a, b) => a[0].localeCompare(b[0])),
 );
 
 const currencies: ReadonlyMap<string, IsoCurrency> = new Map(
   currencyCodes.data
-    .map((c): [string, IsoCurrency] => [c.code, Object.freeze({ code: c.code, number: c.number, name: c.currency, minorUnits: c.digits })])
+    .map((c): [string, IsoCurrency] => [
+      c.code,
+      Object.freeze({ code: c.code, number: c.number, name: c.currency, minorUnits: c.digits }),
+    ])
     .sort((a, b) => a[0].localeCompare(b[0])),
 );
 

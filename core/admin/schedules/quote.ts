@@ -35,10 +35,19 @@ async function quoteKind(q: Queryable, kind: ScheduleKind, input: QuoteInput): P
   if (input.amount < 0n) throw new AppError('INVALID_AMOUNT', 'amount must not be negative');
   const minor = await requireMinorUnits(q, input.currency);
   const schedule = await resolveSchedule(q, { ...input, kind });
-  if (!schedule) throw new AppError('NO_ACTIVE_SCHEDULE', `no active ${kind} schedule for ${input.product} in ${input.currency}`);
+  if (!schedule)
+    throw new AppError(
+      'NO_ACTIVE_SCHEDULE',
+      `no active ${kind} schedule for ${input.product} in ${input.currency}`,
+    );
   const tier = tierFor(await tiersOf(q, input.tenantId, schedule.id), input.amount);
   if (!tier) throw new AppError('NO_FEE_TIER', `schedule ${schedule.id} has no tier for this amount`);
-  return { scheduleId: schedule.id, tierId: tier.id, fee: feeForTier(tier, input.amount, minor), currency: input.currency };
+  return {
+    scheduleId: schedule.id,
+    tierId: tier.id,
+    fee: feeForTier(tier, input.amount, minor),
+    currency: input.currency,
+  };
 }
 
 /**
@@ -89,9 +98,19 @@ export async function limitRowsFor(q: Queryable, input: LimitQuery): Promise<Lim
   const out: LimitRule[] = [];
   for (const period of ['transaction', 'day', 'month'] as const) {
     const inPeriod = rows.filter((r) => r.period === period);
-    const specific = input.kycLevel === undefined ? [] : inPeriod.filter((r) => r.kycLevel === input.kycLevel);
+    const specific =
+      input.kycLevel === undefined ? [] : inPeriod.filter((r) => r.kycLevel === input.kycLevel);
     const chosen = specific.length > 0 ? specific : inPeriod.filter((r) => r.kycLevel === null);
-    for (const r of chosen) out.push({ scheduleId: schedule.id, rowId: r.id, action: r.action, period, maxAmount: r.maxAmount, maxCount: r.maxCount, kycLevel: r.kycLevel });
+    for (const r of chosen)
+      out.push({
+        scheduleId: schedule.id,
+        rowId: r.id,
+        action: r.action,
+        period,
+        maxAmount: r.maxAmount,
+        maxCount: r.maxCount,
+        kycLevel: r.kycLevel,
+      });
   }
   return out;
 }

@@ -28,33 +28,79 @@ export interface ScheduleRow {
   updated_at: Date;
 }
 
-export const scheduleColumns = 'id, tenant_id, kind, product, currency, scope, scope_ref, name, status, active_from, active_to, promoted_from, version, created_at, updated_at';
+export const scheduleColumns =
+  'id, tenant_id, kind, product, currency, scope, scope_ref, name, status, active_from, active_to, promoted_from, version, created_at, updated_at';
 
-export async function getSchedule(q: Queryable, tenantId: string, id: string, lock = false): Promise<ScheduleRow | undefined> {
+export async function getSchedule(
+  q: Queryable,
+  tenantId: string,
+  id: string,
+  lock = false,
+): Promise<ScheduleRow | undefined> {
   const { rows } = await q.query<ScheduleRow>(
-    `SELECT ${scheduleColumns} FROM admin_schedules WHERE tenant_id = $1 AND id = $2${lock ? ' FOR UPDATE' : ''}`, [tenantId, id]);
+    `SELECT ${scheduleColumns} FROM admin_schedules WHERE tenant_id = $1 AND id = $2${lock ? ' FOR UPDATE' : ''}`,
+    [tenantId, id],
+  );
   return rows[0];
 }
 
 const micro = (v: string | null): Micro | null => (v === null ? null : fromDb(v));
 
-export async function tiersOf(q: Queryable, tenantId: string, scheduleId: string): Promise<(Tier & { id: string })[]> {
-  const { rows } = await q.query<{ id: string; min_amount: string; max_amount: string | null; fixed: string; percent_bps: number; fee_min: string | null; fee_max: string | null }>(
+export async function tiersOf(
+  q: Queryable,
+  tenantId: string,
+  scheduleId: string,
+): Promise<(Tier & { id: string })[]> {
+  const { rows } = await q.query<{
+    id: string;
+    min_amount: string;
+    max_amount: string | null;
+    fixed: string;
+    percent_bps: number;
+    fee_min: string | null;
+    fee_max: string | null;
+  }>(
     `SELECT id, min_amount, max_amount, fixed, percent_bps, fee_min, fee_max FROM admin_schedule_tiers
-      WHERE tenant_id = $1 AND schedule_id = $2 ORDER BY min_amount, id`, [tenantId, scheduleId]);
+      WHERE tenant_id = $1 AND schedule_id = $2 ORDER BY min_amount, id`,
+    [tenantId, scheduleId],
+  );
   return rows.map((r) => ({
-    id: r.id, minAmount: fromDb(r.min_amount), maxAmount: micro(r.max_amount), fixed: fromDb(r.fixed), percentBps: r.percent_bps,
-    feeMin: micro(r.fee_min), feeMax: micro(r.fee_max),
+    id: r.id,
+    minAmount: fromDb(r.min_amount),
+    maxAmount: micro(r.max_amount),
+    fixed: fromDb(r.fixed),
+    percentBps: r.percent_bps,
+    feeMin: micro(r.fee_min),
+    feeMax: micro(r.fee_max),
   }));
 }
 
-export async function limitsOf(q: Queryable, tenantId: string, scheduleId: string): Promise<(LimitItem & { id: string })[]> {
-  const { rows } = await q.query<{ id: string; action: string; period: LimitItem['period']; max_amount: string | null; max_count: number | null; kyc_level: string | null }>(
+export async function limitsOf(
+  q: Queryable,
+  tenantId: string,
+  scheduleId: string,
+): Promise<(LimitItem & { id: string })[]> {
+  const { rows } = await q.query<{
+    id: string;
+    action: string;
+    period: LimitItem['period'];
+    max_amount: string | null;
+    max_count: number | null;
+    kyc_level: string | null;
+  }>(
     `SELECT id, action, period, max_amount, max_count, kyc_level FROM admin_schedule_limits
       WHERE tenant_id = $1 AND schedule_id = $2
       ORDER BY action, CASE period WHEN 'transaction' THEN 0 WHEN 'day' THEN 1 ELSE 2 END, kyc_level NULLS FIRST, id`,
-    [tenantId, scheduleId]);
-  return rows.map((r) => ({ id: r.id, action: r.action, period: r.period, maxAmount: micro(r.max_amount), maxCount: r.max_count, kycLevel: r.kyc_level }));
+    [tenantId, scheduleId],
+  );
+  return rows.map((r) => ({
+    id: r.id,
+    action: r.action,
+    period: r.period,
+    maxAmount: micro(r.max_amount),
+    maxCount: r.max_count,
+    kycLevel: r.kyc_level,
+  }));
 }
 
 export interface ResolveContext {
@@ -76,7 +122,10 @@ export async function resolveSchedule(q: Queryable, c: ResolveContext): Promise<
        SELECT coalesce($6::text, t.country) AS country,
               (SELECT e.id::text FROM admin_environments e WHERE e.tenant_id = $1 AND (e.id::text = $5 OR e.name = $5) LIMIT 1) AS env
          FROM tenants t WHERE t.id = $1)
-     SELECT ${scheduleColumns.split(', ').map((c2) => `s.${c2}`).join(', ')} FROM admin_schedules s, ctx
+     SELECT ${scheduleColumns
+       .split(', ')
+       .map((c2) => `s.${c2}`)
+       .join(', ')} FROM admin_schedules s, ctx
       WHERE s.tenant_id = $1 AND s.kind = $2 AND s.product = $3 AND s.currency = $4 AND s.status = 'ACTIVE'
         AND (s.active_from IS NULL OR s.active_from <= $7) AND (s.active_to IS NULL OR s.active_to > $7)
         AND ((s.scope = 'ENVIRONMENT' AND s.scope_ref = ctx.env) OR (s.scope = 'COUNTRY' AND s.scope_ref = ctx.country)

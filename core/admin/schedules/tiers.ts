@@ -65,30 +65,71 @@ const show = (v: Micro | null, minor: number) => (v === null ? '∞' : format(v,
 export function validateTiers(tiers: readonly Tier[], minorUnits: number): Issue[] {
   const issues: Issue[] = [];
   tiers.forEach((t, i) => {
-    for (const [name, v] of [['min_amount', t.minAmount], ['max_amount', t.maxAmount], ['fixed', t.fixed], ['fee_min', t.feeMin], ['fee_max', t.feeMax]] as const) {
+    for (const [name, v] of [
+      ['min_amount', t.minAmount],
+      ['max_amount', t.maxAmount],
+      ['fixed', t.fixed],
+      ['fee_min', t.feeMin],
+      ['fee_max', t.feeMax],
+    ] as const) {
       if (v !== null && hasExcessPrecision(v, minorUnits)) {
-        issues.push({ code: 'SCHEDULE_PRECISION', message: `tier ${i}: ${name} ${format(v, 0)} has more decimals than the currency's ${minorUnits}`, items: [i] });
+        issues.push({
+          code: 'SCHEDULE_PRECISION',
+          message: `tier ${i}: ${name} ${format(v, 0)} has more decimals than the currency's ${minorUnits}`,
+          items: [i],
+        });
       }
     }
-    if (t.maxAmount !== null && t.maxAmount <= t.minAmount) issues.push({ code: 'SCHEDULE_INVALID', message: `tier ${i}: max_amount must exceed min_amount`, items: [i] });
-    if (t.feeMin !== null && t.feeMax !== null && t.feeMax < t.feeMin) issues.push({ code: 'SCHEDULE_INVALID', message: `tier ${i}: fee_max below fee_min`, items: [i] });
-    if (t.percentBps < 0 || t.percentBps > 10_000 || !Number.isInteger(t.percentBps)) issues.push({ code: 'SCHEDULE_INVALID', message: `tier ${i}: percent_bps must be an integer 0–10000`, items: [i] });
+    if (t.maxAmount !== null && t.maxAmount <= t.minAmount)
+      issues.push({
+        code: 'SCHEDULE_INVALID',
+        message: `tier ${i}: max_amount must exceed min_amount`,
+        items: [i],
+      });
+    if (t.feeMin !== null && t.feeMax !== null && t.feeMax < t.feeMin)
+      issues.push({ code: 'SCHEDULE_INVALID', message: `tier ${i}: fee_max below fee_min`, items: [i] });
+    if (t.percentBps < 0 || t.percentBps > 10_000 || !Number.isInteger(t.percentBps))
+      issues.push({
+        code: 'SCHEDULE_INVALID',
+        message: `tier ${i}: percent_bps must be an integer 0–10000`,
+        items: [i],
+      });
   });
-  const order = tiers.map((t, i) => ({ t, i })).sort((a, b) => (a.t.minAmount < b.t.minAmount ? -1 : a.t.minAmount > b.t.minAmount ? 1 : a.i - b.i));
+  const order = tiers
+    .map((t, i) => ({ t, i }))
+    .sort((a, b) => (a.t.minAmount < b.t.minAmount ? -1 : a.t.minAmount > b.t.minAmount ? 1 : a.i - b.i));
   for (let k = 0; k + 1 < order.length; k++) {
     const a = order[k];
     const b = order[k + 1];
     if (!a || !b) continue;
     if (a.t.maxAmount === null || a.t.maxAmount > b.t.minAmount) {
-      issues.push({ code: 'SCHEDULE_OVERLAP', message: `tiers ${a.i} [${show(a.t.minAmount, minorUnits)}, ${show(a.t.maxAmount, minorUnits)}) and ${b.i} [${show(b.t.minAmount, minorUnits)}, ${show(b.t.maxAmount, minorUnits)}) overlap`, items: [a.i, b.i] });
+      issues.push({
+        code: 'SCHEDULE_OVERLAP',
+        message: `tiers ${a.i} [${show(a.t.minAmount, minorUnits)}, ${show(a.t.maxAmount, minorUnits)}) and ${b.i} [${show(b.t.minAmount, minorUnits)}, ${show(b.t.maxAmount, minorUnits)}) overlap`,
+        items: [a.i, b.i],
+      });
     } else if (a.t.maxAmount < b.t.minAmount) {
-      issues.push({ code: 'SCHEDULE_GAP', message: `no tier covers [${show(a.t.maxAmount, minorUnits)}, ${show(b.t.minAmount, minorUnits)})`, items: [a.i, b.i] });
+      issues.push({
+        code: 'SCHEDULE_GAP',
+        message: `no tier covers [${show(a.t.maxAmount, minorUnits)}, ${show(b.t.minAmount, minorUnits)})`,
+        items: [a.i, b.i],
+      });
     }
   }
   const first = order[0];
   const last = order.at(-1);
-  if (first && first.t.minAmount > 0n) issues.push({ code: 'SCHEDULE_GAP', message: `no tier covers [0, ${show(first.t.minAmount, minorUnits)})`, items: [first.i] });
-  if (last && last.t.maxAmount !== null) issues.push({ code: 'SCHEDULE_GAP', message: `no tier covers amounts from ${show(last.t.maxAmount, minorUnits)}`, items: [last.i] });
+  if (first && first.t.minAmount > 0n)
+    issues.push({
+      code: 'SCHEDULE_GAP',
+      message: `no tier covers [0, ${show(first.t.minAmount, minorUnits)})`,
+      items: [first.i],
+    });
+  if (last && last.t.maxAmount !== null)
+    issues.push({
+      code: 'SCHEDULE_GAP',
+      message: `no tier covers amounts from ${show(last.t.maxAmount, minorUnits)}`,
+      items: [last.i],
+    });
   return issues;
 }
 
@@ -98,12 +139,26 @@ export function validateLimits(rows: readonly LimitItem[], minorUnits: number): 
   const seen = new Map<string, number>();
   rows.forEach((r, i) => {
     if (r.maxAmount !== null && hasExcessPrecision(r.maxAmount, minorUnits)) {
-      issues.push({ code: 'SCHEDULE_PRECISION', message: `row ${i}: max_amount has more decimals than the currency's ${minorUnits}`, items: [i] });
+      issues.push({
+        code: 'SCHEDULE_PRECISION',
+        message: `row ${i}: max_amount has more decimals than the currency's ${minorUnits}`,
+        items: [i],
+      });
     }
-    if (r.maxAmount === null && r.maxCount === null) issues.push({ code: 'SCHEDULE_INVALID', message: `row ${i}: give max_amount or max_count`, items: [i] });
+    if (r.maxAmount === null && r.maxCount === null)
+      issues.push({
+        code: 'SCHEDULE_INVALID',
+        message: `row ${i}: give max_amount or max_count`,
+        items: [i],
+      });
     const key = `${r.action}\n${r.period}\n${r.kycLevel ?? ''}`;
     const before = seen.get(key);
-    if (before !== undefined) issues.push({ code: 'SCHEDULE_OVERLAP', message: `rows ${before} and ${i} both limit ${r.action} per ${r.period}${r.kycLevel ? ` at KYC ${r.kycLevel}` : ''}`, items: [before, i] });
+    if (before !== undefined)
+      issues.push({
+        code: 'SCHEDULE_OVERLAP',
+        message: `rows ${before} and ${i} both limit ${r.action} per ${r.period}${r.kycLevel ? ` at KYC ${r.kycLevel}` : ''}`,
+        items: [before, i],
+      });
     else seen.set(key, i);
   });
   return issues;

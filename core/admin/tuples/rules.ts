@@ -21,16 +21,35 @@ export type Namespace = (typeof namespaces)[number];
 export const relations = ['owner', 'admin', 'member', 'editor', 'viewer', 'parent', 'payer'] as const;
 export type Relation = (typeof relations)[number];
 
-export interface Ref { ns: Namespace; id: string }
-export interface Caveat { expires_at?: string; hours?: { from: number; to: number }; ip_ranges?: string[] }
-export interface TupleInput { subject: Ref; relation: Relation; object: Ref; caveat?: Caveat }
+export interface Ref {
+  ns: Namespace;
+  id: string;
+}
+export interface Caveat {
+  expires_at?: string;
+  hours?: { from: number; to: number };
+  ip_ranges?: string[];
+}
+export interface TupleInput {
+  subject: Ref;
+  relation: Relation;
+  object: Ref;
+  caveat?: Caveat;
+}
 
 /** Who writes: the caller's tenant, and whether they are a platform admin. */
-export interface Writer { tenantId: string; platformAdmin: boolean; operator: string | undefined }
+export interface Writer {
+  tenantId: string;
+  platformAdmin: boolean;
+  operator: string | undefined;
+}
 
 /** The table holding each namespace's entities, all keyed (tenant_id, id uuid). */
 const entityTables: Record<Exclude<Namespace, 'tenant'>, string> = {
-  customer: 'customers', user: 'agents', staff: 'staff_users', account: 'ledger_accounts',
+  customer: 'customers',
+  user: 'agents',
+  staff: 'staff_users',
+  account: 'ledger_accounts',
 };
 
 const invalid = (message: string) => new AppError('TUPLE_INVALID', message);
@@ -41,35 +60,58 @@ const show = (r: Ref) => `${r.ns}:${r.id}`;
 async function belongs(q: Queryable, tenantId: string, r: Ref): Promise<boolean> {
   if (r.ns === 'tenant') return r.id === tenantId;
   // Compared as text: an id that is not a uuid simply matches nothing (no cast error, no 500).
-  const { rows } = await q.query(`SELECT 1 FROM ${entityTables[r.ns]} WHERE tenant_id = $1 AND id::text = $2`, [tenantId, r.id]);
+  const { rows } = await q.query(
+    `SELECT 1 FROM ${entityTables[r.ns]} WHERE tenant_id = $1 AND id::text = $2`,
+    [tenantId, r.id],
+  );
   return rows.length > 0;
 }
 
 function checkCaveat(c: Caveat | undefined, nowMs: number): void {
   if (!c) return;
-  if (c.expires_at !== undefined && Date.parse(c.expires_at) <= nowMs) throw invalid('caveat.expires_at is in the past: the tuple would be ignored from the start');
-  if (c.hours && c.hours.from >= c.hours.to) throw invalid('caveat.hours needs from < to (tenant-local hours, to exclusive)');
-  for (const cidr of c.ip_ranges ?? []) if (!parseCidr(cidr)) throw invalid(`caveat.ip_ranges: ${cidr} is not a CIDR range`);
+  if (c.expires_at !== undefined && Date.parse(c.expires_at) <= nowMs)
+    throw invalid('caveat.expires_at is in the past: the tuple would be ignored from the start');
+  if (c.hours && c.hours.from >= c.hours.to)
+    throw invalid('caveat.hours needs from < to (tenant-local hours, to exclusive)');
+  for (const cidr of c.ip_ranges ?? [])
+    if (!parseCidr(cidr)) throw invalid(`caveat.ip_ranges: ${cidr} is not a CIDR range`);
 }
 
 /** A relation over the tenant itself that only platform admins grant. */
 const tenantGrant = (t: TupleInput, tenantId: string) =>
-  t.object.ns === 'tenant' && t.object.id === tenantId && (t.relation === 'owner' || t.relation === 'admin' || t.relation === 'parent');
+  t.object.ns === 'tenant' &&
+  t.object.id === tenantId &&
+  (t.relation === 'owner' || t.relation === 'admin' || t.relation === 'parent');
 
 /**
  * Refuse (TUPLE_INVALID, TUPLE_PLATFORM_ONLY) a tuple tenant `tenantId` may not hold. Returns
  * the tenant that stores it: `tenantId`, or the operator's for the operator's own grants.
  */
-export async function checkTuple(q: Queryable, tenantId: string, t: TupleInput, w: Writer, nowMs: number): Promise<string> {
+export async function checkTuple(
+  q: Queryable,
+  tenantId: string,
+  t: TupleInput,
+  w: Writer,
+  nowMs: number,
+): Promise<string> {
   checkCaveat(t.caveat, nowMs);
-  if (t.subject.ns === t.object.ns && t.subject.id === t.object.id) throw invalid('a tuple relates two different things');
-  if (tenantGrant(t, tenantId) && !w.platformAdmin) throw platformOnly(`only platform administrators grant ${t.relation} over a tenant`);
+  if (t.subject.ns === t.object.ns && t.subject.id === t.object.id)
+    throw invalid('a tuple relates two different things');
+  if (tenantGrant(t, tenantId) && !w.platformAdmin)
+    throw platformOnly(`only platform administrators grant ${t.relation} over a tenant`);
   const operatorSubject = t.subject.ns === 'tenant' && t.subject.id !== tenantId;
-  if (operatorSubject && !(w.operator !== undefined && t.subject.id === w.operator && tenantGrant(t, tenantId))) {
-    throw invalid(`${show(t.subject)} is not of tenant ${tenantId}: another tenant appears only as the platform operator's owner, admin or parent of this tenant`);
+  if (
+    operatorSubject &&
+    !(w.operator !== undefined && t.subject.id === w.operator && tenantGrant(t, tenantId))
+  ) {
+    throw invalid(
+      `${show(t.subject)} is not of tenant ${tenantId}: another tenant appears only as the platform operator's owner, admin or parent of this tenant`,
+    );
   }
-  if (!operatorSubject && !(await belongs(q, tenantId, t.subject))) throw invalid(`${show(t.subject)} is not of tenant ${tenantId}`);
-  if (!(await belongs(q, tenantId, t.object))) throw invalid(`${show(t.object)} is not of tenant ${tenantId}`);
+  if (!operatorSubject && !(await belongs(q, tenantId, t.subject)))
+    throw invalid(`${show(t.subject)} is not of tenant ${tenantId}`);
+  if (!(await belongs(q, tenantId, t.object)))
+    throw invalid(`${show(t.object)} is not of tenant ${tenantId}`);
   relationShape(t, tenantId, w);
   return operatorSubject ? t.subject.id : tenantId;
 }
@@ -79,8 +121,18 @@ function relationShape(t: TupleInput, tenantId: string, w: Writer): void {
   if (t.relation === 'member' && !(t.object.ns === 'tenant' && t.subject.ns !== 'tenant')) {
     throw invalid('member relates a customer, agent (user) or staff member to the tenant');
   }
-  if (t.relation === 'parent' && !(t.subject.ns === 'tenant' && t.subject.id === w.operator && t.object.ns === 'tenant' && tenantId !== w.operator)) {
-    throw invalid("parent is only the platform operator's view of a tenant it owns: subject the operator's tenant, object this tenant");
+  if (
+    t.relation === 'parent' &&
+    !(
+      t.subject.ns === 'tenant' &&
+      t.subject.id === w.operator &&
+      t.object.ns === 'tenant' &&
+      tenantId !== w.operator
+    )
+  ) {
+    throw invalid(
+      "parent is only the platform operator's view of a tenant it owns: subject the operator's tenant, object this tenant",
+    );
   }
   if (t.relation === 'payer' && !(t.subject.ns === 'customer' && t.object.ns === 'customer')) {
     throw invalid('payer relates a customer (the delegated payer) to the customer they pay for');

@@ -20,7 +20,12 @@ export function signatureOf(secret: string, id: string, timestampS: number, body
   return `v1,${createHmac('sha256', key).update(`${id}.${timestampS}.${body}`).digest('base64')}`;
 }
 
-export function signedHeaders(secrets: string[], id: string, timestampS: number, body: string): Record<string, string> {
+export function signedHeaders(
+  secrets: string[],
+  id: string,
+  timestampS: number,
+  body: string,
+): Record<string, string> {
   return {
     'content-type': 'application/json',
     'webhook-id': id,

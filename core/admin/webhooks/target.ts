@@ -17,14 +17,28 @@ import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'nod
 import { BlockList, isIP, type LookupFunction } from 'node:net';
 import { Agent } from 'undici';
 
-export type Refusal = 'metadata' | 'loopback' | 'private' | 'link-local' | 'cgnat' | 'unspecified' | 'multicast' | 'reserved';
+export type Refusal =
+  | 'metadata'
+  | 'loopback'
+  | 'private'
+  | 'link-local'
+  | 'cgnat'
+  | 'unspecified'
+  | 'multicast'
+  | 'reserved';
 
 /** What `allowPrivateTargets` lets through; everything else in `Refusal` is always refused. */
 const privateKinds: ReadonlySet<Refusal> = new Set(['loopback', 'private', 'link-local', 'cgnat']);
 
 /** Cloud instance metadata services (AWS/GCP/Azure/OpenStack, ECS, Azure wire server, Alibaba). */
 const metadataV4 = new Set(['169.254.169.254', '169.254.170.2', '168.63.129.16', '100.100.100.200']);
-const metadataNames = new Set(['metadata', 'metadata.google.internal', 'metadata.goog', 'instance-data', 'instance-data.ec2.internal']);
+const metadataNames = new Set([
+  'metadata',
+  'metadata.google.internal',
+  'metadata.goog',
+  'instance-data',
+  'instance-data.ec2.internal',
+]);
 
 const v4Ranges: [number, number, Refusal][] = [
   [0x00000000, 8, 'unspecified'], // 0.0.0.0/8 "this network"
@@ -52,7 +66,7 @@ function classifyV4(ip: string): Refusal | undefined {
   const n = v4Number(ip);
   for (const [base, bits, kind] of v4Ranges) {
     const mask = bits === 0 ? 0 : (0xffffffff << (32 - bits)) >>> 0;
-    if (((n & mask) >>> 0) === base) return kind;
+    if ((n & mask) >>> 0 === base) return kind;
   }
   return undefined;
 }
@@ -70,8 +84,13 @@ function v6Groups(ip: string): number[] | undefined {
   const part = (s: string | undefined) => (s ? s.split(':').map((g) => parseInt(g, 16)) : []);
   const head = part(halves[0]);
   const tail = part(halves[1]);
-  const groups = halves.length === 2 ? [...head, ...new Array<number>(8 - head.length - tail.length).fill(0), ...tail] : head;
-  return groups.length === 8 && groups.every((g) => Number.isInteger(g) && g >= 0 && g <= 0xffff) ? groups : undefined;
+  const groups =
+    halves.length === 2
+      ? [...head, ...new Array<number>(8 - head.length - tail.length).fill(0), ...tail]
+      : head;
+  return groups.length === 8 && groups.every((g) => Number.isInteger(g) && g >= 0 && g <= 0xffff)
+    ? groups
+    : undefined;
 }
 
 function classifyV6(ip: string): Refusal | undefined {
@@ -84,8 +103,28 @@ function classifyV6(ip: string): Refusal | undefined {
   if (zeroHead && g5 === 0 && g6 === 0 && g7 === 1) return 'loopback'; // ::1
   if (zeroHead && (g5 === 0xffff || g5 === 0)) return classifyV4(v4Tail); // ::ffff:a.b.c.d mapped, ::a.b.c.d compatible
   if (g0 === 0x64 && g1 === 0xff9b && g2 === 0 && g3 === 0 && g4 === 0 && g5 === 0) return classifyV4(v4Tail); // NAT64 64:ff9b::/96
-  if (g0 === 0xfd00 && g1 === 0x0ec2 && g2 === 0 && g3 === 0 && g4 === 0 && g5 === 0 && g6 === 0 && g7 === 0x254) return 'metadata'; // AWS IMDS over IPv6
-  if (g0 === 0xfd20 && g1 === 0x00ce && g2 === 0 && g3 === 0 && g4 === 0 && g5 === 0 && g6 === 0 && g7 === 0x254) return 'metadata'; // GCP metadata server over IPv6
+  if (
+    g0 === 0xfd00 &&
+    g1 === 0x0ec2 &&
+    g2 === 0 &&
+    g3 === 0 &&
+    g4 === 0 &&
+    g5 === 0 &&
+    g6 === 0 &&
+    g7 === 0x254
+  )
+    return 'metadata'; // AWS IMDS over IPv6
+  if (
+    g0 === 0xfd20 &&
+    g1 === 0x00ce &&
+    g2 === 0 &&
+    g3 === 0 &&
+    g4 === 0 &&
+    g5 === 0 &&
+    g6 === 0 &&
+    g7 === 0x254
+  )
+    return 'metadata'; // GCP metadata server over IPv6
   if ((g0 & 0xfe00) === 0xfc00) return 'private'; // fc00::/7 unique local (RFC 4193)
   if ((g0 & 0xffc0) === 0xfe80) return 'link-local'; // fe80::/10
   if ((g0 & 0xffc0) === 0xfec0) return 'reserved'; // fec0::/10 site-local (deprecated)
@@ -104,7 +143,9 @@ export function classifyAddress(ip: string): Refusal | undefined {
 }
 
 /** `a.b.c.d/n` or `x:y::/n` (a bare address is a /32 or /128); undefined when it is neither. */
-export function parseCidr(text: string): { address: string; prefix: number; family: 'ipv4' | 'ipv6' } | undefined {
+export function parseCidr(
+  text: string,
+): { address: string; prefix: number; family: 'ipv4' | 'ipv6' } | undefined {
   const [address = '', bits] = text.trim().split('/');
   const v = isIP(address);
   if (v === 0) return undefined;
@@ -115,7 +156,11 @@ export function parseCidr(text: string): { address: string; prefix: number; fami
 }
 
 export class TargetRefused extends Error {
-  constructor(readonly host: string, readonly reason: Refusal | 'scheme', detail: string) {
+  constructor(
+    readonly host: string,
+    readonly reason: Refusal | 'scheme',
+    detail: string,
+  ) {
     super(detail);
   }
 }
@@ -131,9 +176,12 @@ export interface TargetGuardOptions {
   resolveTimeoutMs?: number;
 }
 
-const systemLookup = (host: string): Promise<LookupAddress[]> => new Promise((resolve, reject) => {
-  dnsLookup(host, { all: true, verbatim: true }, (err, addresses) => (err ? reject(err) : resolve(addresses)));
-});
+const systemLookup = (host: string): Promise<LookupAddress[]> =>
+  new Promise((resolve, reject) => {
+    dnsLookup(host, { all: true, verbatim: true }, (err, addresses) =>
+      err ? reject(err) : resolve(addresses),
+    );
+  });
 
 export class TargetGuard {
   readonly allowPrivate: boolean;
@@ -164,7 +212,10 @@ export class TargetGuard {
 
   /** The URL's host without IPv6 brackets or a trailing dot, lower case. */
   static hostOf(url: URL): string {
-    return url.hostname.replace(/^\[(.*)\]$/, '$1').replace(/\.$/, '').toLowerCase();
+    return url.hostname
+      .replace(/^\[(.*)\]$/, '$1')
+      .replace(/\.$/, '')
+      .toLowerCase();
   }
 
   /** Refusal for the host itself (IP literal, localhost, metadata names) without resolving it. */
@@ -181,7 +232,8 @@ export class TargetGuard {
    * anything now, and every delivery checks again).
    */
   async check(url: URL): Promise<void> {
-    if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new TargetRefused(url.hostname, 'scheme', 'url must be http(s)');
+    if (url.protocol !== 'https:' && url.protocol !== 'http:')
+      throw new TargetRefused(url.hostname, 'scheme', 'url must be http(s)');
     const host = TargetGuard.hostOf(url);
     const literal = this.literalRefusal(host);
     if (literal) throw new TargetRefused(host, literal, `webhook host ${host} is a ${literal} address`);
@@ -190,14 +242,21 @@ export class TargetGuard {
     try {
       addresses = await Promise.race([
         this.resolve(host),
-        new Promise<never>((_, reject) => setTimeout(() => reject(new Error('resolve timeout')), this.resolveTimeoutMs).unref()),
+        new Promise<never>((_, reject) =>
+          setTimeout(() => reject(new Error('resolve timeout')), this.resolveTimeoutMs).unref(),
+        ),
       ]);
     } catch {
       return;
     }
     for (const a of addresses) {
       const why = this.refusalOf(a.address);
-      if (why) throw new TargetRefused(host, why, `webhook host ${host} resolves to a ${why} address (${a.address})`);
+      if (why)
+        throw new TargetRefused(
+          host,
+          why,
+          `webhook host ${host} resolves to a ${why} address (${a.address})`,
+        );
     }
   }
 
@@ -211,20 +270,33 @@ export class TargetGuard {
 
   /** The resolver the delivery connection uses: every address of the name must pass the guard. */
   readonly lookup: LookupFunction = (hostname: string, options: LookupOptions, callback) => {
-    this.resolve(hostname).then((addresses) => {
-      const usable = options.family === 4 || options.family === 6 ? addresses.filter((a) => a.family === options.family) : addresses;
-      for (const a of usable) {
-        const why = this.refusalOf(a.address);
-        if (why) {
-          callback(Object.assign(new Error(`target refused: ${hostname} resolves to a ${why} address (${a.address})`), { code: 'EWEBHOOKTARGET' }), '');
-          return;
+    this.resolve(hostname).then(
+      (addresses) => {
+        const usable =
+          options.family === 4 || options.family === 6
+            ? addresses.filter((a) => a.family === options.family)
+            : addresses;
+        for (const a of usable) {
+          const why = this.refusalOf(a.address);
+          if (why) {
+            callback(
+              Object.assign(
+                new Error(`target refused: ${hostname} resolves to a ${why} address (${a.address})`),
+                { code: 'EWEBHOOKTARGET' },
+              ),
+              '',
+            );
+            return;
+          }
         }
-      }
-      const first = usable[0];
-      if (!first) callback(Object.assign(new Error(`no address for ${hostname}`), { code: 'ENOTFOUND' }), '');
-      else if (options.all) callback(null, usable);
-      else callback(null, first.address, first.family);
-    }, (err: NodeJS.ErrnoException) => callback(err, ''));
+        const first = usable[0];
+        if (!first)
+          callback(Object.assign(new Error(`no address for ${hostname}`), { code: 'ENOTFOUND' }), '');
+        else if (options.all) callback(null, usable);
+        else callback(null, first.address, first.family);
+      },
+      (err: NodeJS.ErrnoException) => callback(err, ''),
+    );
   };
 
   /** The undici dispatcher deliveries go through (its connections resolve with `lookup`). */

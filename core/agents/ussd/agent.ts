@@ -18,31 +18,84 @@ import { con, end, invalidChoice, isPin, phoneOf, type UssdRequest } from './pro
 export const agentRoute = '/v1/ussd/agent/menu';
 const mainMenu = con('Agent menu\n1. Float balance\n2. Cash-in');
 
-interface AgentRow { id: string; code: string; status: string; currency: string; float_account_id: string; pin_hash: Buffer; pin_salt: Buffer; kdf_version: number }
+interface AgentRow {
+  id: string;
+  code: string;
+  status: string;
+  currency: string;
+  float_account_id: string;
+  pin_hash: Buffer;
+  pin_salt: Buffer;
+  kdf_version: number;
+}
 
 async function agentByPhone(q: Queryable, tenantId: string, phone: string): Promise<AgentRow | undefined> {
   const { rows } = await q.query<AgentRow>(
-    'SELECT id, code, status, currency, float_account_id, pin_hash, pin_salt, kdf_version FROM agents WHERE tenant_id = $1 AND phone_e164 = $2', [tenantId, phone]);
+    'SELECT id, code, status, currency, float_account_id, pin_hash, pin_salt, kdf_version FROM agents WHERE tenant_id = $1 AND phone_e164 = $2',
+    [tenantId, phone],
+  );
   return rows[0];
 }
 
-async function cashIn(deps: AgentDeps, q: Queryable, tenantId: string, a: AgentRow, customerPhone: string, amount: string, form: UssdRequest, requestId: string): Promise<string> {
+async function cashIn(
+  deps: AgentDeps,
+  q: Queryable,
+  tenantId: string,
+  a: AgentRow,
+  customerPhone: string,
+  amount: string,
+  form: UssdRequest,
+  requestId: string,
+): Promise<string> {
   const secrets = await deps.identity.secrets.get(tenantId);
   if (!secrets) throw new AppError('TENANT_NOT_FOUND', 'unknown tenant');
-  const caller: AgentCaller = { kind: 'agent', tenantId, agentId: a.id, sessionId: `ussd:${form.sessionId}`, aal: 1 };
-  const r = await startTxn(deps, q, caller, 'CASHIN', { customerPhone, amount, reference: `ussd:${form.sessionId}`.slice(0, 64) }, requestId, secrets);
-  return end(`Cash-in of ${money(fromDb(r.amount), r.currency)} to ${customerPhone} done. Commission ${money(fromDb(r.commission), r.currency)}. Ref ${r.id.slice(-8)}`);
+  const caller: AgentCaller = {
+    kind: 'agent',
+    tenantId,
+    agentId: a.id,
+    sessionId: `ussd:${form.sessionId}`,
+    aal: 1,
+  };
+  const r = await startTxn(
+    deps,
+    q,
+    caller,
+    'CASHIN',
+    { customerPhone, amount, reference: `ussd:${form.sessionId}`.slice(0, 64) },
+    requestId,
+    secrets,
+  );
+  return end(
+    `Cash-in of ${money(fromDb(r.amount), r.currency)} to ${customerPhone} done. Commission ${money(fromDb(r.commission), r.currency)}. Ref ${r.id.slice(-8)}`,
+  );
 }
 
-export async function agentMenu(deps: AgentDeps, ctx: AnyCtx, tenantId: string, form: UssdRequest, answers: string[]): Promise<string> {
+export async function agentMenu(
+  deps: AgentDeps,
+  ctx: AnyCtx,
+  tenantId: string,
+  form: UssdRequest,
+  answers: string[],
+): Promise<string> {
   const phone = phoneOf(form.phoneNumber);
   const a = phone ? await agentByPhone(deps.db, tenantId, phone) : undefined;
   if (!a) return end('This number is not registered as an agent.');
   if (a.status !== 'active') return end('Your agent account is suspended. Contact your supervisor.');
   const [choice, a1, a2, a3, ...rest] = answers;
-  const pinOk = (pin: string) => verifyUssdPin(deps, ctx, {
-    kind: 'agent', tenantId, id: a.id, handle: a.code, stored: { hash: a.pin_hash, salt: a.pin_salt, kdfVersion: a.kdf_version },
-  }, pin, form.sessionId);
+  const pinOk = (pin: string) =>
+    verifyUssdPin(
+      deps,
+      ctx,
+      {
+        kind: 'agent',
+        tenantId,
+        id: a.id,
+        handle: a.code,
+        stored: { hash: a.pin_hash, salt: a.pin_salt, kdfVersion: a.kdf_version },
+      },
+      pin,
+      form.sessionId,
+    );
   if (choice === undefined) return mainMenu;
   if (rest.length > 0) return invalidChoice;
   if (choice === '1') {
@@ -50,7 +103,9 @@ export async function agentMenu(deps: AgentDeps, ctx: AnyCtx, tenantId: string, 
     if (a2 !== undefined) return invalidChoice;
     if (!isPin(a1)) return end('A PIN is 4 to 6 digits.');
     if (!(await pinOk(a1))) return end('Wrong PIN.');
-    return end(`Float balance: ${money(await availableOf(deps.db, tenantId, a.float_account_id), a.currency)}`);
+    return end(
+      `Float balance: ${money(await availableOf(deps.db, tenantId, a.float_account_id), a.currency)}`,
+    );
   }
   if (choice === '2') {
     if (a1 === undefined) return con('Enter customer phone number');
@@ -59,10 +114,13 @@ export async function agentMenu(deps: AgentDeps, ctx: AnyCtx, tenantId: string, 
     if (a2 === undefined) return con(`Enter amount (${a.currency})`);
     const amount = amountTyped(a2, a.currency);
     if (amount === undefined) return end('Invalid amount.');
-    if (a3 === undefined) return con(`Cash-in ${money(amount, a.currency)} to ${customer}?\nEnter PIN to confirm`);
+    if (a3 === undefined)
+      return con(`Cash-in ${money(amount, a.currency)} to ${customer}?\nEnter PIN to confirm`);
     if (!isPin(a3)) return end('A PIN is 4 to 6 digits.');
     if (!(await pinOk(a3))) return end('Wrong PIN.');
-    return once(deps, ctx, tenantId, agentRoute, form, (q) => cashIn(deps, q, tenantId, a, customer, a2, form, ctx.requestId));
+    return once(deps, ctx, tenantId, agentRoute, form, (q) =>
+      cashIn(deps, q, tenantId, a, customer, a2, form, ctx.requestId),
+    );
   }
   return invalidChoice;
 }

@@ -12,17 +12,46 @@ import { end, messageOf, sessionKey, type UssdRequest } from './protocol.ts';
  * first answer. The key and hash leave out the last answer (the PIN): nothing stored lets
  * anyone recover a PIN from a session id. The key is the calling gateway's (issue 13 item 3).
  */
-export async function once(deps: AgentDeps, ctx: AnyCtx, tenantId: string, route: string, form: UssdRequest, fn: (q: Queryable) => Promise<string>): Promise<string> {
+export async function once(
+  deps: AgentDeps,
+  ctx: AnyCtx,
+  tenantId: string,
+  route: string,
+  form: UssdRequest,
+  fn: (q: Queryable) => Promise<string>,
+): Promise<string> {
   const answers = (form.text ?? '').split('*');
   const withoutPin = answers.slice(0, -1).join('*');
-  const stored = await withIdempotency(deps, {
-    tenantId, principal: principalOf('service', ctx.identity.principalId), key: sessionKey(tenantId, route, form.sessionId, withoutPin), method: 'POST', path: route,
-    requestHash: requestHash('POST', route, { sessionId: form.sessionId, phoneNumber: form.phoneNumber, answers: withoutPin }),
-  }, async (q) => ({ status: 200, body: { text: await fn(q) } }));
+  const stored = await withIdempotency(
+    deps,
+    {
+      tenantId,
+      principal: principalOf('service', ctx.identity.principalId),
+      key: sessionKey(tenantId, route, form.sessionId, withoutPin),
+      method: 'POST',
+      path: route,
+      requestHash: requestHash('POST', route, {
+        sessionId: form.sessionId,
+        phoneNumber: form.phoneNumber,
+        answers: withoutPin,
+      }),
+    },
+    async (q) => ({ status: 200, body: { text: await fn(q) } }),
+  );
   const body: unknown = JSON.parse(stored.body);
-  if (stored.status === 200 && typeof body === 'object' && body !== null && typeof (body as { text?: unknown }).text === 'string') return (body as { text: string }).text;
+  if (
+    stored.status === 200 &&
+    typeof body === 'object' &&
+    body !== null &&
+    typeof (body as { text?: unknown }).text === 'string'
+  )
+    return (body as { text: string }).text;
   const code = typeof body === 'object' && body !== null ? (body as { code?: unknown }).code : undefined;
-  return end(typeof code === 'string' && isErrorCode(code) ? messageOf(new AppError(code)) : 'Request refused. Please try again later.');
+  return end(
+    typeof code === 'string' && isErrorCode(code)
+      ? messageOf(new AppError(code))
+      : 'Request refused. Please try again later.',
+  );
 }
 
 /** A positive amount typed on a keypad, in the currency's minor units; undefined when it is not one. */
@@ -31,18 +60,27 @@ export function amountTyped(input: string, currency: string): Micro | undefined 
   return p.ok && p.micro > 0n ? p.micro : undefined;
 }
 
-export const money = (m: Micro, currency: string): string => `${currency} ${format(m, minorUnitsOf(currency) ?? 2)}`;
+export const money = (m: Micro, currency: string): string =>
+  `${currency} ${format(m, minorUnitsOf(currency) ?? 2)}`;
 
 /** A customer's main wallet in the tenant's base currency, without opening one. */
-export async function customerWallet(q: Queryable, tenantId: string, customerId: string): Promise<{ id: string; currency: string } | undefined> {
+export async function customerWallet(
+  q: Queryable,
+  tenantId: string,
+  customerId: string,
+): Promise<{ id: string; currency: string } | undefined> {
   const { rows } = await q.query<{ id: string; currency: string }>(
     `SELECT a.id, a.currency FROM ledger_accounts a JOIN tenants t ON t.id = a.tenant_id
       WHERE a.tenant_id = $1 AND a.owner_type = 'customer' AND a.owner_id = $2 AND a.product_code = 'WALLET_MAIN' AND a.status = 'active'
-        AND a.currency = t.base_currency ORDER BY a.created_at LIMIT 1`, [tenantId, customerId]);
+        AND a.currency = t.base_currency ORDER BY a.created_at LIMIT 1`,
+    [tenantId, customerId],
+  );
   return rows[0];
 }
 
 export async function baseCurrency(q: Queryable, tenantId: string): Promise<string> {
-  const { rows } = await q.query<{ c: string }>('SELECT base_currency AS c FROM tenants WHERE id = $1', [tenantId]);
+  const { rows } = await q.query<{ c: string }>('SELECT base_currency AS c FROM tenants WHERE id = $1', [
+    tenantId,
+  ]);
   return rows[0]?.c ?? 'KES';
 }

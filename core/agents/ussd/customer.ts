@@ -26,27 +26,54 @@ const pinFormat = end('A PIN is 4 to 6 digits.');
 /** Cash-outs listed for approval (one USSD screen). */
 const maxPendingShown = 5;
 
-interface Customer { id: string; phone: string; stored: { hash: Buffer; salt: Buffer; kdfVersion: number } | undefined }
+interface Customer {
+  id: string;
+  phone: string;
+  stored: { hash: Buffer; salt: Buffer; kdfVersion: number } | undefined;
+}
 
 async function customerByPhone(q: Queryable, tenantId: string, phone: string): Promise<Customer | undefined> {
-  const { rows } = await q.query<{ id: string; pin_hash: Buffer | null; pin_salt: Buffer | null; kdf_version: number | null }>(
+  const { rows } = await q.query<{
+    id: string;
+    pin_hash: Buffer | null;
+    pin_salt: Buffer | null;
+    kdf_version: number | null;
+  }>(
     `SELECT c.id, cr.pin_hash, cr.pin_salt, cr.kdf_version FROM customers c
        LEFT JOIN credentials cr ON cr.tenant_id = c.tenant_id AND cr.customer_id = c.id
-      WHERE c.tenant_id = $1 AND c.phone_e164 = $2 AND c.status = 'active'`, [tenantId, phone]);
+      WHERE c.tenant_id = $1 AND c.phone_e164 = $2 AND c.status = 'active'`,
+    [tenantId, phone],
+  );
   const r = rows[0];
   if (!r) return undefined;
-  const stored = r.pin_hash && r.pin_salt && r.kdf_version !== null ? { hash: r.pin_hash, salt: r.pin_salt, kdfVersion: r.kdf_version } : undefined;
+  const stored =
+    r.pin_hash && r.pin_salt && r.kdf_version !== null
+      ? { hash: r.pin_hash, salt: r.pin_salt, kdfVersion: r.kdf_version }
+      : undefined;
   return { id: r.id, phone, stored };
 }
 
-interface Pending { id: string; amount: string; fee: string; currency: string; code: string }
+interface Pending {
+  id: string;
+  amount: string;
+  fee: string;
+  currency: string;
+  code: string;
+}
 
-async function pendingCashouts(q: Queryable, tenantId: string, customerId: string, now: number): Promise<Pending[]> {
+async function pendingCashouts(
+  q: Queryable,
+  tenantId: string,
+  customerId: string,
+  now: number,
+): Promise<Pending[]> {
   // Oldest first, so a cash-out started mid-session is appended and the numbers shown stay put.
   const { rows } = await q.query<Pending>(
     `SELECT t.id, t.amount, t.fee, t.currency, a.code FROM agent_txns t JOIN agents a ON a.tenant_id = t.tenant_id AND a.id = t.agent_id
       WHERE t.tenant_id = $1 AND t.customer_id = $2 AND t.kind = 'CASHOUT' AND t.state = 'AWAITING_CUSTOMER' AND t.expires_at > to_timestamp($3 / 1000.0)
-      ORDER BY t.created_at, t.id LIMIT $4`, [tenantId, customerId, now, maxPendingShown]);
+      ORDER BY t.created_at, t.id LIMIT $4`,
+    [tenantId, customerId, now, maxPendingShown],
+  );
   return rows;
 }
 
@@ -55,13 +82,26 @@ async function statement(q: Queryable, tenantId: string, c: Customer): Promise<s
   if (!w) return end('No transactions yet.');
   const { rows } = await q.query<{ side: string; amount: string; at: string }>(
     `SELECT side, amount::text AS amount, to_char(created_at AT TIME ZONE 'UTC', 'DD/MM') AS at FROM ledger_entries
-      WHERE tenant_id = $1 AND account_id = $2 ORDER BY seq DESC LIMIT 5`, [tenantId, w.id]);
+      WHERE tenant_id = $1 AND account_id = $2 ORDER BY seq DESC LIMIT 5`,
+    [tenantId, w.id],
+  );
   if (rows.length === 0) return end('No transactions yet.');
-  return end(`Last ${rows.length}:\n${rows.map((r) => `${r.at} ${r.side === 'credit' ? '+' : '-'}${money(fromDb(r.amount), w.currency)}`).join('\n')}`);
+  return end(
+    `Last ${rows.length}:\n${rows.map((r) => `${r.at} ${r.side === 'credit' ? '+' : '-'}${money(fromDb(r.amount), w.currency)}`).join('\n')}`,
+  );
 }
 
 /** Customer → customer through the ledger: limits by KYC level, fee from the schedule, one posting. */
-async function sendMoney(deps: AgentDeps, q: Queryable, tenantId: string, c: Customer, to: string, amountText: string, form: UssdRequest, requestId: string): Promise<string> {
+async function sendMoney(
+  deps: AgentDeps,
+  q: Queryable,
+  tenantId: string,
+  c: Customer,
+  to: string,
+  amountText: string,
+  form: UssdRequest,
+  requestId: string,
+): Promise<string> {
   const t = deps.now();
   const day = businessDate(t);
   const currency = await baseCurrency(q, tenantId);
@@ -72,27 +112,74 @@ async function sendMoney(deps: AgentDeps, q: Queryable, tenantId: string, c: Cus
   if (recipient.id === sender.id) return end('You cannot send money to yourself.');
   const { rows } = await q.query<{ amount: string; n: number }>(
     `SELECT coalesce(sum(amount), 0)::text AS amount, count(*)::int AS n FROM ussd_transfers WHERE tenant_id = $1 AND customer_id = $2 AND business_date = $3::date`,
-    [tenantId, sender.id, day]);
-  enforce(await customerLimits(q, tenantId, 'P2P', currency, sender.level), amount, { amount: fromDb(rows[0]?.amount ?? '0'), count: rows[0]?.n ?? 0 }, 'customer');
+    [tenantId, sender.id, day],
+  );
+  enforce(
+    await customerLimits(q, tenantId, 'P2P', currency, sender.level),
+    amount,
+    { amount: fromDb(rows[0]?.amount ?? '0'), count: rows[0]?.n ?? 0 },
+    'customer',
+  );
   const { fee } = await priceOf(q, tenantId, 'P2P', amount, currency);
   const pa = await platformAccounts(q, tenantId, currency, t);
   const from = await walletOf(q, tenantId, sender.id, currency, t);
   const into = await walletOf(q, tenantId, recipient.id, currency, t);
   const id = uuidv7(t);
-  const cmd = postCmd(tenantId, 'TRANSFER', currency, [
-    { account: from, side: 'debit', amount: amount + fee }, { account: into, side: 'credit', amount }, { account: pa.feeIncome, side: 'credit', amount: fee },
-  ], `ussd transfer ${id}`, { ussd_transfer_id: id, channel: 'ussd' }, t);
+  const cmd = postCmd(
+    tenantId,
+    'TRANSFER',
+    currency,
+    [
+      { account: from, side: 'debit', amount: amount + fee },
+      { account: into, side: 'credit', amount },
+      { account: pa.feeIncome, side: 'credit', amount: fee },
+    ],
+    `ussd transfer ${id}`,
+    { ussd_transfer_id: id, channel: 'ussd' },
+    t,
+  );
   await apply(q, [cmd]);
   await q.query(
     `INSERT INTO ussd_transfers (tenant_id, id, ussd_session, customer_id, recipient_id, currency, amount, fee, business_date, posting_id, created_at)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::date, $10, to_timestamp($11 / 1000.0))`,
-    [tenantId, id, form.sessionId, sender.id, recipient.id, currency, toDb(amount), toDb(fee), day, String(cmd.id), t]);
-  await auditAgent(q, { tenantId, actor: { type: 'customer', id: sender.id }, action: 'ussd.transfer', target: { type: 'ussd_transfer', id }, attrs: { amount: toDb(amount), fee: toDb(fee), posting_id: String(cmd.id) }, requestId }, t);
+    [
+      tenantId,
+      id,
+      form.sessionId,
+      sender.id,
+      recipient.id,
+      currency,
+      toDb(amount),
+      toDb(fee),
+      day,
+      String(cmd.id),
+      t,
+    ],
+  );
+  await auditAgent(
+    q,
+    {
+      tenantId,
+      actor: { type: 'customer', id: sender.id },
+      action: 'ussd.transfer',
+      target: { type: 'ussd_transfer', id },
+      attrs: { amount: toDb(amount), fee: toDb(fee), posting_id: String(cmd.id) },
+      requestId,
+    },
+    t,
+  );
   return end(`Sent ${money(amount, currency)} to ${to}. Fee ${money(fee, currency)}. Ref ${id.slice(-8)}`);
 }
 
 /** The customer approves an agent's cash-out on their own phone: the same posting as the agent entering their code. */
-async function approveCashout(deps: AgentDeps, q: Queryable, tenantId: string, c: Customer, txnId: string, requestId: string): Promise<string> {
+async function approveCashout(
+  deps: AgentDeps,
+  q: Queryable,
+  tenantId: string,
+  c: Customer,
+  txnId: string,
+  requestId: string,
+): Promise<string> {
   const t = deps.now();
   const r0 = await loadTxn(q, tenantId, txnId);
   if (r0.customer_id !== c.id || r0.kind !== 'CASHOUT') throw new AppError('TXN_NOT_FOUND', 'not found');
@@ -100,14 +187,36 @@ async function approveCashout(deps: AgentDeps, q: Queryable, tenantId: string, c
   const r = await loadTxn(q, tenantId, txnId, true);
   if (r.state !== 'AWAITING_CUSTOMER') throw new AppError('TXN_NOT_AWAITING', `transaction is ${r.state}`);
   const fail = async (state: 'FAILED' | 'EXPIRED', why: string): Promise<void> => {
-    await q.query('UPDATE agent_txns SET state = $3, failure_code = $4, updated_at = to_timestamp($5 / 1000.0) WHERE tenant_id = $1 AND id = $2', [tenantId, r.id, state, why, t]);
-    await auditAgent(q, { tenantId, actor: { type: 'customer', id: c.id }, action: 'agent.txn.fail', target: { type: 'agent_txn', id: r.id }, attrs: { state, why, channel: 'ussd' }, requestId, allow: false }, t);
+    await q.query(
+      'UPDATE agent_txns SET state = $3, failure_code = $4, updated_at = to_timestamp($5 / 1000.0) WHERE tenant_id = $1 AND id = $2',
+      [tenantId, r.id, state, why, t],
+    );
+    await auditAgent(
+      q,
+      {
+        tenantId,
+        actor: { type: 'customer', id: c.id },
+        action: 'agent.txn.fail',
+        target: { type: 'agent_txn', id: r.id },
+        attrs: { state, why, channel: 'ussd' },
+        requestId,
+        allow: false,
+      },
+      t,
+    );
   };
   if (r.expires_at && r.expires_at.getTime() <= t) {
     await fail('EXPIRED', 'CODE_EXPIRED');
     return end('This cash-out request has expired.');
   }
-  const approved = { tenantId, actor: { type: 'customer', id: c.id }, action: 'agent.txn.authorize', target: { type: 'agent_txn', id: r.id }, attrs: { outcome: 'approved', channel: 'ussd' }, requestId };
+  const approved = {
+    tenantId,
+    actor: { type: 'customer', id: c.id },
+    action: 'agent.txn.authorize',
+    target: { type: 'agent_txn', id: r.id },
+    attrs: { outcome: 'approved', channel: 'ussd' },
+    requestId,
+  };
   await q.query('SAVEPOINT ussd_cashout');
   try {
     // The approval is audited after the ledger call (balance rows before the audit head).
@@ -121,15 +230,30 @@ async function approveCashout(deps: AgentDeps, q: Queryable, tenantId: string, c
     return end(messageOf(err));
   }
   const total = fromDb(r.amount) + fromDb(r.fee);
-  return end(`Approved. ${money(total, r.currency)} taken from your wallet. Collect ${money(fromDb(r.amount), r.currency)} from the agent.`);
+  return end(
+    `Approved. ${money(total, r.currency)} taken from your wallet. Collect ${money(fromDb(r.amount), r.currency)} from the agent.`,
+  );
 }
 
-export async function customerMenu(deps: AgentDeps, ctx: AnyCtx, tenantId: string, form: UssdRequest, answers: string[]): Promise<string> {
+export async function customerMenu(
+  deps: AgentDeps,
+  ctx: AnyCtx,
+  tenantId: string,
+  form: UssdRequest,
+  answers: string[],
+): Promise<string> {
   const phone = phoneOf(form.phoneNumber);
   const c = phone ? await customerByPhone(deps.db, tenantId, phone) : undefined;
   if (!c) return end('This number is not registered for mobile money.');
   const [choice, a1, a2, a3, ...rest] = answers;
-  const pinOk = async (pin: string) => verifyUssdPin(deps, ctx, { kind: 'customer', tenantId, id: c.id, handle: c.phone, stored: c.stored }, pin, form.sessionId);
+  const pinOk = async (pin: string) =>
+    verifyUssdPin(
+      deps,
+      ctx,
+      { kind: 'customer', tenantId, id: c.id, handle: c.phone, stored: c.stored },
+      pin,
+      form.sessionId,
+    );
   /** A PIN that moves money: wrong, or right but held after a reset (issue 13 item 1), answers the END; undefined proceeds. */
   const moneyPinRefusal = async (pin: string, operation: string) =>
     (await pinOk(pin)) ? heldPinRefusal(deps, ctx, tenantId, c.id, operation, form.sessionId) : badPin;
@@ -144,7 +268,9 @@ export async function customerMenu(deps: AgentDeps, ctx: AnyCtx, tenantId: strin
     const w = await customerWallet(deps.db, tenantId, c.id);
     const currency = w?.currency ?? (await baseCurrency(deps.db, tenantId));
     const { rows } = await deps.db.query<{ v: string }>(
-      'SELECT (credits_posted - debits_posted - pending_debits)::text AS v FROM ledger_balances WHERE tenant_id = $1 AND account_id = $2', [tenantId, w?.id ?? null]);
+      'SELECT (credits_posted - debits_posted - pending_debits)::text AS v FROM ledger_balances WHERE tenant_id = $1 AND account_id = $2',
+      [tenantId, w?.id ?? null],
+    );
     return end(`Your balance is ${money(fromDb(rows[0]?.v ?? '0'), currency)}`);
   }
   if (choice === '2') {
@@ -159,22 +285,31 @@ export async function customerMenu(deps: AgentDeps, ctx: AnyCtx, tenantId: strin
     if (!isPin(a3)) return pinFormat;
     const refused = await moneyPinRefusal(a3, 'transfer');
     if (refused) return refused;
-    return once(deps, ctx, tenantId, customerRoute, form, (q) => sendMoney(deps, q, tenantId, c, to, a2, form, ctx.requestId));
+    return once(deps, ctx, tenantId, customerRoute, form, (q) =>
+      sendMoney(deps, q, tenantId, c, to, a2, form, ctx.requestId),
+    );
   }
   if (choice === '3') {
     const pending = await pendingCashouts(deps.db, tenantId, c.id, deps.now());
     if (a1 === undefined) {
       if (pending.length === 0) return end('No cash-out is waiting for your approval.');
-      return con(`Approve cash-out:\n${pending.map((p, i) => `${i + 1}. ${money(fromDb(p.amount), p.currency)} agent ${p.code}`).join('\n')}`);
+      return con(
+        `Approve cash-out:\n${pending.map((p, i) => `${i + 1}. ${money(fromDb(p.amount), p.currency)} agent ${p.code}`).join('\n')}`,
+      );
     }
     const pick = /^[1-9]$/.test(a1) ? pending[Number(a1) - 1] : undefined;
     if (!pick) return end('Invalid choice. No such cash-out.');
-    if (a2 === undefined) return con(`Withdraw ${money(fromDb(pick.amount), pick.currency)} (fee ${money(fromDb(pick.fee), pick.currency)}) at agent ${pick.code}?\nEnter PIN to approve`);
+    if (a2 === undefined)
+      return con(
+        `Withdraw ${money(fromDb(pick.amount), pick.currency)} (fee ${money(fromDb(pick.fee), pick.currency)}) at agent ${pick.code}?\nEnter PIN to approve`,
+      );
     if (a3 !== undefined) return invalidChoice;
     if (!isPin(a2)) return pinFormat;
     const refused = await moneyPinRefusal(a2, 'cashout_approve');
     if (refused) return refused;
-    return once(deps, ctx, tenantId, customerRoute, form, (q) => approveCashout(deps, q, tenantId, c, pick.id, ctx.requestId));
+    return once(deps, ctx, tenantId, customerRoute, form, (q) =>
+      approveCashout(deps, q, tenantId, c, pick.id, ctx.requestId),
+    );
   }
   return invalidChoice;
 }

@@ -24,26 +24,52 @@ export interface PinSubject {
 }
 
 /** True when `pin` is right; throws LOCKED / VERIFICATION_REQUIRED while locked out. */
-export async function verifyUssdPin(deps: AgentDeps, ctx: AnyCtx, s: PinSubject, pin: string, sessionId: string): Promise<boolean> {
+export async function verifyUssdPin(
+  deps: AgentDeps,
+  ctx: AnyCtx,
+  s: PinSubject,
+  pin: string,
+  sessionId: string,
+): Promise<boolean> {
   const { db, identity } = deps;
   const secrets = await identity.secrets.get(s.tenantId);
   if (!secrets) throw new AppError('TENANT_NOT_FOUND', 'unknown tenant');
-  const key = s.kind === 'customer' ? phoneKeyOf(secrets, s.tenantId, s.handle) : agentKeyOf(secrets, s.tenantId, s.handle);
+  const key =
+    s.kind === 'customer'
+      ? phoneKeyOf(secrets, s.tenantId, s.handle)
+      : agentKeyOf(secrets, s.tenantId, s.handle);
   const ref = s.kind === 'customer' ? phoneRef(key) : agentRef(key);
   const checks: Check[] = [{ scope: 'phone', key, policy: phonePolicy }];
-  const audit = (allow: boolean, outcome: string, t: number) => db.tx((q) => auditAuth(q, {
-    tenantId: s.tenantId, action: `${s.kind === 'customer' ? 'auth' : 'agent.auth'}.ussd_pin`, actor: { type: s.kind, id: s.id },
-    target: { type: s.kind === 'customer' ? 'phone' : 'agent_code', id: ref }, allow, attrs: { channel: 'ussd', ussd_session: sessionId, outcome }, requestId: ctx.requestId,
-  }, t));
+  const audit = (allow: boolean, outcome: string, t: number) =>
+    db.tx((q) =>
+      auditAuth(
+        q,
+        {
+          tenantId: s.tenantId,
+          action: `${s.kind === 'customer' ? 'auth' : 'agent.auth'}.ussd_pin`,
+          actor: { type: s.kind, id: s.id },
+          target: { type: s.kind === 'customer' ? 'phone' : 'agent_code', id: ref },
+          allow,
+          attrs: { channel: 'ussd', ussd_session: sessionId, outcome },
+          requestId: ctx.requestId,
+        },
+        t,
+      ),
+    );
   const start = deps.now();
   const gate = await db.tx(async (q) => admitAll(q, s.tenantId, checks, start));
   if (!gate.ok) {
     await audit(false, gate.reason, start);
-    throw new AppError(gate.reason === 'verification_required' ? 'VERIFICATION_REQUIRED' : 'LOCKED', 'too many failed PIN attempts');
+    throw new AppError(
+      gate.reason === 'verification_required' ? 'VERIFICATION_REQUIRED' : 'LOCKED',
+      'too many failed PIN attempts',
+    );
   }
   let ok: boolean;
   try {
-    ok = s.stored ? await identity.pins.verify(pin, secrets.pin, s.stored) : await identity.pins.verifyDummy(pin, secrets.pin);
+    ok = s.stored
+      ? await identity.pins.verify(pin, secrets.pin, s.stored)
+      : await identity.pins.verifyDummy(pin, secrets.pin);
   } catch (err) {
     if (err instanceof SemaphoreFull) throw new AppError('SERVICE_UNAVAILABLE', 'busy');
     throw err;
@@ -64,13 +90,38 @@ export async function verifyUssdPin(deps: AgentDeps, ctx: AnyCtx, s: PinSubject,
  * the victim's SMS. Answers the audited END refusal during the hold, undefined otherwise; asked
  * only after the PIN was verified, so a wrong PIN learns nothing about the hold.
  */
-export async function heldPinRefusal(deps: AgentDeps, ctx: AnyCtx, tenantId: string, customerId: string, operation: string, sessionId: string): Promise<string | undefined> {
+export async function heldPinRefusal(
+  deps: AgentDeps,
+  ctx: AnyCtx,
+  tenantId: string,
+  customerId: string,
+  operation: string,
+  sessionId: string,
+): Promise<string | undefined> {
   const t = deps.now();
   const hold = await pinResetHold(deps.db, tenantId, customerId, t);
   if (!hold) return undefined;
-  await deps.db.tx((q) => auditAgent(q, {
-    tenantId, actor: { type: 'customer', id: customerId }, action: `ussd.${operation}`, target: { type: 'customer', id: customerId }, allow: false,
-    attrs: { channel: 'ussd', ussd_session: sessionId, outcome: 'pin_reset_hold', hold_until: hold.until.toISOString() }, requestId: ctx.requestId,
-  }, t));
-  return end(`Your PIN was changed recently. For your safety it can approve payments from ${utcMinute(hold.until)} UTC.`);
+  await deps.db.tx((q) =>
+    auditAgent(
+      q,
+      {
+        tenantId,
+        actor: { type: 'customer', id: customerId },
+        action: `ussd.${operation}`,
+        target: { type: 'customer', id: customerId },
+        allow: false,
+        attrs: {
+          channel: 'ussd',
+          ussd_session: sessionId,
+          outcome: 'pin_reset_hold',
+          hold_until: hold.until.toISOString(),
+        },
+        requestId: ctx.requestId,
+      },
+      t,
+    ),
+  );
+  return end(
+    `Your PIN was changed recently. For your safety it can approve payments from ${utcMinute(hold.until)} UTC.`,
+  );
 }

@@ -11,12 +11,15 @@ import { AppError, type ErrorCode } from '../../../shared/errors.ts';
 import type { Reply } from '../../http/route.ts';
 import type { AgentDeps, AnyCtx } from '../context.ts';
 
-export const UssdForm = Type.Object({
-  sessionId: Type.String({ minLength: 1, maxLength: 128 }),
-  serviceCode: Type.String({ minLength: 1, maxLength: 32 }),
-  phoneNumber: Type.String({ minLength: 1, maxLength: 20 }),
-  text: Type.Optional(Type.String({ maxLength: 1000 })),
-}, { additionalProperties: true });
+export const UssdForm = Type.Object(
+  {
+    sessionId: Type.String({ minLength: 1, maxLength: 128 }),
+    serviceCode: Type.String({ minLength: 1, maxLength: 32 }),
+    phoneNumber: Type.String({ minLength: 1, maxLength: 20 }),
+    text: Type.Optional(Type.String({ maxLength: 1000 })),
+  },
+  { additionalProperties: true },
+);
 export type UssdRequest = Static<typeof UssdForm>;
 
 /** Longest `text` a real session produces (USSD messages are at most 182 characters). */
@@ -50,7 +53,11 @@ export const isPin = (s: string): boolean => /^[0-9]{4,6}$/.test(s);
 /** The tenant of the calling USSD gateway: a service credential with role `ussd` (registry purpose ussd.gateway). */
 export function gatewayTenant(ctx: AnyCtx): string {
   const id = ctx.identity;
-  if (!id.tenantId || !id.principalId || !id.roles.includes('ussd')) throw new AppError('FORBIDDEN', 'only the USSD gateway (a service token with role ussd) may call this route');
+  if (!id.tenantId || !id.principalId || !id.roles.includes('ussd'))
+    throw new AppError(
+      'FORBIDDEN',
+      'only the USSD gateway (a service token with role ussd) may call this route',
+    );
   return id.tenantId;
 }
 
@@ -74,17 +81,26 @@ const wording: Partial<Record<ErrorCode, string>> = {
   VALIDATION_FAILED: 'Invalid input. Please dial again.',
 };
 
-export const messageOf = (err: AppError): string => wording[err.code] ?? 'Request refused. Please try again later.';
+export const messageOf = (err: AppError): string =>
+  wording[err.code] ?? 'Request refused. Please try again later.';
 
 /** Run a menu; any AppError becomes an END with its wording, anything else is logged and answered END too. */
-export async function guarded(deps: AgentDeps, ctx: AnyCtx, form: UssdRequest, menu: (text: string) => Promise<string>): Promise<Reply> {
+export async function guarded(
+  deps: AgentDeps,
+  ctx: AnyCtx,
+  form: UssdRequest,
+  menu: (text: string) => Promise<string>,
+): Promise<Reply> {
   const text = form.text ?? '';
   if (text.length > maxTextChars) return reply(end('Input too long. Please dial again.'));
   try {
     return reply(await menu(text));
   } catch (err) {
     if (err instanceof AppError && err.status < 500) return reply(end(messageOf(err)));
-    deps.log.error({ reqId: ctx.requestId, err: err instanceof Error ? err.message : String(err) }, 'ussd menu failed');
+    deps.log.error(
+      { reqId: ctx.requestId, err: err instanceof Error ? err.message : String(err) },
+      'ussd menu failed',
+    );
     return reply(end('Service unavailable. Please try again later.'));
   }
 }

@@ -148,7 +148,10 @@ export function normaliseAttr(attr: string, schemaUrn: string): string {
 // --- SQL over staff_users (alias u) ------------------------------------------------------
 
 type Kind = 'text' | 'exact' | 'bool' | 'time';
-interface Column { sql: string; kind: Kind }
+interface Column {
+  sql: string;
+  kind: Kind;
+}
 
 /** Users attributes a filter may name, with caseExact per RFC 7643 section 4.1. */
 const userColumns: Record<string, Column> = {
@@ -164,7 +167,8 @@ const userColumns: Record<string, Column> = {
   'meta.lastmodified': { sql: 'u.updated_at', kind: 'time' },
 };
 /** Multi-valued emails: a filter on them matches when any email matches. */
-const emailsJson = "(CASE WHEN jsonb_typeof(u.attributes -> 'emails') = 'array' THEN u.attributes -> 'emails' ELSE '[]'::jsonb END)";
+const emailsJson =
+  "(CASE WHEN jsonb_typeof(u.attributes -> 'emails') = 'array' THEN u.attributes -> 'emails' ELSE '[]'::jsonb END)";
 
 export const userSchema = 'urn:ietf:params:scim:schemas:core:2.0:User';
 
@@ -172,12 +176,18 @@ function stringCompare(col: string, op: CompareOp, p: string, caseExact: boolean
   const c = caseExact ? col : `lower(${col})`;
   const v = caseExact ? p : `lower(${p})`;
   switch (op) {
-    case 'eq': return `${c} = ${v}`;
-    case 'ne': return `${c} IS DISTINCT FROM ${v}`;
-    case 'co': return `strpos(${c}, ${v}) > 0`;
-    case 'sw': return `left(${c}, length(${v})) = ${v}`;
-    case 'ew': return `right(${c}, length(${v})) = ${v}`;
-    default: return `${c} ${{ gt: '>', ge: '>=', lt: '<', le: '<=' }[op]} ${v}`;
+    case 'eq':
+      return `${c} = ${v}`;
+    case 'ne':
+      return `${c} IS DISTINCT FROM ${v}`;
+    case 'co':
+      return `strpos(${c}, ${v}) > 0`;
+    case 'sw':
+      return `left(${c}, length(${v})) = ${v}`;
+    case 'ew':
+      return `right(${c}, length(${v})) = ${v}`;
+    default:
+      return `${c} ${{ gt: '>', ge: '>=', lt: '<', le: '<=' }[op]} ${v}`;
   }
 }
 
@@ -188,7 +198,8 @@ export function userFilterSql(f: Filter, params: unknown[]): string {
     return `$${params.length}`;
   };
   const walk = (n: Filter): string => {
-    if (n.kind === 'and' || n.kind === 'or') return `(${walk(n.left)} ${n.kind.toUpperCase()} ${walk(n.right)})`;
+    if (n.kind === 'and' || n.kind === 'or')
+      return `(${walk(n.left)} ${n.kind.toUpperCase()} ${walk(n.right)})`;
     if (n.kind === 'not') return `(NOT COALESCE(${walk(n.inner)}, false))`;
     const attr = normaliseAttr(n.attr, userSchema);
     if (attr === 'emails' || attr === 'emails.value') {
@@ -198,13 +209,21 @@ export function userFilterSql(f: Filter, params: unknown[]): string {
     }
     const col = userColumns[attr];
     if (!col) throw invalid(`cannot filter on ${n.attr}`);
-    if (n.kind === 'pr') return col.kind === 'text' || col.kind === 'exact' ? `coalesce(${col.sql}, '') <> ''` : `${col.sql} IS NOT NULL`;
+    if (n.kind === 'pr')
+      return col.kind === 'text' || col.kind === 'exact'
+        ? `coalesce(${col.sql}, '') <> ''`
+        : `${col.sql} IS NOT NULL`;
     if (col.kind === 'bool') {
-      if (typeof n.value !== 'boolean' || (n.op !== 'eq' && n.op !== 'ne')) throw invalid(`${n.attr} takes eq or ne with true or false`);
+      if (typeof n.value !== 'boolean' || (n.op !== 'eq' && n.op !== 'ne'))
+        throw invalid(`${n.attr} takes eq or ne with true or false`);
       return n.op === 'eq' ? `${col.sql} = ${param(n.value)}` : `${col.sql} <> ${param(n.value)}`;
     }
     if (col.kind === 'time') {
-      if (typeof n.value !== 'string' || Number.isNaN(Date.parse(n.value)) || !['eq', 'ne', 'gt', 'ge', 'lt', 'le'].includes(n.op)) {
+      if (
+        typeof n.value !== 'string' ||
+        Number.isNaN(Date.parse(n.value)) ||
+        !['eq', 'ne', 'gt', 'ge', 'lt', 'le'].includes(n.op)
+      ) {
         throw invalid(`${n.attr} compares with a date-time`);
       }
       return stringCompare(col.sql, n.op, `${param(new Date(n.value).toISOString())}::timestamptz`, true);
@@ -236,15 +255,24 @@ export function matches(f: Filter, get: (attr: string) => Value[] | undefined): 
       const a = v.toLowerCase();
       const b = want.toLowerCase();
       switch (f.op) {
-        case 'eq': return a === b;
-        case 'ne': return a !== b;
-        case 'co': return a.includes(b);
-        case 'sw': return a.startsWith(b);
-        case 'ew': return a.endsWith(b);
-        case 'gt': return a > b;
-        case 'ge': return a >= b;
-        case 'lt': return a < b;
-        case 'le': return a <= b;
+        case 'eq':
+          return a === b;
+        case 'ne':
+          return a !== b;
+        case 'co':
+          return a.includes(b);
+        case 'sw':
+          return a.startsWith(b);
+        case 'ew':
+          return a.endsWith(b);
+        case 'gt':
+          return a > b;
+        case 'ge':
+          return a >= b;
+        case 'lt':
+          return a < b;
+        case 'le':
+          return a <= b;
       }
     }
     if (f.op === 'eq') return v === want;

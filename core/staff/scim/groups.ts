@@ -15,7 +15,15 @@ import { createHash } from 'node:crypto';
 import { appendAudit } from '../../../shared/audit.ts';
 import type { Queryable } from '../../../shared/db/pool.ts';
 import { AppError } from '../../../shared/errors.ts';
-import { changeStaffRole, groupMappings, staffRoleGroups, staffUserById, staffWithRole, type GroupMapping, type StaffRole } from '../store.ts';
+import {
+  changeStaffRole,
+  groupMappings,
+  staffRoleGroups,
+  staffUserById,
+  staffWithRole,
+  type GroupMapping,
+  type StaffRole,
+} from '../store.ts';
 import { matches, normaliseAttr, parseFilter, type Value } from './filter.ts';
 import { groupSchema, listSchema, locationOf, patchOpsOf, type PatchOp } from './resource.ts';
 import { checkVersion, maxPageSize, type ScimActor, type ScimDeps } from './users.ts';
@@ -28,7 +36,13 @@ export function roleGroupId(tenantId: string, role: StaffRole): string {
 
 const roleEntries = Object.entries(staffRoleGroups) as [string, StaffRole][];
 
-interface RoleGroup { id: string; displayName: string; role: StaffRole; aliases: string[]; members: { id: string; userName: string }[] }
+interface RoleGroup {
+  id: string;
+  displayName: string;
+  role: StaffRole;
+  aliases: string[];
+  members: { id: string; userName: string }[];
+}
 
 async function roleGroups(q: Queryable, tenantId: string): Promise<RoleGroup[]> {
   const mappings = await groupMappings(q, tenantId);
@@ -36,7 +50,9 @@ async function roleGroups(q: Queryable, tenantId: string): Promise<RoleGroup[]> 
   const out: RoleGroup[] = [];
   for (const [displayName, role] of roleEntries) {
     out.push({
-      id: roleGroupId(tenantId, role), displayName, role,
+      id: roleGroupId(tenantId, role),
+      displayName,
+      role,
       aliases: mappings.filter((m) => m.role === role).map((m) => m.idpGroup),
       members: await staffWithRole(q, tenantId, role),
     });
@@ -45,14 +61,28 @@ async function roleGroups(q: Queryable, tenantId: string): Promise<RoleGroup[]> 
 }
 
 function versionOf(g: RoleGroup): string {
-  return `W/"${createHash('sha256').update(g.members.map((m) => m.id).join(',')).digest('base64url').slice(0, 16)}"`;
+  return `W/"${createHash('sha256')
+    .update(g.members.map((m) => m.id).join(','))
+    .digest('base64url')
+    .slice(0, 16)}"`;
 }
 
 function view(deps: ScimDeps, g: RoleGroup): Record<string, unknown> {
   return {
-    schemas: [groupSchema], id: g.id, displayName: g.displayName,
-    members: g.members.map((m) => ({ value: m.id, display: m.userName, $ref: locationOf(deps.baseUrl, 'Users', m.id), type: 'User' })),
-    meta: { resourceType: 'Group', location: locationOf(deps.baseUrl, 'Groups', g.id), version: versionOf(g) },
+    schemas: [groupSchema],
+    id: g.id,
+    displayName: g.displayName,
+    members: g.members.map((m) => ({
+      value: m.id,
+      display: m.userName,
+      $ref: locationOf(deps.baseUrl, 'Users', m.id),
+      type: 'User',
+    })),
+    meta: {
+      resourceType: 'Group',
+      location: locationOf(deps.baseUrl, 'Groups', g.id),
+      version: versionOf(g),
+    },
   };
 }
 
@@ -64,25 +94,48 @@ async function groupById(q: Queryable, tenantId: string, id: string): Promise<Ro
   return g;
 }
 
-export async function listGroups(deps: ScimDeps, tenantId: string, query: { filter?: string; startIndex?: number; count?: number; excludedAttributes?: string }) {
+export async function listGroups(
+  deps: ScimDeps,
+  tenantId: string,
+  query: { filter?: string; startIndex?: number; count?: number; excludedAttributes?: string },
+) {
   const filter = query.filter === undefined ? undefined : parseFilter(query.filter);
   const all = await roleGroups(deps.db, tenantId);
-  const hit = filter === undefined ? all : all.filter((g) => matches(filter, (attr): Value[] | undefined => {
-    switch (normaliseAttr(attr, groupSchema)) {
-      case 'id': return [g.id];
-      case 'displayname': return [g.displayName, ...g.aliases];
-      case 'externalid': return [];
-      case 'members': case 'members.value': return g.members.map((m) => m.id);
-      case 'members.display': return g.members.map((m) => m.userName);
-      default: return undefined;
-    }
-  }));
+  const hit =
+    filter === undefined
+      ? all
+      : all.filter((g) =>
+          matches(filter, (attr): Value[] | undefined => {
+            switch (normaliseAttr(attr, groupSchema)) {
+              case 'id':
+                return [g.id];
+              case 'displayname':
+                return [g.displayName, ...g.aliases];
+              case 'externalid':
+                return [];
+              case 'members':
+              case 'members.value':
+                return g.members.map((m) => m.id);
+              case 'members.display':
+                return g.members.map((m) => m.userName);
+              default:
+                return undefined;
+            }
+          }),
+        );
   const start = Math.max(1, query.startIndex ?? 1);
   const count = Math.min(maxPageSize, Math.max(0, query.count ?? 100));
   const page = hit.slice(start - 1, start - 1 + count);
-  const withoutMembers = (query.excludedAttributes ?? '').toLowerCase().split(',').map((s) => s.trim()).includes('members');
+  const withoutMembers = (query.excludedAttributes ?? '')
+    .toLowerCase()
+    .split(',')
+    .map((s) => s.trim())
+    .includes('members');
   return {
-    schemas: [listSchema], totalResults: hit.length, startIndex: start, itemsPerPage: page.length,
+    schemas: [listSchema],
+    totalResults: hit.length,
+    startIndex: start,
+    itemsPerPage: page.length,
     Resources: page.map((g) => {
       const v = view(deps, g);
       if (withoutMembers) delete v.members;
@@ -102,13 +155,15 @@ const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !
 function memberIds(v: unknown): string[] {
   const list = Array.isArray(v) ? v : v === undefined ? [] : [v];
   return list.map((m) => {
-    if (!isObj(m) || typeof m.value !== 'string') throw new AppError('SCIM_INVALID_VALUE', 'members are objects with a value (a User id)');
+    if (!isObj(m) || typeof m.value !== 'string')
+      throw new AppError('SCIM_INVALID_VALUE', 'members are objects with a value (a User id)');
     return m.value.toLowerCase();
   });
 }
 
 function checkName(g: RoleGroup, name: unknown): void {
-  if (name !== undefined && name !== g.displayName) throw new AppError('SCIM_MUTABILITY', `role group ${g.displayName} cannot be renamed`);
+  if (name !== undefined && name !== g.displayName)
+    throw new AppError('SCIM_MUTABILITY', `role group ${g.displayName} cannot be renamed`);
 }
 
 /** The member set after the operations of a Groups PATCH (RFC 7644 section 3.5.2). */
@@ -122,7 +177,8 @@ function patchedMembers(g: RoleGroup, ops: PatchOp[]): Set<string> {
         const lower = k.toLowerCase();
         if (lower === 'displayname') checkName(g, o.value[k]);
         else if (lower === 'members') applyMembers(members, o.op, memberIds(o.value[k]));
-        else if (lower === 'id' || lower === 'meta' || lower === 'externalid') throw new AppError('SCIM_MUTABILITY', `${k} cannot be modified`);
+        else if (lower === 'id' || lower === 'meta' || lower === 'externalid')
+          throw new AppError('SCIM_MUTABILITY', `${k} cannot be modified`);
         else throw new AppError('SCIM_INVALID_PATH', `Groups have no attribute ${k}`);
       }
       continue;
@@ -131,11 +187,17 @@ function patchedMembers(g: RoleGroup, ops: PatchOp[]): Set<string> {
     if (path.toLowerCase() === 'displayname') {
       checkName(g, o.op === 'remove' ? null : o.value);
     } else if (m && m[1] !== undefined) {
-      if (o.op !== 'remove') throw new AppError('SCIM_INVALID_PATH', 'a members filter path takes remove only');
+      if (o.op !== 'remove')
+        throw new AppError('SCIM_INVALID_PATH', 'a members filter path takes remove only');
       const filter = parseFilter(m[1]);
-      for (const id of [...members]) if (matches(filter, (a) => (a.toLowerCase() === 'value' ? [id] : []))) members.delete(id);
+      for (const id of [...members])
+        if (matches(filter, (a) => (a.toLowerCase() === 'value' ? [id] : []))) members.delete(id);
     } else if (m) {
-      applyMembers(members, o.op, o.op === 'remove' && o.value === undefined ? [...members] : memberIds(o.value));
+      applyMembers(
+        members,
+        o.op,
+        o.op === 'remove' && o.value === undefined ? [...members] : memberIds(o.value),
+      );
     } else if (/^(id|meta|externalId)$/i.test(path)) {
       throw new AppError('SCIM_MUTABILITY', `${path} cannot be modified`);
     } else {
@@ -154,22 +216,37 @@ function applyMembers(members: Set<string>, op: PatchOp['op'], ids: string[]): v
 }
 
 /** Make `wanted` the role's members: add and remove roles, each audited naming the credential. */
-async function setMembers(q: Queryable, deps: ScimDeps, a: ScimActor, g: RoleGroup, wanted: Set<string>): Promise<void> {
+async function setMembers(
+  q: Queryable,
+  deps: ScimDeps,
+  a: ScimActor,
+  g: RoleGroup,
+  wanted: Set<string>,
+): Promise<void> {
   const current = new Set(g.members.map((m) => m.id));
   for (const id of wanted) {
     if (current.has(id)) continue;
     const u = await staffUserById(q, a.tenantId, id);
-    if (!u || u.deletedAt) throw new AppError('SCIM_INVALID_VALUE', `member ${id} is not a User of this tenant`);
+    if (!u || u.deletedAt)
+      throw new AppError('SCIM_INVALID_VALUE', `member ${id} is not a User of this tenant`);
   }
-  const changes: [string, boolean][] = [...[...wanted].filter((id) => !current.has(id)).map((id): [string, boolean] => [id, true]),
-    ...[...current].filter((id) => !wanted.has(id)).map((id): [string, boolean] => [id, false])];
+  const changes: [string, boolean][] = [
+    ...[...wanted].filter((id) => !current.has(id)).map((id): [string, boolean] => [id, true]),
+    ...[...current].filter((id) => !wanted.has(id)).map((id): [string, boolean] => [id, false]),
+  ];
   for (const [userId, member] of changes) {
     await changeStaffRole(q, a.tenantId, userId, g.role, member);
-    await appendAudit(q, [{
-      tenantId: a.tenantId, actor: { type: 'service', id: a.principalId }, action: member ? 'staff.role_add' : 'staff.role_remove',
-      target: { type: 'staff_user', id: userId }, decision: { allow: true },
-      attrs: { requestId: a.requestId, ip: a.ip ?? '', role: g.role, group: g.id }, ts: new Date(deps.now()),
-    }]);
+    await appendAudit(q, [
+      {
+        tenantId: a.tenantId,
+        actor: { type: 'service', id: a.principalId },
+        action: member ? 'staff.role_add' : 'staff.role_remove',
+        target: { type: 'staff_user', id: userId },
+        decision: { allow: true },
+        attrs: { requestId: a.requestId, ip: a.ip ?? '', role: g.role, group: g.id },
+        ts: new Date(deps.now()),
+      },
+    ]);
   }
 }
 
@@ -191,8 +268,18 @@ export async function patchGroup(deps: ScimDeps, a: ScimActor, id: string, body:
   });
 }
 
-export async function replaceGroup(deps: ScimDeps, a: ScimActor, id: string, body: unknown, ifMatch?: string) {
-  if (!isObj(body) || !Array.isArray(body.schemas) || !body.schemas.some((s) => typeof s === 'string' && s.toLowerCase() === groupSchema.toLowerCase())) {
+export async function replaceGroup(
+  deps: ScimDeps,
+  a: ScimActor,
+  id: string,
+  body: unknown,
+  ifMatch?: string,
+) {
+  if (
+    !isObj(body) ||
+    !Array.isArray(body.schemas) ||
+    !body.schemas.some((s) => typeof s === 'string' && s.toLowerCase() === groupSchema.toLowerCase())
+  ) {
     throw new AppError('SCIM_INVALID_SYNTAX', `schemas must include ${groupSchema}`);
   }
   return deps.db.tx(async (q) => {
@@ -209,18 +296,32 @@ export async function replaceGroup(deps: ScimDeps, a: ScimActor, id: string, bod
 
 /** POST /Groups: a mapped identity-provider group name links to its role group (see the module comment). */
 export async function createGroup(deps: ScimDeps, a: ScimActor, body: unknown) {
-  if (!isObj(body) || typeof body.displayName !== 'string' || body.displayName === '') throw new AppError('SCIM_INVALID_VALUE', 'displayName is required');
-  if (!Array.isArray(body.schemas) || !body.schemas.every((s) => typeof s === 'string' && s.toLowerCase() === groupSchema.toLowerCase())) {
+  if (!isObj(body) || typeof body.displayName !== 'string' || body.displayName === '')
+    throw new AppError('SCIM_INVALID_VALUE', 'displayName is required');
+  if (
+    !Array.isArray(body.schemas) ||
+    !body.schemas.every((s) => typeof s === 'string' && s.toLowerCase() === groupSchema.toLowerCase())
+  ) {
     throw new AppError('SCIM_INVALID_SYNTAX', `schemas must be [${groupSchema}]`);
   }
   const name = body.displayName;
-  if (roleEntries.some(([n]) => n.toLowerCase() === name.toLowerCase())) throw new AppError('SCIM_UNIQUENESS', `group ${name} already exists`);
+  if (roleEntries.some(([n]) => n.toLowerCase() === name.toLowerCase()))
+    throw new AppError('SCIM_UNIQUENESS', `group ${name} already exists`);
   return deps.db.tx(async (q) => {
-    const roles = [...new Set((await groupMappings(q, a.tenantId)).filter((m: GroupMapping) => m.idpGroup === name).map((m) => m.role))];
+    const roles = [
+      ...new Set(
+        (await groupMappings(q, a.tenantId))
+          .filter((m: GroupMapping) => m.idpGroup === name)
+          .map((m) => m.role),
+      ),
+    ];
     if (roles.length !== 1) {
-      throw new AppError('SCIM_INVALID_VALUE', roles.length === 0
-        ? `group ${name} maps to no role: map it first (PUT /v1/staff/group-mappings)`
-        : `group ${name} maps to several roles; a SCIM group must map to one`);
+      throw new AppError(
+        'SCIM_INVALID_VALUE',
+        roles.length === 0
+          ? `group ${name} maps to no role: map it first (PUT /v1/staff/group-mappings)`
+          : `group ${name} maps to several roles; a SCIM group must map to one`,
+      );
     }
     const role = roles[0] as StaffRole;
     await lockRole(q, a.tenantId, role);

@@ -25,21 +25,31 @@ const columns = new Set(['username', 'externalid', 'displayname', 'active']);
 const neverStored = new Set(['password']);
 
 const Str = (max: number) => Type.String({ minLength: 1, maxLength: max });
-const UserBody = Type.Object({
-  schemas: Type.Array(Type.String({ maxLength: 200 }), { minItems: 1, maxItems: 8 }),
-  id: Type.Optional(Type.String({ maxLength: 64 })),
-  userName: Type.Optional(Str(256)),
-  externalId: Type.Optional(Type.Union([Str(256), Type.Null()])),
-  displayName: Type.Optional(Type.Union([Type.String({ maxLength: 256 }), Type.Null()])),
-  active: Type.Optional(Type.Boolean()),
-  emails: Type.Optional(Type.Array(Type.Object({ value: Str(320) }, { additionalProperties: true }), { maxItems: 20 })),
-}, { additionalProperties: true });
+const UserBody = Type.Object(
+  {
+    schemas: Type.Array(Type.String({ maxLength: 200 }), { minItems: 1, maxItems: 8 }),
+    id: Type.Optional(Type.String({ maxLength: 64 })),
+    userName: Type.Optional(Str(256)),
+    externalId: Type.Optional(Type.Union([Str(256), Type.Null()])),
+    displayName: Type.Optional(Type.Union([Type.String({ maxLength: 256 }), Type.Null()])),
+    active: Type.Optional(Type.Boolean()),
+    emails: Type.Optional(
+      Type.Array(Type.Object({ value: Str(320) }, { additionalProperties: true }), { maxItems: 20 }),
+    ),
+  },
+  { additionalProperties: true },
+);
 
-export const locationOf = (baseUrl: string, kind: 'Users' | 'Groups', id: string) => `${baseUrl}/${kind}/${id}`;
+export const locationOf = (baseUrl: string, kind: 'Users' | 'Groups', id: string) =>
+  `${baseUrl}/${kind}/${id}`;
 export const etagOfVersion = (version: number | string) => `W/"${version}"`;
 
 /** The wire representation of a member. */
-export function toScimUser(u: StaffUser, baseUrl: string, groups: { id: string; display: string }[]): Record<string, unknown> {
+export function toScimUser(
+  u: StaffUser,
+  baseUrl: string,
+  groups: { id: string; display: string }[],
+): Record<string, unknown> {
   const attrs = u.attributes;
   const schemas = [userSchema, ...(attrs[enterpriseSchema] !== undefined ? [enterpriseSchema] : [])];
   return {
@@ -50,10 +60,18 @@ export function toScimUser(u: StaffUser, baseUrl: string, groups: { id: string; 
     ...(u.displayName !== null ? { displayName: u.displayName } : {}),
     ...attrs,
     active: u.active,
-    groups: groups.map((g) => ({ value: g.id, display: g.display, $ref: locationOf(baseUrl, 'Groups', g.id), type: 'direct' })),
+    groups: groups.map((g) => ({
+      value: g.id,
+      display: g.display,
+      $ref: locationOf(baseUrl, 'Groups', g.id),
+      type: 'direct',
+    })),
     meta: {
-      resourceType: 'User', created: u.createdAt.toISOString(), lastModified: u.updatedAt.toISOString(),
-      location: locationOf(baseUrl, 'Users', u.id), version: etagOfVersion(u.version),
+      resourceType: 'User',
+      created: u.createdAt.toISOString(),
+      lastModified: u.updatedAt.toISOString(),
+      location: locationOf(baseUrl, 'Users', u.id),
+      version: etagOfVersion(u.version),
     },
   };
 }
@@ -69,9 +87,11 @@ function checkSchemas(schemas: readonly string[], body: Record<string, unknown>)
   const lowered = schemas.map((s) => s.toLowerCase());
   const unknown = schemas.filter((s) => !userSchemas.has(s.toLowerCase()));
   if (unknown.length > 0) throw new AppError('SCIM_INVALID_SYNTAX', `unknown schema ${unknown.join(', ')}`);
-  if (!lowered.includes(userSchema.toLowerCase())) throw new AppError('SCIM_INVALID_SYNTAX', `schemas must include ${userSchema}`);
+  if (!lowered.includes(userSchema.toLowerCase()))
+    throw new AppError('SCIM_INVALID_SYNTAX', `schemas must include ${userSchema}`);
   for (const k of Object.keys(body)) {
-    if (k.toLowerCase().startsWith('urn:') && !userSchemas.has(k.toLowerCase())) throw new AppError('SCIM_INVALID_SYNTAX', `unknown schema extension ${k}`);
+    if (k.toLowerCase().startsWith('urn:') && !userSchemas.has(k.toLowerCase()))
+      throw new AppError('SCIM_INVALID_SYNTAX', `unknown schema extension ${k}`);
   }
 }
 
@@ -85,18 +105,30 @@ export function fieldsFromScim(raw: unknown, existing?: StaffUser): StaffUserFie
   }
   const body = validate(UserBody, raw, 'body');
   checkSchemas(body.schemas, body);
-  if (existing && body.id !== undefined && body.id !== existing.id) throw new AppError('SCIM_MUTABILITY', 'id is immutable');
-  if (body.userName === undefined || body.userName.trim() === '') throw new AppError('SCIM_INVALID_VALUE', 'userName is required');
+  if (existing && body.id !== undefined && body.id !== existing.id)
+    throw new AppError('SCIM_MUTABILITY', 'id is immutable');
+  if (body.userName === undefined || body.userName.trim() === '')
+    throw new AppError('SCIM_INVALID_VALUE', 'userName is required');
   const attributes: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(body)) {
     const lower = k.toLowerCase();
-    if (serverOwned.has(lower) || columns.has(lower) || neverStored.has(lower) || v === undefined || v === null) continue;
+    if (
+      serverOwned.has(lower) ||
+      columns.has(lower) ||
+      neverStored.has(lower) ||
+      v === undefined ||
+      v === null
+    )
+      continue;
     attributes[lower === enterpriseSchema.toLowerCase() ? enterpriseSchema : k] = v;
   }
   return {
     userName: body.userName,
     externalId: body.externalId ?? null,
-    displayName: body.displayName === undefined || body.displayName === null || body.displayName === '' ? null : body.displayName,
+    displayName:
+      body.displayName === undefined || body.displayName === null || body.displayName === ''
+        ? null
+        : body.displayName,
     attributes,
     active: body.active ?? true,
   };
@@ -104,14 +136,23 @@ export function fieldsFromScim(raw: unknown, existing?: StaffUser): StaffUserFie
 
 // --- PATCH (RFC 7644 section 3.5.2) ---------------------------------------------------------
 
-const PatchBody = Type.Object({
-  schemas: Type.Array(Type.String({ maxLength: 200 }), { minItems: 1, maxItems: 2 }),
-  Operations: Type.Array(Type.Object({
-    op: Type.String({ maxLength: 10 }),
-    path: Type.Optional(Type.String({ minLength: 1, maxLength: 500 })),
-    value: Type.Optional(Type.Unknown()),
-  }, { additionalProperties: true }), { minItems: 1, maxItems: 100 }),
-}, { additionalProperties: true });
+const PatchBody = Type.Object(
+  {
+    schemas: Type.Array(Type.String({ maxLength: 200 }), { minItems: 1, maxItems: 2 }),
+    Operations: Type.Array(
+      Type.Object(
+        {
+          op: Type.String({ maxLength: 10 }),
+          path: Type.Optional(Type.String({ minLength: 1, maxLength: 500 })),
+          value: Type.Optional(Type.Unknown()),
+        },
+        { additionalProperties: true },
+      ),
+      { minItems: 1, maxItems: 100 },
+    ),
+  },
+  { additionalProperties: true },
+);
 
 export type PatchOp = { op: 'add' | 'replace' | 'remove'; path: string | undefined; value: unknown };
 
@@ -123,9 +164,11 @@ export function patchOpsOf(raw: unknown): PatchOp[] {
   }
   return body.Operations.map((o) => {
     const op = o.op.toLowerCase();
-    if (op !== 'add' && op !== 'replace' && op !== 'remove') throw new AppError('SCIM_INVALID_SYNTAX', `unknown op ${o.op}`);
+    if (op !== 'add' && op !== 'replace' && op !== 'remove')
+      throw new AppError('SCIM_INVALID_SYNTAX', `unknown op ${o.op}`);
     if (op === 'remove' && o.path === undefined) throw new AppError('SCIM_NO_TARGET', 'remove needs a path');
-    if (op !== 'remove' && o.value === undefined) throw new AppError('SCIM_INVALID_VALUE', `${op} needs a value`);
+    if (op !== 'remove' && o.value === undefined)
+      throw new AppError('SCIM_INVALID_VALUE', `${op} needs a value`);
     return { op, path: o.path, value: o.value };
   });
 }
@@ -138,7 +181,12 @@ function keyOf(obj: Obj, name: string): string {
   return Object.keys(obj).find((k) => k.toLowerCase() === name.toLowerCase()) ?? name;
 }
 
-interface Path { container: string[]; attr: string; filter: string | undefined; sub: string | undefined }
+interface Path {
+  container: string[];
+  attr: string;
+  filter: string | undefined;
+  sub: string | undefined;
+}
 
 /** `attr`, `attr.sub`, `attr[filter]`, `attr[filter].sub`, optionally behind a schema URN. */
 function parsePath(path: string): Path {
@@ -161,7 +209,8 @@ function parsePath(path: string): Path {
 }
 
 function refuseServerOwned(name: string): void {
-  if (serverOwned.has(name.toLowerCase())) throw new AppError('SCIM_MUTABILITY', `${name} cannot be modified`);
+  if (serverOwned.has(name.toLowerCase()))
+    throw new AppError('SCIM_MUTABILITY', `${name} cannot be modified`);
 }
 
 function elementGetter(el: unknown): (attr: string) => Value[] | undefined {
@@ -192,9 +241,14 @@ export function applyPatch(resource: Obj, o: PatchOp): void {
   if (o.path === undefined) {
     if (!isObj(o.value)) throw new AppError('SCIM_INVALID_VALUE', `${o.op} without a path takes an object`);
     for (const [k, v] of Object.entries(o.value)) {
-      if (k.toLowerCase().startsWith('urn:') && isObj(v) && k.toLowerCase() !== enterpriseSchema.toLowerCase()) {
+      if (
+        k.toLowerCase().startsWith('urn:') &&
+        isObj(v) &&
+        k.toLowerCase() !== enterpriseSchema.toLowerCase()
+      ) {
         // A value keyed by the core schema URN carries core attributes.
-        if (k.toLowerCase() !== userSchema.toLowerCase()) throw new AppError('SCIM_INVALID_SYNTAX', `unknown schema extension ${k}`);
+        if (k.toLowerCase() !== userSchema.toLowerCase())
+          throw new AppError('SCIM_INVALID_SYNTAX', `unknown schema extension ${k}`);
         for (const [k2, v2] of Object.entries(v)) applyPatch(resource, { op: o.op, path: k2, value: v2 });
         continue;
       }
@@ -220,7 +274,8 @@ export function applyPatch(resource: Obj, o: PatchOp): void {
       else put(target, p.attr, p.attr.toLowerCase() === 'active' ? activeOf(o.value) : o.value, o.op);
       return;
     }
-    if (target[key] !== undefined && !isObj(target[key])) throw new AppError('SCIM_INVALID_PATH', `${p.attr} has no sub-attributes`);
+    if (target[key] !== undefined && !isObj(target[key]))
+      throw new AppError('SCIM_INVALID_PATH', `${p.attr} has no sub-attributes`);
     const inner = (target[key] ??= {}) as Obj;
     if (o.op === 'remove') delete inner[keyOf(inner, p.sub)];
     else put(inner, p.sub, o.value, o.op);
@@ -239,7 +294,8 @@ export function applyPatch(resource: Obj, o: PatchOp): void {
   const hit = elements.filter((el) => matches(filter, elementGetter(el)));
   if (hit.length === 0) {
     if (o.op === 'remove') return;
-    if (o.op === 'replace') throw new AppError('SCIM_NO_TARGET', `no element of ${p.attr} matches ${p.filter}`);
+    if (o.op === 'replace')
+      throw new AppError('SCIM_NO_TARGET', `no element of ${p.attr} matches ${p.filter}`);
   }
   if (o.op === 'remove') {
     if (p.sub === undefined) target[key] = elements.filter((el) => !hit.includes(el));
@@ -259,13 +315,15 @@ export function applyPatch(resource: Obj, o: PatchOp): void {
 function attrRef(name: string): [string, string | undefined] {
   let n = name.trim();
   if (n.toLowerCase().startsWith(`${userSchema.toLowerCase()}:`)) n = n.slice(userSchema.length + 1);
-  if (n.toLowerCase().startsWith(`${enterpriseSchema.toLowerCase()}:`)) return [enterpriseSchema, n.slice(enterpriseSchema.length + 1)];
+  if (n.toLowerCase().startsWith(`${enterpriseSchema.toLowerCase()}:`))
+    return [enterpriseSchema, n.slice(enterpriseSchema.length + 1)];
   const [top = '', sub] = n.split('.');
   return [top, sub];
 }
 
 function pick(value: unknown, sub: string): unknown {
-  if (Array.isArray(value)) return value.map((el) => (isObj(el) ? { [keyOf(el, sub)]: el[keyOf(el, sub)] } : el));
+  if (Array.isArray(value))
+    return value.map((el) => (isObj(el) ? { [keyOf(el, sub)]: el[keyOf(el, sub)] } : el));
   return isObj(value) ? { [keyOf(value, sub)]: value[keyOf(value, sub)] } : undefined;
 }
 
@@ -274,7 +332,11 @@ function pick(value: unknown, sub: string): unknown {
  * `id` and `schemas` are always returned (RFC 7643 "returned: always").
  */
 export function project(resource: Obj, attributes: string | undefined, excluded: string | undefined): Obj {
-  const list = (s: string | undefined) => (s ?? '').split(',').map((x) => x.trim()).filter(Boolean);
+  const list = (s: string | undefined) =>
+    (s ?? '')
+      .split(',')
+      .map((x) => x.trim())
+      .filter(Boolean);
   const wanted = list(attributes);
   if (wanted.length > 0) {
     const out: Obj = { schemas: resource.schemas, id: resource.id };

@@ -10,12 +10,29 @@ import type { Db, Queryable } from '../../../shared/db/pool.ts';
 import { AppError } from '../../../shared/errors.ts';
 import { uuidv7 } from '../../../shared/uuid.ts';
 import {
-  StaffUserNameTaken, insertStaffUser, listStaffUsers, lockStaffUser, revokeStaffSessions, staffRoleGroups, staffUserById,
-  tombstoneStaffUser, updateStaffUser, type StaffUser, type StaffUserFields,
+  StaffUserNameTaken,
+  insertStaffUser,
+  listStaffUsers,
+  lockStaffUser,
+  revokeStaffSessions,
+  staffRoleGroups,
+  staffUserById,
+  tombstoneStaffUser,
+  updateStaffUser,
+  type StaffUser,
+  type StaffUserFields,
 } from '../store.ts';
 import { parseFilter, userFilterSql } from './filter.ts';
 import { roleGroupId } from './groups.ts';
-import { applyPatch, etagOfVersion, fieldsFromScim, listSchema, patchOpsOf, project, toScimUser } from './resource.ts';
+import {
+  applyPatch,
+  etagOfVersion,
+  fieldsFromScim,
+  listSchema,
+  patchOpsOf,
+  project,
+  toScimUser,
+} from './resource.ts';
 
 export interface ScimDeps {
   db: Db;
@@ -34,7 +51,12 @@ export interface ScimDeps {
 }
 
 /** Who acts: the SCIM credential's principal id, `scim-credential:<id>`. */
-export interface ScimActor { tenantId: string; principalId: string; requestId: string; ip: string | undefined }
+export interface ScimActor {
+  tenantId: string;
+  principalId: string;
+  requestId: string;
+  ip: string | undefined;
+}
 
 /** SCIM paging (RFC 7644 section 3.4.2.4): 1-based startIndex; count capped. */
 export const maxPageSize = 200;
@@ -42,7 +64,9 @@ export const maxPageSize = 200;
 const notFound = (id: string) => new AppError('SCIM_NOT_FOUND', `User ${id} not found`);
 
 function groupsOf(u: StaffUser): { id: string; display: string }[] {
-  return Object.entries(staffRoleGroups).filter(([, r]) => u.roles.includes(r)).map(([display, r]) => ({ id: roleGroupId(u.tenantId, r), display }));
+  return Object.entries(staffRoleGroups)
+    .filter(([, r]) => u.roles.includes(r))
+    .map(([display, r]) => ({ id: roleGroupId(u.tenantId, r), display }));
 }
 
 export const userView = (deps: ScimDeps, u: StaffUser) => toScimUser(u, deps.baseUrl, groupsOf(u));
@@ -51,25 +75,48 @@ export const userView = (deps: ScimDeps, u: StaffUser) => toScimUser(u, deps.bas
 export function checkVersion(ifMatch: string | undefined, current: string): void {
   if (ifMatch === undefined) return;
   const tags = ifMatch.split(',').map((t) => t.trim());
-  if (!tags.includes('*') && !tags.includes(current)) throw new AppError('PRECONDITION_FAILED', 'the resource changed since it was read (If-Match)');
+  if (!tags.includes('*') && !tags.includes(current))
+    throw new AppError('PRECONDITION_FAILED', 'the resource changed since it was read (If-Match)');
 }
 
-async function audit(q: Queryable, deps: ScimDeps, a: ScimActor, action: string, userId: string, attrs: Record<string, unknown>): Promise<void> {
-  await appendAudit(q, [{
-    tenantId: a.tenantId, actor: { type: 'service', id: a.principalId }, action, target: { type: 'staff_user', id: userId },
-    decision: { allow: true }, attrs: { requestId: a.requestId, ip: a.ip ?? '', ...attrs }, ts: new Date(deps.now()),
-  }]);
+async function audit(
+  q: Queryable,
+  deps: ScimDeps,
+  a: ScimActor,
+  action: string,
+  userId: string,
+  attrs: Record<string, unknown>,
+): Promise<void> {
+  await appendAudit(q, [
+    {
+      tenantId: a.tenantId,
+      actor: { type: 'service', id: a.principalId },
+      action,
+      target: { type: 'staff_user', id: userId },
+      decision: { allow: true },
+      attrs: { requestId: a.requestId, ip: a.ip ?? '', ...attrs },
+      ts: new Date(deps.now()),
+    },
+  ]);
 }
 
 /** What an audit record says changed (never the attribute values: they are personal data). */
 function changed(before: StaffUser | undefined, after: StaffUserFields): Record<string, unknown> {
   return {
-    userName: after.userName, active: after.active,
+    userName: after.userName,
+    active: after.active,
     ...(before ? { activeBefore: before.active, userNameBefore: before.userName } : {}),
   };
 }
 
-async function deprovisionIfInactive(q: Queryable, deps: ScimDeps, a: ScimActor, before: StaffUser | undefined, after: StaffUser, reason: string): Promise<void> {
+async function deprovisionIfInactive(
+  q: Queryable,
+  deps: ScimDeps,
+  a: ScimActor,
+  before: StaffUser | undefined,
+  after: StaffUser,
+  reason: string,
+): Promise<void> {
   if (after.active || (before && !before.active)) return;
   const revoked = await revokeStaffSessions(q, a.tenantId, after.id, reason, deps.now());
   await audit(q, deps, a, 'staff.deprovision', after.id, { reason, sessionsRevoked: revoked });
@@ -83,7 +130,11 @@ function taken(err: unknown): never {
 /** The SCIM extension URN under which a new member's one-time enrolment link is shown (201 only). */
 export const enrolmentExtension = 'urn:ietf:params:scim:schemas:extension:payments:2.0:Enrolment';
 
-export async function createUser(deps: ScimDeps, a: ScimActor, body: unknown): Promise<StaffUser & { provisioned?: Record<string, unknown> }> {
+export async function createUser(
+  deps: ScimDeps,
+  a: ScimActor,
+  body: unknown,
+): Promise<StaffUser & { provisioned?: Record<string, unknown> }> {
   const fields = fieldsFromScim(body);
   return deps.db.tx(async (q) => {
     const user = await insertStaffUser(q, a.tenantId, uuidv7(deps.now()), fields, deps.now()).catch(taken);
@@ -99,21 +150,44 @@ export async function getUser(deps: ScimDeps, tenantId: string, id: string): Pro
   return u;
 }
 
-export async function listUsers(deps: ScimDeps, tenantId: string, query: { filter?: string; startIndex?: number; count?: number; attributes?: string; excludedAttributes?: string }) {
+export async function listUsers(
+  deps: ScimDeps,
+  tenantId: string,
+  query: {
+    filter?: string;
+    startIndex?: number;
+    count?: number;
+    attributes?: string;
+    excludedAttributes?: string;
+  },
+) {
   // $1 is the tenant (listStaffUsers): the filter's parameters start at $2.
   const params: unknown[] = [tenantId];
-  const where = query.filter === undefined ? undefined : { sql: userFilterSql(parseFilter(query.filter), params), params: params.slice(1) };
+  const where =
+    query.filter === undefined
+      ? undefined
+      : { sql: userFilterSql(parseFilter(query.filter), params), params: params.slice(1) };
   const start = Math.max(1, query.startIndex ?? 1);
   const count = Math.min(maxPageSize, Math.max(0, query.count ?? 100));
   const { total, users } = await listStaffUsers(deps.db, tenantId, where, start - 1, count);
   return {
-    schemas: [listSchema], totalResults: total, startIndex: start, itemsPerPage: users.length,
+    schemas: [listSchema],
+    totalResults: total,
+    startIndex: start,
+    itemsPerPage: users.length,
     Resources: users.map((u) => project(userView(deps, u), query.attributes, query.excludedAttributes)),
   };
 }
 
 /** Shared by PUT and PATCH: lock, check the version, write, deprovision when deactivated. */
-async function rewrite(deps: ScimDeps, a: ScimActor, id: string, ifMatch: string | undefined, next: (u: StaffUser) => StaffUserFields, action: string): Promise<StaffUser> {
+async function rewrite(
+  deps: ScimDeps,
+  a: ScimActor,
+  id: string,
+  ifMatch: string | undefined,
+  next: (u: StaffUser) => StaffUserFields,
+  action: string,
+): Promise<StaffUser> {
   return deps.db.tx(async (q) => {
     const before = await lockStaffUser(q, a.tenantId, id);
     if (!before) throw notFound(id);
@@ -126,20 +200,39 @@ async function rewrite(deps: ScimDeps, a: ScimActor, id: string, ifMatch: string
   });
 }
 
-export function replaceUser(deps: ScimDeps, a: ScimActor, id: string, body: unknown, ifMatch?: string): Promise<StaffUser> {
+export function replaceUser(
+  deps: ScimDeps,
+  a: ScimActor,
+  id: string,
+  body: unknown,
+  ifMatch?: string,
+): Promise<StaffUser> {
   return rewrite(deps, a, id, ifMatch, (u) => fieldsFromScim(body, u), 'staff.replace');
 }
 
-export function patchUser(deps: ScimDeps, a: ScimActor, id: string, body: unknown, ifMatch?: string): Promise<StaffUser> {
+export function patchUser(
+  deps: ScimDeps,
+  a: ScimActor,
+  id: string,
+  body: unknown,
+  ifMatch?: string,
+): Promise<StaffUser> {
   const ops = patchOpsOf(body);
-  return rewrite(deps, a, id, ifMatch, (u) => {
-    const resource = userView(deps, u);
-    for (const op of ops) applyPatch(resource, op);
-    // Read-only attributes the representation carried are not the client's: drop them before re-reading.
-    delete resource.meta;
-    delete resource.groups;
-    return fieldsFromScim(resource, u);
-  }, 'staff.patch');
+  return rewrite(
+    deps,
+    a,
+    id,
+    ifMatch,
+    (u) => {
+      const resource = userView(deps, u);
+      for (const op of ops) applyPatch(resource, op);
+      // Read-only attributes the representation carried are not the client's: drop them before re-reading.
+      delete resource.meta;
+      delete resource.groups;
+      return fieldsFromScim(resource, u);
+    },
+    'staff.patch',
+  );
 }
 
 export async function deleteUser(deps: ScimDeps, a: ScimActor, id: string, ifMatch?: string): Promise<void> {
