@@ -468,6 +468,16 @@ test_staff_below_aal2_steps_up_for_key_rotation_a_service_token_does_not if {
 	wrong_role.code == "POLICY_DENIED"
 }
 
+test_staff_tuple_writes_and_deletes_both_need_a_bound_step_up if {
+	every act in ["tuple.write_tuple", "tuple.delete_tuple"] {
+		req := object.union(op(act, "relationship_tuple"), {"resource": {"type": "relationship_tuple", "tenant_id": "t1"}, "subject": person(2, ["admin"])})
+		d := authz.decision with input as req
+		d.code == "MFA_REQUIRED"
+		ok := authz.decision with input as object.union(req, {"subject": object.union(person(2, ["admin"]), {"stepup_bound": true})})
+		ok.allow
+	}
+}
+
 test_staff_webhook_secret_rotation_needs_aal2_pausing_does_not if {
 	req := object.union(op("webhook.update_webhook", "webhook"), {"subject": person(1, ["admin"])})
 	pause := authz.decision with input as req
