@@ -219,7 +219,9 @@ describe('attack23: identity headers and tenant creation, production processes',
   it('an OTP and the verification token it buys appear in no process output and no response but the SMS', async () => {
     const gw = `http://127.0.0.1:${gatewayPort}`;
     const phone = '+254712345678';
-    const sent = await call(gw, 'POST', '/customers/auth/otp/send', { json: { tenantId: 'op', phone } });
+    const sent = await callRetrying(gw, 'POST', '/customers/auth/otp/send', {
+      json: { tenantId: 'op', phone },
+    });
     assert.equal(sent.status, 202, sent.text);
     const text = await until(
       async () => texts.find((b) => b.includes(phone.slice(1)) || b.includes(phone)),
@@ -402,13 +404,13 @@ describe('attack23: identity headers and tenant creation, production processes',
 
   it("a non-operator tenant's Admin cannot create a tenant through the gateway", async () => {
     const gw = `http://127.0.0.1:${gatewayPort}`;
-    const created = await call(gw, 'POST', '/v1/tenants', {
+    const created = await callRetrying(gw, 'POST', '/v1/tenants', {
       headers: { authorization: `Bearer ${adminToken}`, 'idempotency-key': randomUUID() },
       json: { id: 'other', name: 'Other', country: 'KE', baseCurrency: 'KES' },
     });
     assert.equal(created.status, 201, created.text);
     const otherToken = await t.db.tx((q) => putServiceToken(q, 'other', 'other-admin', ['admin']));
-    const refused = await call(gw, 'POST', '/v1/tenants', {
+    const refused = await callRetrying(gw, 'POST', '/v1/tenants', {
       headers: { authorization: `Bearer ${otherToken}`, 'idempotency-key': randomUUID() },
       json: { id: 'third', name: 'Third', country: 'KE', baseCurrency: 'KES' },
     });
