@@ -452,6 +452,8 @@ export function createDecider(deps: DeciderDeps) {
     // The untraced entry point: the trace is formatted only for a denial's audit, below.
     const result = policy.decide(input);
     const masking = JSON.stringify((result.obligations as { masking?: unknown }).masking ?? {});
+    /** What every audit of this decision carries (a refusal below, or the answer). */
+    const facts = { result, risk: assessed, masking, input };
     let decision: Decision;
     let budget: { amount: string; counted: boolean } | undefined;
     let budgetTaken: BudgetCount | undefined;
@@ -465,12 +467,7 @@ export function createDecider(deps: DeciderDeps) {
           code: 'POLICY_DENIED',
           message: 'API keys cannot move money on this route',
         };
-        audit(deps, deadline, view, resolved, principal, requestTenant, refused, {
-          result,
-          risk: assessed,
-          masking,
-          input,
-        });
+        audit(deps, deadline, view, resolved, principal, requestTenant, refused, facts);
         return refused;
       }
       // Past the deadline the answer is already a deny: the consumption rolls back with it.
@@ -503,12 +500,7 @@ export function createDecider(deps: DeciderDeps) {
                 code: 'POLICY_DENIED',
                 message: `API key budget cannot count this request (${b.reason})`,
               };
-        audit(deps, deadline, view, resolved, principal, requestTenant, refused, {
-          result,
-          risk: assessed,
-          masking,
-          input,
-        });
+        audit(deps, deadline, view, resolved, principal, requestTenant, refused, facts);
         return refused;
       }
       budget = { amount: b.amountMicros.toString(), counted: b.counted };
@@ -517,12 +509,7 @@ export function createDecider(deps: DeciderDeps) {
     if (result.allow && principal.kind === 'staff') {
       const used = await staffGrantRefusal(principal, deps.state, view, resolved.action);
       if (used) {
-        audit(deps, deadline, view, resolved, principal, requestTenant, used, {
-          result,
-          risk: assessed,
-          masking,
-          input,
-        });
+        audit(deps, deadline, view, resolved, principal, requestTenant, used, facts);
         return used;
       }
     }
@@ -612,7 +599,7 @@ export function createDecider(deps: DeciderDeps) {
     }
     // A request naming no existing tenant is chained under _platform (the audit function's
     // default), not under a chain of whatever name the body carried.
-    const extra = { result, risk: assessed, masking, budget, input };
+    const extra = { ...facts, budget };
     if (decision.allow)
       audit(deps, deadline, view, resolved, principal, tenant ? requestTenant : '', decision, extra);
     else
