@@ -10,16 +10,9 @@ import type { RouteSpec } from '../http/route.ts';
 import { adminRoute, admins, type AdminDeps } from '../admin/http.ts';
 import { Uuid } from '../ledger/schemas.ts';
 import { createEnrolmentLink } from './enrolment.ts';
+import { EnrolmentLink } from './schemas.ts';
 import { staffUserById } from './store.ts';
 import { AppError } from '../../shared/errors.ts';
-
-const Link = Type.Object({
-  id: Type.String(),
-  userId: Type.String(),
-  token: Type.String(),
-  path: Type.String(),
-  expiresAt: Type.String(),
-});
 
 export function enrolmentAdminRoutes(deps: AdminDeps): RouteSpec[] {
   return [
@@ -33,7 +26,7 @@ export function enrolmentAdminRoutes(deps: AdminDeps): RouteSpec[] {
       summary:
         'Issue a new one-time passkey enrolment link for a staff member (valid 24 h; replaces their unused ones); the token is shown once',
       params: Type.Object({ id: Uuid }),
-      responses: { 201: { description: 'The link', schema: Link } },
+      responses: { 201: { description: 'The link', schema: EnrolmentLink } },
       write: async (ctx, w) => {
         const user = await staffUserById(w.q, w.caller.tenantId, ctx.params.id);
         if (!user || user.deletedAt)

@@ -72,3 +72,12 @@ export const IdentityProviderView = Type.Object({
   version: Type.Integer({ minimum: 1 }),
   updatedAt: Timestamp,
 });
+
+/** A one-time passkey enrolment link as issued (the token is shown once; `path` carries it). */
+export const EnrolmentLink = Type.Object({
+  id: Type.String(),
+  userId: Type.String(),
+  token: Type.String(),
+  path: Type.String(),
+  expiresAt: Type.String(),
+});

@@ -18,21 +18,19 @@ import { TenantId } from '../../identity/schemas.ts';
 import { requirePlatformAdminTenant } from '../../platform/operator.ts';
 import { issueScimCredential } from '../../staff/credentials.ts';
 import { createEnrolmentLink } from '../../staff/enrolment.ts';
-import { IssuedScimCredential } from '../../staff/schemas.ts';
+import { EnrolmentLink, IssuedScimCredential } from '../../staff/schemas.ts';
 import { setStaffRoles } from '../../staff/store.ts';
 import { adminRoute, admins, type AdminDeps, type Caller } from '../http.ts';
 import { Uuid } from '../schemas.ts';
 
 const Params = Type.Object({ tenantId: TenantId });
 const UserName = Type.String({ minLength: 1, maxLength: 256, pattern: '^[^\\s].*$' });
-const Link = Type.Object({
-  id: Type.String(),
-  userId: Type.String(),
-  token: Type.String(),
-  path: Type.String(),
-  expiresAt: Type.String(),
+const FirstAdmin = Type.Object({
+  userId: Uuid,
+  userName: Type.String(),
+  tenantId: TenantId,
+  link: EnrolmentLink,
 });
-const FirstAdmin = Type.Object({ userId: Uuid, userName: Type.String(), tenantId: TenantId, link: Link });
 const noStore = { 'cache-control': 'no-store' };
 
 /**
