@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { verifyChain } from '../../shared/audit.ts';
 import { createLogger } from '../../shared/log.ts';
-import { AuditThread, AuditWriter } from '../../edge/audit-writer.ts';
+import { AuditThread, AuditWriter, auditBatchMax } from '../../edge/audit-writer.ts';
 import { freshDatabase } from '../helpers/db.ts';
 
 const log = createLogger('silent');
@@ -92,5 +92,40 @@ describe('decision audit on a worker thread', () => {
       await audit.stop();
       await t.drop();
     }
+  });
+});
+
+describe('decision audit batching', () => {
+  it('leaves entries that arrive during a write for the next tick unless a whole batch is waiting', async () => {
+    const writes: number[] = [];
+    const pending: (() => void)[] = [];
+    const sink = {
+      write: (batch: unknown[]) => {
+        writes.push(batch.length);
+        return new Promise<void>((resolve) => pending.push(resolve));
+      },
+    };
+    const settle = async () => {
+      for (let i = 0; i < 5; i++) await new Promise<void>((r) => setImmediate(r));
+    };
+    // No timer (start() not called): writes begin only when a whole batch is queued, or on flush.
+    const audit = new AuditWriter(undefined as never, log, 10_000, 0, sink);
+    for (let i = 0; i < auditBatchMax; i++) audit.push(entry(i));
+    assert.deepEqual(writes, [auditBatchMax], 'a whole batch starts a write');
+    for (let i = 0; i < 5; i++) audit.push(entry(i));
+    pending.shift()?.();
+    await settle();
+    assert.deepEqual(writes, [auditBatchMax], 'five entries do not make a batch of their own at once');
+    assert.equal(audit.pending(), 5);
+    for (let i = 0; i < auditBatchMax - 5; i++) audit.push(entry(i));
+    assert.deepEqual(writes, [auditBatchMax, auditBatchMax], 'a whole batch waiting is written at once');
+    for (let i = 0; i < 3; i++) audit.push(entry(i));
+    const flushed = audit.flush();
+    pending.shift()?.();
+    await settle();
+    assert.deepEqual(writes, [auditBatchMax, auditBatchMax, 3], 'flush writes the remainder');
+    pending.shift()?.();
+    await flushed;
+    assert.equal(audit.pending(), 0);
   });
 });
