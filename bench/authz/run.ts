@@ -44,7 +44,7 @@ import { storeCandidate } from '../../core/policy/candidates.ts';
 import { ShadowFeed } from '../../edge/shadow.ts';
 import { authorizationPackage, envoyProtoIncludeDirs } from '../../edge/proto.ts';
 import { buildRouteTable, edgeRoutes } from '../../edge/routes.ts';
-import { bindEdge, createEdgeServer } from '../../edge/server.ts';
+import { bindEdge, check, createEdgeServer } from '../../edge/server.ts';
 import { EdgeState } from '../../edge/state/store.ts';
 import type { CheckRequest, CheckResponse } from '../../edge/types.ts';
 import * as grpc from '@grpc/grpc-js';
@@ -65,6 +65,8 @@ const requests = option('requests', 10_000);
 const rps = option('rps', 1000);
 const withPlugin = option('no-plugin', 0) === 0;
 const withSearch = option('no-search', 0) === 0;
+/** `--in-process 1`: only the in-process Check timings (no ghz): quick, and what a `--cpu-prof` of the decision reads. */
+const inProcessOnly = option('in-process', 0) === 1;
 /** SPEC 8: the decision's p99 target; the sustained-rate search keeps under it. */
 const p99TargetNs = 5e6;
 const probe = new LoopProbe();
@@ -372,17 +374,18 @@ async function measure(): Promise<void> {
       write: async () => undefined,
     });
     discarded.start();
+    const unauditedDecide = createDecider({
+      state,
+      challenges: keys.challenges,
+      policies,
+      audit: discarded,
+      risk: new RiskEngine(),
+      log,
+      edgeSecret: 'bench',
+    });
     const unaudited = createEdgeServer({
       log,
-      decide: createDecider({
-        state,
-        challenges: keys.challenges,
-        policies,
-        audit: discarded,
-        risk: new RiskEngine(),
-        log,
-        edgeSecret: 'bench',
-      }),
+      decide: unauditedDecide,
       resolve: buildRouteTable(edgeRoutes),
     });
     const unauditedAddress = `127.0.0.1:${await bindEdge(unaudited, 0)}`;
@@ -421,6 +424,38 @@ async function measure(): Promise<void> {
     });
     const shadowedAddress = `127.0.0.1:${await bindEdge(shadowed, 0)}`;
     const floorRequest = scenarios[1]?.[1] as CheckRequest;
+    // The whole Check (request view, route, decision, answer) in process, without gRPC: the
+    // decision's own cost beside the floor's, with the audit discarded as in the diagnostic line.
+    const inProcess = async (
+      name: string,
+      decide: Parameters<typeof check>[0]['decide'],
+      r: CheckRequest,
+    ) => {
+      const deps = { log, decide, resolve: buildRouteTable(edgeRoutes) };
+      for (let i = 0; i < 2000; i++) await check(deps, r);
+      const lat: number[] = [];
+      const t = process.hrtime.bigint();
+      for (let i = 0; i < 20000; i++) {
+        const t0 = process.hrtime.bigint();
+        await check(deps, r);
+        lat.push(Number(process.hrtime.bigint() - t0));
+      }
+      const meanUs = Number(process.hrtime.bigint() - t) / 20000 / 1000;
+      lat.sort((a, b) => a - b);
+      process.stdout.write(
+        `${`Check in process: ${name}`.padEnd(48)} mean ${meanUs.toFixed(1)} µs  p50 ${ms(percentile(lat, 50))} ms  p99 ${ms(percentile(lat, 99))} ms\n`,
+      );
+    };
+    await inProcess('floor (empty decision)', () => ({ allow: true, status: 200 }), floorRequest);
+    for (const [name, r] of scenarios) await inProcess(`${name}, audit discarded`, unauditedDecide, r);
+    if (inProcessOnly) {
+      for (const s of [floorServer, answerServer, unaudited, shadowed, server]) s.forceShutdown();
+      await shadow.stop();
+      await discarded.stop();
+      await audit.stop();
+      await state.stop();
+      return;
+    }
     /** The floor and every scenario at the offered rate, after a warm-up of each. */
     const round = async (label: string): Promise<{ floor: GhzReport; ours: GhzReport[] }> => {
       process.stdout.write(`${label} (${machineLoad()})\n`);
