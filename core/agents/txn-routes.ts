@@ -15,7 +15,6 @@ import {
 } from './context.ts';
 import { idempotent } from './books.ts';
 import { authorizeTxn, loadTxn, reverseTxn, startTxn, txnView } from './txns.ts';
-import type { Queryable } from '../../shared/db/pool.ts';
 
 const tags = ['agent-txns'];
 const auth = { name: 'Authorization', required: true, description: 'Bearer <agent access token>' };

@@ -3,10 +3,10 @@ import { tenantAdmin } from '../http/tenant-admin.ts';
 import { isIPv4, isIPv6 } from 'node:net';
 import { Type } from '@sinclair/typebox';
 import { AppError } from '../../shared/errors.ts';
-import { defineRoute, type RequestContext, type RouteSpec } from '../http/route.ts';
+import { defineRoute, type RouteSpec } from '../http/route.ts';
 import type { KeyStore } from '../keys/keys.ts';
 import type { Db } from '../../shared/db/pool.ts';
-import { ApiKeys, defaultRotationGraceS, maxRotationGraceS, type KeyActor } from './store.ts';
+import { ApiKeys, defaultRotationGraceS, maxRotationGraceS } from './store.ts';
 
 const Decimal = Type.String({
   pattern: '^(0|[1-9][0-9]{0,13})(\\.[0-9]{1,6})?$',
@@ -64,8 +64,6 @@ function validCidr(c: string): boolean {
   if (bits === undefined) return true;
   return /^\d{1,3}$/.test(bits) && Number(bits) <= max;
 }
-
-type Ctx = RequestContext<unknown, unknown, unknown>;
 
 const caller = tenantAdmin;
 

@@ -84,7 +84,7 @@ export async function login(
   input: LoginInput,
 ): Promise<LoginResult> {
   const { db } = deps;
-  const { tenantId, phone, pin } = input;
+  const { tenantId, pin } = input;
   // Past capacity the refusal costs no database work either (issue 18 item 4): under a burst,
   // refused logins would otherwise queue for the pool beside the admitted ones. Every tenant,
   // known or not, is refused alike, so this tells nothing about the tenant or the phone.

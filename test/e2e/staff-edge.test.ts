@@ -17,7 +17,6 @@ import { issueStaffAccessToken } from '../../core/staff/tokens.ts';
 import { origOf } from '../../shared/challenge.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { callRetrying, signUpCustomer } from '../helpers/gateway.ts';
-import { eventually } from '../helpers/http.ts';
 import type { Res } from '../helpers/http.ts';
 import { addStaff, addTenant, signIn, stackKeys } from '../staff/fixtures.ts';
 

@@ -5,7 +5,7 @@ import { verifyChain } from '../../shared/audit.ts';
 import { PinHasher } from '../../core/identity/pin.ts';
 import { SecretStore } from '../../core/identity/secrets.ts';
 import { issuerFor } from '../../core/keys/keys.ts';
-import { count, freshIp, startHarness, type Harness } from './harness.ts';
+import { count, startHarness, type Harness } from './harness.ts';
 
 describe('customer identity: phone verification, PIN, login, lockout', () => {
   let h: Harness;

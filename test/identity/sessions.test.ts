@@ -446,8 +446,3 @@ describe('customer identity: sessions, refresh rotation, step-up, devices, tenan
     assert.equal((await h.get('/.well-known/jwks.json?tenant=zz-none')).json.code, 'TENANT_NOT_FOUND');
   });
 });
-
-async function call(h: Harness, method: string, path: string, headers: Record<string, string>) {
-  const { call: c } = await import('../helpers/http.ts');
-  return c(h.origin, method, path, { headers });
-}
