@@ -23,6 +23,7 @@ import type { ResolvedRoute } from './routes.ts';
 import { FailClosedError } from './metrics.ts';
 import type { Deadline, FailClosed } from './server.ts';
 import { tenantIdPattern } from '../shared/tenant-id.ts';
+import { clientCertificateHeader } from '../shared/mtls.ts';
 import type { EdgeState, TenantState, TupleState } from './state/store.ts';
 
 export interface DeciderDeps {
@@ -527,7 +528,7 @@ export function createDecider(deps: DeciderDeps) {
       // Core checks DPoP proofs at sign-in and the token endpoint against the URL the client
       // used, and binds client tokens to the certificate Envoy verified (issue 17 items 2–3).
       set['x-public-origin'] = publicOriginOf(view);
-      if (view.peerCertificate) set['x-client-certificate'] = view.peerCertificate;
+      if (view.peerCertificate) set[clientCertificateHeader] = view.peerCertificate;
       // Before sign-in the device id is the client's own claim (recorded on the session at login).
       const claimedDevice = view.headers['x-device-id'];
       if (principal.kind === 'anonymous' && claimedDevice && /^[A-Za-z0-9._:-]{1,128}$/.test(claimedDevice))

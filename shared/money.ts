@@ -7,9 +7,6 @@
 /** SPEC 8: scale 6. */
 export const scale = 6;
 export const microPerUnit = 1_000_000n;
-/** SPEC 8: precision 20, scale 6 → at most 14 integer digits. */
-export const maxMicro = 10n ** 20n - 1n;
-
 export type Micro = bigint;
 
 export type ParseResult = { ok: true; micro: Micro } | { ok: false; reason: string };
@@ -75,9 +72,4 @@ export function format(micro: Micro, minDecimals = 2): string {
   let frac = (abs % microPerUnit).toString().padStart(scale, '0').replace(/0+$/, '');
   if (frac.length < minDecimals) frac = frac.padEnd(minDecimals, '0');
   return `${neg ? '-' : ''}${whole}${frac.length > 0 ? `.${frac}` : ''}`;
-}
-
-/** Re-format numeric text from the database for the wire. */
-export function dbToWire(text: string, minorUnits: number): string {
-  return format(fromDb(text), minorUnits);
 }

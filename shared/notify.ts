@@ -31,8 +31,6 @@ export const channels = {
   stepUpUsed: 'stepup_used',
 } as const;
 
-export type Channel = (typeof channels)[keyof typeof channels];
-
 /** One field of a JSON payload, or undefined when the payload is not JSON or lacks it. */
 export function payloadField(payload: string, field: string): string | undefined {
   try {

@@ -100,15 +100,6 @@ export function opsCaller(ctx: AnyCtx): OpsCaller | undefined {
   return { kind: 'ops', tenantId: id.tenantId, principalId: id.principalId };
 }
 
-/** An agent (bearer token) or, when `allowOps`, ops staff; otherwise 401. */
-export async function agentOrOps(deps: AgentDeps, ctx: AnyCtx): Promise<AgentCaller | OpsCaller> {
-  if (!bearerToken(ctx.headers.authorization)) {
-    const ops = opsCaller(ctx);
-    if (ops) return ops;
-  }
-  return agentCaller(deps, ctx);
-}
-
 /** One audit record for an agent-side mutation, in the caller's transaction. Never a secret. */
 export async function auditAgent(
   q: Queryable,

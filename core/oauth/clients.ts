@@ -13,10 +13,6 @@ import type { Queryable } from '../../shared/db/pool.ts';
 export const coreScopes = ['core:read', 'core:write'] as const;
 export type CoreScope = (typeof coreScopes)[number];
 
-export function isCoreScope(s: string): s is CoreScope {
-  return (coreScopes as readonly string[]).includes(s);
-}
-
 export const authMethods = [
   'private_key_jwt',
   'tls_client_auth',
