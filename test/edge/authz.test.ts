@@ -595,6 +595,18 @@ describe('edge authorization with the policy bundle', () => {
     );
     assert.equal(bare.status.code, 0, 'the bare JWT form of SPEC 5.1 is accepted');
     assert.equal(headerOf(bare, 'x-scopes'), 'core:write');
+    // Closing is a declared core route whose action the registry grants to core:write (issue 21).
+    for (const path of ['/v1/core/accounts/a1/close', '/v1/core/overdraft-lines/o1/close']) {
+      assert.equal(
+        (await edge.check(envoyRequest('POST', path, { headers: bearer(write) }))).status.code,
+        0,
+        path,
+      );
+      assert.match(
+        body(await edge.check(envoyRequest('POST', path, { headers: bearer(read) }))).message,
+        /scope/,
+      );
+    }
     const customerToken = await token('t1', await customer('t1'));
     assert.equal(
       (await edge.check(envoyRequest('GET', '/t/core/accounts/a1', { headers: bearer(customerToken) })))
