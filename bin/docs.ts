@@ -6,9 +6,10 @@
  */
 import type { AccessLookup, EdgeAccess } from '../core/http/openapi-security.ts';
 import type { DocExamples } from '../core/http/openapi-examples.ts';
-import { edgeRoutes, type EdgeRoute } from '../edge/routes.ts';
+import type { EdgeRoute } from '../edge/routes.ts';
+import { routeDeclarations } from '../shared/routes/index.ts';
 
-export function edgeRouteAccess(routes: readonly EdgeRoute[] = edgeRoutes): AccessLookup {
+export function edgeRouteAccess(routes: readonly EdgeRoute[] = routeDeclarations): AccessLookup {
   // Core's route templates are the edge's, character for character (test/edge/routes.test.ts).
   const byKey = new Map<string, EdgeAccess>(
     routes.map((r) => [

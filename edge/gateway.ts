@@ -26,6 +26,7 @@ import { Pool } from 'undici';
 import { renderRefusal, titleOf, type ErrorFormat } from '../shared/errors.ts';
 import { maxCheckBodyBytes } from './check.ts';
 import { authorizationPackage } from './proto.ts';
+import { routeDeclarations } from '../shared/routes/index.ts';
 import { buildRouteTable } from './routes.ts';
 import type { CheckRequest, CheckResponse } from './types.ts';
 
@@ -72,15 +73,19 @@ export interface GatewayDeps {
   tls?: { key: string | Buffer; cert: string | Buffer; clientCa: string | Buffer };
 }
 
-/** The route table's `disableRequestBodyBuffering`, looked up by method and path. */
+/**
+ * The declarations' `disableRequestBodyBuffering`, looked up by method and path: the gateway
+ * plays Envoy, whose per-route settings (deploy/envoy/envoy.yaml) are static configuration
+ * written from the declarations, not the edge's decision, which uses the bundle's table.
+ */
 export function streamsBodyByRouteTable(): (method: string, path: string) => boolean {
-  const resolve = buildRouteTable();
+  const resolve = buildRouteTable(routeDeclarations);
   return (method, path) => resolve(method, path).route?.disableRequestBodyBuffering === true;
 }
 
 /** The route table's `errorFormat`: the gateway's own refusals follow the audience rule too (issue 15 item 5). */
 export function errorFormatByRouteTable(): (method: string, path: string) => ErrorFormat {
-  const resolve = buildRouteTable();
+  const resolve = buildRouteTable(routeDeclarations);
   return (method, path) => resolve(method, path).errorFormat ?? 'core';
 }
 

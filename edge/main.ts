@@ -21,6 +21,7 @@ import { defaultBundleDir, loadTrustedKeys } from '../policy/runtime/bundle.ts';
 import { PolicyStore } from '../policy/runtime/store.ts';
 import { addHealthService } from './health.ts';
 import { createEdgeMetrics, type EdgeMetrics } from './metrics.ts';
+import { bundleRouteTable } from './routes.ts';
 import { bindEdge, createEdgeServer } from './server.ts';
 import { EdgeState } from './state/store.ts';
 import { warmEdge } from './warm.ts';
@@ -164,16 +165,19 @@ export async function buildEdge(deps: EdgeDeps): Promise<Edge> {
     decisionInputs: () => ({ ...audit.inputStats() }),
     ...(shadow ? { shadow: () => ({ ...shadow.stats }) } : {}),
   });
+  // The route table is the current bundle's (issue 21 item 1): swapped with the policy.
+  const resolve = bundleRouteTable(policies);
   const server = createEdgeServer({
     log: deps.log,
     decide,
+    resolve,
     failClosed: failClosedAuditor({ audit, policies }),
     metrics,
     ...(deps.budgetMs ? { budgetMs: deps.budgetMs } : {}),
   });
   let warmed = false;
   let draining = false;
-  const serving = () => !draining && policies.current !== undefined && state.isFresh();
+  const serving = () => !draining && policies.current?.routes !== undefined && state.isFresh();
   addHealthService(server, serving);
   return {
     server,
@@ -184,6 +188,7 @@ export async function buildEdge(deps: EdgeDeps): Promise<Edge> {
     serving,
     async warm() {
       await warmEdge({
+        resolve,
         db: deps.db,
         state,
         challenges,

@@ -14,7 +14,7 @@ import {
   type EdgeMetrics,
   type FailClosedReason,
 } from './metrics.ts';
-import { buildRouteTable, type ResolvedRoute } from './routes.ts';
+import type { ResolvedRoute, ResolveRoute } from './routes.ts';
 import type { CheckRequest, CheckResponse } from './types.ts';
 
 /** SPEC 8: call timeout to the decision service. */
@@ -44,7 +44,8 @@ export type FailClosed = (
 export interface EdgeDeps {
   log: Logger;
   decide: Decide;
-  resolve?: ReturnType<typeof buildRouteTable>;
+  /** Method and path → route: the policy bundle's table (edge/routes.ts `bundleRouteTable`). */
+  resolve: ResolveRoute;
   budgetMs?: number;
   failClosed?: FailClosed;
   /** Counts every answer (issue 15 item 6); absent for the warm-up rehearsal, which nobody asked for. */
@@ -53,7 +54,7 @@ export interface EdgeDeps {
 
 /** Run one Check within the budget; never throws, never allows on error. */
 export async function check(deps: EdgeDeps, req: CheckRequest): Promise<CheckResponse> {
-  const resolve = deps.resolve ?? buildRouteTable();
+  const resolve = deps.resolve;
   const decide = deps.decide;
   const budgetMs = deps.budgetMs ?? checkBudgetMs;
   let view: RequestView | undefined;
@@ -134,13 +135,12 @@ export async function check(deps: EdgeDeps, req: CheckRequest): Promise<CheckRes
 export function createEdgeServer(deps: EdgeDeps): grpc.Server {
   const server = new grpc.Server();
   const { Authorization } = authorizationPackage();
-  const resolved = { ...deps, resolve: deps.resolve ?? buildRouteTable() };
   server.addService(Authorization.service, {
     Check: (
       call: grpc.ServerUnaryCall<CheckRequest, CheckResponse>,
       callback: grpc.sendUnaryData<CheckResponse>,
     ) => {
-      check(resolved, call.request).then(
+      check(deps, call.request).then(
         (r) => callback(null, r),
         () => callback(null, unavailable(undefined, 'authorization is unavailable')),
       );

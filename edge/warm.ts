@@ -15,6 +15,7 @@ import { RiskEngine } from './auth/risk.ts';
 import { createDecider } from './authz.ts';
 import type { ChallengeKeys } from '../shared/challenge.ts';
 import type { PolicyStore } from '../policy/runtime/store.ts';
+import type { ResolveRoute } from './routes.ts';
 import { check } from './server.ts';
 import type { EdgeState } from './state/store.ts';
 import type { CheckRequest } from './types.ts';
@@ -59,6 +60,8 @@ function checkRequest(r: (typeof rehearsalRequests)[number], i: number): CheckRe
 }
 
 export interface WarmDeps {
+  /** The edge's route table (the bundle's), which the rehearsal resolves its requests with. */
+  resolve: ResolveRoute;
   db: Db;
   state: EdgeState;
   challenges: ChallengeKeys;
@@ -83,7 +86,7 @@ export async function warmEdge(deps: WarmDeps): Promise<void> {
     log: deps.log,
     edgeSecret: deps.edgeSecret,
   });
-  const edge = { log: deps.log, decide, budgetMs: rehearsalBudgetMs };
+  const edge = { log: deps.log, decide, resolve: deps.resolve, budgetMs: rehearsalBudgetMs };
   for (let i = 0; i < rehearsalRounds; i++) {
     await Promise.all(
       rehearsalRequests.map((r, j) => check(edge, checkRequest(r, i * rehearsalRequests.length + j))),

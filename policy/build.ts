@@ -1,7 +1,8 @@
 /**
  * Build the policy bundle into policy/dist/: compile the Rego in policy/src/ to WASM with the
- * `opa` CLI (entry points payments/authz/decision and, untraced, payments/authz/verdict), sign the purpose registry, and write a
- * signed manifest naming the hash of every source, the WASM and the registry.
+ * `opa` CLI (entry points payments/authz/decision and, untraced, payments/authz/verdict), sign the purpose registry, write
+ * the edge's route table from the route declarations (routes.json; shared/routes/, issue 21 item 1), and write a
+ * signed manifest naming the hash of every source, the WASM, the registry and the route table.
  *   npx tsx policy/build.ts            build (needs opa)
  *   npx tsx policy/build.ts --check    exit 1 when dist/ is stale against the sources (no opa needed)
  *   npx tsx policy/build.ts --keep-revision
@@ -20,6 +21,7 @@ import { mkdtemp, readFile, readdir, rm, writeFile, mkdir } from 'node:fs/promis
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { routeTableDocument } from '../shared/routes/index.ts';
 import { signDocument } from '../shared/signing.ts';
 import { findOpa } from './opa.ts';
 
@@ -32,6 +34,14 @@ const registrySource = join(policyDir, 'data', 'registry', 'data.json');
 
 const sha256 = (data: Buffer | string) => createHash('sha256').update(data).digest('hex');
 
+/** The manifest's `sources` name the route declarations by this key (the hash of the table they make). */
+export const routesSourceKey = '../shared/routes';
+
+/** routes.json: the route declarations as data, written the same way every time. */
+export function routeTableText(): string {
+  return `${JSON.stringify(routeTableDocument(), null, 2)}\n`;
+}
+
 /** Every input of the bundle, path (relative to policy/) → sha256. */
 export async function sourceHashes(): Promise<Record<string, string>> {
   const out: Record<string, string> = {};
@@ -41,6 +51,8 @@ export async function sourceHashes(): Promise<Record<string, string>> {
     out[relative(policyDir, join(src, name))] = sha256(await readFile(join(src, name)));
   }
   out[relative(policyDir, registrySource)] = sha256(await readFile(registrySource));
+  // The table the declarations make, not their files' text: a reformatted file is not a new bundle.
+  out[routesSourceKey] = sha256(routeTableText());
   return out;
 }
 
@@ -112,6 +124,7 @@ export async function build(
       throw new Error('registry needs a version (ISO 8601 timestamp)');
     const registryText = `${JSON.stringify(signDocument(registry, key), null, 2)}\n`;
     const sources = await sourceHashes();
+    const routesText = routeTableText();
     const opaVersion = /Version: (\S+)/.exec(execFileSync(opa, ['version']).toString())?.[1] ?? 'unknown';
     const manifest = signDocument(
       {
@@ -122,17 +135,19 @@ export async function build(
         sources,
         wasm_sha256: sha256(wasm),
         registry_sha256: sha256(registryText),
+        routes_sha256: sha256(routesText),
       },
       key,
     );
     await mkdir(outDir, { recursive: true });
     await writeFile(join(outDir, 'policy.wasm'), wasm);
     await writeFile(join(outDir, 'registry.json'), registryText);
+    await writeFile(join(outDir, 'routes.json'), routesText);
     await writeFile(join(outDir, 'manifest.json'), `${JSON.stringify(manifest, null, 2)}\n`);
     if (keepRevision) {
       const kept = join(outDir, 'revisions', manifest.policy_version);
       await mkdir(kept, { recursive: true });
-      for (const name of ['policy.wasm', 'registry.json', 'manifest.json'])
+      for (const name of ['policy.wasm', 'registry.json', 'routes.json', 'manifest.json'])
         await writeFile(join(kept, name), await readFile(join(outDir, name)));
     }
     if (!quiet)

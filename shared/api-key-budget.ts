@@ -6,8 +6,8 @@
 
 /**
  * How a route that moves money counts against an API key's daily amount budget. Every route
- * that reaches the ledger's postings, holds, captures or reversals declares one (edge/routes.ts
- * `money`, core RouteSpec `movesMoney`); core refuses to move money for a route that did not.
+ * that reaches the ledger's postings, holds, captures or reversals declares one (`money` in its
+ * declaration, shared/routes/; core's `movesMoney`); core refuses to move money for a route that did not.
  * - `request`: the request names the amount (`amount` and `currency`, or a posting's legs); the
  *   edge counts it before core sees the request, and core gives it back when nothing moved.
  * - `ledger`: the request names only an id (a reversal, a capture); core counts what the ledger

@@ -60,7 +60,7 @@ export function ensureOpaEnvoyPlugin(say: (line: string) => void): string {
  * The edge's route table as the adapter matches it: by method, then segment count, most
  * specific template first; segments are literals, whole-segment parameters, or patterns.
  */
-export function routesForRego(routes: EdgeRoute[]): Record<string, Record<string, unknown[]>> {
+export function routesForRego(routes: readonly EdgeRoute[]): Record<string, Record<string, unknown[]>> {
   const out: Record<string, Record<string, unknown[]>> = {};
   const sorted = routes
     .map((r) => ({ r, specificity: compileTemplate(r.template).specificity }))

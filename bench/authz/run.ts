@@ -43,7 +43,8 @@ import { PolicyStore } from '../../policy/runtime/store.ts';
 import { storeCandidate } from '../../core/policy/candidates.ts';
 import { ShadowFeed } from '../../edge/shadow.ts';
 import { authorizationPackage, envoyProtoIncludeDirs } from '../../edge/proto.ts';
-import { buildRouteTable, edgeRoutes } from '../../edge/routes.ts';
+import { buildRouteTable } from '../../edge/routes.ts';
+import { routeDeclarations } from '../../shared/routes/index.ts';
 import { bindEdge, check, createEdgeServer } from '../../edge/server.ts';
 import { EdgeState } from '../../edge/state/store.ts';
 import type { CheckRequest, CheckResponse } from '../../edge/types.ts';
@@ -298,7 +299,7 @@ async function measure(): Promise<void> {
       log,
       edgeSecret: 'bench',
     });
-    const server = createEdgeServer({ log, decide, resolve: buildRouteTable(edgeRoutes) });
+    const server = createEdgeServer({ log, decide, resolve: buildRouteTable(routeDeclarations) });
     const address = `127.0.0.1:${await bindEdge(server, 0)}`;
 
     // The transfer's AAL 2 token is the one a step-up issued for that very request (SPEC 4.3 rule 3).
@@ -364,17 +365,20 @@ async function measure(): Promise<void> {
     const floorServer = createEdgeServer({
       log,
       decide: () => ({ allow: true, status: 200 }),
-      resolve: buildRouteTable(edgeRoutes),
+      resolve: buildRouteTable(routeDeclarations),
     });
     const floorAddress = `127.0.0.1:${await bindEdge(floorServer, 0)}`;
     // The floor answering what the read scenario answers (its identity headers and masking):
     // what encoding the answer costs, apart from deciding it.
     const readView = viewOf(scenarios[1]?.[1] as CheckRequest);
-    const readAnswer = await decide(readView, buildRouteTable(edgeRoutes)(readView.method, readView.path));
+    const readAnswer = await decide(
+      readView,
+      buildRouteTable(routeDeclarations)(readView.method, readView.path),
+    );
     const answerServer = createEdgeServer({
       log,
       decide: () => readAnswer,
-      resolve: buildRouteTable(edgeRoutes),
+      resolve: buildRouteTable(routeDeclarations),
     });
     const answerAddress = `127.0.0.1:${await bindEdge(answerServer, 0)}`;
     // Diagnostic, not a configuration: the same edge with its decision audit discarded instead of
@@ -395,7 +399,7 @@ async function measure(): Promise<void> {
     const unaudited = createEdgeServer({
       log,
       decide: unauditedDecide,
-      resolve: buildRouteTable(edgeRoutes),
+      resolve: buildRouteTable(routeDeclarations),
     });
     const unauditedAddress = `127.0.0.1:${await bindEdge(unaudited, 0)}`;
     // Issue 22 item 3: the same edge with a shadow candidate (today's bundle, uploaded as a
@@ -429,7 +433,7 @@ async function measure(): Promise<void> {
         log,
         edgeSecret: 'bench',
       }),
-      resolve: buildRouteTable(edgeRoutes),
+      resolve: buildRouteTable(routeDeclarations),
     });
     const shadowedAddress = `127.0.0.1:${await bindEdge(shadowed, 0)}`;
     const floorRequest = scenarios[1]?.[1] as CheckRequest;
@@ -440,7 +444,7 @@ async function measure(): Promise<void> {
       decide: Parameters<typeof check>[0]['decide'],
       r: CheckRequest,
     ) => {
-      const deps = { log, decide, resolve: buildRouteTable(edgeRoutes) };
+      const deps = { log, decide, resolve: buildRouteTable(routeDeclarations) };
       for (let i = 0; i < 2000; i++) await check(deps, r);
       const lat: number[] = [];
       const t = process.hrtime.bigint();
@@ -574,7 +578,7 @@ async function measure(): Promise<void> {
       ensureOpaEnvoyPlugin((l) => process.stdout.write(`${l}\n`)),
       dir,
       {
-        routes: routesForRego(edgeRoutes),
+        routes: routesForRego(routeDeclarations),
         jwks: Object.fromEntries(
           await Promise.all(['t1', 't2'].map(async (t) => [t, JSON.stringify(await keys.jwks(t))] as const)),
         ),

@@ -37,15 +37,6 @@ import type { Cursors } from './paging.ts';
 import type { RateLimiter } from './rate-limit.ts';
 import type { TargetGuard } from './webhooks/target.ts';
 
-export type Role = 'admin' | 'ops' | 'readonly' | 'support';
-/** Reads: every staff role. */
-export const readers: readonly Role[] = ['admin', 'ops', 'readonly'];
-/** Operational repairs (outbox retry, idempotency purge, chain verification). */
-export const operators: readonly Role[] = ['admin', 'ops'];
-export const admins: readonly Role[] = ['admin'];
-/** SPEC 4.6: idempotency search is "ops only". */
-export const opsOnly: readonly Role[] = ['ops'];
-
 export interface AdminDeps {
   db: Db;
   keys: KeyStore;
@@ -87,7 +78,8 @@ interface Base<P extends TSchema, Q extends TSchema, B extends TSchema> {
   operationId: string;
   summary: string;
   tags: string[];
-  roles: readonly Role[];
+  /** From the route's declaration (`...declared(method, path)`; shared/routes/admin.ts): checked again here. */
+  roles: readonly string[];
   params?: P;
   query?: Q;
   body?: B;
@@ -109,11 +101,11 @@ export type AdminRouteSpec<P extends TSchema, Q extends TSchema, B extends TSche
       ) => Promise<{ status: number; body?: unknown; headers?: Record<string, string> }>;
     });
 
-export function callerOf(ctx: RequestContext<unknown, unknown, unknown>, roles: readonly Role[]): Caller {
+export function callerOf(ctx: RequestContext<unknown, unknown, unknown>, roles: readonly string[]): Caller {
   const id = ctx.identity;
   if (!id.tenantId)
     throw new AppError('UNAUTHORIZED', 'a staff credential (service token or staff JWT) is required');
-  if (!id.roles.some((r) => (roles as readonly string[]).includes(r))) {
+  if (!id.roles.some((r) => roles.includes(r))) {
     throw new AppError('FORBIDDEN', `this route needs one of the roles ${roles.join(', ')}`);
   }
   return {
@@ -319,6 +311,7 @@ export function adminRoute<P extends TSchema, Q extends TSchema, B extends TSche
     operationId: spec.operationId,
     summary: spec.summary,
     tags: spec.tags,
+    roles: spec.roles,
     ...(spec.params ? { params: spec.params } : {}),
     ...(spec.query ? { query: spec.query } : {}),
     ...(spec.body ? { body: spec.body } : {}),

@@ -14,13 +14,14 @@ import type { Queryable } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
 import { parseAmount, type Micro } from '../../shared/money.ts';
 import { uuidv7 } from '../../shared/uuid.ts';
-import { adminRoute, admins, type AdminDeps } from '../admin/http.ts';
+import { adminRoute, type AdminDeps } from '../admin/http.ts';
 import { requireMinorUnits } from '../admin/reference/currencies.ts';
 import { CurrencyCode, Decimal, Timestamp, Uuid } from '../admin/schemas.ts';
 import { Phone } from '../identity/schemas.ts';
 import type { RouteSpec } from '../http/route.ts';
 import type { IdentityDeps } from '../identity/context.ts';
 import { hashAgentPin, insertAgent } from './provision.ts';
+import { declared } from '../http/declared.ts';
 
 const Text = (max: number) => Type.String({ minLength: 1, maxLength: max, pattern: '^\\S(.*\\S)?$' });
 const Outlet = Type.Object({
@@ -112,12 +113,10 @@ export function agentAdminRoutes(deps: AdminDeps, identity: IdentityDeps): Route
   const tags = ['admin.agents'];
   return [
     adminRoute(deps, {
-      method: 'POST',
-      path: '/v1/outlets',
+      ...declared('POST', '/v1/outlets'),
       operationId: 'createOutlet',
       summary: "Create an agent outlet (a shop) in the caller's tenant",
       tags,
-      roles: admins,
       mode: 'create',
       body: Type.Object(
         { name: Text(200), region: Text(100), address: Type.Optional(Type.String({ maxLength: 500 })) },
@@ -136,11 +135,9 @@ export function agentAdminRoutes(deps: AdminDeps, identity: IdentityDeps): Route
       },
     }),
     adminRoute(deps, {
-      method: 'POST',
-      path: '/v1/agents',
+      ...declared('POST', '/v1/agents'),
       operationId: 'createAgent',
       tags,
-      roles: admins,
       mode: 'create',
       summary:
         "Create an agent at one of the tenant's outlets, with its float and commission accounts and a bound device; the PIN and device key are shown once",

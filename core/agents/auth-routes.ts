@@ -24,6 +24,7 @@ import {
 import { agentKeyOf, agentLogin, agentRef, agentRefresh } from './auth.ts';
 import { agentCaller, type AgentDeps } from './context.ts';
 import { DeviceProof } from './device.ts';
+import { declared } from '../http/declared.ts';
 
 export const AgentCode = Type.String({
   pattern: '^[A-Z0-9]{4,16}$',
@@ -89,8 +90,7 @@ export function agentAuthRoutes(deps: AgentDeps): RouteSpec[] {
 
   return [
     defineRoute({
-      method: 'POST',
-      path: '/v1/agent/auth/login',
+      ...declared('POST', '/v1/agent/auth/login'),
       operationId: 'agentLogin',
       tags,
       body: LoginBody,
@@ -100,8 +100,7 @@ export function agentAuthRoutes(deps: AgentDeps): RouteSpec[] {
       handler: async (ctx) => ({ status: 200, body: await agentLogin(deps, ctx, ctx.body) }),
     }),
     defineRoute({
-      method: 'POST',
-      path: '/v1/agent/auth/refresh',
+      ...declared('POST', '/v1/agent/auth/refresh'),
       operationId: 'agentRefresh',
       tags,
       body: RefreshBody,
@@ -114,8 +113,7 @@ export function agentAuthRoutes(deps: AgentDeps): RouteSpec[] {
       }),
     }),
     defineRoute({
-      method: 'POST',
-      path: '/v1/agent/auth/logout',
+      ...declared('POST', '/v1/agent/auth/logout'),
       operationId: 'agentLogout',
       tags,
       bodyKind: 'json',
@@ -131,8 +129,7 @@ export function agentAuthRoutes(deps: AgentDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'POST',
-      path: '/v1/agent/auth/otp/request',
+      ...declared('POST', '/v1/agent/auth/otp/request'),
       operationId: 'agentOtpRequest',
       tags,
       body: OtpRequestBody,
@@ -185,8 +182,7 @@ export function agentAuthRoutes(deps: AgentDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'POST',
-      path: '/v1/agent/auth/otp/verify',
+      ...declared('POST', '/v1/agent/auth/otp/verify'),
       operationId: 'agentOtpVerify',
       tags,
       body: OtpVerifyBody,
@@ -246,8 +242,7 @@ export function agentAuthRoutes(deps: AgentDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'POST',
-      path: '/v1/agent/auth/device-bind',
+      ...declared('POST', '/v1/agent/auth/device-bind'),
       operationId: 'agentDeviceBind',
       tags,
       body: BindBody,

@@ -30,7 +30,7 @@ interface Rule {
   needsFloat: boolean;
 }
 
-/** Capability names are the edge actions they gate (edge/agent-routes.ts). */
+/** Capability names are the edge actions they gate (shared/routes/agents.ts). */
 export const capabilityRules: readonly Rule[] = Object.freeze([
   { name: 'cashin.create', minTier: 'basic', needsFloat: true },
   { name: 'cashout.create', minTier: 'basic', needsFloat: false },

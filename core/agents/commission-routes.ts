@@ -6,6 +6,7 @@ import { idempotent } from './books.ts';
 import { acceptPayout, listCommissions, ownAgent, previewPayout } from './commissions.ts';
 import { agentCaller, type AgentDeps } from './context.ts';
 import { Uuid } from '../ledger/schemas.ts';
+import { declared } from '../http/declared.ts';
 
 const tags = ['agent-commissions'];
 const auth = { name: 'Authorization', required: true, description: 'Bearer <agent access token>' };
@@ -29,8 +30,7 @@ const AcceptBody = Type.Object({ payoutId: Uuid }, { additionalProperties: false
 export function commissionRoutes(deps: AgentDeps): RouteSpec[] {
   return [
     defineRoute({
-      method: 'GET',
-      path: '/v1/agents/{agent_id}/commissions',
+      ...declared('GET', '/v1/agents/{agent_id}/commissions'),
       operationId: 'agentCommissions',
       tags,
       headers: [auth],
@@ -62,8 +62,7 @@ export function commissionRoutes(deps: AgentDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'POST',
-      path: '/v1/agents/{agent_id}/commissions/payouts/preview',
+      ...declared('POST', '/v1/agents/{agent_id}/commissions/payouts/preview'),
       operationId: 'agentCommissionPreview',
       tags,
       headers: [auth, idempotencyHeader],
@@ -82,11 +81,9 @@ export function commissionRoutes(deps: AgentDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'POST',
-      path: '/v1/agents/{agent_id}/commissions/payouts/accept',
+      ...declared('POST', '/v1/agents/{agent_id}/commissions/payouts/accept'),
       operationId: 'agentCommissionAccept',
       tags,
-      movesMoney: 'no-api-keys',
       headers: [auth, idempotencyHeader],
       params: AgentId,
       body: AcceptBody,

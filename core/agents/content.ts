@@ -12,6 +12,7 @@ import type { AgentDeps } from './context.ts';
 import { agentReader } from './profile.ts';
 import { seedTraining } from './training.ts';
 import { uuidRegex } from '../ledger/schemas.ts';
+import { declared } from '../http/declared.ts';
 
 const defaultPageSize = 20;
 const maxPageSize = 50;
@@ -55,8 +56,7 @@ const encodeCursor = (r: Row) => Buffer.from(`${r.starts_at.getTime()}|${r.id}`)
 export function contentRoutes(deps: AgentDeps): RouteSpec[] {
   return [
     defineRoute({
-      method: 'GET',
-      path: '/v1/announcements',
+      ...declared('GET', '/v1/announcements'),
       operationId: 'agentAnnouncements',
       tags: ['agent-content'],
       query: Query,

@@ -92,11 +92,11 @@ export async function agentSession(
   return { tenantId: raw.tid, agentId: raw.sub, sessionId: raw.sid, aal: raw.aal, status: row.status };
 }
 
-/** Ops staff (service token with role ops or admin, established by the edge). */
+/** Ops staff (a role of the route's declaration, agent.ops: ops or admin; established by the edge). */
 export function opsCaller(ctx: AnyCtx): OpsCaller | undefined {
   const id = ctx.identity;
   if (!id.tenantId || !id.principalId) return undefined;
-  if (!id.roles.includes('ops') && !id.roles.includes('admin')) return undefined;
+  if (!id.roles.some((r) => ctx.routeRoles.includes(r))) return undefined;
   return { kind: 'ops', tenantId: id.tenantId, principalId: id.principalId };
 }
 

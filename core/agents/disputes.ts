@@ -2,7 +2,7 @@
  * Disputes on agent transactions (SPEC 4.5 disputes; issue 9 item 8). An agent opens a case on
  * one of its own transactions (one live case per transaction), reads it, and attaches evidence.
  * Attachments: the edge decides on headers alone and does not buffer the body
- * (edge/agent-routes.ts `disableRequestBodyBuffering`; Envoy per-route check_settings), so
+ * (shared/routes/agents.ts `disableRequestBodyBuffering`; Envoy per-route check_settings), so
  * core enforces everything: the body limit while reading (413), multipart/form-data (415/400),
  * a file of at most 5 MiB (413 ATTACHMENT_TOO_LARGE) whose magic bytes say PNG, JPEG or PDF
  * (415 ATTACHMENT_TYPE_REFUSED; the declared type and file name prove nothing), stored with its
@@ -25,6 +25,7 @@ import {
 } from './context.ts';
 import { requireCapability } from './capabilities.ts';
 import { boundaryOf, parseMultipart, sniff } from './multipart.ts';
+import { declared } from '../http/declared.ts';
 
 /** Issue 9: attachments up to 5 MiB. */
 export const attachmentMaxBytes = 5 * 1024 * 1024;
@@ -251,8 +252,7 @@ async function attach(deps: AgentDeps, q: Queryable, c: AgentCaller, caseId: str
 export function disputeRoutes(deps: AgentDeps): RouteSpec[] {
   return [
     defineRoute({
-      method: 'POST',
-      path: '/v1/disputes',
+      ...declared('POST', '/v1/disputes'),
       operationId: 'disputeOpen',
       tags,
       headers: [auth, idempotencyHeader],
@@ -270,8 +270,7 @@ export function disputeRoutes(deps: AgentDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'GET',
-      path: '/v1/disputes/{case_id}',
+      ...declared('GET', '/v1/disputes/{case_id}'),
       operationId: 'disputeGet',
       tags,
       headers: [auth],
@@ -287,8 +286,7 @@ export function disputeRoutes(deps: AgentDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'POST',
-      path: '/v1/disputes/{case_id}/attachments',
+      ...declared('POST', '/v1/disputes/{case_id}/attachments'),
       operationId: 'disputeAttach',
       tags,
       headers: [auth, idempotencyHeader],

@@ -15,6 +15,7 @@ import {
   requestFloat,
 } from './float.ts';
 import { lockAgent } from './txns.ts';
+import { declared } from '../http/declared.ts';
 
 const tags = ['agent-float'];
 const auth = { name: 'Authorization', required: true, description: 'Bearer <agent access token>' };
@@ -86,16 +87,13 @@ export function floatRoutes(deps: AgentDeps): RouteSpec[] {
     };
   const opsStep = (action: 'approve' | 'settle' | 'reject', summary: string) =>
     defineRoute({
-      method: 'POST',
-      path: `/v1/ops/float/instructions/{instruction_id}/${action}`,
+      ...declared('POST', `/v1/ops/float/instructions/{instruction_id}/${action}`),
       operationId: `opsFloat${action[0]?.toUpperCase()}${action.slice(1)}`,
       tags,
       headers: [opsAuth, idempotencyHeader],
       params: Id,
       body: OpsBody,
       summary,
-      // settle posts a top-up or captures a redeem's hold (the others move nothing)
-      ...(action === 'settle' ? { movesMoney: 'no-api-keys' as const } : {}),
       responses: { 200: { description: 'The instruction after the step', schema: Instruction } },
       handler: async (ctx) => {
         const o = requireOps(ctx);
@@ -117,8 +115,7 @@ export function floatRoutes(deps: AgentDeps): RouteSpec[] {
     });
   return [
     defineRoute({
-      method: 'GET',
-      path: '/v1/float',
+      ...declared('GET', '/v1/float'),
       operationId: 'agentFloat',
       tags,
       headers: [auth],
@@ -146,8 +143,7 @@ export function floatRoutes(deps: AgentDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'POST',
-      path: '/v1/float/topup',
+      ...declared('POST', '/v1/float/topup'),
       operationId: 'agentFloatTopup',
       tags,
       headers: [auth, idempotencyHeader],
@@ -158,11 +154,9 @@ export function floatRoutes(deps: AgentDeps): RouteSpec[] {
       handler: (ctx) => request('TOPUP')(ctx, ctx.body),
     }),
     defineRoute({
-      method: 'POST',
-      path: '/v1/float/redeem',
+      ...declared('POST', '/v1/float/redeem'),
       operationId: 'agentFloatRedeem',
       tags,
-      movesMoney: 'no-api-keys',
       headers: [auth, idempotencyHeader],
       body: RequestBody,
       summary:
@@ -171,8 +165,7 @@ export function floatRoutes(deps: AgentDeps): RouteSpec[] {
       handler: (ctx) => request('REDEEM')(ctx, ctx.body),
     }),
     defineRoute({
-      method: 'GET',
-      path: '/v1/float/instructions/{instruction_id}',
+      ...declared('GET', '/v1/float/instructions/{instruction_id}'),
       operationId: 'agentFloatInstruction',
       tags,
       headers: [auth],
@@ -190,8 +183,7 @@ export function floatRoutes(deps: AgentDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'POST',
-      path: '/v1/float/instructions/{instruction_id}/cancel',
+      ...declared('POST', '/v1/float/instructions/{instruction_id}/cancel'),
       operationId: 'agentFloatCancel',
       tags,
       headers: [auth, idempotencyHeader],
@@ -210,8 +202,7 @@ export function floatRoutes(deps: AgentDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'GET',
-      path: '/v1/ops/float/instructions',
+      ...declared('GET', '/v1/ops/float/instructions'),
       operationId: 'opsFloatInstructions',
       tags,
       headers: [opsAuth],

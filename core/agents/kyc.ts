@@ -14,6 +14,7 @@ import type { Queryable } from '../../shared/db/pool.ts';
 import { agentCaller, auditAgent, keyOwnerOf, type AgentDeps, type AnyCtx } from './context.ts';
 import { requireCapability } from './capabilities.ts';
 import { Uuid } from '../ledger/schemas.ts';
+import { declared } from '../http/declared.ts';
 
 /** A KYC record is valid two years, then re-KYC is due. */
 export const kycValidityMs = 2 * 365 * 24 * 60 * 60_000;
@@ -126,8 +127,7 @@ export function kycRoutes(deps: AgentDeps): RouteSpec[] {
   };
   return [
     defineRoute({
-      method: 'POST',
-      path: '/v1/kyc/customers',
+      ...declared('POST', '/v1/kyc/customers'),
       operationId: 'kycRegister',
       tags,
       headers,
@@ -213,8 +213,7 @@ export function kycRoutes(deps: AgentDeps): RouteSpec[] {
         }),
     }),
     defineRoute({
-      method: 'POST',
-      path: '/v1/kyc/customers/{customer_id}/upgrade',
+      ...declared('POST', '/v1/kyc/customers/{customer_id}/upgrade'),
       operationId: 'kycUpgrade',
       tags,
       headers,
@@ -257,8 +256,7 @@ export function kycRoutes(deps: AgentDeps): RouteSpec[] {
         }),
     }),
     defineRoute({
-      method: 'POST',
-      path: '/v1/kyc/customers/{customer_id}/rekcy',
+      ...declared('POST', '/v1/kyc/customers/{customer_id}/rekcy'),
       operationId: 'kycRekyc',
       tags,
       headers,
@@ -293,8 +291,7 @@ export function kycRoutes(deps: AgentDeps): RouteSpec[] {
         }),
     }),
     defineRoute({
-      method: 'GET',
-      path: '/v1/kyc/customers/{customer_id}/status',
+      ...declared('GET', '/v1/kyc/customers/{customer_id}/status'),
       operationId: 'kycStatus',
       tags,
       headers: [headers[0] as { name: string; required: boolean; description: string }],

@@ -8,6 +8,7 @@ import { AppError } from '../../shared/errors.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import { agentCaller, agentSession, auditAgent, type AgentDeps, type AnyCtx } from './context.ts';
 import { capabilitiesOf, capabilitiesView, loadAgent, type AgentProfileRow } from './capabilities.ts';
+import { declared } from '../http/declared.ts';
 
 const tags = ['agent'];
 const auth = { name: 'Authorization', required: true, description: 'Bearer <agent access token>' };
@@ -101,8 +102,7 @@ export function meView(a: AgentProfileRow): Record<string, unknown> {
 export function profileRoutes(deps: AgentDeps): RouteSpec[] {
   return [
     defineRoute({
-      method: 'GET',
-      path: '/v1/agent/me',
+      ...declared('GET', '/v1/agent/me'),
       operationId: 'agentMe',
       tags,
       headers: [auth],
@@ -111,8 +111,7 @@ export function profileRoutes(deps: AgentDeps): RouteSpec[] {
       handler: async (ctx) => ({ status: 200, body: meView((await agentReader(deps, ctx)).agent) }),
     }),
     defineRoute({
-      method: 'PATCH',
-      path: '/v1/agent/me',
+      ...declared('PATCH', '/v1/agent/me'),
       operationId: 'agentMeUpdate',
       tags,
       headers: [auth],
@@ -155,8 +154,7 @@ export function profileRoutes(deps: AgentDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'GET',
-      path: '/v1/agent/outlet',
+      ...declared('GET', '/v1/agent/outlet'),
       operationId: 'agentOutlet',
       tags,
       headers: [auth],
@@ -189,8 +187,7 @@ export function profileRoutes(deps: AgentDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'GET',
-      path: '/v1/agent/capabilities',
+      ...declared('GET', '/v1/agent/capabilities'),
       operationId: 'agentCapabilities',
       tags,
       headers: [auth],

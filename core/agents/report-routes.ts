@@ -10,6 +10,7 @@ import { instructionView, type InstructionRow } from './float.ts';
 import { agentRow, closeDay, eodSummary } from './reports.ts';
 import { txnView, type TxnRow } from './txns.ts';
 import { uuidRegex } from '../ledger/schemas.ts';
+import { declared } from '../http/declared.ts';
 
 const tags = ['agent-reports'];
 const auth = { name: 'Authorization', required: true, description: 'Bearer <agent access token>' };
@@ -98,8 +99,7 @@ function csvField(v: unknown): string {
 export function reportRoutes(deps: AgentDeps): RouteSpec[] {
   return [
     defineRoute({
-      method: 'GET',
-      path: '/v1/reports/eod',
+      ...declared('GET', '/v1/reports/eod'),
       operationId: 'agentEodReport',
       tags,
       headers: [auth],
@@ -117,8 +117,7 @@ export function reportRoutes(deps: AgentDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'POST',
-      path: '/v1/reports/eod/close',
+      ...declared('POST', '/v1/reports/eod/close'),
       operationId: 'agentEodClose',
       tags,
       headers: [auth, idempotencyHeader],
@@ -138,8 +137,7 @@ export function reportRoutes(deps: AgentDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'GET',
-      path: '/v1/reports/txns',
+      ...declared('GET', '/v1/reports/txns'),
       operationId: 'agentTxnReport',
       tags,
       query: TxnQuery,
@@ -206,8 +204,7 @@ export function reportRoutes(deps: AgentDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'GET',
-      path: '/v1/reports/float',
+      ...declared('GET', '/v1/reports/float'),
       operationId: 'agentFloatReport',
       tags,
       headers: [auth],

@@ -16,6 +16,7 @@ import { idempotencyHeader, scopeOf, toReply, withIdempotency } from '../idempot
 import { uuidv7 } from '../../shared/uuid.ts';
 import { agentCaller, auditAgent, keyOwnerOf, type AgentDeps } from './context.ts';
 import { agentReader } from './profile.ts';
+import { declared } from '../http/declared.ts';
 
 const tags = ['agent-training'];
 const auth = { name: 'Authorization', required: true, description: 'Bearer <agent access token>' };
@@ -197,8 +198,7 @@ async function submit(
 export function trainingRoutes(deps: AgentDeps): RouteSpec[] {
   return [
     defineRoute({
-      method: 'GET',
-      path: '/v1/training/courses',
+      ...declared('GET', '/v1/training/courses'),
       operationId: 'trainingCourses',
       tags,
       headers: [auth],
@@ -251,8 +251,7 @@ export function trainingRoutes(deps: AgentDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'POST',
-      path: '/v1/training/quizzes/{quiz_id}/submit',
+      ...declared('POST', '/v1/training/quizzes/{quiz_id}/submit'),
       operationId: 'trainingQuizSubmit',
       tags,
       headers: [auth, idempotencyHeader],

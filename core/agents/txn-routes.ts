@@ -15,6 +15,7 @@ import {
 } from './context.ts';
 import { idempotent } from './books.ts';
 import { authorizeTxn, loadTxn, reverseTxn, startTxn, txnView } from './txns.ts';
+import { declared } from '../http/declared.ts';
 
 const tags = ['agent-txns'];
 const auth = { name: 'Authorization', required: true, description: 'Bearer <agent access token>' };
@@ -74,11 +75,9 @@ export function txnRoutes(deps: AgentDeps): RouteSpec[] {
     };
   return [
     defineRoute({
-      method: 'POST',
-      path: '/v1/txns/cashin',
+      ...declared('POST', '/v1/txns/cashin'),
       operationId: 'agentCashIn',
       tags,
-      movesMoney: 'no-api-keys',
       headers: writeHeaders,
       body: CashBody,
       summary: 'Cash-in: agent float → customer wallet, posted at once; commission accrued',
@@ -86,11 +85,9 @@ export function txnRoutes(deps: AgentDeps): RouteSpec[] {
       handler: (ctx) => start('CASHIN')(ctx, ctx.body),
     }),
     defineRoute({
-      method: 'POST',
-      path: '/v1/txns/cashout',
+      ...declared('POST', '/v1/txns/cashout'),
       operationId: 'agentCashOut',
       tags,
-      movesMoney: 'no-api-keys',
       headers: writeHeaders,
       body: CashBody,
       summary:
@@ -99,11 +96,9 @@ export function txnRoutes(deps: AgentDeps): RouteSpec[] {
       handler: (ctx) => start('CASHOUT')(ctx, ctx.body),
     }),
     defineRoute({
-      method: 'POST',
-      path: '/v1/txns/p2p/assist',
+      ...declared('POST', '/v1/txns/p2p/assist'),
       operationId: 'agentP2pAssist',
       tags,
-      movesMoney: 'no-api-keys',
       headers: writeHeaders,
       body: P2pBody,
       summary: 'Assisted P2P: customer wallet → another customer; the sender authorises with a one-time code',
@@ -111,11 +106,9 @@ export function txnRoutes(deps: AgentDeps): RouteSpec[] {
       handler: (ctx) => start('P2P')(ctx, { ...ctx.body, counterpartyPhone: ctx.body.recipientPhone }),
     }),
     defineRoute({
-      method: 'POST',
-      path: '/v1/txns/{txn_id}/authorize',
+      ...declared('POST', '/v1/txns/{txn_id}/authorize'),
       operationId: 'agentTxnAuthorize',
       tags,
-      movesMoney: 'no-api-keys',
       headers: writeHeaders,
       params: TxnId,
       body: AuthorizeBody,
@@ -143,8 +136,7 @@ export function txnRoutes(deps: AgentDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'GET',
-      path: '/v1/txns/{txn_id}',
+      ...declared('GET', '/v1/txns/{txn_id}'),
       operationId: 'agentTxnGet',
       tags,
       headers: [auth],
@@ -160,11 +152,9 @@ export function txnRoutes(deps: AgentDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'POST',
-      path: '/v1/txns/{txn_id}/reverse',
+      ...declared('POST', '/v1/txns/{txn_id}/reverse'),
       operationId: 'agentTxnReverse',
       tags,
-      movesMoney: 'no-api-keys',
       headers: writeHeaders,
       params: TxnId,
       bodyKind: 'json',
@@ -174,11 +164,9 @@ export function txnRoutes(deps: AgentDeps): RouteSpec[] {
       handler: (ctx) => reverse((x) => agentCaller(deps, x))(ctx, ctx.params.txn_id),
     }),
     defineRoute({
-      method: 'POST',
-      path: '/v1/ops/txns/{txn_id}/reverse',
+      ...declared('POST', '/v1/ops/txns/{txn_id}/reverse'),
       operationId: 'opsAgentTxnReverse',
       tags,
-      movesMoney: 'no-api-keys',
       params: TxnId,
       bodyKind: 'json',
       headers: [

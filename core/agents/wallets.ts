@@ -19,6 +19,7 @@ import { balanceOf, balanceView, decodeCursor, encodeCursor, idempotent, wire } 
 import { agentCaller, auditAgent, type AgentCaller, type AgentDeps, type AnyCtx } from './context.ts';
 import { kycCustomer } from './txns.ts';
 import { Uuid } from '../ledger/schemas.ts';
+import { declared } from '../http/declared.ts';
 
 const tags = ['agent-wallets'];
 const auth = { name: 'Authorization', required: true, description: 'Bearer <agent access token>' };
@@ -177,8 +178,7 @@ async function history(
 export function walletRoutes(deps: AgentDeps): RouteSpec[] {
   return [
     defineRoute({
-      method: 'POST',
-      path: '/v1/wallets/consent',
+      ...declared('POST', '/v1/wallets/consent'),
       operationId: 'agentWalletConsent',
       tags,
       headers: [auth, idempotencyHeader],
@@ -248,8 +248,7 @@ export function walletRoutes(deps: AgentDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'GET',
-      path: '/v1/wallets/{wallet_id}/balance',
+      ...declared('GET', '/v1/wallets/{wallet_id}/balance'),
       operationId: 'agentWalletBalance',
       tags,
       headers: [auth, codeHeader],
@@ -275,8 +274,7 @@ export function walletRoutes(deps: AgentDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'GET',
-      path: '/v1/wallets/{wallet_id}/transactions',
+      ...declared('GET', '/v1/wallets/{wallet_id}/transactions'),
       operationId: 'agentWalletTransactions',
       tags,
       headers: [auth, codeHeader],

@@ -7,6 +7,7 @@ import { defineRoute, type RouteSpec } from '../http/route.ts';
 import type { KeyStore } from '../keys/keys.ts';
 import type { Db } from '../../shared/db/pool.ts';
 import { ApiKeys, defaultRotationGraceS, maxRotationGraceS } from './store.ts';
+import { declared } from '../http/declared.ts';
 
 const Decimal = Type.String({
   pattern: '^(0|[1-9][0-9]{0,13})(\\.[0-9]{1,6})?$',
@@ -72,15 +73,14 @@ export function apiKeyRoutes(deps: { db: Db; keys: KeyStore }): RouteSpec[] {
   const tags = ['api-keys'];
   return [
     defineRoute({
-      method: 'POST',
-      path: '/api-keys',
+      ...declared('POST', '/api-keys'),
       operationId: 'createApiKey',
       summary: 'Create an API key, or rotate one (`rotate`); the secret is returned once',
       tags,
       body: CreateBody,
       responses: { 201: { description: 'Created; keep the secret', schema: Created } },
       handler: async (ctx) => {
-        const { tenantId, actor } = caller(ctx, true);
+        const { tenantId, actor } = caller(ctx);
         const b = ctx.body;
         if (b.rotate) {
           const { key, secret } = await store.rotate(
@@ -108,8 +108,7 @@ export function apiKeyRoutes(deps: { db: Db; keys: KeyStore }): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'GET',
-      path: '/api-keys',
+      ...declared('GET', '/api-keys'),
       operationId: 'listApiKeys',
       summary: "The tenant's API keys (never their secrets)",
       tags,
@@ -125,12 +124,11 @@ export function apiKeyRoutes(deps: { db: Db; keys: KeyStore }): RouteSpec[] {
       },
       handler: async (ctx) => ({
         status: 200,
-        body: await store.list(caller(ctx, false).tenantId, ctx.query.limit ?? 20, ctx.query.cursor),
+        body: await store.list(caller(ctx).tenantId, ctx.query.limit ?? 20, ctx.query.cursor),
       }),
     }),
     defineRoute({
-      method: 'GET',
-      path: '/api-keys/{id}',
+      ...declared('GET', '/api-keys/{id}'),
       operationId: 'getApiKey',
       summary: 'One API key (never its secret)',
       tags,
@@ -138,19 +136,18 @@ export function apiKeyRoutes(deps: { db: Db; keys: KeyStore }): RouteSpec[] {
       responses: { 200: { description: 'The key', schema: KeyView } },
       handler: async (ctx) => ({
         status: 200,
-        body: await store.get(caller(ctx, false).tenantId, ctx.params.id),
+        body: await store.get(caller(ctx).tenantId, ctx.params.id),
       }),
     }),
     defineRoute({
-      method: 'DELETE',
-      path: '/api-keys/{id}',
+      ...declared('DELETE', '/api-keys/{id}'),
       operationId: 'revokeApiKey',
       summary: 'Revoke an API key; edges refuse it from the next request',
       tags,
       params: IdParams,
       responses: { 204: { description: 'Revoked' } },
       handler: async (ctx) => {
-        const { tenantId, actor } = caller(ctx, true);
+        const { tenantId, actor } = caller(ctx);
         await store.revoke(tenantId, actor, ctx.params.id);
         return { status: 204 };
       },

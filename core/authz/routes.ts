@@ -10,8 +10,7 @@ import { PolicyDecision } from '../../policy/runtime/bundle.ts';
 import type { PolicyStore } from '../../policy/runtime/store.ts';
 import { AppError } from '../../shared/errors.ts';
 import { defineRoute, type RequestContext, type RouteSpec } from '../http/route.ts';
-
-const simulateRoles = ['ops', 'admin'];
+import { declared } from '../http/declared.ts';
 
 /**
  * The authorization input document (SPEC 2.6), as the edge builds it for every decision (issue 15
@@ -104,8 +103,9 @@ const GetQuery = Type.Object({
 /** The answer is the decision document itself, trace included (policy/runtime/bundle.ts). */
 const Result = PolicyDecision;
 
+/** The roles of the route's declaration (shared/routes/policy.ts: ops, admin), checked again here. */
 function requireOps(ctx: RequestContext<unknown, unknown, unknown>): void {
-  if (!ctx.identity.roles.some((r) => simulateRoles.includes(r)))
+  if (!ctx.identity.roles.some((r) => ctx.routeRoles.includes(r)))
     throw new AppError('FORBIDDEN', 'simulation needs the ops or admin role');
 }
 
@@ -129,8 +129,7 @@ export function authzRoutes(deps: { policies: PolicyStore | undefined }): RouteS
   const responses = { 200: { description: 'Decision with its explanation trace', schema: Result } };
   const post = (path: string, operationId: string, summary: string) =>
     defineRoute({
-      method: 'POST',
-      path,
+      ...declared('POST', path),
       operationId,
       summary,
       tags,
@@ -147,8 +146,7 @@ export function authzRoutes(deps: { policies: PolicyStore | undefined }): RouteS
     post('/authz/simulate', 'authzSimulate', 'Dry run with explanation trace'),
     post('/v1/auth/simulate', 'authSimulatePost', 'Simulate a decision against a named policy version'),
     defineRoute({
-      method: 'GET',
-      path: '/v1/auth/simulate',
+      ...declared('GET', '/v1/auth/simulate'),
       operationId: 'authSimulateGet',
       summary: 'Simulate a decision (input as a JSON query parameter)',
       tags,

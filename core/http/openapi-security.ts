@@ -9,7 +9,7 @@ import { Type } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 
 /**
- * The credential kinds of the edge's route table (edge/routes.ts `Credential`), and
+ * The credential kinds of the edge's route table (shared/routes/types.ts `Credential`), and
  * `staff-person`: a staff access token core verifies itself on a route the edge passes as public.
  */
 export type DocCredential =

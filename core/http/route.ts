@@ -1,7 +1,8 @@
 /**
  * A route is a plain object: method, OpenAPI path template, TypeBox schemas and a handler
  * whose argument types are derived from those schemas. The same objects drive request
- * validation, the OpenAPI document and the route list the edge is checked against.
+ * validation and the OpenAPI document; method, path, roles, money movement and error format come
+ * from the route's declaration (`...declared(method, path)`, core/http/declared.ts).
  */
 import type { IncomingMessage } from 'node:http';
 import type { Static, TSchema } from '@sinclair/typebox';
@@ -67,6 +68,8 @@ export interface RequestContext<P, Q, B> {
   readonly requestId: string;
   readonly log: Logger;
   readonly identity: EdgeIdentity;
+  /** The roles the route's declaration allows (shared/routes/; empty when it names none): what core checks again. */
+  readonly routeRoles: readonly string[];
 }
 
 export interface Reply {
@@ -113,9 +116,11 @@ export interface RouteSpec<
   /**
    * Set on every route that moves money (postings, holds, captures, reversals): how an API
    * key's amount budget counts it (shared/api-key-budget.ts). The ledger refuses to move money
-   * for a route that does not say (core/http/money.ts); the edge's route declares the same.
+   * for a route that does not say (core/http/money.ts); it comes from the route's declaration.
    */
   movesMoney?: MoneyMovement;
+  /** The roles of the route's declaration (core/http/declared.ts), handed to the handler as `routeRoles`. */
+  roles?: readonly string[];
   responses: Record<number, ResponseSpec>;
   handler: (ctx: RequestContext<Static<P>, Static<Q>, Static<B>>) => Promise<Reply>;
 }

@@ -313,6 +313,7 @@ export function createHandler(deps: HttpDeps): (req: IncomingMessage, res: Serve
             requestId,
             log,
             identity,
+            routeRoles: route.roles ?? [],
           }),
         ),
       );

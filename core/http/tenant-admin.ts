@@ -1,7 +1,7 @@
 /**
  * The caller of a tenant's administration of its machine credentials (`/api-keys`,
- * `/v1/oauth-clients`): the edge's identity headers name the tenant and principal; changes
- * need the admin role, reads admin or ops.
+ * `/v1/oauth-clients`): the edge's identity headers name the tenant and principal; the roles are
+ * the route's declaration's (shared/routes/clients.ts: changes admin, reads admin or ops).
  */
 import { AppError } from '../../shared/errors.ts';
 import type { RequestContext } from './route.ts';
@@ -13,13 +13,13 @@ export interface AdminActor {
   sessionId: string | undefined;
 }
 
-export function tenantAdmin(
-  ctx: RequestContext<unknown, unknown, unknown>,
-  mutate: boolean,
-): { tenantId: string; actor: AdminActor } {
+export function tenantAdmin(ctx: RequestContext<unknown, unknown, unknown>): {
+  tenantId: string;
+  actor: AdminActor;
+} {
   const { tenantId, principalId, roles, aal, sessionId } = ctx.identity;
   if (!tenantId || !principalId) throw new AppError('UNAUTHORIZED', 'a staff credential is required');
-  const allowed = mutate ? ['admin'] : ['admin', 'ops'];
+  const allowed = ctx.routeRoles;
   if (!roles.some((r) => allowed.includes(r)))
     throw new AppError('FORBIDDEN', `role ${allowed.join(' or ')} is required`);
   return { tenantId, actor: { id: principalId, aal: aal ?? 1, sessionId } };

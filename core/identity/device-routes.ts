@@ -24,6 +24,7 @@ import { PublicKeyInput, rawPublicKey } from './devices.ts';
 import { utcMinute } from './pin-hold.ts';
 import { defaultDeviceCooloffHours, tenantSettings } from './settings.ts';
 import { authenticate, type Caller } from './tokens.ts';
+import { declared } from '../http/declared.ts';
 
 const tags = ['customer-auth'];
 const bearerHeader = [{ name: 'Authorization', required: true, description: 'Bearer <access token>' }];
@@ -101,8 +102,7 @@ export function deviceRoutes(deps: IdentityDeps): RouteSpec[] {
   const { db, keys, now } = deps;
   return [
     defineRoute({
-      method: 'POST',
-      path: '/customers/devices',
+      ...declared('POST', '/customers/devices'),
       operationId: 'customerDeviceRegister',
       tags,
       headers: bearerHeader,
@@ -169,8 +169,7 @@ export function deviceRoutes(deps: IdentityDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'GET',
-      path: '/customers/devices',
+      ...declared('GET', '/customers/devices'),
       operationId: 'customerDevices',
       tags,
       headers: bearerHeader,
@@ -190,8 +189,7 @@ export function deviceRoutes(deps: IdentityDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'DELETE',
-      path: '/customers/devices/{id}',
+      ...declared('DELETE', '/customers/devices/{id}'),
       operationId: 'customerDeviceRevoke',
       tags,
       headers: bearerHeader,

@@ -12,6 +12,7 @@ import { admitAll, clearOtpRequirement, otpSendPolicy, otpVerifyPolicy, settleSu
 import { OpaqueToken, Otp, Phone, Pin, TenantId } from './schemas.ts';
 import { tenantSettings } from './settings.ts';
 import { utcMinute } from './pin-hold.ts';
+import { declared } from '../http/declared.ts';
 
 /** verificationToken lifetime: long enough to choose a PIN, short enough to be useless later. */
 export const verificationTtlMs = 10 * 60_000;
@@ -43,8 +44,7 @@ export function phoneRoutes(deps: IdentityDeps): RouteSpec[] {
   const { db, now } = deps;
 
   const otpSend = defineRoute({
-    method: 'POST',
-    path: '/customers/auth/otp/send',
+    ...declared('POST', '/customers/auth/otp/send'),
     operationId: 'customerOtpSend',
     tags,
     summary: 'Send a phone verification code (6 digits, valid 5 minutes)',
@@ -120,8 +120,7 @@ export function phoneRoutes(deps: IdentityDeps): RouteSpec[] {
   });
 
   const otpVerify = defineRoute({
-    method: 'POST',
-    path: '/customers/auth/otp/verify',
+    ...declared('POST', '/customers/auth/otp/verify'),
     operationId: 'customerOtpVerify',
     tags,
     summary: 'Verify the phone with the code; returns a single-use verificationToken for pin/set',
@@ -217,8 +216,7 @@ export function phoneRoutes(deps: IdentityDeps): RouteSpec[] {
   });
 
   const pinSet = defineRoute({
-    method: 'POST',
-    path: '/customers/auth/pin/set',
+    ...declared('POST', '/customers/auth/pin/set'),
     operationId: 'customerPinSet',
     tags,
     summary: 'Set (or reset) the PIN with a verificationToken; revokes existing sessions',

@@ -18,6 +18,7 @@ import { listSessions, revokeSession } from './sessions.ts';
 import { completeStepUp, sendStepUpOtp } from './stepup.ts';
 import { authenticate } from './tokens.ts';
 import { Uuid } from '../ledger/schemas.ts';
+import { declared } from '../http/declared.ts';
 
 const tags = ['customer-auth'];
 const bearerHeader = [{ name: 'Authorization', required: true, description: 'Bearer <access token>' }];
@@ -77,8 +78,7 @@ export function identityRoutes(deps: IdentityDeps): RouteSpec[] {
     ...phoneRoutes(deps),
     ...deviceRoutes(deps),
     defineRoute({
-      method: 'POST',
-      path: '/customers/auth/login',
+      ...declared('POST', '/customers/auth/login'),
       operationId: 'customerLogin',
       tags,
       body: LoginBody,
@@ -87,8 +87,7 @@ export function identityRoutes(deps: IdentityDeps): RouteSpec[] {
       handler: async (ctx) => ({ status: 200, body: await login(deps, ctx, ctx.body) }),
     }),
     defineRoute({
-      method: 'POST',
-      path: '/customers/auth/token/refresh',
+      ...declared('POST', '/customers/auth/token/refresh'),
       operationId: 'customerTokenRefresh',
       tags,
       body: RefreshBody,
@@ -100,8 +99,7 @@ export function identityRoutes(deps: IdentityDeps): RouteSpec[] {
       }),
     }),
     defineRoute({
-      method: 'POST',
-      path: '/customers/auth/logout',
+      ...declared('POST', '/customers/auth/logout'),
       operationId: 'customerLogout',
       tags,
       headers: bearerHeader,
@@ -117,8 +115,7 @@ export function identityRoutes(deps: IdentityDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'GET',
-      path: '/customers/sessions',
+      ...declared('GET', '/customers/sessions'),
       operationId: 'customerSessions',
       tags,
       headers: bearerHeader,
@@ -136,8 +133,7 @@ export function identityRoutes(deps: IdentityDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'DELETE',
-      path: '/customers/sessions/{id}',
+      ...declared('DELETE', '/customers/sessions/{id}'),
       operationId: 'customerSessionRevoke',
       tags,
       headers: bearerHeader,
@@ -173,8 +169,7 @@ export function identityRoutes(deps: IdentityDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'POST',
-      path: '/customers/auth/stepup/otp',
+      ...declared('POST', '/customers/auth/stepup/otp'),
       operationId: 'customerStepUpOtp',
       tags,
       headers: bearerHeader,
@@ -195,8 +190,7 @@ export function identityRoutes(deps: IdentityDeps): RouteSpec[] {
     }),
     ...['/customers/auth/stepup/complete', '/auth/stepup/complete'].map((path) =>
       defineRoute({
-        method: 'POST',
-        path,
+        ...declared('POST', path),
         operationId: path.startsWith('/customers') ? 'customerStepUpComplete' : 'stepUpCompleteAlias',
         tags,
         headers: bearerHeader,
@@ -211,8 +205,7 @@ export function identityRoutes(deps: IdentityDeps): RouteSpec[] {
       }),
     ),
     defineRoute({
-      method: 'GET',
-      path: '/.well-known/jwks.json',
+      ...declared('GET', '/.well-known/jwks.json'),
       operationId: 'tenantJwks',
       tags,
       query: Type.Object({ tenant: TenantId }),

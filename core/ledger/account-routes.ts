@@ -14,14 +14,14 @@ import {
   type LedgerRouteDeps,
 } from './http.ts';
 import { Account, BalanceSet, CreateAccount, IdParams } from './schemas.ts';
+import { declared } from '../http/declared.ts';
 
 const tags = ['core.accounts'];
 
 export function accountRoutes(deps: LedgerRouteDeps): RouteSpec[] {
   return [
     defineRoute({
-      method: 'POST',
-      path: '/v1/core/accounts',
+      ...declared('POST', '/v1/core/accounts'),
       operationId: 'createAccount',
       tags,
       summary: 'Open a ledger account (SPEC 4.1)',
@@ -61,8 +61,7 @@ export function accountRoutes(deps: LedgerRouteDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'GET',
-      path: '/v1/core/accounts/{id}',
+      ...declared('GET', '/v1/core/accounts/{id}'),
       operationId: 'getAccount',
       tags,
       summary: 'Get an account',
@@ -78,8 +77,7 @@ export function accountRoutes(deps: LedgerRouteDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'GET',
-      path: '/v1/core/accounts/{id}/balances',
+      ...declared('GET', '/v1/core/accounts/{id}/balances'),
       operationId: 'getBalances',
       tags,
       summary: "Get an account's balances",
@@ -97,8 +95,7 @@ export function accountRoutes(deps: LedgerRouteDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'POST',
-      path: '/v1/core/accounts/{id}/close',
+      ...declared('POST', '/v1/core/accounts/{id}/close'),
       operationId: 'closeAccount',
       tags,
       summary: 'Close an empty account',

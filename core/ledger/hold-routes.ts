@@ -6,17 +6,16 @@ import { validate } from '../http/validate.ts';
 import { authed, errors, readHeaders, writeCtx, writeHeaders, type LedgerRouteDeps } from './http.ts';
 import { holdView } from './render.ts';
 import { CaptureHold, CreateHold, Hold, IdParams } from './schemas.ts';
+import { declared } from '../http/declared.ts';
 
 const tags = ['core.holds'];
 
 export function holdRoutes(deps: LedgerRouteDeps): RouteSpec[] {
   return [
     defineRoute({
-      method: 'POST',
-      path: '/v1/core/holds',
+      ...declared('POST', '/v1/core/holds'),
       operationId: 'createHold',
       tags,
-      movesMoney: 'request',
       summary: 'Hold an amount on the debit account for a later capture to the credit account',
       headers: writeHeaders,
       body: CreateHold,
@@ -31,8 +30,7 @@ export function holdRoutes(deps: LedgerRouteDeps): RouteSpec[] {
       handler: async (ctx) => toReply(await deps.ledger.hold(await writeCtx(deps, ctx), ctx.body)),
     }),
     defineRoute({
-      method: 'GET',
-      path: '/v1/core/holds/{id}',
+      ...declared('GET', '/v1/core/holds/{id}'),
       operationId: 'getHold',
       tags,
       summary: 'Get a hold',
@@ -51,11 +49,9 @@ export function holdRoutes(deps: LedgerRouteDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'POST',
-      path: '/v1/core/holds/{id}/capture',
+      ...declared('POST', '/v1/core/holds/{id}/capture'),
       operationId: 'captureHold',
       tags,
-      movesMoney: 'ledger',
       summary: 'Capture a pending hold in full or in part (the rest is released)',
       headers: writeHeaders,
       params: IdParams,
@@ -76,8 +72,7 @@ export function holdRoutes(deps: LedgerRouteDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'POST',
-      path: '/v1/core/holds/{id}/void',
+      ...declared('POST', '/v1/core/holds/{id}/void'),
       operationId: 'voidHold',
       tags,
       summary: 'Void a pending hold',

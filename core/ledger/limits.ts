@@ -13,6 +13,7 @@ import { authed, errors, readHeaders, type LedgerRouteDeps } from './http.ts';
 import { fromDb, format } from '../../shared/money.ts';
 import { minorUnitsOf } from './currency.ts';
 import { Amount, Currency, Uuid } from './schemas.ts';
+import { declared } from '../http/declared.ts';
 
 const CheckBody = Type.Object(
   {
@@ -57,8 +58,7 @@ function periodStart(period: string, now: Date): Date | undefined {
 export function limitRoutes(deps: LedgerRouteDeps): RouteSpec[] {
   return [
     defineRoute({
-      method: 'POST',
-      path: '/v1/core/limits/check',
+      ...declared('POST', '/v1/core/limits/check'),
       operationId: 'checkLimits',
       tags: ['core.limits'],
       summary: "Check an amount against the account product's limits (per transaction, day, month)",

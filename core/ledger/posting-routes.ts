@@ -7,6 +7,7 @@ import { authed, errors, readHeaders, writeCtx, writeHeaders, type LedgerRouteDe
 import { postingView } from './render.ts';
 import { CreatePosting, IdParams, Posting, ReversePosting } from './schemas.ts';
 import type { Queryable } from '../../shared/db/pool.ts';
+import { declared } from '../http/declared.ts';
 
 const tags = ['core.postings'];
 
@@ -31,11 +32,9 @@ export async function getPosting(
 export function postingRoutes(deps: LedgerRouteDeps): RouteSpec[] {
   return [
     defineRoute({
-      method: 'POST',
-      path: '/v1/core/postings',
+      ...declared('POST', '/v1/core/postings'),
       operationId: 'createPosting',
       tags,
-      movesMoney: 'request',
       summary: 'Create a double-entry posting (per currency, debits = credits)',
       headers: writeHeaders,
       body: CreatePosting,
@@ -51,8 +50,7 @@ export function postingRoutes(deps: LedgerRouteDeps): RouteSpec[] {
       handler: async (ctx) => toReply(await deps.ledger.post(await writeCtx(deps, ctx), ctx.body)),
     }),
     defineRoute({
-      method: 'GET',
-      path: '/v1/core/postings/{id}',
+      ...declared('GET', '/v1/core/postings/{id}'),
       operationId: 'getPosting',
       tags,
       summary: 'Get a posting with its entries',
@@ -70,11 +68,9 @@ export function postingRoutes(deps: LedgerRouteDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'POST',
-      path: '/v1/core/postings/{id}/reverse',
+      ...declared('POST', '/v1/core/postings/{id}/reverse'),
       operationId: 'reversePosting',
       tags,
-      movesMoney: 'ledger',
       summary: 'Reverse a posting: a new posting with inverse entries, at most once',
       headers: writeHeaders,
       params: IdParams,

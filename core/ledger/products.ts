@@ -19,6 +19,7 @@ import {
 } from './http.ts';
 import { format, fromDb, toDb } from '../../shared/money.ts';
 import { Amount, Currency, IdParams, Uuid } from './schemas.ts';
+import { declared } from '../http/declared.ts';
 
 const Code = Type.String({ pattern: '^[A-Z][A-Z0-9_]{1,39}$' });
 const CreateSavingsProduct = Type.Object(
@@ -107,8 +108,7 @@ async function getLine(q: Queryable, tenantId: string, id: string) {
 export function productRoutes(deps: LedgerRouteDeps): RouteSpec[] {
   return [
     defineRoute({
-      method: 'POST',
-      path: '/v1/core/savings-products',
+      ...declared('POST', '/v1/core/savings-products'),
       operationId: 'createSavingsProduct',
       tags: ['core.products'],
       summary: 'Define a savings product',
@@ -154,8 +154,7 @@ export function productRoutes(deps: LedgerRouteDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'GET',
-      path: '/v1/core/savings-products',
+      ...declared('GET', '/v1/core/savings-products'),
       operationId: 'listSavingsProducts',
       tags: ['core.products'],
       summary: 'List savings products',
@@ -174,8 +173,7 @@ export function productRoutes(deps: LedgerRouteDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'POST',
-      path: '/v1/core/overdraft-lines',
+      ...declared('POST', '/v1/core/overdraft-lines'),
       operationId: 'createOverdraftLine',
       tags: ['core.products'],
       summary: 'Open an overdraft line on an account (at most one active)',
@@ -225,8 +223,7 @@ export function productRoutes(deps: LedgerRouteDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'GET',
-      path: '/v1/core/overdraft-lines/{id}',
+      ...declared('GET', '/v1/core/overdraft-lines/{id}'),
       operationId: 'getOverdraftLine',
       tags: ['core.products'],
       summary: 'Get an overdraft line',
@@ -242,8 +239,7 @@ export function productRoutes(deps: LedgerRouteDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'POST',
-      path: '/v1/core/overdraft-lines/{id}/close',
+      ...declared('POST', '/v1/core/overdraft-lines/{id}/close'),
       operationId: 'closeOverdraftLine',
       tags: ['core.products'],
       summary: 'Close an overdraft line that is not in use',

@@ -11,6 +11,7 @@ import { minorUnitsOf } from './currency.ts';
 import { authed, errors, readHeaders, type LedgerRouteDeps } from './http.ts';
 import { format, fromDb } from '../../shared/money.ts';
 import { Amount, Uuid } from './schemas.ts';
+import { declared } from '../http/declared.ts';
 
 /** Longest period one statement covers, and most entries it lists. */
 export const maxStatementDays = 366;
@@ -59,8 +60,7 @@ function csvField(v: string): string {
 export function statementRoutes(deps: LedgerRouteDeps): RouteSpec[] {
   return [
     defineRoute({
-      method: 'POST',
-      path: '/v1/core/statements',
+      ...declared('POST', '/v1/core/statements'),
       operationId: 'generateStatement',
       tags: ['core.statements'],
       summary: 'Generate an account statement (JSON, or CSV with Accept: text/csv)',

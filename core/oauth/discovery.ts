@@ -12,6 +12,7 @@ import { requestUrlOf } from '../http/dpop.ts';
 import { dpopAlgorithms } from '../../shared/dpop.ts';
 import { assertionAlgorithms } from './client-auth.ts';
 import { authMethods, coreScopes } from './clients.ts';
+import { declared } from '../http/declared.ts';
 
 type Ctx = Pick<RequestContext<unknown, unknown, unknown>, 'headers' | 'path' | 'identity' | 'method'>;
 
@@ -27,8 +28,7 @@ export function tokenEndpointOf(keys: KeyStore, ctx: Ctx): string {
 export function discoveryRoutes(deps: { keys: KeyStore }): RouteSpec[] {
   return [
     defineRoute({
-      method: 'GET',
-      path: '/.well-known/oauth-authorization-server',
+      ...declared('GET', '/.well-known/oauth-authorization-server'),
       operationId: 'oauthMetadata',
       tags: ['oauth'],
       summary: 'OAuth 2.0 authorization server metadata (RFC 8414)',

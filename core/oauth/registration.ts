@@ -28,6 +28,7 @@ import {
   type OAuthClient,
 } from './clients.ts';
 import { oauthTenantPolicy } from './tenant-policy.ts';
+import { declared } from '../http/declared.ts';
 
 const maxKeys = 10;
 const Jwk = Type.Record(Type.String({ maxLength: 32 }), Type.Unknown(), { maxProperties: 20 });
@@ -204,7 +205,7 @@ async function create(
   ctx: Ctx,
   body: Static<typeof CreateBody>,
 ): Promise<Record<string, unknown>> {
-  const who = caller(ctx, true);
+  const who = caller(ctx);
   const method = body.token_endpoint_auth_method;
   const creds = await credentialsFor(method, body);
   await refuseForbiddenSecret(deps.db, who.tenantId, method);
@@ -234,7 +235,7 @@ async function create(
 
 /** Rotate: a new secret (shown once), or new keys / certificate for the key and mTLS methods. */
 async function rotate(deps: Deps, ctx: Ctx, id: string, body: Credentials): Promise<Record<string, unknown>> {
-  const who = caller(ctx, true);
+  const who = caller(ctx);
   return deps.db.tx(async (q) => {
     const c = await load(q, who.tenantId, id, true);
     if (c.revokedAt) throw new AppError('CONFLICT', 'a revoked client cannot be rotated');
@@ -260,8 +261,7 @@ export function oauthClientRoutes(deps: Deps): RouteSpec[] {
   const noStore = { 'cache-control': 'no-store' };
   return [
     defineRoute({
-      method: 'POST',
-      path: '/v1/oauth-clients',
+      ...declared('POST', '/v1/oauth-clients'),
       operationId: 'createOAuthClient',
       tags,
       body: CreateBody,
@@ -270,14 +270,13 @@ export function oauthClientRoutes(deps: Deps): RouteSpec[] {
       handler: async (ctx) => ({ status: 201, headers: noStore, body: await create(deps, ctx, ctx.body) }),
     }),
     defineRoute({
-      method: 'GET',
-      path: '/v1/oauth-clients',
+      ...declared('GET', '/v1/oauth-clients'),
       operationId: 'listOAuthClients',
       tags,
       summary: "The tenant's OAuth clients, newest first (revoked ones included)",
       responses: { 200: { description: 'Clients', schema: Type.Object({ items: Type.Array(ClientView) }) } },
       handler: async (ctx) => {
-        const who = caller(ctx, false);
+        const who = caller(ctx);
         const { rows } = await deps.db.query<Parameters<typeof clientOf>[0]>(
           `SELECT ${clientColumns} FROM oauth_clients WHERE tenant_id = $1 ORDER BY created_at DESC, client_id LIMIT 500`,
           [who.tenantId],
@@ -286,8 +285,7 @@ export function oauthClientRoutes(deps: Deps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'GET',
-      path: '/v1/oauth-clients/{id}',
+      ...declared('GET', '/v1/oauth-clients/{id}'),
       operationId: 'getOAuthClient',
       tags,
       params: IdParams,
@@ -295,12 +293,11 @@ export function oauthClientRoutes(deps: Deps): RouteSpec[] {
       responses: { 200: { description: 'Client', schema: ClientView } },
       handler: async (ctx) => ({
         status: 200,
-        body: view(await load(deps.db, caller(ctx, false).tenantId, ctx.params.id)),
+        body: view(await load(deps.db, caller(ctx).tenantId, ctx.params.id)),
       }),
     }),
     defineRoute({
-      method: 'POST',
-      path: '/v1/oauth-clients/{id}/rotate',
+      ...declared('POST', '/v1/oauth-clients/{id}/rotate'),
       operationId: 'rotateOAuthClient',
       tags,
       params: IdParams,
@@ -314,15 +311,14 @@ export function oauthClientRoutes(deps: Deps): RouteSpec[] {
       }),
     }),
     defineRoute({
-      method: 'DELETE',
-      path: '/v1/oauth-clients/{id}',
+      ...declared('DELETE', '/v1/oauth-clients/{id}'),
       operationId: 'revokeOAuthClient',
       tags,
       params: IdParams,
       summary: 'Revoke a client: it obtains no more tokens',
       responses: { 204: { description: 'Revoked' } },
       handler: async (ctx) => {
-        const who = caller(ctx, true);
+        const who = caller(ctx);
         await deps.db.tx(async (q) => {
           const c = await load(q, who.tenantId, ctx.params.id, true);
           if (c.revokedAt) return;

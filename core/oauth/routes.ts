@@ -20,6 +20,7 @@ import { certificateThumbprint } from '../../shared/mtls.ts';
 import { dpopBinding } from '../http/dpop.ts';
 import { ClientAuthError, authenticateClient, type Authenticated } from './client-auth.ts';
 import { issuerOf, tokenEndpointOf } from './discovery.ts';
+import { declared } from '../http/declared.ts';
 
 /** SPEC 8: access tokens live 5 to 10 minutes. */
 export const accessTokenLifetimeS = 600;
@@ -200,8 +201,7 @@ async function auditIssue(
 export function oauthRoutes(deps: TokenDeps): RouteSpec[] {
   return [
     defineRoute({
-      method: 'POST',
-      path: '/oauth2/token',
+      ...declared('POST', '/oauth2/token'),
       operationId: 'issueToken',
       tags: ['oauth'],
       summary:

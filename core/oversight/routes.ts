@@ -2,7 +2,7 @@
  * The staff purposes of the signed registry through the API (issue 20 item 4; SPEC 2.5):
  * support lookups (masked), fraud review and holds (full, AAL 2 for people), compliance KYC
  * reads (reason recorded), analytics aggregates (group-size floor) and the customer's own
- * consents with the consent-gated marketing offers. The edge's route table (edge/routes.ts)
+ * consents with the consent-gated marketing offers. The route declarations (shared/routes/oversight.ts)
  * fixes each route's purpose; the role is checked again here.
  */
 import { Type } from '@sinclair/typebox';
@@ -35,6 +35,7 @@ import {
 } from './fraud-holds.ts';
 import { accessReason, KycParams, KycRecord, readKyc, reasonHeader } from './kyc.ts';
 import { customerView, CustomerView, PhoneQuery } from './view.ts';
+import { declared } from '../http/declared.ts';
 
 type Deps = OversightDeps & { keys: KeyStore };
 type AnyCtx = Parameters<RouteSpec['handler']>[0];
@@ -48,8 +49,7 @@ function lookupRoute(
   summary: string,
 ): RouteSpec {
   return defineRoute({
-    method: 'GET',
-    path,
+    ...declared('GET', path),
     operationId,
     summary,
     tags: ['staff purposes'],
@@ -82,8 +82,7 @@ function fraudRoutes(deps: Deps): RouteSpec[] {
   const tags = ['staff purposes'];
   return [
     defineRoute({
-      method: 'GET',
-      path: '/v1/fraud/holds',
+      ...declared('GET', '/v1/fraud/holds'),
       operationId: 'listFraudHolds',
       summary: 'Fraud holds of the tenant, newest first (optionally of one wallet)',
       tags,
@@ -96,8 +95,7 @@ function fraudRoutes(deps: Deps): RouteSpec[] {
       }),
     }),
     defineRoute({
-      method: 'POST',
-      path: '/v1/fraud/holds',
+      ...declared('POST', '/v1/fraud/holds'),
       operationId: 'placeFraudHold',
       tags,
       headers: [staffHeader],
@@ -111,8 +109,7 @@ function fraudRoutes(deps: Deps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'POST',
-      path: '/v1/fraud/holds/{id}:lift',
+      ...declared('POST', '/v1/fraud/holds/{id}:lift'),
       operationId: 'liftFraudHold',
       tags,
       headers: [staffHeader],
@@ -136,8 +133,7 @@ function complianceAndAnalytics(deps: Deps): RouteSpec[] {
   const tags = ['staff purposes'];
   return [
     defineRoute({
-      method: 'GET',
-      path: '/v1/compliance/customers/{customerId}/kyc',
+      ...declared('GET', '/v1/compliance/customers/{customerId}/kyc'),
       operationId: 'complianceKyc',
       tags,
       summary:
@@ -155,8 +151,7 @@ function complianceAndAnalytics(deps: Deps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'GET',
-      path: '/v1/analytics/aggregates',
+      ...declared('GET', '/v1/analytics/aggregates'),
       operationId: 'analyticsAggregates',
       tags,
       headers: [staffHeader],
@@ -188,8 +183,7 @@ function customerRoutes(deps: Deps): RouteSpec[] {
   const tags = ['consents'];
   return [
     defineRoute({
-      method: 'GET',
-      path: '/v1/consents',
+      ...declared('GET', '/v1/consents'),
       operationId: 'listConsents',
       summary: "The customer's consents, live and withdrawn",
       tags,
@@ -201,8 +195,7 @@ function customerRoutes(deps: Deps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'PUT',
-      path: '/v1/consents/{purpose}',
+      ...declared('PUT', '/v1/consents/{purpose}'),
       operationId: 'grantConsent',
       summary: 'Grant a consent-gated purpose under the terms version accepted',
       tags,
@@ -221,8 +214,7 @@ function customerRoutes(deps: Deps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'DELETE',
-      path: '/v1/consents/{purpose}',
+      ...declared('DELETE', '/v1/consents/{purpose}'),
       operationId: 'withdrawConsent',
       summary: 'Withdraw a consent; the edge refuses the purpose from the next request',
       tags,
@@ -238,8 +230,7 @@ function customerRoutes(deps: Deps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'GET',
-      path: '/v1/marketing/offers',
+      ...declared('GET', '/v1/marketing/offers'),
       operationId: 'marketingOffers',
       tags: ['staff purposes'],
       headers: [bearerHeader],

@@ -12,6 +12,7 @@ import { AppError } from '../../shared/errors.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import { withBoundStepUp } from '../identity/bound.ts';
 import { bearerHeader, customerOf, type PaymentsDeps } from './context.ts';
+import { declared } from '../http/declared.ts';
 
 const Beneficiary = Type.Object({
   id: Type.String(),
@@ -50,8 +51,7 @@ export function beneficiaryRoutes(deps: PaymentsDeps): RouteSpec[] {
   const tags = ['transfers'];
   return [
     defineRoute({
-      method: 'POST',
-      path: '/v1/beneficiaries',
+      ...declared('POST', '/v1/beneficiaries'),
       operationId: 'addBeneficiary',
       summary: 'Add a payee by phone (same tenant)',
       tags,
@@ -115,8 +115,7 @@ export function beneficiaryRoutes(deps: PaymentsDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'GET',
-      path: '/v1/beneficiaries',
+      ...declared('GET', '/v1/beneficiaries'),
       operationId: 'listBeneficiaries',
       summary: "The customer's payees (phones masked)",
       tags,
@@ -132,8 +131,7 @@ export function beneficiaryRoutes(deps: PaymentsDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'DELETE',
-      path: '/v1/beneficiaries/{id}',
+      ...declared('DELETE', '/v1/beneficiaries/{id}'),
       operationId: 'removeBeneficiary',
       summary: 'Remove a payee',
       tags,

@@ -11,6 +11,7 @@ import { getBalances } from '../ledger/accounts.ts';
 import { knownCurrency } from '../ledger/commands.ts';
 import { format, fromDb } from '../../shared/money.ts';
 import { bearerHeader, customerOf, type PaymentsDeps } from './context.ts';
+import { declared } from '../http/declared.ts';
 
 const HistoryQuery = Type.Object({
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20 })),
@@ -64,8 +65,7 @@ export function historyRoutes(deps: PaymentsDeps): RouteSpec[] {
   const tags = ['transfers'];
   return [
     defineRoute({
-      method: 'GET',
-      path: '/v1/accounts',
+      ...declared('GET', '/v1/accounts'),
       operationId: 'myAccounts',
       summary: "The customer's own accounts and balances",
       tags,
@@ -111,8 +111,7 @@ export function historyRoutes(deps: PaymentsDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'GET',
-      path: '/v1/transactions',
+      ...declared('GET', '/v1/transactions'),
       operationId: 'myTransactions',
       summary: 'Transfers in and out, newest first',
       tags,

@@ -13,6 +13,7 @@ import {
 } from './context.ts';
 import { historyRoutes } from './history.ts';
 import { confirmTransfer, createTransfer } from './transfers.ts';
+import { declared } from '../http/declared.ts';
 
 const Decimal = Type.String({
   pattern: '^(0|[1-9][0-9]{0,13})(\\.[0-9]{1,6})?$',
@@ -71,11 +72,9 @@ export function paymentRoutes(deps: PaymentsDeps): RouteSpec[] {
     ...beneficiaryRoutes(deps),
     ...historyRoutes(deps),
     defineRoute({
-      method: 'POST',
-      path: '/v1/transfers',
+      ...declared('POST', '/v1/transfers'),
       operationId: 'createTransfer',
       tags,
-      movesMoney: 'request',
       summary:
         'Quote the fee, check limits, verify the intent signature and hold the money; answers the pending transfer',
       headers: [bearerHeader, idempotencyHeaderRequired, ...intentHeaders],
@@ -117,11 +116,9 @@ export function paymentRoutes(deps: PaymentsDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'POST',
-      path: '/v1/transfers/confirm',
+      ...declared('POST', '/v1/transfers/confirm'),
       operationId: 'confirmTransfer',
       tags,
-      movesMoney: 'no-api-keys',
       summary: 'Post a pending transfer to the ledger: payer → payee and fee → fee income, atomically',
       headers: [bearerHeader, idempotencyHeaderRequired],
       body: ConfirmBody,

@@ -10,6 +10,7 @@ import { CoreErrorSchema } from '../http/responses.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import type { BuildInfo } from './build-info.ts';
 import type { Metrics } from '../../shared/metrics.ts';
+import { declared } from '../http/declared.ts';
 
 export interface PlatformDeps {
   db: Db;
@@ -89,8 +90,7 @@ export function platformRoutes(deps: PlatformDeps): RouteSpec[] {
   const tags = ['platform'];
   return [
     defineRoute({
-      method: 'GET',
-      path: '/v1/health',
+      ...declared('GET', '/v1/health'),
       operationId: 'health',
       summary: 'Liveness, without touching dependencies',
       tags,
@@ -110,8 +110,7 @@ export function platformRoutes(deps: PlatformDeps): RouteSpec[] {
       }),
     }),
     defineRoute({
-      method: 'GET',
-      path: '/v1/ready',
+      ...declared('GET', '/v1/ready'),
       operationId: 'ready',
       summary:
         'Ready when the database answers and is migrated (and, in one process with the edge, the edge is warm)',
@@ -144,8 +143,7 @@ export function platformRoutes(deps: PlatformDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'GET',
-      path: '/v1/metrics',
+      ...declared('GET', '/v1/metrics'),
       operationId: 'metrics',
       summary: 'Prometheus metrics',
       tags,
@@ -156,8 +154,7 @@ export function platformRoutes(deps: PlatformDeps): RouteSpec[] {
       }),
     }),
     defineRoute({
-      method: 'GET',
-      path: '/v1/version',
+      ...declared('GET', '/v1/version'),
       operationId: 'version',
       summary: 'Commit, semantic version and schema hash',
       tags,
@@ -171,8 +168,7 @@ export function platformRoutes(deps: PlatformDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'GET',
-      path: '/v1/openapi.json',
+      ...declared('GET', '/v1/openapi.json'),
       operationId: 'openapi',
       summary: 'OpenAPI 3.1 description',
       tags,
@@ -180,8 +176,7 @@ export function platformRoutes(deps: PlatformDeps): RouteSpec[] {
       handler: async () => ({ status: 200, body: deps.openapi() }),
     }),
     defineRoute({
-      method: 'GET',
-      path: '/v1/docs',
+      ...declared('GET', '/v1/docs'),
       operationId: 'docs',
       summary: 'Interactive API description',
       tags,
@@ -192,8 +187,7 @@ export function platformRoutes(deps: PlatformDeps): RouteSpec[] {
       }),
     }),
     defineRoute({
-      method: 'GET',
-      path: '/v1/docs/{asset}',
+      ...declared('GET', '/v1/docs/{asset}'),
       operationId: 'docsAsset',
       summary: 'Docs page assets',
       tags,

@@ -22,8 +22,7 @@ import {
 } from './candidates.ts';
 import { ImpactJob, impactJob, impactMaxWindowMs, ImpactRunner, queueImpactJob } from './impact.ts';
 import { clearShadow, setShadow, Shadow, shadowView, ShadowView } from './shadow.ts';
-
-const impactRoles = ['policy_author', 'ops', 'admin'];
+import { declared } from '../http/declared.ts';
 
 interface Caller {
   tenantId: string;
@@ -36,8 +35,9 @@ interface Caller {
 function callerOf(ctx: RequestContext<unknown, unknown, unknown>): Caller {
   const id = ctx.identity;
   if (!id.tenantId || !id.principalId) throw new AppError('UNAUTHORIZED', 'a staff credential is required');
-  if (!id.roles.some((r) => impactRoles.includes(r)))
-    throw new AppError('FORBIDDEN', `policy impact needs one of the roles ${impactRoles.join(', ')}`);
+  // The roles of the route's declaration (shared/routes/policy.ts), checked again here.
+  if (!id.roles.some((r) => ctx.routeRoles.includes(r)))
+    throw new AppError('FORBIDDEN', `policy impact needs one of the roles ${ctx.routeRoles.join(', ')}`);
   return {
     tenantId: id.tenantId,
     principalId: id.principalId,
@@ -108,8 +108,7 @@ export function policyImpactRoutes(deps: PolicyImpactDeps): {
   const tags = ['policy'];
   const routes = [
     defineRoute({
-      method: 'POST',
-      path: '/v1/policy/candidates',
+      ...declared('POST', '/v1/policy/candidates'),
       operationId: 'policyCandidateUpload',
       tags,
       body: CandidateBody,
@@ -143,8 +142,7 @@ export function policyImpactRoutes(deps: PolicyImpactDeps): {
       },
     }),
     defineRoute({
-      method: 'POST',
-      path: '/v1/policy/impact',
+      ...declared('POST', '/v1/policy/impact'),
       operationId: 'policyImpactStart',
       tags,
       body: ImpactBody,
@@ -183,8 +181,7 @@ export function policyImpactRoutes(deps: PolicyImpactDeps): {
       },
     }),
     defineRoute({
-      method: 'GET',
-      path: '/v1/policy/impact/{id}',
+      ...declared('GET', '/v1/policy/impact/{id}'),
       operationId: 'policyImpactGet',
       tags,
       params: Type.Object({ id: Type.String({ format: 'uuid' }) }),
@@ -196,8 +193,7 @@ export function policyImpactRoutes(deps: PolicyImpactDeps): {
       },
     }),
     defineRoute({
-      method: 'PUT',
-      path: '/v1/policy/shadow',
+      ...declared('PUT', '/v1/policy/shadow'),
       operationId: 'policyShadowSet',
       tags,
       body: Type.Object({ policy_ref: ImpactBody.properties.policy_ref }, { additionalProperties: false }),
@@ -221,8 +217,7 @@ export function policyImpactRoutes(deps: PolicyImpactDeps): {
       },
     }),
     defineRoute({
-      method: 'GET',
-      path: '/v1/policy/shadow',
+      ...declared('GET', '/v1/policy/shadow'),
       operationId: 'policyShadowGet',
       tags,
       summary:
@@ -231,8 +226,7 @@ export function policyImpactRoutes(deps: PolicyImpactDeps): {
       handler: async (ctx) => ({ status: 200, body: await shadowView(deps.db, callerOf(ctx).tenantId) }),
     }),
     defineRoute({
-      method: 'DELETE',
-      path: '/v1/policy/shadow',
+      ...declared('DELETE', '/v1/policy/shadow'),
       operationId: 'policyShadowClear',
       tags,
       summary: 'Stop shadow evaluation for the tenant',

@@ -11,7 +11,7 @@
  */
 import { Type } from '@sinclair/typebox';
 import { AppError } from '../../shared/errors.ts';
-import { adminRoute, admins, readers, type AdminDeps } from '../admin/http.ts';
+import { adminRoute, type AdminDeps } from '../admin/http.ts';
 import { ItemsOf, Uuid } from '../admin/schemas.ts';
 import type { RouteSpec } from '../http/route.ts';
 import {
@@ -34,6 +34,7 @@ import {
   ServiceToken,
 } from './schemas.ts';
 import { groupMappings, isStaffRole, putGroupMappings, staffRoles } from './store.ts';
+import { declared } from '../http/declared.ts';
 
 const Name = Type.String({ minLength: 1, maxLength: 100, pattern: '^[A-Za-z0-9][A-Za-z0-9 ._:-]*$' });
 const IdParams = Type.Object({ id: Uuid });
@@ -43,12 +44,10 @@ function scimCredentialRoutes(deps: AdminDeps): RouteSpec[] {
   const tags = ['admin.scim'];
   return [
     adminRoute(deps, {
-      method: 'POST',
-      path: '/v1/scim-credentials',
+      ...declared('POST', '/v1/scim-credentials'),
       operationId: 'issueScimCredential',
       summary: 'Issue a SCIM bearer credential for the tenant (the token is shown once)',
       tags,
-      roles: admins,
       mode: 'create',
       body: Type.Object({ name: Name }, { additionalProperties: false }),
       responses: {
@@ -74,12 +73,10 @@ function scimCredentialRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'GET',
-      path: '/v1/scim-credentials',
+      ...declared('GET', '/v1/scim-credentials'),
       operationId: 'listScimCredentials',
       summary: "The tenant's SCIM credentials (never their tokens)",
       tags,
-      roles: admins,
       mode: 'read',
       responses: { 200: { description: '{items}', schema: ItemsOf(ScimCredential) } },
       read: async (_ctx, caller) => ({
@@ -88,12 +85,10 @@ function scimCredentialRoutes(deps: AdminDeps): RouteSpec[] {
       }),
     }),
     adminRoute(deps, {
-      method: 'DELETE',
-      path: '/v1/scim-credentials/{id}',
+      ...declared('DELETE', '/v1/scim-credentials/{id}'),
       operationId: 'revokeScimCredential',
       summary: 'Revoke a SCIM credential; edges refuse it from the next request',
       tags,
-      roles: admins,
       mode: 'write',
       params: IdParams,
       responses: { 200: { description: 'The revoked credential', schema: ScimCredential } },
@@ -118,12 +113,10 @@ function serviceTokenRoutes(deps: AdminDeps): RouteSpec[] {
   const tags = ['admin.service-tokens'];
   return [
     adminRoute(deps, {
-      method: 'POST',
-      path: '/v1/service-tokens',
+      ...declared('POST', '/v1/service-tokens'),
       operationId: 'issueServiceToken',
       summary: 'Issue a service token for a machine (the token is shown once)',
       tags,
-      roles: admins,
       mode: 'create',
       body: Type.Object(
         {
@@ -159,12 +152,10 @@ function serviceTokenRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'GET',
-      path: '/v1/service-tokens',
+      ...declared('GET', '/v1/service-tokens'),
       operationId: 'listServiceTokens',
       summary: "The tenant's service tokens (never their values)",
       tags,
-      roles: admins,
       mode: 'read',
       responses: { 200: { description: '{items}', schema: ItemsOf(ServiceToken) } },
       read: async (_ctx, caller) => ({
@@ -173,13 +164,11 @@ function serviceTokenRoutes(deps: AdminDeps): RouteSpec[] {
       }),
     }),
     adminRoute(deps, {
-      method: 'POST',
-      path: '/v1/service-tokens/{id}:rotate',
+      ...declared('POST', '/v1/service-tokens/{id}:rotate'),
       operationId: 'rotateServiceToken',
       summary:
         'A new token for the same machine; the previous one stays valid for grace_seconds (default 86400, at most 604800)',
       tags,
-      roles: admins,
       mode: 'create',
       params: IdParams,
       body: Type.Object(
@@ -210,12 +199,10 @@ function serviceTokenRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'DELETE',
-      path: '/v1/service-tokens/{id}',
+      ...declared('DELETE', '/v1/service-tokens/{id}'),
       operationId: 'revokeServiceToken',
       summary: 'Revoke a service token (and its previous one); edges refuse it at once',
       tags,
-      roles: admins,
       mode: 'write',
       params: IdParams,
       responses: { 200: { description: 'The revoked token', schema: ServiceToken } },
@@ -246,12 +233,10 @@ function groupMappingRoutes(deps: AdminDeps): RouteSpec[] {
   const tags = ['admin.staff'];
   return [
     adminRoute(deps, {
-      method: 'GET',
-      path: '/v1/staff/group-mappings',
+      ...declared('GET', '/v1/staff/group-mappings'),
       operationId: 'listStaffGroupMappings',
       summary: "The tenant's identity-provider group → role mapping",
       tags,
-      roles: readers,
       mode: 'read',
       responses: { 200: { description: '{items: [{idp_group, role}]}', schema: GroupMappings } },
       read: async (_ctx, caller) => ({
@@ -265,12 +250,10 @@ function groupMappingRoutes(deps: AdminDeps): RouteSpec[] {
       }),
     }),
     adminRoute(deps, {
-      method: 'PUT',
-      path: '/v1/staff/group-mappings',
+      ...declared('PUT', '/v1/staff/group-mappings'),
       operationId: 'putStaffGroupMappings',
       summary: 'Replace the whole mapping (idempotent)',
       tags,
-      roles: admins,
       mode: 'write',
       body: Type.Object({ items: Type.Array(Mapping, { maxItems: 500 }) }, { additionalProperties: false }),
       responses: { 200: { description: 'The mapping now in force', schema: GroupMappings } },

@@ -7,21 +7,20 @@
  */
 import { Type } from '@sinclair/typebox';
 import type { RouteSpec } from '../http/route.ts';
-import { adminRoute, admins, type AdminDeps } from '../admin/http.ts';
+import { adminRoute, type AdminDeps } from '../admin/http.ts';
 import { Uuid } from '../ledger/schemas.ts';
 import { createEnrolmentLink } from './enrolment.ts';
 import { EnrolmentLink } from './schemas.ts';
 import { staffUserById } from './store.ts';
 import { AppError } from '../../shared/errors.ts';
+import { declared } from '../http/declared.ts';
 
 export function enrolmentAdminRoutes(deps: AdminDeps): RouteSpec[] {
   return [
     adminRoute(deps, {
-      method: 'POST',
-      path: '/v1/staff/users/{id}/enrolment-links',
+      ...declared('POST', '/v1/staff/users/{id}/enrolment-links'),
       operationId: 'reissueEnrolmentLink',
       tags: ['admin.staff'],
-      roles: admins,
       mode: 'create',
       summary:
         'Issue a new one-time passkey enrolment link for a staff member (valid 24 h; replaces their unused ones); the token is shown once',

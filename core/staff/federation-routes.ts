@@ -10,6 +10,7 @@ import { TenantId } from '../identity/schemas.ts';
 import { beginFederation, completeFederation, type FederationDeps } from './federation.ts';
 import { StaffTokenPair } from './refresh.ts';
 import type { LoginMethod } from './login-route.ts';
+import { declared } from '../http/declared.ts';
 
 const tags = ['staff-auth'];
 const Param = Type.String({ maxLength: 2048 });
@@ -35,8 +36,7 @@ export function federationLoginMethod(deps: FederationDeps): LoginMethod {
 export function federationRoutes(deps: FederationDeps): RouteSpec[] {
   return [
     defineRoute({
-      method: 'GET',
-      path: '/auth/callback',
+      ...declared('GET', '/auth/callback'),
       operationId: 'staffFederationCallback',
       tags,
       summary:

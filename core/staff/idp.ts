@@ -16,11 +16,12 @@ import * as oidc from 'openid-client';
 import { fetch as undiciFetch } from 'undici';
 import type { Queryable } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
-import { adminRoute, admins, type AdminDeps } from '../admin/http.ts';
+import { adminRoute, type AdminDeps } from '../admin/http.ts';
 import { TargetRefused, type TargetGuard } from '../admin/webhooks/target.ts';
 import type { RouteSpec } from '../http/route.ts';
 import type { KeyStore } from '../keys/keys.ts';
 import { IdentityProviderView } from './schemas.ts';
+import { declared } from '../http/declared.ts';
 
 export interface IdentityProvider {
   tenantId: string;
@@ -164,11 +165,9 @@ export function identityProviderRoutes(deps: AdminDeps): RouteSpec[] {
   const tags = ['admin.identity-provider'];
   return [
     adminRoute(deps, {
-      method: 'GET',
-      path: '/v1/identity-provider',
+      ...declared('GET', '/v1/identity-provider'),
       operationId: 'getIdentityProvider',
       tags,
-      roles: admins,
       mode: 'read',
       summary: "The tenant's OpenID Connect provider for staff sign-in (never the client secret)",
       responses: { 200: { description: 'The configuration', schema: IdentityProviderView } },
@@ -183,11 +182,9 @@ export function identityProviderRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'PUT',
-      path: '/v1/identity-provider',
+      ...declared('PUT', '/v1/identity-provider'),
       operationId: 'putIdentityProvider',
       tags,
-      roles: admins,
       mode: 'create',
       summary:
         'Configure the OpenID Connect provider (discovery checked through the SSRF guard; secret sealed)',

@@ -12,6 +12,7 @@ import { passkeyLoginBegin, passkeyLoginFinish, type StaffDeps } from './passkey
 import { AuthenticationResponse } from './webauthn.ts';
 import { signInBinding } from '../http/dpop.ts';
 import { tenantSettings } from '../identity/settings.ts';
+import { declared } from '../http/declared.ts';
 
 const PasskeyBegin = Type.Object(
   { method: Type.Literal('passkey'), step: Type.Literal('begin'), tenantId: TenantId },
@@ -72,8 +73,7 @@ const passkey = (deps: StaffDeps): LoginMethod => ({
 export function staffLoginRoute(deps: StaffDeps, others: LoginMethod[] = []): RouteSpec {
   const loginMethods = [passkey(deps), ...others];
   return defineRoute({
-    method: 'POST',
-    path: '/auth/login',
+    ...declared('POST', '/auth/login'),
     operationId: 'staffLogin',
     tags: ['staff-auth'],
     body: Type.Union(loginMethods.flatMap((m) => m.bodies)),

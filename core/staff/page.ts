@@ -9,6 +9,7 @@ import { Type } from '@sinclair/typebox';
 import { AppError } from '../../shared/errors.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import { staffPagePath } from './enrolment.ts';
+import { declared } from '../http/declared.ts';
 
 const pageDir = new URL('./page/', import.meta.url);
 const read = (name: string): Buffer => readFileSync(new URL(name, pageDir));
@@ -34,8 +35,7 @@ export function staffPageRoutes(): RouteSpec[] {
   const tags = ['staff-auth'];
   return [
     defineRoute({
-      method: 'GET',
-      path: staffPagePath,
+      ...declared('GET', staffPagePath),
       operationId: 'staffPage',
       summary: 'Staff sign-in page (passkeys)',
       tags,
@@ -47,8 +47,7 @@ export function staffPageRoutes(): RouteSpec[] {
       }),
     }),
     defineRoute({
-      method: 'GET',
-      path: `${staffPagePath}/assets/{asset}`,
+      ...declared('GET', `${staffPagePath}/assets/{asset}`),
       operationId: 'staffPageAsset',
       summary: 'Staff page assets',
       tags,

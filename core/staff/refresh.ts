@@ -12,6 +12,7 @@ import type { IdentityDeps } from '../identity/context.ts';
 import { rotateRefreshToken, type RefreshKind } from '../identity/refresh.ts';
 import { OpaqueToken, TenantId } from '../identity/schemas.ts';
 import { staffAccessTtlS, staffAccessToken } from './tokens.ts';
+import { declared } from '../http/declared.ts';
 
 export const StaffTokenPair = Type.Object({
   accessToken: Type.String(),
@@ -49,8 +50,7 @@ function staffKind(deps: IdentityDeps): RefreshKind {
 export function staffTokenRoutes(deps: IdentityDeps): RouteSpec[] {
   return [
     defineRoute({
-      method: 'POST',
-      path: '/auth/token',
+      ...declared('POST', '/auth/token'),
       operationId: 'staffTokenRefresh',
       tags: ['staff-auth'],
       summary: 'Rotate a staff refresh token; a reused token revokes its family and session',

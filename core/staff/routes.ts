@@ -23,6 +23,7 @@ import {
 import { passkeysOf, removePasskey, renamePasskey } from './passkeys.ts';
 import { staffSubject } from './store.ts';
 import { AuthenticationResponse, RegistrationResponse } from './webauthn.ts';
+import { declared } from '../http/declared.ts';
 
 const tags = ['staff-auth'];
 const bearerHeader = [{ name: 'Authorization', required: true, description: 'Bearer <staff access token>' }];
@@ -73,8 +74,7 @@ export function staffAuthRoutes(deps: StaffDeps, loginMethods: LoginMethod[] = [
   return [
     staffLoginRoute(deps, loginMethods),
     defineRoute({
-      method: 'POST',
-      path: '/auth/enrolment/begin',
+      ...declared('POST', '/auth/enrolment/begin'),
       operationId: 'staffEnrolmentBegin',
       tags,
       body: Type.Object({ tenantId: TenantId, token: EnrolmentToken }, { additionalProperties: false }),
@@ -91,8 +91,7 @@ export function staffAuthRoutes(deps: StaffDeps, loginMethods: LoginMethod[] = [
       }),
     }),
     defineRoute({
-      method: 'POST',
-      path: '/auth/enrolment/finish',
+      ...declared('POST', '/auth/enrolment/finish'),
       operationId: 'staffEnrolmentFinish',
       tags,
       body: Type.Object(
@@ -124,8 +123,7 @@ export function staffAuthRoutes(deps: StaffDeps, loginMethods: LoginMethod[] = [
       }),
     }),
     defineRoute({
-      method: 'GET',
-      path: '/auth/passkeys',
+      ...declared('GET', '/auth/passkeys'),
       operationId: 'staffPasskeys',
       tags,
       headers: bearerHeader,
@@ -149,8 +147,7 @@ export function staffAuthRoutes(deps: StaffDeps, loginMethods: LoginMethod[] = [
       },
     }),
     defineRoute({
-      method: 'PATCH',
-      path: '/auth/passkeys/{id}',
+      ...declared('PATCH', '/auth/passkeys/{id}'),
       operationId: 'staffPasskeyRename',
       tags,
       headers: bearerHeader,
@@ -171,8 +168,7 @@ export function staffAuthRoutes(deps: StaffDeps, loginMethods: LoginMethod[] = [
       },
     }),
     defineRoute({
-      method: 'DELETE',
-      path: '/auth/passkeys/{id}',
+      ...declared('DELETE', '/auth/passkeys/{id}'),
       operationId: 'staffPasskeyRemove',
       tags,
       headers: bearerHeader,
@@ -190,8 +186,7 @@ export function staffAuthRoutes(deps: StaffDeps, loginMethods: LoginMethod[] = [
       },
     }),
     defineRoute({
-      method: 'GET',
-      path: '/auth/sessions',
+      ...declared('GET', '/auth/sessions'),
       operationId: 'staffSessions',
       tags,
       headers: bearerHeader,
@@ -210,8 +205,7 @@ export function staffAuthRoutes(deps: StaffDeps, loginMethods: LoginMethod[] = [
       },
     }),
     defineRoute({
-      method: 'POST',
-      path: '/auth/logout',
+      ...declared('POST', '/auth/logout'),
       operationId: 'staffLogout',
       tags,
       headers: bearerHeader,
@@ -235,8 +229,7 @@ export function staffAuthRoutes(deps: StaffDeps, loginMethods: LoginMethod[] = [
       },
     }),
     defineRoute({
-      method: 'POST',
-      path: '/auth/mfa/challenge',
+      ...declared('POST', '/auth/mfa/challenge'),
       operationId: 'staffMfaChallenge',
       tags,
       headers: bearerHeader,
@@ -262,8 +255,7 @@ export function staffAuthRoutes(deps: StaffDeps, loginMethods: LoginMethod[] = [
       }),
     }),
     defineRoute({
-      method: 'POST',
-      path: '/auth/mfa/complete',
+      ...declared('POST', '/auth/mfa/complete'),
       operationId: 'staffMfaComplete',
       tags,
       headers: bearerHeader,

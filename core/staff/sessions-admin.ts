@@ -14,13 +14,12 @@
 import { Type } from '@sinclair/typebox';
 import { appendAudit } from '../../shared/audit.ts';
 import { AppError } from '../../shared/errors.ts';
-import { adminRoute, actorAttrs, admins, type AdminDeps, type Caller, type Role } from '../admin/http.ts';
+import { adminRoute, actorAttrs, type AdminDeps, type Caller } from '../admin/http.ts';
 import { ItemsOf, Uuid } from '../admin/schemas.ts';
 import type { RouteSpec } from '../http/route.ts';
 import { revokeSession } from '../identity/sessions.ts';
 import { SubjectSession } from './schemas.ts';
-
-const sessionReaders: readonly Role[] = ['admin', 'support'];
+import { declared } from '../http/declared.ts';
 
 interface SessionRow {
   id: string;
@@ -83,11 +82,9 @@ export function sessionAdminRoutes(deps: AdminDeps): RouteSpec[] {
   const tags = ['admin.sessions'];
   return [
     adminRoute(deps, {
-      method: 'GET',
-      path: '/sessions',
+      ...declared('GET', '/sessions'),
       operationId: 'listSubjectSessions',
       tags,
-      roles: sessionReaders,
       mode: 'read',
       summary: 'Live sessions of a customer, agent or staff member of the tenant (masked for support)',
       query: Type.Object({ userId: Uuid }, { additionalProperties: false }),
@@ -104,11 +101,9 @@ export function sessionAdminRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'DELETE',
-      path: '/sessions/{id}',
+      ...declared('DELETE', '/sessions/{id}'),
       operationId: 'revokeSubjectSession',
       tags,
-      roles: admins,
       mode: 'write',
       summary: 'Revoke a session of the tenant; every edge refuses its next request',
       params: Type.Object({ id: Uuid }),

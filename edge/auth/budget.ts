@@ -1,7 +1,7 @@
 /**
  * API-key budgets (SPEC 5.4.5): requests per minute and amount per day, counted atomically in
  * PostgreSQL so every edge instance shares them. Only allowed requests are counted, once each.
- * The amount is counted here on routes whose request names it (`request` in edge/routes.ts);
+ * The amount is counted here on routes whose request names it (`request`: shared/routes/);
  * core counts the amount of routes that name only an id (`ledger`) in the transaction that
  * moves it, in the same day row (api_key_budget_take, migration 0730), and gives back what was
  * counted here when the request moved nothing (core/apikeys/budget.ts). Each consumption is

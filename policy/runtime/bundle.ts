@@ -1,7 +1,9 @@
 /**
- * Policy bundles: loaded from a directory or a URL, verified (manifest signature, WASM and
- * registry hashes, registry signature), instantiated, and kept by policy version so
+ * Policy bundles: loaded from a directory or a URL, verified (manifest signature, WASM, registry
+ * and route table hashes, registry signature), instantiated, and kept by policy version so
  * `policy_ref` can name any of the last few. A bundle that does not verify is refused whole.
+ * The route table (`routes.json`, issue 21 item 1) is the edge's: the route declarations of
+ * shared/routes/ as policy/build.ts wrote them, signed and versioned with the policy.
  */
 import { createHash, type KeyObject } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
@@ -11,6 +13,7 @@ import { loadPolicy } from '@open-policy-agent/opa-wasm';
 import { Type, type Static } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { request } from 'undici';
+import type { RouteDeclaration } from '../../shared/routes/types.ts';
 import { publicKeysFromJwks, verifyDocument } from '../../shared/signing.ts';
 
 export const defaultBundleDir = fileURLToPath(new URL('../dist/', import.meta.url));
@@ -22,8 +25,30 @@ const Manifest = Type.Object({
   entrypoint: Type.String(),
   wasm_sha256: Type.String({ pattern: '^[0-9a-f]{64}$' }),
   registry_sha256: Type.String({ pattern: '^[0-9a-f]{64}$' }),
+  /** Absent in bundles built before the route table shipped in them (an old `policy_ref`). */
+  routes_sha256: Type.Optional(Type.String({ pattern: '^[0-9a-f]{64}$' })),
   signature: Type.String(),
 });
+
+/** One entry of `routes.json`: a route declaration (shared/routes/types.ts). */
+const RouteEntry = Type.Object(
+  {
+    method: Type.String({ pattern: '^[A-Z]+$' }),
+    template: Type.String({ pattern: '^/' }),
+    purpose: Type.String({ minLength: 1 }),
+    resource: Type.String({ minLength: 1 }),
+    action: Type.String({ minLength: 1 }),
+    credential: Type.Union(
+      ['public', 'customer', 'service', 'staff', 'core-client', 'agent', 'scim'].map((c) => Type.Literal(c)),
+    ),
+    roles: Type.Optional(Type.Array(Type.String())),
+    disableRequestBodyBuffering: Type.Optional(Type.Literal(true)),
+    money: Type.Optional(Type.Union(['request', 'ledger', 'no-api-keys'].map((m) => Type.Literal(m)))),
+    errorFormat: Type.Optional(Type.Union(['core', 'problem', 'scim'].map((f) => Type.Literal(f)))),
+  },
+  { additionalProperties: false },
+);
+const RouteTable = Type.Object({ routes: Type.Array(RouteEntry) }, { additionalProperties: false });
 
 const Purpose = Type.Object({
   name: Type.String(),
@@ -68,6 +93,7 @@ export const verdictEntrypoint = 'payments/authz/verdict';
 
 const checkManifest = TypeCompiler.Compile(Manifest);
 const checkRegistry = TypeCompiler.Compile(Registry);
+const checkRoutes = TypeCompiler.Compile(RouteTable);
 const checkDecision = TypeCompiler.Compile(PolicyDecision);
 const checkVerdict = TypeCompiler.Compile(PolicyVerdict);
 
@@ -77,6 +103,13 @@ export interface PolicyRevision {
   policyVersion: string;
   registryVersion: string;
   registry: Registry;
+  /**
+   * The edge's route table, when the bundle carries one (every bundle policy/build.ts writes
+   * now); absent for an old revision or a candidate uploaded without it, which only simulate.
+   */
+  routes: readonly RouteDeclaration[] | undefined;
+  /** The SHA-256 of `routes.json`: a new table with the same policy and registry is still a new bundle. */
+  routesSha256: string | undefined;
   /** Synchronous evaluation with the `reasons` trace (simulate, the audit of a denial); throws when the policy yields no well-formed decision. */
   evaluate(input: unknown): PolicyDecision;
   /**
@@ -106,11 +139,35 @@ export async function loadTrustedKeys(file = defaultTrustFile): Promise<KeyObjec
   return publicKeysFromJwks(JSON.parse(await readFile(file, 'utf8')) as unknown);
 }
 
-/** Verify and instantiate a bundle from its three files. */
-export async function instantiateBundle(
-  files: { manifest: Buffer; registry: Buffer; wasm: Buffer },
-  trusted: KeyObject[],
-): Promise<PolicyRevision> {
+/** A bundle's files; `routes` (routes.json) where the manifest names one and the caller has it. */
+export interface BundleFiles {
+  manifest: Buffer;
+  registry: Buffer;
+  wasm: Buffer;
+  routes?: Buffer | undefined;
+}
+
+/** The route table of a verified manifest: hash-checked against it, then held to RouteTable. */
+function routeTableOf(
+  manifest: { routes_sha256?: string | undefined },
+  routes: Buffer | undefined,
+): readonly RouteDeclaration[] | undefined {
+  if (!routes) return undefined;
+  if (!manifest.routes_sha256) throw new BundleError('routes.json is not named by the manifest');
+  if (sha256(routes) !== manifest.routes_sha256)
+    throw new BundleError('routes.json does not match the manifest');
+  let doc: unknown;
+  try {
+    doc = JSON.parse(routes.toString('utf8'));
+  } catch {
+    throw new BundleError('routes.json is not JSON');
+  }
+  if (!checkRoutes.Check(doc)) throw new BundleError('route table is malformed');
+  return doc.routes as RouteDeclaration[];
+}
+
+/** Verify and instantiate a bundle from its files. */
+export async function instantiateBundle(files: BundleFiles, trusted: KeyObject[]): Promise<PolicyRevision> {
   let manifest: unknown;
   let registry: unknown;
   try {
@@ -129,6 +186,7 @@ export async function instantiateBundle(
   if (!verifyDocument(registry, trusted)) throw new BundleError('purpose registry signature does not verify');
   if (registry.version !== manifest.registry_version)
     throw new BundleError('registry version differs from the manifest');
+  const routes = routeTableOf(manifest, files.routes);
   const policy = await loadPolicy(files.wasm, undefined, hostBuiltins);
   policy.setData({ registry, meta: { policy_version: manifest.policy_version } });
   const reg = registry;
@@ -139,6 +197,8 @@ export async function instantiateBundle(
     policyVersion: manifest.policy_version,
     registryVersion: reg.version,
     registry: reg,
+    routes,
+    routesSha256: routes ? manifest.routes_sha256 : undefined,
     evaluate(input) {
       const results = policy.evaluate(input, traced) as { result?: unknown }[] | undefined;
       const result = results?.[0]?.result;
@@ -173,7 +233,20 @@ export async function manifestDigest(source: string): Promise<string> {
   return sha256(await bundleFileReader(source)('manifest.json'));
 }
 
-/** Load from a directory (policy/dist layout) or an http(s) URL serving the same three files. */
+/** Whether a manifest (not yet verified: instantiateBundle does that) names a route table. */
+function namesRoutes(manifest: Buffer): boolean {
+  try {
+    const m: unknown = JSON.parse(manifest.toString('utf8'));
+    return typeof m === 'object' && m !== null && 'routes_sha256' in m;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Load from a directory (policy/dist layout) or an http(s) URL serving the same files: the
+ * route table too whenever the manifest names one, so a bundle source cannot withhold it.
+ */
 export async function loadBundle(source: string, trusted: KeyObject[]): Promise<PolicyRevision> {
   const get = bundleFileReader(source);
   const [manifest, registry, wasm] = await Promise.all([
@@ -181,5 +254,6 @@ export async function loadBundle(source: string, trusted: KeyObject[]): Promise<
     get('registry.json'),
     get('policy.wasm'),
   ]);
-  return instantiateBundle({ manifest, registry, wasm }, trusted);
+  const routes = namesRoutes(manifest) ? await get('routes.json') : undefined;
+  return instantiateBundle({ manifest, registry, wasm, routes }, trusted);
 }

@@ -9,7 +9,13 @@
  */
 import type { KeyObject } from 'node:crypto';
 import type { Logger } from 'pino';
-import { instantiateBundle, loadBundle, manifestDigest, type PolicyRevision } from './bundle.ts';
+import {
+  type BundleFiles,
+  instantiateBundle,
+  loadBundle,
+  manifestDigest,
+  type PolicyRevision,
+} from './bundle.ts';
 
 export const keepRevisions = 5;
 /** Revisions fetched by ref and kept (simulate of old decisions); oldest dropped first. */
@@ -74,7 +80,7 @@ export class PolicyStore {
    * Verify and instantiate a bundle given as its three files (a candidate uploaded for impact
    * analysis, issue 22) against this store's trusted keys; it is not installed.
    */
-  verify(files: { manifest: Buffer; registry: Buffer; wasm: Buffer }): Promise<PolicyRevision> {
+  verify(files: BundleFiles): Promise<PolicyRevision> {
     return instantiateBundle(files, this.trusted);
   }
 
@@ -105,7 +111,8 @@ export class PolicyStore {
     this.loadedManifest = digest;
     if (
       rev.policyVersion !== this.currentRevision?.policyVersion ||
-      rev.registryVersion !== this.currentRevision.registryVersion
+      rev.registryVersion !== this.currentRevision.registryVersion ||
+      rev.routesSha256 !== this.currentRevision.routesSha256
     ) {
       this.install(rev);
       this.log?.info(

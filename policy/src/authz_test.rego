@@ -223,6 +223,16 @@ test_core_scopes if {
 	"subject_type" in failed(cust)
 }
 
+# Closing an account or an overdraft line is a core route (POST .../close): a write scope.
+test_core_close_needs_write_scope if {
+	every act_rtype in [["account.close", "account"], ["overdraft_line.close", "overdraft_line"]] {
+		w := authz.decision with input as object.union(core_req(act_rtype[0], act_rtype[1]), {"subject": service(["core:write"])})
+		w.allow
+		r := authz.decision with input as object.union(core_req(act_rtype[0], act_rtype[1]), {"subject": service(["core:read"])})
+		failed(r) == {"scope"}
+	}
+}
+
 op(act, rtype) := object.union(base, {"purpose": "operational", "resource": {"type": rtype, "tenant_id": "t1"}, "action": act})
 
 test_operational_public_without_subject if {

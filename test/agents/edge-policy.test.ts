@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { defaultBundleDir, loadBundle, loadTrustedKeys } from '../../policy/runtime/bundle.ts';
 import { buildRouteTable } from '../../edge/routes.ts';
+import { routeDeclarations } from '../../shared/routes/index.ts';
 
 /** The committed policy bundle allows the profile, content, training, dispute and USSD routes to the right callers only. */
 describe('agent routes (profile, disputes, content, training, USSD) against the committed policy bundle', () => {
@@ -24,7 +25,7 @@ describe('agent routes (profile, disputes, content, training, USSD) against the 
     tuples: member,
   };
   const admin = { ...ussd, roles: ['admin'] };
-  const resolve = buildRouteTable();
+  const resolve = buildRouteTable(routeDeclarations);
   const decide = async (method: string, path: string, subject: Record<string, unknown>) => {
     const rev = await loadBundle(defaultBundleDir, await loadTrustedKeys());
     const r = resolve(method, path);

@@ -12,7 +12,8 @@ import { createDecider } from '../../edge/authz.ts';
 import { viewOf } from '../../edge/check.ts';
 import { defaultBundleDir, loadTrustedKeys } from '../../policy/runtime/bundle.ts';
 import { PolicyStore } from '../../policy/runtime/store.ts';
-import { buildRouteTable, edgeRoutes, type EdgeRoute } from '../../edge/routes.ts';
+import { buildRouteTable, type EdgeRoute } from '../../edge/routes.ts';
+import { routeDeclarations } from '../../shared/routes/index.ts';
 import { EdgeState } from '../../edge/state/store.ts';
 import type { CheckResponse } from '../../edge/types.ts';
 import { canonicalString, signRequest } from '../../shared/api-key-signing.ts';
@@ -98,7 +99,7 @@ describe('API keys at the edge', () => {
     return startTestEdge({
       log,
       decide,
-      resolve: buildRouteTable([...edgeRoutes, ...extraRoutes]),
+      resolve: buildRouteTable([...routeDeclarations, ...extraRoutes]),
       budgetMs: 10_000,
     });
   };
@@ -388,7 +389,7 @@ describe('API keys at the edge', () => {
       log,
       edgeSecret: 's',
     });
-    const resolve = buildRouteTable([...edgeRoutes, ...extraRoutes]);
+    const resolve = buildRouteTable([...routeDeclarations, ...extraRoutes]);
     try {
       const k = await newKey('t1', { budget: { daily_amount: '250.00', currency: 'KES' } });
       const late = viewOf(signed(k, 'POST', '/t/transfers', transfer('200.00')));

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { parse } from 'yaml';
 import { validateBootstrap } from '../../deploy/envoy/validate.ts';
-import { edgeRoutes } from '../../edge/routes.ts';
+import { routeDeclarations } from '../../shared/routes/index.ts';
 
 const text = readFileSync(new URL('../../deploy/envoy/envoy.yaml', import.meta.url), 'utf8');
 type Obj = Record<string, any>;
@@ -116,13 +116,13 @@ describe('deploy/envoy/envoy.yaml', () => {
     const regex = new RegExp(route.match.safe_regex.regex);
     const sample = (template: string) =>
       template.replace(/\{[^}]+\}/g, '0190a1b2-0000-7000-8000-000000000001');
-    const marked = edgeRoutes.filter((r) => r.disableRequestBodyBuffering);
+    const marked = routeDeclarations.filter((r) => r.disableRequestBodyBuffering);
     assert.deepEqual(marked.map((r) => `${r.method} ${r.template}`).sort(), [
       'POST /v1/disputes/{case_id}/attachments',
       'POST /v1/policy/candidates',
     ]);
     for (const r of marked) assert.match(sample(r.template), regex);
-    for (const r of edgeRoutes.filter((x) => !x.disableRequestBodyBuffering && x.method === 'POST')) {
+    for (const r of routeDeclarations.filter((x) => !x.disableRequestBodyBuffering && x.method === 'POST')) {
       assert.doesNotMatch(sample(r.template), regex, `${r.template} must stay buffered`);
     }
   });

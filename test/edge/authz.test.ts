@@ -13,7 +13,8 @@ import { createDecider, failClosedAuditor } from '../../edge/authz.ts';
 import { viewOf } from '../../edge/check.ts';
 import { defaultBundleDir, loadTrustedKeys } from '../../policy/runtime/bundle.ts';
 import { PolicyStore } from '../../policy/runtime/store.ts';
-import { buildRouteTable, edgeRoutes, type EdgeRoute } from '../../edge/routes.ts';
+import { buildRouteTable, type EdgeRoute } from '../../edge/routes.ts';
+import { routeDeclarations } from '../../shared/routes/index.ts';
 import { EdgeState } from '../../edge/state/store.ts';
 import type { CheckResponse } from '../../edge/types.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
@@ -153,7 +154,7 @@ describe('edge authorization with the policy bundle', () => {
     edge = await startTestEdge({
       log,
       decide,
-      resolve: buildRouteTable([...edgeRoutes, ...extraRoutes]),
+      resolve: buildRouteTable([...routeDeclarations, ...extraRoutes]),
       budgetMs: 2000,
     });
   });
@@ -594,6 +595,18 @@ describe('edge authorization with the policy bundle', () => {
     );
     assert.equal(bare.status.code, 0, 'the bare JWT form of SPEC 5.1 is accepted');
     assert.equal(headerOf(bare, 'x-scopes'), 'core:write');
+    // Closing is a declared core route whose action the registry grants to core:write (issue 21).
+    for (const path of ['/v1/core/accounts/a1/close', '/v1/core/overdraft-lines/o1/close']) {
+      assert.equal(
+        (await edge.check(envoyRequest('POST', path, { headers: bearer(write) }))).status.code,
+        0,
+        path,
+      );
+      assert.match(
+        body(await edge.check(envoyRequest('POST', path, { headers: bearer(read) }))).message,
+        /scope/,
+      );
+    }
     const customerToken = await token('t1', await customer('t1'));
     assert.equal(
       (await edge.check(envoyRequest('GET', '/t/core/accounts/a1', { headers: bearer(customerToken) })))
@@ -808,7 +821,7 @@ describe('edge authorization fails closed', () => {
     const report = failClosedAuditor({ audit, policies });
     try {
       const view = viewOf(envoyRequest('GET', '/v1/transactions?tenantId=t9'));
-      const resolved = buildRouteTable()(view.method, view.path);
+      const resolved = buildRouteTable(routeDeclarations)(view.method, view.path);
       for (let i = 0; i < 2; i++) report(view, resolved, 'decision audit is behind; refusing to decide');
       assert.equal(audit.overloaded(), true);
       for (let i = 0; i < 7; i++) report(view, resolved, 'decision audit is behind; refusing to decide');

@@ -16,6 +16,7 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { proofMessage } from '../../core/agents/device.ts';
 import { buildRouteTable } from '../../edge/routes.ts';
+import { routeDeclarations } from '../../shared/routes/index.ts';
 import { callRetrying, signUpCustomer } from '../helpers/gateway.ts';
 import type { Res } from '../helpers/http.ts';
 
@@ -94,7 +95,7 @@ const late = new Set(['customerLogout', 'agentLogout', 'suspendTenant', 'updateT
 async function main(): Promise<void> {
   const demo = JSON.parse(await readFile(join(data, 'demo.json'), 'utf8')) as Json;
   const doc = must(await callRetrying(gw, 'GET', '/v1/openapi.json'), 200, 'openapi document');
-  const resolve = buildRouteTable();
+  const resolve = buildRouteTable(routeDeclarations);
   const byCredential = new Map<string, string[]>();
   for (const [path, ops] of Object.entries(doc.paths as Json)) {
     for (const [method, op] of Object.entries(ops as Json)) {

@@ -1,7 +1,9 @@
 /** A real ext_authz gRPC server and a client for it, both on loopback. */
 import * as grpc from '@grpc/grpc-js';
 import { authorizationPackage } from '../../edge/proto.ts';
+import { buildRouteTable, type ResolveRoute } from '../../edge/routes.ts';
 import { bindEdge, createEdgeServer, type Decide, type EdgeDeps } from '../../edge/server.ts';
+import { routeDeclarations } from '../../shared/routes/index.ts';
 import type { CheckRequest, CheckResponse } from '../../edge/types.ts';
 
 export interface TestEdge {
@@ -34,8 +36,13 @@ export function checkClient(address: string): {
   };
 }
 
-export async function startTestEdge(deps: EdgeDeps): Promise<TestEdge> {
-  const server = createEdgeServer(deps);
+/** The declarations' table, as the built bundle ships it (test/edge/routes.test.ts). */
+export const declaredRouteTable: ResolveRoute = buildRouteTable(routeDeclarations);
+
+export async function startTestEdge(
+  deps: Omit<EdgeDeps, 'resolve'> & { resolve?: ResolveRoute },
+): Promise<TestEdge> {
+  const server = createEdgeServer({ ...deps, resolve: deps.resolve ?? declaredRouteTable });
   const port = await bindEdge(server, 0);
   const address = `127.0.0.1:${port}`;
   const client = checkClient(address);

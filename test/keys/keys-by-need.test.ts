@@ -158,6 +158,7 @@ describe('policy revisions by ref', () => {
     await mkdir(kept, { recursive: true });
     await cp(join(defaultBundleDir, 'policy.wasm'), join(kept, 'policy.wasm'));
     await cp(join(defaultBundleDir, 'registry.json'), join(kept, 'registry.json'));
+    await cp(join(defaultBundleDir, 'routes.json'), join(kept, 'routes.json'));
     await writeFile(join(kept, 'manifest.json'), JSON.stringify(older));
     // A tampered revision (version differs from its directory) is not accepted under that name.
     const liar = join(dir, 'revisions', 'liar');

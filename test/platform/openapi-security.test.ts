@@ -11,7 +11,7 @@ import { Validator } from '@seriousme/openapi-schema-validator';
 import { demoDocExamples, edgeRouteAccess } from '../../bin/docs.ts';
 import { buildOpenApi } from '../../core/http/openapi.ts';
 import { recipes, securitySchemes } from '../../core/http/openapi-security.ts';
-import { edgeRoutes } from '../../edge/routes.ts';
+import { routeDeclarations } from '../../shared/routes/index.ts';
 import { defaultBundleDir, loadBundle, loadTrustedKeys } from '../../policy/runtime/bundle.ts';
 import { startTestCore, type TestCore } from '../helpers/core.ts';
 import { call } from '../helpers/http.ts';
@@ -62,7 +62,7 @@ describe('OpenAPI security and examples', () => {
 
   it('names the scheme of the credential the edge requires on every operation', () => {
     let checked = 0;
-    for (const r of edgeRoutes) {
+    for (const r of routeDeclarations) {
       const want = expected[r.credential];
       const o = doc.paths[r.template]?.[r.method.toLowerCase()] as Json | undefined;
       if (!o) continue;

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { createHash, generateKeyPairSync } from 'node:crypto';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
@@ -62,6 +62,7 @@ describe('policy bundle verification', () => {
     manifest: await readFile(join(defaultBundleDir, 'manifest.json')),
     registry: await readFile(join(defaultBundleDir, 'registry.json')),
     wasm: await readFile(join(defaultBundleDir, 'policy.wasm')),
+    routes: await readFile(join(defaultBundleDir, 'routes.json')),
   });
 
   it('loads the committed bundle and evaluates decisions', async () => {
@@ -133,6 +134,68 @@ describe('policy bundle verification', () => {
       instantiateBundle({ ...f, wasm }, await loadTrustedKeys()),
       /does not match the manifest/,
     );
+  });
+
+  it('refuses a route table that does not match the manifest (issue 21 item 1)', async () => {
+    const f = await files();
+    const table = JSON.parse(f.routes.toString()) as { routes: { template: string; purpose: string }[] };
+    const transfer = table.routes.find((r) => r.template === '/v1/transfers');
+    assert.ok(transfer);
+    transfer.purpose = 'operational';
+    await assert.rejects(
+      instantiateBundle({ ...f, routes: Buffer.from(JSON.stringify(table)) }, await loadTrustedKeys()),
+      /routes\.json does not match the manifest/,
+    );
+  });
+
+  it('will not load a bundle whose manifest names a route table the source does not serve', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'bundle-'));
+    try {
+      await cp(defaultBundleDir, dir, { recursive: true });
+      await rm(join(dir, 'routes.json'));
+      await assert.rejects(loadBundle(dir, await loadTrustedKeys()), /routes\.json/);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('swaps in a new route table signed with the same policy and registry', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'bundle-'));
+    const store = new PolicyStore(await loadTrustedKeys());
+    try {
+      await cp(defaultBundleDir, dir, { recursive: true });
+      const first = await store.load(dir);
+      assert.ok(first.routes?.some((r) => r.template === '/v1/health'));
+      const { createPrivateKey } = await import('node:crypto');
+      const key = createPrivateKey({
+        key: JSON.parse(await readFile(join(policyDir, 'keys', 'dev-signing.private.jwk'), 'utf8')),
+        format: 'jwk',
+      });
+      const table = JSON.parse(await readFile(join(dir, 'routes.json'), 'utf8')) as {
+        routes: { template: string }[];
+      };
+      const text = JSON.stringify({ routes: table.routes.filter((r) => r.template !== '/v1/health') });
+      const manifest = JSON.parse(await readFile(join(dir, 'manifest.json'), 'utf8'));
+      const next = signDocument(
+        {
+          ...manifest,
+          signature: undefined,
+          routes_sha256: createHash('sha256').update(text).digest('hex'),
+        },
+        key,
+      );
+      await writeFile(join(dir, 'routes.json'), text);
+      await writeFile(join(dir, 'manifest.json'), JSON.stringify(next));
+      const second = await store.load(dir);
+      assert.equal(second.policyVersion, first.policyVersion);
+      assert.equal(store.current, second);
+      assert.equal(
+        store.current?.routes?.some((r) => r.template === '/v1/health'),
+        false,
+      );
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   it('the store keeps the current revision when a bad bundle arrives and addresses revisions by version', async () => {

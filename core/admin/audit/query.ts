@@ -9,9 +9,10 @@ import type { Queryable } from '../../../shared/db/pool.ts';
 import { AppError } from '../../../shared/errors.ts';
 import type { RouteSpec } from '../../http/route.ts';
 import { operatorTenant } from '../../platform/operator.ts';
-import { adminRoute, operators, readers, type AdminDeps, type Caller } from '../http.ts';
+import { adminRoute, type AdminDeps, type Caller } from '../http.ts';
 import type { PageRequest } from '../paging.ts';
 import { AuditPage, AuditRecord, pageQuery } from '../schemas.ts';
+import { declared } from '../../http/declared.ts';
 
 interface AuditRow {
   id: string;
@@ -131,12 +132,10 @@ export function auditRoutes(deps: AdminDeps): RouteSpec[] {
   const tags = ['admin.audit'];
   return [
     adminRoute(deps, {
-      method: 'GET',
-      path: '/v1/audit',
+      ...declared('GET', '/v1/audit'),
       operationId: 'listAudit',
       summary: 'Query audit records by actor, action, resource, time (cursor)',
       tags,
-      roles: readers,
       mode: 'read',
       query: Query,
       responses: { 200: { description: 'A page of audit records, newest first', schema: AuditPage } },
@@ -162,13 +161,11 @@ export function auditRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'GET',
-      path: '/v1/audit:verify',
+      ...declared('GET', '/v1/audit:verify'),
       operationId: 'verifyAuditChain',
       summary:
         "Verify the tenant's audit hash chain, or `_platform`'s with chain=platform (Ops; platform: platform admins)",
       tags,
-      roles: operators,
       mode: 'read',
       query: Type.Object({ chain: Chain }),
       responses: { 200: { description: '{ok, count, brokenAt?, reason?}', schema: ChainReport } },
@@ -178,12 +175,10 @@ export function auditRoutes(deps: AdminDeps): RouteSpec[] {
       }),
     }),
     adminRoute(deps, {
-      method: 'GET',
-      path: '/v1/audit/{id}',
+      ...declared('GET', '/v1/audit/{id}'),
       operationId: 'getAudit',
       summary: 'One audit record',
       tags,
-      roles: readers,
       mode: 'read',
       params: Type.Object({ id: Type.String({ pattern: '^[0-9]{1,18}$' }) }),
       query: Type.Object({ chain: Chain }),

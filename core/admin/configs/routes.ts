@@ -2,7 +2,7 @@
 import { Type } from '@sinclair/typebox';
 import { AppError } from '../../../shared/errors.ts';
 import type { RouteSpec } from '../../http/route.ts';
-import { adminRoute, admins, checkIfMatch, readers, type AdminDeps } from '../http.ts';
+import { adminRoute, checkIfMatch, type AdminDeps } from '../http.ts';
 import { promote, PromoteResultSchema } from '../promote.ts';
 import { Nullable, Page, pageQuery, Timestamp, Uuid } from '../schemas.ts';
 import {
@@ -15,6 +15,7 @@ import {
   resolveEffective,
   type ConfigRow,
 } from './store.ts';
+import { declared } from '../../http/declared.ts';
 
 export const ScopeSchema = Type.Union([
   Type.Literal('GLOBAL'),
@@ -129,12 +130,10 @@ export function configRoutes(deps: AdminDeps): RouteSpec[] {
   const tags = ['admin.configs'];
   return [
     adminRoute(deps, {
-      method: 'GET',
-      path: '/v1/configs/effective',
+      ...declared('GET', '/v1/configs/effective'),
       operationId: 'effectiveConfig',
       summary: 'Resolve configuration for tenant, environment and country (says which scope won)',
       tags,
-      roles: readers,
       mode: 'read',
       query: ContextQuery,
       responses: {
@@ -156,12 +155,10 @@ export function configRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'POST',
-      path: '/v1/configs:dry-run',
+      ...declared('POST', '/v1/configs:dry-run'),
       operationId: 'dryRunConfig',
       summary: 'Simulate the effective configuration for a hypothetical context and candidate values',
       tags,
-      roles: readers,
       mode: 'read',
       body: DryRunBody,
       responses: {
@@ -196,12 +193,10 @@ export function configRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'GET',
-      path: '/v1/configs',
+      ...declared('GET', '/v1/configs'),
       operationId: 'listConfigs',
       summary: 'Config versions visible to the tenant (filters: scope, scopeRef, key, status)',
       tags,
-      roles: readers,
       mode: 'read',
       query: Type.Object({
         ...pageQuery,
@@ -233,12 +228,10 @@ export function configRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'POST',
-      path: '/v1/configs',
+      ...declared('POST', '/v1/configs'),
       operationId: 'createConfig',
       summary: 'Create a new version of a key at a scope (idempotent)',
       tags,
-      roles: admins,
       mode: 'create',
       body: CreateBody,
       responses: { 201: { description: 'The new version', schema: Config } },
@@ -263,12 +256,10 @@ export function configRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'POST',
-      path: '/v1/configs:promote',
+      ...declared('POST', '/v1/configs:promote'),
       operationId: 'promoteConfigs',
       summary: 'Promote ENVIRONMENT configs STG → PRD (key filter, one transaction)',
       tags,
-      roles: admins,
       mode: 'create',
       body: PromoteBody,
       responses: {
@@ -289,12 +280,10 @@ export function configRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'GET',
-      path: '/v1/configs/{configId}',
+      ...declared('GET', '/v1/configs/{configId}'),
       operationId: 'getConfig',
       summary: 'One config version',
       tags,
-      roles: readers,
       mode: 'read',
       params: Type.Object({ configId: Uuid }),
       responses: { 200: { description: 'The version', schema: Config } },
@@ -304,12 +293,10 @@ export function configRoutes(deps: AdminDeps): RouteSpec[] {
       }),
     }),
     adminRoute(deps, {
-      method: 'PATCH',
-      path: '/v1/configs/{configId}',
+      ...declared('PATCH', '/v1/configs/{configId}'),
       operationId: 'updateConfig',
       summary: 'Activate, deactivate or supersede a version (If-Match)',
       tags,
-      roles: admins,
       mode: 'write',
       ifMatch: true,
       params: Type.Object({ configId: Uuid }),

@@ -2,12 +2,13 @@
 import { Type } from '@sinclair/typebox';
 import { AppError } from '../../../shared/errors.ts';
 import type { RouteSpec } from '../../http/route.ts';
-import { adminRoute, admins, checkIfMatch, readers, type AdminDeps } from '../http.ts';
+import { adminRoute, checkIfMatch, type AdminDeps } from '../http.ts';
 import { isoCurrencies, isoCurrency } from '../reference/iso.ts';
 import { newVersion } from '../configs/store.ts';
 import { CountryCode, CurrencyCode, JsonObject, Metadata, Nullable, Page, pageQuery } from '../schemas.ts';
 import { Country, countryView, requireCountry } from './routes.ts';
 import type { Queryable } from '../../../shared/db/pool.ts';
+import { declared } from '../../http/declared.ts';
 
 interface LocalRow {
   code: string;
@@ -100,12 +101,10 @@ export function currencyRoutes(deps: AdminDeps): RouteSpec[] {
   };
   return [
     adminRoute(deps, {
-      method: 'GET',
-      path: '/v1/currencies',
+      ...declared('GET', '/v1/currencies'),
       operationId: 'listCurrencies',
       summary: 'ISO 4217 currencies with local metadata (cursor by code)',
       tags,
-      roles: readers,
       mode: 'read',
       query: Type.Object({ ...pageQuery, search: Type.Optional(Type.String({ maxLength: 32 })) }),
       responses: { 200: { description: 'A page of currencies', schema: Page(Currency) } },
@@ -126,12 +125,10 @@ export function currencyRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'POST',
-      path: '/v1/currencies',
+      ...declared('POST', '/v1/currencies'),
       operationId: 'createCurrency',
       summary: 'Add local metadata for an ISO 4217 currency (idempotent)',
       tags,
-      roles: admins,
       mode: 'create',
       body: Type.Object(
         { code: Type.String({ maxLength: 8 }), ...FieldsBody },
@@ -160,12 +157,10 @@ export function currencyRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'GET',
-      path: '/v1/currencies/{code}',
+      ...declared('GET', '/v1/currencies/{code}'),
       operationId: 'getCurrency',
       summary: 'One currency',
       tags,
-      roles: readers,
       mode: 'read',
       params: Params,
       responses: { 200: { description: 'The currency', schema: Currency } },
@@ -177,12 +172,10 @@ export function currencyRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'PATCH',
-      path: '/v1/currencies/{code}',
+      ...declared('PATCH', '/v1/currencies/{code}'),
       operationId: 'updateCurrency',
       summary: 'Update local metadata (If-Match)',
       tags,
-      roles: admins,
       mode: 'write',
       ifMatch: true,
       params: Params,
@@ -219,12 +212,10 @@ export function currencyRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'DELETE',
-      path: '/v1/currencies/{code}',
+      ...declared('DELETE', '/v1/currencies/{code}'),
       operationId: 'deleteCurrency',
       summary: 'Remove local metadata of a currency not in use',
       tags,
-      roles: admins,
       mode: 'write',
       params: Params,
       responses: { 204: { description: 'Deleted' } },
@@ -240,12 +231,10 @@ export function currencyRoutes(deps: AdminDeps): RouteSpec[] {
     }),
     // mapping
     adminRoute(deps, {
-      method: 'GET',
-      path: '/v1/countries/{code}/currencies',
+      ...declared('GET', '/v1/countries/{code}/currencies'),
       operationId: 'countryCurrencies',
       summary: 'Allowed currencies and base of a country',
       tags,
-      roles: readers,
       mode: 'read',
       params: CountryParams,
       responses: { 200: { description: '{code, base, allowed}', schema: CountryCurrencies } },
@@ -255,12 +244,10 @@ export function currencyRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'PUT',
-      path: '/v1/countries/{code}/currencies/base',
+      ...declared('PUT', '/v1/countries/{code}/currencies/base'),
       operationId: 'setBaseCurrency',
       summary: 'Set the base currency (must be allowed)',
       tags,
-      roles: admins,
       mode: 'create',
       params: CountryParams,
       body: Type.Object({ currency: CurrencyCode }, { additionalProperties: false }),
@@ -289,12 +276,10 @@ export function currencyRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'PUT',
-      path: '/v1/countries/{code}/currencies/allowed',
+      ...declared('PUT', '/v1/countries/{code}/currencies/allowed'),
       operationId: 'setAllowedCurrencies',
       summary: 'Set the allowed currencies (must include the base)',
       tags,
-      roles: admins,
       mode: 'create',
       params: CountryParams,
       body: Type.Object(
@@ -324,12 +309,10 @@ export function currencyRoutes(deps: AdminDeps): RouteSpec[] {
     }),
     // country config (SPEC 9.4: replacing it bumps the version)
     adminRoute(deps, {
-      method: 'GET',
-      path: '/v1/countries/{code}/config',
+      ...declared('GET', '/v1/countries/{code}/config'),
       operationId: 'getCountryConfig',
       summary: "The country's config (COUNTRY over GLOBAL) and its version",
       tags,
-      roles: readers,
       mode: 'read',
       params: CountryParams,
       responses: { 200: { description: '{code, version, values, scopes}', schema: CountryConfig } },
@@ -352,12 +335,10 @@ export function currencyRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'PUT',
-      path: '/v1/countries/{code}/config',
+      ...declared('PUT', '/v1/countries/{code}/config'),
       operationId: 'putCountryConfig',
       summary: "Replace the country's config; bumps its version",
       tags,
-      roles: admins,
       mode: 'create',
       params: CountryParams,
       body: Type.Object(

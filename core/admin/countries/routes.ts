@@ -3,7 +3,7 @@ import { Type } from '@sinclair/typebox';
 import type { Queryable } from '../../../shared/db/pool.ts';
 import { AppError } from '../../../shared/errors.ts';
 import type { RouteSpec } from '../../http/route.ts';
-import { adminRoute, admins, checkIfMatch, readers, type AdminDeps } from '../http.ts';
+import { adminRoute, checkIfMatch, type AdminDeps } from '../http.ts';
 import { countryProblems } from '../reference/routes.ts';
 import { isTimeZone, isoCountry } from '../reference/iso.ts';
 import {
@@ -19,6 +19,7 @@ import {
   pageQuery,
 } from '../schemas.ts';
 import { auditPage } from '../audit/query.ts';
+import { declared } from '../../http/declared.ts';
 
 interface CountryRow {
   code: string;
@@ -109,12 +110,10 @@ export function countryRoutes(deps: AdminDeps): RouteSpec[] {
   const tags = ['admin.countries'];
   return [
     adminRoute(deps, {
-      method: 'GET',
-      path: '/v1/countries',
+      ...declared('GET', '/v1/countries'),
       operationId: 'listCountries',
       summary: 'Enabled countries (cursor, search, sort; offset as fallback)',
       tags,
-      roles: readers,
       mode: 'read',
       query: Type.Object({
         ...pageQuery,
@@ -147,12 +146,10 @@ export function countryRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'POST',
-      path: '/v1/countries',
+      ...declared('POST', '/v1/countries'),
       operationId: 'createCountry',
       summary: 'Enable a country (validated against ISO 3166; idempotent)',
       tags,
-      roles: admins,
       mode: 'create',
       body: CreateBody,
       responses: { 201: { description: 'The country', schema: Country } },
@@ -191,12 +188,10 @@ export function countryRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'GET',
-      path: '/v1/countries/{code}',
+      ...declared('GET', '/v1/countries/{code}'),
       operationId: 'getCountry',
       summary: 'One country',
       tags,
-      roles: readers,
       mode: 'read',
       params: Params,
       responses: { 200: { description: 'The country', schema: Country } },
@@ -206,12 +201,10 @@ export function countryRoutes(deps: AdminDeps): RouteSpec[] {
       }),
     }),
     adminRoute(deps, {
-      method: 'PATCH',
-      path: '/v1/countries/{code}',
+      ...declared('PATCH', '/v1/countries/{code}'),
       operationId: 'updateCountry',
       summary: 'Update name, time zones, locales, metadata (If-Match)',
       tags,
-      roles: admins,
       mode: 'write',
       ifMatch: true,
       params: Params,
@@ -250,12 +243,10 @@ export function countryRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'DELETE',
-      path: '/v1/countries/{code}',
+      ...declared('DELETE', '/v1/countries/{code}'),
       operationId: 'deleteCountry',
       summary: 'Disable a country nothing refers to',
       tags,
-      roles: admins,
       mode: 'write',
       params: Params,
       responses: { 204: { description: 'Deleted' } },
@@ -278,12 +269,10 @@ export function countryRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'GET',
-      path: '/v1/countries/{code}/history',
+      ...declared('GET', '/v1/countries/{code}/history'),
       operationId: 'countryHistory',
       summary: "Audit events of a country (this tenant's chain), paginated",
       tags,
-      roles: readers,
       mode: 'read',
       params: Params,
       query: Type.Object(pageQuery),

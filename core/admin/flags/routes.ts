@@ -7,8 +7,9 @@ import { createHash } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
 import { AppError } from '../../../shared/errors.ts';
 import type { RouteSpec } from '../../http/route.ts';
-import { adminRoute, admins, readers, type AdminDeps } from '../http.ts';
+import { adminRoute, type AdminDeps } from '../http.ts';
 import { Nullable, Page, pageQuery, Timestamp } from '../schemas.ts';
+import { declared } from '../../http/declared.ts';
 
 export interface FlagScope {
   scope: 'GLOBAL' | 'COUNTRY' | 'TENANT' | 'ENVIRONMENT';
@@ -93,12 +94,10 @@ export function flagRoutes(deps: AdminDeps): RouteSpec[] {
   const tags = ['admin.flags'];
   return [
     adminRoute(deps, {
-      method: 'GET',
-      path: '/v1/flags',
+      ...declared('GET', '/v1/flags'),
       operationId: 'listFlags',
       summary: 'Flags with scopes and rollout (cursor by key)',
       tags,
-      roles: readers,
       mode: 'read',
       query: Type.Object(pageQuery),
       responses: { 200: { description: 'A page of flags, by key', schema: Page(Flag) } },
@@ -113,12 +112,10 @@ export function flagRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'PUT',
-      path: '/v1/flags/{flagKey}',
+      ...declared('PUT', '/v1/flags/{flagKey}'),
       operationId: 'putFlag',
       summary: 'Set enabled, scopes and rollout (upsert; idempotent)',
       tags,
-      roles: admins,
       mode: 'create',
       params: Type.Object({ flagKey: Key }),
       body: Type.Object(
@@ -173,12 +170,10 @@ export function flagRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'GET',
-      path: '/v1/flags/effective',
+      ...declared('GET', '/v1/flags/effective'),
       operationId: 'effectiveFlags',
       summary: 'Resolve flags for tenant, environment, country and an optional user',
       tags,
-      roles: readers,
       mode: 'read',
       query: Type.Object({
         envId: Type.Optional(Type.String({ maxLength: 64 })),

@@ -20,8 +20,9 @@ import { issueScimCredential } from '../../staff/credentials.ts';
 import { createEnrolmentLink } from '../../staff/enrolment.ts';
 import { EnrolmentLink, IssuedScimCredential } from '../../staff/schemas.ts';
 import { setStaffRoles } from '../../staff/store.ts';
-import { adminRoute, admins, type AdminDeps, type Caller } from '../http.ts';
+import { adminRoute, type AdminDeps, type Caller } from '../http.ts';
 import { Uuid } from '../schemas.ts';
+import { declared } from '../../http/declared.ts';
 
 const Params = Type.Object({ tenantId: TenantId });
 const UserName = Type.String({ minLength: 1, maxLength: 256, pattern: '^[^\\s].*$' });
@@ -50,11 +51,9 @@ export function firstAdminRoutes(deps: AdminDeps): RouteSpec[] {
   const tags = ['admin.tenants'];
   return [
     adminRoute(deps, {
-      method: 'POST',
-      path: '/v1/tenants/{tenantId}/first-admin',
+      ...declared('POST', '/v1/tenants/{tenantId}/first-admin'),
       operationId: 'issueTenantFirstAdmin',
       tags,
-      roles: admins,
       mode: 'create',
       summary:
         "Platform admins: create a tenant's first Admin (a staff member) and its one-time passkey enrolment link (valid 24 h; shown once)",
@@ -109,11 +108,9 @@ export function firstAdminRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'POST',
-      path: '/v1/tenants/{tenantId}/scim-credentials',
+      ...declared('POST', '/v1/tenants/{tenantId}/scim-credentials'),
       operationId: 'issueTenantScimCredential',
       tags,
-      roles: admins,
       mode: 'create',
       summary:
         "Platform admins: issue a tenant's SCIM bearer credential (its identity provider provisions its staff; the token is shown once)",

@@ -23,9 +23,10 @@ import {
   defaultSessionTimeoutMinutes,
 } from '../../identity/settings.ts';
 import { parseCidr } from '../webhooks/target.ts';
-import { adminRoute, admins, checkIfMatch, etagOf, readers, type AdminDeps, type Caller } from '../http.ts';
+import { adminRoute, checkIfMatch, etagOf, type AdminDeps, type Caller } from '../http.ts';
 import { CountryCode } from '../schemas.ts';
 import { managedTenant } from '../tenants/routes.ts';
+import { declared } from '../../http/declared.ts';
 
 const minute = 60_000;
 const Throttle = Type.Object(
@@ -153,11 +154,9 @@ export function securityRoutes(deps: AdminDeps): RouteSpec[] {
   const tags = ['admin.tenants'];
   return [
     adminRoute(deps, {
-      method: 'GET',
-      path: '/v1/tenants/{tenantId}/security',
+      ...declared('GET', '/v1/tenants/{tenantId}/security'),
       operationId: 'getTenantSecurity',
       tags,
-      roles: readers,
       mode: 'read',
       summary:
         "The tenant's security settings (SPEC 2.10), every field with its effective value; the ETag is what PUT's If-Match names",
@@ -173,11 +172,9 @@ export function securityRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'PUT',
-      path: '/v1/tenants/{tenantId}/security',
+      ...declared('PUT', '/v1/tenants/{tenantId}/security'),
       operationId: 'putTenantSecurity',
       tags,
-      roles: admins,
       mode: 'write',
       ifMatch: true,
       summary:

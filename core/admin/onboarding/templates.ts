@@ -12,11 +12,12 @@ import { AppError } from '../../../shared/errors.ts';
 import { uuidv7 } from '../../../shared/uuid.ts';
 import type { RouteSpec } from '../../http/route.ts';
 import { requirePlatformAdminTenant } from '../../platform/operator.ts';
-import { adminRoute, admins, readers, type AdminDeps } from '../http.ts';
+import { adminRoute, type AdminDeps } from '../http.ts';
 import { requireMinorUnits } from '../reference/currencies.ts';
 import { Kind, LimitIn, Schedule, TierIn, split, view } from '../schedules/routes.ts';
 import { createSchedule } from '../schedules/write.ts';
 import { CurrencyCode, ItemsOf, ProductCode, Timestamp, Uuid } from '../schemas.ts';
+import { declared } from '../../http/declared.ts';
 
 const TemplateItems = Type.Array(Type.Union([TierIn, LimitIn]), { minItems: 1, maxItems: 100 });
 const Template = Type.Object({
@@ -61,11 +62,9 @@ export function templateRoutes(deps: AdminDeps): RouteSpec[] {
   const tags = ['admin.schedules'];
   return [
     adminRoute(deps, {
-      method: 'POST',
-      path: '/v1/schedule-templates',
+      ...declared('POST', '/v1/schedule-templates'),
       operationId: 'publishScheduleTemplate',
       tags,
-      roles: admins,
       mode: 'create',
       summary:
         'Platform admins: publish a fee, commission or limit schedule template every tenant may copy (immutable once published)',
@@ -107,11 +106,9 @@ export function templateRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'GET',
-      path: '/v1/schedule-templates',
+      ...declared('GET', '/v1/schedule-templates'),
       operationId: 'listScheduleTemplates',
       tags,
-      roles: readers,
       mode: 'read',
       summary: 'The templates the platform publishes (filter by kind and currency)',
       query: Type.Object({ kind: Type.Optional(Kind), currency: Type.Optional(CurrencyCode) }),
@@ -125,11 +122,9 @@ export function templateRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'POST',
-      path: '/v1/schedule-templates/{templateId}:copy',
+      ...declared('POST', '/v1/schedule-templates/{templateId}:copy'),
       operationId: 'copyScheduleTemplate',
       tags,
-      roles: admins,
       mode: 'create',
       summary:
         "Copy a template into the caller's tenant as an INACTIVE TENANT schedule (activate it with PATCH /v1/schedules/{id})",

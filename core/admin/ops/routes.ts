@@ -7,8 +7,9 @@ import type { Queryable } from '../../../shared/db/pool.ts';
 import { AppError } from '../../../shared/errors.ts';
 import type { RouteSpec } from '../../http/route.ts';
 import { maxGraceS } from '../../keys/keys.ts';
-import { adminRoute, admins, operators, opsOnly, readers, type AdminDeps } from '../http.ts';
+import { adminRoute, type AdminDeps } from '../http.ts';
 import { Nullable, Page, Timestamp, Uuid, pageQuery } from '../schemas.ts';
+import { declared } from '../../http/declared.ts';
 
 interface OutboxRow {
   id: string;
@@ -139,12 +140,10 @@ export function opsRoutes(deps: AdminDeps): RouteSpec[] {
   const OutboxParams = Type.Object({ id: Uuid });
   return [
     adminRoute(deps, {
-      method: 'GET',
-      path: '/v1/outbox',
+      ...declared('GET', '/v1/outbox'),
       operationId: 'listOutbox',
       summary: 'Outbox messages (default unprocessed; filter by aggregate, event, status)',
       tags: ['admin.outbox'],
-      roles: readers,
       mode: 'read',
       query: Type.Object({
         ...pageQuery,
@@ -186,12 +185,10 @@ export function opsRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'GET',
-      path: '/v1/outbox/{id}',
+      ...declared('GET', '/v1/outbox/{id}'),
       operationId: 'getOutbox',
       summary: 'One outbox message with payload and headers',
       tags: ['admin.outbox'],
-      roles: readers,
       mode: 'read',
       params: OutboxParams,
       responses: { 200: { description: 'The message', schema: OutboxMessage } },
@@ -205,12 +202,10 @@ export function opsRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'POST',
-      path: '/v1/outbox/{id}:retry',
+      ...declared('POST', '/v1/outbox/{id}:retry'),
       operationId: 'retryOutbox',
       summary: 'Retry a message now (its dead or pending deliveries are due again)',
       tags: ['admin.outbox'],
-      roles: operators,
       mode: 'write',
       params: OutboxParams,
       responses: { 200: { description: 'The message (without payload)', schema: OutboxSummary } },
@@ -236,12 +231,10 @@ export function opsRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'POST',
-      path: '/v1/outbox:retry-batch',
+      ...declared('POST', '/v1/outbox:retry-batch'),
       operationId: 'retryOutboxBatch',
       summary: 'Retry undelivered messages in a time window with at least N attempts',
       tags: ['admin.outbox'],
-      roles: operators,
       mode: 'write',
       body: Type.Object(
         {
@@ -285,12 +278,10 @@ export function opsRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'GET',
-      path: '/v1/idempotency',
+      ...declared('GET', '/v1/idempotency'),
       operationId: 'searchIdempotency',
       summary: 'Search idempotency records by key, method, path, date (Ops only)',
       tags: ['admin.idempotency'],
-      roles: opsOnly,
       mode: 'read',
       query: Type.Object({
         ...pageQuery,
@@ -333,13 +324,11 @@ export function opsRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'GET',
-      path: '/v1/idempotency/{key}',
+      ...declared('GET', '/v1/idempotency/{key}'),
       operationId: 'getIdempotency',
       summary:
         'One record (?principal= when several principals used the key): metadata; the stored body, secrets redacted, only for Admin (Internal)',
       tags: ['admin.idempotency'],
-      roles: operators,
       mode: 'read',
       params: IdemKey,
       query: IdemAddress,
@@ -350,12 +339,10 @@ export function opsRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'DELETE',
-      path: '/v1/idempotency/{key}',
+      ...declared('DELETE', '/v1/idempotency/{key}'),
       operationId: 'purgeIdempotency',
       summary: 'Purge a record (Admin or Ops; ?principal= when several principals used the key)',
       tags: ['admin.idempotency'],
-      roles: operators,
       mode: 'write',
       params: IdemKey,
       query: IdemAddress,
@@ -376,12 +363,10 @@ export function opsRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'POST',
-      path: '/v1/admin/rotate-keys',
+      ...declared('POST', '/v1/admin/rotate-keys'),
       operationId: 'rotateKeys',
       summary: "Internal: rotate the tenant's signing keys (previous key in grace, ≤ 24 h)",
       tags: ['platform'],
-      roles: admins,
       mode: 'write',
       body: Type.Object(
         { graceSeconds: Type.Optional(Type.Integer({ minimum: 0, maximum: maxGraceS })) },

@@ -1,10 +1,11 @@
 /** Reference data routes (SPEC 4.6 reference, countries:reference) and country validation. */
 import { Type, type TSchema } from '@sinclair/typebox';
 import type { RouteSpec } from '../../http/route.ts';
-import { adminRoute, readers, type AdminDeps } from '../http.ts';
+import { adminRoute, type AdminDeps } from '../http.ts';
 import { CountryCode, CurrencyCode, ItemsOf } from '../schemas.ts';
 import { minorUnitsOf } from './currencies.ts';
 import { isoCountries, isoCountry, isTimeZone, regionMap, timeZones } from './iso.ts';
+import { declared } from '../../http/declared.ts';
 
 const ValidateBody = Type.Object(
   {
@@ -93,12 +94,10 @@ export function referenceRoutes(deps: AdminDeps): RouteSpec[] {
   const json = (description: string, schema: TSchema) => ({ 200: { description, schema } });
   return [
     adminRoute(deps, {
-      method: 'GET',
-      path: '/v1/countries:reference',
+      ...declared('GET', '/v1/countries:reference'),
       operationId: 'countriesReference',
       summary: 'ISO 3166 countries with regions, time zones and locale examples',
       tags,
-      roles: readers,
       mode: 'read',
       query: Type.Object({ code: Type.Optional(CountryCode) }),
       responses: json('Reference countries', ItemsOf(ReferenceCountry)),
@@ -108,13 +107,11 @@ export function referenceRoutes(deps: AdminDeps): RouteSpec[] {
       }),
     }),
     adminRoute(deps, {
-      method: 'GET',
-      path: '/v1/reference/timezones',
+      ...declared('GET', '/v1/reference/timezones'),
       operationId: 'referenceTimezones',
       summary:
         'IANA time zones by canonical name (aliases such as Asia/Calcutta are accepted on input, listed as Asia/Kolkata)',
       tags,
-      roles: readers,
       mode: 'read',
       responses: json('IANA zone names', ItemsOf(Type.String())),
       read: async () => ({
@@ -124,12 +121,10 @@ export function referenceRoutes(deps: AdminDeps): RouteSpec[] {
       }),
     }),
     adminRoute(deps, {
-      method: 'GET',
-      path: '/v1/reference/regions',
+      ...declared('GET', '/v1/reference/regions'),
       operationId: 'referenceRegions',
       summary: 'Region → subregion → country codes',
       tags,
-      roles: readers,
       mode: 'read',
       responses: json(
         'Region map',
@@ -144,12 +139,10 @@ export function referenceRoutes(deps: AdminDeps): RouteSpec[] {
       }),
     }),
     adminRoute(deps, {
-      method: 'GET',
-      path: '/v1/reference/locales',
+      ...declared('GET', '/v1/reference/locales'),
       operationId: 'referenceLocales',
       summary: 'BCP 47 locale hints per country (CLDR likely subtags)',
       tags,
-      roles: readers,
       mode: 'read',
       query: Type.Object({ country: Type.Optional(CountryCode) }),
       responses: json(
@@ -166,12 +159,10 @@ export function referenceRoutes(deps: AdminDeps): RouteSpec[] {
       }),
     }),
     adminRoute(deps, {
-      method: 'POST',
-      path: '/v1/validate/country',
+      ...declared('POST', '/v1/validate/country'),
       operationId: 'validateCountry',
       summary: 'Validate a country payload without saving it',
       tags,
-      roles: readers,
       mode: 'read',
       body: ValidateBody,
       responses: json('{valid, problems}', Validation),

@@ -3,7 +3,7 @@ import { Type } from '@sinclair/typebox';
 import { AppError } from '../../../shared/errors.ts';
 import type { RouteSpec } from '../../http/route.ts';
 import { format, parseAmount } from '../../../shared/money.ts';
-import { adminRoute, admins, checkIfMatch, readers, type AdminDeps } from '../http.ts';
+import { adminRoute, checkIfMatch, type AdminDeps } from '../http.ts';
 import { PromoteBody } from '../configs/routes.ts';
 import { promote, PromoteResultSchema } from '../promote.ts';
 import { requireMinorUnits } from '../reference/currencies.ts';
@@ -40,6 +40,7 @@ import {
   parseTiers,
 } from './write.ts';
 import type { Queryable } from '../../../shared/db/pool.ts';
+import { declared } from '../../http/declared.ts';
 
 export const Kind = Type.Union([Type.Literal('FEE'), Type.Literal('LIMIT'), Type.Literal('COMMISSION')]);
 const Scope = Type.Union([Type.Literal('TENANT'), Type.Literal('COUNTRY'), Type.Literal('ENVIRONMENT')]);
@@ -241,12 +242,10 @@ export function scheduleRoutes(deps: AdminDeps): RouteSpec[] {
   const tags = ['admin.schedules'];
   const itemRoute = (kind: 'fees' | 'limits') =>
     adminRoute(deps, {
-      method: 'POST',
-      path: `/v1/schedules/{scheduleId}/${kind}`,
+      ...declared('POST', `/v1/schedules/{scheduleId}/${kind}`),
       operationId: kind === 'fees' ? 'addFeeTiers' : 'addLimitRows',
       summary: `Add ${kind === 'fees' ? 'fee tiers' : 'limit rows'} to an inactive schedule`,
       tags,
-      roles: admins,
       mode: 'create',
       params: Params,
       body: Type.Object(
@@ -268,12 +267,10 @@ export function scheduleRoutes(deps: AdminDeps): RouteSpec[] {
     });
   return [
     adminRoute(deps, {
-      method: 'GET',
-      path: '/v1/schedules',
+      ...declared('GET', '/v1/schedules'),
       operationId: 'listSchedules',
       summary: 'Schedules (filters: kind, product, scope, scopeRef, active)',
       tags,
-      roles: readers,
       mode: 'read',
       query: Type.Object({
         ...pageQuery,
@@ -326,12 +323,10 @@ export function scheduleRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'POST',
-      path: '/v1/schedules',
+      ...declared('POST', '/v1/schedules'),
       operationId: 'createSchedule',
       summary: 'Create a schedule (always INACTIVE) with optional items',
       tags,
-      roles: admins,
       mode: 'create',
       body: Type.Object(
         {
@@ -397,12 +392,10 @@ export function scheduleRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'GET',
-      path: '/v1/schedules:effective',
+      ...declared('GET', '/v1/schedules:effective'),
       operationId: 'effectiveSchedule',
       summary: 'The ACTIVE schedule for tenant, environment and country',
       tags,
-      roles: readers,
       mode: 'read',
       query: Type.Object({ kind: Kind, product: ProductCode, currency: CurrencyCode, ...Ctx }),
       responses: { 200: { description: 'The schedule with items', schema: Schedule } },
@@ -422,12 +415,10 @@ export function scheduleRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'POST',
-      path: '/v1/schedules:validate',
+      ...declared('POST', '/v1/schedules:validate'),
       operationId: 'validateSchedule',
       summary: 'Report overlaps, gaps and precision errors (a stored schedule or inline items)',
       tags,
-      roles: readers,
       mode: 'read',
       body: Type.Object(
         {
@@ -460,12 +451,10 @@ export function scheduleRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'POST',
-      path: '/v1/schedules:promote',
+      ...declared('POST', '/v1/schedules:promote'),
       operationId: 'promoteSchedules',
       summary: 'Promote ENVIRONMENT schedules STG → PRD (product filter, one transaction)',
       tags,
-      roles: admins,
       mode: 'create',
       body: PromoteBody,
       responses: { 200: { description: 'What was copied', schema: PromoteResultSchema } },
@@ -488,12 +477,10 @@ export function scheduleRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'GET',
-      path: '/v1/schedules/{scheduleId}',
+      ...declared('GET', '/v1/schedules/{scheduleId}'),
       operationId: 'getSchedule',
       summary: 'One schedule with its items',
       tags,
-      roles: readers,
       mode: 'read',
       params: Params,
       responses: { 200: { description: 'The schedule', schema: Schedule } },
@@ -503,12 +490,10 @@ export function scheduleRoutes(deps: AdminDeps): RouteSpec[] {
       }),
     }),
     adminRoute(deps, {
-      method: 'PATCH',
-      path: '/v1/schedules/{scheduleId}',
+      ...declared('PATCH', '/v1/schedules/{scheduleId}'),
       operationId: 'updateSchedule',
       summary: 'Activate or deactivate; change name or window while inactive (If-Match)',
       tags,
-      roles: admins,
       mode: 'write',
       ifMatch: true,
       params: Params,
@@ -558,12 +543,10 @@ export function scheduleRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'DELETE',
-      path: '/v1/schedules/{scheduleId}',
+      ...declared('DELETE', '/v1/schedules/{scheduleId}'),
       operationId: 'deleteSchedule',
       summary: 'Archive a schedule that is not active',
       tags,
-      roles: admins,
       mode: 'write',
       params: Params,
       responses: { 204: { description: 'Archived' } },
@@ -577,12 +560,10 @@ export function scheduleRoutes(deps: AdminDeps): RouteSpec[] {
     itemRoute('fees'),
     itemRoute('limits'),
     adminRoute(deps, {
-      method: 'POST',
-      path: '/v1/fees:quote',
+      ...declared('POST', '/v1/fees:quote'),
       operationId: 'quoteFee',
       summary: 'Resolve the fee tier and fee for product, amount, currency, env, country',
       tags,
-      roles: readers,
       mode: 'read',
       body: Type.Object(
         { product: ProductCode, amount: Decimal, currency: CurrencyCode, ...Ctx },
@@ -619,13 +600,11 @@ export function scheduleRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'POST',
-      path: '/v1/limits:check',
+      ...declared('POST', '/v1/limits:check'),
       operationId: 'checkLimit',
       summary:
         'The applicable limit rows for product, action, period (and whether an amount fits one transaction)',
       tags,
-      roles: readers,
       mode: 'read',
       // SPEC 4.6: currency is optional; without it the tenant's base currency is checked.
       body: Type.Object(

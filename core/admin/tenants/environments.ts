@@ -4,7 +4,7 @@ import { AppError } from '../../../shared/errors.ts';
 import type { RouteSpec } from '../../http/route.ts';
 import type { Queryable } from '../../../shared/db/pool.ts';
 import { uuidv7 } from '../../../shared/uuid.ts';
-import { adminRoute, admins, checkIfMatch, readers, type AdminDeps } from '../http.ts';
+import { adminRoute, checkIfMatch, type AdminDeps } from '../http.ts';
 import { auditPage } from '../audit/query.ts';
 import { PromoteBody } from '../configs/routes.ts';
 import { promote, PromoteResultSchema } from '../promote.ts';
@@ -20,6 +20,7 @@ import {
 } from '../schemas.ts';
 import { TenantId } from '../../identity/schemas.ts';
 import { ownTenant } from './routes.ts';
+import { declared } from '../../http/declared.ts';
 
 interface EnvRow {
   id: string;
@@ -109,12 +110,10 @@ export function environmentRoutes(deps: AdminDeps): RouteSpec[] {
   const tags = ['admin.environments'];
   return [
     adminRoute(deps, {
-      method: 'GET',
-      path: '/v1/tenants/{tenantId}/environments',
+      ...declared('GET', '/v1/tenants/{tenantId}/environments'),
       operationId: 'listEnvironments',
       summary: 'Environments of the tenant',
       tags,
-      roles: readers,
       mode: 'read',
       params: TenantParams,
       query: Type.Object(pageQuery),
@@ -132,12 +131,10 @@ export function environmentRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'POST',
-      path: '/v1/tenants/{tenantId}/environments',
+      ...declared('POST', '/v1/tenants/{tenantId}/environments'),
       operationId: 'createEnvironment',
       summary: 'Create an environment (name, envType)',
       tags,
-      roles: admins,
       mode: 'create',
       params: TenantParams,
       body: Type.Object(
@@ -172,12 +169,10 @@ export function environmentRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'POST',
-      path: '/v1/tenants/{tenantId}/environments:promote',
+      ...declared('POST', '/v1/tenants/{tenantId}/environments:promote'),
       operationId: 'promoteEnvironment',
       summary: 'Promote configs and schedules STG → PRD (key and product filters, one transaction)',
       tags,
-      roles: admins,
       mode: 'create',
       params: TenantParams,
       body: PromoteBody,
@@ -204,12 +199,10 @@ export function environmentRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'GET',
-      path: '/v1/tenants/{tenantId}/environments/{envId}',
+      ...declared('GET', '/v1/tenants/{tenantId}/environments/{envId}'),
       operationId: 'getEnvironment',
       summary: 'One environment',
       tags,
-      roles: readers,
       mode: 'read',
       params: EnvParams,
       responses: { 200: { description: 'The environment', schema: Environment } },
@@ -219,12 +212,10 @@ export function environmentRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'PATCH',
-      path: '/v1/tenants/{tenantId}/environments/{envId}',
+      ...declared('PATCH', '/v1/tenants/{tenantId}/environments/{envId}'),
       operationId: 'updateEnvironment',
       summary: 'Update flags (merged; If-Match honoured)',
       tags,
-      roles: admins,
       mode: 'write',
       params: EnvParams,
       body: Type.Object({ flags: Flags }, { additionalProperties: false }),
@@ -242,12 +233,10 @@ export function environmentRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'GET',
-      path: '/v1/tenants/{tenantId}/environments/{envId}/audit',
+      ...declared('GET', '/v1/tenants/{tenantId}/environments/{envId}/audit'),
       operationId: 'environmentAudit',
       summary: 'Audit trail of an environment',
       tags,
-      roles: readers,
       mode: 'read',
       params: EnvParams,
       query: Type.Object(pageQuery),
@@ -274,12 +263,10 @@ export function productRoutes(deps: AdminDeps): RouteSpec[] {
   const Params = Type.Object({ code: ProductCode });
   return [
     adminRoute(deps, {
-      method: 'GET',
-      path: '/v1/products',
+      ...declared('GET', '/v1/products'),
       operationId: 'listProducts',
       summary: 'Products of the tenant',
       tags,
-      roles: readers,
       mode: 'read',
       query: Type.Object({ ...pageQuery, status: Type.Optional(ProductStatus) }),
       responses: { 200: { description: 'A page of products', schema: Page(Product) } },
@@ -295,12 +282,10 @@ export function productRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'POST',
-      path: '/v1/products',
+      ...declared('POST', '/v1/products'),
       operationId: 'createProduct',
       summary: 'Create (or re-enable a deprecated) product',
       tags,
-      roles: admins,
       mode: 'create',
       body: Type.Object(
         {
@@ -324,12 +309,10 @@ export function productRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'GET',
-      path: '/v1/products/{code}',
+      ...declared('GET', '/v1/products/{code}'),
       operationId: 'getProduct',
       summary: 'One product',
       tags,
-      roles: readers,
       mode: 'read',
       params: Params,
       responses: { 200: { description: 'The product', schema: Product } },
@@ -339,12 +322,10 @@ export function productRoutes(deps: AdminDeps): RouteSpec[] {
       }),
     }),
     adminRoute(deps, {
-      method: 'PATCH',
-      path: '/v1/products/{code}',
+      ...declared('PATCH', '/v1/products/{code}'),
       operationId: 'updateProduct',
       summary: 'Update category, metadata or status',
       tags,
-      roles: admins,
       mode: 'write',
       params: Params,
       body: Type.Object(
@@ -375,12 +356,10 @@ export function productRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'DELETE',
-      path: '/v1/products/{code}',
+      ...declared('DELETE', '/v1/products/{code}'),
       operationId: 'deleteProduct',
       summary: 'Deprecate a product (soft delete)',
       tags,
-      roles: admins,
       mode: 'write',
       params: Params,
       responses: { 200: { description: 'The deprecated product', schema: Product } },

@@ -11,7 +11,7 @@ import { AppError } from '../../../shared/errors.ts';
 import type { RouteSpec } from '../../http/route.ts';
 import { enqueue } from '../../outbox/outbox.ts';
 import type { Queryable } from '../../../shared/db/pool.ts';
-import { adminRoute, admins, readers, type AdminDeps, type WriteCtx } from '../http.ts';
+import { adminRoute, type AdminDeps, type WriteCtx } from '../http.ts';
 import { requirePlatformAdminTenant } from '../../platform/operator.ts';
 import { requireCountry } from '../countries/routes.ts';
 import { CountryCode, CurrencyCode, Page, Timestamp, pageQuery } from '../schemas.ts';
@@ -19,6 +19,7 @@ import { TenantId } from '../../identity/schemas.ts';
 import { ensureTenantLedger } from '../../ledger/catalog.ts';
 import { openAccount } from '../../ledger/accounts.ts';
 import { clusterRegion } from '../../residency/cluster.ts';
+import { declared } from '../../http/declared.ts';
 
 interface TenantRow {
   id: string;
@@ -178,12 +179,10 @@ export function tenantRoutes(deps: AdminDeps): RouteSpec[] {
   const tags = ['admin.tenants'];
   return [
     adminRoute(deps, {
-      method: 'GET',
-      path: '/v1/tenants',
+      ...declared('GET', '/v1/tenants'),
       operationId: 'listTenants',
       summary: 'Tenants visible to the caller: its own and those it created (cursor by id; filter by status)',
       tags,
-      roles: readers,
       mode: 'read',
       query: Type.Object({ ...pageQuery, status: Type.Optional(Status) }),
       responses: { 200: { description: '{items, next_cursor}', schema: Page(Tenant) } },
@@ -198,13 +197,11 @@ export function tenantRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'POST',
-      path: '/v1/tenants',
+      ...declared('POST', '/v1/tenants'),
       operationId: 'createTenant',
       summary:
         'Create a tenant (country enabled, base currency allowed there; on this cluster only if its region is one of residentRegions; idempotent)',
       tags,
-      roles: admins,
       mode: 'create',
       body: Type.Object(
         {
@@ -272,12 +269,10 @@ export function tenantRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'GET',
-      path: '/v1/tenants/{tenantId}',
+      ...declared('GET', '/v1/tenants/{tenantId}'),
       operationId: 'getTenant',
       summary: 'One tenant (own)',
       tags,
-      roles: readers,
       mode: 'read',
       params: Params,
       responses: { 200: { description: 'The tenant', schema: Tenant } },
@@ -287,12 +282,10 @@ export function tenantRoutes(deps: AdminDeps): RouteSpec[] {
       }),
     }),
     adminRoute(deps, {
-      method: 'PATCH',
-      path: '/v1/tenants/{tenantId}',
+      ...declared('PATCH', '/v1/tenants/{tenantId}'),
       operationId: 'updateTenant',
       summary: 'Update name or status',
       tags,
-      roles: admins,
       mode: 'write',
       params: Params,
       body: Type.Object(
@@ -316,15 +309,13 @@ export function tenantRoutes(deps: AdminDeps): RouteSpec[] {
     }),
     ...(['SUSPENDED', 'ACTIVE'] as const).map((status) =>
       adminRoute(deps, {
-        method: 'POST',
-        path: `/v1/tenants/{tenantId}:${status === 'SUSPENDED' ? 'suspend' : 'activate'}`,
+        ...declared('POST', `/v1/tenants/{tenantId}:${status === 'SUSPENDED' ? 'suspend' : 'activate'}`),
         operationId: status === 'SUSPENDED' ? 'suspendTenant' : 'activateTenant',
         summary:
           status === 'SUSPENDED'
             ? "Suspend: the edge refuses the tenant's customers"
             : 'Activate a suspended tenant',
         tags,
-        roles: admins,
         mode: 'write',
         params: Params,
         responses: { 200: { description: 'The tenant', schema: Tenant } },

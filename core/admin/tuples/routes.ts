@@ -13,17 +13,10 @@ import { AppError } from '../../../shared/errors.ts';
 import type { RouteSpec } from '../../http/route.ts';
 import { TenantId } from '../../identity/schemas.ts';
 import { operatorTenant } from '../../platform/operator.ts';
-import {
-  actorAttrs,
-  adminRoute,
-  admins,
-  readers,
-  type AdminDeps,
-  type Caller,
-  type WriteCtx,
-} from '../http.ts';
+import { actorAttrs, adminRoute, type AdminDeps, type Caller, type WriteCtx } from '../http.ts';
 import { Page, Timestamp, pageQuery } from '../schemas.ts';
 import { checkTuple, namespaces, relations, type TupleInput, type Writer } from './rules.ts';
+import { declared } from '../../http/declared.ts';
 
 const Namespace = Type.Union(namespaces.map((n) => Type.Literal(n)));
 const Relation = Type.Union(relations.map((r) => Type.Literal(r)));
@@ -234,12 +227,10 @@ export function tupleRoutes(deps: AdminDeps): RouteSpec[] {
   const base = '/v1/tenants/{tenantId}/tuples';
   return [
     adminRoute(deps, {
-      method: 'GET',
-      path: base,
+      ...declared('GET', base),
       operationId: 'listTuples',
       summary: 'Relationship tuples of the tenant, filtered by subject, object, relation (cursor)',
       tags,
-      roles: readers,
       mode: 'read',
       params: Params,
       query: Type.Object({
@@ -284,12 +275,10 @@ export function tupleRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'PUT',
-      path: base,
+      ...declared('PUT', base),
       operationId: 'writeTuple',
       summary: 'Write a tuple with its caveat (upsert: 201 created, 200 existing; Idempotency-Key)',
       tags,
-      roles: admins,
       mode: 'create',
       params: Params,
       body: WriteBody,
@@ -300,12 +289,10 @@ export function tupleRoutes(deps: AdminDeps): RouteSpec[] {
       write: (ctx, w) => writeTuple(w, ctx.params.tenantId, ctx.body, deps.now()),
     }),
     adminRoute(deps, {
-      method: 'POST',
-      path: `${base}:delete`,
+      ...declared('POST', `${base}:delete`),
       operationId: 'deleteTuple',
       summary: 'Delete a tuple (Idempotency-Key replays the answer)',
       tags,
-      roles: admins,
       mode: 'write',
       params: Params,
       body: KeyBody,

@@ -4,12 +4,13 @@ import { AppError } from '../../../shared/errors.ts';
 import type { RouteSpec } from '../../http/route.ts';
 import type { Queryable } from '../../../shared/db/pool.ts';
 import { uuidv7 } from '../../../shared/uuid.ts';
-import { adminRoute, admins, operators, readers, type AdminDeps } from '../http.ts';
+import { adminRoute, type AdminDeps } from '../http.ts';
 import { Nullable, Page, Timestamp, Uuid, pageQuery } from '../schemas.ts';
 import { send } from './dispatcher.ts';
 import { isWebhookSecret, newWebhookSecret } from './sign.ts';
 import { sealWebhookSecret, secretsOf, webhookView, type WebhookRow } from './store.ts';
 import { TargetRefused, type TargetGuard } from './target.ts';
+import { declared } from '../../http/declared.ts';
 
 /** SPEC 8 caps the overlap of signing keys at 24 h; rotation grace for webhook secrets follows it. */
 const maxGraceS = 24 * 3600;
@@ -72,12 +73,10 @@ export function webhookRoutes(deps: AdminDeps): RouteSpec[] {
   const Params = Type.Object({ id: Uuid });
   return [
     adminRoute(deps, {
-      method: 'GET',
-      path: '/v1/webhooks',
+      ...declared('GET', '/v1/webhooks'),
       operationId: 'listWebhooks',
       summary: 'Webhook endpoints of the tenant',
       tags,
-      roles: readers,
       mode: 'read',
       query: Type.Object(pageQuery),
       responses: { 200: { description: 'A page of endpoints (no secrets)', schema: Page(Webhook) } },
@@ -93,12 +92,10 @@ export function webhookRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'POST',
-      path: '/v1/webhooks',
+      ...declared('POST', '/v1/webhooks'),
       operationId: 'createWebhook',
       summary: 'Create an endpoint (url, events, optional whsec_ secret); the secret is shown only here',
       tags,
-      roles: admins,
       mode: 'create',
       body: Type.Object(
         {
@@ -134,12 +131,10 @@ export function webhookRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'GET',
-      path: '/v1/webhooks/{id}',
+      ...declared('GET', '/v1/webhooks/{id}'),
       operationId: 'getWebhook',
       summary: 'One endpoint with delivery counts',
       tags,
-      roles: readers,
       mode: 'read',
       params: Params,
       responses: {
@@ -167,12 +162,10 @@ export function webhookRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'PATCH',
-      path: '/v1/webhooks/{id}',
+      ...declared('PATCH', '/v1/webhooks/{id}'),
       operationId: 'updateWebhook',
       summary: 'Rotate the secret (old one valid for graceSeconds), pause or resume, change url or events',
       tags,
-      roles: admins,
       mode: 'write',
       params: Params,
       body: Type.Object(
@@ -220,12 +213,10 @@ export function webhookRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'DELETE',
-      path: '/v1/webhooks/{id}',
+      ...declared('DELETE', '/v1/webhooks/{id}'),
       operationId: 'deleteWebhook',
       summary: 'Delete an endpoint (pending deliveries are dropped)',
       tags,
-      roles: admins,
       mode: 'write',
       params: Params,
       responses: { 204: { description: 'Deleted' } },
@@ -244,12 +235,10 @@ export function webhookRoutes(deps: AdminDeps): RouteSpec[] {
       },
     }),
     adminRoute(deps, {
-      method: 'POST',
-      path: '/v1/webhooks/{id}:test',
+      ...declared('POST', '/v1/webhooks/{id}:test'),
       operationId: 'testWebhook',
       summary: 'Send a signed webhook.tested event now',
       tags,
-      roles: operators,
       mode: 'write',
       params: Params,
       responses: { 200: { description: '{id, delivered, status, error, ms}', schema: WebhookTest } },

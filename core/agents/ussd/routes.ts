@@ -4,6 +4,7 @@ import type { AgentDeps } from '../context.ts';
 import { agentMenu, agentRoute } from './agent.ts';
 import { customerMenu, customerRoute } from './customer.ts';
 import { answersOf, gatewayTenant, guarded, UssdForm } from './protocol.ts';
+import { declared } from '../../http/declared.ts';
 
 const tags = ['ussd'];
 // Checked by the edge (service token with role ussd); core reads the identity the edge vouched for.
@@ -24,11 +25,9 @@ const responses = {
 export function ussdRoutes(deps: AgentDeps): RouteSpec[] {
   return [
     defineRoute({
-      method: 'POST',
-      path: customerRoute,
+      ...declared('POST', customerRoute),
       operationId: 'ussdSession',
       tags,
-      movesMoney: 'no-api-keys',
       headers,
       body: UssdForm,
       bodyKind: 'form',
@@ -43,11 +42,9 @@ export function ussdRoutes(deps: AgentDeps): RouteSpec[] {
       },
     }),
     defineRoute({
-      method: 'POST',
-      path: agentRoute,
+      ...declared('POST', agentRoute),
       operationId: 'ussdAgentMenu',
       tags,
-      movesMoney: 'no-api-keys',
       headers,
       body: UssdForm,
       bodyKind: 'form',

@@ -13,6 +13,7 @@ import { listOf, resourceTypes, schemas, serviceProviderConfig } from './discove
 import { createGroup, getGroup, listGroups, patchGroup, replaceGroup } from './groups.ts';
 import type { StaffUser } from '../store.ts';
 import { etagOfVersion, project } from './resource.ts';
+import { declared } from '../../http/declared.ts';
 import {
   ScimGroup,
   ScimGroupListed,
@@ -121,8 +122,7 @@ export function scimRoutes(opts: {
   const userWrite = (method: 'PUT' | 'PATCH', operationId: string, summary: string, fn: Write<StaffUser>) =>
     route(
       defineRoute({
-        method,
-        path: p('/Users/{id}'),
+        ...declared(method, p('/Users/{id}')),
         operationId,
         summary,
         tags,
@@ -145,8 +145,7 @@ export function scimRoutes(opts: {
   ) =>
     route(
       defineRoute({
-        method,
-        path: p('/Groups/{id}'),
+        ...declared(method, p('/Groups/{id}')),
         operationId,
         summary,
         tags,
@@ -169,8 +168,7 @@ export function scimRoutes(opts: {
   ) => [
     route(
       defineRoute({
-        method: 'GET',
-        path: p(`/${kind}`),
+        ...declared('GET', p(`/${kind}`)),
         operationId: `scim${kind}`,
         summary: `SCIM ${kind}`,
         tags,
@@ -183,8 +181,7 @@ export function scimRoutes(opts: {
     ),
     route(
       defineRoute({
-        method: 'GET',
-        path: p(`/${kind}/{id}`),
+        ...declared('GET', p(`/${kind}/{id}`)),
         operationId: `scim${one}`,
         summary: `One SCIM ${one}`,
         tags,
@@ -202,8 +199,7 @@ export function scimRoutes(opts: {
   return [
     route(
       defineRoute({
-        method: 'GET',
-        path: p('/ServiceProviderConfig'),
+        ...declared('GET', p('/ServiceProviderConfig')),
         operationId: 'scimServiceProviderConfig',
         summary: 'SCIM service provider configuration',
         tags,
@@ -218,8 +214,7 @@ export function scimRoutes(opts: {
     ...discovery('Schemas', 'Schema', (base) => schemas(base), ScimSchemaDocument),
     route(
       defineRoute({
-        method: 'POST',
-        path: p('/Users'),
+        ...declared('POST', p('/Users')),
         operationId: 'scimCreateUser',
         summary: 'Provision a staff member',
         tags,
@@ -240,8 +235,7 @@ export function scimRoutes(opts: {
     ),
     route(
       defineRoute({
-        method: 'GET',
-        path: p('/Users'),
+        ...declared('GET', p('/Users')),
         operationId: 'scimListUsers',
         summary: 'List staff members (filter, startIndex, count)',
         tags,
@@ -252,8 +246,7 @@ export function scimRoutes(opts: {
     ),
     route(
       defineRoute({
-        method: 'POST',
-        path: p('/Users/.search'),
+        ...declared('POST', p('/Users/.search')),
         operationId: 'scimSearchUsers',
         summary: 'List staff members with the query in the body',
         tags,
@@ -276,8 +269,7 @@ export function scimRoutes(opts: {
     ),
     route(
       defineRoute({
-        method: 'GET',
-        path: p('/Users/{id}'),
+        ...declared('GET', p('/Users/{id}')),
         operationId: 'scimGetUser',
         summary: 'One staff member',
         tags,
@@ -308,8 +300,7 @@ export function scimRoutes(opts: {
     userWrite('PATCH', 'scimPatchUser', 'Modify a staff member (RFC 7644 section 3.5.2)', patchUser),
     route(
       defineRoute({
-        method: 'DELETE',
-        path: p('/Users/{id}'),
+        ...declared('DELETE', p('/Users/{id}')),
         operationId: 'scimDeleteUser',
         summary: 'Deprovision and delete a staff member (tombstone kept)',
         tags,
@@ -324,8 +315,7 @@ export function scimRoutes(opts: {
     ),
     route(
       defineRoute({
-        method: 'GET',
-        path: p('/Groups'),
+        ...declared('GET', p('/Groups')),
         operationId: 'scimListGroups',
         summary: 'The six role groups (filter, startIndex, count)',
         tags,
@@ -336,8 +326,7 @@ export function scimRoutes(opts: {
     ),
     route(
       defineRoute({
-        method: 'POST',
-        path: p('/Groups'),
+        ...declared('POST', p('/Groups')),
         operationId: 'scimCreateGroup',
         summary: 'Link an identity-provider group mapped to a role',
         tags,
@@ -351,8 +340,7 @@ export function scimRoutes(opts: {
     ),
     route(
       defineRoute({
-        method: 'GET',
-        path: p('/Groups/{id}'),
+        ...declared('GET', p('/Groups/{id}')),
         operationId: 'scimGetGroup',
         summary: 'One role group with its members',
         tags,
@@ -368,8 +356,7 @@ export function scimRoutes(opts: {
     groupWrite('PATCH', 'scimPatchGroup', 'Add or remove members of a role group', patchGroup),
     route(
       defineRoute({
-        method: 'DELETE',
-        path: p('/Groups/{id}'),
+        ...declared('DELETE', p('/Groups/{id}')),
         operationId: 'scimDeleteGroup',
         summary: 'Refused: role groups are not deleted',
         tags,

@@ -1,16 +1,26 @@
 /**
- * Edge entries of the agent operations API (SPEC 4.5; issue 9), spread into edge/routes.ts.
- * Agents present their access token (credential 'agent': a live session of subject_type
- * 'agent'; principal kind 'user' with role agent). Money-moving routes are `agent.transact`
- * (AAL 2), reads and non-money writes `agent.operate`, KYC `compliance.kyc`, ops actions
- * `agent.ops`, the USSD aggregator `ussd.gateway` (a service token with role ussd).
+ * The agent operations API (SPEC 4.5; issue 9). Agents present their access token (credential
+ * 'agent': a live session of subject_type 'agent'; principal kind 'user' with role agent).
+ * Money-moving routes are `agent.transact` (AAL 2), reads and non-money writes `agent.operate`,
+ * KYC `compliance.kyc`, ops actions `agent.ops`, the USSD aggregator `ussd.gateway` (a service
+ * token with role ussd). The roles are each purpose's `required_roles` in the registry.
  */
-import type { EdgeRoute } from './routes.ts';
+import { operationalPurpose, opsOrAdmin, type RouteDeclaration } from './types.ts';
 
-const auth = (template: string, action: string, credential: 'public' | 'agent' = 'public'): EdgeRoute => ({
+/** Agent money (issue 13 item 5): never an API key's to move (shared/api-key-budget.ts). */
+const agentMoney = 'no-api-keys';
+const agentRoles = ['agent'] as const;
+/** compliance.kyc: compliance officers and agents registering customers. */
+const kycRoles = ['compliance', 'agent'] as const;
+
+const auth = (
+  template: string,
+  action: string,
+  credential: 'public' | 'agent' = 'public',
+): RouteDeclaration => ({
   method: 'POST',
   template,
-  purpose: 'operational',
+  purpose: operationalPurpose,
   resource: 'agent_auth',
   action,
   credential,
@@ -20,45 +30,63 @@ const transact = (
   template: string,
   resource: string,
   action: string,
-  money?: 'no-api-keys',
-): EdgeRoute => ({
+  money?: typeof agentMoney,
+): RouteDeclaration => ({
   method,
   template,
   purpose: 'agent.transact',
   resource,
   action,
   credential: 'agent',
+  roles: agentRoles,
   ...(money ? { money } : {}),
 });
-const operate = (method: string, template: string, resource: string, action: string): EdgeRoute => ({
+const operate = (method: string, template: string, resource: string, action: string): RouteDeclaration => ({
   method,
   template,
   purpose: 'agent.operate',
   resource,
   action,
   credential: 'agent',
+  roles: agentRoles,
 });
-const kyc = (method: string, template: string, action: string): EdgeRoute => ({
+const kyc = (method: string, template: string, action: string): RouteDeclaration => ({
   method,
   template,
   purpose: 'compliance.kyc',
   resource: 'kyc_customer',
   action,
   credential: 'agent',
+  roles: kycRoles,
 });
-const ops = (template: string, resource: string, action: string, money?: 'no-api-keys'): EdgeRoute => ({
-  method: 'POST',
+const ops = (
+  method: string,
+  template: string,
+  resource: string,
+  action: string,
+  money?: typeof agentMoney,
+): RouteDeclaration => ({
+  method,
   template,
   purpose: 'agent.ops',
   resource,
   action,
   credential: 'staff',
+  roles: opsOrAdmin,
   ...(money ? { money } : {}),
 });
-/** Agent money (issue 13 item 5): never an API key's to move (shared/api-key-budget.ts). */
-const agentMoney = 'no-api-keys';
+const ussd = (template: string, action: string): RouteDeclaration => ({
+  method: 'POST',
+  template,
+  purpose: 'ussd.gateway',
+  resource: 'ussd',
+  action,
+  credential: 'service',
+  roles: ['ussd'],
+  money: agentMoney,
+});
 
-export const agentEdgeRoutes: EdgeRoute[] = [
+export const agentRoutes: RouteDeclaration[] = [
   auth('/v1/agent/auth/login', 'agent.auth.login'),
   auth('/v1/agent/auth/refresh', 'agent.auth.refresh'),
   auth('/v1/agent/auth/otp/request', 'agent.auth.otp_request'),
@@ -75,7 +103,7 @@ export const agentEdgeRoutes: EdgeRoute[] = [
   transact('POST', '/v1/txns/{txn_id}/authorize', 'agent_txn', 'txn.authorize', agentMoney),
   transact('POST', '/v1/txns/{txn_id}/reverse', 'agent_txn', 'txn.reverse', agentMoney),
   operate('GET', '/v1/txns/{txn_id}', 'agent_txn', 'txn.read'),
-  ops('/v1/ops/txns/{txn_id}/reverse', 'agent_txn', 'txn.reverse', agentMoney),
+  ops('POST', '/v1/ops/txns/{txn_id}/reverse', 'agent_txn', 'txn.reverse', agentMoney),
   // agent, outlet, capabilities (issue 9 item 2)
   operate('GET', '/v1/agent/me', 'agent', 'agent.read'),
   operate('PATCH', '/v1/agent/me', 'agent', 'agent.update'),
@@ -94,41 +122,25 @@ export const agentEdgeRoutes: EdgeRoute[] = [
     disableRequestBodyBuffering: true,
   },
   // USSD (issue 9 item 11): the aggregator is a machine client, a service token with role ussd
-  {
-    method: 'POST',
-    template: '/v1/ussd/session',
-    purpose: 'ussd.gateway',
-    resource: 'ussd',
-    action: 'ussd.session',
-    credential: 'service',
-    money: agentMoney,
-  },
-  {
-    method: 'POST',
-    template: '/v1/ussd/agent/menu',
-    purpose: 'ussd.gateway',
-    resource: 'ussd',
-    action: 'ussd.agent_menu',
-    credential: 'service',
-    money: agentMoney,
-  },
+  ussd('/v1/ussd/session', 'ussd.session'),
+  ussd('/v1/ussd/agent/menu', 'ussd.agent_menu'),
   // float, commissions, wallets, reports (issue 9 items 5-7, 9; core/agents/FLOAT.md)
   operate('GET', '/v1/float', 'float', 'float.read'),
   transact('POST', '/v1/float/topup', 'float_instruction', 'float.topup'),
   transact('POST', '/v1/float/redeem', 'float_instruction', 'float.redeem', agentMoney),
   operate('GET', '/v1/float/instructions/{instruction_id}', 'float_instruction', 'float.instruction.read'),
   transact('POST', '/v1/float/instructions/{instruction_id}/cancel', 'float_instruction', 'float.cancel'),
-  {
-    method: 'GET',
-    template: '/v1/ops/float/instructions',
-    purpose: 'agent.ops',
-    resource: 'float_instruction',
-    action: 'float.instruction.list',
-    credential: 'staff',
-  },
-  ops('/v1/ops/float/instructions/{instruction_id}/approve', 'float_instruction', 'float.approve'),
-  ops('/v1/ops/float/instructions/{instruction_id}/settle', 'float_instruction', 'float.settle', agentMoney),
-  ops('/v1/ops/float/instructions/{instruction_id}/reject', 'float_instruction', 'float.reject'),
+  ops('GET', '/v1/ops/float/instructions', 'float_instruction', 'float.instruction.list'),
+  ops('POST', '/v1/ops/float/instructions/{instruction_id}/approve', 'float_instruction', 'float.approve'),
+  // settle posts a top-up or captures a redeem's hold (approve and reject move nothing)
+  ops(
+    'POST',
+    '/v1/ops/float/instructions/{instruction_id}/settle',
+    'float_instruction',
+    'float.settle',
+    agentMoney,
+  ),
+  ops('POST', '/v1/ops/float/instructions/{instruction_id}/reject', 'float_instruction', 'float.reject'),
   operate('GET', '/v1/agents/{agent_id}/commissions', 'commission', 'commission.read'),
   operate('POST', '/v1/agents/{agent_id}/commissions/payouts/preview', 'commission', 'commission.preview'),
   transact(
