@@ -70,6 +70,7 @@ describe('agent float instructions and commission payouts', () => {
     );
     assert.equal(again.text, r.text);
     assert.equal(again.headers['idempotent-replayed'], 'true');
+    assert.equal(again.headers['cache-control'], 'no-store', 'a replay may carry a secret: never cached');
     topup = r.json;
     assert.equal(
       (await h.get(`/v1/float/instructions/${topup.id}`, bearer(lb.accessToken))).status,
