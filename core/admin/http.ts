@@ -31,7 +31,7 @@ import {
 } from '../idempotency/idempotency.ts';
 import type { KeyStore } from '../keys/keys.ts';
 import { ProblemSchema } from './schemas.ts';
-import type { Cursors } from './paging.ts';
+import type { Cursors } from '../http/cursor.ts';
 import type { RateLimiter } from './rate-limit.ts';
 import type { TargetGuard } from './webhooks/target.ts';
 
@@ -49,7 +49,7 @@ export interface AdminDeps {
   keys: KeyStore;
   now: () => number;
   limiter: RateLimiter;
-  /** Signed, list-bound cursors for every list route (./paging.ts). */
+  /** Signed, list-bound cursors for every list route (core/http/cursor.ts). */
   pages: Cursors;
   /** SSRF guard for webhook URLs (create/PATCH and :test). */
   webhookTargets: TargetGuard;
