@@ -95,7 +95,12 @@ const table = {
   POLICY_UNAVAILABLE: [503, 'Service Unavailable'],
   // identity (SPEC 4.2, 5.2, 7.2, 8): failed logins share one answer whatever the cause
   INVALID_CREDENTIALS: [401, 'Unauthorized'],
-  INVALID_TOKEN: [401, 'Unauthorized'],
+  // bearer access tokens: the one table of shared/access-token.ts, the same codes as the edge's
+  UNAUTHENTICATED: [401, 'Unauthorized'],
+  invalid_token: [401, 'Unauthorized'],
+  session_revoked: [401, 'Unauthorized'],
+  session_expired: [401, 'Unauthorized'],
+  device_revoked: [401, 'Unauthorized'],
   INVALID_REFRESH_TOKEN: [401, 'Unauthorized'],
   OTP_INVALID: [401, 'Unauthorized'],
   VERIFICATION_INVALID: [401, 'Unauthorized'],

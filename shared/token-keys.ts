@@ -46,7 +46,8 @@ export class TokenVerifier {
     string,
     { payload: JWTPayload & { tid: string }; kid: string; validUntilMs: number }
   >();
-  protected readonly now: () => number;
+  /** The clock tokens are checked against (exp, and iat by shared/access-token.ts). */
+  readonly now: () => number;
 
   /** ISSUER_URL (issue 17 item 5): client-credentials tokens carry it as `iss` instead of the tenant's. */
   readonly issuerUrl: string | undefined;

@@ -2,8 +2,8 @@
  * The conventions every administration route shares (SPEC 4.6, 5.5, 7.3, 9.5), implemented once:
  * Problem+JSON errors, required X-Request-Id, roles checked again in core (the edge checked
  * them first), per-source and per-tenant rate limits on mutations (429 + Retry-After),
- * Idempotency-Key on creating POSTs and PUT upserts (core/idempotency; replay → first
- * response, other body → 409), a content ETag on every GET (If-None-Match → 304), If-Match
+ * Idempotency-Key on creating POSTs and PUT upserts (core/idempotency's one frame: replay →
+ * first response, other body → 409), a content ETag on every GET (If-None-Match → 304), If-Match
  * helpers for PATCH (missing → 428, stale → 412), and an audit record in the transaction of
  * every mutation.
  */
@@ -12,7 +12,7 @@ import type { Static, TSchema } from '@sinclair/typebox';
 import { canonicalJson } from '../../shared/canonical-json.ts';
 import { appendAudit } from '../../shared/audit.ts';
 import type { Db, Queryable } from '../../shared/db/pool.ts';
-import { AppError, toProblem } from '../../shared/errors.ts';
+import { AppError } from '../../shared/errors.ts';
 import {
   defineRoute,
   type Method,
@@ -22,18 +22,16 @@ import {
   type RouteSpec,
 } from '../http/route.ts';
 import {
-  claimKeys,
-  completeKeys,
-  findKey,
   principalOf,
-  replay,
   scopeOf,
   toReply,
+  withIdempotency,
   type IdemScope,
+  type WriteResult,
 } from '../idempotency/idempotency.ts';
 import type { KeyStore } from '../keys/keys.ts';
 import { ProblemSchema } from './schemas.ts';
-import type { Cursors } from './paging.ts';
+import type { Cursors } from '../http/cursor.ts';
 import type { RateLimiter } from './rate-limit.ts';
 import type { TargetGuard } from './webhooks/target.ts';
 
@@ -42,7 +40,7 @@ export interface AdminDeps {
   keys: KeyStore;
   now: () => number;
   limiter: RateLimiter;
-  /** Signed, list-bound cursors for every list route (./paging.ts). */
+  /** Signed, list-bound cursors for every list route (core/http/cursor.ts). */
   pages: Cursors;
   /** SSRF guard for webhook URLs (create/PATCH and :test). */
   webhookTargets: TargetGuard;
@@ -95,10 +93,7 @@ export type AdminRouteSpec<P extends TSchema, Q extends TSchema, B extends TSche
   | (Base<P, Q, B> & { mode: 'read'; read: (ctx: Ctx<P, Q, B>, caller: Caller) => Promise<Reply> })
   | (Base<P, Q, B> & {
       mode: 'write' | 'create';
-      write: (
-        ctx: Ctx<P, Q, B>,
-        w: WriteCtx,
-      ) => Promise<{ status: number; body?: unknown; headers?: Record<string, string> }>;
+      write: (ctx: Ctx<P, Q, B>, w: WriteCtx) => Promise<WriteResult>;
     });
 
 export function callerOf(ctx: RequestContext<unknown, unknown, unknown>, roles: readonly string[]): Caller {
@@ -176,117 +171,84 @@ const notModified: Record<number, ResponseSpec> = {
   304: { description: 'Not Modified: If-None-Match names the current ETag' },
 };
 
+/**
+ * An administration mutation: one transaction with its audit record, through core's one
+ * idempotent write frame (core/idempotency) when an Idempotency-Key applies, refusals stored and
+ * replayed as Problem+JSON. Steps registered with `afterCommit` run once the mutation committed.
+ */
 async function runWrite(
   deps: AdminDeps,
   ctx: RequestContext<unknown, unknown, unknown>,
   caller: Caller,
   mode: 'write' | 'create',
-  fn: (w: WriteCtx) => Promise<{ status: number; body?: unknown; headers?: Record<string, string> }>,
+  fn: (w: WriteCtx) => Promise<WriteResult>,
 ): Promise<Reply> {
-  const given = ctx.headers['idempotency-key'];
   // The key is the caller's (tenant and staff principal), never the tenant's alone (issue 13 item 3).
-  const scope: IdemScope | undefined =
-    mode === 'create' || given !== undefined
-      ? scopeOf(
-          ctx,
-          { tenantId: caller.tenantId, principal: principalOf('staff', ctx.identity.principalId) },
-          ctx.body,
-        )
-      : undefined;
-  if (scope) {
-    const before = await findKey(deps.db, scope);
-    if (before) return replayed(toReply(replay(before, scope, deps.keys)));
-  }
+  const owner = { tenantId: caller.tenantId, principal: principalOf('staff', ctx.identity.principalId) };
+  const keyed = mode === 'create' || ctx.headers['idempotency-key'] !== undefined;
+  const scope: IdemScope | undefined = keyed ? scopeOf(ctx, owner, ctx.body) : undefined;
   let committed: (() => void)[] = [];
   const makeCtx = (q: Queryable): WriteCtx => ({
     q,
     caller,
-    audit: async (action, target, attrs) => {
-      await appendAudit(q, [
-        {
-          tenantId: caller.tenantId,
-          actor: { type: 'staff', id: caller.principalId },
-          action,
-          target,
-          attrs: {
-            requestId: ctx.requestId,
-            ip: caller.ip,
-            roles: caller.roles,
-            ...actorAttrs(caller),
-            ...attrs,
-          },
-          ts: new Date(deps.now()),
-        },
-      ]);
-    },
+    audit: (action, target, attrs) => auditWrite(deps, ctx, caller, q, action, target, attrs),
     afterCommit: (fn) => {
       committed.push(fn);
     },
   });
-  const runCommitted = () => {
-    for (const fn of committed) {
-      try {
-        fn();
-      } catch (err) {
-        // The mutation is committed: its answer must say so, whatever a cache drop did.
-        ctx.log.error({ err: (err as Error).message }, 'after-commit step failed');
-      }
-    }
+  // A retried transaction starts over; a refused one (its effects rolled back) runs nothing.
+  const attempt = async (q: Queryable) => {
     committed = [];
-  };
-  if (!scope) {
-    const out = await deps.db.tx((client) => {
-      committed = []; // a retried transaction starts over
-      return fn(makeCtx(client));
-    });
-    runCommitted();
-    return { status: out.status, body: out.body, headers: out.headers ?? {} };
-  }
-  // The handler's own headers (e.g. Cache-Control: no-store on a secret shown once) go out with the first answer.
-  let firstHeaders: Record<string, string> = {};
-  const stored = await deps.db.tx(async (client) => {
-    committed = [];
-    firstHeaders = {};
-    const [mine] = await claimKeys(client, [scope]);
-    if (!mine) return undefined;
-    await client.query('SAVEPOINT admin_work');
-    let res: { status: number; body: string; contentType: string };
     try {
-      const out = await fn(makeCtx(client));
-      firstHeaders = out.headers ?? {};
-      res = {
-        status: out.status,
-        body: JSON.stringify(out.body ?? null),
-        contentType: 'application/json; charset=utf-8',
-      };
+      return await fn(makeCtx(q));
     } catch (err) {
-      if (!(err instanceof AppError) || err.status >= 500) throw err;
-      await client.query('ROLLBACK TO SAVEPOINT admin_work');
       committed = [];
-      firstHeaders = {};
-      res = {
-        status: err.status,
-        body: JSON.stringify(toProblem(err, ctx.path)),
-        contentType: 'application/problem+json',
-      };
+      throw err;
     }
-    await completeKeys(client, deps.keys, [{ scope, status: res.status, body: res.body }]);
-    return res;
-  });
-  runCommitted();
-  if (stored)
-    return {
-      status: stored.status,
-      raw: { contentType: stored.contentType, data: stored.body },
-      headers: firstHeaders,
-    };
-  const after = await findKey(deps.db, scope);
-  if (!after) throw new AppError('SERVICE_UNAVAILABLE', 'idempotency key is busy; retry');
-  return replayed(toReply(replay(after, scope, deps.keys)));
+  };
+  const reply = scope
+    ? toReply(await withIdempotency(deps, scope, attempt, 'problem'))
+    : await deps.db.tx(async (q) => {
+        const out = await attempt(q);
+        return { status: out.status, body: out.body, headers: out.headers ?? {} };
+      });
+  for (const step of committed) {
+    try {
+      step();
+    } catch (err) {
+      // The mutation is committed: its answer must say so, whatever a cache drop did.
+      ctx.log.error({ err: (err as Error).message }, 'after-commit step failed');
+    }
+  }
+  return reply;
 }
 
-/** A replay may carry a secret shown once (opened from its sealed copy): never cached. */
-const replayed = (r: Reply): Reply => ({ ...r, headers: { ...r.headers, 'cache-control': 'no-store' } });
+async function auditWrite(
+  deps: AdminDeps,
+  ctx: RequestContext<unknown, unknown, unknown>,
+  caller: Caller,
+  q: Queryable,
+  action: string,
+  target: { type: string; id: string },
+  attrs: Record<string, unknown> | undefined,
+): Promise<void> {
+  await appendAudit(q, [
+    {
+      tenantId: caller.tenantId,
+      actor: { type: 'staff', id: caller.principalId },
+      action,
+      target,
+      attrs: {
+        requestId: ctx.requestId,
+        ip: caller.ip,
+        roles: caller.roles,
+        ...actorAttrs(caller),
+        ...attrs,
+      },
+      ts: new Date(deps.now()),
+    },
+  ]);
+}
 
 /** One administration route with the shared conventions around its handler. */
 export function adminRoute<P extends TSchema, Q extends TSchema, B extends TSchema>(

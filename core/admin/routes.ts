@@ -8,7 +8,7 @@ import { currencyRoutes } from './countries/currencies.ts';
 import { countryRoutes } from './countries/routes.ts';
 import { flagRoutes } from './flags/routes.ts';
 import type { AdminDeps } from './http.ts';
-import { Cursors } from './paging.ts';
+import { cursorsOf } from '../http/cursor.ts';
 import { opsRoutes } from './ops/routes.ts';
 import { RateLimiter, type RateLimits } from './rate-limit.ts';
 import { referenceRoutes } from './reference/routes.ts';
@@ -50,7 +50,7 @@ export function adminRoutes(opts: {
     keys: opts.keys,
     now: opts.now,
     limiter: new RateLimiter(opts.db, opts.rateLimits),
-    pages: new Cursors(opts.db, opts.keys),
+    pages: cursorsOf(opts.db, opts.keys),
     webhookTargets:
       opts.targets ??
       new TargetGuard({

@@ -1,5 +1,6 @@
 /** Schemas shared by the administration routes: Problem+JSON, pagination, codes, money. */
 import { Type, type TSchema } from '@sinclair/typebox';
+import { cursorParam, defaultPageSize, NextCursor } from '../http/cursor.ts';
 
 export { ProblemSchema } from '../http/responses.ts';
 
@@ -20,18 +21,18 @@ export const Decimal = Type.String({
 });
 export const Metadata = Type.Record(Type.String({ maxLength: 64 }), Type.Unknown(), { maxProperties: 64 });
 
-/** SPEC 8: max and default page size are not given; 50 by default, at most 200. */
-export const defaultPageSize = 50;
+/** SPEC 8: max and default page size are not given; 50 by default (core/http/cursor.ts), at most 200. */
+export { defaultPageSize };
 export const maxPageSize = 200;
 export const pageQuery = {
   limit: Type.Optional(
     Type.Integer({ minimum: 1, maximum: maxPageSize, description: `page size (default ${defaultPageSize})` }),
   ),
-  cursor: Type.Optional(Type.String({ maxLength: 512, description: 'next_cursor of the previous page' })),
+  cursor: Type.Optional(cursorParam),
 };
 
 export const Page = <T extends TSchema>(item: T) =>
-  Type.Object({ items: Type.Array(item), next_cursor: Type.Union([Type.String(), Type.Null()]) });
+  Type.Object({ items: Type.Array(item), next_cursor: NextCursor });
 
 export const iso = (d: Date | null): string | null => (d === null ? null : d.toISOString());
 

@@ -79,15 +79,3 @@ export async function idempotent(
 ): Promise<Reply> {
   return toReply(await withIdempotency(deps, scopeOf(ctx, keyOwnerOf(caller)), fn));
 }
-
-/** Opaque keyset cursor over a bigint or uuid column. */
-export function encodeCursor(v: string): string {
-  return Buffer.from(v, 'utf8').toString('base64url');
-}
-
-export function decodeCursor(c: string | undefined, pattern: RegExp): string | undefined {
-  if (c === undefined) return undefined;
-  const v = Buffer.from(c, 'base64url').toString('utf8');
-  if (!pattern.test(v)) throw new AppError('CURSOR_INVALID', 'cursor is not one this API issued');
-  return v;
-}

@@ -1,5 +1,6 @@
 /** /v1/agents/{agent_id}/commissions* (SPEC 4.5 commissions group; commissions.ts). */
 import { Type } from '@sinclair/typebox';
+import { cursorParam, cursorsOf, LegacyNextCursor, NextCursor } from '../http/cursor.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import { idempotencyHeader } from '../idempotency/idempotency.ts';
 import { idempotent } from './books.ts';
@@ -21,7 +22,7 @@ const ListQuery = Type.Object(
       Type.Union([Type.Literal('ACCRUED'), Type.Literal('PAID'), Type.Literal('CLAWED_BACK')]),
     ),
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200 })),
-    cursor: Type.Optional(Type.String({ maxLength: 200 })),
+    cursor: Type.Optional(cursorParam),
   },
   { additionalProperties: false },
 );
@@ -44,7 +45,8 @@ export function commissionRoutes(deps: AgentDeps): RouteSpec[] {
           schema: Type.Object({
             items: Type.Array(Type.Record(Type.String(), Type.Unknown())),
             totals: Type.Record(Type.String(), Type.String()),
-            nextCursor: Type.Union([Type.String(), Type.Null()]),
+            next_cursor: NextCursor,
+            nextCursor: LegacyNextCursor,
           }),
         },
       },
@@ -53,11 +55,12 @@ export function commissionRoutes(deps: AgentDeps): RouteSpec[] {
         ownAgent(c, ctx.params.agent_id);
         return {
           status: 200,
-          body: await listCommissions(deps.db, c, {
-            state: ctx.query.state,
-            limit: ctx.query.limit ?? 50,
-            cursor: ctx.query.cursor,
-          }),
+          body: await listCommissions(
+            deps.db,
+            c,
+            ctx.query.state,
+            await cursorsOf(deps.db, deps.keys).open(ctx, `${c.tenantId}/agent:${c.agentId}`, 1),
+          ),
         };
       },
     }),

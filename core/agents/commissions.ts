@@ -13,11 +13,11 @@ import type { Queryable } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
 import { fromDb, toDb, type Micro } from '../../shared/money.ts';
 import { uuidv7 } from '../../shared/uuid.ts';
-import { decodeCursor, encodeCursor, requireDayOpen, wire } from './books.ts';
+import { requireDayOpen, wire } from './books.ts';
+import { withLegacyName, type PageRequest } from '../http/cursor.ts';
 import { actorOf, auditAgent, businessDate, type AgentCaller } from './context.ts';
 import { apply, platformAccounts, postCmd } from './ledger.ts';
 import { lockAgent } from './txns.ts';
-import { uuidRegex } from '../ledger/schemas.ts';
 
 /** A preview older than this is stale: accrued rows may have changed since the agent saw it. */
 export const payoutPreviewTtlMs = 15 * 60_000;
@@ -78,28 +78,24 @@ export function ownAgent(c: AgentCaller, agentId: string): void {
 export async function listCommissions(
   q: Queryable,
   c: AgentCaller,
-  f: { state?: string | undefined; limit: number; cursor?: string | undefined },
+  state: string | undefined,
+  page: PageRequest,
 ): Promise<Record<string, unknown>> {
-  const after = decodeCursor(f.cursor, uuidRegex);
+  const after = page.after?.[0];
   const { rows } = await q.query<EntryRow>(
     `SELECT id, txn_id, kind, amount, currency, state, payout_id, created_at FROM agent_commissions
       WHERE tenant_id = $1 AND agent_id = $2 AND ($3::text IS NULL OR state = $3) AND ($4::uuid IS NULL OR id < $4)
       ORDER BY id DESC LIMIT $5`,
-    [c.tenantId, c.agentId, f.state ?? null, after ?? null, f.limit + 1],
+    [c.tenantId, c.agentId, state ?? null, after ?? null, page.limit + 1],
   );
   const { rows: sums } = await q.query<{ state: string; total: string; currency: string }>(
     `SELECT state, currency, sum(amount)::text AS total FROM agent_commissions WHERE tenant_id = $1 AND agent_id = $2 GROUP BY state, currency`,
     [c.tenantId, c.agentId],
   );
-  const page = rows.slice(0, f.limit);
+  const { items, next_cursor } = page.finish(rows, (r) => [r.id]);
   const totals: Record<string, string> = {};
   for (const s of sums) totals[s.state.toLowerCase()] = wire(fromDb(s.total), s.currency);
-  return {
-    items: page.map(entryView),
-    totals,
-    nextCursor:
-      rows.length > f.limit && page.length > 0 ? encodeCursor(page[page.length - 1]?.id ?? '') : null,
-  };
+  return withLegacyName({ items: items.map(entryView), totals, next_cursor });
 }
 
 async function entries(q: Queryable, tenantId: string, ids: string[], lock: boolean): Promise<EntryRow[]> {

@@ -5,13 +5,12 @@
  */
 import { Type } from '@sinclair/typebox';
 import type { Db, Queryable } from '../../shared/db/pool.ts';
-import { AppError } from '../../shared/errors.ts';
+import { cursorParam, cursorsOf, LegacyNextCursor, NextCursor, withLegacyName } from '../http/cursor.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import { uuidv7 } from '../../shared/uuid.ts';
 import type { AgentDeps } from './context.ts';
 import { agentReader } from './profile.ts';
 import { seedTraining } from './training.ts';
-import { uuidRegex } from '../ledger/schemas.ts';
 import { declared } from '../http/declared.ts';
 
 const defaultPageSize = 20;
@@ -20,7 +19,7 @@ const maxPageSize = 50;
 const Query = Type.Object(
   {
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: maxPageSize, default: defaultPageSize })),
-    cursor: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9_-]{1,200}$' })),
+    cursor: Type.Optional(cursorParam),
   },
   { additionalProperties: false },
 );
@@ -44,15 +43,6 @@ interface Row {
   ends_at: Date | null;
 }
 
-function decodeCursor(c: string): { at: number; id: string } {
-  const [at, id] = Buffer.from(c, 'base64url').toString('utf8').split('|');
-  if (!at || !id || !/^\d+$/.test(at) || !uuidRegex.test(id))
-    throw new AppError('CURSOR_INVALID', 'cursor is not one this API issued');
-  return { at: Number(at), id };
-}
-
-const encodeCursor = (r: Row) => Buffer.from(`${r.starts_at.getTime()}|${r.id}`).toString('base64url');
-
 export function contentRoutes(deps: AgentDeps): RouteSpec[] {
   return [
     defineRoute({
@@ -67,14 +57,15 @@ export function contentRoutes(deps: AgentDeps): RouteSpec[] {
           description: 'Announcements',
           schema: Type.Object({
             items: Type.Array(Announcement),
-            nextCursor: Type.Union([Type.String(), Type.Null()]),
+            next_cursor: NextCursor,
+            nextCursor: LegacyNextCursor,
           }),
         },
       },
       handler: async (ctx) => {
         const { tenantId, agent } = await agentReader(deps, ctx);
-        const limit = ctx.query.limit ?? defaultPageSize;
-        const after = ctx.query.cursor ? decodeCursor(ctx.query.cursor) : undefined;
+        const page = await cursorsOf(deps.db, deps.keys).open(ctx, tenantId, 2, defaultPageSize);
+        const after = page.after;
         const { rows } = await deps.db.query<Row>(
           `SELECT a.id, a.title, a.body, a.regions, a.tiers, a.starts_at, a.ends_at FROM agent_announcements a
              JOIN agent_outlets o ON o.tenant_id = a.tenant_id AND o.id = $2
@@ -87,17 +78,16 @@ export function contentRoutes(deps: AgentDeps): RouteSpec[] {
             agent.outlet_id,
             agent.tier,
             deps.now(),
-            after?.at ?? null,
-            after?.id ?? null,
-            limit + 1,
+            after?.[0] ?? null,
+            after?.[1] ?? null,
+            page.limit + 1,
           ],
         );
-        const page = rows.slice(0, limit);
-        const last = page.at(-1);
+        const { items, next_cursor } = page.finish(rows, (r) => [r.starts_at.getTime(), r.id]);
         return {
           status: 200,
-          body: {
-            items: page.map((r) => ({
+          body: withLegacyName({
+            items: items.map((r) => ({
               id: r.id,
               title: r.title,
               body: r.body,
@@ -106,8 +96,8 @@ export function contentRoutes(deps: AgentDeps): RouteSpec[] {
               startsAt: r.starts_at.toISOString(),
               endsAt: r.ends_at?.toISOString() ?? null,
             })),
-            nextCursor: rows.length > limit && last ? encodeCursor(last) : null,
-          },
+            next_cursor,
+          }),
         };
       },
     }),

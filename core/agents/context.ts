@@ -3,8 +3,6 @@
  * building blocks (one PinHasher with its argon2 semaphore, the tenant secrets, the SMS
  * sender), plus the request helpers for the agent caller (token + live agent session).
  */
-import { Type } from '@sinclair/typebox';
-import { TypeCompiler } from '@sinclair/typebox/compiler';
 import type { Logger } from 'pino';
 import type { Db, Queryable } from '../../shared/db/pool.ts';
 import { appendAudit } from '../../shared/audit.ts';
@@ -12,9 +10,8 @@ import { AppError } from '../../shared/errors.ts';
 import type { RequestContext } from '../http/route.ts';
 import type { IdentityDeps } from '../identity/context.ts';
 import type { KeyStore } from '../keys/keys.ts';
-import { accessAudience, accessTyp } from '../identity/tokens.ts';
+import { requireLiveSession, verifiedToken } from '../http/access-token.ts';
 import { principalOf } from '../idempotency/idempotency.ts';
-import { bearerToken } from '../../shared/bearer.ts';
 
 export interface AgentDeps {
   db: Db;
@@ -40,19 +37,9 @@ export interface OpsCaller {
   principalId: string;
 }
 
-const Claims = TypeCompiler.Compile(
-  Type.Object({
-    sub: Type.String({ minLength: 1 }),
-    tid: Type.String({ minLength: 1 }),
-    sid: Type.String({ minLength: 1 }),
-    aal: Type.Integer({ minimum: 1, maximum: 3 }),
-  }),
-);
-
 /**
- * The agent behind `Authorization: Bearer <access token>`: signature, audience, type and
- * expiry, a live session of subject_type 'agent' in that tenant, an active agent, and (defence
- * in depth) agreement with the identity headers the edge set. Any failure is 401 INVALID_TOKEN.
+ * The agent behind `Authorization: Bearer <access token>` (agentSession), and an active agent
+ * (403 FORBIDDEN when suspended).
  */
 export async function agentCaller(deps: AgentDeps, ctx: AnyCtx): Promise<AgentCaller> {
   const s = await agentSession(deps, ctx);
@@ -61,35 +48,29 @@ export async function agentCaller(deps: AgentDeps, ctx: AnyCtx): Promise<AgentCa
 }
 
 /**
- * The agent behind the bearer token, whatever the agent's status: signature, audience, type,
- * expiry, agreement with the edge's identity headers, and a live agent session.
+ * The agent behind the bearer token, whatever the agent's status: the one verifier
+ * (shared/access-token.ts, its table of refusal codes), agreement with the edge's identity
+ * headers, and a live agent session (core/http/access-token.ts).
  */
 export async function agentSession(
   deps: AgentDeps,
   ctx: AnyCtx,
 ): Promise<{ tenantId: string; agentId: string; sessionId: string; aal: number; status: string }> {
-  const token = bearerToken(ctx.headers.authorization);
-  if (!token) throw new AppError('INVALID_TOKEN', 'a bearer access token is required');
-  let raw: unknown;
-  try {
-    raw = await deps.keys.verify(token, { audience: accessAudience, typ: accessTyp });
-  } catch {
-    throw new AppError('INVALID_TOKEN', 'access token is invalid or expired');
-  }
-  if (!Claims.Check(raw)) throw new AppError('INVALID_TOKEN', 'access token is invalid or expired');
-  const id = ctx.identity;
-  if (id.tenantId !== undefined && id.tenantId !== raw.tid)
-    throw new AppError('TENANT_MISMATCH', 'access token belongs to another tenant');
-  if (id.principalId !== undefined && id.principalId !== raw.sub)
-    throw new AppError('INVALID_TOKEN', 'access token does not match the authenticated principal');
-  const { rows } = await deps.db.query<{ subject_id: string; status: string }>(
-    `SELECT s.subject_id, a.status FROM sessions s JOIN agents a ON a.tenant_id = s.tenant_id AND a.id::text = s.subject_id
-      WHERE s.tenant_id = $1 AND s.id = $2 AND s.subject_type = 'agent' AND s.revoked_at IS NULL`,
-    [raw.tid, raw.sid],
+  const { claims } = await verifiedToken(deps.keys, ctx, 'agent', deps.now());
+  await requireLiveSession(deps.db, 'agent', claims);
+  const { rows } = await deps.db.query<{ status: string }>(
+    'SELECT status FROM agents WHERE tenant_id = $1 AND id::text = $2',
+    [claims.tid, claims.sub],
   );
   const row = rows[0];
-  if (row?.subject_id !== raw.sub) throw new AppError('INVALID_TOKEN', 'session is revoked or unknown');
-  return { tenantId: raw.tid, agentId: raw.sub, sessionId: raw.sid, aal: raw.aal, status: row.status };
+  if (!row) throw new AppError('session_revoked', 'session not found');
+  return {
+    tenantId: claims.tid,
+    agentId: claims.sub,
+    sessionId: claims.sid,
+    aal: claims.aal,
+    status: row.status,
+  };
 }
 
 /** Ops staff (a role of the route's declaration, agent.ops: ops or admin; established by the edge). */

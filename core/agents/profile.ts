@@ -76,7 +76,7 @@ export async function agentReader(
 ): Promise<{ tenantId: string; agent: AgentProfileRow }> {
   const session = await agentSession(deps, ctx);
   const agent = await loadAgent(deps.db, session.tenantId, session.agentId);
-  if (!agent) throw new AppError('INVALID_TOKEN', 'session is revoked or unknown');
+  if (!agent) throw new AppError('session_revoked', 'session is revoked or unknown');
   return { tenantId: session.tenantId, agent };
 }
 

@@ -4,12 +4,12 @@ import type { Queryable } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import { idempotencyHeader } from '../idempotency/idempotency.ts';
-import { balanceOf, balanceView, decodeCursor, encodeCursor, idempotent } from './books.ts';
+import { balanceOf, balanceView, idempotent } from './books.ts';
+import { cursorParam, cursorsOf, LegacyNextCursor, NextCursor, withLegacyName } from '../http/cursor.ts';
 import { agentCaller, businessDate, type AgentDeps } from './context.ts';
 import { instructionView, type InstructionRow } from './float.ts';
 import { agentRow, closeDay, eodSummary } from './reports.ts';
 import { txnView, type TxnRow } from './txns.ts';
-import { uuidRegex } from '../ledger/schemas.ts';
 import { declared } from '../http/declared.ts';
 
 const tags = ['agent-reports'];
@@ -33,7 +33,7 @@ const TxnQuery = Type.Object(
     kind: Type.Optional(Kind),
     state: Type.Optional(State),
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 500 })),
-    cursor: Type.Optional(Type.String({ maxLength: 200 })),
+    cursor: Type.Optional(cursorParam),
   },
   { additionalProperties: false },
 );
@@ -156,7 +156,8 @@ export function reportRoutes(deps: AgentDeps): RouteSpec[] {
           description: 'Transactions',
           schema: Type.Object({
             items: Type.Array(Type.Record(Type.String(), Type.Unknown())),
-            nextCursor: Type.Union([Type.String(), Type.Null()]),
+            next_cursor: NextCursor,
+            nextCursor: LegacyNextCursor,
           }),
           alternatives: ['text/csv'],
         },
@@ -183,24 +184,16 @@ export function reportRoutes(deps: AgentDeps): RouteSpec[] {
             headers: { 'content-disposition': `attachment; filename="txns-${f.from}-${f.to}.csv"` },
           };
         }
-        const limit = ctx.query.limit ?? 100;
-        const rows = await txnRows(
-          deps.db,
-          c.tenantId,
-          c.agentId,
-          f,
-          decodeCursor(ctx.query.cursor, uuidRegex),
-          limit + 1,
+        const page = await cursorsOf(deps.db, deps.keys).open(
+          ctx,
+          `${c.tenantId}/agent:${c.agentId}`,
+          1,
+          100,
         );
-        const page = rows.slice(0, limit);
-        return {
-          status: 200,
-          body: {
-            items: page.map(txnView),
-            nextCursor:
-              rows.length > limit && page.length > 0 ? encodeCursor(page[page.length - 1]?.id ?? '') : null,
-          },
-        };
+        const after = page.after === undefined ? undefined : String(page.after[0]);
+        const rows = await txnRows(deps.db, c.tenantId, c.agentId, f, after, page.limit + 1);
+        const { items, next_cursor } = page.finish(rows, (r) => [r.id]);
+        return { status: 200, body: withLegacyName({ items: items.map(txnView), next_cursor }) };
       },
     }),
     defineRoute({

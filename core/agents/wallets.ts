@@ -15,7 +15,8 @@ import { Phone } from '../identity/schemas.ts';
 import { checkOtp, issueOtp, otpTtlMs } from '../identity/otp.ts';
 import { lookupKey, type TenantSecrets } from '../identity/secrets.ts';
 import { fromDb } from '../../shared/money.ts';
-import { balanceOf, balanceView, decodeCursor, encodeCursor, idempotent, wire } from './books.ts';
+import { balanceOf, balanceView, idempotent, wire } from './books.ts';
+import { cursorParam, cursorsOf, withLegacyName, type PageRequest } from '../http/cursor.ts';
 import { agentCaller, auditAgent, type AgentCaller, type AgentDeps, type AnyCtx } from './context.ts';
 import { kycCustomer } from './txns.ts';
 import { Uuid } from '../ledger/schemas.ts';
@@ -33,7 +34,7 @@ const WalletId = Type.Object({ wallet_id: Uuid });
 const TxQuery = Type.Object(
   {
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200 })),
-    cursor: Type.Optional(Type.String({ maxLength: 200 })),
+    cursor: Type.Optional(cursorParam),
   },
   { additionalProperties: false },
 );
@@ -132,10 +133,9 @@ async function history(
   q: Queryable,
   tenantId: string,
   w: WalletRow,
-  limit: number,
-  cursor: string | undefined,
+  page: PageRequest,
 ): Promise<Record<string, unknown>> {
-  const before = decodeCursor(cursor, /^[0-9]{1,19}$/);
+  const before = page.after?.[0];
   // Running balance over the account's whole history (seq order), then the page.
   const { rows } = await q.query<{
     seq: string;
@@ -154,13 +154,13 @@ async function history(
          FROM ledger_entries e JOIN ledger_postings p ON p.tenant_id = e.tenant_id AND p.id = e.posting_id
         WHERE e.tenant_id = $1 AND e.account_id = $2) h
       WHERE ($3::bigint IS NULL OR h.seq::bigint < $3) ORDER BY h.seq::bigint DESC LIMIT $4`,
-    [tenantId, w.id, before ?? null, limit + 1],
+    [tenantId, w.id, before ?? null, page.limit + 1],
   );
-  const page = rows.slice(0, limit);
-  return {
+  const { items, next_cursor } = page.finish(rows, (r) => [r.seq]);
+  return withLegacyName({
     walletId: w.id,
     currency: w.currency,
-    items: page.map((r) => ({
+    items: items.map((r) => ({
       postingId: r.posting_id,
       type: r.type_code,
       kind: r.kind,
@@ -170,9 +170,8 @@ async function history(
       description: r.description,
       createdAt: r.created_at.toISOString(),
     })),
-    nextCursor:
-      rows.length > limit && page.length > 0 ? encodeCursor(page[page.length - 1]?.seq ?? '') : null,
-  };
+    next_cursor,
+  });
 }
 
 export function walletRoutes(deps: AgentDeps): RouteSpec[] {
@@ -290,7 +289,12 @@ export function walletRoutes(deps: AgentDeps): RouteSpec[] {
         return {
           status: 200,
           body: {
-            ...(await history(deps.db, c.tenantId, w, ctx.query.limit ?? 50, ctx.query.cursor)),
+            ...(await history(
+              deps.db,
+              c.tenantId,
+              w,
+              await cursorsOf(deps.db, deps.keys).open(ctx, `${c.tenantId}/agent:${c.agentId}`, 1),
+            )),
             ...balanceView(b, w.currency),
             consent,
           },

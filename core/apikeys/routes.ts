@@ -3,6 +3,7 @@ import { tenantAdmin } from '../http/tenant-admin.ts';
 import { isIPv4, isIPv6 } from 'node:net';
 import { Type } from '@sinclair/typebox';
 import { AppError } from '../../shared/errors.ts';
+import { cursorParam, cursorsOf, NextCursor } from '../http/cursor.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import type { KeyStore } from '../keys/keys.ts';
 import type { Db } from '../../shared/db/pool.ts';
@@ -54,7 +55,7 @@ const Created = Type.Intersect([
 const IdParams = Type.Object({ id: Type.String({ pattern: '^pk_(live|test)_[A-Za-z0-9]{16,64}$' }) });
 const ListQuery = Type.Object({
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20 })),
-  cursor: Type.Optional(Type.String({ maxLength: 200 })),
+  cursor: Type.Optional(cursorParam),
 });
 
 function validCidr(c: string): boolean {
@@ -118,14 +119,15 @@ export function apiKeyRoutes(deps: { db: Db; keys: KeyStore }): RouteSpec[] {
           description: 'A page',
           schema: Type.Object({
             items: Type.Array(KeyView),
-            next_cursor: Type.Union([Type.String(), Type.Null()]),
+            next_cursor: NextCursor,
           }),
         },
       },
-      handler: async (ctx) => ({
-        status: 200,
-        body: await store.list(caller(ctx).tenantId, ctx.query.limit ?? 20, ctx.query.cursor),
-      }),
+      handler: async (ctx) => {
+        const tenantId = caller(ctx).tenantId;
+        const page = await cursorsOf(deps.db, deps.keys).open(ctx, tenantId, 2, 20);
+        return { status: 200, body: await store.list(tenantId, page) };
+      },
     }),
     defineRoute({
       ...declared('GET', '/api-keys/{id}'),

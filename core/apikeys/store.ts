@@ -9,6 +9,7 @@ import { appendAudit } from '../../shared/audit.ts';
 import type { Db, Queryable } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
 import type { KeyStore } from '../keys/keys.ts';
+import type { PageRequest } from '../http/cursor.ts';
 
 /** Rotation keeps the previous secret valid for at most this long (and this by default). */
 export const maxRotationGraceS = 24 * 60 * 60;
@@ -185,33 +186,18 @@ export class ApiKeys {
     return view(rows[0]);
   }
 
-  /** A page of the tenant's keys, newest first, keyed by (created_at, id). */
+  /** A page of the tenant's keys, newest first, keyed by (created_at, id) (core/http/cursor.ts). */
   async list(
     tenantId: string,
-    limit: number,
-    cursor: string | undefined,
+    page: PageRequest,
   ): Promise<{ items: ApiKeyView[]; next_cursor: string | null }> {
-    let after: [string, string] | undefined;
-    if (cursor) {
-      const parts = Buffer.from(cursor, 'base64url').toString('utf8').split('|');
-      if (parts.length !== 2 || Number.isNaN(Date.parse(parts[0] ?? '')))
-        throw new AppError('VALIDATION_FAILED', 'cursor is not valid');
-      after = [parts[0] as string, parts[1] as string];
-    }
     const { rows } = await this.db.query<Row>(
       `SELECT ${columns} FROM api_keys WHERE tenant_id = $1 AND ($2::timestamptz IS NULL OR (created_at, id) < ($2::timestamptz, $3))
        ORDER BY created_at DESC, id DESC LIMIT $4`,
-      [tenantId, after?.[0] ?? null, after?.[1] ?? null, limit + 1],
+      [tenantId, page.after?.[0] ?? null, page.after?.[1] ?? null, page.limit + 1],
     );
-    const page = rows.slice(0, limit).map(view);
-    const last = page.at(-1);
-    return {
-      items: page,
-      next_cursor:
-        rows.length > limit && last
-          ? Buffer.from(`${last.created_at}|${last.id}`).toString('base64url')
-          : null,
-    };
+    const { items, next_cursor } = page.finish(rows.map(view), (k) => [k.created_at, k.id]);
+    return { items, next_cursor };
   }
 
   private audit(

@@ -27,6 +27,19 @@ import { responseProblems } from './response-check.ts';
 import { withRequestAudit } from '../../shared/audit.ts';
 import { auditFactsOf } from './audit-facts.ts';
 
+/**
+ * A required header the request lacks. A missing Authorization is the one token verifier's
+ * refusal (shared/access-token.ts: 401 UNAUTHENTICATED, as at the edge), not a bad request.
+ */
+function missingHeader(name: string): AppError {
+  const lower = name.toLowerCase();
+  if (lower === 'authorization') return new AppError('UNAUTHENTICATED', 'a bearer access token is required');
+  return new AppError(
+    lower === 'x-request-id' ? 'MISSING_REQUEST_ID' : 'VALIDATION_FAILED',
+    `header ${name} is required`,
+  );
+}
+
 export interface HttpDeps {
   routes: RouteSpec[];
   log: Logger;
@@ -266,12 +279,7 @@ export function createHandler(deps: HttpDeps): (req: IncomingMessage, res: Serve
       const scope = moneyScopeOf(route.path, route.movesMoney, identity);
       money = scope;
       for (const h of route.headers ?? []) {
-        if (h.required && !h.handlerChecks && !headers[h.name.toLowerCase()]) {
-          throw new AppError(
-            h.name.toLowerCase() === 'x-request-id' ? 'MISSING_REQUEST_ID' : 'VALIDATION_FAILED',
-            `header ${h.name} is required`,
-          );
-        }
+        if (h.required && !h.handlerChecks && !headers[h.name.toLowerCase()]) throw missingHeader(h.name);
       }
       const kind = route.bodyKind ?? (route.body ? 'json' : 'none');
       const rawBody =

@@ -10,7 +10,13 @@
 import { createHash } from 'node:crypto';
 import { canonicalJson } from '../../shared/canonical-json.ts';
 import type { Db, Queryable } from '../../shared/db/pool.ts';
-import { AppError, toCoreBody } from '../../shared/errors.ts';
+import {
+  AppError,
+  problemContentType,
+  renderRefusal,
+  scimContentType,
+  type ErrorFormat,
+} from '../../shared/errors.ts';
 import type { Reply } from '../http/route.ts';
 import { originalBody, storedForm, type ResponseVault } from './secrets.ts';
 
@@ -67,6 +73,22 @@ export interface StoredResponse {
   status: number;
   body: string;
   replayed: boolean;
+  /** The media type of `body`: JSON, or the route's error format for a stored refusal. */
+  contentType?: string;
+  /** The handler's own headers (e.g. Cache-Control: no-store on a secret shown once): first answer only. */
+  headers?: Record<string, string>;
+}
+
+const jsonContentType = 'application/json; charset=utf-8';
+
+/**
+ * The media type of a stored body. Nothing but the status is stored with it: a refusal (4xx) was
+ * rendered in the route's error format (Problem+JSON on administration routes, SPEC 7.3), and is
+ * replayed with that format's type; anything else is JSON.
+ */
+function storedContentType(status: number, format: ErrorFormat): string {
+  if (status < 400 || format === 'core') return jsonContentType;
+  return format === 'problem' ? problemContentType : scimContentType;
 }
 
 /** Where keys live, and the master-key envelope for responses that carry secrets (./secrets.ts). */
@@ -118,7 +140,12 @@ export async function findKey(q: Queryable, scope: IdemScope): Promise<KeyRow | 
  * the request differs or the record predates caller scoping (its owner is unknown: neither shown
  * nor run again).
  */
-export function replay(row: KeyRow, scope: IdemScope, vault: ResponseVault | undefined): StoredResponse {
+export function replay(
+  row: KeyRow,
+  scope: IdemScope,
+  vault: ResponseVault | undefined,
+  format: ErrorFormat = 'core',
+): StoredResponse {
   if (row.principal !== scope.principal) {
     throw new AppError(
       'IDEMPOTENCY_CONFLICT',
@@ -135,6 +162,7 @@ export function replay(row: KeyRow, scope: IdemScope, vault: ResponseVault | und
     status: row.response_status,
     body: originalBody(vault, scope, row.response_body, row.response_sealed),
     replayed: true,
+    contentType: storedContentType(row.response_status, format),
   };
 }
 
@@ -198,44 +226,61 @@ export async function completeKeys(
   await q.query('SELECT idempotency_complete($1::jsonb)', [JSON.stringify(rows)]);
 }
 
-/** A stored response as the pipeline's reply; replays say so in a header. */
+/**
+ * A stored response as the pipeline's reply. A replay says so in a header and is never cached: it
+ * may carry a secret shown once, opened from its sealed copy (./secrets.ts).
+ */
 export function toReply(r: StoredResponse): Reply {
   return {
     status: r.status,
-    raw: { contentType: 'application/json; charset=utf-8', data: r.body },
-    headers: r.replayed ? { 'idempotent-replayed': 'true' } : {},
+    raw: { contentType: r.contentType ?? jsonContentType, data: r.body },
+    headers: r.replayed ? { 'idempotent-replayed': 'true', 'cache-control': 'no-store' } : (r.headers ?? {}),
   };
 }
 
+/** What an idempotent write returns: its status, its body (JSON) and headers for the first answer. */
+export interface WriteResult {
+  status: number;
+  body?: unknown;
+  headers?: Record<string, string>;
+}
+
 /**
- * Run `fn` once per key: claim, run in a savepoint, store its response (or its domain error:
- * the effects roll back to the savepoint, the failure is kept) and commit together.
+ * The one idempotent write frame of core (issue 21 item 2): every route that honours an
+ * Idempotency-Key (customers, agents, ledger, administration) runs through it, so replays,
+ * conflicts (409 IDEMPOTENCY_CONFLICT), busy keys (503) and storage are the same everywhere.
+ * Run `fn` once per key: claim, run in a savepoint, store its response (or its domain error,
+ * rendered in `format`: the effects roll back to the savepoint, the failure is kept) and commit
+ * together. `fn` may run more than once when the transaction is retried; only the committed
+ * run counts.
  */
 export async function withIdempotency(
   store: IdemStore,
   scope: IdemScope,
-  fn: (client: Queryable) => Promise<{ status: number; body: unknown }>,
+  fn: (client: Queryable) => Promise<WriteResult>,
+  format: ErrorFormat = 'core',
 ): Promise<StoredResponse> {
   const before = await findKey(store.db, scope);
-  if (before) return replay(before, scope, store.keys);
+  if (before) return replay(before, scope, store.keys, format);
   const outcome = await store.db.tx(async (client) => {
     const [mine] = await claimKeys(client, [scope]);
     if (!mine) return undefined;
     await client.query('SAVEPOINT idempotent_work');
-    let res: { status: number; body: string };
+    let res: Omit<StoredResponse, 'replayed'>;
     try {
       const r = await fn(client);
-      res = { status: r.status, body: JSON.stringify(r.body) };
+      res = { status: r.status, body: JSON.stringify(r.body ?? null), headers: r.headers ?? {} };
     } catch (err) {
       if (!(err instanceof AppError) || err.status >= 500) throw err;
       await client.query('ROLLBACK TO SAVEPOINT idempotent_work');
-      res = { status: err.status, body: JSON.stringify(toCoreBody(err)) };
+      const rendered = renderRefusal(err, format, scope.path);
+      res = { status: err.status, body: rendered.body, contentType: storedContentType(err.status, format) };
     }
-    await completeKeys(client, store.keys, [{ scope, ...res }]);
+    await completeKeys(client, store.keys, [{ scope, status: res.status, body: res.body }]);
     return res;
   });
   if (outcome) return { ...outcome, replayed: false };
   const after = await findKey(store.db, scope);
   if (!after) throw new AppError('SERVICE_UNAVAILABLE', 'idempotency key is busy; retry');
-  return replay(after, scope, store.keys);
+  return replay(after, scope, store.keys, format);
 }

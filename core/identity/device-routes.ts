@@ -110,7 +110,7 @@ export function deviceRoutes(deps: IdentityDeps): RouteSpec[] {
       summary: 'Register an Ed25519 device key (a step-up bound to this request; usable after the cool-off)',
       responses: { 201: { description: 'Registered; cooling off until usableFrom', schema: Registered } },
       handler: async (ctx) => {
-        const c = await authenticate(keys, db, ctx.headers, ctx.identity);
+        const c = await authenticate({ keys, db, now }, ctx);
         const raw = rawPublicKey(ctx.body.publicKey);
         const t = now();
         const settings = await tenantSettings(db, c.tenantId);
@@ -178,7 +178,7 @@ export function deviceRoutes(deps: IdentityDeps): RouteSpec[] {
         200: { description: 'Devices', schema: Type.Object({ devices: Type.Array(DeviceView) }) },
       },
       handler: async (ctx) => {
-        const c = await authenticate(keys, db, ctx.headers, ctx.identity);
+        const c = await authenticate({ keys, db, now }, ctx);
         const { rows } = await db.query<DeviceRow>(
           `SELECT id, label, created_at, usable_from, notified_at, last_used_at, revoked_at FROM customer_devices
            WHERE tenant_id = $1 AND customer_id = $2 ORDER BY created_at DESC, id DESC LIMIT ${maxListedDevices}`,
@@ -198,7 +198,7 @@ export function deviceRoutes(deps: IdentityDeps): RouteSpec[] {
         'Remove a device key (a step-up bound to this request); the edge refuses it from the next request',
       responses: { 204: { description: 'Removed' } },
       handler: async (ctx) => {
-        const c = await authenticate(keys, db, ctx.headers, ctx.identity);
+        const c = await authenticate({ keys, db, now }, ctx);
         const t = now();
         await withBoundStepUp(deps, c, ctx, 'device.revoke', t, async (q) => {
           const { rowCount } = await q.query(

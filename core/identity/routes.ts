@@ -107,7 +107,7 @@ export function identityRoutes(deps: IdentityDeps): RouteSpec[] {
       summary: 'Revoke the current session',
       responses: { 204: { description: 'Logged out' } },
       handler: async (ctx) => {
-        const c = await authenticate(keys, db, ctx.headers, ctx.identity);
+        const c = await authenticate({ keys, db, now }, ctx);
         await db.tx((q) =>
           revokeSession(q, c.tenantId, c.sessionId, 'logout', { type: 'customer', id: c.customerId }, now()),
         );
@@ -124,7 +124,7 @@ export function identityRoutes(deps: IdentityDeps): RouteSpec[] {
         200: { description: 'Sessions', schema: Type.Object({ sessions: Type.Array(SessionView) }) },
       },
       handler: async (ctx) => {
-        const c = await authenticate(keys, db, ctx.headers, ctx.identity);
+        const c = await authenticate({ keys, db, now }, ctx);
         const sessions = (await listSessions(db, c.tenantId, c.customerId)).map((s) => ({
           ...s,
           current: s.id === c.sessionId,
@@ -142,7 +142,7 @@ export function identityRoutes(deps: IdentityDeps): RouteSpec[] {
         "Revoke one of the caller's sessions: the current one is a logout; another needs a step-up bound to this request",
       responses: { 204: { description: 'Revoked' } },
       handler: async (ctx) => {
-        const c = await authenticate(keys, db, ctx.headers, ctx.identity);
+        const c = await authenticate({ keys, db, now }, ctx);
         const revoke = async (q: Queryable) => {
           const own = await q.query(
             `SELECT 1 FROM sessions WHERE tenant_id = $1 AND id = $2 AND subject_type = 'customer' AND subject_id = $3 AND revoked_at IS NULL FOR UPDATE`,

@@ -1,6 +1,6 @@
 /**
  * Step-up completion (SPEC 3 "step-up complete", 4.2, 7.2). Order of checks:
- *   1. bearer access token of a live session (401 INVALID_TOKEN)
+ *   1. bearer access token of a live session (401, the codes of shared/access-token.ts)
  *   2. challenge signature, expiry, kind, tenant and subject (403 challenge_mismatch)
  *   3. exactly one method, and one the challenge offers (400 / 403 challenge_mismatch)
  *   4. challenge not used before (403 challenge_mismatch)
@@ -40,7 +40,7 @@ async function phoneOf(
     [caller.tenantId, caller.customerId],
   );
   const phone = rows[0]?.phone_e164;
-  if (!secrets || !phone) throw new AppError('INVALID_TOKEN', 'session is revoked or unknown');
+  if (!secrets || !phone) throw new AppError('session_revoked', 'session is revoked or unknown');
   return {
     phone,
     key: phoneKeyOf(secrets, caller.tenantId, phone),
@@ -57,7 +57,7 @@ export async function sendStepUpOtp(
   ctx: RequestContext<unknown, unknown, unknown>,
   challengeToken: string,
 ): Promise<void> {
-  const caller = await authenticate(deps.keys, deps.db, ctx.headers, ctx.identity);
+  const caller = await authenticate(deps, ctx);
   const claims = await verifyChallenge(deps.keys.challenges, challengeToken, {
     tenantId: caller.tenantId,
     sub: caller.customerId,
@@ -120,7 +120,7 @@ export async function completeStepUp(
   ctx: RequestContext<unknown, unknown, unknown>,
   input: StepUpInput,
 ): Promise<{ accessToken: string; expiresIn: number; aal: 2; tokenType: 'Bearer' | 'DPoP' }> {
-  const caller = await authenticate(deps.keys, deps.db, ctx.headers, ctx.identity);
+  const caller = await authenticate(deps, ctx);
   const claims: ChallengeClaims = await verifyChallenge(deps.keys.challenges, input.challengeToken, {
     tenantId: caller.tenantId,
     sub: caller.customerId,
@@ -245,7 +245,7 @@ export async function completeStepUp(
        WHERE tenant_id = $1 AND id = $2 AND revoked_at IS NULL RETURNING id`,
       [tenantId, caller.sessionId, access.jti, t],
     );
-    if (s.rows.length === 0) throw new AppError('INVALID_TOKEN', 'session is revoked or unknown');
+    if (s.rows.length === 0) throw new AppError('session_revoked', 'session is revoked or unknown');
     await note(true, 'stepped_up');
     return { kind: 'ok', token: access.token };
   });

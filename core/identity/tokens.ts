@@ -11,17 +11,16 @@
  * Refresh token: 32 random bytes, base64url, opaque; only its SHA-256 is stored.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { Type } from '@sinclair/typebox';
-import { bearerToken } from '../../shared/bearer.ts';
-import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { uuidv7 } from '../../shared/uuid.ts';
 import type { Queryable } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
+import { accessAudience, accessTokenTyp, bindingOf } from '../../shared/access-token.ts';
+import { requireLiveSession, verifiedToken } from '../http/access-token.ts';
 import type { EdgeIdentity } from '../http/route.ts';
 import type { KeyStore } from '../keys/keys.ts';
 
-export const accessAudience = 'payments-api';
-export const accessTyp = 'at+jwt';
+export { accessAudience };
+export const accessTyp = accessTokenTyp;
 /** SPEC 8: access tokens live 5–10 minutes; AAL 2 tokens "about 10 minutes". */
 export const accessTtlS = 600;
 
@@ -70,20 +69,6 @@ export function hashRefreshToken(token: string): Buffer {
   return createHash('sha256').update(token, 'utf8').digest();
 }
 
-const Claims = Type.Object({
-  sub: Type.String({ minLength: 1 }),
-  tid: Type.String({ minLength: 1 }),
-  sid: Type.String({ minLength: 1 }),
-  jti: Type.String({ minLength: 1 }),
-  aal: Type.Integer({ minimum: 1, maximum: 3 }),
-  amr: Type.Array(Type.String()),
-  exp: Type.Number(),
-  orig: Type.Optional(Type.String()),
-  dvc: Type.Optional(Type.String()),
-  cnf: Type.Optional(Type.Object({ jkt: Type.Optional(Type.String()) })),
-});
-const checkClaims = TypeCompiler.Compile(Claims);
-
 export interface Caller {
   tenantId: string;
   customerId: string;
@@ -100,45 +85,30 @@ export interface Caller {
 }
 
 /**
- * The customer behind `Authorization: Bearer <access token>`: signature, audience, type, expiry,
- * a live session of that customer in that tenant, and (defence in depth) agreement with the
- * identity headers the edge set. Any failure is 401 INVALID_TOKEN; a tenant disagreement 403.
+ * The customer behind `Authorization: Bearer <access token>`, through the one verifier
+ * (shared/access-token.ts: signature, audience, type, expiry, claims; its table of refusal
+ * codes), agreement with the identity headers the edge set (core/http/access-token.ts), a live
+ * session of that customer, and the device that stepped the token up not removed.
  */
 export async function authenticate(
-  keys: KeyStore,
-  q: Queryable,
-  headers: Readonly<Record<string, string>>,
-  identity: EdgeIdentity,
+  deps: { keys: KeyStore; db: Queryable; now: () => number },
+  ctx: { headers: Readonly<Record<string, string>>; identity: EdgeIdentity },
 ): Promise<Caller> {
-  const token = bearerToken(headers.authorization);
-  if (!token) throw new AppError('INVALID_TOKEN', 'a bearer access token is required');
-  let raw: unknown;
-  try {
-    raw = await keys.verify(token, { audience: accessAudience, typ: accessTyp });
-  } catch {
-    throw new AppError('INVALID_TOKEN', 'access token is invalid or expired');
-  }
-  if (!checkClaims.Check(raw)) throw new AppError('INVALID_TOKEN', 'access token is invalid or expired');
-  if (identity.tenantId !== undefined && identity.tenantId !== raw.tid) {
-    throw new AppError('TENANT_MISMATCH', 'access token belongs to another tenant');
-  }
-  if (identity.principalId !== undefined && identity.principalId !== raw.sub) {
-    throw new AppError('INVALID_TOKEN', 'access token does not match the authenticated principal');
-  }
-  const { rows } = await q.query<{ subject_id: string }>(
-    `SELECT subject_id FROM sessions WHERE tenant_id = $1 AND id = $2 AND subject_type = 'customer' AND revoked_at IS NULL`,
-    [raw.tid, raw.sid],
-  );
-  if (rows[0]?.subject_id !== raw.sub) throw new AppError('INVALID_TOKEN', 'session is revoked or unknown');
+  const { claims: raw } = await verifiedToken(deps.keys, ctx, 'customer', deps.now());
+  await requireLiveSession(deps.db, 'customer', raw);
   if (raw.dvc !== undefined) {
     // Issue 13 item 1: removing a device ends what it stepped up (the edge refuses it too).
-    const dev = await q.query(
+    const dev = await deps.db.query(
       'SELECT 1 FROM customer_devices WHERE tenant_id = $1 AND customer_id = $2 AND id::text = $3 AND revoked_at IS NULL',
       [raw.tid, raw.sub, raw.dvc],
     );
     if (dev.rows.length === 0)
-      throw new AppError('INVALID_TOKEN', 'the device that stepped this token up was removed');
+      throw new AppError(
+        'device_revoked',
+        'the device key that stepped this token up was removed from the account',
+      );
   }
+  const cnfJkt = bindingOf(raw.cnf).jkt;
   return {
     tenantId: raw.tid,
     customerId: raw.sub,
@@ -148,6 +118,6 @@ export async function authenticate(
     jti: raw.jti,
     expS: raw.exp,
     ...(raw.orig ? { orig: raw.orig } : {}),
-    ...(raw.cnf?.jkt ? { cnfJkt: raw.cnf.jkt } : {}),
+    ...(cnfJkt ? { cnfJkt } : {}),
   };
 }

@@ -3,14 +3,20 @@
  * The edge checks them first; core checks again (defence in depth) and takes the tenant from
  * the verified token, never from the request body. No token detail reaches the client or logs.
  */
-import { bearerToken } from '../../shared/bearer.ts';
+import {
+  accessTokenTyp,
+  coreAudience,
+  TokenRefusal,
+  verifyAccessToken,
+  type ClientTokenClaims,
+} from '../../shared/access-token.ts';
 import type { KeyStore } from '../keys/keys.ts';
 import type { EdgeIdentity } from '../http/route.ts';
 import { AppError } from '../../shared/errors.ts';
 import type { CoreScope } from './clients.ts';
 
-export const coreAudience = 'core';
-export const accessTokenType = 'at+jwt';
+export { coreAudience };
+export const accessTokenType = accessTokenTyp;
 
 export interface CorePrincipal {
   tenantId: string;
@@ -20,15 +26,9 @@ export interface CorePrincipal {
 
 const challenge = { 'www-authenticate': 'Bearer realm="core"' };
 
-function tokenOf(header: string | undefined): string {
-  const token = bearerToken(header, { bare: true });
-  if (!token) throw new AppError('UNAUTHORIZED', 'a core access token is required', { headers: challenge });
-  return token;
-}
-
-function scopesOf(claims: Record<string, unknown>): Set<string> {
+function scopesOf(claims: ClientTokenClaims): Set<string> {
   const out = new Set<string>();
-  if (Array.isArray(claims.scp)) for (const s of claims.scp) if (typeof s === 'string') out.add(s);
+  for (const s of claims.scp ?? []) out.add(s);
   if (typeof claims.scope === 'string') for (const s of claims.scope.split(' ')) if (s) out.add(s);
   return out;
 }
@@ -55,18 +55,15 @@ export async function authenticate(
     if (!hasScope(scopes, need)) throw new AppError('INSUFFICIENT_SCOPE', `scope ${need} is required`);
     return { tenantId: identity.tenantId, clientId: identity.principalId, scopes };
   }
-  const token = tokenOf(headers.authorization);
-  let claims: Record<string, unknown> & { tid: string };
+  // The one verifier (shared/access-token.ts): the same refusal codes as at the edge.
+  let claims: ClientTokenClaims;
   try {
-    claims = await keys.verify(token, { audience: coreAudience, typ: accessTokenType });
-  } catch {
-    throw new AppError('UNAUTHORIZED', 'the access token is invalid or expired', { headers: challenge });
-  }
-  const sub = claims.sub;
-  if (typeof sub !== 'string' || typeof claims.tid !== 'string') {
-    throw new AppError('UNAUTHORIZED', 'the access token is not a core client token', { headers: challenge });
+    ({ claims } = await verifyAccessToken(keys, headers.authorization, 'client', keys.now()));
+  } catch (err) {
+    if (err instanceof TokenRefusal) throw new AppError(err.code, err.message, { headers: challenge });
+    throw err;
   }
   const scopes = scopesOf(claims);
   if (!hasScope(scopes, need)) throw new AppError('INSUFFICIENT_SCOPE', `scope ${need} is required`);
-  return { tenantId: claims.tid, clientId: sub, scopes };
+  return { tenantId: claims.tid, clientId: claims.sub, scopes };
 }

@@ -16,7 +16,7 @@ type AnyCtx = RequestContext<unknown, unknown, unknown>;
 
 /** The customer behind the bearer token (core verifies it too: defence in depth), at `minAal`. */
 export async function customerOf(deps: PaymentsDeps, ctx: AnyCtx, minAal = 1): Promise<Caller> {
-  const caller = await authenticate(deps.keys, deps.db, ctx.headers, ctx.identity);
+  const caller = await authenticate(deps, ctx);
   if (caller.aal < minAal)
     throw new AppError('MFA_REQUIRED', `this operation needs AAL ${minAal}; complete a step-up`);
   return caller;

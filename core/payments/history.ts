@@ -5,7 +5,7 @@
  */
 import { Type } from '@sinclair/typebox';
 import { maskPhone, maskingLevel } from '../../shared/masking.ts';
-import { AppError } from '../../shared/errors.ts';
+import { cursorParam, cursorsOf, NextCursor } from '../http/cursor.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import { getBalances } from '../ledger/accounts.ts';
 import { knownCurrency } from '../ledger/commands.ts';
@@ -15,7 +15,7 @@ import { declared } from '../http/declared.ts';
 
 const HistoryQuery = Type.Object({
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20 })),
-  cursor: Type.Optional(Type.String({ maxLength: 200 })),
+  cursor: Type.Optional(cursorParam),
   from: Type.Optional(Type.String({ format: 'date-time' })),
   to: Type.Optional(Type.String({ format: 'date-time' })),
   direction: Type.Optional(Type.Union([Type.Literal('in'), Type.Literal('out')])),
@@ -52,13 +52,6 @@ interface Row {
   created_at: Date;
   payer_phone: string;
   payee_phone: string;
-}
-
-function decodeCursor(c: string): [string, string] {
-  const [at, id, extra] = Buffer.from(c, 'base64url').toString('utf8').split('|');
-  if (!at || !id || extra !== undefined || Number.isNaN(Date.parse(at)))
-    throw new AppError('VALIDATION_FAILED', 'cursor is not valid');
-  return [at, id];
 }
 
 export function historyRoutes(deps: PaymentsDeps): RouteSpec[] {
@@ -122,15 +115,20 @@ export function historyRoutes(deps: PaymentsDeps): RouteSpec[] {
           description: 'A page',
           schema: Type.Object({
             items: Type.Array(Item),
-            next_cursor: Type.Union([Type.String(), Type.Null()]),
+            next_cursor: NextCursor,
           }),
         },
       },
       handler: async (ctx) => {
         const caller = await customerOf(deps, ctx, 1);
         const q = ctx.query;
-        const limit = q.limit ?? 20;
-        const after = q.cursor ? decodeCursor(q.cursor) : undefined;
+        const page = await cursorsOf(deps.db, deps.keys).open(
+          ctx,
+          `${caller.tenantId}/customer:${caller.customerId}`,
+          2,
+          20,
+        );
+        const after = page.after;
         const now = new Date(deps.now());
         const { rows } = await deps.db.query<Row>(
           `SELECT t.id, t.payer_customer_id, t.status, t.expires_at, t.currency, t.amount, t.fee, t.reference, t.created_at,
@@ -154,11 +152,15 @@ export function historyRoutes(deps: PaymentsDeps): RouteSpec[] {
             now,
             after?.[0] ?? null,
             after?.[1] ?? null,
-            limit + 1,
+            page.limit + 1,
           ],
         );
         const level = maskingLevel(ctx.headers['x-masking'], 'transaction');
-        const items = rows.slice(0, limit).map((r) => {
+        const { items: rowsOfPage, next_cursor } = page.finish(rows, (r) => [
+          r.created_at.toISOString(),
+          r.id,
+        ]);
+        const items = rowsOfPage.map((r) => {
           const out = r.payer_customer_id === caller.customerId;
           const phone = out ? r.payee_phone : r.payer_phone;
           knownCurrency(r.currency);
@@ -174,16 +176,7 @@ export function historyRoutes(deps: PaymentsDeps): RouteSpec[] {
             created_at: r.created_at.toISOString(),
           };
         });
-        const last = rows.length > limit ? rows[limit - 1] : undefined;
-        return {
-          status: 200,
-          body: {
-            items,
-            next_cursor: last
-              ? Buffer.from(`${last.created_at.toISOString()}|${last.id}`).toString('base64url')
-              : null,
-          },
-        };
+        return { status: 200, body: { items, next_cursor } };
       },
     }),
   ];

@@ -7,14 +7,15 @@
  *   ({tenant, roles[]} for each tenant the member's tenant owns: a platform operator's staff
  *   hold their roles there too), typ "at+jwt", aud "staff", optional cnf (proof of possession).
  */
+import { accessTokenTyp, staffAudience } from '../../shared/access-token.ts';
 import type { Queryable } from '../../shared/db/pool.ts';
 import { uuidv7 } from '../../shared/uuid.ts';
 import type { KeyStore } from '../keys/keys.ts';
 import { insertRefreshToken, sessionMaxAgeMs } from '../identity/sessions.ts';
 import { staffUserById, type StaffRole } from './store.ts';
 
-export const staffAudience = 'staff';
-export const staffTokenTyp = 'at+jwt';
+export { staffAudience };
+export const staffTokenTyp = accessTokenTyp;
 /** SPEC 8: access tokens live 5–10 minutes. */
 export const staffAccessTtlS = 600;
 

@@ -7,6 +7,7 @@
  */
 import type { RequestView } from '../check.ts';
 import type { EdgeState } from '../state/store.ts';
+import { bindingOf } from '../../shared/access-token.ts';
 import { DpopError, dpopChallenge, verifyDpopProof } from '../../shared/dpop.ts';
 import { certificateThumbprint } from '../../shared/mtls.ts';
 import { CredentialError } from './bearer.ts';
@@ -22,16 +23,6 @@ export function publicOriginOf(view: RequestView): string {
 }
 
 const requestUrlOf = (view: RequestView): string => `${publicOriginOf(view)}${view.path}`;
-
-/** Which proof of possession a verified token's `cnf` claim demands. */
-export function bindingOf(cnf: unknown): { jkt?: string; x5t?: string } {
-  if (!cnf || typeof cnf !== 'object') return {};
-  const c = cnf as Record<string, unknown>;
-  return {
-    ...(typeof c.jkt === 'string' ? { jkt: c.jkt } : {}),
-    ...(typeof c['x5t#S256'] === 'string' ? { x5t: c['x5t#S256'] } : {}),
-  };
-}
 
 /** Refuse the request unless it proves possession of every key the token is bound to. */
 export async function checkBinding(

@@ -1,24 +1,18 @@
 /**
- * Who is calling: verify the credential a route requires and return the principal. Customer
- * access tokens are EdDSA JWTs checked against the tenant's active/grace keys, then against
- * the session (not revoked, not idle past the tenant's timeout); core clients present an
- * OAuth client-credentials JWT; staff tooling presents a service token.
+ * Who is calling: verify the credential a route requires and return the principal. Customer,
+ * agent, staff and core-client access tokens go through the one verifier of
+ * shared/access-token.ts (EdDSA under the tenant's active/grace keys; its table of refusal codes,
+ * the same at core), then the session (not revoked, not idle past the tenant's timeout); staff
+ * tooling presents a service token, SCIM clients their credential.
  */
 import type { RequestView } from '../check.ts';
 import type { Credential } from '../routes.ts';
 import type { EdgeState, SessionState, TenantState } from '../state/store.ts';
 import { CredentialError, bearerOf } from './bearer.ts';
+import { liveSession, verified } from './session-token.ts';
 import { checkBinding } from './dpop.ts';
 import { verifyApiKey, type ApiKeyPrincipal } from './api-key.ts';
 import { staffBearer, staffPrincipal, type StaffPrincipal } from './staff.ts';
-
-export const customerAudience = 'payments-api';
-export const customerTokenTyp = 'at+jwt';
-export const coreAudience = 'core';
-/** Tolerated difference between an issuer's clock and ours. */
-export const maxClockSkewMs = 30_000;
-/** SPEC 2.10 session_timeout_minutes when the tenant sets none. */
-export const defaultSessionTimeoutMin = 30;
 
 export type Principal =
   | { kind: 'anonymous' }
@@ -56,26 +50,7 @@ export type Principal =
   | StaffPrincipal
   | ApiKeyPrincipal;
 
-const sessionTimeoutOf = (t: TenantState | undefined): number =>
-  Number(t?.security.session_timeout_minutes ?? defaultSessionTimeoutMin);
-
-function stringArray(v: unknown): string[] {
-  return Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : [];
-}
-
-function invalid(message: string): CredentialError {
-  return new CredentialError(401, 'invalid_token', message);
-}
-
-async function verifyJwt(state: EdgeState, token: string, audience: string, typ?: string) {
-  try {
-    return await state.keys.verify(token, { audience, ...(typ ? { typ } : {}) });
-  } catch (err) {
-    const code = (err as { code?: string }).code;
-    if (code === 'ERR_JWT_EXPIRED') throw invalid('access token expired');
-    throw invalid('access token is not valid');
-  }
-}
+const invalid = (message: string) => new CredentialError(401, 'invalid_token', message);
 
 async function customer(
   view: RequestView,
@@ -83,32 +58,8 @@ async function customer(
   tenantOf: (id: string) => Promise<TenantState | undefined>,
   nowMs: number,
 ): Promise<Principal> {
-  const token = bearerOf(view.headers);
-  if (!token) throw new CredentialError(401, 'UNAUTHENTICATED', 'a bearer access token is required');
-  const claims = await verifyJwt(state, token, customerAudience, customerTokenTyp);
-  // A token issued in the future (beyond clock skew) is refused like an expired one.
-  if (typeof claims.iat !== 'number' || claims.iat * 1000 > nowMs + maxClockSkewMs)
-    throw invalid('access token is future-dated');
-  const sid = claims.sid;
-  const aal = claims.aal;
-  if (
-    typeof claims.sub !== 'string' ||
-    typeof sid !== 'string' ||
-    typeof aal !== 'number' ||
-    !Number.isInteger(aal)
-  ) {
-    throw invalid('access token lacks sub, sid or aal');
-  }
-  const session = await state.session(claims.tid, sid);
-  if (!session || session.subjectId !== claims.sub || session.subjectType !== 'customer')
-    throw new CredentialError(401, 'session_revoked', 'session not found');
-  if (session.revoked) throw new CredentialError(401, 'session_revoked', 'session has been revoked');
-  const tenant = await tenantOf(claims.tid);
-  const timeoutMin = Number(tenant?.security.session_timeout_minutes ?? defaultSessionTimeoutMin);
-  if (nowMs - session.lastSeenMs > timeoutMin * 60_000)
-    throw new CredentialError(401, 'session_expired', 'session idle timeout');
-  // Issue 17 item 3: a bound token needs its proof; require_dpop refuses unbound ones.
-  await checkBinding(view, state, token, claims.cnf, nowMs, tenant?.security.require_dpop === true);
+  const { token, claims } = await verified(view, state, 'customer', nowMs);
+  const session = await liveSession(view, state, tenantOf, nowMs, 'customer', token, claims);
   await refuseRevokedDevices(view, state, claims.tid, claims.sub, claims.dvc);
   state.touchSession(session);
   return {
@@ -116,11 +67,11 @@ async function customer(
     tenantId: claims.tid,
     subjectId: claims.sub,
     session,
-    aal,
-    amr: stringArray(claims.amr),
-    issuedAtS: typeof claims.iat === 'number' ? claims.iat : 0,
-    orig: typeof claims.orig === 'string' ? claims.orig : undefined,
-    jti: typeof claims.jti === 'string' ? claims.jti : '',
+    aal: claims.aal,
+    amr: claims.amr,
+    issuedAtS: claims.iat,
+    orig: claims.orig,
+    jti: claims.jti,
   };
 }
 
@@ -164,48 +115,29 @@ async function agent(
   tenantOf: (id: string) => Promise<TenantState | undefined>,
   nowMs: number,
 ): Promise<Principal> {
-  const token = bearerOf(view.headers);
-  if (!token) throw new CredentialError(401, 'UNAUTHENTICATED', 'a bearer access token is required');
-  const claims = await verifyJwt(state, token, customerAudience, customerTokenTyp);
-  if (typeof claims.iat !== 'number' || claims.iat * 1000 > nowMs + maxClockSkewMs)
-    throw invalid('access token is future-dated');
-  const { sub, sid, aal } = claims;
-  if (typeof sub !== 'string' || typeof sid !== 'string' || typeof aal !== 'number' || !Number.isInteger(aal))
-    throw invalid('access token lacks sub, sid or aal');
-  const session = await state.session(claims.tid, sid);
-  if (!session || session.subjectId !== sub || session.subjectType !== 'agent')
-    throw new CredentialError(401, 'session_revoked', 'session not found');
-  if (session.revoked) throw new CredentialError(401, 'session_revoked', 'session has been revoked');
-  const tenant = await tenantOf(claims.tid);
-  const timeoutMin = Number(tenant?.security.session_timeout_minutes ?? defaultSessionTimeoutMin);
-  if (nowMs - session.lastSeenMs > timeoutMin * 60_000)
-    throw new CredentialError(401, 'session_expired', 'session idle timeout');
-  await checkBinding(view, state, token, claims.cnf, nowMs, tenant?.security.require_dpop === true);
+  const { token, claims } = await verified(view, state, 'agent', nowMs);
+  const session = await liveSession(view, state, tenantOf, nowMs, 'agent', token, claims);
   state.touchSession(session);
   return {
     kind: 'user',
     tenantId: claims.tid,
-    subjectId: sub,
+    subjectId: claims.sub,
     session,
-    aal,
-    amr: stringArray(claims.amr),
+    aal: claims.aal,
+    amr: claims.amr,
     roles: ['agent'],
     issuedAtS: claims.iat,
   };
 }
 
 async function coreClient(view: RequestView, state: EdgeState, nowMs: number): Promise<Principal> {
-  const token = bearerOf(view.headers, true);
-  if (!token) throw new CredentialError(401, 'UNAUTHENTICATED', 'a core access token is required');
-  const claims = await verifyJwt(state, token, coreAudience);
-  if (typeof claims.sub !== 'string') throw invalid('token has no subject');
+  const { token, claims } = await verified(view, state, 'client', nowMs);
   // Issue 17 item 2: a certificate- or DPoP-bound client token is refused without its proof.
   await checkBinding(view, state, token, claims.cnf, nowMs);
   // A revoked client's tokens stop at once, not when they expire (NOTIFY oauth_clients_changed).
   if (!(await state.oauthClientActive(claims.tid, claims.sub)))
-    throw invalid('the OAuth client of this token is revoked');
-  const scopes =
-    typeof claims.scope === 'string' ? claims.scope.split(' ').filter(Boolean) : stringArray(claims.scp);
+    throw new CredentialError(401, 'invalid_token', 'the OAuth client of this token is revoked');
+  const scopes = claims.scope !== undefined ? claims.scope.split(' ').filter(Boolean) : (claims.scp ?? []);
   return {
     kind: 'service',
     tenantId: claims.tid,
@@ -276,9 +208,7 @@ export async function authenticate(
     case 'staff': {
       // Issue 14 item 5: a person's staff access token (a JWT); an opaque bearer is a service token.
       const jwt = staffBearer(view);
-      return jwt
-        ? staffPrincipal(jwt, view, state, tenantOf, nowMs, sessionTimeoutOf, maxClockSkewMs)
-        : serviceToken(view, state, nowMs);
+      return jwt ? staffPrincipal(view, state, tenantOf, nowMs) : serviceToken(view, state, nowMs);
     }
     case 'service':
       return serviceToken(view, state, nowMs);

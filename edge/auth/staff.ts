@@ -7,15 +7,10 @@
  * next request is refused even though the token has not expired. An opaque `svc_` bearer stays
  * a service token (machines).
  */
-import { Type } from '@sinclair/typebox';
-import { TypeCompiler } from '@sinclair/typebox/compiler';
 import type { RequestView } from '../check.ts';
 import type { EdgeState, SessionState, TenantState } from '../state/store.ts';
-import { CredentialError, bearerOf } from './bearer.ts';
-import { checkBinding } from './dpop.ts';
-
-export const staffAudience = 'staff';
-export const staffTokenTyp = 'at+jwt';
+import { bearerOf } from './bearer.ts';
+import { liveSession, verified } from './session-token.ts';
 
 export interface StaffPrincipal {
   kind: 'staff';
@@ -37,68 +32,23 @@ export interface StaffPrincipal {
   issuedAtS: number;
 }
 
-const Role = Type.String({ maxLength: 32 });
-const Claims = Type.Object({
-  sub: Type.String({ minLength: 1, maxLength: 64 }),
-  tid: Type.String({ minLength: 1 }),
-  sid: Type.String({ minLength: 1, maxLength: 64 }),
-  jti: Type.String({ minLength: 1, maxLength: 64 }),
-  aal: Type.Integer({ minimum: 1, maximum: 3 }),
-  amr: Type.Array(Type.String({ maxLength: 32 }), { maxItems: 16 }),
-  iat: Type.Number(),
-  exp: Type.Number(),
-  org_roles: Type.Array(Role, { maxItems: 16 }),
-  tenant_roles: Type.Array(
-    Type.Object({ tenant: Type.String({ maxLength: 64 }), roles: Type.Array(Role, { maxItems: 16 }) }),
-    { maxItems: 1000 },
-  ),
-  orig: Type.Optional(Type.String({ maxLength: 64 })),
-  cnf: Type.Optional(Type.Unknown()),
-});
-const checkClaims = TypeCompiler.Compile(Claims);
-
 /** A compact JWS (three base64url parts); anything else on a staff route is a service token. */
 export function looksLikeJwt(token: string): boolean {
   return /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/.test(token);
 }
 
-const invalid = (message: string) => new CredentialError(401, 'invalid_token', message);
-
-/** Verify a staff access token and its live state; throws CredentialError. */
+/**
+ * Verify a staff access token (the one verifier, shared/access-token.ts) and its live state: the
+ * session rule, the member still active, the token's proof of possession; throws CredentialError.
+ */
 export async function staffPrincipal(
-  token: string,
   view: RequestView,
   state: EdgeState,
   tenantOf: (id: string) => Promise<TenantState | undefined>,
   nowMs: number,
-  sessionTimeoutMin: (t: TenantState | undefined) => number,
-  maxSkewMs: number,
 ): Promise<StaffPrincipal> {
-  let raw: unknown;
-  try {
-    raw = await state.keys.verify(token, { audience: staffAudience, typ: staffTokenTyp });
-  } catch (err) {
-    throw invalid(
-      (err as { code?: string }).code === 'ERR_JWT_EXPIRED'
-        ? 'access token expired'
-        : 'access token is not valid',
-    );
-  }
-  if (!checkClaims.Check(raw)) throw invalid('staff token lacks its claims');
-  const c = raw;
-  if (c.iat * 1000 > nowMs + maxSkewMs) throw invalid('access token is future-dated');
-  const session = await state.session(c.tid, c.sid);
-  if (!session || session.subjectId !== c.sub || session.subjectType !== 'user')
-    throw new CredentialError(401, 'session_revoked', 'session not found');
-  if (session.revoked) throw new CredentialError(401, 'session_revoked', 'session has been revoked');
-  const tenant = await tenantOf(c.tid);
-  if (nowMs - session.lastSeenMs > sessionTimeoutMin(tenant) * 60_000)
-    throw new CredentialError(401, 'session_expired', 'session idle timeout');
-  const member = await state.staffMember(c.tid, c.sub);
-  if (!member?.active) throw new CredentialError(401, 'session_revoked', 'the staff member is not active');
-  // Issue 17 item 3, one rule for customers, agents and staff: a bound token needs its proof
-  // (or certificate); a require_dpop tenant refuses unbound ones.
-  await checkBinding(view, state, token, c.cnf, nowMs, tenant?.security.require_dpop === true);
+  const { token, claims: c } = await verified(view, state, 'staff', nowMs);
+  const session = await liveSession(view, state, tenantOf, nowMs, 'staff', token, c);
   state.touchSession(session);
   return {
     kind: 'staff',

@@ -137,6 +137,34 @@ describe('administration idempotency: per principal, secrets unreadable', () => 
     assert.equal(a.json.code, 'TOPUP');
   });
 
+  it("stores a refused write in core's one frame: replayed as the same Problem+JSON, never cached", async () => {
+    const product = (code: string, key: string) =>
+      adminA('POST', '/v1/products', {
+        json: { code, category: 'VAS' },
+        headers: { 'idempotency-key': key },
+      });
+    const first = await product('DUPE', 'product-dup-0000');
+    assert.equal(first.status, 201, first.text);
+    // The same code again under a new key: refused (409 PRODUCT_EXISTS), and the refusal is kept.
+    const refused = await product('DUPE', 'product-dup-0001');
+    assert.equal(refused.status, 409, refused.text);
+    assert.equal(refused.json.code, 'PRODUCT_EXISTS');
+    assert.match(refused.headers['content-type'] ?? '', /^application\/problem\+json/);
+    const again = await product('DUPE', 'product-dup-0001');
+    assert.equal(again.status, 409);
+    assert.equal(again.headers['idempotent-replayed'], 'true');
+    assert.equal(again.headers['cache-control'], 'no-store');
+    assert.match(
+      again.headers['content-type'] ?? '',
+      /^application\/problem\+json/,
+      'the refusal keeps its format',
+    );
+    assert.deepEqual(again.json, refused.json);
+    const other = await product('OTHER', 'product-dup-0001');
+    assert.equal(other.status, 409);
+    assert.equal(other.json.code, 'IDEMPOTENCY_CONFLICT');
+  });
+
   it('refuses an idempotent write whose caller the edge did not name', async () => {
     const r = await h.as('admin')('POST', '/v1/products', {
       json: { code: 'NONAME', category: 'VAS' },

@@ -70,6 +70,7 @@ describe('agent float instructions and commission payouts', () => {
     );
     assert.equal(again.text, r.text);
     assert.equal(again.headers['idempotent-replayed'], 'true');
+    assert.equal(again.headers['cache-control'], 'no-store', 'a replay may carry a secret: never cached');
     topup = r.json;
     assert.equal(
       (await h.get(`/v1/float/instructions/${topup.id}`, bearer(lb.accessToken))).status,
@@ -186,10 +187,11 @@ describe('agent float instructions and commission payouts', () => {
     );
     const page = await h.get(`/v1/agents/${a.id}/commissions?limit=1`, bearer(la.accessToken));
     const next = await h.get(
-      `/v1/agents/${a.id}/commissions?limit=1&cursor=${page.json.nextCursor}`,
+      `/v1/agents/${a.id}/commissions?limit=1&cursor=${page.json.next_cursor}`,
       bearer(la.accessToken),
     );
     assert.notEqual(next.json.items[0].id, page.json.items[0].id);
+    assert.equal(page.json.nextCursor, page.json.next_cursor, 'the old name, for one more release');
     const pv = await h.post(
       `/v1/agents/${a.id}/commissions/payouts/preview`,
       {},

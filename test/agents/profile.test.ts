@@ -63,7 +63,9 @@ describe('agent profile, outlet and capabilities', () => {
     assert.equal(outlet.status, 200);
     assert.equal(outlet.json.id, a.outletId);
     assert.equal(outlet.json.region, 'Nairobi');
-    assert.equal((await h.get('/v1/agent/me')).status, 400, 'Authorization is a required header');
+    const none = await h.get('/v1/agent/me');
+    assert.equal(none.status, 401, "no token: the one verifier's refusal, as at the edge");
+    assert.equal(none.json.code, 'UNAUTHENTICATED');
     assert.equal((await h.get('/v1/agent/me', bearer('not.a.token'))).status, 401);
     // The edge's identity headers must agree with the token (tenant isolation, defence in depth).
     const crossed = await h.get('/v1/agent/me', bearer(other.accessToken, { 'x-tenant-id': 'ta' }));

@@ -83,13 +83,15 @@ describe('agent wallets and reports', () => {
       ],
     );
     const rest = await h.get(
-      `/v1/wallets/${a.floatAccountId}/transactions?limit=2&cursor=${tx.json.nextCursor}`,
+      `/v1/wallets/${a.floatAccountId}/transactions?limit=2&cursor=${tx.json.next_cursor}`,
       bearer(la.accessToken),
     );
     assert.deepEqual(
       rest.json.items.map((i: { type: string }) => i.type),
       ['FUNDING'],
     );
+    assert.equal(tx.json.nextCursor, tx.json.next_cursor, 'the old name, for one more release');
+    assert.equal(rest.json.next_cursor, null);
     assert.equal(rest.json.nextCursor, null);
     assert.equal(
       (await h.get(`/v1/wallets/${a.floatAccountId}/balance`, bearer(lb.accessToken))).status,

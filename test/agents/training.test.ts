@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { addAnnouncement } from '../../core/agents/content.ts';
@@ -78,12 +79,24 @@ describe('agent announcements and training', () => {
     );
     const p1 = await h.get('/v1/announcements?limit=1', bearer(lb.accessToken));
     assert.equal(p1.json.items.length, 1);
-    const p2 = await h.get(`/v1/announcements?limit=1&cursor=${p1.json.nextCursor}`, bearer(lb.accessToken));
+    // Issue 21 item 2: `next_cursor`, and the old name with the same value for one more release.
+    assert.equal(typeof p1.json.next_cursor, 'string');
+    assert.equal(p1.json.nextCursor, p1.json.next_cursor);
+    const p2 = await h.get(`/v1/announcements?limit=1&cursor=${p1.json.next_cursor}`, bearer(lb.accessToken));
     assert.deepEqual(
       p2.json.items.map((x: { title: string }) => x.title),
       ['Everyone'],
     );
+    assert.equal(p2.json.next_cursor, null);
     assert.equal(p2.json.nextCursor, null);
+    const [payload, mac] = String(p1.json.next_cursor).split('.');
+    const edited = `${Buffer.from(JSON.stringify([0, randomUUID()])).toString('base64url')}.${mac}`;
+    assert.notEqual(edited.split('.')[0], payload);
+    assert.equal(
+      (await h.get(`/v1/announcements?limit=1&cursor=${edited}`, bearer(lb.accessToken))).json.code,
+      'CURSOR_INVALID',
+      'a cursor is signed: an edited one is refused',
+    );
     assert.equal(
       (await h.get('/v1/announcements?cursor=bm9wZQ', bearer(la.accessToken))).json.code,
       'CURSOR_INVALID',

@@ -121,4 +121,40 @@ describe('/api-keys routes', () => {
       200,
     );
   });
+
+  it('pages with the one cursor codec: next_cursor, signed for its list and tenant', async () => {
+    const all = await call(t.origin, 'GET', '/api-keys', { headers: admin });
+    assert.ok(all.json.items.length >= 3, 'earlier tests made keys');
+    assert.equal(all.json.next_cursor, null);
+    const seen: string[] = [];
+    let cursor: string | null = '';
+    let first = '';
+    while (cursor !== null) {
+      const q: string = cursor ? `?limit=1&cursor=${encodeURIComponent(cursor)}` : '?limit=1';
+      const page = await call(t.origin, 'GET', `/api-keys${q}`, { headers: admin });
+      assert.equal(page.status, 200, page.text);
+      seen.push(...page.json.items.map((k: { id: string }) => k.id));
+      if (!first && page.json.next_cursor) first = page.json.next_cursor;
+      cursor = page.json.next_cursor;
+    }
+    assert.deepEqual(
+      seen,
+      all.json.items.map((k: { id: string }) => k.id),
+      'every key once, in order',
+    );
+    const refusedCode = async (c: string, headers = admin) =>
+      (await call(t.origin, 'GET', `/api-keys?limit=1&cursor=${encodeURIComponent(c)}`, { headers })).json
+        .code;
+    const [payload, mac] = first.split('.') as [string, string];
+    const edited = Buffer.from(JSON.stringify(['2000-01-01T00:00:00.000Z', 'pk_live_x'])).toString(
+      'base64url',
+    );
+    assert.equal(await refusedCode(`${edited}.${mac}`), 'CURSOR_INVALID', 'an edited cursor');
+    assert.equal(await refusedCode(payload), 'CURSOR_INVALID', 'a made-up cursor');
+    assert.equal(
+      await refusedCode(first, { ...admin, 'x-tenant-id': 't2' }),
+      'CURSOR_INVALID',
+      "another tenant's",
+    );
+  });
 });

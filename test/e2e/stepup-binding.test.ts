@@ -278,7 +278,7 @@ describe('request-bound step-ups through the gateway', () => {
       next = await send(dan, viaDevice.token, 'GET', '/v1/transactions');
     }
     assert.equal(next.status, 401, next.text);
-    assert.equal(next.json.code, 'device_revoked', 'refused by the edge (core would say INVALID_TOKEN)');
+    assert.equal(next.json.code, 'device_revoked', 'the same code from the edge and from core');
     const named = await send(dan, dan.access, 'POST', '/v1/transfers', viaDevice.body, viaDevice.headers);
     assert.equal(named.status, 403, named.text);
     assert.equal(named.json.code, 'device_revoked');

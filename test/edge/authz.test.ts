@@ -577,12 +577,12 @@ describe('edge authorization with the policy bundle', () => {
     const read = await keys.sign(
       't1',
       { sub: 'client-r', aud: 'core', scope: 'core:read' },
-      { expiresInS: 300 },
+      { expiresInS: 300, typ: 'at+jwt' },
     );
     const write = await keys.sign(
       't1',
       { sub: 'client-w', aud: 'core', scope: 'core:write' },
-      { expiresInS: 300 },
+      { expiresInS: 300, typ: 'at+jwt' },
     );
     assert.equal(
       (await edge.check(envoyRequest('GET', '/t/core/accounts/a1', { headers: bearer(read) }))).status.code,
@@ -622,7 +622,7 @@ describe('edge authorization with the policy bundle', () => {
     const live = await keys.sign(
       't1',
       { sub: 'client-gone', aud: 'core', scope: 'core:read' },
-      { expiresInS: 300 },
+      { expiresInS: 300, typ: 'at+jwt' },
     );
     assert.equal(
       (await edge.check(envoyRequest('GET', '/t/core/accounts/a1', { headers: bearer(live) }))).status.code,
@@ -641,7 +641,7 @@ describe('edge authorization with the policy bundle', () => {
     const unknown = await keys.sign(
       't1',
       { sub: 'client-never', aud: 'core', scope: 'core:read' },
-      { expiresInS: 300 },
+      { expiresInS: 300, typ: 'at+jwt' },
     );
     assert.equal(
       (await edge.check(envoyRequest('GET', '/t/core/accounts/a1', { headers: bearer(unknown) })))

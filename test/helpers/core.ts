@@ -15,13 +15,16 @@ export interface TestCore {
   core: Core;
   tdb: TestDb;
   keys: KeyStore;
+  /** The master key `keys` opens private keys with (a second store with another clock signs too). */
+  master: Buffer;
   close(): Promise<void>;
 }
 
 export async function startTestCore(): Promise<TestCore> {
   const metrics = createMetrics();
   const tdb = await freshDatabase({ metrics });
-  const keys = new KeyStore(tdb.db, randomBytes(32));
+  const master = randomBytes(32);
+  const keys = new KeyStore(tdb.db, master);
   const core = buildCore({
     db: tdb.db,
     log: createLogger('silent'),
@@ -38,6 +41,7 @@ export async function startTestCore(): Promise<TestCore> {
     core,
     tdb,
     keys,
+    master,
     async close() {
       await s.close();
       await tdb.drop();

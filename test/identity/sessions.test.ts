@@ -66,7 +66,7 @@ describe('customer identity: sessions, refresh rotation, step-up, devices, tenan
     );
     assert.equal(
       (await h.get('/customers/sessions', bearer(r2.json.accessToken))).json.code,
-      'INVALID_TOKEN',
+      'session_revoked',
     );
     const s = await h.tdb.db.query(`SELECT revoke_reason FROM sessions WHERE tenant_id = 'ta' AND id = $1`, [
       tok.sessionId,
@@ -348,7 +348,7 @@ describe('customer identity: sessions, refresh rotation, step-up, devices, tenan
     const [hd, p, s] = alice.accessToken.split('.');
     const claims = JSON.parse(Buffer.from(String(p), 'base64url').toString()) as Record<string, unknown>;
     const forged = `${hd}.${Buffer.from(JSON.stringify({ ...claims, tid: 'tb' })).toString('base64url')}.${s}`;
-    assert.equal((await h.get('/customers/sessions', bearer(forged))).json.code, 'INVALID_TOKEN');
+    assert.equal((await h.get('/customers/sessions', bearer(forged))).json.code, 'invalid_token');
     const rt = await h.post('/customers/auth/token/refresh', {
       tenantId: 'tb',
       refreshToken: alice.refreshToken,

@@ -238,7 +238,7 @@ describe('request-bound step-ups and device cool-off (core)', () => {
     assert.equal(gone.final.status, 204, gone.final.text);
     const after = await h.get('/customers/sessions', bearer(dvcToken));
     assert.equal(after.status, 401);
-    assert.equal(after.json.code, 'INVALID_TOKEN');
+    assert.equal(after.json.code, 'device_revoked');
     assert.equal((await deviceStepUp(tok, deviceId, privateKey)).json.code, 'DEVICE_ASSERTION_INVALID');
   });
 

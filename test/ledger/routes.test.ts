@@ -307,7 +307,7 @@ describe('ledger routes', () => {
           json: { currency: 'KES', entries: legs(a, b, '1.00') },
         })
       ).json.code,
-      'UNAUTHORIZED',
+      'UNAUTHENTICATED',
     );
     assert.equal(
       await code(t.read, { currency: 'KES', entries: legs(a, b, '1.00') }, { 'idempotency-key': '' }),

@@ -10,7 +10,7 @@ import { AppError } from '../../../shared/errors.ts';
 import type { RouteSpec } from '../../http/route.ts';
 import { operatorTenant } from '../../platform/operator.ts';
 import { adminRoute, type AdminDeps, type Caller } from '../http.ts';
-import type { PageRequest } from '../paging.ts';
+import type { PageRequest } from '../../http/cursor.ts';
 import { AuditPage, AuditRecord, pageQuery } from '../schemas.ts';
 import { declared } from '../../http/declared.ts';
 

@@ -1,18 +1,40 @@
 /**
- * Cursor pagination for every administration list (SPEC 4.6, 8: `limit` + `cursor`, stable
- * ordering). A cursor carries the sort key of the last row returned and an HMAC over that key
+ * The one cursor codec of core (issue 21 item 2): every cursor-paged list (administration,
+ * agents, customer history, API keys) pages through it (SPEC 4.6, 8: `limit` + `cursor`, stable
+ * ordering) and answers its next page as `next_cursor`. A cursor carries the sort key of the last row returned and an HMAC over that key
  * and the list it belongs to (caller's tenant, method, path and every filter except `limit`,
  * `cursor` and `offset`), keyed by a secret sealed in `admin_secrets`. So a cursor that was
  * edited, made up, or taken from another list or another filter is a 400 CURSOR_INVALID, never
  * a database error or a page of something else; the same cursor works on every core instance.
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { Type } from '@sinclair/typebox';
 import { canonicalJson } from '../../shared/canonical-json.ts';
 import type { Db } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
-import type { RequestContext } from '../http/route.ts';
 import type { KeyStore } from '../keys/keys.ts';
-import { defaultPageSize } from './schemas.ts';
+import type { RequestContext } from './route.ts';
+
+/** SPEC 8: max and default page size are not given; 50 by default unless a list says otherwise. */
+export const defaultPageSize = 50;
+
+/** The `cursor` query parameter of every cursor-paged list. */
+export const cursorParam = Type.String({ maxLength: 512, description: 'next_cursor of the previous page' });
+/** The `next_cursor` of a page: null on the last one. */
+export const NextCursor = Type.Union([Type.String(), Type.Null()]);
+/**
+ * Issue 21 item 2: lists that answered `nextCursor` answer `next_cursor` and, for one more
+ * release, `nextCursor` with the same value; `nextCursor` goes in the release after next.
+ */
+export const LegacyNextCursor = Type.Union([Type.String(), Type.Null()], {
+  deprecated: true,
+  description: 'the same as next_cursor; removed in the release after next (issue 21 item 2)',
+});
+export function withLegacyName<T extends { next_cursor: string | null }>(
+  page: T,
+): T & { nextCursor: string | null } {
+  return { ...page, nextCursor: page.next_cursor };
+}
 
 export type SortKey = (string | number)[];
 
@@ -63,18 +85,22 @@ export class Cursors {
     return this.keys.openSecret(sealed, aad);
   }
 
-  /** Read `limit` and `cursor` from the request and bind the page to this caller, path and filter. */
+  /**
+   * Read `limit` (else `defaultLimit`) and `cursor` from the request and bind the page to this
+   * caller (`tenantId`, or a narrower owner such as `tenant/agent`), path and filter.
+   */
   async open(
-    ctx: RequestContext<unknown, unknown, unknown>,
+    ctx: Pick<RequestContext<unknown, unknown, unknown>, 'query' | 'method' | 'path'>,
     tenantId: string,
     arity: number,
+    defaultLimit = defaultPageSize,
   ): Promise<PageRequest> {
     const query = (typeof ctx.query === 'object' && ctx.query !== null ? ctx.query : {}) as Record<
       string,
       unknown
     >;
     const { limit: rawLimit, cursor, offset: _offset, ...filters } = query;
-    const limit = typeof rawLimit === 'number' ? rawLimit : defaultPageSize;
+    const limit = typeof rawLimit === 'number' ? rawLimit : defaultLimit;
     const key = await this.macKey();
     const binding = `${tenantId}\n${ctx.method} ${ctx.path}\n${canonicalJson(filters)}\n`;
     const mac = (payload: string) =>
@@ -91,6 +117,17 @@ export class Cursors {
       },
     };
   }
+}
+
+const shared = new WeakMap<KeyStore, Cursors>();
+/** The process's codec for these keys: one MAC key load however many route groups page. */
+export function cursorsOf(db: Db, keys: KeyStore): Cursors {
+  let c = shared.get(keys);
+  if (!c) {
+    c = new Cursors(db, keys);
+    shared.set(keys, c);
+  }
+  return c;
 }
 
 function verify(text: string, arity: number, mac: (payload: string) => Buffer): SortKey {

@@ -1,0 +1,67 @@
+/**
+ * Core's re-check of a bearer access token (defence in depth: the edge checked it first), through
+ * the one verifier of shared/access-token.ts, so a refusal has the same code here as at the edge
+ * (the table there). Added here: agreement with the identity headers the edge set, and the
+ * session as core's table holds it (the idle timeout is the edge's: it holds last-seen).
+ */
+import type { Queryable } from '../../shared/db/pool.ts';
+import { checkSession, TokenRefusal, verifyAccessToken, type TokenKind } from '../../shared/access-token.ts';
+import { AppError } from '../../shared/errors.ts';
+import type { KeyStore } from '../keys/keys.ts';
+import type { EdgeIdentity } from './route.ts';
+
+/** The same refusal as an AppError: the code is the table's, on core's error body. */
+export function tokenError(err: unknown): unknown {
+  return err instanceof TokenRefusal ? new AppError(err.code, err.message) : err;
+}
+
+/**
+ * Verify the request's token as a `kind` token and its agreement with the edge's identity
+ * headers: another tenant is 403 TENANT_MISMATCH; for customers and agents another principal is
+ * 401 invalid_token.
+ */
+export async function verifiedToken<K extends TokenKind>(
+  keys: KeyStore,
+  ctx: { headers: Readonly<Record<string, string>>; identity: EdgeIdentity },
+  kind: K,
+  nowMs: number,
+): ReturnType<typeof verifyAccessToken<K>> {
+  let verified: Awaited<ReturnType<typeof verifyAccessToken<K>>>;
+  try {
+    verified = await verifyAccessToken(keys, ctx.headers.authorization, kind, nowMs);
+  } catch (err) {
+    throw tokenError(err);
+  }
+  const { tenantId, principalId } = ctx.identity;
+  if (tenantId !== undefined && tenantId !== verified.claims.tid)
+    throw new AppError('TENANT_MISMATCH', 'access token belongs to another tenant');
+  if (
+    (kind === 'customer' || kind === 'agent') &&
+    principalId !== undefined &&
+    principalId !== verified.claims.sub
+  )
+    throw new AppError('invalid_token', 'access token does not match the authenticated principal');
+  return verified;
+}
+
+/** The session rule of shared/access-token.ts on the session row core holds (401 session_revoked). */
+export async function requireLiveSession(
+  q: Queryable,
+  kind: 'customer' | 'agent' | 'staff',
+  claims: { tid: string; sid: string; sub: string },
+): Promise<void> {
+  const { rows } = await q.query<{ subject_type: string; subject_id: string; revoked: boolean }>(
+    'SELECT subject_type, subject_id, revoked_at IS NOT NULL AS revoked FROM sessions WHERE tenant_id = $1 AND id = $2',
+    [claims.tid, claims.sid],
+  );
+  const row = rows[0];
+  try {
+    checkSession(
+      row && { subjectType: row.subject_type, subjectId: row.subject_id, revoked: row.revoked },
+      kind,
+      claims.sub,
+    );
+  } catch (err) {
+    throw tokenError(err);
+  }
+}

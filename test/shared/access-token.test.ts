@@ -1,0 +1,158 @@
+/**
+ * Issue 21 item 2: one bearer-token verifier (shared/access-token.ts) with one code per refusal.
+ * Each refusal of its table is sent to the edge (a real ext_authz gRPC service with the policy
+ * bundle) and, the same request, straight to core (which checks the token again), and both must
+ * answer the table's code.
+ */
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import { KeyStore } from '../../core/keys/keys.ts';
+import { AuditWriter } from '../../edge/audit-writer.ts';
+import { RiskEngine } from '../../edge/auth/risk.ts';
+import { createDecider } from '../../edge/authz.ts';
+import { buildRouteTable } from '../../edge/routes.ts';
+import { routeDeclarations } from '../../shared/routes/index.ts';
+import { EdgeState } from '../../edge/state/store.ts';
+import type { CheckResponse } from '../../edge/types.ts';
+import { defaultBundleDir, loadTrustedKeys } from '../../policy/runtime/bundle.ts';
+import { PolicyStore } from '../../policy/runtime/store.ts';
+import { createLogger } from '../../shared/log.ts';
+import { TokenVerifier } from '../../shared/token-keys.ts';
+import { startTestCore, type TestCore } from '../helpers/core.ts';
+import { envoyRequest, startTestEdge, type TestEdge } from '../helpers/edge.ts';
+import { call } from '../helpers/http.ts';
+
+const log = createLogger('silent');
+const tenant = 'tok';
+
+describe('one bearer-token verifier: the same code per refusal at the edge and at core', () => {
+  let c: TestCore;
+  let state: EdgeState;
+  let audit: AuditWriter;
+  let edge: TestEdge;
+
+  /** A customer with a session of `subjectType` (revoked when asked). */
+  const person = async (opts: { subjectType?: string; revoked?: boolean } = {}) => {
+    const id = randomUUID();
+    const sid = randomUUID();
+    await c.tdb.db.query(
+      'INSERT INTO customers (id, tenant_id, phone_e164, created_at) VALUES ($1, $2, $3, now())',
+      [id, tenant, `+2547${String(Math.floor(Math.random() * 1e8)).padStart(8, '0')}`],
+    );
+    await c.tdb.db.query(
+      `INSERT INTO sessions (id, tenant_id, subject_type, subject_id, jti, aal, created_at, last_seen, revoked_at)
+       VALUES ($1, $2, $3, $4, 'j', 1, now(), now(), CASE WHEN $5 THEN now() END)`,
+      [sid, tenant, opts.subjectType ?? 'customer', id, opts.revoked === true],
+    );
+    return { id, sid };
+  };
+  const sign = (
+    who: { id: string; sid: string },
+    opts: { aud?: string; typ?: string; keys?: KeyStore; extra?: Record<string, unknown> } = {},
+  ) =>
+    (opts.keys ?? c.keys).sign(
+      tenant,
+      {
+        sub: who.id,
+        sid: who.sid,
+        aal: 1,
+        amr: ['pin'],
+        jti: randomUUID(),
+        aud: opts.aud ?? 'payments-api',
+        ...opts.extra,
+      },
+      { expiresInS: 600, typ: opts.typ ?? 'at+jwt' },
+    );
+
+  /** The code the edge answers and the code core answers for one request. */
+  const codes = async (method: string, path: string, authorization?: string) => {
+    const headers: Record<string, string> = authorization ? { authorization } : {};
+    const res: CheckResponse = await edge.check(envoyRequest(method, path, { headers }));
+    assert.equal(res.status.code !== 0, true, `the edge refuses ${method} ${path}`);
+    const atEdge = JSON.parse(res.denied_response?.body ?? '{}') as { code?: string };
+    const atCore = await call(c.origin, method, path, { headers: { ...headers, 'x-request-id': 'r1' } });
+    return { edge: atEdge.code, core: (atCore.json as { code?: string }).code };
+  };
+  const expect = async (method: string, path: string, authorization: string | undefined, code: string) => {
+    const got = await codes(method, path, authorization);
+    assert.deepEqual({ edge: got.edge, core: got.core }, { edge: code, core: code });
+  };
+
+  before(async () => {
+    c = await startTestCore();
+    await c.tdb.db.query(
+      "INSERT INTO tenants (id, name, country, base_currency) VALUES ($1, $1, 'KE', 'KES')",
+      [tenant],
+    );
+    state = new EdgeState(c.tdb.db, new TokenVerifier(c.tdb.db), c.keys.apiKeySecrets, log);
+    await state.start();
+    const policies = new PolicyStore(await loadTrustedKeys());
+    await policies.load(defaultBundleDir);
+    audit = new AuditWriter(c.tdb.db, log);
+    const decide = createDecider({
+      state,
+      challenges: c.keys.challenges,
+      policies,
+      audit,
+      risk: new RiskEngine(),
+      log,
+      edgeSecret: 'token-test-edge-secret',
+    });
+    // Outcomes, not timing: a generous decision budget.
+    edge = await startTestEdge({ log, decide, resolve: buildRouteTable(routeDeclarations), budgetMs: 2000 });
+  });
+  after(async () => {
+    await edge.close();
+    await audit.stop();
+    await state.stop();
+    await c.close();
+  });
+
+  it('a customer route: missing, malformed, bad signature, expired, wrong audience or typ, revoked', async () => {
+    const p = await person();
+    const good = await sign(p);
+    const ok = await call(c.origin, 'GET', '/customers/sessions', {
+      headers: { authorization: `Bearer ${good}`, 'x-request-id': 'r0' },
+    });
+    assert.equal(ok.status, 200, `the valid token passes core (a refusal is told from none): ${ok.text}`);
+    await expect('GET', '/customers/sessions', undefined, 'UNAUTHENTICATED');
+    await expect('GET', '/customers/sessions', 'Bearer not-a-jwt', 'invalid_token');
+    const [h, b, s] = good.split('.') as [string, string, string];
+    const flipped = `${s.slice(0, -2)}${s.endsWith('AA') ? 'BB' : 'AA'}`;
+    await expect('GET', '/customers/sessions', `Bearer ${h}.${b}.${flipped}`, 'invalid_token');
+    // Signed an hour ago for ten minutes: expired.
+    const past = new KeyStore(c.tdb.db, c.master, { now: () => Date.now() - 3_600_000 });
+    await expect('GET', '/customers/sessions', `Bearer ${await sign(p, { keys: past })}`, 'invalid_token');
+    await expect('GET', '/customers/sessions', `Bearer ${await sign(p, { aud: 'staff' })}`, 'invalid_token');
+    await expect('GET', '/customers/sessions', `Bearer ${await sign(p, { typ: 'JWT' })}`, 'invalid_token');
+    const gone = await person({ revoked: true });
+    await expect('GET', '/customers/sessions', `Bearer ${await sign(gone)}`, 'session_revoked');
+    const agentSession = await person({ subjectType: 'agent' });
+    await expect('GET', '/customers/sessions', `Bearer ${await sign(agentSession)}`, 'session_revoked');
+  });
+
+  it('a token stepped up by a removed device: device_revoked', async () => {
+    const p = await person();
+    const device = randomUUID();
+    await c.tdb.db.query(
+      `INSERT INTO customer_devices (id, tenant_id, customer_id, public_key, created_at, usable_from, revoked_at)
+       VALUES ($1, $2, $3, $4, now(), now(), now())`,
+      [device, tenant, p.id, Buffer.alloc(32, 7)],
+    );
+    const token = await sign(p, { extra: { dvc: device } });
+    await expect('GET', '/customers/sessions', `Bearer ${token}`, 'device_revoked');
+  });
+
+  it('an agent route and a core-client route answer the same codes', async () => {
+    await expect('GET', '/v1/agent/me', undefined, 'UNAUTHENTICATED');
+    await expect('GET', '/v1/agent/me', 'Bearer not-a-jwt', 'invalid_token');
+    // A customer's session is no agent session.
+    const p = await person();
+    await expect('GET', '/v1/agent/me', `Bearer ${await sign(p)}`, 'session_revoked');
+    const account = `/v1/core/accounts/${randomUUID()}`;
+    await expect('GET', account, undefined, 'UNAUTHENTICATED');
+    // A customer token is not a core client's (audience).
+    await expect('GET', account, `Bearer ${await sign(p)}`, 'invalid_token');
+  });
+});
