@@ -11,8 +11,8 @@
  *
  * Everything one call applies commits in one transaction, under an advisory lock (concurrent
  * starters wait, then find nothing to do). One transaction because migrations and function files
- * depend on each other: a migration may drop a helper the previous function bodies call, and no
- * caller may ever see that schema with those bodies.
+ * depend on each other: a migration may drop a helper the previous function bodies call (0961
+ * drops `ledger_do_post`), and no caller may ever see that schema with those bodies.
  *
  * Old pods keep running during a rollout (`core/db/expand-contract.ts`, deploy/README.md), and
  * they call the functions with the previous release's code. A function file stays callable by it:

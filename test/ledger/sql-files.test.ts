@@ -1,8 +1,8 @@
 /**
  * The ledger's SQL in one place (issue 21 item 3): every ledger function and trigger of a migrated
  * database is defined by its own file in core/ledger/sql, as recorded when it was applied, and no
- * later migration redefines one. Also guarantees of those files no other test shows: transaction
- * history, fixed account identity.
+ * later migration redefines one. Also guarantees of those files no other test shows: the one
+ * posting writer for every kind of posting, transaction history, fixed account identity.
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
@@ -47,6 +47,28 @@ describe('ledger SQL files', () => {
       [tenant, txn],
     );
     return rows.map((r) => r.s);
+  }
+
+  async function available(account: string): Promise<bigint> {
+    const { rows } = await t.db.query<{ micros: string }>(
+      `SELECT ((credits_posted - debits_posted - pending_debits) * 1000000)::bigint::text AS micros
+         FROM ledger_balances WHERE tenant_id = $1 AND account_id = $2`,
+      [tenant, account],
+    );
+    const micros = rows[0]?.micros;
+    assert.ok(micros !== undefined, `balance row of ${account}`);
+    return BigInt(micros);
+  }
+
+  async function postingRow(id: string) {
+    const { rows } = await t.db.query<Record<string, unknown>>(
+      `SELECT p.kind, p.type_code, p.transaction_id::text, p.reverses_posting_id::text, p.hold_id::text, p.entry_count,
+              o.payload->>'kind' AS event_kind, o.payload->>'hold_id' AS event_hold, o.payload->>'reverses_posting_id' AS event_reverses
+         FROM ledger_postings p JOIN outbox o ON o.aggregate_id = p.id::text AND o.event = 'posting.created'
+        WHERE p.tenant_id = $1 AND p.id = $2`,
+      [tenant, id],
+    );
+    return rows[0];
   }
 
   it('every ledger function and trigger function in the database has its own file, applied as it reads now', async () => {
@@ -143,6 +165,60 @@ describe('ledger SQL files', () => {
     );
     assert.deepEqual(await history(String(p.transaction_id)), ['->POSTED']);
     assert.deepEqual(await history(hold.transaction_id), ['->PENDING', 'PENDING>POSTED']);
+  });
+
+  it("one writer for every kind of posting: a reversal in its own REVERSAL transaction, a capture in its hold's", async () => {
+    const before = await available(funded);
+    const p = post(funded, payee, '5.000000');
+    const reversal = {
+      op: 'reverse',
+      tenant,
+      posting_id: p.id,
+      id: randomUUID(),
+      transaction_id: randomUUID(),
+    };
+    const { hold, capture } = holdCmds('7.000000', '4.000000');
+    assert.deepEqual(
+      (await apply([p, reversal, hold, capture])).map((r) => r.ok || r.code),
+      [true, true, true, true],
+    );
+    assert.deepEqual(await postingRow(String(p.id)), {
+      kind: 'posting',
+      type_code: 'TRANSFER',
+      transaction_id: p.transaction_id,
+      reverses_posting_id: null,
+      hold_id: null,
+      entry_count: 2,
+      event_kind: 'posting',
+      event_hold: null,
+      event_reverses: null,
+    });
+    assert.deepEqual(await postingRow(reversal.id), {
+      kind: 'reversal',
+      type_code: 'REVERSAL',
+      transaction_id: reversal.transaction_id,
+      reverses_posting_id: p.id,
+      hold_id: null,
+      entry_count: 2,
+      event_kind: 'reversal',
+      event_hold: null,
+      event_reverses: p.id,
+    });
+    assert.deepEqual(await postingRow(capture.id), {
+      kind: 'capture',
+      type_code: 'TRANSFER',
+      transaction_id: hold.transaction_id,
+      reverses_posting_id: null,
+      hold_id: hold.id,
+      entry_count: 2,
+      event_kind: 'capture',
+      event_hold: hold.id,
+      event_reverses: null,
+    });
+    assert.deepEqual(await history(reversal.transaction_id), ['->POSTED']);
+    assert.deepEqual(await history(hold.transaction_id), ['->PENDING', 'PENDING>POSTED']);
+    // Posting and reversal cancel out; the capture took 4.00 of the 7.00 held, the rest released.
+    assert.equal(await available(funded), before - 4_000_000n);
   });
 
   it("an account's tenant, id and currency never change", async () => {

@@ -2,7 +2,8 @@
 -- (holds, captures, voids, reversals, expiries): first every balance row any command may touch
 -- is locked, in one global order (tenant_id, account_id), so concurrent batches (other
 -- processes, account close) never deadlock; then the commands run in arrival order, each
--- answering its result (a refusal has no side effects).
+-- answering its result (a refusal has no side effects). A `post` runs as a batch of one through
+-- ledger_post_batch, the one posting implementation.
 -- The lock set is collected with primary-key look-ups command by command and the rows are
 -- locked one by one: a set-based query let the planner hash-join whole tables (entries grow
 -- without bound), making every batch slower than the last (migration 0103).
@@ -54,7 +55,7 @@ BEGIN
   END LOOP;
   FOR c IN SELECT value FROM jsonb_array_elements(p_cmds) LOOP
     v_out := v_out || CASE c->>'op'
-      WHEN 'post' THEN ledger_do_post(c)
+      WHEN 'post' THEN ledger_post_batch(jsonb_build_array(c))->0
       WHEN 'reverse' THEN ledger_do_reverse(c)
       WHEN 'hold' THEN ledger_do_hold(c)
       WHEN 'capture' THEN ledger_do_settle(c)

@@ -2,7 +2,7 @@
 -- (POSTING_NOT_REVERSIBLE) and was not reversed before (POSTING_ALREADY_REVERSED; the partial
 -- unique index ledger_postings_reverses_idx enforces it); then checks 10–13 on the inverse legs
 -- and writes a new posting of kind `reversal` with the inverse legs in their original order, in
--- a new REVERSAL transaction; the original posting's
+-- a new REVERSAL transaction, through the one posting writer; the original posting's
 -- posting.reversed event follows. Corrections are new entries, never edits (G2).
 -- ledger_do_reverse wraps it to count an API key's budget (G12).
 -- Proved by: test/ledger/routes.test.ts › "reversal: inverse entries, at most once, not of a
@@ -25,9 +25,10 @@ BEGIN
     INTO v_entries FROM ledger_entries WHERE tenant_id = v_tenant AND posting_id = p.id;
   v_fail := ledger_check_legs(v_tenant, v_entries);
   IF v_fail IS NOT NULL THEN RETURN v_fail; END IF;
-  PERFORM ledger_new_transaction(v_tenant, (c->>'transaction_id')::uuid, 'REVERSAL', 'POSTED');
-  PERFORM ledger_write_posting(v_tenant, (c->>'id')::uuid, (c->>'transaction_id')::uuid, 'REVERSAL', 'reversal',
-    p.currency, v_entries, coalesce(c->>'description', 'reversal of ' || p.id), '{}'::jsonb, p.id, NULL);
+  PERFORM ledger_insert_postings(jsonb_build_array(jsonb_build_object(
+    'tenant', v_tenant, 'id', c->>'id', 'transaction_id', c->>'transaction_id', 'type', 'REVERSAL', 'kind', 'reversal',
+    'currency', p.currency, 'entries', v_entries, 'description', coalesce(c->>'description', 'reversal of ' || p.id),
+    'metadata', '{}'::jsonb, 'reverses_posting_id', p.id)));
   INSERT INTO outbox (id, tenant_id, aggregate, aggregate_id, event, payload)
   VALUES (uuidv7(), v_tenant, 'posting', p.id::text, 'posting.reversed', jsonb_build_object('id', p.id, 'reversal_id', c->>'id'));
   RETURN jsonb_build_object('ok', true, 'created_at', ledger_ts(now()), 'currency', p.currency, 'entries', v_entries,

@@ -3,7 +3,7 @@
 -- for a capture CAPTURE_EXCEEDS_HOLD. A void releases the hold. A capture releases it first and
 -- then posts the captured amount (a partial capture releases the rest), so the held amount is
 -- never counted twice against the line; the posting is of kind `capture` in the hold's own
--- transaction. ledger_do_settle wraps it to count an API
+-- transaction, written by the one posting writer. ledger_do_settle wraps it to count an API
 -- key's budget (G12).
 -- Proved by: test/ledger/routes.test.ts › "holds: create, partial capture, void, capture voided
 -- 409, over-capture 422, expiry".
@@ -30,10 +30,12 @@ BEGIN
   END IF;
   -- Release first, then post: the held amount is never counted twice against the line.
   PERFORM ledger_close_hold(h, 'captured', v_amount, (c->>'id')::uuid);
-  PERFORM ledger_write_posting(v_tenant, (c->>'id')::uuid, h.transaction_id, (SELECT type_code FROM ledger_transactions WHERE tenant_id = v_tenant AND id = h.transaction_id),
-    'capture', h.currency, jsonb_build_array(
+  PERFORM ledger_insert_postings(jsonb_build_array(jsonb_build_object(
+    'tenant', v_tenant, 'id', c->>'id', 'transaction_id', h.transaction_id,
+    'type', (SELECT type_code FROM ledger_transactions WHERE tenant_id = v_tenant AND id = h.transaction_id),
+    'kind', 'capture', 'currency', h.currency, 'entries', jsonb_build_array(
       jsonb_build_object('account_id', h.debit_account_id, 'side', 'debit', 'amount', v_amount::text, 'currency', h.currency),
       jsonb_build_object('account_id', h.credit_account_id, 'side', 'credit', 'amount', v_amount::text, 'currency', h.currency)),
-    h.description, h.metadata, NULL, h.id);
+    'description', h.description, 'metadata', h.metadata, 'hold_id', h.id)));
   RETURN jsonb_build_object('ok', true, 'hold', ledger_hold_json(v_tenant, h.id));
 END $$;

@@ -1,6 +1,6 @@
--- A batch made only of postings (every batch of POST /v1/core/postings, the common case),
--- applied set-based instead of command by command, with the same result codes, order of checks,
--- messages and rows as ledger_do_post (ledger_apply_each). Answers one result per command, in order:
+-- The ledger's one posting implementation's checks and writes (issue 21 item 3): every `post`
+-- command runs here, a batch made only of postings all at once (ledger_apply), a post inside a
+-- mixed batch as a batch of one (ledger_apply_each). Answers one result per command, in order:
 -- {ok, created_at} or the first failing check of INVARIANTS.md "Result codes" 9–13, with the
 -- messages of ledger_type_missing and ledger_check_legs.
 -- Set-based, in one call: parse the legs once; lock every balance row of the batch in one
@@ -8,9 +8,9 @@
 -- re-locked at no cost); checks 9–12 for all commands at once; check 13 (funds, G4) for all
 -- commands at once with a running sum per account in arrival order, which equals the
 -- sequential result as long as no earlier command fails: the first command that fails is
--- marked and the pass repeats without it (one pass when nothing fails); then one INSERT per
--- table for the whole batch, so the entries trigger runs once and updates each balance row
--- once (a hot account: one update per batch).
+-- marked and the pass repeats without it (one pass when nothing fails); then
+-- ledger_insert_postings writes the commands that passed, one INSERT per table, so the entries
+-- trigger runs once and updates each balance row once (a hot account: one update per batch).
 -- Proved by: test/ledger/batch.test.ts › "gives the same results, messages, rows and balances as
 -- the command-by-command path", "ledger_apply answers every command of a postings batch, in
 -- order"; test/ledger/property.test.ts; test/ledger/routes.test.ts › "result codes come in the
@@ -79,28 +79,6 @@ BEGIN
     v_fail[v_bad.n] := ledger_fail('INSUFFICIENT_FUNDS', format('account %s has insufficient available funds', v_bad.a));
   END LOOP;
 
-  -- Writes: one INSERT per table for the whole batch, in arrival order.
-  INSERT INTO ledger_transactions (tenant_id, id, type_code, status)
-  SELECT c->>'tenant', (c->>'transaction_id')::uuid, c->>'type', 'POSTED'
-    FROM jsonb_array_elements(p_cmds) WITH ORDINALITY x(c, n) WHERE v_fail[n] IS NULL ORDER BY n;
-  INSERT INTO ledger_transaction_history (tenant_id, transaction_id, from_status, to_status)
-  SELECT c->>'tenant', (c->>'transaction_id')::uuid, NULL, 'POSTED'
-    FROM jsonb_array_elements(p_cmds) WITH ORDINALITY x(c, n) WHERE v_fail[n] IS NULL ORDER BY n;
-  INSERT INTO ledger_postings (tenant_id, id, transaction_id, type_code, kind, currency, entry_count, description, metadata, reverses_posting_id, hold_id)
-  SELECT c->>'tenant', (c->>'id')::uuid, (c->>'transaction_id')::uuid, c->>'type', 'posting', c->>'currency',
-         jsonb_array_length(c->'entries'), c->>'description', coalesce(c->'metadata', '{}'::jsonb), NULL, NULL
-    FROM jsonb_array_elements(p_cmds) WITH ORDINALITY x(c, n) WHERE v_fail[n] IS NULL ORDER BY n;
-  -- All legs of all postings in one statement: the entries trigger checks each posting
-  -- complete and balanced and applies the batch to the balance rows (G1, G3, G5).
-  INSERT INTO ledger_entries (tenant_id, posting_id, leg, account_id, side, amount, currency)
-  SELECT c->>'tenant', (c->>'id')::uuid, e.leg, (e.e->>'account_id')::uuid, e.e->>'side', (e.e->>'amount')::numeric, e.e->>'currency'
-    FROM jsonb_array_elements(p_cmds) WITH ORDINALITY x(c, n), jsonb_array_elements(c->'entries') WITH ORDINALITY e(e, leg)
-   WHERE v_fail[n] IS NULL ORDER BY n, e.leg;
-  INSERT INTO outbox (id, tenant_id, aggregate, aggregate_id, event, payload)
-  SELECT uuidv7(), c->>'tenant', 'posting', (c->>'id')::uuid::text, 'posting.created', jsonb_build_object(
-           'id', (c->>'id')::uuid, 'transaction_id', (c->>'transaction_id')::uuid, 'kind', 'posting', 'type', c->>'type',
-           'currency', c->>'currency', 'entries', c->'entries', 'reverses_posting_id', NULL, 'hold_id', NULL)
-    FROM jsonb_array_elements(p_cmds) WITH ORDINALITY x(c, n) WHERE v_fail[n] IS NULL ORDER BY n;
-
+  PERFORM ledger_insert_postings(p_cmds, v_fail);
   RETURN (SELECT jsonb_agg(coalesce(v_fail[i], v_ok) ORDER BY i) FROM generate_series(1, v_n) i);
 END $$;
