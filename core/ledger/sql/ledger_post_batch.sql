@@ -4,9 +4,10 @@
 -- {ok, created_at} or the first failing check of INVARIANTS.md "Result codes" 9–13, with the
 -- messages of ledger_type_missing and ledger_check_legs.
 -- Set-based, in one call: parse the legs once; lock every balance row of the batch in one
--- statement, in the global order (tenant_id, account_id) (rows a caller already locked are
--- re-locked at no cost); checks 9–12 for all commands at once; check 13 (funds, G4) for all
--- commands at once with a running sum per account in arrival order, which equals the
+-- statement, in the global order (tenant_id, account_id) (a row the caller already locked, as
+-- ledger_apply_each does, is taken again without waiting); checks 9–12 for all commands at
+-- once; check 13 (funds, G4) for all commands at once with a running sum per account in
+-- arrival order, which equals the
 -- sequential result as long as no earlier command fails: the first command that fails is
 -- marked and the pass repeats without it (one pass when nothing fails); then
 -- ledger_insert_postings writes the commands that passed, one INSERT per table, so the entries
