@@ -1,6 +1,8 @@
 /**
  * The set-based posting path (ledger_post_batch, used by ledger_apply for batches made only of
- * postings) against the command-by-command path (ledger_apply_each): random batches with
+ * postings) against the command-by-command path (ledger_apply_each, which runs each post as a
+ * batch of one: the running sums and repeated passes of a whole batch against one command at a
+ * time, each seeing the ones before it committed to its transaction): random batches with
  * chains of debits on the same accounts, insufficient funds in the middle of a chain, unknown,
  * closed and other-currency accounts and unknown transaction types must give the same results,
  * messages and balances. Also the database backstops of the set-based entries trigger.
@@ -10,8 +12,7 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
-import { ensureTenantLedger } from '../../core/ledger/catalog.ts';
-import { openAccount } from '../../core/ledger/accounts.ts';
+import { ledgerTenant } from './tenant-db.ts';
 
 function rng(seed: number): () => number {
   let a = seed >>> 0;
@@ -34,29 +35,11 @@ describe('ledger set-based posting batch', () => {
   before(async () => {
     t = await freshDatabase();
     const db = t.db;
-    await db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ($1, $1, 'KE', 'KES')`, [
-      tenant,
-    ]);
-    await ensureTenantLedger(db, tenant);
-    const open = (productCode: string, currency = 'KES') =>
-      db.tx((c) =>
-        openAccount(
-          c,
-          {
-            tenantId: tenant,
-            ownerType: 'customer',
-            ownerId: randomUUID(),
-            productCode,
-            currency,
-            viaApi: false,
-          },
-          Date.now(),
-        ),
-      );
-    settlement = (await open('SETTLEMENT')).id;
-    for (let i = 0; i < 8; i++) kes.push((await open('WALLET_MAIN')).id);
-    usd = (await open('WALLET_MAIN', 'USD')).id;
-    closed = (await open('WALLET_MAIN')).id;
+    const open = await ledgerTenant(db, tenant);
+    settlement = await open('SETTLEMENT');
+    for (let i = 0; i < 8; i++) kes.push(await open('WALLET_MAIN'));
+    usd = await open('WALLET_MAIN', 'USD');
+    closed = await open('WALLET_MAIN');
     await db.query(`UPDATE ledger_accounts SET status = 'closed' WHERE tenant_id = $1 AND id = $2`, [
       tenant,
       closed,
@@ -280,26 +263,7 @@ describe('ledger set-based posting batch', () => {
       /currency is not its account/,
     );
     const foreign = `f-${randomUUID().slice(0, 8)}`;
-    await t.db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ($1, $1, 'KE', 'KES')`, [
-      foreign,
-    ]);
-    await ensureTenantLedger(t.db, foreign);
-    const theirs = (
-      await t.db.tx((c) =>
-        openAccount(
-          c,
-          {
-            tenantId: foreign,
-            ownerType: 'customer',
-            ownerId: 'x',
-            productCode: 'WALLET_MAIN',
-            currency: 'KES',
-            viaApi: false,
-          },
-          Date.now(),
-        ),
-      )
-    ).id;
+    const theirs = await (await ledgerTenant(t.db, foreign))('WALLET_MAIN');
     await attempt(
       [
         [0, a, 'debit', '1', 'KES'],

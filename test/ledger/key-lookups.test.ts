@@ -8,12 +8,10 @@
  * run inside the functions.
  */
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
-import { ensureTenantLedger } from '../../core/ledger/catalog.ts';
-import { openAccount } from '../../core/ledger/accounts.ts';
+import { ledgerTenant, transferCmd } from './tenant-db.ts';
 
 describe('idempotency key look-ups on the ledger write path', () => {
   let t: TestDb;
@@ -27,27 +25,9 @@ describe('idempotency key look-ups on the ledger write path', () => {
   before(async () => {
     t = await freshDatabase();
     const db = t.db;
-    await db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ($1, $1, 'KE', 'KES')`, [
-      tenant,
-    ]);
-    await ensureTenantLedger(db, tenant);
-    const open = (productCode: string) =>
-      db.tx((q) =>
-        openAccount(
-          q,
-          {
-            tenantId: tenant,
-            ownerType: 'customer',
-            ownerId: randomUUID(),
-            productCode,
-            currency: 'KES',
-            viaApi: false,
-          },
-          Date.now(),
-        ),
-      );
-    from = (await open('SETTLEMENT')).id;
-    to = (await open('WALLET_MAIN')).id;
+    const open = await ledgerTenant(db, tenant);
+    from = await open('SETTLEMENT');
+    to = await open('WALLET_MAIN');
     // A small key table, with up-to-date statistics.
     await db.query(
       `INSERT INTO idempotency_keys (tenant_id, key, principal, method, path, request_hash)
@@ -77,20 +57,7 @@ describe('idempotency key look-ups on the ledger write path', () => {
     path: '/v1/core/postings',
     hash: 'h',
   });
-  const post = () => ({
-    op: 'post',
-    tenant,
-    id: randomUUID(),
-    transaction_id: randomUUID(),
-    type: 'TRANSFER',
-    currency: 'KES',
-    description: null,
-    metadata: {},
-    entries: [
-      { account_id: from, side: 'debit', amount: '1.000000', currency: 'KES' },
-      { account_id: to, side: 'credit', amount: '1.000000', currency: 'KES' },
-    ],
-  });
+  const post = () => transferCmd(tenant, from, to, '1.000000');
 
   it('a plain join of the responses onto the key table scans it (why the guards exist)', async () => {
     notices.length = 0;

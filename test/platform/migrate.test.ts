@@ -3,19 +3,26 @@ import { mkdtemp, readFile, rm, writeFile, cp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { loadMigrations, migrate, migrationsDir, schemaHash } from '../../core/db/migrate.ts';
+import {
+  functionsDir,
+  loadFunctionFiles,
+  loadMigrations,
+  migrate,
+  migrationsDir,
+  schemaHash,
+} from '../../core/db/migrate.ts';
 import { seedDemo } from '../../core/seed.ts';
-import { freshDatabase } from '../helpers/db.ts';
+import { freshDatabase, type TestDb } from '../helpers/db.ts';
 
 describe('migrations', () => {
-  it('apply to an empty database, then are a no-op; the schema hash is stable', async () => {
+  it('apply to an empty database, then the ledger function files; then are a no-op; the schema hash is stable', async () => {
     const t = await freshDatabase({ migrate: false });
     try {
       const all = await loadMigrations();
-      assert.deepEqual(
-        await migrate(t.db.pool),
-        all.map((m) => m.version),
-      );
+      assert.deepEqual(await migrate(t.db.pool), [
+        ...all.map((m) => m.version),
+        ...(await loadFunctionFiles()).map((f) => `${f.name}.sql`),
+      ]);
       const hash = await schemaHash(t.db);
       assert.deepEqual(await migrate(t.db.pool), []);
       assert.equal(await schemaHash(t.db), hash);
@@ -49,6 +56,63 @@ describe('migrations', () => {
       await rm(dir, { recursive: true, force: true });
       await t.drop();
     }
+  });
+});
+
+describe('ledger function files (core/ledger/sql)', () => {
+  async function withFiles(fn: (dir: string, t: TestDb) => Promise<void>) {
+    const t = await freshDatabase({ migrate: false });
+    const dir = await mkdtemp(join(tmpdir(), 'fns-'));
+    try {
+      await cp(functionsDir, dir, { recursive: true });
+      await fn(`${dir}/`, t);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+      await t.drop();
+    }
+  }
+
+  it('are applied after the migrations, re-applied when their content changes, and not otherwise', async () => {
+    await withFiles(async (dir, t) => {
+      const first = await migrate(t.db.pool, migrationsDir, dir);
+      assert.ok(first.includes('ledger_fail.sql') && first.includes('0960_ledger_cmd_accounts_unused'));
+      assert.deepEqual(await migrate(t.db.pool, migrationsDir, dir), []);
+      const hash = await schemaHash(t.db);
+      const file = join(dir, 'ledger_fail.sql');
+      await writeFile(
+        file,
+        (await readFile(file, 'utf8')).replace(
+          "'message', p_message)",
+          "'message', p_message, 'edited', true)",
+        ),
+      );
+      assert.deepEqual(await migrate(t.db.pool, migrationsDir, dir), ['ledger_fail.sql']);
+      const { rows } = await t.db.query("SELECT ledger_fail('X', 'y') AS r");
+      assert.deepEqual(rows[0]?.r, { ok: false, code: 'X', message: 'y', edited: true });
+      assert.notEqual(await schemaHash(t.db), hash, 'the schema hash covers the function files');
+      assert.deepEqual(await migrate(t.db.pool, migrationsDir, dir), []);
+    });
+  });
+
+  it('refuse a file that drops or renames (it would break the running release), and commit nothing when one fails', async () => {
+    await withFiles(async (dir, t) => {
+      await writeFile(join(dir, 'ledger_zz.sql'), '-- no\nDROP FUNCTION ledger_fail(text, text);\n');
+      await assert.rejects(
+        migrate(t.db.pool, migrationsDir, dir),
+        /ledger_zz\.sql does more than create or replace/,
+      );
+      await rm(join(dir, 'ledger_zz.sql'));
+      await writeFile(
+        join(dir, 'ledger_zz.sql'),
+        'CREATE OR REPLACE FUNCTION ledger_zz() RETURNS int LANGUAGE sql AS $$ SELECT ledger_no_such_function() $$;\n',
+      );
+      await assert.rejects(
+        migrate(t.db.pool, migrationsDir, dir),
+        /function file ledger_zz\.sql failed: .*does not exist/,
+      );
+      const { rows } = await t.db.query<{ n: number }>('SELECT count(*)::int AS n FROM schema_migrations');
+      assert.deepEqual(rows, [{ n: 0 }], 'the migrations of the failed call rolled back with it');
+    });
   });
 });
 

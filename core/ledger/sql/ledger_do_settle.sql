@@ -1,0 +1,6 @@
+-- The `capture` and `void` commands: ledger_do_settle_uncounted, a capture counted against an
+-- API key's budget when the command carries one (G12, ledger_do_counted).
+-- Proved by: test/e2e/apikey-budgets.test.ts › "refuses a 1000.00 reversal and a 1000.00 capture
+-- past a 10.00 budget, moving nothing"; test/ledger/routes.test.ts › "holds: create, partial
+-- capture, void, …".
+CREATE OR REPLACE FUNCTION ledger_do_settle(c jsonb) RETURNS jsonb LANGUAGE sql AS $$ SELECT ledger_do_counted(c) $$;
