@@ -7,6 +7,7 @@ import type { Server } from 'node:http';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { buildCore } from '../core/app.ts';
+import { loadLedgerCurrencies } from '../core/admin/reference/currencies.ts';
 import { startEmbedded, type EmbeddedServer } from '../core/db/embedded.ts';
 import { migrate } from '../core/db/migrate.ts';
 import { labelCluster } from '../core/residency/cluster.ts';
@@ -203,6 +204,8 @@ export async function startStack(
       rpName: 'Payments platform staff',
       origins: [...config.webauthnOrigins],
     };
+    // The ledger's currencies (issue 21 item 2) before the first request.
+    await loadLedgerCurrencies(db);
     const core = buildCore({
       db,
       log: log.child({ component: 'core' }),
