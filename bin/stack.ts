@@ -153,6 +153,8 @@ export async function startStack(
     } catch (err) {
       throw new StartError(`database migration failed: ${(err as Error).message.split('\n')[0]}`);
     }
+    // The ledger's currencies (issue 21 item 2), before the seed opens accounts and core serves.
+    await loadLedgerCurrencies(db);
     if (databaseRegion !== config.deploymentRegion)
       log.warn(
         { deploymentRegion: config.deploymentRegion, databaseRegion },
@@ -204,8 +206,6 @@ export async function startStack(
       rpName: 'Payments platform staff',
       origins: [...config.webauthnOrigins],
     };
-    // The ledger's currencies (issue 21 item 2) before the first request.
-    await loadLedgerCurrencies(db);
     const core = buildCore({
       db,
       log: log.child({ component: 'core' }),
