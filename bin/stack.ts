@@ -7,6 +7,7 @@ import type { Server } from 'node:http';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { buildCore } from '../core/app.ts';
+import { loadLedgerCurrencies } from '../core/admin/reference/currencies.ts';
 import { startEmbedded, type EmbeddedServer } from '../core/db/embedded.ts';
 import { migrate } from '../core/db/migrate.ts';
 import { labelCluster } from '../core/residency/cluster.ts';
@@ -152,6 +153,8 @@ export async function startStack(
     } catch (err) {
       throw new StartError(`database migration failed: ${(err as Error).message.split('\n')[0]}`);
     }
+    // The ledger's currencies (issue 21 item 2), before the seed opens accounts and core serves.
+    await loadLedgerCurrencies(db);
     if (databaseRegion !== config.deploymentRegion)
       log.warn(
         { deploymentRegion: config.deploymentRegion, databaseRegion },

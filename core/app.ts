@@ -42,6 +42,7 @@ import { policyImpactRoutes } from './policy/routes.ts';
 import type { WebAuthnConfig } from './staff/webauthn.ts';
 import { ResidencyGate, type ResidencyOptions } from './residency/gate.ts';
 import { developmentRegion } from './residency/cluster.ts';
+import { reloadCurrencies } from './admin/reference/currencies.ts';
 
 /** Development default: browsers accept `localhost` as an RP ID (never an IP address). */
 export const defaultWebAuthn = (): WebAuthnConfig => ({
@@ -229,7 +230,9 @@ export function buildCore(deps: CoreDeps): Core {
   });
   ledger.start();
   impact.runner?.start();
+  const currencies = reloadCurrencies(deps.db, deps.log);
   server.on('close', () => {
+    clearInterval(currencies);
     ledger.stop();
     void residency.close();
     void impact.runner?.stop();

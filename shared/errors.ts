@@ -153,6 +153,8 @@ const table = {
   PRODUCT_EXISTS: [409, 'Conflict'],
   COUNTRY_IN_USE: [409, 'Conflict'],
   CURRENCY_IN_USE: [409, 'Conflict'],
+  /** The minor units of a currency some ledger account holds (issue 21 item 2). */
+  CURRENCY_MINOR_UNITS_LOCKED: [409, 'Conflict'],
   SCHEDULE_ACTIVE: [409, 'Conflict'],
   SCHEDULE_NOT_EDITABLE: [409, 'Conflict'],
   CONFIG_STATE_CONFLICT: [409, 'Conflict'],

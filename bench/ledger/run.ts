@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { startEmbedded } from '../../core/db/embedded.ts';
+import { loadLedgerCurrencies } from '../../core/admin/reference/currencies.ts';
 import { migrate } from '../../core/db/migrate.ts';
 import { createDb } from '../../shared/db/pool.ts';
 import { defaultBatchWindowMs, defaultInFlightBatches } from '../../core/ledger/batcher.ts';
@@ -96,6 +97,7 @@ async function main(): Promise<void> {
       )
     ).rows[0];
     await migrate(db.pool);
+    await loadLedgerCurrencies(db);
     const { wallets, hot } = await setupBench(db);
     const ledger = new Ledger({ db, log, now: Date.now, inFlightBatches: inFlight, batchWindowMs: windowMs });
     const run = randomBytes(4).toString('hex');

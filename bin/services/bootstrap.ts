@@ -6,6 +6,7 @@
  * set-up that expires after 24 hours (both stored only as hashes). A second run changes nothing
  * and prints no credential.
  */
+import { loadLedgerCurrencies } from '../../core/admin/reference/currencies.ts';
 import { pendingMigrations } from '../../core/db/migrate.ts';
 import { KeyStore } from '../../core/keys/keys.ts';
 import { AlreadyBootstrapped, bootstrapPlatform } from '../../core/platform/operator.ts';
@@ -27,6 +28,8 @@ async function main(): Promise<void> {
     const pending = await pendingMigrations(db);
     if (pending.length > 0)
       fail(`the database lacks ${pending.length} migration(s): run \`npm run migrate\` first`);
+    // The ledger's currencies (issue 21 item 2): the operator's tenant is checked against them.
+    await loadLedgerCurrencies(db);
     const tenantId = config.values.BOOTSTRAP_TENANT_ID as string;
     const adminUserName = config.values.BOOTSTRAP_ADMIN_USER_NAME as string;
     const result = await db.tx((q) =>

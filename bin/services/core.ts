@@ -9,6 +9,7 @@
 import { resolve } from 'node:path';
 import { ApiKeys } from '../../core/apikeys/store.ts';
 import { buildCore } from '../../core/app.ts';
+import { loadLedgerCurrencies } from '../../core/admin/reference/currencies.ts';
 import { Dispatcher } from '../../core/admin/webhooks/dispatcher.ts';
 import { TargetGuard } from '../../core/admin/webhooks/target.ts';
 import { pendingMigrations } from '../../core/db/migrate.ts';
@@ -92,6 +93,8 @@ async function main(): Promise<void> {
   const allowedCidrs = listOf(config, 'PRIVATE_TARGETS_ALLOWED');
   const guard = new TargetGuard({ allowPrivateTargets: dev, allowedCidrs });
   const sms = smsSenderOf(config, guard, log);
+  // The ledger's currencies (issue 21 item 2) before the first request.
+  await loadLedgerCurrencies(db);
   const core = buildCore({
     db,
     log,

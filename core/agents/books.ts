@@ -8,7 +8,8 @@ import { AppError } from '../../shared/errors.ts';
 import { scopeOf, toReply, withIdempotency } from '../idempotency/idempotency.ts';
 import type { Reply } from '../http/route.ts';
 import { minorUnitsOf } from '../ledger/currency.ts';
-import { format, fromDb, type Micro } from '../../shared/money.ts';
+import { amountsOf } from '../ledger/reads.ts';
+import { format, type Micro } from '../../shared/money.ts';
 import { keyOwnerOf, type AgentCaller, type AgentDeps, type AnyCtx, type OpsCaller } from './context.ts';
 
 export interface Balance {
@@ -24,16 +25,8 @@ export async function balanceOf(
   accountId: string,
   lock = false,
 ): Promise<Balance> {
-  const { rows } = await q.query<{ posted: string; held: string; line: string }>(
-    `SELECT (credits_posted - debits_posted)::text AS posted, pending_debits::text AS held, overdraft_limit::text AS line
-       FROM ledger_balances WHERE tenant_id = $1 AND account_id = $2${lock ? ' FOR UPDATE' : ''}`,
-    [tenantId, accountId],
-  );
-  const r = rows[0];
-  if (!r) return { posted: 0n, held: 0n, available: 0n };
-  const posted = fromDb(r.posted);
-  const held = fromDb(r.held);
-  return { posted, held, available: posted - held + fromDb(r.line) };
+  const a = await amountsOf(q, tenantId, accountId, lock);
+  return { posted: a.posted, held: a.held, available: a.posted - a.held + a.overdraft };
 }
 
 /** Wire text of an amount in the currency's minor units ("12.50"). */

@@ -7,7 +7,8 @@
 import type { Queryable } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
 import { minorUnitsOf } from '../ledger/currency.ts';
-import { format, fromDb, type Micro } from '../../shared/money.ts';
+import { amountsOf } from '../ledger/reads.ts';
+import { format, type Micro } from '../../shared/money.ts';
 
 export type Tier = 'basic' | 'standard' | 'super';
 const tierRank: Record<Tier, number> = { basic: 0, standard: 1, super: 2 };
@@ -151,11 +152,8 @@ export async function loadAgent(
 
 /** Posted credits − posted debits − held debits of a ledger account (its spendable amount). */
 export async function availableOf(q: Queryable, tenantId: string, accountId: string): Promise<Micro> {
-  const { rows } = await q.query<{ v: string }>(
-    'SELECT (credits_posted - debits_posted - pending_debits)::text AS v FROM ledger_balances WHERE tenant_id = $1 AND account_id = $2',
-    [tenantId, accountId],
-  );
-  return fromDb(rows[0]?.v ?? '0');
+  const a = await amountsOf(q, tenantId, accountId);
+  return a.posted - a.held;
 }
 
 export async function passedCourses(q: Queryable, tenantId: string, agentId: string): Promise<Set<string>> {

@@ -16,7 +16,8 @@ import { uuidv7 } from '../../shared/uuid.ts';
 import { requireDayOpen, wire } from './books.ts';
 import { withLegacyName, type PageRequest } from '../http/cursor.ts';
 import { actorOf, auditAgent, businessDate, type AgentCaller } from './context.ts';
-import { apply, platformAccounts, postCmd } from './ledger.ts';
+import { applyInTx, postCmd } from '../ledger/apply.ts';
+import { platformAccounts } from './ledger.ts';
 import { lockAgent } from './txns.ts';
 
 /** A preview older than this is stale: accrued rows may have changed since the agent saw it. */
@@ -203,7 +204,7 @@ export async function acceptPayout(
     { payout_id: p.id, agent_id: c.agentId },
     now,
   );
-  await apply(q, [cmd]);
+  await applyInTx(q, [cmd]);
   const postingId = String(cmd.id);
   await q.query(
     `UPDATE agent_commissions SET state = 'PAID', payout_id = $3 WHERE tenant_id = $1 AND id = ANY($2::uuid[])`,

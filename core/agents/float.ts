@@ -14,7 +14,9 @@ import { uuidv7 } from '../../shared/uuid.ts';
 import { wire, requireDayOpen } from './books.ts';
 import { actorOf, auditAgent, businessDate, type AgentCaller, type OpsCaller } from './context.ts';
 import { requireCapability } from './capabilities.ts';
-import { apply, platformAccounts, postCmd } from './ledger.ts';
+import { applyInTx, captureCmd, holdCmd, postCmd, voidCmd } from '../ledger/apply.ts';
+import { holdLive, holdStates } from '../ledger/reads.ts';
+import { platformAccounts } from './ledger.ts';
 import { lockAgent } from './txns.ts';
 
 export type FloatKind = 'TOPUP' | 'REDEEM';
@@ -128,21 +130,22 @@ export async function requestFloat(
   if (kind === 'REDEEM') {
     const pa = await platformAccounts(q, c.tenantId, agent.currency, now);
     holdId = uuidv7(now);
-    await apply(q, [
-      {
-        op: 'hold',
-        tenant: c.tenantId,
-        id: holdId,
-        transaction_id: uuidv7(now),
-        type: 'FLOAT_REDEEM',
-        debit_account_id: agent.float_account_id,
-        credit_account_id: pa.settlement,
-        currency: agent.currency,
-        amount: toDb(amount),
-        description: `float redeem ${id}`,
-        metadata: { float_instruction_id: id, agent_id: c.agentId },
-        expires_at: new Date(now + redeemHoldMs).toISOString(),
-      },
+    await applyInTx(q, [
+      holdCmd(
+        c.tenantId,
+        {
+          id: holdId,
+          type: 'FLOAT_REDEEM',
+          debit: agent.float_account_id,
+          credit: pa.settlement,
+          currency: agent.currency,
+          amount,
+          description: `float redeem ${id}`,
+          metadata: { float_instruction_id: id, agent_id: c.agentId },
+          expiresAt: new Date(now + redeemHoldMs),
+        },
+        now,
+      ),
     ]);
   }
   const step = { state: 'PENDING', at: new Date(now).toISOString(), by: actorOf(c) };
@@ -180,13 +183,8 @@ export async function requestFloat(
 /** Void a redeem's hold if it is still pending (an expired one has released the amount already). */
 async function releaseHold(q: Queryable, tenantId: string, r: InstructionRow, now: number): Promise<void> {
   if (!r.hold_id) return;
-  const { rows } = await q.query<{ status: string; expires_at: Date }>(
-    'SELECT status, expires_at FROM ledger_holds WHERE tenant_id = $1 AND id = $2',
-    [tenantId, r.hold_id],
-  );
-  const h = rows[0];
-  if (h?.status === 'pending' && h.expires_at.getTime() > now)
-    await apply(q, [{ op: 'void', tenant: tenantId, hold_id: r.hold_id, now: new Date(now).toISOString() }]);
+  const [h] = await holdStates(q, tenantId, [r.hold_id]);
+  if (holdLive(h, now)) await applyInTx(q, [voidCmd(tenantId, r.hold_id, now)]);
 }
 
 function expect(r: InstructionRow, from: FloatState[], what: string): void {
@@ -232,7 +230,7 @@ export async function opsFloat(
   now: number,
 ): Promise<InstructionRow> {
   const r0 = await loadInstruction(q, o.tenantId, id);
-  // Lock order of every agent operation: agent row, then its rows, then balances (ledger_apply).
+  // Lock order of every agent operation: agent row, then its rows, then balances (the ledger's apply).
   const agent = await lockAgent(q, o.tenantId, r0.agent_id);
   const r = await loadInstruction(q, o.tenantId, id, undefined, true);
   let out: InstructionRow;
@@ -263,18 +261,11 @@ export async function opsFloat(
         now,
       );
       cmd.id = postingId;
-      await apply(q, [cmd]);
+      await applyInTx(q, [cmd]);
     } else {
-      await apply(q, [
-        {
-          op: 'capture',
-          tenant: o.tenantId,
-          hold_id: r.hold_id,
-          amount: null,
-          id: postingId,
-          now: new Date(now).toISOString(),
-        },
-      ]);
+      // A redeem places its hold when requested (requestFloat), so it always has one.
+      if (!r.hold_id) throw new Error(`redeem instruction ${r.id} has no hold`);
+      await applyInTx(q, [captureCmd(o.tenantId, r.hold_id, postingId, now)]);
     }
     out = await transition(q, o.tenantId, r, 'SETTLED', o, now, { postingId });
   }

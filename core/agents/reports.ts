@@ -3,7 +3,7 @@
  * agent's period (the day after the previous close through the closed date): transaction
  * counts and amounts by type, and for the float and commission wallets the opening balance
  * (the previous close's closing), every ledger movement since the previous close's watermark
- * (ledger_entries.seq) by posting type, and the closing balance read from the ledger. Opening +
+ * (the ledger's entry sequence) by posting type, and the closing balance read from the ledger. Opening +
  * movements = closing is checked, not assumed (`reconciled`). Once closed, the summary is
  * stored and immutable (trigger), and agent_txns_day_open refuses new or backdated rows.
  */
@@ -12,6 +12,7 @@ import { TypeCompiler } from '@sinclair/typebox/compiler';
 import type { Queryable } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
 import { fromDb, type Micro } from '../../shared/money.ts';
+import { movementsByType } from '../ledger/reads.ts';
 import { balanceOf, wire } from './books.ts';
 import { auditAgent, businessDate, type AgentCaller } from './context.ts';
 import { lockAgent, type AgentRow } from './txns.ts';
@@ -79,19 +80,7 @@ async function walletPeriod(
   opening: Micro,
   sinceSeq: string,
 ) {
-  const { rows } = await q.query<{
-    type_code: string;
-    credits: string;
-    debits: string;
-    n: number;
-    last_seq: string;
-  }>(
-    `SELECT p.type_code, coalesce(sum(e.amount) FILTER (WHERE e.side = 'credit'), 0)::text AS credits,
-            coalesce(sum(e.amount) FILTER (WHERE e.side = 'debit'), 0)::text AS debits, count(*)::int AS n, max(e.seq)::text AS last_seq
-       FROM ledger_entries e JOIN ledger_postings p ON p.tenant_id = e.tenant_id AND p.id = e.posting_id
-      WHERE e.tenant_id = $1 AND e.account_id = $2 AND e.seq > $3::bigint GROUP BY p.type_code ORDER BY p.type_code`,
-    [tenantId, accountId, sinceSeq],
-  );
+  const rows = await movementsByType(q, tenantId, accountId, sinceSeq);
   const bal = await balanceOf(q, tenantId, accountId);
   let net = 0n;
   let seq = BigInt(sinceSeq);

@@ -20,7 +20,9 @@ import {
   type OpsCaller,
 } from './context.ts';
 import { requireCapability } from './capabilities.ts';
-import { apply, platformAccounts, postCmd, reverseCmd, walletOf, type Leg } from './ledger.ts';
+import { applyInTx, postCmd, reverseCmd, type Leg } from '../ledger/apply.ts';
+import { openWallet } from '../ledger/wallets.ts';
+import { platformAccounts } from './ledger.ts';
 import { agentLimits, customerLimits, enforce, priceOf, type TxnKind } from './pricing.ts';
 
 /** How long a customer has to authorise a cash-out or P2P with the code sent to their phone. */
@@ -287,7 +289,7 @@ async function legsOf(
   const pa = await platformAccounts(q, tenantId, r.currency, now);
   const amount = fromDb(r.amount);
   const fee = fromDb(r.fee);
-  const wallet = await walletOf(q, tenantId, r.customer_id, r.currency, now);
+  const wallet = await openWallet(q, tenantId, r.customer_id, r.currency, now);
   let main: Leg[];
   if (r.kind === 'CASHIN') {
     main = [
@@ -301,7 +303,7 @@ async function legsOf(
       { account: pa.feeIncome, side: 'credit', amount: fee },
     ];
   } else {
-    const to = await walletOf(q, tenantId, r.counterparty_id ?? '', r.currency, now);
+    const to = await openWallet(q, tenantId, r.counterparty_id ?? '', r.currency, now);
     main = [
       { account: wallet, side: 'debit', amount: amount + fee },
       { account: to, side: 'credit', amount },
@@ -354,7 +356,7 @@ export async function post(
     cmds.push(
       postCmd(tenantId, 'COMMISSION', r.currency, commission, `agent commission for ${r.id}`, meta, t),
     );
-  await apply(q, cmds);
+  await applyInTx(q, cmds);
   const postingId = String(cmds[0]?.id);
   const commissionId = cmds[1] ? String(cmds[1].id) : null;
   await q.query(
@@ -508,7 +510,7 @@ export async function reverseTxn(
   // Unpaid commission: reverse its posting. Paid: a negative accrual nets it off the next payout.
   if (accrual?.state === 'ACCRUED' && r.commission_posting_id)
     cmds.push(reverseCmd(c.tenantId, r.commission_posting_id, `commission clawback ${r.id}`, t));
-  await apply(q, cmds);
+  await applyInTx(q, cmds);
   if (accrual?.state === 'ACCRUED') {
     await q.query(`UPDATE agent_commissions SET state = 'CLAWED_BACK' WHERE tenant_id = $1 AND id = $2`, [
       c.tenantId,

@@ -19,8 +19,10 @@ import { balanceOf, balanceView, idempotent, wire } from './books.ts';
 import { cursorParam, cursorsOf, withLegacyName, type PageRequest } from '../http/cursor.ts';
 import { agentCaller, auditAgent, type AgentCaller, type AgentDeps, type AnyCtx } from './context.ts';
 import { kycCustomer } from './txns.ts';
+import { accountRef, entryHistory, type AccountRef } from '../ledger/reads.ts';
 import { Uuid } from '../ledger/schemas.ts';
 import { declared } from '../http/declared.ts';
+import { walletOf } from '../ledger/wallets.ts';
 
 const tags = ['agent-wallets'];
 const auth = { name: 'Authorization', required: true, description: 'Bearer <agent access token>' };
@@ -50,13 +52,7 @@ const BalanceBody = Type.Object({
   consent: Type.Boolean(),
 });
 
-interface WalletRow {
-  id: string;
-  owner_type: string;
-  owner_id: string;
-  product_code: string;
-  currency: string;
-}
+type WalletRow = AccountRef;
 
 const bindingOf = (agentId: string, walletId: string) => `agent-wallet:${agentId}:${walletId}`;
 const consentKey = (s: TenantSecrets, tenantId: string, customerId: string) =>
@@ -78,11 +74,7 @@ async function visibleWallet(
   c: AgentCaller,
   walletId: string,
 ): Promise<{ w: WalletRow; consent: boolean }> {
-  const { rows } = await deps.db.query<WalletRow>(
-    'SELECT id, owner_type, owner_id, product_code, currency FROM ledger_accounts WHERE tenant_id = $1 AND id = $2',
-    [c.tenantId, walletId],
-  );
-  const w = rows[0];
+  const w = await accountRef(deps.db, c.tenantId, walletId);
   const notFound = new AppError('WALLET_NOT_FOUND', `wallet ${walletId} not found`);
   if (!w) throw notFound;
   if (w.owner_type === 'agent' && w.owner_id === c.agentId) return { w, consent: false };
@@ -136,25 +128,12 @@ async function history(
   page: PageRequest,
 ): Promise<Record<string, unknown>> {
   const before = page.after?.[0];
-  // Running balance over the account's whole history (seq order), then the page.
-  const { rows } = await q.query<{
-    seq: string;
-    posting_id: string;
-    side: string;
-    amount: string;
-    type_code: string;
-    kind: string;
-    description: string | null;
-    created_at: Date;
-    balance_after: string;
-  }>(
-    `SELECT * FROM (
-       SELECT e.seq::text AS seq, e.posting_id, e.side, e.amount::text AS amount, p.type_code, p.kind, p.description, e.created_at,
-              (sum(CASE e.side WHEN 'credit' THEN e.amount ELSE -e.amount END) OVER (ORDER BY e.seq))::text AS balance_after
-         FROM ledger_entries e JOIN ledger_postings p ON p.tenant_id = e.tenant_id AND p.id = e.posting_id
-        WHERE e.tenant_id = $1 AND e.account_id = $2) h
-      WHERE ($3::bigint IS NULL OR h.seq::bigint < $3) ORDER BY h.seq::bigint DESC LIMIT $4`,
-    [tenantId, w.id, before ?? null, page.limit + 1],
+  const rows = await entryHistory(
+    q,
+    tenantId,
+    w.id,
+    before === undefined ? undefined : String(before),
+    page.limit + 1,
   );
   const { items, next_cursor } = page.finish(rows, (r) => [r.seq]);
   return withLegacyName({
@@ -202,11 +181,7 @@ export function walletRoutes(deps: AgentDeps): RouteSpec[] {
           const agent = ag[0];
           if (!agent) throw new AppError('FORBIDDEN', 'agent is not active');
           const cust = await kycCustomer(q, c.tenantId, ctx.body.customerPhone, now);
-          const { rows } = await q.query<{ id: string }>(
-            `SELECT id FROM ledger_accounts WHERE tenant_id = $1 AND owner_type = 'customer' AND owner_id = $2 AND product_code = 'WALLET_MAIN' AND currency = $3 AND status = 'active' ORDER BY created_at LIMIT 1`,
-            [c.tenantId, cust.id, agent.currency],
-          );
-          const walletId = rows[0]?.id;
+          const walletId = await walletOf(q, c.tenantId, cust.id, agent.currency);
           if (!walletId)
             throw new AppError('WALLET_NOT_FOUND', 'the customer has no wallet in this currency yet');
           const code = await issueOtp(

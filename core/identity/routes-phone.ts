@@ -1,6 +1,6 @@
 /** Phone verification and PIN set (SPEC 3 "phone verification", 4.2, 5.2.1). */
 import { createHash, randomBytes } from 'node:crypto';
-import { ensureWallet } from '../payments/wallets.ts';
+import { ensureWallet } from '../ledger/wallets.ts';
 import { Type } from '@sinclair/typebox';
 import { uuidv7 } from '../../shared/uuid.ts';
 import { AppError } from '../../shared/errors.ts';

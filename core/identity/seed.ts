@@ -10,7 +10,7 @@
 import { randomInt } from 'node:crypto';
 import { createLogger } from '../../shared/log.ts';
 import { uuidv7 } from '../../shared/uuid.ts';
-import { ensureWallet } from '../payments/wallets.ts';
+import { ensureWallet } from '../ledger/wallets.ts';
 import type { Seeder } from '../seed.ts';
 import { auditAuth, identityDeps } from './context.ts';
 import { isWeakPin } from './routes-phone.ts';

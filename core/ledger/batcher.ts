@@ -12,9 +12,10 @@ import type { Logger } from 'pino';
 import pg from 'pg';
 import { txRetryLimit, type Db } from '../../shared/db/pool.ts';
 import { appendAudit, withoutRequestAudit, withRequestFacts, type AuditEntry } from '../../shared/audit.ts';
-import { AppError, isErrorCode, toCoreBody } from '../../shared/errors.ts';
+import { AppError, toCoreBody } from '../../shared/errors.ts';
 import { findKey, replay, type IdemScope, type StoredResponse } from '../idempotency/idempotency.ts';
 import { storedForm, type ResponseVault } from '../idempotency/secrets.ts';
+import { refusalError } from './apply.ts';
 
 const { escapeLiteral } = pg;
 
@@ -91,10 +92,7 @@ function isApplyResult(v: unknown): v is ApplyResult {
 
 /** A failed result as the response the client sees (and a replay repeats). */
 export function failureResponse(code: string, message: string): { status: number; body: string } {
-  const err = new AppError(
-    isErrorCode(code) ? code : 'INTERNAL',
-    isErrorCode(code) ? message : 'internal error',
-  );
+  const err = refusalError(code, message);
   return { status: err.status, body: JSON.stringify(toCoreBody(err)) };
 }
 

@@ -142,3 +142,55 @@ export async function ensureTenantLedger(q: Queryable, tenantId: string): Promis
   );
   ready.add(tenantId);
 }
+
+/** Account types a module needs beyond the defaults (idempotent; never opened through the API). */
+export async function ensureAccountTypes(
+  q: Queryable,
+  tenantId: string,
+  types: readonly { code: string; description: string; debitsMustNotExceedCredits: boolean }[],
+): Promise<void> {
+  for (const t of types) {
+    await q.query(
+      `INSERT INTO ledger_account_types (tenant_id, code, description, debits_must_not_exceed_credits, open_via_api)
+       VALUES ($1, $2, $3, $4, false) ON CONFLICT DO NOTHING`,
+      [tenantId, t.code, t.description, t.debitsMustNotExceedCredits],
+    );
+  }
+}
+
+/** Transaction types a module needs beyond the defaults (idempotent; no two-factor flag). */
+export async function ensureTransactionTypes(
+  q: Queryable,
+  tenantId: string,
+  types: readonly { code: string; description: string }[],
+): Promise<void> {
+  for (const t of types) {
+    await q.query(
+      `INSERT INTO ledger_transaction_types (tenant_id, code, description, requires_two_factor)
+       VALUES ($1, $2, $3, false) ON CONFLICT DO NOTHING`,
+      [tenantId, t.code, t.description],
+    );
+  }
+}
+
+export interface LimitRowInput {
+  tenantId: string;
+  product: string;
+  action: string;
+  currency: string;
+  period: string;
+  maxAmount: string | null;
+  maxCount: number | null;
+  active: boolean;
+}
+
+/** Write one limit row the ledger's own limit check reads (admin's activated TENANT limit schedules). */
+export async function upsertLimitRow(q: Queryable, r: LimitRowInput): Promise<void> {
+  await q.query(
+    `INSERT INTO ledger_limit_rows (tenant_id, product_code, action, currency, period, max_amount, max_count, active)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+     ON CONFLICT (tenant_id, product_code, action, currency, period)
+     DO UPDATE SET max_amount = EXCLUDED.max_amount, max_count = EXCLUDED.max_count, active = EXCLUDED.active`,
+    [r.tenantId, r.product, r.action, r.currency, r.period, r.maxAmount, r.maxCount, r.active],
+  );
+}

@@ -19,6 +19,7 @@ import type { CorePrincipal } from '../oauth/bearer.ts';
 import { uuidv7 } from '../../shared/uuid.ts';
 import { LedgerBatcher, type Job, type LedgerCommand } from './batcher.ts';
 import { amountOf, buildPost, defaultTransactionType, knownCurrency } from './commands.ts';
+import { auditFeeIncomeMoves } from './fee-income.ts';
 import { parseAmount, toDb } from '../../shared/money.ts';
 import { holdView, postingView } from './render.ts';
 import {
@@ -260,9 +261,12 @@ export class Ledger {
     return runExclusive(this.deps.db, 'holdExpiry', () => this.sweepExpiredHolds());
   }
 
-  /** Start the expiry sweeper (stopped by `stop`). */
+  /** Start the expiry sweeper (stopped by `stop`), and audit migration 0955's fee-income moves. */
   start(): void {
     if (this.timer) return;
+    auditFeeIncomeMoves(this.deps.db, this.deps.now()).catch((err: unknown) =>
+      this.deps.log.warn({ err: (err as Error).message }, 'auditing the fee-income moves failed'),
+    );
     this.timer = setInterval(() => {
       if (this.sweeping) return;
       this.sweeping = true;

@@ -10,6 +10,7 @@ import { appendAudit } from '../../shared/audit.ts';
 import type { Queryable } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
 import { uuidv7 } from '../../shared/uuid.ts';
+import { accountRef } from '../ledger/reads.ts';
 import { enqueue } from '../outbox/outbox.ts';
 import type { RequestContext } from '../http/route.ts';
 import { auditOf, type StaffCaller } from './context.ts';
@@ -73,11 +74,8 @@ type AnyCtx = RequestContext<unknown, unknown, unknown>;
 
 /** The wallet's owner (a customer) and a lock on the account row, so two officers cannot race. */
 async function walletOwner(q: Queryable, tenantId: string, accountId: string): Promise<string> {
-  const { rows } = await q.query<{ owner_id: string }>(
-    `SELECT owner_id FROM ledger_accounts WHERE tenant_id = $1 AND id = $2 AND owner_type = 'customer' FOR NO KEY UPDATE`,
-    [tenantId, accountId],
-  );
-  const owner = rows[0]?.owner_id;
+  const a = await accountRef(q, tenantId, accountId, true);
+  const owner = a?.owner_type === 'customer' ? a.owner_id : undefined;
   if (!owner) throw new AppError('WALLET_NOT_FOUND', 'no customer wallet with that id in this tenant');
   return owner;
 }

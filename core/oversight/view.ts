@@ -10,6 +10,7 @@ import { AppError } from '../../shared/errors.ts';
 import { maskCardNumber, maskName, maskPhone, maskingLevel } from '../../shared/masking.ts';
 import { format, fromDb } from '../../shared/money.ts';
 import { getBalances } from '../ledger/accounts.ts';
+import { accountsOwnedBy } from '../ledger/reads.ts';
 
 export const PhoneQuery = Type.Object(
   { phone: Type.String({ pattern: '^\\+[0-9]{7,15}$', description: 'E.164' }) },
@@ -85,27 +86,20 @@ async function customerByPhone(q: Queryable, tenantId: string, phone: string): P
 }
 
 async function accountsOf(q: Queryable, tenantId: string, customerId: string) {
-  const { rows } = await q.query<{
-    id: string;
-    product_code: string;
-    currency: string;
-    status: string;
-    hold: string | null;
-  }>(
-    `SELECT a.id, a.product_code, a.currency, a.status, h.id AS hold
-       FROM ledger_accounts a LEFT JOIN wallet_fraud_holds h ON h.tenant_id = a.tenant_id AND h.account_id = a.id AND h.lifted_at IS NULL
-      WHERE a.tenant_id = $1 AND a.owner_type = 'customer' AND a.owner_id = $2 ORDER BY a.created_at, a.id`,
-    [tenantId, customerId],
+  const accounts = await accountsOwnedBy(q, tenantId, 'customer', customerId);
+  const { rows: holds } = await q.query<{ id: string; account_id: string }>(
+    'SELECT id, account_id FROM wallet_fraud_holds WHERE tenant_id = $1 AND account_id = ANY($2::uuid[]) AND lifted_at IS NULL',
+    [tenantId, accounts.map((a) => a.id)],
   );
   const out = [];
-  for (const a of rows)
+  for (const a of accounts)
     out.push({
       id: a.id,
       product_code: a.product_code,
       currency: a.currency,
       status: a.status,
       balances: (await getBalances(q, tenantId, a.id)) ?? null,
-      fraud_hold: a.hold,
+      fraud_hold: holds.find((h) => h.account_id === a.id)?.id ?? null,
     });
   return out;
 }

@@ -8,6 +8,7 @@ import { maskPhone, maskingLevel } from '../../shared/masking.ts';
 import { cursorParam, cursorsOf, NextCursor } from '../http/cursor.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import { getBalances } from '../ledger/accounts.ts';
+import { accountsOwnedBy } from '../ledger/reads.ts';
 import { knownCurrency } from '../ledger/commands.ts';
 import { format, fromDb } from '../../shared/money.ts';
 import { bearerHeader, customerOf, type PaymentsDeps } from './context.ts';
@@ -71,16 +72,7 @@ export function historyRoutes(deps: PaymentsDeps): RouteSpec[] {
       },
       handler: async (ctx) => {
         const caller = await customerOf(deps, ctx, 1);
-        const { rows } = await deps.db.query<{
-          id: string;
-          product_code: string;
-          currency: string;
-          status: string;
-          created_at: Date;
-        }>(
-          `SELECT id, product_code, currency, status, created_at FROM ledger_accounts WHERE tenant_id = $1 AND owner_type = 'customer' AND owner_id = $2 ORDER BY created_at, id`,
-          [caller.tenantId, caller.customerId],
-        );
+        const rows = await accountsOwnedBy(deps.db, caller.tenantId, 'customer', caller.customerId);
         const { rows: me } = await deps.db.query<{ phone_e164: string }>(
           'SELECT phone_e164 FROM customers WHERE tenant_id = $1 AND id = $2',
           [caller.tenantId, caller.customerId],

@@ -15,15 +15,16 @@ import { uuidv7 } from '../../shared/uuid.ts';
 import { limitRowsFor, quoteFee } from '../admin/schedules.ts';
 import { appendAudit } from '../../shared/audit.ts';
 import type { Queryable } from '../../shared/db/pool.ts';
-import { AppError, isErrorCode } from '../../shared/errors.ts';
-import { checkMoneyMovement } from '../http/money.ts';
+import { AppError } from '../../shared/errors.ts';
 import { useStepUp } from '../identity/bound.ts';
 import { coolingOff, verifyDeviceAssertion } from '../identity/devices.ts';
 import type { Caller } from '../identity/tokens.ts';
 import { amountOf, knownCurrency } from '../ledger/commands.ts';
 import { format, fromDb, toDb, type Micro } from '../../shared/money.ts';
 import { enqueue } from '../outbox/outbox.ts';
-import { feeIncomeAccount, walletOf } from './wallets.ts';
+import { applyInTx, captureCmd, holdCmd } from '../ledger/apply.ts';
+import { holdLive, holdStates } from '../ledger/reads.ts';
+import { feeIncomeAccount, walletOf } from '../ledger/wallets.ts';
 
 /** How long a pending transfer's holds last before they lapse (confirm after that fails). */
 export const transferHoldS = 600;
@@ -109,20 +110,6 @@ export function transferView(r: TransferRow, nowMs: number): Record<string, unkn
     posting_ids: r.posting_ids,
     ...(r.failure_code ? { failure_code: r.failure_code } : {}),
   };
-}
-
-type ApplyResult = ({ ok: true } & Record<string, unknown>) | { ok: false; code: string; message: string };
-
-/** Run ledger commands inside the caller's transaction; any refusal aborts them all. */
-async function applyAll(q: Queryable, cmds: Record<string, unknown>[]): Promise<ApplyResult[]> {
-  checkMoneyMovement(cmds.map((c) => c.op));
-  const { rows } = await q.query<{ r: ApplyResult[] }>('SELECT ledger_apply($1::jsonb) AS r', [
-    JSON.stringify(cmds),
-  ]);
-  const results = rows[0]?.r ?? [];
-  const failed = results.find((r): r is Extract<ApplyResult, { ok: false }> => !r.ok);
-  if (failed) throw new AppError(isErrorCode(failed.code) ? failed.code : 'UNPROCESSABLE', failed.message);
-  return results;
 }
 
 /** The customer's active KYC level (agents register it), when known: it selects their limit rows. */
@@ -289,23 +276,25 @@ export async function createTransfer(
   const feeAccount = quote.fee > 0n ? await feeIncomeAccount(q, tenantId, input.currency, nowMs) : undefined;
   const id = uuidv7(nowMs);
   const expiresAt = new Date(nowMs + transferHoldS * 1000);
-  const hold = (holdId: string, credit: string, micro: Micro, what: string) => ({
-    op: 'hold',
-    tenant: tenantId,
-    id: holdId,
-    transaction_id: uuidv7(nowMs),
-    type: 'TRANSFER',
-    debit_account_id: payerAccount,
-    credit_account_id: credit,
-    currency: input.currency,
-    amount: toDb(micro),
-    description: `transfer ${id} ${what}`,
-    metadata: { transfer_id: id },
-    expires_at: expiresAt.toISOString(),
-  });
+  const hold = (holdId: string, credit: string, micro: Micro, what: string) =>
+    holdCmd(
+      tenantId,
+      {
+        id: holdId,
+        type: 'TRANSFER',
+        debit: payerAccount,
+        credit,
+        currency: input.currency,
+        amount: micro,
+        description: `transfer ${id} ${what}`,
+        metadata: { transfer_id: id },
+        expiresAt,
+      },
+      nowMs,
+    );
   const amountHold = uuidv7(nowMs);
   const feeHold = feeAccount ? uuidv7(nowMs) : null;
-  await applyAll(q, [
+  await applyInTx(q, [
     hold(amountHold, payeeAccount, amount, 'amount'),
     ...(feeAccount && feeHold ? [hold(feeHold, feeAccount, quote.fee, 'fee')] : []),
   ]);
@@ -394,13 +383,10 @@ export async function confirmTransfer(
   if (!t) throw new AppError('TRANSFER_NOT_FOUND', 'no such transfer');
   if (t.status !== 'PENDING') throw new AppError('TRANSFER_NOT_PENDING', `transfer is ${t.status}`);
   const holdIds = [t.amount_hold_id, ...(t.fee_hold_id ? [t.fee_hold_id] : [])];
-  const { rows: holds } = await q.query<{ status: string; expires_at: Date }>(
-    'SELECT status, expires_at FROM ledger_holds WHERE tenant_id = $1 AND id = ANY($2::uuid[]) FOR UPDATE',
-    [tenantId, holdIds],
-  );
+  const holds = await holdStates(q, tenantId, holdIds, true);
   const live =
     holds.length === holdIds.length &&
-    holds.every((h) => h.status === 'pending' && h.expires_at.getTime() > nowMs) &&
+    holds.every((h) => holdLive(h, nowMs)) &&
     t.expires_at.getTime() > nowMs;
   if (!live) {
     await q.query(
@@ -422,17 +408,9 @@ export async function confirmTransfer(
     return { status: err.status, body: { code: err.code, message: err.message } };
   }
   const postingIds = holdIds.map(() => uuidv7(nowMs));
-  const at = new Date(nowMs).toISOString();
-  await applyAll(
+  await applyInTx(
     q,
-    holdIds.map((h, i) => ({
-      op: 'capture',
-      tenant: tenantId,
-      hold_id: h,
-      amount: null,
-      id: postingIds[i],
-      now: at,
-    })),
+    holdIds.map((h, i) => captureCmd(tenantId, h, postingIds[i] as string, nowMs)),
   );
   await q.query(
     `UPDATE transfers SET status = 'POSTED', posting_ids = $3, confirmed_at = $4 WHERE tenant_id = $1 AND id = $2`,

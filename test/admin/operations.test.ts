@@ -1,5 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { loadLedgerCurrencies } from '../../core/admin/reference/currencies.ts';
+import { openAccount } from '../../core/ledger/accounts.ts';
+import { ensureTenantLedger } from '../../core/ledger/catalog.ts';
+import { minorUnitsOf } from '../../core/ledger/currency.ts';
 import { enqueue } from '../../core/outbox/outbox.ts';
 import { startAdmin, type AdminHarness } from './harness.ts';
 
@@ -455,26 +459,26 @@ describe('administration API: promote, environments, products, configs, schedule
 
   it('PATCHes a currency with If-Match and deletes its local metadata only while nothing uses it', async () => {
     assert.equal(
-      (await admin('POST', '/v1/currencies', { json: { code: 'TZS', symbol: 'TSh' }, headers: key() }))
-        .status,
+      (await admin('POST', '/v1/currencies', { json: { code: 'MUR', symbol: 'Rs' }, headers: key() })).status,
       201,
     );
-    assert.equal(
-      (await admin('POST', '/v1/currencies', { json: { code: 'KES', symbol: 'KSh' }, headers: key() }))
-        .status,
-      201,
-    );
-    const got = await ro('GET', '/v1/currencies/TZS');
-    assert.equal((await admin('PATCH', '/v1/currencies/TZS', { json: { symbol: 'TS' } })).status, 428);
-    const p = await admin('PATCH', '/v1/currencies/TZS', {
-      json: { symbol: 'TS', minor_units: 0 },
+    const kes = await admin('POST', '/v1/currencies', {
+      json: { code: 'KES', symbol: 'KSh' },
+      headers: key(),
+    });
+    assert.equal(kes.status, 409);
+    assert.equal(kes.json.code, 'CURRENCY_EXISTS', "the ledger's currencies are seeded (migration 0971)");
+    const got = await ro('GET', '/v1/currencies/MUR');
+    assert.equal((await admin('PATCH', '/v1/currencies/MUR', { json: { symbol: 'R' } })).status, 428);
+    const p = await admin('PATCH', '/v1/currencies/MUR', {
+      json: { symbol: 'R', minor_units: 0 },
       headers: { 'if-match': got.headers.etag ?? '' },
     });
     assert.equal(p.status, 200, p.text);
-    assert.equal(p.json.symbol, 'TS');
+    assert.equal(p.json.symbol, 'R');
     assert.equal(
       (
-        await admin('PATCH', '/v1/currencies/TZS', {
+        await admin('PATCH', '/v1/currencies/MUR', {
           json: { symbol: 'X' },
           headers: { 'if-match': got.headers.etag ?? '' },
         })
@@ -482,21 +486,69 @@ describe('administration API: promote, environments, products, configs, schedule
       412,
     );
     assert.equal(
-      (await admin('PATCH', '/v1/currencies/TZS', { json: { minor_units: 7 }, headers: { 'if-match': '*' } }))
+      (await admin('PATCH', '/v1/currencies/MUR', { json: { minor_units: 7 }, headers: { 'if-match': '*' } }))
         .status,
       400,
     );
     const inUse = await admin('DELETE', '/v1/currencies/KES');
     assert.equal(inUse.status, 409);
     assert.equal(inUse.json.code, 'CURRENCY_IN_USE');
-    assert.equal((await ro('DELETE', '/v1/currencies/TZS')).status, 403);
-    assert.equal((await admin('DELETE', '/v1/currencies/TZS')).status, 204);
-    assert.equal((await admin('DELETE', '/v1/currencies/TZS')).json.code, 'CURRENCY_NOT_FOUND');
+    assert.equal((await ro('DELETE', '/v1/currencies/MUR')).status, 403);
+    assert.equal((await admin('DELETE', '/v1/currencies/MUR')).status, 204);
+    assert.equal((await admin('DELETE', '/v1/currencies/MUR')).json.code, 'CURRENCY_NOT_FOUND');
     assert.equal(
-      (await ro('GET', '/v1/currencies/TZS')).json.minor_units,
+      (await ro('GET', '/v1/currencies/MUR')).json.minor_units,
       2,
       'back to the ISO 4217 reference',
     );
+  });
+
+  it("keeps the minor units of a currency a ledger account holds; the ledger accepts exactly the table's currencies", async () => {
+    assert.equal(minorUnitsOf('SCR'), undefined, 'not in the table: the ledger refuses it');
+    const made = await admin('POST', '/v1/currencies', {
+      json: { code: 'SCR', minor_units: 2 },
+      headers: key(),
+    });
+    assert.equal(made.status, 201, made.text);
+    assert.equal(minorUnitsOf('SCR'), 2, 'added for the ledger at once');
+    const widen = await admin('PATCH', '/v1/currencies/SCR', {
+      json: { minor_units: 3 },
+      headers: { 'if-match': '*' },
+    });
+    assert.equal(widen.status, 200, 'no account holds it yet: its minor units may change');
+    assert.equal(minorUnitsOf('SCR'), 3);
+    await h.tdb.db.tx(async (q) => {
+      await ensureTenantLedger(q, 'demo');
+      await openAccount(
+        q,
+        {
+          tenantId: 'demo',
+          ownerType: 'platform',
+          ownerId: 'scr-test',
+          productCode: 'SETTLEMENT',
+          currency: 'SCR',
+          viaApi: false,
+        },
+        Date.now(),
+      );
+    });
+    const locked = await admin('PATCH', '/v1/currencies/SCR', {
+      json: { minor_units: 2, symbol: 'SR' },
+      headers: { 'if-match': '*' },
+    });
+    assert.equal(locked.status, 409);
+    assert.equal(locked.json.code, 'CURRENCY_MINOR_UNITS_LOCKED');
+    const same = await admin('PATCH', '/v1/currencies/SCR', {
+      json: { minor_units: 3, symbol: 'SR' },
+      headers: { 'if-match': '*' },
+    });
+    assert.equal(same.status, 200, 'the same minor units and other fields still change');
+    assert.equal((await ro('GET', '/v1/currencies/SCR')).json.minor_units, 3);
+    const gone = await admin('DELETE', '/v1/currencies/SCR');
+    assert.equal(gone.status, 409);
+    assert.equal(gone.json.code, 'CURRENCY_IN_USE');
+    await loadLedgerCurrencies(h.tdb.db);
+    assert.equal(minorUnitsOf('SCR'), 3, 'a reload reads the same table');
   });
 
   it('searches idempotency records (Ops only), views and purges them (Ops and Admin), body only for Admin', async () => {

@@ -29,6 +29,7 @@ import { Webhook } from 'standardwebhooks';
 import { Agent } from 'undici';
 import { newWebhookSecret } from '../../core/admin/webhooks/sign.ts';
 import { adminSeeder } from '../../core/admin/seed.ts';
+import { loadLedgerCurrencies } from '../../core/admin/reference/currencies.ts';
 import { ledgerSeeder } from '../../core/ledger/seed.ts';
 import { putServiceToken } from '../../core/platform/service-tokens.ts';
 import type { CheckResponse } from '../../edge/types.ts';
@@ -226,6 +227,8 @@ describe('two cores and two edges as production services, under SIGKILL and SIGT
     assert.equal(await migrate.exited, 0, migrate.output());
 
     // Test-side bootstrap with the project's own seeders (there is no `npm run bootstrap` yet).
+    // The ledger's currencies, as a core loads them before it serves (issue 21 item 2).
+    await loadLedgerCurrencies(tdb.db);
     await tdb.db.query(
       `INSERT INTO tenants (id, name, country, base_currency) VALUES ($1, 'Proof Mobile Money', 'KE', 'KES')`,
       [tenantId],

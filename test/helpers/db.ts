@@ -1,6 +1,7 @@
 /** A fresh, migrated database per test file on the suite's embedded PostgreSQL server. */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
+import { loadLedgerCurrencies } from '../../core/admin/reference/currencies.ts';
 import { migrate } from '../../core/db/migrate.ts';
 import { createDb, type Db } from '../../shared/db/pool.ts';
 import { createLogger } from '../../shared/log.ts';
@@ -38,7 +39,11 @@ export async function freshDatabase(opts: { migrate?: boolean; metrics?: Metrics
     metrics: opts.metrics ?? createMetrics(),
     log: createLogger('silent'),
   });
-  if (opts.migrate !== false) await migrate(db.pool);
+  if (opts.migrate !== false) {
+    await migrate(db.pool);
+    // The ledger's currencies, as core loads them before it serves (issue 21 item 2).
+    await loadLedgerCurrencies(db);
+  }
   return {
     name,
     url,

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { apply, postCmd } from '../../core/agents/ledger.ts';
+import { applyInTx, postCmd } from '../../core/ledger/apply.ts';
 import { ApiKeys } from '../../core/apikeys/store.ts';
 import { defineRoute, type RouteSpec } from '../../core/http/route.ts';
 import { createCoreServer } from '../../core/http/server.ts';
@@ -58,7 +58,7 @@ describe('routes that move money must declare it', () => {
         responses: { 201: { description: 'posting' } },
         handler: async () => {
           await deps.db.tx((q) =>
-            apply(q, [
+            applyInTx(q, [
               postCmd(
                 t.id,
                 'TRANSFER',

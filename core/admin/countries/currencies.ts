@@ -9,6 +9,8 @@ import { CountryCode, CurrencyCode, JsonObject, Metadata, Nullable, Page, pageQu
 import { Country, countryView, requireCountry } from './routes.ts';
 import type { Queryable } from '../../../shared/db/pool.ts';
 import { declared } from '../../http/declared.ts';
+import { setCurrency } from '../../ledger/currency.ts';
+import { currencyHeld } from '../../ledger/reads.ts';
 
 interface LocalRow {
   code: string;
@@ -73,7 +75,26 @@ const CountryConfigReplaced = Type.Object({
 const Params = Type.Object({ code: CurrencyCode });
 const CountryParams = Type.Object({ code: CountryCode });
 
+/**
+ * Issue 21 item 2: this table is the ledger's source of minor units, and amounts already booked
+ * in a currency are exact in its minor units: once a ledger account holds the currency they
+ * cannot change (409 CURRENCY_MINOR_UNITS_LOCKED).
+ */
+async function checkMinorUnitsChange(
+  q: Queryable,
+  local: LocalRow,
+  minor: number | undefined,
+): Promise<void> {
+  if (minor === undefined || minor === local.minor_units || !(await currencyHeld(q, local.code))) return;
+  throw new AppError(
+    'CURRENCY_MINOR_UNITS_LOCKED',
+    `${local.code} has ${local.minor_units} minor units and ledger accounts hold it: its minor units cannot change`,
+  );
+}
+
 async function currencyInUse(q: Queryable, code: string): Promise<string | undefined> {
+  // The ledger accepts exactly this table's currencies: one an account holds stays.
+  if (await currencyHeld(q, code)) return 'ledger account';
   const { rows } = await q.query<{ what: string }>(
     `SELECT 'country' AS what FROM admin_countries WHERE base_currency = $1 OR $1 = ANY(allowed_currencies)
      UNION ALL SELECT 'tenant' FROM tenants WHERE base_currency = $1
@@ -153,6 +174,7 @@ export function currencyRoutes(deps: AdminDeps): RouteSpec[] {
         if (!rows[0])
           throw new AppError('CURRENCY_EXISTS', `currency ${ref.code} already has local metadata`);
         await w.audit('currency.create', { type: 'currency', id: ref.code });
+        setCurrency(ref.code, rows[0].minor_units);
         return { status: 201, body: view(ref.code, rows[0]) };
       },
     }),
@@ -190,6 +212,7 @@ export function currencyRoutes(deps: AdminDeps): RouteSpec[] {
           );
         checkIfMatch(ctx.headers, view(ctx.params.code, local));
         const b = ctx.body;
+        await checkMinorUnitsChange(w.q, local, b.minor_units);
         const { rows } = await w.q.query<LocalRow>(
           `UPDATE admin_currencies SET name = coalesce($2, name), minor_units = coalesce($3, minor_units), symbol = coalesce($4, symbol),
                   format = coalesce($5, format), metadata = coalesce($6, metadata), version = version + 1, updated_at = now()
@@ -208,6 +231,7 @@ export function currencyRoutes(deps: AdminDeps): RouteSpec[] {
           { type: 'currency', id: ctx.params.code },
           { fields: Object.keys(b) },
         );
+        if (rows[0]) setCurrency(ctx.params.code, rows[0].minor_units);
         return { status: 200, body: view(ctx.params.code, rows[0]) };
       },
     }),
@@ -226,6 +250,7 @@ export function currencyRoutes(deps: AdminDeps): RouteSpec[] {
         if (use) throw new AppError('CURRENCY_IN_USE', `currency ${ctx.params.code} is used by a ${use}`);
         await w.q.query('DELETE FROM admin_currencies WHERE code = $1', [ctx.params.code]);
         await w.audit('currency.delete', { type: 'currency', id: ctx.params.code });
+        setCurrency(ctx.params.code, undefined);
         return { status: 204 };
       },
     }),

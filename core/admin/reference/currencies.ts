@@ -1,6 +1,8 @@
 /** Minor units of a currency: the platform's local override when one is stored, else ISO 4217. */
+import type { Logger } from 'pino';
 import type { Queryable } from '../../../shared/db/pool.ts';
 import { AppError } from '../../../shared/errors.ts';
+import { setCurrencies } from '../../ledger/currency.ts';
 import { isoCurrency } from './iso.ts';
 
 export async function minorUnitsOf(q: Queryable, code: string): Promise<number | undefined> {
@@ -16,4 +18,30 @@ export async function requireMinorUnits(q: Queryable, code: string): Promise<num
   const m = await minorUnitsOf(q, code);
   if (m === undefined) throw new AppError('CURRENCY_INVALID', `${code} is not an ISO 4217 currency code`);
   return m;
+}
+
+/**
+ * Load the currencies this table holds into the ledger's snapshot (core/ledger/currency.ts):
+ * the currencies the ledger accepts and their minor units (issue 21 item 2). Core runs it
+ * before it serves and then every `currencyReloadMs`.
+ */
+export async function loadLedgerCurrencies(q: Queryable): Promise<void> {
+  const { rows } = await q.query<{ code: string; minor_units: number }>(
+    'SELECT code, minor_units FROM admin_currencies',
+  );
+  setCurrencies(rows.map((r) => [r.code, r.minor_units] as const));
+}
+
+/** How often a core reloads the snapshot, for currencies another instance's admin changed. */
+export const currencyReloadMs = 30_000;
+
+/** Reload the snapshot every `currencyReloadMs` until the returned timer is cleared. */
+export function reloadCurrencies(q: Queryable, log: Logger): NodeJS.Timeout {
+  const timer = setInterval(() => {
+    loadLedgerCurrencies(q).catch((err: unknown) =>
+      log.warn({ err: (err as Error).message }, 'reloading the ledger currencies failed'),
+    );
+  }, currencyReloadMs);
+  timer.unref();
+  return timer;
 }

@@ -2,13 +2,15 @@
  * Schedule state changes (SPEC 3): created INACTIVE; items are added only while INACTIVE;
  * activation validates (no overlap, gap or precision error) and replaces the schedule active
  * for the same kind, product, currency and scope; DELETE archives, and only while not ACTIVE.
- * An activated TENANT-scope LIMIT schedule is copied into ledger_limit_rows, which the ledger's
- * own limit check reads (issue 6 item 5), and deactivation switches those rows off.
+ * An activated TENANT-scope LIMIT schedule is copied into the ledger's limit rows (through
+ * core/ledger/catalog.ts), which the ledger's own limit check reads (issue 6 item 5), and
+ * deactivation switches those rows off.
  */
 import type { Queryable } from '../../../shared/db/pool.ts';
 import { AppError } from '../../../shared/errors.ts';
 import { parseAmount, toDb, type Micro } from '../../../shared/money.ts';
 import { uuidv7 } from '../../../shared/uuid.ts';
+import { upsertLimitRow } from '../../ledger/catalog.ts';
 import { requireMinorUnits } from '../reference/currencies.ts';
 import { getSchedule, limitsOf, tieredKinds, tiersOf, type ScheduleKind, type ScheduleRow } from './store.ts';
 import { validateLimits, validateTiers, type Issue, type LimitItem, type Tier } from './tiers.ts';
@@ -185,22 +187,16 @@ async function syncLedgerRows(q: Queryable, s: ScheduleRow, active: boolean): Pr
   if (s.kind !== 'LIMIT' || s.scope !== 'TENANT') return;
   const rows = (await limitsOf(q, s.tenant_id, s.id)).filter((r) => r.kycLevel === null);
   for (const r of rows) {
-    await q.query(
-      `INSERT INTO ledger_limit_rows (tenant_id, product_code, action, currency, period, max_amount, max_count, active)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-       ON CONFLICT (tenant_id, product_code, action, currency, period)
-       DO UPDATE SET max_amount = EXCLUDED.max_amount, max_count = EXCLUDED.max_count, active = EXCLUDED.active`,
-      [
-        s.tenant_id,
-        s.product,
-        r.action,
-        s.currency,
-        r.period,
-        r.maxAmount === null ? null : toDb(r.maxAmount),
-        r.maxCount,
-        active,
-      ],
-    );
+    await upsertLimitRow(q, {
+      tenantId: s.tenant_id,
+      product: s.product,
+      action: r.action,
+      currency: s.currency,
+      period: r.period,
+      maxAmount: r.maxAmount === null ? null : toDb(r.maxAmount),
+      maxCount: r.maxCount,
+      active,
+    });
   }
 }
 

@@ -14,6 +14,7 @@
  */
 import type { Queryable } from '../../../shared/db/pool.ts';
 import { AppError } from '../../../shared/errors.ts';
+import { accountRef } from '../../ledger/reads.ts';
 import { parseCidr } from '../webhooks/target.ts';
 
 export const namespaces = ['tenant', 'customer', 'user', 'staff', 'account'] as const;
@@ -44,12 +45,11 @@ export interface Writer {
   operator: string | undefined;
 }
 
-/** The table holding each namespace's entities, all keyed (tenant_id, id uuid). */
-const entityTables: Record<Exclude<Namespace, 'tenant'>, string> = {
+/** The table holding each namespace's entities, all keyed (tenant_id, id uuid); accounts are the ledger's. */
+const entityTables: Record<Exclude<Namespace, 'tenant' | 'account'>, string> = {
   customer: 'customers',
   user: 'agents',
   staff: 'staff_users',
-  account: 'ledger_accounts',
 };
 
 const invalid = (message: string) => new AppError('TUPLE_INVALID', message);
@@ -59,6 +59,8 @@ const show = (r: Ref) => `${r.ns}:${r.id}`;
 /** Whether `r` is an entity of `tenantId` (a tenant is only itself). */
 async function belongs(q: Queryable, tenantId: string, r: Ref): Promise<boolean> {
   if (r.ns === 'tenant') return r.id === tenantId;
+  // Exact text, as for the other tables: an upper-case spelling of an account id is not that account.
+  if (r.ns === 'account') return (await accountRef(q, tenantId, r.id))?.id === r.id;
   // Compared as text: an id that is not a uuid simply matches nothing (no cast error, no 500).
   const { rows } = await q.query(
     `SELECT 1 FROM ${entityTables[r.ns]} WHERE tenant_id = $1 AND id::text = $2`,

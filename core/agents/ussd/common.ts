@@ -4,6 +4,7 @@ import { AppError, isErrorCode } from '../../../shared/errors.ts';
 import { principalOf, requestHash, withIdempotency } from '../../idempotency/idempotency.ts';
 import type { AgentDeps, AnyCtx } from '../context.ts';
 import { minorUnitsOf } from '../../ledger/currency.ts';
+import { walletOf } from '../../ledger/wallets.ts';
 import { format, parseAmount, type Micro } from '../../../shared/money.ts';
 import { end, messageOf, sessionKey, type UssdRequest } from './protocol.ts';
 
@@ -69,13 +70,9 @@ export async function customerWallet(
   tenantId: string,
   customerId: string,
 ): Promise<{ id: string; currency: string } | undefined> {
-  const { rows } = await q.query<{ id: string; currency: string }>(
-    `SELECT a.id, a.currency FROM ledger_accounts a JOIN tenants t ON t.id = a.tenant_id
-      WHERE a.tenant_id = $1 AND a.owner_type = 'customer' AND a.owner_id = $2 AND a.product_code = 'WALLET_MAIN' AND a.status = 'active'
-        AND a.currency = t.base_currency ORDER BY a.created_at LIMIT 1`,
-    [tenantId, customerId],
-  );
-  return rows[0];
+  const currency = await baseCurrency(q, tenantId);
+  const id = await walletOf(q, tenantId, customerId, currency);
+  return id ? { id, currency } : undefined;
 }
 
 export async function baseCurrency(q: Queryable, tenantId: string): Promise<string> {

@@ -11,7 +11,10 @@ import { AppError } from '../../../shared/errors.ts';
 import { fromDb, toDb } from '../../../shared/money.ts';
 import { uuidv7 } from '../../../shared/uuid.ts';
 import { auditAgent, businessDate, type AgentDeps, type AnyCtx } from '../context.ts';
-import { apply, platformAccounts, postCmd, walletOf } from '../ledger.ts';
+import { applyInTx, postCmd } from '../../ledger/apply.ts';
+import { amountsOf, recentEntries } from '../../ledger/reads.ts';
+import { openWallet } from '../../ledger/wallets.ts';
+import { platformAccounts } from '../ledger.ts';
 import { customerLimits, enforce, priceOf } from '../pricing.ts';
 import { kycCustomer, loadTxn, lockAgent, post } from '../txns.ts';
 import { amountTyped, baseCurrency, customerWallet, money, once } from './common.ts';
@@ -77,17 +80,17 @@ async function pendingCashouts(
   return rows;
 }
 
+/** DD/MM of an entry's time in UTC (a statement line's date). */
+const dayMonth = (d: Date): string =>
+  `${String(d.getUTCDate()).padStart(2, '0')}/${String(d.getUTCMonth() + 1).padStart(2, '0')}`;
+
 async function statement(q: Queryable, tenantId: string, c: Customer): Promise<string> {
   const w = await customerWallet(q, tenantId, c.id);
   if (!w) return end('No transactions yet.');
-  const { rows } = await q.query<{ side: string; amount: string; at: string }>(
-    `SELECT side, amount::text AS amount, to_char(created_at AT TIME ZONE 'UTC', 'DD/MM') AS at FROM ledger_entries
-      WHERE tenant_id = $1 AND account_id = $2 ORDER BY seq DESC LIMIT 5`,
-    [tenantId, w.id],
-  );
+  const rows = await recentEntries(q, tenantId, w.id, 5);
   if (rows.length === 0) return end('No transactions yet.');
   return end(
-    `Last ${rows.length}:\n${rows.map((r) => `${r.at} ${r.side === 'credit' ? '+' : '-'}${money(fromDb(r.amount), w.currency)}`).join('\n')}`,
+    `Last ${rows.length}:\n${rows.map((r) => `${dayMonth(r.createdAt)} ${r.side === 'credit' ? '+' : '-'}${money(r.amount, w.currency)}`).join('\n')}`,
   );
 }
 
@@ -122,8 +125,8 @@ async function sendMoney(
   );
   const { fee } = await priceOf(q, tenantId, 'P2P', amount, currency);
   const pa = await platformAccounts(q, tenantId, currency, t);
-  const from = await walletOf(q, tenantId, sender.id, currency, t);
-  const into = await walletOf(q, tenantId, recipient.id, currency, t);
+  const from = await openWallet(q, tenantId, sender.id, currency, t);
+  const into = await openWallet(q, tenantId, recipient.id, currency, t);
   const id = uuidv7(t);
   const cmd = postCmd(
     tenantId,
@@ -138,7 +141,7 @@ async function sendMoney(
     { ussd_transfer_id: id, channel: 'ussd' },
     t,
   );
-  await apply(q, [cmd]);
+  await applyInTx(q, [cmd]);
   await q.query(
     `INSERT INTO ussd_transfers (tenant_id, id, ussd_session, customer_id, recipient_id, currency, amount, fee, business_date, posting_id, created_at)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::date, $10, to_timestamp($11 / 1000.0))`,
@@ -267,11 +270,8 @@ export async function customerMenu(
     if (choice === '4') return statement(deps.db, tenantId, c);
     const w = await customerWallet(deps.db, tenantId, c.id);
     const currency = w?.currency ?? (await baseCurrency(deps.db, tenantId));
-    const { rows } = await deps.db.query<{ v: string }>(
-      'SELECT (credits_posted - debits_posted - pending_debits)::text AS v FROM ledger_balances WHERE tenant_id = $1 AND account_id = $2',
-      [tenantId, w?.id ?? null],
-    );
-    return end(`Your balance is ${money(fromDb(rows[0]?.v ?? '0'), currency)}`);
+    const a = w ? await amountsOf(deps.db, tenantId, w.id) : undefined;
+    return end(`Your balance is ${money(a ? a.posted - a.held : 0n, currency)}`);
   }
   if (choice === '2') {
     if (a1 === undefined) return con('Enter recipient phone number');
