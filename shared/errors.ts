@@ -86,6 +86,10 @@ const table = {
   TRANSFER_NOT_FOUND: [404, 'Record Not Found'],
   TRANSFER_NOT_PENDING: [409, 'Conflict'],
   TRANSFER_EXPIRED: [422, 'Parameter Error'],
+  /** SPEC 2.7 `payer` (issue 20 item 3): no live payer tuple from the caller to the named wallet owner. */
+  PAYER_NOT_AUTHORIZED: [403, 'Forbidden'],
+  /** A confirm naming another wallet owner than the pending transfer's (or none, for a delegated one). */
+  PAYER_MISMATCH: [422, 'Parameter Error'],
   // API keys (SPEC 2.9, 5.4.5, 7.2): budget refusals answer as the edge's do
   API_KEY_NOT_FOUND: [404, 'Record Not Found'],
   BUDGET_EXCEEDED: [429, 'Too Many Requests'],
