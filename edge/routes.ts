@@ -603,6 +603,10 @@ export const edgeRoutes: EdgeRoute[] = [
   admin('POST', '/v1/schedule-templates/{templateId}:copy', 'schedule_template', 'schedule_template.copy'),
   admin('POST', '/v1/outlets', 'outlet', 'outlet.create'),
   admin('POST', '/v1/agents', 'agent', 'agent.create'),
+  admin('GET', '/v1/outlets', 'outlet', 'outlet.list_outlets'),
+  admin('GET', '/v1/outlets/{id}', 'outlet', 'outlet.get_outlet'),
+  admin('GET', '/v1/agents', 'agent', 'agent.list_agents'),
+  admin('GET', '/v1/agents/{id}', 'agent', 'agent.get_agent'),
   // relationship tuples (issue 20 item 3; SPEC 2.7): core/admin/tuples/
   admin('GET', '/v1/tenants/{tenantId}/tuples', 'relationship_tuple', 'tuple.list_tuples'),
   admin('PUT', '/v1/tenants/{tenantId}/tuples', 'relationship_tuple', 'tuple.write_tuple'),

@@ -237,6 +237,7 @@ const table = {
   STAFF_USER_EXISTS: [409, 'Conflict'],
   AGENT_EXISTS: [409, 'Conflict'],
   OUTLET_NOT_FOUND: [404, 'Record Not Found'],
+  AGENT_NOT_FOUND: [404, 'Record Not Found'],
   SECURITY_INVALID: [422, 'Parameter Error'],
   TEMPLATE_NOT_FOUND: [404, 'Record Not Found'],
   TEMPLATE_EXISTS: [409, 'Conflict'],
