@@ -241,6 +241,8 @@ const table = {
   SECURITY_INVALID: [422, 'Parameter Error'],
   TEMPLATE_NOT_FOUND: [404, 'Record Not Found'],
   TEMPLATE_EXISTS: [409, 'Conflict'],
+  /** A template naming a product or currency the copying tenant does not have. */
+  TEMPLATE_NOT_APPLICABLE: [422, 'Parameter Error'],
   // data placement (issue 20 item 2; SPEC 2.10 resident_regions; core/residency)
   /** A tenant's resident_regions (new or changed) exclude this database cluster's region (SQLSTATE RS001). */
   RESIDENCY_REGION_MISMATCH: [422, 'Parameter Error'],
