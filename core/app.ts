@@ -190,7 +190,7 @@ export function buildCore(deps: CoreDeps): Core {
       return { enrolmentPath: link.path, expiresAt: link.expiresAt };
     });
   routes.push(...scimRoutes({ db: deps.db, now, onProvisioned }));
-  routes.push(...paymentRoutes({ db: deps.db, keys: deps.keys, now }));
+  routes.push(...paymentRoutes({ db: deps.db, keys: deps.keys, now, policies: deps.policies }));
   routes.push(...oversightRoutes({ db: deps.db, keys: deps.keys, now }));
   // Issue 22 item 2: replay jobs run in this core, off the request path (core/policy/impact.ts).
   const impact = policyImpactRoutes({

@@ -25,6 +25,10 @@ import type { Deadline, FailClosed } from './server.ts';
 import { tenantIdPattern } from '../shared/tenant-id.ts';
 import { clientCertificateHeader } from '../shared/mtls.ts';
 import type { EdgeState, TenantState, TupleState } from './state/store.ts';
+import { localHour } from '../shared/local-hour.ts';
+
+// Tests and tools import it from here; it lives in shared/ because core evaluates caveats too.
+export { localHour };
 
 export interface DeciderDeps {
   state: EdgeState;
@@ -82,35 +86,6 @@ export function targetTenantOf(view: RequestView, resolved: ResolvedRoute): stri
   if (named.size === 0) return undefined;
   if (named.size > 1) return malformedTenant;
   return checkedTenant([...named][0] as string);
-}
-
-/**
- * The tenant-local hour for `hours` caveats. Formatting is costly (building a formatter per
- * request was a fifth of a Check's CPU; formatting alone still showed in profiles), and a zone's
- * hour only changes on a minute boundary (offsets are whole minutes), so it is computed once per
- * zone per minute.
- */
-const hourFormats = new Map<string, { format: Intl.DateTimeFormat; minute: number; hour: number }>();
-
-export function localHour(nowMs: number, tz: unknown): number {
-  const zone = typeof tz === 'string' ? tz : 'UTC';
-  const minute = Math.floor(nowMs / 60_000);
-  let entry = hourFormats.get(zone);
-  if (!entry) {
-    let format: Intl.DateTimeFormat;
-    try {
-      format = new Intl.DateTimeFormat('en-GB', { hour: 'numeric', hourCycle: 'h23', timeZone: zone });
-    } catch {
-      return new Date(nowMs).getUTCHours();
-    }
-    entry = { format, minute: Number.NaN, hour: 0 };
-    hourFormats.set(zone, entry);
-  }
-  if (entry.minute !== minute) {
-    entry.hour = Number(entry.format.format(nowMs));
-    entry.minute = minute;
-  }
-  return entry.hour;
 }
 
 function tenantInput(
@@ -212,15 +187,28 @@ async function subjectInput(
   };
 }
 
+/** The transfer routes whose body may name whose wallet pays (`payerCustomerId`). */
+const payerActions = new Set(['transfer.create', 'transfer.confirm']);
+/** Stands for a `payerCustomerId` that is not a non-empty string: no tuple names it, so it is refused. */
+const malformedPayer = '!malformed';
+
 /**
  * Facts about the resource the policy needs: whether a session being revoked is the caller's
- * own (a logout, no step-up) or another one (a bound step-up; issue 13 item 1).
+ * own (a logout, no step-up) or another one (a bound step-up; issue 13 item 1); whose wallet a
+ * transfer pays from when not the caller's (`payer_for`, issue 20 item 3).
  */
 function resourceAttrs(p: Principal, resolved: ResolvedRoute, view: RequestView): Record<string, unknown> {
   if (p.kind === 'customer' && resolved.action === 'session.revoke')
     return { current_session: resolved.params.id === p.session.id };
   if (p.kind === 'staff' && resolved.action === 'session.admin_revoke')
     return { current_session: resolved.params.id === p.session.id };
+  // Issue 20 item 3 (SPEC 2.7 `payer`): a transfer from another customer's wallet names that
+  // customer; the policy's delegated_payer check then needs a live payer tuple (core checks again).
+  if (payerActions.has(resolved.action)) {
+    const payer = jsonField(view, 'payerCustomerId');
+    if (payer === undefined || payer === null) return {};
+    return { payer_for: typeof payer === 'string' && payer !== '' ? payer : malformedPayer };
+  }
   // Issue 16 item 2: rotating a webhook's secret needs AAL 2; pausing or resuming does not.
   if (resolved.action === 'webhook.update_webhook')
     return { rotates_secret: jsonField(view, 'rotateSecret') === true };

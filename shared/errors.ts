@@ -86,6 +86,10 @@ const table = {
   TRANSFER_NOT_FOUND: [404, 'Record Not Found'],
   TRANSFER_NOT_PENDING: [409, 'Conflict'],
   TRANSFER_EXPIRED: [422, 'Parameter Error'],
+  /** SPEC 2.7 `payer` (issue 20 item 3): no live payer tuple from the caller to the named wallet owner. */
+  PAYER_NOT_AUTHORIZED: [403, 'Forbidden'],
+  /** A confirm naming another wallet owner than the pending transfer's (or none, for a delegated one). */
+  PAYER_MISMATCH: [422, 'Parameter Error'],
   // API keys (SPEC 2.9, 5.4.5, 7.2): budget refusals answer as the edge's do
   API_KEY_NOT_FOUND: [404, 'Record Not Found'],
   BUDGET_EXCEEDED: [429, 'Too Many Requests'],
@@ -240,9 +244,12 @@ const table = {
   STAFF_USER_EXISTS: [409, 'Conflict'],
   AGENT_EXISTS: [409, 'Conflict'],
   OUTLET_NOT_FOUND: [404, 'Record Not Found'],
+  AGENT_NOT_FOUND: [404, 'Record Not Found'],
   SECURITY_INVALID: [422, 'Parameter Error'],
   TEMPLATE_NOT_FOUND: [404, 'Record Not Found'],
   TEMPLATE_EXISTS: [409, 'Conflict'],
+  /** A template naming a product or currency the copying tenant does not have. */
+  TEMPLATE_NOT_APPLICABLE: [422, 'Parameter Error'],
   // data placement (issue 20 item 2; SPEC 2.10 resident_regions; core/residency)
   /** A tenant's resident_regions (new or changed) exclude this database cluster's region (SQLSTATE RS001). */
   RESIDENCY_REGION_MISMATCH: [422, 'Parameter Error'],

@@ -25,6 +25,7 @@ import { identityProviderRoutes } from '../staff/idp.ts';
 import { firstAdminRoutes } from './onboarding/first-admin.ts';
 import { securityRoutes } from './onboarding/security.ts';
 import { templateRoutes } from './onboarding/templates.ts';
+import { agentReadRoutes } from '../agents/admin-reads.ts';
 import { agentAdminRoutes } from '../agents/admin-routes.ts';
 import type { IdentityDeps } from '../identity/context.ts';
 // issue 20 item 3: relationship tuples
@@ -80,6 +81,7 @@ export function adminRoutes(opts: {
     ...securityRoutes(deps),
     ...templateRoutes(deps),
     ...(opts.identity ? agentAdminRoutes(deps, opts.identity) : []),
+    ...agentReadRoutes(deps),
     // issue 20 item 3: relationship tuples
     ...tupleRoutes(deps),
   ];

@@ -24,14 +24,14 @@ import { hashAgentPin, insertAgent } from './provision.ts';
 import { declared } from '../http/declared.ts';
 
 const Text = (max: number) => Type.String({ minLength: 1, maxLength: max, pattern: '^\\S(.*\\S)?$' });
-const Outlet = Type.Object({
+export const Outlet = Type.Object({
   id: Uuid,
   name: Type.String(),
   region: Type.String(),
   address: Type.String(),
   created_at: Timestamp,
 });
-const Tier = Type.Union([Type.Literal('basic'), Type.Literal('standard'), Type.Literal('super')]);
+export const Tier = Type.Union([Type.Literal('basic'), Type.Literal('standard'), Type.Literal('super')]);
 const Agent = Type.Object({
   id: Uuid,
   code: Type.String(),
@@ -55,14 +55,14 @@ const Agent = Type.Object({
 });
 const noStore = { 'cache-control': 'no-store' };
 
-interface OutletRow {
+export interface OutletRow {
   id: string;
   name: string;
   region: string;
   address: string;
   created_at: Date;
 }
-const outletView = (o: OutletRow) => ({
+export const outletView = (o: OutletRow) => ({
   id: o.id,
   name: o.name,
   region: o.region,

@@ -39,11 +39,23 @@ const Item = Type.Object({
   counterparty: Type.Object({ phone: Type.String() }),
   reference: Type.String(),
   created_at: Type.String(),
+  delegated: Type.Optional(
+    Type.Object(
+      {
+        wallet_owner: Type.Object({ phone: Type.String() }),
+        initiator: Type.Object({ phone: Type.String() }),
+      },
+      { description: "issue 20 item 3: a transfer a delegated payer made from the wallet owner's wallet" },
+    ),
+  ),
 });
 
 interface Row {
   id: string;
   payer_customer_id: string;
+  initiator_customer_id: string;
+  payee_customer_id: string;
+  initiator_phone: string;
   status: string;
   expires_at: Date;
   currency: string;
@@ -123,13 +135,15 @@ export function historyRoutes(deps: PaymentsDeps): RouteSpec[] {
         const after = page.after;
         const now = new Date(deps.now());
         const { rows } = await deps.db.query<Row>(
-          `SELECT t.id, t.payer_customer_id, t.status, t.expires_at, t.currency, t.amount, t.fee, t.reference, t.created_at,
-                  pr.phone_e164 AS payer_phone, pe.phone_e164 AS payee_phone
+          `SELECT t.id, t.payer_customer_id, t.initiator_customer_id, t.payee_customer_id, t.status, t.expires_at, t.currency, t.amount, t.fee, t.reference, t.created_at,
+                  pr.phone_e164 AS payer_phone, pe.phone_e164 AS payee_phone, pi.phone_e164 AS initiator_phone
              FROM transfers t
              JOIN customers pr ON pr.tenant_id = t.tenant_id AND pr.id = t.payer_customer_id
              JOIN customers pe ON pe.tenant_id = t.tenant_id AND pe.id = t.payee_customer_id
-            WHERE t.tenant_id = $1 AND (t.payer_customer_id = $2 OR (t.payee_customer_id = $2 AND t.status = 'POSTED'))
-              AND ($3::text IS NULL OR ($3 = 'out') = (t.payer_customer_id = $2))
+             JOIN customers pi ON pi.tenant_id = t.tenant_id AND pi.id = t.initiator_customer_id
+            WHERE t.tenant_id = $1
+              AND (t.payer_customer_id = $2 OR t.initiator_customer_id = $2 OR (t.payee_customer_id = $2 AND t.status = 'POSTED'))
+              AND ($3::text IS NULL OR ($3 = 'out') = (t.payer_customer_id = $2 OR (t.initiator_customer_id = $2 AND t.payee_customer_id <> $2)))
               AND ($4::timestamptz IS NULL OR t.created_at >= $4) AND ($5::timestamptz IS NULL OR t.created_at < $5)
               AND ($6::text IS NULL OR (CASE WHEN t.status = 'PENDING' AND t.expires_at <= $7 THEN 'EXPIRED' ELSE t.status END) = $6)
               AND ($8::timestamptz IS NULL OR (t.created_at, t.id) < ($8::timestamptz, $9::uuid))
@@ -152,10 +166,23 @@ export function historyRoutes(deps: PaymentsDeps): RouteSpec[] {
           r.created_at.toISOString(),
           r.id,
         ]);
+        const shown = (phone: string) => (level === 'full' ? phone : maskPhone(phone));
         const items = rowsOfPage.map((r) => {
-          const out = r.payer_customer_id === caller.customerId;
+          // Out of my wallet, or made by me from a wallet I pay for (issue 20 item 3); else in.
+          const me = caller.customerId;
+          const out =
+            r.payer_customer_id === me || (r.initiator_customer_id === me && r.payee_customer_id !== me);
           const phone = out ? r.payee_phone : r.payer_phone;
           knownCurrency(r.currency);
+          const delegated =
+            r.initiator_customer_id !== r.payer_customer_id
+              ? {
+                  delegated: {
+                    wallet_owner: { phone: shown(r.payer_phone) },
+                    initiator: { phone: shown(r.initiator_phone) },
+                  },
+                }
+              : {};
           return {
             id: r.id,
             direction: out ? 'out' : 'in',
@@ -163,9 +190,10 @@ export function historyRoutes(deps: PaymentsDeps): RouteSpec[] {
             currency: r.currency,
             amount: format(fromDb(r.amount)),
             fee: out ? format(fromDb(r.fee)) : '0.00',
-            counterparty: { phone: level === 'full' ? phone : maskPhone(phone) },
+            counterparty: { phone: shown(phone) },
             reference: r.reference,
             created_at: r.created_at.toISOString(),
+            ...delegated,
           };
         });
         return { status: 200, body: { items, next_cursor } };

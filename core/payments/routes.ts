@@ -9,12 +9,25 @@ import {
   customerOf,
   idempotencyHeaderRequired,
   keyOwnerOf,
+  requestIp,
   type PaymentsDeps,
 } from './context.ts';
 import { historyRoutes } from './history.ts';
+import { payerGate } from './payer.ts';
 import { confirmTransfer, createTransfer } from './transfers.ts';
 import { declared } from '../http/declared.ts';
 
+const Uuid = Type.String({
+  pattern: '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$',
+});
+/** Issue 20 item 3 (SPEC 2.7 `payer`): whose wallet pays, when a delegated payer moves another's money. */
+const PayerCustomerId = Type.Optional(
+  Type.String({
+    ...Uuid,
+    description:
+      'the customer whose wallet pays, when not yours: needs a live payer tuple customer:<you> payer customer:<them>; your own step-up, device signature and limits still apply, and theirs too',
+  }),
+);
 const Decimal = Type.String({
   pattern: '^(0|[1-9][0-9]{0,13})(\\.[0-9]{1,6})?$',
   description: 'decimal string; no more places than the currency has',
@@ -27,6 +40,7 @@ const CreateBody = Type.Object(
       pattern: '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$',
     }),
     reference: Type.String({ minLength: 1, maxLength: 64, description: "the client's own reference" }),
+    payerCustomerId: PayerCustomerId,
   },
   { additionalProperties: false },
 );
@@ -35,6 +49,9 @@ const ConfirmBody = Type.Object(
     transferId: Type.String({
       pattern: '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$',
     }),
+    payerCustomerId: Type.Optional(
+      Type.String({ ...Uuid, description: 'for a delegated transfer: the wallet owner its create named' }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -51,6 +68,10 @@ const Transfer = Type.Object({
   expires_at: Type.String(),
   confirmed_at: Type.Union([Type.String(), Type.Null()]),
   posting_ids: Type.Array(Type.String()),
+  payer_customer_id: Type.String({ description: 'whose wallet pays' }),
+  initiator_customer_id: Type.String({
+    description: 'who made the transfer (a delegated payer, or the owner)',
+  }),
 });
 const intentHeaders = [
   {
@@ -68,6 +89,7 @@ const intentHeaders = [
 
 export function paymentRoutes(deps: PaymentsDeps): RouteSpec[] {
   const tags = ['transfers'];
+  const gate = payerGate(deps.policies);
   return [
     ...beneficiaryRoutes(deps),
     ...historyRoutes(deps),
@@ -93,12 +115,13 @@ export function paymentRoutes(deps: PaymentsDeps): RouteSpec[] {
           intentSignature: ctx.headers['x-intent-signature'],
           requestId: ctx.requestId,
           idempotencyKey: key,
+          ip: requestIp(ctx),
         };
         try {
           // A retry with the same key replays the stored answer; the step-up is used once, by the first.
           const res = await withIdempotency(deps, scope, async (q) => ({
             status: 200,
-            body: await createTransfer(q, caller, ctx.body, facts, deps.now()),
+            body: await createTransfer(q, caller, ctx.body, facts, deps.now(), gate),
           }));
           return toReply(res);
         } catch (err) {
@@ -131,9 +154,10 @@ export function paymentRoutes(deps: PaymentsDeps): RouteSpec[] {
           intentDeviceId: undefined,
           intentSignature: undefined,
           requestId: ctx.requestId,
+          ip: requestIp(ctx),
         };
         const res = await withIdempotency(deps, scope, (q) =>
-          confirmTransfer(q, caller, ctx.body.transferId, facts, deps.now()),
+          confirmTransfer(q, caller, ctx.body.transferId, facts, deps.now(), gate, ctx.body.payerCustomerId),
         );
         return toReply(res);
       },

@@ -3,16 +3,17 @@
  * intent signature and places holds; confirm captures them in one ledger call inside one
  * transaction, so either every leg posts or none does. Result codes are checked in this order:
  * step-up binding (403 MFA_REQUIRED, before the idempotency record: routes.ts), amount/currency
- * (400), step-up already used (403 MFA_REQUIRED, issue 13 item 2), intent signature (403;
- * 403 DEVICE_COOLING_OFF; 409 INTENT_SIGNATURE_REUSED), beneficiary (404), wallets/currency
- * (422), limits (422), funds (422, from the ledger). The step-up and the intent are used up
- * only when the transfer commits.
+ * (400), delegated payer tuple (403 PAYER_NOT_AUTHORIZED; issue 20 item 3), step-up already
+ * used (403 MFA_REQUIRED, issue 13 item 2), intent signature (403; 403 DEVICE_COOLING_OFF; 409
+ * INTENT_SIGNATURE_REUSED), beneficiary (404), wallets/currency (422), limits of the wallet
+ * owner and of the initiator (422), funds (422, from the ledger). The step-up and the intent are
+ * used up only when the transfer commits.
  */
 import { createHash } from 'node:crypto';
 import { canonicalJson } from '../../shared/canonical-json.ts';
 import { maskPhone } from '../../shared/masking.ts';
 import { uuidv7 } from '../../shared/uuid.ts';
-import { limitRowsFor, quoteFee } from '../admin/schedules.ts';
+import { quoteFee } from '../admin/schedules.ts';
 import { appendAudit } from '../../shared/audit.ts';
 import type { Queryable } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
@@ -22,19 +23,32 @@ import type { Caller } from '../identity/tokens.ts';
 import { amountOf, knownCurrency } from '../ledger/commands.ts';
 import { format, fromDb, toDb, type Micro } from '../../shared/money.ts';
 import { enqueue } from '../outbox/outbox.ts';
+import {
+  checkSendersLimits,
+  confirmDelegation,
+  delegationOf,
+  noDelegation,
+  notifyOwner,
+  walletOwnerFor,
+} from './delegation.ts';
+import { transferProduct } from './limits.ts';
+import type { PayerGate } from './payer.ts';
 import { applyInTx, captureCmd, holdCmd } from '../ledger/apply.ts';
 import { holdLive, holdStates } from '../ledger/reads.ts';
 import { feeIncomeAccount, walletOf } from '../ledger/wallets.ts';
 
+export { transferProduct };
+
 /** How long a pending transfer's holds last before they lapse (confirm after that fails). */
 export const transferHoldS = 600;
-export const transferProduct = 'TRANSFER';
 
 export interface TransferInput {
   amount: string;
   currency: string;
   beneficiaryId: string;
   reference: string;
+  /** Issue 20 item 3: whose wallet pays, when not the caller's own (a delegated payer). */
+  payerCustomerId?: string;
 }
 
 export interface RequestFacts {
@@ -45,6 +59,8 @@ export interface RequestFacts {
   requestId: string;
   /** The request's Idempotency-Key, recorded with the step-up it uses up. */
   idempotencyKey?: string;
+  /** The request's source address (a payer tuple's `ip_ranges` caveat); unknown refuses such a tuple. */
+  ip?: string;
 }
 
 const intentReused = () =>
@@ -68,9 +84,11 @@ export function intentPayload(i: {
   });
 }
 
-interface TransferRow {
+export interface TransferRow {
   id: string;
+  tenant_id: string;
   payer_customer_id: string;
+  initiator_customer_id: string;
   payee_customer_id: string;
   beneficiary_id: string;
   currency: string;
@@ -108,72 +126,11 @@ export function transferView(r: TransferRow, nowMs: number): Record<string, unkn
     expires_at: r.expires_at.toISOString(),
     confirmed_at: r.confirmed_at?.toISOString() ?? null,
     posting_ids: r.posting_ids,
+    // Issue 20 item 3: whose wallet paid and who asked (they differ for a delegated payer).
+    payer_customer_id: r.payer_customer_id,
+    initiator_customer_id: r.initiator_customer_id,
     ...(r.failure_code ? { failure_code: r.failure_code } : {}),
   };
-}
-
-/** The customer's active KYC level (agents register it), when known: it selects their limit rows. */
-async function kycLevelOf(
-  q: Queryable,
-  tenantId: string,
-  customerId: string,
-  nowMs: number,
-): Promise<string | undefined> {
-  const { rows } = await q.query<{ level: number }>(
-    `SELECT level FROM kyc_profiles WHERE tenant_id = $1 AND customer_id = $2 AND status = 'ACTIVE' AND expires_at > $3`,
-    [tenantId, customerId, new Date(nowMs)],
-  );
-  return rows[0] ? String(rows[0].level) : undefined;
-}
-
-async function checkLimits(
-  q: Queryable,
-  tenantId: string,
-  payer: string,
-  currency: string,
-  amount: Micro,
-  nowMs: number,
-): Promise<void> {
-  const kycLevel = await kycLevelOf(q, tenantId, payer, nowMs);
-  const rules = await limitRowsFor(q, {
-    tenantId,
-    product: transferProduct,
-    action: 'TRANSFER',
-    currency,
-    ...(kycLevel ? { kycLevel } : {}),
-  });
-  if (rules.length === 0)
-    throw new AppError('LIMITS_UNAVAILABLE', `no active transfer limits for ${currency}; refusing`);
-  for (const rule of rules) {
-    if (rule.period === 'transaction') {
-      if (rule.maxAmount !== null && amount > rule.maxAmount)
-        throw new AppError(
-          'LIMIT_EXCEEDED',
-          `amount exceeds the per-transaction limit of ${format(rule.maxAmount)} ${currency}`,
-        );
-      continue;
-    }
-    const now = new Date(nowMs);
-    const since =
-      rule.period === 'day'
-        ? new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate()))
-        : new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
-    const { rows } = await q.query<{ total: string; n: number }>(
-      `SELECT coalesce(sum(amount), 0)::text AS total, count(*)::int AS n FROM transfers
-       WHERE tenant_id = $1 AND payer_customer_id = $2 AND currency = $3 AND created_at >= $4
-         AND (status = 'POSTED' OR (status = 'PENDING' AND expires_at > $5))`,
-      [tenantId, payer, currency, since, now],
-    );
-    const used = fromDb(rows[0]?.total ?? '0');
-    const count = rows[0]?.n ?? 0;
-    if (rule.maxAmount !== null && used + amount > rule.maxAmount)
-      throw new AppError(
-        'LIMIT_EXCEEDED',
-        `amount exceeds the ${rule.period} limit of ${format(rule.maxAmount)} ${currency}`,
-      );
-    if (rule.maxCount !== null && count + 1 > rule.maxCount)
-      throw new AppError('LIMIT_EXCEEDED', `more than ${rule.maxCount} transfers a ${rule.period}`);
-  }
 }
 
 async function record(
@@ -209,13 +166,94 @@ function auditEntry(
   };
 }
 
-/** POST /v1/transfers, inside the idempotency transaction. */
+/**
+ * Serialises the transfers of everyone whose limits this one counts against, in id order (two
+ * delegated transfers locking the same pair never deadlock), without blocking other
+ * transactions' foreign-key checks on the rows (FOR UPDATE would conflict with their KEY SHARE
+ * locks and deadlock transfers paying each other).
+ */
+async function lockSenders(q: Queryable, tenantId: string, ids: string[]): Promise<void> {
+  for (const id of [...new Set(ids)].sort())
+    await q.query('SELECT 1 FROM customers WHERE tenant_id = $1 AND id = $2 FOR NO KEY UPDATE', [
+      tenantId,
+      id,
+    ]);
+}
+
+/** SPEC 4.3 rule 4: the caller's device signed this very request, and the signature is unused. */
+async function verifyIntent(
+  q: Queryable,
+  caller: Caller,
+  input: TransferInput,
+  facts: RequestFacts,
+  nowMs: number,
+): Promise<Buffer> {
+  const payload = intentPayload({ ...input, orig: facts.orig });
+  const signed = await verifyDeviceAssertion(
+    q,
+    caller.tenantId,
+    caller.customerId,
+    payload,
+    { deviceId: facts.intentDeviceId ?? '', signature: facts.intentSignature ?? '' },
+    nowMs,
+  );
+  if (!signed.ok && signed.reason === 'cooling_off') throw coolingOff(signed.usableFrom);
+  if (!signed.ok)
+    throw new AppError('INTENT_SIGNATURE_INVALID', 'the intent signature does not match this transfer');
+  // One signature approves one transfer: Ed25519 signatures are deterministic, so a second
+  // transfer with the very same body needs its own reference (and so its own signature).
+  const intentHash = createHash('sha256').update(`${facts.intentDeviceId}|${payload}`, 'utf8').digest();
+  const reused = await q.query('SELECT 1 FROM transfers WHERE tenant_id = $1 AND intent_hash = $2', [
+    caller.tenantId,
+    intentHash,
+  ]);
+  if (reused.rows.length > 0) throw intentReused();
+  return intentHash;
+}
+
+interface Parties {
+  owner: string;
+  payee: string;
+  payerAccount: string;
+  payeeAccount: string;
+}
+
+/** The caller's beneficiary and both wallets in the currency (the payer's is the owner's). */
+async function partiesOf(
+  q: Queryable,
+  caller: Caller,
+  input: TransferInput,
+  owner: string,
+): Promise<Parties> {
+  const tenantId = caller.tenantId;
+  const { rows: bens } = await q.query<{ payee_customer_id: string }>(
+    'SELECT payee_customer_id FROM beneficiaries WHERE tenant_id = $1 AND id = $2 AND customer_id = $3 AND removed_at IS NULL',
+    [tenantId, input.beneficiaryId, caller.customerId],
+  );
+  const payee = bens[0]?.payee_customer_id;
+  if (!payee) throw new AppError('BENEFICIARY_NOT_FOUND', 'no such beneficiary');
+  if (payee === owner)
+    throw new AppError('CANNOT_PAY_SELF', 'the beneficiary is the owner of the paying wallet');
+  const payerAccount = await walletOf(q, tenantId, owner, input.currency);
+  const payeeAccount = await walletOf(q, tenantId, payee, input.currency);
+  if (!payerAccount || !payeeAccount)
+    throw new AppError('CURRENCY_MISMATCH', `both wallets must hold ${input.currency}`);
+  return { owner, payee, payerAccount, payeeAccount };
+}
+
+/**
+ * POST /v1/transfers, inside the idempotency transaction. A delegated payer's transfer
+ * (`payerCustomerId`) is checked like the caller's own (their request-bound step-up, their
+ * device's intent signature, their beneficiary) plus the payer tuple (`gate`) and both
+ * customers' limits; the money leaves the owner's wallet.
+ */
 export async function createTransfer(
   q: Queryable,
   caller: Caller,
   input: TransferInput,
   facts: RequestFacts,
   nowMs: number,
+  gate: PayerGate = noDelegation,
 ): Promise<Record<string, unknown>> {
   knownCurrency(input.currency);
   const amount = amountOf(input.amount, input.currency, 'amount');
@@ -224,6 +262,7 @@ export async function createTransfer(
   if (!facts.intentDeviceId || !facts.intentSignature)
     throw new AppError('INTENT_SIGNATURE_INVALID', 'x-intent-device-id and x-intent-signature are required');
   const tenantId = caller.tenantId;
+  const owner = await walletOwnerFor(q, caller, input, facts, nowMs, gate);
   // Issue 13 item 2: the step-up is used up with this transfer (rolled back with it if it fails).
   await useStepUp(
     q,
@@ -235,44 +274,11 @@ export async function createTransfer(
     },
     nowMs,
   );
-  // Serialises this payer's transfers (limits), without blocking other transactions' foreign-key checks on
-  // the row (FOR UPDATE would conflict with their KEY SHARE locks and deadlock transfers paying each other).
-  await q.query('SELECT 1 FROM customers WHERE tenant_id = $1 AND id = $2 FOR NO KEY UPDATE', [
-    tenantId,
-    caller.customerId,
-  ]);
-  const payload = intentPayload({ ...input, orig: facts.orig });
-  const signed = await verifyDeviceAssertion(
-    q,
-    tenantId,
-    caller.customerId,
-    payload,
-    { deviceId: facts.intentDeviceId, signature: facts.intentSignature },
-    nowMs,
-  );
-  if (!signed.ok && signed.reason === 'cooling_off') throw coolingOff(signed.usableFrom);
-  if (!signed.ok)
-    throw new AppError('INTENT_SIGNATURE_INVALID', 'the intent signature does not match this transfer');
-  // One signature approves one transfer: Ed25519 signatures are deterministic, so a second
-  // transfer with the very same body needs its own reference (and so its own signature).
-  const intentHash = createHash('sha256').update(`${facts.intentDeviceId}|${payload}`, 'utf8').digest();
-  const reused = await q.query('SELECT 1 FROM transfers WHERE tenant_id = $1 AND intent_hash = $2', [
-    tenantId,
-    intentHash,
-  ]);
-  if (reused.rows.length > 0) throw intentReused();
-  const { rows: bens } = await q.query<{ payee_customer_id: string }>(
-    'SELECT payee_customer_id FROM beneficiaries WHERE tenant_id = $1 AND id = $2 AND customer_id = $3 AND removed_at IS NULL',
-    [tenantId, input.beneficiaryId, caller.customerId],
-  );
-  const payee = bens[0]?.payee_customer_id;
-  if (!payee) throw new AppError('BENEFICIARY_NOT_FOUND', 'no such beneficiary');
-  const payerAccount = await walletOf(q, tenantId, caller.customerId, input.currency);
-  const payeeAccount = await walletOf(q, tenantId, payee, input.currency);
-  if (!payerAccount || !payeeAccount)
-    throw new AppError('CURRENCY_MISMATCH', `both wallets must hold ${input.currency}`);
+  await lockSenders(q, tenantId, [caller.customerId, owner]);
+  const intentHash = await verifyIntent(q, caller, input, facts, nowMs);
+  const parties = await partiesOf(q, caller, input, owner);
   const quote = await quoteFee(q, { tenantId, product: transferProduct, amount, currency: input.currency });
-  await checkLimits(q, tenantId, caller.customerId, input.currency, amount, nowMs);
+  await checkSendersLimits(q, caller, owner, input.currency, amount, nowMs);
   const feeAccount = quote.fee > 0n ? await feeIncomeAccount(q, tenantId, input.currency, nowMs) : undefined;
   const id = uuidv7(nowMs);
   const expiresAt = new Date(nowMs + transferHoldS * 1000);
@@ -282,7 +288,7 @@ export async function createTransfer(
       {
         id: holdId,
         type: 'TRANSFER',
-        debit: payerAccount,
+        debit: parties.payerAccount,
         credit,
         currency: input.currency,
         amount: micro,
@@ -295,22 +301,23 @@ export async function createTransfer(
   const amountHold = uuidv7(nowMs);
   const feeHold = feeAccount ? uuidv7(nowMs) : null;
   await applyInTx(q, [
-    hold(amountHold, payeeAccount, amount, 'amount'),
+    hold(amountHold, parties.payeeAccount, amount, 'amount'),
     ...(feeAccount && feeHold ? [hold(feeHold, feeAccount, quote.fee, 'fee')] : []),
   ]);
   await q
     .query(
       `INSERT INTO transfers (id, tenant_id, payer_customer_id, payee_customer_id, beneficiary_id, payer_account_id, payee_account_id, fee_account_id,
-       currency, amount, fee, reference, status, amount_hold_id, fee_hold_id, fee_schedule_id, orig, intent_device_id, created_at, expires_at, intent_hash)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'PENDING', $13, $14, $15, $16, $17, $18, $19, $20)`,
+       currency, amount, fee, reference, status, amount_hold_id, fee_hold_id, fee_schedule_id, orig, intent_device_id, created_at, expires_at, intent_hash,
+       initiator_customer_id)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'PENDING', $13, $14, $15, $16, $17, $18, $19, $20, $21)`,
       [
         id,
         tenantId,
-        caller.customerId,
-        payee,
+        owner,
+        parties.payee,
         input.beneficiaryId,
-        payerAccount,
-        payeeAccount,
+        parties.payerAccount,
+        parties.payeeAccount,
         feeAccount ?? null,
         input.currency,
         toDb(amount),
@@ -324,6 +331,7 @@ export async function createTransfer(
         new Date(nowMs),
         expiresAt,
         intentHash,
+        caller.customerId,
       ],
     )
     .catch((err: unknown) => {
@@ -338,6 +346,7 @@ export async function createTransfer(
     fee: format(quote.fee),
     currency: input.currency,
     reference: input.reference,
+    ...delegationOf(caller, owner),
   };
   await enqueue(q, {
     tenantId,
@@ -346,6 +355,7 @@ export async function createTransfer(
     event: 'transfer.created',
     payload: payloadOut,
   });
+  // The initiator is the actor; a delegated transfer names the wallet owner in attrs.
   await appendAudit(q, [
     auditEntry(
       caller,
@@ -373,15 +383,19 @@ export async function confirmTransfer(
   transferId: string,
   facts: RequestFacts,
   nowMs: number,
+  gate: PayerGate = noDelegation,
+  namedPayer?: string,
 ): Promise<{ status: number; body: Record<string, unknown> }> {
   const tenantId = caller.tenantId;
+  // Only the customer who created a transfer confirms it (for a delegated one: the delegate).
   const { rows } = await q.query<TransferRow>(
-    `${selectTransfer} WHERE t.tenant_id = $1 AND t.id = $2 AND t.payer_customer_id = $3 FOR UPDATE OF t`,
+    `${selectTransfer} WHERE t.tenant_id = $1 AND t.id = $2 AND t.initiator_customer_id = $3 FOR UPDATE OF t`,
     [tenantId, transferId, caller.customerId],
   );
   const t = rows[0];
   if (!t) throw new AppError('TRANSFER_NOT_FOUND', 'no such transfer');
   if (t.status !== 'PENDING') throw new AppError('TRANSFER_NOT_PENDING', `transfer is ${t.status}`);
+  await confirmDelegation(q, caller, t, facts, nowMs, gate, namedPayer);
   const holdIds = [t.amount_hold_id, ...(t.fee_hold_id ? [t.fee_hold_id] : [])];
   const holds = await holdStates(q, tenantId, holdIds, true);
   const live =
@@ -423,6 +437,7 @@ export async function confirmTransfer(
     fee: format(fromDb(t.fee)),
     currency: t.currency,
     posting_ids: postingIds,
+    ...delegationOf(caller, t.payer_customer_id),
   };
   await enqueue(q, {
     tenantId,
@@ -431,7 +446,11 @@ export async function confirmTransfer(
     event: 'transfer.completed',
     payload,
   });
-  await appendAudit(q, [auditEntry(caller, 'transfer.confirm', t.id, facts, payload, nowMs)]);
+  const delegation = delegationOf(caller, t.payer_customer_id);
+  await appendAudit(q, [
+    auditEntry(caller, 'transfer.confirm', t.id, facts, { ...payload, ...delegation }, nowMs),
+  ]);
+  if (t.payer_customer_id !== caller.customerId) await notifyOwner(q, t, postingIds);
   const { rows: after } = await q.query<TransferRow>(
     `${selectTransfer} WHERE t.tenant_id = $1 AND t.id = $2`,
     [tenantId, t.id],

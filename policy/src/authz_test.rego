@@ -575,3 +575,15 @@ test_payer_transfers_need_the_tuple_and_their_own_step_up if {
 	verdict_matches_decision(delegated([member], 2, true))
 	verdict_matches_decision(delegated([member, payer_of("c2", {})], 1, false))
 }
+
+# Issue 20 item 1: a tenant's Admin and Ops read its agents and outlets; ReadOnly does not.
+test_agent_and_outlet_reads_are_admin_and_ops if {
+	every act in [["agent.list_agents", "agent"], ["agent.get_agent", "agent"], ["outlet.list_outlets", "outlet"], ["outlet.get_outlet", "outlet"]] {
+		every role in ["admin", "ops"] {
+			ok := authz.decision with input as object.union(op(act[0], act[1]), {"subject": staff([role], 1)})
+			ok.allow
+		}
+		ro := authz.decision with input as object.union(op(act[0], act[1]), {"subject": staff(["readonly"], 1)})
+		failed(ro) == {"roles"}
+	}
+}

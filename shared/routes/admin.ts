@@ -172,6 +172,10 @@ export const adminRoutes: RouteDeclaration[] = [
   ),
   admin('POST', '/v1/outlets', 'outlet', 'outlet.create', admins),
   admin('POST', '/v1/agents', 'agent', 'agent.create', admins),
+  admin('GET', '/v1/outlets', 'outlet', 'outlet.list_outlets', operators),
+  admin('GET', '/v1/outlets/{id}', 'outlet', 'outlet.get_outlet', operators),
+  admin('GET', '/v1/agents', 'agent', 'agent.list_agents', operators),
+  admin('GET', '/v1/agents/{id}', 'agent', 'agent.get_agent', operators),
   // relationship tuples (issue 20 item 3; SPEC 2.7): core/admin/tuples/
   admin('GET', '/v1/tenants/{tenantId}/tuples', 'relationship_tuple', 'tuple.list_tuples', readers),
   admin('PUT', '/v1/tenants/{tenantId}/tuples', 'relationship_tuple', 'tuple.write_tuple', admins),

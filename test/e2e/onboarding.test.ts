@@ -343,6 +343,39 @@ describe('a second tenant from zero to a transfer, through the gateway only', ()
       key(),
     );
     assert.equal(publishB.status, 403, `only platform admins publish templates: ${publishB.text}`);
+    // A template naming a product or currency B does not have is refused whole, naming what is
+    // missing (nothing copied); B's Admin adds the product through the API, as a tenant does.
+    const usdTemplate = await send(
+      'POST',
+      '/v1/schedule-templates',
+      platform.access,
+      {
+        name: 'USD transfer fees',
+        kind: 'FEE',
+        product: 'TRANSFER',
+        currency: 'USD',
+        items: [{ min_amount: '0', fixed: '1' }],
+      },
+      key(),
+    );
+    created(usdTemplate, 'USD fee template');
+    const copyOf = (id: string) => send('POST', `/v1/schedule-templates/${id}:copy`, admin.access, {}, key());
+    const notApplicable = async (id: string, missing: Record<string, string>) => {
+      const r = await copyOf(id);
+      assert.equal(r.status, 422, r.text);
+      assert.equal(r.json.code, 'TEMPLATE_NOT_APPLICABLE');
+      assert.deepEqual(r.json.missing, missing);
+      for (const what of Object.values(missing)) assert.ok(r.json.detail.includes(what), r.text);
+    };
+    await notApplicable(feeTemplate.json.id, { product: 'TRANSFER' });
+    await notApplicable(usdTemplate.json.id, { product: 'TRANSFER', currency: 'USD' });
+    created(
+      await send('POST', '/v1/products', admin.access, { code: 'TRANSFER', category: 'PAYMENTS' }, key()),
+      'product',
+    );
+    await notApplicable(usdTemplate.json.id, { currency: 'USD' });
+    const copiedNothing = await tdb.db.query('SELECT 1 FROM admin_schedules WHERE tenant_id = $1', [B]);
+    assert.equal(copiedNothing.rows.length, 0, 'a refused copy leaves no schedule behind');
     const templates = await send('GET', '/v1/schedule-templates?currency=KES', admin.access);
     assert.equal(templates.status, 200, templates.text);
     for (const id of [feeTemplate.json.id, limitTemplate.json.id]) {

@@ -256,13 +256,15 @@ export function journey(
     beneficiaryId: string,
     amount: string,
     how: 'otp' | 'device' = 'device',
-    over: Partial<{ currency: string }> = {},
+    over: Partial<{ currency: string; payerCustomerId: string }> = {},
   ) {
     const body = {
       amount,
       currency: over.currency ?? 'KES',
       beneficiaryId,
       reference: `ref-${randomUUID().slice(0, 8)}`,
+      // A delegated payer's transfer names whose wallet pays (issue 20 item 3).
+      ...(over.payerCustomerId ? { payerCustomerId: over.payerCustomerId } : {}),
     };
     const payload = JSON.stringify(body);
     const headers = { ...intent(c, body, payload), 'idempotency-key': `tr-${randomUUID()}` };

@@ -58,6 +58,41 @@ async function requireTemplate(q: Queryable, id: string): Promise<TemplateRow> {
   return t;
 }
 
+/**
+ * Issue 20 item 1: a template is copied only into a tenant that has its product (ACTIVE in
+ * `/v1/products`) and its currency (the tenant's base currency or one its country allows);
+ * otherwise a 422 naming everything missing, before anything is written (never a partial copy,
+ * never a schedule for a product the tenant does not sell).
+ */
+async function requireApplicable(q: Queryable, tenantId: string, t: TemplateRow): Promise<void> {
+  const { rows } = await q.query<{ has_product: boolean; has_currency: boolean }>(
+    `SELECT EXISTS (SELECT 1 FROM admin_products p WHERE p.tenant_id = t.id AND p.code = $2 AND p.status = 'ACTIVE') AS has_product,
+            (t.base_currency = $3 OR EXISTS (SELECT 1 FROM admin_countries c WHERE c.code = t.country AND $3 = ANY (c.allowed_currencies))) AS has_currency
+       FROM tenants t WHERE t.id = $1`,
+    [tenantId, t.product, t.currency],
+  );
+  const r = rows[0];
+  const missing = [
+    ...(r?.has_product ? [] : [`product ${t.product} (create it with POST /v1/products)`]),
+    ...(r?.has_currency
+      ? []
+      : [`currency ${t.currency} (not the tenant's base currency nor allowed in its country)`]),
+  ];
+  if (missing.length === 0) return;
+  throw new AppError(
+    'TEMPLATE_NOT_APPLICABLE',
+    `template ${t.id} cannot be copied into tenant ${tenantId}: it has no ${missing.join(' and no ')}`,
+    {
+      extra: {
+        missing: {
+          ...(r?.has_product ? {} : { product: t.product }),
+          ...(r?.has_currency ? {} : { currency: t.currency }),
+        },
+      },
+    },
+  );
+}
+
 export function templateRoutes(deps: AdminDeps): RouteSpec[] {
   const tags = ['admin.schedules'];
   return [
@@ -133,6 +168,7 @@ export function templateRoutes(deps: AdminDeps): RouteSpec[] {
       responses: { 201: { description: 'The new schedule', schema: Schedule } },
       write: async (ctx, w) => {
         const t = await requireTemplate(w.q, ctx.params.templateId);
+        await requireApplicable(w.q, w.caller.tenantId, t);
         const s = await createSchedule(
           w.q,
           {

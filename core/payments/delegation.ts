@@ -1,0 +1,125 @@
+/**
+ * Transfers by a delegated payer (SPEC 2.7 `payer`, issue 20 item 3): whose wallet a transfer
+ * pays from, the payer gate (./payer.ts) judged on create and again on confirm, both customers'
+ * limits, and what events, audit records and the wallet owner's notice say of it. A customer's
+ * own transfer passes through all of these unchanged.
+ */
+import type { Queryable } from '../../shared/db/pool.ts';
+import { AppError } from '../../shared/errors.ts';
+import { format, fromDb, type Micro } from '../../shared/money.ts';
+import type { Caller } from '../identity/tokens.ts';
+import { enqueue } from '../outbox/outbox.ts';
+import { checkLimits } from './limits.ts';
+import type { PayerGate, PayerRequest } from './payer.ts';
+import type { RequestFacts, TransferInput, TransferRow } from './transfers.ts';
+
+/** Without a gate (no policy to judge delegations), a transfer from another's wallet is refused. */
+export const noDelegation: PayerGate = async () => {
+  throw new AppError(
+    'PAYER_NOT_AUTHORIZED',
+    "this core cannot judge payments from another customer's wallet",
+  );
+};
+
+/** What the payer gate judges: the caller paying from `owner`'s wallet, from this request's address. */
+const delegation = (
+  caller: Caller,
+  owner: string,
+  action: PayerRequest['action'],
+  facts: RequestFacts,
+): PayerRequest => ({
+  tenantId: caller.tenantId,
+  initiator: caller.customerId,
+  owner,
+  action,
+  ip: facts.ip ?? '',
+  aal: caller.aal,
+});
+
+/**
+ * Whose wallet pays: the caller's own, or (issue 20 item 3) the customer named by
+ * `payerCustomerId` when the gate finds a live payer tuple from the caller to them.
+ */
+export async function walletOwnerFor(
+  q: Queryable,
+  caller: Caller,
+  input: TransferInput,
+  facts: RequestFacts,
+  nowMs: number,
+  gate: PayerGate,
+): Promise<string> {
+  const owner = input.payerCustomerId;
+  if (owner === undefined || owner === caller.customerId) return caller.customerId;
+  await gate(q, delegation(caller, owner, 'transfer.create', facts), nowMs);
+  return owner;
+}
+
+/** Both customers' limits for a delegated transfer; the one customer's for their own. */
+export async function checkSendersLimits(
+  q: Queryable,
+  caller: Caller,
+  owner: string,
+  currency: string,
+  amount: Micro,
+  nowMs: number,
+): Promise<void> {
+  if (owner === caller.customerId) {
+    await checkLimits(q, caller.tenantId, owner, currency, amount, nowMs);
+    return;
+  }
+  await checkLimits(q, caller.tenantId, owner, currency, amount, nowMs, "the wallet owner's");
+  await checkLimits(q, caller.tenantId, caller.customerId, currency, amount, nowMs, 'your own');
+}
+
+/** The delegation facts events and audit records carry (nothing for a customer's own transfer). */
+export const delegationOf = (caller: Caller, owner: string): Record<string, string> =>
+  owner === caller.customerId ? {} : { payer_customer_id: owner, initiator_customer_id: caller.customerId };
+
+/**
+ * A confirm names the same wallet owner as its create (`payerCustomerId`), so the edge judges the
+ * payer tuple on the confirm too; core judges it again here: a tuple deleted since the create
+ * stops the confirm (the holds then lapse, and the money never leaves the owner's wallet).
+ */
+export async function confirmDelegation(
+  q: Queryable,
+  caller: Caller,
+  t: TransferRow,
+  facts: RequestFacts,
+  nowMs: number,
+  gate: PayerGate,
+  namedPayer: string | undefined,
+): Promise<void> {
+  const owner = t.payer_customer_id;
+  const named = namedPayer ?? caller.customerId;
+  if (named !== owner)
+    throw new AppError(
+      'PAYER_MISMATCH',
+      owner === caller.customerId
+        ? 'this transfer pays from your own wallet: payerCustomerId must be omitted or yours'
+        : 'this transfer pays from another wallet: payerCustomerId must name its owner',
+    );
+  if (owner === caller.customerId) return;
+  await gate(q, delegation(caller, owner, 'transfer.confirm', facts), nowMs);
+}
+
+/** The wallet owner learns of a debit they did not make themselves (issue 20 item 3). */
+export async function notifyOwner(q: Queryable, t: TransferRow, postingIds: string[]): Promise<void> {
+  const amount = `${format(fromDb(t.amount) + fromDb(t.fee))} ${t.currency}`;
+  await enqueue(q, {
+    tenantId: t.tenant_id,
+    aggregate: 'customer',
+    aggregateId: t.payer_customer_id,
+    event: 'wallet.delegated_debit',
+    payload: {
+      customerId: t.payer_customer_id,
+      initiatorCustomerId: t.initiator_customer_id,
+      transferId: t.id,
+      postingIds,
+      amount: format(fromDb(t.amount)),
+      fee: format(fromDb(t.fee)),
+      currency: t.currency,
+      channel: 'sms',
+      text: `${amount} was paid from your wallet by a customer you authorised to pay for you (reference ${t.reference}).`,
+    },
+  });
+}

@@ -1,0 +1,318 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import type { TestDb } from '../helpers/db.ts';
+import { startE2eStack, type E2eStack } from '../helpers/e2e-stack.ts';
+import { call, type Res } from '../helpers/http.ts';
+import { journey, type Customer, type Demo, type Journey } from '../helpers/journey.ts';
+
+/**
+ * Issue 20 item 3 (SPEC 2.7 `payer`) through the dev gateway, nothing mocked: a customer holding
+ * a `payer` tuple over another moves money out of that customer's wallet with their own
+ * request-bound step-up and device signature; refused without the tuple (at the edge, and by
+ * core when the edge is bypassed), for another tenant's customer, outside the tuple's caveat and
+ * after the tuple is deleted; both customers' limits apply; a replay moves nothing twice.
+ */
+describe('delegated payer transfers through the gateway', () => {
+  let e2e: E2eStack;
+  let tdb: TestDb;
+  let gw: string;
+  let core: string;
+  let j: Journey;
+  let adminToken = '';
+  /** alice pays for bob (the tuple); carol is alice's payee; dave has no tuple over anyone. */
+  let alice: Customer;
+  let bob: Customer;
+  let carol: Customer;
+  let dave: Customer;
+  let aliceToCarol = '';
+
+  const payerTuple = (subject: Customer, owner: string, caveat?: Record<string, unknown>) => ({
+    subject: { ns: 'customer', id: subject.id },
+    relation: 'payer',
+    object: { ns: 'customer', id: owner },
+    ...(caveat ? { caveat } : {}),
+  });
+  const tuples = (op: 'PUT' | 'POST', path: string, json: unknown): Promise<Res> =>
+    call(gw, op, path, {
+      json,
+      headers: {
+        authorization: `Bearer ${adminToken}`,
+        'x-request-id': randomUUID(),
+        'idempotency-key': `tp-${randomUUID()}`,
+      },
+    });
+  const grant = (subject: Customer, owner: string, caveat?: Record<string, unknown>) =>
+    tuples('PUT', '/v1/tenants/demo/tuples', payerTuple(subject, owner, caveat));
+  const revoke = (subject: Customer, owner: string) =>
+    tuples('POST', '/v1/tenants/demo/tuples:delete', payerTuple(subject, owner));
+  const confirm = (c: Customer, token: string, transferId: string, payerCustomerId?: string) =>
+    call(gw, 'POST', '/v1/transfers/confirm', {
+      json: { transferId, ...(payerCustomerId ? { payerCustomerId } : {}) },
+      headers: { ...j.bearer(c, token), 'idempotency-key': `cf-${randomUUID()}` },
+    });
+  /** A delegated transfer from `owner`'s wallet, straight to core: no edge decision at all. */
+  async function direct(c: Customer, beneficiaryId: string, owner: string, amount: string): Promise<Res> {
+    const reference = `d-${randomUUID().slice(0, 8)}`;
+    const body = { amount, currency: 'KES', beneficiaryId, reference, payerCustomerId: owner };
+    const payload = JSON.stringify(body);
+    // Identity headers without the edge's secret claim nothing: core verifies the token itself.
+    const headers = {
+      ...j.intent(c, body, payload),
+      'idempotency-key': `dr-${randomUUID()}`,
+      'x-principal-id': c.id,
+      'x-tenant-id': 'demo',
+      'x-aal': '2',
+    };
+    const send = (token: string) =>
+      call(core, 'POST', '/v1/transfers', { json: body, headers: { ...j.bearer(c, token), ...headers } });
+    const first = await send(c.access);
+    assert.equal(first.status, 403, first.text);
+    assert.equal(first.json.code, 'MFA_REQUIRED', 'core asks for the step-up itself');
+    return send(await j.stepUp(c, first.json.challenge, 'device'));
+  }
+  /**
+   * A transfer from `owner`'s wallet, repeated while the edge still answers as before a tuple
+   * change (its cache drops the subject's tuples on NOTIFY, moments after the write commits).
+   * A refused first request stepped up nothing, so a repeat costs no grant.
+   */
+  async function delegated(
+    c: Customer,
+    beneficiaryId: string,
+    amount: string,
+    owner: string,
+    settled: (r: Res) => boolean = (r) => r.json?.code !== 'POLICY_DENIED',
+  ) {
+    const until = Date.now() + 5000;
+    for (;;) {
+      const t = await j.transfer(c, beneficiaryId, amount, 'device', { payerCustomerId: owner });
+      if (settled(t.final) || Date.now() > until) return t;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+  const outboxOf = async (event: string, customerId: string) =>
+    (
+      await tdb.db.query<{ payload: Record<string, unknown> }>(
+        'SELECT payload FROM outbox WHERE event = $1 AND aggregate_id = $2 ORDER BY created_at',
+        [event, customerId],
+      )
+    ).rows;
+
+  before(async () => {
+    e2e = await startE2eStack('payer');
+    ({ tdb, gw, core } = e2e);
+    const demo = e2e.demo as Demo & { serviceTokens: Record<'admin', { token: string }> };
+    adminToken = demo.serviceTokens.admin.token;
+    j = journey(gw, e2e.dataDir, tdb.db, demo);
+    alice = await j.signUp('+254711400001');
+    bob = await j.signUp('+254711400002');
+    carol = await j.signUp('+254711400003');
+    dave = await j.signUp('+254711400004');
+    const ben = await j.addPayee(alice, carol.phone, 'Carol');
+    assert.equal(ben.status, 201, ben.text);
+    aliceToCarol = ben.json.id;
+    for (const c of [alice, bob, dave]) await j.fund(c.wallet, '10000.00');
+  });
+  after(() => e2e?.stop());
+
+  it('without a payer tuple the edge refuses, and core refuses too when the edge is bypassed', async () => {
+    const before = await j.balance(bob.wallet);
+    const t = await j.transfer(alice, aliceToCarol, '10.00', 'device', { payerCustomerId: bob.id });
+    assert.equal(t.final.status, 403, t.final.text);
+    assert.equal(t.final.json.code, 'POLICY_DENIED');
+    const bypass = await direct(alice, aliceToCarol, bob.id, '10.00');
+    assert.equal(bypass.status, 403, bypass.text);
+    assert.equal(bypass.json.code, 'PAYER_NOT_AUTHORIZED');
+    assert.equal(await j.balance(bob.wallet), before, 'nothing held or moved');
+    const { rows } = await tdb.db.query('SELECT 1 FROM transfers WHERE payer_customer_id = $1', [bob.id]);
+    assert.equal(rows.length, 0);
+  });
+
+  it("with the tuple: the delegate's own bound step-up; the owner's wallet pays; both see it; audited and notified; a replay moves nothing twice", async () => {
+    const made = await grant(alice, bob.id);
+    assert.equal(made.status, 201, made.text);
+    const bobBefore = await j.balance(bob.wallet);
+    const aliceBefore = await j.balance(alice.wallet);
+    const carolBefore = await j.balance(carol.wallet);
+    const tr = await delegated(alice, aliceToCarol, '100.00', bob.id);
+    assert.equal(
+      tr.first.json.code,
+      'MFA_REQUIRED',
+      'nothing waived: the delegate steps up for this request',
+    );
+    assert.equal(tr.final.status, 200, tr.final.text);
+    assert.equal(tr.final.json.payer_customer_id, bob.id);
+    assert.equal(tr.final.json.initiator_customer_id, alice.id);
+    const fee = BigInt(Math.round(Number(tr.final.json.fee) * 1e6));
+
+    // A replay: the same key answers the same transfer; a new key finds the step-up used.
+    const replay = await call(gw, 'POST', '/v1/transfers', {
+      json: tr.body,
+      headers: { ...j.bearer(alice, tr.token), ...tr.headers },
+    });
+    assert.equal(replay.json.id, tr.final.json.id);
+    const again = await call(gw, 'POST', '/v1/transfers', {
+      json: tr.body,
+      headers: { ...j.bearer(alice, tr.token), ...tr.headers, 'idempotency-key': `tr-${randomUUID()}` },
+    });
+    assert.equal(again.status, 403, again.text);
+    assert.equal(again.json.code, 'MFA_REQUIRED');
+
+    // The confirm names the same wallet owner (the edge judges the tuple again).
+    const unnamed = await confirm(alice, tr.token, tr.final.json.id);
+    assert.equal(unnamed.status, 422, unnamed.text);
+    assert.equal(unnamed.json.code, 'PAYER_MISMATCH');
+    assert.equal((await confirm(bob, bob.access, tr.final.json.id, bob.id)).status, 403, 'AAL 1 owner');
+    const done = await confirm(alice, tr.token, tr.final.json.id, bob.id);
+    assert.equal(done.status, 200, done.text);
+    assert.equal(done.json.status, 'POSTED');
+    assert.equal(await j.balance(bob.wallet), bobBefore - 100_000_000n - fee);
+    assert.equal(await j.balance(alice.wallet), aliceBefore, "the delegate's own wallet is untouched");
+    assert.equal(await j.balance(carol.wallet), carolBefore + 100_000_000n);
+
+    const mask = (c: Customer) => `${c.phone.slice(0, 4)}*******${c.phone.slice(-2)}`;
+    for (const who of [bob, alice]) {
+      const h = await call(gw, 'GET', '/v1/transactions?direction=out', { headers: j.bearer(who) });
+      assert.equal(h.status, 200, h.text);
+      const item = h.json.items.find((i: { id: string }) => i.id === tr.final.json.id);
+      assert.ok(item, `${who.phone} sees the transfer`);
+      assert.equal(item.counterparty.phone, '+254*******03');
+      assert.deepEqual(item.delegated, {
+        wallet_owner: { phone: mask(bob) },
+        initiator: { phone: mask(alice) },
+      });
+    }
+    const audit = await tdb.db.query<{ actor: { id: string }; attrs: Record<string, unknown> }>(
+      `SELECT actor, attrs FROM audit_log WHERE action IN ('transfer.create', 'transfer.confirm') AND target->>'id' = $1 ORDER BY id`,
+      [tr.final.json.id],
+    );
+    assert.equal(audit.rows.length, 2);
+    for (const r of audit.rows) {
+      assert.equal(r.actor.id, alice.id, 'the initiator is the actor');
+      assert.equal(r.attrs.payer_customer_id, bob.id, 'the wallet owner is named');
+    }
+    const notices = await outboxOf('wallet.delegated_debit', bob.id);
+    assert.equal(notices.length, 1, 'the owner is told of the debit once');
+    assert.equal(notices[0]?.payload.transferId, tr.final.json.id);
+  });
+
+  it("refuses a payer tuple over another tenant's customer, and core refuses one that got into the table anyway", async () => {
+    const created = await call(gw, 'POST', '/v1/tenants', {
+      json: { id: 'payerco', name: 'Payer Co', country: 'KE', baseCurrency: 'KES' },
+      headers: {
+        authorization: `Bearer ${adminToken}`,
+        'idempotency-key': 'e2e-payerco',
+        'x-request-id': randomUUID(),
+      },
+    });
+    assert.equal(created.status, 201, created.text);
+    const foreign = randomUUID();
+    await tdb.db.query(
+      `INSERT INTO customers (id, tenant_id, phone_e164) VALUES ($1, 'payerco', '+254711499999')`,
+      [foreign],
+    );
+    const viaApi = await grant(alice, foreign);
+    assert.equal(viaApi.status, 422, viaApi.text);
+    assert.equal(viaApi.json.code, 'TUPLE_INVALID');
+    const refused = await j.transfer(alice, aliceToCarol, '10.00', 'device', { payerCustomerId: foreign });
+    assert.equal(refused.final.status, 403, refused.final.text);
+    assert.equal(refused.final.json.code, 'POLICY_DENIED');
+    // A tuple written behind the API's back: the edge's policy sees a payer tuple, core does not honour it.
+    await tdb.db.query(
+      `INSERT INTO relationship_tuples (tenant_id, subject_ns, subject_id, relation, object_ns, object_id) VALUES ('demo', 'customer', $1, 'payer', 'customer', $2)`,
+      [alice.id, foreign],
+    );
+    const rogue = (await delegated(alice, aliceToCarol, '10.00', foreign)).final;
+    assert.equal(rogue.status, 403, rogue.text);
+    assert.equal(rogue.json.code, 'PAYER_NOT_AUTHORIZED');
+  });
+
+  it("applies the tuple's caveats in core as the edge does: outside its ip_ranges, refused", async () => {
+    const fenced = await grant(dave, bob.id, { ip_ranges: ['10.0.0.0/8'] });
+    assert.equal(fenced.status, 201, fenced.text);
+    const daveToCarol = (await j.addPayee(dave, carol.phone)).json.id as string;
+    // Core reads the tuple itself (no cache) and judges its caveat with the policy's own rule.
+    const outside = await direct(dave, daveToCarol, bob.id, '10.00');
+    assert.equal(outside.status, 403, outside.text);
+    assert.equal(outside.json.code, 'PAYER_NOT_AUTHORIZED');
+    const loopback = { ip_ranges: ['127.0.0.0/8', '::1/128', '::ffff:127.0.0.0/104'] };
+    assert.equal((await grant(dave, bob.id, loopback)).status, 200);
+    const inside = await direct(dave, daveToCarol, bob.id, '10.00');
+    assert.equal(inside.status, 200, inside.text);
+    assert.equal(inside.json.payer_customer_id, bob.id);
+    // The edge: allowed from loopback, then refused once the range excludes it again.
+    const allowed = (await delegated(dave, daveToCarol, '10.00', bob.id)).final;
+    assert.equal(allowed.status, 200, allowed.text);
+    assert.equal((await grant(dave, bob.id, { ip_ranges: ['10.0.0.0/8'] })).status, 200);
+    const fencedAgain = (await delegated(dave, daveToCarol, '10.00', bob.id, (r) => r.status === 403)).final;
+    assert.equal(fencedAgain.status, 403, fencedAgain.text);
+    assert.equal(fencedAgain.json.code, 'POLICY_DENIED');
+  });
+
+  it("applies both customers' limits: the owner's, and the delegate's own over everything they send", async () => {
+    const { rows } = await tdb.db.query<{ id: string }>(
+      `SELECT id FROM admin_schedules WHERE tenant_id = 'demo' AND kind = 'LIMIT' AND product = 'TRANSFER' AND status = 'ACTIVE'`,
+    );
+    const schedule = rows[0]?.id;
+    assert.ok(schedule);
+    // KYC level 1: 1,000 a transfer; level 2: 2,000 a day. Everyone else keeps the general rows.
+    await tdb.db.query(
+      `INSERT INTO admin_schedule_limits (id, tenant_id, schedule_id, action, period, max_amount, kyc_level) VALUES
+         ($1, 'demo', $3, 'TRANSFER', 'transaction', 1000, '1'), ($2, 'demo', $3, 'TRANSFER', 'day', 2000, '2')`,
+      [randomUUID(), randomUUID(), schedule],
+    );
+    const kyc = (c: Customer, level: number) =>
+      tdb.db.query(
+        `INSERT INTO kyc_profiles (tenant_id, customer_id, level, status, full_name, id_type, id_number, date_of_birth, registered_by, expires_at, created_at, updated_at)
+         VALUES ('demo', $1, $2, 'ACTIVE', 'Test Person', 'NATIONAL_ID', $3, '1990-01-01', $4, now() + interval '1 year', now(), now())`,
+        [c.id, level, `KYC-PAYER-${level}`, randomUUID()],
+      );
+    // The owner's limit: erin's wallet may send 1,000 a transfer, whoever asks.
+    const erin = await j.signUp('+254711400005');
+    await j.fund(erin.wallet, '5000.00');
+    await kyc(erin, 1);
+    assert.equal((await grant(alice, erin.id)).status, 201);
+    const overOwner = (await delegated(alice, aliceToCarol, '1500.00', erin.id)).final;
+    assert.equal(overOwner.status, 422, overOwner.text);
+    assert.equal(overOwner.json.code, 'LIMIT_EXCEEDED');
+    assert.match(overOwner.json.message, /wallet owner's per-transaction/);
+    // The delegate's own: frank may send 2,000 a day in all, his own transfers and bob's together.
+    const frank = await j.signUp('+254711400006');
+    await j.fund(frank.wallet, '5000.00');
+    await kyc(frank, 2);
+    const frankToCarol = (await j.addPayee(frank, carol.phone)).json.id as string;
+    const own = await j.transfer(frank, frankToCarol, '1500.00');
+    assert.equal(own.final.status, 200, own.final.text);
+    assert.equal((await grant(frank, bob.id)).status, 201);
+    const overOwn = (await delegated(frank, frankToCarol, '800.00', bob.id)).final;
+    assert.equal(overOwn.status, 422, overOwn.text);
+    assert.equal(overOwn.json.code, 'LIMIT_EXCEEDED');
+    assert.match(overOwn.json.message, /your own day/);
+    const within = await j.transfer(frank, frankToCarol, '400.00', 'device', { payerCustomerId: bob.id });
+    assert.equal(within.final.status, 200, within.final.text);
+  });
+
+  it('a deleted tuple stops the next transfer and the confirm of one already pending', async () => {
+    const pending = await j.transfer(alice, aliceToCarol, '20.00', 'device', { payerCustomerId: bob.id });
+    assert.equal(pending.final.status, 200, pending.final.text);
+    const gone = await revoke(alice, bob.id);
+    assert.equal(gone.status, 200, gone.text);
+    const next = (await delegated(alice, aliceToCarol, '20.00', bob.id, (r) => r.status === 403)).final;
+    assert.equal(next.status, 403, next.text);
+    assert.equal(next.json.code, 'POLICY_DENIED');
+    const late = await confirm(alice, pending.token, pending.final.json.id, bob.id);
+    assert.equal(late.status, 403, late.text);
+    assert.equal(late.json.code, 'POLICY_DENIED');
+    // Core on its own refuses the confirm too (the edge bypassed).
+    const direct = await call(core, 'POST', '/v1/transfers/confirm', {
+      json: { transferId: pending.final.json.id, payerCustomerId: bob.id },
+      headers: { ...j.bearer(alice, pending.token), 'idempotency-key': `cf-${randomUUID()}` },
+    });
+    assert.equal(direct.status, 403, direct.text);
+    assert.equal(direct.json.code, 'PAYER_NOT_AUTHORIZED');
+    const { rows } = await tdb.db.query<{ status: string }>('SELECT status FROM transfers WHERE id = $1', [
+      pending.final.json.id,
+    ]);
+    assert.equal(rows[0]?.status, 'PENDING', 'never posted: its holds lapse');
+  });
+});
