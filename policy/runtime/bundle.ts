@@ -73,8 +73,17 @@ const checkVerdict = TypeCompiler.Compile(PolicyVerdict);
 
 export class BundleError extends Error {}
 
+/** A bundle's three files as verified. */
+export interface BundleFiles {
+  manifest: Buffer;
+  registry: Buffer;
+  wasm: Buffer;
+}
+
 export interface PolicyRevision {
   policyVersion: string;
+  /** The files it was instantiated from: another thread instantiates the same revision from them (core's impact worker). */
+  files: BundleFiles;
   registryVersion: string;
   registry: Registry;
   /** Synchronous evaluation with the `reasons` trace (simulate, the audit of a denial); throws when the policy yields no well-formed decision. */
@@ -106,10 +115,24 @@ export async function loadTrustedKeys(file = defaultTrustFile): Promise<KeyObjec
   return publicKeysFromJwks(JSON.parse(await readFile(file, 'utf8')) as unknown);
 }
 
+/** 64 KiB WebAssembly pages: how much linear memory one instance may grow to when bounded. */
+export const wasmPageBytes = 65_536;
+
+export interface InstantiateOptions {
+  /**
+   * Bound the instance's linear memory (WebAssembly pages). A worker's `resourceLimits` bound its
+   * V8 heap, not WASM memory: without this a candidate whose evaluation allocates without end
+   * grows its memory to 4 GiB. Past the bound OPA's allocator aborts and that evaluation throws
+   * (issue 22: a candidate's evaluation fails, the process does not).
+   */
+  maxMemoryPages?: number;
+}
+
 /** Verify and instantiate a bundle from its three files. */
 export async function instantiateBundle(
-  files: { manifest: Buffer; registry: Buffer; wasm: Buffer },
+  files: BundleFiles,
   trusted: KeyObject[],
+  opts: InstantiateOptions = {},
 ): Promise<PolicyRevision> {
   let manifest: unknown;
   let registry: unknown;
@@ -129,7 +152,8 @@ export async function instantiateBundle(
   if (!verifyDocument(registry, trusted)) throw new BundleError('purpose registry signature does not verify');
   if (registry.version !== manifest.registry_version)
     throw new BundleError('registry version differs from the manifest');
-  const policy = await loadPolicy(files.wasm, undefined, hostBuiltins);
+  const memory = opts.maxMemoryPages ? { initial: 5, maximum: opts.maxMemoryPages } : undefined;
+  const policy = await loadPolicy(files.wasm, memory, hostBuiltins);
   policy.setData({ registry, meta: { policy_version: manifest.policy_version } });
   const reg = registry;
   const entrypoints = policy.entrypoints as Record<string, number>;
@@ -137,6 +161,7 @@ export async function instantiateBundle(
   const entry = entrypoints[verdictEntrypoint] ?? traced;
   return {
     policyVersion: manifest.policy_version,
+    files,
     registryVersion: reg.version,
     registry: reg,
     evaluate(input) {
