@@ -220,6 +220,22 @@ export const edgeRoutes: EdgeRoute[] = [
     disableRequestBodyBuffering: true,
   },
   {
+    method: 'GET',
+    template: '/v1/policy/candidates',
+    purpose: operationalPurpose,
+    resource: 'policy',
+    action: 'policy.candidate_list',
+    credential: 'staff',
+  },
+  {
+    method: 'DELETE',
+    template: '/v1/policy/candidates/{ref}',
+    purpose: operationalPurpose,
+    resource: 'policy',
+    action: 'policy.candidate_delete',
+    credential: 'staff',
+  },
+  {
     method: 'POST',
     template: '/v1/policy/impact',
     purpose: operationalPurpose,
