@@ -2,7 +2,8 @@
  * Shadow evaluation thread (issue 22 item 3; ShadowFeed in shadow.ts): evaluates live decisions'
  * inputs against each tenant's shadow candidate, after the real answers were sent, and answers
  * each batch with its counts. WASM evaluation is synchronous: a shadow bundle that loops blocks
- * this thread only, and the feed terminates it when a batch is not answered in time.
+ * this thread only, and the feed terminates it when a batch is not answered in time; one that
+ * allocates without end reaches its instance's memory bound and that evaluation counts as an error.
  * Divergences are written (a bounded sample, inputs scrubbed like recorded decision inputs).
  */
 import { createPublicKey, type JsonWebKey } from 'node:crypto';
@@ -34,7 +35,12 @@ const maxWrittenPerCandidate = 200;
 
 const port = parentPort;
 if (!port) throw new Error('shadow-thread.ts runs as a worker thread');
-const { url, trusted, key } = workerData as { url: string; trusted: JsonWebKey[]; key?: Uint8Array };
+const { url, trusted, key, maxMemoryPages } = workerData as {
+  url: string;
+  trusted: JsonWebKey[];
+  key?: Uint8Array;
+  maxMemoryPages: number;
+};
 const trustedKeys = trusted.map((k) => createPublicKey({ key: k, format: 'jwk' }));
 const db = createDb({ connectionString: url, metrics: createMetrics(), log: createLogger('silent'), max: 1 });
 const scrubber = key ? new Scrubber(Buffer.from(key)) : undefined;
@@ -49,7 +55,8 @@ async function load(tenantId: string, ref: string): Promise<void> {
   );
   const files = rows[0];
   // Verified like any bundle: a shadow that no longer verifies is not evaluated.
-  if (files && shadows.get(tenantId) === entry) entry.rev = await instantiateBundle(files, trustedKeys);
+  if (files && shadows.get(tenantId) === entry)
+    entry.rev = await instantiateBundle(files, trustedKeys, { maxMemoryPages });
 }
 
 function evaluate(item: ShadowItem): { allow: boolean | null; code: string } {

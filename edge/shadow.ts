@@ -17,8 +17,14 @@ export const shadowFlushMs = 50;
 export const shadowBatchMax = 256;
 /** How often the edge re-reads which tenants have a shadow (policy_shadows, migration 0911). */
 export const shadowPollMs = 2000;
-/** The shadow thread's heap bound (its bundles' WASM memory and a batch of inputs fit well inside). */
+/** The shadow thread's V8 heap bound (a batch of inputs and the bookkeeping fit well inside). */
 export const shadowHeapMb = 256;
+/**
+ * Linear memory of each shadow bundle's WASM instance (64 KiB pages: 1024 = 64 MiB). The heap
+ * bound does not cover WASM memory; past this a candidate's evaluation aborts and is counted in
+ * `errors`, instead of growing the edge process towards 4 GiB per tenant with a shadow.
+ */
+export const shadowWasmMaxPages = 1024;
 
 export interface ShadowStats {
   evaluated: number;
@@ -110,6 +116,7 @@ export class ShadowFeed {
         workerData: {
           url: this.opts.databaseUrl,
           trusted,
+          maxMemoryPages: shadowWasmMaxPages,
           ...(this.opts.inputKey ? { key: this.opts.inputKey } : {}),
         },
         // A candidate that allocates without bound ends this thread (an 'exit', replaced on the

@@ -259,6 +259,10 @@ const table = {
   /** A candidate bundle that does not verify against the trusted keys (or is not a bundle). */
   BUNDLE_INVALID: [422, 'Parameter Error'],
   CANDIDATE_NOT_FOUND: [404, 'Record Not Found'],
+  /** A tenant stores at most 20 candidates: deleting one frees a slot. */
+  CANDIDATE_LIMIT: [409, 'Conflict'],
+  /** A candidate is the tenant's shadow or has an impact job queued or running: it cannot be deleted. */
+  CANDIDATE_IN_USE: [409, 'Conflict'],
   IMPACT_JOB_NOT_FOUND: [404, 'Record Not Found'],
 } as const satisfies Record<string, readonly [number, string]>;
 

@@ -7,9 +7,9 @@
  */
 import { createHash } from 'node:crypto';
 import { Type, type Static } from '@sinclair/typebox';
-import { BundleError, type PolicyRevision } from '../../policy/runtime/bundle.ts';
+import { BundleError, type BundleFiles, type PolicyRevision } from '../../policy/runtime/bundle.ts';
 import type { PolicyStore } from '../../policy/runtime/store.ts';
-import type { Db, Queryable } from '../../shared/db/pool.ts';
+import type { Queryable } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
 
 /** The bundle's three files as uploaded: the two JSON documents as their exact text (their hashes are over bytes), the WASM as base64. */
@@ -47,13 +47,7 @@ export type Candidate = Static<typeof Candidate>;
 export const candidateRefOf = (manifest: Buffer): string =>
   `cand-${createHash('sha256').update(manifest).digest('hex').slice(0, 16)}`;
 
-interface Files {
-  manifest: Buffer;
-  registry: Buffer;
-  wasm: Buffer;
-}
-
-async function verified(policies: PolicyStore, files: Files): Promise<PolicyRevision> {
+async function verified(policies: PolicyStore, files: BundleFiles): Promise<PolicyRevision> {
   try {
     return await policies.verify(files);
   } catch (err) {
@@ -63,7 +57,7 @@ async function verified(policies: PolicyStore, files: Files): Promise<PolicyRevi
   }
 }
 
-/** Verify and store a candidate for `tenantId` (caller's transaction); returns it as stored. */
+/** Verify and store a candidate for `tenantId` (caller's transaction), within the tenant's cap; returns it as stored. */
 export async function storeCandidate(
   q: Queryable,
   policies: PolicyStore,
@@ -78,6 +72,8 @@ export async function storeCandidate(
   };
   const rev = await verified(policies, files);
   const ref = candidateRefOf(files.manifest);
+  await lockTenantPolicy(q, tenantId);
+  await ensureRoom(q, tenantId, ref);
   const ins = await q.query<{ created_at: Date }>(
     `INSERT INTO policy_candidates (tenant_id, ref, policy_version, registry_version, manifest, registry, wasm, uploaded_by)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (tenant_id, ref) DO NOTHING RETURNING created_at`,
@@ -122,31 +118,81 @@ export async function candidateExists(q: Queryable, tenantId: string, ref: strin
   );
 }
 
-/**
- * Loads candidates by ref, verified again on every load from the database (the trusted keys may
- * have changed since upload); a few are kept instantiated.
- */
-export class CandidateLoader {
-  private readonly kept = new Map<string, PolicyRevision>();
-  constructor(
-    private readonly db: Db,
-    private readonly policies: PolicyStore,
-    private readonly keep = 4,
-  ) {}
+/** Candidates one tenant may store (issue 22: each is a whole bundle in PostgreSQL); deleting one frees a slot. */
+export const maxCandidatesPerTenant = 20;
 
-  async load(tenantId: string, ref: string): Promise<PolicyRevision> {
-    const key = `${tenantId}\u0000${ref}`;
-    const hit = this.kept.get(key);
-    if (hit) return hit;
-    const { rows } = await this.db.query<Files>(
-      'SELECT manifest, registry, wasm FROM policy_candidates WHERE tenant_id = $1 AND ref = $2',
-      [tenantId, ref],
+/**
+ * Serialises a tenant's changes to its candidates, shadow and impact jobs (caller's transaction):
+ * a candidate counted, deleted, made shadow or replayed by two requests at once is seen by one.
+ */
+export async function lockTenantPolicy(q: Queryable, tenantId: string): Promise<void> {
+  await q.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`policy-impact:${tenantId}`]);
+}
+
+/** Refuse a new candidate past the tenant's cap (caller holds lockTenantPolicy). */
+async function ensureRoom(q: Queryable, tenantId: string, ref: string): Promise<void> {
+  const { rows } = await q.query<{ n: string; present: boolean }>(
+    'SELECT count(*) AS n, bool_or(ref = $2) AS present FROM policy_candidates WHERE tenant_id = $1',
+    [tenantId, ref],
+  );
+  const row = rows[0];
+  if (!row?.present && Number(row?.n) >= maxCandidatesPerTenant)
+    throw new AppError(
+      'CANDIDATE_LIMIT',
+      `this tenant stores ${maxCandidatesPerTenant} candidates; delete one (DELETE /v1/policy/candidates/{ref}) to upload another`,
     );
-    const files = rows[0];
-    if (!files) throw new AppError('CANDIDATE_NOT_FOUND', `no candidate ${ref}`);
-    const rev = await verified(this.policies, files);
-    this.kept.set(key, rev);
-    if (this.kept.size > this.keep) this.kept.delete(this.kept.keys().next().value as string);
-    return rev;
-  }
+}
+
+interface CandidateRow {
+  ref: string;
+  policy_version: string;
+  registry_version: string;
+  uploaded_by: string;
+  created_at: Date;
+}
+const candidateOf = (r: CandidateRow): Candidate => ({
+  policy_ref: r.ref,
+  policy_version: r.policy_version,
+  registry_version: r.registry_version,
+  uploaded_by: r.uploaded_by,
+  created_at: r.created_at.toISOString(),
+});
+
+/** The tenant's candidates, newest first (at most maxCandidatesPerTenant). */
+export async function listCandidates(q: Queryable, tenantId: string): Promise<Candidate[]> {
+  const { rows } = await q.query<CandidateRow>(
+    `SELECT ref, policy_version, registry_version, uploaded_by, created_at FROM policy_candidates
+     WHERE tenant_id = $1 ORDER BY created_at DESC, ref`,
+    [tenantId],
+  );
+  return rows.map(candidateOf);
+}
+
+/**
+ * Delete a candidate (caller's transaction, holding lockTenantPolicy). Refused while it is the
+ * tenant's shadow (the edges evaluate it) or an impact job of it is queued or running; finished
+ * jobs keep their results (migration 0950 lets them outlive their candidate).
+ */
+export async function deleteCandidate(q: Queryable, tenantId: string, ref: string): Promise<Candidate> {
+  const use = await q.query<{ shadow: boolean; open_jobs: string }>(
+    `SELECT EXISTS (SELECT 1 FROM policy_shadows WHERE tenant_id = $1 AND candidate_ref = $2) AS shadow,
+            (SELECT count(*) FROM policy_impact_jobs WHERE tenant_id = $1 AND candidate_ref = $2 AND status IN ('queued', 'running')) AS open_jobs`,
+    [tenantId, ref],
+  );
+  const u = use.rows[0];
+  if (u?.shadow)
+    throw new AppError('CANDIDATE_IN_USE', `${ref} is the shadow of this tenant; clear the shadow first`);
+  if (Number(u?.open_jobs) > 0)
+    throw new AppError(
+      'CANDIDATE_IN_USE',
+      `${ref} has impact jobs queued or running; wait for them to finish`,
+    );
+  const { rows } = await q.query<CandidateRow>(
+    `DELETE FROM policy_candidates WHERE tenant_id = $1 AND ref = $2
+     RETURNING ref, policy_version, registry_version, uploaded_by, created_at`,
+    [tenantId, ref],
+  );
+  const row = rows[0];
+  if (!row) throw new AppError('CANDIDATE_NOT_FOUND', `no candidate ${ref}`);
+  return candidateOf(row);
 }

@@ -17,10 +17,14 @@ import {
   CandidateBody,
   candidateBodyLimitBytes,
   candidateExists,
-  CandidateLoader,
+  deleteCandidate,
+  listCandidates,
+  lockTenantPolicy,
+  maxCandidatesPerTenant,
   storeCandidate,
 } from './candidates.ts';
-import { ImpactJob, impactJob, impactMaxWindowMs, ImpactRunner, queueImpactJob } from './impact.ts';
+import { ImpactJob, impactJob, impactMaxWindowMs, queueImpactJob } from './impact.ts';
+import { ImpactRunner } from './impact-runner.ts';
 import { clearShadow, setShadow, Shadow, shadowView, ShadowView } from './shadow.ts';
 import { declared } from '../http/declared.ts';
 
@@ -61,6 +65,8 @@ const auditOf = (
   attrs: { ...attrs, aal: c.aal, ip: c.ip, ...(c.sessionId ? { sessionId: c.sessionId } : {}) },
 });
 
+const CandidateList = Type.Object({ candidates: Type.Array(Candidate) });
+
 const ImpactBody = Type.Object(
   {
     policy_ref: Type.String({
@@ -92,14 +98,7 @@ export function policyImpactRoutes(deps: PolicyImpactDeps): {
 } {
   // A core without a policy store (tools, tests) serves the routes but verifies nothing and runs no jobs.
   const policies = deps.policies;
-  const runner = policies
-    ? new ImpactRunner({
-        db: deps.db,
-        log: deps.log,
-        candidates: new CandidateLoader(deps.db, policies),
-        policies,
-      })
-    : undefined;
+  const runner = policies ? new ImpactRunner({ db: deps.db, log: deps.log, policies }) : undefined;
   const verifier = (): PolicyStore => {
     if (!policies)
       throw new AppError('POLICY_UNAVAILABLE', 'this core has no policy store to verify candidates with');
@@ -113,8 +112,7 @@ export function policyImpactRoutes(deps: PolicyImpactDeps): {
       tags,
       body: CandidateBody,
       bodyLimitBytes: candidateBodyLimitBytes,
-      summary:
-        'Upload a signed candidate bundle (manifest and registry as their exact text, policy.wasm as base64); verified against the trusted signers like any bundle. The edge does not buffer this body.',
+      summary: `Upload a signed candidate bundle (manifest and registry as their exact text, policy.wasm as base64); verified against the trusted signers like any bundle. A tenant stores at most ${maxCandidatesPerTenant} (409 CANDIDATE_LIMIT; delete one to free a slot). The edge does not buffer this body.`,
       responses: {
         201: { description: 'Stored', schema: Candidate },
         200: { description: 'Already stored (the same signed bundle)', schema: Candidate },
@@ -142,6 +140,42 @@ export function policyImpactRoutes(deps: PolicyImpactDeps): {
       },
     }),
     defineRoute({
+      ...declared('GET', '/v1/policy/candidates'),
+      operationId: 'policyCandidateList',
+      tags,
+      summary: `The tenant's stored candidates, newest first (at most ${maxCandidatesPerTenant}; delete one to upload past that)`,
+      responses: { 200: { description: 'Candidates', schema: CandidateList } },
+      handler: async (ctx) => ({
+        status: 200,
+        body: { candidates: await listCandidates(deps.db, callerOf(ctx).tenantId) },
+      }),
+    }),
+    defineRoute({
+      ...declared('DELETE', '/v1/policy/candidates/{ref}'),
+      operationId: 'policyCandidateDelete',
+      tags,
+      params: Type.Object({ ref: ImpactBody.properties.policy_ref }),
+      summary:
+        "Delete a candidate, freeing a slot; refused (409 CANDIDATE_IN_USE) while it is the tenant's shadow or has an impact job queued or running. Finished jobs keep their results.",
+      responses: { 204: { description: 'Deleted' } },
+      handler: async (ctx) => {
+        const c = callerOf(ctx);
+        await deps.db.tx(async (q) => {
+          await lockTenantPolicy(q, c.tenantId);
+          const gone = await deleteCandidate(q, c.tenantId, ctx.params.ref);
+          await appendAudit(q, [
+            auditOf(
+              c,
+              'policy.candidate_delete',
+              { type: 'policy_candidate', id: gone.policy_ref },
+              { policy_version: gone.policy_version, registry_version: gone.registry_version },
+            ),
+          ]);
+        });
+        return { status: 204 };
+      },
+    }),
+    defineRoute({
       ...declared('POST', '/v1/policy/impact'),
       operationId: 'policyImpactStart',
       tags,
@@ -157,6 +191,8 @@ export function policyImpactRoutes(deps: PolicyImpactDeps): {
         if (until.getTime() - since.getTime() > impactMaxWindowMs)
           throw new AppError('VALIDATION_FAILED', 'a window covers at most 31 days');
         const job = await deps.db.tx(async (q) => {
+          // Under the tenant's policy lock: the candidate cannot be deleted between this check and the job.
+          await lockTenantPolicy(q, c.tenantId);
           if (!(await candidateExists(q, c.tenantId, ctx.body.policy_ref)))
             throw new AppError('CANDIDATE_NOT_FOUND', `no candidate ${ctx.body.policy_ref}`);
           const j = await queueImpactJob(q, {
@@ -205,6 +241,7 @@ export function policyImpactRoutes(deps: PolicyImpactDeps): {
       handler: async (ctx) => {
         const c = callerOf(ctx);
         const shadow = await deps.db.tx(async (q) => {
+          await lockTenantPolicy(q, c.tenantId);
           if (!(await candidateExists(q, c.tenantId, ctx.body.policy_ref)))
             throw new AppError('CANDIDATE_NOT_FOUND', `no candidate ${ctx.body.policy_ref}`);
           const s = await setShadow(q, c.tenantId, ctx.body.policy_ref, c.principalId);

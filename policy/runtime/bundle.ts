@@ -101,6 +101,8 @@ export class BundleError extends Error {}
 
 export interface PolicyRevision {
   policyVersion: string;
+  /** The files it was instantiated from: another thread instantiates the same revision from them (core's impact worker). */
+  files: BundleFiles;
   registryVersion: string;
   registry: Registry;
   /**
@@ -166,8 +168,25 @@ function routeTableOf(
   return doc.routes as RouteDeclaration[];
 }
 
+/** 64 KiB WebAssembly pages: how much linear memory one instance may grow to when bounded. */
+export const wasmPageBytes = 65_536;
+
+export interface InstantiateOptions {
+  /**
+   * Bound the instance's linear memory (WebAssembly pages). A worker's `resourceLimits` bound its
+   * V8 heap, not WASM memory: without this a candidate whose evaluation allocates without end
+   * grows its memory to 4 GiB. Past the bound OPA's allocator aborts and that evaluation throws
+   * (issue 22: a candidate's evaluation fails, the process does not).
+   */
+  maxMemoryPages?: number;
+}
+
 /** Verify and instantiate a bundle from its files. */
-export async function instantiateBundle(files: BundleFiles, trusted: KeyObject[]): Promise<PolicyRevision> {
+export async function instantiateBundle(
+  files: BundleFiles,
+  trusted: KeyObject[],
+  opts: InstantiateOptions = {},
+): Promise<PolicyRevision> {
   let manifest: unknown;
   let registry: unknown;
   try {
@@ -187,7 +206,8 @@ export async function instantiateBundle(files: BundleFiles, trusted: KeyObject[]
   if (registry.version !== manifest.registry_version)
     throw new BundleError('registry version differs from the manifest');
   const routes = routeTableOf(manifest, files.routes);
-  const policy = await loadPolicy(files.wasm, undefined, hostBuiltins);
+  const memory = opts.maxMemoryPages ? { initial: 5, maximum: opts.maxMemoryPages } : undefined;
+  const policy = await loadPolicy(files.wasm, memory, hostBuiltins);
   policy.setData({ registry, meta: { policy_version: manifest.policy_version } });
   const reg = registry;
   const entrypoints = policy.entrypoints as Record<string, number>;
@@ -195,6 +215,7 @@ export async function instantiateBundle(files: BundleFiles, trusted: KeyObject[]
   const entry = entrypoints[verdictEntrypoint] ?? traced;
   return {
     policyVersion: manifest.policy_version,
+    files,
     registryVersion: reg.version,
     registry: reg,
     routes,

@@ -44,6 +44,11 @@ export class PolicyStore {
     private readonly log?: Logger,
   ) {}
 
+  /** The signers this store trusts (a worker thread verifying bundles on its behalf needs them). */
+  get trustedKeys(): readonly KeyObject[] {
+    return this.trusted;
+  }
+
   /** The revision decisions use now; undefined until one has loaded (then every Check denies). */
   get current(): PolicyRevision | undefined {
     return this.currentRevision;

@@ -25,6 +25,8 @@ export const policyRoutes: RouteDeclaration[] = [
     ...impact('POST', '/v1/policy/candidates', 'policy.candidate_upload'),
     disableRequestBodyBuffering: true,
   },
+  impact('GET', '/v1/policy/candidates', 'policy.candidate_list'),
+  impact('DELETE', '/v1/policy/candidates/{ref}', 'policy.candidate_delete'),
   impact('POST', '/v1/policy/impact', 'policy.impact_run'),
   impact('GET', '/v1/policy/impact/{id}', 'policy.impact_read'),
   impact('PUT', '/v1/policy/shadow', 'policy.shadow_set'),

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { createHash, createPrivateKey, randomUUID, type JsonWebKey } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -10,59 +10,13 @@ import { promisify } from 'node:util';
 import { loadConfig } from '../../bin/config.ts';
 import { startStack, type Stack } from '../../bin/stack.ts';
 import { putServiceToken } from '../../core/platform/service-tokens.ts';
-import { defaultBundleDir } from '../../policy/runtime/bundle.ts';
-import { signDocument } from '../../shared/signing.ts';
+import { registryCandidate, tightenAccountView } from '../helpers/candidates.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { call, type Res } from '../helpers/http.ts';
 import { journey, type Customer, type Demo, type Journey } from '../helpers/journey.ts';
 import { repoRoot } from '../helpers/process.ts';
 
 const run = promisify(execFile);
-
-const sha256 = (b: string | Buffer) => createHash('sha256').update(b).digest('hex');
-
-/**
- * The development bundle with its registry changed by `change`, signed again with the development
- * key (trusted in development): a candidate that needs no opa to build.
- */
-async function candidate(
-  change: (registry: Record<string, unknown>) => void,
-  version: string,
-  resign = true,
-): Promise<{ manifest: string; registry: string; wasm: string }> {
-  const key = createPrivateKey({
-    key: JSON.parse(
-      await readFile(new URL('../../policy/keys/dev-signing.private.jwk', import.meta.url), 'utf8'),
-    ) as JsonWebKey,
-    format: 'jwk',
-  });
-  const { signature: _r, ...registry } = JSON.parse(
-    await readFile(join(defaultBundleDir, 'registry.json'), 'utf8'),
-  ) as Record<string, unknown>;
-  change(registry);
-  registry.version = version;
-  const registryText = resign
-    ? `${JSON.stringify(signDocument(registry, key), null, 2)}\n`
-    : `${JSON.stringify({ ...registry, signature: _r }, null, 2)}\n`;
-  const { signature: _m, ...manifest } = JSON.parse(
-    await readFile(join(defaultBundleDir, 'manifest.json'), 'utf8'),
-  ) as Record<string, unknown>;
-  const signed = signDocument(
-    { ...manifest, registry_version: version, registry_sha256: sha256(registryText) },
-    key,
-  );
-  return {
-    manifest: `${JSON.stringify(signed, null, 2)}\n`,
-    registry: registryText,
-    wasm: (await readFile(join(defaultBundleDir, 'policy.wasm'))).toString('base64'),
-  };
-}
-
-/** Customers must sign in at AAL 3 to read balances: every allowed balance read flips. */
-const tightenAccountView = (registry: Record<string, unknown>) => {
-  for (const p of registry.purposes as { name: string; min_aal: number }[])
-    if (p.name === 'customer.account.view') p.min_aal = 3;
-};
 
 /**
  * Issue 22 through the dev gateway, nothing mocked: decisions recorded by the edge's audit thread,
@@ -159,14 +113,14 @@ describe('policy impact of a candidate on recorded decisions', () => {
     const up = await as(author)(
       'POST',
       '/v1/policy/candidates',
-      await candidate(tightenAccountView, '2026-11-25T00:00:00Z'),
+      await registryCandidate(tightenAccountView, '2026-11-25T00:00:00Z'),
     );
     assert.equal(up.status, 201, up.text);
     assert.match(up.json.policy_ref, /^cand-[0-9a-f]{16}$/);
     const again = await as(author)(
       'POST',
       '/v1/policy/candidates',
-      await candidate(tightenAccountView, '2026-11-25T00:00:00Z'),
+      await registryCandidate(tightenAccountView, '2026-11-25T00:00:00Z'),
     );
     assert.equal(again.status, 200, 'the same signed bundle is the same candidate');
     assert.equal(again.json.policy_ref, up.json.policy_ref);
@@ -242,7 +196,7 @@ describe('policy impact of a candidate on recorded decisions', () => {
     const up = await as(author)(
       'POST',
       '/v1/policy/candidates',
-      await candidate(tightenAccountView, '2026-11-25T00:00:00Z'),
+      await registryCandidate(tightenAccountView, '2026-11-25T00:00:00Z'),
     );
     const set = await as(author)('PUT', '/v1/policy/shadow', { policy_ref: up.json.policy_ref });
     assert.equal(set.status, 200, set.text);
@@ -282,7 +236,7 @@ describe('policy impact of a candidate on recorded decisions', () => {
   it('the author CLI uploads a signed bundle, replays the window and prints the impact table', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'e2e-impact-cli-'));
     try {
-      const files = await candidate(tightenAccountView, '2026-11-27T00:00:00Z');
+      const files = await registryCandidate(tightenAccountView, '2026-11-27T00:00:00Z');
       await writeFile(join(dir, 'manifest.json'), files.manifest);
       await writeFile(join(dir, 'registry.json'), files.registry);
       await writeFile(join(dir, 'policy.wasm'), Buffer.from(files.wasm, 'base64'));
@@ -314,7 +268,7 @@ describe('policy impact of a candidate on recorded decisions', () => {
   });
 
   it('refuses a candidate whose registry no longer matches its signature, other roles, and unknown jobs', async () => {
-    const forged = await candidate(tightenAccountView, '2026-11-26T00:00:00Z', false);
+    const forged = await registryCandidate(tightenAccountView, '2026-11-26T00:00:00Z', false);
     const bad = await as(author)('POST', '/v1/policy/candidates', forged);
     assert.equal(bad.status, 422, bad.text);
     assert.equal(bad.json.code, 'BUNDLE_INVALID');

@@ -1,0 +1,88 @@
+/**
+ * Core's impact worker (issue 22 item 2: replay "runs off the decision path (a worker), bounded
+ * in time and memory"). The runner on core's event loop reads recorded decisions a page at a
+ * time and commits progress; this thread only evaluates: it verifies and instantiates the
+ * candidate and each baseline revision (its WASM memory bounded), replays a page into the job's
+ * result and answers with the result so far. A candidate that loops blocks this thread alone
+ * (the runner terminates it past the job's budget); one that allocates without end fails its
+ * own evaluations (counted as errors) at the WASM bound; this thread's heap is bounded by the
+ * runner's `resourceLimits`.
+ */
+import { createPublicKey, type JsonWebKey } from 'node:crypto';
+import { parentPort, workerData } from 'node:worker_threads';
+import { type BundleFiles, instantiateBundle, type PolicyRevision } from '../../policy/runtime/bundle.ts';
+import { type ImpactResult, type InputRow, replayOne, Tally } from './replay.ts';
+
+/** Baseline revisions one job instantiates; a recorded decision of any further version is compared with its recorded verdict. */
+export const maxBaselinesPerJob = 16;
+
+export type ToImpact =
+  | { type: 'job'; id: string; candidate: BundleFiles; result: ImpactResult }
+  | { type: 'page'; id: string; baselines: { ref: string; files: BundleFiles | null }[]; rows: InputRow[] };
+export type FromImpact =
+  | { type: 'ready' }
+  | { type: 'loaded'; id: string }
+  | { type: 'refused'; id: string; reason: string }
+  | { type: 'paged'; id: string; result: ImpactResult };
+
+export interface ImpactThreadData {
+  trusted: JsonWebKey[];
+  maxMemoryPages: number;
+}
+
+const port = parentPort;
+if (!port) throw new Error('impact-thread.ts runs as a worker thread');
+const { trusted, maxMemoryPages } = workerData as ImpactThreadData;
+const trustedKeys = trusted.map((k) => createPublicKey({ key: k, format: 'jwk' }));
+
+/** Buffers arrive as plain Uint8Arrays (structured clone); the verifier reads them as Buffers. */
+const asBuffer = (u: Uint8Array) => Buffer.from(u.buffer, u.byteOffset, u.byteLength);
+const filesOf = (f: BundleFiles): BundleFiles => ({
+  manifest: asBuffer(f.manifest),
+  registry: asBuffer(f.registry),
+  wasm: asBuffer(f.wasm),
+});
+const instantiate = (f: BundleFiles) => instantiateBundle(filesOf(f), trustedKeys, { maxMemoryPages });
+
+let job:
+  | {
+      id: string;
+      candidate: PolicyRevision;
+      tally: Tally;
+      baselines: Map<string, PolicyRevision | undefined>;
+    }
+  | undefined;
+
+async function start(m: Extract<ToImpact, { type: 'job' }>): Promise<FromImpact> {
+  job = undefined;
+  try {
+    const candidate = await instantiate(m.candidate);
+    job = { id: m.id, candidate, tally: new Tally(m.result), baselines: new Map() };
+    return { type: 'loaded', id: m.id };
+  } catch (err) {
+    // The verifier's messages name the failed check (signature, hash, shape); they carry no secret.
+    return { type: 'refused', id: m.id, reason: `the candidate does not verify: ${(err as Error).message}` };
+  }
+}
+
+async function page(m: Extract<ToImpact, { type: 'page' }>): Promise<FromImpact> {
+  const j = job;
+  if (!j || j.id !== m.id)
+    return { type: 'refused', id: m.id, reason: 'the job was not started on this thread' };
+  for (const b of m.baselines) {
+    if (j.baselines.has(b.ref)) continue;
+    // A revision that no longer verifies is no baseline: its recorded verdict stands in for it.
+    const rev =
+      b.files && j.baselines.size < maxBaselinesPerJob
+        ? await instantiate(b.files).catch(() => undefined)
+        : undefined;
+    j.baselines.set(b.ref, rev);
+  }
+  for (const row of m.rows) replayOne(row, j.candidate, (ref) => j.baselines.get(ref), j.tally);
+  return { type: 'paged', id: m.id, result: j.tally.result };
+}
+
+port.on('message', (m: ToImpact) => {
+  void (m.type === 'job' ? start(m) : page(m)).then((reply) => port.postMessage(reply));
+});
+port.postMessage({ type: 'ready' } satisfies FromImpact);

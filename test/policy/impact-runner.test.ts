@@ -1,0 +1,141 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import { Worker } from 'node:worker_threads';
+import { ImpactRunner, type ImpactRunnerDeps } from '../../core/policy/impact-runner.ts';
+import { loadTrustedKeys } from '../../policy/runtime/bundle.ts';
+import { PolicyStore } from '../../policy/runtime/store.ts';
+import { createLogger } from '../../shared/log.ts';
+import { freshDatabase, type TestDb } from '../helpers/db.ts';
+
+/**
+ * Stand-in impact threads (CommonJS, evaluated) speaking impact-thread.ts's protocol: `onPage`
+ * answers a page; `state` holds the job's result. The real thread is exercised end to end in
+ * test/e2e/policy-impact*.test.ts; these reach the runner's bounds that no bundle reaches.
+ */
+const thread =
+  (onPage: string, limits?: { maxOldGenerationSizeMb: number; maxYoungGenerationSizeMb: number }) => () =>
+    new Worker(
+      `const { parentPort } = require('node:worker_threads');
+       let state;
+       parentPort.postMessage({ type: 'ready' });
+       parentPort.on('message', (m) => {
+         if (m.type === 'job') { state = m.result; return parentPort.postMessage({ type: 'loaded', id: m.id }); }
+         ${onPage}
+       });`,
+      { eval: true, ...(limits ? { resourceLimits: limits } : {}) },
+    );
+/** Counts the page's decisions as unchanged. */
+const counting = `state.scanned += m.rows.length; state.unchanged += m.rows.length;
+  parentPort.postMessage({ type: 'paged', id: m.id, result: state });`;
+
+const candidateRef = 'cand-00000000000000a1';
+
+describe('impact runner: bounded, failing with a reason, resumable (issue 22 item 2)', () => {
+  let tdb: TestDb;
+  let policies: PolicyStore;
+  const log = createLogger('silent');
+
+  before(async () => {
+    tdb = await freshDatabase();
+    await tdb.db.query(
+      `INSERT INTO tenants (id, name, country, base_currency) VALUES ('ta', 'Tenant A', 'KE', 'KES')`,
+    );
+    // The stand-in threads never read the files: any bytes do.
+    await tdb.db.query(
+      `INSERT INTO policy_candidates (tenant_id, ref, policy_version, registry_version, manifest, registry, wasm, uploaded_by)
+       VALUES ('ta', $1, 'v', 'r', '\\x7b7d', '\\x7b7d', '\\x00', 'x')`,
+      [candidateRef],
+    );
+    policies = new PolicyStore(await loadTrustedKeys());
+  });
+  after(async () => {
+    await tdb?.drop();
+  });
+
+  const queue = async (): Promise<string> => {
+    const id = randomUUID();
+    await tdb.db.query(
+      `INSERT INTO policy_impact_jobs (id, tenant_id, candidate_ref, since, until, requested_by)
+       VALUES ($1, 'ta', $2, now() - interval '1 hour', now() + interval '1 hour', 'x')`,
+      [id, candidateRef],
+    );
+    return id;
+  };
+  const job = async (id: string) =>
+    (
+      await tdb.db.query<{
+        status: string;
+        error: string | null;
+        result: { scanned: number; stopped?: string; complete: boolean };
+        cursor_id: string | null;
+      }>('SELECT status, error, result, cursor_id FROM policy_impact_jobs WHERE id = $1', [id])
+    ).rows[0];
+  const runner = (spawn: () => Worker, bounds: Partial<ImpactRunnerDeps> = {}) =>
+    new ImpactRunner({ db: tdb.db, log, policies, ...bounds, worker: { ...bounds.worker, spawn } });
+  const until = async (ok: () => Promise<boolean>) => {
+    for (let i = 0; i < 600 && !(await ok()); i++) await new Promise((r) => setTimeout(r, 50));
+  };
+  const ended = (id: string) => async () => ['done', 'failed'].includes((await job(id))?.status ?? '');
+
+  it('a worker that exhausts its heap bound fails the job naming memory; this process goes on', async () => {
+    const id = await queue();
+    const r = runner(
+      thread('const hog = []; for (;;) hog.push(new Array(100000).fill(hog.length));', {
+        maxOldGenerationSizeMb: 24,
+        maxYoungGenerationSizeMb: 8,
+      }),
+      { worker: { heapMb: 24 } },
+    );
+    r.poke();
+    await until(ended(id));
+    await r.stop();
+    const j = await job(id);
+    assert.equal(j?.status, 'failed');
+    assert.match(
+      j?.error ?? '',
+      /^the replay ran out of memory \(worker heap bound 24 MB\) after 0 decisions/,
+    );
+  });
+
+  it('a job past its wall-clock budget fails naming it', async () => {
+    const id = await queue();
+    // Answers the job but never a page: only the budget ends it (the page deadline is far later).
+    const r = runner(thread('/* never answers */'), { budgetMs: 1500, pageDeadlineMs: 600_000 });
+    r.poke();
+    await until(ended(id));
+    await r.stop();
+    const j = await job(id);
+    assert.equal(j?.status, 'failed');
+    assert.match(j?.error ?? '', /^the job ran past its time budget of 1.5 s after 0 decisions/);
+    assert.deepEqual([j?.result.stopped, j?.result.complete], ['time_limit', false]);
+  });
+
+  it('a job whose runner stops is resumed by another from its last committed page', async () => {
+    await tdb.db.query('SELECT decision_inputs_partition(now())');
+    await tdb.db.query(
+      `INSERT INTO decision_inputs (recorded_at, tenant_id, audit_id, decision_id, purpose, route, allow, code, policy_version, expires_at, input)
+       SELECT date_trunc('second', now()), 'ta', n, 'd' || n, 'p', 'GET /x', true, 'ok', 'v', now() + interval '1 day', '{}'
+       FROM generate_series(1, 450) n`,
+    );
+    const id = await queue();
+    // The first runner's thread answers one page, then hangs; that runner stops mid-job.
+    const first = runner(thread(`if (state.scanned === 0) { ${counting} }`));
+    first.poke();
+    await until(async () => (await job(id))?.cursor_id === '200');
+    await first.stop();
+    assert.equal((await job(id))?.status, 'running', 'stopping is no failure');
+    // Its lease lapses (as when its core is gone); the next runner takes the job over.
+    await tdb.db.query(
+      `UPDATE policy_impact_jobs SET lease_until = now() - interval '1 second' WHERE id = $1`,
+      [id],
+    );
+    const second = runner(thread(counting));
+    second.poke();
+    await until(ended(id));
+    await second.stop();
+    const j = await job(id);
+    assert.equal(j?.status, 'done', j?.error ?? '');
+    assert.deepEqual([j?.result.scanned, j?.result.complete], [450, true], 'each decision replayed once');
+  });
+});
