@@ -96,15 +96,40 @@ export interface InputRow {
   input: unknown;
 }
 
+/** NUL and unpaired surrogates: text PostgreSQL's jsonb refuses (`\u0000`, a lone `\ud800`). */
+const unstorable = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+/**
+ * What a policy wrote (its codes, messages, check names and details) made storable as jsonb. A
+ * candidate's strings are its author's: one holding a NUL failed every write of its job's result,
+ * so the job stayed `running`, retried without end, and its candidate could not be deleted.
+ */
+function storable(v: unknown): unknown {
+  if (typeof v === 'string') return v.replace(unstorable, '\uFFFD');
+  if (Array.isArray(v)) return v.map(storable);
+  if (v && typeof v === 'object')
+    return Object.fromEntries(Object.entries(v).map(([k, x]) => [storable(k) as string, storable(x)]));
+  return v;
+}
+
 const failedChecks = (d: PolicyDecision | undefined): string =>
   d
-    ? d.reasons
-        .filter((r) => !r.ok)
-        .map((r) => r.check)
-        .join(',')
+    ? (storable(
+        d.reasons
+          .filter((r) => !r.ok)
+          .map((r) => r.check)
+          .join(','),
+      ) as string)
     : '';
 const traceOf = (d: PolicyDecision | undefined) =>
-  d ? { allow: d.allow, code: d.code, message: d.message, reasons: d.reasons } : null;
+  d
+    ? (storable({ allow: d.allow, code: d.code, message: d.message, reasons: d.reasons }) as {
+        allow: boolean;
+        code: string;
+        message: string;
+        reasons: PolicyDecision['reasons'];
+      })
+    : null;
 
 /** Folds replayed decisions into a result, within its bounds. */
 export class Tally {

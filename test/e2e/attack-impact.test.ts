@@ -11,6 +11,7 @@ import { startStack, type Stack } from '../../bin/stack.ts';
 import { putServiceToken } from '../../core/platform/service-tokens.ts';
 import { expireDecisionInputs } from '../../edge/decision-inputs.ts';
 import { defaultBundleDir } from '../../policy/runtime/bundle.ts';
+import { regoCandidate } from '../helpers/candidates.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { call, type Res } from '../helpers/http.ts';
 import { journey, type Customer, type Demo, type Journey } from '../helpers/journey.ts';
@@ -219,6 +220,59 @@ describe('attack: policy impact, candidates, shadow and recorded inputs', () => 
       [0, 1],
       'samples of a job finished past the window are gone; counts stay',
     );
+  });
+
+  it('a candidate whose trace carries a NUL character still ends its job (it never wedges as running, its candidate undeletable)', async () => {
+    // PostgreSQL's jsonb refuses \u0000: a result holding one failed every write of the job.
+    const nul = `package payments.authz
+
+verdict := {
+	"allow": false, "status": 403, "code": "no\\u0000", "message": "m\\u0000", "step_up": false,
+	"obligations": {}, "policy_version": "x", "registry_version": "x",
+}
+
+decision := object.union(verdict, {"reasons": [{"check": "c\\u0000", "ok": false, "detail": {"k\\u0000": "v\\u0000"}}]})
+`;
+    const since = new Date(Date.now() - 3_600_000).toISOString();
+    for (let i = 0; i < 2; i++)
+      assert.equal(
+        (
+          await call(gw, 'GET', '/v1/accounts', {
+            headers: { authorization: `Bearer ${alice.access}`, 'x-device-id': alice.device },
+          })
+        ).status,
+        200,
+      );
+    const allowed = async () =>
+      Number(
+        (
+          await tdb.db.query<{ n: string }>(
+            `SELECT count(*) AS n FROM decision_inputs WHERE tenant_id = 'demo' AND allow AND route = 'GET /v1/accounts'`,
+          )
+        ).rows[0]?.n,
+      );
+    for (let i = 0; i < 200 && (await allowed()) < 2; i++) await new Promise((r) => setTimeout(r, 25));
+    const up = await as(author)('POST', '/v1/policy/candidates', await regoCandidate(nul, 'atk-nul'));
+    assert.equal(up.status, 201, up.text);
+    const ref = up.json.policy_ref as string;
+    const started = await as(author)('POST', '/v1/policy/impact', {
+      policy_ref: ref,
+      since,
+      until: new Date().toISOString(),
+    });
+    assert.equal(started.status, 202, started.text);
+    let job = started;
+    for (let i = 0; i < 600 && (job.json.status === 'queued' || job.json.status === 'running'); i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      job = await as(author)('GET', `/v1/policy/impact/${started.json.id}`);
+      assert.equal(job.status, 200, job.text);
+    }
+    assert.equal(job.json.status, 'done', job.text);
+    assert.ok(job.json.result.allow_to_deny >= 2, job.text);
+    const sample = job.json.result.samples[0];
+    assert.equal(sample.candidate.message, 'm\uFFFD', 'the NUL is replaced, the rest kept');
+    const gone = await as(author)('DELETE', `/v1/policy/candidates/${ref}`);
+    assert.equal(gone.status, 204, gone.text);
   });
 
   it('a tenant cannot queue impact jobs without end: past its open jobs it is refused 429 until one finishes', async () => {
