@@ -112,24 +112,49 @@ function storable(v: unknown): unknown {
   return v;
 }
 
+/** A sample's trace (JSON characters) past which its checks' details are left out. */
+const maxTraceChars = 16_384;
+/** A code, message, check name or reason kept at most this long. */
+const maxTextChars = 512;
+const clip = (s: string) => (s.length > maxTextChars ? `${s.slice(0, maxTextChars)}…` : s);
+
 const failedChecks = (d: PolicyDecision | undefined): string =>
   d
-    ? (storable(
-        d.reasons
-          .filter((r) => !r.ok)
-          .map((r) => r.check)
-          .join(','),
-      ) as string)
+    ? clip(
+        storable(
+          d.reasons
+            .filter((r) => !r.ok)
+            .map((r) => r.check)
+            .join(','),
+        ) as string,
+      )
     : '';
-const traceOf = (d: PolicyDecision | undefined) =>
-  d
-    ? (storable({ allow: d.allow, code: d.code, message: d.message, reasons: d.reasons }) as {
-        allow: boolean;
-        code: string;
-        message: string;
-        reasons: PolicyDecision['reasons'];
-      })
-    : null;
+
+/**
+ * A decision's trace as a sample keeps it, bounded: a candidate's output is its author's and
+ * may be megabytes, which every page's result (stringified and written by core) and every
+ * poll of the job would carry.
+ */
+function traceOf(d: PolicyDecision | undefined) {
+  if (!d) return null;
+  const t = storable({ allow: d.allow, code: d.code, message: d.message, reasons: d.reasons }) as {
+    allow: boolean;
+    code: string;
+    message: string;
+    reasons: PolicyDecision['reasons'];
+  };
+  if (JSON.stringify(t).length <= maxTraceChars) return t;
+  return {
+    allow: t.allow,
+    code: clip(t.code),
+    message: clip(t.message),
+    reasons: t.reasons.slice(0, 32).map((r) => ({
+      check: clip(r.check),
+      ok: r.ok,
+      detail: '(left out: the trace is too large to keep)',
+    })),
+  };
+}
 
 /** Folds replayed decisions into a result, within its bounds. */
 export class Tally {

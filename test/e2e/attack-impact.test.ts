@@ -275,6 +275,46 @@ decision := object.union(verdict, {"reasons": [{"check": "c\\u0000", "ok": false
     assert.equal(gone.status, 204, gone.text);
   });
 
+  it("a candidate's traces are kept bounded in the job's result, however much the candidate writes", async () => {
+    // Two hundred thousand characters in each denial's message and check detail: every sample carried them
+    // into the result core stringifies on every page and answers on every poll.
+    const big = `package payments.authz
+
+big := concat("", [s | some i in numbers.range(1, 20000); s := "0123456789"])
+
+verdict := {
+	"allow": false, "status": 403, "code": "no", "message": big, "step_up": false,
+	"obligations": {}, "policy_version": "x", "registry_version": "x",
+}
+
+decision := object.union(verdict, {"reasons": [{"check": "c", "ok": false, "detail": big}]})
+`;
+    const since = new Date(Date.now() - 3_600_000).toISOString();
+    const up = await as(author)('POST', '/v1/policy/candidates', await regoCandidate(big, 'atk-big'));
+    assert.equal(up.status, 201, up.text);
+    const ref = up.json.policy_ref as string;
+    const started = await as(author)('POST', '/v1/policy/impact', {
+      policy_ref: ref,
+      since,
+      until: new Date().toISOString(),
+    });
+    assert.equal(started.status, 202, started.text);
+    let job = started;
+    for (let i = 0; i < 600 && (job.json.status === 'queued' || job.json.status === 'running'); i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      job = await as(author)('GET', `/v1/policy/impact/${started.json.id}`);
+      assert.equal(job.status, 200, job.text.slice(0, 500));
+    }
+    assert.equal(job.json.status, 'done', job.text.slice(0, 500));
+    assert.ok(job.json.result.allow_to_deny >= 2, job.text.slice(0, 500));
+    const sample = job.json.result.samples.find((s: { change: string }) => s.change === 'allow_to_deny');
+    assert.ok(sample.candidate, 'the flip keeps its candidate trace');
+    assert.equal(sample.candidate.allow, false);
+    assert.ok(JSON.stringify(sample.candidate).length <= 20_000, 'a trace is bounded');
+    assert.ok(job.text.length < 200_000, `the job answers ${job.text.length} characters`);
+    assert.equal((await as(author)('DELETE', `/v1/policy/candidates/${ref}`)).status, 204);
+  });
+
   it('a tenant cannot queue impact jobs without end: past its open jobs it is refused 429 until one finishes', async () => {
     const file = (name: string) => readFile(join(defaultBundleDir, name));
     const up = await as(author)('POST', '/v1/policy/candidates', {
