@@ -315,6 +315,61 @@ decision := object.union(verdict, {"reasons": [{"check": "c", "ok": false, "deta
     assert.equal((await as(author)('DELETE', `/v1/policy/candidates/${ref}`)).status, 204);
   });
 
+  it("another tenant's author, a customer and read-only staff reach no candidate, job or shadow of the tenant", async () => {
+    await tdb.db.query(
+      `INSERT INTO tenants (id, name, country, base_currency) VALUES ('atk-other', 'Other', 'KE', 'KES') ON CONFLICT DO NOTHING`,
+    );
+    const stranger = await putServiceToken(tdb.db, 'atk-other', 'e2e-atk-stranger', ['policy_author']);
+    const file = (name: string) => readFile(join(defaultBundleDir, name));
+    const up = await as(author)('POST', '/v1/policy/candidates', {
+      manifest: (await file('manifest.json')).toString('utf8'),
+      registry: (await file('registry.json')).toString('utf8'),
+      wasm: (await file('policy.wasm')).toString('base64'),
+    });
+    assert.ok(up.status === 200 || up.status === 201, up.text);
+    const ref = up.json.policy_ref as string;
+    const since = new Date(Date.now() - 60_000).toISOString();
+    const started = await as(author)('POST', '/v1/policy/impact', { policy_ref: ref, since });
+    assert.equal(started.status, 202, started.text);
+    const id = started.json.id as string;
+    const other = as(stranger);
+    assert.equal((await other('GET', `/v1/policy/impact/${id}`)).json.code, 'IMPACT_JOB_NOT_FOUND');
+    assert.equal((await other('POST', '/v1/policy/impact', { policy_ref: ref, since })).status, 404);
+    assert.equal((await other('PUT', '/v1/policy/shadow', { policy_ref: ref })).status, 404);
+    assert.equal((await other('DELETE', `/v1/policy/candidates/${ref}`)).status, 404);
+    const theirs = await other('GET', '/v1/policy/candidates');
+    assert.equal(theirs.status, 200, theirs.text);
+    assert.deepEqual(theirs.json.candidates, []);
+    assert.equal(
+      (await as(author)('GET', '/v1/policy/shadow')).json.shadow,
+      null,
+      'no shadow was set by the stranger',
+    );
+    const customer = { 'x-device-id': alice.device };
+    for (const [token, extra] of [
+      [alice.access, customer],
+      [readonly, {}],
+    ] as const) {
+      for (const [m, p, body] of [
+        ['GET', `/v1/policy/impact/${id}`, undefined],
+        ['POST', '/v1/policy/impact', { policy_ref: ref, since }],
+        ['GET', '/v1/policy/candidates', undefined],
+        ['DELETE', `/v1/policy/candidates/${ref}`, undefined],
+        ['PUT', '/v1/policy/shadow', { policy_ref: ref }],
+      ] as const) {
+        const r = await as(token, extra)(m, p, body);
+        assert.ok(r.status === 401 || r.status === 403, `${m} ${p}: ${r.status} ${r.text}`);
+      }
+    }
+    // The job ends (the tenant's slot is free again for the next test).
+    let job = started;
+    for (let i = 0; i < 600 && (job.json.status === 'queued' || job.json.status === 'running'); i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      job = await as(author)('GET', `/v1/policy/impact/${id}`);
+    }
+    assert.equal(job.json.status, 'done', job.text.slice(0, 500));
+  });
+
   it('a tenant cannot queue impact jobs without end: past its open jobs it is refused 429 until one finishes', async () => {
     const file = (name: string) => readFile(join(defaultBundleDir, name));
     const up = await as(author)('POST', '/v1/policy/candidates', {
