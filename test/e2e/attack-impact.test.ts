@@ -370,6 +370,53 @@ decision := object.union(verdict, {"reasons": [{"check": "c", "ok": false, "deta
     assert.equal(job.json.status, 'done', job.text.slice(0, 500));
   });
 
+  it("one tenant's long impact job does not hold another tenant's behind it on the shared runner", async () => {
+    // 1,200 recorded decisions (six pages) for the demo tenant: copies of one recorded here.
+    const since = new Date(Date.now() - 3_600_000).toISOString();
+    await tdb.db.query(
+      `INSERT INTO decision_inputs (recorded_at, tenant_id, audit_id, decision_id, purpose, route, allow, code, policy_version, expires_at, input)
+       SELECT d.recorded_at, d.tenant_id, 9000000000 + g, d.decision_id || '-' || g, d.purpose, d.route, d.allow, d.code, d.policy_version, d.expires_at, d.input
+       FROM (SELECT * FROM decision_inputs WHERE tenant_id = 'demo' ORDER BY recorded_at DESC LIMIT 1) d, generate_series(1, 1200) g`,
+    );
+    const file = (name: string) => readFile(join(defaultBundleDir, name));
+    const bundle = {
+      manifest: (await file('manifest.json')).toString('utf8'),
+      registry: (await file('registry.json')).toString('utf8'),
+      wasm: (await file('policy.wasm')).toString('base64'),
+    };
+    await tdb.db.query(
+      `INSERT INTO tenants (id, name, country, base_currency) VALUES ('atk-other', 'Other', 'KE', 'KES') ON CONFLICT DO NOTHING`,
+    );
+    const stranger = await putServiceToken(tdb.db, 'atk-other', 'e2e-atk-stranger-2', ['policy_author']);
+    const refs: string[] = [];
+    for (const token of [author, stranger]) {
+      const up = await as(token)('POST', '/v1/policy/candidates', bundle);
+      assert.ok(up.status === 200 || up.status === 201, up.text);
+      refs.push(up.json.policy_ref as string);
+    }
+    const until = new Date(Date.now() + 1000).toISOString();
+    const long = await as(author)('POST', '/v1/policy/impact', { policy_ref: refs[0], since, until });
+    assert.equal(long.status, 202, long.text);
+    const short = await as(stranger)('POST', '/v1/policy/impact', { policy_ref: refs[1], since, until });
+    assert.equal(short.status, 202, short.text);
+    const poll = async (token: string, id: string) => {
+      let job = await as(token)('GET', `/v1/policy/impact/${id}`);
+      for (let i = 0; i < 1200 && (job.json.status === 'queued' || job.json.status === 'running'); i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        job = await as(token)('GET', `/v1/policy/impact/${id}`);
+      }
+      return job.json;
+    };
+    const [a, b] = await Promise.all([poll(author, long.json.id), poll(stranger, short.json.id)]);
+    assert.equal(a.status, 'done', JSON.stringify(a).slice(0, 500));
+    assert.equal(b.status, 'done', JSON.stringify(b).slice(0, 500));
+    assert.ok(a.result.scanned >= 1200, `the long job replayed ${a.result.scanned}`);
+    assert.ok(
+      Date.parse(b.finished_at) < Date.parse(a.finished_at),
+      `the other tenant's job (${b.finished_at}) ended before the long one (${a.finished_at})`,
+    );
+  });
+
   it('a tenant cannot queue impact jobs without end: past its open jobs it is refused 429 until one finishes', async () => {
     const file = (name: string) => readFile(join(defaultBundleDir, name));
     const up = await as(author)('POST', '/v1/policy/candidates', {
