@@ -94,7 +94,7 @@ export class ImpactRunner {
     const { rows } = await this.deps.db.query<JobRow>(
       `UPDATE policy_impact_jobs SET status = 'running', lease_until = $1, updated_at = now()
        WHERE id = (SELECT id FROM policy_impact_jobs WHERE status IN ('queued', 'running') AND (lease_until IS NULL OR lease_until < now())
-                   ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED)
+                   ORDER BY updated_at LIMIT 1 FOR UPDATE SKIP LOCKED)
        RETURNING *`,
       [leaseEnd()],
     );
@@ -233,7 +233,29 @@ export class ImpactRunner {
       // Taken over (this runner was too slow) or stopping: the job goes on elsewhere from its cursor.
       if (!next || this.stopped) return;
       lease.at = next.lease_until;
+      if (await this.yieldTo(job, lease.at)) return;
     }
+  }
+
+  /**
+   * Between pages, hand the runner to another tenant's waiting job: the job is released (its
+   * cursor and counts committed) and claimed again after the others, oldest update first. Run to
+   * its end, one tenant's slow job (up to its budget, three of them at once) held every other
+   * tenant's replays back on the runner they share.
+   */
+  private async yieldTo(job: JobRow, lease: Date): Promise<boolean> {
+    const waiting = await this.deps.db.query(
+      `SELECT 1 FROM policy_impact_jobs WHERE tenant_id <> $1 AND status IN ('queued', 'running')
+       AND (lease_until IS NULL OR lease_until < now()) LIMIT 1`,
+      [job.tenant_id],
+    );
+    if (waiting.rows.length === 0) return false;
+    // Released, or already taken over by another runner: either way this runner is done with it.
+    await this.deps.db.query(
+      'UPDATE policy_impact_jobs SET lease_until = NULL WHERE id = $1 AND lease_until = $2',
+      [job.id, lease],
+    );
+    return true;
   }
 
   private async page(job: JobRow, cursor: { ts: Date; id: string }): Promise<InputRow[]> {

@@ -96,15 +96,65 @@ export interface InputRow {
   input: unknown;
 }
 
+/** NUL and unpaired surrogates: text PostgreSQL's jsonb refuses (`\u0000`, a lone `\ud800`). */
+const unstorable = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+/**
+ * What a policy wrote (its codes, messages, check names and details) made storable as jsonb. A
+ * candidate's strings are its author's: one holding a NUL failed every write of its job's result,
+ * so the job stayed `running`, retried without end, and its candidate could not be deleted.
+ */
+function storable(v: unknown): unknown {
+  if (typeof v === 'string') return v.replace(unstorable, '\uFFFD');
+  if (Array.isArray(v)) return v.map(storable);
+  if (v && typeof v === 'object')
+    return Object.fromEntries(Object.entries(v).map(([k, x]) => [storable(k) as string, storable(x)]));
+  return v;
+}
+
+/** A sample's trace (JSON characters) past which its checks' details are left out. */
+const maxTraceChars = 16_384;
+/** A code, message, check name or reason kept at most this long. */
+const maxTextChars = 512;
+const clip = (s: string) => (s.length > maxTextChars ? `${s.slice(0, maxTextChars)}…` : s);
+
 const failedChecks = (d: PolicyDecision | undefined): string =>
   d
-    ? d.reasons
-        .filter((r) => !r.ok)
-        .map((r) => r.check)
-        .join(',')
+    ? clip(
+        storable(
+          d.reasons
+            .filter((r) => !r.ok)
+            .map((r) => r.check)
+            .join(','),
+        ) as string,
+      )
     : '';
-const traceOf = (d: PolicyDecision | undefined) =>
-  d ? { allow: d.allow, code: d.code, message: d.message, reasons: d.reasons } : null;
+
+/**
+ * A decision's trace as a sample keeps it, bounded: a candidate's output is its author's and
+ * may be megabytes, which every page's result (stringified and written by core) and every
+ * poll of the job would carry.
+ */
+function traceOf(d: PolicyDecision | undefined) {
+  if (!d) return null;
+  const t = storable({ allow: d.allow, code: d.code, message: d.message, reasons: d.reasons }) as {
+    allow: boolean;
+    code: string;
+    message: string;
+    reasons: PolicyDecision['reasons'];
+  };
+  if (JSON.stringify(t).length <= maxTraceChars) return t;
+  return {
+    allow: t.allow,
+    code: clip(t.code),
+    message: clip(t.message),
+    reasons: t.reasons.slice(0, 32).map((r) => ({
+      check: clip(r.check),
+      ok: r.ok,
+      detail: '(left out: the trace is too large to keep)',
+    })),
+  };
+}
 
 /** Folds replayed decisions into a result, within its bounds. */
 export class Tally {
