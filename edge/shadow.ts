@@ -4,7 +4,9 @@
  * only hands over a reference (and only for tenants with a shadow); batches cross as JSON text
  * every `shadowFlushMs`. Nothing the shadow does reaches a live answer: the queue is bounded
  * (past it decisions are counted as dropped), a batch not answered within `timeoutMs` (a looping
- * bundle) terminates the thread, and a thread that throws is replaced on the next batch.
+ * bundle) terminates the thread, and a thread that throws is replaced on the next batch. A batch
+ * holds one tenant's decisions, and a tenant whose batch timed out is set aside until its shadow
+ * changes: one tenant's looping candidate must not blind every other tenant's shadow.
  * Promoting a shadow is the ordinary hot swap of the bundle.
  */
 import type { KeyObject } from 'node:crypto';
@@ -33,6 +35,8 @@ export interface ShadowStats {
   dropped: number;
   timeouts: number;
   active: number;
+  /** Tenants whose shadow timed out, set aside until their shadow changes (their decisions count as dropped). */
+  suspended: number;
 }
 
 export interface ShadowFeedOptions {
@@ -50,14 +54,24 @@ export interface ShadowFeedOptions {
 }
 
 export class ShadowFeed {
-  readonly stats: ShadowStats = { evaluated: 0, divergent: 0, errors: 0, dropped: 0, timeouts: 0, active: 0 };
+  readonly stats: ShadowStats = {
+    evaluated: 0,
+    divergent: 0,
+    errors: 0,
+    dropped: 0,
+    timeouts: 0,
+    active: 0,
+    suspended: 0,
+  };
   private shadows: [string, string][] = [];
   private readonly tenants = new Set<string>();
+  /** Tenant → the candidate whose batch timed out; cleared when the tenant's shadow changes. */
+  private readonly suspended = new Map<string, string>();
   private queue: ShadowItem[] = [];
   private worker: Worker | undefined;
   /** The thread said it is ready: only then does a batch's timeout start (booting is not looping). */
   private ready = false;
-  private inFlight: { id: number; timer: NodeJS.Timeout; size: number } | undefined;
+  private inFlight: { id: number; timer: NodeJS.Timeout; size: number; tenant: string } | undefined;
   private seq = 0;
   private timers: NodeJS.Timeout[] = [];
 
@@ -71,7 +85,7 @@ export class ShadowFeed {
   /** Hand over a decision already answered; never blocks and never throws. */
   offer(item: ShadowItem): void {
     if (!this.tenants.has(item.t)) return;
-    if (this.queue.length >= (this.opts.maxQueued ?? 5000)) {
+    if (this.suspended.has(item.t) || this.queue.length >= (this.opts.maxQueued ?? 5000)) {
       this.stats.dropped += 1;
       return;
     }
@@ -83,6 +97,9 @@ export class ShadowFeed {
     this.shadows = list;
     this.tenants.clear();
     for (const [t] of list) this.tenants.add(t);
+    const refs = new Map(list);
+    for (const [t, ref] of this.suspended) if (refs.get(t) !== ref) this.suspended.delete(t);
+    this.stats.suspended = this.suspended.size;
     this.stats.active = list.length;
     if (list.length === 0) this.queue = [];
     this.post({ type: 'shadows', list });
@@ -169,7 +186,8 @@ export class ShadowFeed {
     }
     if (!this.ready) return;
     const w = this.worker;
-    const batch = this.queue.splice(0, shadowBatchMax);
+    const batch = this.nextBatch();
+    const tenant = batch[0]?.t ?? '';
     let items: string;
     try {
       items = JSON.stringify(batch);
@@ -180,11 +198,38 @@ export class ShadowFeed {
     const id = ++this.seq;
     const timer = setTimeout(() => {
       this.stats.timeouts += 1;
+      this.suspend(tenant);
       this.discard(w);
     }, this.opts.timeoutMs ?? 2000);
     timer.unref();
-    this.inFlight = { id, timer, size: batch.length };
+    this.inFlight = { id, timer, size: batch.length, tenant };
     w.postMessage({ type: 'eval', id, items } satisfies ToShadow);
+  }
+
+  /** The first queued decision's tenant's decisions (up to a batch), the rest kept in order. */
+  private nextBatch(): ShadowItem[] {
+    const tenant = this.queue[0]?.t;
+    const batch: ShadowItem[] = [];
+    const rest: ShadowItem[] = [];
+    for (const item of this.queue)
+      (item.t === tenant && batch.length < shadowBatchMax ? batch : rest).push(item);
+    this.queue = rest;
+    return batch;
+  }
+
+  /** Set a tenant's shadow aside after its batch timed out, until the tenant's shadow changes. */
+  private suspend(tenant: string): void {
+    const ref = this.shadows.find(([t]) => t === tenant)?.[1];
+    if (ref === undefined) return;
+    this.suspended.set(tenant, ref);
+    this.stats.suspended = this.suspended.size;
+    const before = this.queue.length;
+    this.queue = this.queue.filter((item) => item.t !== tenant);
+    this.stats.dropped += before - this.queue.length;
+    this.opts.log.warn(
+      { tenantId: tenant, candidate: ref },
+      'shadow candidate did not answer in time; set aside until the shadow changes',
+    );
   }
 
   async stop(): Promise<void> {

@@ -53,14 +53,14 @@ describe('shadow evaluation is isolated from live decisions (issue 22 item 3)', 
       await until(() => f.stats.evaluated === 3);
       assert.deepEqual(
         { ...f.stats },
-        { evaluated: 3, divergent: 1, errors: 0, dropped: 0, timeouts: 0, active: 1 },
+        { evaluated: 3, divergent: 1, errors: 0, dropped: 0, timeouts: 0, active: 1, suspended: 0 },
       );
     } finally {
       await f.stop();
     }
   });
 
-  it('a shadow that loops is terminated and replaced; offering never waits for it', async () => {
+  it('a shadow that loops is terminated, and its tenant set aside until its shadow changes; offering never waits', async () => {
     const f = feed('for (;;) {}');
     try {
       f.offer(item(1));
@@ -68,10 +68,46 @@ describe('shadow evaluation is isolated from live decisions (issue 22 item 3)', 
       await until(() => f.stats.timeouts === 1);
       assert.equal(f.stats.timeouts, 1);
       assert.equal(f.stats.dropped, 1, 'the batch in flight is counted, not retried');
-      for (let i = 0; i < 10; i++) f.offer(item(i)); // returns at once while a new thread loops again
+      assert.equal(f.stats.suspended, 1);
+      for (let i = 0; i < 10; i++) f.offer(item(i)); // set aside: counted, never queued
+      f.flush();
+      assert.equal(f.stats.dropped, 11);
+      f.setShadows([['ta', 'cand-1111111111111111']]); // a new candidate is tried again
+      assert.equal(f.stats.suspended, 0);
+      f.offer(item(20));
       f.flush();
       await until(() => f.stats.timeouts === 2);
-      assert.equal(f.stats.dropped, 11);
+      assert.equal(f.stats.timeouts, 2, 'the new candidate loops too, and is set aside in turn');
+    } finally {
+      await f.stop();
+    }
+  });
+
+  it("one tenant's looping shadow leaves another tenant's shadow evaluating (batches hold one tenant)", async () => {
+    const f = feed(
+      `if (items.some((x) => x.t === 'ta')) for (;;) {} parentPort.postMessage({ type: 'evaluated', id: m.id, evaluated: items.length, divergent: 0, errors: 0 });`,
+    );
+    f.setShadows([
+      ['ta', 'cand-0000000000000000'],
+      ['tb', 'cand-2222222222222222'],
+    ]);
+    try {
+      f.offer(item(0));
+      for (let i = 1; i < 4; i++) f.offer({ ...item(i), t: 'tb' });
+      f.flush();
+      await until(() => f.stats.timeouts === 1);
+      assert.equal(f.stats.dropped, 1, "only ta's decision is lost with the looping batch");
+      for (let i = 4; i < 6; i++) {
+        f.offer(item(i));
+        f.offer({ ...item(i), t: 'tb' });
+      }
+      for (let i = 0; i < 40 && f.stats.evaluated < 5; i++) {
+        f.flush();
+        await new Promise((r) => setTimeout(r, 25));
+      }
+      assert.equal(f.stats.evaluated, 5, "every tb decision is evaluated after ta's timeout");
+      assert.equal(f.stats.timeouts, 1, 'ta is not tried again');
+      assert.equal(f.stats.dropped, 3, "ta's later decisions are counted as dropped");
     } finally {
       await f.stop();
     }
