@@ -284,4 +284,47 @@ describe('attacks on delegated payer transfers', () => {
       `at most one of three 60.00 transfers fits a 100.00 day: ${answers.map((r) => r.text).join('\n')}`,
     );
   });
+
+  it('every caveat the tuples API accepts is stored as the policy reads it: a live grant, never a 503', async () => {
+    let n = 0;
+    /** A new delegate over bob with `caveat`, and their transfer from bob's wallet (from loopback, now). */
+    const delegatedWith = async (caveat: Record<string, unknown>) => {
+      const d = await j.signUp(`+25471142000${n++}`);
+      const dToCarol = (await j.addPayee(d, carol.phone)).json.id as string;
+      const t = await tuples('PUT', '/v1/tenants/demo/tuples', {
+        subject: { ns: 'customer', id: d.id },
+        relation: 'payer',
+        object: { ns: 'customer', id: bob.id },
+        caveat,
+      });
+      assert.equal(t.status, 201, t.text);
+      // The edge drops the subject's cached tuples on NOTIFY, moments after the write commits.
+      const until = Date.now() + 5000;
+      for (;;) {
+        const f = fieldsOf(dToCarol);
+        const r = (await rawTransfer(d, f, JSON.stringify({ ...f, payerCustomerId: bob.id }))).final;
+        if (r.json?.code !== 'POLICY_DENIED' || Date.now() > until) return { t, r };
+        await new Promise((res) => setTimeout(res, 50));
+      }
+    };
+    // A bare address (a range of one) and a padded range: accepted, so stored as ranges that match.
+    const bare = await delegatedWith({ ip_ranges: [' ::1 ', '127.0.0.1'] });
+    assert.equal(bare.r.status, 200, bare.r.text);
+    assert.deepEqual(bare.t.json.caveat.ip_ranges, ['::1/128', '127.0.0.1/32']);
+    // RFC 3339 allows a lower-case `t` and `z`; the policy's parser does not (it answered 503).
+    const lower = await delegatedWith({ expires_at: '2099-01-01t00:00:00z' });
+    assert.equal(lower.r.status, 200, lower.r.text);
+    assert.equal(lower.r.json.payer_customer_id, bob.id);
+    assert.equal(lower.t.json.caveat.expires_at, '2099-01-01T00:00:00.000Z');
+    const offset = await delegatedWith({ expires_at: '2099-01-01T00:00:00.123456789+14:00' });
+    assert.equal(offset.r.status, 200, offset.r.text);
+    // A time the format allows but that is no instant is refused, not stored.
+    const leap = await tuples('PUT', '/v1/tenants/demo/tuples', {
+      subject: { ns: 'customer', id: mallory.id },
+      relation: 'payer',
+      object: { ns: 'customer', id: bob.id },
+      caveat: { expires_at: '2099-02-30T00:00:00Z' },
+    });
+    refused(leap, 'no such day');
+  });
 });
