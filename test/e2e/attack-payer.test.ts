@@ -327,4 +327,61 @@ describe('attacks on delegated payer transfers', () => {
     });
     refused(leap, 'no such day');
   });
+
+  it('agents and outlets reads: odd queries and foreign or tampered cursors are clean 4xx, never 5xx', async () => {
+    const get = (path: string) =>
+      call(gw, 'GET', path, {
+        headers: { authorization: `Bearer ${adminToken}`, 'x-request-id': randomUUID() },
+      });
+    const post = (path: string, json: unknown) =>
+      call(gw, 'POST', path, {
+        json,
+        headers: {
+          authorization: `Bearer ${adminToken}`,
+          'x-request-id': randomUUID(),
+          'idempotency-key': `ag-${randomUUID()}`,
+        },
+      });
+    for (let i = 0; i < 2; i++) {
+      const o = await post('/v1/outlets', { name: `Atk ${i}`, region: 'Coast' });
+      assert.equal(o.status, 201, o.text);
+      const a = await post('/v1/agents', {
+        code: `ATK${i}00`,
+        phone: `+25471143000${i}`,
+        name: `Atk Agent ${i}`,
+        outletId: o.json.id,
+        day_max_amount: '5000',
+      });
+      assert.equal(a.status, 201, a.text);
+    }
+    const page = await get('/v1/agents?limit=1');
+    assert.equal(page.status, 200, page.text);
+    const outletsPage = await get('/v1/outlets?limit=1');
+    assert.equal(outletsPage.status, 200, outletsPage.text);
+    const cursor = page.json.next_cursor as string;
+    assert.ok(cursor && outletsPage.json.next_cursor, 'both lists have a second page');
+    const probes = [
+      '/v1/agents?limit=0',
+      '/v1/agents?limit=-1',
+      '/v1/agents?limit=100000',
+      '/v1/agents?status=ACTIVE',
+      '/v1/agents?outletId=not-a-uuid',
+      '/v1/agents/not-a-uuid',
+      `/v1/agents/${randomUUID().toUpperCase()}`,
+      '/v1/outlets?region=',
+      `/v1/outlets?region=${'x'.repeat(5000)}`,
+      '/v1/outlets?cursor=abc.def',
+      `/v1/outlets?cursor=${'a'.repeat(600)}`,
+      `/v1/outlets?limit=1&cursor=${encodeURIComponent(cursor)}`,
+      `/v1/agents?limit=1&status=active&cursor=${encodeURIComponent(cursor)}`,
+      `/v1/agents?limit=1&cursor=${encodeURIComponent(`${Buffer.from('["x"]').toString('base64url')}.${cursor.split('.')[1]}`)}`,
+      `/v1/agents?limit=1&cursor=${encodeURIComponent(outletsPage.json.next_cursor)}`,
+      '/v1/schedule-templates?kind=fee',
+      `/v1/schedule-templates/${randomUUID()}:copy`,
+    ];
+    for (const path of probes) {
+      const r = await get(path);
+      assert.ok(r.status >= 400 && r.status < 500, `${path}: ${r.status} ${r.text}`);
+    }
+  });
 });
