@@ -3,6 +3,7 @@ import { randomUUID, sign } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { intentPayload } from '../../core/payments/transfers.ts';
 import { origOf } from '../../shared/challenge.ts';
+import { localHour } from '../../shared/local-hour.ts';
 import type { TestDb } from '../helpers/db.ts';
 import { startE2eStack, type E2eStack } from '../helpers/e2e-stack.ts';
 import { call, type Res } from '../helpers/http.ts';
@@ -19,6 +20,7 @@ describe('attacks on delegated payer transfers', () => {
   let e2e: E2eStack;
   let tdb: TestDb;
   let gw: string;
+  let core: string;
   let j: Journey;
   let adminToken = '';
   /** alice pays for bob (a tuple); mallory pays for nobody; carol is their payee. */
@@ -112,7 +114,7 @@ describe('attacks on delegated payer transfers', () => {
 
   before(async () => {
     e2e = await startE2eStack('atkpayer');
-    ({ tdb, gw } = e2e);
+    ({ tdb, gw, core } = e2e);
     const demo = e2e.demo as Demo & { serviceTokens: Record<'admin', { token: string }> };
     adminToken = demo.serviceTokens.admin.token;
     j = journey(gw, e2e.dataDir, tdb.db, demo);
@@ -383,5 +385,46 @@ describe('attacks on delegated payer transfers', () => {
       const r = await get(path);
       assert.ok(r.status >= 400 && r.status < 500, `${path}: ${r.status} ${r.text}`);
     }
+  });
+
+  it("core judges an hours caveat itself: outside the tuple's hours it refuses, inside it pays", async () => {
+    const { rows } = await tdb.db.query<{ tz: string | null }>(
+      `SELECT security->>'timezone' AS tz FROM tenants WHERE id = 'demo'`,
+    );
+    const h = localHour(Date.now(), rows[0]?.tz);
+    // Away from this hour and the next (no flake on an hour boundary); and a window around it.
+    const outside = h + 2 <= 23 ? { from: h + 2, to: 24 } : { from: (h + 2) % 24, to: h };
+    const inside = { from: Math.max(0, h - 1), to: Math.min(24, h + 2) };
+    const d = await j.signUp('+254711440001');
+    const dToCarol = (await j.addPayee(d, carol.phone)).json.id as string;
+    /** Straight to core (no edge decision, no edge cache): the step-up core asks for, then the transfer. */
+    const direct = async () => {
+      const f = fieldsOf(dToCarol);
+      const body = { ...f, payerCustomerId: bob.id };
+      const payload = JSON.stringify(body);
+      const headers = { ...j.intent(d, f, payload), 'idempotency-key': `dh-${randomUUID()}` };
+      const send = (token: string) =>
+        call(core, 'POST', '/v1/transfers', { json: body, headers: { ...j.bearer(d, token), ...headers } });
+      const first = await send(d.access);
+      assert.equal(first.json?.code, 'MFA_REQUIRED', first.text);
+      return send(await j.stepUp(d, first.json.challenge, 'device'));
+    };
+    const grantHours = async (hours: { from: number; to: number }) => {
+      const t = await tuples('PUT', '/v1/tenants/demo/tuples', {
+        subject: { ns: 'customer', id: d.id },
+        relation: 'payer',
+        object: { ns: 'customer', id: bob.id },
+        caveat: { hours },
+      });
+      assert.ok(t.status === 200 || t.status === 201, t.text);
+    };
+    await grantHours(outside);
+    const late = await direct();
+    assert.equal(late.status, 403, late.text);
+    assert.equal(late.json.code, 'PAYER_NOT_AUTHORIZED');
+    await grantHours(inside);
+    const inHours = await direct();
+    assert.equal(inHours.status, 200, inHours.text);
+    assert.equal(inHours.json.payer_customer_id, bob.id);
   });
 });
