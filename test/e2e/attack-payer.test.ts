@@ -328,6 +328,9 @@ describe('attacks on delegated payer transfers', () => {
       caveat: { expires_at: '2099-02-30T00:00:00Z' },
     });
     refused(leap, 'no such day');
+    // Past 2262 a time is no int64 of nanoseconds (the policy's clock); the grant still works.
+    const far = await delegatedWith({ expires_at: '2300-01-01T00:00:00Z' });
+    assert.equal(far.r.status, 200, far.r.text);
   });
 
   it('agents and outlets reads: odd queries and foreign or tampered cursors are clean 4xx, never 5xx', async () => {
@@ -426,5 +429,23 @@ describe('attacks on delegated payer transfers', () => {
     const inHours = await direct();
     assert.equal(inHours.status, 200, inHours.text);
     assert.equal(inHours.json.payer_customer_id, bob.id);
+  });
+
+  it('two confirms of one delegated transfer at once post it once', async () => {
+    const f = fieldsOf(aliceToCarol, '7.00');
+    const created = await rawTransfer(alice, f, JSON.stringify({ ...f, payerCustomerId: bob.id }));
+    assert.equal(created.final.status, 200, created.final.text);
+    const before = await j.balance(bob.wallet);
+    const confirmOnce = () =>
+      call(gw, 'POST', '/v1/transfers/confirm', {
+        json: { transferId: created.final.json.id, payerCustomerId: bob.id },
+        headers: { ...j.bearer(alice, created.token), 'idempotency-key': `cc-${randomUUID()}` },
+      });
+    const answers = await Promise.all([confirmOnce(), confirmOnce(), confirmOnce()]);
+    const texts = answers.map((r) => r.text).join('\n');
+    assert.equal(answers.filter((r) => r.status === 200).length, 1, texts);
+    for (const r of answers) if (r.status !== 200) refused(r, 'second confirm');
+    const moved = before - (await j.balance(bob.wallet));
+    assert.equal(moved, 7_000_000n, `bob paid 7.00 once (${moved})`);
   });
 });
