@@ -15,7 +15,7 @@ import { TenantId } from '../../identity/schemas.ts';
 import { operatorTenant } from '../../platform/operator.ts';
 import { actorAttrs, adminRoute, type AdminDeps, type Caller, type WriteCtx } from '../http.ts';
 import { Page, Timestamp, pageQuery } from '../schemas.ts';
-import { checkTuple, namespaces, relations, type TupleInput, type Writer } from './rules.ts';
+import { checkTuple, namespaces, relations, storedCaveat, type TupleInput, type Writer } from './rules.ts';
 import { declared } from '../../http/declared.ts';
 
 const Namespace = Type.Union(namespaces.map((n) => Type.Literal(n)));
@@ -164,7 +164,7 @@ async function writeTuple(
 ): Promise<{ status: number; body: unknown }> {
   await requireReach(w.q, w.caller, tenantId, true);
   const storedIn = await checkTuple(w.q, tenantId, t, await writerOf(w.q, w.caller), nowMs);
-  const caveat = JSON.stringify(t.caveat ?? {});
+  const caveat = JSON.stringify(storedCaveat(t.caveat));
   // xmax = 0 only on a row this statement inserted; `before` reads the statement's snapshot (the
   // caveat as it was), so rewriting a tuple as it stands is neither a change nor audited.
   const { rows } = await w.q.query<TupleRow & { inserted: boolean; changed: boolean }>(

@@ -71,12 +71,37 @@ async function belongs(q: Queryable, tenantId: string, r: Ref): Promise<boolean>
 
 function checkCaveat(c: Caveat | undefined, nowMs: number): void {
   if (!c) return;
-  if (c.expires_at !== undefined && Date.parse(c.expires_at) <= nowMs)
+  const expires = c.expires_at === undefined ? undefined : Date.parse(c.expires_at);
+  if (expires !== undefined && !Number.isFinite(expires))
+    throw invalid(`caveat.expires_at: ${c.expires_at} is not a time`);
+  if (expires !== undefined && expires <= nowMs)
     throw invalid('caveat.expires_at is in the past: the tuple would be ignored from the start');
   if (c.hours && c.hours.from >= c.hours.to)
     throw invalid('caveat.hours needs from < to (tenant-local hours, to exclusive)');
   for (const cidr of c.ip_ranges ?? [])
     if (!parseCidr(cidr)) throw invalid(`caveat.ip_ranges: ${cidr} is not a CIDR range`);
+}
+
+/**
+ * The caveat as stored: in the one spelling the policy parses. RFC 3339 allows `t`/`z` and a
+ * bare address is a range of one, but the policy's time.parse_rfc3339_ns and net.cidr_contains
+ * refuse those (the decision errors: 503 for every request the tuple is judged on), so a time
+ * is kept as UTC `…Z` and a range as `address/prefix`. Call after checkTuple.
+ */
+export function storedCaveat(c: Caveat | undefined): Caveat {
+  if (!c) return {};
+  return {
+    ...c,
+    ...(c.expires_at !== undefined ? { expires_at: new Date(Date.parse(c.expires_at)).toISOString() } : {}),
+    ...(c.ip_ranges
+      ? {
+          ip_ranges: c.ip_ranges.map((text) => {
+            const r = parseCidr(text);
+            return r ? `${r.address}/${r.prefix}` : text;
+          }),
+        }
+      : {}),
+  };
 }
 
 /** A relation over the tenant itself that only platform admins grant. */
