@@ -21,6 +21,7 @@ import {
 } from './context.ts';
 import { requireCapability } from './capabilities.ts';
 import { applyInTx, postCmd, reverseCmd, type Leg } from '../ledger/apply.ts';
+import { feeReturnsBeforeReversal } from '../ledger/fee-income.ts';
 import { openWallet } from '../ledger/wallets.ts';
 import { platformAccounts } from './ledger.ts';
 import { agentLimits, customerLimits, enforce, priceOf, type TxnKind } from './pricing.ts';
@@ -501,7 +502,14 @@ export async function reverseTxn(
     throw new AppError('TXN_NOT_REVERSIBLE', `a ${r.state} transaction cannot be reversed`);
   if (!r.posted_at || t - r.posted_at.getTime() > windowMs)
     throw new AppError('REVERSAL_WINDOW_CLOSED', 'the reversal window has passed');
-  const cmds = [reverseCmd(c.tenantId, r.posting_id, `reversal of agent ${r.kind.toLowerCase()} ${r.id}`, t)];
+  const reversal = reverseCmd(
+    c.tenantId,
+    r.posting_id,
+    `reversal of agent ${r.kind.toLowerCase()} ${r.id}`,
+    t,
+  );
+  // A fee booked to the platform fee account before migration 0955 was moved to the tenant's: it is returned first.
+  const cmds = [...(await feeReturnsBeforeReversal(q, c.tenantId, r.posting_id, t)), reversal];
   const { rows: acc } = await q.query<{ id: string; state: string }>(
     `SELECT id, state FROM agent_commissions WHERE tenant_id = $1 AND txn_id = $2 AND kind = 'ACCRUAL' FOR UPDATE`,
     [c.tenantId, r.id],
@@ -525,7 +533,7 @@ export async function reverseTxn(
   await q.query(
     `UPDATE agent_txns SET state = 'REVERSED', reversal_posting_id = $3, reversed_at = to_timestamp($4 / 1000.0), reversed_by = $5, updated_at = to_timestamp($4 / 1000.0)
       WHERE tenant_id = $1 AND id = $2`,
-    [c.tenantId, r.id, String(cmds[0]?.id), t, `${actorOf(c).type}:${actorOf(c).id}`],
+    [c.tenantId, r.id, String(reversal.id), t, `${actorOf(c).type}:${actorOf(c).id}`],
   );
   await auditAgent(
     q,
@@ -534,7 +542,7 @@ export async function reverseTxn(
       actor: actorOf(c),
       action: 'agent.txn.reverse',
       target: { type: 'agent_txn', id: r.id },
-      attrs: { reversal_posting_id: String(cmds[0]?.id), clawback: accrual?.state ?? 'none' },
+      attrs: { reversal_posting_id: String(reversal.id), clawback: accrual?.state ?? 'none' },
       requestId,
     },
     t,

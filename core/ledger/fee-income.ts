@@ -10,6 +10,8 @@ import type { Db, Queryable } from '../../shared/db/pool.ts';
 import { format, fromDb, type Micro } from '../../shared/money.ts';
 import { minorUnitsOf } from './currency.ts';
 import { amountsOf } from './reads.ts';
+import { postCmd } from './apply.ts';
+import type { LedgerCommand } from './batcher.ts';
 
 interface MoveRow {
   tenant_id: string;
@@ -135,4 +137,49 @@ export async function feeIncomeReconciliation(q: Queryable, tenantId?: string): 
     });
   }
   return out;
+}
+
+/**
+ * What must go before reversing a posting made before migration 0955: the fee it credited to a
+ * platform-owned fee-income account has since been moved (by posting) to the tenant's account,
+ * so the old account cannot give it back and the reversal would be refused. A FEE posting returns
+ * each such credit from the account it was moved to (tenant's → old), in the same batch and just
+ * before the reversal, which then debits what the posting credited: the tenant's fee income ends
+ * lower by the fee, as the reversal means, and the old account where it was.
+ */
+export async function feeReturnsBeforeReversal(
+  q: Queryable,
+  tenantId: string,
+  postingId: string,
+  now: number,
+): Promise<LedgerCommand[]> {
+  const { rows } = await q.query<{
+    account_id: string;
+    to_account: string;
+    currency: string;
+    amount: string;
+  }>(
+    `SELECT e.account_id, m.to_account, e.currency, e.amount::text AS amount
+       FROM ledger_entries e
+       JOIN (SELECT DISTINCT ON (from_account) from_account, to_account FROM ledger_fee_income_moves
+              WHERE tenant_id = $1 ORDER BY from_account, moved_at DESC) m ON m.from_account = e.account_id
+      WHERE e.tenant_id = $1 AND e.posting_id = $2 AND e.side = 'credit'
+      ORDER BY e.leg`,
+    [tenantId, postingId],
+  );
+  return rows.map((r) => {
+    const amount = fromDb(r.amount);
+    return postCmd(
+      tenantId,
+      'FEE',
+      r.currency.trim(),
+      [
+        { account: r.to_account, side: 'debit', amount },
+        { account: r.account_id, side: 'credit', amount },
+      ],
+      `fee income returned to reverse posting ${postingId} (booked before migration 0955)`,
+      { reversal_of: postingId },
+      now,
+    );
+  });
 }

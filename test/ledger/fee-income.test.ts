@@ -11,8 +11,12 @@ import { after, before, describe, it } from 'node:test';
 import { verifyChain } from '../../shared/audit.ts';
 import { ensureAgentLedger, platformAccounts } from '../../core/agents/ledger.ts';
 import { openAccount } from '../../core/ledger/accounts.ts';
-import { applyInTx, postCmd } from '../../core/ledger/apply.ts';
-import { auditFeeIncomeMoves, feeIncomeReconciliation } from '../../core/ledger/fee-income.ts';
+import { applyInTx, postCmd, reverseCmd } from '../../core/ledger/apply.ts';
+import {
+  auditFeeIncomeMoves,
+  feeIncomeReconciliation,
+  feeReturnsBeforeReversal,
+} from '../../core/ledger/fee-income.ts';
 import { amountsOf } from '../../core/ledger/reads.ts';
 import { feeIncomeAccount, platformAccount } from '../../core/ledger/wallets.ts';
 import { migrationsDir } from '../../core/db/migrate.ts';
@@ -45,13 +49,15 @@ async function oldFeeAccount(q: Queryable, tenantId: string): Promise<string> {
   return a.id;
 }
 
-async function fund(q: Queryable, tenantId: string, account: string, amount: bigint): Promise<void> {
+async function fund(q: Queryable, tenantId: string, account: string, amount: bigint): Promise<string> {
   const settlement = await platformAccount(q, tenantId, 'SETTLEMENT', 'settlement-KES', 'KES', now);
   const legs = [
     { account: settlement, side: 'debit' as const, amount },
     { account, side: 'credit' as const, amount },
   ];
-  await applyInTx(q, [postCmd(tenantId, 'FEE', 'KES', legs, 'fee', {}, now)]);
+  const cmd = postCmd(tenantId, 'FEE', 'KES', legs, 'fee', {}, now);
+  await applyInTx(q, [cmd]);
+  return String(cmd.id);
 }
 
 describe('one fee-income account per tenant and currency', () => {
@@ -130,5 +136,33 @@ describe('one fee-income account per tenant and currency', () => {
 
     await tdb.db.tx((c) => c.query(moveBlock));
     assert.equal((await feeIncomeReconciliation(q)).length, 2, 'running it again moves nothing more');
+  });
+
+  it('a posting that booked its fee to the old account is reversed after the move: the fee comes back from the tenant account', async () => {
+    const q = tdb.db;
+    await tenant(q, 't-rev');
+    const old = await tdb.db.tx((c) => oldFeeAccount(c, 't-rev'));
+    const fresh = await tdb.db.tx((c) => feeIncomeAccount(c, 't-rev', 'KES', now));
+    const posting = await tdb.db.tx((c) => fund(c, 't-rev', old, 5_000_000n));
+    await tdb.db.tx((c) => c.query(moveBlock));
+    assert.equal((await amountsOf(q, 't-rev', fresh)).posted, 5_000_000n);
+    await assert.rejects(
+      tdb.db.tx((c) => applyInTx(c, [reverseCmd('t-rev', posting, 'reversal', now)])),
+      'alone, the reversal would overdraw the emptied old account',
+    );
+    await tdb.db.tx(async (c) => {
+      const returns = await feeReturnsBeforeReversal(c, 't-rev', posting, now);
+      assert.equal(returns.length, 1);
+      await applyInTx(c, [...returns, reverseCmd('t-rev', posting, 'reversal', now)]);
+    });
+    assert.equal((await amountsOf(q, 't-rev', old)).posted, 0n);
+    assert.equal(
+      (await amountsOf(q, 't-rev', fresh)).posted,
+      0n,
+      'the reversed fee leaves the tenant fee income',
+    );
+    // Only postings that credited a moved account need a return.
+    const other = await tdb.db.tx((c) => fund(c, 't-rev', fresh, 1_000_000n));
+    assert.equal((await tdb.db.tx((c) => feeReturnsBeforeReversal(c, 't-rev', other, now))).length, 0);
   });
 });
