@@ -213,7 +213,6 @@ async function refusal(
   ip: string,
   tenantId: string,
   outcome: string,
-  actor = { type: 'anonymous', id: ip },
 ): Promise<AppError> {
   if (tenantId) {
     await deps.db.tx((q) =>
@@ -222,7 +221,7 @@ async function refusal(
         {
           tenantId,
           action: 'auth.staff_login',
-          actor,
+          actor: { type: 'anonymous', id: ip },
           target: { type: 'identity_provider', id: tenantId },
           allow: false,
           attrs: { ip, outcome },
