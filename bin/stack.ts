@@ -94,212 +94,273 @@ async function answering(gateway: string): Promise<void> {
   for (let i = 0; i < readyRounds; i++) await Promise.all(Array.from({ length: readyConcurrency }, probe));
 }
 
+export interface StackOptions {
+  logDestination?: NodeJS.WritableStream;
+  checkTimeoutMs?: number;
+  publicRateLimit?: { perMinute: number; burst: number };
+  credentialGuessLimit?: { perMinute: number; burst: number };
+  /** Webhooks may target private/loopback addresses: the development `npm start` only (off by default). */
+  webhookAllowPrivateTargets?: boolean;
+  /** Tests only (issue 15 item 4): core checks every response against its declared schema. */
+  checkResponses?: boolean;
+  /** Issue 17 item 4: a mutual-TLS listener for machine clients (tests; production runs Envoy). */
+  gatewayTls?: { key: string | Buffer; cert: string | Buffer; clientCa: string | Buffer; port?: number };
+}
+
+/** What start-up has opened so far, closed in reverse order by `stop` (also when a later step fails). */
+interface Lifetime {
+  stopping: boolean;
+  cleanups: (() => Promise<unknown>)[];
+}
+
 /**
  * `checkTimeoutMs` overrides the gateway's 100 ms Check deadline and the edge's 100 ms decision
  * budget; only tests on a loaded machine use it, so functional assertions do not depend on
  * scheduling (the deadlines themselves have their own tests).
  */
-export async function startStack(
-  config: Config,
-  opts: {
-    logDestination?: NodeJS.WritableStream;
-    checkTimeoutMs?: number;
-    publicRateLimit?: { perMinute: number; burst: number };
-    credentialGuessLimit?: { perMinute: number; burst: number };
-    /** Webhooks may target private/loopback addresses: the development `npm start` only (off by default). */
-    webhookAllowPrivateTargets?: boolean;
-    /** Tests only (issue 15 item 4): core checks every response against its declared schema. */
-    checkResponses?: boolean;
-    /** Issue 17 item 4: a mutual-TLS listener for machine clients (tests; production runs Envoy). */
-    gatewayTls?: { key: string | Buffer; cert: string | Buffer; clientCa: string | Buffer; port?: number };
-  } = {},
-): Promise<Stack> {
+export async function startStack(config: Config, opts: StackOptions = {}): Promise<Stack> {
   const log = createLogger(config.logLevel, opts.logDestination);
-  const cleanups: (() => Promise<unknown>)[] = [];
-  let stopping = false;
+  const life: Lifetime = { stopping: false, cleanups: [] };
   const stop = async () => {
-    stopping = true;
-    for (const c of cleanups.reverse())
+    life.stopping = true;
+    for (const c of life.cleanups.reverse())
       await c().catch((err: unknown) => log.warn({ err: (err as Error).message }, 'stop step failed'));
-    cleanups.length = 0;
+    life.cleanups.length = 0;
   };
   try {
-    let embedded: EmbeddedServer | undefined;
-    let databaseUrl = config.databaseUrl;
-    if (!databaseUrl) {
-      const pgLog = log.child({ component: 'postgres' });
-      embedded = await startEmbedded({
-        dir: join(config.dataDir, 'pg'),
-        port: await freePort(),
-        onLog: (m) => pgLog.debug(m.trim()),
-      }).catch((err: unknown) => {
-        throw new StartError((err as Error).message.split('\n')[0] ?? 'PostgreSQL could not start');
-      });
-      const server = embedded;
-      cleanups.push(() => server.stop());
-      void embedded.exited.then(() => {
-        if (!stopping) log.error('PostgreSQL stopped; /v1/ready answers 503 until it is back');
-      });
-      databaseUrl = embedded.url('postgres');
-    }
-    const metrics = createMetrics();
-    const db = createDb({ connectionString: databaseUrl, metrics, log });
-    cleanups.push(() => db.close());
-    let databaseRegion: string;
-    try {
-      await migrate(db.pool);
-      // Issue 20 item 2: the database records its own region (kept when already labelled).
-      databaseRegion = await labelCluster(db, config.deploymentRegion, 'stack');
-    } catch (err) {
-      throw new StartError(`database migration failed: ${(err as Error).message.split('\n')[0]}`);
-    }
-    // The ledger's currencies (issue 21 item 2), before the seed opens accounts and core serves.
-    await loadLedgerCurrencies(db);
-    if (databaseRegion !== config.deploymentRegion)
-      log.warn(
-        { deploymentRegion: config.deploymentRegion, databaseRegion },
-        "DEPLOYMENT_REGION differs from the region the database was labelled with; tenants are placed by the database's",
-      );
-    const masterKey = await loadOrCreateMasterKey(config.masterKey, join(config.dataDir, 'master.key'));
-    const keys = new KeyStore(db, masterKey, { issuerUrl: config.issuerUrl });
-    // Core trusts identity headers only when they carry this secret, which only the edge sets.
-    const edgeSecret = randomBytes(32).toString('base64url');
-    // API-key secrets sealed with the master key before they had a key of their own (0790).
-    await new ApiKeys(db, keys).resealLegacySecrets();
-    const demo = await seedDemo(db, config.dataDir, {
-      keys,
-      ...(config.gatewayPort ? { gatewayUrl: `http://127.0.0.1:${config.gatewayPort}` } : {}),
-    });
-
-    const edgeDb = createDb({ connectionString: databaseUrl, metrics, log });
-    cleanups.push(() => edgeDb.close());
-    const edge = await buildEdge({
-      db: edgeDb,
-      apiKeySealKey: deriveApiKeySealKey(masterKey),
-      challengeKeys: [deriveChallengeKey(masterKey)],
-      log: log.child({ component: 'edge' }),
-      edgeSecret,
-      databaseUrl,
-      issuerUrl: config.issuerUrl,
-      // Issue 15 item 6: one process, one registry: core's /v1/metrics includes the edge's metrics.
-      registry: metrics.registry,
-      ...(opts.publicRateLimit ? { publicRateLimit: opts.publicRateLimit } : {}),
-      ...(opts.credentialGuessLimit ? { credentialGuessLimit: opts.credentialGuessLimit } : {}),
-      // Tests that raise the gateway's deadline raise the edge's own budget with it.
-      ...(opts.checkTimeoutMs ? { budgetMs: opts.checkTimeoutMs } : {}),
-      ...(config.policyBundle ? { bundleSource: config.policyBundle } : {}),
-      ...(config.decisionInputs.sample > 0
-        ? { decisionInputs: { ...config.decisionInputs, key: deriveDecisionInputKey(masterKey) } }
-        : {}),
-    });
-    cleanups.push(() => edge.stop());
-
-    // Core loads and verifies bundles itself (simulate): it never reads the edge's memory.
-    const corePolicies = new PolicyStore(await loadTrustedKeys(), log.child({ component: 'core' }));
-    const bundleSource = config.policyBundle ?? defaultBundleDir;
-    await corePolicies.load(bundleSource);
-    corePolicies.watch(bundleSource);
-    cleanups.push(async () => corePolicies.stop());
-    // Staff passkeys: configured origins, else the gateway's localhost origin once it listens.
-    const webauthn = {
-      rpId: config.webauthnRpId,
-      rpName: 'Payments platform staff',
-      origins: [...config.webauthnOrigins],
-    };
-    const core = buildCore({
-      db,
-      log: log.child({ component: 'core' }),
-      metrics,
-      build: readBuildInfo(),
-      keys,
-      dataDir: config.dataDir,
-      edgeSecrets: [edgeSecret],
-      policies: corePolicies,
-      edgeWarm: () => edge.warmed,
-      webhookAllowPrivateTargets: opts.webhookAllowPrivateTargets ?? false,
-      checkResponses: opts.checkResponses ?? false,
-      webauthn,
-      residency: { deploymentRegion: config.deploymentRegion, labelUnlabelled: false },
-      // Issue 15 item 3: the docs page's security per operation, and the demo tenant's ids as its examples.
-      routeAccess: edgeRouteAccess(),
-      docExamples: demoDocExamples(demo),
-    });
-    const corePort = await listenOrExplain(core.server, config.corePort, 'CORE_PORT');
-    cleanups.push(async () => {
-      core.server.closeAllConnections();
-      await new Promise((r) => core.server.close(r));
-    });
-    // Webhook dispatcher (issue 6): delivers outbox events; stopped (batch in flight awaited) before the pool closes.
-    const dispatcher = new Dispatcher({
-      db,
-      keys,
-      log: log.child({ component: 'webhooks' }),
-      allowPrivateTargets: opts.webhookAllowPrivateTargets ?? false,
-      deadLettered: metrics.webhookDeadLettered,
-    });
-    dispatcher.start();
-    cleanups.push(() => dispatcher.stop());
-    // Housekeeping: one-time values and lockout counters are deleted once inert (core/housekeeping).
-    const housekeeper = new Housekeeper(db, log.child({ component: 'housekeeping' }));
-    housekeeper.start();
-    cleanups.push(() => housekeeper.stop());
-
-    // Issue 15 item 9: the first requests must not meet cold caches, pools or code.
-    try {
-      await Promise.all([warmPool(db), edge.warm()]);
-    } catch (err) {
-      throw new StartError(`warming up failed: ${(err as Error).message.split('\n')[0]}`);
-    }
-
-    let authzPort: number;
-    try {
-      authzPort = await edge.listen(config.authzPort);
-    } catch (err) {
-      const inUse = /EADDRINUSE|address already in use|No address added/i.test((err as Error).message);
-      throw new StartError(
-        inUse
-          ? `port ${config.authzPort} (AUTHZ_PORT) is already in use`
-          : `edge authz could not bind: ${(err as Error).message}`,
-      );
-    }
-
-    const gateway: Gateway = createGateway({
-      log: log.child({ component: 'gateway' }),
-      authzAddress: `127.0.0.1:${authzPort}`,
-      coreOrigin: `http://127.0.0.1:${corePort}`,
-      ...(opts.checkTimeoutMs ? { checkTimeoutMs: opts.checkTimeoutMs } : {}),
-      ...(opts.gatewayTls ? { tls: opts.gatewayTls } : {}),
-    });
-    await gateway
-      .ready()
-      .catch(() => log.warn('edge channel not ready yet; the first requests may be denied'));
-    const gatewayPort = await listenOrExplain(gateway.server, config.gatewayPort, 'GATEWAY_PORT');
-    if (webauthn.origins.length === 0) webauthn.origins.push(`http://localhost:${gatewayPort}`);
-    cleanups.push(() => gateway.close());
-    await answering(`http://127.0.0.1:${gatewayPort}`);
-    const gatewayTlsPort = gateway.tlsServer
-      ? await listenOrExplain(
-          gateway.tlsServer as unknown as Server,
-          opts.gatewayTls?.port ?? 0,
-          'gateway TLS',
-        )
-      : undefined;
-
-    return {
-      ports: {
-        gateway: gatewayPort,
-        core: corePort,
-        authz: authzPort,
-        ...(gatewayTlsPort !== undefined ? { gatewayTls: gatewayTlsPort } : {}),
-      },
-      embedded,
-      db,
-      log,
-      demo,
-      stop,
-    };
+    const { ports, embedded, db, demo } = await startParts(config, opts, log, life);
+    return { ports, embedded, db, log, demo, stop };
   } catch (err) {
     await stop();
     throw err;
   }
+}
+
+/** The database, edge, core and gateway, in that order, each registering how it stops. */
+async function startParts(
+  config: Config,
+  opts: StackOptions,
+  log: Logger,
+  life: Lifetime,
+): Promise<Omit<Stack, 'log' | 'stop'>> {
+  const { embedded, databaseUrl } = await databaseOf(config, log, life);
+  const metrics = createMetrics();
+  const db = createDb({ connectionString: databaseUrl, metrics, log });
+  life.cleanups.push(() => db.close());
+  await prepareDatabase(config, db, log);
+  const masterKey = await loadOrCreateMasterKey(config.masterKey, join(config.dataDir, 'master.key'));
+  const keys = new KeyStore(db, masterKey, { issuerUrl: config.issuerUrl });
+  // Core trusts identity headers only when they carry this secret, which only the edge sets.
+  const edgeSecret = randomBytes(32).toString('base64url');
+  // API-key secrets sealed with the master key before they had a key of their own (0790).
+  await new ApiKeys(db, keys).resealLegacySecrets();
+  const demo = await seedDemo(db, config.dataDir, {
+    keys,
+    ...(config.gatewayPort ? { gatewayUrl: `http://127.0.0.1:${config.gatewayPort}` } : {}),
+  });
+
+  const edge = await startEdge(config, opts, { databaseUrl, metrics, log, masterKey, edgeSecret }, life);
+  const corePolicies = await corePolicyStore(config, log, life);
+  // Staff passkeys: configured origins, else the gateway's localhost origin once it listens.
+  const webauthn = {
+    rpId: config.webauthnRpId,
+    rpName: 'Payments platform staff',
+    origins: [...config.webauthnOrigins],
+  };
+  const core = buildCore({
+    db,
+    log: log.child({ component: 'core' }),
+    metrics,
+    build: readBuildInfo(),
+    keys,
+    dataDir: config.dataDir,
+    edgeSecrets: [edgeSecret],
+    policies: corePolicies,
+    edgeWarm: () => edge.warmed,
+    webhookAllowPrivateTargets: opts.webhookAllowPrivateTargets ?? false,
+    checkResponses: opts.checkResponses ?? false,
+    webauthn,
+    residency: { deploymentRegion: config.deploymentRegion, labelUnlabelled: false },
+    // Issue 15 item 3: the docs page's security per operation, and the demo tenant's ids as its examples.
+    routeAccess: edgeRouteAccess(),
+    docExamples: demoDocExamples(demo),
+  });
+  const corePort = await listenOrExplain(core.server, config.corePort, 'CORE_PORT');
+  life.cleanups.push(async () => {
+    core.server.closeAllConnections();
+    await new Promise((r) => core.server.close(r));
+  });
+  startBackgroundWork(opts, { db, keys, log, metrics }, life);
+
+  // Issue 15 item 9: the first requests must not meet cold caches, pools or code.
+  try {
+    await Promise.all([warmPool(db), edge.warm()]);
+  } catch (err) {
+    throw new StartError(`warming up failed: ${(err as Error).message.split('\n')[0]}`);
+  }
+  const authzPort = await listenAuthz(edge, config.authzPort);
+  const gatewayPorts = await startGateway(config, opts, { log, authzPort, corePort, webauthn }, life);
+  return {
+    ports: {
+      gateway: gatewayPorts.gateway,
+      core: corePort,
+      authz: authzPort,
+      ...(gatewayPorts.gatewayTls !== undefined ? { gatewayTls: gatewayPorts.gatewayTls } : {}),
+    },
+    embedded,
+    db,
+    demo,
+  };
+}
+
+/** The configured database, else an embedded PostgreSQL under the data directory. */
+async function databaseOf(
+  config: Config,
+  log: Logger,
+  life: Lifetime,
+): Promise<{ embedded: EmbeddedServer | undefined; databaseUrl: string }> {
+  if (config.databaseUrl) return { embedded: undefined, databaseUrl: config.databaseUrl };
+  const pgLog = log.child({ component: 'postgres' });
+  const embedded = await startEmbedded({
+    dir: join(config.dataDir, 'pg'),
+    port: await freePort(),
+    onLog: (m) => pgLog.debug(m.trim()),
+  }).catch((err: unknown) => {
+    throw new StartError((err as Error).message.split('\n')[0] ?? 'PostgreSQL could not start');
+  });
+  life.cleanups.push(() => embedded.stop());
+  void embedded.exited.then(() => {
+    if (!life.stopping) log.error('PostgreSQL stopped; /v1/ready answers 503 until it is back');
+  });
+  return { embedded, databaseUrl: embedded.url('postgres') };
+}
+
+/** Migrations, the cluster's region label and the ledger's currencies, before anything uses the database. */
+async function prepareDatabase(config: Config, db: Db, log: Logger): Promise<void> {
+  let databaseRegion: string;
+  try {
+    await migrate(db.pool);
+    // Issue 20 item 2: the database records its own region (kept when already labelled).
+    databaseRegion = await labelCluster(db, config.deploymentRegion, 'stack');
+  } catch (err) {
+    throw new StartError(`database migration failed: ${(err as Error).message.split('\n')[0]}`);
+  }
+  // The ledger's currencies (issue 21 item 2), before the seed opens accounts and core serves.
+  await loadLedgerCurrencies(db);
+  if (databaseRegion !== config.deploymentRegion)
+    log.warn(
+      { deploymentRegion: config.deploymentRegion, databaseRegion },
+      "DEPLOYMENT_REGION differs from the region the database was labelled with; tenants are placed by the database's",
+    );
+}
+
+/** The edge (authz service) with its own pool, sharing core's metrics registry in this one process. */
+async function startEdge(
+  config: Config,
+  opts: StackOptions,
+  s: {
+    databaseUrl: string;
+    metrics: ReturnType<typeof createMetrics>;
+    log: Logger;
+    masterKey: Buffer;
+    edgeSecret: string;
+  },
+  life: Lifetime,
+) {
+  const { databaseUrl, metrics, log, masterKey, edgeSecret } = s;
+  const edgeDb = createDb({ connectionString: databaseUrl, metrics, log });
+  life.cleanups.push(() => edgeDb.close());
+  const edge = await buildEdge({
+    db: edgeDb,
+    apiKeySealKey: deriveApiKeySealKey(masterKey),
+    challengeKeys: [deriveChallengeKey(masterKey)],
+    log: log.child({ component: 'edge' }),
+    edgeSecret,
+    databaseUrl,
+    issuerUrl: config.issuerUrl,
+    // Issue 15 item 6: one process, one registry: core's /v1/metrics includes the edge's metrics.
+    registry: metrics.registry,
+    ...(opts.publicRateLimit ? { publicRateLimit: opts.publicRateLimit } : {}),
+    ...(opts.credentialGuessLimit ? { credentialGuessLimit: opts.credentialGuessLimit } : {}),
+    // Tests that raise the gateway's deadline raise the edge's own budget with it.
+    ...(opts.checkTimeoutMs ? { budgetMs: opts.checkTimeoutMs } : {}),
+    ...(config.policyBundle ? { bundleSource: config.policyBundle } : {}),
+    ...(config.decisionInputs.sample > 0
+      ? { decisionInputs: { ...config.decisionInputs, key: deriveDecisionInputKey(masterKey) } }
+      : {}),
+  });
+  life.cleanups.push(() => edge.stop());
+  return edge;
+}
+
+/** Core loads and verifies bundles itself (simulate): it never reads the edge's memory. */
+async function corePolicyStore(config: Config, log: Logger, life: Lifetime): Promise<PolicyStore> {
+  const corePolicies = new PolicyStore(await loadTrustedKeys(), log.child({ component: 'core' }));
+  const bundleSource = config.policyBundle ?? defaultBundleDir;
+  await corePolicies.load(bundleSource);
+  corePolicies.watch(bundleSource);
+  life.cleanups.push(async () => corePolicies.stop());
+  return corePolicies;
+}
+
+/** The webhook dispatcher and housekeeping, each stopped before the pool closes. */
+function startBackgroundWork(
+  opts: StackOptions,
+  s: { db: Db; keys: KeyStore; log: Logger; metrics: ReturnType<typeof createMetrics> },
+  life: Lifetime,
+): void {
+  // Webhook dispatcher (issue 6): delivers outbox events; stopped (batch in flight awaited) before the pool closes.
+  const dispatcher = new Dispatcher({
+    db: s.db,
+    keys: s.keys,
+    log: s.log.child({ component: 'webhooks' }),
+    allowPrivateTargets: opts.webhookAllowPrivateTargets ?? false,
+    deadLettered: s.metrics.webhookDeadLettered,
+  });
+  dispatcher.start();
+  life.cleanups.push(() => dispatcher.stop());
+  // Housekeeping: one-time values and lockout counters are deleted once inert (core/housekeeping).
+  const housekeeper = new Housekeeper(s.db, s.log.child({ component: 'housekeeping' }));
+  housekeeper.start();
+  life.cleanups.push(() => housekeeper.stop());
+}
+
+async function listenAuthz(edge: { listen(port: number): Promise<number> }, port: number): Promise<number> {
+  try {
+    return await edge.listen(port);
+  } catch (err) {
+    const inUse = /EADDRINUSE|address already in use|No address added/i.test((err as Error).message);
+    throw new StartError(
+      inUse
+        ? `port ${port} (AUTHZ_PORT) is already in use`
+        : `edge authz could not bind: ${(err as Error).message}`,
+    );
+  }
+}
+
+/** The dev gateway (Envoy's part) and, when asked, its mutual-TLS listener; up once it answers. */
+async function startGateway(
+  config: Config,
+  opts: StackOptions,
+  s: { log: Logger; authzPort: number; corePort: number; webauthn: { origins: string[] } },
+  life: Lifetime,
+): Promise<{ gateway: number; gatewayTls?: number }> {
+  const gateway: Gateway = createGateway({
+    log: s.log.child({ component: 'gateway' }),
+    authzAddress: `127.0.0.1:${s.authzPort}`,
+    coreOrigin: `http://127.0.0.1:${s.corePort}`,
+    ...(opts.checkTimeoutMs ? { checkTimeoutMs: opts.checkTimeoutMs } : {}),
+    ...(opts.gatewayTls ? { tls: opts.gatewayTls } : {}),
+  });
+  await gateway
+    .ready()
+    .catch(() => s.log.warn('edge channel not ready yet; the first requests may be denied'));
+  const gatewayPort = await listenOrExplain(gateway.server, config.gatewayPort, 'GATEWAY_PORT');
+  if (s.webauthn.origins.length === 0) s.webauthn.origins.push(`http://localhost:${gatewayPort}`);
+  life.cleanups.push(() => gateway.close());
+  await answering(`http://127.0.0.1:${gatewayPort}`);
+  const gatewayTlsPort = gateway.tlsServer
+    ? await listenOrExplain(gateway.tlsServer as unknown as Server, opts.gatewayTls?.port ?? 0, 'gateway TLS')
+    : undefined;
+  return { gateway: gatewayPort, ...(gatewayTlsPort !== undefined ? { gatewayTls: gatewayTlsPort } : {}) };
 }

@@ -20,7 +20,7 @@ import { KeyStore } from '../../core/keys/keys.ts';
 import { readBuildInfo } from '../../core/platform/build-info.ts';
 import { defaultBundleDir } from '../../policy/runtime/bundle.ts';
 import { PolicyStore } from '../../policy/runtime/store.ts';
-import { createDb } from '../../shared/db/pool.ts';
+import { createDb, type Db } from '../../shared/db/pool.ts';
 import { createMetrics } from '../../shared/metrics.ts';
 import { closeHttpGracefully, listen } from '../../shared/net.ts';
 import { labelCluster } from '../../core/residency/cluster.ts';
@@ -35,7 +35,9 @@ import {
 import { configOrExit, fail, loggerOf, onShutdown, trustedSigners } from './common.ts';
 import { edgeRouteAccess } from '../docs.ts';
 
-function smsSenderOf(config: ServiceConfig, guard: TargetGuard, log: ReturnType<typeof loggerOf>): SmsSender {
+type Log = ReturnType<typeof loggerOf>;
+
+function smsSenderOf(config: ServiceConfig, guard: TargetGuard, log: Log): SmsSender {
   if (config.mode === 'development' && !config.values.SMS_WEBHOOK_URL)
     return fileInboxSender(resolve(config.values.DATA_DIR ?? './.data'));
   return webhookSmsSender({
@@ -46,17 +48,14 @@ function smsSenderOf(config: ServiceConfig, guard: TargetGuard, log: ReturnType<
   });
 }
 
-async function main(): Promise<void> {
-  const config = configOrExit('core');
-  const log = loggerOf(config, 'core');
+/** The database, refused unless every migration is applied (`npm run migrate` runs them once per release). */
+async function migratedDb(config: ServiceConfig, log: Log, metrics: ReturnType<typeof createMetrics>) {
   const databaseUrl =
     config.values.DATABASE_URL ??
     fail(
       'DATABASE_URL is required (npm start runs an embedded PostgreSQL; a separate core needs a server)',
       2,
     );
-  const dev = config.mode === 'development';
-  const metrics = createMetrics();
   const db = createDb({ connectionString: databaseUrl, metrics, log });
   const pending = await pendingMigrations(db).catch((err: unknown) =>
     fail(`database unreachable: ${(err as Error).message}`),
@@ -65,6 +64,11 @@ async function main(): Promise<void> {
     fail(
       `the database lacks ${pending.length} migration(s) (${pending[0]} first): run \`npm run migrate\` once for this release`,
     );
+  return db;
+}
+
+/** This deployment's region, warning when the database cluster is labelled with another. */
+async function placedRegion(config: ServiceConfig, db: Db, log: Log): Promise<string> {
   // Issue 20 item 2: tenants are placed by the region the database records (`npm run migrate`
   // labels a new cluster; a cluster migrated before migration 0900 is labelled here, once).
   const region = deploymentRegion(config);
@@ -74,7 +78,11 @@ async function main(): Promise<void> {
       { deploymentRegion: region, databaseRegion },
       "this core runs in another region than its database cluster; tenants are placed by the database's",
     );
+  return region;
+}
 
+/** The key store; API-key secrets sealed before their own key existed are re-sealed with it. */
+async function keyStore(config: ServiceConfig, db: Db, log: Log): Promise<KeyStore> {
   const keys = new KeyStore(db, await secretKey(config, 'MASTER_KEY', 'master.key'), {
     apiKeySealKey: await secretKey(config, 'API_KEY_SEAL_KEY', 'api-key-seal.key'),
     challengeKeys: await secretKeys(config, 'CHALLENGE_KEY', 'challenge.key'),
@@ -82,13 +90,29 @@ async function main(): Promise<void> {
   });
   const resealed = await new ApiKeys(db, keys).resealLegacySecrets();
   if (resealed > 0) log.info({ resealed }, 'API-key secrets re-sealed with their own key');
+  return keys;
+}
 
+/** The policy bundle, verified by core itself before it serves, then watched for new revisions. */
+async function policyStore(config: ServiceConfig, log: Log): Promise<PolicyStore> {
   const policies = new PolicyStore(await trustedSigners(config), log);
   const bundleSource = config.values.POLICY_BUNDLE ?? defaultBundleDir;
   await policies
     .load(bundleSource)
     .catch((err: unknown) => fail(`policy bundle refused: ${(err as Error).message}`));
   policies.watch(bundleSource);
+  return policies;
+}
+
+async function main(): Promise<void> {
+  const config = configOrExit('core');
+  const log = loggerOf(config, 'core');
+  const dev = config.mode === 'development';
+  const metrics = createMetrics();
+  const db = await migratedDb(config, log, metrics);
+  const region = await placedRegion(config, db, log);
+  const keys = await keyStore(config, db, log);
+  const policies = await policyStore(config, log);
 
   const allowedCidrs = listOf(config, 'PRIVATE_TARGETS_ALLOWED');
   const guard = new TargetGuard({ allowPrivateTargets: dev, allowedCidrs });

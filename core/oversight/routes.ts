@@ -179,109 +179,122 @@ async function consentActor(deps: Deps, ctx: AnyCtx): Promise<ConsentActor> {
 
 const Offer = Type.Object({ id: Type.String(), title: Type.String(), reason: Type.String() });
 
-function customerRoutes(deps: Deps): RouteSpec[] {
-  const tags = ['consents'];
-  return [
-    defineRoute({
-      ...declared('GET', '/v1/consents'),
-      operationId: 'listConsents',
-      summary: "The customer's consents, live and withdrawn",
-      tags,
-      headers: [bearerHeader],
-      responses: { 200: { description: 'Consents', schema: Type.Object({ items: Type.Array(Consent) }) } },
-      handler: async (ctx) => {
-        const a = await consentActor(deps, ctx);
-        return { status: 200, body: { items: await listConsents(deps.db, a.tenantId, a.customerId) } };
+const tags = ['consents'];
+
+const listConsentsRoute = (deps: Deps): RouteSpec =>
+  defineRoute({
+    ...declared('GET', '/v1/consents'),
+    operationId: 'listConsents',
+    summary: "The customer's consents, live and withdrawn",
+    tags,
+    headers: [bearerHeader],
+    responses: { 200: { description: 'Consents', schema: Type.Object({ items: Type.Array(Consent) }) } },
+    handler: async (ctx) => {
+      const a = await consentActor(deps, ctx);
+      return { status: 200, body: { items: await listConsents(deps.db, a.tenantId, a.customerId) } };
+    },
+  });
+
+const grantConsentRoute = (deps: Deps): RouteSpec =>
+  defineRoute({
+    ...declared('PUT', '/v1/consents/{purpose}'),
+    operationId: 'grantConsent',
+    summary: 'Grant a consent-gated purpose under the terms version accepted',
+    tags,
+    headers: [bearerHeader],
+    params: ConsentParams,
+    body: GrantBody,
+    responses: { 200: { description: 'The live consent', schema: Consent } },
+    handler: async (ctx) => {
+      const a = await consentActor(deps, ctx);
+      return {
+        status: 200,
+        body: await deps.db.tx((q) =>
+          grantConsent(q, a, ctx.params.purpose, ctx.body.termsVersion, deps.now()),
+        ),
+      };
+    },
+  });
+
+const withdrawConsentRoute = (deps: Deps): RouteSpec =>
+  defineRoute({
+    ...declared('DELETE', '/v1/consents/{purpose}'),
+    operationId: 'withdrawConsent',
+    summary: 'Withdraw a consent; the edge refuses the purpose from the next request',
+    tags,
+    headers: [bearerHeader],
+    params: ConsentParams,
+    responses: { 200: { description: 'The withdrawn consent', schema: Consent } },
+    handler: async (ctx) => {
+      const a = await consentActor(deps, ctx);
+      return {
+        status: 200,
+        body: await deps.db.tx((q) => withdrawConsent(q, a, ctx.params.purpose, deps.now())),
+      };
+    },
+  });
+
+const marketingOffersRoute = (deps: Deps): RouteSpec =>
+  defineRoute({
+    ...declared('GET', '/v1/marketing/offers'),
+    operationId: 'marketingOffers',
+    tags: ['staff purposes'],
+    headers: [bearerHeader],
+    summary: 'Personalised offers: only for a customer with a recorded opt-in (marketing.personalize)',
+    responses: {
+      200: {
+        description: 'Offers',
+        schema: Type.Object({
+          profile: Type.Object({ phone: Type.String(), name: Type.Union([Type.String(), Type.Null()]) }),
+          items: Type.Array(Offer),
+        }),
       },
-    }),
-    defineRoute({
-      ...declared('PUT', '/v1/consents/{purpose}'),
-      operationId: 'grantConsent',
-      summary: 'Grant a consent-gated purpose under the terms version accepted',
-      tags,
-      headers: [bearerHeader],
-      params: ConsentParams,
-      body: GrantBody,
-      responses: { 200: { description: 'The live consent', schema: Consent } },
-      handler: async (ctx) => {
-        const a = await consentActor(deps, ctx);
-        return {
-          status: 200,
-          body: await deps.db.tx((q) =>
-            grantConsent(q, a, ctx.params.purpose, ctx.body.termsVersion, deps.now()),
-          ),
-        };
-      },
-    }),
-    defineRoute({
-      ...declared('DELETE', '/v1/consents/{purpose}'),
-      operationId: 'withdrawConsent',
-      summary: 'Withdraw a consent; the edge refuses the purpose from the next request',
-      tags,
-      headers: [bearerHeader],
-      params: ConsentParams,
-      responses: { 200: { description: 'The withdrawn consent', schema: Consent } },
-      handler: async (ctx) => {
-        const a = await consentActor(deps, ctx);
-        return {
-          status: 200,
-          body: await deps.db.tx((q) => withdrawConsent(q, a, ctx.params.purpose, deps.now())),
-        };
-      },
-    }),
-    defineRoute({
-      ...declared('GET', '/v1/marketing/offers'),
-      operationId: 'marketingOffers',
-      tags: ['staff purposes'],
-      headers: [bearerHeader],
-      summary: 'Personalised offers: only for a customer with a recorded opt-in (marketing.personalize)',
-      responses: {
-        200: {
-          description: 'Offers',
-          schema: Type.Object({
-            profile: Type.Object({ phone: Type.String(), name: Type.Union([Type.String(), Type.Null()]) }),
-            items: Type.Array(Offer),
-          }),
-        },
-      },
-      handler: async (ctx) => {
-        const a = await consentActor(deps, ctx);
-        await requireConsent(deps.db, a.tenantId, a.customerId, 'marketing.personalize');
-        const { rows } = await deps.db.query<{ phone_e164: string; full_name: string | null; n: string }>(
-          `SELECT c.phone_e164, k.full_name, (SELECT count(*) FROM transfers t WHERE t.tenant_id = c.tenant_id AND t.payer_customer_id = c.id AND t.status = 'POSTED')::text AS n
+    },
+    handler: async (ctx) => {
+      const a = await consentActor(deps, ctx);
+      await requireConsent(deps.db, a.tenantId, a.customerId, 'marketing.personalize');
+      const { rows } = await deps.db.query<{ phone_e164: string; full_name: string | null; n: string }>(
+        `SELECT c.phone_e164, k.full_name, (SELECT count(*) FROM transfers t WHERE t.tenant_id = c.tenant_id AND t.payer_customer_id = c.id AND t.status = 'POSTED')::text AS n
              FROM customers c LEFT JOIN kyc_profiles k ON k.tenant_id = c.tenant_id AND k.customer_id = c.id WHERE c.tenant_id = $1 AND c.id = $2`,
-          [a.tenantId, a.customerId],
-        );
-        const me = rows[0];
-        // customer_profile is `masked` for this purpose (registry field_policies).
-        const items =
-          Number(me?.n ?? 0) > 0
-            ? [
-                {
-                  id: 'fee-free-weekend',
-                  title: 'Fee-free transfers this weekend',
-                  reason: 'you send money regularly',
-                },
-              ]
-            : [
-                {
-                  id: 'first-transfer',
-                  title: 'Your first transfer is free',
-                  reason: 'you have not sent money yet',
-                },
-              ];
-        return {
-          status: 200,
-          body: {
-            profile: {
-              phone: maskPhone(me?.phone_e164 ?? ''),
-              name: me?.full_name ? maskName(me.full_name) : null,
-            },
-            items,
+        [a.tenantId, a.customerId],
+      );
+      const me = rows[0];
+      // customer_profile is `masked` for this purpose (registry field_policies).
+      const items =
+        Number(me?.n ?? 0) > 0
+          ? [
+              {
+                id: 'fee-free-weekend',
+                title: 'Fee-free transfers this weekend',
+                reason: 'you send money regularly',
+              },
+            ]
+          : [
+              {
+                id: 'first-transfer',
+                title: 'Your first transfer is free',
+                reason: 'you have not sent money yet',
+              },
+            ];
+      return {
+        status: 200,
+        body: {
+          profile: {
+            phone: maskPhone(me?.phone_e164 ?? ''),
+            name: me?.full_name ? maskName(me.full_name) : null,
           },
-        };
-      },
-    }),
+          items,
+        },
+      };
+    },
+  });
+
+function customerRoutes(deps: Deps): RouteSpec[] {
+  return [
+    listConsentsRoute(deps),
+    grantConsentRoute(deps),
+    withdrawConsentRoute(deps),
+    marketingOffersRoute(deps),
   ];
 }
 

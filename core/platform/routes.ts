@@ -85,130 +85,150 @@ async function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
   }
 }
 
-export function platformRoutes(deps: PlatformDeps): RouteSpec[] {
-  const now = deps.now ?? Date.now;
-  const tags = ['platform'];
-  return [
-    defineRoute({
-      ...declared('GET', '/v1/health'),
-      operationId: 'health',
-      summary: 'Liveness, without touching dependencies',
-      tags,
-      headers: [
-        { name: 'X-Device-Id', required: false, description: 'Agent device (SPEC 4.5)' },
-        { name: 'X-Agent-Id', required: false, description: 'Agent id (SPEC 4.5)' },
-        { name: 'X-Request-Id', required: false, description: 'Echoed back' },
-      ],
-      responses: { 200: { description: 'Alive', schema: Health } },
-      handler: async () => ({
+const tags = ['platform'];
+
+const healthRoute = (deps: PlatformDeps): RouteSpec =>
+  defineRoute({
+    ...declared('GET', '/v1/health'),
+    operationId: 'health',
+    summary: 'Liveness, without touching dependencies',
+    tags,
+    headers: [
+      { name: 'X-Device-Id', required: false, description: 'Agent device (SPEC 4.5)' },
+      { name: 'X-Agent-Id', required: false, description: 'Agent id (SPEC 4.5)' },
+      { name: 'X-Request-Id', required: false, description: 'Echoed back' },
+    ],
+    responses: { 200: { description: 'Alive', schema: Health } },
+    handler: async () => ({
+      status: 200,
+      body: {
+        status: 'ok',
+        build: deps.build.build,
+        uptime_s: Math.floor(((deps.now ?? Date.now)() - deps.startedAt) / 1000),
+      },
+    }),
+  });
+
+const readyRoute = (deps: PlatformDeps): RouteSpec =>
+  defineRoute({
+    ...declared('GET', '/v1/ready'),
+    operationId: 'ready',
+    summary:
+      'Ready when the database answers and is migrated (and, in one process with the edge, the edge is warm)',
+    tags,
+    responses: {
+      200: { description: 'Ready', schema: Ready },
+      503: { description: 'Not ready: `{code, message}` says what is missing', schema: CoreErrorSchema },
+    },
+    handler: async () => {
+      let migrated: boolean;
+      try {
+        const { rows } = await withTimeout(
+          deps.db.query<{ t: string | null }>("SELECT to_regclass('public.schema_migrations')::text AS t"),
+          readyTimeoutMs,
+        );
+        migrated = rows[0]?.t != null;
+      } catch (err) {
+        throw new AppError('SERVICE_UNAVAILABLE', `database unavailable: ${(err as Error).message}`);
+      }
+      if (!migrated) throw new AppError('SERVICE_UNAVAILABLE', 'migrations table missing');
+      if (deps.edgeWarm && !deps.edgeWarm()) throw new AppError('SERVICE_UNAVAILABLE', 'edge is warming up');
+      return {
         status: 200,
         body: {
-          status: 'ok',
-          build: deps.build.build,
-          uptime_s: Math.floor((now() - deps.startedAt) / 1000),
+          status: 'ready',
+          checks: { database: 'ok', ...(deps.edgeWarm ? { edge: 'warm' as const } : {}) },
         },
-      }),
+      };
+    },
+  });
+
+const metricsRoute = (deps: PlatformDeps): RouteSpec =>
+  defineRoute({
+    ...declared('GET', '/v1/metrics'),
+    operationId: 'metrics',
+    summary: 'Prometheus metrics',
+    tags,
+    responses: { 200: { description: 'Prometheus text exposition', contentType: 'text/plain' } },
+    handler: async () => ({
+      status: 200,
+      raw: { contentType: deps.metrics.registry.contentType, data: await deps.metrics.registry.metrics() },
     }),
-    defineRoute({
-      ...declared('GET', '/v1/ready'),
-      operationId: 'ready',
-      summary:
-        'Ready when the database answers and is migrated (and, in one process with the edge, the edge is warm)',
-      tags,
-      responses: {
-        200: { description: 'Ready', schema: Ready },
-        503: { description: 'Not ready: `{code, message}` says what is missing', schema: CoreErrorSchema },
-      },
-      handler: async () => {
-        let migrated: boolean;
-        try {
-          const { rows } = await withTimeout(
-            deps.db.query<{ t: string | null }>("SELECT to_regclass('public.schema_migrations')::text AS t"),
-            readyTimeoutMs,
-          );
-          migrated = rows[0]?.t != null;
-        } catch (err) {
-          throw new AppError('SERVICE_UNAVAILABLE', `database unavailable: ${(err as Error).message}`);
-        }
-        if (!migrated) throw new AppError('SERVICE_UNAVAILABLE', 'migrations table missing');
-        if (deps.edgeWarm && !deps.edgeWarm())
-          throw new AppError('SERVICE_UNAVAILABLE', 'edge is warming up');
-        return {
-          status: 200,
-          body: {
-            status: 'ready',
-            checks: { database: 'ok', ...(deps.edgeWarm ? { edge: 'warm' as const } : {}) },
-          },
-        };
-      },
-    }),
-    defineRoute({
-      ...declared('GET', '/v1/metrics'),
-      operationId: 'metrics',
-      summary: 'Prometheus metrics',
-      tags,
-      responses: { 200: { description: 'Prometheus text exposition', contentType: 'text/plain' } },
-      handler: async () => ({
+  });
+
+const versionRoute = (deps: PlatformDeps): RouteSpec =>
+  defineRoute({
+    ...declared('GET', '/v1/version'),
+    operationId: 'version',
+    summary: 'Commit, semantic version and schema hash',
+    tags,
+    responses: { 200: { description: 'Version', schema: Version } },
+    handler: async () => {
+      const hash = await withTimeout(schemaHash(deps.db), readyTimeoutMs).catch(() => 'unavailable');
+      return {
         status: 200,
-        raw: { contentType: deps.metrics.registry.contentType, data: await deps.metrics.registry.metrics() },
-      }),
+        body: { commit: deps.build.commit, version: deps.build.version, schema_hash: hash },
+      };
+    },
+  });
+
+const openapiRoute = (deps: PlatformDeps): RouteSpec =>
+  defineRoute({
+    ...declared('GET', '/v1/openapi.json'),
+    operationId: 'openapi',
+    summary: 'OpenAPI 3.1 description',
+    tags,
+    responses: { 200: { description: 'OpenAPI document', schema: OpenApiDocument } },
+    handler: async () => ({ status: 200, body: deps.openapi() }),
+  });
+
+const docsRoute = (): RouteSpec =>
+  defineRoute({
+    ...declared('GET', '/v1/docs'),
+    operationId: 'docs',
+    summary: 'Interactive API description',
+    tags,
+    responses: { 200: { description: 'HTML page', contentType: 'text/html' } },
+    handler: async () => ({
+      status: 200,
+      raw: { contentType: 'text/html; charset=utf-8', data: docsPage },
     }),
-    defineRoute({
-      ...declared('GET', '/v1/version'),
-      operationId: 'version',
-      summary: 'Commit, semantic version and schema hash',
-      tags,
-      responses: { 200: { description: 'Version', schema: Version } },
-      handler: async () => {
-        const hash = await withTimeout(schemaHash(deps.db), readyTimeoutMs).catch(() => 'unavailable');
-        return {
-          status: 200,
-          body: { commit: deps.build.commit, version: deps.build.version, schema_hash: hash },
-        };
-      },
-    }),
-    defineRoute({
-      ...declared('GET', '/v1/openapi.json'),
-      operationId: 'openapi',
-      summary: 'OpenAPI 3.1 description',
-      tags,
-      responses: { 200: { description: 'OpenAPI document', schema: OpenApiDocument } },
-      handler: async () => ({ status: 200, body: deps.openapi() }),
-    }),
-    defineRoute({
-      ...declared('GET', '/v1/docs'),
-      operationId: 'docs',
-      summary: 'Interactive API description',
-      tags,
-      responses: { 200: { description: 'HTML page', contentType: 'text/html' } },
-      handler: async () => ({
+  });
+
+const docsAssetRoute = (): RouteSpec =>
+  defineRoute({
+    ...declared('GET', '/v1/docs/{asset}'),
+    operationId: 'docsAsset',
+    summary: 'Docs page assets',
+    tags,
+    hidden: true,
+    params: Type.Object({ asset: Type.String({ maxLength: 64 }) }),
+    // Stylesheet, scripts and icon: each asset's own media type.
+    responses: { 200: { description: 'Asset', contentType: '*/*' } },
+    handler: async ({ params }) => {
+      if (params.asset === 'init.js') {
+        return { status: 200, raw: { contentType: 'text/javascript; charset=utf-8', data: docsInit } };
+      }
+      // Own properties only: `__proto__`, `constructor` or `toString` name no asset.
+      const type = Object.hasOwn(docAssets, params.asset) ? docAssets[params.asset] : undefined;
+      if (!type) throw new AppError('NOT_FOUND', 'no such asset');
+      const data = await readFile(join(swaggerDir, params.asset));
+      return {
         status: 200,
-        raw: { contentType: 'text/html; charset=utf-8', data: docsPage },
-      }),
-    }),
-    defineRoute({
-      ...declared('GET', '/v1/docs/{asset}'),
-      operationId: 'docsAsset',
-      summary: 'Docs page assets',
-      tags,
-      hidden: true,
-      params: Type.Object({ asset: Type.String({ maxLength: 64 }) }),
-      // Stylesheet, scripts and icon: each asset's own media type.
-      responses: { 200: { description: 'Asset', contentType: '*/*' } },
-      handler: async ({ params }) => {
-        if (params.asset === 'init.js') {
-          return { status: 200, raw: { contentType: 'text/javascript; charset=utf-8', data: docsInit } };
-        }
-        // Own properties only: `__proto__`, `constructor` or `toString` name no asset.
-        const type = Object.hasOwn(docAssets, params.asset) ? docAssets[params.asset] : undefined;
-        if (!type) throw new AppError('NOT_FOUND', 'no such asset');
-        const data = await readFile(join(swaggerDir, params.asset));
-        return {
-          status: 200,
-          headers: { 'cache-control': 'public, max-age=86400' },
-          raw: { contentType: type, data },
-        };
-      },
-    }),
+        headers: { 'cache-control': 'public, max-age=86400' },
+        raw: { contentType: type, data },
+      };
+    },
+  });
+
+export function platformRoutes(deps: PlatformDeps): RouteSpec[] {
+  return [
+    healthRoute(deps),
+    readyRoute(deps),
+    metricsRoute(deps),
+    versionRoute(deps),
+    openapiRoute(deps),
+    docsRoute(),
+    docsAssetRoute(),
   ];
 }

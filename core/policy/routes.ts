@@ -99,186 +99,216 @@ export function policyImpactRoutes(deps: PolicyImpactDeps): {
   // A core without a policy store (tools, tests) serves the routes but verifies nothing and runs no jobs.
   const policies = deps.policies;
   const runner = policies ? new ImpactRunner({ db: deps.db, log: deps.log, policies }) : undefined;
-  const verifier = (): PolicyStore => {
-    if (!policies)
-      throw new AppError('POLICY_UNAVAILABLE', 'this core has no policy store to verify candidates with');
-    return policies;
-  };
-  const tags = ['policy'];
-  const routes = [
-    defineRoute({
-      ...declared('POST', '/v1/policy/candidates'),
-      operationId: 'policyCandidateUpload',
-      tags,
-      body: CandidateBody,
-      bodyLimitBytes: candidateBodyLimitBytes,
-      summary: `Upload a signed candidate bundle (manifest and registry as their exact text, policy.wasm as base64); verified against the trusted signers like any bundle. A tenant stores at most ${maxCandidatesPerTenant} (409 CANDIDATE_LIMIT; delete one to free a slot). The edge does not buffer this body.`,
-      responses: {
-        201: { description: 'Stored', schema: Candidate },
-        200: { description: 'Already stored (the same signed bundle)', schema: Candidate },
-      },
-      handler: async (ctx) => {
-        const c = callerOf(ctx);
-        const stored = await deps.db.tx(async (q) => {
-          const s = await storeCandidate(q, verifier(), c.tenantId, c.principalId, ctx.body);
-          if (s.created) {
-            await appendAudit(q, [
-              auditOf(
-                c,
-                'policy.candidate_upload',
-                { type: 'policy_candidate', id: s.candidate.policy_ref },
-                {
-                  policy_version: s.candidate.policy_version,
-                  registry_version: s.candidate.registry_version,
-                },
-              ),
-            ]);
-          }
-          return s;
-        });
-        return { status: stored.created ? 201 : 200, body: stored.candidate };
-      },
-    }),
-    defineRoute({
-      ...declared('GET', '/v1/policy/candidates'),
-      operationId: 'policyCandidateList',
-      tags,
-      summary: `The tenant's stored candidates, newest first (at most ${maxCandidatesPerTenant}; delete one to upload past that)`,
-      responses: { 200: { description: 'Candidates', schema: CandidateList } },
-      handler: async (ctx) => ({
-        status: 200,
-        body: { candidates: await listCandidates(deps.db, callerOf(ctx).tenantId) },
-      }),
-    }),
-    defineRoute({
-      ...declared('DELETE', '/v1/policy/candidates/{ref}'),
-      operationId: 'policyCandidateDelete',
-      tags,
-      params: Type.Object({ ref: ImpactBody.properties.policy_ref }),
-      summary:
-        "Delete a candidate, freeing a slot; refused (409 CANDIDATE_IN_USE) while it is the tenant's shadow or has an impact job queued or running. Finished jobs keep their results.",
-      responses: { 204: { description: 'Deleted' } },
-      handler: async (ctx) => {
-        const c = callerOf(ctx);
-        await deps.db.tx(async (q) => {
-          await lockTenantPolicy(q, c.tenantId);
-          const gone = await deleteCandidate(q, c.tenantId, ctx.params.ref);
+  return { routes: impactRouteList(deps, runner), runner };
+}
+
+/** The store that verifies uploaded candidates; a core without one refuses uploads. */
+function verifier(deps: PolicyImpactDeps): PolicyStore {
+  if (!deps.policies)
+    throw new AppError('POLICY_UNAVAILABLE', 'this core has no policy store to verify candidates with');
+  return deps.policies;
+}
+
+const tags = ['policy'];
+
+const policyCandidateUploadRoute = (deps: PolicyImpactDeps): RouteSpec =>
+  defineRoute({
+    ...declared('POST', '/v1/policy/candidates'),
+    operationId: 'policyCandidateUpload',
+    tags,
+    body: CandidateBody,
+    bodyLimitBytes: candidateBodyLimitBytes,
+    summary: `Upload a signed candidate bundle (manifest and registry as their exact text, policy.wasm as base64); verified against the trusted signers like any bundle. A tenant stores at most ${maxCandidatesPerTenant} (409 CANDIDATE_LIMIT; delete one to free a slot). The edge does not buffer this body.`,
+    responses: {
+      201: { description: 'Stored', schema: Candidate },
+      200: { description: 'Already stored (the same signed bundle)', schema: Candidate },
+    },
+    handler: async (ctx) => {
+      const c = callerOf(ctx);
+      const stored = await deps.db.tx(async (q) => {
+        const s = await storeCandidate(q, verifier(deps), c.tenantId, c.principalId, ctx.body);
+        if (s.created) {
           await appendAudit(q, [
             auditOf(
               c,
-              'policy.candidate_delete',
-              { type: 'policy_candidate', id: gone.policy_ref },
-              { policy_version: gone.policy_version, registry_version: gone.registry_version },
+              'policy.candidate_upload',
+              { type: 'policy_candidate', id: s.candidate.policy_ref },
+              {
+                policy_version: s.candidate.policy_version,
+                registry_version: s.candidate.registry_version,
+              },
             ),
           ]);
-        });
-        return { status: 204 };
-      },
+        }
+        return s;
+      });
+      return { status: stored.created ? 201 : 200, body: stored.candidate };
+    },
+  });
+
+const policyCandidateListRoute = (deps: PolicyImpactDeps): RouteSpec =>
+  defineRoute({
+    ...declared('GET', '/v1/policy/candidates'),
+    operationId: 'policyCandidateList',
+    tags,
+    summary: `The tenant's stored candidates, newest first (at most ${maxCandidatesPerTenant}; delete one to upload past that)`,
+    responses: { 200: { description: 'Candidates', schema: CandidateList } },
+    handler: async (ctx) => ({
+      status: 200,
+      body: { candidates: await listCandidates(deps.db, callerOf(ctx).tenantId) },
     }),
-    defineRoute({
-      ...declared('POST', '/v1/policy/impact'),
-      operationId: 'policyImpactStart',
-      tags,
-      body: ImpactBody,
-      summary:
-        "Replay the tenant's recorded decisions of a window against a candidate: 202 and a job; poll GET /v1/policy/impact/{id}",
-      responses: { 202: { description: 'Queued', schema: ImpactJob } },
-      handler: async (ctx) => {
-        const c = callerOf(ctx);
-        const since = new Date(ctx.body.since);
-        const until = ctx.body.until ? new Date(ctx.body.until) : new Date(deps.now());
-        if (!(since < until)) throw new AppError('VALIDATION_FAILED', 'since must be before until');
-        if (until.getTime() - since.getTime() > impactMaxWindowMs)
-          throw new AppError('VALIDATION_FAILED', 'a window covers at most 31 days');
-        const job = await deps.db.tx(async (q) => {
-          // Under the tenant's policy lock: the candidate cannot be deleted between this check and the job.
-          await lockTenantPolicy(q, c.tenantId);
-          if (!(await candidateExists(q, c.tenantId, ctx.body.policy_ref)))
-            throw new AppError('CANDIDATE_NOT_FOUND', `no candidate ${ctx.body.policy_ref}`);
-          const j = await queueImpactJob(q, {
-            tenantId: c.tenantId,
-            ref: ctx.body.policy_ref,
-            since,
-            until,
-            requestedBy: c.principalId,
-          });
+  });
+
+const policyCandidateDeleteRoute = (deps: PolicyImpactDeps): RouteSpec =>
+  defineRoute({
+    ...declared('DELETE', '/v1/policy/candidates/{ref}'),
+    operationId: 'policyCandidateDelete',
+    tags,
+    params: Type.Object({ ref: ImpactBody.properties.policy_ref }),
+    summary:
+      "Delete a candidate, freeing a slot; refused (409 CANDIDATE_IN_USE) while it is the tenant's shadow or has an impact job queued or running. Finished jobs keep their results.",
+    responses: { 204: { description: 'Deleted' } },
+    handler: async (ctx) => {
+      const c = callerOf(ctx);
+      await deps.db.tx(async (q) => {
+        await lockTenantPolicy(q, c.tenantId);
+        const gone = await deleteCandidate(q, c.tenantId, ctx.params.ref);
+        await appendAudit(q, [
+          auditOf(
+            c,
+            'policy.candidate_delete',
+            { type: 'policy_candidate', id: gone.policy_ref },
+            { policy_version: gone.policy_version, registry_version: gone.registry_version },
+          ),
+        ]);
+      });
+      return { status: 204 };
+    },
+  });
+
+const policyImpactStartRoute = (deps: PolicyImpactDeps, runner: ImpactRunner | undefined): RouteSpec =>
+  defineRoute({
+    ...declared('POST', '/v1/policy/impact'),
+    operationId: 'policyImpactStart',
+    tags,
+    body: ImpactBody,
+    summary:
+      "Replay the tenant's recorded decisions of a window against a candidate: 202 and a job; poll GET /v1/policy/impact/{id}",
+    responses: { 202: { description: 'Queued', schema: ImpactJob } },
+    handler: async (ctx) => {
+      const c = callerOf(ctx);
+      const since = new Date(ctx.body.since);
+      const until = ctx.body.until ? new Date(ctx.body.until) : new Date(deps.now());
+      if (!(since < until)) throw new AppError('VALIDATION_FAILED', 'since must be before until');
+      if (until.getTime() - since.getTime() > impactMaxWindowMs)
+        throw new AppError('VALIDATION_FAILED', 'a window covers at most 31 days');
+      const job = await deps.db.tx(async (q) => {
+        // Under the tenant's policy lock: the candidate cannot be deleted between this check and the job.
+        await lockTenantPolicy(q, c.tenantId);
+        if (!(await candidateExists(q, c.tenantId, ctx.body.policy_ref)))
+          throw new AppError('CANDIDATE_NOT_FOUND', `no candidate ${ctx.body.policy_ref}`);
+        const j = await queueImpactJob(q, {
+          tenantId: c.tenantId,
+          ref: ctx.body.policy_ref,
+          since,
+          until,
+          requestedBy: c.principalId,
+        });
+        await appendAudit(q, [
+          auditOf(
+            c,
+            'policy.impact_run',
+            { type: 'policy_impact_job', id: j.id },
+            { policy_ref: j.policy_ref, since: j.since, until: j.until },
+          ),
+        ]);
+        return j;
+      });
+      runner?.poke();
+      return { status: 202, body: job, headers: { location: `/v1/policy/impact/${job.id}` } };
+    },
+  });
+
+const policyImpactGetRoute = (deps: PolicyImpactDeps): RouteSpec =>
+  defineRoute({
+    ...declared('GET', '/v1/policy/impact/{id}'),
+    operationId: 'policyImpactGet',
+    tags,
+    params: Type.Object({ id: Type.String({ format: 'uuid' }) }),
+    summary: 'An impact job: status, counts so far, groups and samples (complete once status is done)',
+    responses: { 200: { description: 'The job', schema: ImpactJob } },
+    handler: async (ctx) => {
+      const c = callerOf(ctx);
+      return { status: 200, body: await impactJob(deps.db, c.tenantId, ctx.params.id) };
+    },
+  });
+
+const policyShadowSetRoute = (deps: PolicyImpactDeps): RouteSpec =>
+  defineRoute({
+    ...declared('PUT', '/v1/policy/shadow'),
+    operationId: 'policyShadowSet',
+    tags,
+    body: Type.Object({ policy_ref: ImpactBody.properties.policy_ref }, { additionalProperties: false }),
+    summary:
+      "Load a candidate as the tenant's shadow: the edges evaluate the tenant's live decisions against it after each answer, never changing one, and count and sample divergences",
+    responses: {
+      200: { description: 'The shadow in force (edges pick it up within 2 s)', schema: Shadow },
+    },
+    handler: async (ctx) => {
+      const c = callerOf(ctx);
+      const shadow = await deps.db.tx(async (q) => {
+        await lockTenantPolicy(q, c.tenantId);
+        if (!(await candidateExists(q, c.tenantId, ctx.body.policy_ref)))
+          throw new AppError('CANDIDATE_NOT_FOUND', `no candidate ${ctx.body.policy_ref}`);
+        const s = await setShadow(q, c.tenantId, ctx.body.policy_ref, c.principalId);
+        await appendAudit(q, [
+          auditOf(c, 'policy.shadow_set', { type: 'policy_shadow', id: s.policy_ref }, {}),
+        ]);
+        return s;
+      });
+      return { status: 200, body: shadow };
+    },
+  });
+
+const policyShadowGetRoute = (deps: PolicyImpactDeps): RouteSpec =>
+  defineRoute({
+    ...declared('GET', '/v1/policy/shadow'),
+    operationId: 'policyShadowGet',
+    tags,
+    summary:
+      "The tenant's shadow candidate and its latest sampled divergences (edge metric edge_policy_shadow counts them all)",
+    responses: { 200: { description: 'Shadow and divergences', schema: ShadowView } },
+    handler: async (ctx) => ({ status: 200, body: await shadowView(deps.db, callerOf(ctx).tenantId) }),
+  });
+
+const policyShadowClearRoute = (deps: PolicyImpactDeps): RouteSpec =>
+  defineRoute({
+    ...declared('DELETE', '/v1/policy/shadow'),
+    operationId: 'policyShadowClear',
+    tags,
+    summary: 'Stop shadow evaluation for the tenant',
+    responses: { 204: { description: 'No shadow now' } },
+    handler: async (ctx) => {
+      const c = callerOf(ctx);
+      await deps.db.tx(async (q) => {
+        if (await clearShadow(q, c.tenantId))
           await appendAudit(q, [
-            auditOf(
-              c,
-              'policy.impact_run',
-              { type: 'policy_impact_job', id: j.id },
-              { policy_ref: j.policy_ref, since: j.since, until: j.until },
-            ),
+            auditOf(c, 'policy.shadow_clear', { type: 'policy_shadow', id: c.tenantId }, {}),
           ]);
-          return j;
-        });
-        runner?.poke();
-        return { status: 202, body: job, headers: { location: `/v1/policy/impact/${job.id}` } };
-      },
-    }),
-    defineRoute({
-      ...declared('GET', '/v1/policy/impact/{id}'),
-      operationId: 'policyImpactGet',
-      tags,
-      params: Type.Object({ id: Type.String({ format: 'uuid' }) }),
-      summary: 'An impact job: status, counts so far, groups and samples (complete once status is done)',
-      responses: { 200: { description: 'The job', schema: ImpactJob } },
-      handler: async (ctx) => {
-        const c = callerOf(ctx);
-        return { status: 200, body: await impactJob(deps.db, c.tenantId, ctx.params.id) };
-      },
-    }),
-    defineRoute({
-      ...declared('PUT', '/v1/policy/shadow'),
-      operationId: 'policyShadowSet',
-      tags,
-      body: Type.Object({ policy_ref: ImpactBody.properties.policy_ref }, { additionalProperties: false }),
-      summary:
-        "Load a candidate as the tenant's shadow: the edges evaluate the tenant's live decisions against it after each answer, never changing one, and count and sample divergences",
-      responses: {
-        200: { description: 'The shadow in force (edges pick it up within 2 s)', schema: Shadow },
-      },
-      handler: async (ctx) => {
-        const c = callerOf(ctx);
-        const shadow = await deps.db.tx(async (q) => {
-          await lockTenantPolicy(q, c.tenantId);
-          if (!(await candidateExists(q, c.tenantId, ctx.body.policy_ref)))
-            throw new AppError('CANDIDATE_NOT_FOUND', `no candidate ${ctx.body.policy_ref}`);
-          const s = await setShadow(q, c.tenantId, ctx.body.policy_ref, c.principalId);
-          await appendAudit(q, [
-            auditOf(c, 'policy.shadow_set', { type: 'policy_shadow', id: s.policy_ref }, {}),
-          ]);
-          return s;
-        });
-        return { status: 200, body: shadow };
-      },
-    }),
-    defineRoute({
-      ...declared('GET', '/v1/policy/shadow'),
-      operationId: 'policyShadowGet',
-      tags,
-      summary:
-        "The tenant's shadow candidate and its latest sampled divergences (edge metric edge_policy_shadow counts them all)",
-      responses: { 200: { description: 'Shadow and divergences', schema: ShadowView } },
-      handler: async (ctx) => ({ status: 200, body: await shadowView(deps.db, callerOf(ctx).tenantId) }),
-    }),
-    defineRoute({
-      ...declared('DELETE', '/v1/policy/shadow'),
-      operationId: 'policyShadowClear',
-      tags,
-      summary: 'Stop shadow evaluation for the tenant',
-      responses: { 204: { description: 'No shadow now' } },
-      handler: async (ctx) => {
-        const c = callerOf(ctx);
-        await deps.db.tx(async (q) => {
-          if (await clearShadow(q, c.tenantId))
-            await appendAudit(q, [
-              auditOf(c, 'policy.shadow_clear', { type: 'policy_shadow', id: c.tenantId }, {}),
-            ]);
-        });
-        return { status: 204 };
-      },
-    }),
+      });
+      return { status: 204 };
+    },
+  });
+
+function impactRouteList(deps: PolicyImpactDeps, runner: ImpactRunner | undefined): RouteSpec[] {
+  return [
+    policyCandidateUploadRoute(deps),
+    policyCandidateListRoute(deps),
+    policyCandidateDeleteRoute(deps),
+    policyImpactStartRoute(deps, runner),
+    policyImpactGetRoute(deps),
+    policyShadowSetRoute(deps),
+    policyShadowGetRoute(deps),
+    policyShadowClearRoute(deps),
   ];
-  return { routes, runner };
 }

@@ -109,115 +109,128 @@ function scimCredentialRoutes(deps: AdminDeps): RouteSpec[] {
 
 const Role = Type.Union(serviceTokenRoles.map((r) => Type.Literal(r)));
 
+const tags = ['admin.service-tokens'];
+
+const issueServiceTokenRoute = (deps: AdminDeps): RouteSpec =>
+  adminRoute(deps, {
+    ...declared('POST', '/v1/service-tokens'),
+    operationId: 'issueServiceToken',
+    summary: 'Issue a service token for a machine (the token is shown once)',
+    tags,
+    mode: 'create',
+    body: Type.Object(
+      {
+        name: Name,
+        roles: Type.Array(Role, { minItems: 1, maxItems: serviceTokenRoles.length, uniqueItems: true }),
+        expires_at: Type.Optional(Type.String({ format: 'date-time' })),
+      },
+      { additionalProperties: false },
+    ),
+    responses: {
+      201: {
+        description: 'The service token and its value (never shown again)',
+        schema: IssuedServiceToken,
+      },
+    },
+    write: async (ctx, w) => {
+      const b = ctx.body;
+      if (b.expires_at !== undefined && Date.parse(b.expires_at) <= deps.now())
+        throw new AppError('VALIDATION_FAILED', 'expires_at is in the past');
+      const { serviceToken, token } = await issueServiceToken(
+        w.q,
+        w.caller.tenantId,
+        { name: b.name, roles: b.roles, expiresAt: b.expires_at },
+        w.caller.principalId,
+        deps.now(),
+      );
+      await w.audit(
+        'service_token.issue',
+        { type: 'service_token', id: serviceToken.id },
+        { name: serviceToken.name, roles: serviceToken.roles, expires_at: serviceToken.expires_at },
+      );
+      return { status: 201, headers: noStore, body: { ...serviceToken, token } };
+    },
+  });
+
+const listServiceTokensRoute = (deps: AdminDeps): RouteSpec =>
+  adminRoute(deps, {
+    ...declared('GET', '/v1/service-tokens'),
+    operationId: 'listServiceTokens',
+    summary: "The tenant's service tokens (never their values)",
+    tags,
+    mode: 'read',
+    responses: { 200: { description: '{items}', schema: ItemsOf(ServiceToken) } },
+    read: async (_ctx, caller) => ({
+      status: 200,
+      body: { items: await listServiceTokens(deps.db, caller.tenantId) },
+    }),
+  });
+
+const rotateServiceTokenRoute = (deps: AdminDeps): RouteSpec =>
+  adminRoute(deps, {
+    ...declared('POST', '/v1/service-tokens/{id}:rotate'),
+    operationId: 'rotateServiceToken',
+    summary:
+      'A new token for the same machine; the previous one stays valid for grace_seconds (default 86400, at most 604800)',
+    tags,
+    mode: 'create',
+    params: IdParams,
+    body: Type.Object(
+      { grace_seconds: Type.Optional(Type.Integer({ minimum: 0, maximum: maxServiceTokenGraceS })) },
+      { additionalProperties: false },
+    ),
+    responses: {
+      201: {
+        description: 'The service token and its new value (never shown again)',
+        schema: IssuedServiceToken,
+      },
+    },
+    write: async (ctx, w) => {
+      const grace = ctx.body?.grace_seconds ?? defaultServiceTokenGraceS;
+      const { serviceToken, token } = await rotateServiceToken(
+        w.q,
+        w.caller.tenantId,
+        ctx.params.id,
+        grace,
+        deps.now(),
+      );
+      await w.audit(
+        'service_token.rotate',
+        { type: 'service_token', id: serviceToken.id },
+        { grace_seconds: grace, previous_valid_until: serviceToken.previous_valid_until },
+      );
+      return { status: 201, headers: noStore, body: { ...serviceToken, token } };
+    },
+  });
+
+const revokeServiceTokenRoute = (deps: AdminDeps): RouteSpec =>
+  adminRoute(deps, {
+    ...declared('DELETE', '/v1/service-tokens/{id}'),
+    operationId: 'revokeServiceToken',
+    summary: 'Revoke a service token (and its previous one); edges refuse it at once',
+    tags,
+    mode: 'write',
+    params: IdParams,
+    responses: { 200: { description: 'The revoked token', schema: ServiceToken } },
+    write: async (ctx, w) => {
+      const t = await revokeServiceToken(
+        w.q,
+        w.caller.tenantId,
+        ctx.params.id,
+        w.caller.principalId,
+        deps.now(),
+      );
+      await w.audit('service_token.revoke', { type: 'service_token', id: t.id }, { name: t.name });
+      return { status: 200, body: t };
+    },
+  });
+
 function serviceTokenRoutes(deps: AdminDeps): RouteSpec[] {
-  const tags = ['admin.service-tokens'];
   return [
-    adminRoute(deps, {
-      ...declared('POST', '/v1/service-tokens'),
-      operationId: 'issueServiceToken',
-      summary: 'Issue a service token for a machine (the token is shown once)',
-      tags,
-      mode: 'create',
-      body: Type.Object(
-        {
-          name: Name,
-          roles: Type.Array(Role, { minItems: 1, maxItems: serviceTokenRoles.length, uniqueItems: true }),
-          expires_at: Type.Optional(Type.String({ format: 'date-time' })),
-        },
-        { additionalProperties: false },
-      ),
-      responses: {
-        201: {
-          description: 'The service token and its value (never shown again)',
-          schema: IssuedServiceToken,
-        },
-      },
-      write: async (ctx, w) => {
-        const b = ctx.body;
-        if (b.expires_at !== undefined && Date.parse(b.expires_at) <= deps.now())
-          throw new AppError('VALIDATION_FAILED', 'expires_at is in the past');
-        const { serviceToken, token } = await issueServiceToken(
-          w.q,
-          w.caller.tenantId,
-          { name: b.name, roles: b.roles, expiresAt: b.expires_at },
-          w.caller.principalId,
-          deps.now(),
-        );
-        await w.audit(
-          'service_token.issue',
-          { type: 'service_token', id: serviceToken.id },
-          { name: serviceToken.name, roles: serviceToken.roles, expires_at: serviceToken.expires_at },
-        );
-        return { status: 201, headers: noStore, body: { ...serviceToken, token } };
-      },
-    }),
-    adminRoute(deps, {
-      ...declared('GET', '/v1/service-tokens'),
-      operationId: 'listServiceTokens',
-      summary: "The tenant's service tokens (never their values)",
-      tags,
-      mode: 'read',
-      responses: { 200: { description: '{items}', schema: ItemsOf(ServiceToken) } },
-      read: async (_ctx, caller) => ({
-        status: 200,
-        body: { items: await listServiceTokens(deps.db, caller.tenantId) },
-      }),
-    }),
-    adminRoute(deps, {
-      ...declared('POST', '/v1/service-tokens/{id}:rotate'),
-      operationId: 'rotateServiceToken',
-      summary:
-        'A new token for the same machine; the previous one stays valid for grace_seconds (default 86400, at most 604800)',
-      tags,
-      mode: 'create',
-      params: IdParams,
-      body: Type.Object(
-        { grace_seconds: Type.Optional(Type.Integer({ minimum: 0, maximum: maxServiceTokenGraceS })) },
-        { additionalProperties: false },
-      ),
-      responses: {
-        201: {
-          description: 'The service token and its new value (never shown again)',
-          schema: IssuedServiceToken,
-        },
-      },
-      write: async (ctx, w) => {
-        const grace = ctx.body?.grace_seconds ?? defaultServiceTokenGraceS;
-        const { serviceToken, token } = await rotateServiceToken(
-          w.q,
-          w.caller.tenantId,
-          ctx.params.id,
-          grace,
-          deps.now(),
-        );
-        await w.audit(
-          'service_token.rotate',
-          { type: 'service_token', id: serviceToken.id },
-          { grace_seconds: grace, previous_valid_until: serviceToken.previous_valid_until },
-        );
-        return { status: 201, headers: noStore, body: { ...serviceToken, token } };
-      },
-    }),
-    adminRoute(deps, {
-      ...declared('DELETE', '/v1/service-tokens/{id}'),
-      operationId: 'revokeServiceToken',
-      summary: 'Revoke a service token (and its previous one); edges refuse it at once',
-      tags,
-      mode: 'write',
-      params: IdParams,
-      responses: { 200: { description: 'The revoked token', schema: ServiceToken } },
-      write: async (ctx, w) => {
-        const t = await revokeServiceToken(
-          w.q,
-          w.caller.tenantId,
-          ctx.params.id,
-          w.caller.principalId,
-          deps.now(),
-        );
-        await w.audit('service_token.revoke', { type: 'service_token', id: t.id }, { name: t.name });
-        return { status: 200, body: t };
-      },
-    }),
+    issueServiceTokenRoute(deps),
+    listServiceTokensRoute(deps),
+    rotateServiceTokenRoute(deps),
+    revokeServiceTokenRoute(deps),
   ];
 }
 

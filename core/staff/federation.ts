@@ -206,6 +206,126 @@ const groupsOf = (claims: oidc.IDToken, claim: string): string[] | undefined => 
   return Array.isArray(v) ? v.filter((g): g is string => typeof g === 'string').slice(0, 200) : undefined;
 };
 
+/** Records a refused federated sign-in (when the tenant is known) and returns the error to throw. */
+async function refusal(
+  deps: FederationDeps,
+  ctx: Ctx,
+  ip: string,
+  tenantId: string,
+  outcome: string,
+): Promise<AppError> {
+  if (tenantId) {
+    await deps.db.tx((q) =>
+      auditAuth(
+        q,
+        {
+          tenantId,
+          action: 'auth.staff_login',
+          actor: { type: 'anonymous', id: ip },
+          target: { type: 'identity_provider', id: tenantId },
+          allow: false,
+          attrs: { ip, outcome },
+          requestId: ctx.requestId,
+        },
+        deps.now(),
+      ),
+    );
+  }
+  return outcome === 'not_provisioned'
+    ? new AppError(
+        'STAFF_NOT_PROVISIONED',
+        "no active staff member of this tenant matches the identity provider's account",
+      )
+    : new AppError('FEDERATION_FAILED', `federated sign-in failed (${outcome})`);
+}
+
+type Refuse = (tenantId: string, outcome: string) => Promise<AppError>;
+
+/** Exchanges the authorization code (PKCE, state, nonce) and returns the verified ID token's claims. */
+async function idTokenClaims(
+  deps: FederationDeps,
+  idp: IdentityProvider,
+  taken: StateRow & { hash: Buffer },
+  query: Record<string, string>,
+  refuse: Refuse,
+): Promise<oidc.IDToken> {
+  const tenantId = taken.tenant_id;
+  const config = await configOf(deps, idp);
+  const callbackUrl = new URL(idp.redirectUri);
+  for (const [k, v] of Object.entries(query)) callbackUrl.searchParams.set(k, v);
+  let claims: oidc.IDToken | undefined;
+  try {
+    const tokens = await oidc.authorizationCodeGrant(config, callbackUrl, {
+      pkceCodeVerifier: deps.keys.openSecret(taken.verifier_enc, verifierAad(taken.hash)).toString('utf8'),
+      expectedState: query.state ?? '',
+      expectedNonce: taken.nonce,
+      idTokenExpected: true,
+    });
+    claims = tokens.claims();
+  } catch (err) {
+    // The reason is recorded by its class only: openid-client's messages can quote what it received.
+    throw await refuse(tenantId, `id_token_or_code_refused:${(err as { code?: string }).code ?? 'error'}`);
+  }
+  if (!claims) throw await refuse(tenantId, 'no_id_token');
+  return claims;
+}
+
+/** In the caller's transaction: the matched active member's roles from its groups, a session, the audit. */
+async function signInMember(
+  q: Queryable,
+  deps: FederationDeps,
+  ctx: Ctx,
+  s: {
+    tenantId: string;
+    idp: IdentityProvider;
+    idClaims: oidc.IDToken;
+    ip: string;
+    pop: Awaited<ReturnType<typeof signInBinding>>;
+    t: number;
+  },
+): Promise<StaffTokens | undefined> {
+  const { tenantId, idp, idClaims, ip, pop, t } = s;
+  const member = await memberOf(q, tenantId, idClaims);
+  if (!member?.active || member.deletedAt) return undefined;
+  const groups = groupsOf(idClaims, idp.groupsClaim);
+  if (groups) await setStaffRoles(q, tenantId, member.id, await rolesForGroups(q, tenantId, groups));
+  const aal = aalOf(idClaims.amr, idClaims.acr);
+  const amr = [
+    'fed',
+    ...(Array.isArray(idClaims.amr)
+      ? idClaims.amr.filter((m): m is string => typeof m === 'string').slice(0, 8)
+      : []),
+  ];
+  const tokens = await startStaffSession(
+    q,
+    deps.keys,
+    {
+      tenantId,
+      userId: member.id,
+      aal,
+      amr,
+      ip,
+      method: 'federation',
+      ...(pop ? { cnf: { jkt: pop.jkt } } : {}),
+    },
+    t,
+  );
+  await auditAuth(
+    q,
+    {
+      tenantId,
+      action: 'auth.staff_login',
+      actor: { type: 'staff', id: `staff:${member.id}` },
+      target: { type: 'session', id: tokens.sessionId },
+      allow: true,
+      attrs: { ip, outcome: 'signed_in', aal, groups: groups ?? null },
+      requestId: ctx.requestId,
+    },
+    t,
+  );
+  return tokens;
+}
+
 /** Finish: exchange the code, verify the ID token, match the member, start the session. */
 export async function completeFederation(
   deps: FederationDeps,
@@ -216,100 +336,15 @@ export async function completeFederation(
   const ip = clientIpOf(ctx);
   const state = query.state ?? '';
   const taken = state ? await takeState(deps.db, state, t) : undefined;
-  const refuse = async (
-    tenantId: string,
-    outcome: string,
-    actor = { type: 'anonymous', id: ip },
-  ): Promise<AppError> => {
-    if (tenantId) {
-      await deps.db.tx((q) =>
-        auditAuth(
-          q,
-          {
-            tenantId,
-            action: 'auth.staff_login',
-            actor,
-            target: { type: 'identity_provider', id: tenantId },
-            allow: false,
-            attrs: { ip, outcome },
-            requestId: ctx.requestId,
-          },
-          deps.now(),
-        ),
-      );
-    }
-    return outcome === 'not_provisioned'
-      ? new AppError(
-          'STAFF_NOT_PROVISIONED',
-          "no active staff member of this tenant matches the identity provider's account",
-        )
-      : new AppError('FEDERATION_FAILED', `federated sign-in failed (${outcome})`);
-  };
+  const refuse: Refuse = (tenantId, outcome) => refusal(deps, ctx, ip, tenantId, outcome);
   if (!taken) throw await refuse('', 'state_unknown_used_or_expired');
   const tenantId = taken.tenant_id;
   const idp = await identityProviderOf(deps.db, deps.keys, tenantId);
   if (!idp || idp.version !== taken.idp_version) throw await refuse(tenantId, 'provider_changed');
   if (query.error) throw await refuse(tenantId, 'provider_error');
-  const config = await configOf(deps, idp);
-  const callbackUrl = new URL(idp.redirectUri);
-  for (const [k, v] of Object.entries(query)) callbackUrl.searchParams.set(k, v);
-  let claims: oidc.IDToken | undefined;
-  try {
-    const tokens = await oidc.authorizationCodeGrant(config, callbackUrl, {
-      pkceCodeVerifier: deps.keys.openSecret(taken.verifier_enc, verifierAad(taken.hash)).toString('utf8'),
-      expectedState: state,
-      expectedNonce: taken.nonce,
-      idTokenExpected: true,
-    });
-    claims = tokens.claims();
-  } catch (err) {
-    // The reason is recorded by its class only: openid-client's messages can quote what it received.
-    throw await refuse(tenantId, `id_token_or_code_refused:${(err as { code?: string }).code ?? 'error'}`);
-  }
-  if (!claims) throw await refuse(tenantId, 'no_id_token');
-  const idClaims = claims;
+  const idClaims = await idTokenClaims(deps, idp, taken, query, refuse);
   const pop = await signInBinding(deps, ctx, await tenantSettings(deps.db, tenantId));
-  const result = await deps.db.tx(async (q) => {
-    const member = await memberOf(q, tenantId, idClaims);
-    if (!member?.active || member.deletedAt) return undefined;
-    const groups = groupsOf(idClaims, idp.groupsClaim);
-    if (groups) await setStaffRoles(q, tenantId, member.id, await rolesForGroups(q, tenantId, groups));
-    const aal = aalOf(idClaims.amr, idClaims.acr);
-    const amr = [
-      'fed',
-      ...(Array.isArray(idClaims.amr)
-        ? idClaims.amr.filter((m): m is string => typeof m === 'string').slice(0, 8)
-        : []),
-    ];
-    const tokens = await startStaffSession(
-      q,
-      deps.keys,
-      {
-        tenantId,
-        userId: member.id,
-        aal,
-        amr,
-        ip,
-        method: 'federation',
-        ...(pop ? { cnf: { jkt: pop.jkt } } : {}),
-      },
-      t,
-    );
-    await auditAuth(
-      q,
-      {
-        tenantId,
-        action: 'auth.staff_login',
-        actor: { type: 'staff', id: `staff:${member.id}` },
-        target: { type: 'session', id: tokens.sessionId },
-        allow: true,
-        attrs: { ip, outcome: 'signed_in', aal, groups: groups ?? null },
-        requestId: ctx.requestId,
-      },
-      t,
-    );
-    return tokens;
-  });
+  const result = await deps.db.tx((q) => signInMember(q, deps, ctx, { tenantId, idp, idClaims, ip, pop, t }));
   if (!result) throw await refuse(tenantId, 'not_provisioned');
   return result;
 }

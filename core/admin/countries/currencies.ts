@@ -111,309 +111,335 @@ async function checkIso(q: Queryable, codes: string[]): Promise<void> {
       throw new AppError('CURRENCY_INVALID', `${c} is not an ISO 4217 currency`);
 }
 
-export function currencyRoutes(deps: AdminDeps): RouteSpec[] {
-  const tags = ['admin.currencies'];
-  const FieldsBody = {
-    name: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
-    minor_units: Type.Optional(Type.Integer({ minimum: 0, maximum: 6 })),
-    symbol: Type.Optional(Type.String({ maxLength: 8 })),
-    format: Type.Optional(Metadata),
-    metadata: Type.Optional(Metadata),
-  };
-  return [
-    adminRoute(deps, {
-      ...declared('GET', '/v1/currencies'),
-      operationId: 'listCurrencies',
-      summary: 'ISO 4217 currencies with local metadata (cursor by code)',
-      tags,
-      mode: 'read',
-      query: Type.Object({ ...pageQuery, search: Type.Optional(Type.String({ maxLength: 32 })) }),
-      responses: { 200: { description: 'A page of currencies', schema: Page(Currency) } },
-      read: async (ctx, caller) => {
-        const page = await deps.pages.open(ctx, caller.tenantId, 1);
-        const after = page.after?.[0];
-        const local = await locals(deps.db);
-        const s = ctx.query.search?.toLowerCase();
-        const all = isoCurrencies()
-          .map((c) => view(c.code, local.get(c.code)))
-          .sort((a, b) => (a.code < b.code ? -1 : a.code > b.code ? 1 : 0))
-          .filter(
-            (c) =>
-              (after === undefined || c.code > String(after)) &&
-              (!s || c.code.toLowerCase().startsWith(s) || c.name.toLowerCase().includes(s)),
-          );
-        return { status: 200, body: page.finish(all.slice(0, page.limit + 1), (c) => [c.code]) };
-      },
-    }),
-    adminRoute(deps, {
-      ...declared('POST', '/v1/currencies'),
-      operationId: 'createCurrency',
-      summary: 'Add local metadata for an ISO 4217 currency (idempotent)',
-      tags,
-      mode: 'create',
-      body: Type.Object(
-        { code: Type.String({ maxLength: 8 }), ...FieldsBody },
-        { additionalProperties: false },
-      ),
-      responses: { 201: { description: 'The currency', schema: Currency } },
-      write: async (ctx, w) => {
-        const ref = /^[A-Z]{3}$/.test(ctx.body.code) ? isoCurrency(ctx.body.code) : undefined;
-        if (!ref) throw new AppError('CURRENCY_INVALID', `${ctx.body.code} is not an ISO 4217 currency code`);
-        const { rows } = await w.q.query<LocalRow>(
-          `INSERT INTO admin_currencies (code, name, minor_units, symbol, format, metadata) VALUES ($1, $2, $3, $4, $5, $6)
-           ON CONFLICT (code) DO NOTHING RETURNING code, name, minor_units, symbol, format, metadata`,
-          [
-            ref.code,
-            ctx.body.name ?? ref.name,
-            ctx.body.minor_units ?? ref.minorUnits,
-            ctx.body.symbol ?? '',
-            JSON.stringify(ctx.body.format ?? {}),
-            JSON.stringify(ctx.body.metadata ?? {}),
-          ],
+const tags = ['admin.currencies'];
+const FieldsBody = {
+  name: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+  minor_units: Type.Optional(Type.Integer({ minimum: 0, maximum: 6 })),
+  symbol: Type.Optional(Type.String({ maxLength: 8 })),
+  format: Type.Optional(Metadata),
+  metadata: Type.Optional(Metadata),
+};
+
+const listCurrenciesRoute = (deps: AdminDeps): RouteSpec =>
+  adminRoute(deps, {
+    ...declared('GET', '/v1/currencies'),
+    operationId: 'listCurrencies',
+    summary: 'ISO 4217 currencies with local metadata (cursor by code)',
+    tags,
+    mode: 'read',
+    query: Type.Object({ ...pageQuery, search: Type.Optional(Type.String({ maxLength: 32 })) }),
+    responses: { 200: { description: 'A page of currencies', schema: Page(Currency) } },
+    read: async (ctx, caller) => {
+      const page = await deps.pages.open(ctx, caller.tenantId, 1);
+      const after = page.after?.[0];
+      const local = await locals(deps.db);
+      const s = ctx.query.search?.toLowerCase();
+      const all = isoCurrencies()
+        .map((c) => view(c.code, local.get(c.code)))
+        .sort((a, b) => (a.code < b.code ? -1 : a.code > b.code ? 1 : 0))
+        .filter(
+          (c) =>
+            (after === undefined || c.code > String(after)) &&
+            (!s || c.code.toLowerCase().startsWith(s) || c.name.toLowerCase().includes(s)),
         );
-        if (!rows[0])
-          throw new AppError('CURRENCY_EXISTS', `currency ${ref.code} already has local metadata`);
-        await w.audit('currency.create', { type: 'currency', id: ref.code });
-        setCurrency(ref.code, rows[0].minor_units);
-        return { status: 201, body: view(ref.code, rows[0]) };
-      },
-    }),
-    adminRoute(deps, {
-      ...declared('GET', '/v1/currencies/{code}'),
-      operationId: 'getCurrency',
-      summary: 'One currency',
-      tags,
-      mode: 'read',
-      params: Params,
-      responses: { 200: { description: 'The currency', schema: Currency } },
-      read: async (ctx) => {
-        const local = (await locals(deps.db, ctx.params.code)).get(ctx.params.code);
-        if (!local && !isoCurrency(ctx.params.code))
-          throw new AppError('CURRENCY_NOT_FOUND', `no currency ${ctx.params.code}`);
-        return { status: 200, body: view(ctx.params.code, local) };
-      },
-    }),
-    adminRoute(deps, {
-      ...declared('PATCH', '/v1/currencies/{code}'),
-      operationId: 'updateCurrency',
-      summary: 'Update local metadata (If-Match)',
-      tags,
-      mode: 'write',
-      ifMatch: true,
-      params: Params,
-      body: Type.Object(FieldsBody, { additionalProperties: false, minProperties: 1 }),
-      responses: { 200: { description: 'The currency', schema: Currency } },
-      write: async (ctx, w) => {
-        const local = (await locals(w.q, ctx.params.code)).get(ctx.params.code);
-        if (!local)
-          throw new AppError(
-            'CURRENCY_NOT_FOUND',
-            `currency ${ctx.params.code} has no local metadata: POST it first`,
-          );
-        checkIfMatch(ctx.headers, view(ctx.params.code, local));
-        const b = ctx.body;
-        await checkMinorUnitsChange(w.q, local, b.minor_units);
-        const { rows } = await w.q.query<LocalRow>(
-          `UPDATE admin_currencies SET name = coalesce($2, name), minor_units = coalesce($3, minor_units), symbol = coalesce($4, symbol),
+      return { status: 200, body: page.finish(all.slice(0, page.limit + 1), (c) => [c.code]) };
+    },
+  });
+
+const createCurrencyRoute = (deps: AdminDeps): RouteSpec =>
+  adminRoute(deps, {
+    ...declared('POST', '/v1/currencies'),
+    operationId: 'createCurrency',
+    summary: 'Add local metadata for an ISO 4217 currency (idempotent)',
+    tags,
+    mode: 'create',
+    body: Type.Object(
+      { code: Type.String({ maxLength: 8 }), ...FieldsBody },
+      { additionalProperties: false },
+    ),
+    responses: { 201: { description: 'The currency', schema: Currency } },
+    write: async (ctx, w) => {
+      const ref = /^[A-Z]{3}$/.test(ctx.body.code) ? isoCurrency(ctx.body.code) : undefined;
+      if (!ref) throw new AppError('CURRENCY_INVALID', `${ctx.body.code} is not an ISO 4217 currency code`);
+      const { rows } = await w.q.query<LocalRow>(
+        `INSERT INTO admin_currencies (code, name, minor_units, symbol, format, metadata) VALUES ($1, $2, $3, $4, $5, $6)
+           ON CONFLICT (code) DO NOTHING RETURNING code, name, minor_units, symbol, format, metadata`,
+        [
+          ref.code,
+          ctx.body.name ?? ref.name,
+          ctx.body.minor_units ?? ref.minorUnits,
+          ctx.body.symbol ?? '',
+          JSON.stringify(ctx.body.format ?? {}),
+          JSON.stringify(ctx.body.metadata ?? {}),
+        ],
+      );
+      if (!rows[0]) throw new AppError('CURRENCY_EXISTS', `currency ${ref.code} already has local metadata`);
+      await w.audit('currency.create', { type: 'currency', id: ref.code });
+      setCurrency(ref.code, rows[0].minor_units);
+      return { status: 201, body: view(ref.code, rows[0]) };
+    },
+  });
+
+const getCurrencyRoute = (deps: AdminDeps): RouteSpec =>
+  adminRoute(deps, {
+    ...declared('GET', '/v1/currencies/{code}'),
+    operationId: 'getCurrency',
+    summary: 'One currency',
+    tags,
+    mode: 'read',
+    params: Params,
+    responses: { 200: { description: 'The currency', schema: Currency } },
+    read: async (ctx) => {
+      const local = (await locals(deps.db, ctx.params.code)).get(ctx.params.code);
+      if (!local && !isoCurrency(ctx.params.code))
+        throw new AppError('CURRENCY_NOT_FOUND', `no currency ${ctx.params.code}`);
+      return { status: 200, body: view(ctx.params.code, local) };
+    },
+  });
+
+const updateCurrencyRoute = (deps: AdminDeps): RouteSpec =>
+  adminRoute(deps, {
+    ...declared('PATCH', '/v1/currencies/{code}'),
+    operationId: 'updateCurrency',
+    summary: 'Update local metadata (If-Match)',
+    tags,
+    mode: 'write',
+    ifMatch: true,
+    params: Params,
+    body: Type.Object(FieldsBody, { additionalProperties: false, minProperties: 1 }),
+    responses: { 200: { description: 'The currency', schema: Currency } },
+    write: async (ctx, w) => {
+      const local = (await locals(w.q, ctx.params.code)).get(ctx.params.code);
+      if (!local)
+        throw new AppError(
+          'CURRENCY_NOT_FOUND',
+          `currency ${ctx.params.code} has no local metadata: POST it first`,
+        );
+      checkIfMatch(ctx.headers, view(ctx.params.code, local));
+      const b = ctx.body;
+      await checkMinorUnitsChange(w.q, local, b.minor_units);
+      const { rows } = await w.q.query<LocalRow>(
+        `UPDATE admin_currencies SET name = coalesce($2, name), minor_units = coalesce($3, minor_units), symbol = coalesce($4, symbol),
                   format = coalesce($5, format), metadata = coalesce($6, metadata), version = version + 1, updated_at = now()
             WHERE code = $1 RETURNING code, name, minor_units, symbol, format, metadata`,
-          [
-            ctx.params.code,
-            b.name ?? null,
-            b.minor_units ?? null,
-            b.symbol ?? null,
-            b.format ? JSON.stringify(b.format) : null,
-            b.metadata ? JSON.stringify(b.metadata) : null,
-          ],
+        [
+          ctx.params.code,
+          b.name ?? null,
+          b.minor_units ?? null,
+          b.symbol ?? null,
+          b.format ? JSON.stringify(b.format) : null,
+          b.metadata ? JSON.stringify(b.metadata) : null,
+        ],
+      );
+      await w.audit('currency.update', { type: 'currency', id: ctx.params.code }, { fields: Object.keys(b) });
+      if (rows[0]) setCurrency(ctx.params.code, rows[0].minor_units);
+      return { status: 200, body: view(ctx.params.code, rows[0]) };
+    },
+  });
+
+const deleteCurrencyRoute = (deps: AdminDeps): RouteSpec =>
+  adminRoute(deps, {
+    ...declared('DELETE', '/v1/currencies/{code}'),
+    operationId: 'deleteCurrency',
+    summary: 'Remove local metadata of a currency not in use',
+    tags,
+    mode: 'write',
+    params: Params,
+    responses: { 204: { description: 'Deleted' } },
+    write: async (ctx, w) => {
+      if (!(await locals(w.q, ctx.params.code)).has(ctx.params.code))
+        throw new AppError('CURRENCY_NOT_FOUND', `currency ${ctx.params.code} has no local metadata`);
+      const use = await currencyInUse(w.q, ctx.params.code);
+      if (use) throw new AppError('CURRENCY_IN_USE', `currency ${ctx.params.code} is used by a ${use}`);
+      await w.q.query('DELETE FROM admin_currencies WHERE code = $1', [ctx.params.code]);
+      await w.audit('currency.delete', { type: 'currency', id: ctx.params.code });
+      setCurrency(ctx.params.code, undefined);
+      return { status: 204 };
+    },
+  });
+
+// mapping
+const countryCurrenciesRoute = (deps: AdminDeps): RouteSpec =>
+  adminRoute(deps, {
+    ...declared('GET', '/v1/countries/{code}/currencies'),
+    operationId: 'countryCurrencies',
+    summary: 'Allowed currencies and base of a country',
+    tags,
+    mode: 'read',
+    params: CountryParams,
+    responses: { 200: { description: '{code, base, allowed}', schema: CountryCurrencies } },
+    read: async (ctx) => {
+      const c = await requireCountry(deps.db, ctx.params.code);
+      return { status: 200, body: { code: c.code, base: c.base_currency, allowed: c.allowed_currencies } };
+    },
+  });
+
+const setBaseCurrencyRoute = (deps: AdminDeps): RouteSpec =>
+  adminRoute(deps, {
+    ...declared('PUT', '/v1/countries/{code}/currencies/base'),
+    operationId: 'setBaseCurrency',
+    summary: 'Set the base currency (must be allowed)',
+    tags,
+    mode: 'create',
+    params: CountryParams,
+    body: Type.Object({ currency: CurrencyCode }, { additionalProperties: false }),
+    responses: { 200: { description: '{code, base, allowed}', schema: CountryCurrencies } },
+    write: async (ctx, w) => {
+      const c = await requireCountry(w.q, ctx.params.code, true);
+      await checkIso(w.q, [ctx.body.currency]);
+      if (!c.allowed_currencies.includes(ctx.body.currency))
+        throw new AppError(
+          'BASE_CURRENCY_NOT_ALLOWED',
+          `${ctx.body.currency} is not in ${c.code}'s allowed currencies`,
         );
-        await w.audit(
-          'currency.update',
-          { type: 'currency', id: ctx.params.code },
-          { fields: Object.keys(b) },
+      await w.q.query(
+        'UPDATE admin_countries SET base_currency = $2, version = version + 1, updated_at = now() WHERE code = $1',
+        [c.code, ctx.body.currency],
+      );
+      await w.audit(
+        'country.currency_base_set',
+        { type: 'country', id: c.code },
+        { base: ctx.body.currency, previous: c.base_currency },
+      );
+      return {
+        status: 200,
+        body: { code: c.code, base: ctx.body.currency, allowed: c.allowed_currencies },
+      };
+    },
+  });
+
+const setAllowedCurrenciesRoute = (deps: AdminDeps): RouteSpec =>
+  adminRoute(deps, {
+    ...declared('PUT', '/v1/countries/{code}/currencies/allowed'),
+    operationId: 'setAllowedCurrencies',
+    summary: 'Set the allowed currencies (must include the base)',
+    tags,
+    mode: 'create',
+    params: CountryParams,
+    body: Type.Object(
+      { currencies: Type.Array(CurrencyCode, { minItems: 1, maxItems: 50, uniqueItems: true }) },
+      { additionalProperties: false },
+    ),
+    responses: { 200: { description: '{code, base, allowed}', schema: CountryCurrencies } },
+    write: async (ctx, w) => {
+      const c = await requireCountry(w.q, ctx.params.code, true);
+      await checkIso(w.q, ctx.body.currencies);
+      if (c.base_currency && !ctx.body.currencies.includes(c.base_currency))
+        throw new AppError(
+          'BASE_CURRENCY_NOT_ALLOWED',
+          `the allowed currencies must include the base ${c.base_currency}`,
         );
-        if (rows[0]) setCurrency(ctx.params.code, rows[0].minor_units);
-        return { status: 200, body: view(ctx.params.code, rows[0]) };
-      },
-    }),
-    adminRoute(deps, {
-      ...declared('DELETE', '/v1/currencies/{code}'),
-      operationId: 'deleteCurrency',
-      summary: 'Remove local metadata of a currency not in use',
-      tags,
-      mode: 'write',
-      params: Params,
-      responses: { 204: { description: 'Deleted' } },
-      write: async (ctx, w) => {
-        if (!(await locals(w.q, ctx.params.code)).has(ctx.params.code))
-          throw new AppError('CURRENCY_NOT_FOUND', `currency ${ctx.params.code} has no local metadata`);
-        const use = await currencyInUse(w.q, ctx.params.code);
-        if (use) throw new AppError('CURRENCY_IN_USE', `currency ${ctx.params.code} is used by a ${use}`);
-        await w.q.query('DELETE FROM admin_currencies WHERE code = $1', [ctx.params.code]);
-        await w.audit('currency.delete', { type: 'currency', id: ctx.params.code });
-        setCurrency(ctx.params.code, undefined);
-        return { status: 204 };
-      },
-    }),
-    // mapping
-    adminRoute(deps, {
-      ...declared('GET', '/v1/countries/{code}/currencies'),
-      operationId: 'countryCurrencies',
-      summary: 'Allowed currencies and base of a country',
-      tags,
-      mode: 'read',
-      params: CountryParams,
-      responses: { 200: { description: '{code, base, allowed}', schema: CountryCurrencies } },
-      read: async (ctx) => {
-        const c = await requireCountry(deps.db, ctx.params.code);
-        return { status: 200, body: { code: c.code, base: c.base_currency, allowed: c.allowed_currencies } };
-      },
-    }),
-    adminRoute(deps, {
-      ...declared('PUT', '/v1/countries/{code}/currencies/base'),
-      operationId: 'setBaseCurrency',
-      summary: 'Set the base currency (must be allowed)',
-      tags,
-      mode: 'create',
-      params: CountryParams,
-      body: Type.Object({ currency: CurrencyCode }, { additionalProperties: false }),
-      responses: { 200: { description: '{code, base, allowed}', schema: CountryCurrencies } },
-      write: async (ctx, w) => {
-        const c = await requireCountry(w.q, ctx.params.code, true);
-        await checkIso(w.q, [ctx.body.currency]);
-        if (!c.allowed_currencies.includes(ctx.body.currency))
-          throw new AppError(
-            'BASE_CURRENCY_NOT_ALLOWED',
-            `${ctx.body.currency} is not in ${c.code}'s allowed currencies`,
-          );
-        await w.q.query(
-          'UPDATE admin_countries SET base_currency = $2, version = version + 1, updated_at = now() WHERE code = $1',
-          [c.code, ctx.body.currency],
-        );
-        await w.audit(
-          'country.currency_base_set',
-          { type: 'country', id: c.code },
-          { base: ctx.body.currency, previous: c.base_currency },
-        );
-        return {
-          status: 200,
-          body: { code: c.code, base: ctx.body.currency, allowed: c.allowed_currencies },
-        };
-      },
-    }),
-    adminRoute(deps, {
-      ...declared('PUT', '/v1/countries/{code}/currencies/allowed'),
-      operationId: 'setAllowedCurrencies',
-      summary: 'Set the allowed currencies (must include the base)',
-      tags,
-      mode: 'create',
-      params: CountryParams,
-      body: Type.Object(
-        { currencies: Type.Array(CurrencyCode, { minItems: 1, maxItems: 50, uniqueItems: true }) },
-        { additionalProperties: false },
-      ),
-      responses: { 200: { description: '{code, base, allowed}', schema: CountryCurrencies } },
-      write: async (ctx, w) => {
-        const c = await requireCountry(w.q, ctx.params.code, true);
-        await checkIso(w.q, ctx.body.currencies);
-        if (c.base_currency && !ctx.body.currencies.includes(c.base_currency))
-          throw new AppError(
-            'BASE_CURRENCY_NOT_ALLOWED',
-            `the allowed currencies must include the base ${c.base_currency}`,
-          );
-        await w.q.query(
-          'UPDATE admin_countries SET allowed_currencies = $2, version = version + 1, updated_at = now() WHERE code = $1',
-          [c.code, ctx.body.currencies],
-        );
-        await w.audit(
-          'country.currency_allowed_set',
-          { type: 'country', id: c.code },
-          { allowed: ctx.body.currencies },
-        );
-        return { status: 200, body: { code: c.code, base: c.base_currency, allowed: ctx.body.currencies } };
-      },
-    }),
-    // country config (SPEC 9.4: replacing it bumps the version)
-    adminRoute(deps, {
-      ...declared('GET', '/v1/countries/{code}/config'),
-      operationId: 'getCountryConfig',
-      summary: "The country's config (COUNTRY over GLOBAL) and its version",
-      tags,
-      mode: 'read',
-      params: CountryParams,
-      responses: { 200: { description: '{code, version, values, scopes}', schema: CountryConfig } },
-      read: async (ctx) => {
-        const c = await requireCountry(deps.db, ctx.params.code);
-        const { rows } = await deps.db.query<{ key: string; value: unknown; scope: string }>(
-          `SELECT DISTINCT ON (key) key, value, scope FROM admin_configs WHERE status = 'ACTIVE' AND tenant_id IS NULL
+      await w.q.query(
+        'UPDATE admin_countries SET allowed_currencies = $2, version = version + 1, updated_at = now() WHERE code = $1',
+        [c.code, ctx.body.currencies],
+      );
+      await w.audit(
+        'country.currency_allowed_set',
+        { type: 'country', id: c.code },
+        { allowed: ctx.body.currencies },
+      );
+      return { status: 200, body: { code: c.code, base: c.base_currency, allowed: ctx.body.currencies } };
+    },
+  });
+
+// country config (SPEC 9.4: replacing it bumps the version)
+const getCountryConfigRoute = (deps: AdminDeps): RouteSpec =>
+  adminRoute(deps, {
+    ...declared('GET', '/v1/countries/{code}/config'),
+    operationId: 'getCountryConfig',
+    summary: "The country's config (COUNTRY over GLOBAL) and its version",
+    tags,
+    mode: 'read',
+    params: CountryParams,
+    responses: { 200: { description: '{code, version, values, scopes}', schema: CountryConfig } },
+    read: async (ctx) => {
+      const c = await requireCountry(deps.db, ctx.params.code);
+      const { rows } = await deps.db.query<{ key: string; value: unknown; scope: string }>(
+        `SELECT DISTINCT ON (key) key, value, scope FROM admin_configs WHERE status = 'ACTIVE' AND tenant_id IS NULL
               AND (scope = 'GLOBAL' OR (scope = 'COUNTRY' AND scope_ref = $1)) ORDER BY key, scope = 'COUNTRY' DESC`,
-          [c.code],
-        );
-        return {
-          status: 200,
-          body: {
-            code: c.code,
-            version: c.config_version,
-            values: Object.fromEntries(rows.map((r) => [r.key, r.value])),
-            scopes: Object.fromEntries(rows.map((r) => [r.key, r.scope])),
-          },
-        };
-      },
-    }),
-    adminRoute(deps, {
-      ...declared('PUT', '/v1/countries/{code}/config'),
-      operationId: 'putCountryConfig',
-      summary: "Replace the country's config; bumps its version",
-      tags,
-      mode: 'create',
-      params: CountryParams,
-      body: Type.Object(
-        {
-          values: Type.Record(Type.String({ pattern: '^[a-z][a-z0-9_.-]{0,127}$' }), Type.Unknown(), {
-            maxProperties: 100,
-          }),
+        [c.code],
+      );
+      return {
+        status: 200,
+        body: {
+          code: c.code,
+          version: c.config_version,
+          values: Object.fromEntries(rows.map((r) => [r.key, r.value])),
+          scopes: Object.fromEntries(rows.map((r) => [r.key, r.scope])),
         },
-        { additionalProperties: false },
-      ),
-      responses: { 200: { description: '{code, version, values, country}', schema: CountryConfigReplaced } },
-      write: async (ctx, w) => {
-        const c = await requireCountry(w.q, ctx.params.code, true);
-        if (Buffer.byteLength(JSON.stringify(ctx.body.values)) > 65_536)
-          throw new AppError('CONFIG_INVALID', 'country config is larger than 64 KiB');
-        await w.q.query(
-          `UPDATE admin_configs SET status = 'SUPERSEDED', updated_at = now() WHERE tenant_id IS NULL AND scope = 'COUNTRY' AND scope_ref = $1 AND status = 'ACTIVE' AND NOT (key = ANY($2))`,
-          [c.code, Object.keys(ctx.body.values)],
-        );
-        for (const [key, value] of Object.entries(ctx.body.values)) {
-          await newVersion(w.q, {
-            owner: null,
-            scope: 'COUNTRY',
-            scopeRef: c.code,
-            key,
-            value,
-            activate: true,
-            createdBy: w.caller.principalId,
-          });
-        }
-        const { rows } = await w.q.query<{ config_version: number }>(
-          'UPDATE admin_countries SET config_version = config_version + 1, updated_at = now() WHERE code = $1 RETURNING config_version',
-          [c.code],
-        );
-        const version = rows[0]?.config_version ?? c.config_version + 1;
-        await w.audit(
-          'country.config_replace',
-          { type: 'country', id: c.code },
-          { version, keys: Object.keys(ctx.body.values) },
-        );
-        return {
-          status: 200,
-          body: {
-            code: c.code,
-            version,
-            values: ctx.body.values,
-            country: countryView({ ...c, config_version: version }),
-          },
-        };
+      };
+    },
+  });
+
+const putCountryConfigRoute = (deps: AdminDeps): RouteSpec =>
+  adminRoute(deps, {
+    ...declared('PUT', '/v1/countries/{code}/config'),
+    operationId: 'putCountryConfig',
+    summary: "Replace the country's config; bumps its version",
+    tags,
+    mode: 'create',
+    params: CountryParams,
+    body: Type.Object(
+      {
+        values: Type.Record(Type.String({ pattern: '^[a-z][a-z0-9_.-]{0,127}$' }), Type.Unknown(), {
+          maxProperties: 100,
+        }),
       },
-    }),
+      { additionalProperties: false },
+    ),
+    responses: { 200: { description: '{code, version, values, country}', schema: CountryConfigReplaced } },
+    write: async (ctx, w) => {
+      const c = await requireCountry(w.q, ctx.params.code, true);
+      if (Buffer.byteLength(JSON.stringify(ctx.body.values)) > 65_536)
+        throw new AppError('CONFIG_INVALID', 'country config is larger than 64 KiB');
+      await w.q.query(
+        `UPDATE admin_configs SET status = 'SUPERSEDED', updated_at = now() WHERE tenant_id IS NULL AND scope = 'COUNTRY' AND scope_ref = $1 AND status = 'ACTIVE' AND NOT (key = ANY($2))`,
+        [c.code, Object.keys(ctx.body.values)],
+      );
+      for (const [key, value] of Object.entries(ctx.body.values)) {
+        await newVersion(w.q, {
+          owner: null,
+          scope: 'COUNTRY',
+          scopeRef: c.code,
+          key,
+          value,
+          activate: true,
+          createdBy: w.caller.principalId,
+        });
+      }
+      const { rows } = await w.q.query<{ config_version: number }>(
+        'UPDATE admin_countries SET config_version = config_version + 1, updated_at = now() WHERE code = $1 RETURNING config_version',
+        [c.code],
+      );
+      const version = rows[0]?.config_version ?? c.config_version + 1;
+      await w.audit(
+        'country.config_replace',
+        { type: 'country', id: c.code },
+        { version, keys: Object.keys(ctx.body.values) },
+      );
+      return {
+        status: 200,
+        body: {
+          code: c.code,
+          version,
+          values: ctx.body.values,
+          country: countryView({ ...c, config_version: version }),
+        },
+      };
+    },
+  });
+
+export function currencyRoutes(deps: AdminDeps): RouteSpec[] {
+  return [
+    listCurrenciesRoute(deps),
+    createCurrencyRoute(deps),
+    getCurrencyRoute(deps),
+    updateCurrencyRoute(deps),
+    deleteCurrencyRoute(deps),
+    countryCurrenciesRoute(deps),
+    setBaseCurrencyRoute(deps),
+    setAllowedCurrenciesRoute(deps),
+    getCountryConfigRoute(deps),
+    putCountryConfigRoute(deps),
   ];
 }

@@ -90,128 +90,134 @@ const EffectiveFlags = Type.Object({
   flags: Type.Record(Type.String(), Type.Object({ value: Type.Boolean(), reason: Type.String() })),
 });
 
-export function flagRoutes(deps: AdminDeps): RouteSpec[] {
-  const tags = ['admin.flags'];
-  return [
-    adminRoute(deps, {
-      ...declared('GET', '/v1/flags'),
-      operationId: 'listFlags',
-      summary: 'Flags with scopes and rollout (cursor by key)',
-      tags,
-      mode: 'read',
-      query: Type.Object(pageQuery),
-      responses: { 200: { description: 'A page of flags, by key', schema: Page(Flag) } },
-      read: async (ctx, caller) => {
-        const page = await deps.pages.open(ctx, caller.tenantId, 1);
-        const { rows } = await deps.db.query<FlagRow>(
-          'SELECT key, enabled, scopes, rollout, version, updated_at FROM admin_flags WHERE tenant_id = $1 AND ($2::text IS NULL OR key > $2) ORDER BY key LIMIT $3',
-          [caller.tenantId, page.after?.[0] ?? null, page.limit + 1],
-        );
-        const { items, next_cursor } = page.finish(rows, (r) => [r.key]);
-        return { status: 200, body: { items: items.map(view), next_cursor } };
-      },
-    }),
-    adminRoute(deps, {
-      ...declared('PUT', '/v1/flags/{flagKey}'),
-      operationId: 'putFlag',
-      summary: 'Set enabled, scopes and rollout (upsert; idempotent)',
-      tags,
-      mode: 'create',
-      params: Type.Object({ flagKey: Key }),
-      body: Type.Object(
-        {
-          enabled: Type.Boolean(),
-          scopes: Type.Optional(
-            Type.Array(
-              Type.Object(
-                { scope: ScopeName, ref: Type.Optional(Type.String({ maxLength: 64 })) },
-                { additionalProperties: false },
-              ),
-              { maxItems: 50 },
+const tags = ['admin.flags'];
+
+const listFlagsRoute = (deps: AdminDeps): RouteSpec =>
+  adminRoute(deps, {
+    ...declared('GET', '/v1/flags'),
+    operationId: 'listFlags',
+    summary: 'Flags with scopes and rollout (cursor by key)',
+    tags,
+    mode: 'read',
+    query: Type.Object(pageQuery),
+    responses: { 200: { description: 'A page of flags, by key', schema: Page(Flag) } },
+    read: async (ctx, caller) => {
+      const page = await deps.pages.open(ctx, caller.tenantId, 1);
+      const { rows } = await deps.db.query<FlagRow>(
+        'SELECT key, enabled, scopes, rollout, version, updated_at FROM admin_flags WHERE tenant_id = $1 AND ($2::text IS NULL OR key > $2) ORDER BY key LIMIT $3',
+        [caller.tenantId, page.after?.[0] ?? null, page.limit + 1],
+      );
+      const { items, next_cursor } = page.finish(rows, (r) => [r.key]);
+      return { status: 200, body: { items: items.map(view), next_cursor } };
+    },
+  });
+
+const putFlagRoute = (deps: AdminDeps): RouteSpec =>
+  adminRoute(deps, {
+    ...declared('PUT', '/v1/flags/{flagKey}'),
+    operationId: 'putFlag',
+    summary: 'Set enabled, scopes and rollout (upsert; idempotent)',
+    tags,
+    mode: 'create',
+    params: Type.Object({ flagKey: Key }),
+    body: Type.Object(
+      {
+        enabled: Type.Boolean(),
+        scopes: Type.Optional(
+          Type.Array(
+            Type.Object(
+              { scope: ScopeName, ref: Type.Optional(Type.String({ maxLength: 64 })) },
+              { additionalProperties: false },
             ),
+            { maxItems: 50 },
           ),
-          rollout: Type.Optional(
-            Type.Union([
-              Type.Number({ minimum: 0, maximum: 100, description: 'percent, two decimals kept' }),
-              Type.Null(),
+        ),
+        rollout: Type.Optional(
+          Type.Union([
+            Type.Number({ minimum: 0, maximum: 100, description: 'percent, two decimals kept' }),
+            Type.Null(),
+          ]),
+        ),
+      },
+      { additionalProperties: false },
+    ),
+    responses: { 200: { description: 'The flag', schema: Flag } },
+    write: async (ctx, w) => {
+      for (const s of ctx.body.scopes ?? []) {
+        if ((s.scope === 'COUNTRY' || s.scope === 'ENVIRONMENT') && !s.ref)
+          throw new AppError('FLAG_INVALID', `a ${s.scope} scope needs a ref`);
+        if (s.scope === 'TENANT' && s.ref !== undefined && s.ref !== w.caller.tenantId)
+          throw new AppError('FLAG_INVALID', "a TENANT scope names the caller's tenant");
+      }
+      const { rows } = await w.q.query<FlagRow>(
+        `INSERT INTO admin_flags (tenant_id, key, enabled, scopes, rollout) VALUES ($1, $2, $3, $4, $5)
+           ON CONFLICT (tenant_id, key) DO UPDATE SET enabled = EXCLUDED.enabled, scopes = EXCLUDED.scopes, rollout = EXCLUDED.rollout, version = admin_flags.version + 1, updated_at = now()
+           RETURNING key, enabled, scopes, rollout, version, updated_at`,
+        [
+          w.caller.tenantId,
+          ctx.params.flagKey,
+          ctx.body.enabled,
+          JSON.stringify(ctx.body.scopes ?? []),
+          ctx.body.rollout ?? null,
+        ],
+      );
+      const f = rows[0];
+      if (!f) throw new AppError('INTERNAL', 'flag upsert returned nothing');
+      await w.audit(
+        'flag.put',
+        { type: 'flag', id: f.key },
+        { enabled: f.enabled, rollout: f.rollout, version: f.version },
+      );
+      return { status: 200, body: view(f) };
+    },
+  });
+
+const effectiveFlagsRoute = (deps: AdminDeps): RouteSpec =>
+  adminRoute(deps, {
+    ...declared('GET', '/v1/flags/effective'),
+    operationId: 'effectiveFlags',
+    summary: 'Resolve flags for tenant, environment, country and an optional user',
+    tags,
+    mode: 'read',
+    query: Type.Object({
+      envId: Type.Optional(Type.String({ maxLength: 64 })),
+      country: Type.Optional(Type.String({ pattern: '^[A-Z]{2}$' })),
+      userId: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
+      key: Type.Optional(Key),
+    }),
+    responses: { 200: { description: '{context, flags: {key: {value, reason}}}', schema: EffectiveFlags } },
+    read: async (ctx, caller) => {
+      const { rows: t } = await deps.db.query<{ country: string }>(
+        'SELECT country FROM tenants WHERE id = $1',
+        [caller.tenantId],
+      );
+      const { rows } = await deps.db.query<FlagRow>(
+        'SELECT key, enabled, scopes, rollout, version, updated_at FROM admin_flags WHERE tenant_id = $1 AND ($2::text IS NULL OR key = $2) ORDER BY key',
+        [caller.tenantId, ctx.query.key ?? null],
+      );
+      if (ctx.query.key && rows.length === 0)
+        throw new AppError('FLAG_NOT_FOUND', `no flag ${ctx.query.key}`);
+      const c = {
+        tenantId: caller.tenantId,
+        envId: ctx.query.envId,
+        country: ctx.query.country ?? t[0]?.country,
+        userId: ctx.query.userId,
+      };
+      return {
+        status: 200,
+        body: {
+          context: c,
+          flags: Object.fromEntries(
+            rows.map((f) => [
+              f.key,
+              evaluateFlag({ ...f, rollout: f.rollout === null ? null : Number(f.rollout) }, c),
             ]),
           ),
         },
-        { additionalProperties: false },
-      ),
-      responses: { 200: { description: 'The flag', schema: Flag } },
-      write: async (ctx, w) => {
-        for (const s of ctx.body.scopes ?? []) {
-          if ((s.scope === 'COUNTRY' || s.scope === 'ENVIRONMENT') && !s.ref)
-            throw new AppError('FLAG_INVALID', `a ${s.scope} scope needs a ref`);
-          if (s.scope === 'TENANT' && s.ref !== undefined && s.ref !== w.caller.tenantId)
-            throw new AppError('FLAG_INVALID', "a TENANT scope names the caller's tenant");
-        }
-        const { rows } = await w.q.query<FlagRow>(
-          `INSERT INTO admin_flags (tenant_id, key, enabled, scopes, rollout) VALUES ($1, $2, $3, $4, $5)
-           ON CONFLICT (tenant_id, key) DO UPDATE SET enabled = EXCLUDED.enabled, scopes = EXCLUDED.scopes, rollout = EXCLUDED.rollout, version = admin_flags.version + 1, updated_at = now()
-           RETURNING key, enabled, scopes, rollout, version, updated_at`,
-          [
-            w.caller.tenantId,
-            ctx.params.flagKey,
-            ctx.body.enabled,
-            JSON.stringify(ctx.body.scopes ?? []),
-            ctx.body.rollout ?? null,
-          ],
-        );
-        const f = rows[0];
-        if (!f) throw new AppError('INTERNAL', 'flag upsert returned nothing');
-        await w.audit(
-          'flag.put',
-          { type: 'flag', id: f.key },
-          { enabled: f.enabled, rollout: f.rollout, version: f.version },
-        );
-        return { status: 200, body: view(f) };
-      },
-    }),
-    adminRoute(deps, {
-      ...declared('GET', '/v1/flags/effective'),
-      operationId: 'effectiveFlags',
-      summary: 'Resolve flags for tenant, environment, country and an optional user',
-      tags,
-      mode: 'read',
-      query: Type.Object({
-        envId: Type.Optional(Type.String({ maxLength: 64 })),
-        country: Type.Optional(Type.String({ pattern: '^[A-Z]{2}$' })),
-        userId: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
-        key: Type.Optional(Key),
-      }),
-      responses: { 200: { description: '{context, flags: {key: {value, reason}}}', schema: EffectiveFlags } },
-      read: async (ctx, caller) => {
-        const { rows: t } = await deps.db.query<{ country: string }>(
-          'SELECT country FROM tenants WHERE id = $1',
-          [caller.tenantId],
-        );
-        const { rows } = await deps.db.query<FlagRow>(
-          'SELECT key, enabled, scopes, rollout, version, updated_at FROM admin_flags WHERE tenant_id = $1 AND ($2::text IS NULL OR key = $2) ORDER BY key',
-          [caller.tenantId, ctx.query.key ?? null],
-        );
-        if (ctx.query.key && rows.length === 0)
-          throw new AppError('FLAG_NOT_FOUND', `no flag ${ctx.query.key}`);
-        const c = {
-          tenantId: caller.tenantId,
-          envId: ctx.query.envId,
-          country: ctx.query.country ?? t[0]?.country,
-          userId: ctx.query.userId,
-        };
-        return {
-          status: 200,
-          body: {
-            context: c,
-            flags: Object.fromEntries(
-              rows.map((f) => [
-                f.key,
-                evaluateFlag({ ...f, rollout: f.rollout === null ? null : Number(f.rollout) }, c),
-              ]),
-            ),
-          },
-        };
-      },
-    }),
-  ];
+      };
+    },
+  });
+
+export function flagRoutes(deps: AdminDeps): RouteSpec[] {
+  return [listFlagsRoute(deps), putFlagRoute(deps), effectiveFlagsRoute(deps)];
 }

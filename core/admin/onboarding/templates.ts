@@ -93,102 +93,112 @@ async function requireApplicable(q: Queryable, tenantId: string, t: TemplateRow)
   );
 }
 
-export function templateRoutes(deps: AdminDeps): RouteSpec[] {
-  const tags = ['admin.schedules'];
-  return [
-    adminRoute(deps, {
-      ...declared('POST', '/v1/schedule-templates'),
-      operationId: 'publishScheduleTemplate',
-      tags,
-      mode: 'create',
-      summary:
-        'Platform admins: publish a fee, commission or limit schedule template every tenant may copy (immutable once published)',
-      body: Type.Object(
-        { name: Name, kind: Kind, product: ProductCode, currency: CurrencyCode, items: TemplateItems },
-        { additionalProperties: false },
-      ),
-      responses: { 201: { description: 'The template', schema: Template } },
-      write: async (ctx, w) => {
-        await requirePlatformAdminTenant(w.q, w.caller.tenantId);
-        const b = ctx.body;
-        await requireMinorUnits(w.q, b.currency);
-        split(b.kind, b.items); // the schedule rules' own parsing: a template that could not be copied is refused now
-        const { rows } = await w.q.query<TemplateRow>(
-          `INSERT INTO schedule_templates (id, name, kind, product, currency, items, published_by) VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7)
+const tags = ['admin.schedules'];
+
+const publishScheduleTemplateRoute = (deps: AdminDeps): RouteSpec =>
+  adminRoute(deps, {
+    ...declared('POST', '/v1/schedule-templates'),
+    operationId: 'publishScheduleTemplate',
+    tags,
+    mode: 'create',
+    summary:
+      'Platform admins: publish a fee, commission or limit schedule template every tenant may copy (immutable once published)',
+    body: Type.Object(
+      { name: Name, kind: Kind, product: ProductCode, currency: CurrencyCode, items: TemplateItems },
+      { additionalProperties: false },
+    ),
+    responses: { 201: { description: 'The template', schema: Template } },
+    write: async (ctx, w) => {
+      await requirePlatformAdminTenant(w.q, w.caller.tenantId);
+      const b = ctx.body;
+      await requireMinorUnits(w.q, b.currency);
+      split(b.kind, b.items); // the schedule rules' own parsing: a template that could not be copied is refused now
+      const { rows } = await w.q.query<TemplateRow>(
+        `INSERT INTO schedule_templates (id, name, kind, product, currency, items, published_by) VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7)
            ON CONFLICT DO NOTHING RETURNING ${cols}`,
-          [
-            uuidv7(deps.now()),
-            b.name,
-            b.kind,
-            b.product,
-            b.currency,
-            JSON.stringify(b.items),
-            w.caller.principalId,
-          ],
+        [
+          uuidv7(deps.now()),
+          b.name,
+          b.kind,
+          b.product,
+          b.currency,
+          JSON.stringify(b.items),
+          w.caller.principalId,
+        ],
+      );
+      const t = rows[0];
+      if (!t)
+        throw new AppError(
+          'TEMPLATE_EXISTS',
+          `a ${b.kind} template ${b.name} for ${b.product} in ${b.currency} exists`,
         );
-        const t = rows[0];
-        if (!t)
-          throw new AppError(
-            'TEMPLATE_EXISTS',
-            `a ${b.kind} template ${b.name} for ${b.product} in ${b.currency} exists`,
-          );
-        await w.audit(
-          'schedule_template.publish',
-          { type: 'schedule_template', id: t.id },
-          { name: t.name, kind: t.kind, product: t.product, currency: t.currency },
-        );
-        return { status: 201, body: templateView(t) };
-      },
-    }),
-    adminRoute(deps, {
-      ...declared('GET', '/v1/schedule-templates'),
-      operationId: 'listScheduleTemplates',
-      tags,
-      mode: 'read',
-      summary: 'The templates the platform publishes (filter by kind and currency)',
-      query: Type.Object({ kind: Type.Optional(Kind), currency: Type.Optional(CurrencyCode) }),
-      responses: { 200: { description: '{items}', schema: ItemsOf(Template) } },
-      read: async (ctx) => {
-        const { rows } = await deps.db.query<TemplateRow>(
-          `SELECT ${cols} FROM schedule_templates WHERE ($1::text IS NULL OR kind = $1) AND ($2::text IS NULL OR currency = $2) ORDER BY id LIMIT 500`,
-          [ctx.query.kind ?? null, ctx.query.currency ?? null],
-        );
-        return { status: 200, body: { items: rows.map(templateView) } };
-      },
-    }),
-    adminRoute(deps, {
-      ...declared('POST', '/v1/schedule-templates/{templateId}:copy'),
-      operationId: 'copyScheduleTemplate',
-      tags,
-      mode: 'create',
-      summary:
-        "Copy a template into the caller's tenant as an INACTIVE TENANT schedule (activate it with PATCH /v1/schedules/{id})",
-      params: Type.Object({ templateId: Uuid }),
-      body: Type.Object({ name: Type.Optional(Name) }, { additionalProperties: false }),
-      responses: { 201: { description: 'The new schedule', schema: Schedule } },
-      write: async (ctx, w) => {
-        const t = await requireTemplate(w.q, ctx.params.templateId);
-        await requireApplicable(w.q, w.caller.tenantId, t);
-        const s = await createSchedule(
-          w.q,
-          {
-            tenantId: w.caller.tenantId,
-            kind: t.kind,
-            product: t.product,
-            currency: t.currency,
-            scope: 'TENANT',
-            scopeRef: w.caller.tenantId,
-            name: ctx.body?.name ?? t.name,
-          },
-          split(t.kind, t.items),
-        );
-        await w.audit(
-          'schedule.copy_template',
-          { type: 'schedule', id: s.id },
-          { template: t.id, kind: s.kind, product: s.product, currency: s.currency },
-        );
-        return { status: 201, body: await view(w.q, s) };
-      },
-    }),
+      await w.audit(
+        'schedule_template.publish',
+        { type: 'schedule_template', id: t.id },
+        { name: t.name, kind: t.kind, product: t.product, currency: t.currency },
+      );
+      return { status: 201, body: templateView(t) };
+    },
+  });
+
+const listScheduleTemplatesRoute = (deps: AdminDeps): RouteSpec =>
+  adminRoute(deps, {
+    ...declared('GET', '/v1/schedule-templates'),
+    operationId: 'listScheduleTemplates',
+    tags,
+    mode: 'read',
+    summary: 'The templates the platform publishes (filter by kind and currency)',
+    query: Type.Object({ kind: Type.Optional(Kind), currency: Type.Optional(CurrencyCode) }),
+    responses: { 200: { description: '{items}', schema: ItemsOf(Template) } },
+    read: async (ctx) => {
+      const { rows } = await deps.db.query<TemplateRow>(
+        `SELECT ${cols} FROM schedule_templates WHERE ($1::text IS NULL OR kind = $1) AND ($2::text IS NULL OR currency = $2) ORDER BY id LIMIT 500`,
+        [ctx.query.kind ?? null, ctx.query.currency ?? null],
+      );
+      return { status: 200, body: { items: rows.map(templateView) } };
+    },
+  });
+
+const copyScheduleTemplateRoute = (deps: AdminDeps): RouteSpec =>
+  adminRoute(deps, {
+    ...declared('POST', '/v1/schedule-templates/{templateId}:copy'),
+    operationId: 'copyScheduleTemplate',
+    tags,
+    mode: 'create',
+    summary:
+      "Copy a template into the caller's tenant as an INACTIVE TENANT schedule (activate it with PATCH /v1/schedules/{id})",
+    params: Type.Object({ templateId: Uuid }),
+    body: Type.Object({ name: Type.Optional(Name) }, { additionalProperties: false }),
+    responses: { 201: { description: 'The new schedule', schema: Schedule } },
+    write: async (ctx, w) => {
+      const t = await requireTemplate(w.q, ctx.params.templateId);
+      await requireApplicable(w.q, w.caller.tenantId, t);
+      const s = await createSchedule(
+        w.q,
+        {
+          tenantId: w.caller.tenantId,
+          kind: t.kind,
+          product: t.product,
+          currency: t.currency,
+          scope: 'TENANT',
+          scopeRef: w.caller.tenantId,
+          name: ctx.body?.name ?? t.name,
+        },
+        split(t.kind, t.items),
+      );
+      await w.audit(
+        'schedule.copy_template',
+        { type: 'schedule', id: s.id },
+        { template: t.id, kind: s.kind, product: s.product, currency: s.currency },
+      );
+      return { status: 201, body: await view(w.q, s) };
+    },
+  });
+
+export function templateRoutes(deps: AdminDeps): RouteSpec[] {
+  return [
+    publishScheduleTemplateRoute(deps),
+    listScheduleTemplatesRoute(deps),
+    copyScheduleTemplateRoute(deps),
   ];
 }

@@ -175,138 +175,151 @@ async function setStatus(w: WriteCtx, t: TenantRow, status: TenantRow['status'])
   return after;
 }
 
-export function tenantRoutes(deps: AdminDeps): RouteSpec[] {
-  const tags = ['admin.tenants'];
-  return [
-    adminRoute(deps, {
-      ...declared('GET', '/v1/tenants'),
-      operationId: 'listTenants',
-      summary: 'Tenants visible to the caller: its own and those it created (cursor by id; filter by status)',
-      tags,
-      mode: 'read',
-      query: Type.Object({ ...pageQuery, status: Type.Optional(Status) }),
-      responses: { 200: { description: '{items, next_cursor}', schema: Page(Tenant) } },
-      read: async (ctx, caller) => {
-        const page = await deps.pages.open(ctx, caller.tenantId, 1);
-        const { rows } = await deps.db.query<TenantRow>(
-          `SELECT ${cols} FROM tenants WHERE ${managedBy} AND ($2::text IS NULL OR id > $2) AND ($3::text IS NULL OR status = $3) ORDER BY id LIMIT $4`,
-          [caller.tenantId, page.after?.[0] ?? null, ctx.query.status ?? null, page.limit + 1],
-        );
-        const { items, next_cursor } = page.finish(rows, (r) => [r.id]);
-        return { status: 200, body: { items: items.map(view), next_cursor } };
+const tags = ['admin.tenants'];
+
+const listTenantsRoute = (deps: AdminDeps): RouteSpec =>
+  adminRoute(deps, {
+    ...declared('GET', '/v1/tenants'),
+    operationId: 'listTenants',
+    summary: 'Tenants visible to the caller: its own and those it created (cursor by id; filter by status)',
+    tags,
+    mode: 'read',
+    query: Type.Object({ ...pageQuery, status: Type.Optional(Status) }),
+    responses: { 200: { description: '{items, next_cursor}', schema: Page(Tenant) } },
+    read: async (ctx, caller) => {
+      const page = await deps.pages.open(ctx, caller.tenantId, 1);
+      const { rows } = await deps.db.query<TenantRow>(
+        `SELECT ${cols} FROM tenants WHERE ${managedBy} AND ($2::text IS NULL OR id > $2) AND ($3::text IS NULL OR status = $3) ORDER BY id LIMIT $4`,
+        [caller.tenantId, page.after?.[0] ?? null, ctx.query.status ?? null, page.limit + 1],
+      );
+      const { items, next_cursor } = page.finish(rows, (r) => [r.id]);
+      return { status: 200, body: { items: items.map(view), next_cursor } };
+    },
+  });
+
+const createTenantRoute = (deps: AdminDeps): RouteSpec =>
+  adminRoute(deps, {
+    ...declared('POST', '/v1/tenants'),
+    operationId: 'createTenant',
+    summary:
+      'Create a tenant (country enabled, base currency allowed there; on this cluster only if its region is one of residentRegions; idempotent)',
+    tags,
+    mode: 'create',
+    body: Type.Object(
+      {
+        id: Params.properties.tenantId,
+        name: Type.String({ minLength: 1, maxLength: 200 }),
+        country: CountryCode,
+        baseCurrency: CurrencyCode,
+        status: Type.Optional(Status),
+        residentRegions: Type.Optional(ResidentRegions),
       },
-    }),
-    adminRoute(deps, {
-      ...declared('POST', '/v1/tenants'),
-      operationId: 'createTenant',
-      summary:
-        'Create a tenant (country enabled, base currency allowed there; on this cluster only if its region is one of residentRegions; idempotent)',
-      tags,
-      mode: 'create',
-      body: Type.Object(
+      { additionalProperties: false },
+    ),
+    responses: { 201: { description: 'The tenant and its settlement account', schema: CreatedTenant } },
+    write: async (ctx, w) => {
+      // Issue 23 item 5: tenants are created by platform admins only (the operator tenant's Admins).
+      await requirePlatformAdminTenant(w.q, w.caller.tenantId);
+      const c = await requireCountry(w.q, ctx.body.country);
+      if (!c.allowed_currencies.includes(ctx.body.baseCurrency))
+        throw new AppError(
+          'BASE_CURRENCY_NOT_ALLOWED',
+          `${ctx.body.baseCurrency} is not allowed in ${c.code} (allowed: ${c.allowed_currencies.join(', ') || 'none'})`,
+        );
+      const regions = await placeHere(w.q, ctx.body.id, ctx.body.residentRegions);
+      const { rows } = await w.q.query<TenantRow>(
+        `INSERT INTO tenants (id, name, country, base_currency, status, security) VALUES ($1, $2, $3, $4, $5, jsonb_build_object('resident_regions', $6::jsonb)) ON CONFLICT (id) DO NOTHING RETURNING ${cols}`,
+        [
+          ctx.body.id,
+          ctx.body.name,
+          ctx.body.country,
+          ctx.body.baseCurrency,
+          ctx.body.status ?? 'ACTIVE',
+          JSON.stringify(regions),
+        ],
+      );
+      const t = rows[0];
+      if (!t) throw new AppError('TENANT_EXISTS', `tenant ${ctx.body.id} exists`);
+      await w.q.query('INSERT INTO admin_tenant_owners (tenant_id, owner_tenant_id) VALUES ($1, $2)', [
+        t.id,
+        w.caller.tenantId,
+      ]);
+      // The same fact as a relationship tuple, which the edge's policy reads (owner_actions).
+      await w.q.query(
+        `INSERT INTO relationship_tuples (tenant_id, subject_ns, subject_id, relation, object_ns, object_id) VALUES ($1, 'tenant', $1, 'owner', 'tenant', $2)`,
+        [w.caller.tenantId, t.id],
+      );
+      await enqueue(w.q, {
+        tenantId: t.id,
+        aggregate: 'tenant',
+        aggregateId: t.id,
+        event: 'tenant.created',
+        payload: view(t),
+      });
+      const settlementAccountId = await openTenantLedger(w.q, t, deps.now());
+      await w.audit(
+        'tenant.create',
+        { type: 'tenant', id: t.id },
         {
-          id: Params.properties.tenantId,
-          name: Type.String({ minLength: 1, maxLength: 200 }),
-          country: CountryCode,
-          baseCurrency: CurrencyCode,
-          status: Type.Optional(Status),
-          residentRegions: Type.Optional(ResidentRegions),
+          country: t.country,
+          baseCurrency: t.base_currency,
+          residentRegions: regions,
+          settlementAccountId,
         },
-        { additionalProperties: false },
-      ),
-      responses: { 201: { description: 'The tenant and its settlement account', schema: CreatedTenant } },
-      write: async (ctx, w) => {
-        // Issue 23 item 5: tenants are created by platform admins only (the operator tenant's Admins).
-        await requirePlatformAdminTenant(w.q, w.caller.tenantId);
-        const c = await requireCountry(w.q, ctx.body.country);
-        if (!c.allowed_currencies.includes(ctx.body.baseCurrency))
-          throw new AppError(
-            'BASE_CURRENCY_NOT_ALLOWED',
-            `${ctx.body.baseCurrency} is not allowed in ${c.code} (allowed: ${c.allowed_currencies.join(', ') || 'none'})`,
-          );
-        const regions = await placeHere(w.q, ctx.body.id, ctx.body.residentRegions);
+      );
+      return { status: 201, body: { ...view(t), settlementAccountId } };
+    },
+  });
+
+const getTenantRoute = (deps: AdminDeps): RouteSpec =>
+  adminRoute(deps, {
+    ...declared('GET', '/v1/tenants/{tenantId}'),
+    operationId: 'getTenant',
+    summary: 'One tenant (own)',
+    tags,
+    mode: 'read',
+    params: Params,
+    responses: { 200: { description: 'The tenant', schema: Tenant } },
+    read: async (ctx, caller) => ({
+      status: 200,
+      body: view(await managedTenant(deps.db, caller.tenantId, ctx.params.tenantId)),
+    }),
+  });
+
+const updateTenantRoute = (deps: AdminDeps): RouteSpec =>
+  adminRoute(deps, {
+    ...declared('PATCH', '/v1/tenants/{tenantId}'),
+    operationId: 'updateTenant',
+    summary: 'Update name or status',
+    tags,
+    mode: 'write',
+    params: Params,
+    body: Type.Object(
+      { name: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })), status: Type.Optional(Status) },
+      { additionalProperties: false, minProperties: 1 },
+    ),
+    responses: { 200: { description: 'The tenant', schema: Tenant } },
+    write: async (ctx, w) => {
+      let t = await managedTenant(w.q, w.caller.tenantId, ctx.params.tenantId, true);
+      if (ctx.body.name !== undefined) {
         const { rows } = await w.q.query<TenantRow>(
-          `INSERT INTO tenants (id, name, country, base_currency, status, security) VALUES ($1, $2, $3, $4, $5, jsonb_build_object('resident_regions', $6::jsonb)) ON CONFLICT (id) DO NOTHING RETURNING ${cols}`,
-          [
-            ctx.body.id,
-            ctx.body.name,
-            ctx.body.country,
-            ctx.body.baseCurrency,
-            ctx.body.status ?? 'ACTIVE',
-            JSON.stringify(regions),
-          ],
+          `UPDATE tenants SET name = $2, updated_at = now() WHERE id = $1 RETURNING ${cols}`,
+          [t.id, ctx.body.name],
         );
-        const t = rows[0];
-        if (!t) throw new AppError('TENANT_EXISTS', `tenant ${ctx.body.id} exists`);
-        await w.q.query('INSERT INTO admin_tenant_owners (tenant_id, owner_tenant_id) VALUES ($1, $2)', [
-          t.id,
-          w.caller.tenantId,
-        ]);
-        // The same fact as a relationship tuple, which the edge's policy reads (owner_actions).
-        await w.q.query(
-          `INSERT INTO relationship_tuples (tenant_id, subject_ns, subject_id, relation, object_ns, object_id) VALUES ($1, 'tenant', $1, 'owner', 'tenant', $2)`,
-          [w.caller.tenantId, t.id],
-        );
-        await enqueue(w.q, {
-          tenantId: t.id,
-          aggregate: 'tenant',
-          aggregateId: t.id,
-          event: 'tenant.created',
-          payload: view(t),
-        });
-        const settlementAccountId = await openTenantLedger(w.q, t, deps.now());
-        await w.audit(
-          'tenant.create',
-          { type: 'tenant', id: t.id },
-          {
-            country: t.country,
-            baseCurrency: t.base_currency,
-            residentRegions: regions,
-            settlementAccountId,
-          },
-        );
-        return { status: 201, body: { ...view(t), settlementAccountId } };
-      },
-    }),
-    adminRoute(deps, {
-      ...declared('GET', '/v1/tenants/{tenantId}'),
-      operationId: 'getTenant',
-      summary: 'One tenant (own)',
-      tags,
-      mode: 'read',
-      params: Params,
-      responses: { 200: { description: 'The tenant', schema: Tenant } },
-      read: async (ctx, caller) => ({
-        status: 200,
-        body: view(await managedTenant(deps.db, caller.tenantId, ctx.params.tenantId)),
-      }),
-    }),
-    adminRoute(deps, {
-      ...declared('PATCH', '/v1/tenants/{tenantId}'),
-      operationId: 'updateTenant',
-      summary: 'Update name or status',
-      tags,
-      mode: 'write',
-      params: Params,
-      body: Type.Object(
-        { name: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })), status: Type.Optional(Status) },
-        { additionalProperties: false, minProperties: 1 },
-      ),
-      responses: { 200: { description: 'The tenant', schema: Tenant } },
-      write: async (ctx, w) => {
-        let t = await managedTenant(w.q, w.caller.tenantId, ctx.params.tenantId, true);
-        if (ctx.body.name !== undefined) {
-          const { rows } = await w.q.query<TenantRow>(
-            `UPDATE tenants SET name = $2, updated_at = now() WHERE id = $1 RETURNING ${cols}`,
-            [t.id, ctx.body.name],
-          );
-          t = rows[0] ?? t;
-          await w.audit('tenant.update', { type: 'tenant', id: t.id }, { fields: ['name'] });
-        }
-        if (ctx.body.status !== undefined) t = await setStatus(w, t, ctx.body.status);
-        return { status: 200, body: view(t) };
-      },
-    }),
+        t = rows[0] ?? t;
+        await w.audit('tenant.update', { type: 'tenant', id: t.id }, { fields: ['name'] });
+      }
+      if (ctx.body.status !== undefined) t = await setStatus(w, t, ctx.body.status);
+      return { status: 200, body: view(t) };
+    },
+  });
+
+export function tenantRoutes(deps: AdminDeps): RouteSpec[] {
+  return [
+    listTenantsRoute(deps),
+    createTenantRoute(deps),
+    getTenantRoute(deps),
+    updateTenantRoute(deps),
     ...(['SUSPENDED', 'ACTIVE'] as const).map((status) =>
       adminRoute(deps, {
         ...declared('POST', `/v1/tenants/{tenantId}:${status === 'SUSPENDED' ? 'suspend' : 'activate'}`),

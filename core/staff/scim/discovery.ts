@@ -71,14 +71,16 @@ const attr = (name: string, o: Partial<Attr> = {}): Attr => ({
 });
 const sub = (name: string, o: Partial<Attr> = {}) => attr(name, o);
 
-export function schemas(baseUrl: string) {
-  const multi = (name: string) =>
-    attr(name, {
-      type: 'complex',
-      multiValued: true,
-      subAttributes: [sub('value'), sub('display'), sub('type'), sub('primary', { type: 'boolean' })],
-    });
-  const user = {
+const multi = (name: string) =>
+  attr(name, {
+    type: 'complex',
+    multiValued: true,
+    subAttributes: [sub('value'), sub('display'), sub('type'), sub('primary', { type: 'boolean' })],
+  });
+
+/** The core User schema (RFC 7643 section 4.1) as this service supports it. */
+function userSchemaDocument(baseUrl: string) {
+  return {
     schemas: [schemaSchema],
     id: userSchema,
     name: 'User',
@@ -135,7 +137,11 @@ export function schemas(baseUrl: string) {
     ],
     meta: { resourceType: 'Schema', location: `${baseUrl}/Schemas/${userSchema}` },
   };
-  const enterprise = {
+}
+
+/** The enterprise User extension (RFC 7643 section 4.3). */
+function enterpriseSchemaDocument(baseUrl: string) {
+  return {
     schemas: [schemaSchema],
     id: enterpriseSchema,
     name: 'EnterpriseUser',
@@ -157,7 +163,11 @@ export function schemas(baseUrl: string) {
     ],
     meta: { resourceType: 'Schema', location: `${baseUrl}/Schemas/${enterpriseSchema}` },
   };
-  const group = {
+}
+
+/** The Group schema (RFC 7643 section 4.2): a staff role and its members. */
+function groupSchemaDocument(baseUrl: string) {
+  return {
     schemas: [schemaSchema],
     id: groupSchema,
     name: 'Group',
@@ -177,7 +187,14 @@ export function schemas(baseUrl: string) {
     ],
     meta: { resourceType: 'Schema', location: `${baseUrl}/Schemas/${groupSchema}` },
   };
-  return { [userSchema]: user, [enterpriseSchema]: enterprise, [groupSchema]: group };
+}
+
+export function schemas(baseUrl: string) {
+  return {
+    [userSchema]: userSchemaDocument(baseUrl),
+    [enterpriseSchema]: enterpriseSchemaDocument(baseUrl),
+    [groupSchema]: groupSchemaDocument(baseUrl),
+  };
 }
 
 export function listOf(resources: unknown[]) {
