@@ -266,6 +266,9 @@ async function staffGrantRefusal(
   return first ? undefined : refuse('this step-up token was already used');
 }
 
+type PolicyResult = ReturnType<NonNullable<PolicyStore['current']>['decide']>;
+type Assessed = ReturnType<RiskEngine['assess']>;
+
 export function createDecider(deps: DeciderDeps) {
   const now = deps.now ?? Date.now;
   return async (view: RequestView, resolved: ResolvedRoute, deadline?: Deadline): Promise<Decision> => {
@@ -274,117 +277,9 @@ export function createDecider(deps: DeciderDeps) {
     const policy = deps.policies.current;
     if (!policy) throw new FailClosedError('no_policy', 'no policy bundle loaded');
     const nowMs = now();
-    const tenantCache = (id: string) => deps.state.tenant(id);
-    const route = resolved.route;
-    // Envoy normalises paths (envoy.yaml); a path that is not canonical here would be read
-    // differently by core's URL parser than by the route table, so it is refused outright.
-    if (!isCanonicalPath(view.path)) {
-      const malformed: Decision = {
-        allow: false,
-        status: 400,
-        code: 'MALFORMED_REQUEST',
-        message: 'request path is not canonical (backslash, dot segment, empty segment or fragment)',
-      };
-      audit(deps, deadline, view, resolved, undefined, '', malformed, undefined);
-      return malformed;
-    }
-    // Envoy buffers at most 8192 bytes and answers 413 itself past that (deploy/envoy/envoy.yaml);
-    // a bigger or partial body here means a misconfigured proxy, and a decision on part of a
-    // body (tenant, request-bound step-up, signed requests) would be a decision on the wrong request.
-    if (view.body.length > maxCheckBodyBytes || view.headers['x-envoy-auth-partial-body'] === 'true') {
-      const tooLarge: Decision = {
-        allow: false,
-        status: 413,
-        code: 'PAYLOAD_TOO_LARGE',
-        message: `request body exceeds ${maxCheckBodyBytes} bytes`,
-      };
-      audit(deps, deadline, view, resolved, undefined, '', tooLarge, undefined);
-      return tooLarge;
-    }
-    // RFC 7644 clients (and scim2-tester) expect 404 for an unknown SCIM path and 405 for a
-    // method the path does not serve, in SCIM's error format; nothing there is decided by policy.
-    if (!route && resolved.errorFormat === 'scim') {
-      const allowed = resolved.allowed ?? [];
-      const refused: Decision =
-        allowed.length > 0
-          ? {
-              allow: false,
-              status: 405,
-              code: 'METHOD_NOT_ALLOWED',
-              message: `${view.method} is not allowed on ${view.path}`,
-              responseHeaders: { allow: allowed.join(', ') },
-            }
-          : { allow: false, status: 404, code: 'NOT_FOUND', message: `no SCIM resource at ${view.path}` };
-      audit(deps, deadline, view, resolved, undefined, '', refused, undefined);
-      return refused;
-    }
-    if (deps.limiter && route?.credential === 'public' && route.resource !== 'platform') {
-      const retryS = deps.limiter.take(`${view.sourceIp}|${route.method} ${route.template}`);
-      if (retryS > 0) {
-        const limited: Decision = {
-          allow: false,
-          status: 429,
-          code: 'RATE_LIMITED',
-          message: 'too many requests',
-          responseHeaders: { 'retry-after': String(retryS) },
-        };
-        const named = targetTenantOf(view, resolved);
-        audit(
-          deps,
-          deadline,
-          view,
-          resolved,
-          undefined,
-          named !== undefined && (await deps.state.tenant(named)) ? named : '',
-          limited,
-          undefined,
-        );
-        return limited;
-      }
-    }
-    // Issue 14 item 5: an address that presented too many wrong guessable credentials waits.
-    const guarded =
-      deps.credentialGuard && guessableCredential(view, route?.credential) ? deps.credentialGuard : undefined;
-    const waitS = guarded?.retryAfterS(view.sourceIp) ?? 0;
-    if (waitS > 0) {
-      const limited: Decision = {
-        allow: false,
-        status: 429,
-        code: 'RATE_LIMITED',
-        message: 'too many wrong credentials from this address',
-        responseHeaders: { 'retry-after': String(waitS) },
-      };
-      audit(deps, deadline, view, resolved, undefined, '', limited, undefined);
-      return limited;
-    }
-    let principal: Principal;
-    try {
-      principal = await authenticate(
-        resolved.route?.credential,
-        view,
-        deps.state,
-        tenantCache,
-        nowMs,
-        deps.replayWindowMs,
-      );
-    } catch (err) {
-      if (!(err instanceof CredentialError)) throw err;
-      if (guarded && err.code === 'invalid_token') guarded.failed(view.sourceIp);
-      const signed = view.headers['x-api-key-id'] !== undefined;
-      const decision: Decision = {
-        allow: false,
-        status: err.status,
-        code: err.code,
-        message: err.message,
-        responseHeaders:
-          err.status === 401
-            ? { 'www-authenticate': err.wwwAuthenticate(signed ? 'Signature' : 'Bearer') }
-            : {},
-        extraBody: { reason: err.code },
-      };
-      audit(deps, deadline, view, resolved, undefined, '', decision, undefined);
-      return decision;
-    }
+    const admitted = await admit(deps, deadline, view, resolved, nowMs);
+    if ('refused' in admitted) return admitted.refused;
+    const { principal } = admitted;
     const target = targetTenantOf(view, resolved);
     const requestTenant = principal.kind === 'anonymous' ? (target ?? '') : principal.tenantId;
     const resourceTenant = target ?? requestTenant;
@@ -394,216 +289,432 @@ export function createDecider(deps: DeciderDeps) {
       return refused;
     }
     const tenant = requestTenant ? await deps.state.tenant(requestTenant) : undefined;
-    // A staff session records its sign-in method where others record a device id: no device to match.
-    const session =
-      principal.kind === 'customer' || principal.kind === 'user'
-        ? principal.session
-        : principal.kind === 'staff'
-          ? { ...principal.session, device: null }
-          : undefined;
-    const deviceId = view.headers['x-device-id'];
-    const assessed = deps.risk.assess({
-      session,
-      deviceId,
-      ip: view.sourceIp,
-      subject: principal.kind === 'anonymous' ? undefined : principal.subjectId,
-      // Velocity counts new money intents (a create), not confirmations of ones already stepped up.
-      moneyMoving: newMoneyIntents.has(resolved.action),
+    const { input, assessed } = await policyInput(deps, view, resolved, principal, {
+      requestTenant,
+      resourceTenant,
+      tenant,
+      nowMs,
     });
-    const input = {
-      // The request tenant's own relations (owner of tenants it created) matter only when the
-      // request names another tenant; they are read then, never on same-tenant requests.
-      tenant: tenantInput(
-        requestTenant,
-        tenant,
-        requestTenant && resourceTenant !== requestTenant
-          ? await deps.state.tuplesOf('tenant', requestTenant)
-          : [],
-      ),
-      subject: await subjectInput(principal, deps.state, view, resourceTenant),
-      resource: {
-        type: resolved.resource,
-        id: resolved.params.id ?? '',
-        tenant_id: resourceTenant,
-        attrs: resourceAttrs(principal, resolved, view),
-      },
-      action: resolved.action,
-      purpose: resolved.purpose,
-      context: {
-        ip: view.sourceIp,
-        ua: view.headers['user-agent'] ?? '',
-        risk: assessed.risk,
-        time: new Date(nowMs).toISOString(),
-        now_ns: nowMs * 1e6,
-        local_hour: localHour(nowMs, tenant?.security.timezone),
-      },
-    };
     // The untraced entry point: the trace is formatted only for a denial's audit, below.
     const result = policy.decide(input);
     const masking = JSON.stringify((result.obligations as { masking?: unknown }).masking ?? {});
     /** What every audit of this decision carries (a refusal below, or the answer). */
     const facts = { result, risk: assessed, masking, input };
-    let decision: Decision;
+    const audited = (d: Decision, extra: AuditExtra) =>
+      audit(deps, deadline, view, resolved, principal, requestTenant, d, extra);
     let budget: { amount: string; counted: boolean } | undefined;
     let budgetTaken: BudgetCount | undefined;
     if (result.allow && principal.kind === 'service' && principal.via === 'api-key') {
-      const money = resolved.route?.money;
-      // Customer and agent money is never an API key's to move (checked again in core).
-      if (money === 'no-api-keys') {
-        const refused: Decision = {
-          allow: false,
-          status: 403,
-          code: 'POLICY_DENIED',
-          message: 'API keys cannot move money on this route',
-        };
-        audit(deps, deadline, view, resolved, principal, requestTenant, refused, facts);
-        return refused;
+      const b = await apiKeyBudget(deps, deadline, view, resolved, principal, nowMs);
+      if ('refused' in b) {
+        audited(b.refused, facts);
+        return b.refused;
       }
-      // Past the deadline the answer is already a deny: the consumption rolls back with it.
-      const b = await consumeBudget(
-        (fn) =>
-          deps.state.tx(async (q) => {
-            const r = await fn(q);
-            if (deadline?.expired)
-              throw new Error('decision budget passed before the API-key budget was committed');
-            return r;
-          }),
-        principal.key,
-        money,
-        bodyOf(view),
-        nowMs,
-      );
-      if (!b.ok) {
-        const refused: Decision =
-          b.retryAfterS > 0
-            ? {
-                allow: false,
-                status: 429,
-                code: 'BUDGET_EXCEEDED',
-                message: `API key budget exceeded (${b.reason})`,
-                responseHeaders: { 'retry-after': String(b.retryAfterS) },
-              }
-            : {
-                allow: false,
-                status: 403,
-                code: 'POLICY_DENIED',
-                message: `API key budget cannot count this request (${b.reason})`,
-              };
-        audit(deps, deadline, view, resolved, principal, requestTenant, refused, facts);
-        return refused;
-      }
-      budget = { amount: b.amountMicros.toString(), counted: b.counted };
-      budgetTaken = b.taken;
+      ({ budget, budgetTaken } = b);
     }
     if (result.allow && principal.kind === 'staff') {
       const used = await staffGrantRefusal(principal, deps.state, view, resolved.action);
       if (used) {
-        audit(deps, deadline, view, resolved, principal, requestTenant, used, facts);
+        audited(used, facts);
         return used;
       }
     }
-    if (result.allow) {
-      const set: Record<string, string> = {
-        'x-purpose': resolved.purpose,
-        'x-masking': masking,
-        'x-edge-auth': deps.edgeSecret,
-        'x-policy-version': result.policy_version,
-        'x-registry-version': result.registry_version,
-        // Issue 20 item 5: core's audit records name the request's risk as the edge assessed it.
-        'x-risk': assessed.risk,
-      };
-      if (requestTenant) set['x-tenant-id'] = requestTenant;
-      // Core checks DPoP proofs at sign-in and the token endpoint against the URL the client
-      // used, and binds client tokens to the certificate Envoy verified (issue 17 items 2–3).
-      set['x-public-origin'] = publicOriginOf(view);
-      if (view.peerCertificate) set[clientCertificateHeader] = view.peerCertificate;
-      // Before sign-in the device id is the client's own claim (recorded on the session at login).
-      const claimedDevice = view.headers['x-device-id'];
-      if (principal.kind === 'anonymous' && claimedDevice && /^[A-Za-z0-9._:-]{1,128}$/.test(claimedDevice))
-        set['x-device-id'] = claimedDevice;
-      if (principal.kind !== 'anonymous') set['x-principal-id'] = principal.subjectId;
-      if (principal.kind === 'user') {
-        set['x-session-id'] = principal.session.id;
-        set['x-aal'] = String(principal.aal);
-        set['x-roles'] = principal.roles.join(',');
-        if (principal.session.device) set['x-device-id'] = principal.session.device;
-      }
-      if (principal.kind === 'staff') {
-        // Core names the person, their AAL and session in every audit record (issue 14 item 6).
-        set['x-session-id'] = principal.session.id;
-        set['x-aal'] = String(principal.aal);
-        set['x-roles'] = staffRolesIn(principal, resourceTenant).join(',');
-        set['x-credential'] = 'staff';
-      }
-      if (principal.kind === 'customer') {
-        set['x-session-id'] = principal.session.id;
-        set['x-aal'] = String(principal.aal);
-        if (principal.session.device) set['x-device-id'] = principal.session.device;
-      }
-      if (principal.kind === 'service') {
-        set['x-roles'] = principal.roles.join(',');
-        set['x-scopes'] = principal.scopes.join(' ');
-        // Core counts an API key's movements by id (reversals, captures) against its budget,
-        // and gives back what was counted here when nothing moved: it must know the key.
-        set['x-credential'] = principal.via;
-        if (budgetTaken) set['x-budget-counted'] = formatBudgetCount(budgetTaken);
-      }
-      decision = { allow: true, status: 200, set };
-    } else if (result.step_up && principal.kind === 'staff') {
-      // Issue 16 item 2: a challenge bound to this request; /auth/mfa/complete turns it into an
-      // AAL 2 token carrying `orig`, good for this request once (staffGrantRefusal).
-      const challenge = await issueChallenge(
-        deps.challenges,
-        { tenantId: principal.tenantId, sub: principal.userId, orig: origOfView(view), methods: ['passkey'] },
-        nowMs,
-      );
-      decision = {
-        allow: false,
-        status: 403,
-        code: 'MFA_REQUIRED',
-        message: result.message,
-        extraBody: { challenge, methods: ['passkey'] },
-      };
-    } else if (result.step_up && principal.kind === 'customer') {
-      const methods: ('otp' | 'device')[] = ['otp', 'device'];
-      const challenge = await issueChallenge(
-        deps.challenges,
-        { tenantId: principal.tenantId, sub: principal.subjectId, orig: origOfView(view), methods },
-        nowMs,
-      );
-      decision = {
-        allow: false,
-        status: 403,
-        code: 'MFA_REQUIRED',
-        message: result.message,
-        extraBody: { challenge, methods },
-      };
-    } else {
-      decision = {
-        allow: false,
-        status: result.status === 401 ? 401 : 403,
-        code: 'POLICY_DENIED',
-        message: result.message,
-      };
-    }
+    const decision: Decision = result.allow
+      ? {
+          allow: true,
+          status: 200,
+          set: allowHeaders(
+            deps,
+            view,
+            resolved,
+            principal,
+            { requestTenant, resourceTenant, result, masking, assessed },
+            budgetTaken,
+          ),
+        }
+      : await policyRefusal(deps, view, principal, result, nowMs);
     // A request naming no existing tenant is chained under _platform (the audit function's
     // default), not under a chain of whatever name the body carried.
-    const extra = { ...facts, budget };
-    if (decision.allow)
-      audit(deps, deadline, view, resolved, principal, tenant ? requestTenant : '', decision, extra);
-    else
-      auditDenial(
-        deps,
-        deadline,
-        view,
-        resolved,
-        principal,
-        tenant ? requestTenant : '',
-        decision,
-        extra,
-        () => policy.evaluate(input).reasons,
-      );
+    auditAnswer(deps, deadline, view, resolved, principal, tenant ? requestTenant : '', decision, {
+      extra: { ...facts, budget },
+      trace: () => policy.evaluate(input).reasons,
+    });
     return decision;
+  };
+}
+
+/** Before the policy: the request's shape, the address limits and the credential; each refusal audited. */
+async function admit(
+  deps: DeciderDeps,
+  deadline: Deadline | undefined,
+  view: RequestView,
+  resolved: ResolvedRoute,
+  nowMs: number,
+): Promise<{ principal: Principal } | { refused: Decision }> {
+  const tenantCache = (id: string) => deps.state.tenant(id);
+  const route = resolved.route;
+  const refuse = (d: Decision) => {
+    audit(deps, deadline, view, resolved, undefined, '', d, undefined);
+    return { refused: d };
+  };
+  const malformed = requestShapeRefusal(view, resolved);
+  if (malformed) return refuse(malformed);
+  const throttled = await publicRouteRefusal(deps, deadline, view, resolved);
+  if (throttled) return { refused: throttled };
+  // Issue 14 item 5: an address that presented too many wrong guessable credentials waits.
+  const guarded =
+    deps.credentialGuard && guessableCredential(view, route?.credential) ? deps.credentialGuard : undefined;
+  const waitS = guarded?.retryAfterS(view.sourceIp) ?? 0;
+  if (waitS > 0)
+    return refuse({
+      allow: false,
+      status: 429,
+      code: 'RATE_LIMITED',
+      message: 'too many wrong credentials from this address',
+      responseHeaders: { 'retry-after': String(waitS) },
+    });
+  try {
+    return {
+      principal: await authenticate(
+        resolved.route?.credential,
+        view,
+        deps.state,
+        tenantCache,
+        nowMs,
+        deps.replayWindowMs,
+      ),
+    };
+  } catch (err) {
+    if (!(err instanceof CredentialError)) throw err;
+    if (guarded && err.code === 'invalid_token') guarded.failed(view.sourceIp);
+    return refuse(credentialRefusal(err, view));
+  }
+}
+
+/** The decision's audit: an answer at once, a denial with its failed checks once the answer has gone. */
+function auditAnswer(
+  deps: DeciderDeps,
+  deadline: Deadline | undefined,
+  view: RequestView,
+  resolved: ResolvedRoute,
+  principal: Principal,
+  tenantId: string,
+  decision: Decision,
+  a: { extra: AuditExtra; trace: () => { check: string; ok: boolean; detail: unknown }[] },
+): void {
+  if (decision.allow) audit(deps, deadline, view, resolved, principal, tenantId, decision, a.extra);
+  else auditDenial(deps, deadline, view, resolved, principal, tenantId, decision, a.extra, a.trace);
+}
+
+/** A request the edge refuses by its shape alone, before any credential is read (unaudited here). */
+function requestShapeRefusal(view: RequestView, resolved: ResolvedRoute): Decision | undefined {
+  // Envoy normalises paths (envoy.yaml); a path that is not canonical here would be read
+  // differently by core's URL parser than by the route table, so it is refused outright.
+  if (!isCanonicalPath(view.path)) {
+    return {
+      allow: false,
+      status: 400,
+      code: 'MALFORMED_REQUEST',
+      message: 'request path is not canonical (backslash, dot segment, empty segment or fragment)',
+    };
+  }
+  // Envoy buffers at most 8192 bytes and answers 413 itself past that (deploy/envoy/envoy.yaml);
+  // a bigger or partial body here means a misconfigured proxy, and a decision on part of a
+  // body (tenant, request-bound step-up, signed requests) would be a decision on the wrong request.
+  if (view.body.length > maxCheckBodyBytes || view.headers['x-envoy-auth-partial-body'] === 'true') {
+    return {
+      allow: false,
+      status: 413,
+      code: 'PAYLOAD_TOO_LARGE',
+      message: `request body exceeds ${maxCheckBodyBytes} bytes`,
+    };
+  }
+  // RFC 7644 clients (and scim2-tester) expect 404 for an unknown SCIM path and 405 for a
+  // method the path does not serve, in SCIM's error format; nothing there is decided by policy.
+  if (!resolved.route && resolved.errorFormat === 'scim') {
+    const allowed = resolved.allowed ?? [];
+    return allowed.length > 0
+      ? {
+          allow: false,
+          status: 405,
+          code: 'METHOD_NOT_ALLOWED',
+          message: `${view.method} is not allowed on ${view.path}`,
+          responseHeaders: { allow: allowed.join(', ') },
+        }
+      : { allow: false, status: 404, code: 'NOT_FOUND', message: `no SCIM resource at ${view.path}` };
+  }
+  return undefined;
+}
+
+/** The per-address limit of unauthenticated routes: a refusal, audited under the named tenant if it exists. */
+async function publicRouteRefusal(
+  deps: DeciderDeps,
+  deadline: Deadline | undefined,
+  view: RequestView,
+  resolved: ResolvedRoute,
+): Promise<Decision | undefined> {
+  const route = resolved.route;
+  if (!(deps.limiter && route?.credential === 'public' && route.resource !== 'platform')) return undefined;
+  const retryS = deps.limiter.take(`${view.sourceIp}|${route.method} ${route.template}`);
+  if (retryS <= 0) return undefined;
+  const limited: Decision = {
+    allow: false,
+    status: 429,
+    code: 'RATE_LIMITED',
+    message: 'too many requests',
+    responseHeaders: { 'retry-after': String(retryS) },
+  };
+  const named = targetTenantOf(view, resolved);
+  audit(
+    deps,
+    deadline,
+    view,
+    resolved,
+    undefined,
+    named !== undefined && (await deps.state.tenant(named)) ? named : '',
+    limited,
+    undefined,
+  );
+  return limited;
+}
+
+/** A credential that did not authenticate, answered with its own status and code. */
+function credentialRefusal(err: CredentialError, view: RequestView): Decision {
+  const signed = view.headers['x-api-key-id'] !== undefined;
+  return {
+    allow: false,
+    status: err.status,
+    code: err.code,
+    message: err.message,
+    responseHeaders:
+      err.status === 401 ? { 'www-authenticate': err.wwwAuthenticate(signed ? 'Signature' : 'Bearer') } : {},
+    extraBody: { reason: err.code },
+  };
+}
+
+/** The policy input (SPEC 2.6) of an authenticated request, and the risk assessed for it. */
+async function policyInput(
+  deps: DeciderDeps,
+  view: RequestView,
+  resolved: ResolvedRoute,
+  principal: Principal,
+  at: { requestTenant: string; resourceTenant: string; tenant: TenantState | undefined; nowMs: number },
+): Promise<{ input: Record<string, unknown>; assessed: Assessed }> {
+  const { requestTenant, resourceTenant, tenant, nowMs } = at;
+  // A staff session records its sign-in method where others record a device id: no device to match.
+  const session =
+    principal.kind === 'customer' || principal.kind === 'user'
+      ? principal.session
+      : principal.kind === 'staff'
+        ? { ...principal.session, device: null }
+        : undefined;
+  const deviceId = view.headers['x-device-id'];
+  const assessed = deps.risk.assess({
+    session,
+    deviceId,
+    ip: view.sourceIp,
+    subject: principal.kind === 'anonymous' ? undefined : principal.subjectId,
+    // Velocity counts new money intents (a create), not confirmations of ones already stepped up.
+    moneyMoving: newMoneyIntents.has(resolved.action),
+  });
+  const input = {
+    // The request tenant's own relations (owner of tenants it created) matter only when the
+    // request names another tenant; they are read then, never on same-tenant requests.
+    tenant: tenantInput(
+      requestTenant,
+      tenant,
+      requestTenant && resourceTenant !== requestTenant
+        ? await deps.state.tuplesOf('tenant', requestTenant)
+        : [],
+    ),
+    subject: await subjectInput(principal, deps.state, view, resourceTenant),
+    resource: {
+      type: resolved.resource,
+      id: resolved.params.id ?? '',
+      tenant_id: resourceTenant,
+      attrs: resourceAttrs(principal, resolved, view),
+    },
+    action: resolved.action,
+    purpose: resolved.purpose,
+    context: {
+      ip: view.sourceIp,
+      ua: view.headers['user-agent'] ?? '',
+      risk: assessed.risk,
+      time: new Date(nowMs).toISOString(),
+      now_ns: nowMs * 1e6,
+      local_hour: localHour(nowMs, tenant?.security.timezone),
+    },
+  };
+  return { input, assessed };
+}
+
+/** An allowed API-key request's money counted against the key's budget, or the refusal (unaudited). */
+async function apiKeyBudget(
+  deps: DeciderDeps,
+  deadline: Deadline | undefined,
+  view: RequestView,
+  resolved: ResolvedRoute,
+  principal: Extract<Principal, { via: 'api-key' }>,
+  nowMs: number,
+): Promise<
+  | { refused: Decision }
+  | { budget: { amount: string; counted: boolean }; budgetTaken: BudgetCount | undefined }
+> {
+  const money = resolved.route?.money;
+  // Customer and agent money is never an API key's to move (checked again in core).
+  if (money === 'no-api-keys') {
+    return {
+      refused: {
+        allow: false,
+        status: 403,
+        code: 'POLICY_DENIED',
+        message: 'API keys cannot move money on this route',
+      },
+    };
+  }
+  // Past the deadline the answer is already a deny: the consumption rolls back with it.
+  const b = await consumeBudget(
+    (fn) =>
+      deps.state.tx(async (q) => {
+        const r = await fn(q);
+        if (deadline?.expired)
+          throw new Error('decision budget passed before the API-key budget was committed');
+        return r;
+      }),
+    principal.key,
+    money,
+    bodyOf(view),
+    nowMs,
+  );
+  if (!b.ok) {
+    const refused: Decision =
+      b.retryAfterS > 0
+        ? {
+            allow: false,
+            status: 429,
+            code: 'BUDGET_EXCEEDED',
+            message: `API key budget exceeded (${b.reason})`,
+            responseHeaders: { 'retry-after': String(b.retryAfterS) },
+          }
+        : {
+            allow: false,
+            status: 403,
+            code: 'POLICY_DENIED',
+            message: `API key budget cannot count this request (${b.reason})`,
+          };
+    return { refused };
+  }
+  return { budget: { amount: b.amountMicros.toString(), counted: b.counted }, budgetTaken: b.taken };
+}
+
+/** The headers an allowed request carries to core: purpose, masking, the principal and its session. */
+function allowHeaders(
+  deps: DeciderDeps,
+  view: RequestView,
+  resolved: ResolvedRoute,
+  principal: Principal,
+  d: {
+    requestTenant: string;
+    resourceTenant: string;
+    result: PolicyResult;
+    masking: string;
+    assessed: Assessed;
+  },
+  budgetTaken: BudgetCount | undefined,
+): Record<string, string> {
+  const { requestTenant, resourceTenant, result, masking, assessed } = d;
+  const set: Record<string, string> = {
+    'x-purpose': resolved.purpose,
+    'x-masking': masking,
+    'x-edge-auth': deps.edgeSecret,
+    'x-policy-version': result.policy_version,
+    'x-registry-version': result.registry_version,
+    // Issue 20 item 5: core's audit records name the request's risk as the edge assessed it.
+    'x-risk': assessed.risk,
+  };
+  if (requestTenant) set['x-tenant-id'] = requestTenant;
+  // Core checks DPoP proofs at sign-in and the token endpoint against the URL the client
+  // used, and binds client tokens to the certificate Envoy verified (issue 17 items 2–3).
+  set['x-public-origin'] = publicOriginOf(view);
+  if (view.peerCertificate) set[clientCertificateHeader] = view.peerCertificate;
+  // Before sign-in the device id is the client's own claim (recorded on the session at login).
+  const claimedDevice = view.headers['x-device-id'];
+  if (principal.kind === 'anonymous' && claimedDevice && /^[A-Za-z0-9._:-]{1,128}$/.test(claimedDevice))
+    set['x-device-id'] = claimedDevice;
+  if (principal.kind !== 'anonymous') set['x-principal-id'] = principal.subjectId;
+  if (principal.kind === 'user') {
+    set['x-session-id'] = principal.session.id;
+    set['x-aal'] = String(principal.aal);
+    set['x-roles'] = principal.roles.join(',');
+    if (principal.session.device) set['x-device-id'] = principal.session.device;
+  }
+  if (principal.kind === 'staff') {
+    // Core names the person, their AAL and session in every audit record (issue 14 item 6).
+    set['x-session-id'] = principal.session.id;
+    set['x-aal'] = String(principal.aal);
+    set['x-roles'] = staffRolesIn(principal, resourceTenant).join(',');
+    set['x-credential'] = 'staff';
+  }
+  if (principal.kind === 'customer') {
+    set['x-session-id'] = principal.session.id;
+    set['x-aal'] = String(principal.aal);
+    if (principal.session.device) set['x-device-id'] = principal.session.device;
+  }
+  if (principal.kind === 'service') {
+    set['x-roles'] = principal.roles.join(',');
+    set['x-scopes'] = principal.scopes.join(' ');
+    // Core counts an API key's movements by id (reversals, captures) against its budget,
+    // and gives back what was counted here when nothing moved: it must know the key.
+    set['x-credential'] = principal.via;
+    if (budgetTaken) set['x-budget-counted'] = formatBudgetCount(budgetTaken);
+  }
+  return set;
+}
+
+/** A policy denial: a step-up challenge bound to this request where the policy asks for one. */
+async function policyRefusal(
+  deps: DeciderDeps,
+  view: RequestView,
+  principal: Principal,
+  result: PolicyResult,
+  nowMs: number,
+): Promise<Decision> {
+  if (result.step_up && principal.kind === 'staff') {
+    // Issue 16 item 2: a challenge bound to this request; /auth/mfa/complete turns it into an
+    // AAL 2 token carrying `orig`, good for this request once (staffGrantRefusal).
+    const challenge = await issueChallenge(
+      deps.challenges,
+      { tenantId: principal.tenantId, sub: principal.userId, orig: origOfView(view), methods: ['passkey'] },
+      nowMs,
+    );
+    return {
+      allow: false,
+      status: 403,
+      code: 'MFA_REQUIRED',
+      message: result.message,
+      extraBody: { challenge, methods: ['passkey'] },
+    };
+  }
+  if (result.step_up && principal.kind === 'customer') {
+    const methods: ('otp' | 'device')[] = ['otp', 'device'];
+    const challenge = await issueChallenge(
+      deps.challenges,
+      { tenantId: principal.tenantId, sub: principal.subjectId, orig: origOfView(view), methods },
+      nowMs,
+    );
+    return {
+      allow: false,
+      status: 403,
+      code: 'MFA_REQUIRED',
+      message: result.message,
+      extraBody: { challenge, methods },
+    };
+  }
+  return {
+    allow: false,
+    status: result.status === 401 ? 401 : 403,
+    code: 'POLICY_DENIED',
+    message: result.message,
   };
 }
 

@@ -268,20 +268,8 @@ function neverSent(err: unknown): boolean {
   return notSentCodes.has(e.code ?? '') || notSentCodes.has(e.cause?.code ?? '');
 }
 
-export function createGateway(deps: GatewayDeps): Gateway {
-  const { Authorization } = authorizationPackage();
-  const edges = new Instances(
-    [deps.authzAddress]
-      .flat()
-      .map((a) => new Authorization(a, grpc.credentials.createInsecure()) as unknown as CheckClient),
-  );
-  const cores = new Instances(
-    [deps.coreOrigin].flat().map((o) => new Pool(o, { connections: 64, pipelining: 1 })),
-  );
-  const timeoutMs = deps.checkTimeoutMs ?? checkTimeoutMs;
-  const streamsBody = deps.streamsBody ?? streamsBodyByRouteTable();
-  const errorFormat = deps.errorFormat ?? errorFormatByRouteTable();
-
+/** Check on the next edge; an edge that cannot be reached is skipped within the one deadline. */
+function checkVia(edges: Instances<CheckClient>, timeoutMs: number) {
   const checkOnce = (client: CheckClient, request: CheckRequest, deadline: number) =>
     new Promise<CheckResponse>((resolve, reject) => {
       client.Check(request, { deadline }, (err, res) =>
@@ -289,8 +277,7 @@ export function createGateway(deps: GatewayDeps): Gateway {
       );
     });
 
-  /** Check on the next edge; an edge that cannot be reached is skipped within the one deadline. */
-  const callCheck = async (request: CheckRequest): Promise<CheckResponse> => {
+  return async (request: CheckRequest): Promise<CheckResponse> => {
     const deadline = Date.now() + timeoutMs;
     let last: unknown;
     for (const client of edges.order()) {
@@ -306,9 +293,11 @@ export function createGateway(deps: GatewayDeps): Gateway {
     }
     throw last ?? new Error('no edge answered within the deadline');
   };
+}
 
-  /** Send to the next core; to another only when the request never reached the one tried. */
-  const sendUpstream = async (options: Parameters<Pool['request']>[0], retryable: boolean) => {
+/** Send to the next core; to another only when the request never reached the one tried. */
+function sendVia(cores: Instances<Pool>) {
+  return async (options: Parameters<Pool['request']>[0], retryable: boolean) => {
     let last: unknown;
     for (const pool of cores.order()) {
       try {
@@ -322,13 +311,72 @@ export function createGateway(deps: GatewayDeps): Gateway {
     }
     throw last;
   };
+}
 
-  const replyTo = (req: IncomingMessage, res: ServerResponse, requestId: string): ReplyTo => {
-    const path = new URL(req.url ?? '/', 'http://gateway.invalid').pathname;
-    return { res, requestId, format: errorFormat(req.method ?? 'GET', path), path };
-  };
+/** The edge's deny, passed on as the edge rendered it for the route's audience. */
+function answerDenied(to: ReplyTo, decision: CheckResponse): void {
+  const { res } = to;
+  const denied = decision.denied_response;
+  const status =
+    typeof denied?.status?.code === 'number' && denied.status.code >= 400 ? denied.status.code : 403;
+  if (denied?.body === undefined) return refuse(to, status, 'POLICY_DENIED', 'denied');
+  // The edge rendered the deny for the route's audience; its headers carry the content type.
+  const headers: Record<string, string> = {};
+  for (const h of denied.headers) headers[h.header.key] = h.header.value;
+  res.writeHead(status, {
+    'content-type': 'application/json',
+    ...headers,
+    'content-length': Buffer.byteLength(denied.body),
+  });
+  res.end(denied.body);
+}
 
-  const handle = async (req: IncomingMessage, res: ServerResponse) => {
+/** The request's headers for core: hop-by-hop dropped, the edge's removals and additions applied. */
+function forwardedHeaders(
+  req: IncomingMessage,
+  ok: NonNullable<CheckResponse['ok_response']>,
+  streaming: boolean,
+): Record<string, string> {
+  const forward: Record<string, string> = {};
+  for (const [k, v] of Object.entries(req.headers)) {
+    if (v !== undefined && !hopByHop.has(k)) forward[k] = Array.isArray(v) ? v.join(', ') : v;
+  }
+  for (const name of ok.headers_to_remove) delete forward[name.toLowerCase()];
+  for (const h of ok.headers) forward[h.header.key.toLowerCase()] = h.header.value;
+  forward['x-forwarded-for'] = req.socket.remoteAddress ?? '';
+  const length = req.headers['content-length'];
+  if (streaming && length !== undefined) forward['content-length'] = length;
+  return forward;
+}
+
+/** The mutual-TLS listener: a client certificate signed by the configured CA is required. */
+function mtlsServer(
+  tls: NonNullable<GatewayDeps['tls']>,
+  serve: (req: IncomingMessage, res: ServerResponse) => void,
+) {
+  return createTlsServer(
+    {
+      key: tls.key,
+      cert: tls.cert,
+      ca: tls.clientCa,
+      requestCert: true,
+      rejectUnauthorized: true,
+      maxHeaderSize: maxRequestHeaderBytes,
+    },
+    serve,
+  );
+}
+
+/** One request: the body buffered (or not, for a streaming route), checked by the edge, relayed to core. */
+function handlerOf(p: {
+  log: Logger;
+  callCheck: ReturnType<typeof checkVia>;
+  sendUpstream: ReturnType<typeof sendVia>;
+  streamsBody: NonNullable<GatewayDeps['streamsBody']>;
+  replyTo: (req: IncomingMessage, res: ServerResponse, requestId: string) => ReplyTo;
+}) {
+  const { callCheck, sendUpstream, streamsBody, replyTo } = p;
+  return async (req: IncomingMessage, res: ServerResponse) => {
     const given = req.headers['x-request-id'];
     const requestId =
       typeof given === 'string' && /^[A-Za-z0-9._:-]{1,128}$/.test(given) ? given : randomUUID();
@@ -353,33 +401,11 @@ export function createGateway(deps: GatewayDeps): Gateway {
         ),
       );
     } catch (err) {
-      deps.log.warn({ reqId: requestId, err: (err as Error).message }, 'authz check failed; denying');
+      p.log.warn({ reqId: requestId, err: (err as Error).message }, 'authz check failed; denying');
       return refuse(to, 503, 'authz_unavailable', 'authorization is unavailable');
     }
-    if (!decision.ok_response || decision.status?.code !== 0) {
-      const denied = decision.denied_response;
-      const status =
-        typeof denied?.status?.code === 'number' && denied.status.code >= 400 ? denied.status.code : 403;
-      if (denied?.body === undefined) return refuse(to, status, 'POLICY_DENIED', 'denied');
-      // The edge rendered the deny for the route's audience; its headers carry the content type.
-      const headers: Record<string, string> = {};
-      for (const h of denied.headers) headers[h.header.key] = h.header.value;
-      res.writeHead(status, {
-        'content-type': 'application/json',
-        ...headers,
-        'content-length': Buffer.byteLength(denied.body),
-      });
-      return res.end(denied.body);
-    }
-    const forward: Record<string, string> = {};
-    for (const [k, v] of Object.entries(req.headers)) {
-      if (v !== undefined && !hopByHop.has(k)) forward[k] = Array.isArray(v) ? v.join(', ') : v;
-    }
-    for (const name of decision.ok_response.headers_to_remove) delete forward[name.toLowerCase()];
-    for (const h of decision.ok_response.headers) forward[h.header.key.toLowerCase()] = h.header.value;
-    forward['x-forwarded-for'] = req.socket.remoteAddress ?? '';
-    const length = req.headers['content-length'];
-    if (streaming && length !== undefined) forward['content-length'] = length;
+    if (!decision.ok_response || decision.status?.code !== 0) return answerDenied(to, decision);
+    const forward = forwardedHeaders(req, decision.ok_response, streaming);
     try {
       // A streamed body may have been read by the failed attempt: it goes to one core only.
       const up = await sendUpstream(
@@ -398,10 +424,34 @@ export function createGateway(deps: GatewayDeps): Gateway {
       res.writeHead(up.statusCode, out);
       res.end(data);
     } catch (err) {
-      deps.log.error({ reqId: requestId, err: (err as Error).message }, 'upstream core unavailable');
+      p.log.error({ reqId: requestId, err: (err as Error).message }, 'upstream core unavailable');
       refuse(to, 502, 'UPSTREAM_UNAVAILABLE', 'core service is unavailable');
     }
   };
+}
+
+export function createGateway(deps: GatewayDeps): Gateway {
+  const { Authorization } = authorizationPackage();
+  const edges = new Instances(
+    [deps.authzAddress]
+      .flat()
+      .map((a) => new Authorization(a, grpc.credentials.createInsecure()) as unknown as CheckClient),
+  );
+  const cores = new Instances(
+    [deps.coreOrigin].flat().map((o) => new Pool(o, { connections: 64, pipelining: 1 })),
+  );
+  const timeoutMs = deps.checkTimeoutMs ?? checkTimeoutMs;
+  const streamsBody = deps.streamsBody ?? streamsBodyByRouteTable();
+  const errorFormat = deps.errorFormat ?? errorFormatByRouteTable();
+  const callCheck = checkVia(edges, timeoutMs);
+  const sendUpstream = sendVia(cores);
+
+  const replyTo = (req: IncomingMessage, res: ServerResponse, requestId: string): ReplyTo => {
+    const path = new URL(req.url ?? '/', 'http://gateway.invalid').pathname;
+    return { res, requestId, format: errorFormat(req.method ?? 'GET', path), path };
+  };
+
+  const handle = handlerOf({ log: deps.log, callCheck, sendUpstream, streamsBody, replyTo });
 
   const serve = (req: IncomingMessage, res: ServerResponse) => {
     handle(req, res).catch((err: unknown) => {
@@ -413,19 +463,7 @@ export function createGateway(deps: GatewayDeps): Gateway {
   };
   const server = createServer({ maxHeaderSize: maxRequestHeaderBytes }, serve);
   server.on('clientError', answerUnparsable);
-  const tlsServer = deps.tls
-    ? createTlsServer(
-        {
-          key: deps.tls.key,
-          cert: deps.tls.cert,
-          ca: deps.tls.clientCa,
-          requestCert: true,
-          rejectUnauthorized: true,
-          maxHeaderSize: maxRequestHeaderBytes,
-        },
-        serve,
-      )
-    : undefined;
+  const tlsServer = deps.tls ? mtlsServer(deps.tls, serve) : undefined;
   tlsServer?.on('clientError', answerUnparsable);
   return {
     server,

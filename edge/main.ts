@@ -92,27 +92,15 @@ function retentionOf(registry: PurposeRegistry | undefined, purpose: string): nu
   return m.get(purpose);
 }
 
-export async function buildEdge(deps: EdgeDeps): Promise<Edge> {
-  const source = deps.bundleSource ?? defaultBundleDir;
-  const trustedKeys = deps.trustedKeys ?? (await loadTrustedKeys());
-  const policies = new PolicyStore(trustedKeys, deps.log);
-  await policies.load(source);
-  policies.watch(source);
+/** The step-up challenge keys: the current one signs, the previous ones still verify. */
+function challengeKeysOf(deps: EdgeDeps): ChallengeKeys {
   const [challengeKey, ...previousChallengeKeys] = deps.challengeKeys;
   if (!challengeKey) throw new Error('the edge needs a step-up challenge key');
-  const challenges = new ChallengeKeys(
-    challengeKey,
-    previousChallengeKeys,
-    deps.now ? { now: deps.now } : {},
-  );
-  const state = new EdgeState(
-    deps.db,
-    new TokenVerifier(deps.db, { now: deps.now, issuerUrl: deps.issuerUrl }),
-    new ApiKeySecrets(deps.apiKeySealKey),
-    deps.log,
-    { now: deps.now },
-  );
-  await state.start();
+  return new ChallengeKeys(challengeKey, previousChallengeKeys, deps.now ? { now: deps.now } : {});
+}
+
+/** The decision audit writer, started: on its own thread when the edge has a database URL. */
+function startAudit(deps: EdgeDeps, policies: PolicyStore): AuditWriter {
   // Issue 22 item 1: the audit's sink also records decision inputs (on its thread when it has one).
   const di = deps.decisionInputs;
   const recorded = di ? { key: di.key, retentionHours: di.retentionHours, maxBytes: di.maxBytes } : undefined;
@@ -129,7 +117,11 @@ export async function buildEdge(deps: EdgeDeps): Promise<Edge> {
       retentionDays: (purpose) => retentionOf(policies.current?.registry, purpose),
     });
   audit.start();
-  // Issue 22 item 3: shadow candidates need a thread with its own pool, so an edge with a database URL.
+  return audit;
+}
+
+/** Issue 22 item 3: shadow candidates need a thread with its own pool, so an edge with a database URL. */
+function startShadow(deps: EdgeDeps, trustedKeys: KeyObject[]): ShadowFeed | undefined {
   const shadow = deps.databaseUrl
     ? new ShadowFeed({
         db: deps.db,
@@ -140,7 +132,37 @@ export async function buildEdge(deps: EdgeDeps): Promise<Edge> {
       })
     : undefined;
   shadow?.start();
-  const decide = createDecider({
+  return shadow;
+}
+
+/** Calls in flight finish, for at most `graceMs`; then the server is shut down by force. */
+function drainServer(server: grpc.Server, graceMs: number): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const force = setTimeout(() => {
+      server.forceShutdown();
+      resolve();
+    }, graceMs);
+    force.unref();
+    server.tryShutdown(() => {
+      clearTimeout(force);
+      resolve();
+    });
+  });
+}
+
+/** The decision function over the edge's state, keys, policies and audit, with its limits and risk engine. */
+function deciderOf(
+  deps: EdgeDeps,
+  parts: {
+    state: EdgeState;
+    challenges: ChallengeKeys;
+    policies: PolicyStore;
+    audit: AuditWriter;
+    shadow: ShadowFeed | undefined;
+  },
+) {
+  const { state, challenges, policies, audit, shadow } = parts;
+  return createDecider({
     state,
     challenges,
     policies,
@@ -156,6 +178,27 @@ export async function buildEdge(deps: EdgeDeps): Promise<Edge> {
     edgeSecret: deps.edgeSecret,
     now: deps.now,
   });
+}
+
+export async function buildEdge(deps: EdgeDeps): Promise<Edge> {
+  const source = deps.bundleSource ?? defaultBundleDir;
+  const trustedKeys = deps.trustedKeys ?? (await loadTrustedKeys());
+  const policies = new PolicyStore(trustedKeys, deps.log);
+  await policies.load(source);
+  policies.watch(source);
+  const challenges = challengeKeysOf(deps);
+  const state = new EdgeState(
+    deps.db,
+    new TokenVerifier(deps.db, { now: deps.now, issuerUrl: deps.issuerUrl }),
+    new ApiKeySecrets(deps.apiKeySealKey),
+    deps.log,
+    { now: deps.now },
+  );
+  await state.start();
+  const audit = startAudit(deps, policies);
+  const shadow = startShadow(deps, trustedKeys);
+  const decide = deciderOf(deps, { state, challenges, policies, audit, shadow });
+
   const metrics = createEdgeMetrics(deps.registry ?? new Registry(), {
     stateAgeS: () => state.ageSeconds(),
     cacheEntries: () => state.cacheSizes(),
@@ -205,17 +248,7 @@ export async function buildEdge(deps: EdgeDeps): Promise<Edge> {
     listen: (port, host) => bindEdge(server, port, host),
     async drain(graceMs = 5000) {
       draining = true;
-      await new Promise<void>((resolve) => {
-        const force = setTimeout(() => {
-          server.forceShutdown();
-          resolve();
-        }, graceMs);
-        force.unref();
-        server.tryShutdown(() => {
-          clearTimeout(force);
-          resolve();
-        });
-      });
+      await drainServer(server, graceMs);
     },
     async stop() {
       draining = true;

@@ -98,140 +98,153 @@ async function notify(
   await deps.sms.send(q, { tenantId: c.tenantId, to, purpose, text }, nowMs);
 }
 
-export function deviceRoutes(deps: IdentityDeps): RouteSpec[] {
+/** POST /customers/devices. */
+const registerDevice = (deps: IdentityDeps) => {
   const { db, keys, now } = deps;
-  return [
-    defineRoute({
-      ...declared('POST', '/customers/devices'),
-      operationId: 'customerDeviceRegister',
-      tags,
-      headers: bearerHeader,
-      body: DeviceBody,
-      summary: 'Register an Ed25519 device key (a step-up bound to this request; usable after the cool-off)',
-      responses: { 201: { description: 'Registered; cooling off until usableFrom', schema: Registered } },
-      handler: async (ctx) => {
-        const c = await authenticate({ keys, db, now }, ctx);
-        const raw = rawPublicKey(ctx.body.publicKey);
-        const t = now();
-        const settings = await tenantSettings(db, c.tenantId);
-        const usableFrom = new Date(
-          t + (settings?.deviceCooloffHours ?? defaultDeviceCooloffHours) * 3_600_000,
+  return defineRoute({
+    ...declared('POST', '/customers/devices'),
+    operationId: 'customerDeviceRegister',
+    tags,
+    headers: bearerHeader,
+    body: DeviceBody,
+    summary: 'Register an Ed25519 device key (a step-up bound to this request; usable after the cool-off)',
+    responses: { 201: { description: 'Registered; cooling off until usableFrom', schema: Registered } },
+    handler: async (ctx) => {
+      const c = await authenticate({ keys, db, now }, ctx);
+      const raw = rawPublicKey(ctx.body.publicKey);
+      const t = now();
+      const settings = await tenantSettings(db, c.tenantId);
+      const usableFrom = new Date(
+        t + (settings?.deviceCooloffHours ?? defaultDeviceCooloffHours) * 3_600_000,
+      );
+      const id = uuidv7(t);
+      await withBoundStepUp(deps, c, ctx, 'device.register', t, async (q) => {
+        await q
+          .query(
+            `INSERT INTO customer_devices (id, tenant_id, customer_id, public_key, label, created_at, usable_from, notified_at, client_device)
+           VALUES ($1, $2, $3, $4, $5, to_timestamp($6 / 1000.0), $7, to_timestamp($6 / 1000.0), $8)`,
+            [
+              id,
+              c.tenantId,
+              c.customerId,
+              raw,
+              ctx.body.label ?? null,
+              t,
+              usableFrom,
+              ctx.identity.deviceId ?? null,
+            ],
+          )
+          .catch((err: unknown) => {
+            if ((err as { code?: string }).code === '23505')
+              throw new AppError('CONFLICT', 'this device key is already registered');
+            throw err;
+          });
+        await notify(
+          deps,
+          q,
+          c,
+          'device_added',
+          `A new device was added to your account. It can approve payments from ${utcMinute(usableFrom)} UTC. If this was not you, remove it under Devices in the app and call us.`,
+          t,
         );
-        const id = uuidv7(t);
-        await withBoundStepUp(deps, c, ctx, 'device.register', t, async (q) => {
-          await q
-            .query(
-              `INSERT INTO customer_devices (id, tenant_id, customer_id, public_key, label, created_at, usable_from, notified_at, client_device)
-             VALUES ($1, $2, $3, $4, $5, to_timestamp($6 / 1000.0), $7, to_timestamp($6 / 1000.0), $8)`,
-              [
-                id,
-                c.tenantId,
-                c.customerId,
-                raw,
-                ctx.body.label ?? null,
-                t,
-                usableFrom,
-                ctx.identity.deviceId ?? null,
-              ],
-            )
-            .catch((err: unknown) => {
-              if ((err as { code?: string }).code === '23505')
-                throw new AppError('CONFLICT', 'this device key is already registered');
-              throw err;
-            });
-          await notify(
-            deps,
-            q,
-            c,
-            'device_added',
-            `A new device was added to your account. It can approve payments from ${utcMinute(usableFrom)} UTC. If this was not you, remove it under Devices in the app and call us.`,
-            t,
-          );
-          await auditAuth(
-            q,
-            {
-              tenantId: c.tenantId,
-              action: 'auth.device_register',
-              actor: { type: 'customer', id: c.customerId },
-              target: { type: 'device', id },
-              allow: true,
-              aal: c.aal,
-              attrs: { ip: clientIpOf(ctx), usable_from: usableFrom.toISOString(), notified: true },
-              requestId: ctx.requestId,
-            },
-            t,
-          );
-        });
-        return {
-          status: 201,
-          body: { deviceId: id, status: 'cooling_off' as const, usableFrom: usableFrom.toISOString() },
-        };
-      },
-    }),
-    defineRoute({
-      ...declared('GET', '/customers/devices'),
-      operationId: 'customerDevices',
-      tags,
-      headers: bearerHeader,
-      summary: "The caller's device keys: label, added, usable from, last used, status",
-      responses: {
-        200: { description: 'Devices', schema: Type.Object({ devices: Type.Array(DeviceView) }) },
-      },
-      handler: async (ctx) => {
-        const c = await authenticate({ keys, db, now }, ctx);
-        const { rows } = await db.query<DeviceRow>(
-          `SELECT id, label, created_at, usable_from, notified_at, last_used_at, revoked_at FROM customer_devices
-           WHERE tenant_id = $1 AND customer_id = $2 ORDER BY created_at DESC, id DESC LIMIT ${maxListedDevices}`,
-          [c.tenantId, c.customerId],
+        await auditAuth(
+          q,
+          {
+            tenantId: c.tenantId,
+            action: 'auth.device_register',
+            actor: { type: 'customer', id: c.customerId },
+            target: { type: 'device', id },
+            allow: true,
+            aal: c.aal,
+            attrs: { ip: clientIpOf(ctx), usable_from: usableFrom.toISOString(), notified: true },
+            requestId: ctx.requestId,
+          },
+          t,
         );
-        const t = now();
-        return { status: 200, body: { devices: rows.map((r) => viewOf(r, t)) } };
-      },
-    }),
-    defineRoute({
-      ...declared('DELETE', '/customers/devices/{id}'),
-      operationId: 'customerDeviceRevoke',
-      tags,
-      headers: bearerHeader,
-      params: IdParams,
-      summary:
-        'Remove a device key (a step-up bound to this request); the edge refuses it from the next request',
-      responses: { 204: { description: 'Removed' } },
-      handler: async (ctx) => {
-        const c = await authenticate({ keys, db, now }, ctx);
-        const t = now();
-        await withBoundStepUp(deps, c, ctx, 'device.revoke', t, async (q) => {
-          const { rowCount } = await q.query(
-            `UPDATE customer_devices SET revoked_at = to_timestamp($4 / 1000.0), revoke_reason = 'revoked_by_customer'
-             WHERE tenant_id = $1 AND customer_id = $2 AND id = $3 AND revoked_at IS NULL`,
-            [c.tenantId, c.customerId, ctx.params.id, t],
-          );
-          if (rowCount !== 1) throw new AppError('DEVICE_NOT_FOUND', 'no such device');
-          await notify(
-            deps,
-            q,
-            c,
-            'device_removed',
-            'A device was removed from your account. If this was not you, call us.',
-            t,
-          );
-          await auditAuth(
-            q,
-            {
-              tenantId: c.tenantId,
-              action: 'auth.device_revoke',
-              actor: { type: 'customer', id: c.customerId },
-              target: { type: 'device', id: ctx.params.id },
-              allow: true,
-              aal: c.aal,
-              attrs: { ip: clientIpOf(ctx) },
-              requestId: ctx.requestId,
-            },
-            t,
-          );
-        });
-        return { status: 204 };
-      },
-    }),
-  ];
+      });
+      return {
+        status: 201,
+        body: { deviceId: id, status: 'cooling_off' as const, usableFrom: usableFrom.toISOString() },
+      };
+    },
+  });
+};
+
+/** GET /customers/devices. */
+const listDevices = (deps: IdentityDeps) => {
+  const { db, keys, now } = deps;
+  return defineRoute({
+    ...declared('GET', '/customers/devices'),
+    operationId: 'customerDevices',
+    tags,
+    headers: bearerHeader,
+    summary: "The caller's device keys: label, added, usable from, last used, status",
+    responses: {
+      200: { description: 'Devices', schema: Type.Object({ devices: Type.Array(DeviceView) }) },
+    },
+    handler: async (ctx) => {
+      const c = await authenticate({ keys, db, now }, ctx);
+      const { rows } = await db.query<DeviceRow>(
+        `SELECT id, label, created_at, usable_from, notified_at, last_used_at, revoked_at FROM customer_devices
+         WHERE tenant_id = $1 AND customer_id = $2 ORDER BY created_at DESC, id DESC LIMIT ${maxListedDevices}`,
+        [c.tenantId, c.customerId],
+      );
+      const t = now();
+      return { status: 200, body: { devices: rows.map((r) => viewOf(r, t)) } };
+    },
+  });
+};
+
+/** DELETE /customers/devices/{id}. */
+const revokeDevice = (deps: IdentityDeps) => {
+  const { db, keys, now } = deps;
+  return defineRoute({
+    ...declared('DELETE', '/customers/devices/{id}'),
+    operationId: 'customerDeviceRevoke',
+    tags,
+    headers: bearerHeader,
+    params: IdParams,
+    summary:
+      'Remove a device key (a step-up bound to this request); the edge refuses it from the next request',
+    responses: { 204: { description: 'Removed' } },
+    handler: async (ctx) => {
+      const c = await authenticate({ keys, db, now }, ctx);
+      const t = now();
+      await withBoundStepUp(deps, c, ctx, 'device.revoke', t, async (q) => {
+        const { rowCount } = await q.query(
+          `UPDATE customer_devices SET revoked_at = to_timestamp($4 / 1000.0), revoke_reason = 'revoked_by_customer'
+           WHERE tenant_id = $1 AND customer_id = $2 AND id = $3 AND revoked_at IS NULL`,
+          [c.tenantId, c.customerId, ctx.params.id, t],
+        );
+        if (rowCount !== 1) throw new AppError('DEVICE_NOT_FOUND', 'no such device');
+        await notify(
+          deps,
+          q,
+          c,
+          'device_removed',
+          'A device was removed from your account. If this was not you, call us.',
+          t,
+        );
+        await auditAuth(
+          q,
+          {
+            tenantId: c.tenantId,
+            action: 'auth.device_revoke',
+            actor: { type: 'customer', id: c.customerId },
+            target: { type: 'device', id: ctx.params.id },
+            allow: true,
+            aal: c.aal,
+            attrs: { ip: clientIpOf(ctx) },
+            requestId: ctx.requestId,
+          },
+          t,
+        );
+      });
+      return { status: 204 };
+    },
+  });
+};
+
+export function deviceRoutes(deps: IdentityDeps): RouteSpec[] {
+  return [registerDevice(deps), listDevices(deps), revokeDevice(deps)];
 }

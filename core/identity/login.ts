@@ -130,29 +130,9 @@ async function admitted(
   const { settings, secrets, ip, device, slot, pop } = t0;
   const cnf = pop ? { jkt: pop.jkt } : undefined;
   const phoneKey = phoneKeyOf(secrets, tenantId, phone);
-  const checks: Check[] = [
-    { scope: 'phone', key: phoneKey, policy: phonePolicy },
-    addressCheck(secrets, tenantId, ip, settings.addressThrottle),
-  ];
-  if (device)
-    checks.push({
-      scope: 'device',
-      key: lookupKey(secrets.lookup, 'device', tenantId, device),
-      policy: loginPolicy,
-    });
-  const attrs = { ip, device: device ?? null, phone: phoneRef(phoneKey) };
+  const checks = loginChecks(secrets, tenantId, phoneKey, ip, device, settings.addressThrottle);
   const anon = { type: 'anonymous', id: phoneRef(phoneKey) };
-  const target = { type: 'phone', id: phoneRef(phoneKey) };
-  const audit = (allow: boolean, outcome: string, actor = anon, aal?: number) => ({
-    tenantId,
-    action: 'auth.login',
-    actor,
-    target,
-    allow,
-    attrs: { ...attrs, outcome },
-    requestId: ctx.requestId,
-    ...(aal ? { aal } : {}),
-  });
+  const audit = loginAudit(ctx, tenantId, { ip, device: device ?? null, phone: phoneRef(phoneKey) }, anon);
 
   const start = deps.now();
   const gate = await db.tx(async (q) => {
@@ -162,24 +142,7 @@ async function admitted(
   });
   if (!gate.ok) throw refusalError(gate);
 
-  const { rows } = await db.query<CredentialRow>(
-    `SELECT c.id, c.status, cr.pin_hash, cr.pin_salt, cr.kdf_version FROM customers c
-     LEFT JOIN credentials cr ON cr.tenant_id = c.tenant_id AND cr.customer_id = c.id
-     WHERE c.tenant_id = $1 AND c.phone_e164 = $2`,
-    [tenantId, phone],
-  );
-  const row = rows[0];
-  const usable =
-    row && row.status === 'active' && row.pin_hash && row.pin_salt && row.kdf_version !== null
-      ? row
-      : undefined;
-  const ok = usable
-    ? await slot.verify(pin, secrets.pin, {
-        hash: usable.pin_hash as Buffer,
-        salt: usable.pin_salt as Buffer,
-        kdfVersion: usable.kdf_version as number,
-      })
-    : await slot.verifyDummy(pin, secrets.pin);
+  const { usable, ok } = await checkPin(deps, input, slot, secrets.pin);
   const t = deps.now();
   if (!ok || !usable) {
     await db.tx(async (q) => {
@@ -236,18 +199,97 @@ async function admitted(
     sessionId,
     aal: 1,
   };
-  if (mfaPending) {
-    // SPEC 2.10 mfa_required_for_all_users: the session must step up before it is refreshed.
-    const methods = await stepUpMethods(deps.db, tenantId, customerId, t);
-    out.mfaRequired = true;
-    out.methods = methods;
-    out.challenge = await issueChallenge(
-      deps.keys.challenges,
-      { tenantId, sub: customerId, orig: origOf('POST', '/customers/auth/login', ''), methods },
-      t,
-    );
-  }
+  if (mfaPending) await oweMfa(deps, out, tenantId, customerId, t);
   return out;
+}
+
+/** What a login is counted against: the phone, the address and, when the client names one, the device. */
+function loginChecks(
+  secrets: TenantSecrets,
+  tenantId: string,
+  phoneKey: Buffer,
+  ip: string,
+  device: string | undefined,
+  addressThrottle: Parameters<typeof addressCheck>[3],
+): Check[] {
+  const checks: Check[] = [
+    { scope: 'phone', key: phoneKey, policy: phonePolicy },
+    addressCheck(secrets, tenantId, ip, addressThrottle),
+  ];
+  if (device)
+    checks.push({
+      scope: 'device',
+      key: lookupKey(secrets.lookup, 'device', tenantId, device),
+      policy: loginPolicy,
+    });
+  return checks;
+}
+
+/** The audit record of a login outcome (the phone by reference only, never in clear). */
+function loginAudit(
+  ctx: RequestContext<unknown, unknown, unknown>,
+  tenantId: string,
+  attrs: { ip: string; device: string | null; phone: string },
+  anon: { type: string; id: string },
+) {
+  const target = { type: 'phone', id: anon.id };
+  return (allow: boolean, outcome: string, actor = anon, aal?: number) => ({
+    tenantId,
+    action: 'auth.login',
+    actor,
+    target,
+    allow,
+    attrs: { ...attrs, outcome },
+    requestId: ctx.requestId,
+    ...(aal ? { aal } : {}),
+  });
+}
+
+/** The phone's customer and its PIN checked in the held slot (a dummy check when there is none). */
+async function checkPin(
+  deps: IdentityDeps,
+  input: LoginInput,
+  slot: PinSlot,
+  pepper: Buffer,
+): Promise<{ usable: CredentialRow | undefined; ok: boolean }> {
+  const { tenantId, phone, pin } = input;
+  const { rows } = await deps.db.query<CredentialRow>(
+    `SELECT c.id, c.status, cr.pin_hash, cr.pin_salt, cr.kdf_version FROM customers c
+     LEFT JOIN credentials cr ON cr.tenant_id = c.tenant_id AND cr.customer_id = c.id
+     WHERE c.tenant_id = $1 AND c.phone_e164 = $2`,
+    [tenantId, phone],
+  );
+  const row = rows[0];
+  const usable =
+    row && row.status === 'active' && row.pin_hash && row.pin_salt && row.kdf_version !== null
+      ? row
+      : undefined;
+  const ok = usable
+    ? await slot.verify(pin, pepper, {
+        hash: usable.pin_hash as Buffer,
+        salt: usable.pin_salt as Buffer,
+        kdfVersion: usable.kdf_version as number,
+      })
+    : await slot.verifyDummy(pin, pepper);
+  return { usable, ok };
+}
+
+/** SPEC 2.10 mfa_required_for_all_users: the session must step up before it is refreshed. */
+async function oweMfa(
+  deps: IdentityDeps,
+  out: LoginResult,
+  tenantId: string,
+  customerId: string,
+  t: number,
+): Promise<void> {
+  const methods = await stepUpMethods(deps.db, tenantId, customerId, t);
+  out.mfaRequired = true;
+  out.methods = methods;
+  out.challenge = await issueChallenge(
+    deps.keys.challenges,
+    { tenantId, sub: customerId, orig: origOf('POST', '/customers/auth/login', ''), methods },
+    t,
+  );
 }
 
 /** Recompute a legacy hash with the current parameters, unless the PIN changed meanwhile. */

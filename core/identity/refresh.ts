@@ -127,127 +127,160 @@ export async function rotateRefreshToken(
   const checks = [addressCheck(secrets, tenantId, ip, settings.addressThrottle)];
   const gate = await deps.db.tx((q) => admitAll(q, tenantId, checks, t));
   if (!gate.ok) throw refusalError(gate);
-  const outcome: Outcome = await deps.db.tx(async (q): Promise<Outcome> => {
-    const { rows } = await q.query<TokenRow>(
-      `SELECT r.id, r.session_id, r.family_id, r.expires_at, r.rotated_at, r.revoked_at,
+  const env: Rotation = { ctx, tenantId, kind, checks, ip, t, settings, pop };
+  const outcome: Outcome = await deps.db.tx((q) => rotateInTx(q, env, token));
+  if (outcome.kind === 'refused') throw refusalOf(deps, outcome.code);
+  return outcome.result;
+}
+
+/** What one refresh attempt knows before it reads the token (fixed once the address is admitted). */
+interface Rotation {
+  ctx: RequestContext<unknown, unknown, unknown>;
+  tenantId: string;
+  kind: RefreshKind;
+  checks: ReturnType<typeof addressCheck>[];
+  ip: string;
+  t: number;
+  settings: NonNullable<Awaited<ReturnType<typeof tenantSettings>>>;
+  pop: Awaited<ReturnType<typeof signInBinding>>;
+}
+
+type Note = (allow: boolean, outcome: string) => Promise<void>;
+
+const refused = (code: Refusal = 'INVALID_REFRESH_TOKEN'): Outcome => ({ kind: 'refused', code });
+
+/** The refresh inside its transaction: the token and session locked, judged, then rotated. */
+async function rotateInTx(q: Queryable, env: Rotation, token: string): Promise<Outcome> {
+  const { tenantId, kind, checks, ip, t, ctx } = env;
+  const { rows } = await q.query<TokenRow>(
+    `SELECT r.id, r.session_id, r.family_id, r.expires_at, r.rotated_at, r.revoked_at,
               s.subject_id, s.last_seen, s.revoked_at AS session_revoked_at, s.mfa_pending, s.aal, s.amr, s.dpop_jkt
        FROM refresh_tokens r JOIN sessions s ON s.tenant_id = r.tenant_id AND s.id = r.session_id
        WHERE r.tenant_id = $1 AND r.token_hash = $2 AND s.subject_type = $3 FOR UPDATE OF r, s`,
-      [tenantId, hashRefreshToken(token), kind.subjectType],
-    );
-    const r = rows[0];
-    const refused = (code: Refusal = 'INVALID_REFRESH_TOKEN'): Outcome => ({ kind: 'refused', code });
-    if (!r) {
-      // A token nobody holds: counted against the address (a guess, or a token of another kind).
-      await settleFailure(q, tenantId, checks, t);
-      await auditAuth(
-        q,
-        {
-          tenantId,
-          action: 'auth.refresh',
-          actor: { type: 'anonymous', id: ip },
-          target: { type: 'session', id: 'unknown' },
-          allow: false,
-          attrs: { ip, outcome: 'unknown_token' },
-          requestId: ctx.requestId,
-        },
-        t,
-      );
-      return refused();
-    }
-    const actor = { type: kind.actorType, id: r.subject_id };
-    const target = { type: 'session', id: r.session_id };
-    const note = (allow: boolean, outcome: string) =>
-      auditAuth(
-        q,
-        {
-          tenantId,
-          action: 'auth.refresh',
-          actor,
-          target,
-          allow,
-          attrs: { ip, outcome, family: r.family_id },
-          requestId: ctx.requestId,
-        },
-        t,
-      );
-    if (r.rotated_at) {
-      await q.query(
-        `UPDATE refresh_tokens SET revoked_at = to_timestamp($3 / 1000.0) WHERE tenant_id = $1 AND family_id = $2 AND revoked_at IS NULL`,
-        [tenantId, r.family_id, t],
-      );
-      await revokeSession(q, tenantId, r.session_id, 'refresh_replay', { type: 'system', id: 'identity' }, t);
-      await note(false, 'replay_detected_family_revoked');
-      return refused();
-    }
-    if (r.revoked_at || r.session_revoked_at || r.expires_at.getTime() <= t) {
-      await note(false, 'revoked_or_expired');
-      return refused();
-    }
-    if (t - r.last_seen.getTime() > settings.sessionTimeoutMinutes * 60_000) {
-      await revokeSession(q, tenantId, r.session_id, 'idle_timeout', { type: 'system', id: 'identity' }, t);
-      await note(false, 'idle_timeout');
-      return refused();
-    }
-    if (r.mfa_pending) {
-      await note(false, 'mfa_pending');
-      return refused('MFA_REQUIRED');
-    }
-    const key = sessionKey(r.dpop_jkt, pop);
-    if (!key.ok) {
-      await note(false, 'dpop_key_mismatch');
-      return refused('DPOP');
-    }
-    const cnf = key.jkt ? { jkt: key.jkt } : undefined;
-    const access = await kind.issue(
+    [tenantId, hashRefreshToken(token), kind.subjectType],
+  );
+  const r = rows[0];
+  if (!r) {
+    // A token nobody holds: counted against the address (a guess, or a token of another kind).
+    await settleFailure(q, tenantId, checks, t);
+    await auditAuth(
       q,
-      { tenantId, subjectId: r.subject_id, sessionId: r.session_id, aal: r.aal, amr: r.amr, cnf },
+      {
+        tenantId,
+        action: 'auth.refresh',
+        actor: { type: 'anonymous', id: ip },
+        target: { type: 'session', id: 'unknown' },
+        allow: false,
+        attrs: { ip, outcome: 'unknown_token' },
+        requestId: ctx.requestId,
+      },
       t,
     );
-    if (!access) {
-      await revokeSession(
-        q,
-        tenantId,
-        r.session_id,
-        'subject_inactive',
-        { type: 'system', id: 'identity' },
-        t,
-      );
-      await note(false, 'subject_inactive');
-      return refused();
-    }
-    await q.query(
-      'UPDATE refresh_tokens SET rotated_at = to_timestamp($3 / 1000.0) WHERE tenant_id = $1 AND id = $2',
-      [tenantId, r.id, t],
-    );
-    const next = await insertRefreshToken(q, tenantId, r.session_id, r.family_id, t, r.expires_at.getTime());
-    await q.query(
-      `UPDATE sessions SET jti = $3, aal = $6, last_seen = to_timestamp($4 / 1000.0), ip = $5, dpop_jkt = $7 WHERE tenant_id = $1 AND id = $2`,
-      [tenantId, r.session_id, access.jti, t, ip, access.aal, key.jkt ?? null],
-    );
-    await note(true, 'rotated');
-    return {
-      kind: 'ok',
-      result: {
-        accessToken: access.token,
-        refreshToken: next,
-        expiresIn: access.expiresIn,
-        tokenType: cnf ? 'DPoP' : 'Bearer',
-        sessionId: r.session_id,
-        aal: access.aal,
-      },
-    };
-  });
-  if (outcome.kind === 'refused') {
-    if (outcome.code === 'DPOP')
-      throw dpopRefusal(
-        deps,
-        'invalid_dpop_proof',
-        'this refresh token is bound to a DPoP key: send a proof by it',
-      );
-    throw outcome.code === 'MFA_REQUIRED'
-      ? new AppError('MFA_REQUIRED', 'complete the step-up this session owes before refreshing')
-      : invalidRefresh();
+    return refused();
   }
-  return outcome.result;
+  const actor = { type: kind.actorType, id: r.subject_id };
+  const target = { type: 'session', id: r.session_id };
+  const note: Note = (allow, outcome) =>
+    auditAuth(
+      q,
+      {
+        tenantId,
+        action: 'auth.refresh',
+        actor,
+        target,
+        allow,
+        attrs: { ip, outcome, family: r.family_id },
+        requestId: ctx.requestId,
+      },
+      t,
+    );
+  return (await refusalOfSession(q, env, r, note)) ?? (await rotate(q, env, r, note));
+}
+
+/** Replay, revocation, expiry, idle timeout and owed MFA, in that order; undefined when none. */
+async function refusalOfSession(
+  q: Queryable,
+  env: Rotation,
+  r: TokenRow,
+  note: Note,
+): Promise<Outcome | undefined> {
+  const { tenantId, t, settings } = env;
+  if (r.rotated_at) {
+    await q.query(
+      `UPDATE refresh_tokens SET revoked_at = to_timestamp($3 / 1000.0) WHERE tenant_id = $1 AND family_id = $2 AND revoked_at IS NULL`,
+      [tenantId, r.family_id, t],
+    );
+    await revokeSession(q, tenantId, r.session_id, 'refresh_replay', { type: 'system', id: 'identity' }, t);
+    await note(false, 'replay_detected_family_revoked');
+    return refused();
+  }
+  if (r.revoked_at || r.session_revoked_at || r.expires_at.getTime() <= t) {
+    await note(false, 'revoked_or_expired');
+    return refused();
+  }
+  if (t - r.last_seen.getTime() > settings.sessionTimeoutMinutes * 60_000) {
+    await revokeSession(q, tenantId, r.session_id, 'idle_timeout', { type: 'system', id: 'identity' }, t);
+    await note(false, 'idle_timeout');
+    return refused();
+  }
+  if (r.mfa_pending) {
+    await note(false, 'mfa_pending');
+    return refused('MFA_REQUIRED');
+  }
+  return undefined;
+}
+
+/** The proof's key checked, the next access token issued, the token rotated and the session touched. */
+async function rotate(q: Queryable, env: Rotation, r: TokenRow, note: Note): Promise<Outcome> {
+  const { tenantId, kind, ip, t, pop } = env;
+  const key = sessionKey(r.dpop_jkt, pop);
+  if (!key.ok) {
+    await note(false, 'dpop_key_mismatch');
+    return refused('DPOP');
+  }
+  const cnf = key.jkt ? { jkt: key.jkt } : undefined;
+  const access = await kind.issue(
+    q,
+    { tenantId, subjectId: r.subject_id, sessionId: r.session_id, aal: r.aal, amr: r.amr, cnf },
+    t,
+  );
+  if (!access) {
+    await revokeSession(q, tenantId, r.session_id, 'subject_inactive', { type: 'system', id: 'identity' }, t);
+    await note(false, 'subject_inactive');
+    return refused();
+  }
+  await q.query(
+    'UPDATE refresh_tokens SET rotated_at = to_timestamp($3 / 1000.0) WHERE tenant_id = $1 AND id = $2',
+    [tenantId, r.id, t],
+  );
+  const next = await insertRefreshToken(q, tenantId, r.session_id, r.family_id, t, r.expires_at.getTime());
+  await q.query(
+    `UPDATE sessions SET jti = $3, aal = $6, last_seen = to_timestamp($4 / 1000.0), ip = $5, dpop_jkt = $7 WHERE tenant_id = $1 AND id = $2`,
+    [tenantId, r.session_id, access.jti, t, ip, access.aal, key.jkt ?? null],
+  );
+  await note(true, 'rotated');
+  return {
+    kind: 'ok',
+    result: {
+      accessToken: access.token,
+      refreshToken: next,
+      expiresIn: access.expiresIn,
+      tokenType: cnf ? 'DPoP' : 'Bearer',
+      sessionId: r.session_id,
+      aal: access.aal,
+    },
+  };
+}
+
+/** The error a refused refresh answers with (after the transaction has committed its audit). */
+function refusalOf(deps: IdentityDeps, code: Refusal): AppError {
+  if (code === 'DPOP')
+    return dpopRefusal(
+      deps,
+      'invalid_dpop_proof',
+      'this refresh token is bound to a DPoP key: send a proof by it',
+    );
+  return code === 'MFA_REQUIRED'
+    ? new AppError('MFA_REQUIRED', 'complete the step-up this session owes before refreshing')
+    : invalidRefresh();
 }

@@ -72,11 +72,10 @@ const SessionView = Type.Object({
 });
 const Jwks = Type.Object({ keys: Type.Array(Type.Record(Type.String(), Type.Unknown())) });
 
-export function identityRoutes(deps: IdentityDeps): RouteSpec[] {
+/** Login, refresh and logout. */
+const signInRoutes = (deps: IdentityDeps) => {
   const { db, keys, now } = deps;
   return [
-    ...phoneRoutes(deps),
-    ...deviceRoutes(deps),
     defineRoute({
       ...declared('POST', '/customers/auth/login'),
       operationId: 'customerLogin',
@@ -114,6 +113,13 @@ export function identityRoutes(deps: IdentityDeps): RouteSpec[] {
         return { status: 204 };
       },
     }),
+  ];
+};
+
+/** The caller's sessions: list, revoke one. */
+const sessionRoutes = (deps: IdentityDeps) => {
+  const { db, keys, now } = deps;
+  return [
     defineRoute({
       ...declared('GET', '/customers/sessions'),
       operationId: 'customerSessions',
@@ -168,6 +174,12 @@ export function identityRoutes(deps: IdentityDeps): RouteSpec[] {
         return { status: 204 };
       },
     }),
+  ];
+};
+
+/** Step-up: the OTP, then completion (under both paths). */
+const stepUpRoutes = (deps: IdentityDeps) => {
+  return [
     defineRoute({
       ...declared('POST', '/customers/auth/stepup/otp'),
       operationId: 'customerStepUpOtp',
@@ -204,23 +216,39 @@ export function identityRoutes(deps: IdentityDeps): RouteSpec[] {
         handler: async (ctx) => ({ status: 200, body: await completeStepUp(deps, ctx, ctx.body) }),
       }),
     ),
-    defineRoute({
-      ...declared('GET', '/.well-known/jwks.json'),
-      operationId: 'tenantJwks',
-      tags,
-      query: Type.Object({ tenant: TenantId }),
-      summary: "A tenant's token verification keys (active and grace)",
-      responses: { 200: { description: 'JWKS', schema: Jwks } },
-      handler: async (ctx) => {
-        const exists = await db.query('SELECT 1 FROM tenants WHERE id = $1', [ctx.query.tenant]);
-        if (exists.rows.length === 0) throw new AppError('TENANT_NOT_FOUND', 'unknown tenant');
-        await keys.ensureActive(ctx.query.tenant);
-        return {
-          status: 200,
-          headers: { 'cache-control': 'public, max-age=300' },
-          body: await keys.jwks(ctx.query.tenant),
-        };
-      },
-    }),
+  ];
+};
+
+/** A tenant's public keys. */
+const jwksRoute = (deps: IdentityDeps) => {
+  const { db, keys } = deps;
+  return defineRoute({
+    ...declared('GET', '/.well-known/jwks.json'),
+    operationId: 'tenantJwks',
+    tags,
+    query: Type.Object({ tenant: TenantId }),
+    summary: "A tenant's token verification keys (active and grace)",
+    responses: { 200: { description: 'JWKS', schema: Jwks } },
+    handler: async (ctx) => {
+      const exists = await db.query('SELECT 1 FROM tenants WHERE id = $1', [ctx.query.tenant]);
+      if (exists.rows.length === 0) throw new AppError('TENANT_NOT_FOUND', 'unknown tenant');
+      await keys.ensureActive(ctx.query.tenant);
+      return {
+        status: 200,
+        headers: { 'cache-control': 'public, max-age=300' },
+        body: await keys.jwks(ctx.query.tenant),
+      };
+    },
+  });
+};
+
+export function identityRoutes(deps: IdentityDeps): RouteSpec[] {
+  return [
+    ...phoneRoutes(deps),
+    ...deviceRoutes(deps),
+    ...signInRoutes(deps),
+    ...sessionRoutes(deps),
+    ...stepUpRoutes(deps),
+    jwksRoute(deps),
   ];
 }

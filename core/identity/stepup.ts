@@ -13,6 +13,7 @@
  * AAL 2 with the new token's jti, and an audit record is written.
  */
 import { AppError } from '../../shared/errors.ts';
+import type { Queryable } from '../../shared/db/pool.ts';
 import type { RequestContext } from '../http/route.ts';
 import type { Static } from '@sinclair/typebox';
 import { verifyChallenge, type ChallengeClaims, type StepUpMethod } from '../../shared/challenge.ts';
@@ -151,104 +152,9 @@ export async function completeStepUp(
     },
     t,
   );
-  const outcome = await deps.db.tx(async (q): Promise<Outcome> => {
-    const note = (allow: boolean, outcome: string) =>
-      auditAuth(
-        q,
-        {
-          tenantId,
-          action: 'auth.stepup',
-          actor: { type: 'customer', id: caller.customerId },
-          target: { type: 'session', id: caller.sessionId },
-          allow,
-          aal: allow ? 2 : caller.aal,
-          attrs: { ip: clientIpOf(ctx), method, outcome, challenge: claims.jti },
-          requestId: ctx.requestId,
-        },
-        t,
-      );
-    const used = await q.query('SELECT 1 FROM used_challenges WHERE tenant_id = $1 AND jti = $2', [
-      tenantId,
-      claims.jti,
-    ]);
-    if (used.rows.length > 0) {
-      await note(false, 'challenge_reused');
-      return { kind: 'fail', err: new AppError('challenge_mismatch', 'challenge token was already used') };
-    }
-    if (p) {
-      const checks = [{ scope: 'otp' as const, key: p.key, policy: otpVerifyPolicy }];
-      const gate = await admitAll(q, tenantId, checks, t);
-      if (!gate.ok) {
-        await note(false, 'locked');
-        return {
-          kind: 'fail',
-          err: new AppError('LOCKED', 'too many attempts; try later', {
-            headers: { 'retry-after': String(gate.reason === 'locked' ? gate.retryAfterS : 3600) },
-          }),
-        };
-      }
-      if (
-        !(await checkOtp(
-          q,
-          { tenantId, phoneKey: p.key, purpose: 'stepup', challengeJti: claims.jti },
-          input.otp ?? '',
-          p.otpKey,
-          t,
-        ))
-      ) {
-        await note(false, 'bad_otp');
-        return {
-          kind: 'fail',
-          err: new AppError('OTP_INVALID', 'the code is wrong, expired or already used'),
-        };
-      }
-      await settleSuccess(q, tenantId, checks, t);
-    }
-    let deviceUsableFrom: Date | undefined;
-    if (!p) {
-      const r = input.deviceAssertion
-        ? await verifyDeviceAssertion(
-            q,
-            tenantId,
-            caller.customerId,
-            input.challengeToken,
-            input.deviceAssertion,
-            t,
-          )
-        : { ok: false as const, reason: 'invalid' as const };
-      if (!r.ok) {
-        await note(false, r.reason === 'cooling_off' ? 'device_cooling_off' : 'bad_device_assertion');
-        return {
-          kind: 'fail',
-          err:
-            r.reason === 'cooling_off'
-              ? coolingOff(r.usableFrom)
-              : new AppError('DEVICE_ASSERTION_INVALID', 'device assertion is not valid for this challenge'),
-        };
-      }
-      deviceUsableFrom = r.usableFrom;
-    }
-    const hold = await pinResetHold(q, tenantId, caller.customerId, t);
-    if (hold && !(deviceUsableFrom && deviceUsableFrom.getTime() <= hold.since.getTime())) {
-      await note(false, 'pin_reset_hold');
-      return { kind: 'fail', err: pinHeld(hold) };
-    }
-    const ins = await q.query(
-      `INSERT INTO used_challenges (tenant_id, jti, used_at, expires_at) VALUES ($1, $2, to_timestamp($3 / 1000.0), to_timestamp($4))
-       ON CONFLICT DO NOTHING RETURNING jti`,
-      [tenantId, claims.jti, t, claims.exp],
-    );
-    // A concurrent completion won the race: this one consumed nothing else worth keeping.
-    if (ins.rows.length === 0) throw new AppError('challenge_mismatch', 'challenge token was already used');
-    const s = await q.query(
-      `UPDATE sessions SET jti = $3, aal = 2, mfa_pending = false, last_seen = to_timestamp($4 / 1000.0)
-       WHERE tenant_id = $1 AND id = $2 AND revoked_at IS NULL RETURNING id`,
-      [tenantId, caller.sessionId, access.jti, t],
-    );
-    if (s.rows.length === 0) throw new AppError('session_revoked', 'session is revoked or unknown');
-    await note(true, 'stepped_up');
-    return { kind: 'ok', token: access.token };
-  });
+  const outcome = await deps.db.tx((q) =>
+    stepUpInTx(q, { ctx, caller, claims, method, input, p, t, access }),
+  );
   if (outcome.kind === 'fail') throw outcome.err;
   return {
     accessToken: outcome.token,
@@ -256,4 +162,128 @@ export async function completeStepUp(
     aal: 2,
     tokenType: caller.cnfJkt ? 'DPoP' : 'Bearer',
   };
+}
+
+/** One completion attempt, its challenge and factor verified up to step 4 outside the transaction. */
+interface Attempt {
+  ctx: RequestContext<unknown, unknown, unknown>;
+  caller: Caller;
+  claims: ChallengeClaims;
+  method: StepUpMethod;
+  input: StepUpInput;
+  p: Awaited<ReturnType<typeof phoneOf>> | undefined;
+  t: number;
+  access: Awaited<ReturnType<typeof issueAccessToken>>;
+}
+
+type Note = (allow: boolean, outcome: string) => Promise<void>;
+
+/** Steps 4 to 6 and the AAL 2 session, in one transaction; each refusal audited and returned. */
+async function stepUpInTx(q: Queryable, a: Attempt): Promise<Outcome> {
+  const { caller, claims, ctx, method, t, access } = a;
+  const { tenantId } = caller;
+  const note: Note = (allow, outcome) =>
+    auditAuth(
+      q,
+      {
+        tenantId,
+        action: 'auth.stepup',
+        actor: { type: 'customer', id: caller.customerId },
+        target: { type: 'session', id: caller.sessionId },
+        allow,
+        aal: allow ? 2 : caller.aal,
+        attrs: { ip: clientIpOf(ctx), method, outcome, challenge: claims.jti },
+        requestId: ctx.requestId,
+      },
+      t,
+    );
+  const used = await q.query('SELECT 1 FROM used_challenges WHERE tenant_id = $1 AND jti = $2', [
+    tenantId,
+    claims.jti,
+  ]);
+  if (used.rows.length > 0) {
+    await note(false, 'challenge_reused');
+    return { kind: 'fail', err: new AppError('challenge_mismatch', 'challenge token was already used') };
+  }
+  const factor = await checkFactor(q, a, note);
+  if (!factor.ok) return { kind: 'fail', err: factor.err };
+  const { deviceUsableFrom } = factor;
+  const hold = await pinResetHold(q, tenantId, caller.customerId, t);
+  if (hold && !(deviceUsableFrom && deviceUsableFrom.getTime() <= hold.since.getTime())) {
+    await note(false, 'pin_reset_hold');
+    return { kind: 'fail', err: pinHeld(hold) };
+  }
+  const ins = await q.query(
+    `INSERT INTO used_challenges (tenant_id, jti, used_at, expires_at) VALUES ($1, $2, to_timestamp($3 / 1000.0), to_timestamp($4))
+     ON CONFLICT DO NOTHING RETURNING jti`,
+    [tenantId, claims.jti, t, claims.exp],
+  );
+  // A concurrent completion won the race: this one consumed nothing else worth keeping.
+  if (ins.rows.length === 0) throw new AppError('challenge_mismatch', 'challenge token was already used');
+  const s = await q.query(
+    `UPDATE sessions SET jti = $3, aal = 2, mfa_pending = false, last_seen = to_timestamp($4 / 1000.0)
+     WHERE tenant_id = $1 AND id = $2 AND revoked_at IS NULL RETURNING id`,
+    [tenantId, caller.sessionId, access.jti, t],
+  );
+  if (s.rows.length === 0) throw new AppError('session_revoked', 'session is revoked or unknown');
+  await note(true, 'stepped_up');
+  return { kind: 'ok', token: access.token };
+}
+
+/** Step 5: the OTP bound to the challenge (attempts counted) or the device signature. */
+async function checkFactor(
+  q: Queryable,
+  a: Attempt,
+  note: Note,
+): Promise<{ ok: false; err: AppError } | { ok: true; deviceUsableFrom: Date | undefined }> {
+  const { caller, claims, input, p, t } = a;
+  const { tenantId } = caller;
+  if (p) {
+    const checks = [{ scope: 'otp' as const, key: p.key, policy: otpVerifyPolicy }];
+    const gate = await admitAll(q, tenantId, checks, t);
+    if (!gate.ok) {
+      await note(false, 'locked');
+      return {
+        ok: false,
+        err: new AppError('LOCKED', 'too many attempts; try later', {
+          headers: { 'retry-after': String(gate.reason === 'locked' ? gate.retryAfterS : 3600) },
+        }),
+      };
+    }
+    if (
+      !(await checkOtp(
+        q,
+        { tenantId, phoneKey: p.key, purpose: 'stepup', challengeJti: claims.jti },
+        input.otp ?? '',
+        p.otpKey,
+        t,
+      ))
+    ) {
+      await note(false, 'bad_otp');
+      return { ok: false, err: new AppError('OTP_INVALID', 'the code is wrong, expired or already used') };
+    }
+    await settleSuccess(q, tenantId, checks, t);
+    return { ok: true, deviceUsableFrom: undefined };
+  }
+  const r = input.deviceAssertion
+    ? await verifyDeviceAssertion(
+        q,
+        tenantId,
+        caller.customerId,
+        input.challengeToken,
+        input.deviceAssertion,
+        t,
+      )
+    : { ok: false as const, reason: 'invalid' as const };
+  if (!r.ok) {
+    await note(false, r.reason === 'cooling_off' ? 'device_cooling_off' : 'bad_device_assertion');
+    return {
+      ok: false,
+      err:
+        r.reason === 'cooling_off'
+          ? coolingOff(r.usableFrom)
+          : new AppError('DEVICE_ASSERTION_INVALID', 'device assertion is not valid for this challenge'),
+    };
+  }
+  return { ok: true, deviceUsableFrom: r.usableFrom };
 }

@@ -3,7 +3,7 @@
  * closing balance. JSON by default; CSV when the client sends `Accept: text/csv`.
  * Balances are credit-normal (credits − debits), the same as GET .../balances `posted`.
  */
-import { Type } from '@sinclair/typebox';
+import { type Static, Type } from '@sinclair/typebox';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import { AppError } from '../../shared/errors.ts';
 import { requireAccount } from './accounts.ts';
@@ -57,6 +57,66 @@ function csvField(v: string): string {
   return /[",\n\r]/.test(v) ? `"${v.replaceAll('"', '""')}"` : v;
 }
 
+/** The opening sum and the period's lines (one more than the cap), read in one snapshot. */
+function readPeriod(deps: LedgerRouteDeps, tenantId: string, accountId: string, from: Date, to: Date) {
+  return deps.db.tx(
+    async (client) => {
+      const { rows: o } = await client.query<{ net: string }>(
+        `SELECT coalesce(sum(CASE side WHEN 'credit' THEN amount ELSE -amount END), 0)::text AS net
+             FROM ledger_entries WHERE tenant_id = $1 AND account_id = $2 AND created_at < $3`,
+        [tenantId, accountId, from],
+      );
+      const { rows } = await client.query<{
+        posting_id: string;
+        leg: number;
+        created_at: Date;
+        type_code: string;
+        description: string | null;
+        side: string;
+        amount: string;
+      }>(
+        `SELECT e.posting_id, e.leg, e.created_at, lp.type_code, lp.description, e.side, e.amount::text AS amount
+             FROM ledger_entries e JOIN ledger_postings lp ON lp.tenant_id = e.tenant_id AND lp.id = e.posting_id
+            WHERE e.tenant_id = $1 AND e.account_id = $2 AND e.created_at >= $3 AND e.created_at < $4
+            ORDER BY e.seq LIMIT $5`,
+        [tenantId, accountId, from, to, maxStatementEntries + 1],
+      );
+      return { opening: fromDb(o[0]?.net ?? '0'), lines: rows };
+    },
+    { isolation: 'repeatable read' },
+  );
+}
+
+/** The statement as CSV rows: the opening line, one row per entry, the closing line. */
+function statementCsv(body: {
+  from: string;
+  to: string;
+  opening_balance: string;
+  closing_balance: string;
+  entries: Static<typeof StatementLine>[];
+}): string {
+  const { entries } = body;
+  return [
+    'date,posting_id,leg,type,description,debit,credit,balance',
+    `${body.from},,,OPENING,Opening balance,,,${body.opening_balance}`,
+    ...entries.map((e) =>
+      [
+        e.created_at,
+        e.posting_id,
+        String(e.leg),
+        e.type,
+        e.description ?? '',
+        e.side === 'debit' ? e.amount : '',
+        e.side === 'credit' ? e.amount : '',
+        e.balance,
+      ]
+        .map(csvField)
+        .join(','),
+    ),
+    `${body.to},,,CLOSING,Closing balance,,,${body.closing_balance}`,
+  ].join('\r\n');
+}
+
 export function statementRoutes(deps: LedgerRouteDeps): RouteSpec[] {
   return [
     defineRoute({
@@ -84,32 +144,7 @@ export function statementRoutes(deps: LedgerRouteDeps): RouteSpec[] {
         const account = await requireAccount(deps.db, p.tenantId, ctx.body.account_id);
         const minor = minorUnitsOf(account.currency) ?? 2;
         // One snapshot for the opening sum and the lines, so closing = opening + lines exactly.
-        const { opening, lines } = await deps.db.tx(
-          async (client) => {
-            const { rows: o } = await client.query<{ net: string }>(
-              `SELECT coalesce(sum(CASE side WHEN 'credit' THEN amount ELSE -amount END), 0)::text AS net
-             FROM ledger_entries WHERE tenant_id = $1 AND account_id = $2 AND created_at < $3`,
-              [p.tenantId, account.id, from],
-            );
-            const { rows } = await client.query<{
-              posting_id: string;
-              leg: number;
-              created_at: Date;
-              type_code: string;
-              description: string | null;
-              side: string;
-              amount: string;
-            }>(
-              `SELECT e.posting_id, e.leg, e.created_at, lp.type_code, lp.description, e.side, e.amount::text AS amount
-             FROM ledger_entries e JOIN ledger_postings lp ON lp.tenant_id = e.tenant_id AND lp.id = e.posting_id
-            WHERE e.tenant_id = $1 AND e.account_id = $2 AND e.created_at >= $3 AND e.created_at < $4
-            ORDER BY e.seq LIMIT $5`,
-              [p.tenantId, account.id, from, to, maxStatementEntries + 1],
-            );
-            return { opening: fromDb(o[0]?.net ?? '0'), lines: rows };
-          },
-          { isolation: 'repeatable read' },
-        );
+        const { opening, lines } = await readPeriod(deps, p.tenantId, account.id, from, to);
         if (lines.length > maxStatementEntries)
           throw new AppError('INVALID_PERIOD', `more than ${maxStatementEntries} entries; narrow the period`);
         let balance = opening;
@@ -137,25 +172,7 @@ export function statementRoutes(deps: LedgerRouteDeps): RouteSpec[] {
           entries,
         };
         if (!(ctx.headers.accept ?? '').toLowerCase().includes('text/csv')) return { status: 200, body };
-        const csv = [
-          'date,posting_id,leg,type,description,debit,credit,balance',
-          `${body.from},,,OPENING,Opening balance,,,${body.opening_balance}`,
-          ...entries.map((e) =>
-            [
-              e.created_at,
-              e.posting_id,
-              String(e.leg),
-              e.type,
-              e.description ?? '',
-              e.side === 'debit' ? e.amount : '',
-              e.side === 'credit' ? e.amount : '',
-              e.balance,
-            ]
-              .map(csvField)
-              .join(','),
-          ),
-          `${body.to},,,CLOSING,Closing balance,,,${body.closing_balance}`,
-        ].join('\r\n');
+        const csv = statementCsv(body);
         return { status: 200, raw: { contentType: 'text/csv; charset=utf-8', data: `${csv}\r\n` } };
       },
     }),

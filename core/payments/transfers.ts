@@ -282,6 +282,66 @@ export async function createTransfer(
   const feeAccount = quote.fee > 0n ? await feeIncomeAccount(q, tenantId, input.currency, nowMs) : undefined;
   const id = uuidv7(nowMs);
   const expiresAt = new Date(nowMs + transferHoldS * 1000);
+  const holds = await placeHolds(
+    q,
+    { tenantId, id, parties, currency: input.currency, amount, fee: quote.fee, feeAccount, expiresAt },
+    nowMs,
+  );
+  await insertTransfer(
+    q,
+    { id, caller, owner, parties, input, amount, quote, feeAccount, ...holds, facts, expiresAt, intentHash },
+    nowMs,
+  );
+  await record(q, tenantId, id, 'PENDING', null, nowMs);
+  const payloadOut = {
+    transfer_id: id,
+    amount: format(amount),
+    fee: format(quote.fee),
+    currency: input.currency,
+    reference: input.reference,
+    ...delegationOf(caller, owner),
+  };
+  await enqueue(q, {
+    tenantId,
+    aggregate: 'transfer',
+    aggregateId: id,
+    event: 'transfer.created',
+    payload: payloadOut,
+  });
+  // The initiator is the actor; a delegated transfer names the wallet owner in attrs.
+  await appendAudit(q, [
+    auditEntry(
+      caller,
+      'transfer.create',
+      id,
+      facts,
+      { ...payloadOut, fee_schedule: quote.scheduleId },
+      nowMs,
+    ),
+  ]);
+  const { rows } = await q.query<TransferRow>(`${selectTransfer} WHERE t.tenant_id = $1 AND t.id = $2`, [
+    tenantId,
+    id,
+  ]);
+  return transferView(rows[0] as TransferRow, nowMs);
+}
+
+/** The transfer's holds on the paying wallet: the amount toward the payee, the fee (if any) toward fee income. */
+async function placeHolds(
+  q: Queryable,
+  t: {
+    tenantId: string;
+    id: string;
+    parties: Parties;
+    currency: string;
+    amount: Micro;
+    fee: Micro;
+    feeAccount: string | undefined;
+    expiresAt: Date;
+  },
+  nowMs: number,
+): Promise<{ amountHold: string; feeHold: string | null }> {
+  const { tenantId, id, parties, amount, feeAccount, expiresAt } = t;
   const hold = (holdId: string, credit: string, micro: Micro, what: string) =>
     holdCmd(
       tenantId,
@@ -290,7 +350,7 @@ export async function createTransfer(
         type: 'TRANSFER',
         debit: parties.payerAccount,
         credit,
-        currency: input.currency,
+        currency: t.currency,
         amount: micro,
         description: `transfer ${id} ${what}`,
         metadata: { transfer_id: id },
@@ -302,8 +362,34 @@ export async function createTransfer(
   const feeHold = feeAccount ? uuidv7(nowMs) : null;
   await applyInTx(q, [
     hold(amountHold, parties.payeeAccount, amount, 'amount'),
-    ...(feeAccount && feeHold ? [hold(feeHold, feeAccount, quote.fee, 'fee')] : []),
+    ...(feeAccount && feeHold ? [hold(feeHold, feeAccount, t.fee, 'fee')] : []),
   ]);
+  return { amountHold, feeHold };
+}
+
+/** The PENDING transfer row; a second use of one intent signature is refused by its unique index. */
+async function insertTransfer(
+  q: Queryable,
+  t: {
+    id: string;
+    caller: Caller;
+    owner: string;
+    parties: Parties;
+    input: TransferInput;
+    amount: Micro;
+    quote: Awaited<ReturnType<typeof quoteFee>>;
+    feeAccount: string | undefined;
+    amountHold: string;
+    feeHold: string | null;
+    facts: RequestFacts;
+    expiresAt: Date;
+    intentHash: Buffer;
+  },
+  nowMs: number,
+): Promise<void> {
+  const { id, caller, owner, parties, input, amount, quote, feeAccount, amountHold, feeHold, facts } = t;
+  const { expiresAt, intentHash } = t;
+  const tenantId = caller.tenantId;
   await q
     .query(
       `INSERT INTO transfers (id, tenant_id, payer_customer_id, payee_customer_id, beneficiary_id, payer_account_id, payee_account_id, fee_account_id,
@@ -339,38 +425,6 @@ export async function createTransfer(
       if ((err as { code?: string }).code === '23505') throw intentReused();
       throw err;
     });
-  await record(q, tenantId, id, 'PENDING', null, nowMs);
-  const payloadOut = {
-    transfer_id: id,
-    amount: format(amount),
-    fee: format(quote.fee),
-    currency: input.currency,
-    reference: input.reference,
-    ...delegationOf(caller, owner),
-  };
-  await enqueue(q, {
-    tenantId,
-    aggregate: 'transfer',
-    aggregateId: id,
-    event: 'transfer.created',
-    payload: payloadOut,
-  });
-  // The initiator is the actor; a delegated transfer names the wallet owner in attrs.
-  await appendAudit(q, [
-    auditEntry(
-      caller,
-      'transfer.create',
-      id,
-      facts,
-      { ...payloadOut, fee_schedule: quote.scheduleId },
-      nowMs,
-    ),
-  ]);
-  const { rows } = await q.query<TransferRow>(`${selectTransfer} WHERE t.tenant_id = $1 AND t.id = $2`, [
-    tenantId,
-    id,
-  ]);
-  return transferView(rows[0] as TransferRow, nowMs);
 }
 
 /**
