@@ -108,12 +108,11 @@ export interface Core {
   residency: ResidencyGate;
 }
 
-export function buildCore(deps: CoreDeps): Core {
-  const now = deps.now ?? Date.now;
-  const routes: RouteSpec[] = [];
+/** The OpenAPI document of `routes`, built again only when the registry version changes. */
+function openApiDocument(deps: CoreDeps, routes: RouteSpec[]): () => unknown {
   // Built once per registry version: the registry says which operations need a step-up or take API keys.
   let openapi: { registryVersion: string | undefined; doc: unknown } | undefined;
-  const document = () => {
+  return () => {
     const registry = deps.policies?.current;
     if (!openapi || openapi.registryVersion !== registry?.registryVersion) {
       openapi = {
@@ -128,6 +127,84 @@ export function buildCore(deps: CoreDeps): Core {
     }
     return openapi.doc;
   };
+}
+
+/** What SCIM provisioning does in its transaction: the caller's hook, else an enrolment link. */
+function onStaffProvisioned(deps: CoreDeps, now: () => number): NonNullable<ScimDeps['onProvisioned']> {
+  // Issue 16 item 1: a member provisioned over SCIM gets a one-time passkey enrolment link.
+  // A member provisioned inactive gets none: an Admin issues one once they are activated.
+  return (
+    deps.onStaffProvisioned ??
+    (async (q, user, actor) => {
+      if (!user.active) return undefined;
+      const link = await createEnrolmentLink(q, user.tenantId, user.id, { type: 'scim', id: actor }, now());
+      return { enrolmentPath: link.path, expiresAt: link.expiresAt };
+    })
+  );
+}
+
+/** The HTTP server over every route, behind the residency gate of this core's region. */
+function serveRoutes(deps: CoreDeps, routes: RouteSpec[]): { server: Server; residency: ResidencyGate } {
+  const residency = new ResidencyGate(
+    deps.db,
+    deps.log.child({ component: 'residency' }),
+    deps.metrics,
+    deps.residency ?? { deploymentRegion: developmentRegion, labelUnlabelled: true },
+  );
+  const server = createCoreServer({
+    routes,
+    log: deps.log,
+    metrics: deps.metrics,
+    edgeSecrets: deps.edgeSecrets,
+    releaseBudget: (scope) => releaseEdgeCount(deps.db, scope),
+    checkResponses: deps.checkResponses ?? false,
+    residency: (tenantIds, asker) => residency.check(tenantIds, asker),
+  });
+  return { server, residency };
+}
+
+/** The ledger's batcher, the impact runner and the currency reload start now and stop with the server. */
+function startBackgroundWork(
+  deps: CoreDeps,
+  server: Server,
+  w: { ledger: Ledger; impact: ReturnType<typeof policyImpactRoutes>; residency: ResidencyGate },
+): void {
+  w.ledger.start();
+  w.impact.runner?.start();
+  const currencies = reloadCurrencies(deps.db, deps.log);
+  server.on('close', () => {
+    clearInterval(currencies);
+    w.ledger.stop();
+    void w.residency.close();
+    void w.impact.runner?.stop();
+  });
+}
+
+/** Staff sign-in (passkeys and the tenant's identity providers) and the staff pages. */
+function staffSignInRoutes(
+  deps: CoreDeps,
+  now: () => number,
+  federation: Parameters<typeof federationLoginMethod>[0],
+): RouteSpec[] {
+  return [
+    ...staffAuthRoutes(
+      {
+        db: deps.db,
+        keys: deps.keys,
+        now,
+        log: deps.log.child({ component: 'staff' }),
+        webauthn: deps.webauthn ?? defaultWebAuthn(),
+      },
+      [federationLoginMethod(federation)],
+    ),
+    ...staffPageRoutes(),
+  ];
+}
+
+export function buildCore(deps: CoreDeps): Core {
+  const now = deps.now ?? Date.now;
+  const routes: RouteSpec[] = [];
+  const document = openApiDocument(deps, routes);
   routes.push(
     ...platformRoutes({
       db: deps.db,
@@ -180,16 +257,7 @@ export function buildCore(deps: CoreDeps): Core {
   const federation = { db: deps.db, keys: deps.keys, guard: targets, now };
   routes.push(...federationRoutes(federation));
   routes.push(...apiKeyRoutes({ db: deps.db, keys: deps.keys }));
-  // Issue 16 item 1: a member provisioned over SCIM gets a one-time passkey enrolment link.
-  // A member provisioned inactive gets none: an Admin issues one once they are activated.
-  const onProvisioned: NonNullable<ScimDeps['onProvisioned']> =
-    deps.onStaffProvisioned ??
-    (async (q, user, actor) => {
-      if (!user.active) return undefined;
-      const link = await createEnrolmentLink(q, user.tenantId, user.id, { type: 'scim', id: actor }, now());
-      return { enrolmentPath: link.path, expiresAt: link.expiresAt };
-    });
-  routes.push(...scimRoutes({ db: deps.db, now, onProvisioned }));
+  routes.push(...scimRoutes({ db: deps.db, now, onProvisioned: onStaffProvisioned(deps, now) }));
   routes.push(...paymentRoutes({ db: deps.db, keys: deps.keys, now, policies: deps.policies }));
   routes.push(...oversightRoutes({ db: deps.db, keys: deps.keys, now }));
   // Issue 22 item 2: replay jobs run in this core, off the request path (core/policy/impact.ts).
@@ -200,42 +268,8 @@ export function buildCore(deps: CoreDeps): Core {
     now,
   });
   routes.push(...impact.routes);
-  routes.push(
-    ...staffAuthRoutes(
-      {
-        db: deps.db,
-        keys: deps.keys,
-        now,
-        log: deps.log.child({ component: 'staff' }),
-        webauthn: deps.webauthn ?? defaultWebAuthn(),
-      },
-      [federationLoginMethod(federation)],
-    ),
-    ...staffPageRoutes(),
-  );
-  const residency = new ResidencyGate(
-    deps.db,
-    deps.log.child({ component: 'residency' }),
-    deps.metrics,
-    deps.residency ?? { deploymentRegion: developmentRegion, labelUnlabelled: true },
-  );
-  const server = createCoreServer({
-    routes,
-    log: deps.log,
-    metrics: deps.metrics,
-    edgeSecrets: deps.edgeSecrets,
-    releaseBudget: (scope) => releaseEdgeCount(deps.db, scope),
-    checkResponses: deps.checkResponses ?? false,
-    residency: (tenantIds, asker) => residency.check(tenantIds, asker),
-  });
-  ledger.start();
-  impact.runner?.start();
-  const currencies = reloadCurrencies(deps.db, deps.log);
-  server.on('close', () => {
-    clearInterval(currencies);
-    ledger.stop();
-    void residency.close();
-    void impact.runner?.stop();
-  });
+  routes.push(...staffSignInRoutes(deps, now, federation));
+  const { server, residency } = serveRoutes(deps, routes);
+  startBackgroundWork(deps, server, { ledger, impact, residency });
   return { server, routes, residency };
 }

@@ -31,6 +31,7 @@ import { promisify } from 'node:util';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { Db } from '../../shared/db/pool.ts';
 import { KeyStore } from '../../core/keys/keys.ts';
 import { createLogger } from '../../shared/log.ts';
 import { AuditThread, AuditWriter, failClosedReserve, maxQueued } from '../../edge/audit-writer.ts';
@@ -247,418 +248,507 @@ async function outcomeOf(address: string, r: CheckRequest): Promise<string> {
   }
 }
 
+type Log = ReturnType<typeof createLogger>;
+type Decide = ReturnType<typeof createDecider>;
+type Scenario = [string, CheckRequest];
+
+/** Two tenants; a customer of t1 with a live AAL 2 session and its membership; its access token. */
+async function seedCustomer(db: Db) {
+  for (const t of ['t1', 't2'])
+    await db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ($1, $1, 'KE', 'KES')`, [
+      t,
+    ]);
+  const keys = new KeyStore(db, randomBytes(32));
+  const customerId = randomUUID();
+  const sid = randomUUID();
+  await db.query(
+    `INSERT INTO customers (id, tenant_id, phone_e164, created_at) VALUES ($1, 't1', '+254700000001', now())`,
+    [customerId],
+  );
+  await db.query(
+    `INSERT INTO sessions (id, tenant_id, subject_type, subject_id, jti, aal, ip, created_at, last_seen) VALUES ($1, 't1', 'customer', $2, 'j', 2, '127.0.0.1', now(), now())`,
+    [sid, customerId],
+  );
+  await db.query(
+    `INSERT INTO relationship_tuples (tenant_id, subject_ns, subject_id, relation, object_ns, object_id) VALUES ('t1', 'customer', $1, 'member', 'tenant', 't1')`,
+    [customerId],
+  );
+  const token = await keys.sign(
+    't1',
+    { sub: customerId, sid, aal: 2, amr: ['pin', 'otp'], jti: randomUUID(), aud: 'payments-api' },
+    { expiresInS: 3600, typ: 'at+jwt' },
+  );
+  return { keys, customerId, sid, token };
+}
+type Fixture = Awaited<ReturnType<typeof seedCustomer>>;
+
+/** The edge as production runs it: cached state, the signed bundle, the decision audit, gRPC. */
+async function startEdge(db: Db, url: string, keys: KeyStore, log: Log) {
+  const state = new EdgeState(db, new TokenVerifier(db), keys.apiKeySecrets, log);
+  await state.start();
+  const policies = new PolicyStore(await loadTrustedKeys());
+  await policies.load(defaultBundleDir);
+  // As in production (edge/main.ts, default settings): the decision audit is written by its own
+  // thread, which also records every decision's policy input for replay (issue 22 item 1).
+  const audit = new AuditWriter(
+    db,
+    log,
+    maxQueued,
+    failClosedReserve,
+    new AuditThread(url, undefined, { key: randomBytes(32), retentionHours: 168, maxBytes: 1024 ** 3 }),
+  );
+  audit.recordInputs({ sample: 1, retentionDays: () => undefined });
+  audit.start();
+  const decide = createDecider({
+    state,
+    challenges: keys.challenges,
+    policies,
+    audit,
+    risk: new RiskEngine(),
+    log,
+    edgeSecret: 'bench',
+  });
+  const server = createEdgeServer({ log, decide, resolve: buildRouteTable(routeDeclarations) });
+  const address = `127.0.0.1:${await bindEdge(server, 0)}`;
+  return { state, policies, audit, decide, server, address };
+}
+type Edge = Awaited<ReturnType<typeof startEdge>>;
+
+/** A CheckRequest as Envoy sends it for this method, path, body and bearer token. */
+function checkRequest(method: string, path: string, body: string | undefined, bearer: string): CheckRequest {
+  return {
+    attributes: {
+      source: { address: { socket_address: { address: '127.0.0.1', port_value: 40000 } } },
+      request: {
+        http: {
+          id: 'bench',
+          method,
+          path,
+          host: 'api.example',
+          scheme: 'https',
+          protocol: 'HTTP/2',
+          headers: {
+            ':method': method,
+            ':path': path,
+            ':authority': 'api.example',
+            authorization: `Bearer ${bearer}`,
+            'content-type': 'application/json',
+            'user-agent': 'bench',
+          },
+          raw_body: Buffer.from(body ?? ''),
+          size: String(body?.length ?? 0),
+        },
+      },
+    },
+  };
+}
+
+/** The three scenarios: an allowed transfer, an allowed masked read, a denied cross-tenant read. */
+async function scenariosOf(f: Fixture): Promise<Scenario[]> {
+  // The transfer's AAL 2 token is the one a step-up issued for that very request (SPEC 4.3 rule 3).
+  const transferBody = JSON.stringify({
+    amount: '250.00',
+    currency: 'KES',
+    beneficiaryId: 'b1',
+    reference: 'r1',
+  });
+  const transferToken = await f.keys.sign(
+    't1',
+    {
+      sub: f.customerId,
+      sid: f.sid,
+      aal: 2,
+      amr: ['pin', 'device'],
+      jti: randomUUID(),
+      aud: 'payments-api',
+      orig: origOf('POST', '/v1/transfers', transferBody),
+    },
+    { expiresInS: 3600, typ: 'at+jwt' },
+  );
+  return [
+    ['transfer, AAL 2 JWT (allow)', checkRequest('POST', '/v1/transfers', transferBody, transferToken)],
+    ['masked read (allow)', checkRequest('GET', '/v1/transactions?limit=20', undefined, f.token)],
+    ['cross-tenant read (deny)', checkRequest('GET', '/v1/transactions?tenantId=t2', undefined, f.token)],
+  ];
+}
+
+/** Each scenario's decision, checked once before the load (ghz sees only the gRPC status). */
+async function decisionsOf(address: string, scenarios: Scenario[]): Promise<string[]> {
+  const outcomes: string[] = [];
+  for (const [name, r] of scenarios) {
+    outcomes.push(await outcomeOf(address, r));
+    process.stdout.write(`decision for "${name}": ${outcomes.at(-1)}\n`);
+  }
+  return outcomes;
+}
+
+/** The machine's floors: an empty decision, and one answering what the read scenario answers. */
+async function startFloors(log: Log, decide: Decide, readRequest: CheckRequest) {
+  // The machine's floor: the same gRPC server and request with a decision that does nothing
+  // (no token, state, policy or audit), under the same load, sharing the same cores with ghz.
+  const floorServer = createEdgeServer({
+    log,
+    decide: () => ({ allow: true, status: 200 }),
+    resolve: buildRouteTable(routeDeclarations),
+  });
+  const floorAddress = `127.0.0.1:${await bindEdge(floorServer, 0)}`;
+  // The floor answering what the read scenario answers (its identity headers and masking):
+  // what encoding the answer costs, apart from deciding it.
+  const readView = viewOf(readRequest);
+  const readAnswer = await decide(
+    readView,
+    buildRouteTable(routeDeclarations)(readView.method, readView.path),
+  );
+  const answerServer = createEdgeServer({
+    log,
+    decide: () => readAnswer,
+    resolve: buildRouteTable(routeDeclarations),
+  });
+  const answerAddress = `127.0.0.1:${await bindEdge(answerServer, 0)}`;
+  return { floorServer, floorAddress, answerServer, answerAddress };
+}
+
+/** The same edge with its decision audit discarded (a diagnostic, not a configuration). */
+async function startUnaudited(db: Db, log: Log, keys: KeyStore, edge: Edge) {
+  // Diagnostic, not a configuration: the same edge with its decision audit discarded instead of
+  // written to PostgreSQL, which shares this machine's two cores (what the audit's write costs here).
+  const discarded = new AuditWriter(db, log, maxQueued, failClosedReserve, {
+    write: async () => undefined,
+  });
+  discarded.start();
+  const unauditedDecide = createDecider({
+    state: edge.state,
+    challenges: keys.challenges,
+    policies: edge.policies,
+    audit: discarded,
+    risk: new RiskEngine(),
+    log,
+    edgeSecret: 'bench',
+  });
+  const unaudited = createEdgeServer({
+    log,
+    decide: unauditedDecide,
+    resolve: buildRouteTable(routeDeclarations),
+  });
+  const unauditedAddress = `127.0.0.1:${await bindEdge(unaudited, 0)}`;
+  return { discarded, unauditedDecide, unaudited, unauditedAddress };
+}
+
+/** The same edge with today's bundle loaded as t1's shadow candidate. */
+async function startShadowed(db: Db, url: string, log: Log, keys: KeyStore, edge: Edge) {
+  // Issue 22 item 3: the same edge with a shadow candidate (today's bundle, uploaded as a
+  // candidate) loaded for the transfer's tenant: what evaluating every decision again on the
+  // shadow thread costs the live answers.
+  const bundleFile = (f: string) => readFile(join(defaultBundleDir, f));
+  const [manifest, registryText, wasm] = await Promise.all(
+    ['manifest.json', 'registry.json', 'policy.wasm'].map(bundleFile),
+  );
+  const { candidate } = await storeCandidate(db, edge.policies, 't1', 'bench', {
+    manifest: String(manifest),
+    registry: String(registryText),
+    wasm: (wasm as Buffer).toString('base64'),
+  });
+  await db.query(`INSERT INTO policy_shadows (tenant_id, candidate_ref, set_by) VALUES ('t1', $1, 'bench')`, [
+    candidate.policy_ref,
+  ]);
+  const shadow = new ShadowFeed({ db, databaseUrl: url, trustedKeys: await loadTrustedKeys(), log });
+  shadow.start();
+  await shadow.refresh();
+  const shadowed = createEdgeServer({
+    log,
+    decide: createDecider({
+      state: edge.state,
+      challenges: keys.challenges,
+      policies: edge.policies,
+      audit: edge.audit,
+      shadow,
+      risk: new RiskEngine(),
+      log,
+      edgeSecret: 'bench',
+    }),
+    resolve: buildRouteTable(routeDeclarations),
+  });
+  const shadowedAddress = `127.0.0.1:${await bindEdge(shadowed, 0)}`;
+  return { shadow, shadowed, shadowedAddress };
+}
+
+/** Every server the load compares the edge with, started in the bench's order. */
+async function startComparisons(
+  db: Db,
+  url: string,
+  log: Log,
+  f: Fixture,
+  edge: Edge,
+  scenarios: Scenario[],
+) {
+  const floors = await startFloors(log, edge.decide, scenarios[1]?.[1] as CheckRequest);
+  const unaudited = await startUnaudited(db, log, f.keys, edge);
+  const shadowed = await startShadowed(db, url, log, f.keys, edge);
+  return { ...floors, ...unaudited, ...shadowed };
+}
+type Comparisons = Awaited<ReturnType<typeof startComparisons>>;
+
+/**
+ * The whole Check (request view, route, decision, answer) in process, without gRPC: the
+ * decision's own cost beside the floor's, with the audit discarded as in the diagnostic line.
+ */
+async function timeInProcess(
+  log: Log,
+  name: string,
+  decide: Parameters<typeof check>[0]['decide'],
+  r: CheckRequest,
+): Promise<void> {
+  const deps = { log, decide, resolve: buildRouteTable(routeDeclarations) };
+  for (let i = 0; i < 2000; i++) await check(deps, r);
+  const lat: number[] = [];
+  const t = process.hrtime.bigint();
+  for (let i = 0; i < 20000; i++) {
+    const t0 = process.hrtime.bigint();
+    await check(deps, r);
+    lat.push(Number(process.hrtime.bigint() - t0));
+  }
+  const meanUs = Number(process.hrtime.bigint() - t) / 20000 / 1000;
+  lat.sort((a, b) => a - b);
+  process.stdout.write(
+    `${`Check in process: ${name}`.padEnd(48)} mean ${meanUs.toFixed(1)} µs  p50 ${ms(percentile(lat, 50))} ms  p99 ${ms(percentile(lat, 99))} ms\n`,
+  );
+}
+
+/** One scenario at the offered rate after a warm-up, printed; its report. */
+async function loadLine(name: string, address: string, r: CheckRequest, dir: string): Promise<GhzReport> {
+  await ghz(address, r, { rps: 0, n: 2000, c: 16 }, dir); // warm caches, JIT and heap
+  const report = await ghz(address, r, { rps, n: requests, c: 16 }, dir);
+  process.stdout.write(`${line(name, report, rps)}\n`);
+  return report;
+}
+
+/** The floor and every scenario at the offered rate, after a warm-up of each. */
+async function ghzRound(
+  label: string,
+  edge: Edge,
+  cmp: Comparisons,
+  scenarios: Scenario[],
+  dir: string,
+): Promise<{ floor: GhzReport; ours: GhzReport[] }> {
+  process.stdout.write(`${label} (${machineLoad()})\n`);
+  const floorRequest = scenarios[1]?.[1] as CheckRequest;
+  const transfer = scenarios[0]?.[1] as CheckRequest;
+  const floor = await loadLine('floor: empty decision', cmp.floorAddress, floorRequest, dir);
+  await loadLine("floor with the read's answer", cmp.answerAddress, floorRequest, dir);
+  const out: GhzReport[] = [];
+  for (const [name, r] of scenarios) out.push(await loadLine(name, edge.address, r, dir));
+  await loadLine('transfer, audit discarded (diagnostic)', cmp.unauditedAddress, transfer, dir);
+  await loadLine('transfer, tenant with a shadow candidate', cmp.shadowedAddress, transfer, dir);
+  process.stdout.write(`${' '.repeat(32)}shadow thread so far: ${JSON.stringify(cmp.shadow.stats)}\n`);
+  return { floor, ours: out };
+}
+
+/** Both rounds (quiet, then beside a CPU hog) as ratios to their floors, the unthrottled rate, the search. */
+async function loadRuns(edge: Edge, cmp: Comparisons, scenarios: Scenario[], dir: string) {
+  const quiet = await ghzRound('without a hog', edge, cmp, scenarios, dir);
+  process.stdout.write('as a ratio to the floor of the same run (issue 18: p99 ≤ 1.5x, p99.9 ≤ 2x):\n');
+  for (const [i, [name]] of scenarios.entries())
+    process.stdout.write(`${ratioLine(name, quiet.ours[i] as GhzReport, quiet.floor, 1.5, 2)}\n`);
+  const hog = startHog();
+  let hogged: { floor: GhzReport; ours: GhzReport[] };
+  try {
+    hogged = await ghzRound('with a CPU hog (a busy-loop process on one core)', edge, cmp, scenarios, dir);
+  } finally {
+    hog.kill();
+  }
+  process.stdout.write('with the hog, as a ratio to the floor measured with the hog (issue 18: ≤ 3x):\n');
+  for (const [i, [name]] of scenarios.entries())
+    process.stdout.write(`${ratioLine(name, hogged.ours[i] as GhzReport, hogged.floor, 3, 3)}\n`);
+  const transfer = scenarios[0]?.[1] as CheckRequest;
+  const max = await ghz(edge.address, transfer, { rps: 0, n: requests, c: 32 }, dir);
+  process.stdout.write(`${line('unthrottled (transfer, c=32)', max)}\n`);
+  let ourRate: SustainedRate = { rate: 0 };
+  let floorRate: SustainedRate = { rate: 0 };
+  if (withSearch) {
+    ourRate = await maxSustainedRate(edge.address, transfer, dir);
+    sayRate('transfer', ourRate);
+    floorRate = await maxSustainedRate(cmp.floorAddress, scenarios[1]?.[1] as CheckRequest, dir);
+    sayRate('floor (empty decision)', floorRate);
+  }
+  return { ours: quiet.ours, max, ourRate, floorRate };
+}
+type LoadRuns = Awaited<ReturnType<typeof loadRuns>>;
+
+/** In process: token verification plus session check (SPEC 8: p99 < 2 ms). */
+async function timeTokenCheck(state: EdgeState, view: ReturnType<typeof viewOf>): Promise<void> {
+  const authLat: number[] = [];
+  for (let i = 0; i < 5000; i++) {
+    const t0 = process.hrtime.bigint();
+    await authenticate('customer', view, state, (id) => state.tenant(id), Date.now());
+    authLat.push(Number(process.hrtime.bigint() - t0));
+  }
+  authLat.sort((a, b) => a - b);
+  process.stdout.write(
+    `token verification + session check (in process)  p50 ${ms(percentile(authLat, 50))} ms  p99 ${ms(percentile(authLat, 99))} ms  (target p99 < 2 ms)\n`,
+  );
+}
+
+/** In process: the policy's WASM evaluation alone, for the transfer's input. */
+function timePolicyEvaluation(policies: PolicyStore, customerId: string): void {
+  const input = {
+    tenant: { id: 't1', status: 'ACTIVE', security: {} },
+    subject: {
+      id: customerId,
+      type: 'customer',
+      aal: 2,
+      tuples: [{ relation: 'member', object_ns: 'tenant', object_id: 't1', caveat: {} }],
+      stepup_age_s: 10,
+    },
+    resource: { type: 'transaction', tenant_id: 't1' },
+    action: 'transfer.create',
+    purpose: 'customer.transact',
+    context: { ip: '127.0.0.1', risk: 'low', now_ns: Date.now() * 1e6, local_hour: 12 },
+  };
+  const evalLat: number[] = [];
+  const rev = policies.current;
+  for (let i = 0; i < 20000 && rev; i++) {
+    const t0 = process.hrtime.bigint();
+    rev.evaluate(input);
+    evalLat.push(Number(process.hrtime.bigint() - t0));
+  }
+  evalLat.sort((a, b) => a - b);
+  process.stdout.write(
+    `policy evaluation alone (WASM, in process)        p50 ${ms(percentile(evalLat, 50))} ms  p99 ${ms(percentile(evalLat, 99))} ms  (target decision p99 < 5 ms)\n`,
+  );
+}
+
+/** opa-envoy-plugin: the same Rego, requests and state (the rows the fixture wrote, as data). */
+async function startPlugin(dir: string, f: Fixture, state: EdgeState) {
+  return startOpaEnvoyPlugin(
+    ensureOpaEnvoyPlugin((l) => process.stdout.write(`${l}\n`)),
+    dir,
+    {
+      routes: routesForRego(routeDeclarations),
+      jwks: Object.fromEntries(
+        await Promise.all(['t1', 't2'].map(async (t) => [t, JSON.stringify(await f.keys.jwks(t))] as const)),
+      ),
+      tenants: Object.fromEntries(
+        await Promise.all(
+          ['t1', 't2'].map(async (t) => {
+            const row = await state.tenant(t);
+            return [t, { status: row?.status ?? 'UNKNOWN', security: row?.security ?? {} }] as const;
+          }),
+        ),
+      ),
+      sessions: {
+        [f.sid]: {
+          tenant_id: 't1',
+          subject_type: 'customer',
+          subject_id: f.customerId,
+          revoked: false,
+          last_seen_ns: Date.now() * 1e6,
+        },
+      },
+      tuples: { [f.customerId]: await state.tuplesOf('customer', f.customerId) },
+    },
+  );
+}
+
+/** Ours as a ratio to the plugin's, per scenario, unthrottled, and in sustained rate. */
+function printVersusPlugin(
+  scenarios: Scenario[],
+  load: LoadRuns,
+  theirs: { reports: GhzReport[]; max: GhzReport; rate: SustainedRate },
+): void {
+  process.stdout.write('ours as a ratio to opa-envoy-plugin (below 1 = faster):\n');
+  for (const [i, [name]] of scenarios.entries()) {
+    const o = load.ours[i] as GhzReport;
+    const t = theirs.reports[i] as GhzReport;
+    process.stdout.write(
+      `  ${name.padEnd(30)} p50 ${(at(o, 50) / at(t, 50)).toFixed(2)}x  p99 ${(at(o, 99) / at(t, 99)).toFixed(2)}x  p99.9 ${(at(o, 99.9) / at(t, 99.9)).toFixed(2)}x\n`,
+    );
+  }
+  process.stdout.write(
+    `  unthrottled throughput ${(load.max.rps / theirs.max.rps).toFixed(2)}x (above 1 = more)\n`,
+  );
+  if (withSearch) {
+    const { ourRate, floorRate } = load;
+    const theirRate = theirs.rate;
+    // The plugin's maximum is known, or only bounded above by the lowest rate tried.
+    const bound = theirRate.rate > 0 ? theirRate.rate : (theirRate.lowest?.rate ?? 0);
+    const target = Math.min(6 * bound, floorRate.rate);
+    const met = ourRate.rate >= target;
+    process.stdout.write(
+      `  max sustained rate (p99 < 5 ms, no errors): ours ${ourRate.rate} req/s; opa-envoy-plugin ${theirRate.rate > 0 ? `${theirRate.rate}` : `below ${bound}`} req/s; the floor's own ${floorRate.rate} req/s; target ${theirRate.rate > 0 ? '' : 'at most '}${target} req/s (issue 18: 6x the plugin's, or the floor's maximum if lower: ${met ? 'met' : 'NOT met'})\n`,
+    );
+  }
+}
+
+/** The plugin checked to decide as the edge does, then driven with the same requests and rates. */
+async function compareWithPlugin(
+  dir: string,
+  f: Fixture,
+  state: EdgeState,
+  scenarios: Scenario[],
+  outcomes: string[],
+  load: LoadRuns,
+): Promise<void> {
+  const plugin = await startPlugin(dir, f, state);
+  try {
+    for (const [i, [name, r]] of scenarios.entries()) {
+      const theirs = await outcomeOf(plugin.grpcAddress, r);
+      process.stdout.write(`opa-envoy-plugin decision for "${name}": ${theirs}\n`);
+      if (theirs !== outcomes[i])
+        throw new Error(
+          `opa-envoy-plugin decides "${theirs}" where the edge decides "${outcomes[i]}": the comparison would not be like for like`,
+        );
+    }
+    process.stdout.write(`opa-envoy-plugin ${opaEnvoyPluginVersion} via ghz, same requests and rates\n`);
+    const reports: GhzReport[] = [];
+    for (const [name, r] of scenarios) reports.push(await loadLine(name, plugin.grpcAddress, r, dir));
+    const transfer = scenarios[0]?.[1] as CheckRequest;
+    const max = await ghz(plugin.grpcAddress, transfer, { rps: 0, n: requests, c: 32 }, dir);
+    process.stdout.write(`${line('unthrottled (transfer, c=32)', max)}\n`);
+    const rate: SustainedRate = withSearch
+      ? await maxSustainedRate(plugin.grpcAddress, transfer, dir)
+      : { rate: 0 };
+    if (withSearch) sayRate('opa-envoy-plugin transfer', rate);
+    printVersusPlugin(scenarios, load, { reports, max, rate });
+    process.stdout.write(
+      'note: the plugin reads session, tuples and keys from data loaded at start; the edge also keeps them fresh by LISTEN/NOTIFY, assesses risk, and audits every decision\n',
+    );
+  } finally {
+    plugin.stop();
+  }
+}
+
 async function measure(): Promise<void> {
   const log = createLogger('silent');
   await withDatabase('authz', async (db, dir, url) => {
-    for (const t of ['t1', 't2'])
-      await db.query(`INSERT INTO tenants (id, name, country, base_currency) VALUES ($1, $1, 'KE', 'KES')`, [
-        t,
-      ]);
-    const keys = new KeyStore(db, randomBytes(32));
-    const customerId = randomUUID();
-    const sid = randomUUID();
-    await db.query(
-      `INSERT INTO customers (id, tenant_id, phone_e164, created_at) VALUES ($1, 't1', '+254700000001', now())`,
-      [customerId],
-    );
-    await db.query(
-      `INSERT INTO sessions (id, tenant_id, subject_type, subject_id, jti, aal, ip, created_at, last_seen) VALUES ($1, 't1', 'customer', $2, 'j', 2, '127.0.0.1', now(), now())`,
-      [sid, customerId],
-    );
-    await db.query(
-      `INSERT INTO relationship_tuples (tenant_id, subject_ns, subject_id, relation, object_ns, object_id) VALUES ('t1', 'customer', $1, 'member', 'tenant', 't1')`,
-      [customerId],
-    );
-    const token = await keys.sign(
-      't1',
-      { sub: customerId, sid, aal: 2, amr: ['pin', 'otp'], jti: randomUUID(), aud: 'payments-api' },
-      { expiresInS: 3600, typ: 'at+jwt' },
-    );
-
-    const state = new EdgeState(db, new TokenVerifier(db), keys.apiKeySecrets, log);
-    await state.start();
-    const policies = new PolicyStore(await loadTrustedKeys());
-    await policies.load(defaultBundleDir);
-    // As in production (edge/main.ts, default settings): the decision audit is written by its own
-    // thread, which also records every decision's policy input for replay (issue 22 item 1).
-    const audit = new AuditWriter(
-      db,
-      log,
-      maxQueued,
-      failClosedReserve,
-      new AuditThread(url, undefined, { key: randomBytes(32), retentionHours: 168, maxBytes: 1024 ** 3 }),
-    );
-    audit.recordInputs({ sample: 1, retentionDays: () => undefined });
-    audit.start();
-    const decide = createDecider({
-      state,
-      challenges: keys.challenges,
-      policies,
-      audit,
-      risk: new RiskEngine(),
-      log,
-      edgeSecret: 'bench',
-    });
-    const server = createEdgeServer({ log, decide, resolve: buildRouteTable(routeDeclarations) });
-    const address = `127.0.0.1:${await bindEdge(server, 0)}`;
-
-    // The transfer's AAL 2 token is the one a step-up issued for that very request (SPEC 4.3 rule 3).
-    const transferBody = JSON.stringify({
-      amount: '250.00',
-      currency: 'KES',
-      beneficiaryId: 'b1',
-      reference: 'r1',
-    });
-    const transferToken = await keys.sign(
-      't1',
-      {
-        sub: customerId,
-        sid,
-        aal: 2,
-        amr: ['pin', 'device'],
-        jti: randomUUID(),
-        aud: 'payments-api',
-        orig: origOf('POST', '/v1/transfers', transferBody),
-      },
-      { expiresInS: 3600, typ: 'at+jwt' },
-    );
-    const req = (method: string, path: string, body?: string, bearer = token): CheckRequest => ({
-      attributes: {
-        source: { address: { socket_address: { address: '127.0.0.1', port_value: 40000 } } },
-        request: {
-          http: {
-            id: 'bench',
-            method,
-            path,
-            host: 'api.example',
-            scheme: 'https',
-            protocol: 'HTTP/2',
-            headers: {
-              ':method': method,
-              ':path': path,
-              ':authority': 'api.example',
-              authorization: `Bearer ${bearer}`,
-              'content-type': 'application/json',
-              'user-agent': 'bench',
-            },
-            raw_body: Buffer.from(body ?? ''),
-            size: String(body?.length ?? 0),
-          },
-        },
-      },
-    });
-    const scenarios: [string, CheckRequest][] = [
-      ['transfer, AAL 2 JWT (allow)', req('POST', '/v1/transfers', transferBody, transferToken)],
-      ['masked read (allow)', req('GET', '/v1/transactions?limit=20')],
-      ['cross-tenant read (deny)', req('GET', '/v1/transactions?tenantId=t2')],
-    ];
-
-    // Each scenario's decision, checked once before the load (ghz sees only the gRPC status).
-    const outcomes: string[] = [];
-    for (const [name, r] of scenarios) {
-      outcomes.push(await outcomeOf(address, r));
-      process.stdout.write(`decision for "${name}": ${outcomes.at(-1)}\n`);
-    }
+    const f = await seedCustomer(db);
+    const edge = await startEdge(db, url, f.keys, log);
+    const scenarios = await scenariosOf(f);
+    const outcomes = await decisionsOf(edge.address, scenarios);
     process.stdout.write(`edge Check via ghz, ${requests} requests each at ${rps} req/s, 16 concurrent\n`);
-    // The machine's floor: the same gRPC server and request with a decision that does nothing
-    // (no token, state, policy or audit), under the same load, sharing the same cores with ghz.
-    const floorServer = createEdgeServer({
-      log,
-      decide: () => ({ allow: true, status: 200 }),
-      resolve: buildRouteTable(routeDeclarations),
-    });
-    const floorAddress = `127.0.0.1:${await bindEdge(floorServer, 0)}`;
-    // The floor answering what the read scenario answers (its identity headers and masking):
-    // what encoding the answer costs, apart from deciding it.
-    const readView = viewOf(scenarios[1]?.[1] as CheckRequest);
-    const readAnswer = await decide(
-      readView,
-      buildRouteTable(routeDeclarations)(readView.method, readView.path),
-    );
-    const answerServer = createEdgeServer({
-      log,
-      decide: () => readAnswer,
-      resolve: buildRouteTable(routeDeclarations),
-    });
-    const answerAddress = `127.0.0.1:${await bindEdge(answerServer, 0)}`;
-    // Diagnostic, not a configuration: the same edge with its decision audit discarded instead of
-    // written to PostgreSQL, which shares this machine's two cores (what the audit's write costs here).
-    const discarded = new AuditWriter(db, log, maxQueued, failClosedReserve, {
-      write: async () => undefined,
-    });
-    discarded.start();
-    const unauditedDecide = createDecider({
-      state,
-      challenges: keys.challenges,
-      policies,
-      audit: discarded,
-      risk: new RiskEngine(),
-      log,
-      edgeSecret: 'bench',
-    });
-    const unaudited = createEdgeServer({
-      log,
-      decide: unauditedDecide,
-      resolve: buildRouteTable(routeDeclarations),
-    });
-    const unauditedAddress = `127.0.0.1:${await bindEdge(unaudited, 0)}`;
-    // Issue 22 item 3: the same edge with a shadow candidate (today's bundle, uploaded as a
-    // candidate) loaded for the transfer's tenant: what evaluating every decision again on the
-    // shadow thread costs the live answers.
-    const bundleFile = (f: string) => readFile(join(defaultBundleDir, f));
-    const [manifest, registryText, wasm] = await Promise.all(
-      ['manifest.json', 'registry.json', 'policy.wasm'].map(bundleFile),
-    );
-    const { candidate } = await storeCandidate(db, policies, 't1', 'bench', {
-      manifest: String(manifest),
-      registry: String(registryText),
-      wasm: (wasm as Buffer).toString('base64'),
-    });
-    await db.query(
-      `INSERT INTO policy_shadows (tenant_id, candidate_ref, set_by) VALUES ('t1', $1, 'bench')`,
-      [candidate.policy_ref],
-    );
-    const shadow = new ShadowFeed({ db, databaseUrl: url, trustedKeys: await loadTrustedKeys(), log });
-    shadow.start();
-    await shadow.refresh();
-    const shadowed = createEdgeServer({
-      log,
-      decide: createDecider({
-        state,
-        challenges: keys.challenges,
-        policies,
-        audit,
-        shadow,
-        risk: new RiskEngine(),
-        log,
-        edgeSecret: 'bench',
-      }),
-      resolve: buildRouteTable(routeDeclarations),
-    });
-    const shadowedAddress = `127.0.0.1:${await bindEdge(shadowed, 0)}`;
+    const cmp = await startComparisons(db, url, log, f, edge, scenarios);
     const floorRequest = scenarios[1]?.[1] as CheckRequest;
-    // The whole Check (request view, route, decision, answer) in process, without gRPC: the
-    // decision's own cost beside the floor's, with the audit discarded as in the diagnostic line.
-    const inProcess = async (
-      name: string,
-      decide: Parameters<typeof check>[0]['decide'],
-      r: CheckRequest,
-    ) => {
-      const deps = { log, decide, resolve: buildRouteTable(routeDeclarations) };
-      for (let i = 0; i < 2000; i++) await check(deps, r);
-      const lat: number[] = [];
-      const t = process.hrtime.bigint();
-      for (let i = 0; i < 20000; i++) {
-        const t0 = process.hrtime.bigint();
-        await check(deps, r);
-        lat.push(Number(process.hrtime.bigint() - t0));
-      }
-      const meanUs = Number(process.hrtime.bigint() - t) / 20000 / 1000;
-      lat.sort((a, b) => a - b);
-      process.stdout.write(
-        `${`Check in process: ${name}`.padEnd(48)} mean ${meanUs.toFixed(1)} µs  p50 ${ms(percentile(lat, 50))} ms  p99 ${ms(percentile(lat, 99))} ms\n`,
-      );
-    };
-    await inProcess('floor (empty decision)', () => ({ allow: true, status: 200 }), floorRequest);
-    for (const [name, r] of scenarios) await inProcess(`${name}, audit discarded`, unauditedDecide, r);
+    await timeInProcess(log, 'floor (empty decision)', () => ({ allow: true, status: 200 }), floorRequest);
+    for (const [name, r] of scenarios)
+      await timeInProcess(log, `${name}, audit discarded`, cmp.unauditedDecide, r);
     if (inProcessOnly) {
-      for (const s of [floorServer, answerServer, unaudited, shadowed, server]) s.forceShutdown();
-      await shadow.stop();
-      await discarded.stop();
-      await audit.stop();
-      await state.stop();
+      for (const s of [cmp.floorServer, cmp.answerServer, cmp.unaudited, cmp.shadowed, edge.server])
+        s.forceShutdown();
+      await cmp.shadow.stop();
+      await cmp.discarded.stop();
+      await edge.audit.stop();
+      await edge.state.stop();
       return;
     }
-    /** The floor and every scenario at the offered rate, after a warm-up of each. */
-    const round = async (label: string): Promise<{ floor: GhzReport; ours: GhzReport[] }> => {
-      process.stdout.write(`${label} (${machineLoad()})\n`);
-      await ghz(floorAddress, floorRequest, { rps: 0, n: 2000, c: 16 }, dir);
-      const floor = await ghz(floorAddress, floorRequest, { rps, n: requests, c: 16 }, dir);
-      process.stdout.write(`${line('floor: empty decision', floor, rps)}\n`);
-      await ghz(answerAddress, floorRequest, { rps: 0, n: 2000, c: 16 }, dir);
-      process.stdout.write(
-        `${line("floor with the read's answer", await ghz(answerAddress, floorRequest, { rps, n: requests, c: 16 }, dir), rps)}\n`,
-      );
-      const out: GhzReport[] = [];
-      for (const [name, r] of scenarios) {
-        await ghz(address, r, { rps: 0, n: 2000, c: 16 }, dir); // warm caches, JIT and heap
-        const report = await ghz(address, r, { rps, n: requests, c: 16 }, dir);
-        out.push(report);
-        process.stdout.write(`${line(name, report, rps)}\n`);
-      }
-      await ghz(unauditedAddress, scenarios[0]?.[1] as CheckRequest, { rps: 0, n: 2000, c: 16 }, dir);
-      process.stdout.write(
-        `${line('transfer, audit discarded (diagnostic)', await ghz(unauditedAddress, scenarios[0]?.[1] as CheckRequest, { rps, n: requests, c: 16 }, dir), rps)}\n`,
-      );
-      await ghz(shadowedAddress, scenarios[0]?.[1] as CheckRequest, { rps: 0, n: 2000, c: 16 }, dir);
-      process.stdout.write(
-        `${line('transfer, tenant with a shadow candidate', await ghz(shadowedAddress, scenarios[0]?.[1] as CheckRequest, { rps, n: requests, c: 16 }, dir), rps)}\n`,
-      );
-      process.stdout.write(`${' '.repeat(32)}shadow thread so far: ${JSON.stringify(shadow.stats)}\n`);
-      return { floor, ours: out };
-    };
-    const quiet = await round('without a hog');
-    process.stdout.write('as a ratio to the floor of the same run (issue 18: p99 ≤ 1.5x, p99.9 ≤ 2x):\n');
-    for (const [i, [name]] of scenarios.entries())
-      process.stdout.write(`${ratioLine(name, quiet.ours[i] as GhzReport, quiet.floor, 1.5, 2)}\n`);
-    const ours = quiet.ours;
-    const hog = startHog();
-    let hogged: { floor: GhzReport; ours: GhzReport[] };
-    try {
-      hogged = await round('with a CPU hog (a busy-loop process on one core)');
-    } finally {
-      hog.kill();
-    }
-    process.stdout.write('with the hog, as a ratio to the floor measured with the hog (issue 18: ≤ 3x):\n');
-    for (const [i, [name]] of scenarios.entries())
-      process.stdout.write(`${ratioLine(name, hogged.ours[i] as GhzReport, hogged.floor, 3, 3)}\n`);
-    const max = await ghz(address, scenarios[0]?.[1] as CheckRequest, { rps: 0, n: requests, c: 32 }, dir);
-    process.stdout.write(`${line('unthrottled (transfer, c=32)', max)}\n`);
-    let ourRate: SustainedRate = { rate: 0 };
-    let floorRate: SustainedRate = { rate: 0 };
-    if (withSearch) {
-      ourRate = await maxSustainedRate(address, scenarios[0]?.[1] as CheckRequest, dir);
-      sayRate('transfer', ourRate);
-      floorRate = await maxSustainedRate(floorAddress, floorRequest, dir);
-      sayRate('floor (empty decision)', floorRate);
-    }
-    floorServer.forceShutdown();
-    answerServer.forceShutdown();
-    unaudited.forceShutdown();
-    shadowed.forceShutdown();
-    await shadow.stop();
-    await discarded.stop();
-
-    // In-process: token verification + session check, and policy evaluation alone.
-    const view = viewOf(scenarios[1]?.[1] as CheckRequest);
-    const authLat: number[] = [];
-    for (let i = 0; i < 5000; i++) {
-      const t0 = process.hrtime.bigint();
-      await authenticate('customer', view, state, (id) => state.tenant(id), Date.now());
-      authLat.push(Number(process.hrtime.bigint() - t0));
-    }
-    authLat.sort((a, b) => a - b);
-    process.stdout.write(
-      `token verification + session check (in process)  p50 ${ms(percentile(authLat, 50))} ms  p99 ${ms(percentile(authLat, 99))} ms  (target p99 < 2 ms)\n`,
-    );
-    const input = {
-      tenant: { id: 't1', status: 'ACTIVE', security: {} },
-      subject: {
-        id: customerId,
-        type: 'customer',
-        aal: 2,
-        tuples: [{ relation: 'member', object_ns: 'tenant', object_id: 't1', caveat: {} }],
-        stepup_age_s: 10,
-      },
-      resource: { type: 'transaction', tenant_id: 't1' },
-      action: 'transfer.create',
-      purpose: 'customer.transact',
-      context: { ip: '127.0.0.1', risk: 'low', now_ns: Date.now() * 1e6, local_hour: 12 },
-    };
-    const evalLat: number[] = [];
-    const rev = policies.current;
-    for (let i = 0; i < 20000 && rev; i++) {
-      const t0 = process.hrtime.bigint();
-      rev.evaluate(input);
-      evalLat.push(Number(process.hrtime.bigint() - t0));
-    }
-    evalLat.sort((a, b) => a - b);
-    process.stdout.write(
-      `policy evaluation alone (WASM, in process)        p50 ${ms(percentile(evalLat, 50))} ms  p99 ${ms(percentile(evalLat, 99))} ms  (target decision p99 < 5 ms)\n`,
-    );
-
-    if (!withPlugin) {
-      server.forceShutdown();
-      await audit.stop();
-      await state.stop();
-      return;
-    }
-    // opa-envoy-plugin: the same Rego, requests and state (the rows above, as data).
-    const plugin = await startOpaEnvoyPlugin(
-      ensureOpaEnvoyPlugin((l) => process.stdout.write(`${l}\n`)),
-      dir,
-      {
-        routes: routesForRego(routeDeclarations),
-        jwks: Object.fromEntries(
-          await Promise.all(['t1', 't2'].map(async (t) => [t, JSON.stringify(await keys.jwks(t))] as const)),
-        ),
-        tenants: Object.fromEntries(
-          await Promise.all(
-            ['t1', 't2'].map(async (t) => {
-              const row = await state.tenant(t);
-              return [t, { status: row?.status ?? 'UNKNOWN', security: row?.security ?? {} }] as const;
-            }),
-          ),
-        ),
-        sessions: {
-          [sid]: {
-            tenant_id: 't1',
-            subject_type: 'customer',
-            subject_id: customerId,
-            revoked: false,
-            last_seen_ns: Date.now() * 1e6,
-          },
-        },
-        tuples: { [customerId]: await state.tuplesOf('customer', customerId) },
-      },
-    );
-    try {
-      for (const [i, [name, r]] of scenarios.entries()) {
-        const theirs = await outcomeOf(plugin.grpcAddress, r);
-        process.stdout.write(`opa-envoy-plugin decision for "${name}": ${theirs}\n`);
-        if (theirs !== outcomes[i])
-          throw new Error(
-            `opa-envoy-plugin decides "${theirs}" where the edge decides "${outcomes[i]}": the comparison would not be like for like`,
-          );
-      }
-      process.stdout.write(`opa-envoy-plugin ${opaEnvoyPluginVersion} via ghz, same requests and rates\n`);
-      const theirs: GhzReport[] = [];
-      for (const [name, r] of scenarios) {
-        await ghz(plugin.grpcAddress, r, { rps: 0, n: 2000, c: 16 }, dir);
-        const report = await ghz(plugin.grpcAddress, r, { rps, n: requests, c: 16 }, dir);
-        theirs.push(report);
-        process.stdout.write(`${line(name, report, rps)}\n`);
-      }
-      const theirMax = await ghz(
-        plugin.grpcAddress,
-        scenarios[0]?.[1] as CheckRequest,
-        { rps: 0, n: requests, c: 32 },
-        dir,
-      );
-      process.stdout.write(`${line('unthrottled (transfer, c=32)', theirMax)}\n`);
-      const theirRate: SustainedRate = withSearch
-        ? await maxSustainedRate(plugin.grpcAddress, scenarios[0]?.[1] as CheckRequest, dir)
-        : { rate: 0 };
-      if (withSearch) sayRate('opa-envoy-plugin transfer', theirRate);
-      process.stdout.write('ours as a ratio to opa-envoy-plugin (below 1 = faster):\n');
-      for (const [i, [name]] of scenarios.entries()) {
-        const o = ours[i] as GhzReport;
-        const t = theirs[i] as GhzReport;
-        process.stdout.write(
-          `  ${name.padEnd(30)} p50 ${(at(o, 50) / at(t, 50)).toFixed(2)}x  p99 ${(at(o, 99) / at(t, 99)).toFixed(2)}x  p99.9 ${(at(o, 99.9) / at(t, 99.9)).toFixed(2)}x\n`,
-        );
-      }
-      process.stdout.write(
-        `  unthrottled throughput ${(max.rps / theirMax.rps).toFixed(2)}x (above 1 = more)\n`,
-      );
-      if (withSearch) {
-        // The plugin's maximum is known, or only bounded above by the lowest rate tried.
-        const bound = theirRate.rate > 0 ? theirRate.rate : (theirRate.lowest?.rate ?? 0);
-        const target = Math.min(6 * bound, floorRate.rate);
-        const met = ourRate.rate >= target;
-        process.stdout.write(
-          `  max sustained rate (p99 < 5 ms, no errors): ours ${ourRate.rate} req/s; opa-envoy-plugin ${theirRate.rate > 0 ? `${theirRate.rate}` : `below ${bound}`} req/s; the floor's own ${floorRate.rate} req/s; target ${theirRate.rate > 0 ? '' : 'at most '}${target} req/s (issue 18: 6x the plugin's, or the floor's maximum if lower: ${met ? 'met' : 'NOT met'})\n`,
-        );
-      }
-      process.stdout.write(
-        'note: the plugin reads session, tuples and keys from data loaded at start; the edge also keeps them fresh by LISTEN/NOTIFY, assesses risk, and audits every decision\n',
-      );
-    } finally {
-      plugin.stop();
-    }
-    server.forceShutdown();
-    await audit.stop();
-    await state.stop();
+    const load = await loadRuns(edge, cmp, scenarios, dir);
+    for (const s of [cmp.floorServer, cmp.answerServer, cmp.unaudited, cmp.shadowed]) s.forceShutdown();
+    await cmp.shadow.stop();
+    await cmp.discarded.stop();
+    await timeTokenCheck(edge.state, viewOf(floorRequest));
+    timePolicyEvaluation(edge.policies, f.customerId);
+    if (withPlugin) await compareWithPlugin(dir, f, edge.state, scenarios, outcomes, load);
+    edge.server.forceShutdown();
+    await edge.audit.stop();
+    await edge.state.stop();
   });
 }
 

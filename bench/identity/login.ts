@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { buildCore } from '../../core/app.ts';
 import { startEmbedded } from '../../core/db/embedded.ts';
 import { migrate } from '../../core/db/migrate.ts';
-import { createDb, type Queryable } from '../../shared/db/pool.ts';
+import { createDb, type Db, type Queryable } from '../../shared/db/pool.ts';
 import { PinHasher, argonMaxQueue, kdfVersions, currentKdfVersion } from '../../core/identity/pin.ts';
 import { showingLoad } from '../lib/probe.ts';
 import type { SmsMessage } from '../../core/identity/sms.ts';
@@ -56,6 +56,138 @@ async function post(
   return { status: res.statusCode, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
 }
 
+type Login = (i: number) => Promise<{ status: number; body: Record<string, unknown> }>;
+
+/** The core service over `db`, SMS codes captured by phone. */
+async function startCore(
+  db: Db,
+  log: ReturnType<typeof createLogger>,
+  metrics: ReturnType<typeof createMetrics>,
+) {
+  const codes = new Map<string, string>();
+  const sms = {
+    async send(_q: Queryable, m: SmsMessage) {
+      if (m.code) codes.set(m.to, m.code);
+    },
+  };
+  const keys = new KeyStore(db, randomBytes(32));
+  const core = buildCore({
+    db,
+    log,
+    metrics,
+    build: readBuildInfo(),
+    keys,
+    identity: { sms },
+    edgeSecrets: [randomBytes(32).toString('base64url')],
+  });
+  const origin = `http://127.0.0.1:${await listen(core.server, 0)}`;
+  return { core, origin, codes };
+}
+
+/** `customers` customers onboarded through the real routes (OTP, then PIN), and a warm-up. */
+async function onboard(origin: string, codes: Map<string, string>): Promise<string[]> {
+  const phones = Array.from({ length: customers }, (_, i) => `+2547${String(10_000_000 + i)}`);
+  for (const phone of phones) {
+    await post(origin, '/customers/auth/otp/send', { tenantId: 'bench', phone });
+    const v = await post(origin, '/customers/auth/otp/verify', {
+      tenantId: 'bench',
+      phone,
+      otp: codes.get(phone),
+    });
+    await post(origin, '/customers/auth/pin/set', {
+      tenantId: 'bench',
+      phone,
+      pin: '482915',
+      verificationToken: v.body.verificationToken,
+    });
+  }
+  // Warm-up: keys, secrets, connections.
+  for (const phone of phones.slice(0, 4))
+    await post(origin, '/customers/auth/login', { tenantId: 'bench', phone, pin: '482915' });
+  return phones;
+}
+
+/** `n` logins from `c` closed-loop clients: latencies of 200s and of 429s apart. */
+async function burst(login: Login, n: number, c: number) {
+  const ok: number[] = [];
+  const busy: number[] = [];
+  const other: Record<string, number> = {};
+  let next = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: c }, async () => {
+      while (next < n) {
+        const t0 = performance.now();
+        const r = await login(next++);
+        const ms = performance.now() - t0;
+        if (r.status === 200) ok.push(ms);
+        else if (r.status === 429) busy.push(ms);
+        else {
+          // Anything else is a defect past capacity (issue 18 item 4): say what it was.
+          const k = `${r.status} ${typeof r.body.code === 'string' ? r.body.code : ''}`.trim();
+          other[k] = (other[k] ?? 0) + 1;
+        }
+      }
+    }),
+  );
+  return { ok, busy, other, perS: ok.length / ((performance.now() - started) / 1000) };
+}
+
+/** Open loop: `rate` logins a second for 3 s; the rate where 429s appear is where the PIN queue saturates. */
+async function offered(login: Login, rate: number) {
+  const all: Promise<{ status: number }>[] = [];
+  const t0 = performance.now();
+  for (let i = 0; i < rate * 3; i++) {
+    const due = t0 + (i * 1000) / rate;
+    const wait = due - performance.now();
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    all.push(login(i));
+  }
+  const statuses = (await Promise.all(all)).map((r) => r.status);
+  return {
+    rate,
+    ok: statuses.filter((x) => x === 200).length,
+    busy: statuses.filter((x) => x === 429).length,
+    n: statuses.length,
+  };
+}
+
+/** Rising offered rates until a quarter of the logins are refused. */
+async function rateSweep(login: Login) {
+  const sweep = [];
+  for (const rate of [10, 20, 30, 40, 60, 80]) {
+    const r = await offered(login, rate);
+    sweep.push(r);
+    if (r.busy > r.n / 4) break;
+  }
+  return sweep;
+}
+
+/** PIN verification alone: one at a time, and at the clients' concurrency (cost plus queue). */
+async function timePinVerification() {
+  const hasher = new PinHasher();
+  const pepper = randomBytes(32);
+  const stored = await hasher.hash('482915', pepper);
+  const alone: number[] = [];
+  for (let i = 0; i < 30; i++) {
+    const t0 = performance.now();
+    await hasher.verify('482915', pepper, stored);
+    alone.push(performance.now() - t0);
+  }
+  const loaded: number[] = [];
+  // At most as many callers as the gate admits (running + waiting): past that it refuses at once.
+  await Promise.all(
+    Array.from({ length: Math.min(clients, hasher.gate.limit + argonMaxQueue) }, async () => {
+      for (let i = 0; i < 8; i++) {
+        const t0 = performance.now();
+        await hasher.verify('482915', pepper, stored);
+        loaded.push(performance.now() - t0);
+      }
+    }),
+  );
+  return { hasher, alone, loaded };
+}
+
 async function main(): Promise<void> {
   const dir = await mkdtemp(join(tmpdir(), 'bench-identity-'));
   const pg = await startEmbedded({ dir: join(dir, 'pg'), port: await freePort() });
@@ -67,120 +199,18 @@ async function main(): Promise<void> {
     await db.query(
       `INSERT INTO tenants (id, name, country, base_currency) VALUES ('bench', 'Bench', 'KE', 'KES')`,
     );
-    const codes = new Map<string, string>();
-    const sms = {
-      async send(_q: Queryable, m: SmsMessage) {
-        if (m.code) codes.set(m.to, m.code);
-      },
-    };
-    const keys = new KeyStore(db, randomBytes(32));
-    const core = buildCore({
-      db,
-      log,
-      metrics,
-      build: readBuildInfo(),
-      keys,
-      identity: { sms },
-      edgeSecrets: [randomBytes(32).toString('base64url')],
-    });
-    const origin = `http://127.0.0.1:${await listen(core.server, 0)}`;
-    const phones = Array.from({ length: customers }, (_, i) => `+2547${String(10_000_000 + i)}`);
-    for (const phone of phones) {
-      await post(origin, '/customers/auth/otp/send', { tenantId: 'bench', phone });
-      const v = await post(origin, '/customers/auth/otp/verify', {
-        tenantId: 'bench',
-        phone,
-        otp: codes.get(phone),
-      });
-      await post(origin, '/customers/auth/pin/set', {
-        tenantId: 'bench',
-        phone,
-        pin: '482915',
-        verificationToken: v.body.verificationToken,
-      });
-    }
-    // Warm-up: keys, secrets, connections.
-    for (const phone of phones.slice(0, 4))
-      await post(origin, '/customers/auth/login', { tenantId: 'bench', phone, pin: '482915' });
-
-    const login = (i: number) =>
+    const { core, origin, codes } = await startCore(db, log, metrics);
+    const phones = await onboard(origin, codes);
+    const login: Login = (i) =>
       post(origin, '/customers/auth/login', {
         tenantId: 'bench',
         phone: phones[i % phones.length] as string,
         pin: '482915',
       });
-    /** `n` logins from `c` closed-loop clients: latencies of 200s and of 429s apart. */
-    const burst = async (n: number, c: number) => {
-      const ok: number[] = [];
-      const busy: number[] = [];
-      const other: Record<string, number> = {};
-      let next = 0;
-      const started = performance.now();
-      await Promise.all(
-        Array.from({ length: c }, async () => {
-          while (next < n) {
-            const t0 = performance.now();
-            const r = await login(next++);
-            const ms = performance.now() - t0;
-            if (r.status === 200) ok.push(ms);
-            else if (r.status === 429) busy.push(ms);
-            else {
-              // Anything else is a defect past capacity (issue 18 item 4): say what it was.
-              const k = `${r.status} ${typeof r.body.code === 'string' ? r.body.code : ''}`.trim();
-              other[k] = (other[k] ?? 0) + 1;
-            }
-          }
-        }),
-      );
-      return { ok, busy, other, perS: ok.length / ((performance.now() - started) / 1000) };
-    };
     const runs = [];
-    for (const c of [...new Set([clients, 64])]) runs.push({ c, ...(await burst(total, c)) });
-    /** Open loop: `rate` logins a second for 3 s; the rate where 429s appear is where the PIN queue saturates. */
-    const offered = async (rate: number) => {
-      const all: Promise<{ status: number }>[] = [];
-      const t0 = performance.now();
-      for (let i = 0; i < rate * 3; i++) {
-        const due = t0 + (i * 1000) / rate;
-        const wait = due - performance.now();
-        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-        all.push(login(i));
-      }
-      const statuses = (await Promise.all(all)).map((r) => r.status);
-      return {
-        rate,
-        ok: statuses.filter((x) => x === 200).length,
-        busy: statuses.filter((x) => x === 429).length,
-        n: statuses.length,
-      };
-    };
-    const sweep = [];
-    for (const rate of [10, 20, 30, 40, 60, 80]) {
-      const r = await offered(rate);
-      sweep.push(r);
-      if (r.busy > r.n / 4) break;
-    }
-
-    const hasher = new PinHasher();
-    const pepper = randomBytes(32);
-    const stored = await hasher.hash('482915', pepper);
-    const alone: number[] = [];
-    for (let i = 0; i < 30; i++) {
-      const t0 = performance.now();
-      await hasher.verify('482915', pepper, stored);
-      alone.push(performance.now() - t0);
-    }
-    const loaded: number[] = [];
-    // At most as many callers as the gate admits (running + waiting): past that it refuses at once.
-    await Promise.all(
-      Array.from({ length: Math.min(clients, hasher.gate.limit + argonMaxQueue) }, async () => {
-        for (let i = 0; i < 8; i++) {
-          const t0 = performance.now();
-          await hasher.verify('482915', pepper, stored);
-          loaded.push(performance.now() - t0);
-        }
-      }),
-    );
+    for (const c of [...new Set([clients, 64])]) runs.push({ c, ...(await burst(login, total, c)) });
+    const sweep = await rateSweep(login);
+    const { hasher, alone, loaded } = await timePinVerification();
     const p = kdfVersions[currentKdfVersion];
     process.stdout.write(
       [

@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startEmbedded } from '../../core/db/embedded.ts';
 import { migrate } from '../../core/db/migrate.ts';
+import type { PoolClient } from 'pg';
 import { createDb } from '../../shared/db/pool.ts';
 import { createLogger } from '../../shared/log.ts';
 import { createMetrics } from '../../shared/metrics.ts';
@@ -20,6 +21,162 @@ import { setupBench, benchTenant } from './setup.ts';
 
 const batches = Number(process.env.LEDGER_PROFILE_BATCHES ?? 200);
 const size = Number(process.env.LEDGER_PROFILE_SIZE ?? 16);
+
+type Cmd = ReturnType<ReturnType<typeof commandMaker>>;
+type Time = <T>(k: string, f: () => Promise<T>) => Promise<T>;
+
+/** Uniform two-leg postings of 0.01 KES between random wallets (to the hot account in hot mode). */
+function commandMaker(wallets: string[], hot: string, hotMode: boolean) {
+  const pick = () => wallets[Math.floor(Math.random() * wallets.length)] as string;
+  return () => ({
+    op: 'post',
+    tenant: benchTenant,
+    id: uuidv7(),
+    transaction_id: uuidv7(),
+    type: 'TRANSFER',
+    currency: 'KES',
+    description: null,
+    metadata: {},
+    entries: [
+      { account_id: pick(), side: 'debit', amount: '0.010000', currency: 'KES' },
+      { account_id: hotMode ? hot : pick(), side: 'credit', amount: '0.010000', currency: 'KES' },
+    ],
+  });
+}
+
+/**
+ * CPU time of this backend (utime + stime from /proc): what a batch costs PostgreSQL,
+ * unlike wall time hardly moved by other load on the machine.
+ */
+async function backendCpu(client: PoolClient): Promise<() => number> {
+  const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+  const tick = 1000 / 100;
+  return () => {
+    const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return (Number(f[11]) + Number(f[12])) * tick;
+  };
+}
+
+/** `batches` batches through the batcher's steps, each step's wall and backend CPU time summed by name. */
+async function runBatches(client: PoolClient, cmd: () => Cmd, time: Time): Promise<void> {
+  for (let b = 0; b < batches; b++) {
+    const cmds = Array.from({ length: size }, cmd);
+    const keys = cmds.map((c) => `p-${c.id}`);
+    await time('begin', () => client.query('BEGIN'));
+    await time('claim keys', () =>
+      client.query(
+        `INSERT INTO idempotency_keys (tenant_id, key, principal, method, path, request_hash)
+        SELECT $1, k, 'client:bench', 'POST', '/v1/core/postings', 'h' FROM unnest($2::text[]) k ORDER BY 1 ON CONFLICT DO NOTHING RETURNING key`,
+        [benchTenant, keys],
+      ),
+    );
+    // LEDGER_PROFILE_COMPARE=1: every other batch through the command-by-command path (A/B under the same load).
+    if (process.env.LEDGER_PROFILE_COMPARE === '1' && b % 2 === 1)
+      await time('apply_each (old)', () =>
+        client.query('SELECT ledger_apply_each($1::jsonb) AS r', [JSON.stringify(cmds)]),
+      );
+    else
+      await time('ledger_apply', () =>
+        client.query('SELECT ledger_apply($1::jsonb) AS r', [JSON.stringify(cmds)]),
+      );
+    await time('complete keys', () =>
+      client.query(
+        `UPDATE idempotency_keys k SET response_status = 201, response_body = '{}' FROM unnest($2::text[]) d(key) WHERE k.tenant_id = $1 AND k.key = d.key AND k.principal = 'client:bench' AND k.key = ANY($2::text[])`,
+        [benchTenant, keys],
+      ),
+    );
+    await time('audit head lock', () =>
+      client.query(`SELECT 1 FROM audit_chain_heads WHERE tenant_id = $1 FOR UPDATE`, [benchTenant]),
+    );
+    await time('commit', () => client.query('COMMIT'));
+  }
+}
+
+/** The batches timed, then each step's share of wall time and its backend CPU per batch. */
+async function timeBatches(client: PoolClient, cmd: () => Cmd, hotMode: boolean): Promise<void> {
+  const cpu = await backendCpu(client);
+  const t: Record<string, number> = {};
+  const tc: Record<string, number> = {};
+  const time: Time = async (k, f) => {
+    const s = performance.now();
+    const c0 = cpu();
+    const r = await f();
+    t[k] = (t[k] ?? 0) + performance.now() - s;
+    tc[k] = (tc[k] ?? 0) + cpu() - c0;
+    return r;
+  };
+  const cpu0 = cpu();
+  const t0 = performance.now();
+  await runBatches(client, cmd, time);
+  const total = performance.now() - t0;
+  const backendCpuMs = cpu() - cpu0;
+  process.stdout.write(
+    `\n${batches} batches of ${size} (${hotMode ? 'hot' : 'uniform'}): ${(((batches * size) / total) * 1000).toFixed(0)} postings/s single connection; backend CPU ${(backendCpuMs / batches).toFixed(2)} ms/batch = ${((backendCpuMs / batches / size) * 1000).toFixed(0)} µs/posting\n`,
+  );
+  for (const [k, v] of Object.entries(t))
+    process.stdout.write(
+      `${k.padEnd(16)} ${(v / batches).toFixed(2).padStart(8)} ms/batch ${((v / total) * 100).toFixed(0).padStart(4)}%   backend CPU ${((tc[k] ?? 0) / batches).toFixed(2).padStart(6)} ms/batch\n`,
+    );
+}
+
+/** PostgreSQL's per-function self and total time per batch (track_functions). */
+async function printFunctionTimes(client: PoolClient): Promise<void> {
+  const { rows } = await client.query<{ funcname: string; calls: string; self: string; total: string }>(
+    `SELECT funcname, calls::text, round(self_time::numeric / $1, 3)::text AS self, round(total_time::numeric / $1, 3)::text AS total
+         FROM pg_stat_user_functions ORDER BY self_time DESC LIMIT 15`,
+    [batches],
+  );
+  process.stdout.write('\nfunction             calls   self ms/batch  total ms/batch\n');
+  for (const r of rows)
+    process.stdout.write(
+      `${r.funcname.padEnd(24)}${r.calls.padStart(7)}${r.self.padStart(12)}${r.total.padStart(14)}\n`,
+    );
+}
+
+/** Every statement inside one ledger_apply call, with its plan and time (auto_explain). */
+async function printStatementTimes(client: PoolClient, cmd: () => Cmd): Promise<void> {
+  await client.query(`LOAD 'auto_explain'`);
+  await client.query(
+    `SET auto_explain.log_min_duration = 0; SET auto_explain.log_analyze = off; SET auto_explain.log_nested_statements = on; SET client_min_messages = log; SET auto_explain.log_level = notice`,
+  );
+  const notices: string[] = [];
+  client.on('notice', (n) => notices.push(n.message ?? ''));
+  await client.query('BEGIN');
+  await client.query('SELECT ledger_apply($1::jsonb)', [JSON.stringify(Array.from({ length: size }, cmd))]);
+  await client.query('ROLLBACK');
+  await client.query(`SET auto_explain.log_min_duration = -1`);
+  if (process.env.LEDGER_PROFILE_EXPLAIN === '1') process.stdout.write(`\n${notices.join('\n\n')}\n`);
+  else
+    for (const n of notices) {
+      const m = /duration: ([\d.]+) ms\s+plan:\s+Query Text: ([^\n]{0,110})/.exec(n);
+      if (m) process.stdout.write(`${m[1]!.padStart(8)} ms  ${m[2]!.replace(/\s+/g, ' ')}\n`);
+    }
+}
+
+/** EXPLAIN (ANALYZE, BUFFERS) of the keys' completion and of one ledger_apply call, rolled back. */
+async function printPlans(client: PoolClient, cmd: () => Cmd): Promise<void> {
+  await client.query('BEGIN');
+  const keyPlan = await client.query<{ 'QUERY PLAN': string }>(
+    `EXPLAIN (ANALYZE, BUFFERS) UPDATE idempotency_keys k SET response_status = d.status, response_body = d.body
+       FROM unnest($1::text[], $2::text[], $3::int[], $4::text[]) AS d(tenant_id, key, status, body)
+      WHERE k.tenant_id = d.tenant_id AND k.key = d.key AND k.tenant_id = ANY($1::text[]) AND k.key = ANY($2::text[])`,
+    [
+      Array(size).fill(benchTenant),
+      Array.from({ length: size }, (_, i) => `nokey-${i}`),
+      Array(size).fill(201),
+      Array(size).fill('{}'),
+    ],
+  );
+  process.stdout.write(`\ncompleteKeys plan:\n${keyPlan.rows.map((r) => r['QUERY PLAN']).join('\n')}\n`);
+  await client.query('ROLLBACK');
+  await client.query('BEGIN');
+  const plan = await client.query<{ 'QUERY PLAN': string }>(
+    `EXPLAIN (ANALYZE, BUFFERS) SELECT ledger_apply($1::jsonb)`,
+    [JSON.stringify(Array.from({ length: size }, cmd))],
+  );
+  await client.query('ROLLBACK');
+  process.stdout.write(`\n${plan.rows.map((r) => r['QUERY PLAN']).join('\n')}\n`);
+}
 
 async function main(): Promise<void> {
   const dir = await mkdtemp(join(tmpdir(), 'ledger-prof-'));
@@ -41,135 +198,14 @@ async function main(): Promise<void> {
     await db.query(`ALTER SYSTEM SET track_functions = 'all'`);
     await db.query('SELECT pg_reload_conf()');
     await db.query('SELECT pg_stat_reset()');
-    const pick = () => wallets[Math.floor(Math.random() * wallets.length)] as string;
-    const cmd = () => ({
-      op: 'post',
-      tenant: benchTenant,
-      id: uuidv7(),
-      transaction_id: uuidv7(),
-      type: 'TRANSFER',
-      currency: 'KES',
-      description: null,
-      metadata: {},
-      entries: [
-        { account_id: pick(), side: 'debit', amount: '0.010000', currency: 'KES' },
-        { account_id: hotMode ? hot : pick(), side: 'credit', amount: '0.010000', currency: 'KES' },
-      ],
-    });
-    const t: Record<string, number> = {};
-    const tc: Record<string, number> = {};
-    let cpu: () => number = () => 0;
-    const time = async <T>(k: string, f: () => Promise<T>) => {
-      const s = performance.now();
-      const c0 = cpu();
-      const r = await f();
-      t[k] = (t[k] ?? 0) + performance.now() - s;
-      tc[k] = (tc[k] ?? 0) + cpu() - c0;
-      return r;
-    };
+    const cmd = commandMaker(wallets, hot, hotMode);
     const client = await db.pool.connect();
     // Released however the run ends: a client still checked out would hold db.close() forever.
     try {
-      // CPU time of this backend (utime + stime from /proc): what a batch costs PostgreSQL,
-      // unlike wall time hardly moved by other load on the machine.
-      const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
-      const tick = 1000 / 100;
-      cpu = () => {
-        const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-        return (Number(f[11]) + Number(f[12])) * tick;
-      };
-      const cpu0 = cpu();
-      const t0 = performance.now();
-      for (let b = 0; b < batches; b++) {
-        const cmds = Array.from({ length: size }, cmd);
-        const keys = cmds.map((c) => `p-${c.id}`);
-        await time('begin', () => client.query('BEGIN'));
-        await time('claim keys', () =>
-          client.query(
-            `INSERT INTO idempotency_keys (tenant_id, key, principal, method, path, request_hash)
-        SELECT $1, k, 'client:bench', 'POST', '/v1/core/postings', 'h' FROM unnest($2::text[]) k ORDER BY 1 ON CONFLICT DO NOTHING RETURNING key`,
-            [benchTenant, keys],
-          ),
-        );
-        // LEDGER_PROFILE_COMPARE=1: every other batch through the command-by-command path (A/B under the same load).
-        if (process.env.LEDGER_PROFILE_COMPARE === '1' && b % 2 === 1)
-          await time('apply_each (old)', () =>
-            client.query('SELECT ledger_apply_each($1::jsonb) AS r', [JSON.stringify(cmds)]),
-          );
-        else
-          await time('ledger_apply', () =>
-            client.query('SELECT ledger_apply($1::jsonb) AS r', [JSON.stringify(cmds)]),
-          );
-        await time('complete keys', () =>
-          client.query(
-            `UPDATE idempotency_keys k SET response_status = 201, response_body = '{}' FROM unnest($2::text[]) d(key) WHERE k.tenant_id = $1 AND k.key = d.key AND k.principal = 'client:bench' AND k.key = ANY($2::text[])`,
-            [benchTenant, keys],
-          ),
-        );
-        await time('audit head lock', () =>
-          client.query(`SELECT 1 FROM audit_chain_heads WHERE tenant_id = $1 FOR UPDATE`, [benchTenant]),
-        );
-        await time('commit', () => client.query('COMMIT'));
-      }
-      const total = performance.now() - t0;
-      const backendCpu = cpu() - cpu0;
-      process.stdout.write(
-        `\n${batches} batches of ${size} (${hotMode ? 'hot' : 'uniform'}): ${(((batches * size) / total) * 1000).toFixed(0)} postings/s single connection; backend CPU ${(backendCpu / batches).toFixed(2)} ms/batch = ${((backendCpu / batches / size) * 1000).toFixed(0)} µs/posting\n`,
-      );
-      for (const [k, v] of Object.entries(t))
-        process.stdout.write(
-          `${k.padEnd(16)} ${(v / batches).toFixed(2).padStart(8)} ms/batch ${((v / total) * 100).toFixed(0).padStart(4)}%   backend CPU ${((tc[k] ?? 0) / batches).toFixed(2).padStart(6)} ms/batch\n`,
-        );
-      const { rows } = await client.query<{ funcname: string; calls: string; self: string; total: string }>(
-        `SELECT funcname, calls::text, round(self_time::numeric / $1, 3)::text AS self, round(total_time::numeric / $1, 3)::text AS total
-         FROM pg_stat_user_functions ORDER BY self_time DESC LIMIT 15`,
-        [batches],
-      );
-      process.stdout.write('\nfunction             calls   self ms/batch  total ms/batch\n');
-      for (const r of rows)
-        process.stdout.write(
-          `${r.funcname.padEnd(24)}${r.calls.padStart(7)}${r.self.padStart(12)}${r.total.padStart(14)}\n`,
-        );
-      // Every statement inside one ledger_apply call, with its plan and time (auto_explain).
-      await client.query(`LOAD 'auto_explain'`);
-      await client.query(
-        `SET auto_explain.log_min_duration = 0; SET auto_explain.log_analyze = off; SET auto_explain.log_nested_statements = on; SET client_min_messages = log; SET auto_explain.log_level = notice`,
-      );
-      const notices: string[] = [];
-      client.on('notice', (n) => notices.push(n.message ?? ''));
-      await client.query('BEGIN');
-      await client.query('SELECT ledger_apply($1::jsonb)', [
-        JSON.stringify(Array.from({ length: size }, cmd)),
-      ]);
-      await client.query('ROLLBACK');
-      await client.query(`SET auto_explain.log_min_duration = -1`);
-      if (process.env.LEDGER_PROFILE_EXPLAIN === '1') process.stdout.write(`\n${notices.join('\n\n')}\n`);
-      else
-        for (const n of notices) {
-          const m = /duration: ([\d.]+) ms\s+plan:\s+Query Text: ([^\n]{0,110})/.exec(n);
-          if (m) process.stdout.write(`${m[1]!.padStart(8)} ms  ${m[2]!.replace(/\s+/g, ' ')}\n`);
-        }
-      await client.query('BEGIN');
-      const keyPlan = await client.query<{ 'QUERY PLAN': string }>(
-        `EXPLAIN (ANALYZE, BUFFERS) UPDATE idempotency_keys k SET response_status = d.status, response_body = d.body
-       FROM unnest($1::text[], $2::text[], $3::int[], $4::text[]) AS d(tenant_id, key, status, body)
-      WHERE k.tenant_id = d.tenant_id AND k.key = d.key AND k.tenant_id = ANY($1::text[]) AND k.key = ANY($2::text[])`,
-        [
-          Array(size).fill(benchTenant),
-          Array.from({ length: size }, (_, i) => `nokey-${i}`),
-          Array(size).fill(201),
-          Array(size).fill('{}'),
-        ],
-      );
-      process.stdout.write(`\ncompleteKeys plan:\n${keyPlan.rows.map((r) => r['QUERY PLAN']).join('\n')}\n`);
-      await client.query('ROLLBACK');
-      await client.query('BEGIN');
-      const plan = await client.query<{ 'QUERY PLAN': string }>(
-        `EXPLAIN (ANALYZE, BUFFERS) SELECT ledger_apply($1::jsonb)`,
-        [JSON.stringify(Array.from({ length: size }, cmd))],
-      );
-      await client.query('ROLLBACK');
-      process.stdout.write(`\n${plan.rows.map((r) => r['QUERY PLAN']).join('\n')}\n`);
+      await timeBatches(client, cmd, hotMode);
+      await printFunctionTimes(client);
+      await printStatementTimes(client, cmd);
+      await printPlans(client, cmd);
     } finally {
       client.release();
     }

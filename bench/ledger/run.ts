@@ -85,6 +85,25 @@ async function drive(name: string, op: (i: number) => Promise<boolean>, stats?: 
   };
 }
 
+/** The runs as a table, with the settings they ran under and the batched/naive ratios. */
+function printResults(results: Result[], fsync: { fsync: string; sc: string } | undefined): void {
+  const fmt = (n: number, d = 1) => n.toFixed(d).padStart(9);
+  process.stdout.write(
+    `\nledger bench: ${clients} clients, ${seconds}s per run, ${accountCount} accounts, fsync=${fsync?.fsync}, synchronous_commit=${fsync?.sc}, in-flight batches=${inFlight}, batch window=${windowMs}ms\n`,
+  );
+  process.stdout.write(
+    `${'scenario'.padEnd(18)}${'postings/s'.padStart(11)}${'p50 ms'.padStart(9)}${'p99 ms'.padStart(9)}${'ops'.padStart(9)}${'failed'.padStart(8)}${'batch'.padStart(7)}${'node cpu'.padStart(10)}\n`,
+  );
+  for (const r of results)
+    process.stdout.write(
+      `${r.name.padEnd(18)}${fmt(r.perS, 0).padStart(11)}${fmt(r.p50, 2)}${fmt(r.p99, 2)}${String(r.ops).padStart(9)}${String(r.failed).padStart(8)}${(r.batch === undefined ? '-' : r.batch.toFixed(1)).padStart(7)}${`${r.nodeCpu.toFixed(0)}%`.padStart(10)}\n`,
+    );
+  const by = (n: string) => results.find((r) => r.name === n)?.perS ?? 0;
+  process.stdout.write(
+    `ratio batched/naive: uniform ${(by('batched uniform') / by('naive uniform')).toFixed(1)}x, hot ${(by('batched hot') / by('naive hot')).toFixed(1)}x\n`,
+  );
+}
+
 async function main(): Promise<void> {
   const dir = await mkdtemp(join(tmpdir(), 'ledger-bench-'));
   const pg = await startEmbedded({ dir: join(dir, 'pg'), port: await freePort() });
@@ -154,21 +173,7 @@ async function main(): Promise<void> {
         naive(() => hot),
       ),
     );
-    const fmt = (n: number, d = 1) => n.toFixed(d).padStart(9);
-    process.stdout.write(
-      `\nledger bench: ${clients} clients, ${seconds}s per run, ${accountCount} accounts, fsync=${fsync?.fsync}, synchronous_commit=${fsync?.sc}, in-flight batches=${inFlight}, batch window=${windowMs}ms\n`,
-    );
-    process.stdout.write(
-      `${'scenario'.padEnd(18)}${'postings/s'.padStart(11)}${'p50 ms'.padStart(9)}${'p99 ms'.padStart(9)}${'ops'.padStart(9)}${'failed'.padStart(8)}${'batch'.padStart(7)}${'node cpu'.padStart(10)}\n`,
-    );
-    for (const r of results)
-      process.stdout.write(
-        `${r.name.padEnd(18)}${fmt(r.perS, 0).padStart(11)}${fmt(r.p50, 2)}${fmt(r.p99, 2)}${String(r.ops).padStart(9)}${String(r.failed).padStart(8)}${(r.batch === undefined ? '-' : r.batch.toFixed(1)).padStart(7)}${`${r.nodeCpu.toFixed(0)}%`.padStart(10)}\n`,
-      );
-    const by = (n: string) => results.find((r) => r.name === n)?.perS ?? 0;
-    process.stdout.write(
-      `ratio batched/naive: uniform ${(by('batched uniform') / by('naive uniform')).toFixed(1)}x, hot ${(by('batched hot') / by('naive hot')).toFixed(1)}x\n`,
-    );
+    printResults(results, fsync);
     const { rows } = await db.query<{ d: string; c: string }>(
       `SELECT sum(amount) FILTER (WHERE side = 'debit')::text AS d, sum(amount) FILTER (WHERE side = 'credit')::text AS c FROM ledger_entries`,
     );

@@ -29,6 +29,7 @@ import { KeyStore } from '../../core/keys/keys.ts';
 import { seedDemo } from '../../core/seed.ts';
 import { authorizationPackage } from '../../edge/proto.ts';
 import type { CheckRequest, CheckResponse } from '../../edge/types.ts';
+import type { Db } from '../../shared/db/pool.ts';
 import { freePort } from '../../shared/net.ts';
 import { call } from '../../test/helpers/http.ts';
 import { journey, type Demo } from '../../test/helpers/journey.ts';
@@ -123,162 +124,198 @@ async function edgeHeaders(
   }
 }
 
+/** The demo tenant seeded as `npm start` seeds it, and core, edge and gateway started as processes. */
+async function startStack(db: Db, dir: string, url: string) {
+  const dataDir = join(dir, 'data');
+  await mkdir(dataDir, { recursive: true });
+  const secret32 = () => randomBytes(32);
+  const master = secret32();
+  const seal = secret32();
+  const challenge = secret32();
+  // The demo tenant, its ledger and its core client, as `npm start` seeds them.
+  await seedDemo(db, dataDir, {
+    keys: new KeyStore(db, master, { apiKeySealKey: seal, challengeKeys: [challenge] }),
+  });
+  const demo = JSON.parse(await readFile(join(dataDir, 'demo.json'), 'utf8')) as Demo;
+  const ports = {
+    core: await freePort(),
+    authz: await freePort(),
+    metrics: await freePort(),
+    gateway: await freePort(),
+  };
+  const edgeSecret = randomBytes(32).toString('base64url');
+  const shared = {
+    MODE: 'development',
+    DATABASE_URL: url,
+    DATA_DIR: dataDir,
+    EDGE_SHARED_SECRET: edgeSecret,
+    CHALLENGE_KEY: challenge.toString('base64'),
+    API_KEY_SEAL_KEY: seal.toString('base64'),
+    LOG_LEVEL: 'warn',
+  };
+  const procs: Service[] = [
+    runService('core', { ...shared, MASTER_KEY: master.toString('base64'), CORE_PORT: String(ports.core) }),
+    runService('edge', {
+      ...shared,
+      AUTHZ_PORT: String(ports.authz),
+      EDGE_METRICS_PORT: String(ports.metrics),
+    }),
+    runService('gateway', {
+      MODE: 'development',
+      LOG_LEVEL: 'warn',
+      GATEWAY_PORT: String(ports.gateway),
+      AUTHZ_ADDRESSES: `127.0.0.1:${ports.authz}`,
+      CORE_ORIGINS: `http://127.0.0.1:${ports.core}`,
+    }),
+  ];
+  return { dataDir, demo, ports, procs };
+}
+type Stack = Awaited<ReturnType<typeof startStack>>;
+
+/** Core, the edge's metrics port and the gateway all answer ready. */
+async function waitReady(stack: Stack, core: string, gw: string): Promise<void> {
+  const outputs = () => stack.procs.map((p) => `--- ${p.kind}\n${p.output().slice(-2000)}`).join('\n');
+  for (const origin of [core, `http://127.0.0.1:${stack.ports.metrics}`, gw]) {
+    const path = origin === core || origin === gw ? '/v1/ready' : '/ready';
+    await until(
+      async () => ((await call(origin, 'GET', path)).status === 200 ? true : undefined),
+      90_000,
+      `${origin}${path} (${outputs()})`,
+    );
+  }
+}
+
+/** A customer's read and a core client's posting, each via the gateway and straight to core. */
+async function jobsOf(db: Db, stack: Stack, core: string, gw: string): Promise<[string, Job][]> {
+  const { demo, dataDir, ports } = stack;
+  const j = journey(gw, dataDir, db, demo);
+  const customer = await j.signUp('+254733100001');
+  const token = await call(gw, 'POST', '/oauth2/token', {
+    json: {
+      grant_type: 'client_credentials',
+      client_id: demo.coreClient.clientId,
+      client_secret: demo.coreClient.clientSecret,
+      scope: 'core:write',
+    },
+  });
+  if (token.status !== 200) throw new Error(`core client token: ${token.status} ${token.text}`);
+  const coreAuth = { authorization: `Bearer ${String(token.json.access_token)}` };
+  const posting = JSON.stringify({
+    currency: 'KES',
+    entries: [
+      { account_id: demo.settlementAccounts.KES, side: 'debit', amount: '0.01' },
+      { account_id: customer.wallet, side: 'credit', amount: '0.01' },
+    ],
+  });
+  const customerAuth = j.bearer(customer);
+  const postingHeaders = {
+    ...coreAuth,
+    'content-type': 'application/json',
+    'idempotency-key': randomUUID(),
+  };
+  const authz = `127.0.0.1:${ports.authz}`;
+  return [
+    ['GET /v1/accounts via gateway', { url: `${gw}/v1/accounts`, method: 'GET', headers: customerAuth }],
+    [
+      'GET /v1/accounts straight to core',
+      {
+        url: `${core}/v1/accounts`,
+        method: 'GET',
+        headers: await edgeHeaders(authz, 'GET', '/v1/accounts', customerAuth),
+      },
+    ],
+    [
+      'POST /v1/core/postings via gateway',
+      { url: `${gw}/v1/core/postings`, method: 'POST', headers: postingHeaders, body: posting },
+    ],
+    [
+      'POST /v1/core/postings straight to core',
+      {
+        url: `${core}/v1/core/postings`,
+        method: 'POST',
+        body: posting,
+        headers: await edgeHeaders(authz, 'POST', '/v1/core/postings', postingHeaders, posting),
+      },
+    ],
+  ];
+}
+
+/** Each request once before the load: a bench of refusals would measure nothing. */
+async function checkJobsOnce(jobs: [string, Job][]): Promise<void> {
+  for (const [name, job] of jobs) {
+    const u = new URL(job.url);
+    const r = await call(u.origin, job.method, u.pathname, {
+      headers: { ...job.headers, 'idempotency-key': randomUUID() },
+      ...(job.body ? { body: job.body } : {}),
+    });
+    if (r.status >= 300) throw new Error(`${name} answers ${r.status}: ${r.text.slice(0, 300)}`);
+  }
+}
+
+/**
+ * Each tier's CPU per request (issue 19's capacity model is built from these): the service
+ * processes, and PostgreSQL's postmaster with every backend (the parent of ours).
+ */
+async function tiersOf(db: Db, procs: Service[]): Promise<[string, number[]][]> {
+  const backend = (await db.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid ?? 0;
+  const postmaster = Number(readFileSync(`/proc/${backend}/stat`, 'utf8').split(') ')[1]?.split(' ')[1] ?? 0);
+  return [
+    ...procs.map((p): [string, number[]] => [p.kind, [p.child.pid ?? 0]]),
+    ['PostgreSQL', [postmaster]],
+  ];
+}
+
+/** Every job under load after a warm-up, with each tier's CPU per served request. */
+async function loadJobs(jobs: [string, Job][], tiers: [string, number[]][]): Promise<Load[]> {
+  const results: Load[] = [];
+  for (const [name, job] of jobs) {
+    await drive(job, 2);
+    const before = tiers.map(([, pids]) => treeCpuMs(pids));
+    const r = await drive(job, seconds);
+    const used = tiers.map(([, pids], i) => treeCpuMs(pids) - (before[i] ?? 0));
+    results.push(r);
+    process.stdout.write(`${lineOf(name, r)}   (${machineLoad()})\n`);
+    const served = Math.max(
+      1,
+      Object.entries(r.statuses).reduce((a, [k, v]) => a + (k.startsWith('2') ? v : 0), 0),
+    );
+    process.stdout.write(
+      `${' '.repeat(4)}CPU per request: ${tiers.map(([t], i) => `${t} ${Math.round(((used[i] ?? 0) * 1000) / served)} µs`).join(', ')} (10 ms jiffies; the load generator not counted)\n`,
+    );
+  }
+  return results;
+}
+
+/** Via the gateway as a ratio to straight to core, for the read and the posting. */
+function printOverhead(results: Load[]): void {
+  process.stdout.write('edge + gateway overhead (via gateway ÷ straight to core):\n');
+  for (const [i, what] of ['GET /v1/accounts', 'POST /v1/core/postings'].entries()) {
+    const via = results[i * 2] as Load;
+    const direct = results[i * 2 + 1] as Load;
+    process.stdout.write(
+      `  ${what.padEnd(26)} p50 ${(via.p50Us / direct.p50Us).toFixed(2)}x  p99 ${(via.p99Us / direct.p99Us).toFixed(2)}x  throughput ${(via.rps / direct.rps).toFixed(2)}x\n`,
+    );
+  }
+}
+
 async function measure(): Promise<void> {
   await withDatabase('path', async (db, dir, url) => {
-    const dataDir = join(dir, 'data');
-    await mkdir(dataDir, { recursive: true });
-    const secret32 = () => randomBytes(32);
-    const master = secret32();
-    const seal = secret32();
-    const challenge = secret32();
-    // The demo tenant, its ledger and its core client, as `npm start` seeds them.
-    await seedDemo(db, dataDir, {
-      keys: new KeyStore(db, master, { apiKeySealKey: seal, challengeKeys: [challenge] }),
-    });
-    const demo = JSON.parse(await readFile(join(dataDir, 'demo.json'), 'utf8')) as Demo;
-    const ports = {
-      core: await freePort(),
-      authz: await freePort(),
-      metrics: await freePort(),
-      gateway: await freePort(),
-    };
-    const edgeSecret = randomBytes(32).toString('base64url');
-    const shared = {
-      MODE: 'development',
-      DATABASE_URL: url,
-      DATA_DIR: dataDir,
-      EDGE_SHARED_SECRET: edgeSecret,
-      CHALLENGE_KEY: challenge.toString('base64'),
-      API_KEY_SEAL_KEY: seal.toString('base64'),
-      LOG_LEVEL: 'warn',
-    };
-    const procs: Service[] = [
-      runService('core', { ...shared, MASTER_KEY: master.toString('base64'), CORE_PORT: String(ports.core) }),
-      runService('edge', {
-        ...shared,
-        AUTHZ_PORT: String(ports.authz),
-        EDGE_METRICS_PORT: String(ports.metrics),
-      }),
-      runService('gateway', {
-        MODE: 'development',
-        LOG_LEVEL: 'warn',
-        GATEWAY_PORT: String(ports.gateway),
-        AUTHZ_ADDRESSES: `127.0.0.1:${ports.authz}`,
-        CORE_ORIGINS: `http://127.0.0.1:${ports.core}`,
-      }),
-    ];
-    const core = `http://127.0.0.1:${ports.core}`;
-    const gw = `http://127.0.0.1:${ports.gateway}`;
-    const outputs = () => procs.map((p) => `--- ${p.kind}\n${p.output().slice(-2000)}`).join('\n');
+    const stack = await startStack(db, dir, url);
+    const core = `http://127.0.0.1:${stack.ports.core}`;
+    const gw = `http://127.0.0.1:${stack.ports.gateway}`;
     try {
-      for (const origin of [core, `http://127.0.0.1:${ports.metrics}`, gw]) {
-        const path = origin === core || origin === gw ? '/v1/ready' : '/ready';
-        await until(
-          async () => ((await call(origin, 'GET', path)).status === 200 ? true : undefined),
-          90_000,
-          `${origin}${path} (${outputs()})`,
-        );
-      }
-      const j = journey(gw, dataDir, db, demo);
-      const customer = await j.signUp('+254733100001');
-      const token = await call(gw, 'POST', '/oauth2/token', {
-        json: {
-          grant_type: 'client_credentials',
-          client_id: demo.coreClient.clientId,
-          client_secret: demo.coreClient.clientSecret,
-          scope: 'core:write',
-        },
-      });
-      if (token.status !== 200) throw new Error(`core client token: ${token.status} ${token.text}`);
-      const coreAuth = { authorization: `Bearer ${String(token.json.access_token)}` };
-      const posting = JSON.stringify({
-        currency: 'KES',
-        entries: [
-          { account_id: demo.settlementAccounts.KES, side: 'debit', amount: '0.01' },
-          { account_id: customer.wallet, side: 'credit', amount: '0.01' },
-        ],
-      });
-      const customerAuth = j.bearer(customer);
-      const postingHeaders = {
-        ...coreAuth,
-        'content-type': 'application/json',
-        'idempotency-key': randomUUID(),
-      };
-      const authz = `127.0.0.1:${ports.authz}`;
-      const jobs: [string, Job][] = [
-        ['GET /v1/accounts via gateway', { url: `${gw}/v1/accounts`, method: 'GET', headers: customerAuth }],
-        [
-          'GET /v1/accounts straight to core',
-          {
-            url: `${core}/v1/accounts`,
-            method: 'GET',
-            headers: await edgeHeaders(authz, 'GET', '/v1/accounts', customerAuth),
-          },
-        ],
-        [
-          'POST /v1/core/postings via gateway',
-          { url: `${gw}/v1/core/postings`, method: 'POST', headers: postingHeaders, body: posting },
-        ],
-        [
-          'POST /v1/core/postings straight to core',
-          {
-            url: `${core}/v1/core/postings`,
-            method: 'POST',
-            body: posting,
-            headers: await edgeHeaders(authz, 'POST', '/v1/core/postings', postingHeaders, posting),
-          },
-        ],
-      ];
-      // Each request once before the load: a bench of refusals would measure nothing.
-      for (const [name, job] of jobs) {
-        const u = new URL(job.url);
-        const r = await call(u.origin, job.method, u.pathname, {
-          headers: { ...job.headers, 'idempotency-key': randomUUID() },
-          ...(job.body ? { body: job.body } : {}),
-        });
-        if (r.status >= 300) throw new Error(`${name} answers ${r.status}: ${r.text.slice(0, 300)}`);
-      }
+      await waitReady(stack, core, gw);
+      const jobs = await jobsOf(db, stack, core, gw);
+      await checkJobsOnce(jobs);
       process.stdout.write(
         `autocannon from its own process, ${connections} connections, ${seconds} s each after a 2 s warm-up; the dev gateway stands in for Envoy\n`,
       );
-      // Each tier's CPU per request (issue 19's capacity model is built from these): the service
-      // processes, and PostgreSQL's postmaster with every backend (the parent of ours).
-      const backend = (await db.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid ?? 0;
-      const postmaster = Number(
-        readFileSync(`/proc/${backend}/stat`, 'utf8').split(') ')[1]?.split(' ')[1] ?? 0,
-      );
-      const tiers: [string, number[]][] = [
-        ...procs.map((p): [string, number[]] => [p.kind, [p.child.pid ?? 0]]),
-        ['PostgreSQL', [postmaster]],
-      ];
-      const results: Load[] = [];
-      for (const [name, job] of jobs) {
-        await drive(job, 2);
-        const before = tiers.map(([, pids]) => treeCpuMs(pids));
-        const r = await drive(job, seconds);
-        const used = tiers.map(([, pids], i) => treeCpuMs(pids) - (before[i] ?? 0));
-        results.push(r);
-        process.stdout.write(`${lineOf(name, r)}   (${machineLoad()})\n`);
-        const served = Math.max(
-          1,
-          Object.entries(r.statuses).reduce((a, [k, v]) => a + (k.startsWith('2') ? v : 0), 0),
-        );
-        process.stdout.write(
-          `${' '.repeat(4)}CPU per request: ${tiers.map(([t], i) => `${t} ${Math.round(((used[i] ?? 0) * 1000) / served)} µs`).join(', ')} (10 ms jiffies; the load generator not counted)\n`,
-        );
-      }
-      process.stdout.write('edge + gateway overhead (via gateway ÷ straight to core):\n');
-      for (const [i, what] of ['GET /v1/accounts', 'POST /v1/core/postings'].entries()) {
-        const via = results[i * 2] as Load;
-        const direct = results[i * 2 + 1] as Load;
-        process.stdout.write(
-          `  ${what.padEnd(26)} p50 ${(via.p50Us / direct.p50Us).toFixed(2)}x  p99 ${(via.p99Us / direct.p99Us).toFixed(2)}x  throughput ${(via.rps / direct.rps).toFixed(2)}x\n`,
-        );
-      }
+      const tiers = await tiersOf(db, stack.procs);
+      printOverhead(await loadJobs(jobs, tiers));
     } finally {
-      for (const p of procs)
+      for (const p of stack.procs)
         if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGTERM');
-      await Promise.all(procs.map((p) => p.exited));
+      await Promise.all(stack.procs.map((p) => p.exited));
     }
   });
 }

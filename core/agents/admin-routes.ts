@@ -9,7 +9,7 @@
  * Admin's replay (core/idempotency/secrets.ts: `pin`, `privateKey`), `Cache-Control: no-store`.
  */
 import { generateKeyPairSync, randomInt } from 'node:crypto';
-import { Type } from '@sinclair/typebox';
+import { type Static, Type } from '@sinclair/typebox';
 import type { Queryable } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
 import { parseAmount, type Micro } from '../../shared/money.ts';
@@ -54,6 +54,7 @@ const Agent = Type.Object({
   }),
 });
 const noStore = { 'cache-control': 'no-store' };
+const tags = ['admin.agents'];
 
 export interface OutletRow {
   id: string;
@@ -109,120 +110,137 @@ async function bindDevice(q: Queryable, tenantId: string, agentId: string, now: 
   };
 }
 
-export function agentAdminRoutes(deps: AdminDeps, identity: IdentityDeps): RouteSpec[] {
-  const tags = ['admin.agents'];
-  return [
-    adminRoute(deps, {
-      ...declared('POST', '/v1/outlets'),
-      operationId: 'createOutlet',
-      summary: "Create an agent outlet (a shop) in the caller's tenant",
-      tags,
-      mode: 'create',
-      body: Type.Object(
-        { name: Text(200), region: Text(100), address: Type.Optional(Type.String({ maxLength: 500 })) },
-        { additionalProperties: false },
-      ),
-      responses: { 201: { description: 'The outlet', schema: Outlet } },
-      write: async (ctx, w) => {
-        const { rows } = await w.q.query<OutletRow>(
-          'INSERT INTO agent_outlets (tenant_id, id, name, region, address) VALUES ($1, $2, $3, $4, $5) RETURNING id, name, region, address, created_at',
-          [w.caller.tenantId, uuidv7(deps.now()), ctx.body.name, ctx.body.region, ctx.body.address ?? ''],
-        );
-        const o = rows[0];
-        if (!o) throw new AppError('INTERNAL', 'outlet not stored');
-        await w.audit('outlet.create', { type: 'outlet', id: o.id }, { name: o.name, region: o.region });
-        return { status: 201, body: outletView(o) };
-      },
-    }),
-    adminRoute(deps, {
-      ...declared('POST', '/v1/agents'),
-      operationId: 'createAgent',
-      tags,
-      mode: 'create',
-      summary:
-        "Create an agent at one of the tenant's outlets, with its float and commission accounts and a bound device; the PIN and device key are shown once",
-      body: Type.Object(
+const NewAgentBody = Type.Object(
+  {
+    code: Type.String({ pattern: '^[A-Z0-9]{4,16}$' }),
+    phone: Phone,
+    name: Text(200),
+    outletId: Uuid,
+    tier: Type.Optional(Tier),
+    txn_max_amount: Type.Optional(Decimal),
+    day_max_amount: Type.Optional(Decimal),
+  },
+  { additionalProperties: false },
+);
+type NewAgentInput = Static<typeof NewAgentBody>;
+
+/** The outlet must be the tenant's and the code and phone free in the tenant (404, 409 before any write). */
+async function requireOutletAndFreeAgent(q: Queryable, tenantId: string, b: NewAgentInput): Promise<void> {
+  const outlet = await q.query('SELECT 1 FROM agent_outlets WHERE tenant_id = $1 AND id = $2', [
+    tenantId,
+    b.outletId,
+  ]);
+  if (outlet.rows.length === 0) throw new AppError('OUTLET_NOT_FOUND', `no outlet ${b.outletId}`);
+  const taken = await q.query(
+    'SELECT 1 FROM agents WHERE tenant_id = $1 AND (code = $2 OR phone_e164 = $3)',
+    [tenantId, b.code, b.phone],
+  );
+  if (taken.rows.length > 0) throw new AppError('AGENT_EXISTS', 'an agent with this code or phone exists');
+}
+
+/** The 201 body: the agent as created and its credentials, shown this once. */
+function createdAgentView(
+  b: NewAgentInput,
+  a: { id: string; floatAccountId: string; commissionAccountId: string },
+  currency: string,
+  credentials: Static<typeof Agent>['credentials'],
+) {
+  return {
+    id: a.id,
+    code: b.code,
+    phone: b.phone,
+    name: b.name,
+    tier: b.tier ?? 'standard',
+    outletId: b.outletId,
+    currency,
+    floatAccountId: a.floatAccountId,
+    commissionAccountId: a.commissionAccountId,
+    credentials,
+  };
+}
+
+function createOutlet(deps: AdminDeps): RouteSpec {
+  return adminRoute(deps, {
+    ...declared('POST', '/v1/outlets'),
+    operationId: 'createOutlet',
+    summary: "Create an agent outlet (a shop) in the caller's tenant",
+    tags,
+    mode: 'create',
+    body: Type.Object(
+      { name: Text(200), region: Text(100), address: Type.Optional(Type.String({ maxLength: 500 })) },
+      { additionalProperties: false },
+    ),
+    responses: { 201: { description: 'The outlet', schema: Outlet } },
+    write: async (ctx, w) => {
+      const { rows } = await w.q.query<OutletRow>(
+        'INSERT INTO agent_outlets (tenant_id, id, name, region, address) VALUES ($1, $2, $3, $4, $5) RETURNING id, name, region, address, created_at',
+        [w.caller.tenantId, uuidv7(deps.now()), ctx.body.name, ctx.body.region, ctx.body.address ?? ''],
+      );
+      const o = rows[0];
+      if (!o) throw new AppError('INTERNAL', 'outlet not stored');
+      await w.audit('outlet.create', { type: 'outlet', id: o.id }, { name: o.name, region: o.region });
+      return { status: 201, body: outletView(o) };
+    },
+  });
+}
+
+function createAgent(deps: AdminDeps, identity: IdentityDeps): RouteSpec {
+  return adminRoute(deps, {
+    ...declared('POST', '/v1/agents'),
+    operationId: 'createAgent',
+    tags,
+    mode: 'create',
+    summary:
+      "Create an agent at one of the tenant's outlets, with its float and commission accounts and a bound device; the PIN and device key are shown once",
+    body: NewAgentBody,
+    responses: {
+      201: { description: 'The agent and its credentials (keep them: never shown again)', schema: Agent },
+    },
+    write: async (ctx, w) => {
+      const tenantId = w.caller.tenantId;
+      const b = ctx.body;
+      await requireOutletAndFreeAgent(w.q, tenantId, b);
+      const currency = await tenantCurrency(w.q, tenantId);
+      const minor = await requireMinorUnits(w.q, currency);
+      const txnMaxAmount = limitOf(b.txn_max_amount, minor, 'txn_max_amount');
+      const dayMaxAmount = limitOf(b.day_max_amount, minor, 'day_max_amount');
+      const pin = String(randomInt(100_000, 1_000_000));
+      const now = deps.now();
+      const a = await insertAgent(
+        w.q,
         {
-          code: Type.String({ pattern: '^[A-Z0-9]{4,16}$' }),
-          phone: Phone,
-          name: Text(200),
-          outletId: Uuid,
-          tier: Type.Optional(Tier),
-          txn_max_amount: Type.Optional(Decimal),
-          day_max_amount: Type.Optional(Decimal),
-        },
-        { additionalProperties: false },
-      ),
-      responses: {
-        201: { description: 'The agent and its credentials (keep them: never shown again)', schema: Agent },
-      },
-      write: async (ctx, w) => {
-        const tenantId = w.caller.tenantId;
-        const b = ctx.body;
-        const outlet = await w.q.query('SELECT 1 FROM agent_outlets WHERE tenant_id = $1 AND id = $2', [
           tenantId,
-          b.outletId,
-        ]);
-        if (outlet.rows.length === 0) throw new AppError('OUTLET_NOT_FOUND', `no outlet ${b.outletId}`);
-        const taken = await w.q.query(
-          'SELECT 1 FROM agents WHERE tenant_id = $1 AND (code = $2 OR phone_e164 = $3)',
-          [tenantId, b.code, b.phone],
-        );
-        if (taken.rows.length > 0)
+          code: b.code,
+          phone: b.phone,
+          name: b.name,
+          pin,
+          currency,
+          outletId: b.outletId,
+          ...(b.tier ? { tier: b.tier } : {}),
+          ...(txnMaxAmount !== undefined ? { txnMaxAmount } : {}),
+          ...(dayMaxAmount !== undefined ? { dayMaxAmount } : {}),
+        },
+        await hashAgentPin(identity, tenantId, pin),
+        { type: 'staff', id: w.caller.principalId },
+        ctx.requestId,
+        now,
+      ).catch((err: unknown) => {
+        // Two creations of the same code or phone at once both pass the check above; the unique index decides (409, not a 500).
+        if ((err as { code?: string }).code === '23505')
           throw new AppError('AGENT_EXISTS', 'an agent with this code or phone exists');
-        const currency = await tenantCurrency(w.q, tenantId);
-        const minor = await requireMinorUnits(w.q, currency);
-        const txnMaxAmount = limitOf(b.txn_max_amount, minor, 'txn_max_amount');
-        const dayMaxAmount = limitOf(b.day_max_amount, minor, 'day_max_amount');
-        const pin = String(randomInt(100_000, 1_000_000));
-        const now = deps.now();
-        const a = await insertAgent(
-          w.q,
-          {
-            tenantId,
-            code: b.code,
-            phone: b.phone,
-            name: b.name,
-            pin,
-            currency,
-            outletId: b.outletId,
-            ...(b.tier ? { tier: b.tier } : {}),
-            ...(txnMaxAmount !== undefined ? { txnMaxAmount } : {}),
-            ...(dayMaxAmount !== undefined ? { dayMaxAmount } : {}),
-          },
-          await hashAgentPin(identity, tenantId, pin),
-          { type: 'staff', id: w.caller.principalId },
-          ctx.requestId,
-          now,
-        ).catch((err: unknown) => {
-          // Two creations of the same code or phone at once both pass the check above; the unique index decides (409, not a 500).
-          if ((err as { code?: string }).code === '23505')
-            throw new AppError('AGENT_EXISTS', 'an agent with this code or phone exists');
-          throw err;
-        });
-        const device = await bindDevice(w.q, tenantId, a.id, now);
-        await w.audit(
-          'agent.create',
-          { type: 'agent', id: a.id },
-          { code: b.code, outlet: b.outletId, device: device.deviceId },
-        );
-        return {
-          status: 201,
-          headers: noStore,
-          body: {
-            id: a.id,
-            code: b.code,
-            phone: b.phone,
-            name: b.name,
-            tier: b.tier ?? 'standard',
-            outletId: b.outletId,
-            currency,
-            floatAccountId: a.floatAccountId,
-            commissionAccountId: a.commissionAccountId,
-            credentials: { pin, ...device },
-          },
-        };
-      },
-    }),
-  ];
+        throw err;
+      });
+      const device = await bindDevice(w.q, tenantId, a.id, now);
+      await w.audit(
+        'agent.create',
+        { type: 'agent', id: a.id },
+        { code: b.code, outlet: b.outletId, device: device.deviceId },
+      );
+      return { status: 201, headers: noStore, body: createdAgentView(b, a, currency, { pin, ...device }) };
+    },
+  });
+}
+
+export function agentAdminRoutes(deps: AdminDeps, identity: IdentityDeps): RouteSpec[] {
+  return [createOutlet(deps), createAgent(deps, identity)];
 }

@@ -104,6 +104,98 @@ export interface LoginInput {
   device: DeviceProof;
 }
 
+/** The PIN check, with the same argon2 work whether or not the agent is usable (uniform 401). */
+async function pinMatches(
+  { identity }: AgentDeps,
+  secrets: TenantSecrets,
+  usable: AgentRow | undefined,
+  pin: string,
+): Promise<boolean> {
+  return usable
+    ? await gated(() =>
+        identity.pins.verify(pin, secrets.pin, {
+          hash: usable.pin_hash,
+          salt: usable.pin_salt,
+          kdfVersion: usable.kdf_version,
+        }),
+      )
+    : await gated(() => identity.pins.verifyDummy(pin, secrets.pin));
+}
+
+interface LoginSuccess {
+  tenantId: string;
+  agentId: string;
+  device: string;
+  ip: string;
+  requestId: string;
+  pop: { jkt: string } | undefined;
+  checks: Check[];
+}
+
+/**
+ * A login that passed every check, in its transaction: the AAL 2 access token, the counters
+ * settled, the session with its first refresh token, and the success audited.
+ */
+async function openAgentSession(
+  deps: AgentDeps,
+  q: Queryable,
+  s: LoginSuccess,
+  t: number,
+): Promise<TokenPair> {
+  const { tenantId, pop, ip } = s;
+  const actor = { type: 'agent', id: s.agentId };
+  const sessionId = uuidv7(t);
+  const access = await issueAccessToken(
+    deps.keys,
+    {
+      tenantId,
+      sub: s.agentId,
+      sid: sessionId,
+      aal: 2,
+      amr: ['pin', 'device'],
+      ...(pop ? { cnf: { jkt: pop.jkt } } : {}),
+    },
+    t,
+  );
+  await settleSuccess(q, tenantId, s.checks, t);
+  const refreshToken = await createAgentSession(
+    q,
+    {
+      id: sessionId,
+      tenantId,
+      agentId: s.agentId,
+      jti: access.jti,
+      device: s.device,
+      ip,
+      dpopJkt: pop?.jkt,
+    },
+    t,
+  );
+  await auditAuth(
+    q,
+    {
+      tenantId,
+      action: 'agent.auth.login',
+      actor,
+      target: { type: 'session', id: sessionId },
+      allow: true,
+      aal: 2,
+      attrs: { ip, device: s.device, outcome: 'success' },
+      requestId: s.requestId,
+    },
+    t,
+  );
+  return {
+    accessToken: access.token,
+    refreshToken,
+    expiresIn: accessTtlS,
+    tokenType: pop ? ('DPoP' as const) : ('Bearer' as const),
+    sessionId,
+    aal: 2,
+    agentId: s.agentId,
+  };
+}
+
 export async function agentLogin(deps: AgentDeps, ctx: AnyCtx, input: LoginInput): Promise<TokenPair> {
   const { db, identity } = deps;
   const { tenantId, agentCode, pin, device } = input;
@@ -153,15 +245,7 @@ export async function agentLogin(deps: AgentDeps, ctx: AnyCtx, input: LoginInput
   if (!gate.ok) throw refusalError(gate);
   const row = await findAgentByCode(db, tenantId, agentCode);
   const usable = row && row.status === 'active' ? row : undefined;
-  const pinOk = usable
-    ? await gated(() =>
-        identity.pins.verify(pin, secrets.pin, {
-          hash: usable.pin_hash,
-          salt: usable.pin_salt,
-          kdfVersion: usable.kdf_version,
-        }),
-      )
-    : await gated(() => identity.pins.verifyDummy(pin, secrets.pin));
+  const pinOk = await pinMatches(deps, secrets, usable, pin);
   const t = deps.now();
   const result = await db.tx(async (q) => {
     if (!usable || !pinOk) {
@@ -181,56 +265,12 @@ export async function agentLogin(deps: AgentDeps, ctx: AnyCtx, input: LoginInput
       await audit(q, false, 'device_not_bound_or_bad_proof', t, actor);
       return undefined;
     }
-    const sessionId = uuidv7(t);
-    const access = await issueAccessToken(
-      deps.keys,
-      {
-        tenantId,
-        sub: usable.id,
-        sid: sessionId,
-        aal: 2,
-        amr: ['pin', 'device'],
-        ...(pop ? { cnf: { jkt: pop.jkt } } : {}),
-      },
-      t,
-    );
-    await settleSuccess(q, tenantId, checks, t);
-    const refreshToken = await createAgentSession(
+    return openAgentSession(
+      deps,
       q,
-      {
-        id: sessionId,
-        tenantId,
-        agentId: usable.id,
-        jti: access.jti,
-        device: device.deviceId,
-        ip,
-        dpopJkt: pop?.jkt,
-      },
+      { tenantId, agentId: usable.id, device: device.deviceId, ip, requestId: ctx.requestId, pop, checks },
       t,
     );
-    await auditAuth(
-      q,
-      {
-        tenantId,
-        action: 'agent.auth.login',
-        actor,
-        target: { type: 'session', id: sessionId },
-        allow: true,
-        aal: 2,
-        attrs: { ip, device: device.deviceId, outcome: 'success' },
-        requestId: ctx.requestId,
-      },
-      t,
-    );
-    return {
-      accessToken: access.token,
-      refreshToken,
-      expiresIn: accessTtlS,
-      tokenType: pop ? ('DPoP' as const) : ('Bearer' as const),
-      sessionId,
-      aal: 2,
-      agentId: usable.id,
-    };
   });
   if (!result) throw invalid();
   return result;
@@ -249,6 +289,49 @@ interface RefreshRow {
   device: string | null;
   code: string;
   dpop_jkt: string | null;
+}
+
+/**
+ * The refresh that passed every check, in its transaction: the presented token marked rotated,
+ * its successor in the same family, a new access token, and the session's jti, last use and key.
+ */
+async function rotateRefresh(
+  deps: AgentDeps,
+  q: Queryable,
+  s: { tenantId: string; r: RefreshRow; jkt: string | undefined; ip: string },
+  t: number,
+): Promise<TokenPair> {
+  const { tenantId, r, jkt, ip } = s;
+  await q.query(
+    'UPDATE refresh_tokens SET rotated_at = to_timestamp($3 / 1000.0) WHERE tenant_id = $1 AND id = $2',
+    [tenantId, r.id, t],
+  );
+  const next = await insertRefreshToken(q, tenantId, r.session_id, r.family_id, t, r.expires_at.getTime());
+  const access = await issueAccessToken(
+    deps.keys,
+    {
+      tenantId,
+      sub: r.subject_id,
+      sid: r.session_id,
+      aal: 2,
+      amr: ['pin', 'device'],
+      ...(jkt ? { cnf: { jkt } } : {}),
+    },
+    t,
+  );
+  await q.query(
+    'UPDATE sessions SET jti = $3, last_seen = to_timestamp($4 / 1000.0), ip = $5, dpop_jkt = $6 WHERE tenant_id = $1 AND id = $2',
+    [tenantId, r.session_id, access.jti, t, ip, jkt ?? null],
+  );
+  return {
+    accessToken: access.token,
+    refreshToken: next,
+    expiresIn: accessTtlS,
+    tokenType: jkt ? ('DPoP' as const) : ('Bearer' as const),
+    sessionId: r.session_id,
+    aal: 2,
+    agentId: r.subject_id,
+  };
 }
 
 /** Rotate an agent refresh token (needs a fresh proof from the session's bound device). */
@@ -322,37 +405,9 @@ export async function agentRefresh(
       await note(false, 'dpop_key_mismatch');
       return undefined;
     }
-    await q.query(
-      'UPDATE refresh_tokens SET rotated_at = to_timestamp($3 / 1000.0) WHERE tenant_id = $1 AND id = $2',
-      [tenantId, r.id, t],
-    );
-    const next = await insertRefreshToken(q, tenantId, r.session_id, r.family_id, t, r.expires_at.getTime());
-    const access = await issueAccessToken(
-      deps.keys,
-      {
-        tenantId,
-        sub: r.subject_id,
-        sid: r.session_id,
-        aal: 2,
-        amr: ['pin', 'device'],
-        ...(key.jkt ? { cnf: { jkt: key.jkt } } : {}),
-      },
-      t,
-    );
-    await q.query(
-      'UPDATE sessions SET jti = $3, last_seen = to_timestamp($4 / 1000.0), ip = $5, dpop_jkt = $6 WHERE tenant_id = $1 AND id = $2',
-      [tenantId, r.session_id, access.jti, t, ip, key.jkt ?? null],
-    );
+    const pair = await rotateRefresh(deps, q, { tenantId, r, jkt: key.jkt, ip }, t);
     await note(true, 'rotated');
-    return {
-      accessToken: access.token,
-      refreshToken: next,
-      expiresIn: accessTtlS,
-      tokenType: key.jkt ? ('DPoP' as const) : ('Bearer' as const),
-      sessionId: r.session_id,
-      aal: 2,
-      agentId: r.subject_id,
-    };
+    return pair;
   });
   if (keyMismatch)
     throw dpopRefusal(

@@ -4,7 +4,7 @@
  * tenant's watch-list. Level 2: documents (stored by SHA-256). Records expire (`kycValidityMs`)
  * and need re-KYC; an expired record selects no limits (cash-in/out answer KYC_REQUIRED).
  */
-import { Type } from '@sinclair/typebox';
+import { type Static, Type } from '@sinclair/typebox';
 import { AppError, toCoreBody } from '../../shared/errors.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import { idempotencyHeader, scopeOf, toReply, withIdempotency } from '../idempotency/idempotency.ts';
@@ -113,198 +113,224 @@ function ageYears(dob: string, now: number): number {
   return age;
 }
 
-export function kycRoutes(deps: AgentDeps): RouteSpec[] {
-  const run = async (
-    ctx: AnyCtx,
-    fn: (
-      q: Queryable,
-      c: Awaited<ReturnType<typeof agentCaller>>,
-      t: number,
-    ) => Promise<{ status: number; body: unknown }>,
-  ) => {
-    const c = await agentCaller(deps, ctx);
-    return toReply(await withIdempotency(deps, scopeOf(ctx, keyOwnerOf(c)), (q) => fn(q, c, deps.now())));
+type Caller = Awaited<ReturnType<typeof agentCaller>>;
+
+/** A KYC write by the calling agent in its idempotent frame. */
+const run = async (
+  deps: AgentDeps,
+  ctx: AnyCtx,
+  fn: (q: Queryable, c: Caller, t: number) => Promise<{ status: number; body: unknown }>,
+) => {
+  const c = await agentCaller(deps, ctx);
+  return toReply(await withIdempotency(deps, scopeOf(ctx, keyOwnerOf(c)), (q) => fn(q, c, deps.now())));
+};
+
+/** The active customer with this phone, which the customer has verified by OTP. */
+async function verifiedCustomer(q: Queryable, tenantId: string, phone: string): Promise<{ id: string }> {
+  const { rows } = await q.query<{ id: string; phone_verified_at: Date | null }>(
+    `SELECT id, phone_verified_at FROM customers WHERE tenant_id = $1 AND phone_e164 = $2 AND status = 'active'`,
+    [tenantId, phone],
+  );
+  const cust = rows[0];
+  if (!cust?.phone_verified_at)
+    throw new AppError('PHONE_NOT_VERIFIED', 'the customer must verify this phone first (customer OTP)');
+  return cust;
+}
+
+/** The watch-list screen: a match is audited (committed) and answered 422; no match, undefined. */
+async function watchlistRefusal(
+  q: Queryable,
+  c: Caller,
+  customerId: string,
+  b: Static<typeof RegisterBody>,
+  requestId: string,
+  t: number,
+): Promise<{ status: number; body: unknown } | undefined> {
+  const hits = await q.query<{ id: string; reason: string }>(
+    `SELECT id, reason FROM kyc_watchlist WHERE tenant_id = $1 AND (name_norm = $2 OR id_number = $3)`,
+    [c.tenantId, normaliseName(b.fullName), b.idNumber],
+  );
+  if (hits.rows.length === 0) return undefined;
+  // The hit is recorded (committed) and answered; the customer is not registered.
+  await auditAgent(
+    q,
+    {
+      tenantId: c.tenantId,
+      actor: { type: 'agent', id: c.agentId },
+      action: 'kyc.screen',
+      target: { type: 'customer', id: customerId },
+      attrs: { outcome: 'watchlist_match', entries: hits.rows.map((h) => h.id) },
+      requestId,
+      allow: false,
+    },
+    t,
+  );
+  return {
+    status: 422,
+    body: toCoreBody(
+      new AppError('WATCHLIST_MATCH', 'registration needs compliance review (watch-list match)'),
+    ),
   };
-  return [
-    defineRoute({
-      ...declared('POST', '/v1/kyc/customers'),
-      operationId: 'kycRegister',
-      tags,
-      headers,
-      body: RegisterBody,
-      summary:
-        'Register a customer at KYC level 1 (verified phone, name, ID, date of birth), screened against the watch-list',
-      responses: { 201: { description: 'Registered', schema: Status } },
-      handler: (ctx) =>
-        run(ctx, async (q, c, t) => {
-          await requireCapability(q, c.tenantId, c.agentId, 'kyc.register');
-          const b = ctx.body;
-          if (ageYears(b.dateOfBirth, t) < minAgeYears)
-            throw new AppError('UNPROCESSABLE', `customers must be at least ${minAgeYears}`);
-          const { rows } = await q.query<{ id: string; phone_verified_at: Date | null }>(
-            `SELECT id, phone_verified_at FROM customers WHERE tenant_id = $1 AND phone_e164 = $2 AND status = 'active'`,
-            [c.tenantId, b.phone],
-          );
-          const cust = rows[0];
-          if (!cust?.phone_verified_at)
-            throw new AppError(
-              'PHONE_NOT_VERIFIED',
-              'the customer must verify this phone first (customer OTP)',
-            );
-          const actor = { type: 'agent', id: c.agentId };
-          const hits = await q.query<{ id: string; reason: string }>(
-            `SELECT id, reason FROM kyc_watchlist WHERE tenant_id = $1 AND (name_norm = $2 OR id_number = $3)`,
-            [c.tenantId, normaliseName(b.fullName), b.idNumber],
-          );
-          if (hits.rows.length > 0) {
-            // The hit is recorded (committed) and answered; the customer is not registered.
-            await auditAgent(
-              q,
-              {
-                tenantId: c.tenantId,
-                actor,
-                action: 'kyc.screen',
-                target: { type: 'customer', id: cust.id },
-                attrs: { outcome: 'watchlist_match', entries: hits.rows.map((h) => h.id) },
-                requestId: ctx.requestId,
-                allow: false,
-              },
-              t,
-            );
-            return {
-              status: 422,
-              body: toCoreBody(
-                new AppError('WATCHLIST_MATCH', 'registration needs compliance review (watch-list match)'),
-              ),
-            };
-          }
-          const ins = await q.query(
-            `INSERT INTO kyc_profiles (tenant_id, customer_id, level, status, full_name, id_type, id_number, date_of_birth, registered_by, screening, expires_at, created_at, updated_at)
+}
+
+function kycRegister(deps: AgentDeps): RouteSpec {
+  return defineRoute({
+    ...declared('POST', '/v1/kyc/customers'),
+    operationId: 'kycRegister',
+    tags,
+    headers,
+    body: RegisterBody,
+    summary:
+      'Register a customer at KYC level 1 (verified phone, name, ID, date of birth), screened against the watch-list',
+    responses: { 201: { description: 'Registered', schema: Status } },
+    handler: (ctx) =>
+      run(deps, ctx, async (q, c, t) => {
+        await requireCapability(q, c.tenantId, c.agentId, 'kyc.register');
+        const b = ctx.body;
+        if (ageYears(b.dateOfBirth, t) < minAgeYears)
+          throw new AppError('UNPROCESSABLE', `customers must be at least ${minAgeYears}`);
+        const cust = await verifiedCustomer(q, c.tenantId, b.phone);
+        const refusal = await watchlistRefusal(q, c, cust.id, b, ctx.requestId, t);
+        if (refusal) return refusal;
+        const actor = { type: 'agent', id: c.agentId };
+        const ins = await q.query(
+          `INSERT INTO kyc_profiles (tenant_id, customer_id, level, status, full_name, id_type, id_number, date_of_birth, registered_by, screening, expires_at, created_at, updated_at)
            VALUES ($1, $2, 1, 'ACTIVE', $3, $4, $5, $6::date, $7, $8, to_timestamp($9 / 1000.0), to_timestamp($10 / 1000.0), to_timestamp($10 / 1000.0))
            ON CONFLICT DO NOTHING`,
-            [
-              c.tenantId,
-              cust.id,
-              b.fullName,
-              b.idType,
-              b.idNumber,
-              b.dateOfBirth,
-              c.agentId,
-              JSON.stringify({ watchlist: 'clear', at: new Date(t).toISOString() }),
-              t + kycValidityMs,
-              t,
-            ],
-          );
-          if (ins.rowCount !== 1)
-            throw new AppError('KYC_EXISTS', 'this customer or ID is already registered');
-          await auditAgent(
-            q,
-            {
-              tenantId: c.tenantId,
-              actor,
-              action: 'kyc.register',
-              target: { type: 'customer', id: cust.id },
-              attrs: { level: 1, id_type: b.idType, watchlist: 'clear' },
-              requestId: ctx.requestId,
-            },
+          [
+            c.tenantId,
+            cust.id,
+            b.fullName,
+            b.idType,
+            b.idNumber,
+            b.dateOfBirth,
+            c.agentId,
+            JSON.stringify({ watchlist: 'clear', at: new Date(t).toISOString() }),
+            t + kycValidityMs,
             t,
-          );
-          return { status: 201, body: statusView(await profile(q, c.tenantId, cust.id), t) };
-        }),
-    }),
-    defineRoute({
-      ...declared('POST', '/v1/kyc/customers/{customer_id}/upgrade'),
-      operationId: 'kycUpgrade',
-      tags,
-      headers,
-      params: CustomerId,
-      body: UpgradeBody,
-      summary: 'Upgrade to level 2 with documents (ID and selfie at least), stored by SHA-256',
-      responses: { 200: { description: 'Upgraded', schema: Status } },
-      handler: (ctx) =>
-        run(ctx, async (q, c, t) => {
-          await requireCapability(q, c.tenantId, c.agentId, 'kyc.upgrade');
-          const p = await profile(q, c.tenantId, ctx.params.customer_id, true);
-          const kinds = new Set(ctx.body.documents.map((d) => d.kind));
-          if (!kinds.has('SELFIE') || !(kinds.has('ID_FRONT') || kinds.has('ID_BACK')))
-            throw new AppError('UNPROCESSABLE', 'level 2 needs an ID image and a selfie');
-          if (statusView(p, t).status !== 'ACTIVE')
-            throw new AppError('KYC_REQUIRED', 're-KYC the customer before upgrading');
-          for (const d of ctx.body.documents) {
-            await q.query(
-              'INSERT INTO kyc_documents (id, tenant_id, customer_id, kind, sha256, created_by, created_at) VALUES ($1, $2, $3, $4, $5, $6, to_timestamp($7 / 1000.0))',
-              [uuidv7(t), c.tenantId, p.customer_id, d.kind, d.sha256, c.agentId, t],
-            );
-          }
+          ],
+        );
+        if (ins.rowCount !== 1) throw new AppError('KYC_EXISTS', 'this customer or ID is already registered');
+        await auditAgent(
+          q,
+          {
+            tenantId: c.tenantId,
+            actor,
+            action: 'kyc.register',
+            target: { type: 'customer', id: cust.id },
+            attrs: { level: 1, id_type: b.idType, watchlist: 'clear' },
+            requestId: ctx.requestId,
+          },
+          t,
+        );
+        return { status: 201, body: statusView(await profile(q, c.tenantId, cust.id), t) };
+      }),
+  });
+}
+
+function kycUpgrade(deps: AgentDeps): RouteSpec {
+  return defineRoute({
+    ...declared('POST', '/v1/kyc/customers/{customer_id}/upgrade'),
+    operationId: 'kycUpgrade',
+    tags,
+    headers,
+    params: CustomerId,
+    body: UpgradeBody,
+    summary: 'Upgrade to level 2 with documents (ID and selfie at least), stored by SHA-256',
+    responses: { 200: { description: 'Upgraded', schema: Status } },
+    handler: (ctx) =>
+      run(deps, ctx, async (q, c, t) => {
+        await requireCapability(q, c.tenantId, c.agentId, 'kyc.upgrade');
+        const p = await profile(q, c.tenantId, ctx.params.customer_id, true);
+        const kinds = new Set(ctx.body.documents.map((d) => d.kind));
+        if (!kinds.has('SELFIE') || !(kinds.has('ID_FRONT') || kinds.has('ID_BACK')))
+          throw new AppError('UNPROCESSABLE', 'level 2 needs an ID image and a selfie');
+        if (statusView(p, t).status !== 'ACTIVE')
+          throw new AppError('KYC_REQUIRED', 're-KYC the customer before upgrading');
+        for (const d of ctx.body.documents) {
           await q.query(
-            'UPDATE kyc_profiles SET level = 2, updated_at = to_timestamp($3 / 1000.0) WHERE tenant_id = $1 AND customer_id = $2',
-            [c.tenantId, p.customer_id, t],
+            'INSERT INTO kyc_documents (id, tenant_id, customer_id, kind, sha256, created_by, created_at) VALUES ($1, $2, $3, $4, $5, $6, to_timestamp($7 / 1000.0))',
+            [uuidv7(t), c.tenantId, p.customer_id, d.kind, d.sha256, c.agentId, t],
           );
-          await auditAgent(
-            q,
-            {
-              tenantId: c.tenantId,
-              actor: { type: 'agent', id: c.agentId },
-              action: 'kyc.upgrade',
-              target: { type: 'customer', id: p.customer_id },
-              attrs: { level: 2, documents: ctx.body.documents.length },
-              requestId: ctx.requestId,
-            },
-            t,
-          );
-          return { status: 200, body: statusView(await profile(q, c.tenantId, p.customer_id), t) };
-        }),
-    }),
-    defineRoute({
-      ...declared('POST', '/v1/kyc/customers/{customer_id}/rekcy'),
-      operationId: 'kycRekyc',
-      tags,
-      headers,
-      params: CustomerId,
-      body: RekycBody,
-      summary:
-        'Re-KYC (path spelled as in SPEC 4.5): confirm the ID number; the record is valid again for two years',
-      responses: { 200: { description: 'Renewed', schema: Status } },
-      handler: (ctx) =>
-        run(ctx, async (q, c, t) => {
-          const p = await profile(q, c.tenantId, ctx.params.customer_id, true);
-          if (p.id_number !== ctx.body.idNumber)
-            throw new AppError('UNPROCESSABLE', 'ID number does not match the record');
-          if (p.status === 'BLOCKED') throw new AppError('FORBIDDEN', 'record is blocked by compliance');
-          await q.query(
-            `UPDATE kyc_profiles SET status = 'ACTIVE', expires_at = to_timestamp($3 / 1000.0), updated_at = to_timestamp($4 / 1000.0) WHERE tenant_id = $1 AND customer_id = $2`,
-            [c.tenantId, p.customer_id, t + kycValidityMs, t],
-          );
-          await auditAgent(
-            q,
-            {
-              tenantId: c.tenantId,
-              actor: { type: 'agent', id: c.agentId },
-              action: 'kyc.rekyc',
-              target: { type: 'customer', id: p.customer_id },
-              attrs: {},
-              requestId: ctx.requestId,
-            },
-            t,
-          );
-          return { status: 200, body: statusView(await profile(q, c.tenantId, p.customer_id), t) };
-        }),
-    }),
-    defineRoute({
-      ...declared('GET', '/v1/kyc/customers/{customer_id}/status'),
-      operationId: 'kycStatus',
-      tags,
-      headers: [headers[0] as { name: string; required: boolean; description: string }],
-      params: CustomerId,
-      summary: "A customer's KYC level, status and re-KYC due date",
-      responses: { 200: { description: 'Status', schema: Status } },
-      handler: async (ctx) => {
-        const c = await agentCaller(deps, ctx);
-        return {
-          status: 200,
-          body: statusView(await profile(deps.db, c.tenantId, ctx.params.customer_id), deps.now()),
-        };
-      },
-    }),
-  ];
+        }
+        await q.query(
+          'UPDATE kyc_profiles SET level = 2, updated_at = to_timestamp($3 / 1000.0) WHERE tenant_id = $1 AND customer_id = $2',
+          [c.tenantId, p.customer_id, t],
+        );
+        await auditAgent(
+          q,
+          {
+            tenantId: c.tenantId,
+            actor: { type: 'agent', id: c.agentId },
+            action: 'kyc.upgrade',
+            target: { type: 'customer', id: p.customer_id },
+            attrs: { level: 2, documents: ctx.body.documents.length },
+            requestId: ctx.requestId,
+          },
+          t,
+        );
+        return { status: 200, body: statusView(await profile(q, c.tenantId, p.customer_id), t) };
+      }),
+  });
+}
+
+function kycRekyc(deps: AgentDeps): RouteSpec {
+  return defineRoute({
+    ...declared('POST', '/v1/kyc/customers/{customer_id}/rekcy'),
+    operationId: 'kycRekyc',
+    tags,
+    headers,
+    params: CustomerId,
+    body: RekycBody,
+    summary:
+      'Re-KYC (path spelled as in SPEC 4.5): confirm the ID number; the record is valid again for two years',
+    responses: { 200: { description: 'Renewed', schema: Status } },
+    handler: (ctx) =>
+      run(deps, ctx, async (q, c, t) => {
+        const p = await profile(q, c.tenantId, ctx.params.customer_id, true);
+        if (p.id_number !== ctx.body.idNumber)
+          throw new AppError('UNPROCESSABLE', 'ID number does not match the record');
+        if (p.status === 'BLOCKED') throw new AppError('FORBIDDEN', 'record is blocked by compliance');
+        await q.query(
+          `UPDATE kyc_profiles SET status = 'ACTIVE', expires_at = to_timestamp($3 / 1000.0), updated_at = to_timestamp($4 / 1000.0) WHERE tenant_id = $1 AND customer_id = $2`,
+          [c.tenantId, p.customer_id, t + kycValidityMs, t],
+        );
+        await auditAgent(
+          q,
+          {
+            tenantId: c.tenantId,
+            actor: { type: 'agent', id: c.agentId },
+            action: 'kyc.rekyc',
+            target: { type: 'customer', id: p.customer_id },
+            attrs: {},
+            requestId: ctx.requestId,
+          },
+          t,
+        );
+        return { status: 200, body: statusView(await profile(q, c.tenantId, p.customer_id), t) };
+      }),
+  });
+}
+
+function kycStatus(deps: AgentDeps): RouteSpec {
+  return defineRoute({
+    ...declared('GET', '/v1/kyc/customers/{customer_id}/status'),
+    operationId: 'kycStatus',
+    tags,
+    headers: [headers[0] as { name: string; required: boolean; description: string }],
+    params: CustomerId,
+    summary: "A customer's KYC level, status and re-KYC due date",
+    responses: { 200: { description: 'Status', schema: Status } },
+    handler: async (ctx) => {
+      const c = await agentCaller(deps, ctx);
+      return {
+        status: 200,
+        body: statusView(await profile(deps.db, c.tenantId, ctx.params.customer_id), deps.now()),
+      };
+    },
+  });
+}
+
+export function kycRoutes(deps: AgentDeps): RouteSpec[] {
+  return [kycRegister(deps), kycUpgrade(deps), kycRekyc(deps), kycStatus(deps)];
 }

@@ -99,105 +99,109 @@ export function meView(a: AgentProfileRow): Record<string, unknown> {
   };
 }
 
-export function profileRoutes(deps: AgentDeps): RouteSpec[] {
-  return [
-    defineRoute({
-      ...declared('GET', '/v1/agent/me'),
-      operationId: 'agentMe',
-      tags,
-      headers: [auth],
-      summary: "The calling agent's profile (also when suspended)",
-      responses: { 200: { description: 'Profile', schema: Me } },
-      handler: async (ctx) => ({ status: 200, body: meView((await agentReader(deps, ctx)).agent) }),
-    }),
-    defineRoute({
-      ...declared('PATCH', '/v1/agent/me'),
-      operationId: 'agentMeUpdate',
-      tags,
-      headers: [auth],
-      body: PatchMe,
-      summary: "Change the agent's display name or language (audited); identity fields are ops-managed",
-      responses: { 200: { description: 'Updated profile', schema: Me } },
-      handler: async (ctx) => {
-        const c = await agentCaller(deps, ctx);
-        const t = deps.now();
-        const b = ctx.body;
-        await deps.db.tx(async (q) => {
-          await q.query(
-            `UPDATE agents SET display_name = CASE WHEN $3 THEN $4 ELSE display_name END, language = coalesce($5, language), updated_at = to_timestamp($6 / 1000.0)
+function agentMe(deps: AgentDeps): RouteSpec {
+  return defineRoute({
+    ...declared('GET', '/v1/agent/me'),
+    operationId: 'agentMe',
+    tags,
+    headers: [auth],
+    summary: "The calling agent's profile (also when suspended)",
+    responses: { 200: { description: 'Profile', schema: Me } },
+    handler: async (ctx) => ({ status: 200, body: meView((await agentReader(deps, ctx)).agent) }),
+  });
+}
+
+function agentMeUpdate(deps: AgentDeps): RouteSpec {
+  return defineRoute({
+    ...declared('PATCH', '/v1/agent/me'),
+    operationId: 'agentMeUpdate',
+    tags,
+    headers: [auth],
+    body: PatchMe,
+    summary: "Change the agent's display name or language (audited); identity fields are ops-managed",
+    responses: { 200: { description: 'Updated profile', schema: Me } },
+    handler: async (ctx) => {
+      const c = await agentCaller(deps, ctx);
+      const t = deps.now();
+      const b = ctx.body;
+      await deps.db.tx(async (q) => {
+        await q.query(
+          `UPDATE agents SET display_name = CASE WHEN $3 THEN $4 ELSE display_name END, language = coalesce($5, language), updated_at = to_timestamp($6 / 1000.0)
               WHERE tenant_id = $1 AND id = $2`,
-            [
-              c.tenantId,
-              c.agentId,
-              b.displayName !== undefined,
-              b.displayName ?? null,
-              b.language ?? null,
-              t,
-            ],
-          );
-          await auditAgent(
-            q,
-            {
-              tenantId: c.tenantId,
-              actor: { type: 'agent', id: c.agentId },
-              action: 'agent.profile.update',
-              target: { type: 'agent', id: c.agentId },
-              attrs: { fields: Object.keys(b) },
-              requestId: ctx.requestId,
-            },
-            t,
-          );
-        });
-        const a = await loadAgent(deps.db, c.tenantId, c.agentId);
-        if (!a) throw new AppError('NOT_FOUND', 'agent not found');
-        return { status: 200, body: meView(a) };
-      },
-    }),
-    defineRoute({
-      ...declared('GET', '/v1/agent/outlet'),
-      operationId: 'agentOutlet',
-      tags,
-      headers: [auth],
-      summary: "The calling agent's outlet",
-      responses: { 200: { description: 'Outlet', schema: Outlet } },
-      handler: async (ctx) => {
-        const { tenantId, agent } = await agentReader(deps, ctx);
-        const { rows } = await deps.db.query<{
-          id: string;
-          name: string;
-          region: string;
-          address: string;
-          created_at: Date;
-        }>(
-          'SELECT id, name, region, address, created_at FROM agent_outlets WHERE tenant_id = $1 AND id = $2',
-          [tenantId, agent.outlet_id],
+          [c.tenantId, c.agentId, b.displayName !== undefined, b.displayName ?? null, b.language ?? null, t],
         );
-        const o = rows[0];
-        if (!o) throw new AppError('NOT_FOUND', 'outlet not found');
-        return {
-          status: 200,
-          body: {
-            id: o.id,
-            name: o.name,
-            region: o.region,
-            address: o.address,
-            createdAt: o.created_at.toISOString(),
+        await auditAgent(
+          q,
+          {
+            tenantId: c.tenantId,
+            actor: { type: 'agent', id: c.agentId },
+            action: 'agent.profile.update',
+            target: { type: 'agent', id: c.agentId },
+            attrs: { fields: Object.keys(b) },
+            requestId: ctx.requestId,
           },
-        };
-      },
-    }),
-    defineRoute({
-      ...declared('GET', '/v1/agent/capabilities'),
-      operationId: 'agentCapabilities',
-      tags,
-      headers: [auth],
-      summary:
-        'What the agent may do right now (from status, tier, training passed and float), and for each refusal why',
-      responses: { 200: { description: 'Capabilities', schema: Capabilities } },
-      handler: async (ctx) => {
-        const { tenantId, agent } = await agentReader(deps, ctx);
-        return { status: 200, body: capabilitiesView(agent, await capabilitiesOf(deps.db, tenantId, agent)) };
-      },
-    }),
-  ];
+          t,
+        );
+      });
+      const a = await loadAgent(deps.db, c.tenantId, c.agentId);
+      if (!a) throw new AppError('NOT_FOUND', 'agent not found');
+      return { status: 200, body: meView(a) };
+    },
+  });
+}
+
+function agentOutlet(deps: AgentDeps): RouteSpec {
+  return defineRoute({
+    ...declared('GET', '/v1/agent/outlet'),
+    operationId: 'agentOutlet',
+    tags,
+    headers: [auth],
+    summary: "The calling agent's outlet",
+    responses: { 200: { description: 'Outlet', schema: Outlet } },
+    handler: async (ctx) => {
+      const { tenantId, agent } = await agentReader(deps, ctx);
+      const { rows } = await deps.db.query<{
+        id: string;
+        name: string;
+        region: string;
+        address: string;
+        created_at: Date;
+      }>('SELECT id, name, region, address, created_at FROM agent_outlets WHERE tenant_id = $1 AND id = $2', [
+        tenantId,
+        agent.outlet_id,
+      ]);
+      const o = rows[0];
+      if (!o) throw new AppError('NOT_FOUND', 'outlet not found');
+      return {
+        status: 200,
+        body: {
+          id: o.id,
+          name: o.name,
+          region: o.region,
+          address: o.address,
+          createdAt: o.created_at.toISOString(),
+        },
+      };
+    },
+  });
+}
+
+function agentCapabilities(deps: AgentDeps): RouteSpec {
+  return defineRoute({
+    ...declared('GET', '/v1/agent/capabilities'),
+    operationId: 'agentCapabilities',
+    tags,
+    headers: [auth],
+    summary:
+      'What the agent may do right now (from status, tier, training passed and float), and for each refusal why',
+    responses: { 200: { description: 'Capabilities', schema: Capabilities } },
+    handler: async (ctx) => {
+      const { tenantId, agent } = await agentReader(deps, ctx);
+      return { status: 200, body: capabilitiesView(agent, await capabilitiesOf(deps.db, tenantId, agent)) };
+    },
+  });
+}
+
+export function profileRoutes(deps: AgentDeps): RouteSpec[] {
+  return [agentMe(deps), agentMeUpdate(deps), agentOutlet(deps), agentCapabilities(deps)];
 }

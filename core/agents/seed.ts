@@ -66,6 +66,80 @@ async function liveDevice(
   }
 }
 
+/** The demo agent already provisioned in the tenant, if any. */
+async function existingDemoAgent(db: Db, tenantId: string) {
+  const { rows } = await db.query<{ id: string; float_account_id: string; commission_account_id: string }>(
+    'SELECT id, float_account_id, commission_account_id FROM agents WHERE tenant_id = $1 AND code = $2',
+    [tenantId, demoAgent.code],
+  );
+  return rows[0]
+    ? {
+        id: rows[0].id,
+        floatAccountId: rows[0].float_account_id,
+        commissionAccountId: rows[0].commission_account_id,
+      }
+    : undefined;
+}
+
+/** A new random PIN for the demo agent (the previous one is not known), hashed with the tenant pepper. */
+async function resetDemoPin(
+  db: Db,
+  identity: ReturnType<typeof identityDeps>,
+  tenantId: string,
+  agentId: string,
+): Promise<string> {
+  const pin = String(randomInt(100_000, 1_000_000));
+  const secrets = await identity.secrets.get(tenantId);
+  if (!secrets) throw new Error(`tenant ${tenantId} does not exist`);
+  const ph = await identity.pins.hash(pin, secrets.pin);
+  await db.query(
+    'UPDATE agents SET pin_hash = $3, pin_salt = $4, kdf_version = $5 WHERE tenant_id = $1 AND id = $2',
+    [tenantId, agentId, ph.hash, ph.salt, ph.kdfVersion],
+  );
+  return pin;
+}
+
+/** A new device key pair bound to the demo agent, any bound device revoked in the same transaction. */
+async function bindDemoDevice(db: Db, tenantId: string, agentId: string, now: number) {
+  const { publicKey, privateKey } = generateKeyPairSync('ed25519');
+  const id = uuidv7(now);
+  await db.tx(async (q) => {
+    await q.query(
+      'UPDATE agent_devices SET revoked_at = to_timestamp($3 / 1000.0) WHERE tenant_id = $1 AND agent_id = $2 AND revoked_at IS NULL',
+      [tenantId, agentId, now],
+    );
+    await q.query(
+      'INSERT INTO agent_devices (id, tenant_id, agent_id, public_key, label, created_at) VALUES ($1, $2, $3, $4, $5, to_timestamp($6 / 1000.0))',
+      [
+        id,
+        tenantId,
+        agentId,
+        Buffer.from(String(publicKey.export({ format: 'jwk' }).x), 'base64url'),
+        'demo device (seed)',
+        now,
+      ],
+    );
+  });
+  return { id, jwk: privateKey.export({ format: 'jwk' }) };
+}
+
+/** The demo float funded as any agent's is: a TOPUP instruction approved and settled by ops. */
+async function fundDemoFloat(db: Db, tenantId: string, agentId: string, now: number): Promise<void> {
+  await db.tx(async (q) => {
+    const ins = await requestFloat(
+      q,
+      { kind: 'agent', tenantId, agentId, sessionId: 'seed', aal: 2 },
+      'TOPUP',
+      { amount: demoAgent.float, reference: 'demo seed' },
+      'seed',
+      now,
+    );
+    const ops = { kind: 'ops' as const, tenantId, principalId: 'seed' };
+    await opsFloat(q, ops, ins.id, 'approve', undefined, 'seed', now);
+    await opsFloat(q, ops, ins.id, 'settle', undefined, 'seed', now);
+  });
+}
+
 export async function seedDemoAgent(ctx: {
   db: Db;
   tenantId: string;
@@ -78,17 +152,7 @@ export async function seedDemoAgent(ctx: {
   const now = Date.now();
   const identity = identityDeps({ db, keys, log: createLogger('silent'), now: () => now });
   const prev = previousAgent(ctx.previous);
-  const { rows } = await db.query<{ id: string; float_account_id: string; commission_account_id: string }>(
-    'SELECT id, float_account_id, commission_account_id FROM agents WHERE tenant_id = $1 AND code = $2',
-    [tenantId, demoAgent.code],
-  );
-  const existing = rows[0]
-    ? {
-        id: rows[0].id,
-        floatAccountId: rows[0].float_account_id,
-        commissionAccountId: rows[0].commission_account_id,
-      }
-    : undefined;
+  const existing = await existingDemoAgent(db, tenantId);
   let pin = prev?.agentCode === demoAgent.code ? prev.pin : String(randomInt(100_000, 1_000_000));
   const fresh = existing === undefined;
   const agent =
@@ -106,51 +170,11 @@ export async function seedDemoAgent(ctx: {
   if (!device || (!fresh && prev?.agentCode !== demoAgent.code)) {
     // Credentials lost (or first run): a new PIN when we cannot know the old one, and a new device.
     if (!fresh && prev?.agentCode !== demoAgent.code) {
-      pin = String(randomInt(100_000, 1_000_000));
-      const secrets = await identity.secrets.get(tenantId);
-      if (!secrets) throw new Error(`tenant ${tenantId} does not exist`);
-      const ph = await identity.pins.hash(pin, secrets.pin);
-      await db.query(
-        'UPDATE agents SET pin_hash = $3, pin_salt = $4, kdf_version = $5 WHERE tenant_id = $1 AND id = $2',
-        [tenantId, agent.id, ph.hash, ph.salt, ph.kdfVersion],
-      );
+      pin = await resetDemoPin(db, identity, tenantId, agent.id);
     }
-    const { publicKey, privateKey } = generateKeyPairSync('ed25519');
-    const id = uuidv7(now);
-    await db.tx(async (q) => {
-      await q.query(
-        'UPDATE agent_devices SET revoked_at = to_timestamp($3 / 1000.0) WHERE tenant_id = $1 AND agent_id = $2 AND revoked_at IS NULL',
-        [tenantId, agent.id, now],
-      );
-      await q.query(
-        'INSERT INTO agent_devices (id, tenant_id, agent_id, public_key, label, created_at) VALUES ($1, $2, $3, $4, $5, to_timestamp($6 / 1000.0))',
-        [
-          id,
-          tenantId,
-          agent.id,
-          Buffer.from(String(publicKey.export({ format: 'jwk' }).x), 'base64url'),
-          'demo device (seed)',
-          now,
-        ],
-      );
-    });
-    device = { id, jwk: privateKey.export({ format: 'jwk' }) };
+    device = await bindDemoDevice(db, tenantId, agent.id, now);
   }
-  if (fresh) {
-    await db.tx(async (q) => {
-      const ins = await requestFloat(
-        q,
-        { kind: 'agent', tenantId, agentId: agent.id, sessionId: 'seed', aal: 2 },
-        'TOPUP',
-        { amount: demoAgent.float, reference: 'demo seed' },
-        'seed',
-        now,
-      );
-      const ops = { kind: 'ops' as const, tenantId, principalId: 'seed' };
-      await opsFloat(q, ops, ins.id, 'approve', undefined, 'seed', now);
-      await opsFloat(q, ops, ins.id, 'settle', undefined, 'seed', now);
-    });
-  }
+  if (fresh) await fundDemoFloat(db, tenantId, agent.id, now);
   return {
     agent: {
       tenantId,

@@ -175,6 +175,41 @@ const capabilityOf: Record<TxnKind, string> = {
   P2P: 'p2p.assist',
 };
 
+/**
+ * The customer's one-time code for a transaction that awaits them (cash-out, P2P), bound to the
+ * transaction id and sent by SMS to the customer's phone with what it authorises.
+ */
+async function sendCustomerCode(
+  deps: AgentDeps,
+  q: Queryable,
+  x: { tenantId: string; txnId: string; customer: { id: string; phone: string }; what: string; fee: Micro },
+  secrets: TenantSecrets,
+  t: number,
+): Promise<void> {
+  const code = await issueOtp(
+    q,
+    {
+      tenantId: x.tenantId,
+      phoneKey: customerCodeKey(secrets, x.tenantId, x.customer.id),
+      purpose: 'stepup',
+      challengeJti: x.txnId,
+    },
+    secrets.otp,
+    t,
+  );
+  await deps.identity.sms.send(
+    q,
+    {
+      tenantId: x.tenantId,
+      to: x.customer.phone,
+      code,
+      text: `Code ${code} authorises agent to ${x.what} (fee ${format(x.fee)}). Never share it with anyone else.`,
+      purpose: 'agent-txn',
+    },
+    t,
+  );
+}
+
 export async function startTxn(
   deps: AgentDeps,
   q: Queryable,
@@ -241,30 +276,15 @@ export async function startTxn(
   if (!awaiting)
     return post(deps, q, c.tenantId, await loadTxn(q, c.tenantId, id, true), agent, requestId, [initiated]);
   await auditAgent(q, initiated, t);
-  const code = await issueOtp(
-    q,
-    {
-      tenantId: c.tenantId,
-      phoneKey: customerCodeKey(secrets, c.tenantId, customer.id),
-      purpose: 'stepup',
-      challengeJti: id,
-    },
-    secrets.otp,
-    t,
-  );
   const what =
     kind === 'CASHOUT'
       ? `withdraw ${input.amount} ${agent.currency}`
       : `send ${input.amount} ${agent.currency}`;
-  await deps.identity.sms.send(
+  await sendCustomerCode(
+    deps,
     q,
-    {
-      tenantId: c.tenantId,
-      to: customer.phone,
-      code,
-      text: `Code ${code} authorises agent to ${what} (fee ${format(price.fee)}). Never share it with anyone else.`,
-      purpose: 'agent-txn',
-    },
+    { tenantId: c.tenantId, txnId: id, customer, what, fee: price.fee },
+    secrets,
     t,
   );
   await q.query(`UPDATE agent_txns SET state = 'AWAITING_CUSTOMER' WHERE tenant_id = $1 AND id = $2`, [

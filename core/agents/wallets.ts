@@ -153,128 +153,136 @@ async function history(
   });
 }
 
-export function walletRoutes(deps: AgentDeps): RouteSpec[] {
-  return [
-    defineRoute({
-      ...declared('POST', '/v1/wallets/consent'),
-      operationId: 'agentWalletConsent',
-      tags,
-      headers: [auth, idempotencyHeader],
-      body: ConsentBody,
-      summary:
-        "Send the customer a one-time code that lets this agent read the customer's wallet once (balance or transactions)",
-      responses: {
-        202: {
-          description: 'Code sent',
-          schema: Type.Object({ walletId: Type.String(), expiresAt: Type.String() }),
+function agentWalletConsent(deps: AgentDeps): RouteSpec {
+  return defineRoute({
+    ...declared('POST', '/v1/wallets/consent'),
+    operationId: 'agentWalletConsent',
+    tags,
+    headers: [auth, idempotencyHeader],
+    body: ConsentBody,
+    summary:
+      "Send the customer a one-time code that lets this agent read the customer's wallet once (balance or transactions)",
+    responses: {
+      202: {
+        description: 'Code sent',
+        schema: Type.Object({ walletId: Type.String(), expiresAt: Type.String() }),
+      },
+    },
+    handler: async (ctx) => {
+      const c = await agentCaller(deps, ctx);
+      const secrets = await secretsFor(deps, c.tenantId);
+      return idempotent(deps, ctx, c, async (q) => {
+        const now = deps.now();
+        const { rows: ag } = await q.query<{ code: string; currency: string }>(
+          'SELECT code, currency FROM agents WHERE tenant_id = $1 AND id = $2',
+          [c.tenantId, c.agentId],
+        );
+        const agent = ag[0];
+        if (!agent) throw new AppError('FORBIDDEN', 'agent is not active');
+        const cust = await kycCustomer(q, c.tenantId, ctx.body.customerPhone, now);
+        const walletId = await walletOf(q, c.tenantId, cust.id, agent.currency);
+        if (!walletId)
+          throw new AppError('WALLET_NOT_FOUND', 'the customer has no wallet in this currency yet');
+        const code = await issueOtp(
+          q,
+          {
+            tenantId: c.tenantId,
+            phoneKey: consentKey(secrets, c.tenantId, cust.id),
+            purpose: 'stepup',
+            challengeJti: bindingOf(c.agentId, walletId),
+          },
+          secrets.otp,
+          now,
+        );
+        await deps.identity.sms.send(
+          q,
+          {
+            tenantId: c.tenantId,
+            to: cust.phone,
+            code,
+            text: `Code ${code} lets agent ${agent.code} see your wallet balance and statement once. Share it only with the agent in front of you.`,
+            purpose: 'agent-wallet-consent',
+          },
+          now,
+        );
+        await auditAgent(
+          q,
+          {
+            tenantId: c.tenantId,
+            actor: { type: 'agent', id: c.agentId },
+            action: 'agent.wallet.consent_request',
+            target: { type: 'wallet', id: walletId },
+            requestId: ctx.requestId,
+          },
+          now,
+        );
+        return { status: 202, body: { walletId, expiresAt: new Date(now + otpTtlMs).toISOString() } };
+      });
+    },
+  });
+}
+
+function agentWalletBalance(deps: AgentDeps): RouteSpec {
+  return defineRoute({
+    ...declared('GET', '/v1/wallets/{wallet_id}/balance'),
+    operationId: 'agentWalletBalance',
+    tags,
+    headers: [auth, codeHeader],
+    params: WalletId,
+    summary:
+      "Balance of the agent's own float or commission wallet, or of a customer's wallet with the customer's code",
+    responses: { 200: { description: 'Balance', schema: BalanceBody } },
+    handler: async (ctx) => {
+      const c = await agentCaller(deps, ctx);
+      const { w, consent } = await visibleWallet(deps, ctx, c, ctx.params.wallet_id);
+      const b = await balanceOf(deps.db, c.tenantId, w.id);
+      return {
+        status: 200,
+        body: {
+          walletId: w.id,
+          owner: { type: w.owner_type, id: w.owner_id },
+          productCode: w.product_code,
+          currency: w.currency,
+          ...balanceView(b, w.currency),
+          consent,
         },
-      },
-      handler: async (ctx) => {
-        const c = await agentCaller(deps, ctx);
-        const secrets = await secretsFor(deps, c.tenantId);
-        return idempotent(deps, ctx, c, async (q) => {
-          const now = deps.now();
-          const { rows: ag } = await q.query<{ code: string; currency: string }>(
-            'SELECT code, currency FROM agents WHERE tenant_id = $1 AND id = $2',
-            [c.tenantId, c.agentId],
-          );
-          const agent = ag[0];
-          if (!agent) throw new AppError('FORBIDDEN', 'agent is not active');
-          const cust = await kycCustomer(q, c.tenantId, ctx.body.customerPhone, now);
-          const walletId = await walletOf(q, c.tenantId, cust.id, agent.currency);
-          if (!walletId)
-            throw new AppError('WALLET_NOT_FOUND', 'the customer has no wallet in this currency yet');
-          const code = await issueOtp(
-            q,
-            {
-              tenantId: c.tenantId,
-              phoneKey: consentKey(secrets, c.tenantId, cust.id),
-              purpose: 'stepup',
-              challengeJti: bindingOf(c.agentId, walletId),
-            },
-            secrets.otp,
-            now,
-          );
-          await deps.identity.sms.send(
-            q,
-            {
-              tenantId: c.tenantId,
-              to: cust.phone,
-              code,
-              text: `Code ${code} lets agent ${agent.code} see your wallet balance and statement once. Share it only with the agent in front of you.`,
-              purpose: 'agent-wallet-consent',
-            },
-            now,
-          );
-          await auditAgent(
-            q,
-            {
-              tenantId: c.tenantId,
-              actor: { type: 'agent', id: c.agentId },
-              action: 'agent.wallet.consent_request',
-              target: { type: 'wallet', id: walletId },
-              requestId: ctx.requestId,
-            },
-            now,
-          );
-          return { status: 202, body: { walletId, expiresAt: new Date(now + otpTtlMs).toISOString() } };
-        });
-      },
-    }),
-    defineRoute({
-      ...declared('GET', '/v1/wallets/{wallet_id}/balance'),
-      operationId: 'agentWalletBalance',
-      tags,
-      headers: [auth, codeHeader],
-      params: WalletId,
-      summary:
-        "Balance of the agent's own float or commission wallet, or of a customer's wallet with the customer's code",
-      responses: { 200: { description: 'Balance', schema: BalanceBody } },
-      handler: async (ctx) => {
-        const c = await agentCaller(deps, ctx);
-        const { w, consent } = await visibleWallet(deps, ctx, c, ctx.params.wallet_id);
-        const b = await balanceOf(deps.db, c.tenantId, w.id);
-        return {
-          status: 200,
-          body: {
-            walletId: w.id,
-            owner: { type: w.owner_type, id: w.owner_id },
-            productCode: w.product_code,
-            currency: w.currency,
-            ...balanceView(b, w.currency),
-            consent,
-          },
-        };
-      },
-    }),
-    defineRoute({
-      ...declared('GET', '/v1/wallets/{wallet_id}/transactions'),
-      operationId: 'agentWalletTransactions',
-      tags,
-      headers: [auth, codeHeader],
-      params: WalletId,
-      query: TxQuery,
-      summary:
-        'Entries of a wallet the agent may read (as for balance), newest first, with the running balance after each',
-      responses: { 200: { description: 'Entries', schema: Type.Record(Type.String(), Type.Unknown()) } },
-      handler: async (ctx) => {
-        const c = await agentCaller(deps, ctx);
-        const { w, consent } = await visibleWallet(deps, ctx, c, ctx.params.wallet_id);
-        const b = await balanceOf(deps.db, c.tenantId, w.id);
-        return {
-          status: 200,
-          body: {
-            ...(await history(
-              deps.db,
-              c.tenantId,
-              w,
-              await cursorsOf(deps.db, deps.keys).open(ctx, `${c.tenantId}/agent:${c.agentId}`, 1),
-            )),
-            ...balanceView(b, w.currency),
-            consent,
-          },
-        };
-      },
-    }),
-  ];
+      };
+    },
+  });
+}
+
+function agentWalletTransactions(deps: AgentDeps): RouteSpec {
+  return defineRoute({
+    ...declared('GET', '/v1/wallets/{wallet_id}/transactions'),
+    operationId: 'agentWalletTransactions',
+    tags,
+    headers: [auth, codeHeader],
+    params: WalletId,
+    query: TxQuery,
+    summary:
+      'Entries of a wallet the agent may read (as for balance), newest first, with the running balance after each',
+    responses: { 200: { description: 'Entries', schema: Type.Record(Type.String(), Type.Unknown()) } },
+    handler: async (ctx) => {
+      const c = await agentCaller(deps, ctx);
+      const { w, consent } = await visibleWallet(deps, ctx, c, ctx.params.wallet_id);
+      const b = await balanceOf(deps.db, c.tenantId, w.id);
+      return {
+        status: 200,
+        body: {
+          ...(await history(
+            deps.db,
+            c.tenantId,
+            w,
+            await cursorsOf(deps.db, deps.keys).open(ctx, `${c.tenantId}/agent:${c.agentId}`, 1),
+          )),
+          ...balanceView(b, w.currency),
+          consent,
+        },
+      };
+    },
+  });
+}
+
+export function walletRoutes(deps: AgentDeps): RouteSpec[] {
+  return [agentWalletConsent(deps), agentWalletBalance(deps), agentWalletTransactions(deps)];
 }

@@ -68,91 +68,102 @@ function validCidr(c: string): boolean {
 }
 
 const caller = tenantAdmin;
+const tags = ['api-keys'];
+
+function createApiKey(store: ApiKeys): RouteSpec {
+  return defineRoute({
+    ...declared('POST', '/api-keys'),
+    operationId: 'createApiKey',
+    summary: 'Create an API key, or rotate one (`rotate`); the secret is returned once',
+    tags,
+    body: CreateBody,
+    responses: { 201: { description: 'Created; keep the secret', schema: Created } },
+    handler: async (ctx) => {
+      const { tenantId, actor } = caller(ctx);
+      const b = ctx.body;
+      if (b.rotate) {
+        const { key, secret } = await store.rotate(
+          tenantId,
+          actor,
+          b.rotate,
+          b.grace_seconds ?? defaultRotationGraceS,
+        );
+        return { status: 201, headers: { 'cache-control': 'no-store' }, body: { ...key, secret } };
+      }
+      const bad = (b.ip_allowlist ?? []).filter((c) => !validCidr(c));
+      if (bad.length > 0) throw new AppError('VALIDATION_FAILED', `not a CIDR: ${bad.join(', ')}`);
+      if (b.budget?.daily_amount !== undefined && !b.budget.currency)
+        throw new AppError('VALIDATION_FAILED', 'budget.daily_amount needs budget.currency');
+      if (b.expires_at && Date.parse(b.expires_at) <= Date.now())
+        throw new AppError('VALIDATION_FAILED', 'expires_at is in the past');
+      const { key, secret } = await store.create(tenantId, actor, {
+        name: b.name,
+        scopes: b.scopes,
+        budget: b.budget ?? {},
+        ipAllowlist: b.ip_allowlist ?? [],
+        expiresAt: b.expires_at,
+      });
+      return { status: 201, headers: { 'cache-control': 'no-store' }, body: { ...key, secret } };
+    },
+  });
+}
+
+function listApiKeys(deps: { db: Db; keys: KeyStore }, store: ApiKeys): RouteSpec {
+  return defineRoute({
+    ...declared('GET', '/api-keys'),
+    operationId: 'listApiKeys',
+    summary: "The tenant's API keys (never their secrets)",
+    tags,
+    query: ListQuery,
+    responses: {
+      200: {
+        description: 'A page',
+        schema: Type.Object({
+          items: Type.Array(KeyView),
+          next_cursor: NextCursor,
+        }),
+      },
+    },
+    handler: async (ctx) => {
+      const tenantId = caller(ctx).tenantId;
+      const page = await cursorsOf(deps.db, deps.keys).open(ctx, tenantId, 2, 20);
+      return { status: 200, body: await store.list(tenantId, page) };
+    },
+  });
+}
+
+function getApiKey(store: ApiKeys): RouteSpec {
+  return defineRoute({
+    ...declared('GET', '/api-keys/{id}'),
+    operationId: 'getApiKey',
+    summary: 'One API key (never its secret)',
+    tags,
+    params: IdParams,
+    responses: { 200: { description: 'The key', schema: KeyView } },
+    handler: async (ctx) => ({
+      status: 200,
+      body: await store.get(caller(ctx).tenantId, ctx.params.id),
+    }),
+  });
+}
+
+function revokeApiKey(store: ApiKeys): RouteSpec {
+  return defineRoute({
+    ...declared('DELETE', '/api-keys/{id}'),
+    operationId: 'revokeApiKey',
+    summary: 'Revoke an API key; edges refuse it from the next request',
+    tags,
+    params: IdParams,
+    responses: { 204: { description: 'Revoked' } },
+    handler: async (ctx) => {
+      const { tenantId, actor } = caller(ctx);
+      await store.revoke(tenantId, actor, ctx.params.id);
+      return { status: 204 };
+    },
+  });
+}
 
 export function apiKeyRoutes(deps: { db: Db; keys: KeyStore }): RouteSpec[] {
   const store = new ApiKeys(deps.db, deps.keys);
-  const tags = ['api-keys'];
-  return [
-    defineRoute({
-      ...declared('POST', '/api-keys'),
-      operationId: 'createApiKey',
-      summary: 'Create an API key, or rotate one (`rotate`); the secret is returned once',
-      tags,
-      body: CreateBody,
-      responses: { 201: { description: 'Created; keep the secret', schema: Created } },
-      handler: async (ctx) => {
-        const { tenantId, actor } = caller(ctx);
-        const b = ctx.body;
-        if (b.rotate) {
-          const { key, secret } = await store.rotate(
-            tenantId,
-            actor,
-            b.rotate,
-            b.grace_seconds ?? defaultRotationGraceS,
-          );
-          return { status: 201, headers: { 'cache-control': 'no-store' }, body: { ...key, secret } };
-        }
-        const bad = (b.ip_allowlist ?? []).filter((c) => !validCidr(c));
-        if (bad.length > 0) throw new AppError('VALIDATION_FAILED', `not a CIDR: ${bad.join(', ')}`);
-        if (b.budget?.daily_amount !== undefined && !b.budget.currency)
-          throw new AppError('VALIDATION_FAILED', 'budget.daily_amount needs budget.currency');
-        if (b.expires_at && Date.parse(b.expires_at) <= Date.now())
-          throw new AppError('VALIDATION_FAILED', 'expires_at is in the past');
-        const { key, secret } = await store.create(tenantId, actor, {
-          name: b.name,
-          scopes: b.scopes,
-          budget: b.budget ?? {},
-          ipAllowlist: b.ip_allowlist ?? [],
-          expiresAt: b.expires_at,
-        });
-        return { status: 201, headers: { 'cache-control': 'no-store' }, body: { ...key, secret } };
-      },
-    }),
-    defineRoute({
-      ...declared('GET', '/api-keys'),
-      operationId: 'listApiKeys',
-      summary: "The tenant's API keys (never their secrets)",
-      tags,
-      query: ListQuery,
-      responses: {
-        200: {
-          description: 'A page',
-          schema: Type.Object({
-            items: Type.Array(KeyView),
-            next_cursor: NextCursor,
-          }),
-        },
-      },
-      handler: async (ctx) => {
-        const tenantId = caller(ctx).tenantId;
-        const page = await cursorsOf(deps.db, deps.keys).open(ctx, tenantId, 2, 20);
-        return { status: 200, body: await store.list(tenantId, page) };
-      },
-    }),
-    defineRoute({
-      ...declared('GET', '/api-keys/{id}'),
-      operationId: 'getApiKey',
-      summary: 'One API key (never its secret)',
-      tags,
-      params: IdParams,
-      responses: { 200: { description: 'The key', schema: KeyView } },
-      handler: async (ctx) => ({
-        status: 200,
-        body: await store.get(caller(ctx).tenantId, ctx.params.id),
-      }),
-    }),
-    defineRoute({
-      ...declared('DELETE', '/api-keys/{id}'),
-      operationId: 'revokeApiKey',
-      summary: 'Revoke an API key; edges refuse it from the next request',
-      tags,
-      params: IdParams,
-      responses: { 204: { description: 'Revoked' } },
-      handler: async (ctx) => {
-        const { tenantId, actor } = caller(ctx);
-        await store.revoke(tenantId, actor, ctx.params.id);
-        return { status: 204 };
-      },
-    }),
-  ];
+  return [createApiKey(store), listApiKeys(deps, store), getApiKey(store), revokeApiKey(store)];
 }

@@ -216,15 +216,115 @@ function checked(route: RouteSpec, reply: Reply, instance: string, log: Logger):
   return errorReply(err, route.errorFormat ?? 'core', instance);
 }
 
-/** Build the request listener; `createCoreServer` wraps it in an http.Server. */
-export function createHandler(deps: HttpDeps): (req: IncomingMessage, res: ServerResponse) => void {
+/** The routes by method and path template, and the error format of a path no route serves. */
+function routeTable(routes: RouteSpec[]) {
   const table = new TemplateTable<RouteSpec>();
-  for (const r of deps.routes) table.add(r.method, r.path, r);
-  const fromEdge = edgeChecker(deps.edgeSecrets);
+  for (const r of routes) table.add(r.method, r.path, r);
   const unmatchedFormat = familyFormats<ErrorFormat>(
-    deps.routes.map((r) => ({ template: r.path, format: r.errorFormat })),
+    routes.map((r) => ({ template: r.path, format: r.errorFormat })),
     'core',
   );
+  return { table, unmatchedFormat };
+}
+
+/** The edge decided on the raw path; serve only a path that parses to exactly that. */
+function requireCanonicalPath(req: IncomingMessage): void {
+  const rawPath = (req.url ?? '/').split('?')[0] ?? '/';
+  if (!isCanonicalPath(rawPath))
+    throw new AppError(
+      'VALIDATION_FAILED',
+      'request path is not canonical (backslash, dot segment, empty segment or fragment)',
+    );
+}
+
+/** The headers the route requires and does not check itself are present. */
+function requireHeaders(route: RouteSpec, headers: Record<string, string>): void {
+  for (const h of route.headers ?? []) {
+    if (h.required && !h.handlerChecks && !headers[h.name.toLowerCase()]) throw missingHeader(h.name);
+  }
+}
+
+/** 405 with `Allow` when the path is served by other methods, else 404. */
+function noRoute(table: TemplateTable<RouteSpec>, method: string, path: string): AppError {
+  const allowed = table.allowedMethods(path);
+  if (allowed.length > 0) {
+    return new AppError('METHOD_NOT_ALLOWED', `${method} is not allowed on ${path}`, {
+      headers: { allow: allowed.join(', ') },
+    });
+  }
+  return new AppError('NOT_FOUND', `no route for ${method} ${path}`);
+}
+
+/** The request's body bytes, within the route's limit (none read for a bodiless request). */
+async function requestBody(req: IncomingMessage, res: ServerResponse, route: RouteSpec, method: string) {
+  if (!(methodsWithBody.has(method) || req.headers['content-length'] || req.headers['transfer-encoding']))
+    return Buffer.alloc(0);
+  return readBody(req, route.bodyLimitBytes ?? defaultBodyLimitBytes).catch((err: unknown) => {
+    // The rest of an oversized body is never read: the connection cannot carry another request
+    // (a proxy's pooled connection reused after it failed the next caller's request).
+    if (err instanceof AppError && err.code === 'PAYLOAD_TOO_LARGE') res.setHeader('connection', 'close');
+    throw err;
+  });
+}
+
+/** Body, query and path parameters decoded and checked against the route's schemas. */
+function routeInputs(
+  route: RouteSpec,
+  pathParams: Record<string, string>,
+  search: string,
+  contentType: string | undefined,
+  rawBody: Buffer,
+) {
+  const kind = route.bodyKind ?? (route.body ? 'json' : 'none');
+  const decoded = decodeBody(kind, contentType, rawBody);
+  const body = route.body ? validate(route.body, decoded, 'body') : storable(decoded, 'body');
+  const query = route.query ? validate(route.query, parseQuery(search), 'query', true) : {};
+  const params = route.params ? validate(route.params, pathParams, 'params') : storable(pathParams, 'params');
+  return { body, query, params };
+}
+
+/** A refusal names its code; an unexpected error is logged whole (its SQLSTATE included). */
+function logOutcome(
+  log: Logger,
+  o: { method: string; route: string; status: number; seconds: number; code: string | undefined },
+  err: unknown,
+): void {
+  const line = {
+    method: o.method,
+    route: o.route,
+    status: o.status,
+    ms: Math.round(o.seconds * 1e4) / 10,
+    ...(o.code ? { code: o.code } : {}),
+  };
+  if (err !== undefined)
+    log.error({ ...line, err: err instanceof Error ? err : String(err) }, 'request failed');
+  else if (o.status >= 500) log.warn(line, 'request unavailable');
+  else log.info(line, 'request');
+}
+
+/**
+ * SPEC 5.4.5: what the edge counted from the request is given back when the request moved
+ * nothing: refused or failed (4xx), or a replay of a stored response. A 5xx keeps it: the
+ * movement may have committed before the failure.
+ */
+async function settleBudget(
+  deps: HttpDeps,
+  money: MoneyScope | undefined,
+  reply: Reply,
+  log: Logger,
+): Promise<void> {
+  if (!deps.releaseBudget || money?.movement !== 'request' || !money.edgeCount) return;
+  const replayed = reply.headers?.['idempotent-replayed'] === 'true';
+  if (!replayed && !(reply.status >= 400 && reply.status < 500)) return;
+  await deps
+    .releaseBudget(money)
+    .catch((e: unknown) => log.warn({ err: (e as Error).message }, 'API-key budget release failed'));
+}
+
+/** Build the request listener; `createCoreServer` wraps it in an http.Server. */
+export function createHandler(deps: HttpDeps): (req: IncomingMessage, res: ServerResponse) => void {
+  const { table, unmatchedFormat } = routeTable(deps.routes);
+  const fromEdge = edgeChecker(deps.edgeSecrets);
 
   return (req, res) => {
     const started = process.hrtime.bigint();
@@ -242,68 +342,28 @@ export function createHandler(deps: HttpDeps): (req: IncomingMessage, res: Serve
       send(res, reply, requestId, method);
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       deps.metrics.httpDuration.observe({ method, route: template, status: String(reply.status) }, seconds);
-      // A refusal names its code; an unexpected error is logged whole (its SQLSTATE included).
-      const line = {
-        method,
-        route: template,
-        status: reply.status,
-        ms: Math.round(seconds * 1e4) / 10,
-        ...(code ? { code } : {}),
-      };
-      if (err !== undefined)
-        log.error({ ...line, err: err instanceof Error ? err : String(err) }, 'request failed');
-      else if (reply.status >= 500) log.warn(line, 'request unavailable');
-      else log.info(line, 'request');
+      logOutcome(log, { method, route: template, status: reply.status, seconds, code }, err);
     };
 
     let money: MoneyScope | undefined;
     const run = async (): Promise<Reply> => {
-      // The edge decided on the raw path; serve only a path that parses to exactly that.
-      const rawPath = (req.url ?? '/').split('?')[0] ?? '/';
-      if (!isCanonicalPath(rawPath))
-        throw new AppError(
-          'VALIDATION_FAILED',
-          'request path is not canonical (backslash, dot segment, empty segment or fragment)',
-        );
-      if (!match || !route) {
-        const allowed = table.allowedMethods(path);
-        if (allowed.length > 0) {
-          throw new AppError('METHOD_NOT_ALLOWED', `${method} is not allowed on ${path}`, {
-            headers: { allow: allowed.join(', ') },
-          });
-        }
-        throw new AppError('NOT_FOUND', `no route for ${method} ${path}`);
-      }
+      requireCanonicalPath(req);
+      if (!match || !route) throw noRoute(table, method, path);
       const headers = flatHeaders(req);
       const identity = identityOf(headers, fromEdge);
       const scope = moneyScopeOf(route.path, route.movesMoney, identity);
       money = scope;
-      for (const h of route.headers ?? []) {
-        if (h.required && !h.handlerChecks && !headers[h.name.toLowerCase()]) throw missingHeader(h.name);
-      }
-      const kind = route.bodyKind ?? (route.body ? 'json' : 'none');
-      const rawBody =
-        methodsWithBody.has(method) || req.headers['content-length'] || req.headers['transfer-encoding']
-          ? await readBody(req, route.bodyLimitBytes ?? defaultBodyLimitBytes).catch((err: unknown) => {
-              // The rest of an oversized body is never read: the connection cannot carry another request
-              // (a proxy's pooled connection reused after it failed the next caller's request).
-              if (err instanceof AppError && err.code === 'PAYLOAD_TOO_LARGE')
-                res.setHeader('connection', 'close');
-              throw err;
-            })
-          : Buffer.alloc(0);
-      const decoded = decodeBody(kind, req.headers['content-type'], rawBody);
-      const body = route.body ? validate(route.body, decoded, 'body') : storable(decoded, 'body');
-      const query = route.query ? validate(route.query, parseQuery(url.search), 'query', true) : {};
-      const params = route.params
-        ? validate(route.params, match.params, 'params')
-        : storable(match.params, 'params');
-      await deps.residency?.(tenantsNamed(identity, params, query, body), {
-        principalId: identity.principalId,
-        method,
-        route: route.path,
-        requestId,
-      });
+      requireHeaders(route, headers);
+      const rawBody = await requestBody(req, res, route, method);
+      const { body, query, params } = routeInputs(
+        route,
+        match.params,
+        url.search,
+        req.headers['content-type'],
+        rawBody,
+      );
+      const asker = { principalId: identity.principalId, method, route: route.path, requestId };
+      await deps.residency?.(tenantsNamed(identity, params, query, body), asker);
       // Issue 20 item 5: every audit record the handler writes carries this request's decision.
       const facts = auditFactsOf(headers, identity, requestId, req.socket.remoteAddress);
       return withRequestAudit(facts, () =>
@@ -327,23 +387,9 @@ export function createHandler(deps: HttpDeps): (req: IncomingMessage, res: Serve
       );
     };
 
-    /**
-     * SPEC 5.4.5: what the edge counted from the request is given back when the request moved
-     * nothing: refused or failed (4xx), or a replay of a stored response. A 5xx keeps it: the
-     * movement may have committed before the failure.
-     */
-    const settleBudget = async (reply: Reply): Promise<void> => {
-      if (!deps.releaseBudget || money?.movement !== 'request' || !money.edgeCount) return;
-      const replayed = reply.headers?.['idempotent-replayed'] === 'true';
-      if (!replayed && !(reply.status >= 400 && reply.status < 500)) return;
-      await deps
-        .releaseBudget(money)
-        .catch((e: unknown) => log.warn({ err: (e as Error).message }, 'API-key budget release failed'));
-    };
-
     run().then(
       async (reply) => {
-        await settleBudget(reply);
+        await settleBudget(deps, money, reply, log);
         finish(reply);
       },
       async (err: unknown) => {
@@ -353,7 +399,7 @@ export function createHandler(deps: HttpDeps): (req: IncomingMessage, res: Serve
           return;
         }
         const reply = errorReply(appErr, route?.errorFormat ?? unmatchedFormat(path), path);
-        await settleBudget(reply);
+        await settleBudget(deps, money, reply, log);
         finish(reply, appErr.code === 'INTERNAL' || isInputDataException(err) ? err : undefined, appErr.code);
       },
     );
