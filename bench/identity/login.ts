@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import { buildCore } from '../../core/app.ts';
 import { startEmbedded } from '../../core/db/embedded.ts';
 import { migrate } from '../../core/db/migrate.ts';
+import { loadLedgerCurrencies } from '../../core/admin/reference/currencies.ts';
 import { createDb, type Db, type Queryable } from '../../shared/db/pool.ts';
 import { PinHasher, argonMaxQueue, kdfVersions, currentKdfVersion } from '../../core/identity/pin.ts';
 import { showingLoad } from '../lib/probe.ts';
@@ -196,6 +197,7 @@ async function main(): Promise<void> {
   const db = createDb({ connectionString: pg.url('postgres'), metrics, log, max: 20 });
   try {
     await migrate(db.pool);
+    await loadLedgerCurrencies(db);
     await db.query(
       `INSERT INTO tenants (id, name, country, base_currency) VALUES ('bench', 'Bench', 'KE', 'KES')`,
     );

@@ -9,6 +9,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startEmbedded } from '../../core/db/embedded.ts';
+import { loadLedgerCurrencies } from '../../core/admin/reference/currencies.ts';
 import { migrate } from '../../core/db/migrate.ts';
 import type { PoolClient } from 'pg';
 import { createDb } from '../../shared/db/pool.ts';
@@ -190,6 +191,7 @@ async function main(): Promise<void> {
   const db = createDb({ connectionString: pg.url('postgres'), metrics: createMetrics(), log, max: 4 });
   try {
     await migrate(db.pool);
+    await loadLedgerCurrencies(db);
     const { wallets, hot } = await setupBench(db);
     const hotMode = process.env.LEDGER_PROFILE_HOT === '1';
     // LEDGER_PROFILE_DROP="sql; sql": schema experiments (e.g. drop a constraint) before timing.

@@ -27,6 +27,7 @@ import { promisify } from 'node:util';
 import * as grpc from '@grpc/grpc-js';
 import { KeyStore } from '../../core/keys/keys.ts';
 import { seedDemo } from '../../core/seed.ts';
+import { loadLedgerCurrencies } from '../../core/admin/reference/currencies.ts';
 import { authorizationPackage } from '../../edge/proto.ts';
 import type { CheckRequest, CheckResponse } from '../../edge/types.ts';
 import type { Db } from '../../shared/db/pool.ts';
@@ -132,7 +133,9 @@ async function startStack(db: Db, dir: string, url: string) {
   const master = secret32();
   const seal = secret32();
   const challenge = secret32();
-  // The demo tenant, its ledger and its core client, as `npm start` seeds them.
+  // The demo tenant, its ledger and its core client, as `npm start` seeds them (minor units
+  // from administration's currency table first, as core loads them before it serves).
+  await loadLedgerCurrencies(db);
   await seedDemo(db, dataDir, {
     keys: new KeyStore(db, master, { apiKeySealKey: seal, challengeKeys: [challenge] }),
   });
