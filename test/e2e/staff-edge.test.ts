@@ -80,7 +80,8 @@ describe('staff tokens at the edge', () => {
   });
 
   it('a staff member reads and writes with the roles the token carries; core audits the person, AAL and session', async () => {
-    assert.equal((await as(admin, 'GET', '/v1/countries')).status, 200);
+    const read = await as(admin, 'GET', '/v1/countries');
+    assert.equal(read.status, 200, read.text);
     const put = await as(admin, 'PUT', '/v1/flags/staff_e2e_flag', {
       json: { enabled: true },
       headers: { 'idempotency-key': 'staff-flag-0001' },
