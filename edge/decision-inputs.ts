@@ -167,11 +167,14 @@ export async function recordDecisionInputs(
   now = Date.now(),
 ): Promise<number> {
   const rows: Record<string, unknown>[] = [];
+  // The hour partitions the rows need, worked out here so the rows cross to PostgreSQL once.
+  const hourStarts = new Set<number>();
   for (const [i, e] of entries.entries()) {
     const r = e.replay;
     const auditId = ids[i];
     if (!r || auditId === undefined) continue;
     const at = e.ts ? new Date(e.ts).getTime() : now;
+    hourStarts.add(Math.floor(at / hourMs) * hourMs);
     const keepMs = Math.min(
       cfg.retentionHours * hourMs,
       (r.retentionDays ?? Number.POSITIVE_INFINITY) * dayMs,
@@ -192,10 +195,7 @@ export async function recordDecisionInputs(
     });
   }
   if (rows.length === 0) return 0;
-  // The hour partitions the rows need, worked out here so the rows cross to PostgreSQL once.
-  const hours = [
-    ...new Set(rows.map((r) => Math.floor(Date.parse(String(r.recorded_at)) / hourMs) * hourMs)),
-  ].map((h) => new Date(h).toISOString());
+  const hours = [...hourStarts].map((h) => new Date(h).toISOString());
   await db.tx(async (q) => {
     // Replay samples, not the audit record (which is committed, synchronously, before these are
     // written): a crash may lose the last moments of samples, never a decision's record. Not
