@@ -2,7 +2,8 @@
  * Ledger bench (issue 5): two-leg postings per second with fsync on, 16 concurrent clients,
  * uniform over 10,000 accounts and onto one hot credit account, p50/p99 latency, the batched
  * write path beside a naive one-transaction-per-posting baseline, in the same run.
- * `npx tsx bench/ledger/run.ts` (env: LEDGER_BENCH_SECONDS, LEDGER_BENCH_CLIENTS, LEDGER_BENCH_INFLIGHT).
+ * `npx tsx bench/ledger/run.ts` (env: LEDGER_BENCH_SECONDS, LEDGER_BENCH_CLIENTS, LEDGER_BENCH_INFLIGHT,
+ * LEDGER_BENCH_WINDOW_MS, LEDGER_BENCH_MAX_BATCH: the most commands one batch takes).
  * Calls the ledger service in-process (no HTTP, no JWT): it measures the ledger, not the pipeline.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -27,6 +28,7 @@ const clients = Number(process.env.LEDGER_BENCH_CLIENTS ?? 16);
 const inFlight = process.env.LEDGER_BENCH_INFLIGHT
   ? Number(process.env.LEDGER_BENCH_INFLIGHT)
   : defaultInFlightBatches;
+const maxBatch = process.env.LEDGER_BENCH_MAX_BATCH ? Number(process.env.LEDGER_BENCH_MAX_BATCH) : undefined;
 const windowMs = process.env.LEDGER_BENCH_WINDOW_MS
   ? Number(process.env.LEDGER_BENCH_WINDOW_MS)
   : defaultBatchWindowMs;
@@ -89,7 +91,7 @@ async function drive(name: string, op: (i: number) => Promise<boolean>, stats?: 
 function printResults(results: Result[], fsync: { fsync: string; sc: string } | undefined): void {
   const fmt = (n: number, d = 1) => n.toFixed(d).padStart(9);
   process.stdout.write(
-    `\nledger bench: ${clients} clients, ${seconds}s per run, ${accountCount} accounts, fsync=${fsync?.fsync}, synchronous_commit=${fsync?.sc}, in-flight batches=${inFlight}, batch window=${windowMs}ms\n`,
+    `\nledger bench: ${clients} clients, ${seconds}s per run, ${accountCount} accounts, fsync=${fsync?.fsync}, synchronous_commit=${fsync?.sc}, in-flight batches=${inFlight}, batch window=${windowMs}ms, max batch=${maxBatch ?? 'default'}\n`,
   );
   process.stdout.write(
     `${'scenario'.padEnd(18)}${'postings/s'.padStart(11)}${'p50 ms'.padStart(9)}${'p99 ms'.padStart(9)}${'ops'.padStart(9)}${'failed'.padStart(8)}${'batch'.padStart(7)}${'node cpu'.padStart(10)}\n`,
@@ -102,6 +104,18 @@ function printResults(results: Result[], fsync: { fsync: string; sc: string } | 
   process.stdout.write(
     `ratio batched/naive: uniform ${(by('batched uniform') / by('naive uniform')).toFixed(1)}x, hot ${(by('batched hot') / by('naive hot')).toFixed(1)}x\n`,
   );
+}
+
+/** The ledger under test, with the bench's batch settings. */
+function benchLedger(db: ReturnType<typeof createDb>, log: ReturnType<typeof createLogger>): Ledger {
+  return new Ledger({
+    db,
+    log,
+    now: Date.now,
+    inFlightBatches: inFlight,
+    batchWindowMs: windowMs,
+    ...(maxBatch ? { maxBatchCommands: maxBatch } : {}),
+  });
 }
 
 async function main(): Promise<void> {
@@ -118,7 +132,7 @@ async function main(): Promise<void> {
     await migrate(db.pool);
     await loadLedgerCurrencies(db);
     const { wallets, hot } = await setupBench(db);
-    const ledger = new Ledger({ db, log, now: Date.now, inFlightBatches: inFlight, batchWindowMs: windowMs });
+    const ledger = benchLedger(db, log);
     const run = randomBytes(4).toString('hex');
     const pick = () => wallets[Math.floor(Math.random() * wallets.length)] as string;
     const ctx = (i: number, body: unknown): WriteCtx => ({

@@ -101,6 +101,7 @@ export class LedgerBatcher {
   private inFlight = 0;
   private readonly maxInFlight: number;
   private readonly windowMs: number;
+  private readonly maxBatch: number;
   private scheduled: NodeJS.Immediate | NodeJS.Timeout | undefined;
   /** Batches started and commands in them (the bench prints the mean batch size). */
   readonly stats = { batches: 0, commands: 0 };
@@ -110,11 +111,17 @@ export class LedgerBatcher {
   constructor(
     private readonly db: Db,
     private readonly log: Logger,
-    opts: { inFlightBatches?: number; batchWindowMs?: number; vault?: ResponseVault | undefined } = {},
+    opts: {
+      inFlightBatches?: number;
+      batchWindowMs?: number;
+      maxBatchCommands?: number;
+      vault?: ResponseVault | undefined;
+    } = {},
   ) {
     this.vault = opts.vault;
     this.maxInFlight = opts.inFlightBatches ?? defaultInFlightBatches;
     this.windowMs = opts.batchWindowMs ?? defaultBatchWindowMs;
+    this.maxBatch = Math.max(1, Math.min(maxBatchCommands, opts.maxBatchCommands ?? maxBatchCommands));
   }
 
   /** Run one command; resolves with its stored response (first run or replay). */
@@ -138,7 +145,7 @@ export class LedgerBatcher {
   /** Close a batch now when one is full, else after the window (or the current turn). */
   private schedule(): void {
     if (this.inFlight >= this.maxInFlight || this.queue.length === 0) return;
-    if (this.queue.length >= maxBatchCommands) {
+    if (this.queue.length >= this.maxBatch) {
       this.cancel();
       this.pump();
       return;
@@ -165,7 +172,7 @@ export class LedgerBatcher {
 
   private pump(): void {
     while (this.inFlight < this.maxInFlight && this.queue.length > 0) {
-      const batch = this.queue.splice(0, maxBatchCommands);
+      const batch = this.queue.splice(0, this.maxBatch);
       this.inFlight++;
       this.stats.batches++;
       this.stats.commands += batch.length;

@@ -52,6 +52,7 @@ export interface LedgerDeps {
   now: () => number;
   inFlightBatches?: number;
   batchWindowMs?: number;
+  maxBatchCommands?: number;
   /** Seals stored responses that carry a secret (none of the ledger's do; without it one is refused). */
   keys?: ResponseVault;
 }
@@ -79,6 +80,7 @@ export class Ledger {
     this.batcher = new LedgerBatcher(deps.db, deps.log, {
       inFlightBatches: deps.inFlightBatches,
       batchWindowMs: deps.batchWindowMs,
+      maxBatchCommands: deps.maxBatchCommands,
       vault: deps.keys,
     });
   }

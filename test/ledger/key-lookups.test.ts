@@ -49,6 +49,19 @@ describe('idempotency key look-ups on the ledger write path', () => {
   });
 
   const scansKeys = () => notices.some((n) => /Seq Scan on idempotency_keys/.test(n));
+  /**
+   * Scans of the key table's primary key whose condition does not name the key: a skip scan on
+   * `principal` alone (PostgreSQL 18) reads the whole index, once per key of the batch.
+   */
+  const wholeIndexScans = (from: string[] = notices) =>
+    from.flatMap((n) => {
+      const lines = n.split('\n');
+      return lines.flatMap((l, i) => {
+        if (!/Scan using idempotency_keys_pkey on idempotency_keys/.test(l)) return [];
+        const cond = lines.slice(i + 1, i + 4).find((x) => /Index Cond:/.test(x)) ?? '';
+        return /\bkey = /.test(cond) ? [] : [`${l.trim()} / ${cond.trim()}`];
+      });
+    });
   const keyOf = (key: string) => ({
     tenant,
     key,
@@ -69,6 +82,45 @@ describe('idempotency key look-ups on the ledger write path', () => {
     );
     await c.query('ROLLBACK');
     assert.ok(scansKeys(), notices.join('\n'));
+  });
+
+  it("the claim's legacy check probes by key, whatever the table's size when it was planned", async () => {
+    // A connection plans the claim while the key table is small, then the table grows: the
+    // legacy check must stay a probe by key (or read the legacy rows' own index), not a skip
+    // scan of the whole primary key on `principal` alone, once per key of every batch.
+    const fresh = new pg.Client({ connectionString: t.url });
+    await fresh.connect();
+    const seen: string[] = [];
+    try {
+      const batch = async (tag: string) => {
+        const keys = Array.from({ length: 16 }, (_, i) => `legacy-probe-${tag}-${i}`);
+        await fresh.query('SELECT ledger_apply_keyed($1::jsonb, $2::jsonb)', [
+          JSON.stringify(keys.map(keyOf)),
+          JSON.stringify(keys.map(post)),
+        ]);
+      };
+      await fresh.query('BEGIN');
+      for (let b = 0; b < 8; b++) await batch(String(b));
+      await fresh.query(
+        `INSERT INTO idempotency_keys (tenant_id, key, principal, method, path, request_hash)
+        SELECT $1, 'bulk-' || g, $2, 'POST', '/v1/core/postings', 'h' FROM generate_series(1, 5000) g`,
+        [tenant, principal],
+      );
+      fresh.on('notice', (n) => seen.push(n.message ?? ''));
+      await fresh.query(`LOAD 'auto_explain'`);
+      await fresh.query(
+        `SET auto_explain.log_min_duration = 0; SET auto_explain.log_nested_statements = on; SET auto_explain.log_level = notice; SET client_min_messages = notice`,
+      );
+      await batch('x');
+      await fresh.query('ROLLBACK');
+    } finally {
+      await fresh.end();
+    }
+    assert.ok(
+      seen.some((n) => /idempotency_keys/.test(n)),
+      'auto_explain showed the key statements',
+    );
+    assert.deepEqual(wholeIndexScans(seen), []);
   });
 
   it('claims a batch of keys, applies it and stores its responses with key probes only', async () => {
@@ -101,6 +153,7 @@ describe('idempotency key look-ups on the ledger write path', () => {
       'auto_explain showed the key statements',
     );
     assert.equal(scansKeys(), false, notices.filter((n) => /idempotency_keys/.test(n)).join('\n'));
+    assert.deepEqual(wholeIndexScans(), []);
     const stored = await c.query<{ key: string; response_status: number; response_body: string }>(
       `SELECT key, response_status, response_body FROM idempotency_keys WHERE tenant_id = $1 AND key = ANY($2) ORDER BY key`,
       [tenant, ['new-1', 'new-2']],
