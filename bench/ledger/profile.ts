@@ -1,8 +1,13 @@
 /**
- * Where a ledger batch spends its time: runs batches of 16 uniform two-leg postings through
- * the same steps as the batcher, timing each round trip, then prints PostgreSQL's per-function
- * self time (track_functions) and EXPLAIN (ANALYZE, BUFFERS) of one ledger_apply call.
- * `npx tsx bench/ledger/profile.ts` (env LEDGER_PROFILE_BATCHES, LEDGER_PROFILE_SIZE).
+ * Where a ledger batch spends its time. First the real write path: 16 clients post uniform
+ * two-leg postings through the Ledger service for LEDGER_PROFILE_SECONDS, each round trip of
+ * every batch timed by the batcher's step timer (wall time, and the CPU of the PostgreSQL
+ * backend that ran it, from /proc), beside node's CPU per batch and the WAL fsyncs
+ * (pg_stat_io). Then batches of the same postings through the same SQL by hand on one
+ * connection, PostgreSQL's per-function self time (track_functions) and EXPLAIN (ANALYZE,
+ * BUFFERS) of one ledger_apply call.
+ * `npx tsx bench/ledger/profile.ts` (env LEDGER_PROFILE_SECONDS, LEDGER_PROFILE_BATCHES,
+ * LEDGER_PROFILE_SIZE, LEDGER_PROFILE_HOT=1).
  */
 import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -19,6 +24,8 @@ import { freePort } from '../../shared/net.ts';
 import { showingLoad } from '../lib/probe.ts';
 import { uuidv7 } from '../../shared/uuid.ts';
 import { setupBench, benchTenant } from './setup.ts';
+import { Ledger } from '../../core/ledger/service.ts';
+import type { BatchStep, BatchStepTimer } from '../../core/ledger/batcher.ts';
 
 const batches = Number(process.env.LEDGER_PROFILE_BATCHES ?? 200);
 const size = Number(process.env.LEDGER_PROFILE_SIZE ?? 16);
@@ -43,6 +50,96 @@ function commandMaker(wallets: string[], hot: string, hotMode: boolean) {
       { account_id: hotMode ? hot : pick(), side: 'credit', amount: '0.010000', currency: 'KES' },
     ],
   });
+}
+
+/** CPU milliseconds (utime + stime) of a process, from /proc. */
+function processCpuMs(pid: number): number {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(f[11]) + Number(f[12])) * 10;
+}
+
+/** WAL fsyncs and the time they took so far (track_wal_io_timing is on). */
+async function walFsyncs(db: ReturnType<typeof createDb>): Promise<{ n: number; ms: number }> {
+  const { rows } = await db.query<{ n: string; ms: string }>(
+    `SELECT coalesce(sum(fsyncs), 0)::text AS n, coalesce(sum(fsync_time), 0)::text AS ms FROM pg_stat_io WHERE object = 'wal'`,
+  );
+  return { n: Number(rows[0]?.n), ms: Number(rows[0]?.ms) };
+}
+
+/**
+ * The real path: 16 closed-loop clients through Ledger.post, every round trip of every batch
+ * timed (wall and its backend's CPU); per batch: each step, node's CPU, the WAL fsyncs.
+ */
+async function timeRealPath(
+  db: ReturnType<typeof createDb>,
+  wallets: string[],
+  hot: string,
+  hotMode: boolean,
+): Promise<void> {
+  const seconds = Number(process.env.LEDGER_PROFILE_SECONDS ?? 6);
+  const steps = new Map<BatchStep, { wall: number; cpu: number }>();
+  const stepTimer: BatchStepTimer = async (step, pid, run) => {
+    const c0 = processCpuMs(pid);
+    const t0 = performance.now();
+    try {
+      return await run();
+    } finally {
+      const s = steps.get(step) ?? { wall: 0, cpu: 0 };
+      s.wall += performance.now() - t0;
+      s.cpu += processCpuMs(pid) - c0;
+      steps.set(step, s);
+    }
+  };
+  const ledger = new Ledger({ db, log: createLogger('silent'), now: Date.now, stepTimer });
+  const pick = () => wallets[Math.floor(Math.random() * wallets.length)] as string;
+  const principal = { tenantId: benchTenant, clientId: 'profile', scopes: new Set(['core:write']) };
+  const post = async (i: number) => {
+    const body = {
+      currency: 'KES',
+      entries: [
+        { account_id: pick(), side: 'debit' as const, amount: '0.01' },
+        { account_id: hotMode ? hot : pick(), side: 'credit' as const, amount: '0.01' },
+      ],
+    };
+    const ctx = {
+      principal,
+      requestId: `p${i}`,
+      key: `real-${i}-${uuidv7()}`,
+      method: 'POST',
+      path: '/v1/core/postings',
+      body,
+    };
+    await ledger.post(ctx, body);
+  };
+  const wal0 = await walFsyncs(db);
+  const b0 = { ...ledger.batcher.stats };
+  const node0 = process.cpuUsage();
+  const end = performance.now() + seconds * 1000;
+  let seq = 0;
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: 16 }, async () => {
+      while (performance.now() < end) await post(seq++);
+    }),
+  );
+  const elapsed = performance.now() - t0;
+  const node = process.cpuUsage(node0);
+  const wal = await walFsyncs(db);
+  const n = ledger.batcher.stats.batches - b0.batches;
+  const per = (x: number) => (x / Math.max(1, n)).toFixed(2).padStart(7);
+  process.stdout.write(
+    `\nreal path (Ledger.post, 16 clients, ${seconds}s, ${hotMode ? 'hot' : 'uniform'}): ${((seq / elapsed) * 1000).toFixed(0)} postings/s, ${n} batches of ${((ledger.batcher.stats.commands - b0.commands) / Math.max(1, n)).toFixed(1)}, ${per(elapsed)} ms wall per batch\n`,
+  );
+  process.stdout.write(
+    `step               wall ms/batch  backend CPU ms/batch  waiting (round trip, locks, fsync)\n`,
+  );
+  for (const [k, v] of steps)
+    process.stdout.write(
+      `${k.padEnd(18)} ${per(v.wall)}        ${per(v.cpu)}               ${per(v.wall - v.cpu)}\n`,
+    );
+  process.stdout.write(
+    `node CPU ${per((node.user + node.system) / 1000)} ms/batch; WAL fsyncs ${per(wal.n - wal0.n)}/batch taking ${per(wal.ms - wal0.ms)} ms/batch\n`,
+  );
 }
 
 /**
@@ -197,6 +294,9 @@ async function main(): Promise<void> {
     // LEDGER_PROFILE_DROP="sql; sql": schema experiments (e.g. drop a constraint) before timing.
     for (const stmt of (process.env.LEDGER_PROFILE_DROP ?? '').split(';').filter((x) => x.trim()))
       await db.query(stmt);
+    await db.query(`ALTER SYSTEM SET track_wal_io_timing = on`);
+    await db.query('SELECT pg_reload_conf()');
+    await timeRealPath(db, wallets, hot, hotMode);
     await db.query(`ALTER SYSTEM SET track_functions = 'all'`);
     await db.query('SELECT pg_reload_conf()');
     await db.query('SELECT pg_stat_reset()');

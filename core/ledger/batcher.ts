@@ -10,7 +10,7 @@
  */
 import type { Logger } from 'pino';
 import pg from 'pg';
-import { txRetryLimit, type Db } from '../../shared/db/pool.ts';
+import { txRetryLimit, type Db, type Queryable } from '../../shared/db/pool.ts';
 import { appendAudit, withoutRequestAudit, withRequestFacts, type AuditEntry } from '../../shared/audit.ts';
 import { AppError, toCoreBody } from '../../shared/errors.ts';
 import { findKey, replay, type IdemScope, type StoredResponse } from '../idempotency/idempotency.ts';
@@ -36,6 +36,15 @@ export const defaultInFlightBatches = 2;
  * answered). Commands never wait for a slot longer than it takes one to free.
  */
 export const defaultBatchWindowMs = 0;
+
+/** A batch transaction's round trips, in order (what `BatchStepTimer` sees). */
+export type BatchStep = 'claim+apply' | 'audit head' | 'audit rows' | 'responses+commit';
+/**
+ * Wraps each round trip of a batch's transaction (issue 18 item 2: where a batch's time goes,
+ * measured on the real path by `bench/ledger/profile.ts`); `backendPid` is the PostgreSQL
+ * backend running it. Without one, the steps run as they are.
+ */
+export type BatchStepTimer = <T>(step: BatchStep, backendPid: number, run: () => Promise<T>) => Promise<T>;
 
 export type LedgerCommand = {
   op: 'post' | 'reverse' | 'hold' | 'capture' | 'void' | 'expire';
@@ -102,6 +111,7 @@ export class LedgerBatcher {
   private readonly maxInFlight: number;
   private readonly windowMs: number;
   private readonly maxBatch: number;
+  private readonly timer: BatchStepTimer | undefined;
   private scheduled: NodeJS.Immediate | NodeJS.Timeout | undefined;
   /** Batches started and commands in them (the bench prints the mean batch size). */
   readonly stats = { batches: 0, commands: 0 };
@@ -116,9 +126,11 @@ export class LedgerBatcher {
       batchWindowMs?: number;
       maxBatchCommands?: number;
       vault?: ResponseVault | undefined;
+      stepTimer?: BatchStepTimer | undefined;
     } = {},
   ) {
     this.vault = opts.vault;
+    this.timer = opts.stepTimer;
     this.maxInFlight = opts.inFlightBatches ?? defaultInFlightBatches;
     this.windowMs = opts.batchWindowMs ?? defaultBatchWindowMs;
     this.maxBatch = Math.max(1, Math.min(maxBatchCommands, opts.maxBatchCommands ?? maxBatchCommands));
@@ -258,6 +270,10 @@ export class LedgerBatcher {
     }
   }
 
+  private step<T>(step: BatchStep, client: pg.PoolClient, run: () => Promise<T>): Promise<T> {
+    return this.timer ? this.timer(step, (client as unknown as { processID: number }).processID, run) : run();
+  }
+
   private async execute(client: pg.PoolClient, batch: Queued[]): Promise<Outcome[]> {
     const keys = batch.map((j) =>
       j.scope
@@ -271,8 +287,10 @@ export class LedgerBatcher {
           }
         : null,
     );
-    const first = (await client.query(
-      `BEGIN; SELECT ledger_apply_keyed(${escapeLiteral(JSON.stringify(keys))}::jsonb, ${escapeLiteral(JSON.stringify(batch.map((j) => j.cmd)))}::jsonb) AS r`,
+    const first = (await this.step('claim+apply', client, () =>
+      client.query(
+        `BEGIN; SELECT ledger_apply_keyed(${escapeLiteral(JSON.stringify(keys))}::jsonb, ${escapeLiteral(JSON.stringify(batch.map((j) => j.cmd)))}::jsonb) AS r`,
+      ),
     )) as unknown as pg.QueryResult<{ r: unknown }>[];
     const results = first[1]?.rows[0]?.r;
     if (!Array.isArray(results) || results.length !== batch.length)
@@ -307,11 +325,25 @@ export class LedgerBatcher {
       if (j.audit)
         audits.push({ ...j.audit, attrs: { ...j.audit.attrs, outcome: result.ok ? 'ok' : result.code } });
     });
-    if (audits.length > 0) await withoutRequestAudit(() => appendAudit(client, audits));
+    if (audits.length > 0) {
+      const timed = this.timer ? this.timedClient(client) : client;
+      await withoutRequestAudit(() => appendAudit(timed, audits));
+    }
     // The responses, one primary-key probe each (migration 0920), then the commit.
     const complete =
       done.length === 0 ? '' : `SELECT idempotency_complete(${escapeLiteral(JSON.stringify(done))}::jsonb); `;
-    await client.query(`${complete}COMMIT`);
+    await this.step('responses+commit', client, () => client.query(`${complete}COMMIT`));
     return outcomes;
+  }
+
+  /** The client as appendAudit sees it, its two round trips timed as the head lock and the rows. */
+  private timedClient(client: pg.PoolClient): Queryable {
+    let n = 0;
+    return {
+      query: ((text: string, values?: unknown[]) =>
+        this.step(n++ === 0 ? 'audit head' : 'audit rows', client, () =>
+          client.query(text, values),
+        )) as Queryable['query'],
+    };
   }
 }

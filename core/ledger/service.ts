@@ -17,7 +17,7 @@ import { principalOf, requestHash, type IdemScope, type StoredResponse } from '.
 import type { ResponseVault } from '../idempotency/secrets.ts';
 import type { CorePrincipal } from '../oauth/bearer.ts';
 import { uuidv7 } from '../../shared/uuid.ts';
-import { LedgerBatcher, type Job, type LedgerCommand } from './batcher.ts';
+import { LedgerBatcher, type BatchStepTimer, type Job, type LedgerCommand } from './batcher.ts';
 import { amountOf, buildPost, defaultTransactionType, knownCurrency } from './commands.ts';
 import { auditFeeIncomeMoves } from './fee-income.ts';
 import { parseAmount, toDb } from '../../shared/money.ts';
@@ -53,6 +53,8 @@ export interface LedgerDeps {
   inFlightBatches?: number;
   batchWindowMs?: number;
   maxBatchCommands?: number;
+  /** Times each round trip of a batch (the ledger profile). */
+  stepTimer?: BatchStepTimer;
   /** Seals stored responses that carry a secret (none of the ledger's do; without it one is refused). */
   keys?: ResponseVault;
 }
@@ -81,6 +83,7 @@ export class Ledger {
       inFlightBatches: deps.inFlightBatches,
       batchWindowMs: deps.batchWindowMs,
       maxBatchCommands: deps.maxBatchCommands,
+      stepTimer: deps.stepTimer,
       vault: deps.keys,
     });
   }
