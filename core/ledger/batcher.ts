@@ -17,7 +17,16 @@ import { findKey, replay, type IdemScope, type StoredResponse } from '../idempot
 import { storedForm, type ResponseVault } from '../idempotency/secrets.ts';
 import { refusalError } from './apply.ts';
 
-const { escapeLiteral } = pg;
+/**
+ * A string as an SQL literal, as pg's escapeLiteral writes it (quotes doubled; with a
+ * backslash, an E'' literal with backslashes doubled) but with two regular-expression
+ * replacements instead of a loop over every character of the batch's JSON (8 % of node's
+ * CPU in the ledger profile).
+ */
+export function sqlLiteral(text: string): string {
+  const quoted = text.replace(/'/g, "''");
+  return text.includes('\\') ? ` E'${quoted.replace(/\\/g, '\\\\')}'` : `'${quoted}'`;
+}
 
 /** Most commands in one transaction: bounds lock sets and the statement's size. */
 export const maxBatchCommands = 256;
@@ -289,7 +298,7 @@ export class LedgerBatcher {
     );
     const first = (await this.step('claim+apply', client, () =>
       client.query(
-        `BEGIN; SELECT ledger_apply_keyed(${escapeLiteral(JSON.stringify(keys))}::jsonb, ${escapeLiteral(JSON.stringify(batch.map((j) => j.cmd)))}::jsonb) AS r`,
+        `BEGIN; SELECT ledger_apply_keyed(${sqlLiteral(JSON.stringify(keys))}::jsonb, ${sqlLiteral(JSON.stringify(batch.map((j) => j.cmd)))}::jsonb) AS r`,
       ),
     )) as unknown as pg.QueryResult<{ r: unknown }>[];
     const results = first[1]?.rows[0]?.r;
@@ -331,7 +340,7 @@ export class LedgerBatcher {
     }
     // The responses, one primary-key probe each (migration 0920), then the commit.
     const complete =
-      done.length === 0 ? '' : `SELECT idempotency_complete(${escapeLiteral(JSON.stringify(done))}::jsonb); `;
+      done.length === 0 ? '' : `SELECT idempotency_complete(${sqlLiteral(JSON.stringify(done))}::jsonb); `;
     await this.step('responses+commit', client, () => client.query(`${complete}COMMIT`));
     return outcomes;
   }
