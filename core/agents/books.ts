@@ -7,7 +7,7 @@ import type { Queryable } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
 import { scopeOf, toReply, withIdempotency } from '../idempotency/idempotency.ts';
 import type { Reply } from '../http/route.ts';
-import { minorUnitsOf } from '../ledger/currency.ts';
+import { displayDecimals } from '../ledger/currency.ts';
 import { amountsOf } from '../ledger/reads.ts';
 import { format, type Micro } from '../../shared/money.ts';
 import { keyOwnerOf, type AgentCaller, type AgentDeps, type AnyCtx, type OpsCaller } from './context.ts';
@@ -31,7 +31,7 @@ export async function balanceOf(
 
 /** Wire text of an amount in the currency's minor units ("12.50"). */
 export function wire(micro: Micro, currency: string): string {
-  return format(micro, minorUnitsOf(currency) ?? 2);
+  return format(micro, displayDecimals(currency));
 }
 
 export function balanceView(

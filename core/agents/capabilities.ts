@@ -6,7 +6,7 @@
  */
 import type { Queryable } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
-import { minorUnitsOf } from '../ledger/currency.ts';
+import { displayDecimals } from '../ledger/currency.ts';
 import { amountsOf } from '../ledger/reads.ts';
 import { format, type Micro } from '../../shared/money.ts';
 
@@ -194,7 +194,7 @@ export function capabilitiesView(
     agentId: a.id,
     status: a.status,
     tier: a.tier,
-    float: { currency: a.currency, available: format(r.facts.floatAvailable, minorUnitsOf(a.currency) ?? 2) },
+    float: { currency: a.currency, available: format(r.facts.floatAvailable, displayDecimals(a.currency)) },
     trainingPassed: [...r.facts.passed].sort(),
     capabilities: r.capabilities,
   };

@@ -8,7 +8,7 @@ import { AppError } from '../../shared/errors.ts';
 import { checkOtp, issueOtp, otpTtlMs } from '../identity/otp.ts';
 import { lookupKey, type TenantSecrets } from '../identity/secrets.ts';
 import { amountOf } from '../ledger/commands.ts';
-import { minorUnitsOf } from '../ledger/currency.ts';
+import { displayDecimals } from '../ledger/currency.ts';
 import { format, fromDb, toDb, type Micro } from '../../shared/money.ts';
 import { uuidv7 } from '../../shared/uuid.ts';
 import {
@@ -64,7 +64,7 @@ export interface TxnRow {
 }
 
 export function txnView(r: TxnRow): Record<string, unknown> {
-  const minor = minorUnitsOf(r.currency) ?? 2;
+  const minor = displayDecimals(r.currency);
   return {
     id: r.id,
     kind: r.kind,

@@ -8,7 +8,7 @@
 import { appendAudit } from '../../shared/audit.ts';
 import type { Db, Queryable } from '../../shared/db/pool.ts';
 import { format, fromDb, type Micro } from '../../shared/money.ts';
-import { minorUnitsOf } from './currency.ts';
+import { displayDecimals } from './currency.ts';
 import { amountsOf } from './reads.ts';
 import { postCmd } from './apply.ts';
 import type { LedgerCommand } from './batcher.ts';
@@ -114,7 +114,7 @@ export async function feeIncomeReconciliation(q: Queryable, tenantId?: string): 
   );
   const out: MoveReport[] = [];
   for (const r of rows) {
-    const minor = minorUnitsOf(r.currency) ?? 6;
+    const minor = displayDecimals(r.currency);
     const moved = fromDb(r.amount);
     const fromBefore = fromDb(r.from_before);
     const toBefore = fromDb(r.to_before);

@@ -11,7 +11,7 @@ import { requireAccount } from './accounts.ts';
 import { amountOf } from './commands.ts';
 import { authed, errors, readHeaders, type LedgerRouteDeps } from './http.ts';
 import { fromDb, format } from '../../shared/money.ts';
-import { minorUnitsOf } from './currency.ts';
+import { displayDecimals } from './currency.ts';
 import { Amount, Currency, Uuid } from './schemas.ts';
 import { declared } from '../http/declared.ts';
 
@@ -74,7 +74,7 @@ export function limitRoutes(deps: LedgerRouteDeps): RouteSpec[] {
         if (ctx.body.currency !== undefined && ctx.body.currency !== account.currency) {
           throw new AppError('CURRENCY_MISMATCH', `account ${account.id} holds ${account.currency}`);
         }
-        const minor = minorUnitsOf(account.currency) ?? 2;
+        const minor = displayDecimals(account.currency);
         const amount = amountOf(ctx.body.amount, account.currency, 'amount');
         const { rows } = await deps.db.query<{
           period: string;

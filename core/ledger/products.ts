@@ -7,7 +7,7 @@ import { enqueue } from '../outbox/outbox.ts';
 import { uuidv7 } from '../../shared/uuid.ts';
 import { getBalances, requireAccount } from './accounts.ts';
 import { amountOf, knownCurrency } from './commands.ts';
-import { minorUnitsOf } from './currency.ts';
+import { displayDecimals } from './currency.ts';
 import {
   authed,
   errors,
@@ -71,7 +71,7 @@ function productView(r: ProductRow) {
     name: r.name,
     currency: r.currency,
     interest_rate_bps: r.interest_rate_bps,
-    min_balance: format(fromDb(r.min_balance), minorUnitsOf(r.currency) ?? 2),
+    min_balance: format(fromDb(r.min_balance), displayDecimals(r.currency)),
     status: r.status,
     created_at: r.created_at.toISOString(),
   };
@@ -98,7 +98,7 @@ async function getLine(q: Queryable, tenantId: string, id: string) {
     id: r.id,
     account_id: r.account_id,
     currency: r.currency,
-    limit: format(fromDb(r.limit_amount), minorUnitsOf(r.currency) ?? 2),
+    limit: format(fromDb(r.limit_amount), displayDecimals(r.currency)),
     status: r.status,
     created_at: r.created_at.toISOString(),
     closed_at: r.closed_at?.toISOString() ?? null,
@@ -274,7 +274,7 @@ const closeOverdraftLine = (deps: LedgerRouteDeps) =>
           if (!b) throw new AppError('ACCOUNT_NOT_FOUND', `account ${line.account_id} not found`);
           const current = await getLine(client, w.principal.tenantId, line.id);
           if (current.status === 'active') {
-            const minor = minorUnitsOf(b.currency) ?? 2;
+            const minor = displayDecimals(b.currency);
             const withoutLine =
               amountOf(b.available.replace('-', ''), b.currency, 'x', { allowZero: true }) *
                 (b.available.startsWith('-') ? -1n : 1n) -

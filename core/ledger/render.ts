@@ -1,10 +1,10 @@
 /** Wire views of ledger rows and results: amounts formatted in the currency's minor units. */
-import { minorUnitsOf } from './currency.ts';
+import { displayDecimals } from './currency.ts';
 import { fromDb, format } from '../../shared/money.ts';
 
 /** Numeric text from SQL → wire amount for `currency`. */
 export function wireAmount(dbText: string, currency: string): string {
-  return format(fromDb(dbText), minorUnitsOf(currency) ?? 6);
+  return format(fromDb(dbText), displayDecimals(currency));
 }
 
 function str(v: unknown): string {

@@ -7,7 +7,7 @@ import { type Static, Type } from '@sinclair/typebox';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import { AppError } from '../../shared/errors.ts';
 import { requireAccount } from './accounts.ts';
-import { minorUnitsOf } from './currency.ts';
+import { displayDecimals } from './currency.ts';
 import { authed, errors, readHeaders, type LedgerRouteDeps } from './http.ts';
 import { format, fromDb } from '../../shared/money.ts';
 import { Amount, Uuid } from './schemas.ts';
@@ -142,7 +142,7 @@ export function statementRoutes(deps: LedgerRouteDeps): RouteSpec[] {
         if (to.getTime() - from.getTime() > maxStatementDays * 86_400_000)
           throw new AppError('INVALID_PERIOD', `a statement covers at most ${maxStatementDays} days`);
         const account = await requireAccount(deps.db, p.tenantId, ctx.body.account_id);
-        const minor = minorUnitsOf(account.currency) ?? 2;
+        const minor = displayDecimals(account.currency);
         // One snapshot for the opening sum and the lines, so closing = opening + lines exactly.
         const { opening, lines } = await readPeriod(deps, p.tenantId, account.id, from, to);
         if (lines.length > maxStatementEntries)

@@ -35,13 +35,18 @@ export async function loadLedgerCurrencies(q: Queryable): Promise<void> {
 /** How often a core reloads the snapshot, for currencies another instance's admin changed. */
 export const currencyReloadMs = 30_000;
 
-/** Reload the snapshot every `currencyReloadMs` until the returned timer is cleared. */
+/**
+ * Load the snapshot now (an entry point that did not await its own load serves 503 until this
+ * lands, never a wrong refusal) and again every `currencyReloadMs` until the returned timer is
+ * cleared.
+ */
 export function reloadCurrencies(q: Queryable, log: Logger): NodeJS.Timeout {
-  const timer = setInterval(() => {
+  const load = () =>
     loadLedgerCurrencies(q).catch((err: unknown) =>
-      log.warn({ err: (err as Error).message }, 'reloading the ledger currencies failed'),
+      log.warn({ err: (err as Error).message }, 'loading the ledger currencies failed'),
     );
-  }, currencyReloadMs);
+  void load();
+  const timer = setInterval(load, currencyReloadMs);
   timer.unref();
   return timer;
 }

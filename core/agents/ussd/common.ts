@@ -3,7 +3,7 @@ import type { Queryable } from '../../../shared/db/pool.ts';
 import { AppError, isErrorCode } from '../../../shared/errors.ts';
 import { principalOf, requestHash, withIdempotency } from '../../idempotency/idempotency.ts';
 import type { AgentDeps, AnyCtx } from '../context.ts';
-import { minorUnitsOf } from '../../ledger/currency.ts';
+import { displayDecimals, minorUnitsOf } from '../../ledger/currency.ts';
 import { walletOf } from '../../ledger/wallets.ts';
 import { format, parseAmount, type Micro } from '../../../shared/money.ts';
 import { end, messageOf, sessionKey, type UssdRequest } from './protocol.ts';
@@ -57,12 +57,14 @@ export async function once(
 
 /** A positive amount typed on a keypad, in the currency's minor units; undefined when it is not one. */
 export function amountTyped(input: string, currency: string): Micro | undefined {
-  const p = parseAmount(input, { minorUnits: minorUnitsOf(currency) ?? 2 });
+  const minorUnits = minorUnitsOf(currency);
+  if (minorUnits === undefined) return undefined;
+  const p = parseAmount(input, { minorUnits });
   return p.ok && p.micro > 0n ? p.micro : undefined;
 }
 
 export const money = (m: Micro, currency: string): string =>
-  `${currency} ${format(m, minorUnitsOf(currency) ?? 2)}`;
+  `${currency} ${format(m, displayDecimals(currency))}`;
 
 /** A customer's main wallet in the tenant's base currency, without opening one. */
 export async function customerWallet(
