@@ -27,12 +27,16 @@ export const staffHeader = {
   description: 'Bearer <staff access token or service token>',
 };
 
-/** The staff caller holding `role`; 401 without an edge identity, 403 without the role. */
-export function staffOf(ctx: AnyCtx, role: string): StaffCaller {
+/**
+ * The staff caller holding one of the roles the route's declaration names (shared/routes/,
+ * issue 21 item 1: roles are declared once); 401 without an edge identity, 403 without one.
+ */
+export function staffOf(ctx: AnyCtx): StaffCaller {
   const id = ctx.identity;
   if (!id.fromEdge || !id.tenantId || !id.principalId)
     throw new AppError('UNAUTHORIZED', 'a staff credential is required');
-  if (!id.roles.includes(role)) throw new AppError('FORBIDDEN', `this route needs the ${role} role`);
+  if (!id.roles.some((r) => ctx.routeRoles.includes(r)))
+    throw new AppError('FORBIDDEN', `this route needs one of the roles ${ctx.routeRoles.join(', ')}`);
   return { tenantId: id.tenantId, principalId: id.principalId, roles: id.roles, aal: id.aal ?? 0 };
 }
 

@@ -41,13 +41,7 @@ type Deps = OversightDeps & { keys: KeyStore };
 type AnyCtx = Parameters<RouteSpec['handler']>[0];
 
 /** Support and fraud see the same customer; the edge's masking obligation sets the level. */
-function lookupRoute(
-  deps: Deps,
-  path: string,
-  role: string,
-  operationId: string,
-  summary: string,
-): RouteSpec {
+function lookupRoute(deps: Deps, path: string, operationId: string, summary: string): RouteSpec {
   return defineRoute({
     ...declared('GET', path),
     operationId,
@@ -57,7 +51,7 @@ function lookupRoute(
     query: PhoneQuery,
     responses: { 200: { description: 'The customer, accounts and recent transfers', schema: CustomerView } },
     handler: async (ctx) => {
-      const c = staffOf(ctx, role);
+      const c = staffOf(ctx);
       const body = await deps.db.tx(async (q) => {
         const v = await customerView(q, c.tenantId, ctx.query.phone, ctx.headers['x-masking']);
         const a = auditOf(ctx, c);
@@ -91,7 +85,7 @@ function fraudRoutes(deps: Deps): RouteSpec[] {
       responses: { 200: { description: 'Holds', schema: Type.Object({ items: Type.Array(FraudHold) }) } },
       handler: async (ctx) => ({
         status: 200,
-        body: { items: await listHolds(deps.db, staffOf(ctx, 'fraud').tenantId, ctx.query.accountId) },
+        body: { items: await listHolds(deps.db, staffOf(ctx).tenantId, ctx.query.accountId) },
       }),
     }),
     defineRoute({
@@ -104,7 +98,7 @@ function fraudRoutes(deps: Deps): RouteSpec[] {
         'Place a fraud hold on a wallet: debits and new holds refused (ACCOUNT_FROZEN), credits still arrive; the customer is notified',
       responses: { 201: { description: 'The hold', schema: FraudHold } },
       handler: async (ctx) => {
-        const c = staffOf(ctx, 'fraud');
+        const c = staffOf(ctx);
         return { status: 201, body: await deps.db.tx((q) => placeHold(q, ctx, c, ctx.body, deps.now())) };
       },
     }),
@@ -119,7 +113,7 @@ function fraudRoutes(deps: Deps): RouteSpec[] {
         'Lift a fraud hold: only a different fraud officer than the one who placed it (403 SECOND_OFFICER_REQUIRED)',
       responses: { 200: { description: 'The lifted hold', schema: FraudHold } },
       handler: async (ctx) => {
-        const c = staffOf(ctx, 'fraud');
+        const c = staffOf(ctx);
         return {
           status: 200,
           body: await deps.db.tx((q) => liftHold(q, ctx, c, ctx.params.id, ctx.body.reason, deps.now())),
@@ -142,7 +136,7 @@ function complianceAndAnalytics(deps: Deps): RouteSpec[] {
       params: KycParams,
       responses: { 200: { description: 'KYC record', schema: KycRecord } },
       handler: async (ctx) => {
-        const c = staffOf(ctx, 'compliance');
+        const c = staffOf(ctx);
         const reason = accessReason(ctx.headers);
         return {
           status: 200,
@@ -160,7 +154,7 @@ function complianceAndAnalytics(deps: Deps): RouteSpec[] {
         'Aggregates of posted transfers; groups of fewer than 10 customers are never answered, row requests refused (RAW_ROWS_DENIED)',
       responses: { 200: { description: 'Aggregates', schema: AggregateResult } },
       handler: async (ctx) => {
-        const c = staffOf(ctx, 'analyst');
+        const c = staffOf(ctx);
         refuseRawRows(ctx.req.url ?? '');
         return { status: 200, body: await aggregate(deps.db, c.tenantId, ctx.query) };
       },
@@ -303,14 +297,12 @@ export function oversightRoutes(deps: Deps): RouteSpec[] {
     lookupRoute(
       deps,
       '/v1/support/customers',
-      'support',
       'supportLookup',
       'Support: a customer by phone with accounts and history, name, phone and card numbers masked',
     ),
     lookupRoute(
       deps,
       '/v1/fraud/customers',
-      'fraud',
       'fraudLookup',
       'Fraud review: a customer by phone with accounts and history, full view',
     ),

@@ -63,6 +63,7 @@ describe('staff purposes through the gateway', () => {
       ['fraud2', ['fraud']],
       ['compliance', ['compliance']],
       ['analyst', ['analyst']],
+      ['kycagent', ['agent']],
     ] as const) {
       tok[name] = await putServiceToken(tdb.db, 'demo', `e2e-${name}`, [...roles]);
     }
@@ -224,13 +225,19 @@ describe('staff purposes through the gateway', () => {
         .status,
       403,
     );
+    // The route's declaration names compliance and agent (shared/routes/oversight.ts): core checks
+    // the declared roles again, not a role of its own (it refused the agent the edge allowed).
+    const agent = await as('kycagent')('GET', path, {
+      headers: { 'x-access-reason': 'registration desk 12' },
+    });
+    assert.equal(agent.status, 200, agent.text);
     const { rows } = await tdb.db.query<{ attrs: { reason: string } }>(
-      `SELECT attrs FROM audit_log WHERE action = 'kyc.read' AND target->>'id' = $1`,
+      `SELECT attrs FROM audit_log WHERE action = 'kyc.read' AND target->>'id' = $1 ORDER BY id`,
       [alice.id],
     );
     assert.deepEqual(
       rows.map((r) => r.attrs.reason),
-      ['periodic review case 4411'],
+      ['periodic review case 4411', 'registration desk 12'],
     );
   });
 
