@@ -192,6 +192,18 @@ test_compliance_kyc_gated if {
 	not no.allow
 }
 
+# The full KYC record (kyc.review) is compliance's alone; agents keep the KYC work they do at a
+# desk (register, upgrade, re-KYC, status) under the same purpose.
+test_compliance_kyc_review_is_compliance_only if {
+	req := object.union(base, {"purpose": "compliance.kyc", "resource": {"type": "kyc_customer", "tenant_id": "t1"}, "action": "kyc.review"})
+	ok := authz.decision with input as object.union(req, {"subject": staff(["compliance"], 2)})
+	ok.allow
+	agent := authz.decision with input as object.union(req, {"subject": staff(["agent"], 2)})
+	failed(agent) == {"roles"}
+	status := authz.decision with input as object.union(req, {"action": "kyc.read", "subject": staff(["agent"], 2)})
+	status.allow
+}
+
 test_analytics_aggregates_only if {
 	req := object.union(base, {"purpose": "analytics.aggregate", "subject": staff(["analyst"], 1)})
 	agg := authz.decision with input as object.union(req, {"resource": {"type": "aggregate", "tenant_id": "t1"}, "action": "aggregate.read"})

@@ -24,9 +24,8 @@ export const oversightRoutes: RouteDeclaration[] = [
   staff('GET', '/v1/fraud/holds', 'fraud.review', 'fraud_hold', 'fraud_hold.read', fraud),
   staff('POST', '/v1/fraud/holds', 'fraud.review', 'fraud_hold', 'fraud_hold.place', fraud),
   staff('POST', '/v1/fraud/holds/{id}:lift', 'fraud.review', 'fraud_hold', 'fraud_hold.lift', fraud),
-  staff('GET', '/v1/compliance/customers/{customerId}/kyc', 'compliance.kyc', 'kyc_customer', 'kyc.read', [
+  staff('GET', '/v1/compliance/customers/{customerId}/kyc', 'compliance.kyc', 'kyc_customer', 'kyc.review', [
     'compliance',
-    'agent',
   ]),
   staff('GET', '/v1/analytics/aggregates', 'analytics.aggregate', 'aggregate', 'aggregate.read', ['analyst']),
   customer('GET', '/v1/marketing/offers', 'marketing.personalize', 'offer', 'offer.read'),

@@ -225,19 +225,20 @@ describe('staff purposes through the gateway', () => {
         .status,
       403,
     );
-    // The route's declaration names compliance and agent (shared/routes/oversight.ts): core checks
-    // the declared roles again, not a role of its own (it refused the agent the edge allowed).
+    // The full record (kyc.review) is compliance's alone: an agent, who does KYC work at a desk
+    // under the same purpose, is refused at the edge, and core checks the declared roles again.
     const agent = await as('kycagent')('GET', path, {
       headers: { 'x-access-reason': 'registration desk 12' },
     });
-    assert.equal(agent.status, 200, agent.text);
+    assert.equal(agent.status, 403, agent.text);
+    assert.equal(agent.json.code, 'POLICY_DENIED');
     const { rows } = await tdb.db.query<{ attrs: { reason: string } }>(
       `SELECT attrs FROM audit_log WHERE action = 'kyc.read' AND target->>'id' = $1 ORDER BY id`,
       [alice.id],
     );
     assert.deepEqual(
       rows.map((r) => r.attrs.reason),
-      ['periodic review case 4411', 'registration desk 12'],
+      ['periodic review case 4411'],
     );
   });
 
