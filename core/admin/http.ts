@@ -12,7 +12,7 @@ import type { Static, TSchema } from '@sinclair/typebox';
 import { canonicalJson } from '../../shared/canonical-json.ts';
 import { appendAudit } from '../../shared/audit.ts';
 import type { Db, Queryable } from '../../shared/db/pool.ts';
-import { AppError } from '../../shared/errors.ts';
+import { AppError, type ErrorFormat } from '../../shared/errors.ts';
 import {
   defineRoute,
   type Method,
@@ -78,6 +78,8 @@ interface Base<P extends TSchema, Q extends TSchema, B extends TSchema> {
   tags: string[];
   /** From the route's declaration (`...declared(method, path)`; shared/routes/admin.ts): checked again here. */
   roles: readonly string[];
+  /** From the route's declaration too: Problem+JSON for administration (shared/routes/admin.ts). */
+  errorFormat?: ErrorFormat;
   params?: P;
   query?: Q;
   body?: B;
@@ -278,7 +280,7 @@ export function adminRoute<P extends TSchema, Q extends TSchema, B extends TSche
     ...(spec.query ? { query: spec.query } : {}),
     ...(spec.body ? { body: spec.body } : {}),
     headers,
-    errorFormat: 'problem',
+    ...(spec.errorFormat ? { errorFormat: spec.errorFormat } : {}),
     // SPEC 9.5: every GET carries an ETag, and If-None-Match naming it answers 304 without a body.
     responses: { ...problems(errorCodes), ...(spec.mode === 'read' ? notModified : {}), ...spec.responses },
     handler: async (ctx) => {

@@ -114,7 +114,6 @@ const depsFor = (opts: ScimOpts, ctx: Ctx): ScimDeps => {
   };
 };
 
-const route = <R extends RouteSpec>(r: R): RouteSpec => ({ ...r, errorFormat: 'scim' });
 const p = (s: string) => `${scimBasePath}${s}`;
 
 type Write<T> = (deps: ScimDeps, a: ScimActor, id: string, body: unknown, ifMatch?: string) => Promise<T>;
@@ -126,23 +125,21 @@ const userWrite = (
   summary: string,
   fn: Write<StaffUser>,
 ) =>
-  route(
-    defineRoute({
-      ...declared(method, p('/Users/{id}')),
-      operationId,
-      summary,
-      tags,
-      params: Id,
-      body: Body,
-      headers: [ifMatchHeader],
-      responses: { 200: ok('The User', ScimUser) },
-      handler: async (ctx) => {
-        const deps = depsFor(opts, ctx);
-        const u = await fn(deps, actorOf(ctx), ctx.params.id, ctx.body, ctx.headers['if-match']);
-        return scim(200, userView(deps, u), etagOfVersion(u.version));
-      },
-    }),
-  );
+  defineRoute({
+    ...declared(method, p('/Users/{id}')),
+    operationId,
+    summary,
+    tags,
+    params: Id,
+    body: Body,
+    headers: [ifMatchHeader],
+    responses: { 200: ok('The User', ScimUser) },
+    handler: async (ctx) => {
+      const deps = depsFor(opts, ctx);
+      const u = await fn(deps, actorOf(ctx), ctx.params.id, ctx.body, ctx.headers['if-match']);
+      return scim(200, userView(deps, u), etagOfVersion(u.version));
+    },
+  });
 
 const groupWrite = (
   opts: ScimOpts,
@@ -151,28 +148,20 @@ const groupWrite = (
   summary: string,
   fn: Write<{ body: unknown; version: string }>,
 ) =>
-  route(
-    defineRoute({
-      ...declared(method, p('/Groups/{id}')),
-      operationId,
-      summary,
-      tags,
-      params: Id,
-      body: Body,
-      headers: [ifMatchHeader],
-      responses: { 200: ok('The Group', ScimGroup) },
-      handler: async (ctx) => {
-        const g = await fn(
-          depsFor(opts, ctx),
-          actorOf(ctx),
-          ctx.params.id,
-          ctx.body,
-          ctx.headers['if-match'],
-        );
-        return scim(200, g.body, g.version);
-      },
-    }),
-  );
+  defineRoute({
+    ...declared(method, p('/Groups/{id}')),
+    operationId,
+    summary,
+    tags,
+    params: Id,
+    body: Body,
+    headers: [ifMatchHeader],
+    responses: { 200: ok('The Group', ScimGroup) },
+    handler: async (ctx) => {
+      const g = await fn(depsFor(opts, ctx), actorOf(ctx), ctx.params.id, ctx.body, ctx.headers['if-match']);
+      return scim(200, g.body, g.version);
+    },
+  });
 
 /** `/<kind>` (a ListResponse) and `/<kind>/{id}` over one discovery document set. */
 const discovery = (
@@ -182,223 +171,193 @@ const discovery = (
   docs: (baseUrl: string) => Record<string, unknown>,
   schema: TSchema,
 ) => [
-  route(
-    defineRoute({
-      ...declared('GET', p(`/${kind}`)),
-      operationId: `scim${kind}`,
-      summary: `SCIM ${kind}`,
-      tags,
-      responses: { 200: ok('ListResponse', ScimListResponse(schema)) },
-      handler: async (ctx) => {
-        actorOf(ctx);
-        return scim(200, listOf(Object.values(docs(depsFor(opts, ctx).baseUrl))));
-      },
-    }),
-  ),
-  route(
-    defineRoute({
-      ...declared('GET', p(`/${kind}/{id}`)),
-      operationId: `scim${one}`,
-      summary: `One SCIM ${one}`,
-      tags,
-      params: Type.Object({ id: Type.String({ minLength: 1, maxLength: 200 }) }),
-      responses: { 200: ok(one, schema) },
-      handler: async (ctx) => {
-        actorOf(ctx);
-        const doc = docs(depsFor(opts, ctx).baseUrl)[ctx.params.id];
-        if (!doc) throw new AppError('SCIM_NOT_FOUND', `${one} ${ctx.params.id} not found`);
-        return scim(200, doc);
-      },
-    }),
-  ),
+  defineRoute({
+    ...declared('GET', p(`/${kind}`)),
+    operationId: `scim${kind}`,
+    summary: `SCIM ${kind}`,
+    tags,
+    responses: { 200: ok('ListResponse', ScimListResponse(schema)) },
+    handler: async (ctx) => {
+      actorOf(ctx);
+      return scim(200, listOf(Object.values(docs(depsFor(opts, ctx).baseUrl))));
+    },
+  }),
+  defineRoute({
+    ...declared('GET', p(`/${kind}/{id}`)),
+    operationId: `scim${one}`,
+    summary: `One SCIM ${one}`,
+    tags,
+    params: Type.Object({ id: Type.String({ minLength: 1, maxLength: 200 }) }),
+    responses: { 200: ok(one, schema) },
+    handler: async (ctx) => {
+      actorOf(ctx);
+      const doc = docs(depsFor(opts, ctx).baseUrl)[ctx.params.id];
+      if (!doc) throw new AppError('SCIM_NOT_FOUND', `${one} ${ctx.params.id} not found`);
+      return scim(200, doc);
+    },
+  }),
 ];
 
 const scimServiceProviderConfigRoute = (opts: ScimOpts): RouteSpec =>
-  route(
-    defineRoute({
-      ...declared('GET', p('/ServiceProviderConfig')),
-      operationId: 'scimServiceProviderConfig',
-      summary: 'SCIM service provider configuration',
-      tags,
-      responses: { 200: ok('RFC 7644 section 5', ScimServiceProviderConfig) },
-      handler: async (ctx) => {
-        actorOf(ctx);
-        return scim(200, serviceProviderConfig(depsFor(opts, ctx).baseUrl));
-      },
-    }),
-  );
+  defineRoute({
+    ...declared('GET', p('/ServiceProviderConfig')),
+    operationId: 'scimServiceProviderConfig',
+    summary: 'SCIM service provider configuration',
+    tags,
+    responses: { 200: ok('RFC 7644 section 5', ScimServiceProviderConfig) },
+    handler: async (ctx) => {
+      actorOf(ctx);
+      return scim(200, serviceProviderConfig(depsFor(opts, ctx).baseUrl));
+    },
+  });
 
 const scimCreateUserRoute = (opts: ScimOpts): RouteSpec =>
-  route(
-    defineRoute({
-      ...declared('POST', p('/Users')),
-      operationId: 'scimCreateUser',
-      summary: 'Provision a staff member',
-      tags,
-      body: Body,
-      responses: { 201: ok('The User', ScimUser) },
-      handler: async (ctx) => {
-        const deps = depsFor(opts, ctx);
-        const u = await createUser(deps, actorOf(ctx), ctx.body);
-        const v = userView(deps, u);
-        // Issue 16 item 1: the member's passkey enrolment link, shown once to the provisioning client.
-        if (u.provisioned) {
-          v.schemas = [...(v.schemas as string[]), enrolmentExtension];
-          v[enrolmentExtension] = u.provisioned;
-        }
-        return scim(201, v, etagOfVersion(u.version), (v.meta as { location: string }).location);
-      },
-    }),
-  );
+  defineRoute({
+    ...declared('POST', p('/Users')),
+    operationId: 'scimCreateUser',
+    summary: 'Provision a staff member',
+    tags,
+    body: Body,
+    responses: { 201: ok('The User', ScimUser) },
+    handler: async (ctx) => {
+      const deps = depsFor(opts, ctx);
+      const u = await createUser(deps, actorOf(ctx), ctx.body);
+      const v = userView(deps, u);
+      // Issue 16 item 1: the member's passkey enrolment link, shown once to the provisioning client.
+      if (u.provisioned) {
+        v.schemas = [...(v.schemas as string[]), enrolmentExtension];
+        v[enrolmentExtension] = u.provisioned;
+      }
+      return scim(201, v, etagOfVersion(u.version), (v.meta as { location: string }).location);
+    },
+  });
 
 const scimListUsersRoute = (opts: ScimOpts): RouteSpec =>
-  route(
-    defineRoute({
-      ...declared('GET', p('/Users')),
-      operationId: 'scimListUsers',
-      summary: 'List staff members (filter, startIndex, count)',
-      tags,
-      query: ListQuery,
-      responses: { 200: ok('ListResponse', ScimListResponse(ScimUserProjected)) },
-      handler: async (ctx) =>
-        scim(200, await listUsers(depsFor(opts, ctx), actorOf(ctx).tenantId, ctx.query)),
-    }),
-  );
+  defineRoute({
+    ...declared('GET', p('/Users')),
+    operationId: 'scimListUsers',
+    summary: 'List staff members (filter, startIndex, count)',
+    tags,
+    query: ListQuery,
+    responses: { 200: ok('ListResponse', ScimListResponse(ScimUserProjected)) },
+    handler: async (ctx) => scim(200, await listUsers(depsFor(opts, ctx), actorOf(ctx).tenantId, ctx.query)),
+  });
 
 const scimSearchUsersRoute = (opts: ScimOpts): RouteSpec =>
-  route(
-    defineRoute({
-      ...declared('POST', p('/Users/.search')),
-      operationId: 'scimSearchUsers',
-      summary: 'List staff members with the query in the body',
-      tags,
-      body: SearchBody,
-      responses: { 200: ok('ListResponse', ScimListResponse(ScimUserProjected)) },
-      handler: async (ctx) => {
-        const { filter, startIndex, count, attributes, excludedAttributes } = ctx.body;
-        return scim(
-          200,
-          await listUsers(depsFor(opts, ctx), actorOf(ctx).tenantId, {
-            ...(filter !== undefined ? { filter } : {}),
-            ...(startIndex !== undefined ? { startIndex } : {}),
-            ...(count !== undefined ? { count } : {}),
-            ...(attributes ? { attributes: attributes.join(',') } : {}),
-            ...(excludedAttributes ? { excludedAttributes: excludedAttributes.join(',') } : {}),
-          }),
-        );
-      },
-    }),
-  );
+  defineRoute({
+    ...declared('POST', p('/Users/.search')),
+    operationId: 'scimSearchUsers',
+    summary: 'List staff members with the query in the body',
+    tags,
+    body: SearchBody,
+    responses: { 200: ok('ListResponse', ScimListResponse(ScimUserProjected)) },
+    handler: async (ctx) => {
+      const { filter, startIndex, count, attributes, excludedAttributes } = ctx.body;
+      return scim(
+        200,
+        await listUsers(depsFor(opts, ctx), actorOf(ctx).tenantId, {
+          ...(filter !== undefined ? { filter } : {}),
+          ...(startIndex !== undefined ? { startIndex } : {}),
+          ...(count !== undefined ? { count } : {}),
+          ...(attributes ? { attributes: attributes.join(',') } : {}),
+          ...(excludedAttributes ? { excludedAttributes: excludedAttributes.join(',') } : {}),
+        }),
+      );
+    },
+  });
 
 const scimGetUserRoute = (opts: ScimOpts): RouteSpec =>
-  route(
-    defineRoute({
-      ...declared('GET', p('/Users/{id}')),
-      operationId: 'scimGetUser',
-      summary: 'One staff member',
-      tags,
-      params: Id,
-      query: ProjectionQuery,
-      headers: [{ name: 'If-None-Match', required: false, description: 'An ETag: 304 when unchanged' }],
-      responses: { 200: ok('The User', ScimUserProjected), 304: { description: 'Not modified' } },
-      handler: async (ctx) => {
-        const deps = depsFor(opts, ctx);
-        const u = await getUser(deps, actorOf(ctx).tenantId, ctx.params.id);
-        const etag = etagOfVersion(u.version);
-        if (
-          ctx.headers['if-none-match']
-            ?.split(',')
-            .map((t) => t.trim())
-            .includes(etag)
-        )
-          return { status: 304, headers: { etag } };
-        return scim(
-          200,
-          project(userView(deps, u), ctx.query.attributes, ctx.query.excludedAttributes),
-          etag,
-        );
-      },
-    }),
-  );
+  defineRoute({
+    ...declared('GET', p('/Users/{id}')),
+    operationId: 'scimGetUser',
+    summary: 'One staff member',
+    tags,
+    params: Id,
+    query: ProjectionQuery,
+    headers: [{ name: 'If-None-Match', required: false, description: 'An ETag: 304 when unchanged' }],
+    responses: { 200: ok('The User', ScimUserProjected), 304: { description: 'Not modified' } },
+    handler: async (ctx) => {
+      const deps = depsFor(opts, ctx);
+      const u = await getUser(deps, actorOf(ctx).tenantId, ctx.params.id);
+      const etag = etagOfVersion(u.version);
+      if (
+        ctx.headers['if-none-match']
+          ?.split(',')
+          .map((t) => t.trim())
+          .includes(etag)
+      )
+        return { status: 304, headers: { etag } };
+      return scim(200, project(userView(deps, u), ctx.query.attributes, ctx.query.excludedAttributes), etag);
+    },
+  });
 
 const scimDeleteUserRoute = (opts: ScimOpts): RouteSpec =>
-  route(
-    defineRoute({
-      ...declared('DELETE', p('/Users/{id}')),
-      operationId: 'scimDeleteUser',
-      summary: 'Deprovision and delete a staff member (tombstone kept)',
-      tags,
-      params: Id,
-      headers: [ifMatchHeader],
-      responses: { 204: { description: "Deleted; the member's sessions are revoked" } },
-      handler: async (ctx) => {
-        await deleteUser(depsFor(opts, ctx), actorOf(ctx), ctx.params.id, ctx.headers['if-match']);
-        return { status: 204 };
-      },
-    }),
-  );
+  defineRoute({
+    ...declared('DELETE', p('/Users/{id}')),
+    operationId: 'scimDeleteUser',
+    summary: 'Deprovision and delete a staff member (tombstone kept)',
+    tags,
+    params: Id,
+    headers: [ifMatchHeader],
+    responses: { 204: { description: "Deleted; the member's sessions are revoked" } },
+    handler: async (ctx) => {
+      await deleteUser(depsFor(opts, ctx), actorOf(ctx), ctx.params.id, ctx.headers['if-match']);
+      return { status: 204 };
+    },
+  });
 
 const scimListGroupsRoute = (opts: ScimOpts): RouteSpec =>
-  route(
-    defineRoute({
-      ...declared('GET', p('/Groups')),
-      operationId: 'scimListGroups',
-      summary: 'The six role groups (filter, startIndex, count)',
-      tags,
-      query: ListQuery,
-      responses: { 200: ok('ListResponse', ScimListResponse(ScimGroupListed)) },
-      handler: async (ctx) =>
-        scim(200, await listGroups(depsFor(opts, ctx), actorOf(ctx).tenantId, ctx.query)),
-    }),
-  );
+  defineRoute({
+    ...declared('GET', p('/Groups')),
+    operationId: 'scimListGroups',
+    summary: 'The six role groups (filter, startIndex, count)',
+    tags,
+    query: ListQuery,
+    responses: { 200: ok('ListResponse', ScimListResponse(ScimGroupListed)) },
+    handler: async (ctx) => scim(200, await listGroups(depsFor(opts, ctx), actorOf(ctx).tenantId, ctx.query)),
+  });
 
 const scimCreateGroupRoute = (opts: ScimOpts): RouteSpec =>
-  route(
-    defineRoute({
-      ...declared('POST', p('/Groups')),
-      operationId: 'scimCreateGroup',
-      summary: 'Link an identity-provider group mapped to a role',
-      tags,
-      body: Body,
-      responses: { 201: ok('The role group', ScimGroup) },
-      handler: async (ctx) => {
-        const g = await createGroup(depsFor(opts, ctx), actorOf(ctx), ctx.body);
-        return scim(201, g.body, g.version);
-      },
-    }),
-  );
+  defineRoute({
+    ...declared('POST', p('/Groups')),
+    operationId: 'scimCreateGroup',
+    summary: 'Link an identity-provider group mapped to a role',
+    tags,
+    body: Body,
+    responses: { 201: ok('The role group', ScimGroup) },
+    handler: async (ctx) => {
+      const g = await createGroup(depsFor(opts, ctx), actorOf(ctx), ctx.body);
+      return scim(201, g.body, g.version);
+    },
+  });
 
 const scimGetGroupRoute = (opts: ScimOpts): RouteSpec =>
-  route(
-    defineRoute({
-      ...declared('GET', p('/Groups/{id}')),
-      operationId: 'scimGetGroup',
-      summary: 'One role group with its members',
-      tags,
-      params: Id,
-      responses: { 200: ok('The Group', ScimGroup) },
-      handler: async (ctx) => {
-        const g = await getGroup(depsFor(opts, ctx), actorOf(ctx).tenantId, ctx.params.id);
-        return scim(200, g.body, g.version);
-      },
-    }),
-  );
+  defineRoute({
+    ...declared('GET', p('/Groups/{id}')),
+    operationId: 'scimGetGroup',
+    summary: 'One role group with its members',
+    tags,
+    params: Id,
+    responses: { 200: ok('The Group', ScimGroup) },
+    handler: async (ctx) => {
+      const g = await getGroup(depsFor(opts, ctx), actorOf(ctx).tenantId, ctx.params.id);
+      return scim(200, g.body, g.version);
+    },
+  });
 
 const scimDeleteGroupRoute = (opts: ScimOpts): RouteSpec =>
-  route(
-    defineRoute({
-      ...declared('DELETE', p('/Groups/{id}')),
-      operationId: 'scimDeleteGroup',
-      summary: 'Refused: role groups are not deleted',
-      tags,
-      params: Id,
-      responses: { 400: ok('SCIM error, scimType mutability', ScimErrorSchema) },
-      handler: async (ctx) => {
-        await getGroup(depsFor(opts, ctx), actorOf(ctx).tenantId, ctx.params.id);
-        throw new AppError('SCIM_MUTABILITY', 'role groups cannot be deleted; remove their members instead');
-      },
-    }),
-  );
+  defineRoute({
+    ...declared('DELETE', p('/Groups/{id}')),
+    operationId: 'scimDeleteGroup',
+    summary: 'Refused: role groups are not deleted',
+    tags,
+    params: Id,
+    responses: { 400: ok('SCIM error, scimType mutability', ScimErrorSchema) },
+    handler: async (ctx) => {
+      await getGroup(depsFor(opts, ctx), actorOf(ctx).tenantId, ctx.params.id);
+      throw new AppError('SCIM_MUTABILITY', 'role groups cannot be deleted; remove their members instead');
+    },
+  });
 
 export function scimRoutes(opts: ScimOpts): RouteSpec[] {
   return [
