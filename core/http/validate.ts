@@ -111,8 +111,10 @@ function invalid(path: string, message: string): AppError {
 }
 
 /**
- * A query string as name → value (the last one wins), refusing percent-escapes that are not
- * UTF-8 (`%ff`, an encoded surrogate): URLSearchParams would silently turn them into U+FFFD.
+ * A query string (or form body) as name → value, refusing percent-escapes that are not UTF-8
+ * (`%ff`, an encoded surrogate: URLSearchParams would silently turn them into U+FFFD) and a
+ * parameter given twice: no route takes a list, and taking one of two values silently (the last,
+ * here) could differ from what a proxy or the edge read (RFC 6749 3.1 refuses repeats too).
  */
 export function parseQuery(search: string): Record<string, string> {
   const raw = search.startsWith('?') ? search.slice(1) : search;
@@ -123,7 +125,12 @@ export function parseQuery(search: string): Record<string, string> {
       throw invalid('query', 'is not percent-encoded UTF-8');
     }
   }
-  return Object.fromEntries(new URLSearchParams(raw));
+  const out: Record<string, string> = {};
+  for (const [name, value] of new URLSearchParams(raw)) {
+    if (Object.hasOwn(out, name)) throw invalid(`query.${name}`, 'is given more than once');
+    out[name] = value;
+  }
+  return out;
 }
 
 /**

@@ -123,6 +123,11 @@ describe('agents and outlets read by their tenant through the gateway', () => {
     const badCursor = await as('ops')('GET', '/v1/agents?cursor=not-ours');
     assert.equal(badCursor.status, 400, badCursor.text);
     assert.equal(badCursor.json.code, 'CURSOR_INVALID');
+    // A filter given twice is a 400 naming it, not a silent pick of one value (an empty page).
+    const twice = await as('ops')('GET', `/v1/agents?outletId=${outlets[0]}&outletId=${outlets[1]}`);
+    assert.equal(twice.status, 400, twice.text);
+    assert.equal(twice.json.code, 'VALIDATION_FAILED');
+    assert.match(twice.text, /outletId/);
   });
 
   it("ReadOnly is refused; another tenant's ids are 404 and never listed", async () => {

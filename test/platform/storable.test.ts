@@ -86,6 +86,13 @@ describe('values no route can store', () => {
 
   it('refuses percent-escapes and body bytes that are not UTF-8, instead of reading U+FFFD', () => {
     assert.deepEqual(parseQuery('?a=1&b=x+y&c=%C3%BC'), { a: '1', b: 'x y', c: 'ü' });
+    // A parameter given twice is refused, whatever the two values (or the same one twice).
+    for (const q of ['?a=1&a=2', '?a=1&b=2&a=1', '?a&a', '?a=1&%61=2'])
+      assert.match(
+        refusal(() => parseQuery(q)),
+        /given more than once/,
+        q,
+      );
     for (const q of ['a=%ff', 'a=%ED%A0%80', '%C3=1', 'a=%E0%A0'])
       assert.match(
         refusal(() => parseQuery(q)),
