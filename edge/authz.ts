@@ -159,7 +159,7 @@ async function subjectInput(
       roles: [],
       aal: p.aal,
       amr: p.amr,
-      tuples: await state.tuplesOf('customer', p.subjectId),
+      tuples: await state.tuplesOf('customer', p.subjectId, p.tenantId),
       consents: await state.consentsOf(p.tenantId, p.subjectId),
       // Request-bound actions and high risk are satisfied only by this (SPEC 4.3 rules 2–3).
       stepup_bound: await boundToThisRequest(p, state, view),
@@ -172,7 +172,7 @@ async function subjectInput(
       roles: p.roles,
       aal: p.aal,
       amr: p.amr,
-      tuples: await state.tuplesOf('user', p.subjectId),
+      tuples: await state.tuplesOf('user', p.subjectId, p.tenantId),
       // Agents never hold a request-bound step-up; a high-risk agent request is refused.
       stepup_bound: false,
     };

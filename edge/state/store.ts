@@ -110,6 +110,10 @@ interface Entry<T> {
   at: number;
 }
 
+/** A cache key for a subject's tuples, in one tenant or in all (`*`). */
+const tupleKey = (ns: string, id: string, tenantId: string | undefined) =>
+  `${ns}\u0000${id}\u0000${tenantId ?? '*'}`;
+
 export class EdgeState {
   private readonly sessions = new Map<string, Entry<SessionState>>();
   private readonly tenants = new Map<string, Entry<TenantState>>();
@@ -254,8 +258,11 @@ export class EdgeState {
     } else if (channel === notifyChannels.tuples) {
       const ns = payloadField(payload, 'subjectNs');
       const id = payloadField(payload, 'subjectId');
-      if (ns && id) this.tuples.delete(`${ns}:${id}`);
-      else this.tuples.clear();
+      const t = payloadField(payload, 'tenantId');
+      if (ns && id && t) {
+        this.tuples.delete(tupleKey(ns, id, undefined));
+        this.tuples.delete(tupleKey(ns, id, t));
+      } else this.tuples.clear();
     } else if (channel === notifyChannels.consents) {
       const t = payloadField(payload, 'tenantId');
       const c = payloadField(payload, 'customerId');
@@ -521,13 +528,19 @@ export class EdgeState {
     });
   }
 
-  async tuplesOf(ns: string, id: string): Promise<TupleState[]> {
-    const list = await this.cached(this.tuples, `${ns}:${id}`, async () => {
-      const { rows } = await this.db.query<TupleState & { tenant_id: string }>(
-        `SELECT tenant_id, relation, object_ns, object_id, caveat FROM relationship_tuples WHERE subject_ns = $1 AND subject_id = $2`,
-        [ns, id],
+  /**
+   * The subject's tuples. A customer's or staff member's are read in their own tenant only
+   * (`tenantId`; tenant isolation, even were an id to repeat across tenants); a tenant's own
+   * relations (owner, parent of tenants it created) are across tenants by nature.
+   */
+  async tuplesOf(ns: string, id: string, tenantId?: string): Promise<TupleState[]> {
+    const list = await this.cached(this.tuples, tupleKey(ns, id, tenantId), async () => {
+      const { rows } = await this.db.query<TupleState>(
+        `SELECT relation, object_ns, object_id, caveat FROM relationship_tuples
+          WHERE subject_ns = $1 AND subject_id = $2 AND ($3::text IS NULL OR tenant_id = $3)`,
+        [ns, id, tenantId ?? null],
       );
-      return rows.map(({ tenant_id: _t, ...rest }) => rest);
+      return rows;
     });
     return list ?? [];
   }
