@@ -7,12 +7,13 @@ import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import type { KeyStore } from '../../core/keys/keys.ts';
+import { issueAccessToken } from '../../core/identity/tokens.ts';
 import type { Db } from '../../shared/db/pool.ts';
 import { TokenVerifier } from '../../shared/token-keys.ts';
 import { startE2eStack, type E2eStack } from '../helpers/e2e-stack.ts';
 import { callRetrying, signUpCustomer } from '../helpers/gateway.ts';
 import type { Res } from '../helpers/http.ts';
-import { addStaff, signIn, stackKeys } from '../staff/fixtures.ts';
+import { addStaff, addTenant, signIn, stackKeys } from '../staff/fixtures.ts';
 
 const b64 = (v: unknown): string => Buffer.from(JSON.stringify(v)).toString('base64url');
 
@@ -143,5 +144,44 @@ describe('attacks on the bearer-token verifier', () => {
     assert.equal(queries, keySetsMax + 1);
     await assert.rejects(verifier.verify(token('t-0'), { audience: 'payments-api' }));
     assert.equal(queries, keySetsMax + 2);
+  });
+
+  // Hole: the edge cached sessions, devices and staff members by id alone while reading them by
+  // tenant and id, so a customer of another tenant naming a victim's device id in
+  // `x-intent-device-id` cached "no such device" under that id, and the victim's removed device
+  // then passed the edge (issue 13 item 1) until the entry expired.
+  it("a customer of another tenant naming a victim's removed device does not make the edge forget it was removed", async () => {
+    const victim = JSON.parse(Buffer.from(customerToken.split('.')[1] as string, 'base64url').toString()) as {
+      sub: string;
+    };
+    const deviceId = randomUUID();
+    await s.tdb.db.query(
+      `INSERT INTO customer_devices (id, tenant_id, customer_id, public_key, created_at, usable_from, revoked_at)
+       VALUES ($1, 'demo', $2, $3, now(), now(), now())`,
+      [deviceId, victim.sub, randomBytes(32)],
+    );
+    // The attacker: a signed-in customer of another tenant.
+    await addTenant(s.tdb.db, 'attack-other');
+    const sid = randomUUID();
+    const sub = randomUUID();
+    await s.tdb.db.query(
+      `INSERT INTO sessions (id, tenant_id, subject_type, subject_id, jti, aal, created_at, last_seen)
+       VALUES ($1, 'attack-other', 'customer', $2, 'j', 1, now(), now())`,
+      [sid, sub],
+    );
+    const { token } = await issueAccessToken(
+      keys,
+      { tenantId: 'attack-other', sub, sid, aal: 1, amr: ['pin'] },
+      Date.now(),
+    );
+    const intent = (authorization: string) =>
+      callRetrying(s.gw, 'GET', '/v1/transactions', {
+        headers: { authorization, 'x-intent-device-id': deviceId, 'x-request-id': randomUUID() },
+      });
+    const poison = await intent(`Bearer ${token}`);
+    assert.ok(poison.status !== 500 && poison.json?.code !== 'device_revoked', poison.text);
+    const own = await intent(`Bearer ${customerToken}`);
+    assert.equal(own.status, 403, own.text);
+    assert.equal(own.json?.code, 'device_revoked', own.text);
   });
 });
