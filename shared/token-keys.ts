@@ -7,6 +7,7 @@
 import { createPublicKey, type KeyObject } from 'node:crypto';
 import { decodeJwt, decodeProtectedHeader, jwtVerify, type JWK, type JWTPayload } from 'jose';
 import type { Db } from './db/pool.ts';
+import { tenantIdPattern } from './tenant-id.ts';
 
 export interface VerificationKey {
   kid: string;
@@ -33,6 +34,12 @@ export class KeyError extends Error {
 export const keyCacheTtlMs = 60_000;
 /** Bound on remembered verified tokens (oldest dropped first). */
 const verifiedCacheMax = 20_000;
+/**
+ * Default bound on cached tenant key sets (oldest dropped first). The tenant is read from a
+ * token before its signature is checked, so a flood of forged tokens naming unknown tenants must
+ * not grow this cache without limit (the edge bounds its other caches alike, edge/state/store.ts).
+ */
+const keySetCacheMax = 100_000;
 
 interface PublicKeySet {
   verifiers: VerificationKey[];
@@ -52,12 +59,15 @@ export class TokenVerifier {
   /** ISSUER_URL (issue 17 item 5): client-credentials tokens carry it as `iss` instead of the tenant's. */
   readonly issuerUrl: string | undefined;
 
+  private readonly keySetsMax: number;
+
   constructor(
     protected readonly db: Db,
-    opts: { now?: () => number; issuerUrl?: string | undefined } = {},
+    opts: { now?: () => number; issuerUrl?: string | undefined; keySetsMax?: number } = {},
   ) {
     this.now = opts.now ?? Date.now;
     this.issuerUrl = opts.issuerUrl;
+    this.keySetsMax = opts.keySetsMax ?? keySetCacheMax;
   }
 
   /** Drop one tenant's cached keys (or all): called on NOTIFY `keys_changed`. */
@@ -86,7 +96,10 @@ export class TokenVerifier {
       key: createPublicKey({ key: r.public_jwk as import('node:crypto').JsonWebKey, format: 'jwk' }),
     }));
     const entry = { verifiers, loadedAt: this.now() };
+    this.publicSets.delete(tenantId);
     this.publicSets.set(tenantId, entry);
+    if (this.publicSets.size > this.keySetsMax)
+      this.publicSets.delete(this.publicSets.keys().next().value as string);
     return entry;
   }
 
@@ -123,7 +136,10 @@ export class TokenVerifier {
     } catch {
       throw new KeyError('BAD_TOKEN', 'token is not a JWT');
     }
-    if (typeof tid !== 'string' || !kid) throw new KeyError('BAD_TOKEN', 'token has no tenant or key id');
+    // The unverified `tid` chooses the key set: text no tenant id can be (the tenants table's
+    // CHECK) is refused before any lookup, so forged tokens cost no query and no cache entry.
+    if (typeof tid !== 'string' || !tenantIdPattern.test(tid) || !kid)
+      throw new KeyError('BAD_TOKEN', 'token has no tenant or key id');
     const key = (await this.verificationKeys(tid)).find((k) => k.kid === kid);
     if (!key) throw new KeyError('UNKNOWN_KID', 'token key is unknown, retired or of another tenant');
     const { payload } = await jwtVerify(token, key.key, {

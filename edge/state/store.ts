@@ -100,6 +100,21 @@ export interface ApiKeyState {
 
 /** Entries per cache (sessions, tenants, tuples, tokens, keys): memory stays bounded under floods of unknown ids. */
 const maxCachedEntries = 100_000;
+/**
+ * The cache key of a row looked up by tenant and id. The id alone is not enough: a lookup under
+ * another tenant (an id a caller names, such as `x-intent-device-id`) finds no row, and that miss
+ * cached under the bare id would hide the real row (a revoked device) from its own tenant.
+ */
+const tenantScoped = (tenantId: string, id: string): string => `${tenantId}\u0000${id}`;
+
+/** On a NOTIFY naming a tenant and an id, drop that entry; without both, the whole map. */
+function dropEntry(map: Map<string, unknown>, payload: string, idField: string): void {
+  const tenantId = payloadField(payload, 'tenantId');
+  const id = payloadField(payload, idField);
+  if (tenantId && id) map.delete(tenantScoped(tenantId, id));
+  else map.clear();
+}
+
 /** At most this many tenants and service tokens are loaded ahead at start (warm()). */
 export const warmEntriesMax = 1_000;
 
@@ -250,9 +265,7 @@ export class EdgeState {
     // A lookup already in flight when this arrives may carry the old row: it must not be cached.
     this.generation++;
     if (channel === notifyChannels.sessions) {
-      const id = payloadField(payload, 'sessionId');
-      if (id) this.sessions.delete(id);
-      else this.sessions.clear();
+      dropEntry(this.sessions, payload, 'sessionId');
     } else if (channel === notifyChannels.tenants) {
       this.tenants.delete(payload);
     } else if (channel === notifyChannels.tuples) {
@@ -269,13 +282,9 @@ export class EdgeState {
       if (t && c) this.consents.delete(`${t}:${c}`);
       else this.consents.clear();
     } else if (channel === notifyChannels.devices) {
-      const id = payloadField(payload, 'deviceId');
-      if (id) this.devices.delete(id);
-      else this.devices.clear();
+      dropEntry(this.devices, payload, 'deviceId');
     } else if (channel === notifyChannels.staff) {
-      const id = payloadField(payload, 'userId');
-      if (id) this.staff.delete(id);
-      else this.staff.clear();
+      dropEntry(this.staff, payload, 'userId');
     } else if (channel === notifyChannels.apiKeys) {
       this.apiKeys.delete(payload);
     } else if (channel === notifyChannels.serviceTokens) {
@@ -380,7 +389,7 @@ export class EdgeState {
   }
 
   session(tenantId: string, id: string): Promise<SessionState | undefined> {
-    return this.cached(this.sessions, id, async () => {
+    return this.cached(this.sessions, tenantScoped(tenantId, id), async () => {
       const { rows } = await this.db.query<{
         id: string;
         tenant_id: string;
@@ -414,7 +423,7 @@ export class EdgeState {
 
   /** A customer device key by id (cached; dropped on `devices_changed`). */
   device(tenantId: string, id: string): Promise<DeviceState | undefined> {
-    return this.cached(this.devices, id, async () => {
+    return this.cached(this.devices, tenantScoped(tenantId, id), async () => {
       const { rows } = await this.db.query<{
         id: string;
         tenant_id: string;
@@ -433,7 +442,7 @@ export class EdgeState {
 
   /** A staff member by id (cached; dropped on `staff_changed`, which migration 0800's triggers send). */
   staffMember(tenantId: string, id: string): Promise<StaffMemberState | undefined> {
-    return this.cached(this.staff, id, async () => {
+    return this.cached(this.staff, tenantScoped(tenantId, id), async () => {
       const { rows } = await this.db.query<{
         id: string;
         tenant_id: string;
