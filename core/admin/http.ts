@@ -174,6 +174,18 @@ const notModified: Record<number, ResponseSpec> = {
 };
 
 /**
+ * What a write's Idempotency-Key is bound to besides method and path: the body, and the query
+ * when there is one (`DELETE /v1/idempotency/{key}?principal=` names the record it purges), so
+ * one key sent with another query is 409 IDEMPOTENCY_CONFLICT, never the first answer replayed
+ * for a request that did nothing. Without a query it is the body alone, as records already
+ * stored were hashed.
+ */
+function hashedRequest(ctx: RequestContext<unknown, unknown, unknown>): unknown {
+  const query = typeof ctx.query === 'object' && ctx.query !== null ? ctx.query : {};
+  return Object.keys(query).length === 0 ? ctx.body : { body: ctx.body ?? null, query };
+}
+
+/**
  * An administration mutation: one transaction with its audit record, through core's one
  * idempotent write frame (core/idempotency) when an Idempotency-Key applies, refusals stored and
  * replayed as Problem+JSON. Steps registered with `afterCommit` run once the mutation committed.
@@ -188,7 +200,7 @@ async function runWrite(
   // The key is the caller's (tenant and staff principal), never the tenant's alone (issue 13 item 3).
   const owner = { tenantId: caller.tenantId, principal: principalOf('staff', ctx.identity.principalId) };
   const keyed = mode === 'create' || ctx.headers['idempotency-key'] !== undefined;
-  const scope: IdemScope | undefined = keyed ? scopeOf(ctx, owner, ctx.body) : undefined;
+  const scope: IdemScope | undefined = keyed ? scopeOf(ctx, owner, hashedRequest(ctx)) : undefined;
   let committed: (() => void)[] = [];
   const makeCtx = (q: Queryable): WriteCtx => ({
     q,

@@ -231,11 +231,12 @@ export async function completeKeys(
  * may carry a secret shown once, opened from its sealed copy (./secrets.ts).
  */
 export function toReply(r: StoredResponse): Reply {
-  return {
-    status: r.status,
-    raw: { contentType: r.contentType ?? jsonContentType, data: r.body },
-    headers: r.replayed ? { 'idempotent-replayed': 'true', 'cache-control': 'no-store' } : (r.headers ?? {}),
-  };
+  const headers = r.replayed
+    ? { 'idempotent-replayed': 'true', 'cache-control': 'no-store' }
+    : (r.headers ?? {});
+  // A 204 has no body (its stored form is `null`): sending one broke the route's declaration (a 500).
+  if (r.status === 204) return { status: 204, headers };
+  return { status: r.status, raw: { contentType: r.contentType ?? jsonContentType, data: r.body }, headers };
 }
 
 /** What an idempotent write returns: its status, its body (JSON) and headers for the first answer. */

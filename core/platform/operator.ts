@@ -22,13 +22,17 @@ export async function operatorTenant(q: Queryable): Promise<string | undefined> 
   return rows[0]?.tenant_id;
 }
 
-/** Refuse unless `tenantId` is the platform operator's tenant (tenant creation). */
-export async function requirePlatformAdminTenant(q: Queryable, tenantId: string): Promise<void> {
+/**
+ * Refuse unless `tenantId` is the platform operator's tenant: tenant creation, and writes to
+ * platform-wide data every tenant depends on (the currency table, the ledger's minor units).
+ */
+export async function requirePlatformAdminTenant(
+  q: Queryable,
+  tenantId: string,
+  what = 'create tenants',
+): Promise<void> {
   if ((await operatorTenant(q)) !== tenantId) {
-    throw new AppError(
-      'FORBIDDEN',
-      "only platform administrators (the operator tenant's Admins) create tenants",
-    );
+    throw new AppError('FORBIDDEN', `only platform administrators (the operator tenant's Admins) ${what}`);
   }
 }
 

@@ -2,7 +2,7 @@
 import { Type } from '@sinclair/typebox';
 import { AppError } from '../../../shared/errors.ts';
 import type { RouteSpec } from '../../http/route.ts';
-import { adminRoute, checkIfMatch, type AdminDeps } from '../http.ts';
+import { adminRoute, checkIfMatch, type AdminDeps, type WriteCtx } from '../http.ts';
 import { isoCurrencies, isoCurrency } from '../reference/iso.ts';
 import { newVersion } from '../configs/store.ts';
 import { CountryCode, CurrencyCode, JsonObject, Metadata, Nullable, Page, pageQuery } from '../schemas.ts';
@@ -11,6 +11,7 @@ import type { Queryable } from '../../../shared/db/pool.ts';
 import { declared } from '../../http/declared.ts';
 import { setCurrency } from '../../ledger/currency.ts';
 import { currencyHeld } from '../../ledger/reads.ts';
+import { requirePlatformAdminTenant } from '../../platform/operator.ts';
 
 interface LocalRow {
   code: string;
@@ -92,6 +93,16 @@ async function checkMinorUnitsChange(
   );
 }
 
+/**
+ * The currency table is one for the whole platform and is the ledger's source of minor units
+ * (issue 21 item 2): one tenant's Admin adding, changing or deleting a currency would change
+ * which amounts every other tenant's ledger accepts, so only platform administrators write it
+ * (as they alone create tenants, issue 23 item 5).
+ */
+function platformOnly(w: WriteCtx): Promise<void> {
+  return requirePlatformAdminTenant(w.q, w.caller.tenantId, 'change the currency table');
+}
+
 async function currencyInUse(q: Queryable, code: string): Promise<string | undefined> {
   // The ledger accepts exactly this table's currencies: one an account holds stays.
   if (await currencyHeld(q, code)) return 'ledger account';
@@ -159,6 +170,7 @@ const createCurrencyRoute = (deps: AdminDeps): RouteSpec =>
     ),
     responses: { 201: { description: 'The currency', schema: Currency } },
     write: async (ctx, w) => {
+      await platformOnly(w);
       const ref = /^[A-Z]{3}$/.test(ctx.body.code) ? isoCurrency(ctx.body.code) : undefined;
       if (!ref) throw new AppError('CURRENCY_INVALID', `${ctx.body.code} is not an ISO 4217 currency code`);
       const { rows } = await w.q.query<LocalRow>(
@@ -209,6 +221,7 @@ const updateCurrencyRoute = (deps: AdminDeps): RouteSpec =>
     body: Type.Object(FieldsBody, { additionalProperties: false, minProperties: 1 }),
     responses: { 200: { description: 'The currency', schema: Currency } },
     write: async (ctx, w) => {
+      await platformOnly(w);
       const local = (await locals(w.q, ctx.params.code)).get(ctx.params.code);
       if (!local)
         throw new AppError(
@@ -247,6 +260,7 @@ const deleteCurrencyRoute = (deps: AdminDeps): RouteSpec =>
     params: Params,
     responses: { 204: { description: 'Deleted' } },
     write: async (ctx, w) => {
+      await platformOnly(w);
       if (!(await locals(w.q, ctx.params.code)).has(ctx.params.code))
         throw new AppError('CURRENCY_NOT_FOUND', `currency ${ctx.params.code} has no local metadata`);
       const use = await currencyInUse(w.q, ctx.params.code);
