@@ -133,6 +133,28 @@ export function parseQuery(search: string): Record<string, string> {
   return out;
 }
 
+const plainInteger = /^-?(0|[1-9][0-9]*)$/;
+const plainNumber = /^-?(0|[1-9][0-9]*)(\.[0-9]+)?$/;
+
+/**
+ * Query text converted by the schema, except numbers not written plainly: TypeBox reads
+ * `1e3`, `1.5`, `0x10` and ` 5` as the integers 1, 1, 16 and 5, so a `limit=1e3` answered one
+ * item. Such text stays text, and the schema's check refuses it by name.
+ */
+function converted(schema: TSchema, value: unknown): unknown {
+  // Value.Convert converts an object in place: the text is read from a copy.
+  const text = typeof value === 'object' && value !== null ? { ...(value as Record<string, unknown>) } : {};
+  const out = Value.Convert(schema, value);
+  const props = (schema as { properties?: Record<string, TSchema> }).properties;
+  if (!props || typeof out !== 'object' || out === null) return out;
+  for (const [name, prop] of Object.entries(props)) {
+    const raw = text[name];
+    const form = prop.type === 'integer' ? plainInteger : prop.type === 'number' ? plainNumber : undefined;
+    if (form && typeof raw === 'string' && !form.test(raw)) (out as Record<string, unknown>)[name] = raw;
+  }
+  return out;
+}
+
 /**
  * Check `value` against `schema`; on failure throw VALIDATION_FAILED naming each bad field.
  * `where` prefixes paths (`body`, `query`, `params`). `convert` coerces query-string text.
@@ -145,7 +167,7 @@ export function validate<T extends TSchema>(
   convert = false,
 ): Static<T> {
   const check = checkerFor(schema);
-  const input = storable(convert ? Value.Convert(schema, value) : value, where, convert);
+  const input = storable(convert ? converted(schema, value) : value, where, convert);
   if (check.Check(input)) return input;
   const errors = [...check.Errors(input)].slice(0, maxReportedErrors).map((e) => ({
     path: `${where}${e.path || ''}`,

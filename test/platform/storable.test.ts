@@ -87,6 +87,25 @@ describe('values no route can store', () => {
   it('refuses percent-escapes and body bytes that are not UTF-8, instead of reading U+FFFD', () => {
     assert.deepEqual(parseQuery('?a=1&b=x+y&c=%C3%BC'), { a: '1', b: 'x y', c: 'ü' });
     // A parameter given twice is refused, whatever the two values (or the same one twice).
+    // Numbers in a query are written plainly or refused: TypeBox alone read `1e3` as 1.
+    const Limit = Type.Object({ limit: Type.Integer(), rate: Type.Number() });
+    assert.deepEqual(validate(Limit, { limit: '12', rate: '-0.5' }, 'query', true), {
+      limit: 12,
+      rate: -0.5,
+    });
+    for (const [limit, rate] of [
+      ['1e3', '1'],
+      ['1.5', '1'],
+      ['0x10', '1'],
+      [' 5', '1'],
+      ['7', '1e2'],
+      ['7', '.5'],
+    ])
+      assert.match(
+        refusal(() => validate(Limit, { limit, rate }, 'query', true)),
+        /^query\/(limit|rate)/,
+        `${limit} ${rate}`,
+      );
     for (const q of ['?a=1&a=2', '?a=1&b=2&a=1', '?a&a', '?a=1&%61=2'])
       assert.match(
         refusal(() => parseQuery(q)),
