@@ -13,6 +13,7 @@ import { canonicalJson } from '../../shared/canonical-json.ts';
 import { appendAudit } from '../../shared/audit.ts';
 import type { Db, Queryable } from '../../shared/db/pool.ts';
 import { AppError, type ErrorFormat } from '../../shared/errors.ts';
+import { requirePlatformAdminTenant } from '../platform/operator.ts';
 import {
   defineRoute,
   type Method,
@@ -308,4 +309,14 @@ export function adminRoute<P extends TSchema, Q extends TSchema, B extends TSche
       return runWrite(deps, ctx, caller, spec.mode, (w) => spec.write(ctx, w));
     },
   });
+}
+
+/**
+ * Platform-wide tables (countries, currencies and their mappings and configuration): every tenant
+ * depends on them and the currency table is the ledger's source of minor units (issue 21 item 2),
+ * so one tenant's Admin changing them would change every other tenant's; only platform
+ * administrators (the operator tenant's Admins) write them, as they alone create tenants.
+ */
+export function platformTable(w: WriteCtx, what: string): Promise<void> {
+  return requirePlatformAdminTenant(w.q, w.caller.tenantId, `change ${what}`);
 }

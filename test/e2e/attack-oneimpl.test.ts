@@ -228,7 +228,7 @@ describe('attacks on the cursor codec, the idempotent write frame and the ledger
     assert.equal(replay.headers['idempotent-replayed'], 'true');
   });
 
-  it("lets no other tenant's Admin add, change or delete a currency of the platform's one table (the ledger's minor units)", async () => {
+  it("lets no other tenant's Admin change the platform's tables (currencies, countries, GLOBAL and COUNTRY configs)", async () => {
     const made = await staff('admin', 'POST', '/v1/tenants', {
       json: { id: 'atkone-other', name: 'Other Co', country: 'KE', baseCurrency: 'KES' },
       key: `tenant-${randomUUID()}`,
@@ -263,7 +263,55 @@ describe('attacks on the cursor codec, the idempotent write frame and the ledger
         }),
       ],
     ];
+    const global = await staff('admin', 'POST', '/v1/configs', {
+      json: { scope: 'GLOBAL', key: 'atkone.limit', value: 5 },
+      key: `cfg-${randomUUID()}`,
+    });
+    assert.equal(global.status, 201, global.text);
+    const key = () => ({ 'idempotency-key': `k-${randomUUID()}` });
+    attempts.push(
+      ['add a country', await otherAdmin('POST', '/v1/countries', { json: { code: 'BT' }, headers: key() })],
+      [
+        'change a country',
+        await otherAdmin('PATCH', '/v1/countries/KE', { json: { name: 'X' }, headers: { 'if-match': '*' } }),
+      ],
+      ['delete a country', await otherAdmin('DELETE', '/v1/countries/KE')],
+      [
+        "replace a country's configuration",
+        await otherAdmin('PUT', '/v1/countries/KE/config', { json: { values: { a: 1 } }, headers: key() }),
+      ],
+      [
+        'a GLOBAL config',
+        await otherAdmin('POST', '/v1/configs', {
+          json: { scope: 'GLOBAL', key: 'atkone.limit', value: 0 },
+          headers: key(),
+        }),
+      ],
+      [
+        'a COUNTRY config',
+        await otherAdmin('POST', '/v1/configs', {
+          json: { scope: 'COUNTRY', scopeRef: 'KE', key: 'atkone.limit', value: 0 },
+          headers: key(),
+        }),
+      ],
+      [
+        'deactivate a GLOBAL config',
+        await otherAdmin('PATCH', `/v1/configs/${global.json.id}`, {
+          json: { status: 'INACTIVE' },
+          headers: { 'if-match': '*' },
+        }),
+      ],
+    );
     for (const [what, r] of attempts) refused(r, 'FORBIDDEN', what);
+    const own = await otherAdmin('POST', '/v1/configs', {
+      json: { scope: 'TENANT', key: 'atkone.limit', value: 1 },
+      headers: key(),
+    });
+    assert.equal(own.status, 201, `its own tenant's config is still its Admin's: ${own.text}`);
+    const cfg = await tdb.db.query<{ status: string }>('SELECT status FROM admin_configs WHERE id = $1', [
+      global.json.id,
+    ]);
+    assert.equal(cfg.rows[0]?.status, 'ACTIVE');
     const { rows } = await tdb.db.query<{ code: string; minor_units: number }>(
       `SELECT code, minor_units FROM admin_currencies WHERE code IN ('CHF', 'BTN') ORDER BY code`,
     );

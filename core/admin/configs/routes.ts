@@ -12,6 +12,7 @@ import {
   getConfig,
   newVersion,
   ownerOf,
+  requirePlatformConfigWriter,
   resolveEffective,
   type ConfigRow,
 } from './store.ts';
@@ -316,6 +317,7 @@ const updateConfigRoute = (deps: AdminDeps): RouteSpec =>
     responses: { 200: { description: 'The version', schema: Config } },
     write: async (ctx, w) => {
       const row = await getConfig(w.q, w.caller.tenantId, ctx.params.configId, true);
+      if (row.tenant_id === null) await requirePlatformConfigWriter(w.q, w.caller.tenantId);
       checkIfMatch(ctx.headers, configView(row));
       if (row.status === ctx.body.status)
         throw new AppError('CONFIG_STATE_CONFLICT', `version is already ${row.status}`);

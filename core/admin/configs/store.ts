@@ -5,6 +5,7 @@
  * the most specific scope that matches the context and says which scope won.
  */
 import type { Queryable } from '../../../shared/db/pool.ts';
+import { requirePlatformAdminTenant } from '../../platform/operator.ts';
 import { AppError } from '../../../shared/errors.ts';
 import { uuidv7 } from '../../../shared/uuid.ts';
 
@@ -50,6 +51,15 @@ export async function getConfig(
   return row;
 }
 
+/** GLOBAL and COUNTRY configs, which every tenant inherits, are written by platform administrators only. */
+export function requirePlatformConfigWriter(q: Queryable, tenantId: string): Promise<void> {
+  return requirePlatformAdminTenant(
+    q,
+    tenantId,
+    'write GLOBAL or COUNTRY configs, which every tenant inherits',
+  );
+}
+
 /** Check scope and scopeRef against the caller's tenant; returns the normalised ref. */
 export async function checkScope(
   q: Queryable,
@@ -57,6 +67,8 @@ export async function checkScope(
   scope: Scope,
   scopeRef: string | undefined,
 ): Promise<string> {
+  // GLOBAL and COUNTRY rows are every tenant's (ownerOf: no tenant): platform administrators' alone.
+  if (scope === 'GLOBAL' || scope === 'COUNTRY') await requirePlatformConfigWriter(q, tenantId);
   if (scope === 'GLOBAL') {
     if (scopeRef) throw new AppError('CONFIG_INVALID', 'GLOBAL configs take no scopeRef');
     return '';

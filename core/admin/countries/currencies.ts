@@ -2,7 +2,7 @@
 import { Type } from '@sinclair/typebox';
 import { AppError } from '../../../shared/errors.ts';
 import type { RouteSpec } from '../../http/route.ts';
-import { adminRoute, checkIfMatch, type AdminDeps, type WriteCtx } from '../http.ts';
+import { adminRoute, checkIfMatch, platformTable, type AdminDeps } from '../http.ts';
 import { isoCurrencies, isoCurrency } from '../reference/iso.ts';
 import { newVersion } from '../configs/store.ts';
 import { CountryCode, CurrencyCode, JsonObject, Metadata, Nullable, Page, pageQuery } from '../schemas.ts';
@@ -11,7 +11,6 @@ import type { Queryable } from '../../../shared/db/pool.ts';
 import { declared } from '../../http/declared.ts';
 import { setCurrency } from '../../ledger/currency.ts';
 import { currencyHeld } from '../../ledger/reads.ts';
-import { requirePlatformAdminTenant } from '../../platform/operator.ts';
 
 interface LocalRow {
   code: string;
@@ -93,16 +92,6 @@ async function checkMinorUnitsChange(
   );
 }
 
-/**
- * The currency table is one for the whole platform and is the ledger's source of minor units
- * (issue 21 item 2): one tenant's Admin adding, changing or deleting a currency would change
- * which amounts every other tenant's ledger accepts, so only platform administrators write it
- * (as they alone create tenants, issue 23 item 5).
- */
-function platformOnly(w: WriteCtx): Promise<void> {
-  return requirePlatformAdminTenant(w.q, w.caller.tenantId, 'change the currency table');
-}
-
 async function currencyInUse(q: Queryable, code: string): Promise<string | undefined> {
   // The ledger accepts exactly this table's currencies: one an account holds stays.
   if (await currencyHeld(q, code)) return 'ledger account';
@@ -170,7 +159,7 @@ const createCurrencyRoute = (deps: AdminDeps): RouteSpec =>
     ),
     responses: { 201: { description: 'The currency', schema: Currency } },
     write: async (ctx, w) => {
-      await platformOnly(w);
+      await platformTable(w, 'the currency table');
       const ref = /^[A-Z]{3}$/.test(ctx.body.code) ? isoCurrency(ctx.body.code) : undefined;
       if (!ref) throw new AppError('CURRENCY_INVALID', `${ctx.body.code} is not an ISO 4217 currency code`);
       const { rows } = await w.q.query<LocalRow>(
@@ -221,7 +210,7 @@ const updateCurrencyRoute = (deps: AdminDeps): RouteSpec =>
     body: Type.Object(FieldsBody, { additionalProperties: false, minProperties: 1 }),
     responses: { 200: { description: 'The currency', schema: Currency } },
     write: async (ctx, w) => {
-      await platformOnly(w);
+      await platformTable(w, 'the currency table');
       const local = (await locals(w.q, ctx.params.code)).get(ctx.params.code);
       if (!local)
         throw new AppError(
@@ -260,7 +249,7 @@ const deleteCurrencyRoute = (deps: AdminDeps): RouteSpec =>
     params: Params,
     responses: { 204: { description: 'Deleted' } },
     write: async (ctx, w) => {
-      await platformOnly(w);
+      await platformTable(w, 'the currency table');
       if (!(await locals(w.q, ctx.params.code)).has(ctx.params.code))
         throw new AppError('CURRENCY_NOT_FOUND', `currency ${ctx.params.code} has no local metadata`);
       const use = await currencyInUse(w.q, ctx.params.code);
@@ -299,6 +288,7 @@ const setBaseCurrencyRoute = (deps: AdminDeps): RouteSpec =>
     body: Type.Object({ currency: CurrencyCode }, { additionalProperties: false }),
     responses: { 200: { description: '{code, base, allowed}', schema: CountryCurrencies } },
     write: async (ctx, w) => {
+      await platformTable(w, "a country's currencies");
       const c = await requireCountry(w.q, ctx.params.code, true);
       await checkIso(w.q, [ctx.body.currency]);
       if (!c.allowed_currencies.includes(ctx.body.currency))
@@ -336,6 +326,7 @@ const setAllowedCurrenciesRoute = (deps: AdminDeps): RouteSpec =>
     ),
     responses: { 200: { description: '{code, base, allowed}', schema: CountryCurrencies } },
     write: async (ctx, w) => {
+      await platformTable(w, "a country's currencies");
       const c = await requireCountry(w.q, ctx.params.code, true);
       await checkIso(w.q, ctx.body.currencies);
       if (c.base_currency && !ctx.body.currencies.includes(c.base_currency))
@@ -403,6 +394,7 @@ const putCountryConfigRoute = (deps: AdminDeps): RouteSpec =>
     ),
     responses: { 200: { description: '{code, version, values, country}', schema: CountryConfigReplaced } },
     write: async (ctx, w) => {
+      await platformTable(w, "a country's configuration");
       const c = await requireCountry(w.q, ctx.params.code, true);
       if (Buffer.byteLength(JSON.stringify(ctx.body.values)) > 65_536)
         throw new AppError('CONFIG_INVALID', 'country config is larger than 64 KiB');

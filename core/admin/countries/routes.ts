@@ -3,7 +3,7 @@ import { Type } from '@sinclair/typebox';
 import type { Queryable } from '../../../shared/db/pool.ts';
 import { AppError } from '../../../shared/errors.ts';
 import type { RouteSpec } from '../../http/route.ts';
-import { adminRoute, checkIfMatch, type AdminDeps } from '../http.ts';
+import { adminRoute, checkIfMatch, type AdminDeps, platformTable } from '../http.ts';
 import { countryProblems } from '../reference/routes.ts';
 import { isTimeZone, isoCountry } from '../reference/iso.ts';
 import {
@@ -156,6 +156,7 @@ const createCountryRoute = (deps: AdminDeps): RouteSpec =>
     body: CreateBody,
     responses: { 201: { description: 'The country', schema: Country } },
     write: async (ctx, w) => {
+      await platformTable(w, 'the country table');
       const b = ctx.body;
       const allowed = b.allowed_currencies ?? (b.base_currency ? [b.base_currency] : []);
       await assertCountry(deps, {
@@ -217,6 +218,7 @@ const updateCountryRoute = (deps: AdminDeps): RouteSpec =>
     body: PatchBody,
     responses: { 200: { description: 'The country', schema: Country } },
     write: async (ctx, w) => {
+      await platformTable(w, 'the country table');
       const before = await requireCountry(w.q, ctx.params.code, true);
       checkIfMatch(ctx.headers, countryView(before));
       for (const tz of ctx.body.timezones ?? [])
@@ -259,6 +261,7 @@ const deleteCountryRoute = (deps: AdminDeps): RouteSpec =>
     params: Params,
     responses: { 204: { description: 'Deleted' } },
     write: async (ctx, w) => {
+      await platformTable(w, 'the country table');
       await requireCountry(w.q, ctx.params.code, true);
       const { rows } = await w.q.query<{ what: string }>(
         `SELECT 'tenant' AS what FROM tenants WHERE country = $1
