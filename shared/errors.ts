@@ -105,6 +105,8 @@ const table = {
   session_revoked: [401, 'Unauthorized'],
   session_expired: [401, 'Unauthorized'],
   device_revoked: [401, 'Unauthorized'],
+  /** A DPoP-bound access token without its proof: the edge's code, and core's on the routes it checks. */
+  invalid_dpop_proof: [401, 'Unauthorized'],
   INVALID_REFRESH_TOKEN: [401, 'Unauthorized'],
   OTP_INVALID: [401, 'Unauthorized'],
   VERIFICATION_INVALID: [401, 'Unauthorized'],

@@ -108,10 +108,9 @@ export async function dpopBinding(
  */
 export async function requireTokenProof(deps: DpopDeps, ctx: Ctx, token: string, jkt: string): Promise<void> {
   if (!/^DPoP\s/i.test(ctx.headers.authorization ?? ''))
-    throw dpopRefusal(deps, 'invalid_dpop_proof', 'a DPoP-bound token is sent as Authorization: DPoP');
+    throw tokenProofRefusal(deps, 'a DPoP-bound token is sent as Authorization: DPoP');
   const proof = ctx.headers.dpop;
-  if (proof === undefined)
-    throw dpopRefusal(deps, 'invalid_dpop_proof', 'a DPoP proof is required with this token');
+  if (proof === undefined) throw tokenProofRefusal(deps, 'a DPoP proof is required with this token');
   const nowMs = deps.now();
   try {
     await verifyDpopProof({
@@ -124,9 +123,24 @@ export async function requireTokenProof(deps: DpopDeps, ctx: Ctx, token: string,
       firstUse: (v, ttl) => firstUse(deps.db, 'dpop', v, ttl),
     });
   } catch (err) {
-    if (err instanceof DpopError) throw dpopRefusal(deps, err.code, err.message);
+    if (err instanceof DpopError) throw tokenProofRefusal(deps, err.message);
     throw err;
   }
+}
+
+/**
+ * An access token used without the proof its binding demands: 401 `invalid_dpop_proof`, the code
+ * the edge answers for the same refusal (edge/auth/dpop.ts; issue 21 item 2, one code per
+ * refusal), with the challenge and a fresh nonce. Sign-in proofs keep DPOP_PROOF_INVALID.
+ */
+function tokenProofRefusal(deps: DpopDeps, message: string): AppError {
+  return new AppError('invalid_dpop_proof', message, {
+    headers: {
+      'www-authenticate': dpopChallenge({ code: 'invalid_dpop_proof', message }),
+      'dpop-nonce': deps.keys.dpopNonces.issue(deps.now()),
+      'cache-control': 'no-store',
+    },
+  });
 }
 
 /**

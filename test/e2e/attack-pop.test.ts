@@ -64,6 +64,7 @@ describe('attack: proof of possession', () => {
     for (const authorization of [`Bearer ${token}`, `DPoP ${token}`]) {
       const stolen = await call(gw, 'GET', '/v1/countries', { headers: { authorization } });
       assert.equal(stolen.status, 401, `${authorization.split(' ')[0]} without a proof: ${stolen.text}`);
+      assert.equal(stolen.json.code, 'invalid_dpop_proof', 'the edge');
     }
     const other = await dpopKey();
     const wrongKey = await call(gw, 'GET', '/v1/countries', {
@@ -93,6 +94,8 @@ describe('attack: proof of possession', () => {
           401,
           `${path} ${authorization.split(' ')[0]} without a proof: ${stolen.text}`,
         );
+        // Core checks these itself, and answers the edge's code for the same refusal.
+        assert.equal(stolen.json.code, 'invalid_dpop_proof', `${path}: ${stolen.text}`);
       }
       const other = await call(gw, 'GET', path, {
         headers: {
@@ -101,6 +104,7 @@ describe('attack: proof of possession', () => {
         },
       });
       assert.equal(other.status, 401, `${path} with another key's proof: ${other.text}`);
+      assert.equal(other.json.code, 'invalid_dpop_proof', `${path}: ${other.text}`);
       const ok = await send(gw, 'GET', path, { headers: { authorization: `DPoP ${token}` } });
       assert.equal(ok.status, 200, `${path} with its proof: ${ok.text}`);
     }
