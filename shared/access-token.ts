@@ -87,6 +87,8 @@ const ClientClaims = Type.Object({
   sub: Type.String({ minLength: 1 }),
   tid: Type.String({ minLength: 1 }),
   iat: Type.Number(),
+  /** Every token expires: the signature library checks `exp` only when a token carries one. */
+  exp: Type.Number(),
   scope: Type.Optional(Type.String()),
   scp: Type.Optional(Type.Array(Type.String())),
   cnf: Type.Optional(Type.Unknown()),

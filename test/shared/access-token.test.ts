@@ -19,6 +19,7 @@ import { defaultBundleDir, loadTrustedKeys } from '../../policy/runtime/bundle.t
 import { PolicyStore } from '../../policy/runtime/store.ts';
 import { createLogger } from '../../shared/log.ts';
 import { TokenVerifier } from '../../shared/token-keys.ts';
+import { tokenKinds } from '../../shared/access-token.ts';
 import { startTestCore, type TestCore } from '../helpers/core.ts';
 import { envoyRequest, startTestEdge, type TestEdge } from '../helpers/edge.ts';
 import { call } from '../helpers/http.ts';
@@ -154,5 +155,14 @@ describe('one bearer-token verifier: the same code per refusal at the edge and a
     await expect('GET', account, undefined, 'UNAUTHENTICATED');
     // A customer token is not a core client's (audience).
     await expect('GET', account, `Bearer ${await sign(p)}`, 'invalid_token');
+  });
+
+  it('every kind of token must carry its expiry (the signature library checks exp only when present)', () => {
+    const client = { sub: 'c1', tid: tenant, iat: 1, scope: 'core:read' };
+    assert.equal(tokenKinds.client.check.Check({ ...client, exp: 2 }), true);
+    assert.equal(tokenKinds.client.check.Check(client), false);
+    const session = { sub: 's', tid: tenant, sid: 's', jti: 'j', aal: 1, amr: ['pin'], iat: 1 };
+    assert.equal(tokenKinds.customer.check.Check({ ...session, exp: 2 }), true);
+    assert.equal(tokenKinds.customer.check.Check(session), false);
   });
 });
