@@ -34,7 +34,7 @@ describe('attacks on the cursor codec, the idempotent write frame and the ledger
     who: 'admin' | 'ops',
     method: string,
     path: string,
-    o: { json?: unknown; key?: string } = {},
+    o: { json?: unknown; key?: string; headers?: Record<string, string> } = {},
   ) =>
     call(gw, method, path, {
       ...(o.json === undefined ? {} : { json: o.json }),
@@ -42,6 +42,7 @@ describe('attacks on the cursor codec, the idempotent write frame and the ledger
         authorization: `Bearer ${tokens[who]}`,
         'x-request-id': randomUUID(),
         ...(o.key ? { 'idempotency-key': o.key } : {}),
+        ...o.headers,
       },
     });
   const history = (c: Customer, query: string) =>
@@ -332,5 +333,18 @@ describe('attacks on the cursor codec, the idempotent write frame and the ledger
     }
     assert.equal(await j.balance(alice.wallet), aliceBefore);
     assert.deepEqual(await unbalanced(), []);
+  });
+
+  it('lets one of two currency edits sent with the same If-Match win; the other is 412', async () => {
+    const read = await staff('admin', 'GET', '/v1/currencies/CHF');
+    assert.equal(read.status, 200, read.text);
+    const etag = read.headers.etag ?? '';
+    assert.ok(etag);
+    const edits = await Promise.all(
+      ['Franc A', 'Franc B'].map((name) =>
+        staff('admin', 'PATCH', '/v1/currencies/CHF', { json: { name }, headers: { 'if-match': etag } }),
+      ),
+    );
+    assert.deepEqual(edits.map((r) => r.status).sort(), [200, 412], edits.map((r) => r.text).join(' | '));
   });
 });

@@ -21,9 +21,13 @@ interface LocalRow {
   metadata: Record<string, unknown>;
 }
 
-async function locals(q: Queryable, code?: string): Promise<Map<string, LocalRow>> {
+/**
+ * The table's rows (one with `code`); `lock` takes the row for the write that follows, so two
+ * writes with the same If-Match cannot both pass the check (the second waits and sees the first).
+ */
+async function locals(q: Queryable, code?: string, lock = false): Promise<Map<string, LocalRow>> {
   const { rows } = await q.query<LocalRow>(
-    'SELECT code, name, minor_units, symbol, format, metadata FROM admin_currencies WHERE ($1::text IS NULL OR code = $1)',
+    `SELECT code, name, minor_units, symbol, format, metadata FROM admin_currencies WHERE ($1::text IS NULL OR code = $1)${lock ? ' FOR UPDATE' : ''}`,
     [code ?? null],
   );
   return new Map(rows.map((r) => [r.code, r]));
@@ -211,7 +215,7 @@ const updateCurrencyRoute = (deps: AdminDeps): RouteSpec =>
     responses: { 200: { description: 'The currency', schema: Currency } },
     write: async (ctx, w) => {
       await platformTable(w, 'the currency table');
-      const local = (await locals(w.q, ctx.params.code)).get(ctx.params.code);
+      const local = (await locals(w.q, ctx.params.code, true)).get(ctx.params.code);
       if (!local)
         throw new AppError(
           'CURRENCY_NOT_FOUND',
@@ -250,7 +254,7 @@ const deleteCurrencyRoute = (deps: AdminDeps): RouteSpec =>
     responses: { 204: { description: 'Deleted' } },
     write: async (ctx, w) => {
       await platformTable(w, 'the currency table');
-      if (!(await locals(w.q, ctx.params.code)).has(ctx.params.code))
+      if (!(await locals(w.q, ctx.params.code, true)).has(ctx.params.code))
         throw new AppError('CURRENCY_NOT_FOUND', `currency ${ctx.params.code} has no local metadata`);
       const use = await currencyInUse(w.q, ctx.params.code);
       if (use) throw new AppError('CURRENCY_IN_USE', `currency ${ctx.params.code} is used by a ${use}`);
