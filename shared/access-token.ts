@@ -13,7 +13,7 @@
  * | a claim missing or malformed for its kind of token                | `invalid_token`   | 401    |
  * | the token disagrees with the principal the edge vouched for (core) | `invalid_token`   | 401    |
  * | session unknown, revoked, of another subject, or staff member gone | `session_revoked` | 401    |
- * | session idle past the tenant's timeout (edge: it holds last-seen)  | `session_expired` | 401    |
+ * | session idle past the tenant's timeout (edge; core with slack)     | `session_expired` | 401    |
  * | the device key that stepped the token up was removed               | `device_revoked`  | 401    |
  * | the token is of another tenant than the edge's identity (core)     | `TENANT_MISMATCH` | 403    |
  *
@@ -170,7 +170,7 @@ export interface SessionFacts {
   subjectType: string;
   subjectId: string;
   revoked: boolean;
-  /** Last activity; the edge holds it (core's copy may lag), so only the edge passes `idle`. */
+  /** Last activity; the edge holds it, core's copy lags (core adds slack: core/http/access-token.ts). */
   lastSeenMs?: number;
 }
 

@@ -57,7 +57,7 @@ export async function agentSession(
   ctx: AnyCtx,
 ): Promise<{ tenantId: string; agentId: string; sessionId: string; aal: number; status: string }> {
   const { claims } = await verifiedToken(deps.keys, ctx, 'agent', deps.now());
-  await requireLiveSession(deps.db, 'agent', claims);
+  await requireLiveSession(deps.db, 'agent', claims, deps.now());
   const { rows } = await deps.db.query<{ status: string }>(
     'SELECT status FROM agents WHERE tenant_id = $1 AND id::text = $2',
     [claims.tid, claims.sub],

@@ -95,7 +95,7 @@ export async function authenticate(
   ctx: { headers: Readonly<Record<string, string>>; identity: EdgeIdentity },
 ): Promise<Caller> {
   const { claims: raw } = await verifiedToken(deps.keys, ctx, 'customer', deps.now());
-  await requireLiveSession(deps.db, 'customer', raw);
+  await requireLiveSession(deps.db, 'customer', raw, deps.now());
   if (raw.dvc !== undefined) {
     // Issue 13 item 1: removing a device ends what it stepped up (the edge refuses it too).
     const dev = await deps.db.query(

@@ -33,7 +33,7 @@ export async function authenticateStaff(
 ): Promise<StaffCaller> {
   const { keys, db: q } = deps;
   const { token, claims: raw } = await verifiedToken(keys, ctx, 'staff', deps.now());
-  await requireLiveSession(q, 'staff', raw);
+  await requireLiveSession(q, 'staff', raw, deps.now());
   const user = await staffUserById(q, raw.tid, raw.sub);
   // The edge's answer for a member who is gone (edge/auth/staff.ts): the session is over.
   if (!user || user.deletedAt || !user.active)

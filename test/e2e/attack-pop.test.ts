@@ -118,4 +118,21 @@ describe('attack: proof of possession', () => {
       200,
     );
   });
+
+  it('a staff session idle past the tenant timeout is over on the routes core checks itself too', async () => {
+    const id = await addStaff(tdb.db, 'demo', 'idle@demo.example', ['ops']);
+    const t = await signIn(tdb.db, keys, 'demo', id);
+    const sessions = () =>
+      call(gw, 'GET', '/auth/sessions', { headers: { authorization: `Bearer ${t.accessToken}` } });
+    assert.equal((await sessions()).status, 200);
+    // The edge passes /auth/sessions to core unchecked: core judges the idle timeout (30 minutes
+    // by default) on the last-seen the edge writes.
+    await tdb.db.query(
+      `UPDATE sessions SET last_seen = now() - interval '2 hours' WHERE tenant_id = 'demo' AND subject_id = $1`,
+      [id],
+    );
+    const idle = await sessions();
+    assert.equal(idle.status, 401, idle.text);
+    assert.equal(idle.json.code, 'session_expired');
+  });
 });
