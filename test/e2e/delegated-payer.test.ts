@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import type { TestDb } from '../helpers/db.ts';
+import { releaseLapsedPayers } from '../../core/payments/lapsed-payers.ts';
 import { startE2eStack, type E2eStack } from '../helpers/e2e-stack.ts';
 import { call, type Res } from '../helpers/http.ts';
 import { journey, type Customer, type Demo, type Journey } from '../helpers/journey.ts';
@@ -435,5 +436,39 @@ describe('delegated payer transfers through the gateway', () => {
        HAVING sum(CASE side WHEN 'debit' THEN amount ELSE -amount END) <> 0`,
     );
     assert.equal(unbalanced.rowCount, 0);
+  });
+
+  it('a payer tuple past its expires_at releases the pending transfer by the sweep; a live one keeps it', async () => {
+    const expiresAt = new Date(Date.now() + 5 * 60_000);
+    const made = await grant(alice, bob.id, { expires_at: expiresAt.toISOString() });
+    assert.equal(made.status, 201, made.text);
+    const availableBefore = await available(bob);
+    const tr = await delegated(alice, aliceToCarol, '40.00', bob.id);
+    assert.equal(tr.final.status, 200, tr.final.text);
+    const id = tr.final.json.id as string;
+    // Before the tuple's expiry nothing is released (the transfer's own holds last 600 s).
+    assert.equal(await releaseLapsedPayers(tdb.db, expiresAt.getTime() - 1000), 0);
+    assert.equal(await statusOf(id), 'PENDING');
+    // Past it, and before the transfer's holds lapse: released, as a delete would.
+    const at = expiresAt.getTime() + 1000;
+    assert.equal(await releaseLapsedPayers(tdb.db, at), 1);
+    assert.equal(await releaseLapsedPayers(tdb.db, at), 0, 'a second sweep finds nothing');
+    assert.equal(await statusOf(id), 'FAILED');
+    assert.deepEqual(await holdStatuses(id), ['voided']);
+    assert.equal(await available(bob), availableBefore, "the owner's available balance is back");
+    const audit = await tdb.db.query<{ actor: { type: string; id: string }; attrs: Record<string, unknown> }>(
+      `SELECT actor, attrs FROM audit_log WHERE action = 'transfer.release' AND target->>'id' = $1`,
+      [id],
+    );
+    assert.equal(audit.rows.length, 1);
+    assert.deepEqual(audit.rows[0]?.actor, { type: 'system', id: 'payer-sweeper' });
+    assert.equal(audit.rows[0]?.attrs.cause, 'tuple_expired');
+    assert.equal(audit.rows[0]?.attrs.payer_customer_id, bob.id);
+    const notices = await outboxOf('wallet.delegated_hold_released', bob.id);
+    assert.ok(
+      notices.some((n) => n.payload.transferId === id),
+      'the owner is told',
+    );
+    assert.equal((await revoke(alice, bob.id)).status, 200);
   });
 });
