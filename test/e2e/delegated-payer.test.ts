@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import type { TestDb } from '../helpers/db.ts';
 import { releaseLapsedPayers } from '../../core/payments/lapsed-payers.ts';
+import { releaseDelegation } from '../../core/payments/revocation.ts';
 import { startE2eStack, type E2eStack } from '../helpers/e2e-stack.ts';
 import { call, type Res } from '../helpers/http.ts';
 import { journey, type Customer, type Demo, type Journey } from '../helpers/journey.ts';
@@ -66,6 +67,40 @@ describe('delegated payer transfers through the gateway', () => {
   const statusOf = async (transferId: string) =>
     (await tdb.db.query<{ status: string }>('SELECT status FROM transfers WHERE id = $1', [transferId]))
       .rows[0]?.status;
+  /** Until a backend of this database waits for a lock in a statement containing `text` (10 s at most). */
+  async function waitingOn(text: string): Promise<void> {
+    const until = Date.now() + 10_000;
+    for (;;) {
+      const { rows } = await tdb.db.query(
+        `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND position($1 in query) > 0`,
+        [text],
+      );
+      if (rows.length > 0) return;
+      assert.ok(Date.now() < until, `no statement waits on a lock in ${text}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+  /** A new payer tuple alice → bob, and a pending transfer alice makes from bob's wallet under it. */
+  async function grantedTransfer(amount: string) {
+    const made = await grant(alice, bob.id);
+    assert.equal(made.status, 201, made.text);
+    const tr = await delegated(alice, aliceToCarol, amount, bob.id);
+    assert.equal(tr.final.status, 200, tr.final.text);
+    return { tr, id: tr.final.json.id as string };
+  }
+  /** Until another transaction holds transfer `id`'s row lock (10 s at most). */
+  async function rowLocked(id: string): Promise<void> {
+    const until = Date.now() + 10_000;
+    for (;;) {
+      const locked = await tdb.db.query('SELECT 1 FROM transfers WHERE id = $1 FOR UPDATE NOWAIT', [id]).then(
+        () => false,
+        (err: { code?: string }) => err.code === '55P03',
+      );
+      if (locked) return;
+      assert.ok(Date.now() < until, `nothing locks transfer ${id}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
   /** The distinct states of a transfer's holds (amount, and fee when there is one). */
   const holdStatuses = async (transferId: string) =>
     (
@@ -390,12 +425,9 @@ describe('delegated payer transfers through the gateway', () => {
 
   it('a delete racing the confirm ends POSTED with the tuple gone or FAILED with the holds voided, never both; debits = credits', async () => {
     for (let round = 0; round < 2; round++) {
-      assert.equal((await grant(alice, bob.id)).status, 201);
       const availableBefore = await available(bob);
       const postedBefore = await j.balance(bob.wallet);
-      const tr = await delegated(alice, aliceToCarol, '30.00', bob.id);
-      assert.equal(tr.final.status, 200, tr.final.text);
-      const id = tr.final.json.id as string;
+      const { tr, id } = await grantedTransfer('30.00');
       const [gone, confirmed] = await Promise.all([
         revoke(alice, bob.id),
         confirm(alice, tr.token, id, bob.id),
@@ -436,6 +468,78 @@ describe('delegated payer transfers through the gateway', () => {
        HAVING sum(CASE side WHEN 'debit' THEN amount ELSE -amount END) <> 0`,
     );
     assert.equal(unbalanced.rowCount, 0);
+  });
+
+  it('a confirm arriving while a delete is releasing waits for it, then is refused by the payer check', async () => {
+    const { tr, id } = await grantedTransfer('25.00');
+    // The delete in flight: the tuple row deleted (locked) and the transfer released, uncommitted.
+    const deleting = await tdb.db.pool.connect();
+    try {
+      await deleting.query('BEGIN');
+      await deleting.query(
+        `DELETE FROM relationship_tuples WHERE subject_id = $1 AND relation = 'payer' AND object_id = $2`,
+        [alice.id, bob.id],
+      );
+      const released = await releaseDelegation(
+        deleting,
+        { tenantId: 'demo', delegate: alice.id, owner: bob.id },
+        Date.now(),
+      );
+      assert.deepEqual(
+        released.map((r) => r.transfer_id),
+        [id],
+      );
+      // Straight to core (the edge still holds the tuple in its cache or not: core decides here).
+      const confirming = call(core, 'POST', '/v1/transfers/confirm', {
+        json: { transferId: id, payerCustomerId: bob.id },
+        headers: { ...j.bearer(alice, tr.token), 'idempotency-key': `cf-${randomUUID()}` },
+      });
+      await waitingOn('relationship_tuples');
+      await deleting.query('COMMIT');
+      const refused = await confirming;
+      assert.equal(refused.status, 403, refused.text);
+      assert.equal(refused.json.code, 'PAYER_NOT_AUTHORIZED', 'the payer check, not a stale status');
+    } finally {
+      // Closed, not returned to the pool: a failed assertion leaves no transaction holding locks.
+      deleting.release(true);
+    }
+    assert.equal(await statusOf(id), 'FAILED');
+    assert.deepEqual(await holdStatuses(id), ['voided']);
+  });
+
+  it('a delete arriving while a confirm is posting waits for it, then finds nothing to release', async () => {
+    const { tr, id } = await grantedTransfer('26.00');
+    // Pause the confirm at its audit record (after its capture) by holding the tenant's audit head.
+    const holding = await tdb.db.pool.connect();
+    let confirmed: Res;
+    let deleted: Res;
+    try {
+      await holding.query('BEGIN');
+      await holding.query(`SELECT 1 FROM audit_chain_heads WHERE tenant_id = 'demo' FOR UPDATE`);
+      const confirming = call(core, 'POST', '/v1/transfers/confirm', {
+        json: { transferId: id, payerCustomerId: bob.id },
+        headers: { ...j.bearer(alice, tr.token), 'idempotency-key': `cf-${randomUUID()}` },
+      });
+      // Past its payer check: it holds the transfer row (taken after the tuple's share lock).
+      await rowLocked(id);
+      const deleting = revoke(alice, bob.id);
+      await waitingOn('DELETE FROM relationship_tuples');
+      await holding.query('ROLLBACK');
+      [confirmed, deleted] = await Promise.all([confirming, deleting]);
+    } finally {
+      // Closed, not returned to the pool: a failed assertion leaves no transaction holding locks.
+      holding.release(true);
+    }
+    assert.equal(confirmed.status, 200, confirmed.text);
+    assert.equal(confirmed.json.status, 'POSTED');
+    assert.equal(deleted.status, 200, deleted.text);
+    assert.equal(await statusOf(id), 'POSTED', 'a captured transfer stays POSTED');
+    assert.deepEqual(await holdStatuses(id), ['captured']);
+    const released = await tdb.db.query(
+      `SELECT 1 FROM audit_log WHERE action = 'transfer.release' AND target->>'id' = $1`,
+      [id],
+    );
+    assert.equal(released.rows.length, 0);
   });
 
   it('a payer tuple past its expires_at releases the pending transfer by the sweep; a live one keeps it', async () => {
