@@ -325,7 +325,8 @@ export function tupleRoutes(deps: AdminDeps): RouteSpec[] {
     adminRoute(deps, {
       ...declared('POST', `${base}:delete`),
       operationId: 'deleteTuple',
-      summary: 'Delete a tuple (Idempotency-Key replays the answer)',
+      summary:
+        "Delete a tuple (Idempotency-Key replays the answer); a payer tuple's delete releases the delegate's pending transfers from the owner's wallet (holds voided, FAILED)",
       tags,
       mode: 'write',
       params: Params,
