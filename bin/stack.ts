@@ -31,6 +31,7 @@ import { buildEdge } from '../edge/main.ts';
 import { demoDocExamples, edgeRouteAccess } from './docs.ts';
 import { Dispatcher } from '../core/admin/webhooks/dispatcher.ts';
 import { Housekeeper } from '../core/housekeeping/prune.ts';
+import { LapsedPayerSweeper } from '../core/payments/lapsed-payers.ts';
 import { freePort, listen } from '../shared/net.ts';
 import type { Config } from './config.ts';
 
@@ -303,7 +304,7 @@ async function corePolicyStore(config: Config, log: Logger, life: Lifetime): Pro
   return corePolicies;
 }
 
-/** The webhook dispatcher and housekeeping, each stopped before the pool closes. */
+/** The webhook dispatcher, housekeeping and the lapsed payer sweep, each stopped before the pool closes. */
 function startBackgroundWork(
   opts: StackOptions,
   s: { db: Db; keys: KeyStore; log: Logger; metrics: ReturnType<typeof createMetrics> },
@@ -323,6 +324,10 @@ function startBackgroundWork(
   const housekeeper = new Housekeeper(s.db, s.log.child({ component: 'housekeeping' }));
   housekeeper.start();
   life.cleanups.push(() => housekeeper.stop());
+  // Issue 20 item 3: a payer tuple past its expires_at releases its delegate's pending transfers.
+  const payerSweeper = new LapsedPayerSweeper(s.db, s.log.child({ component: 'payer-sweeper' }));
+  payerSweeper.start();
+  life.cleanups.push(() => payerSweeper.stop());
 }
 
 async function listenAuthz(edge: { listen(port: number): Promise<number> }, port: number): Promise<number> {

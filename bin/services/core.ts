@@ -14,6 +14,7 @@ import { Dispatcher } from '../../core/admin/webhooks/dispatcher.ts';
 import { TargetGuard } from '../../core/admin/webhooks/target.ts';
 import { pendingMigrations } from '../../core/db/migrate.ts';
 import { Housekeeper } from '../../core/housekeeping/prune.ts';
+import { LapsedPayerSweeper } from '../../core/payments/lapsed-payers.ts';
 import { fileInboxSender, type SmsSender } from '../../core/identity/sms.ts';
 import { webhookSmsSender } from '../../core/identity/sms-webhook.ts';
 import { KeyStore } from '../../core/keys/keys.ts';
@@ -158,6 +159,9 @@ async function main(): Promise<void> {
   dispatcher.start();
   const housekeeper = new Housekeeper(db, log.child({ component: 'housekeeping' }));
   housekeeper.start();
+  // Issue 20 item 3: a payer tuple past its expires_at releases its delegate's pending transfers.
+  const payerSweeper = new LapsedPayerSweeper(db, log.child({ component: 'payer-sweeper' }));
+  payerSweeper.start();
   log.info({ port, host: config.values.CORE_HOST }, 'core is serving');
 
   onShutdown(log, async () => {
@@ -165,6 +169,7 @@ async function main(): Promise<void> {
     await closeHttpGracefully(core.server);
     await dispatcher.stop();
     housekeeper.stop();
+    await payerSweeper.stop();
     policies.stop();
     if ('idle' in sms && typeof sms.idle === 'function') await (sms.idle as () => Promise<void>)();
     await guard.close();

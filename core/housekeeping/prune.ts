@@ -32,7 +32,7 @@
  * rechecks after waiting for its lock) is kept, and a row another run deleted is not counted.
  */
 import type { Logger } from 'pino';
-import { runExclusive } from '../db/exclusive.ts';
+import { ExclusiveTimer } from '../db/exclusive.ts';
 import type { Db } from '../../shared/db/pool.ts';
 
 export interface PruneRule {
@@ -85,37 +85,14 @@ export async function pruneOnce(db: Db, batch = 5000): Promise<Record<string, nu
 export const pruneEveryMs = 5 * 60_000;
 
 /** Runs pruneOnce on a timer; a failed run is logged and retried at the next tick. */
-export class Housekeeper {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
-
-  constructor(
-    private readonly db: Db,
-    private readonly log: Logger,
-    private readonly everyMs = pruneEveryMs,
-  ) {}
-
-  start(): void {
-    this.timer = setInterval(() => this.tick(), this.everyMs);
-    this.timer.unref();
-  }
-
-  private tick(): void {
-    this.running ??= runExclusive(this.db, 'housekeeping', () => pruneOnce(this.db))
-      .then((counts) => {
-        const deleted = Object.values(counts ?? {}).reduce((a, b) => a + b, 0);
-        if (deleted > 0) this.log.info({ deleted: counts }, 'housekeeping pruned inert rows');
-      })
-      .catch((err: unknown) =>
-        this.log.warn({ err: (err as Error).message }, 'housekeeping failed; will retry'),
-      )
-      .finally(() => {
-        this.running = undefined;
-      });
-  }
-
-  async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    await this.running;
+export class Housekeeper extends ExclusiveTimer<Record<string, number>> {
+  constructor(db: Db, log: Logger, everyMs = pruneEveryMs) {
+    super(db, 'housekeeping', everyMs, () => pruneOnce(db), {
+      done: (counts) => {
+        const deleted = Object.values(counts).reduce((a, b) => a + b, 0);
+        if (deleted > 0) log.info({ deleted: counts }, 'housekeeping pruned inert rows');
+      },
+      failed: (err) => log.warn({ err: err.message }, 'housekeeping failed; will retry'),
+    });
   }
 }

@@ -78,7 +78,8 @@ export const delegationOf = (caller: Caller, owner: string): Record<string, stri
 /**
  * A confirm names the same wallet owner as its create (`payerCustomerId`), so the edge judges the
  * payer tuple on the confirm too; core judges it again here: a tuple deleted since the create
- * stops the confirm (the holds then lapse, and the money never leaves the owner's wallet).
+ * stops the confirm (the delete released the transfer already, its holds voided: ./revocation.ts;
+ * one whose tuple merely expired keeps its holds until they lapse, and the money never leaves).
  */
 export async function confirmDelegation(
   q: Queryable,
@@ -102,24 +103,70 @@ export async function confirmDelegation(
   await gate(q, delegation(caller, owner, 'transfer.confirm', facts), nowMs);
 }
 
-/** The wallet owner learns of a debit they did not make themselves (issue 20 item 3). */
-export async function notifyOwner(q: Queryable, t: TransferRow, postingIds: string[]): Promise<void> {
-  const amount = `${format(fromDb(t.amount) + fromDb(t.fee))} ${t.currency}`;
+/** What the wallet owner's notices say of a transfer. */
+export type NoticeFacts = Pick<
+  TransferRow,
+  | 'id'
+  | 'tenant_id'
+  | 'payer_customer_id'
+  | 'initiator_customer_id'
+  | 'amount'
+  | 'fee'
+  | 'currency'
+  | 'reference'
+>;
+
+/** A notice to the owner of the wallet transfer `t` pays from (SMS text; issue 20 item 3). */
+async function noticeToOwner(
+  q: Queryable,
+  t: NoticeFacts,
+  event: string,
+  extra: Record<string, unknown>,
+  text: (total: string) => string,
+): Promise<void> {
   await enqueue(q, {
     tenantId: t.tenant_id,
     aggregate: 'customer',
     aggregateId: t.payer_customer_id,
-    event: 'wallet.delegated_debit',
+    event,
     payload: {
       customerId: t.payer_customer_id,
       initiatorCustomerId: t.initiator_customer_id,
       transferId: t.id,
-      postingIds,
+      ...extra,
       amount: format(fromDb(t.amount)),
       fee: format(fromDb(t.fee)),
       currency: t.currency,
       channel: 'sms',
-      text: `${amount} was paid from your wallet by a customer you authorised to pay for you (reference ${t.reference}).`,
+      text: text(`${format(fromDb(t.amount) + fromDb(t.fee))} ${t.currency}`),
     },
   });
+}
+
+/** The wallet owner learns of a debit they did not make themselves (issue 20 item 3). */
+export async function notifyOwner(q: Queryable, t: TransferRow, postingIds: string[]): Promise<void> {
+  await noticeToOwner(
+    q,
+    t,
+    'wallet.delegated_debit',
+    { postingIds },
+    (total) =>
+      `${total} was paid from your wallet by a customer you authorised to pay for you (reference ${t.reference}).`,
+  );
+}
+
+/**
+ * The wallet owner learns that a delegate's pending transfer will never post and its hold on
+ * their wallet is gone, because the delegation was withdrawn (the sibling of
+ * `wallet.delegated_debit`: the owner saw the held amount leave their available balance).
+ */
+export async function notifyOwnerReleased(q: Queryable, t: NoticeFacts): Promise<void> {
+  await noticeToOwner(
+    q,
+    t,
+    'wallet.delegated_hold_released',
+    {},
+    (total) =>
+      `${total} held for a payment by a customer you had authorised to pay for you is available again: that authorisation was withdrawn (reference ${t.reference}).`,
+  );
 }

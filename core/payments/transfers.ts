@@ -133,7 +133,8 @@ export function transferView(r: TransferRow, nowMs: number): Record<string, unkn
   };
 }
 
-async function record(
+/** One step of the transfer's status history (transfer_status_history). */
+export async function record(
   q: Queryable,
   tenantId: string,
   id: string,
@@ -428,8 +429,43 @@ async function insertTransfer(
 }
 
 /**
+ * The transfer to confirm, locked, once the payer gate let it through. The gate locks the payer
+ * tuple FOR SHARE before this locks the transfer row: the order a tuple delete takes them in
+ * (the tuple, then the pending transfers it releases: ./revocation.ts), so a confirm racing a
+ * delete waits for it (and then finds the tuple gone) or makes it wait (and it then finds the
+ * transfer POSTED), never both capture and void, never a deadlock. Only the customer who created
+ * a transfer confirms it (for a delegated one: the delegate).
+ */
+async function pendingToConfirm(
+  q: Queryable,
+  caller: Caller,
+  transferId: string,
+  facts: RequestFacts,
+  nowMs: number,
+  gate: PayerGate,
+  namedPayer: string | undefined,
+): Promise<TransferRow> {
+  const find = async (lock: string) =>
+    (
+      await q.query<TransferRow>(
+        `${selectTransfer} WHERE t.tenant_id = $1 AND t.id = $2 AND t.initiator_customer_id = $3 ${lock}`,
+        [caller.tenantId, transferId, caller.customerId],
+      )
+    ).rows[0];
+  const seen = await find('');
+  if (!seen) throw new AppError('TRANSFER_NOT_FOUND', 'no such transfer');
+  await confirmDelegation(q, caller, seen, facts, nowMs, gate, namedPayer);
+  const t = await find('FOR UPDATE OF t');
+  if (!t) throw new AppError('TRANSFER_NOT_FOUND', 'no such transfer');
+  if (t.status !== 'PENDING') throw new AppError('TRANSFER_NOT_PENDING', `transfer is ${t.status}`);
+  return t;
+}
+
+/**
  * POST /v1/transfers/confirm: capture the holds, all legs in one ledger call. A lapsed transfer
  * is marked EXPIRED (kept, with a `transfer.failed` event) and answered 422 TRANSFER_EXPIRED.
+ * Codes in order: 404 TRANSFER_NOT_FOUND, the payer check (422 PAYER_MISMATCH, 403
+ * PAYER_NOT_AUTHORIZED: a transfer its deleted tuple released answers this), 409 TRANSFER_NOT_PENDING.
  */
 export async function confirmTransfer(
   q: Queryable,
@@ -441,15 +477,7 @@ export async function confirmTransfer(
   namedPayer?: string,
 ): Promise<{ status: number; body: Record<string, unknown> }> {
   const tenantId = caller.tenantId;
-  // Only the customer who created a transfer confirms it (for a delegated one: the delegate).
-  const { rows } = await q.query<TransferRow>(
-    `${selectTransfer} WHERE t.tenant_id = $1 AND t.id = $2 AND t.initiator_customer_id = $3 FOR UPDATE OF t`,
-    [tenantId, transferId, caller.customerId],
-  );
-  const t = rows[0];
-  if (!t) throw new AppError('TRANSFER_NOT_FOUND', 'no such transfer');
-  if (t.status !== 'PENDING') throw new AppError('TRANSFER_NOT_PENDING', `transfer is ${t.status}`);
-  await confirmDelegation(q, caller, t, facts, nowMs, gate, namedPayer);
+  const t = await pendingToConfirm(q, caller, transferId, facts, nowMs, gate, namedPayer);
   const holdIds = [t.amount_hold_id, ...(t.fee_hold_id ? [t.fee_hold_id] : [])];
   const holds = await holdStates(q, tenantId, holdIds, true);
   const live =

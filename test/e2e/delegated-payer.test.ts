@@ -2,6 +2,8 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import type { TestDb } from '../helpers/db.ts';
+import { releaseLapsedPayers } from '../../core/payments/lapsed-payers.ts';
+import { releaseDelegation } from '../../core/payments/revocation.ts';
 import { startE2eStack, type E2eStack } from '../helpers/e2e-stack.ts';
 import { call, type Res } from '../helpers/http.ts';
 import { journey, type Customer, type Demo, type Journey } from '../helpers/journey.ts';
@@ -46,6 +48,68 @@ describe('delegated payer transfers through the gateway', () => {
     tuples('PUT', '/v1/tenants/demo/tuples', payerTuple(subject, owner, caveat));
   const revoke = (subject: Customer, owner: string) =>
     tuples('POST', '/v1/tenants/demo/tuples:delete', payerTuple(subject, owner));
+  const revokeWith = (subject: Customer, owner: string, key: string) =>
+    call(gw, 'POST', '/v1/tenants/demo/tuples:delete', {
+      json: payerTuple(subject, owner),
+      headers: {
+        authorization: `Bearer ${adminToken}`,
+        'x-request-id': randomUUID(),
+        'idempotency-key': key,
+      },
+    });
+  /** The owner's wallet's available balance, as the owner reads it through the gateway. */
+  const available = async (c: Customer): Promise<string> => {
+    const r = await call(gw, 'GET', '/v1/accounts', { headers: j.bearer(c) });
+    assert.equal(r.status, 200, r.text);
+    const wallet = r.json.items.find((a: { id: string }) => a.id === c.wallet);
+    return wallet.balances.available as string;
+  };
+  const statusOf = async (transferId: string) =>
+    (await tdb.db.query<{ status: string }>('SELECT status FROM transfers WHERE id = $1', [transferId]))
+      .rows[0]?.status;
+  /** Until a backend of this database waits for a lock in a statement containing `text` (10 s at most). */
+  async function waitingOn(text: string): Promise<void> {
+    const until = Date.now() + 10_000;
+    for (;;) {
+      const { rows } = await tdb.db.query(
+        `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND position($1 in query) > 0`,
+        [text],
+      );
+      if (rows.length > 0) return;
+      assert.ok(Date.now() < until, `no statement waits on a lock in ${text}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+  /** A new payer tuple alice → bob, and a pending transfer alice makes from bob's wallet under it. */
+  async function grantedTransfer(amount: string) {
+    const made = await grant(alice, bob.id);
+    assert.equal(made.status, 201, made.text);
+    const tr = await delegated(alice, aliceToCarol, amount, bob.id);
+    assert.equal(tr.final.status, 200, tr.final.text);
+    return { tr, id: tr.final.json.id as string };
+  }
+  /** Until another transaction holds transfer `id`'s row lock (10 s at most). */
+  async function rowLocked(id: string): Promise<void> {
+    const until = Date.now() + 10_000;
+    for (;;) {
+      const locked = await tdb.db.query('SELECT 1 FROM transfers WHERE id = $1 FOR UPDATE NOWAIT', [id]).then(
+        () => false,
+        (err: { code?: string }) => err.code === '55P03',
+      );
+      if (locked) return;
+      assert.ok(Date.now() < until, `nothing locks transfer ${id}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+  /** The distinct states of a transfer's holds (amount, and fee when there is one). */
+  const holdStatuses = async (transferId: string) =>
+    (
+      await tdb.db.query<{ status: string }>(
+        `SELECT DISTINCT h.status FROM ledger_holds h JOIN transfers t ON h.id IN (t.amount_hold_id, t.fee_hold_id)
+          WHERE t.id = $1`,
+        [transferId],
+      )
+    ).rows.map((r) => r.status);
   const confirm = (c: Customer, token: string, transferId: string, payerCustomerId?: string) =>
     call(gw, 'POST', '/v1/transfers/confirm', {
       json: { transferId, ...(payerCustomerId ? { payerCustomerId } : {}) },
@@ -292,27 +356,223 @@ describe('delegated payer transfers through the gateway', () => {
     assert.equal(within.final.status, 200, within.final.text);
   });
 
-  it('a deleted tuple stops the next transfer and the confirm of one already pending', async () => {
+  it("a deleted tuple releases the delegate's pending transfer at once: holds voided, FAILED for both, audited, the owner told; the confirm refused", async () => {
+    const availableBefore = await available(bob);
     const pending = await j.transfer(alice, aliceToCarol, '20.00', 'device', { payerCustomerId: bob.id });
     assert.equal(pending.final.status, 200, pending.final.text);
-    const gone = await revoke(alice, bob.id);
+    const id = pending.final.json.id as string;
+    assert.notEqual(await available(bob), availableBefore, "the holds take the owner's available balance");
+    const key = `tp-${randomUUID()}`;
+    const gone = await revokeWith(alice, bob.id, key);
     assert.equal(gone.status, 200, gone.text);
+    assert.equal(await available(bob), availableBefore, "the owner's available balance is back at once");
+    assert.deepEqual(await holdStatuses(id), ['voided'], 'amount and fee holds voided, not lapsed');
+    assert.equal(await statusOf(id), 'FAILED');
+
     const next = (await delegated(alice, aliceToCarol, '20.00', bob.id, (r) => r.status === 403)).final;
     assert.equal(next.status, 403, next.text);
     assert.equal(next.json.code, 'POLICY_DENIED');
-    const late = await confirm(alice, pending.token, pending.final.json.id, bob.id);
+    const late = await confirm(alice, pending.token, id, bob.id);
     assert.equal(late.status, 403, late.text);
     assert.equal(late.json.code, 'POLICY_DENIED');
     // Core on its own refuses the confirm too (the edge bypassed).
     const direct = await call(core, 'POST', '/v1/transfers/confirm', {
-      json: { transferId: pending.final.json.id, payerCustomerId: bob.id },
+      json: { transferId: id, payerCustomerId: bob.id },
       headers: { ...j.bearer(alice, pending.token), 'idempotency-key': `cf-${randomUUID()}` },
     });
     assert.equal(direct.status, 403, direct.text);
     assert.equal(direct.json.code, 'PAYER_NOT_AUTHORIZED');
-    const { rows } = await tdb.db.query<{ status: string }>('SELECT status FROM transfers WHERE id = $1', [
-      pending.final.json.id,
-    ]);
-    assert.equal(rows[0]?.status, 'PENDING', 'never posted: its holds lapse');
+
+    for (const who of [bob, alice]) {
+      const h = await call(gw, 'GET', '/v1/transactions?direction=out', { headers: j.bearer(who) });
+      assert.equal(h.status, 200, h.text);
+      const item = h.json.items.find((i: { id: string }) => i.id === id);
+      assert.equal(item?.status, 'FAILED', `${who.phone} sees it FAILED`);
+    }
+    // A retried delete replays its answer (same key) or finds nothing (new key); nothing voided twice.
+    const replay = await revokeWith(alice, bob.id, key);
+    assert.equal(replay.status, 200, replay.text);
+    const again = await revoke(alice, bob.id);
+    assert.equal(again.status, 404, again.text);
+    const audit = await tdb.db.query<{ actor: { type: string; id: string }; attrs: Record<string, unknown> }>(
+      `SELECT actor, attrs FROM audit_log WHERE action = 'transfer.release' AND target->>'id' = $1`,
+      [id],
+    );
+    assert.equal(audit.rows.length, 1, 'released once, audited once');
+    const [deleted] = (
+      await tdb.db.query<{ actor: { id: string }; attrs: Record<string, unknown> }>(
+        `SELECT actor, attrs FROM audit_log WHERE action = 'tuple.delete' AND attrs->'released_transfer_ids' ? $1`,
+        [id],
+      )
+    ).rows;
+    const rec = audit.rows[0];
+    assert.equal(rec?.actor.type, 'staff');
+    assert.equal(rec?.actor.id, deleted?.actor.id, 'the administrator who deleted the tuple is the actor');
+    assert.equal(rec?.attrs.payer_customer_id, bob.id);
+    assert.equal(rec?.attrs.initiator_customer_id, alice.id);
+    const notices = await outboxOf('wallet.delegated_hold_released', bob.id);
+    assert.deepEqual(
+      notices.map((n) => n.payload.transferId),
+      [id],
+      'the owner is told once',
+    );
+    const failed = await tdb.db.query<{ payload: Record<string, unknown> }>(
+      `SELECT payload FROM outbox WHERE event = 'transfer.failed' AND aggregate_id = $1`,
+      [id],
+    );
+    assert.equal(failed.rows[0]?.payload.code, 'PAYER_NOT_AUTHORIZED');
+  });
+
+  it('a delete racing the confirm ends POSTED with the tuple gone or FAILED with the holds voided, never both; debits = credits', async () => {
+    for (let round = 0; round < 2; round++) {
+      const availableBefore = await available(bob);
+      const postedBefore = await j.balance(bob.wallet);
+      const { tr, id } = await grantedTransfer('30.00');
+      const [gone, confirmed] = await Promise.all([
+        revoke(alice, bob.id),
+        confirm(alice, tr.token, id, bob.id),
+      ]);
+      assert.equal(gone.status, 200, gone.text);
+      const status = await statusOf(id);
+      const holds = await holdStatuses(id);
+      const released = await tdb.db.query(
+        `SELECT 1 FROM audit_log WHERE action = 'transfer.release' AND target->>'id' = $1`,
+        [id],
+      );
+      if (confirmed.status === 200) {
+        assert.equal(status, 'POSTED');
+        assert.deepEqual(holds, ['captured']);
+        assert.equal(released.rows.length, 0, 'a captured transfer is not released');
+        assert.ok((await j.balance(bob.wallet)) < postedBefore, "the owner's wallet paid");
+      } else {
+        assert.equal(confirmed.status, 403, confirmed.text);
+        assert.equal(status, 'FAILED');
+        assert.deepEqual(holds, ['voided']);
+        assert.equal(released.rows.length, 1);
+        assert.equal(await available(bob), availableBefore);
+        assert.equal(await j.balance(bob.wallet), postedBefore, 'nothing left the wallet');
+      }
+      const tuple = await tdb.db.query(
+        `SELECT 1 FROM relationship_tuples WHERE subject_id = $1 AND relation = 'payer' AND object_id = $2`,
+        [alice.id, bob.id],
+      );
+      assert.equal(tuple.rows.length, 0, 'the tuple is gone either way');
+    }
+    const totals = await tdb.db.query<{ currency: string; d: string; c: string }>(
+      `SELECT currency, sum(amount) FILTER (WHERE side = 'debit')::text AS d, sum(amount) FILTER (WHERE side = 'credit')::text AS c
+         FROM ledger_entries WHERE tenant_id = 'demo' GROUP BY currency`,
+    );
+    for (const r of totals.rows) assert.equal(r.d, r.c, `debits = credits in ${r.currency}`);
+    const unbalanced = await tdb.db.query(
+      `SELECT posting_id FROM ledger_entries WHERE tenant_id = 'demo' GROUP BY posting_id, currency
+       HAVING sum(CASE side WHEN 'debit' THEN amount ELSE -amount END) <> 0`,
+    );
+    assert.equal(unbalanced.rowCount, 0);
+  });
+
+  it('a confirm arriving while a delete is releasing waits for it, then is refused by the payer check', async () => {
+    const { tr, id } = await grantedTransfer('25.00');
+    // The delete in flight: the tuple row deleted (locked) and the transfer released, uncommitted.
+    const deleting = await tdb.db.pool.connect();
+    try {
+      await deleting.query('BEGIN');
+      await deleting.query(
+        `DELETE FROM relationship_tuples WHERE subject_id = $1 AND relation = 'payer' AND object_id = $2`,
+        [alice.id, bob.id],
+      );
+      const released = await releaseDelegation(
+        deleting,
+        { tenantId: 'demo', delegate: alice.id, owner: bob.id },
+        Date.now(),
+      );
+      assert.deepEqual(
+        released.map((r) => r.transfer_id),
+        [id],
+      );
+      // Straight to core (the edge still holds the tuple in its cache or not: core decides here).
+      const confirming = call(core, 'POST', '/v1/transfers/confirm', {
+        json: { transferId: id, payerCustomerId: bob.id },
+        headers: { ...j.bearer(alice, tr.token), 'idempotency-key': `cf-${randomUUID()}` },
+      });
+      await waitingOn('relationship_tuples');
+      await deleting.query('COMMIT');
+      const refused = await confirming;
+      assert.equal(refused.status, 403, refused.text);
+      assert.equal(refused.json.code, 'PAYER_NOT_AUTHORIZED', 'the payer check, not a stale status');
+    } finally {
+      // Closed, not returned to the pool: a failed assertion leaves no transaction holding locks.
+      deleting.release(true);
+    }
+    assert.equal(await statusOf(id), 'FAILED');
+    assert.deepEqual(await holdStatuses(id), ['voided']);
+  });
+
+  it('a delete arriving while a confirm is posting waits for it, then finds nothing to release', async () => {
+    const { tr, id } = await grantedTransfer('26.00');
+    // Pause the confirm at its audit record (after its capture) by holding the tenant's audit head.
+    const holding = await tdb.db.pool.connect();
+    let confirmed: Res;
+    let deleted: Res;
+    try {
+      await holding.query('BEGIN');
+      await holding.query(`SELECT 1 FROM audit_chain_heads WHERE tenant_id = 'demo' FOR UPDATE`);
+      const confirming = call(core, 'POST', '/v1/transfers/confirm', {
+        json: { transferId: id, payerCustomerId: bob.id },
+        headers: { ...j.bearer(alice, tr.token), 'idempotency-key': `cf-${randomUUID()}` },
+      });
+      // Past its payer check: it holds the transfer row (taken after the tuple's share lock).
+      await rowLocked(id);
+      const deleting = revoke(alice, bob.id);
+      await waitingOn('DELETE FROM relationship_tuples');
+      await holding.query('ROLLBACK');
+      [confirmed, deleted] = await Promise.all([confirming, deleting]);
+    } finally {
+      // Closed, not returned to the pool: a failed assertion leaves no transaction holding locks.
+      holding.release(true);
+    }
+    assert.equal(confirmed.status, 200, confirmed.text);
+    assert.equal(confirmed.json.status, 'POSTED');
+    assert.equal(deleted.status, 200, deleted.text);
+    assert.equal(await statusOf(id), 'POSTED', 'a captured transfer stays POSTED');
+    assert.deepEqual(await holdStatuses(id), ['captured']);
+    const released = await tdb.db.query(
+      `SELECT 1 FROM audit_log WHERE action = 'transfer.release' AND target->>'id' = $1`,
+      [id],
+    );
+    assert.equal(released.rows.length, 0);
+  });
+
+  it('a payer tuple past its expires_at releases the pending transfer by the sweep; a live one keeps it', async () => {
+    const expiresAt = new Date(Date.now() + 5 * 60_000);
+    const made = await grant(alice, bob.id, { expires_at: expiresAt.toISOString() });
+    assert.equal(made.status, 201, made.text);
+    const availableBefore = await available(bob);
+    const tr = await delegated(alice, aliceToCarol, '40.00', bob.id);
+    assert.equal(tr.final.status, 200, tr.final.text);
+    const id = tr.final.json.id as string;
+    // Before the tuple's expiry nothing is released (the transfer's own holds last 600 s).
+    assert.equal(await releaseLapsedPayers(tdb.db, expiresAt.getTime() - 1000), 0);
+    assert.equal(await statusOf(id), 'PENDING');
+    // Past it, and before the transfer's holds lapse: released, as a delete would.
+    const at = expiresAt.getTime() + 1000;
+    assert.equal(await releaseLapsedPayers(tdb.db, at), 1);
+    assert.equal(await releaseLapsedPayers(tdb.db, at), 0, 'a second sweep finds nothing');
+    assert.equal(await statusOf(id), 'FAILED');
+    assert.deepEqual(await holdStatuses(id), ['voided']);
+    assert.equal(await available(bob), availableBefore, "the owner's available balance is back");
+    const audit = await tdb.db.query<{ actor: { type: string; id: string }; attrs: Record<string, unknown> }>(
+      `SELECT actor, attrs FROM audit_log WHERE action = 'transfer.release' AND target->>'id' = $1`,
+      [id],
+    );
+    assert.equal(audit.rows.length, 1);
+    assert.deepEqual(audit.rows[0]?.actor, { type: 'system', id: 'payer-sweeper' });
+    assert.equal(audit.rows[0]?.attrs.cause, 'tuple_expired');
+    assert.equal(audit.rows[0]?.attrs.payer_customer_id, bob.id);
+    const notices = await outboxOf('wallet.delegated_hold_released', bob.id);
+    assert.ok(
+      notices.some((n) => n.payload.transferId === id),
+      'the owner is told',
+    );
+    assert.equal((await revoke(alice, bob.id)).status, 200);
   });
 });

@@ -17,6 +17,7 @@ import { actorAttrs, adminRoute, type AdminDeps, type Caller, type WriteCtx } fr
 import { Page, Timestamp, pageQuery } from '../schemas.ts';
 import { checkTuple, namespaces, relations, storedCaveat, type TupleInput, type Writer } from './rules.ts';
 import { declared } from '../../http/declared.ts';
+import { releaseDelegation, releasedCode, type Released } from '../../payments/revocation.ts';
 
 const Namespace = Type.Union(namespaces.map((n) => Type.Literal(n)));
 const Relation = Type.Union(relations.map((r) => Type.Literal(r)));
@@ -84,6 +85,7 @@ const view = (r: TupleRow) => ({
 const ofTenant = `(tenant_id = $1 OR (object_ns = 'tenant' AND object_id = $1))`;
 const keyId = (t: Static<typeof KeyBody>) =>
   `${t.subject.ns}:${t.subject.id}#${t.relation}@${t.object.ns}:${t.object.id}`;
+const tupleTarget = (t: Static<typeof KeyBody>) => ({ type: 'relationship_tuple', id: keyId(t) });
 
 /** Live tenant-to-tenant relations (expires_at only; the edge applies hours and ip_ranges). */
 async function relationsTo(q: Queryable, from: string, to: string): Promise<string[]> {
@@ -122,17 +124,17 @@ async function auditBoth(
   w: WriteCtx,
   tenantId: string,
   action: string,
-  id: string,
+  target: { type: string; id: string },
   attrs: Record<string, unknown>,
 ): Promise<void> {
-  await w.audit(action, { type: 'relationship_tuple', id }, { tenant: tenantId, ...attrs });
+  await w.audit(action, target, { tenant: tenantId, ...attrs });
   if (tenantId === w.caller.tenantId) return;
   await appendAudit(w.q, [
     {
       tenantId,
       actor: { type: 'staff', id: w.caller.principalId },
       action,
-      target: { type: 'relationship_tuple', id },
+      target,
       attrs: { actor_tenant: w.caller.tenantId, roles: w.caller.roles, ...actorAttrs(w.caller), ...attrs },
     },
   ]);
@@ -181,7 +183,7 @@ async function writeTuple(
   if (!row) throw new AppError('TUPLE_INVALID', `${keyId(t)} is held by another tenant`);
   if (row.inserted) await mirrorOwnership(w.q, t, true);
   if (row.inserted || row.changed)
-    await auditBoth(w, tenantId, row.inserted ? 'tuple.create' : 'tuple.update', keyId(t), {
+    await auditBoth(w, tenantId, row.inserted ? 'tuple.create' : 'tuple.update', tupleTarget(t), {
       caveat: row.caveat,
     });
   return { status: row.inserted ? 201 : 200, body: view(row) };
@@ -191,6 +193,7 @@ async function deleteTuple(
   w: WriteCtx,
   tenantId: string,
   t: Static<typeof KeyBody>,
+  nowMs: number,
 ): Promise<{ status: number; body: unknown }> {
   await requireReach(w.q, w.caller, tenantId, true);
   // Taking away owner, admin or parent over a tenant is the platform admins' as granting is.
@@ -212,8 +215,39 @@ async function deleteTuple(
   const row = rows[0];
   if (!row) throw new AppError('TUPLE_NOT_FOUND', `no tuple ${keyId(t)} in tenant ${tenantId}`);
   await mirrorOwnership(w.q, t, false);
-  await auditBoth(w, tenantId, 'tuple.delete', keyId(t), { caveat: row.caveat });
+  // Before any audit record: the audit head comes last in the lock order (./revocation.ts).
+  const released = await releasePayer(w.q, row, nowMs);
+  await auditBoth(w, tenantId, 'tuple.delete', tupleTarget(t), {
+    caveat: row.caveat,
+    ...(row.relation === 'payer' ? { released_transfer_ids: released.map((r) => r.transfer_id) } : {}),
+  });
+  for (const r of released)
+    await auditBoth(
+      w,
+      tenantId,
+      'transfer.release',
+      { type: 'transfer', id: r.transfer_id },
+      {
+        ...r,
+        tuple: keyId(t),
+        status: 'FAILED',
+        code: releasedCode,
+      },
+    );
   return { status: 200, body: view(row) };
+}
+
+/**
+ * A deleted `payer` tuple releases the delegate's pending transfers from the owner's wallet, in
+ * this transaction (issue 20 item 3; core/payments/revocation.ts): their holds voided, FAILED.
+ */
+async function releasePayer(q: Queryable, row: TupleRow, nowMs: number): Promise<Released[]> {
+  if (!(row.relation === 'payer' && row.subject_ns === 'customer' && row.object_ns === 'customer')) return [];
+  return releaseDelegation(
+    q,
+    { tenantId: row.tenant_id, delegate: row.subject_id, owner: row.object_id },
+    nowMs,
+  );
 }
 
 const splitRef = (r: string | undefined): [string | null, string | null] => {
@@ -291,13 +325,14 @@ export function tupleRoutes(deps: AdminDeps): RouteSpec[] {
     adminRoute(deps, {
       ...declared('POST', `${base}:delete`),
       operationId: 'deleteTuple',
-      summary: 'Delete a tuple (Idempotency-Key replays the answer)',
+      summary:
+        "Delete a tuple (Idempotency-Key replays the answer); a payer tuple's delete releases the delegate's pending transfers from the owner's wallet (holds voided, FAILED)",
       tags,
       mode: 'write',
       params: Params,
       body: KeyBody,
       responses: { 200: { description: 'The deleted tuple', schema: Tuple } },
-      write: (ctx, w) => deleteTuple(w, ctx.params.tenantId, ctx.body),
+      write: (ctx, w) => deleteTuple(w, ctx.params.tenantId, ctx.body, deps.now()),
     }),
   ];
 }
