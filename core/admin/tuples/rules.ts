@@ -69,11 +69,19 @@ async function belongs(q: Queryable, tenantId: string, r: Ref): Promise<boolean>
   return rows.length > 0;
 }
 
+/** The last instant a UTC `…Z` time with a four-digit year names. */
+const lastStorableMs = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+
 function checkCaveat(c: Caveat | undefined, nowMs: number): void {
   if (!c) return;
   const expires = c.expires_at === undefined ? undefined : Date.parse(c.expires_at);
   if (expires !== undefined && !Number.isFinite(expires))
     throw invalid(`caveat.expires_at: ${c.expires_at} is not a time`);
+  // Stored as UTC `…Z` (storedCaveat): an offset can carry 9999-12-31 into year 10000, which
+  // toISOString writes `+010000-…`, a time neither the policy nor PostgreSQL reads (every
+  // decision on the tuple 503, and the lapsed-payer sweep's cast fails for every tenant).
+  if (expires !== undefined && expires > lastStorableMs)
+    throw invalid('caveat.expires_at is after 9999-12-31T23:59:59.999Z (UTC)');
   if (expires !== undefined && expires <= nowMs)
     throw invalid('caveat.expires_at is in the past: the tuple would be ignored from the start');
   if (c.hours && c.hours.from >= c.hours.to)
