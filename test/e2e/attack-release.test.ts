@@ -142,4 +142,12 @@ describe('attack: payer tuple delete and lapse release', () => {
     );
     assert.equal(unbalanced.rowCount, 0);
   });
+
+  it('refuses an ip_ranges caveat naming an IPv6 zone (fe80::1%eth0/64): the policy never matches it, so the delegation would be paused everywhere while the API said it was written', async () => {
+    for (const ranges of [['fe80::1%eth0/64'], ['10.0.0.0/8', 'fe80::1%25eth0']]) {
+      const made = await grant(alice, dave.id, { ip_ranges: ranges });
+      assert.equal(made.status, 422, made.text);
+      assert.equal(made.json.code, 'TUPLE_INVALID');
+    }
+  });
 });

@@ -86,8 +86,11 @@ function checkCaveat(c: Caveat | undefined, nowMs: number): void {
     throw invalid('caveat.expires_at is in the past: the tuple would be ignored from the start');
   if (c.hours && c.hours.from >= c.hours.to)
     throw invalid('caveat.hours needs from < to (tenant-local hours, to exclusive)');
+  // An IPv6 zone (`%eth0`) is an interface of one host, not part of an address a request comes
+  // from: node's isIP takes it, but the policy's net.cidr_contains never matches it.
   for (const cidr of c.ip_ranges ?? [])
-    if (!parseCidr(cidr)) throw invalid(`caveat.ip_ranges: ${cidr} is not a CIDR range`);
+    if (!parseCidr(cidr) || cidr.includes('%'))
+      throw invalid(`caveat.ip_ranges: ${cidr} is not a CIDR range`);
 }
 
 /**
