@@ -332,16 +332,15 @@ export function tenantRoutes(deps: AdminDeps): RouteSpec[] {
         mode: 'write',
         params: Params,
         responses: { 200: { description: 'The tenant', schema: Tenant } },
-        write: async (ctx, w) => ({
-          status: 200,
-          body: view(
-            await setStatus(
-              w,
-              await managedTenant(w.q, w.caller.tenantId, ctx.params.tenantId, true),
-              status,
-            ),
-          ),
-        }),
+        write: async (ctx, w) => {
+          const t = await managedTenant(w.q, w.caller.tenantId, ctx.params.tenantId, true);
+          // Suspension is the platform's brake on a tenant (any managing Admin may pull it); were
+          // the suspended tenant's own Admin able to release it (the policy lets it call
+          // :activate, else the operator could lock itself out), the platform's could not hold.
+          if (status === 'ACTIVE')
+            await requirePlatformAdminTenant(w.q, w.caller.tenantId, 'activate a tenant');
+          return { status: 200, body: view(await setStatus(w, t, status)) };
+        },
       }),
     ),
   ];

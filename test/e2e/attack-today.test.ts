@@ -1,0 +1,67 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import { putServiceToken } from '../../core/platform/service-tokens.ts';
+import type { TestDb } from '../helpers/db.ts';
+import { startE2eStack, type E2eStack } from '../helpers/e2e-stack.ts';
+import { callRetrying } from '../helpers/gateway.ts';
+import type { Res } from '../helpers/http.ts';
+import type { Demo } from '../helpers/journey.ts';
+
+/**
+ * Attacks through the dev gateway on the day's platform-administration changes: only the
+ * platform's administrators (the operator tenant's Admins) write what every tenant depends on.
+ */
+describe("attacks on the platform administrators' powers", () => {
+  let e2e: E2eStack;
+  let tdb: TestDb;
+  let gw: string;
+  let platformAdmin: string;
+
+  /** A request through the gateway with `token` (retried past an overloaded decision deadline). */
+  const as = (token: string, method: string, path: string, json?: unknown) => {
+    const headers = { authorization: `Bearer ${token}`, 'x-request-id': randomUUID(), ...key() };
+    return callRetrying(gw, method, path, json === undefined ? { headers } : { json, headers });
+  };
+  const key = () => ({ 'idempotency-key': `k-${randomUUID()}` });
+  /** A tenant the platform created, and a service token of its own Admin. */
+  const tenantWithAdmin = async (id: string): Promise<string> => {
+    const made = await as(platformAdmin, 'POST', '/v1/tenants', {
+      id,
+      name: `Tenant ${id}`,
+      country: 'KE',
+      baseCurrency: 'KES',
+    });
+    assert.equal(made.status, 201, made.text);
+    return putServiceToken(tdb.db, id, `${id}-admin`, ['admin']);
+  };
+  const status = async (id: string) =>
+    (await tdb.db.query<{ status: string }>('SELECT status FROM tenants WHERE id = $1', [id])).rows[0]
+      ?.status;
+  const refusedWith = (r: Res, code: string, what: string) => {
+    assert.ok(r.status >= 400 && r.status < 500, `${what}: ${r.status} ${r.text}`);
+    assert.equal(r.json?.code, code, `${what}: ${r.text}`);
+  };
+
+  before(async () => {
+    e2e = await startE2eStack('atktoday');
+    ({ tdb, gw } = e2e);
+    const demo = e2e.demo as Demo & { serviceTokens: Record<'admin', { token: string }> };
+    platformAdmin = demo.serviceTokens.admin.token;
+  });
+  after(() => e2e?.stop());
+
+  it('a tenant the platform suspended cannot activate itself; the platform can', async () => {
+    const own = await tenantWithAdmin('atktoday-susp');
+    const s = await as(platformAdmin, 'POST', '/v1/tenants/atktoday-susp:suspend');
+    assert.equal(s.status, 200, s.text);
+    const self = await as(own, 'POST', '/v1/tenants/atktoday-susp:activate');
+    refusedWith(self, 'FORBIDDEN', "the suspended tenant's own Admin activating it");
+    assert.equal(await status('atktoday-susp'), 'SUSPENDED');
+    const read = await as(own, 'GET', '/v1/tenants/atktoday-susp');
+    assert.equal(read.status, 200, `its staff still read the tenant: ${read.text}`);
+    const a = await as(platformAdmin, 'POST', '/v1/tenants/atktoday-susp:activate');
+    assert.equal(a.status, 200, a.text);
+    assert.equal(await status('atktoday-susp'), 'ACTIVE');
+  });
+});
