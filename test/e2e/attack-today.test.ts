@@ -57,6 +57,8 @@ describe("attacks on the platform administrators' powers", () => {
     assert.equal(s.status, 200, s.text);
     const self = await as(own, 'POST', '/v1/tenants/atktoday-susp:activate');
     refusedWith(self, 'FORBIDDEN', "the suspended tenant's own Admin activating it");
+    const patched = await as(own, 'PATCH', '/v1/tenants/atktoday-susp', { status: 'ACTIVE' });
+    assert.equal(patched.status, 403, `nor by PATCH: ${patched.text}`);
     assert.equal(await status('atktoday-susp'), 'SUSPENDED');
     const read = await as(own, 'GET', '/v1/tenants/atktoday-susp');
     assert.equal(read.status, 200, `its staff still read the tenant: ${read.text}`);
