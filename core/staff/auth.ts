@@ -12,6 +12,7 @@ import { requireLiveSession, verifiedToken } from '../http/access-token.ts';
 import { requireTokenProof } from '../http/dpop.ts';
 import type { RequestContext } from '../http/route.ts';
 import type { KeyStore } from '../keys/keys.ts';
+import { requireAllowedAddress } from './address.ts';
 import { staffUserById, type StaffUser } from './store.ts';
 
 export interface StaffCaller {
@@ -42,6 +43,7 @@ export async function authenticateStaff(
   const cnf = raw.cnf as Record<string, unknown> | undefined;
   const jkt = cnf?.jkt;
   if (jkt !== undefined) await requireTokenProof(deps, ctx, token, typeof jkt === 'string' ? jkt : '');
+  await requireAllowedAddress(q, raw.tid, ctx.identity.clientIp);
   return {
     tenantId: raw.tid,
     user,

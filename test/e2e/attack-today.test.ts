@@ -6,6 +6,7 @@ import type { TestDb } from '../helpers/db.ts';
 import { startE2eStack, type E2eStack } from '../helpers/e2e-stack.ts';
 import { callRetrying } from '../helpers/gateway.ts';
 import type { Res } from '../helpers/http.ts';
+import { addStaff, signIn, stackKeys } from '../staff/fixtures.ts';
 import type { Demo } from '../helpers/journey.ts';
 
 /**
@@ -65,5 +66,33 @@ describe("attacks on the platform administrators' powers", () => {
     const a = await as(platformAdmin, 'POST', '/v1/tenants/atktoday-susp:activate');
     assert.equal(a.status, 200, a.text);
     assert.equal(await status('atktoday-susp'), 'ACTIVE');
+  });
+
+  it("a staff token from outside its tenant's allowed IP ranges is refused on the routes core checks itself too", async () => {
+    await tenantWithAdmin('atktoday-ip');
+    const keys = await stackKeys(tdb.db, e2e.dataDir);
+    const member = await addStaff(tdb.db, 'atktoday-ip', 'ip@atktoday.example', ['admin']);
+    const t = await signIn(tdb.db, keys, 'atktoday-ip', member, 2);
+    const ok = await as(t.accessToken, 'GET', '/auth/sessions');
+    assert.equal(ok.status, 200, `from inside the ranges: ${ok.text}`);
+    // The gateway's clients are on loopback: a range without it puts this caller outside.
+    await tdb.db.query(
+      `UPDATE tenants SET security = security || '{"allowed_ip_ranges": ["10.0.0.0/8"]}' WHERE id = 'atktoday-ip'`,
+    );
+    const edge = await as(t.accessToken, 'GET', '/v1/countries');
+    assert.equal(edge.status, 403, `the edge refuses it on an administration route: ${edge.text}`);
+    for (const [method, path] of [
+      ['GET', '/auth/sessions'],
+      ['GET', '/auth/passkeys'],
+      ['POST', '/auth/mfa/challenge'],
+    ] as const) {
+      const r = await as(
+        t.accessToken,
+        method,
+        path,
+        method === 'POST' ? { method: 'DELETE', path: '/v1/sessions/x' } : undefined,
+      );
+      assert.equal(r.status, 403, `${method} ${path} from outside the ranges: ${r.status} ${r.text}`);
+    }
   });
 });
