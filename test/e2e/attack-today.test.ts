@@ -95,4 +95,17 @@ describe("attacks on the platform administrators' powers", () => {
       assert.equal(r.status, 403, `${method} ${path} from outside the ranges: ${r.status} ${r.text}`);
     }
   });
+
+  it('an unbound staff token in a tenant that requires DPoP is refused on the routes core checks itself too', async () => {
+    await tenantWithAdmin('atktoday-dpop');
+    const keys = await stackKeys(tdb.db, e2e.dataDir);
+    const member = await addStaff(tdb.db, 'atktoday-dpop', 'dpop@atktoday.example', ['admin']);
+    const t = await signIn(tdb.db, keys, 'atktoday-dpop', member, 2);
+    await tdb.db.query(
+      `UPDATE tenants SET security = security || '{"require_dpop": true}' WHERE id = 'atktoday-dpop'`,
+    );
+    refusedWith(await as(t.accessToken, 'GET', '/v1/countries'), 'invalid_dpop_proof', 'at the edge');
+    for (const path of ['/auth/sessions', '/auth/passkeys'])
+      refusedWith(await as(t.accessToken, 'GET', path), 'invalid_dpop_proof', `GET ${path}`);
+  });
 });
