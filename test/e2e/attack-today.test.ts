@@ -10,10 +10,11 @@ import { addStaff, signIn, stackKeys } from '../staff/fixtures.ts';
 import type { Demo } from '../helpers/journey.ts';
 
 /**
- * Attacks through the dev gateway on the day's platform-administration changes: only the
- * platform's administrators (the operator tenant's Admins) write what every tenant depends on.
+ * Attacks through the dev gateway on the day's changes: only the platform's administrators (the
+ * operator tenant's Admins) release a tenant they suspended, and the tenant's security settings
+ * (allowed IP ranges, DPoP required) hold on the staff routes core verifies itself, as at the edge.
  */
-describe("attacks on the platform administrators' powers", () => {
+describe('attacks on platform administration and staff tokens', () => {
   let e2e: E2eStack;
   let tdb: TestDb;
   let gw: string;
