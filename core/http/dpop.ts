@@ -128,6 +128,11 @@ export async function requireTokenProof(deps: DpopDeps, ctx: Ctx, token: string,
   }
 }
 
+/** An unbound access token in a tenant whose settings require DPoP (`require_dpop`, as the edge refuses it). */
+export function refuseUnboundToken(deps: DpopDeps): AppError {
+  return tokenProofRefusal(deps, 'this tenant requires DPoP-bound tokens');
+}
+
 /**
  * An access token used without the proof its binding demands: 401 `invalid_dpop_proof`, the code
  * the edge answers for the same refusal (edge/auth/dpop.ts; issue 21 item 2, one code per

@@ -9,9 +9,10 @@
 import type { Queryable } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
 import { requireLiveSession, verifiedToken } from '../http/access-token.ts';
-import { requireTokenProof } from '../http/dpop.ts';
+import { refuseUnboundToken, requireTokenProof } from '../http/dpop.ts';
 import type { RequestContext } from '../http/route.ts';
 import type { KeyStore } from '../keys/keys.ts';
+import { requireAllowedAddress, staffTenantRules } from './tenant-rules.ts';
 import { staffUserById, type StaffUser } from './store.ts';
 
 export interface StaffCaller {
@@ -41,7 +42,10 @@ export async function authenticateStaff(
   // Issue 17 item 3: a token bound by a DPoP refresh is no bearer token here either.
   const cnf = raw.cnf as Record<string, unknown> | undefined;
   const jkt = cnf?.jkt;
+  const rules = await staffTenantRules(q, raw.tid);
   if (jkt !== undefined) await requireTokenProof(deps, ctx, token, typeof jkt === 'string' ? jkt : '');
+  else if (rules.requireDpop) throw refuseUnboundToken(deps);
+  requireAllowedAddress(rules, ctx.identity.clientIp);
   return {
     tenantId: raw.tid,
     user,

@@ -152,6 +152,11 @@ export async function ownTenant(
 }
 
 async function setStatus(w: WriteCtx, t: TenantRow, status: TenantRow['status']): Promise<TenantRow> {
+  // Suspension is the platform's brake on a tenant (any managing Admin may pull it); were the
+  // suspended tenant's own Admin able to release it (the policy lets it call :activate, else the
+  // operator could lock itself out), the platform's suspension could not hold.
+  if (t.status === 'SUSPENDED' && status === 'ACTIVE')
+    await requirePlatformAdminTenant(w.q, w.caller.tenantId, 'activate a suspended tenant');
   const { rows } = await w.q.query<TenantRow>(
     `UPDATE tenants SET status = $2, updated_at = now() WHERE id = $1 RETURNING ${cols}`,
     [t.id, status],
@@ -332,16 +337,10 @@ export function tenantRoutes(deps: AdminDeps): RouteSpec[] {
         mode: 'write',
         params: Params,
         responses: { 200: { description: 'The tenant', schema: Tenant } },
-        write: async (ctx, w) => ({
-          status: 200,
-          body: view(
-            await setStatus(
-              w,
-              await managedTenant(w.q, w.caller.tenantId, ctx.params.tenantId, true),
-              status,
-            ),
-          ),
-        }),
+        write: async (ctx, w) => {
+          const t = await managedTenant(w.q, w.caller.tenantId, ctx.params.tenantId, true);
+          return { status: 200, body: view(await setStatus(w, t, status)) };
+        },
       }),
     ),
   ];

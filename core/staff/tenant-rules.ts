@@ -1,0 +1,48 @@
+/**
+ * A tenant's SPEC 2.10 security settings on the staff routes core verifies itself
+ * (core/staff/auth.ts): the edge applies `allowed_ip_ranges` (its policy's tenant_ip_ranges) and
+ * `require_dpop` (edge/auth/dpop.ts) to every route it decides, but passes the signed-in person's
+ * routes (passkeys, sessions, step-up, sign-out) as public, so without these a staff token used
+ * from outside the ranges, or as a bearer token where DPoP is required, still worked there.
+ */
+import { BlockList, isIP } from 'node:net';
+import type { Queryable } from '../../shared/db/pool.ts';
+import { AppError } from '../../shared/errors.ts';
+import { parseCidr } from '../admin/webhooks/target.ts';
+
+export interface StaffTenantRules {
+  allowedRanges: string[];
+  requireDpop: boolean;
+}
+
+export async function staffTenantRules(q: Queryable, tenantId: string): Promise<StaffTenantRules> {
+  const { rows } = await q.query<{ ranges: unknown; dpop: unknown }>(
+    `SELECT security -> 'allowed_ip_ranges' AS ranges, security -> 'require_dpop' AS dpop FROM tenants WHERE id = $1`,
+    [tenantId],
+  );
+  const stored = rows[0]?.ranges;
+  return {
+    allowedRanges: Array.isArray(stored) ? stored.filter((r): r is string => typeof r === 'string') : [],
+    requireDpop: rows[0]?.dpop === true,
+  };
+}
+
+/** Whether `ip` is inside one of `ranges` (an IPv4 client on a dual-stack socket read as IPv4). */
+export function insideRanges(ranges: readonly string[], ip: string): boolean {
+  const plain = /^::ffff:/i.test(ip) && isIP(ip.slice(7)) === 4 ? ip.slice(7) : ip;
+  const version = isIP(plain);
+  if (version === 0) return false;
+  const list = new BlockList();
+  for (const r of ranges) {
+    const c = parseCidr(r);
+    if (c) list.addSubnet(c.address, c.prefix, c.family);
+  }
+  return list.check(plain, version === 6 ? 'ipv6' : 'ipv4');
+}
+
+/** 403 FORBIDDEN unless the tenant sets no ranges or `ip` (the edge's x-client-ip) is inside one. */
+export function requireAllowedAddress(rules: StaffTenantRules, ip: string | undefined): void {
+  if (rules.allowedRanges.length === 0) return;
+  if (ip === undefined || !insideRanges(rules.allowedRanges, ip))
+    throw new AppError('FORBIDDEN', "the source address is outside the tenant's allowed IP ranges");
+}
