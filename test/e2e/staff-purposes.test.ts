@@ -290,6 +290,17 @@ describe('staff purposes through the gateway', () => {
 
   it("marketing offers need the customer's recorded opt-in; a withdrawal is refused at the edge", async () => {
     const offers = () => call(gw, 'GET', '/v1/marketing/offers', { headers: j.bearer(bob) });
+    // The edge learns of a consent change by notification: ask until it has (bounded), and never
+    // see an offer served without a live consent (core checks it too).
+    const settled = async (want: number) => {
+      let r = await offers();
+      for (let i = 0; i < 100 && r.status !== want; i++) {
+        if (want === 403) assert.notEqual(r.status, 200, `served after the withdrawal: ${r.text}`);
+        await new Promise((res) => setTimeout(res, 20));
+        r = await offers();
+      }
+      return r;
+    };
     const before = await offers();
     assert.equal(before.status, 403, before.text);
     assert.equal(before.json.code, 'POLICY_DENIED');
@@ -299,13 +310,17 @@ describe('staff purposes through the gateway', () => {
     });
     assert.equal(grant.status, 200, grant.text);
     assert.equal(grant.json.terms_version, '2026-11');
-    const served = await offers();
+    const served = await settled(200);
     assert.equal(served.status, 200, served.text);
     assert.equal(served.json.profile.phone, '+254*******02');
     const gone = await call(gw, 'DELETE', '/v1/consents/marketing.personalize', { headers: j.bearer(bob) });
     assert.equal(gone.status, 200, gone.text);
     assert.ok(gone.json.withdrawn_at);
-    const after = await offers();
+    let after = await settled(403);
+    for (let i = 0; i < 100 && after.json.code !== 'POLICY_DENIED'; i++) {
+      await new Promise((res) => setTimeout(res, 20));
+      after = await offers();
+    }
     assert.equal(after.status, 403, after.text);
     assert.equal(
       after.json.code,
