@@ -116,7 +116,11 @@ export type NoticeFacts = Pick<
   | 'reference'
 >;
 
-/** A notice to the owner of the wallet transfer `t` pays from (SMS text; issue 20 item 3). */
+/**
+ * A notice to the owner of the wallet transfer `t` pays from (SMS text; issue 20 item 3). The text
+ * names the transfer by id, never by the delegate's free-text reference: a delegate (or one whose
+ * delegation was just withdrawn) would otherwise write the words of an SMS the platform sends.
+ */
 async function noticeToOwner(
   q: Queryable,
   t: NoticeFacts,
@@ -151,7 +155,7 @@ export async function notifyOwner(q: Queryable, t: TransferRow, postingIds: stri
     'wallet.delegated_debit',
     { postingIds },
     (total) =>
-      `${total} was paid from your wallet by a customer you authorised to pay for you (reference ${t.reference}).`,
+      `${total} was paid from your wallet by a customer you authorised to pay for you (transfer ${t.id}).`,
   );
 }
 
@@ -167,6 +171,6 @@ export async function notifyOwnerReleased(q: Queryable, t: NoticeFacts): Promise
     'wallet.delegated_hold_released',
     {},
     (total) =>
-      `${total} held for a payment by a customer you had authorised to pay for you is available again: that authorisation was withdrawn (reference ${t.reference}).`,
+      `${total} held for a payment by a customer you had authorised to pay for you is available again: that authorisation was withdrawn (transfer ${t.id}).`,
   );
 }

@@ -28,7 +28,11 @@ async function candidates(db: Db, nowMs: number): Promise<Delegation[]> {
         AND NOT EXISTS (SELECT 1 FROM relationship_tuples r
               WHERE r.tenant_id = t.tenant_id AND r.subject_ns = 'customer' AND r.subject_id = t.initiator_customer_id::text
                 AND r.relation = 'payer' AND r.object_ns = 'customer' AND r.object_id = t.payer_customer_id::text
-                AND (coalesce(r.caveat->>'expires_at', '') = '' OR (r.caveat->>'expires_at')::timestamptz > $1))
+                AND CASE WHEN coalesce(r.caveat->>'expires_at', '') = '' THEN true
+                         -- An expiry no cast can read (stored before it was refused) is left to
+                         -- the policy (which refuses it) rather than failing every tenant's sweep.
+                         WHEN NOT pg_input_is_valid(r.caveat->>'expires_at', 'timestamptz') THEN true
+                         ELSE (r.caveat->>'expires_at')::timestamptz > $1 END)
       LIMIT $2`,
     [new Date(nowMs), batch],
   );

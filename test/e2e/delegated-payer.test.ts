@@ -258,6 +258,11 @@ describe('delegated payer transfers through the gateway', () => {
     const notices = await outboxOf('wallet.delegated_debit', bob.id);
     assert.equal(notices.length, 1, 'the owner is told of the debit once');
     assert.equal(notices[0]?.payload.transferId, tr.final.json.id);
+    // The SMS names the transfer, never the delegate's free text (it would write the platform's SMS).
+    const text = String(notices[0]?.payload.text ?? '');
+    assert.ok(text.includes(tr.final.json.id), text);
+    assert.ok(tr.final.json.reference, 'the transfer carries a reference');
+    assert.ok(!text.includes(tr.final.json.reference), text);
   });
 
   it("refuses a payer tuple over another tenant's customer, and core refuses one that got into the table anyway", async () => {
@@ -574,5 +579,21 @@ describe('delegated payer transfers through the gateway', () => {
       'the owner is told',
     );
     assert.equal((await revoke(alice, bob.id)).status, 200);
+  });
+
+  it('an expiry stored before it could be refused (year 10000) fails no sweep: the sweep goes on', async () => {
+    const made = await grant(alice, bob.id, {});
+    assert.equal(made.status, 201, made.text);
+    const tr = await delegated(alice, aliceToCarol, '7.00', bob.id);
+    assert.equal(tr.final.status, 200, tr.final.text);
+    await tdb.db.query(
+      `UPDATE relationship_tuples SET caveat = jsonb_build_object('expires_at', '+010000-01-01T15:58:59.000Z')
+        WHERE tenant_id = 'demo' AND subject_id = $1 AND relation = 'payer' AND object_id = $2`,
+      [alice.id, bob.id],
+    );
+    assert.equal(await releaseLapsedPayers(tdb.db, Date.now()), 0);
+    assert.equal(await statusOf(tr.final.json.id as string), 'PENDING');
+    assert.equal((await revoke(alice, bob.id)).status, 200);
+    assert.equal(await statusOf(tr.final.json.id as string), 'FAILED', 'a delete still releases it');
   });
 });
