@@ -89,7 +89,8 @@ export async function readKyc(
     {
       tenantId: c.tenantId,
       ...a,
-      action: 'kyc.read',
+      // The registry's action for this route (the full record), not the agents' status read.
+      action: 'kyc.review',
       target: { type: 'kyc_customer', id: customerId },
       attrs: { ...a.attrs, reason },
       ts: new Date(now),

@@ -233,7 +233,7 @@ describe('staff purposes through the gateway', () => {
     assert.equal(agent.status, 403, agent.text);
     assert.equal(agent.json.code, 'POLICY_DENIED');
     const { rows } = await tdb.db.query<{ attrs: { reason: string } }>(
-      `SELECT attrs FROM audit_log WHERE action = 'kyc.read' AND target->>'id' = $1 ORDER BY id`,
+      `SELECT attrs FROM audit_log WHERE action = 'kyc.review' AND target->>'id' = $1 ORDER BY id`,
       [alice.id],
     );
     assert.deepEqual(

@@ -109,7 +109,7 @@ const publishScheduleTemplateRoute = (deps: AdminDeps): RouteSpec =>
     ),
     responses: { 201: { description: 'The template', schema: Template } },
     write: async (ctx, w) => {
-      await requirePlatformAdminTenant(w.q, w.caller.tenantId);
+      await requirePlatformAdminTenant(w.q, w.caller.tenantId, 'publish schedule templates');
       const b = ctx.body;
       await requireMinorUnits(w.q, b.currency);
       split(b.kind, b.items); // the schedule rules' own parsing: a template that could not be copied is refused now
