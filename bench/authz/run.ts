@@ -491,26 +491,32 @@ type Comparisons = Awaited<ReturnType<typeof startComparisons>>;
 /**
  * The whole Check (request view, route, decision, answer) in process, without gRPC: the
  * decision's own cost beside the floor's, with the audit discarded as in the diagnostic line.
+ * `gapMs` > 0 waits that long between calls, as requests arrive at 1,000 req/s: on this
+ * machine a CPU that idles between requests runs the next one much slower (issue 18 item 1:
+ * what the decision costs the loaded edge, not only back to back).
  */
 async function timeInProcess(
   log: Log,
   name: string,
   decide: Parameters<typeof check>[0]['decide'],
   r: CheckRequest,
+  gapMs = 0,
 ): Promise<void> {
   const deps = { log, decide, resolve: buildRouteTable(routeDeclarations) };
   for (let i = 0; i < 2000; i++) await check(deps, r);
   const lat: number[] = [];
-  const t = process.hrtime.bigint();
-  for (let i = 0; i < 20000; i++) {
+  const n = gapMs > 0 ? 3000 : 20000;
+  for (let i = 0; i < n; i++) {
+    if (gapMs > 0) await new Promise((res) => setTimeout(res, gapMs));
     const t0 = process.hrtime.bigint();
     await check(deps, r);
     lat.push(Number(process.hrtime.bigint() - t0));
   }
-  const meanUs = Number(process.hrtime.bigint() - t) / 20000 / 1000;
+  const meanUs = lat.reduce((a, b) => a + b, 0) / n / 1000;
   lat.sort((a, b) => a - b);
+  const label = `Check in process${gapMs > 0 ? `, ${gapMs} ms apart` : ''}: ${name}`;
   process.stdout.write(
-    `${`Check in process: ${name}`.padEnd(48)} mean ${meanUs.toFixed(1)} µs  p50 ${ms(percentile(lat, 50))} ms  p99 ${ms(percentile(lat, 99))} ms\n`,
+    `${label.padEnd(48)} mean ${meanUs.toFixed(1)} µs  p50 ${ms(percentile(lat, 50))} ms  p99 ${ms(percentile(lat, 99))} ms\n`,
   );
 }
 
@@ -730,6 +736,10 @@ async function measure(): Promise<void> {
     await timeInProcess(log, 'floor (empty decision)', () => ({ allow: true, status: 200 }), floorRequest);
     for (const [name, r] of scenarios)
       await timeInProcess(log, `${name}, audit discarded`, cmp.unauditedDecide, r);
+    const empty = () => ({ allow: true, status: 200 });
+    await timeInProcess(log, 'floor (empty decision)', empty, floorRequest, 1);
+    const [transferName, transfer] = scenarios[0] as [string, CheckRequest];
+    await timeInProcess(log, `${transferName}, audit discarded`, cmp.unauditedDecide, transfer, 1);
     if (inProcessOnly) {
       for (const s of [cmp.floorServer, cmp.answerServer, cmp.unaudited, cmp.shadowed, edge.server])
         s.forceShutdown();
