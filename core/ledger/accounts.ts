@@ -49,6 +49,13 @@ export interface OpenAccount {
 /** Open an account and its zero balance row; the event is written in the same transaction. */
 export async function openAccount(q: Queryable, a: OpenAccount, now: number): Promise<AccountView> {
   knownCurrency(a.currency);
+  // The currency's row, shared until this account commits: a change of its minor units or its
+  // deletion (each locks the row, then checks that no account holds the currency) waits for this
+  // account and then sees it, instead of passing its check beside it.
+  const { rows: currency } = await q.query('SELECT 1 FROM admin_currencies WHERE code = $1 FOR SHARE', [
+    a.currency,
+  ]);
+  if (!currency[0]) throw new AppError('UNKNOWN_CURRENCY', `currency ${a.currency} is not supported`);
   const { rows: types } = await q.query<{ debits_must_not_exceed_credits: boolean; open_via_api: boolean }>(
     'SELECT debits_must_not_exceed_credits, open_via_api FROM ledger_account_types WHERE tenant_id = $1 AND code = $2',
     [a.tenantId, a.productCode],

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { openAccount } from '../../core/ledger/accounts.ts';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { putServiceToken } from '../../core/platform/service-tokens.ts';
@@ -346,5 +347,45 @@ describe('attacks on the cursor codec, the idempotent write frame and the ledger
       ),
     );
     assert.deepEqual(edits.map((r) => r.status).sort(), [200, 412], edits.map((r) => r.text).join(' | '));
+  });
+
+  it('a currency delete racing an account opened in it waits for the account and is refused', async () => {
+    const added = await staff('admin', 'POST', '/v1/currencies', {
+      json: { code: 'BTN' },
+      key: `cur-${randomUUID()}`,
+    });
+    assert.equal(added.status, 201, added.text);
+    const opening = await tdb.db.pool.connect();
+    let deleted: Res;
+    try {
+      await opening.query('BEGIN');
+      await openAccount(
+        opening,
+        {
+          tenantId: 'demo',
+          ownerType: 'platform',
+          ownerId: 'btn-race',
+          productCode: 'SETTLEMENT',
+          currency: 'BTN',
+          viaApi: false,
+        },
+        Date.now(),
+      );
+      const deleting = staff('admin', 'DELETE', '/v1/currencies/BTN');
+      for (let i = 0; ; i++) {
+        const { rows } = await tdb.db.query(
+          `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE '%admin_currencies%FOR UPDATE%'`,
+        );
+        if (rows.length > 0) break;
+        assert.ok(i < 500, 'the delete waits on the opening account');
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      await opening.query('COMMIT');
+      deleted = await deleting;
+    } finally {
+      opening.release(true);
+    }
+    assert.equal(deleted.status, 409, deleted.text);
+    assert.equal(deleted.json.code, 'CURRENCY_IN_USE');
   });
 });
