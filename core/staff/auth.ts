@@ -12,7 +12,7 @@ import { requireLiveSession, verifiedToken } from '../http/access-token.ts';
 import { refuseUnboundToken, requireTokenProof } from '../http/dpop.ts';
 import type { RequestContext } from '../http/route.ts';
 import type { KeyStore } from '../keys/keys.ts';
-import { requireAllowedAddress, staffTenantRules } from './tenant-rules.ts';
+import { requireActiveTenant, requireAllowedAddress, staffTenantRules } from './tenant-rules.ts';
 import { staffUserById, type StaffUser } from './store.ts';
 
 export interface StaffCaller {
@@ -46,6 +46,7 @@ export async function authenticateStaff(
   if (jkt !== undefined) await requireTokenProof(deps, ctx, token, typeof jkt === 'string' ? jkt : '');
   else if (rules.requireDpop) throw refuseUnboundToken(deps);
   requireAllowedAddress(rules, ctx.identity.clientIp);
+  requireActiveTenant(rules, ctx.path);
   return {
     tenantId: raw.tid,
     user,

@@ -13,18 +13,30 @@ import { parseCidr } from '../admin/webhooks/target.ts';
 export interface StaffTenantRules {
   allowedRanges: string[];
   requireDpop: boolean;
+  suspended: boolean;
 }
 
 export async function staffTenantRules(q: Queryable, tenantId: string): Promise<StaffTenantRules> {
-  const { rows } = await q.query<{ ranges: unknown; dpop: unknown }>(
-    `SELECT security -> 'allowed_ip_ranges' AS ranges, security -> 'require_dpop' AS dpop FROM tenants WHERE id = $1`,
+  const { rows } = await q.query<{ ranges: unknown; dpop: unknown; status: string }>(
+    `SELECT security -> 'allowed_ip_ranges' AS ranges, security -> 'require_dpop' AS dpop, status FROM tenants WHERE id = $1`,
     [tenantId],
   );
   const stored = rows[0]?.ranges;
   return {
     allowedRanges: Array.isArray(stored) ? stored.filter((r): r is string => typeof r === 'string') : [],
     requireDpop: rows[0]?.dpop === true,
+    suspended: rows[0]?.status === 'SUSPENDED',
   };
+}
+
+/**
+ * A suspended tenant's staff keep step-up and sign-out (a suspended operator's Admin must reach
+ * AAL 2 to activate it again, the one thing the edge still lets a suspended tenant do) but not
+ * their sessions list or passkey management, which the edge would refuse on any route it decides.
+ */
+export function requireActiveTenant(rules: StaffTenantRules, path: string): void {
+  if (rules.suspended && !/^\/auth\/(mfa\/|logout$)/.test(path))
+    throw new AppError('FORBIDDEN', 'the tenant is suspended: only step-up and sign-out remain');
 }
 
 /** Whether `ip` is inside one of `ranges` (an IPv4 client on a dual-stack socket read as IPv4). */

@@ -64,6 +64,18 @@ describe('attacks on platform administration and staff tokens', () => {
     assert.equal(await status('atktoday-susp'), 'SUSPENDED');
     const read = await as(own, 'GET', '/v1/tenants/atktoday-susp');
     assert.equal(read.status, 200, `its staff still read the tenant: ${read.text}`);
+    // Core's own staff routes: step-up stays (a suspended operator must reach AAL 2 to activate
+    // itself), the sessions list and passkey management do not.
+    const keys = await stackKeys(tdb.db, e2e.dataDir);
+    const member = await addStaff(tdb.db, 'atktoday-susp', 'susp@atktoday.example', ['admin']);
+    const t = await signIn(tdb.db, keys, 'atktoday-susp', member);
+    for (const path of ['/auth/sessions', '/auth/passkeys'])
+      refusedWith(await as(t.accessToken, 'GET', path), 'FORBIDDEN', `${path} in a suspended tenant`);
+    const mfa = await as(t.accessToken, 'POST', '/auth/mfa/challenge', {
+      method: 'DELETE',
+      path: '/v1/sessions/x',
+    });
+    assert.notEqual(mfa.status, 403, `step-up stays: ${mfa.text}`);
     const a = await as(platformAdmin, 'POST', '/v1/tenants/atktoday-susp:activate');
     assert.equal(a.status, 200, a.text);
     assert.equal(await status('atktoday-susp'), 'ACTIVE');
