@@ -11,6 +11,7 @@ import {
   type ClientTokenClaims,
 } from '../../shared/access-token.ts';
 import type { KeyStore } from '../keys/keys.ts';
+import type { Queryable } from '../../shared/db/pool.ts';
 import type { EdgeIdentity } from '../http/route.ts';
 import { AppError } from '../../shared/errors.ts';
 import type { CoreScope } from './clients.ts';
@@ -43,11 +44,12 @@ function hasScope(scopes: ReadonlySet<string>, need: CoreScope): boolean {
  * its identity counts only when it provably came from the edge (`identity.fromEdge`).
  */
 export async function authenticate(
-  keys: KeyStore,
+  deps: { keys: KeyStore; db: Queryable },
   headers: Readonly<Record<string, string>>,
   need: CoreScope,
   identity?: EdgeIdentity,
 ): Promise<CorePrincipal> {
+  const { keys } = deps;
   // The edge judged the request on the API key (x-api-key-id wins over any Authorization
   // header there), so core acts for that key too: its budget is counted (core/http/money.ts).
   if (identity?.fromEdge && identity.credential === 'api-key' && identity.tenantId && identity.principalId) {
@@ -63,6 +65,13 @@ export async function authenticate(
     if (err instanceof TokenRefusal) throw new AppError(err.code, err.message, { headers: challenge });
     throw err;
   }
+  // As the edge does (edge/auth/principal.ts): a revoked client's tokens stop at once.
+  const { rows } = await deps.db.query(
+    'SELECT 1 FROM oauth_clients WHERE client_id = $1 AND tenant_id = $2 AND revoked_at IS NULL',
+    [claims.sub, claims.tid],
+  );
+  if (!rows[0])
+    throw new AppError('invalid_token', 'the OAuth client of this token is revoked', { headers: challenge });
   const scopes = scopesOf(claims);
   if (!hasScope(scopes, need)) throw new AppError('INSUFFICIENT_SCOPE', `scope ${need} is required`);
   return { tenantId: claims.tid, clientId: claims.sub, scopes };

@@ -157,6 +157,34 @@ describe('one bearer-token verifier: the same code per refusal at the edge and a
     await expect('GET', account, `Bearer ${await sign(p)}`, 'invalid_token');
   });
 
+  it("a revoked OAuth client's token: invalid_token at the edge and at core", async () => {
+    await c.tdb.db.query(
+      `INSERT INTO oauth_clients (tenant_id, client_id, secret_hash, scopes) VALUES ($1, 'client-revoked', '\\x00', '{core:read}')`,
+      [tenant],
+    );
+    const token = await c.keys.sign(
+      tenant,
+      { sub: 'client-revoked', aud: 'core', scope: 'core:read', jti: randomUUID() },
+      { expiresInS: 300, typ: 'at+jwt' },
+    );
+    const account = `/v1/core/accounts/${randomUUID()}`;
+    // Live: past authentication at core (the account does not exist).
+    const live = await call(c.origin, 'GET', account, {
+      headers: { authorization: `Bearer ${token}`, 'x-request-id': 'r2' },
+    });
+    assert.equal(live.status, 404, live.text);
+    await c.tdb.db.query(`UPDATE oauth_clients SET revoked_at = now() WHERE client_id = 'client-revoked'`);
+    // The edge learns of the revocation by notification: wait (bounded) until it refuses.
+    const refused = async () =>
+      (await edge.check(envoyRequest('GET', account, { headers: { authorization: `Bearer ${token}` } })))
+        .status.code !== 0;
+    for (let i = 0; i < 100 && !(await refused()); i++) await new Promise((r) => setTimeout(r, 20));
+    assert.deepEqual(await codes('GET', account, `Bearer ${token}`), {
+      edge: 'invalid_token',
+      core: 'invalid_token',
+    });
+  });
+
   it('every kind of token must carry its expiry (the signature library checks exp only when present)', () => {
     const client = { sub: 'c1', tid: tenant, iat: 1, scope: 'core:read' };
     assert.equal(tokenKinds.client.check.Check({ ...client, exp: 2 }), true);
