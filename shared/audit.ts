@@ -7,6 +7,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { createHash } from 'node:crypto';
 import { canonicalJson } from './canonical-json.ts';
 import type { Db, Queryable } from './db/pool.ts';
+import { sqlLiteral } from './db/literal.ts';
 
 export interface AuditEntry {
   tenantId: string;
@@ -135,8 +136,8 @@ function rowHash(prev: Buffer, p: RecordParts): Buffer {
  */
 export async function appendAudit(client: Queryable, entries: AuditEntry[]): Promise<number[]> {
   if (entries.length === 0) return [];
-  entries = entries.map((e) => ({ ...withRequestFacts(e), tenantId: storable(e.tenantId) }));
-  const tenants = [...new Set(entries.map((e) => e.tenantId))].sort();
+  const stored = auditEntriesOf(entries);
+  const tenants = auditTenantsOf(stored);
   // One round trip creates missing heads and locks every head, in tenant order (no deadlocks);
   // DO UPDATE is what makes ON CONFLICT lock the existing row and return it.
   const { rows: headRows } = await client.query<{ tenant_id: string; last_hash: Buffer }>(
@@ -145,11 +146,31 @@ export async function appendAudit(client: Queryable, entries: AuditEntry[]): Pro
      RETURNING tenant_id, last_hash`,
     [tenants, genesis],
   );
-  const heads = new Map(headRows.map((r) => [r.tenant_id, r.last_hash]));
-  // Hashes are computed here in order; one INSERT writes the rows in that same order, so ids
-  // (which verifyChain walks) follow the chain. The rows travel as one JSON document built from
-  // the canonical texts already made for the hashes (PostgreSQL parses it; no per-element
-  // array escaping in JavaScript).
+  const chained = chain(stored, new Map(headRows.map((r) => [r.tenant_id, r.last_hash])));
+  // One more round trip writes the rows (in chain order, so ids follow it) and moves the heads.
+  const { rows } = await client.query<{ id: string }>(
+    `${insertRows('$1::jsonb', '$2::jsonb')} SELECT id FROM ins ORDER BY id`,
+    [chained.doc, chained.heads],
+  );
+  return rows.map((r) => Number(r.id));
+}
+
+/** The entries as stored: the current request's facts merged in, the tenant id made storable. */
+function auditEntriesOf(entries: AuditEntry[]): AuditEntry[] {
+  return entries.map((e) => ({ ...withRequestFacts(e), tenantId: storable(e.tenantId) }));
+}
+
+/** The chains `entries` append to, in the order their heads are locked. */
+function auditTenantsOf(entries: AuditEntry[]): string[] {
+  return [...new Set(entries.map((e) => e.tenantId))].sort();
+}
+
+/**
+ * Hashes computed here in order from each chain's head; the rows travel as one JSON document built
+ * from the canonical texts already made for the hashes (PostgreSQL parses it; no per-element
+ * array escaping in JavaScript), with each chain's new head.
+ */
+function chain(entries: AuditEntry[], heads: Map<string, Buffer>): { doc: string; heads: string } {
   let doc = '[';
   for (const [i, e] of entries.entries()) {
     const prev = heads.get(e.tenantId) ?? genesis;
@@ -167,26 +188,52 @@ export async function appendAudit(client: Queryable, entries: AuditEntry[]): Pro
     if (i > 0) doc += ',';
     doc += `{"ts":${parts.ts},"tenant_id":${parts.tenant},"actor":${parts.actor},"action":${parts.action},"target":${parts.target},"decision":${parts.decision},"attrs":${parts.attrs},"prev":"${prev.toString('hex')}","hash":"${hash.toString('hex')}"}`;
   }
-  doc += ']';
-  // One more round trip writes the rows (in chain order, so ids follow it) and moves the heads.
-  const { rows } = await client.query<{ id: string }>(
-    `WITH ins AS (
+  const moved = auditTenantsOf(entries).map((t) => ({
+    tenant_id: t,
+    last_hash: (heads.get(t) ?? genesis).toString('hex'),
+  }));
+  return { doc: `${doc}]`, heads: JSON.stringify(moved) };
+}
+
+/** The rows (`rows`, a jsonb document) written in chain order and the heads (`heads`) moved. */
+function insertRows(rows: string, heads: string): string {
+  return `WITH ins AS (
        INSERT INTO audit_log (ts, tenant_id, actor, action, target, decision, attrs, prev_hash, row_hash)
        SELECT (r->>'ts')::timestamptz, r->>'tenant_id', r->'actor', r->>'action', r->'target', r->'decision', r->'attrs',
               decode(r->>'prev', 'hex'), decode(r->>'hash', 'hex')
-       FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS u(r, n)
+       FROM jsonb_array_elements(${rows}) WITH ORDINALITY AS u(r, n)
        ORDER BY n
        RETURNING id, tenant_id
      ), last AS (SELECT tenant_id, max(id) AS last_id FROM ins GROUP BY tenant_id),
      moved AS (
-       UPDATE audit_chain_heads h SET last_id = last.last_id, last_hash = u.last_hash
-       FROM last JOIN unnest($2::text[], $3::bytea[]) AS u(tenant_id, last_hash) USING (tenant_id)
+       UPDATE audit_chain_heads h SET last_id = last.last_id, last_hash = decode(u.last_hash, 'hex')
+       FROM last JOIN jsonb_to_recordset(${heads}) AS u(tenant_id text, last_hash text) USING (tenant_id)
        WHERE h.tenant_id = last.tenant_id
-     )
-     SELECT id FROM ins ORDER BY id`,
-    [doc, tenants, tenants.map((t) => heads.get(t) ?? genesis)],
-  );
-  return rows.map((r) => Number(r.id));
+     )`;
+}
+
+/**
+ * appendAudit as two literal statements, for a caller that sends several statements per round
+ * trip with the simple query protocol, which takes no parameters (the ledger batcher). Run in one
+ * transaction, `auditHeadsLock` first: it creates and locks the chains' heads in the same order as
+ * appendAudit and returns them (tenant_id, last_hash); `auditRowsWrite` appends the entries chained
+ * from those heads and moves the heads.
+ */
+export function auditHeadsLock(tenantIds: string[]): string {
+  const tenants = [...new Set(tenantIds.map(storable))].sort();
+  return `INSERT INTO audit_chain_heads (tenant_id, last_hash)
+     SELECT t, '\\x${genesis.toString('hex')}'::bytea FROM jsonb_array_elements_text(${sqlLiteral(JSON.stringify(tenants))}::jsonb) AS t ORDER BY t
+     ON CONFLICT (tenant_id) DO UPDATE SET tenant_id = EXCLUDED.tenant_id
+     RETURNING tenant_id, last_hash`;
+}
+
+/** See auditHeadsLock: the rows of `entries`, chained from `heads`, and the heads moved. */
+export function auditRowsWrite(
+  entries: AuditEntry[],
+  heads: { tenant_id: string; last_hash: Buffer }[],
+): string {
+  const chained = chain(auditEntriesOf(entries), new Map(heads.map((h) => [h.tenant_id, h.last_hash])));
+  return `${insertRows(`${sqlLiteral(chained.doc)}::jsonb`, `${sqlLiteral(chained.heads)}::jsonb`)} SELECT count(*) FROM ins`;
 }
 
 /** Append in a transaction of its own (for events not tied to another change). */

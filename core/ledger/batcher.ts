@@ -2,31 +2,30 @@
  * The ledger's write path. Commands queue here and run in batches: one transaction claims
  * the batch's idempotency keys and applies the claimed commands with one call to
  * `ledger_apply_keyed` → `ledger_apply` (lock phase in global account order, then the
- * commands in arrival order, set-based for a batch of postings), appends the audit records,
- * stores each response under its key and commits: three round trips plus the audit append. A batch closes when it is
+ * commands in arrival order, set-based for a batch of postings) and locks the chain heads of its
+ * audit records in a first round trip; appends the audit records, stores each response under its
+ * key and commits in a second (issue 18 item 2: four round trips before). A batch closes when it is
  * full or at the end of a short window (by default the current turn of the event loop), and
  * forms while earlier ones are in flight, so latency is one transaction when idle and fsyncs
  * are shared under load. Serialization failures and deadlocks are retried by `Db.tx`, invisibly.
  */
 import type { Logger } from 'pino';
 import pg from 'pg';
-import { txRetryLimit, type Db, type Queryable } from '../../shared/db/pool.ts';
-import { appendAudit, withoutRequestAudit, withRequestFacts, type AuditEntry } from '../../shared/audit.ts';
+import { txRetryLimit, type Db } from '../../shared/db/pool.ts';
+import { sqlLiteral } from '../../shared/db/literal.ts';
+import {
+  auditHeadsLock,
+  auditRowsWrite,
+  withoutRequestAudit,
+  withRequestFacts,
+  type AuditEntry,
+} from '../../shared/audit.ts';
 import { AppError, toCoreBody } from '../../shared/errors.ts';
 import { findKey, replay, type IdemScope, type StoredResponse } from '../idempotency/idempotency.ts';
 import { storedForm, type ResponseVault } from '../idempotency/secrets.ts';
 import { refusalError } from './apply.ts';
 
-/**
- * A string as an SQL literal, as pg's escapeLiteral writes it (quotes doubled; with a
- * backslash, an E'' literal with backslashes doubled) but with two regular-expression
- * replacements instead of a loop over every character of the batch's JSON (8 % of node's
- * CPU in the ledger profile).
- */
-export function sqlLiteral(text: string): string {
-  const quoted = text.replace(/'/g, "''");
-  return text.includes('\\') ? ` E'${quoted.replace(/\\/g, '\\\\')}'` : `'${quoted}'`;
-}
+export { sqlLiteral };
 
 /** Most commands in one transaction: bounds lock sets and the statement's size. */
 export const maxBatchCommands = 256;
@@ -47,7 +46,7 @@ export const defaultInFlightBatches = 2;
 export const defaultBatchWindowMs = 0;
 
 /** A batch transaction's round trips, in order (what `BatchStepTimer` sees). */
-export type BatchStep = 'claim+apply' | 'audit head' | 'audit rows' | 'responses+commit';
+export type BatchStep = 'claim+apply' | 'audit+responses+commit';
 /**
  * Wraps each round trip of a batch's transaction (issue 18 item 2: where a batch's time goes,
  * measured on the real path by `bench/ledger/profile.ts`); `backendPid` is the PostgreSQL
@@ -246,10 +245,10 @@ export class LedgerBatcher {
   }
 
   /**
-   * One transaction for the batch in as few round trips as the audit chain allows:
-   * `BEGIN; SELECT ledger_apply_keyed(keys, commands)` (claim the keys and apply the claimed
-   * commands), the audit append, then `UPDATE idempotency_keys ...; COMMIT` (the responses
-   * and the commit; `idempotency_complete`, migration 0920). Arguments travel as escaped literals: a string of several statements
+   * One transaction for the batch in two round trips:
+   * `BEGIN; SELECT ledger_apply_keyed(keys, commands); <lock the audit chain heads>` (claim the
+   * keys, apply the claimed commands, lock and read the heads, in the order every writer takes
+   * them), then `<audit rows>; SELECT idempotency_complete(...); COMMIT` (migration 0920). Arguments travel as escaped literals: a string of several statements
    * is sent with the simple query protocol, which takes no parameters. Serialization failures
    * and deadlocks are retried like `Db.tx` does, a bounded number of times.
    */
@@ -296,12 +295,17 @@ export class LedgerBatcher {
           }
         : null,
     );
+    // The chain heads of the batch's audit records are locked in the same round trip, after the
+    // keys and balance rows (the order every writer takes them in), and read for the hashes.
+    const auditTenants = batch.flatMap((j) => (j.audit ? [j.audit.tenantId] : []));
+    const headLock = auditTenants.length > 0 ? `; ${auditHeadsLock(auditTenants)}` : '';
     const first = (await this.step('claim+apply', client, () =>
       client.query(
-        `BEGIN; SELECT ledger_apply_keyed(${sqlLiteral(JSON.stringify(keys))}::jsonb, ${sqlLiteral(JSON.stringify(batch.map((j) => j.cmd)))}::jsonb) AS r`,
+        `BEGIN; SELECT ledger_apply_keyed(${sqlLiteral(JSON.stringify(keys))}::jsonb, ${sqlLiteral(JSON.stringify(batch.map((j) => j.cmd)))}::jsonb) AS r${headLock}`,
       ),
-    )) as unknown as pg.QueryResult<{ r: unknown }>[];
+    )) as unknown as pg.QueryResult<Record<string, unknown>>[];
     const results = first[1]?.rows[0]?.r;
+    const heads = (first[2]?.rows ?? []) as { tenant_id: string; last_hash: Buffer }[];
     if (!Array.isArray(results) || results.length !== batch.length)
       throw new Error('ledger_apply_keyed answered an unexpected shape');
     const outcomes: Outcome[] = batch.map(() => ({ kind: 'duplicate' }));
@@ -334,25 +338,12 @@ export class LedgerBatcher {
       if (j.audit)
         audits.push({ ...j.audit, attrs: { ...j.audit.attrs, outcome: result.ok ? 'ok' : result.code } });
     });
-    if (audits.length > 0) {
-      const timed = this.timer ? this.timedClient(client) : client;
-      await withoutRequestAudit(() => appendAudit(timed, audits));
-    }
-    // The responses, one primary-key probe each (migration 0920), then the commit.
+    // The audit records, the responses (one primary-key probe each, migration 0920) and the
+    // commit in the second and last round trip.
+    const rows = audits.length > 0 ? `${withoutRequestAudit(() => auditRowsWrite(audits, heads))}; ` : '';
     const complete =
       done.length === 0 ? '' : `SELECT idempotency_complete(${sqlLiteral(JSON.stringify(done))}::jsonb); `;
-    await this.step('responses+commit', client, () => client.query(`${complete}COMMIT`));
+    await this.step('audit+responses+commit', client, () => client.query(`${rows}${complete}COMMIT`));
     return outcomes;
-  }
-
-  /** The client as appendAudit sees it, its two round trips timed as the head lock and the rows. */
-  private timedClient(client: pg.PoolClient): Queryable {
-    let n = 0;
-    return {
-      query: ((text: string, values?: unknown[]) =>
-        this.step(n++ === 0 ? 'audit head' : 'audit rows', client, () =>
-          client.query(text, values),
-        )) as Queryable['query'],
-    };
   }
 }
