@@ -18,6 +18,8 @@ import { freePort } from '../shared/net.ts';
 const root = fileURLToPath(new URL('../', import.meta.url));
 /** Test files run side by side; each has its own database. */
 const fileConcurrency = 4;
+/** Per test (not per file): see the spawn below. */
+const testTimeoutMs = 240_000;
 /** Issue 15 item 2: an interrupted run is gone within 10 s; the test processes get most of it. */
 const childStopMs = 5_000;
 /** How often we check that the process that started us is still there. */
@@ -95,7 +97,17 @@ async function main(run: Run): Promise<number> {
   // Its own process group (detached) so that stopping it reaches every process it started.
   const child = spawn(
     process.execPath,
-    ['--import', 'tsx', '--test', `--test-concurrency=${fileConcurrency}`, '--test-reporter=spec', ...files],
+    [
+      '--import',
+      'tsx',
+      '--test',
+      `--test-concurrency=${fileConcurrency}`,
+      // A test that hangs fails after this long (the longest passes in under a minute) instead of
+      // holding the run until CI's own limit, and the report names it.
+      `--test-timeout=${testTimeoutMs}`,
+      '--test-reporter=spec',
+      ...files,
+    ],
     {
       cwd: root,
       stdio: 'inherit',
