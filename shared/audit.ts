@@ -136,6 +136,9 @@ function rowHash(prev: Buffer, p: RecordParts): Buffer {
  */
 export async function appendAudit(client: Queryable, entries: AuditEntry[]): Promise<number[]> {
   if (entries.length === 0) return [];
+  // A pool runs each query in a transaction of its own: the head's lock would end before the
+  // rows are written, and two appends could chain from one head (a broken chain).
+  if ('pool' in client) throw new Error('appendAudit needs one transaction: use audit(db, ...) or db.tx');
   const stored = auditEntriesOf(entries);
   const tenants = auditTenantsOf(stored);
   // One round trip creates missing heads and locks every head, in tenant order (no deadlocks);

@@ -15,7 +15,7 @@ import { CoreErrorSchema } from '../http/responses.ts';
 import { defineRoute, type RequestContext, type RouteSpec } from '../http/route.ts';
 import type { KeyStore } from '../keys/keys.ts';
 import { accessTokenType, coreAudience } from './bearer.ts';
-import { appendAudit } from '../../shared/audit.ts';
+import { audit } from '../../shared/audit.ts';
 import { certificateThumbprint } from '../../shared/mtls.ts';
 import { dpopBinding } from '../http/dpop.ts';
 import { ClientAuthError, authenticateClient, type Authenticated } from './client-auth.ts';
@@ -185,17 +185,16 @@ async function auditIssue(
   scope: string,
   cnf: Record<string, string> | undefined,
 ): Promise<void> {
-  await appendAudit(deps.db, [
-    {
-      tenantId: a.client.tenantId,
-      actor: { type: 'oauth_client', id: a.client.clientId },
-      action: 'oauth.token.issue',
-      target: { type: 'oauth_client', id: a.client.clientId },
-      decision: { allow: true, trace_id: ctx.requestId },
-      attrs: { method: a.method, scope, bound: cnf ? Object.keys(cnf) : [] },
-      ts: new Date(deps.now()),
-    },
-  ]);
+  // Its own transaction: the chain head's lock must hold from reading the head to writing the row.
+  await audit(deps.db, {
+    tenantId: a.client.tenantId,
+    actor: { type: 'oauth_client', id: a.client.clientId },
+    action: 'oauth.token.issue',
+    target: { type: 'oauth_client', id: a.client.clientId },
+    decision: { allow: true, trace_id: ctx.requestId },
+    attrs: { method: a.method, scope, bound: cnf ? Object.keys(cnf) : [] },
+    ts: new Date(deps.now()),
+  });
 }
 
 export function oauthRoutes(deps: TokenDeps): RouteSpec[] {

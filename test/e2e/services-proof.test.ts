@@ -674,7 +674,18 @@ describe('two cores and two edges as production services, under SIGKILL and SIGT
     assert.ok(tenants.rows.some((t) => t.tenant_id === tenantId));
     for (const t of tenants.rows) {
       const report = await verifyChain(db, t.tenant_id);
-      assert.ok(report.ok, `audit chain of ${t.tenant_id}: ${JSON.stringify(report)}`);
+      // A break says which rows surround it (seen once in ~20 runs under load, not yet explained).
+      const around = report.ok
+        ? []
+        : (
+            await db.query<{ line: string }>(
+              `SELECT id || ' ' || action || ' ' || (actor->>'type') || ':' || (actor->>'id') || ' prev=' ||
+                      left(encode(prev_hash, 'hex'), 8) || ' hash=' || left(encode(row_hash, 'hex'), 8) || ' ' || ts AS line
+                 FROM audit_log WHERE tenant_id = $1 AND id BETWEEN $2 - 6 AND $2 + 2 ORDER BY id`,
+              [t.tenant_id, report.brokenAt ?? 0],
+            )
+          ).rows.map((r) => r.line);
+      assert.ok(report.ok, `audit chain of ${t.tenant_id}: ${JSON.stringify(report)}\n${around.join('\n')}`);
     }
     const secrets = [
       adminToken,
