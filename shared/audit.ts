@@ -136,9 +136,10 @@ function rowHash(prev: Buffer, p: RecordParts): Buffer {
  */
 export async function appendAudit(client: Queryable, entries: AuditEntry[]): Promise<number[]> {
   if (entries.length === 0) return [];
-  // A pool runs each query in a transaction of its own: the head's lock would end before the
-  // rows are written, and two appends could chain from one head (a broken chain).
-  if ('pool' in client) throw new Error('appendAudit needs one transaction: use audit(db, ...) or db.tx');
+  // Through a pool each query would commit on its own: the head's lock would end before the rows
+  // are written and two appends could chain from one head (a broken chain). So an append handed
+  // the pool runs in a transaction of its own.
+  if (isDb(client)) return client.tx((c) => appendAudit(c, entries));
   const stored = auditEntriesOf(entries);
   const tenants = auditTenantsOf(stored);
   // One round trip creates missing heads and locks every head, in tenant order (no deadlocks);
@@ -237,6 +238,10 @@ export function auditRowsWrite(
 ): string {
   const chained = chain(auditEntriesOf(entries), new Map(heads.map((h) => [h.tenant_id, h.last_hash])));
   return `${insertRows(`${sqlLiteral(chained.doc)}::jsonb`, `${sqlLiteral(chained.heads)}::jsonb`)} SELECT count(*) FROM ins`;
+}
+
+function isDb(q: Queryable): q is Db {
+  return 'pool' in q && typeof (q as Partial<Db>).tx === 'function';
 }
 
 /** Append in a transaction of its own (for events not tied to another change). */

@@ -674,7 +674,7 @@ describe('two cores and two edges as production services, under SIGKILL and SIGT
     assert.ok(tenants.rows.some((t) => t.tenant_id === tenantId));
     for (const t of tenants.rows) {
       const report = await verifyChain(db, t.tenant_id);
-      // A break says which rows surround it (seen once in ~20 runs under load, not yet explained).
+      // A break says which rows surround it (token issuance once appended outside a transaction).
       const around = report.ok
         ? []
         : (
