@@ -145,10 +145,7 @@ export async function appendAudit(client: Queryable, entries: AuditEntry[]): Pro
   // One round trip creates missing heads and locks every head, in tenant order (no deadlocks);
   // DO UPDATE is what makes ON CONFLICT lock the existing row and return it.
   const { rows: headRows } = await client.query<{ tenant_id: string; last_hash: Buffer }>(
-    `INSERT INTO audit_chain_heads (tenant_id, last_hash) SELECT t, $2 FROM unnest($1::text[]) AS t ORDER BY t
-     ON CONFLICT (tenant_id) DO UPDATE SET tenant_id = EXCLUDED.tenant_id
-     RETURNING tenant_id, last_hash`,
-    [tenants, genesis],
+    auditHeadsLock(tenants),
   );
   const chained = chain(stored, new Map(headRows.map((r) => [r.tenant_id, r.last_hash])));
   // One more round trip writes the rows (in chain order, so ids follow it) and moves the heads.

@@ -25,8 +25,6 @@ import { findKey, replay, type IdemScope, type StoredResponse } from '../idempot
 import { storedForm, type ResponseVault } from '../idempotency/secrets.ts';
 import { refusalError } from './apply.ts';
 
-export { sqlLiteral };
-
 /** Most commands in one transaction: bounds lock sets and the statement's size. */
 export const maxBatchCommands = 256;
 /** Queue bound: past it, writes are refused with 503 rather than waiting without end. */

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { describe, it } from 'node:test';
 import pg from 'pg';
-import { sqlLiteral } from '../../core/ledger/batcher.ts';
+import { sqlLiteral } from '../../shared/db/literal.ts';
 
 describe('sqlLiteral', () => {
   it("writes what pg's escapeLiteral writes, for quotes, backslashes and random text", () => {
