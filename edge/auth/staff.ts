@@ -4,7 +4,8 @@
  * access token (core/staff/tokens.ts): EdDSA under the tenant's keys, typ at+jwt, aud "staff".
  * It counts only while its session (subject_type 'user') is live and not idle past the tenant's
  * timeout, and while the member is active: SCIM deprovisioning NOTIFYs `staff_changed` and the
- * next request is refused even though the token has not expired. An opaque `svc_` bearer stays
+ * next request is refused even though the token has not expired; a role taken away stops counting
+ * at the next request the same way. An opaque `svc_` bearer stays
  * a service token (machines).
  */
 import type { RequestView } from '../check.ts';
@@ -50,6 +51,11 @@ export async function staffPrincipal(
   const { token, claims: c } = await verified(view, state, 'staff', nowMs);
   const session = await liveSession(view, state, tenantOf, nowMs, 'staff', token, c);
   state.touchSession(session);
+  // The token's roles count only while the member still holds them (liveSession has just read
+  // the member, so this is the cache's copy): a role removed by SCIM or the admin API stops
+  // counting at once; one added counts from the member's next token.
+  const held = new Set((await state.staffMember(c.tid, c.sub))?.roles ?? []);
+  const stillHeld = (roles: string[]) => roles.filter((r) => held.has(r));
   return {
     kind: 'staff',
     tenantId: c.tid,
@@ -58,8 +64,8 @@ export async function staffPrincipal(
     session,
     aal: c.aal,
     amr: c.amr,
-    orgRoles: c.org_roles,
-    tenantRoles: c.tenant_roles,
+    orgRoles: stillHeld(c.org_roles),
+    tenantRoles: c.tenant_roles.map((t) => ({ tenant: t.tenant, roles: stillHeld(t.roles) })),
     orig: c.orig,
     jti: c.jti,
     expS: c.exp,

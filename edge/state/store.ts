@@ -58,6 +58,11 @@ export interface StaffMemberState {
   tenantId: string;
   /** Active and not deleted (a SCIM `active: false` or DELETE ends every token at once). */
   active: boolean;
+  /**
+   * The roles the member holds now (staff_user_roles): a role removed by SCIM or the admin API
+   * stops counting at the next request, not when the access token carrying it expires.
+   */
+  roles: string[];
 }
 
 export interface ServiceTokenState {
@@ -448,12 +453,17 @@ export class EdgeState {
         tenant_id: string;
         active: boolean;
         deleted_at: Date | null;
-      }>('SELECT id, tenant_id, active, deleted_at FROM staff_users WHERE id = $1 AND tenant_id = $2', [
-        id,
-        tenantId,
-      ]);
+        roles: string[];
+      }>(
+        `SELECT u.id, u.tenant_id, u.active, u.deleted_at,
+                ARRAY(SELECT r.role FROM staff_user_roles r WHERE r.tenant_id = u.tenant_id AND r.user_id = u.id ORDER BY r.role) AS roles
+           FROM staff_users u WHERE u.id = $1 AND u.tenant_id = $2`,
+        [id, tenantId],
+      );
       const r = rows[0];
-      return r && { id: r.id, tenantId: r.tenant_id, active: r.active && r.deleted_at === null };
+      return (
+        r && { id: r.id, tenantId: r.tenant_id, active: r.active && r.deleted_at === null, roles: r.roles }
+      );
     }).then((m) => (m && m.tenantId === tenantId ? m : undefined));
   }
 

@@ -150,6 +150,34 @@ describe('staff tokens at the edge', () => {
     assert.equal(r.status, 401, r.text);
   });
 
+  it("a role taken away stops counting at the member's next request, at home and in an owned tenant", async () => {
+    const id = await addStaff(tdb.db, 'demo', 'demoted@demo.example', ['admin']);
+    const token = (await signIn(tdb.db, keys, 'demo', id)).accessToken;
+    const put = (n: number) =>
+      as(token, 'PUT', '/v1/flags/staff_demoted_flag', {
+        json: { enabled: n % 2 === 0 },
+        headers: { 'idempotency-key': `staff-demoted-${n}-${randomUUID()}` },
+      });
+    const before = await put(0);
+    assert.ok(before.status === 200 || before.status === 201, before.text);
+    assert.equal((await as(token, 'GET', '/v1/tenants/staffchild')).status, 200);
+    // SCIM's group change writes these rows; the token still says admin for up to ten minutes.
+    await tdb.db.query(`DELETE FROM staff_user_roles WHERE tenant_id = 'demo' AND user_id = $1`, [id]);
+    await tdb.db.query(
+      `INSERT INTO staff_user_roles (tenant_id, user_id, role) VALUES ('demo', $1, 'readonly')`,
+      [id],
+    );
+    let n = 1;
+    const after = await eventually(
+      () => put(n++),
+      (x) => x.status === 403,
+    );
+    assert.equal(after.status, 403, after.text);
+    assert.equal((await as(token, 'GET', '/v1/tenants/staffchild')).status, 403);
+    // A role the token never carried is not granted by the member's current roles either.
+    assert.equal((await as(token, 'GET', '/v1/countries')).status, 403);
+  });
+
   it("another tenant's staff token is refused on this tenant's admin route; an owner's tenant_roles grant it", async () => {
     const otherId = await addStaff(tdb.db, 'staffother', 'eve@other.example', ['admin']);
     const other = (await signIn(tdb.db, keys, 'staffother', otherId)).accessToken;
