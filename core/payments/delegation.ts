@@ -117,7 +117,8 @@ export type NoticeFacts = Pick<
 >;
 
 /**
- * A notice to the owner of the wallet transfer `t` pays from (SMS text; issue 20 item 3). The text
+ * A notice to the owner of the wallet transfer `t` pays from, or to another party of it (`to`: the
+ * delegate who made it) (SMS text; issue 20 item 3). The text
  * names the transfer by id, never by the delegate's free-text reference: a delegate (or one whose
  * delegation was just withdrawn) would otherwise write the words of an SMS the platform sends.
  */
@@ -127,14 +128,16 @@ async function noticeToOwner(
   event: string,
   extra: Record<string, unknown>,
   text: (total: string) => string,
+  to: string = t.payer_customer_id,
 ): Promise<void> {
   await enqueue(q, {
     tenantId: t.tenant_id,
     aggregate: 'customer',
-    aggregateId: t.payer_customer_id,
+    aggregateId: to,
     event,
     payload: {
-      customerId: t.payer_customer_id,
+      customerId: to,
+      payerCustomerId: t.payer_customer_id,
       initiatorCustomerId: t.initiator_customer_id,
       transferId: t.id,
       ...extra,
@@ -171,6 +174,23 @@ export async function notifyOwnerReleased(q: Queryable, t: NoticeFacts): Promise
     'wallet.delegated_hold_released',
     {},
     (total) =>
-      `${total} held for a payment by a customer you had authorised to pay for you is available again: that authorisation was withdrawn (transfer ${t.id}).`,
+      `${total} held for a payment by a customer you had authorised to pay for you is available again: that authorisation has ended (transfer ${t.id}).`,
+  );
+}
+
+/**
+ * The delegate learns that their pending payment from the owner's wallet will never post, and
+ * why: the owner's authorisation was withdrawn (its confirm would answer PAYER_NOT_AUTHORIZED).
+ * Without it they would find out only by confirming, or never.
+ */
+export async function notifyDelegateReleased(q: Queryable, t: NoticeFacts): Promise<void> {
+  await noticeToOwner(
+    q,
+    t,
+    'wallet.delegated_payment_cancelled',
+    {},
+    (total) =>
+      `Your payment of ${total} from a wallet you were authorised to pay from was cancelled: that authorisation has ended (transfer ${t.id}).`,
+    t.initiator_customer_id,
   );
 }

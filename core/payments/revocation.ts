@@ -6,7 +6,8 @@
  * and nobody could release them. So the delete, in its own transaction, voids those holds
  * through the ledger's command API and marks each such transfer FAILED (SPEC 4.3's status for a
  * transfer that will never post; `failure_code` PAYER_NOT_AUTHORIZED, the code its confirm now
- * gets), with a `transfer.failed` event and a notice to the owner. The caller audits each one.
+ * gets), with a `transfer.failed` event and a notice to the owner and to the delegate. The caller
+ * audits each one.
  *
  * Lock order: the deleted tuple row (its DELETE), then these transfer rows in id order, then
  * balance and hold rows (inside ledger_apply), then the audit head. A confirm takes the tuple
@@ -18,7 +19,7 @@ import { format, fromDb } from '../../shared/money.ts';
 import { applyInTx, voidCmd } from '../ledger/apply.ts';
 import { holdLive, holdStates } from '../ledger/reads.ts';
 import { enqueue } from '../outbox/outbox.ts';
-import { type NoticeFacts, notifyOwnerReleased } from './delegation.ts';
+import { type NoticeFacts, notifyDelegateReleased, notifyOwnerReleased } from './delegation.ts';
 import { record } from './transfers.ts';
 
 /** The delegation a deleted `payer` tuple withdrew: who paid (subject) from whose wallet (object). */
@@ -100,5 +101,6 @@ async function releaseOne(q: Queryable, t: PendingRow, nowMs: number): Promise<R
     payload: { ...facts, code: releasedCode },
   });
   await notifyOwnerReleased(q, t);
+  await notifyDelegateReleased(q, t);
   return { ...facts, voided_hold_ids: live.map((h) => h.id) };
 }

@@ -421,6 +421,14 @@ describe('delegated payer transfers through the gateway', () => {
       [id],
       'the owner is told once',
     );
+    const toDelegate = await outboxOf('wallet.delegated_payment_cancelled', alice.id);
+    assert.deepEqual(
+      toDelegate.map((n) => n.payload.transferId),
+      [id],
+      'the delegate who made it is told once',
+    );
+    assert.equal(toDelegate[0]?.payload.channel, 'sms');
+    assert.match(String(toDelegate[0]?.payload.text), new RegExp(`cancelled.*${id}`));
     const failed = await tdb.db.query<{ payload: Record<string, unknown> }>(
       `SELECT payload FROM outbox WHERE event = 'transfer.failed' AND aggregate_id = $1`,
       [id],
@@ -577,6 +585,12 @@ describe('delegated payer transfers through the gateway', () => {
     assert.ok(
       notices.some((n) => n.payload.transferId === id),
       'the owner is told',
+    );
+    assert.ok(
+      (await outboxOf('wallet.delegated_payment_cancelled', alice.id)).some(
+        (n) => n.payload.transferId === id,
+      ),
+      'the delegate is told',
     );
     assert.equal((await revoke(alice, bob.id)).status, 200);
   });
