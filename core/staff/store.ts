@@ -134,9 +134,12 @@ export async function rolesForGroups(
   groups: readonly string[],
 ): Promise<StaffRole[]> {
   const direct = new Set<StaffRole>();
+  const byName: Record<string, StaffRole> = staffRoleGroups;
   for (const g of groups) {
-    const byName = (staffRoleGroups as Record<string, StaffRole>)[g];
-    if (byName) direct.add(byName);
+    // Own keys only: a provider's group named `constructor` or `__proto__` would otherwise read
+    // an inherited Object member, and setStaffRoles would write its text as a role.
+    const role = Object.hasOwn(byName, g) ? byName[g] : undefined;
+    if (role) direct.add(role);
   }
   if (groups.length > 0) {
     const { rows } = await q.query<{ role: string }>(

@@ -16,7 +16,7 @@ import { dpopCall, dpopKey } from '../helpers/dpop.ts';
 import { callRetrying } from '../helpers/gateway.ts';
 import type { Res } from '../helpers/http.ts';
 import { addStaff, signIn, stackKeys } from '../staff/fixtures.ts';
-import { startTestIdp, type TestIdp } from '../staff/idp.ts';
+import { federatedSignIn, providerSettings, startTestIdp, type TestIdp } from '../staff/idp.ts';
 
 describe('attacks on staff identity', () => {
   let tdb: TestDb;
@@ -128,12 +128,7 @@ describe('attacks on staff identity', () => {
       serviceTokens: { admin: { token: string } };
     };
     const put = await callRetrying(gw, 'PUT', '/v1/identity-provider', {
-      json: {
-        issuer: provider.issuer,
-        clientId: provider.clientId,
-        clientSecret: provider.clientSecret,
-        redirectUri: `${gw}/auth/callback`,
-      },
+      json: providerSettings(provider, gw),
       headers: {
         authorization: `Bearer ${demo.serviceTokens.admin.token}`,
         'x-request-id': randomUUID(),
@@ -141,15 +136,8 @@ describe('attacks on staff identity', () => {
       },
     });
     assert.equal(put.status, 200, put.text);
-    const signInAs = async (account: TestIdp['nextAccount']): Promise<Res> => {
-      provider.nextAccount = account;
-      const begin = await callRetrying(gw, 'POST', '/auth/login', {
-        json: { tenantId: 'demo', method: 'federation' },
-      });
-      assert.equal(begin.status, 200, begin.text);
-      const query = await provider.authorize(begin.json.authorizationUrl as string);
-      return callRetrying(gw, 'GET', `/auth/callback?${new URLSearchParams(query)}`);
-    };
+    const signInAs = (account: TestIdp['nextAccount']): Promise<Res> =>
+      federatedSignIn(gw, provider, account);
     const boss = await addStaff(tdb.db, 'demo', 'boss@demo.example', ['admin'], 'idp-sub-boss');
     const own = await signInAs({ sub: 'idp-sub-boss', preferred_username: 'boss@demo.example' });
     assert.equal(own.status, 200, own.text);

@@ -433,6 +433,18 @@ describe('delegated payer transfers through the gateway', () => {
     );
     assert.equal(toDelegate[0]?.payload.channel, 'sms');
     assert.match(String(toDelegate[0]?.payload.text), new RegExp(`cancelled.*${id}`));
+    // The SMS carries no words of either party: the transfer's free-text reference stays out.
+    assert.ok(pending.final.json.reference, 'the transfer carries a reference');
+    assert.ok(!JSON.stringify(toDelegate[0]?.payload).includes(pending.final.json.reference));
+    const tenants = await tdb.db.query<{ tenant_id: string }>(
+      `SELECT DISTINCT tenant_id FROM outbox WHERE event = 'wallet.delegated_payment_cancelled' AND aggregate_id = $1`,
+      [alice.id],
+    );
+    assert.deepEqual(
+      tenants.rows.map((r) => r.tenant_id),
+      ['demo'],
+      "in the delegate's own tenant",
+    );
     const failed = await tdb.db.query<{ payload: Record<string, unknown> }>(
       `SELECT payload FROM outbox WHERE event = 'transfer.failed' AND aggregate_id = $1`,
       [id],

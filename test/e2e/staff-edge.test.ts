@@ -13,12 +13,10 @@ import { after, before, describe, it } from 'node:test';
 import { loadConfig } from '../../bin/config.ts';
 import { startStack, type Stack } from '../../bin/stack.ts';
 import type { KeyStore } from '../../core/keys/keys.ts';
-import { issueStaffAccessToken } from '../../core/staff/tokens.ts';
-import { origOf } from '../../shared/challenge.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
-import { callRetrying, signUpCustomer } from '../helpers/gateway.ts';
-import type { Res } from '../helpers/http.ts';
-import { addStaff, addTenant, signIn, stackKeys } from '../staff/fixtures.ts';
+import { asBearer, signUpCustomer } from '../helpers/gateway.ts';
+import { eventually, type Res } from '../helpers/http.ts';
+import { addStaff, addTenant, adminStepUpToken, signIn, stackKeys } from '../staff/fixtures.ts';
 
 describe('staff tokens at the edge', () => {
   let tdb: TestDb;
@@ -30,25 +28,7 @@ describe('staff tokens at the edge', () => {
   let admin: string;
   let serviceAdmin: string;
 
-  const as = (
-    token: string,
-    method: string,
-    path: string,
-    o: { json?: unknown; headers?: Record<string, string> } = {},
-  ): Promise<Res> =>
-    callRetrying(gw, method, path, {
-      ...(o.json !== undefined ? { json: o.json } : {}),
-      headers: { authorization: `Bearer ${token}`, 'x-request-id': randomUUID(), ...o.headers },
-    });
-
-  async function eventually(probe: () => Promise<Res>, ok: (r: Res) => boolean): Promise<Res> {
-    const until = Date.now() + 5000;
-    for (;;) {
-      const r = await probe();
-      if (ok(r) || Date.now() > until) return r;
-      await new Promise((res) => setTimeout(res, 50));
-    }
-  }
+  const as = asBearer(() => gw);
 
   before(async () => {
     tdb = await freshDatabase({ migrate: false });
@@ -204,22 +184,13 @@ describe('staff tokens at the edge', () => {
         [adminId],
       )
     ).rows[0]?.id as string;
-    const stepped = (
-      await issueStaffAccessToken(
-        keys,
-        {
-          tenantId: 'demo',
-          userId: adminId,
-          sessionId: session,
-          aal: 2,
-          amr: ['hwk'],
-          orgRoles: ['admin'],
-          tenantRoles: [],
-          orig: origOf('POST', path, JSON.stringify(body)),
-        },
-        Date.now(),
-      )
-    ).token;
+    const stepped = await adminStepUpToken(
+      keys,
+      { tenantId: 'demo', userId: adminId, sessionId: session },
+      'POST',
+      path,
+      body,
+    );
     const elsewhere = await as(stepped, 'GET', '/v1/countries');
     assert.equal(elsewhere.status, 401, 'a request-bound token is good for its request only');
     const ok = await as(stepped, 'POST', path, { json: body });

@@ -7,7 +7,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig } from '../../bin/config.ts';
-import { startStack, type Stack } from '../../bin/stack.ts';
+import { startStack, type Stack, type StackOptions } from '../../bin/stack.ts';
 import { freshDatabase, type TestDb } from './db.ts';
 
 export interface E2eStack {
@@ -23,7 +23,8 @@ export interface E2eStack {
   stop(): Promise<void>;
 }
 
-export async function startE2eStack(name: string): Promise<E2eStack> {
+/** `opts` adds to the suites' stack options (say, loopback webhook and identity-provider targets). */
+export async function startE2eStack(name: string, opts: StackOptions = {}): Promise<E2eStack> {
   const tdb = await freshDatabase({ migrate: false });
   const dataDir = await mkdtemp(join(tmpdir(), `e2e-${name}-`));
   const config = loadConfig({
@@ -34,7 +35,7 @@ export async function startE2eStack(name: string): Promise<E2eStack> {
     DATABASE_URL: tdb.url,
     LOG_LEVEL: 'silent',
   });
-  const stack = await startStack(config, { checkResponses: true, checkTimeoutMs: 3000 });
+  const stack = await startStack(config, { checkResponses: true, checkTimeoutMs: 3000, ...opts });
   return {
     tdb,
     dataDir,

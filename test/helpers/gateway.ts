@@ -1,5 +1,6 @@
 /** Calls through a running stack's dev gateway, as a client on a loaded machine makes them. */
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { call, type Res } from './http.ts';
@@ -19,6 +20,20 @@ export async function callRetrying(
     r = await call(gw, method, path, opts);
   }
   return r;
+}
+
+/** `callRetrying` as the holder of `token` (a staff, service or SCIM bearer), each with a fresh x-request-id. */
+export function asBearer(gw: () => string) {
+  return (
+    token: string,
+    method: string,
+    path: string,
+    o: { json?: unknown; headers?: Record<string, string> } = {},
+  ): Promise<Res> =>
+    callRetrying(gw(), method, path, {
+      ...(o.json !== undefined ? { json: o.json } : {}),
+      headers: { authorization: `Bearer ${token}`, 'x-request-id': randomUUID(), ...o.headers },
+    });
 }
 
 /** The newest code the dev SMS inbox (DATA_DIR/dev-sms.jsonl, "the phone") holds for `phone`. */

@@ -6,7 +6,8 @@ import { loadOrCreateMasterKey } from '../../shared/sealing.ts';
 import type { Db } from '../../shared/db/pool.ts';
 import { KeyStore } from '../../core/keys/keys.ts';
 import { setStaffRoles, type StaffRole } from '../../core/staff/store.ts';
-import { startStaffSession, type StaffTokens } from '../../core/staff/tokens.ts';
+import { issueStaffAccessToken, startStaffSession, type StaffTokens } from '../../core/staff/tokens.ts';
+import { origOf } from '../../shared/challenge.ts';
 
 /** The stack's own KeyStore (its development master key in DATA_DIR/master.key). */
 export async function stackKeys(db: Db, dataDir: string): Promise<KeyStore> {
@@ -71,4 +72,17 @@ export async function addTenant(q: Queryable, id: string, owner?: string): Promi
       owner,
     ]);
   }
+}
+
+/** An Admin's AAL 2 token for one request (what a passkey step-up issues), bound to `method path body`. */
+export async function adminStepUpToken(
+  keys: KeyStore,
+  s: { tenantId: string; userId: string; sessionId: string },
+  method: string,
+  path: string,
+  body: unknown,
+): Promise<string> {
+  const orig = origOf(method, path, JSON.stringify(body));
+  const claims = { ...s, aal: 2 as const, amr: ['hwk'], orgRoles: ['admin' as const], tenantRoles: [], orig };
+  return (await issueStaffAccessToken(keys, claims, Date.now())).token;
 }

@@ -16,6 +16,8 @@ import {
 import type { AddressInfo } from 'node:net';
 import { SignJWT, decodeJwt, importJWK, type JWK } from 'jose';
 import Provider from 'oidc-provider';
+import { callRetrying } from '../helpers/gateway.ts';
+import type { Res } from '../helpers/http.ts';
 
 export interface TestAccount {
   sub: string;
@@ -191,3 +193,22 @@ async function tampered(idToken: string, how: Tamper, key: JWK, stranger: JWK): 
   const signer = await importJWK(how === 'bad_signature' ? stranger : key, 'RS256');
   return new SignJWT(claims).setProtectedHeader({ alg: 'RS256', kid: 'idp-key-1' }).sign(signer);
 }
+
+/** A federated staff sign-in of `account` through the gateway at `gw`: the callback's answer. */
+export async function federatedSignIn(gw: string, provider: TestIdp, account: TestAccount): Promise<Res> {
+  provider.nextAccount = account;
+  const begin = await callRetrying(gw, 'POST', '/auth/login', {
+    json: { tenantId: 'demo', method: 'federation' },
+  });
+  if (begin.status !== 200) return begin;
+  const query = await provider.authorize(begin.json.authorizationUrl as string);
+  return callRetrying(gw, 'GET', `/auth/callback?${new URLSearchParams(query)}`);
+}
+
+/** The body of `PUT /v1/identity-provider` naming `provider`, its redirect back to the gateway `gw`. */
+export const providerSettings = (provider: TestIdp, gw: string) => ({
+  issuer: provider.issuer,
+  clientId: provider.clientId,
+  clientSecret: provider.clientSecret,
+  redirectUri: `${gw}/auth/callback`,
+});
