@@ -25,7 +25,7 @@ import { signInBinding } from '../http/dpop.ts';
 import { tenantSettings } from '../identity/settings.ts';
 import { createHash } from 'node:crypto';
 import * as oidc from 'openid-client';
-import type { Db, Queryable } from '../../shared/db/pool.ts';
+import type { Db, Queryable, TxClient } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
 import type { TargetGuard } from '../admin/webhooks/target.ts';
 import type { RequestContext } from '../http/route.ts';
@@ -272,7 +272,7 @@ async function idTokenClaims(
 
 /** In the caller's transaction: the matched active member's roles from its groups, a session, the audit. */
 async function signInMember(
-  q: Queryable,
+  q: TxClient,
   deps: FederationDeps,
   ctx: Ctx,
   s: {
