@@ -92,19 +92,6 @@ export async function beginFederation(
   const verifier = oidc.randomPKCECodeVerifier();
   const hash = hashOf(state);
   const t = deps.now();
-  await deps.db.query(
-    `INSERT INTO staff_federation_states (state_hash, tenant_id, verifier_enc, nonce, idp_version, created_at, expires_at)
-     VALUES ($1, $2, $3, $4, $5, to_timestamp($6 / 1000.0), to_timestamp($7 / 1000.0))`,
-    [
-      hash,
-      tenantId,
-      deps.keys.sealSecret(Buffer.from(verifier, 'utf8'), verifierAad(hash)),
-      nonce,
-      idp.version,
-      t,
-      t + stateTtlMs,
-    ],
-  );
   const url = oidc.buildAuthorizationUrl(config, {
     redirect_uri: idp.redirectUri,
     scope: idp.scopes.join(' '),
@@ -113,8 +100,22 @@ export async function beginFederation(
     code_challenge: await oidc.calculatePKCECodeChallenge(verifier),
     code_challenge_method: 'S256',
   });
-  await deps.db.tx((q) =>
-    auditAuth(
+  // The state and the record of the redirect commit together (SPEC 6.3), or the sign-in is not begun.
+  await deps.db.tx(async (q) => {
+    await q.query(
+      `INSERT INTO staff_federation_states (state_hash, tenant_id, verifier_enc, nonce, idp_version, created_at, expires_at)
+       VALUES ($1, $2, $3, $4, $5, to_timestamp($6 / 1000.0), to_timestamp($7 / 1000.0))`,
+      [
+        hash,
+        tenantId,
+        deps.keys.sealSecret(Buffer.from(verifier, 'utf8'), verifierAad(hash)),
+        nonce,
+        idp.version,
+        t,
+        t + stateTtlMs,
+      ],
+    );
+    await auditAuth(
       q,
       {
         tenantId,
@@ -126,8 +127,8 @@ export async function beginFederation(
         requestId: ctx.requestId,
       },
       t,
-    ),
-  );
+    );
+  });
   return { authorizationUrl: url.href, expiresIn: stateTtlMs / 1000 };
 }
 
