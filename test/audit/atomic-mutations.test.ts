@@ -12,6 +12,7 @@ import { after, afterEach, before, describe, it } from 'node:test';
 import type { Db } from '../../shared/db/pool.ts';
 import { startAdmin, type AdminHarness } from '../admin/harness.ts';
 import { viaEdge } from '../helpers/edge-auth.ts';
+import { installAuditRefusal, type AuditRefusal } from '../helpers/audit-refusal.ts';
 import { call, type Res } from '../helpers/http.ts';
 import { addStaff, signIn } from '../staff/fixtures.ts';
 import { startTestIdp, type TestIdp } from '../staff/idp.ts';
@@ -20,26 +21,12 @@ import { startTestIdp, type TestIdp } from '../staff/idp.ts';
 const operator = 'demo';
 const tenant = 'other';
 
-/** Audit rows whose action is listed in test_refused_audit fail their statement, and so their transaction. */
-async function installAuditRefusal(db: Db): Promise<void> {
-  await db.query('CREATE TABLE test_refused_audit (action text PRIMARY KEY)');
-  await db.query(`CREATE FUNCTION test_refuse_audit() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN
-      IF EXISTS (SELECT 1 FROM test_refused_audit WHERE action = NEW.action) THEN
-        RAISE EXCEPTION 'audit refused for %', NEW.action;
-      END IF;
-      RETURN NEW;
-    END $$`);
-  await db.query(
-    'CREATE TRIGGER test_refuse_audit BEFORE INSERT ON audit_log FOR EACH ROW EXECUTE FUNCTION test_refuse_audit()',
-  );
-}
-
 describe('a mutation whose audit record fails is not made', () => {
   let t: AdminHarness;
   let idp: TestIdp;
   let db: Db;
-  const refuse = (action: string) => db.query('INSERT INTO test_refused_audit VALUES ($1)', [action]);
+  let refusal: AuditRefusal;
+  const refuse = (action: string) => refusal.refuse(action);
   const count = async (sql: string, params: unknown[]): Promise<number> =>
     Number((await db.query<{ n: string }>(`SELECT count(*)::text AS n FROM ${sql}`, params)).rows[0]?.n);
   const staffHeaders = (tenantId: string) =>
@@ -72,7 +59,7 @@ describe('a mutation whose audit record fails is not made', () => {
     assert.doesNotMatch(refused.text, /audit refused|\bat .*\.ts:\d+/, 'no detail or stack in the answer');
     assert.equal(await persisted(), 0, `${action}: the change persisted without its audit record`);
     assert.equal(await count('audit_log WHERE action = $1', [action]), 0);
-    await db.query('DELETE FROM test_refused_audit');
+    await refusal.clear();
     const ok = await send();
     assert.equal(ok.status, okStatus, ok.text);
     assert.equal(await persisted(), 1, `${action}: the change is made once its record can be written`);
@@ -95,7 +82,7 @@ describe('a mutation whose audit record fails is not made', () => {
     assert.equal(r.status, 500, r.text);
     assert.equal(await persisted(), 0, `${other} refused: the change persisted`);
     assert.equal(await count('audit_log WHERE action = $1', [action]), 0);
-    await db.query('DELETE FROM test_refused_audit');
+    await refusal.clear();
   }
 
   before(async () => {
@@ -107,9 +94,9 @@ describe('a mutation whose audit record fails is not made', () => {
       operator,
     ]);
     idp = await startTestIdp(`${t.origin}/auth/callback`);
-    await installAuditRefusal(db);
+    refusal = await installAuditRefusal(db);
   });
-  afterEach(() => db.query('DELETE FROM test_refused_audit'));
+  afterEach(() => refusal.clear());
   after(async () => {
     await idp?.close();
     await t?.close();
