@@ -6,7 +6,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { createHash } from 'node:crypto';
 import { canonicalJson } from './canonical-json.ts';
-import type { Db, Queryable } from './db/pool.ts';
+import type { Db, Queryable, TxClient } from './db/pool.ts';
 import { sqlLiteral } from './db/literal.ts';
 
 export interface AuditEntry {
@@ -131,15 +131,19 @@ function rowHash(prev: Buffer, p: RecordParts): Buffer {
 }
 
 /**
- * Append entries (all of one or many tenants) inside the caller's transaction. The head row
+ * Append entries (all of one or many tenants) inside the caller's transaction: the one that
+ * writes the change they record, so both commit or neither does (SPEC 2.8, 6.3). The head row
  * lock orders appends per tenant; tenants are locked in sorted order so batches never deadlock.
+ * A record of its own (a decision or a read that changes nothing) goes through `audit(db, …)`.
  */
-export async function appendAudit(client: Queryable, entries: AuditEntry[]): Promise<number[]> {
+export async function appendAudit(client: TxClient, entries: AuditEntry[]): Promise<number[]> {
+  // The type keeps the pool out; this keeps out a cast one. Through the pool the record would
+  // commit apart from the change it records (and each query alone: a broken chain).
+  if (isDb(client))
+    throw new Error(
+      'appendAudit needs the transaction of the change it records: db.tx, or audit(db, …) for a record of its own',
+    );
   if (entries.length === 0) return [];
-  // Through a pool each query would commit on its own: the head's lock would end before the rows
-  // are written and two appends could chain from one head (a broken chain). So an append handed
-  // the pool runs in a transaction of its own.
-  if (isDb(client)) return client.tx((c) => appendAudit(c, entries));
   const stored = auditEntriesOf(entries);
   const tenants = auditTenantsOf(stored);
   // One round trip creates missing heads and locks every head, in tenant order (no deadlocks);
@@ -237,11 +241,14 @@ export function auditRowsWrite(
   return `${insertRows(`${sqlLiteral(chained.doc)}::jsonb`, `${sqlLiteral(chained.heads)}::jsonb`)} SELECT count(*) FROM ins`;
 }
 
-function isDb(q: Queryable): q is Db {
+function isDb(q: object): boolean {
   return 'pool' in q && typeof (q as Partial<Db>).tx === 'function';
 }
 
-/** Append in a transaction of its own (for events not tied to another change). */
+/**
+ * Append in a transaction of its own: for records of decisions and reads that change nothing
+ * (a refused sign-in, an issued token, a listed page). A change's record goes in its transaction.
+ */
 export function audit(db: Db, ...entries: AuditEntry[]): Promise<number[]> {
   return db.tx((client) => appendAudit(client, entries));
 }

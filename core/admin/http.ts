@@ -11,7 +11,7 @@ import { createHash } from 'node:crypto';
 import type { Static, TSchema } from '@sinclair/typebox';
 import { canonicalJson } from '../../shared/canonical-json.ts';
 import { appendAudit } from '../../shared/audit.ts';
-import type { Db, Queryable } from '../../shared/db/pool.ts';
+import type { Db, TxClient } from '../../shared/db/pool.ts';
 import { AppError, type ErrorFormat } from '../../shared/errors.ts';
 import { requirePlatformAdminTenant } from '../platform/operator.ts';
 import {
@@ -60,7 +60,8 @@ export interface Caller {
 }
 
 export interface WriteCtx {
-  q: Queryable;
+  /** The mutation's transaction: its change and its audit record commit together. */
+  q: TxClient;
   caller: Caller;
   /** Append the mutation's audit record in this transaction (SPEC 6.3: every mutation). */
   audit(action: string, target: { type: string; id: string }, attrs?: Record<string, unknown>): Promise<void>;
@@ -203,7 +204,7 @@ async function runWrite(
   const keyed = mode === 'create' || ctx.headers['idempotency-key'] !== undefined;
   const scope: IdemScope | undefined = keyed ? scopeOf(ctx, owner, hashedRequest(ctx)) : undefined;
   let committed: (() => void)[] = [];
-  const makeCtx = (q: Queryable): WriteCtx => ({
+  const makeCtx = (q: TxClient): WriteCtx => ({
     q,
     caller,
     audit: (action, target, attrs) => auditWrite(deps, ctx, caller, q, action, target, attrs),
@@ -212,7 +213,7 @@ async function runWrite(
     },
   });
   // A retried transaction starts over; a refused one (its effects rolled back) runs nothing.
-  const attempt = async (q: Queryable) => {
+  const attempt = async (q: TxClient) => {
     committed = [];
     try {
       return await fn(makeCtx(q));
@@ -242,7 +243,7 @@ async function auditWrite(
   deps: AdminDeps,
   ctx: RequestContext<unknown, unknown, unknown>,
   caller: Caller,
-  q: Queryable,
+  q: TxClient,
   action: string,
   target: { type: string; id: string },
   attrs: Record<string, unknown> | undefined,

@@ -30,7 +30,7 @@ import {
   type Check,
 } from '../identity/throttle.ts';
 import { accessTtlS, hashRefreshToken, issueAccessToken } from '../identity/tokens.ts';
-import type { Queryable } from '../../shared/db/pool.ts';
+import type { Queryable, TxClient } from '../../shared/db/pool.ts';
 import type { AgentDeps, AnyCtx } from './context.ts';
 import { checkDeviceProof, type DeviceProof } from './device.ts';
 
@@ -138,7 +138,7 @@ interface LoginSuccess {
  */
 async function openAgentSession(
   deps: AgentDeps,
-  q: Queryable,
+  q: TxClient,
   s: LoginSuccess,
   t: number,
 ): Promise<TokenPair> {
@@ -220,7 +220,7 @@ export async function agentLogin(deps: AgentDeps, ctx: AnyCtx, input: LoginInput
   ];
   const anon = { type: 'anonymous', id: agentRef(agentKey) };
   const target = { type: 'agent_code', id: agentRef(agentKey) };
-  const audit = (q: Queryable, allow: boolean, outcome: string, t: number, actor = anon) =>
+  const audit = (q: TxClient, allow: boolean, outcome: string, t: number, actor = anon) =>
     auditAuth(
       q,
       {

@@ -3,7 +3,7 @@
  * open-day check for postings outside agent_txns, money on the wire, and the idempotent write
  * wrapper (one transaction per Idempotency-Key, its response stored with the effect).
  */
-import type { Queryable } from '../../shared/db/pool.ts';
+import type { Queryable, TxClient } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
 import { scopeOf, toReply, withIdempotency } from '../idempotency/idempotency.ts';
 import type { Reply } from '../http/route.ts';
@@ -68,7 +68,7 @@ export async function idempotent(
   deps: AgentDeps,
   ctx: AnyCtx,
   caller: AgentCaller | OpsCaller,
-  fn: (q: Queryable) => Promise<{ status: number; body: unknown }>,
+  fn: (q: TxClient) => Promise<{ status: number; body: unknown }>,
 ): Promise<Reply> {
   return toReply(await withIdempotency(deps, scopeOf(ctx, keyOwnerOf(caller)), fn));
 }

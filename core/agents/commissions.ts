@@ -9,7 +9,7 @@
  * locked and must be PREVIEWED, every named row must still be ACCRUED (else PAYOUT_STALE), and
  * the agent_commissions_paid_final trigger refuses any change to a PAID row.
  */
-import type { Queryable } from '../../shared/db/pool.ts';
+import type { Queryable, TxClient } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
 import { fromDb, toDb, type Micro } from '../../shared/money.ts';
 import { uuidv7 } from '../../shared/uuid.ts';
@@ -109,7 +109,7 @@ async function entries(q: Queryable, tenantId: string, ids: string[], lock: bool
 
 /** Name every ACCRUED row of the agent and the net amount; 422 NOTHING_TO_PAY when the net is not positive. */
 export async function previewPayout(
-  q: Queryable,
+  q: TxClient,
   c: AgentCaller,
   requestId: string,
   now: number,
@@ -159,7 +159,7 @@ async function loadPayout(q: Queryable, c: AgentCaller, id: string, lock: boolea
 
 /** Pay a PREVIEWED payout in one posting; a second accept is 409 PAYOUT_ALREADY_ACCEPTED. */
 export async function acceptPayout(
-  q: Queryable,
+  q: TxClient,
   c: AgentCaller,
   payoutId: string,
   requestId: string,

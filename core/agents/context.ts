@@ -4,7 +4,7 @@
  * sender), plus the request helpers for the agent caller (token + live agent session).
  */
 import type { Logger } from 'pino';
-import type { Db, Queryable } from '../../shared/db/pool.ts';
+import type { Db, TxClient } from '../../shared/db/pool.ts';
 import { appendAudit } from '../../shared/audit.ts';
 import { AppError } from '../../shared/errors.ts';
 import type { RequestContext } from '../http/route.ts';
@@ -83,7 +83,7 @@ export function opsCaller(ctx: AnyCtx): OpsCaller | undefined {
 
 /** One audit record for an agent-side mutation, in the caller's transaction. Never a secret. */
 export async function auditAgent(
-  q: Queryable,
+  q: TxClient,
   a: {
     tenantId: string;
     actor: { type: string; id: string };

@@ -10,7 +10,7 @@
  */
 import { createHash } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
-import type { Queryable } from '../../shared/db/pool.ts';
+import type { Queryable, TxClient } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import { idempotencyHeader, scopeOf, toReply, withIdempotency } from '../idempotency/idempotency.ts';
@@ -142,7 +142,7 @@ function cleanName(name: string | undefined): string {
 
 async function openCase(
   deps: AgentDeps,
-  q: Queryable,
+  q: TxClient,
   c: AgentCaller,
   b: { txnId: string; reason: string; description: string },
   requestId: string,
@@ -184,7 +184,7 @@ async function openCase(
   return caseView(q, c.tenantId, await loadCase(q, c, id));
 }
 
-async function attach(deps: AgentDeps, q: Queryable, c: AgentCaller, caseId: string, ctx: AnyCtx) {
+async function attach(deps: AgentDeps, q: TxClient, c: AgentCaller, caseId: string, ctx: AnyCtx) {
   const t = deps.now();
   const parts = parseMultipart(ctx.rawBody, boundaryOf(ctx.headers['content-type']));
   const files = parts.filter((p) => p.name === 'file');

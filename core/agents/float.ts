@@ -6,7 +6,7 @@
  * Every step runs in the caller's transaction with its idempotency key, the ledger command,
  * the instruction row (history appended) and an audit record.
  */
-import type { Queryable } from '../../shared/db/pool.ts';
+import type { Queryable, TxClient } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
 import { amountOf } from '../ledger/commands.ts';
 import { fromDb, toDb } from '../../shared/money.ts';
@@ -115,7 +115,7 @@ async function transition(
 
 /** PENDING instruction of the calling agent; a redeem places its hold now (INSUFFICIENT_FUNDS if the float cannot cover it). */
 export async function requestFloat(
-  q: Queryable,
+  q: TxClient,
   c: AgentCaller,
   kind: FloatKind,
   input: { amount: string; reference?: string | undefined },
@@ -194,7 +194,7 @@ function expect(r: InstructionRow, from: FloatState[], what: string): void {
 
 /** The agent withdraws its own PENDING instruction. */
 export async function cancelFloat(
-  q: Queryable,
+  q: TxClient,
   c: AgentCaller,
   id: string,
   requestId: string,
@@ -221,7 +221,7 @@ export async function cancelFloat(
 
 /** Ops: PENDING → APPROVED, APPROVED → SETTLED (ledger), PENDING|APPROVED → REJECTED. */
 export async function opsFloat(
-  q: Queryable,
+  q: TxClient,
   o: OpsCaller,
   id: string,
   action: 'approve' | 'settle' | 'reject',

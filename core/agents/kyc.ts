@@ -10,7 +10,7 @@ import { defineRoute, type RouteSpec } from '../http/route.ts';
 import { idempotencyHeader, scopeOf, toReply, withIdempotency } from '../idempotency/idempotency.ts';
 import { Phone } from '../identity/schemas.ts';
 import { uuidv7 } from '../../shared/uuid.ts';
-import type { Queryable } from '../../shared/db/pool.ts';
+import type { Queryable, TxClient } from '../../shared/db/pool.ts';
 import { agentCaller, auditAgent, keyOwnerOf, type AgentDeps, type AnyCtx } from './context.ts';
 import { requireCapability } from './capabilities.ts';
 import { Uuid } from '../ledger/schemas.ts';
@@ -119,7 +119,7 @@ type Caller = Awaited<ReturnType<typeof agentCaller>>;
 const run = async (
   deps: AgentDeps,
   ctx: AnyCtx,
-  fn: (q: Queryable, c: Caller, t: number) => Promise<{ status: number; body: unknown }>,
+  fn: (q: TxClient, c: Caller, t: number) => Promise<{ status: number; body: unknown }>,
 ) => {
   const c = await agentCaller(deps, ctx);
   return toReply(await withIdempotency(deps, scopeOf(ctx, keyOwnerOf(c)), (q) => fn(q, c, deps.now())));
@@ -139,7 +139,7 @@ async function verifiedCustomer(q: Queryable, tenantId: string, phone: string): 
 
 /** The watch-list screen: a match is audited (committed) and answered 422; no match, undefined. */
 async function watchlistRefusal(
-  q: Queryable,
+  q: TxClient,
   c: Caller,
   customerId: string,
   b: Static<typeof RegisterBody>,

@@ -4,7 +4,7 @@
  * tuple of the tenant the edge requires for every subject (subject_ns 'user': agents are users
  * with role agent at the edge). One transaction; audited.
  */
-import type { Db, Queryable } from '../../shared/db/pool.ts';
+import type { Db, TxClient } from '../../shared/db/pool.ts';
 import type { IdentityDeps } from '../identity/context.ts';
 import type { PinHash } from '../identity/pin.ts';
 import { openAccount } from '../ledger/accounts.ts';
@@ -57,7 +57,7 @@ export async function hashAgentPin(identity: IdentityDeps, tenantId: string, pin
  * its outlet (`a.outletId`, an existing one, or a new one), ledger accounts, agent row and tuple.
  */
 export async function insertAgent(
-  q: Queryable,
+  q: TxClient,
   a: NewAgent,
   ph: PinHash,
   actor: { type: string; id: string },

@@ -9,7 +9,7 @@
  */
 import { Type, type Static } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
-import type { Queryable } from '../../shared/db/pool.ts';
+import type { Queryable, TxClient } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
 import { fromDb, type Micro } from '../../shared/money.ts';
 import { movementsByType } from '../ledger/reads.ts';
@@ -215,7 +215,7 @@ function nextDay(d: string): string {
  * the customer expire (they could never post on a closed day).
  */
 export async function closeDay(
-  q: Queryable,
+  q: TxClient,
   c: AgentCaller,
   day: string,
   requestId: string,

@@ -9,7 +9,7 @@
  */
 import { Type, type Static } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
-import type { Queryable } from '../../shared/db/pool.ts';
+import type { Queryable, TxClient } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import { idempotencyHeader, scopeOf, toReply, withIdempotency } from '../idempotency/idempotency.ts';
@@ -136,7 +136,7 @@ async function progressOf(
 
 async function submit(
   deps: AgentDeps,
-  q: Queryable,
+  q: TxClient,
   c: { tenantId: string; agentId: string },
   quizId: string,
   answers: Static<typeof SubmitBody>['answers'],

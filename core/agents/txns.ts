@@ -3,7 +3,7 @@
  * transaction with its idempotency key (core/idempotency), the ledger postings (ledger.ts),
  * the agent_txns row and an audit record.
  */
-import type { Queryable } from '../../shared/db/pool.ts';
+import type { Queryable, TxClient } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
 import { checkOtp, issueOtp, otpTtlMs } from '../identity/otp.ts';
 import { lookupKey, type TenantSecrets } from '../identity/secrets.ts';
@@ -212,7 +212,7 @@ async function sendCustomerCode(
 
 export async function startTxn(
   deps: AgentDeps,
-  q: Queryable,
+  q: TxClient,
   c: AgentCaller,
   kind: TxnKind,
   input: StartInput,
@@ -352,7 +352,7 @@ export type AgentAudit = Parameters<typeof auditAgent>[1];
  */
 export async function post(
   deps: AgentDeps,
-  q: Queryable,
+  q: TxClient,
   tenantId: string,
   r: TxnRow,
   agent: AgentRow,
@@ -415,7 +415,7 @@ export type AuthorizeOutcome = { ok: true; txn: TxnRow } | { ok: false; error: A
  */
 export async function authorizeTxn(
   deps: AgentDeps,
-  q: Queryable,
+  q: TxClient,
   c: AgentCaller,
   txnId: string,
   code: string,
@@ -505,7 +505,7 @@ export async function authorizeTxn(
 /** Reverse a POSTED transaction: linked reversing posting(s), commission clawed back. */
 export async function reverseTxn(
   deps: AgentDeps,
-  q: Queryable,
+  q: TxClient,
   c: AgentCaller | OpsCaller,
   txnId: string,
   requestId: string,

@@ -6,7 +6,7 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { appendAudit } from '../../shared/audit.ts';
-import type { Db, Queryable } from '../../shared/db/pool.ts';
+import type { Db, TxClient } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
 import type { KeyStore } from '../keys/keys.ts';
 import type { PageRequest } from '../http/cursor.ts';
@@ -201,7 +201,7 @@ export class ApiKeys {
   }
 
   private audit(
-    q: Queryable,
+    q: TxClient,
     tenantId: string,
     actor: KeyActor,
     action: string,

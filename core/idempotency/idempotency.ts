@@ -9,7 +9,7 @@
  */
 import { createHash } from 'node:crypto';
 import { canonicalJson } from '../../shared/canonical-json.ts';
-import type { Db, Queryable } from '../../shared/db/pool.ts';
+import type { Db, Queryable, TxClient } from '../../shared/db/pool.ts';
 import {
   AppError,
   problemContentType,
@@ -258,7 +258,7 @@ export interface WriteResult {
 export async function withIdempotency(
   store: IdemStore,
   scope: IdemScope,
-  fn: (client: Queryable) => Promise<WriteResult>,
+  fn: (client: TxClient) => Promise<WriteResult>,
   format: ErrorFormat = 'core',
 ): Promise<StoredResponse> {
   const before = await findKey(store.db, scope);

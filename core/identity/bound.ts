@@ -11,7 +11,7 @@
  *      uses nothing up; a second action with the same grant finds the row and is refused.
  * The edge reads the same table (shared/stepup-uses.ts) to refuse a used grant before core sees it.
  */
-import type { Db, Queryable } from '../../shared/db/pool.ts';
+import type { Db, Queryable, TxClient } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
 import type { RequestContext } from '../http/route.ts';
 import type { KeyStore } from '../keys/keys.ts';
@@ -122,7 +122,7 @@ export async function withBoundStepUp<T>(
   ctx: AnyCtx,
   action: string,
   nowMs: number,
-  fn: (q: Queryable) => Promise<T>,
+  fn: (q: TxClient) => Promise<T>,
 ): Promise<T> {
   const orig = requestOrig(ctx);
   await requireBoundStepUp(deps, caller, orig, action, nowMs);

@@ -1,6 +1,6 @@
 /** What identity routes share: dependencies, clock, and small helpers used by every route. */
 import type { Logger } from 'pino';
-import type { Db, Queryable } from '../../shared/db/pool.ts';
+import type { Db, TxClient } from '../../shared/db/pool.ts';
 import { appendAudit } from '../../shared/audit.ts';
 import type { RequestContext } from '../http/route.ts';
 import type { KeyStore } from '../keys/keys.ts';
@@ -74,7 +74,7 @@ export interface AuthAudit {
 }
 
 /** One audit record per authentication decision (SPEC 2.8, 6.3); never a PIN, OTP or token. */
-export async function auditAuth(q: Queryable, a: AuthAudit, now: number): Promise<void> {
+export async function auditAuth(q: TxClient, a: AuthAudit, now: number): Promise<void> {
   await appendAudit(q, [
     {
       tenantId: a.tenantId,

@@ -14,7 +14,7 @@
  *   bound to a DPoP key refreshes only with a proof by that key; a proof on an unbound session
  *   binds it; `require_dpop` tenants refuse a refresh without a proof.
  */
-import type { Queryable } from '../../shared/db/pool.ts';
+import type { Queryable, TxClient } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
 import type { RequestContext } from '../http/route.ts';
 import { addressCheck } from './address-throttle.ts';
@@ -150,7 +150,7 @@ type Note = (allow: boolean, outcome: string) => Promise<void>;
 const refused = (code: Refusal = 'INVALID_REFRESH_TOKEN'): Outcome => ({ kind: 'refused', code });
 
 /** The refresh inside its transaction: the token and session locked, judged, then rotated. */
-async function rotateInTx(q: Queryable, env: Rotation, token: string): Promise<Outcome> {
+async function rotateInTx(q: TxClient, env: Rotation, token: string): Promise<Outcome> {
   const { tenantId, kind, checks, ip, t, ctx } = env;
   const { rows } = await q.query<TokenRow>(
     `SELECT r.id, r.session_id, r.family_id, r.expires_at, r.rotated_at, r.revoked_at,
@@ -199,7 +199,7 @@ async function rotateInTx(q: Queryable, env: Rotation, token: string): Promise<O
 
 /** Replay, revocation, expiry, idle timeout and owed MFA, in that order; undefined when none. */
 async function refusalOfSession(
-  q: Queryable,
+  q: TxClient,
   env: Rotation,
   r: TokenRow,
   note: Note,
@@ -231,7 +231,7 @@ async function refusalOfSession(
 }
 
 /** The proof's key checked, the next access token issued, the token rotated and the session touched. */
-async function rotate(q: Queryable, env: Rotation, r: TokenRow, note: Note): Promise<Outcome> {
+async function rotate(q: TxClient, env: Rotation, r: TokenRow, note: Note): Promise<Outcome> {
   const { tenantId, kind, ip, t, pop } = env;
   const key = sessionKey(r.dpop_jkt, pop);
   if (!key.ok) {

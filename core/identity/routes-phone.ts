@@ -2,7 +2,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { ensureWallet } from '../ledger/wallets.ts';
 import { type Static, type TSchema, Type } from '@sinclair/typebox';
-import type { Queryable } from '../../shared/db/pool.ts';
+import type { Queryable, TxClient } from '../../shared/db/pool.ts';
 import { uuidv7 } from '../../shared/uuid.ts';
 import { AppError } from '../../shared/errors.ts';
 import { defineRoute, type RequestContext, type RouteSpec } from '../http/route.ts';
@@ -76,7 +76,7 @@ const otpSend = (deps: IdentityDeps) => {
 /** The phone's send budget admitted, then the code issued, texted and audited (one transaction). */
 async function sendCode(
   deps: IdentityDeps,
-  q: Queryable,
+  q: TxClient,
   ctx: Ctx<typeof SendBody>,
   secrets: TenantSecrets,
   t: number,
@@ -160,7 +160,7 @@ const otpVerify = (deps: IdentityDeps) => {
 };
 
 /** The code checked against the phone's attempts; a right one verifies the phone (one transaction). */
-async function verifyCode(q: Queryable, ctx: Ctx<typeof VerifyBody>, secrets: TenantSecrets, t: number) {
+async function verifyCode(q: TxClient, ctx: Ctx<typeof VerifyBody>, secrets: TenantSecrets, t: number) {
   const { tenantId, phone, otp } = ctx.body;
   const phoneKey = phoneKeyOf(secrets, tenantId, phone);
   const checks = [{ scope: 'otp' as const, key: phoneKey, policy: otpVerifyPolicy }];
@@ -261,7 +261,7 @@ const pinSet = (deps: IdentityDeps) => {
 /** The verification used up, the PIN stored, the customer enrolled and their sessions revoked. */
 async function setPin(
   deps: IdentityDeps,
-  q: Queryable,
+  q: TxClient,
   ctx: Ctx<typeof PinSetBody>,
   s: { hash: Buffer; ph: PinHash; cooloffHours: number },
   t: number,

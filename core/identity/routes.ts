@@ -4,7 +4,7 @@
  */
 import { Type } from '@sinclair/typebox';
 import { AppError } from '../../shared/errors.ts';
-import type { Queryable } from '../../shared/db/pool.ts';
+import type { TxClient } from '../../shared/db/pool.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import { withBoundStepUp } from './bound.ts';
 import type { IdentityDeps } from './context.ts';
@@ -149,7 +149,7 @@ const sessionRoutes = (deps: IdentityDeps) => {
       responses: { 204: { description: 'Revoked' } },
       handler: async (ctx) => {
         const c = await authenticate({ keys, db, now }, ctx);
-        const revoke = async (q: Queryable) => {
+        const revoke = async (q: TxClient) => {
           const own = await q.query(
             `SELECT 1 FROM sessions WHERE tenant_id = $1 AND id = $2 AND subject_type = 'customer' AND subject_id = $3 AND revoked_at IS NULL FOR UPDATE`,
             [c.tenantId, ctx.params.id, c.customerId],

@@ -4,7 +4,7 @@
  * 'sessions_changed' with {tenantId, sessionId} in the same transaction), revokes the family,
  * writes a `session.revoked` outbox event and an audit record.
  */
-import type { Queryable } from '../../shared/db/pool.ts';
+import type { Queryable, TxClient } from '../../shared/db/pool.ts';
 import { appendAudit } from '../../shared/audit.ts';
 import { enqueue } from '../outbox/outbox.ts';
 import { uuidv7 } from '../../shared/uuid.ts';
@@ -75,7 +75,7 @@ export type RevokeReason =
 
 /** Revoke a session and its refresh tokens; false when it was already revoked or is unknown. */
 export async function revokeSession(
-  q: Queryable,
+  q: TxClient,
   tenantId: string,
   sessionId: string,
   reason: RevokeReason,

@@ -13,7 +13,7 @@
  * AAL 2 with the new token's jti, and an audit record is written.
  */
 import { AppError } from '../../shared/errors.ts';
-import type { Queryable } from '../../shared/db/pool.ts';
+import type { Queryable, TxClient } from '../../shared/db/pool.ts';
 import type { RequestContext } from '../http/route.ts';
 import type { Static } from '@sinclair/typebox';
 import { verifyChallenge, type ChallengeClaims, type StepUpMethod } from '../../shared/challenge.ts';
@@ -179,7 +179,7 @@ interface Attempt {
 type Note = (allow: boolean, outcome: string) => Promise<void>;
 
 /** Steps 4 to 6 and the AAL 2 session, in one transaction; each refusal audited and returned. */
-async function stepUpInTx(q: Queryable, a: Attempt): Promise<Outcome> {
+async function stepUpInTx(q: TxClient, a: Attempt): Promise<Outcome> {
   const { caller, claims, ctx, method, t, access } = a;
   const { tenantId } = caller;
   const note: Note = (allow, outcome) =>

@@ -12,7 +12,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { importJWK, type JWK } from 'jose';
 import { AppError } from '../../shared/errors.ts';
 import { appendAudit } from '../../shared/audit.ts';
-import type { Db, Queryable } from '../../shared/db/pool.ts';
+import type { Db, Queryable, TxClient } from '../../shared/db/pool.ts';
 import { defineRoute, type RequestContext, type RouteSpec } from '../http/route.ts';
 import type { KeyStore } from '../keys/keys.ts';
 import {
@@ -161,7 +161,7 @@ function view(c: OAuthClient, secret?: string): Record<string, unknown> {
 }
 
 async function audit(
-  q: Queryable,
+  q: TxClient,
   deps: Deps,
   ctx: Ctx,
   who: { tenantId: string; actor: AdminActor },

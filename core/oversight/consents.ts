@@ -6,7 +6,7 @@
  */
 import { Type } from '@sinclair/typebox';
 import { appendAudit } from '../../shared/audit.ts';
-import type { Queryable } from '../../shared/db/pool.ts';
+import type { Queryable, TxClient } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
 import { uuidv7 } from '../../shared/uuid.ts';
 
@@ -60,7 +60,7 @@ export async function listConsents(q: Queryable, tenantId: string, customerId: s
 
 /** Grant (or re-grant under newer terms: the live row is closed and a new one opened). Idempotent for the same terms. */
 export async function grantConsent(
-  q: Queryable,
+  q: TxClient,
   a: ConsentActor,
   purpose: string,
   termsVersion: string,
@@ -96,7 +96,7 @@ export async function grantConsent(
   return view(rows[0] as Row);
 }
 
-export async function withdrawConsent(q: Queryable, a: ConsentActor, purpose: string, now: number) {
+export async function withdrawConsent(q: TxClient, a: ConsentActor, purpose: string, now: number) {
   const at = new Date(now);
   const { rows } = await q.query<Row>(
     `UPDATE customer_consents SET withdrawn_at = $4 WHERE tenant_id = $1 AND customer_id = $2 AND purpose = $3 AND withdrawn_at IS NULL

@@ -7,7 +7,7 @@
  */
 import { Type } from '@sinclair/typebox';
 import { appendAudit } from '../../shared/audit.ts';
-import type { Queryable } from '../../shared/db/pool.ts';
+import type { Queryable, TxClient } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
 import { uuidv7 } from '../../shared/uuid.ts';
 import { accountRef } from '../ledger/reads.ts';
@@ -101,7 +101,7 @@ async function notifyCustomer(
 }
 
 export async function placeHold(
-  q: Queryable,
+  q: TxClient,
   ctx: AnyCtx,
   c: StaffCaller,
   body: { accountId: string; reason: string },
@@ -135,7 +135,7 @@ export async function placeHold(
 }
 
 export async function liftHold(
-  q: Queryable,
+  q: TxClient,
   ctx: AnyCtx,
   c: StaffCaller,
   id: string,

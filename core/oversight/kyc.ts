@@ -5,7 +5,7 @@
  */
 import { Type } from '@sinclair/typebox';
 import { appendAudit } from '../../shared/audit.ts';
-import type { Queryable } from '../../shared/db/pool.ts';
+import type { TxClient } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
 import type { RequestContext } from '../http/route.ts';
 import { auditOf, type StaffCaller } from './context.ts';
@@ -65,7 +65,7 @@ interface Row {
 }
 
 export async function readKyc(
-  q: Queryable,
+  q: TxClient,
   ctx: RequestContext<unknown, unknown, unknown>,
   c: StaffCaller,
   customerId: string,

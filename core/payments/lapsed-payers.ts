@@ -7,7 +7,7 @@
  * nothing.
  */
 import { appendAudit } from '../../shared/audit.ts';
-import type { Db, Queryable } from '../../shared/db/pool.ts';
+import type { Db, TxClient } from '../../shared/db/pool.ts';
 import type { Logger } from 'pino';
 import { ExclusiveTimer } from '../db/exclusive.ts';
 import { type Delegation, releaseDelegation, releasedCode } from './revocation.ts';
@@ -44,7 +44,7 @@ async function candidates(db: Db, nowMs: number): Promise<Delegation[]> {
  * a confirm take (./revocation.ts), and judged again under the lock: a rewrite that extended
  * its expiry since the candidates were read keeps the transfers pending.
  */
-async function releaseIfLapsed(q: Queryable, d: Delegation, nowMs: number): Promise<number> {
+async function releaseIfLapsed(q: TxClient, d: Delegation, nowMs: number): Promise<number> {
   const { rows } = await q.query<{ expires_at: string | null }>(
     `SELECT r.caveat->>'expires_at' AS expires_at ${tupleOf} FOR UPDATE`,
     [d.tenantId, d.delegate, d.owner],

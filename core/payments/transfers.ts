@@ -15,7 +15,7 @@ import { maskPhone } from '../../shared/masking.ts';
 import { uuidv7 } from '../../shared/uuid.ts';
 import { quoteFee } from '../admin/schedules.ts';
 import { appendAudit } from '../../shared/audit.ts';
-import type { Queryable } from '../../shared/db/pool.ts';
+import type { Queryable, TxClient } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
 import { useStepUp } from '../identity/bound.ts';
 import { coolingOff, verifyDeviceAssertion } from '../identity/devices.ts';
@@ -249,7 +249,7 @@ async function partiesOf(
  * customers' limits; the money leaves the owner's wallet.
  */
 export async function createTransfer(
-  q: Queryable,
+  q: TxClient,
   caller: Caller,
   input: TransferInput,
   facts: RequestFacts,
@@ -468,7 +468,7 @@ async function pendingToConfirm(
  * PAYER_NOT_AUTHORIZED: a transfer its deleted tuple released answers this), 409 TRANSFER_NOT_PENDING.
  */
 export async function confirmTransfer(
-  q: Queryable,
+  q: TxClient,
   caller: Caller,
   transferId: string,
   facts: RequestFacts,

@@ -3,7 +3,7 @@
  * once by the bootstrap (bin/services/bootstrap.ts; development: the demo seed); only its Admins
  * may create tenants, and the bootstrap refuses to run twice.
  */
-import type { Queryable } from '../../shared/db/pool.ts';
+import type { Queryable, TxClient } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
 import { appendAudit } from '../../shared/audit.ts';
 import { enableCountry } from '../admin/seed.ts';
@@ -60,7 +60,7 @@ export class AlreadyBootstrapped extends Error {}
  * token are shown once and stored only as hashes.
  */
 export async function bootstrapPlatform(
-  q: Queryable,
+  q: TxClient,
   input: BootstrapInput,
 ): Promise<{
   token: string;

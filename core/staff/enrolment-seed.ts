@@ -4,7 +4,7 @@
  * registers a passkey and signs in. A link the previous run wrote is kept while still usable
  * (running the seed twice changes nothing); once used or expired, the next run issues a new one.
  */
-import type { Queryable } from '../../shared/db/pool.ts';
+import type { TxClient } from '../../shared/db/pool.ts';
 import { createEnrolmentLink, enrolmentPath, liveLink } from './enrolment.ts';
 import type { StaffUser } from './store.ts';
 
@@ -14,7 +14,7 @@ interface PreviousLink {
 }
 
 export async function demoEnrolment(
-  q: Queryable,
+  q: TxClient,
   tenantId: string,
   user: StaffUser,
   previous: Record<string, unknown>,

@@ -8,7 +8,7 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { appendAudit } from '../../shared/audit.ts';
-import type { Queryable } from '../../shared/db/pool.ts';
+import type { Queryable, TxClient } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
 import { uuidv7 } from '../../shared/uuid.ts';
 import { staffUserById, type StaffUser } from './store.ts';
@@ -35,7 +35,7 @@ export interface EnrolmentLink {
  * earlier unused links; `actor` is who asked (an Admin, the SCIM client, the bootstrap).
  */
 export async function createEnrolmentLink(
-  q: Queryable,
+  q: TxClient,
   tenantId: string,
   userId: string,
   actor: { type: string; id: string },

@@ -25,7 +25,7 @@ import { signInBinding } from '../http/dpop.ts';
 import { tenantSettings } from '../identity/settings.ts';
 import { createHash } from 'node:crypto';
 import * as oidc from 'openid-client';
-import type { Db, Queryable } from '../../shared/db/pool.ts';
+import type { Db, Queryable, TxClient } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
 import type { TargetGuard } from '../admin/webhooks/target.ts';
 import type { RequestContext } from '../http/route.ts';
@@ -92,19 +92,6 @@ export async function beginFederation(
   const verifier = oidc.randomPKCECodeVerifier();
   const hash = hashOf(state);
   const t = deps.now();
-  await deps.db.query(
-    `INSERT INTO staff_federation_states (state_hash, tenant_id, verifier_enc, nonce, idp_version, created_at, expires_at)
-     VALUES ($1, $2, $3, $4, $5, to_timestamp($6 / 1000.0), to_timestamp($7 / 1000.0))`,
-    [
-      hash,
-      tenantId,
-      deps.keys.sealSecret(Buffer.from(verifier, 'utf8'), verifierAad(hash)),
-      nonce,
-      idp.version,
-      t,
-      t + stateTtlMs,
-    ],
-  );
   const url = oidc.buildAuthorizationUrl(config, {
     redirect_uri: idp.redirectUri,
     scope: idp.scopes.join(' '),
@@ -113,8 +100,22 @@ export async function beginFederation(
     code_challenge: await oidc.calculatePKCECodeChallenge(verifier),
     code_challenge_method: 'S256',
   });
-  await deps.db.tx((q) =>
-    auditAuth(
+  // The state and the record of the redirect commit together (SPEC 6.3), or the sign-in is not begun.
+  await deps.db.tx(async (q) => {
+    await q.query(
+      `INSERT INTO staff_federation_states (state_hash, tenant_id, verifier_enc, nonce, idp_version, created_at, expires_at)
+       VALUES ($1, $2, $3, $4, $5, to_timestamp($6 / 1000.0), to_timestamp($7 / 1000.0))`,
+      [
+        hash,
+        tenantId,
+        deps.keys.sealSecret(Buffer.from(verifier, 'utf8'), verifierAad(hash)),
+        nonce,
+        idp.version,
+        t,
+        t + stateTtlMs,
+      ],
+    );
+    await auditAuth(
       q,
       {
         tenantId,
@@ -126,8 +127,8 @@ export async function beginFederation(
         requestId: ctx.requestId,
       },
       t,
-    ),
-  );
+    );
+  });
   return { authorizationUrl: url.href, expiresIn: stateTtlMs / 1000 };
 }
 
@@ -272,7 +273,7 @@ async function idTokenClaims(
 
 /** In the caller's transaction: the matched active member's roles from its groups, a session, the audit. */
 async function signInMember(
-  q: Queryable,
+  q: TxClient,
   deps: FederationDeps,
   ctx: Ctx,
   s: {

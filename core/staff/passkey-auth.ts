@@ -14,7 +14,7 @@
 import type { Logger } from 'pino';
 import { appendAudit } from '../../shared/audit.ts';
 import { origOf, verifyChallenge, issueChallenge, challengeTtlS } from '../../shared/challenge.ts';
-import type { Db, Queryable } from '../../shared/db/pool.ts';
+import type { Db, TxClient } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
 import type { KeyStore } from '../keys/keys.ts';
 import type { StaffCaller } from './auth.ts';
@@ -55,7 +55,7 @@ export interface Origin {
 export const passkeyAmr = ['passkey'];
 
 async function audit(
-  q: Queryable,
+  q: TxClient,
   tenantId: string,
   actor: { type: string; id: string },
   action: string,
@@ -125,16 +125,19 @@ export async function passkeyLoginFinish(
   const fail = async (reason: string, userId?: string): Promise<never> => {
     const actor = userId ? { type: 'staff', id: staffSubject(userId) } : { type: 'anonymous', id: from.ip };
     const known = await deps.db.query('SELECT 1 FROM tenants WHERE id = $1', [tenantId]);
+    // A refusal changes nothing: its record is a transaction of its own.
     if (known.rows.length > 0)
-      await audit(
-        deps.db,
-        tenantId,
-        actor,
-        'staff.login',
-        { type: 'staff_user', id: userId ?? 'unknown' },
-        false,
-        { method: 'passkey', reason, ip: from.ip, requestId: from.requestId },
-        t,
+      await deps.db.tx((q) =>
+        audit(
+          q,
+          tenantId,
+          actor,
+          'staff.login',
+          { type: 'staff_user', id: userId ?? 'unknown' },
+          false,
+          { method: 'passkey', reason, ip: from.ip, requestId: from.requestId },
+          t,
+        ),
       );
     throw new AppError('INVALID_CREDENTIALS', 'the passkey could not sign you in');
   };
@@ -270,15 +273,18 @@ export async function staffStepUpChallenge(
   );
   const mine = await passkeysOf(deps.db, caller.tenantId, caller.user.id);
   const publicKey = await authenticationOptions(deps.webauthn, stepUpWebAuthnChallenge(challenge), mine);
-  await audit(
-    deps.db,
-    caller.tenantId,
-    { type: 'staff', id: staffSubject(caller.user.id) },
-    'staff.mfa_challenge',
-    { type: 'session', id: caller.sessionId },
-    true,
-    { method: req.method.toUpperCase(), path: req.path, orig, ip: from.ip, requestId: from.requestId },
-    t,
+  // The challenge is stateless (signed): its record is all this writes, in a transaction of its own.
+  await deps.db.tx((q) =>
+    audit(
+      q,
+      caller.tenantId,
+      { type: 'staff', id: staffSubject(caller.user.id) },
+      'staff.mfa_challenge',
+      { type: 'session', id: caller.sessionId },
+      true,
+      { method: req.method.toUpperCase(), path: req.path, orig, ip: from.ip, requestId: from.requestId },
+      t,
+    ),
   );
   return { challenge, methods: ['passkey'], orig, expiresIn: challengeTtlS, publicKey };
 }
@@ -303,7 +309,7 @@ export async function staffStepUpComplete(
   if (!claims.methods.includes('passkey'))
     throw new AppError('challenge_mismatch', 'this challenge does not offer a passkey');
   const actor = { type: 'staff', id: staffSubject(caller.user.id) };
-  const note = (q: Queryable, allow: boolean, outcome: string) =>
+  const note = (q: TxClient, allow: boolean, outcome: string) =>
     audit(
       q,
       caller.tenantId,
@@ -321,6 +327,8 @@ export async function staffStepUpComplete(
       },
       t,
     );
+  // A refused step-up changes nothing: its record is a transaction of its own.
+  const refused = (outcome: string) => deps.db.tx((q) => note(q, false, outcome));
   const c = await checkAssertion(
     deps,
     caller.tenantId,
@@ -329,7 +337,7 @@ export async function staffStepUpComplete(
     caller.user.id,
   );
   if (!c.ok) {
-    await note(deps.db, false, c.reason);
+    await refused(c.reason);
     throw new AppError('INVALID_CREDENTIALS', 'the passkey assertion is not valid for this challenge');
   }
   const out = await deps.db.tx(async (q) => {
@@ -357,7 +365,7 @@ export async function staffStepUpComplete(
     return token;
   });
   if (out === 'challenge_reused' || out === 'counter_race') {
-    await note(deps.db, false, out);
+    await refused(out);
     throw out === 'challenge_reused'
       ? new AppError('challenge_mismatch', 'challenge token was already used')
       : new AppError('INVALID_CREDENTIALS', 'the passkey assertion was already used');

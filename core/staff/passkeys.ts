@@ -4,7 +4,7 @@
  * is deleted: it can no longer sign in or step up.
  */
 import { appendAudit } from '../../shared/audit.ts';
-import type { Queryable } from '../../shared/db/pool.ts';
+import type { Queryable, TxClient } from '../../shared/db/pool.ts';
 import { uuidv7 } from '../../shared/uuid.ts';
 import { staffSubject } from './store.ts';
 import type { NewCredential, StoredCredential } from './webauthn.ts';
@@ -125,7 +125,7 @@ export async function recordUse(q: Queryable, p: Passkey, newCounter: number, no
 }
 
 export async function auditPasskey(
-  q: Queryable,
+  q: TxClient,
   tenantId: string,
   userId: string,
   action: string,
@@ -148,7 +148,7 @@ export async function auditPasskey(
 
 /** Rename one of the person's own passkeys; false when it is not theirs. */
 export async function renamePasskey(
-  q: Queryable,
+  q: TxClient,
   tenantId: string,
   userId: string,
   id: string,
@@ -168,7 +168,7 @@ export async function renamePasskey(
 
 /** Remove one of the person's own passkeys; false when it is not theirs. */
 export async function removePasskey(
-  q: Queryable,
+  q: TxClient,
   tenantId: string,
   userId: string,
   id: string,

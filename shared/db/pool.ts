@@ -14,6 +14,16 @@ export interface Queryable {
   ): Promise<pg.QueryResult<R>>;
 }
 
+declare const inTransaction: unique symbol;
+
+/**
+ * The client `Db.tx` hands its callback, and only that: its statements commit or roll back
+ * together. A change and its audit record (SPEC 6.3: every mutation has one) are written through
+ * one, so that both commit or neither does: appendAudit takes this, never a Queryable, which the
+ * pool (where each statement commits alone) and a client outside a transaction also are.
+ */
+export type TxClient = pg.PoolClient & { readonly [inTransaction]: true };
+
 export interface Db {
   readonly pool: pg.Pool;
   query<R extends pg.QueryResultRow = pg.QueryResultRow>(
@@ -22,7 +32,7 @@ export interface Db {
   ): Promise<pg.QueryResult<R>>;
   /** Run `fn` in one transaction; retried on 40001/40P01 up to `txRetryLimit` times. */
   tx<T>(
-    fn: (client: pg.PoolClient) => Promise<T>,
+    fn: (client: TxClient) => Promise<T>,
     opts?: { isolation?: 'read committed' | 'repeatable read' | 'serializable' },
   ): Promise<T>;
   close(): Promise<void>;
@@ -105,7 +115,7 @@ export function createDb(opts: {
           await client.query(
             `BEGIN ISOLATION LEVEL ${(txOpts?.isolation ?? 'read committed').toUpperCase()}`,
           );
-          const result = await fn(client);
+          const result = await fn(client as TxClient);
           await client.query('COMMIT');
           raw.off('error', onLost);
           raw.release();

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { installAuditRefusal } from '../helpers/audit-refusal.ts';
 import { call, type Res } from '../helpers/http.ts';
 import { viaEdge } from '../helpers/edge-auth.ts';
 import { bearer, startAgentHarness, type AgentHarness, type AgentLogin, type TestAgent } from './harness.ts';
@@ -237,5 +238,37 @@ describe('USSD: customer session and agent menu', () => {
       `SELECT 1 FROM audit_log WHERE tenant_id = 'ta' AND action = 'auth.ussd_pin' AND attrs::text LIKE '%${pin}%'`,
     );
     assert.equal(rows.length, 0, 'no PIN in the audit');
+  });
+
+  it("a right PIN whose record cannot be written clears nothing: the phone's failure count stays", async () => {
+    const phoneRows = async () =>
+      new Map(
+        (
+          await h.tdb.db.query<{ key: Buffer; fails: number }>(
+            `SELECT key, fails FROM auth_throttle WHERE tenant_id = 'ta' AND scope = 'phone'`,
+          )
+        ).rows.map((r) => [r.key.toString('hex'), r.fails]),
+      );
+    const before = await phoneRows();
+    session++;
+    expectEnd(await cust('1*0000', bob), /Wrong PIN/);
+    const after = await phoneRows();
+    const key = [...after.keys()].find((k) => after.get(k) !== before.get(k));
+    assert.ok(key && (after.get(key) ?? 0) > 0, "bob's wrong PIN is counted");
+    const refusal = await installAuditRefusal(h.tdb.db);
+    await refusal.refuse('auth.ussd_pin');
+    session++;
+    // USSD's clean failure: the session ends with a message, never a balance.
+    expectEnd(await cust(`1*${pin}`, bob), /Service unavailable/);
+    // Admission counted the attempt (its own transaction); the success did not clear the count.
+    assert.equal(
+      (await phoneRows()).get(key),
+      (after.get(key) ?? 0) + 1,
+      'the count is not cleared without its record',
+    );
+    await refusal.clear();
+    session++;
+    expectEnd(await cust(`1*${pin}`, bob), /Your balance is/);
+    assert.equal((await phoneRows()).get(key), 0, 'a recorded success clears it');
   });
 });

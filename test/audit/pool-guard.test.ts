@@ -1,8 +1,9 @@
 /**
  * appendAudit in one transaction: through a pool each query would commit on its own, the chain
  * head's lock would end before the rows are written, and two appends could chain from one head
- * (a broken chain, seen in the multi-process proof: token issuance and other callers handed
- * appendAudit the pool). An append handed the pool now runs in a transaction of its own.
+ * (a broken chain, seen in the multi-process proof when token issuance appended so); and the
+ * record would commit apart from the change it records. So appendAudit takes the transaction of
+ * that change (a TxClient) and refuses the pool; a record of its own goes through audit(db, …).
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -22,10 +23,12 @@ describe('appendAudit and transactions', () => {
     target: { type: 'test', id: `x${i}` },
   });
 
-  it('40 appends at once, handed the pool or through audit(), keep one unbroken chain', async () => {
+  it('refuses the pool, and 40 appends at once, in transactions or through audit(), keep one unbroken chain', async () => {
+    // Only a cast gets a Db this far: the type is a transaction's client.
+    await assert.rejects(() => appendAudit(t.db as never, [entry(0)]), /transaction of the change/);
     await Promise.all(
       Array.from({ length: 40 }, (_, i) =>
-        i % 2 === 0 ? appendAudit(t.db, [entry(i)]) : audit(t.db, entry(i)),
+        i % 2 === 0 ? t.db.tx((q) => appendAudit(q, [entry(i)])) : audit(t.db, entry(i)),
       ),
     );
     const report = await verifyChain(t.db, 'guard-t');

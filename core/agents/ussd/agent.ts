@@ -5,7 +5,7 @@
  * lockout). A USSD session is PIN only (no bound device): the cash-in runs the same code as
  * POST /v1/txns/cashin (limits, day open, ledger, commission, audit) as an AAL 1 caller.
  */
-import type { Queryable } from '../../../shared/db/pool.ts';
+import type { Queryable, TxClient } from '../../../shared/db/pool.ts';
 import { AppError } from '../../../shared/errors.ts';
 import { fromDb } from '../../../shared/money.ts';
 import { availableOf } from '../capabilities.ts';
@@ -39,7 +39,7 @@ async function agentByPhone(q: Queryable, tenantId: string, phone: string): Prom
 
 async function cashIn(
   deps: AgentDeps,
-  q: Queryable,
+  q: TxClient,
   tenantId: string,
   a: AgentRow,
   customerPhone: string,

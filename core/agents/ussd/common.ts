@@ -1,5 +1,5 @@
 /** Shared steps of the USSD menus: the final step run once per session, amounts, wallets. */
-import type { Queryable } from '../../../shared/db/pool.ts';
+import type { Queryable, TxClient } from '../../../shared/db/pool.ts';
 import { AppError, isErrorCode } from '../../../shared/errors.ts';
 import { principalOf, requestHash, withIdempotency } from '../../idempotency/idempotency.ts';
 import type { AgentDeps, AnyCtx } from '../context.ts';
@@ -19,7 +19,7 @@ export async function once(
   tenantId: string,
   route: string,
   form: UssdRequest,
-  fn: (q: Queryable) => Promise<string>,
+  fn: (q: TxClient) => Promise<string>,
 ): Promise<string> {
   const answers = (form.text ?? '').split('*');
   const withoutPin = answers.slice(0, -1).join('*');

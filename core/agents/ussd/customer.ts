@@ -6,7 +6,7 @@
  *   4 mini statement: PIN → END last five wallet entries
  * Each level validates its answer; anything unexpected ends the session with a message.
  */
-import type { Queryable } from '../../../shared/db/pool.ts';
+import type { Queryable, TxClient } from '../../../shared/db/pool.ts';
 import { AppError } from '../../../shared/errors.ts';
 import { fromDb, toDb } from '../../../shared/money.ts';
 import { uuidv7 } from '../../../shared/uuid.ts';
@@ -97,7 +97,7 @@ async function statement(q: Queryable, tenantId: string, c: Customer): Promise<s
 /** Customer → customer through the ledger: limits by KYC level, fee from the schedule, one posting. */
 async function sendMoney(
   deps: AgentDeps,
-  q: Queryable,
+  q: TxClient,
   tenantId: string,
   c: Customer,
   to: string,
@@ -177,7 +177,7 @@ async function sendMoney(
 /** The customer approves an agent's cash-out on their own phone: the same posting as the agent entering their code. */
 async function approveCashout(
   deps: AgentDeps,
-  q: Queryable,
+  q: TxClient,
   tenantId: string,
   c: Customer,
   txnId: string,

@@ -40,22 +40,18 @@ export async function verifyUssdPin(
       : agentKeyOf(secrets, s.tenantId, s.handle);
   const ref = s.kind === 'customer' ? phoneRef(key) : agentRef(key);
   const checks: Check[] = [{ scope: 'phone', key, policy: phonePolicy }];
+  const record = (allow: boolean, outcome: string) => ({
+    tenantId: s.tenantId,
+    action: `${s.kind === 'customer' ? 'auth' : 'agent.auth'}.ussd_pin`,
+    actor: { type: s.kind, id: s.id },
+    target: { type: s.kind === 'customer' ? 'phone' : 'agent_code', id: ref },
+    allow,
+    attrs: { channel: 'ussd', ussd_session: sessionId, outcome },
+    requestId: ctx.requestId,
+  });
+  // A refusal changes nothing here: its record is a transaction of its own.
   const audit = (allow: boolean, outcome: string, t: number) =>
-    db.tx((q) =>
-      auditAuth(
-        q,
-        {
-          tenantId: s.tenantId,
-          action: `${s.kind === 'customer' ? 'auth' : 'agent.auth'}.ussd_pin`,
-          actor: { type: s.kind, id: s.id },
-          target: { type: s.kind === 'customer' ? 'phone' : 'agent_code', id: ref },
-          allow,
-          attrs: { channel: 'ussd', ussd_session: sessionId, outcome },
-          requestId: ctx.requestId,
-        },
-        t,
-      ),
-    );
+    db.tx((q) => auditAuth(q, record(allow, outcome), t));
   const start = deps.now();
   const gate = await db.tx(async (q) => admitAll(q, s.tenantId, checks, start));
   if (!gate.ok) {
@@ -79,8 +75,11 @@ export async function verifyUssdPin(
     await audit(false, s.stored ? 'bad_pin' : 'no_pin', t);
     return false;
   }
-  await db.tx((q) => settleSuccess(q, s.tenantId, checks, t));
-  await audit(true, 'success', t);
+  // The counters cleared and the success recorded commit together.
+  await db.tx(async (q) => {
+    await settleSuccess(q, s.tenantId, checks, t);
+    await auditAuth(q, record(true, 'success'), t);
+  });
   return true;
 }
 

@@ -13,7 +13,7 @@
  */
 import { createHash } from 'node:crypto';
 import { appendAudit } from '../../../shared/audit.ts';
-import type { Queryable } from '../../../shared/db/pool.ts';
+import type { Queryable, TxClient } from '../../../shared/db/pool.ts';
 import { AppError } from '../../../shared/errors.ts';
 import {
   changeStaffRole,
@@ -217,7 +217,7 @@ function applyMembers(members: Set<string>, op: PatchOp['op'], ids: string[]): v
 
 /** Make `wanted` the role's members: add and remove roles, each audited naming the credential. */
 async function setMembers(
-  q: Queryable,
+  q: TxClient,
   deps: ScimDeps,
   a: ScimActor,
   g: RoleGroup,

@@ -6,7 +6,7 @@
  * sessions in that same transaction, and the sessions trigger tells the edges.
  */
 import { appendAudit } from '../../../shared/audit.ts';
-import type { Db, Queryable } from '../../../shared/db/pool.ts';
+import type { Db, TxClient } from '../../../shared/db/pool.ts';
 import { AppError } from '../../../shared/errors.ts';
 import { uuidv7 } from '../../../shared/uuid.ts';
 import {
@@ -47,7 +47,7 @@ export interface ScimDeps {
    * Called in the transaction that provisions a member (issue 16: the passkey enrolment link);
    * what it returns is shown once in the 201 answer, as the extension `enrolmentExtension`.
    */
-  onProvisioned?: (q: Queryable, user: StaffUser, actor: string) => Promise<Record<string, unknown> | void>;
+  onProvisioned?: (q: TxClient, user: StaffUser, actor: string) => Promise<Record<string, unknown> | void>;
 }
 
 /** Who acts: the SCIM credential's principal id, `scim-credential:<id>`. */
@@ -80,7 +80,7 @@ export function checkVersion(ifMatch: string | undefined, current: string): void
 }
 
 async function audit(
-  q: Queryable,
+  q: TxClient,
   deps: ScimDeps,
   a: ScimActor,
   action: string,
@@ -110,7 +110,7 @@ function changed(before: StaffUser | undefined, after: StaffUserFields): Record<
 }
 
 async function deprovisionIfInactive(
-  q: Queryable,
+  q: TxClient,
   deps: ScimDeps,
   a: ScimActor,
   before: StaffUser | undefined,
