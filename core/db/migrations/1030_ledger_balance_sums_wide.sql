@@ -1,7 +1,9 @@
 -- contract: widening only (numeric(20,6) to numeric(38,6), same scale): every released reader
--- gets the same text for every value it could read before, and PostgreSQL changes the type
--- without rewriting the table or rechecking its rows (a numeric precision increase at the same
--- scale is binary-compatible).
+-- gets the same text for every value it could read before. PostgreSQL changes the type without
+-- rewriting the table (a precision increase at the same scale is binary-compatible; checked on
+-- PostgreSQL 18: same relfilenode), but it scans the table once to verify the CHECK constraints
+-- on these columns again, under the ALTER's exclusive lock: a balance-sized table pauses writes
+-- for that scan.
 --
 -- The four sums of a balance row were numeric(20,6), the type of one amount (SPEC 8), but they
 -- are not amounts: debits_posted and credits_posted add up every entry an account ever had, and
