@@ -571,6 +571,36 @@ describe('attacks on the ledger posting path through the gateway, two cores as p
     assert.ok(Number(refusals.rows[0]?.n) >= 12, 'each refused posting is audited with its outcome');
   });
 
+  it('one posting reversed and one hold captured by racing requests under different keys over both cores: once each', async () => {
+    const { a } = tenants;
+    const [payer, payee] = [await open(a), await open(a)];
+    await fund(a, payer, '50.00');
+    const p = await post(a, move(payer, payee, '5.00', `race-reverse-${randomUUID()}`));
+    assert.equal(p.status, 201, p.text);
+    const h = await send('POST', '/v1/core/holds', {
+      json: { debit_account_id: payer, credit_account_id: payee, currency: 'KES', amount: '7.00' },
+      headers: headers(a.token, `hold-${randomUUID()}`),
+    });
+    assert.equal(h.status, 201, h.text);
+    const rollbacksBefore = batchRollbacks().length;
+    const write = (path: string) =>
+      send('POST', path, { json: {}, headers: headers(a.token, `w-${randomUUID()}`) });
+    const answers = await Promise.all(
+      Array.from({ length: 8 }, (_, i) =>
+        write(i % 2 ? `/v1/core/postings/${p.json.id}/reverse` : `/v1/core/holds/${h.json.id}/capture`),
+      ),
+    );
+    const reversals = answers.filter((_, i) => i % 2);
+    const captures = answers.filter((_, i) => i % 2 === 0);
+    const codes = (rs: Res[]) =>
+      rs.map((r) => (r.status < 300 ? r.status : `${r.status} ${r.json?.code}`)).sort();
+    assert.deepEqual(codes(reversals), [201, ...Array(3).fill('409 POSTING_ALREADY_REVERSED')].sort());
+    assert.deepEqual(codes(captures), [200, ...Array(3).fill('409 HOLD_NOT_PENDING')].sort());
+    assert.equal(await posted(a, payer), '43.00', '50, less 5 reversed once, less 7 captured once');
+    assert.equal(await posted(a, payee), '7.00');
+    assert.deepEqual(batchRollbacks().slice(rollbacksBefore), [], 'no race rolled a batch back');
+  });
+
   it('SIGKILL of a core with postings in flight: every 201 exists once and whole, retries with their keys give one result', async (t) => {
     const { a } = tenants;
     const sink = await open(a);
