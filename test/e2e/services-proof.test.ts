@@ -40,7 +40,15 @@ import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { checkClient, envoyRequest } from '../helpers/edge.ts';
 import { call, serve, type Res } from '../helpers/http.ts';
 import { journey, type Customer, type Journey } from '../helpers/journey.ts';
-import { productionEnv, runService, until, type Service } from '../helpers/services.ts';
+import {
+  edgeEnv,
+  migrateAsOperator,
+  productionEnv,
+  runService,
+  until,
+  untilServing,
+  type Service,
+} from '../helpers/services.ts';
 
 const tenantId = 'proof';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -164,20 +172,11 @@ describe('two cores and two edges as production services, under SIGKILL and SIGT
     });
 
   function start(name: string, kind: 'core' | 'edge', extra: Record<string, string> = {}): Service {
-    const edgeVars = [
-      'MODE',
-      'DATABASE_URL',
-      'EDGE_SHARED_SECRET',
-      'CHALLENGE_KEY',
-      'API_KEY_SEAL_KEY',
-      'POLICY_TRUSTED_KEYS',
-      'ISSUER_URL',
-    ];
     const own =
       kind === 'edge'
         ? // The edge is given only what it reads: never the master key or the SMS secret.
           {
-            ...Object.fromEntries(edgeVars.map((k) => [k, env[k] ?? ''])),
+            ...edgeEnv(env),
             AUTHZ_PORT: String(ports[`authz${name}`]),
             EDGE_METRICS_PORT: String(ports[`metrics${name}`]),
             LOG_LEVEL: 'debug',
@@ -187,18 +186,7 @@ describe('two cores and two edges as production services, under SIGKILL and SIGT
     return procs[`${kind}${name}`] as Service;
   }
 
-  const outputs = () =>
-    Object.entries(procs)
-      .map(([n, p]) => `--- ${n}\n${p.output().slice(-3000)}`)
-      .join('\n');
-
-  async function ready(origin: string, path: string): Promise<void> {
-    await until(
-      async () => ((await call(origin, 'GET', path)).status === 200 ? true : undefined),
-      90_000,
-      `${origin}${path} (${outputs()})`,
-    );
-  }
+  const ready = (origin: string, path: string) => untilServing(origin, path, 90_000, procs);
 
   before(async () => {
     tdb = await freshDatabase({ migrate: false });
@@ -219,12 +207,7 @@ describe('two cores and two edges as production services, under SIGKILL and SIGT
     hooks = await receiver(hookSecret);
     env = { ...productionEnv(tdb.url, sms.url), SMS_WEBHOOK_SECRET: smsSecret };
 
-    const migrate = runService('migrate', {
-      MODE: 'production',
-      DATABASE_URL: tdb.url,
-      DEPLOYMENT_REGION: 'KE',
-    });
-    assert.equal(await migrate.exited, 0, migrate.output());
+    await migrateAsOperator(tdb.url);
 
     // Test-side bootstrap with the project's own seeders (there is no `npm run bootstrap` yet).
     // The ledger's currencies, as a core loads them before it serves (issue 21 item 2).

@@ -3,10 +3,12 @@
  * operator runs them: spawned as their own OS processes with only the environment given (no
  * variable of the test runner leaks in), their output kept for assertions and diagnosis.
  */
+import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { newWebhookSecret } from '../../core/admin/webhooks/sign.ts';
 import { defaultTrustFile } from '../../policy/runtime/bundle.ts';
+import { call } from './http.ts';
 
 const root = new URL('../../', import.meta.url);
 
@@ -85,4 +87,49 @@ export function productionEnv(
     ISSUER_URL: 'https://payments.test',
     DEPLOYMENT_REGION: 'KE',
   };
+}
+
+/** What an edge process reads of `productionEnv`: never the master key or the SMS secret. */
+export function edgeEnv(env: Record<string, string>): Record<string, string> {
+  const read = [
+    'MODE',
+    'DATABASE_URL',
+    'EDGE_SHARED_SECRET',
+    'CHALLENGE_KEY',
+    'API_KEY_SEAL_KEY',
+    'POLICY_TRUSTED_KEYS',
+    'ISSUER_URL',
+  ];
+  return Object.fromEntries(read.map((k) => [k, env[k] ?? '']));
+}
+
+/** The last output of each process, for a failure message. */
+export function outputsOf(procs: Record<string, Service>): string {
+  return Object.entries(procs)
+    .map(([n, p]) => `--- ${n}\n${p.output().slice(-3000)}`)
+    .join('\n');
+}
+
+/** Until `origin` answers 200 on `path` (within `ms`); a timeout names every process's output. */
+export async function untilServing(
+  origin: string,
+  path: string,
+  ms: number,
+  procs: Record<string, Service>,
+): Promise<void> {
+  await until(
+    async () => ((await call(origin, 'GET', path)).status === 200 ? true : undefined),
+    ms,
+    `${origin}${path} (${outputsOf(procs)})`,
+  );
+}
+
+/** `migrate` run once on `databaseUrl` as an operator runs it before any service starts. */
+export async function migrateAsOperator(databaseUrl: string): Promise<void> {
+  const migrate = runService('migrate', {
+    MODE: 'production',
+    DATABASE_URL: databaseUrl,
+    DEPLOYMENT_REGION: 'KE',
+  });
+  assert.equal(await migrate.exited, 0, migrate.output());
 }
