@@ -162,7 +162,7 @@ export class Ledger {
         }),
       ),
     });
-    return this.run(ctx, cmd, render, 'posting.reverse', { type: 'posting', id: postingId });
+    return this.run(ctx, cmd, render, 'posting.reverse', { type: 'posting', id: postingId.toLowerCase() });
   }
 
   /** POST /v1/core/holds */
@@ -214,7 +214,7 @@ export class Ledger {
       id: uuidv7(now),
       now: new Date(now).toISOString(),
     };
-    return this.run(ctx, cmd, holdRender(200), 'hold.capture', { type: 'hold', id: holdId });
+    return this.run(ctx, cmd, holdRender(200), 'hold.capture', { type: 'hold', id: holdId.toLowerCase() });
   }
 
   /** POST /v1/core/holds/{id}/void */
@@ -225,7 +225,7 @@ export class Ledger {
       hold_id: holdId.toLowerCase(),
       now: new Date(this.deps.now()).toISOString(),
     };
-    return this.run(ctx, cmd, holdRender(200), 'hold.void', { type: 'hold', id: holdId });
+    return this.run(ctx, cmd, holdRender(200), 'hold.void', { type: 'hold', id: holdId.toLowerCase() });
   }
 
   /** Expire pending holds past their time, one command per tenant; returns how many. */

@@ -470,11 +470,9 @@ describe('attacks on the ledger posting path through the gateway, two cores as p
     for (const id of aIds) assert.ok(!theirs.text.includes(id), `b's answer names none of a's ids (${id})`);
   });
 
-  // Defect (core/ledger/service.ts): reverse, capture and void audit the target id as the path
-  // gave it, not lower-cased as the command carries it. `todo` until the lead applies the fix.
-  it('a reversal, capture and void named by an upper-case id are audited under the ids the ledger stores', {
-    todo: 'defect: audit target ids are not canonical (core/ledger/service.ts)',
-  }, async () => {
+  // Reverse, capture and void audited the target id as the path gave it, not lower-cased as the
+  // command carries it (core/ledger/service.ts): the record was not found under the stored id.
+  it('a reversal, capture and void named by an upper-case id are audited under the ids the ledger stores', async () => {
     const { a } = tenants;
     const [payer, payee] = [await open(a), await open(a)];
     await fund(a, payer, '30.00');
