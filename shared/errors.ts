@@ -34,6 +34,8 @@ const table = {
   INVALID_CLIENT: [401, 'Unauthorized'],
   UNSUPPORTED_GRANT_TYPE: [400, 'Bad Request'],
   INVALID_SCOPE: [400, 'Bad Request'],
+  /** An authenticated client its tenant's state refuses a token (suspended, source address). */
+  UNAUTHORIZED_CLIENT: [400, 'Bad Request'],
   // proof of possession (issue 17; RFC 9449 §7.1, §8; RFC 7523)
   DPOP_PROOF_INVALID: [401, 'Unauthorized'],
   DPOP_NONCE_REQUIRED: [401, 'Unauthorized'],

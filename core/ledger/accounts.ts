@@ -4,6 +4,7 @@ import { enqueue } from '../outbox/outbox.ts';
 import { AppError } from '../../shared/errors.ts';
 import { uuidv7 } from '../../shared/uuid.ts';
 import { knownCurrency } from './commands.ts';
+import { setCurrency } from './currency.ts';
 import { fromDb, format } from '../../shared/money.ts';
 import { wireAmount } from './render.ts';
 import type { AccountView } from './schemas.ts';
@@ -48,13 +49,18 @@ export interface OpenAccount {
 
 /** Open an account and its zero balance row; the event is written in the same transaction. */
 export async function openAccount(q: Queryable, a: OpenAccount, now: number): Promise<AccountView> {
-  knownCurrency(a.currency);
   // The currency's row, shared until this account commits: a change of its minor units or its
   // deletion (each locks the row, then checks that no account holds the currency) waits for this
   // account and then sees it, instead of passing its check beside it.
-  const { rows: currency } = await q.query('SELECT 1 FROM admin_currencies WHERE code = $1 FOR SHARE', [
-    a.currency,
-  ]);
+  const { rows: currency } = await q.query<{ minor_units: number }>(
+    'SELECT minor_units FROM admin_currencies WHERE code = $1 FOR SHARE',
+    [a.currency],
+  );
+  // The row, not this process's snapshot, decides (issue 21 item 2: admin's table is the one
+  // source): another instance may have added, removed or re-scaled the currency since the last
+  // reload. Once an account holds it its minor units are fixed, so the snapshot takes them now,
+  // and this core's amounts in it are read with them from the first posting on.
+  setCurrency(a.currency, currency[0]?.minor_units);
   if (!currency[0]) throw new AppError('UNKNOWN_CURRENCY', `currency ${a.currency} is not supported`);
   const { rows: types } = await q.query<{ debits_must_not_exceed_credits: boolean; open_via_api: boolean }>(
     'SELECT debits_must_not_exceed_credits, open_via_api FROM ledger_account_types WHERE tenant_id = $1 AND code = $2',

@@ -49,7 +49,7 @@ export function errors(extra: Record<number, string>): Record<number, ResponseSp
 }
 
 export function authed(deps: LedgerRouteDeps, ctx: AnyCtx, scope: CoreScope): Promise<CorePrincipal> {
-  return authenticate(deps, ctx.headers, scope, ctx.identity);
+  return authenticate(deps, ctx, scope);
 }
 
 /** The write context: authenticated with core:write, Idempotency-Key present and well-formed. */

@@ -35,6 +35,7 @@ const OAuthError = Type.Intersect([
       Type.Literal('invalid_client'),
       Type.Literal('unsupported_grant_type'),
       Type.Literal('invalid_scope'),
+      Type.Literal('unauthorized_client'),
     ]),
     error_description: Type.String(),
   }),
@@ -83,7 +84,12 @@ const TokenResponse = Type.Object({
 });
 
 function oauthError(
-  code: 'VALIDATION_FAILED' | 'INVALID_CLIENT' | 'UNSUPPORTED_GRANT_TYPE' | 'INVALID_SCOPE',
+  code:
+    | 'VALIDATION_FAILED'
+    | 'INVALID_CLIENT'
+    | 'UNSUPPORTED_GRANT_TYPE'
+    | 'INVALID_SCOPE'
+    | 'UNAUTHORIZED_CLIENT',
   error: string,
   message: string,
 ): AppError {
@@ -182,8 +188,7 @@ async function auditIssue(
   deps: TokenDeps,
   ctx: Ctx,
   a: Authenticated,
-  scope: string,
-  cnf: Record<string, string> | undefined,
+  attrs: { scope: string; bound: string[] } | { refused: string },
 ): Promise<void> {
   // Its own transaction: the chain head's lock must hold from reading the head to writing the row.
   await audit(deps.db, {
@@ -191,10 +196,27 @@ async function auditIssue(
     actor: { type: 'oauth_client', id: a.client.clientId },
     action: 'oauth.token.issue',
     target: { type: 'oauth_client', id: a.client.clientId },
-    decision: { allow: true, trace_id: ctx.requestId },
-    attrs: { method: a.method, scope, bound: cnf ? Object.keys(cnf) : [] },
+    decision: { allow: !('refused' in attrs), trace_id: ctx.requestId },
+    attrs: { method: a.method, ...attrs },
     ts: new Date(deps.now()),
   });
+}
+
+/**
+ * What the edge applies to every route naming a tenant (the policy's tenant_active and
+ * tenant_ip_ranges) but not here, where the request need not name one: a suspended tenant's
+ * client gets no new token, nor one outside the tenant's allowed_ip_ranges (SPEC 2.10). Answered
+ * after authentication only (RFC 6749 §5.2 unauthorized_client), so nobody else learns of it.
+ */
+async function refuseInactiveTenant(deps: TokenDeps, ctx: Ctx, a: Authenticated): Promise<void> {
+  const refused = a.policy.suspended
+    ? 'the tenant of this client is suspended'
+    : a.policy.sourceAllowed(ctx.identity.clientIp)
+      ? undefined
+      : "the source address is outside the tenant's allowed IP ranges";
+  if (refused === undefined) return;
+  await auditIssue(deps, ctx, a, { refused });
+  throw oauthError('UNAUTHORIZED_CLIENT', 'unauthorized_client', refused);
 }
 
 export function oauthRoutes(deps: TokenDeps): RouteSpec[] {
@@ -218,7 +240,7 @@ export function oauthRoutes(deps: TokenDeps): RouteSpec[] {
         200: { description: 'Access token', schema: TokenResponse },
         400: {
           description:
-            'invalid_request, unsupported_grant_type, invalid_scope, invalid_dpop_proof or use_dpop_nonce',
+            'invalid_request, unsupported_grant_type, invalid_scope, unauthorized_client (tenant suspended, source outside its allowed IP ranges), invalid_dpop_proof or use_dpop_nonce',
           schema: OAuthError,
         },
         401: { description: 'invalid_client', schema: OAuthError },
@@ -233,6 +255,7 @@ export function oauthRoutes(deps: TokenDeps): RouteSpec[] {
           );
         }
         const a = await clientOf(deps, ctx, f);
+        await refuseInactiveTenant(deps, ctx, a);
         const { client } = a;
         const requested = f.scope ? f.scope.split(' ').filter(Boolean) : client.scopes;
         if (requested.length === 0 || requested.some((s) => !client.scopes.includes(s))) {
@@ -257,7 +280,7 @@ export function oauthRoutes(deps: TokenDeps): RouteSpec[] {
             ...(deps.keys.issuerUrl ? { issuer: deps.keys.issuerUrl } : {}),
           },
         );
-        await auditIssue(deps, ctx, a, scope, cnf);
+        await auditIssue(deps, ctx, a, { scope, bound: cnf ? Object.keys(cnf) : [] });
         return {
           status: 200,
           headers: {

@@ -3,12 +3,15 @@
  * `oauth_client_secrets_forbidden` (no client_secret_basic/post, neither registered nor used),
  * `mtls_trusted_cas` (PEM certificates of the CAs whose client certificates `tls_client_auth`
  * accepts: Envoy only proves the client holds the certificate's key, the tenant says whom it
- * trusts) and `require_dpop_nonce` (server nonces in DPoP proofs, RFC 9449 §8).
+ * trusts) and `require_dpop_nonce` (server nonces in DPoP proofs, RFC 9449 §8). Beside them, what
+ * the edge applies to every route naming the tenant but cannot apply to `/oauth2/token` (a public
+ * route that need not name one): the tenant's status and its `allowed_ip_ranges`.
  */
 import { X509Certificate } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import type { Queryable } from '../../shared/db/pool.ts';
+import { addressAllowed, rangesOf } from '../staff/tenant-rules.ts';
 
 const Security = Type.Object({
   oauth_client_secrets_forbidden: Type.Optional(Type.Boolean()),
@@ -21,6 +24,10 @@ export interface OAuthTenantPolicy {
   secretsForbidden: boolean;
   trustedCas: X509Certificate[];
   requireDpopNonce: boolean;
+  /** The platform suspended the tenant (tenants.status): its clients get no new token. */
+  suspended: boolean;
+  /** SPEC 2.10 allowed_ip_ranges: when the tenant sets any, only a source inside one (the edge's x-client-ip). */
+  sourceAllowed: (ip: string | undefined) => boolean;
 }
 
 function certificates(pems: string[]): X509Certificate[] {
@@ -35,16 +42,28 @@ function certificates(pems: string[]): X509Certificate[] {
   return out;
 }
 
-/** Malformed settings fail closed: secrets forbidden, no CA trusted, nonces required. */
+/**
+ * Malformed settings fail closed: secrets forbidden, no CA trusted, nonces required. The ranges
+ * are read as core's staff rules read them (core/staff/tenant-rules.ts). A tenant that is not
+ * ACTIVE (or gone) counts as suspended.
+ */
 export async function oauthTenantPolicy(q: Queryable, tenantId: string): Promise<OAuthTenantPolicy> {
-  const { rows } = await q.query<{ security: unknown }>('SELECT security FROM tenants WHERE id = $1', [
-    tenantId,
-  ]);
+  const { rows } = await q.query<{ security: unknown; status: string; ranges: unknown }>(
+    `SELECT security, status, security -> 'allowed_ip_ranges' AS ranges FROM tenants WHERE id = $1`,
+    [tenantId],
+  );
   const sec = rows[0]?.security;
-  if (!checkSecurity.Check(sec)) return { secretsForbidden: true, trustedCas: [], requireDpopNonce: true };
+  const ranges = rangesOf(rows[0]?.ranges);
+  const tenant = {
+    suspended: rows[0]?.status !== 'ACTIVE',
+    sourceAllowed: (ip: string | undefined) => addressAllowed(ranges, ip),
+  };
+  if (!checkSecurity.Check(sec))
+    return { secretsForbidden: true, trustedCas: [], requireDpopNonce: true, ...tenant };
   return {
     secretsForbidden: sec.oauth_client_secrets_forbidden === true,
     trustedCas: certificates(sec.mtls_trusted_cas ?? []),
     requireDpopNonce: sec.require_dpop_nonce === true,
+    ...tenant,
   };
 }

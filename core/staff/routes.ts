@@ -22,6 +22,7 @@ import {
 } from './passkey-auth.ts';
 import { passkeysOf, removePasskey, renamePasskey } from './passkeys.ts';
 import { staffSubject } from './store.ts';
+import { requireActiveTenant, requireAllowedAddress, staffTenantRules } from './tenant-rules.ts';
 import { AuthenticationResponse, RegistrationResponse } from './webauthn.ts';
 import { declared } from '../http/declared.ts';
 
@@ -71,6 +72,20 @@ const originOf = (ctx: RequestContext<unknown, unknown, unknown>): Origin => ({
 const caller = (deps: StaffDeps, ctx: RequestContext<unknown, unknown, unknown>) =>
   authenticateStaff({ keys: deps.keys, db: deps.db, now: deps.now }, ctx);
 
+/**
+ * A link's tenant must be one whose staff may still act (core/staff/tenant-rules.ts): the edge
+ * refuses a suspended or address-restricted tenant named in the body, core does when reached
+ * without it, so a suspended tenant gains no passkey (enrolment is not step-up or sign-out).
+ */
+async function requireEnrolmentAllowed(
+  deps: StaffDeps,
+  ctx: RequestContext<unknown, unknown, { tenantId: string }>,
+): Promise<void> {
+  const rules = await staffTenantRules(deps.db, ctx.body.tenantId);
+  requireAllowedAddress(rules, ctx.identity.clientIp);
+  requireActiveTenant(rules, ctx.path);
+}
+
 const staffEnrolmentBeginRoute = (deps: StaffDeps): RouteSpec =>
   defineRoute({
     ...declared('POST', '/auth/enrolment/begin'),
@@ -84,10 +99,10 @@ const staffEnrolmentBeginRoute = (deps: StaffDeps): RouteSpec =>
         schema: Type.Object({ options: Options, userName: Type.String() }),
       },
     },
-    handler: async (ctx) => ({
-      status: 200,
-      body: await enrolmentBegin(deps, ctx.body.tenantId, ctx.body.token),
-    }),
+    handler: async (ctx) => {
+      await requireEnrolmentAllowed(deps, ctx);
+      return { status: 200, body: await enrolmentBegin(deps, ctx.body.tenantId, ctx.body.token) };
+    },
   });
 
 const staffEnrolmentFinishRoute = (deps: StaffDeps): RouteSpec =>
@@ -111,17 +126,20 @@ const staffEnrolmentFinishRoute = (deps: StaffDeps): RouteSpec =>
         schema: Type.Object({ id: Type.String(), userName: Type.String() }),
       },
     },
-    handler: async (ctx) => ({
-      status: 201,
-      body: await enrolmentFinish(
-        deps,
-        ctx.body.tenantId,
-        ctx.body.token,
-        ctx.body.response,
-        ctx.body.name,
-        originOf(ctx),
-      ),
-    }),
+    handler: async (ctx) => {
+      await requireEnrolmentAllowed(deps, ctx);
+      return {
+        status: 201,
+        body: await enrolmentFinish(
+          deps,
+          ctx.body.tenantId,
+          ctx.body.token,
+          ctx.body.response,
+          ctx.body.name,
+          originOf(ctx),
+        ),
+      };
+    },
   });
 
 const staffPasskeysRoute = (deps: StaffDeps): RouteSpec =>

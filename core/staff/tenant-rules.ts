@@ -16,14 +16,18 @@ export interface StaffTenantRules {
   suspended: boolean;
 }
 
+/** The strings of a stored `security -> 'allowed_ip_ranges'` (anything else: none). */
+export function rangesOf(stored: unknown): string[] {
+  return Array.isArray(stored) ? stored.filter((r): r is string => typeof r === 'string') : [];
+}
+
 export async function staffTenantRules(q: Queryable, tenantId: string): Promise<StaffTenantRules> {
   const { rows } = await q.query<{ ranges: unknown; dpop: unknown; status: string }>(
     `SELECT security -> 'allowed_ip_ranges' AS ranges, security -> 'require_dpop' AS dpop, status FROM tenants WHERE id = $1`,
     [tenantId],
   );
-  const stored = rows[0]?.ranges;
   return {
-    allowedRanges: Array.isArray(stored) ? stored.filter((r): r is string => typeof r === 'string') : [],
+    allowedRanges: rangesOf(rows[0]?.ranges),
     requireDpop: rows[0]?.dpop === true,
     suspended: rows[0]?.status === 'SUSPENDED',
   };
@@ -52,9 +56,13 @@ export function insideRanges(ranges: readonly string[], ip: string): boolean {
   return list.check(plain, version === 6 ? 'ipv6' : 'ipv4');
 }
 
+/** Whether the tenant sets no ranges or `ip` (the edge's x-client-ip; none without the edge) is inside one. */
+export function addressAllowed(ranges: readonly string[], ip: string | undefined): boolean {
+  return ranges.length === 0 || (ip !== undefined && insideRanges(ranges, ip));
+}
+
 /** 403 FORBIDDEN unless the tenant sets no ranges or `ip` (the edge's x-client-ip) is inside one. */
 export function requireAllowedAddress(rules: StaffTenantRules, ip: string | undefined): void {
-  if (rules.allowedRanges.length === 0) return;
-  if (ip === undefined || !insideRanges(rules.allowedRanges, ip))
+  if (!addressAllowed(rules.allowedRanges, ip))
     throw new AppError('FORBIDDEN', "the source address is outside the tenant's allowed IP ranges");
 }

@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { putServiceToken } from '../../core/platform/service-tokens.ts';
 import type { TestDb } from '../helpers/db.ts';
 import { startE2eStack, type E2eStack } from '../helpers/e2e-stack.ts';
 import { callRetrying } from '../helpers/gateway.ts';
+import { tenantWithAdmin as createTenant } from '../helpers/tenants.ts';
 import type { Res } from '../helpers/http.ts';
 import { addStaff, signIn, stackKeys } from '../staff/fixtures.ts';
 import type { Demo } from '../helpers/journey.ts';
@@ -27,16 +27,7 @@ describe('attacks on platform administration and staff tokens', () => {
   };
   const key = () => ({ 'idempotency-key': `k-${randomUUID()}` });
   /** A tenant the platform created, and a service token of its own Admin. */
-  const tenantWithAdmin = async (id: string): Promise<string> => {
-    const made = await as(platformAdmin, 'POST', '/v1/tenants', {
-      id,
-      name: `Tenant ${id}`,
-      country: 'KE',
-      baseCurrency: 'KES',
-    });
-    assert.equal(made.status, 201, made.text);
-    return putServiceToken(tdb.db, id, `${id}-admin`, ['admin']);
-  };
+  const tenantWithAdmin = (id: string): Promise<string> => createTenant(gw, platformAdmin, tdb.db, id);
   const status = async (id: string) =>
     (await tdb.db.query<{ status: string }>('SELECT status FROM tenants WHERE id = $1', [id])).rows[0]
       ?.status;
