@@ -388,7 +388,9 @@ describe('attack23: identity headers and tenant creation, production processes',
     ] as const) {
       seen.length = 0;
       const path = what === 'anonymous' ? '/v1/health' : '/v1/tenants';
-      const r = await call(`http://127.0.0.1:${recordingGatewayPort}`, 'GET', path, {
+      // Retried on a missed decision deadline (503 authz_unavailable) as every gateway call is
+      // under load; a refused try never reaches the recorder, so `seen[0]` is the answered one.
+      const r = await callRetrying(`http://127.0.0.1:${recordingGatewayPort}`, 'GET', path, {
         headers: { ...forged, ...extra },
       });
       assert.equal(r.status, 200, `${what}: ${r.text}`);
