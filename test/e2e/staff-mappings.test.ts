@@ -1,0 +1,184 @@
+/**
+ * Issue 16 through the dev gateway against a real OpenID Connect provider: removing a group
+ * mapping takes away, at once, the roles it gave members at their last federated sign-in. Their
+ * existing token is refused the role at the next request and a refresh carries the roles left;
+ * a role SCIM gave, a role another mapping still gives and another tenant's member with the same
+ * group stay; each role taken is audited naming the Admin who changed the mapping.
+ */
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import { decodeJwt } from 'jose';
+import type { KeyStore } from '../../core/keys/keys.ts';
+import { roleGroupId } from '../../core/staff/scim/groups.ts';
+import type { TestDb } from '../helpers/db.ts';
+import { startE2eStack, type E2eStack } from '../helpers/e2e-stack.ts';
+import { asBearer, callRetrying } from '../helpers/gateway.ts';
+import { eventually, type Res } from '../helpers/http.ts';
+import { addStaff, addTenant, adminStepUpToken, signIn, stackKeys } from '../staff/fixtures.ts';
+import { federatedSignIn, providerSettings, startTestIdp, type TestIdp } from '../staff/idp.ts';
+
+const patchOp = 'urn:ietf:params:scim:api:messages:2.0:PatchOp';
+
+describe('group mappings removed take their roles away', () => {
+  let e2e: E2eStack;
+  let tdb: TestDb;
+  let gw: string;
+  let keys: KeyStore;
+  let scimToken: string;
+  let serviceAdmin: string;
+  let idp: TestIdp | undefined;
+
+  const as = asBearer(() => gw);
+  const write = (token: string, method: string, path: string, json: unknown) =>
+    as(token, method, path, { json, headers: { 'idempotency-key': randomUUID() } });
+  /** An Admin-only write (flag.put_flag). */
+  const putFlag = (token: string) => write(token, 'PUT', '/v1/flags/staff_mappings_flag', { enabled: true });
+  const rolesOf = async (tenantId: string, id: string): Promise<string[]> =>
+    (
+      await tdb.db.query<{ role: string }>(
+        'SELECT role FROM staff_user_roles WHERE tenant_id = $1 AND user_id = $2 ORDER BY role',
+        [tenantId, id],
+      )
+    ).rows.map((r) => r.role);
+  const removals = async (id: string) =>
+    (
+      await tdb.db.query<{ actor: { type: string; id: string }; attrs: Record<string, unknown> }>(
+        `SELECT actor, attrs FROM audit_log WHERE tenant_id = 'demo' AND action = 'staff.role_remove'
+           AND target->>'type' = 'staff_user' AND target->>'id' = $1 ORDER BY id`,
+        [id],
+      )
+    ).rows;
+
+  before(async () => {
+    // The test identity provider listens on loopback: the SSRF guard allows it in this test only.
+    e2e = await startE2eStack('staff-mappings', { webhookAllowPrivateTargets: true });
+    ({ tdb, gw } = e2e);
+    keys = await stackKeys(tdb.db, e2e.dataDir);
+    const demo = e2e.demo as { scim: { token: string }; serviceTokens: { admin: { token: string } } };
+    scimToken = demo.scim.token;
+    serviceAdmin = demo.serviceTokens.admin.token;
+    idp = await startTestIdp(`${gw}/auth/callback`);
+    const put = await write(serviceAdmin, 'PUT', '/v1/identity-provider', providerSettings(idp, gw));
+    assert.equal(put.status, 200, put.text);
+  });
+  after(async () => {
+    await idp?.close();
+    await e2e?.stop();
+  });
+
+  it("a mapping removed ends the member's role at the next request and in the next refresh; other roles, members and tenants stay", async () => {
+    const provider = idp as TestIdp;
+    const adminId = await addStaff(tdb.db, 'demo', 'mapping-admin@demo.example', ['admin']);
+    const session = await signIn(tdb.db, keys, 'demo', adminId, 2);
+    // An Admin's mapping change is a step-up write: a token bound to this very request.
+    const mappings = async (items: { idp_group: string; role: string }[]) => {
+      const s = { tenantId: 'demo', userId: adminId, sessionId: session.sessionId };
+      const path = '/v1/staff/group-mappings';
+      return write(await adminStepUpToken(keys, s, 'PUT', path, { items }), 'PUT', path, { items });
+    };
+    const first = await mappings([
+      { idp_group: 'everyone', role: 'admin' },
+      { idp_group: 'auditors', role: 'readonly' },
+      { idp_group: 'ops-team', role: 'admin' },
+    ]);
+    assert.equal(first.status, 200, first.text);
+
+    // Admin through `everyone` only; Admin through both `everyone` and `ops-team`.
+    const memberId = await addStaff(tdb.db, 'demo', 'fed-map@demo.example', [], 'idp-sub-map');
+    const both = await addStaff(tdb.db, 'demo', 'fed-map-ops@demo.example', [], 'idp-sub-map-ops');
+    const signedIn = await federatedSignIn(gw, provider, {
+      sub: 'idp-sub-map',
+      preferred_username: 'fed-map@demo.example',
+      groups: ['everyone', 'auditors'],
+    });
+    assert.equal(signedIn.status, 200, signedIn.text);
+    const other = await federatedSignIn(gw, provider, {
+      sub: 'idp-sub-map-ops',
+      preferred_username: 'fed-map-ops@demo.example',
+      groups: ['everyone', 'ops-team'],
+    });
+    assert.equal(other.status, 200, other.text);
+    assert.deepEqual(await rolesOf('demo', memberId), ['admin', 'readonly']);
+    assert.deepEqual(await rolesOf('demo', both), ['admin']);
+    // A role SCIM gives after the sign-in is no mapping's.
+    const scim = await as(scimToken, 'PATCH', `/scim/v2/Groups/${roleGroupId('demo', 'support')}`, {
+      json: {
+        schemas: [patchOp],
+        Operations: [{ op: 'add', path: 'members', value: [{ value: memberId }] }],
+      },
+      headers: { 'content-type': 'application/scim+json' },
+    });
+    assert.equal(scim.status, 200, scim.text);
+
+    // Another tenant whose member holds Admin through its own `everyone` mapping.
+    await addTenant(tdb.db, 'mapother');
+    const stranger = await addStaff(tdb.db, 'mapother', 'fed-map@other.example', ['admin']);
+    await tdb.db.query(
+      `UPDATE staff_users SET idp_groups = '{everyone}' WHERE tenant_id = 'mapother' AND id = $1`,
+      [stranger],
+    );
+    await tdb.db.query(
+      `INSERT INTO staff_group_mappings (tenant_id, idp_group, role) VALUES ('mapother', 'everyone', 'admin')`,
+    );
+
+    const token = signedIn.json.accessToken as string;
+    const allowed = await putFlag(token);
+    assert.ok(allowed.status === 200 || allowed.status === 201, allowed.text);
+
+    const replaced = await mappings([
+      { idp_group: 'auditors', role: 'readonly' },
+      { idp_group: 'ops-team', role: 'admin' },
+      // An added mapping counts from the next sign-in only.
+      { idp_group: 'everyone', role: 'fraud' },
+    ]);
+    assert.equal(replaced.status, 200, replaced.text);
+
+    const refused = await eventually(
+      () => putFlag(token),
+      (r) => r.status === 403,
+    );
+    assert.equal(refused.status, 403, `the token minted before the change is no Admin: ${refused.text}`);
+    assert.deepEqual(await rolesOf('demo', memberId), ['readonly', 'support']);
+    assert.deepEqual(await rolesOf('demo', both), ['admin'], 'ops-team still maps to admin');
+    assert.deepEqual(await rolesOf('mapother', stranger), ['admin'], "another tenant's member is untouched");
+    // The session stays (as when SCIM takes a role away): the roles left still work.
+    assert.equal((await as(token, 'GET', '/v1/staff/group-mappings')).status, 200);
+
+    const refreshed = await callRetrying(gw, 'POST', '/auth/token', {
+      json: { tenantId: 'demo', refreshToken: signedIn.json.refreshToken },
+    });
+    assert.equal(refreshed.status, 200, refreshed.text);
+    const claims = decodeJwt(refreshed.json.accessToken as string);
+    assert.deepEqual([...(claims.org_roles as string[])].sort(), ['readonly', 'support']);
+
+    const audited = await removals(memberId);
+    assert.equal(audited.length, 1, JSON.stringify(audited));
+    assert.deepEqual(audited[0]?.actor, { type: 'staff', id: `staff:${adminId}` });
+    assert.equal(audited[0]?.attrs.role, 'admin');
+    assert.deepEqual(audited[0]?.attrs.groups, ['everyone']);
+    assert.equal((await removals(both)).length, 0);
+
+    // The same mapping again takes nothing more.
+    const again = await mappings([
+      { idp_group: 'auditors', role: 'readonly' },
+      { idp_group: 'ops-team', role: 'admin' },
+      { idp_group: 'everyone', role: 'fraud' },
+    ]);
+    assert.equal(again.status, 200, again.text);
+    assert.deepEqual(await rolesOf('demo', memberId), ['readonly', 'support']);
+    assert.equal((await removals(memberId)).length, 1);
+  });
+
+  it('a member never signed in through the provider keeps the role SCIM gave when the mapping to it goes', async () => {
+    const id = await addStaff(tdb.db, 'demo', 'scim-only@demo.example', ['readonly']);
+    const mapped = await write(serviceAdmin, 'PUT', '/v1/staff/group-mappings', {
+      items: [{ idp_group: 'auditors', role: 'readonly' }],
+    });
+    assert.equal(mapped.status, 200, mapped.text);
+    const r = await write(serviceAdmin, 'PUT', '/v1/staff/group-mappings', { items: [] });
+    assert.equal(r.status, 200, r.text);
+    assert.deepEqual(await rolesOf('demo', id), ['readonly']);
+    assert.equal((await removals(id)).length, 0);
+  });
+});
