@@ -11,39 +11,44 @@ import { after, before, describe, it } from 'node:test';
 import { decodeJwt } from 'jose';
 import type { KeyStore } from '../../core/keys/keys.ts';
 import { roleGroupId } from '../../core/staff/scim/groups.ts';
-import type { TestDb } from '../helpers/db.ts';
 import { startE2eStack, type E2eStack } from '../helpers/e2e-stack.ts';
 import { asBearer, callRetrying } from '../helpers/gateway.ts';
-import { eventually, type Res } from '../helpers/http.ts';
+import { eventually } from '../helpers/http.ts';
 import { addStaff, addTenant, adminStepUpToken, signIn, stackKeys } from '../staff/fixtures.ts';
 import { federatedSignIn, providerSettings, startTestIdp, type TestIdp } from '../staff/idp.ts';
 
 const patchOp = 'urn:ietf:params:scim:api:messages:2.0:PatchOp';
 
-describe('group mappings removed take their roles away', () => {
-  let e2e: E2eStack;
-  let tdb: TestDb;
-  let gw: string;
-  let keys: KeyStore;
-  let scimToken: string;
-  let serviceAdmin: string;
-  let idp: TestIdp | undefined;
+/** The stack, its keys, the demo's SCIM and service-Admin tokens, and the tenant's provider. */
+interface Setup {
+  e2e: E2eStack;
+  keys: KeyStore;
+  scimToken: string;
+  serviceAdmin: string;
+  idp: TestIdp;
+}
 
-  const as = asBearer(() => gw);
+describe('group mappings removed take their roles away', () => {
+  let setup: Setup | undefined;
+  /** Stopped in `after` even when the rest of the setup failed. */
+  let stack: E2eStack | undefined;
+  const get = (): Setup => setup ?? assert.fail('the stack did not start');
+  const db = () => get().e2e.tdb.db;
+  const as = asBearer(() => get().e2e.gw);
   const write = (token: string, method: string, path: string, json: unknown) =>
     as(token, method, path, { json, headers: { 'idempotency-key': randomUUID() } });
   /** An Admin-only write (flag.put_flag). */
   const putFlag = (token: string) => write(token, 'PUT', '/v1/flags/staff_mappings_flag', { enabled: true });
   const rolesOf = async (tenantId: string, id: string): Promise<string[]> =>
     (
-      await tdb.db.query<{ role: string }>(
+      await db().query<{ role: string }>(
         'SELECT role FROM staff_user_roles WHERE tenant_id = $1 AND user_id = $2 ORDER BY role',
         [tenantId, id],
       )
     ).rows.map((r) => r.role);
   const removals = async (id: string) =>
     (
-      await tdb.db.query<{ actor: { type: string; id: string }; attrs: Record<string, unknown> }>(
+      await db().query<{ actor: { type: string; id: string }; attrs: Record<string, unknown> }>(
         `SELECT actor, attrs FROM audit_log WHERE tenant_id = 'demo' AND action = 'staff.role_remove'
            AND target->>'type' = 'staff_user' AND target->>'id' = $1 ORDER BY id`,
         [id],
@@ -52,25 +57,35 @@ describe('group mappings removed take their roles away', () => {
 
   before(async () => {
     // The test identity provider listens on loopback: the SSRF guard allows it in this test only.
-    e2e = await startE2eStack('staff-mappings', { webhookAllowPrivateTargets: true });
-    ({ tdb, gw } = e2e);
-    keys = await stackKeys(tdb.db, e2e.dataDir);
+    const e2e = await startE2eStack('staff-mappings', { webhookAllowPrivateTargets: true });
+    stack = e2e;
     const demo = e2e.demo as { scim: { token: string }; serviceTokens: { admin: { token: string } } };
-    scimToken = demo.scim.token;
-    serviceAdmin = demo.serviceTokens.admin.token;
-    idp = await startTestIdp(`${gw}/auth/callback`);
-    const put = await write(serviceAdmin, 'PUT', '/v1/identity-provider', providerSettings(idp, gw));
+    const idp = await startTestIdp(`${e2e.gw}/auth/callback`);
+    setup = {
+      e2e,
+      keys: await stackKeys(e2e.tdb.db, e2e.dataDir),
+      scimToken: demo.scim.token,
+      serviceAdmin: demo.serviceTokens.admin.token,
+      idp,
+    };
+    const put = await write(
+      setup.serviceAdmin,
+      'PUT',
+      '/v1/identity-provider',
+      providerSettings(idp, e2e.gw),
+    );
     assert.equal(put.status, 200, put.text);
   });
   after(async () => {
-    await idp?.close();
-    await e2e?.stop();
+    await setup?.idp.close();
+    await stack?.stop();
   });
 
   it("a mapping removed ends the member's role at the next request and in the next refresh; other roles, members and tenants stay", async () => {
-    const provider = idp as TestIdp;
-    const adminId = await addStaff(tdb.db, 'demo', 'mapping-admin@demo.example', ['admin']);
-    const session = await signIn(tdb.db, keys, 'demo', adminId, 2);
+    const { keys, scimToken, idp: provider, e2e } = get();
+    const gw = e2e.gw;
+    const adminId = await addStaff(db(), 'demo', 'mapping-admin@demo.example', ['admin']);
+    const session = await signIn(db(), keys, 'demo', adminId, 2);
     // An Admin's mapping change is a step-up write: a token bound to this very request.
     const mappings = async (items: { idp_group: string; role: string }[]) => {
       const s = { tenantId: 'demo', userId: adminId, sessionId: session.sessionId };
@@ -85,8 +100,8 @@ describe('group mappings removed take their roles away', () => {
     assert.equal(first.status, 200, first.text);
 
     // Admin through `everyone` only; Admin through both `everyone` and `ops-team`.
-    const memberId = await addStaff(tdb.db, 'demo', 'fed-map@demo.example', [], 'idp-sub-map');
-    const both = await addStaff(tdb.db, 'demo', 'fed-map-ops@demo.example', [], 'idp-sub-map-ops');
+    const memberId = await addStaff(db(), 'demo', 'fed-map@demo.example', [], 'idp-sub-map');
+    const both = await addStaff(db(), 'demo', 'fed-map-ops@demo.example', [], 'idp-sub-map-ops');
     const signedIn = await federatedSignIn(gw, provider, {
       sub: 'idp-sub-map',
       preferred_username: 'fed-map@demo.example',
@@ -112,13 +127,13 @@ describe('group mappings removed take their roles away', () => {
     assert.equal(scim.status, 200, scim.text);
 
     // Another tenant whose member holds Admin through its own `everyone` mapping.
-    await addTenant(tdb.db, 'mapother');
-    const stranger = await addStaff(tdb.db, 'mapother', 'fed-map@other.example', ['admin']);
-    await tdb.db.query(
+    await addTenant(db(), 'mapother');
+    const stranger = await addStaff(db(), 'mapother', 'fed-map@other.example', ['admin']);
+    await db().query(
       `UPDATE staff_users SET idp_groups = '{everyone}' WHERE tenant_id = 'mapother' AND id = $1`,
       [stranger],
     );
-    await tdb.db.query(
+    await db().query(
       `INSERT INTO staff_group_mappings (tenant_id, idp_group, role) VALUES ('mapother', 'everyone', 'admin')`,
     );
 
@@ -171,7 +186,8 @@ describe('group mappings removed take their roles away', () => {
   });
 
   it('a member never signed in through the provider keeps the role SCIM gave when the mapping to it goes', async () => {
-    const id = await addStaff(tdb.db, 'demo', 'scim-only@demo.example', ['readonly']);
+    const { serviceAdmin } = get();
+    const id = await addStaff(db(), 'demo', 'scim-only@demo.example', ['readonly']);
     const mapped = await write(serviceAdmin, 'PUT', '/v1/staff/group-mappings', {
       items: [{ idp_group: 'auditors', role: 'readonly' }],
     });
