@@ -55,6 +55,20 @@ describe('group mappings removed take their roles away', () => {
       )
     ).rows;
 
+  /** A staff Admin (AAL 2) and their PUT of the mappings. */
+  async function mappingAdmin(userName: string) {
+    const { keys } = get();
+    const adminId = await addStaff(db(), 'demo', userName, ['admin']);
+    const session = await signIn(db(), keys, 'demo', adminId, 2);
+    // An Admin's mapping change is a step-up write: a token bound to this very request.
+    const mappings = async (items: { idp_group: string; role: string }[]) => {
+      const s = { tenantId: 'demo', userId: adminId, sessionId: session.sessionId };
+      const path = '/v1/staff/group-mappings';
+      return write(await adminStepUpToken(keys, s, 'PUT', path, { items }), 'PUT', path, { items });
+    };
+    return { adminId, mappings };
+  }
+
   before(async () => {
     // The test identity provider listens on loopback: the SSRF guard allows it in this test only.
     const e2e = await startE2eStack('staff-mappings', { webhookAllowPrivateTargets: true });
@@ -82,16 +96,9 @@ describe('group mappings removed take their roles away', () => {
   });
 
   it("a mapping removed ends the member's role at the next request and in the next refresh; other roles, members and tenants stay", async () => {
-    const { keys, scimToken, idp: provider, e2e } = get();
+    const { scimToken, idp: provider, e2e } = get();
     const gw = e2e.gw;
-    const adminId = await addStaff(db(), 'demo', 'mapping-admin@demo.example', ['admin']);
-    const session = await signIn(db(), keys, 'demo', adminId, 2);
-    // An Admin's mapping change is a step-up write: a token bound to this very request.
-    const mappings = async (items: { idp_group: string; role: string }[]) => {
-      const s = { tenantId: 'demo', userId: adminId, sessionId: session.sessionId };
-      const path = '/v1/staff/group-mappings';
-      return write(await adminStepUpToken(keys, s, 'PUT', path, { items }), 'PUT', path, { items });
-    };
+    const { adminId, mappings } = await mappingAdmin('mapping-admin@demo.example');
     const first = await mappings([
       { idp_group: 'everyone', role: 'admin' },
       { idp_group: 'auditors', role: 'readonly' },
@@ -196,5 +203,41 @@ describe('group mappings removed take their roles away', () => {
     assert.equal(r.status, 200, r.text);
     assert.deepEqual(await rolesOf('demo', id), ['readonly']);
     assert.equal((await removals(id)).length, 0);
+  });
+
+  it('a member the change leaves with no role keeps their session, as when SCIM takes the last role', async () => {
+    const { idp: provider, e2e } = get();
+    const { mappings } = await mappingAdmin('mapping-admin-2@demo.example');
+    assert.equal((await mappings([{ idp_group: 'night-shift', role: 'ops' }])).status, 200);
+    const id = await addStaff(db(), 'demo', 'fed-night@demo.example', [], 'idp-sub-night');
+    const signedIn = await federatedSignIn(e2e.gw, provider, {
+      sub: 'idp-sub-night',
+      preferred_username: 'fed-night@demo.example',
+      groups: ['night-shift'],
+    });
+    assert.equal(signedIn.status, 200, signedIn.text);
+    const recorded = await db().query<{ idp_groups: string[] | null }>(
+      `SELECT idp_groups FROM staff_users WHERE tenant_id = 'demo' AND id = $1`,
+      [id],
+    );
+    assert.deepEqual(recorded.rows[0]?.idp_groups, ['night-shift'], "the sign-in's groups are recorded");
+    assert.deepEqual(await rolesOf('demo', id), ['ops']);
+    const token = signedIn.json.accessToken as string;
+    assert.equal((await as(token, 'GET', '/v1/staff/group-mappings')).status, 200);
+
+    assert.equal((await mappings([])).status, 200);
+    assert.deepEqual(await rolesOf('demo', id), []);
+    const refused = await eventually(
+      () => as(token, 'GET', '/v1/staff/group-mappings'),
+      (r) => r.status === 403,
+    );
+    assert.equal(refused.status, 403, refused.text);
+    // The session stays: the person's own routes answer, and a refresh carries no role.
+    assert.equal((await as(token, 'GET', '/auth/passkeys')).status, 200);
+    const refreshed = await callRetrying(e2e.gw, 'POST', '/auth/token', {
+      json: { tenantId: 'demo', refreshToken: signedIn.json.refreshToken },
+    });
+    assert.equal(refreshed.status, 200, refreshed.text);
+    assert.deepEqual(decodeJwt(refreshed.json.accessToken as string).org_roles, []);
   });
 });
