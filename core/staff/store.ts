@@ -191,7 +191,11 @@ export async function recordIdpGroups(
   ]);
 }
 
-/** The live members whose last federated sign-in carried any of `groups`, with those groups. */
+/**
+ * The live members whose last federated sign-in carried any of `groups`, with those groups and
+ * their roles. No row lock: idp_groups is written only under lockGroupMappings, and a role
+ * SCIM changes meanwhile is settled by the DELETE's own row count (changeStaffRole).
+ */
 export async function federatedMembersIn(
   q: Queryable,
   tenantId: string,
@@ -202,7 +206,7 @@ export async function federatedMembersIn(
     `SELECT u.id, u.idp_groups,
        (SELECT array_agg(r.role ORDER BY r.role) FROM staff_user_roles r WHERE r.tenant_id = u.tenant_id AND r.user_id = u.id) AS roles
      FROM staff_users u WHERE u.tenant_id = $1 AND u.deleted_at IS NULL AND u.idp_groups && $2::text[]
-     ORDER BY u.id FOR UPDATE OF u`,
+     ORDER BY u.id`,
     [tenantId, groups],
   );
   return rows.map((r) => ({ id: r.id, idpGroups: r.idp_groups, roles: (r.roles ?? []).filter(isStaffRole) }));
