@@ -7,7 +7,8 @@
  *   secrets), `:rotate` (new token; the previous one valid for `grace_seconds`, default 24 h),
  *   revoke. Admin.
  * - `/v1/staff/group-mappings`: the identity provider's group names → roles (SCIM Groups and
- *   federated sign-in read it). Admin writes, every staff role reads.
+ *   federated sign-in read it). Admin writes, every staff role reads. A PUT takes away at once
+ *   the roles a removed or changed mapping gave federated members (issue 16; mapping-change.ts).
  */
 import { Type } from '@sinclair/typebox';
 import { AppError } from '../../shared/errors.ts';
@@ -33,7 +34,8 @@ import {
   ScimCredential,
   ServiceToken,
 } from './schemas.ts';
-import { groupMappings, isStaffRole, putGroupMappings, staffRoles } from './store.ts';
+import { replaceGroupMappings } from './mapping-change.ts';
+import { groupMappings, isStaffRole, staffRoles } from './store.ts';
 import { declared } from '../http/declared.ts';
 
 const Name = Type.String({ minLength: 1, maxLength: 100, pattern: '^[A-Za-z0-9][A-Za-z0-9 ._:-]*$' });
@@ -274,11 +276,19 @@ function groupMappingRoutes(deps: AdminDeps): RouteSpec[] {
         const items = ctx.body.items
           .filter((m) => isStaffRole(m.role))
           .map((m) => ({ idpGroup: m.idp_group, role: m.role }));
-        await putGroupMappings(w.q, w.caller.tenantId, items);
+        // Issue 16: the roles a removed mapping gave end now, each audited as SCIM audits a
+        // role taken away (staff.role_remove), naming this Admin.
+        const revoked = await replaceGroupMappings(w.q, w.caller.tenantId, items, (r) =>
+          w.audit(
+            'staff.role_remove',
+            { type: 'staff_user', id: r.userId },
+            { role: r.role, reason: 'group_mapping_removed', groups: r.groups },
+          ),
+        );
         await w.audit(
           'staff.group_mappings.put',
           { type: 'staff_group_mappings', id: w.caller.tenantId },
-          { count: items.length },
+          { count: items.length, rolesRevoked: revoked.length },
         );
         const now = await groupMappings(w.q, w.caller.tenantId);
         return { status: 200, body: { items: now.map((m) => ({ idp_group: m.idpGroup, role: m.role })) } };

@@ -16,7 +16,9 @@
  *   person is refused 403 STAFF_NOT_PROVISIONED.
  * - Roles: the groups in the configured claim map to roles (rolesForGroups) and replace the
  *   member's roles (setStaffRoles), so the provider stays the source of truth at every sign-in.
- *   A token without the claim leaves the SCIM-provisioned roles as they are.
+ *   A token without the claim leaves the SCIM-provisioned roles as they are. The groups are
+ *   recorded (staff_users.idp_groups) so that a mapping removed later takes its roles away at
+ *   once (issue 16; mapping-change.ts).
  * - AAL 2 when the provider asserts multi-factor authentication (`amr` naming a possession or
  *   inherence factor, or mfa/mca; `acr` naming a multi-factor level), else AAL 1.
  * - Every outcome is audited (action auth.staff_login); no token, code or secret is logged.
@@ -32,7 +34,14 @@ import type { RequestContext } from '../http/route.ts';
 import { auditAuth, clientIpOf } from '../identity/context.ts';
 import type { KeyStore } from '../keys/keys.ts';
 import { discover, identityProviderOf, type IdentityProvider } from './idp.ts';
-import { rolesForGroups, setStaffRoles, staffUserByName, type StaffUser } from './store.ts';
+import {
+  lockGroupMappings,
+  recordIdpGroups,
+  rolesForGroups,
+  setStaffRoles,
+  staffUserByName,
+  type StaffUser,
+} from './store.ts';
 import { startStaffSession, type StaffTokens } from './tokens.ts';
 
 export const stateTtlMs = 10 * 60_000;
@@ -289,7 +298,13 @@ async function signInMember(
   const member = await memberOf(q, tenantId, idClaims);
   if (!member?.active || member.deletedAt) return undefined;
   const groups = groupsOf(idClaims, idp.groupsClaim);
-  if (groups) await setStaffRoles(q, tenantId, member.id, await rolesForGroups(q, tenantId, groups));
+  if (groups) {
+    // The groups are recorded with the roles they gave, so a mapping removed later takes those
+    // roles away at once (issue 16); under the mappings' lock, so a concurrent PUT sees both.
+    await lockGroupMappings(q, tenantId);
+    await setStaffRoles(q, tenantId, member.id, await rolesForGroups(q, tenantId, groups));
+    await recordIdpGroups(q, tenantId, member.id, groups);
+  }
   const aal = aalOf(idClaims.amr, idClaims.acr);
   const amr = [
     'fed',

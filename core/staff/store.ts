@@ -127,12 +127,8 @@ export async function setStaffRoles(
   }
 }
 
-/** The roles a tenant maps the given identity-provider group names (or role names) onto. */
-export async function rolesForGroups(
-  q: Queryable,
-  tenantId: string,
-  groups: readonly string[],
-): Promise<StaffRole[]> {
+/** The roles the group names themselves name (`Admin`, `Ops`, ...): no mapping needed. */
+function namedRoles(groups: readonly string[]): Set<StaffRole> {
   const direct = new Set<StaffRole>();
   const byName: Record<string, StaffRole> = staffRoleGroups;
   for (const g of groups) {
@@ -141,6 +137,27 @@ export async function rolesForGroups(
     const role = Object.hasOwn(byName, g) ? byName[g] : undefined;
     if (role) direct.add(role);
   }
+  return direct;
+}
+
+/** The roles the given group names (or role names) come to under `mappings` (no database). */
+export function rolesUnderMappings(
+  mappings: readonly GroupMapping[],
+  groups: readonly string[],
+): StaffRole[] {
+  const roles = namedRoles(groups);
+  const held = new Set(groups);
+  for (const m of mappings) if (held.has(m.idpGroup)) roles.add(m.role);
+  return [...roles].sort();
+}
+
+/** The roles a tenant maps the given identity-provider group names (or role names) onto. */
+export async function rolesForGroups(
+  q: Queryable,
+  tenantId: string,
+  groups: readonly string[],
+): Promise<StaffRole[]> {
+  const direct = namedRoles(groups);
   if (groups.length > 0) {
     const { rows } = await q.query<{ role: string }>(
       'SELECT DISTINCT role FROM staff_group_mappings WHERE tenant_id = $1 AND idp_group = ANY($2)',
@@ -149,6 +166,50 @@ export async function rolesForGroups(
     for (const r of rows) if (isStaffRole(r.role)) direct.add(r.role);
   }
   return [...direct].sort();
+}
+
+/**
+ * One writer of the tenant's group mappings and of federated roles at a time (caller's
+ * transaction; issue 16): a sign-in that read the mappings a concurrent PUT is replacing would
+ * otherwise commit a role the PUT has just taken away from everyone else.
+ */
+export async function lockGroupMappings(q: Queryable, tenantId: string): Promise<void> {
+  await q.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`staff-group-mappings:${tenantId}`]);
+}
+
+/** Record the groups of a member's federated sign-in (caller's transaction; migration 1050). */
+export async function recordIdpGroups(
+  q: Queryable,
+  tenantId: string,
+  userId: string,
+  groups: readonly string[],
+): Promise<void> {
+  await q.query('UPDATE staff_users SET idp_groups = $3 WHERE tenant_id = $1 AND id = $2', [
+    tenantId,
+    userId,
+    groups,
+  ]);
+}
+
+/**
+ * The live members whose last federated sign-in carried any of `groups`, with those groups and
+ * their roles. No row lock: idp_groups is written only under lockGroupMappings, and a role
+ * SCIM changes meanwhile is settled by the DELETE's own row count (changeStaffRole).
+ */
+export async function federatedMembersIn(
+  q: Queryable,
+  tenantId: string,
+  groups: readonly string[],
+): Promise<{ id: string; idpGroups: string[]; roles: StaffRole[] }[]> {
+  if (groups.length === 0) return [];
+  const { rows } = await q.query<{ id: string; idp_groups: string[]; roles: string[] | null }>(
+    `SELECT u.id, u.idp_groups,
+       (SELECT array_agg(r.role ORDER BY r.role) FROM staff_user_roles r WHERE r.tenant_id = u.tenant_id AND r.user_id = u.id) AS roles
+     FROM staff_users u WHERE u.tenant_id = $1 AND u.deleted_at IS NULL AND u.idp_groups && $2::text[]
+     ORDER BY u.id`,
+    [tenantId, groups],
+  );
+  return rows.map((r) => ({ id: r.id, idpGroups: r.idp_groups, roles: (r.roles ?? []).filter(isStaffRole) }));
 }
 
 /** What SCIM (or a seed) writes for a staff member; the store owns id, version and timestamps. */
