@@ -28,6 +28,7 @@ import { tenantSettings } from '../identity/settings.ts';
 import { createHash } from 'node:crypto';
 import * as oidc from 'openid-client';
 import type { Db, Queryable, TxClient } from '../../shared/db/pool.ts';
+import { storable } from '../../shared/audit.ts';
 import { AppError } from '../../shared/errors.ts';
 import type { TargetGuard } from '../admin/webhooks/target.ts';
 import type { RequestContext } from '../http/route.ts';
@@ -191,6 +192,7 @@ async function memberOf(
   tenantId: string,
   claims: oidc.IDToken,
 ): Promise<StaffUser | undefined> {
+  if (!storableText(claims.sub)) return undefined;
   const { rows } = await q.query<{ user_name: string }>(
     'SELECT user_name FROM staff_users WHERE tenant_id = $1 AND external_id = $2 AND deleted_at IS NULL',
     [tenantId, claims.sub],
@@ -202,7 +204,7 @@ async function memberOf(
     claims.email_verified === true ? claims.email : undefined,
   ];
   for (const name of names) {
-    if (typeof name !== 'string' || name.length === 0) continue;
+    if (!storableText(name) || name.length === 0) continue;
     const u = await staffUserByName(q, tenantId, name);
     // A member provisioned for a subject (externalId) is that subject only: names are claims an
     // account can choose, so another account naming their userName or email is not them.
@@ -211,9 +213,16 @@ async function memberOf(
   return undefined;
 }
 
+/**
+ * Text PostgreSQL can hold (no NUL, no lone surrogate): a claim carrying anything else names no
+ * member and no group, instead of failing the sign-in's queries with a 500. The provider's
+ * administrators write these values; its signature does not make them storable.
+ */
+const storableText = (v: unknown): v is string => typeof v === 'string' && storable(v) === v;
+
 const groupsOf = (claims: oidc.IDToken, claim: string): string[] | undefined => {
   const v = claims[claim];
-  return Array.isArray(v) ? v.filter((g): g is string => typeof g === 'string').slice(0, 200) : undefined;
+  return Array.isArray(v) ? v.filter(storableText).slice(0, 200) : undefined;
 };
 
 /** Records a refused federated sign-in (when the tenant is known) and returns the error to throw. */

@@ -154,6 +154,20 @@ describe('attacks on staff roles taken away', () => {
     const odd = await signInWith(['constructor', '__proto__', 'toString', 'hasOwnProperty', 'Ops']);
     assert.equal(odd.status, 200, odd.text);
     assert.deepEqual(await rolesOf(id), ['ops']);
+    // Text PostgreSQL cannot hold (NUL, a lone surrogate) is no group: one such group refused the
+    // whole sign-in (400 VALIDATION_FAILED from the failed query) before.
+    const unstorable = await signInWith(['Ops', 'adm\u0000in', 'x\uD800']);
+    assert.equal(unstorable.status, 200, unstorable.text);
+    assert.deepEqual(await rolesOf(id), ['ops']);
+    const named = await federatedSignIn(gw, provider, {
+      sub: 'idp-sub-\u0000nul',
+      preferred_username: 'fed-roles@demo.example\u0000',
+      groups: ['Ops'],
+    });
+    assert.ok(
+      named.status < 500,
+      `a NUL in sub or username names nobody, never a 5xx: ${named.status} ${named.text}`,
+    );
   });
 
   it('a second edge process drops its cached member too', async () => {
