@@ -107,6 +107,31 @@ describe('attacks on group mappings taking roles away', () => {
     assert.equal((await removals(id)).length, 1);
   });
 
+  it('a role the sign-in gave that SCIM then took and granted again stays when the mapping goes', async () => {
+    const scimMember = (op: 'add' | 'remove', id: string) =>
+      as(get().scimToken, 'PATCH', `/scim/v2/Groups/${roleGroupId('demo', 'compliance')}`, {
+        json: {
+          schemas: [patchOp],
+          Operations: [
+            op === 'add'
+              ? { op, path: 'members', value: [{ value: id }] }
+              : { op, path: `members[value eq "${id}"]` },
+          ],
+        },
+        headers: { 'content-type': 'application/scim+json' },
+      });
+    assert.equal((await servicePut([{ idp_group: 'readd', role: 'compliance' }])).status, 200);
+    const id = await federated('readd', ['readd']);
+    assert.deepEqual(await rolesOf(id), ['compliance']);
+    const removed = await scimMember('remove', id);
+    assert.equal(removed.status, 200, removed.text);
+    assert.deepEqual(await rolesOf(id), []);
+    const added = await scimMember('add', id);
+    assert.equal(added.status, 200, added.text);
+    assert.equal((await servicePut([])).status, 200);
+    assert.deepEqual(await rolesOf(id), ['compliance'], 'SCIM granted it last');
+  });
+
   it('a refused audit record leaves the roles and the mappings as they were', async () => {
     const { refusal } = get();
     assert.equal((await servicePut([{ idp_group: 'vault', role: 'ops' }])).status, 200);
