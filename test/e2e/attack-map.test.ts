@@ -132,6 +132,79 @@ describe('attacks on group mappings taking roles away', () => {
     assert.deepEqual(await rolesOf(id), ['compliance'], 'SCIM granted it last');
   });
 
+  it('group names like __proto__, constructor, odd case and spaces map and unmap exactly', async () => {
+    const odd = ['__proto__', 'constructor', 'Ops Team ', 'ADMIN'];
+    assert.equal((await servicePut(odd.map((g) => ({ idp_group: g, role: 'fraud' })))).status, 200);
+    const id = await federated('odd', ['__proto__', 'ops team', 'toString']);
+    assert.deepEqual(await rolesOf(id), ['fraud']);
+    // Only the exact names stay mapped: `ops team` never matched `Ops Team `.
+    assert.equal((await servicePut([{ idp_group: 'ops team', role: 'ops' }])).status, 200);
+    assert.deepEqual(await rolesOf(id), []);
+    assert.deepEqual(
+      (await removals(id)).map((r) => r.attrs.groups),
+      [['__proto__']],
+    );
+  });
+
+  it('a PUT taking a role from thousands of members answers, takes every one and audits each', async () => {
+    const n = 2000;
+    assert.equal((await servicePut([{ idp_group: 'bulk', role: 'ops' }])).status, 200);
+    const { rows } = await db().query<{ id: string }>(
+      `INSERT INTO staff_users (tenant_id, id, user_name, idp_groups, idp_roles)
+       SELECT 'demo', gen_random_uuid(), 'bulk-' || i || '@demo.example', '{bulk}', '{ops}' FROM generate_series(1, $1) AS i
+       RETURNING id`,
+      [n],
+    );
+    await db().query(
+      `INSERT INTO staff_user_roles (tenant_id, user_id, role) SELECT 'demo', unnest($1::uuid[]), 'ops'`,
+      [rows.map((r) => r.id)],
+    );
+    const r = await servicePut([]);
+    assert.equal(r.status, 200, r.text);
+    const left = await db().query<{ n: string }>(
+      `SELECT count(*) AS n FROM staff_user_roles WHERE tenant_id = 'demo' AND user_id = ANY($1::uuid[])`,
+      [rows.map((x) => x.id)],
+    );
+    assert.equal(left.rows[0]?.n, '0');
+    const audited = await db().query<{ n: string }>(
+      `SELECT count(*) AS n FROM audit_log WHERE tenant_id = 'demo' AND action = 'staff.role_remove'
+         AND target->>'id' = ANY($1::text[])`,
+      [rows.map((x) => x.id)],
+    );
+    assert.equal(audited.rows[0]?.n, String(n));
+  });
+
+  it('a SCIM group write waits for a mapping change in progress instead of crossing its row locks', async () => {
+    const id = await federated('waiter', []);
+    const inFlight = db().tx(async (q) => {
+      // What a mapping change holds while it takes roles away (lockGroupMappings).
+      await q.query('SELECT pg_advisory_xact_lock(hashtext($1))', ['staff-group-mappings:demo']);
+      const scim = as(get().scimToken, 'PATCH', `/scim/v2/Groups/${roleGroupId('demo', 'fraud')}`, {
+        json: { schemas: [patchOp], Operations: [{ op: 'add', path: 'members', value: [{ value: id }] }] },
+        headers: { 'content-type': 'application/scim+json' },
+      });
+      const waiting = async () =>
+        (
+          await db().query<{ n: string }>(
+            `SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`,
+          )
+        ).rows[0]?.n !== '0';
+      let seen = false;
+      for (let i = 0; i < 100 && !seen; i++) {
+        seen = await waiting();
+        if (!seen) await new Promise((res) => setTimeout(res, 50));
+      }
+      const held = await rolesOf(id);
+      return { seen, held, scim };
+    });
+    const { seen, held, scim } = await inFlight;
+    assert.ok(seen, 'the SCIM write waited for the mappings lock');
+    assert.deepEqual(held, [], 'nothing changed while the mapping change held the lock');
+    const answered = await scim;
+    assert.equal(answered.status, 200, answered.text);
+    assert.deepEqual(await rolesOf(id), ['fraud']);
+  });
+
   it('a refused audit record leaves the roles and the mappings as they were', async () => {
     const { refusal } = get();
     assert.equal((await servicePut([{ idp_group: 'vault', role: 'ops' }])).status, 200);
