@@ -59,6 +59,18 @@ describe('attacks on group mappings taking roles away', () => {
     return id;
   }
 
+  /** Whether another transaction comes to wait for an advisory lock (polled for up to 5 s). */
+  async function someoneWaitsForALock(): Promise<boolean> {
+    for (let i = 0; i < 100; i++) {
+      const { rows } = await db().query<{ n: string }>(
+        `SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`,
+      );
+      if (rows[0]?.n !== '0') return true;
+      await new Promise((res) => setTimeout(res, 50));
+    }
+    return false;
+  }
+
   before(async () => {
     stack = await startMappingStack('attack-map');
     setup = { ...stack, refusal: await installAuditRefusal(stack.e2e.tdb.db) };
@@ -183,17 +195,7 @@ describe('attacks on group mappings taking roles away', () => {
         json: { schemas: [patchOp], Operations: [{ op: 'add', path: 'members', value: [{ value: id }] }] },
         headers: { 'content-type': 'application/scim+json' },
       });
-      const waiting = async () =>
-        (
-          await db().query<{ n: string }>(
-            `SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`,
-          )
-        ).rows[0]?.n !== '0';
-      let seen = false;
-      for (let i = 0; i < 100 && !seen; i++) {
-        seen = await waiting();
-        if (!seen) await new Promise((res) => setTimeout(res, 50));
-      }
+      const seen = await someoneWaitsForALock();
       const held = await rolesOf(id);
       return { seen, held, scim };
     });
@@ -203,6 +205,28 @@ describe('attacks on group mappings taking roles away', () => {
     const answered = await scim;
     assert.equal(answered.status, 200, answered.text);
     assert.deepEqual(await rolesOf(id), ['fraud']);
+  });
+
+  it('a sign-in waiting on a mapping change in progress gets only the roles the change leaves', async () => {
+    const { e2e, idp } = get();
+    assert.equal((await servicePut([{ idp_group: 'racer', role: 'ops' }])).status, 200);
+    const id = await addStaff(db(), 'demo', 'racer@demo.example', [], 'sub-racer');
+    const signingIn = await db().tx(async (q) => {
+      // A mapping change in progress: it holds the mappings' lock and has removed `racer`.
+      await q.query('SELECT pg_advisory_xact_lock(hashtext($1))', ['staff-group-mappings:demo']);
+      await q.query(`DELETE FROM staff_group_mappings WHERE tenant_id = 'demo' AND idp_group = 'racer'`);
+      const pending = federatedSignIn(e2e.gw, idp, {
+        sub: 'sub-racer',
+        preferred_username: 'racer@demo.example',
+        groups: ['racer'],
+      });
+      const seen = await someoneWaitsForALock();
+      assert.ok(seen, 'the sign-in waited for the mappings lock');
+      return { pending };
+    });
+    const r = await signingIn.pending;
+    assert.equal(r.status, 200, r.text);
+    assert.deepEqual(await rolesOf(id), [], 'the removed mapping gave nothing');
   });
 
   it('a refused audit record leaves the roles and the mappings as they were', async () => {
