@@ -311,8 +311,9 @@ async function signInMember(
     // The groups are recorded with the roles they gave, so a mapping removed later takes those
     // roles away at once (issue 16); under the mappings' lock, so a concurrent PUT sees both.
     await lockGroupMappings(q, tenantId);
-    await setStaffRoles(q, tenantId, member.id, await rolesForGroups(q, tenantId, groups));
-    await recordIdpGroups(q, tenantId, member.id, groups);
+    const roles = await rolesForGroups(q, tenantId, groups);
+    await setStaffRoles(q, tenantId, member.id, roles);
+    await recordIdpGroups(q, tenantId, member.id, groups, roles);
   }
   const aal = aalOf(idClaims.amr, idClaims.acr);
   const amr = [

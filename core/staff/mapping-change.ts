@@ -4,7 +4,9 @@
  * Each member's groups are those of their last federated sign-in (staff_users.idp_groups,
  * migration 1050). Only roles are taken away: an added mapping counts from the next sign-in, as
  * before. A role the member's groups still come to (by name or another mapping) stays, and so
- * does one the member's groups never gave (granted by SCIM or the admin API). The member's
+ * does one the member's groups never gave (granted by SCIM or the admin API): only a role that
+ * sign-in gave (staff_users.idp_roles, migration 1070) is taken, so a role SCIM granted under a
+ * mapping added after the sign-in survives that mapping's removal. The member's
  * sessions stay, as they do when SCIM takes a role away: the edge refuses the removed role at
  * the next request (edge/auth/staff.ts, told by the staff_user_roles trigger) and a refresh
  * carries the roles held now.
@@ -13,6 +15,7 @@ import type { Queryable } from '../../shared/db/pool.ts';
 import {
   changeStaffRole,
   federatedMembersIn,
+  forgetIdpRoles,
   groupMappings,
   lockGroupMappings,
   putGroupMappings,
@@ -51,8 +54,10 @@ export async function replaceGroupMappings(
   const revoked: RoleRevocation[] = [];
   for (const m of await federatedMembersIn(q, tenantId, weakenedGroups(before, after))) {
     const still = new Set(rolesUnderMappings(after, m.idpGroups));
+    const taken: StaffRole[] = [];
     for (const role of rolesUnderMappings(before, m.idpGroups)) {
       if (still.has(role) || !m.roles.includes(role)) continue;
+      if (m.idpRoles && !m.idpRoles.includes(role)) continue;
       if (!(await changeStaffRole(q, tenantId, m.id, role, false))) continue;
       const groups = before
         .filter((x) => x.role === role && m.idpGroups.includes(x.idpGroup))
@@ -60,7 +65,9 @@ export async function replaceGroupMappings(
       const r = { userId: m.id, role, groups };
       await audit(r);
       revoked.push(r);
+      taken.push(role);
     }
+    if (taken.length > 0) await forgetIdpRoles(q, tenantId, m.id, taken);
   }
   return revoked;
 }

@@ -177,39 +177,68 @@ export async function lockGroupMappings(q: Queryable, tenantId: string): Promise
   await q.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`staff-group-mappings:${tenantId}`]);
 }
 
-/** Record the groups of a member's federated sign-in (caller's transaction; migration 1050). */
+/**
+ * Record the groups of a member's federated sign-in and the roles they gave (caller's
+ * transaction; migrations 1050, 1070).
+ */
 export async function recordIdpGroups(
   q: Queryable,
   tenantId: string,
   userId: string,
   groups: readonly string[],
+  roles: readonly StaffRole[],
 ): Promise<void> {
-  await q.query('UPDATE staff_users SET idp_groups = $3 WHERE tenant_id = $1 AND id = $2', [
+  await q.query('UPDATE staff_users SET idp_groups = $3, idp_roles = $4 WHERE tenant_id = $1 AND id = $2', [
     tenantId,
     userId,
     groups,
+    roles,
   ]);
 }
 
+/** A mapping change took these roles: the sign-in's record no longer gives them (migration 1070). */
+export async function forgetIdpRoles(
+  q: Queryable,
+  tenantId: string,
+  userId: string,
+  roles: readonly StaffRole[],
+): Promise<void> {
+  await q.query(
+    `UPDATE staff_users SET idp_roles = ARRAY(SELECT r FROM unnest(idp_roles) AS r WHERE NOT (r = ANY($3::text[])))
+     WHERE tenant_id = $1 AND id = $2 AND idp_roles IS NOT NULL`,
+    [tenantId, userId, roles],
+  );
+}
+
 /**
- * The live members whose last federated sign-in carried any of `groups`, with those groups and
- * their roles. No row lock: idp_groups is written only under lockGroupMappings, and a role
+ * The live members whose last federated sign-in carried any of `groups`, with those groups, the
+ * roles that sign-in gave (null: not recorded) and the roles held now. No row lock: idp_groups is written only under lockGroupMappings, and a role
  * SCIM changes meanwhile is settled by the DELETE's own row count (changeStaffRole).
  */
 export async function federatedMembersIn(
   q: Queryable,
   tenantId: string,
   groups: readonly string[],
-): Promise<{ id: string; idpGroups: string[]; roles: StaffRole[] }[]> {
+): Promise<{ id: string; idpGroups: string[]; idpRoles: string[] | null; roles: StaffRole[] }[]> {
   if (groups.length === 0) return [];
-  const { rows } = await q.query<{ id: string; idp_groups: string[]; roles: string[] | null }>(
-    `SELECT u.id, u.idp_groups,
+  const { rows } = await q.query<{
+    id: string;
+    idp_groups: string[];
+    idp_roles: string[] | null;
+    roles: string[] | null;
+  }>(
+    `SELECT u.id, u.idp_groups, u.idp_roles,
        (SELECT array_agg(r.role ORDER BY r.role) FROM staff_user_roles r WHERE r.tenant_id = u.tenant_id AND r.user_id = u.id) AS roles
      FROM staff_users u WHERE u.tenant_id = $1 AND u.deleted_at IS NULL AND u.idp_groups && $2::text[]
      ORDER BY u.id`,
     [tenantId, groups],
   );
-  return rows.map((r) => ({ id: r.id, idpGroups: r.idp_groups, roles: (r.roles ?? []).filter(isStaffRole) }));
+  return rows.map((r) => ({
+    id: r.id,
+    idpGroups: r.idp_groups,
+    idpRoles: r.idp_roles,
+    roles: (r.roles ?? []).filter(isStaffRole),
+  }));
 }
 
 /** What SCIM (or a seed) writes for a staff member; the store owns id, version and timestamps. */

@@ -9,51 +9,31 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { decodeJwt } from 'jose';
-import type { KeyStore } from '../../core/keys/keys.ts';
 import { roleGroupId } from '../../core/staff/scim/groups.ts';
-import { startE2eStack, type E2eStack } from '../helpers/e2e-stack.ts';
 import { asBearer, callRetrying } from '../helpers/gateway.ts';
 import { eventually } from '../helpers/http.ts';
-import { addStaff, addTenant, adminStepUpToken, signIn, stackKeys } from '../staff/fixtures.ts';
-import { federatedSignIn, providerSettings, startTestIdp, type TestIdp } from '../staff/idp.ts';
+import { addStaff, addTenant, adminStepUpToken, signIn } from '../staff/fixtures.ts';
+import { federatedSignIn } from '../staff/idp.ts';
+import {
+  type MappingStack,
+  roleRemovals,
+  rolesOf as tenantRolesOf,
+  startMappingStack,
+} from '../staff/mapping-stack.ts';
 
 const patchOp = 'urn:ietf:params:scim:api:messages:2.0:PatchOp';
 
-/** The stack, its keys, the demo's SCIM and service-Admin tokens, and the tenant's provider. */
-interface Setup {
-  e2e: E2eStack;
-  keys: KeyStore;
-  scimToken: string;
-  serviceAdmin: string;
-  idp: TestIdp;
-}
-
 describe('group mappings removed take their roles away', () => {
-  let setup: Setup | undefined;
-  /** Stopped in `after` even when the rest of the setup failed. */
-  let stack: E2eStack | undefined;
-  const get = (): Setup => setup ?? assert.fail('the stack did not start');
+  let setup: MappingStack | undefined;
+  const get = (): MappingStack => setup ?? assert.fail('the stack did not start');
   const db = () => get().e2e.tdb.db;
   const as = asBearer(() => get().e2e.gw);
   const write = (token: string, method: string, path: string, json: unknown) =>
     as(token, method, path, { json, headers: { 'idempotency-key': randomUUID() } });
   /** An Admin-only write (flag.put_flag). */
   const putFlag = (token: string) => write(token, 'PUT', '/v1/flags/staff_mappings_flag', { enabled: true });
-  const rolesOf = async (tenantId: string, id: string): Promise<string[]> =>
-    (
-      await db().query<{ role: string }>(
-        'SELECT role FROM staff_user_roles WHERE tenant_id = $1 AND user_id = $2 ORDER BY role',
-        [tenantId, id],
-      )
-    ).rows.map((r) => r.role);
-  const removals = async (id: string) =>
-    (
-      await db().query<{ actor: { type: string; id: string }; attrs: Record<string, unknown> }>(
-        `SELECT actor, attrs FROM audit_log WHERE tenant_id = 'demo' AND action = 'staff.role_remove'
-           AND target->>'type' = 'staff_user' AND target->>'id' = $1 ORDER BY id`,
-        [id],
-      )
-    ).rows;
+  const rolesOf = (tenantId: string, id: string) => tenantRolesOf(db(), tenantId, id);
+  const removals = (id: string) => roleRemovals(db(), id);
 
   /** A staff Admin (AAL 2) and their PUT of the mappings. */
   async function mappingAdmin(userName: string) {
@@ -70,29 +50,10 @@ describe('group mappings removed take their roles away', () => {
   }
 
   before(async () => {
-    // The test identity provider listens on loopback: the SSRF guard allows it in this test only.
-    const e2e = await startE2eStack('staff-mappings', { webhookAllowPrivateTargets: true });
-    stack = e2e;
-    const demo = e2e.demo as { scim: { token: string }; serviceTokens: { admin: { token: string } } };
-    const idp = await startTestIdp(`${e2e.gw}/auth/callback`);
-    setup = {
-      e2e,
-      keys: await stackKeys(e2e.tdb.db, e2e.dataDir),
-      scimToken: demo.scim.token,
-      serviceAdmin: demo.serviceTokens.admin.token,
-      idp,
-    };
-    const put = await write(
-      setup.serviceAdmin,
-      'PUT',
-      '/v1/identity-provider',
-      providerSettings(idp, e2e.gw),
-    );
-    assert.equal(put.status, 200, put.text);
+    setup = await startMappingStack('staff-mappings');
   });
   after(async () => {
-    await setup?.idp.close();
-    await stack?.stop();
+    await setup?.stop();
   });
 
   it("a mapping removed ends the member's role at the next request and in the next refresh; other roles, members and tenants stay", async () => {

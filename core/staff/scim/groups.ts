@@ -17,6 +17,8 @@ import type { Queryable, TxClient } from '../../../shared/db/pool.ts';
 import { AppError } from '../../../shared/errors.ts';
 import {
   changeStaffRole,
+  forgetIdpRoles,
+  lockGroupMappings,
   groupMappings,
   staffRoleGroups,
   staffUserById,
@@ -235,7 +237,9 @@ async function setMembers(
     ...[...current].filter((id) => !wanted.has(id)).map((id): [string, boolean] => [id, false]),
   ];
   for (const [userId, member] of changes) {
-    await changeStaffRole(q, a.tenantId, userId, g.role, member);
+    const changed = await changeStaffRole(q, a.tenantId, userId, g.role, member);
+    // A role SCIM grants is SCIM's, not the last sign-in's: a mapping removed later leaves it.
+    if (member && changed) await forgetIdpRoles(q, a.tenantId, userId, [g.role]);
     await appendAudit(q, [
       {
         tenantId: a.tenantId,
@@ -253,6 +257,10 @@ async function setMembers(
 async function lockRole(q: Queryable, tenantId: string, role: StaffRole): Promise<void> {
   // One writer per role group at a time: concurrent PATCHes compute against the same members.
   await q.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`scim-group:${tenantId}:${role}`]);
+  // Then the mappings' lock (issue 16): a mapping change takes roles from many members in id
+  // order and this write changes them in userName order, so unordered they could deadlock; and
+  // the members read next are then those the change left.
+  await lockGroupMappings(q, tenantId);
 }
 
 export async function patchGroup(deps: ScimDeps, a: ScimActor, id: string, body: unknown, ifMatch?: string) {
