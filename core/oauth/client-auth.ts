@@ -67,7 +67,12 @@ function claimedClientId(input: ClientAuthInput): { id: string; via: 'assertion'
       throw fail('client_assertion subject is not the client');
     return { id: sub, via: 'assertion' };
   }
-  if (input.basic) return { id: input.basic.id, via: 'secret' };
+  if (input.basic) {
+    // A client_id beside client_secret_basic must name the client the header authenticates.
+    if (f.client_id !== undefined && f.client_id !== input.basic.id)
+      throw fail('client_id is not the client of the Basic credential');
+    return { id: input.basic.id, via: 'secret' };
+  }
   if (f.client_secret !== undefined && f.client_id) return { id: f.client_id, via: 'secret' };
   if (f.client_id) return { id: f.client_id, via: 'tls' };
   throw fail('no client authentication');

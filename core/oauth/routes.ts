@@ -104,7 +104,17 @@ function oauthError(
 function fieldsOf(contentType: string | undefined, raw: Buffer): Record<string, string> {
   const type = (contentType ?? '').split(';')[0]?.trim().toLowerCase();
   const text = raw.toString('utf8');
-  if (type === 'application/x-www-form-urlencoded') return Object.fromEntries(new URLSearchParams(text));
+  if (type === 'application/x-www-form-urlencoded') {
+    // RFC 6749 §3.2: no parameter more than once. Taking one copy would let two readers of one
+    // request (a proxy's log, core) see different scopes or clients.
+    const params = new URLSearchParams(text);
+    const out: Record<string, string> = {};
+    for (const [k, v] of params) {
+      if (k in out) throw oauthError('VALIDATION_FAILED', 'invalid_request', `parameter ${k} is repeated`);
+      out[k] = v;
+    }
+    return out;
+  }
   if (type === 'application/json') {
     let parsed: unknown;
     try {

@@ -1,0 +1,171 @@
+/**
+ * Attacks from outside on what landed last: the token endpoint's parsing of a client's request
+ * (repeated parameters, a Basic credential beside another client's id) and the ledger's readers on
+ * a core whose currency snapshot lags what another instance did to admin's currency table. Each
+ * case is a hole found by trying it, kept so it stays closed.
+ */
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import type { TestDb } from '../helpers/db.ts';
+import { startE2eStack, type E2eStack } from '../helpers/e2e-stack.ts';
+import { callRetrying } from '../helpers/gateway.ts';
+import type { Res } from '../helpers/http.ts';
+import { tenantWithAdmin as createTenant } from '../helpers/tenants.ts';
+import type { Demo } from '../helpers/journey.ts';
+
+type DemoFile = Demo & {
+  serviceTokens: Record<'admin', { token: string }>;
+  coreClient: { clientId: string; clientSecret: string };
+  settlementAccounts: Record<string, string>;
+};
+
+describe('attacks on the token request and on ledger readers of a lagging core', () => {
+  let e2e: E2eStack;
+  let tdb: TestDb;
+  let gw: string;
+  let demo: DemoFile;
+
+  const form = (body: string, headers: Record<string, string> = {}) => ({
+    body,
+    headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers },
+  });
+  const token = (body: string, headers: Record<string, string> = {}) =>
+    callRetrying(gw, 'POST', '/oauth2/token', form(body, headers));
+  const as = (bearer: string, method: string, path: string, json?: unknown): Promise<Res> => {
+    const headers = {
+      authorization: `Bearer ${bearer}`,
+      'x-request-id': randomUUID(),
+      'idempotency-key': `k-${randomUUID()}`,
+    };
+    return callRetrying(gw, method, path, json === undefined ? { headers } : { json, headers });
+  };
+  const refused = (r: Res, status: number, code: string, what: string) => {
+    assert.equal(r.status, status, `${what}: ${r.status} ${r.text}`);
+    assert.equal(r.json?.code, code, `${what}: ${r.text}`);
+  };
+
+  before(async () => {
+    e2e = await startE2eStack('atkfinal');
+    ({ tdb, gw } = e2e);
+    demo = e2e.demo as DemoFile;
+  });
+  after(() => e2e?.stop());
+
+  it('a token request naming a parameter twice is refused invalid_request (RFC 6749 §3.2), whichever copy would win', async () => {
+    const c = demo.coreClient;
+    const id = encodeURIComponent(c.clientId);
+    const secret = encodeURIComponent(c.clientSecret);
+    const once = `grant_type=client_credentials&client_id=${id}&client_secret=${secret}`;
+    const good = await token(`${once}&scope=core%3Aread`);
+    assert.equal(good.status, 200, `each parameter once: ${good.text}`);
+    for (const [what, body] of [
+      ['scope twice', `${once}&scope=core%3Aread&scope=core%3Awrite`],
+      ['grant_type twice', `${once}&grant_type=client_credentials`],
+      ['client_id twice', `${once}&client_id=${id}`],
+      ['client_secret twice', `${once}&client_secret=wrong`],
+    ] as const) {
+      const r = await token(body);
+      refused(r, 400, 'VALIDATION_FAILED', what);
+      assert.equal(r.json.error, 'invalid_request', what);
+      assert.equal(r.json.access_token, undefined, what);
+    }
+  });
+
+  it("a Basic credential beside another client's client_id in the body is invalid_client", async () => {
+    const c = demo.coreClient;
+    const admin = await createTenant(gw, demo.serviceTokens.admin.token, tdb.db, 'atkfin-basic');
+    const other = await as(admin, 'POST', '/v1/oauth-clients', {
+      name: 'other',
+      scopes: ['core:read'],
+      token_endpoint_auth_method: 'client_secret_basic',
+    });
+    assert.equal(other.status, 201, other.text);
+    const basic = `Basic ${Buffer.from(`${encodeURIComponent(c.clientId)}:${encodeURIComponent(c.clientSecret)}`).toString('base64')}`;
+    const alone = await token('grant_type=client_credentials&scope=core%3Aread', { authorization: basic });
+    assert.equal(alone.status, 200, `Basic alone: ${alone.text}`);
+    const same = await token(
+      `grant_type=client_credentials&scope=core%3Aread&client_id=${encodeURIComponent(c.clientId)}`,
+      { authorization: basic },
+    );
+    assert.equal(same.status, 200, `Basic and the same client_id: ${same.text}`);
+    const mixed = await token(
+      `grant_type=client_credentials&scope=core%3Aread&client_id=${encodeURIComponent(other.json.client_id)}`,
+      { authorization: basic },
+    );
+    refused(mixed, 401, 'INVALID_CLIENT', 'Basic of one client, body naming another');
+    assert.equal(mixed.json.error, 'invalid_client');
+  });
+
+  describe("ledger readers on a core whose currency snapshot lags another instance's writes", () => {
+    let client: string;
+    const tenant = 'demo';
+
+    /** An account opened by another core instance: the rows its openAccount writes, nothing here. */
+    async function openedElsewhere(currency: string, floor: boolean): Promise<string> {
+      const id = randomUUID();
+      await tdb.db.query(
+        `INSERT INTO ledger_accounts (tenant_id, id, owner_type, owner_id, product_code, currency, debits_must_not_exceed_credits)
+         VALUES ($1, $2, 'customer', $3, 'WALLET_MAIN', $4, $5)`,
+        [tenant, id, `elsewhere-${id}`, currency, floor],
+      );
+      await tdb.db.query(
+        'INSERT INTO ledger_balances (tenant_id, account_id, currency, debits_must_not_exceed_credits) VALUES ($1, $2, $3, $4)',
+        [tenant, id, currency, floor],
+      );
+      return id;
+    }
+
+    before(async () => {
+      const t = await callRetrying(
+        gw,
+        'POST',
+        '/oauth2/token',
+        form(
+          new URLSearchParams({
+            grant_type: 'client_credentials',
+            client_id: demo.coreClient.clientId,
+            client_secret: demo.coreClient.clientSecret,
+            scope: 'core:read core:write',
+          }).toString(),
+        ),
+      );
+      assert.equal(t.status, 200, t.text);
+      client = t.json.access_token;
+    });
+
+    it('an account in a currency this core has not loaded yet shows its balance (as its statement does), not 422', async () => {
+      await tdb.db.query(
+        `INSERT INTO admin_currencies (code, name, minor_units) VALUES ('MRU', 'Ouguiya', 2)`,
+      );
+      const id = await openedElsewhere('MRU', true);
+      const account = await as(client, 'GET', `/v1/core/accounts/${id}`);
+      assert.equal(account.status, 200, account.text);
+      const balances = await as(client, 'GET', `/v1/core/accounts/${id}/balances`);
+      assert.equal(balances.status, 200, `balances: ${balances.text}`);
+      assert.equal(balances.json.posted, '0.00');
+      assert.equal(balances.json.currency, 'MRU');
+    });
+
+    it('amounts in a currency another instance re-scaled and opened accounts in are read with the minor units of the table', {
+      todo: "open: a core's snapshot keeps the old minor units for up to currencyReloadMs (see the report)",
+    }, async () => {
+      const platform = demo.serviceTokens.admin.token;
+      const made = await as(platform, 'POST', '/v1/currencies', { code: 'VUV', minor_units: 2 });
+      assert.equal(made.status, 201, made.text);
+      // Another instance: VUV held no money, so its admin could take the minor units to 0, and
+      // then opened accounts in it (its own snapshot is right; this core's still says 2).
+      await tdb.db.query(`UPDATE admin_currencies SET minor_units = 0 WHERE code = 'VUV'`);
+      const from = await openedElsewhere('VUV', false);
+      const to = await openedElsewhere('VUV', true);
+      const posted = await as(client, 'POST', '/v1/core/postings', {
+        currency: 'VUV',
+        entries: [
+          { account_id: from, side: 'debit', amount: '10.50' },
+          { account_id: to, side: 'credit', amount: '10.50' },
+        ],
+      });
+      refused(posted, 422, 'INVALID_AMOUNT', 'VUV has no minor units: 10.50 is no VUV amount');
+    });
+  });
+});
