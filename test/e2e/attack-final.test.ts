@@ -147,9 +147,7 @@ describe('attacks on the token request and on ledger readers of a lagging core',
       assert.equal(balances.json.currency, 'MRU');
     });
 
-    it('amounts in a currency another instance re-scaled and opened accounts in are read with the minor units of the table', {
-      todo: "open: a core's snapshot keeps the old minor units for up to currencyReloadMs (see the report)",
-    }, async () => {
+    it('amounts in a currency another instance re-scaled and opened accounts in are read with the minor units of the table', async () => {
       const platform = demo.serviceTokens.admin.token;
       const made = await as(platform, 'POST', '/v1/currencies', { code: 'VUV', minor_units: 2 });
       assert.equal(made.status, 201, made.text);
@@ -166,6 +164,30 @@ describe('attacks on the token request and on ledger readers of a lagging core',
         ],
       });
       refused(posted, 422, 'INVALID_AMOUNT', 'VUV has no minor units: 10.50 is no VUV amount');
+      const held = await as(client, 'POST', '/v1/core/holds', {
+        debit_account_id: from,
+        credit_account_id: to,
+        currency: 'VUV',
+        amount: '0.5',
+      });
+      refused(held, 422, 'INVALID_AMOUNT', 'a hold of 0.5 VUV');
+      const whole = await as(client, 'POST', '/v1/core/postings', {
+        currency: 'VUV',
+        entries: [
+          { account_id: from, side: 'debit', amount: '10' },
+          { account_id: to, side: 'credit', amount: '10' },
+        ],
+      });
+      assert.equal(whole.status, 201, `10 VUV posts: ${whole.text}`);
+      const entries = await tdb.db.query<{ amount: string }>(
+        `SELECT amount::text FROM ledger_entries WHERE tenant_id = $1 AND account_id = $2`,
+        [tenant, to],
+      );
+      assert.deepEqual(
+        entries.rows.map((r) => r.amount),
+        ['10.000000'],
+        'only the whole amount was stored',
+      );
     });
   });
 });
