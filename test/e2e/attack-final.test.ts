@@ -10,7 +10,7 @@ import { after, before, describe, it } from 'node:test';
 import type { TestDb } from '../helpers/db.ts';
 import { startE2eStack, type E2eStack } from '../helpers/e2e-stack.ts';
 import { callRetrying } from '../helpers/gateway.ts';
-import type { Res } from '../helpers/http.ts';
+import { eventually, type Res } from '../helpers/http.ts';
 import { tenantWithAdmin as createTenant } from '../helpers/tenants.ts';
 import type { Demo } from '../helpers/journey.ts';
 
@@ -95,6 +95,41 @@ describe('attacks on the token request and on ledger readers of a lagging core',
     );
     refused(mixed, 401, 'INVALID_CLIENT', 'Basic of one client, body naming another');
     assert.equal(mixed.json.error, 'invalid_client');
+  });
+
+  it("the token endpoint reads a tenant's IPv6 ranges as the edge's policy does: ::/0 holds no IPv4 caller, a mapped IPv4 range does", async () => {
+    const admin = await createTenant(gw, demo.serviceTokens.admin.token, tdb.db, 'atkfin-v6');
+    const made = await as(admin, 'POST', '/v1/oauth-clients', {
+      name: 'v6',
+      scopes: ['core:read'],
+      token_endpoint_auth_method: 'client_secret_post',
+    });
+    assert.equal(made.status, 201, made.text);
+    const grant = new URLSearchParams({
+      grant_type: 'client_credentials',
+      client_id: made.json.client_id,
+      client_secret: made.json.client_secret,
+    }).toString();
+    const first = await token(grant);
+    assert.equal(first.status, 200, first.text);
+    const ranges = (r: string[]) =>
+      tdb.db.query(
+        `UPDATE tenants SET security = security || jsonb_build_object('allowed_ip_ranges', $1::jsonb) WHERE id = 'atkfin-v6'`,
+        [JSON.stringify(r)],
+      );
+    // This test's callers reach the gateway over IPv4 loopback.
+    await ranges(['::/0']);
+    const probe = `/v1/core/accounts/${randomUUID()}`;
+    const edge = await eventually(
+      () => as(first.json.access_token, 'GET', probe),
+      (r) => r.status === 403,
+    );
+    assert.equal(edge.status, 403, `the edge refuses an IPv4 caller under ::/0: ${edge.text}`);
+    const v6only = await token(grant);
+    refused(v6only, 400, 'UNAUTHORIZED_CLIENT', 'a token for an IPv4 caller under ::/0');
+    await ranges(['::ffff:7f00:0/104']);
+    const mapped = await token(grant);
+    assert.equal(mapped.status, 200, `127.0.0.0/8 written as a mapped IPv6 range: ${mapped.text}`);
   });
 
   describe("ledger readers on a core whose currency snapshot lags another instance's writes", () => {
