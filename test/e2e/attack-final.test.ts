@@ -45,6 +45,18 @@ describe('attacks on the token request and on ledger readers of a lagging core',
     assert.equal(r.json?.code, code, `${what}: ${r.text}`);
   };
 
+  /** A secret client that a new tenant's Admin registered through the gateway. */
+  const clientOfNewTenant = async (tenant: string, method: string): Promise<Res> => {
+    const admin = await createTenant(gw, demo.serviceTokens.admin.token, tdb.db, tenant);
+    const made = await as(admin, 'POST', '/v1/oauth-clients', {
+      name: 'attack',
+      scopes: ['core:read'],
+      token_endpoint_auth_method: method,
+    });
+    assert.equal(made.status, 201, made.text);
+    return made;
+  };
+
   before(async () => {
     e2e = await startE2eStack('atkfinal');
     ({ tdb, gw } = e2e);
@@ -74,13 +86,7 @@ describe('attacks on the token request and on ledger readers of a lagging core',
 
   it("a Basic credential beside another client's client_id in the body is invalid_client", async () => {
     const c = demo.coreClient;
-    const admin = await createTenant(gw, demo.serviceTokens.admin.token, tdb.db, 'atkfin-basic');
-    const other = await as(admin, 'POST', '/v1/oauth-clients', {
-      name: 'other',
-      scopes: ['core:read'],
-      token_endpoint_auth_method: 'client_secret_basic',
-    });
-    assert.equal(other.status, 201, other.text);
+    const other = await clientOfNewTenant('atkfin-basic', 'client_secret_basic');
     const basic = `Basic ${Buffer.from(`${encodeURIComponent(c.clientId)}:${encodeURIComponent(c.clientSecret)}`).toString('base64')}`;
     const alone = await token('grant_type=client_credentials&scope=core%3Aread', { authorization: basic });
     assert.equal(alone.status, 200, `Basic alone: ${alone.text}`);
@@ -98,13 +104,7 @@ describe('attacks on the token request and on ledger readers of a lagging core',
   });
 
   it("the token endpoint reads a tenant's IPv6 ranges as the edge's policy does: ::/0 holds no IPv4 caller, a mapped IPv4 range does", async () => {
-    const admin = await createTenant(gw, demo.serviceTokens.admin.token, tdb.db, 'atkfin-v6');
-    const made = await as(admin, 'POST', '/v1/oauth-clients', {
-      name: 'v6',
-      scopes: ['core:read'],
-      token_endpoint_auth_method: 'client_secret_post',
-    });
-    assert.equal(made.status, 201, made.text);
+    const made = await clientOfNewTenant('atkfin-v6', 'client_secret_post');
     const grant = new URLSearchParams({
       grant_type: 'client_credentials',
       client_id: made.json.client_id,
