@@ -103,6 +103,46 @@ describe('attacks on the token request and on ledger readers of a lagging core',
     assert.equal(mixed.json.error, 'invalid_client');
   });
 
+  it("a registered client's refused credential is in its tenant's audit, answered as any other invalid_client", async () => {
+    const made = await clientOfNewTenant('atkfin-guess', 'client_secret_post');
+    const guess = (secret: string) =>
+      token(
+        new URLSearchParams({
+          grant_type: 'client_credentials',
+          client_id: made.json.client_id,
+          client_secret: secret,
+        }).toString(),
+      );
+    const wrong = await guess('not-the-secret');
+    const unknown = await token(
+      new URLSearchParams({
+        grant_type: 'client_credentials',
+        client_id: `cc_${randomUUID()}`,
+        client_secret: 'x',
+      }).toString(),
+    );
+    for (const [what, r] of [
+      ['a wrong secret', wrong],
+      ['an unknown client', unknown],
+    ] as const) {
+      refused(r, 401, 'INVALID_CLIENT', what);
+      assert.equal(r.json.error_description, 'client authentication failed', what);
+    }
+    const { rows } = await tdb.db.query<{
+      actor: { id: string };
+      decision: { allow: boolean };
+      attrs: { refused: string; ip: string };
+    }>(
+      `SELECT actor, decision, attrs FROM audit_log WHERE tenant_id = 'atkfin-guess' AND action = 'oauth.token.issue'`,
+    );
+    assert.equal(rows.length, 1, 'one record of the refused secret');
+    assert.equal(rows[0]?.actor.id, made.json.client_id);
+    assert.equal(rows[0]?.decision.allow, false);
+    assert.match(rows[0]?.attrs.refused ?? '', /secret/);
+    assert.ok(!JSON.stringify(rows[0]).includes('not-the-secret'), 'the guessed secret is not recorded');
+    assert.equal((await guess(made.json.client_secret)).status, 200, 'the right secret still works');
+  });
+
   it("the token endpoint reads a tenant's IPv6 ranges as the edge's policy does: ::/0 holds no IPv4 caller, a mapped IPv4 range does", async () => {
     const made = await clientOfNewTenant('atkfin-v6', 'client_secret_post');
     const grant = new URLSearchParams({
