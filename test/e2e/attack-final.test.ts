@@ -222,6 +222,43 @@ describe('attacks on the token request and on ledger readers of a lagging core',
       assert.equal(balances.json.currency, 'MRU');
     });
 
+    it('a refused account opening is kept under its key and recorded once; the currency added later opens under a new key', async () => {
+      const key = `open-${randomUUID()}`;
+      const open = (k: string) =>
+        callRetrying(gw, 'POST', '/v1/core/accounts', {
+          json: {
+            owner_type: 'customer',
+            owner_id: 'atkfin-npr',
+            product_code: 'WALLET_MAIN',
+            currency: 'NPR',
+          },
+          headers: { authorization: `Bearer ${client}`, 'x-request-id': randomUUID(), 'idempotency-key': k },
+        });
+      refused(await open(key), 422, 'UNKNOWN_CURRENCY', 'NPR is not in the table');
+      const records = () =>
+        tdb.db.query<{ decision: { allow: boolean }; attrs: { outcome: string } }>(
+          `SELECT decision, attrs FROM audit_log WHERE tenant_id = $1 AND action = 'account.create' AND attrs->>'outcome' <> 'ok'`,
+          [tenant],
+        );
+      const first = await records();
+      assert.equal(first.rows.length, 1, 'the refusal is recorded');
+      assert.equal(first.rows[0]?.attrs.outcome, 'UNKNOWN_CURRENCY');
+      assert.equal(first.rows[0]?.decision.allow, false);
+      await tdb.db.query(
+        `INSERT INTO admin_currencies (code, name, minor_units) VALUES ('NPR', 'Nepalese Rupee', 2)`,
+      );
+      const replayed = await open(key);
+      refused(replayed, 422, 'UNKNOWN_CURRENCY', 'the same key answers what it answered');
+      assert.equal((await records()).rows.length, 1, 'a replay adds no record');
+      const opened = await open(`open-${randomUUID()}`);
+      assert.equal(opened.status, 201, `a new key opens it: ${opened.text}`);
+      const none = await tdb.db.query(
+        `SELECT 1 FROM ledger_accounts WHERE tenant_id = $1 AND owner_id = 'atkfin-npr'`,
+        [tenant],
+      );
+      assert.equal(none.rows.length, 1, 'one account, from the new key');
+    });
+
     it('amounts in a currency another instance re-scaled and opened accounts in are read with the minor units of the table', async () => {
       const platform = demo.serviceTokens.admin.token;
       const made = await as(platform, 'POST', '/v1/currencies', { code: 'VUV', minor_units: 2 });
