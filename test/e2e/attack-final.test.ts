@@ -9,6 +9,8 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import type { TestDb } from '../helpers/db.ts';
 import { startE2eStack, type E2eStack } from '../helpers/e2e-stack.ts';
+import { priceOf } from '../../core/agents/pricing.ts';
+import { format, microPerUnit } from '../../shared/money.ts';
 import { callRetrying } from '../helpers/gateway.ts';
 import { eventually, type Res } from '../helpers/http.ts';
 import { tenantWithAdmin as createTenant } from '../helpers/tenants.ts';
@@ -257,6 +259,15 @@ describe('attacks on the token request and on ledger readers of a lagging core',
         [tenant],
       );
       assert.equal(none.rows.length, 1, 'one account, from the new key');
+    });
+
+    it("an agent's fallback fee and commission are whole units of a currency without decimals, which the ledger takes", async () => {
+      // No fee or commission schedule for UGX in the demo tenant: the fallback table prices it.
+      const price = await priceOf(tdb.db, tenant, 'CASHOUT', 12_345n * microPerUnit, 'UGX');
+      assert.equal(format(price.fee, 0), '123', 'a 1% fee of 12345 UGX');
+      assert.equal(format(price.commission, 0), '49', '40% of that fee');
+      const kes = await priceOf(tdb.db, tenant, 'CASHOUT', 12_345n * microPerUnit, 'KES');
+      assert.equal(kes.fee % 10_000n, 0n, 'KES keeps whole cents');
     });
 
     it('amounts in a currency another instance re-scaled and opened accounts in are read with the minor units of the table', async () => {
