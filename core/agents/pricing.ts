@@ -6,6 +6,8 @@
  */
 import type { Queryable } from '../../shared/db/pool.ts';
 import { quoteCommission, quoteFee, limitRowsFor } from '../admin/schedules.ts';
+import { minorStep } from '../admin/schedules/tiers.ts';
+import { displayDecimals } from '../ledger/currency.ts';
 import { AppError } from '../../shared/errors.ts';
 import { fromDb, format, microPerUnit, type Micro } from '../../shared/money.ts';
 
@@ -17,21 +19,25 @@ const noSchedule = new Set(['NO_ACTIVE_SCHEDULE', 'CURRENCY_INVALID', 'CURRENCY_
 const bp = (amount: Micro, basisPoints: bigint) => (amount * basisPoints) / 10_000n;
 const units = (n: bigint) => n * microPerUnit;
 const clamp = (v: Micro, lo: Micro, hi: Micro) => (v < lo ? lo : v > hi ? hi : v);
-/** Whole minor units (2 decimals): fees and commissions never carry sub-cent dust. */
-const cents = (v: Micro) => (v / 10_000n) * 10_000n;
+/**
+ * Whole minor units of the currency (2 decimals for KES, none for UGX): fees and commissions never
+ * carry dust the currency cannot hold, which the ledger refuses (ledger_amount_misfit). Cutting
+ * to 2 decimals made a UGX fee of 123.45.
+ */
+const whole = (v: Micro, minor: number) => (v / minorStep(minor)) * minorStep(minor);
 
 /** Fallback fee: cash-out 1% (min 10, max 300), P2P 0.5% (min 5, max 100), cash-in free. */
-export function fallbackFee(kind: TxnKind, amount: Micro): Micro {
-  if (kind === 'CASHOUT') return cents(clamp(bp(amount, 100n), units(10n), units(300n)));
-  if (kind === 'P2P') return cents(clamp(bp(amount, 50n), units(5n), units(100n)));
+export function fallbackFee(kind: TxnKind, amount: Micro, minor: number): Micro {
+  if (kind === 'CASHOUT') return whole(clamp(bp(amount, 100n), units(10n), units(300n)), minor);
+  if (kind === 'P2P') return whole(clamp(bp(amount, 50n), units(5n), units(100n)), minor);
   return 0n;
 }
 
 /** Fallback agent commission: cash-in 0.4%, cash-out 40% of the fee, P2P 20% of the fee. */
-export function fallbackCommission(kind: TxnKind, amount: Micro, fee: Micro): Micro {
-  if (kind === 'CASHIN') return cents(clamp(bp(amount, 40n), 0n, units(200n)));
-  if (kind === 'CASHOUT') return cents(bp(fee, 4000n));
-  return cents(bp(fee, 2000n));
+export function fallbackCommission(kind: TxnKind, amount: Micro, fee: Micro, minor: number): Micro {
+  if (kind === 'CASHIN') return whole(clamp(bp(amount, 40n), 0n, units(200n)), minor);
+  if (kind === 'CASHOUT') return whole(bp(fee, 4000n), minor);
+  return whole(bp(fee, 2000n), minor);
 }
 
 async function orFallback(fn: () => Promise<{ fee: Micro }>, fallback: () => Micro): Promise<Micro> {
@@ -55,13 +61,14 @@ export async function priceOf(
   amount: Micro,
   currency: string,
 ): Promise<Pricing> {
+  const minor = displayDecimals(currency);
   const fee = await orFallback(
     () => quoteFee(q, { tenantId, product: kind, amount, currency }),
-    () => fallbackFee(kind, amount),
+    () => fallbackFee(kind, amount, minor),
   );
   const commission = await orFallback(
     () => quoteCommission(q, { tenantId, product: kind, amount, currency }),
-    () => fallbackCommission(kind, amount, fee),
+    () => fallbackCommission(kind, amount, fee, minor),
   );
   return { fee, commission };
 }

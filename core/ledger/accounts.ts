@@ -3,8 +3,7 @@ import type { Queryable } from '../../shared/db/pool.ts';
 import { enqueue } from '../outbox/outbox.ts';
 import { AppError } from '../../shared/errors.ts';
 import { uuidv7 } from '../../shared/uuid.ts';
-import { knownCurrency } from './commands.ts';
-import { setCurrency } from './currency.ts';
+import { displayDecimals, setCurrency } from './currency.ts';
 import { fromDb, format } from '../../shared/money.ts';
 import { wireAmount } from './render.ts';
 import type { AccountView } from './schemas.ts';
@@ -167,7 +166,9 @@ export async function getBalances(
     [tenantId, id.toLowerCase()],
   );
   const r = rows[0];
-  return r ? balanceView(r, knownCurrency(r.currency)) : undefined;
+  // Shown as every other reader shows amounts (render.ts): an account exists only in a currency of
+  // admin's table, which this core's snapshot may not have loaded yet (another instance opened it).
+  return r ? balanceView(r, displayDecimals(r.currency)) : undefined;
 }
 
 /** Close an account whose balance, holds and overdraft line are all zero (balance row locked first). */

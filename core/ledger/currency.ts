@@ -6,7 +6,9 @@
  * starts a load too, and until one lands amounts answer 503, never a wrong refusal),
  * reloads it periodically for what other instances change, and this process's admin writes
  * update it at once. A currency some ledger account holds keeps its minor units (the admin
- * route refuses the change), so the snapshot can lag only for currencies that hold no money.
+ * route refuses the change), but a snapshot loaded before another instance re-scaled a currency
+ * that held none, then opened accounts in it, keeps the old minor units until its next reload:
+ * the write path (ledger_amount_misfit in ledger_apply) checks amounts against the table itself.
  */
 import { AppError } from '../../shared/errors.ts';
 

@@ -2,6 +2,7 @@
 import type { Logger } from 'pino';
 import { appendAudit } from '../../shared/audit.ts';
 import type { Db, Queryable } from '../../shared/db/pool.ts';
+import { AppError, toCoreBody } from '../../shared/errors.ts';
 import type { RequestContext, ResponseSpec } from '../http/route.ts';
 import { idempotencyHeader, idempotencyKeyOf, toReply, withIdempotency } from '../idempotency/idempotency.ts';
 import type { KeyStore } from '../keys/keys.ts';
@@ -79,15 +80,29 @@ export async function idempotentWrite(
   ) => Promise<{ status: number; body: { id?: unknown; code?: unknown } & Record<string, unknown> }>,
 ): Promise<Reply> {
   const stored = await withIdempotency(deps, writeScope(w), async (client) => {
-    const res = await fn(client);
-    const id = res.body.id ?? res.body.code;
+    // A refusal (UNKNOWN_CURRENCY, PRODUCT_NOT_ALLOWED, ...) is kept under the key like a
+    // success, so it is a decision to record like one, as the batcher records a refused posting
+    // with its code: its effects roll back to here, its record stays.
+    await client.query('SAVEPOINT ledger_write');
+    let res: Awaited<ReturnType<typeof fn>>;
+    let refusal: AppError | undefined;
+    try {
+      res = await fn(client);
+    } catch (err) {
+      if (!(err instanceof AppError) || err.status >= 500) throw err;
+      await client.query('ROLLBACK TO SAVEPOINT ledger_write');
+      refusal = err;
+      res = { status: err.status, body: toCoreBody(err) };
+    }
+    const id = refusal ? undefined : (res.body.id ?? res.body.code);
     await appendAudit(client, [
       {
         tenantId: w.principal.tenantId,
         actor: { type: 'client', id: w.principal.clientId },
         action: audit.action,
         target: { type: audit.targetType, id: typeof id === 'string' ? id : '' },
-        attrs: { request_id: w.requestId, outcome: 'ok' },
+        ...(refusal ? { decision: { allow: false } } : {}),
+        attrs: { request_id: w.requestId, outcome: refusal ? refusal.code : 'ok' },
         ts: new Date(deps.now()),
       },
     ]);

@@ -25,7 +25,10 @@ export const assertionAlgorithms = ['EdDSA', 'ES256', 'PS256'] as const;
 export const maxAssertionLifetimeS = 300;
 const clockSkewS = 30;
 
-export class ClientAuthError extends Error {}
+export class ClientAuthError extends Error {
+  /** The registered client the request named, when there is one: its refusal is audited in its tenant. */
+  client: Pick<OAuthClient, 'tenantId' | 'clientId' | 'method'> | undefined;
+}
 
 export interface ClientAuthInput {
   fields: Record<string, string>;
@@ -67,7 +70,12 @@ function claimedClientId(input: ClientAuthInput): { id: string; via: 'assertion'
       throw fail('client_assertion subject is not the client');
     return { id: sub, via: 'assertion' };
   }
-  if (input.basic) return { id: input.basic.id, via: 'secret' };
+  if (input.basic) {
+    // A client_id beside client_secret_basic must name the client the header authenticates.
+    if (f.client_id !== undefined && f.client_id !== input.basic.id)
+      throw fail('client_id is not the client of the Basic credential');
+    return { id: input.basic.id, via: 'secret' };
+  }
   if (f.client_secret !== undefined && f.client_id) return { id: f.client_id, via: 'secret' };
   if (f.client_id) return { id: f.client_id, via: 'tls' };
   throw fail('no client authentication');
@@ -144,6 +152,20 @@ export async function authenticateClient(q: Queryable, input: ClientAuthInput): 
   const claimed = claimedClientId(input);
   const client = await findClient(q, claimed.id);
   if (!client) throw fail('unknown or revoked client');
+  try {
+    return await authenticateFound(q, input, claimed, client);
+  } catch (err) {
+    if (err instanceof ClientAuthError) err.client = client;
+    throw err;
+  }
+}
+
+async function authenticateFound(
+  q: Queryable,
+  input: ClientAuthInput,
+  claimed: ReturnType<typeof claimedClientId>,
+  client: OAuthClient,
+): Promise<Authenticated> {
   const policy = await oauthTenantPolicy(q, client.tenantId);
   const certificate = input.certificate ? parseForwardedCertificate(input.certificate) : undefined;
   const isSecretMethod = secretMethods.includes(client.method);

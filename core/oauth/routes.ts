@@ -20,6 +20,7 @@ import { certificateThumbprint } from '../../shared/mtls.ts';
 import { dpopBinding } from '../http/dpop.ts';
 import { ClientAuthError, authenticateClient, type Authenticated } from './client-auth.ts';
 import { issuerOf, tokenEndpointOf } from './discovery.ts';
+import type { OAuthClient } from './clients.ts';
 import { declared } from '../http/declared.ts';
 
 /** SPEC 8: access tokens live 5 to 10 minutes. */
@@ -104,7 +105,17 @@ function oauthError(
 function fieldsOf(contentType: string | undefined, raw: Buffer): Record<string, string> {
   const type = (contentType ?? '').split(';')[0]?.trim().toLowerCase();
   const text = raw.toString('utf8');
-  if (type === 'application/x-www-form-urlencoded') return Object.fromEntries(new URLSearchParams(text));
+  if (type === 'application/x-www-form-urlencoded') {
+    // RFC 6749 §3.2: no parameter more than once. Taking one copy would let two readers of one
+    // request (a proxy's log, core) see different scopes or clients.
+    const params = new URLSearchParams(text);
+    const out: Record<string, string> = {};
+    for (const [k, v] of params) {
+      if (k in out) throw oauthError('VALIDATION_FAILED', 'invalid_request', `parameter ${k} is repeated`);
+      out[k] = v;
+    }
+    return out;
+  }
   if (type === 'application/json') {
     let parsed: unknown;
     try {
@@ -156,12 +167,19 @@ async function clientOf(deps: TokenDeps, ctx: Ctx, f: Record<string, string>): P
     });
     // A request naming a tenant is for that tenant's clients only.
     const named = f.tenant_id ?? f.tenantId ?? (ctx.identity.fromEdge ? ctx.identity.tenantId : undefined);
-    if (named !== undefined && named !== a.client.tenantId)
-      throw new ClientAuthError('client belongs to another tenant');
+    if (named !== undefined && named !== a.client.tenantId) {
+      const other = new ClientAuthError('client belongs to another tenant');
+      other.client = a.client;
+      throw other;
+    }
     return a;
   } catch (err) {
     if (!(err instanceof ClientAuthError)) throw err;
     ctx.log.info({ reason: err.message }, 'client authentication refused');
+    // A refused credential of a registered client is a decision about that client: its tenant's
+    // audit shows it (a guessed secret, a replayed assertion), as a refused sign-in is recorded.
+    // The answer stays the same whatever failed, so the record tells the caller nothing.
+    if (err.client) await auditIssue(deps, ctx, err.client, { refused: err.message });
     throw oauthError('INVALID_CLIENT', 'invalid_client', 'client authentication failed');
   }
 }
@@ -187,17 +205,17 @@ async function bindingOf(
 async function auditIssue(
   deps: TokenDeps,
   ctx: Ctx,
-  a: Authenticated,
+  client: Pick<OAuthClient, 'tenantId' | 'clientId' | 'method'>,
   attrs: { scope: string; bound: string[] } | { refused: string },
 ): Promise<void> {
   // Its own transaction: the chain head's lock must hold from reading the head to writing the row.
   await audit(deps.db, {
-    tenantId: a.client.tenantId,
-    actor: { type: 'oauth_client', id: a.client.clientId },
+    tenantId: client.tenantId,
+    actor: { type: 'oauth_client', id: client.clientId },
     action: 'oauth.token.issue',
-    target: { type: 'oauth_client', id: a.client.clientId },
+    target: { type: 'oauth_client', id: client.clientId },
     decision: { allow: !('refused' in attrs), trace_id: ctx.requestId },
-    attrs: { method: a.method, ...attrs },
+    attrs: { method: client.method, ...attrs },
     ts: new Date(deps.now()),
   });
 }
@@ -215,7 +233,7 @@ async function refuseInactiveTenant(deps: TokenDeps, ctx: Ctx, a: Authenticated)
       ? undefined
       : "the source address is outside the tenant's allowed IP ranges";
   if (refused === undefined) return;
-  await auditIssue(deps, ctx, a, { refused });
+  await auditIssue(deps, ctx, a.client, { refused });
   throw oauthError('UNAUTHORIZED_CLIENT', 'unauthorized_client', refused);
 }
 
@@ -280,7 +298,7 @@ export function oauthRoutes(deps: TokenDeps): RouteSpec[] {
             ...(deps.keys.issuerUrl ? { issuer: deps.keys.issuerUrl } : {}),
           },
         );
-        await auditIssue(deps, ctx, a, { scope, bound: cnf ? Object.keys(cnf) : [] });
+        await auditIssue(deps, ctx, client, { scope, bound: cnf ? Object.keys(cnf) : [] });
         return {
           status: 200,
           headers: {
