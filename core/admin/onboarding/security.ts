@@ -11,7 +11,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { X509Certificate } from 'node:crypto';
-import { BlockList, isIP } from 'node:net';
+import { isIP } from 'node:net';
 import { AppError } from '../../../shared/errors.ts';
 import type { RouteSpec } from '../../http/route.ts';
 import { defaultAddressPolicy } from '../../identity/address-throttle.ts';
@@ -23,6 +23,7 @@ import {
   defaultSessionTimeoutMinutes,
 } from '../../identity/settings.ts';
 import { parseCidr } from '../webhooks/target.ts';
+import { insideRanges } from '../../staff/tenant-rules.ts';
 import { adminRoute, checkIfMatch, etagOf, type AdminDeps, type Caller } from '../http.ts';
 import { CountryCode } from '../schemas.ts';
 import { managedTenant } from '../tenants/routes.ts';
@@ -136,14 +137,17 @@ export function securityProblems(s: Settings, caller: Caller, ownTenant: boolean
     }
   });
   if (!knownZone(s.timezone)) problems.push(`timezone: ${s.timezone} is not a known IANA time zone`);
-  // An Admin cannot lock their own tenant out from where they stand (they would need the platform to undo it).
-  const live = new BlockList();
-  for (const c of ranges) if (c) live.addSubnet(c.address, c.prefix, c.family);
-  // An IPv4 client seen on a dual-stack socket (::ffff:a.b.c.d) is checked as IPv4, as the policy does.
-  const ip = /^::ffff:/i.test(caller.ip) && isIP(caller.ip.slice(7)) === 4 ? caller.ip.slice(7) : caller.ip;
-  const family = isIP(ip) === 6 ? 'ipv6' : 'ipv4';
-  if (ownTenant && ranges.length > 0 && problems.length === 0 && isIP(ip) !== 0 && !live.check(ip, family)) {
-    problems.push(`allowed_ip_ranges: none contains your own address ${ip}`);
+  // An Admin cannot lock their own tenant out from where they stand (they would need the platform to
+  // undo it), judged as core and the policy judge the ranges (insideRanges: ::ffff: forms as IPv4,
+  // an IPv6 range holds no IPv4 address).
+  if (
+    ownTenant &&
+    ranges.length > 0 &&
+    problems.length === 0 &&
+    isIP(caller.ip) !== 0 &&
+    !insideRanges(s.allowed_ip_ranges, caller.ip)
+  ) {
+    problems.push(`allowed_ip_ranges: none contains your own address ${caller.ip}`);
   }
   return problems;
 }
