@@ -23,7 +23,7 @@
  * printed at the start and the end: compare figures within one run only. The edge records every
  * decision's policy input as production does by default (issue 22 item 1), and one more line
  * runs the transfer for a tenant with a shadow candidate loaded (issue 22 item 3: its cost).
- *   npx tsx bench/authz/run.ts [--requests 10000] [--rps 1000] [--no-plugin 1] [--no-search 1]
+ *   npx tsx bench/authz/run.ts [--requests 10000] [--rps 1000] [--no-plugin 1] [--no-search 1] [--rounds 1]
  */
 import { execFile, execFileSync } from 'node:child_process';
 import { TokenVerifier } from '../../shared/token-keys.ts';
@@ -69,6 +69,13 @@ const withPlugin = option('no-plugin', 0) === 0;
 const withSearch = option('no-search', 0) === 0;
 /** `--in-process 1`: only the in-process Check timings (no ghz): quick, and what a `--cpu-prof` of the decision reads. */
 const inProcessOnly = option('in-process', 0) === 1;
+/**
+ * `--rounds N`: the floor and the scenarios run N times in turn (quiet, then again with the hog),
+ * and each ratio compares the latencies of all N runs pooled: the floor's and a scenario's tails
+ * then come from the same stretch of the machine's time, where one 5 s run of each can differ by
+ * 0.5x on this machine from a stall that happened to fall in one of them.
+ */
+const rounds = Math.max(1, option('rounds', 1));
 /** SPEC 8: the decision's p99 target; the sustained-rate search keeps under it. */
 const p99TargetNs = 5e6;
 const probe = new LoopProbe();
@@ -528,8 +535,59 @@ async function loadLine(name: string, address: string, r: CheckRequest, dir: str
   return report;
 }
 
-/** The floor and every scenario at the offered rate, after a warm-up of each. */
+/** Several runs of one line as one: their per-call latencies pooled, their counts summed. */
+function pooled(runs: GhzReport[]): GhzReport {
+  const first = runs[0];
+  if (!first || runs.length === 1) return first as GhzReport;
+  const lat = runs.flatMap((r) => (r.details ?? []).map((d) => d.latency)).sort((x, y) => x - y);
+  const codes: Record<string, number> = {};
+  for (const r of runs)
+    for (const [k, n] of Object.entries(r.statusCodeDistribution)) codes[k] = (codes[k] ?? 0) + n;
+  return {
+    ...first,
+    rps: runs.reduce((a, r) => a + r.rps, 0) / runs.length,
+    count: runs.reduce((a, r) => a + r.count, 0),
+    latencyDistribution: [50, 99, 99.9].map((percentage) => ({
+      percentage,
+      latency: percentile(lat, percentage),
+    })),
+    statusCodeDistribution: codes,
+    details: lat.map((latency) => ({ latency })),
+    loop: 'pooled (each run above)',
+  };
+}
+
+/** The floor and every scenario at the offered rate, after a warm-up of each; `rounds` times, pooled. */
 async function ghzRound(
+  label: string,
+  edge: Edge,
+  cmp: Comparisons,
+  scenarios: Scenario[],
+  dir: string,
+): Promise<{ floor: GhzReport; ours: GhzReport[] }> {
+  const floors: GhzReport[] = [];
+  const ours: GhzReport[][] = scenarios.map(() => []);
+  for (let round = 1; round <= rounds; round++) {
+    const one = await ghzRoundOnce(
+      rounds > 1 ? `${label}, run ${round} of ${rounds}` : label,
+      edge,
+      cmp,
+      scenarios,
+      dir,
+    );
+    floors.push(one.floor);
+    one.ours.forEach((r, i) => ours[i]?.push(r));
+  }
+  if (rounds > 1) {
+    process.stdout.write(`${label}, ${rounds} runs pooled:\n`);
+    process.stdout.write(`${line('floor: empty decision', pooled(floors))}\n`);
+    for (const [i, [name]] of scenarios.entries())
+      process.stdout.write(`${line(name, pooled(ours[i] ?? []))}\n`);
+  }
+  return { floor: pooled(floors), ours: ours.map(pooled) };
+}
+
+async function ghzRoundOnce(
   label: string,
   edge: Edge,
   cmp: Comparisons,

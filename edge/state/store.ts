@@ -159,6 +159,7 @@ export class EdgeState {
   private readonly usedGrants = new Map<string, { key: string; expiresAtMs: number }>();
   private usedGrantsComplete = false;
   private listener: pg.Client | undefined;
+  private connecting: Promise<void> | undefined;
   private healthyAt = 0;
   private timers: NodeJS.Timeout[] = [];
   private closed = false;
@@ -192,10 +193,23 @@ export class EdgeState {
     this.closed = true;
     for (const t of this.timers) clearInterval(t);
     await this.flushLastSeen();
+    await this.connecting?.catch(() => undefined);
     await this.listener?.end().catch(() => undefined);
   }
 
-  private async connectListener(): Promise<void> {
+  /**
+   * One connection attempt at a time: the heartbeat runs every second and a connect may take up
+   * to its 2 s timeout, so a second heartbeat must join the attempt under way rather than open
+   * another client (which the first would then overwrite and leak).
+   */
+  private connectListener(): Promise<void> {
+    this.connecting ??= this.openListener().finally(() => {
+      this.connecting = undefined;
+    });
+    return this.connecting;
+  }
+
+  private async openListener(): Promise<void> {
     const client = new pg.Client({
       connectionString: (this.db.pool.options as { connectionString?: string }).connectionString,
       connectionTimeoutMillis: 2000,
@@ -205,17 +219,30 @@ export class EdgeState {
         { err: err.message },
         'edge state listener lost; serving cache within the staleness bound',
       );
-      this.listener = undefined;
-      this.usedGrantsComplete = false;
+      // A late error of a client already replaced must not take the current one's place.
+      if (this.listener === client) {
+        this.listener = undefined;
+        this.usedGrantsComplete = false;
+      }
+      void client.end().catch(() => undefined);
     });
     client.on('notification', (n) => this.onNotify(n.channel, n.payload ?? ''));
-    await client.connect();
-    for (const ch of channels) await client.query(`LISTEN ${ch}`);
-    this.listener = client;
-    // Anything may have changed while we were not listening.
-    this.invalidateAll();
-    await this.loadUsedGrants(client);
-    this.healthyAt = this.now();
+    try {
+      await client.connect();
+      for (const ch of channels) await client.query(`LISTEN ${ch}`);
+      if (this.closed) throw new Error('edge state stopped while its listener connected');
+      this.listener = client;
+      // Anything may have changed while we were not listening.
+      this.invalidateAll();
+      await this.loadUsedGrants(client);
+      this.healthyAt = this.now();
+    } catch (err) {
+      // A half-open client (connected, not listening or not loaded) is closed, not left behind.
+      if (this.listener === client) this.listener = undefined;
+      this.usedGrantsComplete = false;
+      await client.end().catch(() => undefined);
+      throw err;
+    }
   }
 
   /**
