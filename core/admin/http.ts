@@ -65,8 +65,19 @@ export interface WriteCtx {
   caller: Caller;
   /** Append the mutation's audit record in this transaction (SPEC 6.3: every mutation). */
   audit(action: string, target: { type: string; id: string }, attrs?: Record<string, unknown>): Promise<void>;
+  /**
+   * Append one record of `action` per target, in one chained append in this transaction: a
+   * mutation touching thousands of targets (a group-mapping change) audits each in one statement.
+   */
+  auditEach(action: string, records: readonly AuditedTarget[]): Promise<void>;
   /** Run `fn` once this mutation has committed (e.g. drop a process-local cache); never on rollback. */
   afterCommit(fn: () => void): void;
+}
+
+/** One target of a mutation's audit records and what the record says of it. */
+export interface AuditedTarget {
+  target: { type: string; id: string };
+  attrs?: Record<string, unknown> | undefined;
 }
 
 /** 'read': GET; 'write': a mutation (Idempotency-Key honoured when sent); 'create': key required. */
@@ -207,7 +218,8 @@ async function runWrite(
   const makeCtx = (q: TxClient): WriteCtx => ({
     q,
     caller,
-    audit: (action, target, attrs) => auditWrite(deps, ctx, caller, q, action, target, attrs),
+    audit: (action, target, attrs) => auditWrite(deps, ctx, caller, q, action, [{ target, attrs }]),
+    auditEach: (action, records) => auditWrite(deps, ctx, caller, q, action, records),
     afterCommit: (fn) => {
       committed.push(fn);
     },
@@ -245,25 +257,22 @@ async function auditWrite(
   caller: Caller,
   q: TxClient,
   action: string,
-  target: { type: string; id: string },
-  attrs: Record<string, unknown> | undefined,
+  records: readonly AuditedTarget[],
 ): Promise<void> {
-  await appendAudit(q, [
-    {
+  if (records.length === 0) return;
+  const ts = new Date(deps.now());
+  const common = { requestId: ctx.requestId, ip: caller.ip, roles: caller.roles, ...actorAttrs(caller) };
+  await appendAudit(
+    q,
+    records.map((r) => ({
       tenantId: caller.tenantId,
       actor: { type: 'staff', id: caller.principalId },
       action,
-      target,
-      attrs: {
-        requestId: ctx.requestId,
-        ip: caller.ip,
-        roles: caller.roles,
-        ...actorAttrs(caller),
-        ...attrs,
-      },
-      ts: new Date(deps.now()),
-    },
-  ]);
+      target: r.target,
+      attrs: { ...common, ...r.attrs },
+      ts,
+    })),
+  );
 }
 
 /** One administration route with the shared conventions around its handler. */

@@ -35,7 +35,7 @@ import {
   ServiceToken,
 } from './schemas.ts';
 import { replaceGroupMappings } from './mapping-change.ts';
-import { groupMappings, isStaffRole, staffRoles } from './store.ts';
+import { groupMappings, isStaffRole, staffRoles, type GroupMapping } from './store.ts';
 import { declared } from '../http/declared.ts';
 
 const Name = Type.String({ minLength: 1, maxLength: 100, pattern: '^[A-Za-z0-9][A-Za-z0-9 ._:-]*$' });
@@ -244,6 +244,11 @@ const Mapping = Type.Object(
   { additionalProperties: false },
 );
 
+/** The mappings as GET and PUT answer them. */
+function mappingsView(mappings: readonly GroupMapping[]) {
+  return { items: mappings.map((m) => ({ idp_group: m.idpGroup, role: m.role })) };
+}
+
 function groupMappingRoutes(deps: AdminDeps): RouteSpec[] {
   const tags = ['admin.staff'];
   return [
@@ -256,12 +261,7 @@ function groupMappingRoutes(deps: AdminDeps): RouteSpec[] {
       responses: { 200: { description: '{items: [{idp_group, role}]}', schema: GroupMappings } },
       read: async (_ctx, caller) => ({
         status: 200,
-        body: {
-          items: (await groupMappings(deps.db, caller.tenantId)).map((m) => ({
-            idp_group: m.idpGroup,
-            role: m.role,
-          })),
-        },
+        body: mappingsView(await groupMappings(deps.db, caller.tenantId)),
       }),
     }),
     adminRoute(deps, {
@@ -276,22 +276,24 @@ function groupMappingRoutes(deps: AdminDeps): RouteSpec[] {
         const items = ctx.body.items
           .filter((m) => isStaffRole(m.role))
           .map((m) => ({ idpGroup: m.idp_group, role: m.role }));
-        // Issue 16: the roles a removed mapping gave end now, each audited as SCIM audits a
-        // role taken away (staff.role_remove), naming this Admin.
-        const revoked = await replaceGroupMappings(w.q, w.caller.tenantId, items, (r) =>
-          w.audit(
-            'staff.role_remove',
-            { type: 'staff_user', id: r.userId },
-            { role: r.role, reason: 'group_mapping_removed', groups: r.groups },
-          ),
-        );
+        const { mappings, revoked } = await replaceGroupMappings(w.q, w.caller.tenantId, items, {
+          // Issue 16: the roles a removed mapping gave end now, each audited as SCIM audits a
+          // role taken away (staff.role_remove), naming this Admin.
+          audit: (taken) =>
+            w.auditEach(
+              'staff.role_remove',
+              taken.map((r) => ({
+                target: { type: 'staff_user', id: r.userId },
+                attrs: { role: r.role, reason: 'group_mapping_removed', groups: r.groups },
+              })),
+            ),
+        });
         await w.audit(
           'staff.group_mappings.put',
           { type: 'staff_group_mappings', id: w.caller.tenantId },
           { count: items.length, rolesRevoked: revoked.length },
         );
-        const now = await groupMappings(w.q, w.caller.tenantId);
-        return { status: 200, body: { items: now.map((m) => ({ idp_group: m.idpGroup, role: m.role })) } };
+        return { status: 200, body: mappingsView(mappings) };
       },
     }),
   ];
