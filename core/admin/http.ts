@@ -96,7 +96,8 @@ interface Base<P extends TSchema, Q extends TSchema, B extends TSchema> {
   params?: P;
   query?: Q;
   body?: B;
-  ifMatch?: boolean;
+  /** true: If-Match required (428 without, 412 when stale); 'optional': honoured when sent (412). */
+  ifMatch?: boolean | 'optional';
   responses: Record<number, ResponseSpec>;
 }
 type Ctx<P extends TSchema, Q extends TSchema, B extends TSchema> = RequestContext<
@@ -167,12 +168,14 @@ const idemHeader = (required: boolean) => ({
     ? 'Required (400 IDEMPOTENCY_KEY_REQUIRED without): 8–128 characters [A-Za-z0-9._:-]; a replay returns the first response'
     : 'Optional: replays the first response',
 });
-const ifMatchHeader = {
+const ifMatchHeader = (required: boolean) => ({
   name: 'If-Match',
-  required: true,
-  handlerChecks: true,
-  description: 'Required: the ETag of the resource (428 without, 412 when stale)',
-};
+  required,
+  handlerChecks: required,
+  description: required
+    ? 'Required: the ETag of the resource (428 without, 412 when stale)'
+    : 'Optional: the ETag of a GET; when it names a representation no longer current, 412 and nothing changes',
+});
 
 const problems = (codes: number[]): Record<number, ResponseSpec> =>
   Object.fromEntries(
@@ -284,13 +287,14 @@ export function adminRoute<P extends TSchema, Q extends TSchema, B extends TSche
     requestIdHeader,
   ];
   if (spec.mode !== 'read') headers.push(idemHeader(spec.mode === 'create'));
-  if (spec.ifMatch) headers.push(ifMatchHeader);
+  if (spec.ifMatch) headers.push(ifMatchHeader(spec.ifMatch === true));
   const errorCodes = [
     400,
     401,
     403,
     ...(spec.mode === 'read' ? [] : [409, 429]),
-    ...(spec.ifMatch ? [412, 428] : []),
+    ...(spec.ifMatch ? [412] : []),
+    ...(spec.ifMatch === true ? [428] : []),
   ];
   return defineRoute<P, Q, B>({
     method: spec.method,

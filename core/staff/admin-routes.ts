@@ -12,7 +12,7 @@
  */
 import { Type } from '@sinclair/typebox';
 import { AppError } from '../../shared/errors.ts';
-import { adminRoute, type AdminDeps } from '../admin/http.ts';
+import { adminRoute, checkIfMatch, etagOf, type AdminDeps } from '../admin/http.ts';
 import { ItemsOf, Uuid } from '../admin/schemas.ts';
 import type { RouteSpec } from '../http/route.ts';
 import {
@@ -244,7 +244,11 @@ const Mapping = Type.Object(
   { additionalProperties: false },
 );
 
-/** The mappings as GET and PUT answer them. */
+/**
+ * The mappings as GET and PUT answer them. Their ETag (etagOf, as on every administration GET)
+ * is the version a PUT's If-Match names: a hash of the stored set, so it changes whenever the
+ * set does, and a PUT of the same set, which changes nothing, leaves it.
+ */
 function mappingsView(mappings: readonly GroupMapping[]) {
   return { items: mappings.map((m) => ({ idp_group: m.idpGroup, role: m.role })) };
 }
@@ -255,7 +259,8 @@ function groupMappingRoutes(deps: AdminDeps): RouteSpec[] {
     adminRoute(deps, {
       ...declared('GET', '/v1/staff/group-mappings'),
       operationId: 'listStaffGroupMappings',
-      summary: "The tenant's identity-provider group → role mapping",
+      summary:
+        "The tenant's identity-provider group → role mapping (its ETag is what a PUT's If-Match names)",
       tags,
       mode: 'read',
       responses: { 200: { description: '{items: [{idp_group, role}]}', schema: GroupMappings } },
@@ -267,9 +272,12 @@ function groupMappingRoutes(deps: AdminDeps): RouteSpec[] {
     adminRoute(deps, {
       ...declared('PUT', '/v1/staff/group-mappings'),
       operationId: 'putStaffGroupMappings',
-      summary: 'Replace the whole mapping (idempotent)',
+      summary:
+        'Replace the whole mapping (idempotent); with If-Match, only while the mapping is still the one read (412 otherwise)',
       tags,
       mode: 'write',
+      // Optional: clients written before the ETag send none and keep last-writer-wins.
+      ifMatch: 'optional',
       body: Type.Object({ items: Type.Array(Mapping, { maxItems: 500 }) }, { additionalProperties: false }),
       responses: { 200: { description: 'The mapping now in force', schema: GroupMappings } },
       write: async (ctx, w) => {
@@ -277,6 +285,11 @@ function groupMappingRoutes(deps: AdminDeps): RouteSpec[] {
           .filter((m) => isStaffRole(m.role))
           .map((m) => ({ idpGroup: m.idp_group, role: m.role }));
         const { mappings, revoked } = await replaceGroupMappings(w.q, w.caller.tenantId, items, {
+          // Judged under the mappings lock, so two Admins who read the same mapping cannot both
+          // replace it: the second is told it changed instead of undoing the first unseen.
+          precondition: (current) => {
+            if (ctx.headers['if-match']) checkIfMatch(ctx.headers, mappingsView(current));
+          },
           // Issue 16: the roles a removed mapping gave end now, each audited as SCIM audits a
           // role taken away (staff.role_remove), naming this Admin.
           audit: (taken) =>
@@ -293,7 +306,8 @@ function groupMappingRoutes(deps: AdminDeps): RouteSpec[] {
           { type: 'staff_group_mappings', id: w.caller.tenantId },
           { count: items.length, rolesRevoked: revoked.length },
         );
-        return { status: 200, body: mappingsView(mappings) };
+        const body = mappingsView(mappings);
+        return { status: 200, headers: { etag: etagOf(body) }, body };
       },
     }),
   ];

@@ -39,6 +39,11 @@ export interface RoleRevocation {
 
 /** What a change does besides writing the mappings, in the caller's transaction. */
 export interface MappingChangeSteps {
+  /**
+   * Throws to refuse the change, judged against the mappings in force read under the mappings
+   * lock (If-Match): nothing has been written yet.
+   */
+  precondition?: (current: readonly GroupMapping[]) => void;
   /** Appends one audit record per role taken, all in one append; not called when none is. */
   audit: (revoked: readonly RoleRevocation[]) => Promise<void>;
 }
@@ -84,6 +89,7 @@ export async function replaceGroupMappings(
 ): Promise<{ mappings: GroupMapping[]; revoked: RoleRevocation[] }> {
   await lockGroupMappings(q, tenantId);
   const before = await groupMappings(q, tenantId);
+  steps.precondition?.(before);
   await putGroupMappings(q, tenantId, mappings);
   const after = await groupMappings(q, tenantId);
   const members = await federatedMembersIn(q, tenantId, weakenedGroups(before, after));
