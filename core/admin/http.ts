@@ -98,6 +98,12 @@ interface Base<P extends TSchema, Q extends TSchema, B extends TSchema> {
   body?: B;
   /** true: If-Match required (428 without, 412 when stale); 'optional': honoured when sent (412). */
   ifMatch?: boolean | 'optional';
+  /**
+   * A write's 200 answers the whole resource (a PUT of it): the answer carries that body's ETag,
+   * a replay too (a stored answer keeps none of the handler's headers), so a client whose first
+   * answer was lost learns the version it made from the retry.
+   */
+  answersRepresentation?: boolean;
   responses: Record<number, ResponseSpec>;
 }
 type Ctx<P extends TSchema, Q extends TSchema, B extends TSchema> = RequestContext<
@@ -142,13 +148,17 @@ export function etagOf(body: unknown): string {
     .slice(0, 27)}"`;
 }
 
-/** SPEC 9.5: If-Match is required (428) and must name the current representation (412). */
+/**
+ * SPEC 9.5: If-Match is required (428) and must name the current representation (412). The
+ * comparison is strong (RFC 9110 13.1.1): a weak tag (W/"…") never matches, as every ETag here
+ * is strong and a weak one only promises an equivalent representation, not this one.
+ */
 export function checkIfMatch(headers: Readonly<Record<string, string>>, current: unknown): void {
   const given = headers['if-match'];
   if (!given)
     throw new AppError('PRECONDITION_REQUIRED', 'If-Match with the ETag of a GET is required on this update');
   const want = etagOf(current);
-  const tags = given.split(',').map((t) => t.trim().replace(/^W\//, ''));
+  const tags = given.split(',').map((t) => t.trim());
   if (!tags.includes(want) && !tags.includes('*'))
     throw new AppError('PRECONDITION_FAILED', 'the resource changed since it was read: GET it again');
 }
@@ -193,12 +203,20 @@ const notModified: Record<number, ResponseSpec> = {
  * What a write's Idempotency-Key is bound to besides method and path: the body, and the query
  * when there is one (`DELETE /v1/idempotency/{key}?principal=` names the record it purges), so
  * one key sent with another query is 409 IDEMPOTENCY_CONFLICT, never the first answer replayed
- * for a request that did nothing. Without a query it is the body alone, as records already
- * stored were hashed.
+ * for a request that did nothing. The same holds for the If-Match of a route that honours one:
+ * a write refused 412 and sent again, same key, with the version read since is another request
+ * (409), not the first one's 412 replayed to a client that did as told. Without a query or an
+ * If-Match it is the body alone, as records already stored were hashed.
  */
-function hashedRequest(ctx: RequestContext<unknown, unknown, unknown>): unknown {
+function hashedRequest(ctx: RequestContext<unknown, unknown, unknown>, versioned: boolean): unknown {
   const query = typeof ctx.query === 'object' && ctx.query !== null ? ctx.query : {};
-  return Object.keys(query).length === 0 ? ctx.body : { body: ctx.body ?? null, query };
+  const ifMatch = versioned ? ctx.headers['if-match'] : undefined;
+  if (Object.keys(query).length === 0 && !ifMatch) return ctx.body;
+  return {
+    body: ctx.body ?? null,
+    ...(Object.keys(query).length > 0 ? { query } : {}),
+    ...(ifMatch ? { ifMatch } : {}),
+  };
 }
 
 /**
@@ -211,12 +229,13 @@ async function runWrite(
   ctx: RequestContext<unknown, unknown, unknown>,
   caller: Caller,
   mode: 'write' | 'create',
+  versioned: boolean,
   fn: (w: WriteCtx) => Promise<WriteResult>,
 ): Promise<Reply> {
   // The key is the caller's (tenant and staff principal), never the tenant's alone (issue 13 item 3).
   const owner = { tenantId: caller.tenantId, principal: principalOf('staff', ctx.identity.principalId) };
   const keyed = mode === 'create' || ctx.headers['idempotency-key'] !== undefined;
-  const scope: IdemScope | undefined = keyed ? scopeOf(ctx, owner, hashedRequest(ctx)) : undefined;
+  const scope: IdemScope | undefined = keyed ? scopeOf(ctx, owner, hashedRequest(ctx, versioned)) : undefined;
   let committed: (() => void)[] = [];
   const makeCtx = (q: TxClient): WriteCtx => ({
     q,
@@ -320,9 +339,19 @@ export function adminRoute<P extends TSchema, Q extends TSchema, B extends TSche
         return { ...reply, headers: { ...reply.headers, etag } };
       }
       await deps.limiter.take(caller, deps.now());
-      return runWrite(deps, ctx, caller, spec.mode, (w) => spec.write(ctx, w));
+      const reply = await runWrite(deps, ctx, caller, spec.mode, Boolean(spec.ifMatch), (w) =>
+        spec.write(ctx, w),
+      );
+      return spec.answersRepresentation ? withRepresentationEtag(reply) : reply;
     },
   });
+}
+
+/** A 200 whose body is the resource's representation, with that body's ETag (a replay had none). */
+function withRepresentationEtag(reply: Reply): Reply {
+  if (reply.status !== 200 || reply.headers?.etag !== undefined) return reply;
+  const body: unknown = reply.raw ? JSON.parse(reply.raw.data.toString()) : reply.body;
+  return { ...reply, headers: { ...reply.headers, etag: etagOf(body) } };
 }
 
 /**

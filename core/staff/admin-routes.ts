@@ -278,6 +278,7 @@ function groupMappingRoutes(deps: AdminDeps): RouteSpec[] {
       mode: 'write',
       // Optional: clients written before the ETag send none and keep last-writer-wins.
       ifMatch: 'optional',
+      answersRepresentation: true,
       body: Type.Object({ items: Type.Array(Mapping, { maxItems: 500 }) }, { additionalProperties: false }),
       responses: { 200: { description: 'The mapping now in force', schema: GroupMappings } },
       write: async (ctx, w) => {
