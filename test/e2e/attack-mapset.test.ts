@@ -248,6 +248,48 @@ describe('attacks on group-mapping versions and set-based removals', () => {
     }
   });
 
+  it('a PUT taking a role from many members racing SCIM deleting some of them: all answer, each role taken once', async () => {
+    assert.equal((await put([{ idp_group: 'churn', role: 'support' }])).status, 200);
+    const { rows } = await db().query<{ id: string }>(
+      `INSERT INTO staff_users (tenant_id, id, user_name, idp_groups, idp_roles)
+       SELECT 'demo', gen_random_uuid(), 'churn-' || i || '@demo.example', '{churn}', '{support}'
+       FROM generate_series(1, 400) AS i RETURNING id`,
+    );
+    const ids = rows.map((r) => r.id);
+    await db().query(
+      `INSERT INTO staff_user_roles (tenant_id, user_id, role) SELECT 'demo', unnest($1::uuid[]), 'support'`,
+      [ids],
+    );
+    const gone = ids.filter((_, i) => i % 40 === 7);
+    const requestId = randomUUID();
+    const [removed, ...deleted] = await Promise.all([
+      put([], { 'x-request-id': requestId }),
+      ...gone.map((id) => as(get().scimToken, 'DELETE', `/scim/v2/Users/${id}`)),
+    ]);
+    assert.equal(removed?.status, 200, removed?.text);
+    for (const d of deleted) assert.equal(d.status, 204, d.text);
+    const held = await db().query<{ n: string }>(
+      `SELECT count(*) AS n FROM staff_user_roles WHERE tenant_id = 'demo' AND user_id = ANY($1::uuid[])`,
+      [ids],
+    );
+    assert.equal(held.rows[0]?.n, '0');
+    const { rows: records } = await db().query<{ id: string; n: string }>(
+      `SELECT target->>'id' AS id, count(*) AS n FROM audit_log WHERE tenant_id = 'demo' AND action = 'staff.role_remove'
+         AND attrs->>'requestId' = $1 GROUP BY 1`,
+      [requestId],
+    );
+    const taken = new Map(records.map((r) => [r.id, r.n]));
+    assert.ok(
+      [...taken.values()].every((n) => n === '1'),
+      'one record per role taken',
+    );
+    assert.deepEqual(
+      ids.filter((id) => !gone.includes(id) && !taken.has(id)),
+      [],
+      'every member SCIM did not delete lost the role through the PUT',
+    );
+  });
+
   it('the edge refuses the removed role at the next request of every member it was taken from', async () => {
     assert.equal((await put([{ idp_group: 'crowd', role: 'admin' }])).status, 200);
     const members = await Promise.all(['c1', 'c2', 'c3'].map((n) => federated(`crowd-${n}`, ['crowd'])));
