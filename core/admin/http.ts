@@ -65,8 +65,19 @@ export interface WriteCtx {
   caller: Caller;
   /** Append the mutation's audit record in this transaction (SPEC 6.3: every mutation). */
   audit(action: string, target: { type: string; id: string }, attrs?: Record<string, unknown>): Promise<void>;
+  /**
+   * Append one record of `action` per target, in one chained append in this transaction: a
+   * mutation touching thousands of targets (a group-mapping change) audits each in one statement.
+   */
+  auditEach(action: string, records: readonly AuditedTarget[]): Promise<void>;
   /** Run `fn` once this mutation has committed (e.g. drop a process-local cache); never on rollback. */
   afterCommit(fn: () => void): void;
+}
+
+/** One target of a mutation's audit records and what the record says of it. */
+export interface AuditedTarget {
+  target: { type: string; id: string };
+  attrs?: Record<string, unknown> | undefined;
 }
 
 /** 'read': GET; 'write': a mutation (Idempotency-Key honoured when sent); 'create': key required. */
@@ -85,7 +96,14 @@ interface Base<P extends TSchema, Q extends TSchema, B extends TSchema> {
   params?: P;
   query?: Q;
   body?: B;
-  ifMatch?: boolean;
+  /** true: If-Match required (428 without, 412 when stale); 'optional': honoured when sent (412). */
+  ifMatch?: boolean | 'optional';
+  /**
+   * A write's 200 answers the whole resource (a PUT of it): the answer carries that body's ETag,
+   * a replay too (a stored answer keeps none of the handler's headers), so a client whose first
+   * answer was lost learns the version it made from the retry.
+   */
+  answersRepresentation?: boolean;
   responses: Record<number, ResponseSpec>;
 }
 type Ctx<P extends TSchema, Q extends TSchema, B extends TSchema> = RequestContext<
@@ -130,13 +148,17 @@ export function etagOf(body: unknown): string {
     .slice(0, 27)}"`;
 }
 
-/** SPEC 9.5: If-Match is required (428) and must name the current representation (412). */
+/**
+ * SPEC 9.5: If-Match is required (428) and must name the current representation (412). The
+ * comparison is strong (RFC 9110 13.1.1): a weak tag (W/"…") never matches, as every ETag here
+ * is strong and a weak one only promises an equivalent representation, not this one.
+ */
 export function checkIfMatch(headers: Readonly<Record<string, string>>, current: unknown): void {
   const given = headers['if-match'];
   if (!given)
     throw new AppError('PRECONDITION_REQUIRED', 'If-Match with the ETag of a GET is required on this update');
   const want = etagOf(current);
-  const tags = given.split(',').map((t) => t.trim().replace(/^W\//, ''));
+  const tags = given.split(',').map((t) => t.trim());
   if (!tags.includes(want) && !tags.includes('*'))
     throw new AppError('PRECONDITION_FAILED', 'the resource changed since it was read: GET it again');
 }
@@ -156,12 +178,14 @@ const idemHeader = (required: boolean) => ({
     ? 'Required (400 IDEMPOTENCY_KEY_REQUIRED without): 8–128 characters [A-Za-z0-9._:-]; a replay returns the first response'
     : 'Optional: replays the first response',
 });
-const ifMatchHeader = {
+const ifMatchHeader = (required: boolean) => ({
   name: 'If-Match',
-  required: true,
-  handlerChecks: true,
-  description: 'Required: the ETag of the resource (428 without, 412 when stale)',
-};
+  required,
+  handlerChecks: required,
+  description: required
+    ? 'Required: the ETag of the resource (428 without, 412 when stale)'
+    : 'Optional: the ETag of a GET; when it names a representation no longer current, 412 and nothing changes',
+});
 
 const problems = (codes: number[]): Record<number, ResponseSpec> =>
   Object.fromEntries(
@@ -179,12 +203,20 @@ const notModified: Record<number, ResponseSpec> = {
  * What a write's Idempotency-Key is bound to besides method and path: the body, and the query
  * when there is one (`DELETE /v1/idempotency/{key}?principal=` names the record it purges), so
  * one key sent with another query is 409 IDEMPOTENCY_CONFLICT, never the first answer replayed
- * for a request that did nothing. Without a query it is the body alone, as records already
- * stored were hashed.
+ * for a request that did nothing. The same holds for the If-Match of a route that honours one:
+ * a write refused 412 and sent again, same key, with the version read since is another request
+ * (409), not the first one's 412 replayed to a client that did as told. Without a query or an
+ * If-Match it is the body alone, as records already stored were hashed.
  */
-function hashedRequest(ctx: RequestContext<unknown, unknown, unknown>): unknown {
+function hashedRequest(ctx: RequestContext<unknown, unknown, unknown>, versioned: boolean): unknown {
   const query = typeof ctx.query === 'object' && ctx.query !== null ? ctx.query : {};
-  return Object.keys(query).length === 0 ? ctx.body : { body: ctx.body ?? null, query };
+  const ifMatch = versioned ? ctx.headers['if-match'] : undefined;
+  if (Object.keys(query).length === 0 && !ifMatch) return ctx.body;
+  return {
+    body: ctx.body ?? null,
+    ...(Object.keys(query).length > 0 ? { query } : {}),
+    ...(ifMatch ? { ifMatch } : {}),
+  };
 }
 
 /**
@@ -197,17 +229,19 @@ async function runWrite(
   ctx: RequestContext<unknown, unknown, unknown>,
   caller: Caller,
   mode: 'write' | 'create',
+  versioned: boolean,
   fn: (w: WriteCtx) => Promise<WriteResult>,
 ): Promise<Reply> {
   // The key is the caller's (tenant and staff principal), never the tenant's alone (issue 13 item 3).
   const owner = { tenantId: caller.tenantId, principal: principalOf('staff', ctx.identity.principalId) };
   const keyed = mode === 'create' || ctx.headers['idempotency-key'] !== undefined;
-  const scope: IdemScope | undefined = keyed ? scopeOf(ctx, owner, hashedRequest(ctx)) : undefined;
+  const scope: IdemScope | undefined = keyed ? scopeOf(ctx, owner, hashedRequest(ctx, versioned)) : undefined;
   let committed: (() => void)[] = [];
   const makeCtx = (q: TxClient): WriteCtx => ({
     q,
     caller,
-    audit: (action, target, attrs) => auditWrite(deps, ctx, caller, q, action, target, attrs),
+    audit: (action, target, attrs) => auditWrite(deps, ctx, caller, q, action, [{ target, attrs }]),
+    auditEach: (action, records) => auditWrite(deps, ctx, caller, q, action, records),
     afterCommit: (fn) => {
       committed.push(fn);
     },
@@ -245,25 +279,22 @@ async function auditWrite(
   caller: Caller,
   q: TxClient,
   action: string,
-  target: { type: string; id: string },
-  attrs: Record<string, unknown> | undefined,
+  records: readonly AuditedTarget[],
 ): Promise<void> {
-  await appendAudit(q, [
-    {
+  if (records.length === 0) return;
+  const ts = new Date(deps.now());
+  const common = { requestId: ctx.requestId, ip: caller.ip, roles: caller.roles, ...actorAttrs(caller) };
+  await appendAudit(
+    q,
+    records.map((r) => ({
       tenantId: caller.tenantId,
       actor: { type: 'staff', id: caller.principalId },
       action,
-      target,
-      attrs: {
-        requestId: ctx.requestId,
-        ip: caller.ip,
-        roles: caller.roles,
-        ...actorAttrs(caller),
-        ...attrs,
-      },
-      ts: new Date(deps.now()),
-    },
-  ]);
+      target: r.target,
+      attrs: { ...common, ...r.attrs },
+      ts,
+    })),
+  );
 }
 
 /** One administration route with the shared conventions around its handler. */
@@ -275,13 +306,14 @@ export function adminRoute<P extends TSchema, Q extends TSchema, B extends TSche
     requestIdHeader,
   ];
   if (spec.mode !== 'read') headers.push(idemHeader(spec.mode === 'create'));
-  if (spec.ifMatch) headers.push(ifMatchHeader);
+  if (spec.ifMatch) headers.push(ifMatchHeader(spec.ifMatch === true));
   const errorCodes = [
     400,
     401,
     403,
     ...(spec.mode === 'read' ? [] : [409, 429]),
-    ...(spec.ifMatch ? [412, 428] : []),
+    ...(spec.ifMatch ? [412] : []),
+    ...(spec.ifMatch === true ? [428] : []),
   ];
   return defineRoute<P, Q, B>({
     method: spec.method,
@@ -307,9 +339,19 @@ export function adminRoute<P extends TSchema, Q extends TSchema, B extends TSche
         return { ...reply, headers: { ...reply.headers, etag } };
       }
       await deps.limiter.take(caller, deps.now());
-      return runWrite(deps, ctx, caller, spec.mode, (w) => spec.write(ctx, w));
+      const reply = await runWrite(deps, ctx, caller, spec.mode, Boolean(spec.ifMatch), (w) =>
+        spec.write(ctx, w),
+      );
+      return spec.answersRepresentation ? withRepresentationEtag(reply) : reply;
     },
   });
+}
+
+/** A 200 whose body is the resource's representation, with that body's ETag (a replay had none). */
+function withRepresentationEtag(reply: Reply): Reply {
+  if (reply.status !== 200 || reply.headers?.etag !== undefined) return reply;
+  const body: unknown = reply.raw ? JSON.parse(reply.raw.data.toString()) : reply.body;
+  return { ...reply, headers: { ...reply.headers, etag: etagOf(body) } };
 }
 
 /**

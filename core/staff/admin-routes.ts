@@ -12,7 +12,7 @@
  */
 import { Type } from '@sinclair/typebox';
 import { AppError } from '../../shared/errors.ts';
-import { adminRoute, type AdminDeps } from '../admin/http.ts';
+import { adminRoute, checkIfMatch, etagOf, type AdminDeps } from '../admin/http.ts';
 import { ItemsOf, Uuid } from '../admin/schemas.ts';
 import type { RouteSpec } from '../http/route.ts';
 import {
@@ -35,7 +35,7 @@ import {
   ServiceToken,
 } from './schemas.ts';
 import { replaceGroupMappings } from './mapping-change.ts';
-import { groupMappings, isStaffRole, staffRoles } from './store.ts';
+import { groupMappings, isStaffRole, staffRoles, type GroupMapping } from './store.ts';
 import { declared } from '../http/declared.ts';
 
 const Name = Type.String({ minLength: 1, maxLength: 100, pattern: '^[A-Za-z0-9][A-Za-z0-9 ._:-]*$' });
@@ -244,54 +244,71 @@ const Mapping = Type.Object(
   { additionalProperties: false },
 );
 
+/**
+ * The mappings as GET and PUT answer them. Their ETag (etagOf, as on every administration GET)
+ * is the version a PUT's If-Match names: a hash of the stored set, so it changes whenever the
+ * set does, and a PUT of the same set, which changes nothing, leaves it.
+ */
+function mappingsView(mappings: readonly GroupMapping[]) {
+  return { items: mappings.map((m) => ({ idp_group: m.idpGroup, role: m.role })) };
+}
+
 function groupMappingRoutes(deps: AdminDeps): RouteSpec[] {
   const tags = ['admin.staff'];
   return [
     adminRoute(deps, {
       ...declared('GET', '/v1/staff/group-mappings'),
       operationId: 'listStaffGroupMappings',
-      summary: "The tenant's identity-provider group → role mapping",
+      summary:
+        "The tenant's identity-provider group → role mapping (its ETag is what a PUT's If-Match names)",
       tags,
       mode: 'read',
       responses: { 200: { description: '{items: [{idp_group, role}]}', schema: GroupMappings } },
       read: async (_ctx, caller) => ({
         status: 200,
-        body: {
-          items: (await groupMappings(deps.db, caller.tenantId)).map((m) => ({
-            idp_group: m.idpGroup,
-            role: m.role,
-          })),
-        },
+        body: mappingsView(await groupMappings(deps.db, caller.tenantId)),
       }),
     }),
     adminRoute(deps, {
       ...declared('PUT', '/v1/staff/group-mappings'),
       operationId: 'putStaffGroupMappings',
-      summary: 'Replace the whole mapping (idempotent)',
+      summary:
+        'Replace the whole mapping (idempotent); with If-Match, only while the mapping is still the one read (412 otherwise)',
       tags,
       mode: 'write',
+      // Optional: clients written before the ETag send none and keep last-writer-wins.
+      ifMatch: 'optional',
+      answersRepresentation: true,
       body: Type.Object({ items: Type.Array(Mapping, { maxItems: 500 }) }, { additionalProperties: false }),
       responses: { 200: { description: 'The mapping now in force', schema: GroupMappings } },
       write: async (ctx, w) => {
         const items = ctx.body.items
           .filter((m) => isStaffRole(m.role))
           .map((m) => ({ idpGroup: m.idp_group, role: m.role }));
-        // Issue 16: the roles a removed mapping gave end now, each audited as SCIM audits a
-        // role taken away (staff.role_remove), naming this Admin.
-        const revoked = await replaceGroupMappings(w.q, w.caller.tenantId, items, (r) =>
-          w.audit(
-            'staff.role_remove',
-            { type: 'staff_user', id: r.userId },
-            { role: r.role, reason: 'group_mapping_removed', groups: r.groups },
-          ),
-        );
+        const { mappings, revoked } = await replaceGroupMappings(w.q, w.caller.tenantId, items, {
+          // Judged under the mappings lock, so two Admins who read the same mapping cannot both
+          // replace it: the second is told it changed instead of undoing the first unseen.
+          precondition: (current) => {
+            if (ctx.headers['if-match']) checkIfMatch(ctx.headers, mappingsView(current));
+          },
+          // Issue 16: the roles a removed mapping gave end now, each audited as SCIM audits a
+          // role taken away (staff.role_remove), naming this Admin.
+          audit: (taken) =>
+            w.auditEach(
+              'staff.role_remove',
+              taken.map((r) => ({
+                target: { type: 'staff_user', id: r.userId },
+                attrs: { role: r.role, reason: 'group_mapping_removed', groups: r.groups },
+              })),
+            ),
+        });
         await w.audit(
           'staff.group_mappings.put',
           { type: 'staff_group_mappings', id: w.caller.tenantId },
           { count: items.length, rolesRevoked: revoked.length },
         );
-        const now = await groupMappings(w.q, w.caller.tenantId);
-        return { status: 200, body: { items: now.map((m) => ({ idp_group: m.idpGroup, role: m.role })) } };
+        const body = mappingsView(mappings);
+        return { status: 200, headers: { etag: etagOf(body) }, body };
       },
     }),
   ];

@@ -197,29 +197,60 @@ export async function recordIdpGroups(
 }
 
 /** A mapping change took these roles: the sign-in's record no longer gives them (migration 1070). */
-export async function forgetIdpRoles(
+export function forgetIdpRoles(
   q: Queryable,
   tenantId: string,
   userId: string,
   roles: readonly StaffRole[],
 ): Promise<void> {
-  await q.query(
-    `UPDATE staff_users SET idp_roles = ARRAY(SELECT r FROM unnest(idp_roles) AS r WHERE NOT (r = ANY($3::text[])))
-     WHERE tenant_id = $1 AND id = $2 AND idp_roles IS NOT NULL`,
-    [tenantId, userId, roles],
+  return forgetIdpRolesOf(
+    q,
+    tenantId,
+    roles.map((role) => ({ userId, role })),
   );
 }
 
 /**
+ * forgetIdpRoles for many members at once, in one statement (caller's transaction): a mapping
+ * change that takes roles from thousands of members costs one UPDATE, not one per member.
+ */
+export async function forgetIdpRolesOf(
+  q: Queryable,
+  tenantId: string,
+  taken: readonly { userId: string; role: StaffRole }[],
+): Promise<void> {
+  if (taken.length === 0) return;
+  await q.query(
+    `UPDATE staff_users u SET idp_roles = ARRAY(SELECT r FROM unnest(u.idp_roles) AS r WHERE NOT (r = ANY(t.roles)))
+     FROM (SELECT p.user_id, array_agg(p.role) AS roles FROM unnest($2::uuid[], $3::text[]) AS p(user_id, role)
+           GROUP BY p.user_id) AS t
+     WHERE u.tenant_id = $1 AND u.id = t.user_id AND u.idp_roles IS NOT NULL`,
+    [tenantId, taken.map((t) => t.userId), taken.map((t) => t.role)],
+  );
+}
+
+/** A live member reached by a mapping change (federatedMembersIn). */
+export interface FederatedMember {
+  id: string;
+  /** The groups of the member's last federated sign-in. */
+  idpGroups: string[];
+  /** The roles that sign-in gave; null where not recorded (migration 1070). */
+  idpRoles: string[] | null;
+  /** The roles held now. */
+  roles: StaffRole[];
+}
+
+/**
  * The live members whose last federated sign-in carried any of `groups`, with those groups, the
- * roles that sign-in gave (null: not recorded) and the roles held now. No row lock: idp_groups is written only under lockGroupMappings, and a role
- * SCIM changes meanwhile is settled by the DELETE's own row count (changeStaffRole).
+ * roles that sign-in gave (null: not recorded) and the roles held now, by id. No row lock:
+ * idp_groups is written only under lockGroupMappings, and a role removed meanwhile (a SCIM user
+ * deleted) is settled by the rows removeStaffRoles returns.
  */
 export async function federatedMembersIn(
   q: Queryable,
   tenantId: string,
   groups: readonly string[],
-): Promise<{ id: string; idpGroups: string[]; idpRoles: string[] | null; roles: StaffRole[] }[]> {
+): Promise<FederatedMember[]> {
   if (groups.length === 0) return [];
   const { rows } = await q.query<{
     id: string;
@@ -430,6 +461,25 @@ export async function changeStaffRole(
         role,
       ]);
   return (rowCount ?? 0) > 0;
+}
+
+/**
+ * Remove many (member, role) pairs in one statement (caller's transaction; the staff_user_roles
+ * row trigger still tells the edges per member). Returns the pairs that were there to remove.
+ */
+export async function removeStaffRoles(
+  q: Queryable,
+  tenantId: string,
+  pairs: readonly { userId: string; role: StaffRole }[],
+): Promise<{ userId: string; role: string }[]> {
+  if (pairs.length === 0) return [];
+  const { rows } = await q.query<{ user_id: string; role: string }>(
+    `DELETE FROM staff_user_roles r USING unnest($2::uuid[], $3::text[]) AS p(user_id, role)
+     WHERE r.tenant_id = $1 AND r.user_id = p.user_id AND r.role = p.role
+     RETURNING r.user_id, r.role`,
+    [tenantId, pairs.map((p) => p.userId), pairs.map((p) => p.role)],
+  );
+  return rows.map((r) => ({ userId: r.user_id, role: r.role }));
 }
 
 export interface GroupMapping {
