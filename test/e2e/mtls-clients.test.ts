@@ -1,0 +1,231 @@
+/**
+ * SPEC 2.10 `require_mtls_for_m2m` for OAuth clients, through the gateway (its mutual-TLS
+ * listener under a CA made here with openssl), the edge and core: such a tenant's clients get a
+ * token only over a client certificate, bound to it (`cnf.x5t#S256`); an unbound token issued
+ * before the setting was turned on stops at the edge and in core reached directly (403
+ * `mtls_required`, as for API keys); a tenant without the setting, and people's tokens, are
+ * untouched.
+ */
+import assert from 'node:assert/strict';
+import { createHash, randomUUID, X509Certificate } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import { Agent } from 'undici';
+import type { TestDb } from '../helpers/db.ts';
+import { startE2eStack, type E2eStack } from '../helpers/e2e-stack.ts';
+import { callRetrying } from '../helpers/gateway.ts';
+import { eventually, type Res } from '../helpers/http.ts';
+import { makePki, type Issued, type Pki } from '../helpers/pki.ts';
+import { tenantWithAdmin as createTenant } from '../helpers/tenants.ts';
+
+type Client = { clientId: string; clientSecret: string };
+type DemoFile = {
+  serviceTokens: Record<'admin', { token: string }>;
+  coreClient: Client;
+  customer: { tenantId: string; phone: string; pin: string };
+};
+
+describe('require_mtls_for_m2m: OAuth clients need mutual TLS to get and use tokens', () => {
+  let e2e: E2eStack;
+  let tdb: TestDb;
+  let gw: string;
+  let core: string;
+  let gwTls: string;
+  let demo: DemoFile;
+  let pki: Pki;
+  let acme: Issued;
+  let other: Issued;
+  let withAcme: Agent;
+  let withOther: Agent;
+
+  const tlsAgent = (cert: Issued) =>
+    new Agent({ connect: { ca: pki.ca.cert, key: cert.key, cert: cert.cert, servername: '127.0.0.1' } });
+  const x5t = (pem: string) => createHash('sha256').update(new X509Certificate(pem).raw).digest('base64url');
+  const claimsOf = (jwt: string) =>
+    JSON.parse(Buffer.from(jwt.split('.')[1] ?? '', 'base64url').toString('utf8'));
+  const refused = (r: Res, status: number, code: string, what: string) => {
+    assert.equal(r.status, status, `${what}: ${r.status} ${r.text}`);
+    assert.equal(r.json?.code, code, `${what}: ${r.text}`);
+  };
+
+  /** A request with `token` at `origin` (the gateway by default), on `dispatcher`'s connection. */
+  const as = (
+    token: string,
+    method: string,
+    path: string,
+    o: { origin?: string; dispatcher?: Agent; json?: unknown } = {},
+  ) =>
+    callRetrying(o.origin ?? gw, method, path, {
+      headers: {
+        authorization: `Bearer ${token}`,
+        'x-request-id': randomUUID(),
+        'idempotency-key': `k-${randomUUID()}`,
+      },
+      ...(o.json !== undefined ? { json: o.json } : {}),
+      ...(o.dispatcher ? { dispatcher: o.dispatcher } : {}),
+    });
+  const tokenAt = (origin: string, c: Client, dispatcher?: Agent) =>
+    callRetrying(origin, 'POST', '/oauth2/token', {
+      body: new URLSearchParams({
+        grant_type: 'client_credentials',
+        client_id: c.clientId,
+        client_secret: c.clientSecret,
+        scope: 'core:read',
+      }).toString(),
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      ...(dispatcher ? { dispatcher } : {}),
+    });
+  /** A read any live client may make: 404 for an account nobody has (the edge and core let it through). */
+  const probe = () => `/v1/core/accounts/${randomUUID()}`;
+
+  /** A new tenant, its Admin's service token and a secret client that Admin registered. */
+  async function tenantWithClient(id: string): Promise<{ admin: string; client: Client }> {
+    const admin = await createTenant(gw, demo.serviceTokens.admin.token, tdb.db, id);
+    const r = await as(admin, 'POST', '/v1/oauth-clients', {
+      json: { name: 'payouts', scopes: ['core:read'], token_endpoint_auth_method: 'client_secret_post' },
+    });
+    assert.equal(r.status, 201, r.text);
+    return { admin, client: { clientId: r.json.client_id, clientSecret: r.json.client_secret } };
+  }
+
+  /** The tenant's Admin turns require_mtls_for_m2m on or off through the settings API (GET, PUT If-Match). */
+  async function requireMtls(admin: string, tenantId: string, on: boolean): Promise<void> {
+    const path = `/v1/tenants/${tenantId}/security`;
+    const read = await as(admin, 'GET', path);
+    assert.equal(read.status, 200, read.text);
+    const put = await callRetrying(gw, 'PUT', path, {
+      json: { ...read.json, require_mtls_for_m2m: on },
+      headers: {
+        authorization: `Bearer ${admin}`,
+        'x-request-id': randomUUID(),
+        'idempotency-key': `k-${randomUUID()}`,
+        'if-match': read.headers.etag ?? '',
+      },
+    });
+    assert.equal(put.status, 200, put.text);
+  }
+
+  /** A token of `c` over plain HTTP (no certificate): unbound. */
+  async function unboundToken(c: Client): Promise<string> {
+    const t = await tokenAt(gw, c);
+    assert.equal(t.status, 200, t.text);
+    assert.equal(claimsOf(t.json.access_token).cnf, undefined);
+    return t.json.access_token;
+  }
+
+  /**
+   * `token` refused 403 mtls_required at the edge without a certificate (once the settings'
+   * NOTIFY has dropped the edge's cached tenant), at the edge on `conn` (a connection with a
+   * certificate that is not the token's), and in core reached directly.
+   */
+  async function refusedEverywhere(token: string, conn: Agent, what: string): Promise<void> {
+    const bare = await eventually(
+      () => as(token, 'GET', probe()),
+      (r) => r.status === 403,
+    );
+    refused(bare, 403, 'mtls_required', 'at the edge without a certificate');
+    const tls = await as(token, 'GET', probe(), { origin: gwTls, dispatcher: conn });
+    refused(tls, 403, 'mtls_required', `at the edge ${what}`);
+    refused(await as(token, 'GET', probe(), { origin: core }), 403, 'mtls_required', 'core reached directly');
+  }
+
+  before(async () => {
+    pki = await makePki();
+    acme = await pki.client('/O=Acme/CN=payouts');
+    other = await pki.client('/O=Other/CN=payouts');
+    e2e = await startE2eStack('mtlscli', {
+      gatewayTls: { key: pki.server.key, cert: pki.server.cert, clientCa: pki.ca.cert },
+    });
+    ({ tdb, gw, core } = e2e);
+    gwTls = `https://127.0.0.1:${e2e.stack.ports.gatewayTls}`;
+    demo = e2e.demo as DemoFile;
+    withAcme = tlsAgent(acme);
+    withOther = tlsAgent(other);
+  });
+  after(async () => {
+    await withAcme?.close();
+    await withOther?.close();
+    await e2e?.stop();
+    await pki?.dispose();
+  });
+
+  it('issues a token only to a client that connected with a certificate, bound to it; refusals audited', async () => {
+    const off = await tenantWithClient('mtlscli-off');
+    const { admin, client } = await tenantWithClient('mtlscli-on');
+    await requireMtls(admin, 'mtlscli-on', true);
+    for (const origin of [gw, core]) {
+      const r = await tokenAt(origin, client);
+      refused(r, 400, 'UNAUTHORIZED_CLIENT', `no certificate at ${origin}`);
+      assert.equal(r.json.error, 'unauthorized_client');
+      assert.match(r.json.error_description, /mutual TLS/);
+      assert.equal(r.json.access_token, undefined);
+    }
+    const { rows } = await tdb.db.query<{ attrs: { refused?: string } }>(
+      `SELECT attrs FROM audit_log WHERE tenant_id = 'mtlscli-on' AND action = 'oauth.token.issue' AND decision->>'allow' = 'false'`,
+    );
+    assert.equal(rows.length, 2, 'each refusal is audited');
+    for (const row of rows) assert.match(row.attrs.refused ?? '', /mutual TLS/);
+    assert.ok(!JSON.stringify(rows).includes(client.clientSecret), 'no secret in the record');
+
+    const t = await tokenAt(gwTls, client, withAcme);
+    assert.equal(t.status, 200, t.text);
+    assert.equal(t.json.token_type, 'Bearer');
+    const token = t.json.access_token as string;
+    assert.equal(claimsOf(token).cnf?.['x5t#S256'], x5t(acme.cert), 'bound to the certificate');
+    assert.equal((await as(token, 'GET', probe(), { origin: gwTls, dispatcher: withAcme })).status, 404);
+    await refusedEverywhere(token, withOther, 'with another certificate');
+
+    // The tenant without the setting: unbound tokens over plain HTTP, as before.
+    const plain = await unboundToken(off.client);
+    for (const origin of [gw, core])
+      assert.equal((await as(plain, 'GET', probe(), { origin })).status, 404, `setting off, at ${origin}`);
+  });
+
+  it('an unbound token issued before the setting was turned on stops at the edge and in core at once', async () => {
+    const off = await tenantWithClient('mtlscli-off2');
+    const { admin, client } = await tenantWithClient('mtlscli-late');
+    const early = await unboundToken(client);
+    const offToken = await unboundToken(off.client);
+    const bound = await tokenAt(gwTls, client, withAcme);
+    assert.equal(bound.status, 200, bound.text);
+    for (const origin of [gw, core])
+      assert.equal((await as(early, 'GET', probe(), { origin })).status, 404, `before, at ${origin}`);
+
+    await requireMtls(admin, 'mtlscli-late', true);
+    await refusedEverywhere(early, withAcme, 'with a certificate (the token is bound to none)');
+    assert.equal(
+      (await as(bound.json.access_token, 'GET', probe(), { origin: gwTls, dispatcher: withAcme })).status,
+      404,
+      'a certificate-bound token with its certificate still works',
+    );
+    for (const origin of [gw, core])
+      assert.equal(
+        (await as(offToken, 'GET', probe(), { origin })).status,
+        404,
+        `other tenant, at ${origin}`,
+      );
+
+    await requireMtls(admin, 'mtlscli-late', false);
+    const again = await eventually(
+      () => as(early, 'GET', probe()),
+      (r) => r.status === 404,
+    );
+    assert.equal(again.status, 404, `turned off again: ${again.text}`);
+  });
+
+  it("people's tokens are not machine calls: a customer of such a tenant signs in and acts without a certificate", async () => {
+    const platform = demo.serviceTokens.admin.token;
+    await requireMtls(platform, 'demo', true);
+    try {
+      refused(await tokenAt(gw, demo.coreClient), 400, 'UNAUTHORIZED_CLIENT', "the demo tenant's client");
+      const c = demo.customer;
+      const login = await callRetrying(gw, 'POST', '/customers/auth/login', {
+        json: { tenantId: c.tenantId, phone: c.phone, pin: c.pin },
+      });
+      assert.equal(login.status, 200, login.text);
+      const sessions = await as(login.json.accessToken, 'GET', '/customers/sessions');
+      assert.equal(sessions.status, 200, sessions.text);
+    } finally {
+      await requireMtls(platform, 'demo', false);
+    }
+  });
+});
