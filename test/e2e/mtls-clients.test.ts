@@ -113,7 +113,7 @@ describe('require_mtls_for_m2m: OAuth clients need mutual TLS to get and use tok
   }
 
   /**
-   * `token` refused 403 mtls_required at the edge without a certificate (once the settings'
+   * `token` refused 403 mtls_required by the edge without a certificate (once the settings'
    * NOTIFY has dropped the edge's cached tenant), at the edge on `conn` (a connection with a
    * certificate that is not the token's), and in core reached directly.
    */
@@ -125,6 +125,9 @@ describe('require_mtls_for_m2m: OAuth clients need mutual TLS to get and use tok
     refused(bare, 403, 'mtls_required', 'at the edge without a certificate');
     const tls = await as(token, 'GET', probe(), { origin: gwTls, dispatcher: conn });
     refused(tls, 403, 'mtls_required', `at the edge ${what}`);
+    // The edge's own refusal (its body names the reason), not core's behind it.
+    for (const r of [bare, tls])
+      assert.equal(r.json.reason, 'mtls_required', `refused by the edge: ${r.text}`);
     refused(await as(token, 'GET', probe(), { origin: core }), 403, 'mtls_required', 'core reached directly');
   }
 
