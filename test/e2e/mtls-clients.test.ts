@@ -118,9 +118,10 @@ describe('require_mtls_for_m2m: OAuth clients need mutual TLS to get and use tok
    * certificate that is not the token's), and in core reached directly.
    */
   async function refusedEverywhere(token: string, conn: Agent, what: string): Promise<void> {
+    // Core reads the setting at once, the edge once the NOTIFY arrives: wait for the edge's own refusal.
     const bare = await eventually(
       () => as(token, 'GET', probe()),
-      (r) => r.status === 403,
+      (r) => r.json?.reason === 'mtls_required',
     );
     refused(bare, 403, 'mtls_required', 'at the edge without a certificate');
     const tls = await as(token, 'GET', probe(), { origin: gwTls, dispatcher: conn });
