@@ -35,6 +35,22 @@ export interface OAuthTenantPolicy {
   sourceAllowed: (ip: string | undefined) => boolean;
 }
 
+/** Whether `c` is within its validity period at `nowMs`. */
+export function validAt(c: X509Certificate, nowMs: number): boolean {
+  return Date.parse(c.validFrom) <= nowMs && nowMs <= Date.parse(c.validTo);
+}
+
+/**
+ * Whether one of the tenant's `mtls_trusted_cas` (valid now) issued `cert`. The front door
+ * verifies a certificate against every CA some tenant trusts (deploy/envoy/envoy.yaml
+ * `machine_mtls`), so only this says the certificate is one this tenant trusts.
+ */
+export function issuedByTrustedCa(policy: OAuthTenantPolicy, cert: X509Certificate, nowMs: number): boolean {
+  return policy.trustedCas.some(
+    (ca) => validAt(ca, nowMs) && cert.checkIssued(ca) && cert.verify(ca.publicKey),
+  );
+}
+
 function certificates(pems: string[]): X509Certificate[] {
   const out: X509Certificate[] = [];
   for (const pem of pems) {

@@ -7,8 +7,9 @@
  * untouched.
  */
 import assert from 'node:assert/strict';
-import { createHash, randomUUID, X509Certificate } from 'node:crypto';
+import { createHash, generateKeyPairSync, randomUUID, X509Certificate } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
+import { SignJWT, type JWK } from 'jose';
 import { Agent } from 'undici';
 import type { TestDb } from '../helpers/db.ts';
 import { startE2eStack, type E2eStack } from '../helpers/e2e-stack.ts';
@@ -36,6 +37,10 @@ describe('require_mtls_for_m2m: OAuth clients need mutual TLS to get and use tok
   let other: Issued;
   let withAcme: Agent;
   let withOther: Agent;
+  /** Another tenant's CA, which the front door trusts as well (envoy.yaml: every CA some tenant trusts). */
+  let foreignPki: Pki;
+  let foreign: Issued;
+  let withForeign: Agent;
 
   const tlsAgent = (cert: Issued) =>
     new Agent({ connect: { ca: pki.ca.cert, key: cert.key, cert: cert.cert, servername: '127.0.0.1' } });
@@ -45,6 +50,23 @@ describe('require_mtls_for_m2m: OAuth clients need mutual TLS to get and use tok
   const refused = (r: Res, status: number, code: string, what: string) => {
     assert.equal(r.status, status, `${what}: ${r.status} ${r.text}`);
     assert.equal(r.json?.code, code, `${what}: ${r.text}`);
+  };
+
+  /** The token endpoint's RFC 6749 refusal of a client its tenant's mutual-TLS rule keeps out. */
+  const noToken = (r: Res, what: string) => {
+    refused(r, 400, 'UNAUTHORIZED_CLIENT', what);
+    assert.equal(r.json.error, 'unauthorized_client');
+    assert.match(r.json.error_description, /mutual TLS/);
+    assert.equal(r.json.access_token, undefined);
+  };
+  /** The tenant's refused token requests, `count` of them, audited. */
+  const refusalsAudited = async (tenantId: string, count: number) => {
+    const { rows } = await tdb.db.query<{ attrs: { refused?: string } }>(
+      `SELECT attrs FROM audit_log WHERE tenant_id = $1 AND action = 'oauth.token.issue' AND decision->>'allow' = 'false'`,
+      [tenantId],
+    );
+    assert.equal(rows.length, count, 'each refusal is audited');
+    return rows;
   };
 
   /** A request with `token` at `origin` (the gateway by default), on `dispatcher`'s connection. */
@@ -88,12 +110,17 @@ describe('require_mtls_for_m2m: OAuth clients need mutual TLS to get and use tok
   }
 
   /** The tenant's Admin turns require_mtls_for_m2m on or off through the settings API (GET, PUT If-Match). */
-  async function requireMtls(admin: string, tenantId: string, on: boolean): Promise<void> {
+  async function requireMtls(
+    admin: string,
+    tenantId: string,
+    on: boolean,
+    also: Record<string, unknown> = {},
+  ): Promise<void> {
     const path = `/v1/tenants/${tenantId}/security`;
     const read = await as(admin, 'GET', path);
     assert.equal(read.status, 200, read.text);
     const put = await callRetrying(gw, 'PUT', path, {
-      json: { ...read.json, require_mtls_for_m2m: on },
+      json: { ...read.json, require_mtls_for_m2m: on, ...also },
       headers: {
         authorization: `Bearer ${admin}`,
         'x-request-id': randomUUID(),
@@ -134,39 +161,40 @@ describe('require_mtls_for_m2m: OAuth clients need mutual TLS to get and use tok
 
   before(async () => {
     pki = await makePki();
+    foreignPki = await makePki();
     acme = await pki.client('/O=Acme/CN=payouts');
     other = await pki.client('/O=Other/CN=payouts');
+    // The same subject as Acme's, under a CA only some other tenant trusts.
+    foreign = await foreignPki.client('/O=Acme/CN=payouts');
     e2e = await startE2eStack('mtlscli', {
-      gatewayTls: { key: pki.server.key, cert: pki.server.cert, clientCa: pki.ca.cert },
+      gatewayTls: {
+        key: pki.server.key,
+        cert: pki.server.cert,
+        clientCa: `${pki.ca.cert}\n${foreignPki.ca.cert}`,
+      },
     });
     ({ tdb, gw, core } = e2e);
     gwTls = `https://127.0.0.1:${e2e.stack.ports.gatewayTls}`;
     demo = e2e.demo as DemoFile;
     withAcme = tlsAgent(acme);
     withOther = tlsAgent(other);
+    withForeign = tlsAgent(foreign);
   });
   after(async () => {
     await withAcme?.close();
     await withOther?.close();
+    await withForeign?.close();
     await e2e?.stop();
     await pki?.dispose();
+    await foreignPki?.dispose();
   });
 
   it('issues a token only to a client that connected with a certificate, bound to it; refusals audited', async () => {
     const off = await tenantWithClient('mtlscli-off');
     const { admin, client } = await tenantWithClient('mtlscli-on');
     await requireMtls(admin, 'mtlscli-on', true);
-    for (const origin of [gw, core]) {
-      const r = await tokenAt(origin, client);
-      refused(r, 400, 'UNAUTHORIZED_CLIENT', `no certificate at ${origin}`);
-      assert.equal(r.json.error, 'unauthorized_client');
-      assert.match(r.json.error_description, /mutual TLS/);
-      assert.equal(r.json.access_token, undefined);
-    }
-    const { rows } = await tdb.db.query<{ attrs: { refused?: string } }>(
-      `SELECT attrs FROM audit_log WHERE tenant_id = 'mtlscli-on' AND action = 'oauth.token.issue' AND decision->>'allow' = 'false'`,
-    );
-    assert.equal(rows.length, 2, 'each refusal is audited');
+    for (const origin of [gw, core]) noToken(await tokenAt(origin, client), `no certificate at ${origin}`);
+    const rows = await refusalsAudited('mtlscli-on', 2);
     for (const row of rows) assert.match(row.attrs.refused ?? '', /mutual TLS/);
     assert.ok(!JSON.stringify(rows).includes(client.clientSecret), 'no secret in the record');
 
@@ -230,6 +258,63 @@ describe('require_mtls_for_m2m: OAuth clients need mutual TLS to get and use tok
       assert.equal(sessions.status, 200, sessions.text);
     } finally {
       await requireMtls(platform, 'demo', false);
+    }
+  });
+  it("a tenant naming the CAs it trusts gives no token over a certificate another tenant's CA issued, whatever the client's method", async () => {
+    const { admin, client } = await tenantWithClient('mtlscli-cas');
+    const pair = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+    const jwk = { ...(pair.publicKey.export({ format: 'jwk' }) as JWK), kid: randomUUID() };
+    const reg = await as(admin, 'POST', '/v1/oauth-clients', {
+      json: {
+        name: 'signer',
+        scopes: ['core:read'],
+        token_endpoint_auth_method: 'private_key_jwt',
+        jwks: { keys: [jwk] },
+      },
+    });
+    assert.equal(reg.status, 201, reg.text);
+    const signer = reg.json.client_id as string;
+    /** A private_key_jwt token request on `dispatcher`'s connection to the mTLS listener. */
+    const signedAt = async (dispatcher: Agent) => {
+      const now = Math.floor(Date.now() / 1000);
+      const assertion = await new SignJWT({ jti: randomUUID() })
+        .setProtectedHeader({ alg: 'ES256', kid: jwk.kid })
+        .setIssuer(signer)
+        .setSubject(signer)
+        .setAudience(`${gwTls}/oauth2/token`)
+        .setIssuedAt(now)
+        .setExpirationTime(now + 60)
+        .sign(pair.privateKey);
+      return callRetrying(gwTls, 'POST', '/oauth2/token', {
+        body: new URLSearchParams({
+          grant_type: 'client_credentials',
+          client_assertion_type: 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer',
+          client_assertion: assertion,
+          scope: 'core:read',
+        }).toString(),
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        dispatcher,
+      });
+    };
+    await requireMtls(admin, 'mtlscli-cas', true, { mtls_trusted_cas: [pki.ca.cert] });
+
+    // The front door accepts the foreign certificate (some tenant trusts its CA); this tenant does not.
+    const answers = {
+      secret: await tokenAt(gwTls, client, withForeign),
+      private_key_jwt: await signedAt(withForeign),
+    };
+    for (const [method, r] of Object.entries(answers))
+      noToken(r, `${method} client over another tenant's CA's certificate`);
+    const rows = await refusalsAudited('mtlscli-cas', 2);
+    const der = new X509Certificate(foreign.cert).raw.toString('base64');
+    const record = JSON.stringify(rows);
+    for (const material of [der.slice(0, 40), der.slice(-40), 'CERTIFICATE', client.clientSecret])
+      assert.ok(!record.includes(material), `no certificate or secret in the record: ${record}`);
+
+    // The tenant's own CA: bound tokens, by either method.
+    for (const r of [await tokenAt(gwTls, client, withAcme), await signedAt(withAcme)]) {
+      assert.equal(r.status, 200, r.text);
+      assert.equal(claimsOf(r.json.access_token).cnf?.['x5t#S256'], x5t(acme.cert));
     }
   });
 });
