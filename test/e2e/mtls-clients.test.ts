@@ -11,6 +11,7 @@ import { createHash, generateKeyPairSync, randomUUID, X509Certificate } from 'no
 import { after, before, describe, it } from 'node:test';
 import { SignJWT, type JWK } from 'jose';
 import { Agent } from 'undici';
+import { dpopCall, dpopKey } from '../helpers/dpop.ts';
 import type { TestDb } from '../helpers/db.ts';
 import { startE2eStack, type E2eStack } from '../helpers/e2e-stack.ts';
 import { callRetrying } from '../helpers/gateway.ts';
@@ -316,5 +317,70 @@ describe('require_mtls_for_m2m: OAuth clients need mutual TLS to get and use tok
       assert.equal(r.status, 200, r.text);
       assert.equal(claimsOf(r.json.access_token).cnf?.['x5t#S256'], x5t(acme.cert));
     }
+  });
+
+  it('a certificate is public: copied into headers it gets no bound token used and no token issued, at the gateway or core', async () => {
+    const { admin, client } = await tenantWithClient('mtlscli-spoof');
+    await requireMtls(admin, 'mtlscli-spoof', true);
+    const t = await tokenAt(gwTls, client, withAcme);
+    assert.equal(t.status, 200, t.text);
+    const token = t.json.access_token as string;
+    const pem = encodeURIComponent(acme.cert);
+    const spoofed = {
+      'x-client-certificate': pem,
+      'x-forwarded-client-cert': `Hash=${createHash('sha256').update(new X509Certificate(acme.cert).raw).digest('hex')};Cert="${pem}"`,
+    };
+    const use = (origin: string, extra: Record<string, string> = {}, dispatcher?: Agent) =>
+      callRetrying(origin, 'GET', probe(), {
+        headers: { authorization: `Bearer ${token}`, 'x-request-id': randomUUID(), ...spoofed, ...extra },
+        ...(dispatcher ? { dispatcher } : {}),
+      });
+    refused(await use(gw), 403, 'mtls_required', 'plain listener');
+    refused(await use(gwTls, {}, withOther), 403, 'mtls_required', 'mTLS listener, another certificate');
+    refused(await use(core), 403, 'mtls_required', 'core without the edge secret');
+    refused(await use(core, { 'x-edge-auth': 'guessed' }), 403, 'mtls_required', 'core, a guessed secret');
+    for (const origin of [gw, core]) {
+      const r = await callRetrying(origin, 'POST', '/oauth2/token', {
+        body: new URLSearchParams({
+          grant_type: 'client_credentials',
+          client_id: client.clientId,
+          client_secret: client.clientSecret,
+        }).toString(),
+        headers: { 'content-type': 'application/x-www-form-urlencoded', ...spoofed },
+      });
+      refused(r, 400, 'UNAUTHORIZED_CLIENT', `token request with copied headers at ${origin}`);
+    }
+  });
+
+  it('a DPoP-bound token (no certificate) issued before the setting was turned on stops too', async () => {
+    const { admin, client } = await tenantWithClient('mtlscli-dpop');
+    const key = await dpopKey();
+    const dpop = dpopCall(key);
+    const t = await dpop(gw, 'POST', '/oauth2/token', {
+      body: new URLSearchParams({
+        grant_type: 'client_credentials',
+        client_id: client.clientId,
+        client_secret: client.clientSecret,
+      }).toString(),
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    });
+    assert.equal(t.status, 200, t.text);
+    assert.deepEqual(claimsOf(t.json.access_token).cnf, { jkt: key.jkt });
+    const use = (origin: string) =>
+      dpop(origin, 'GET', probe(), {
+        headers: { authorization: `DPoP ${t.json.access_token}`, 'x-request-id': randomUUID() },
+      });
+    assert.equal((await use(gw)).status, 404, 'before, with its proof');
+    await requireMtls(admin, 'mtlscli-dpop', true);
+    refused(
+      await eventually(
+        () => use(gw),
+        (r) => r.status === 403,
+      ),
+      403,
+      'mtls_required',
+      'at the edge, with its proof',
+    );
+    refused(await use(core), 403, 'mtls_required', 'core reached directly, with its proof');
   });
 });
