@@ -383,4 +383,71 @@ describe('require_mtls_for_m2m: OAuth clients need mutual TLS to get and use tok
     );
     refused(await use(core), 403, 'mtls_required', 'core reached directly, with its proof');
   });
+  it("a client naming another tenant gets neither a token of it nor that tenant's rule waived", async () => {
+    const off = await tenantWithClient('mtlscli-x-off');
+    const on = await tenantWithClient('mtlscli-x-on');
+    await requireMtls(on.admin, 'mtlscli-x-on', true);
+    const ask = (c: Client, tenantId: string) =>
+      callRetrying(gw, 'POST', '/oauth2/token', {
+        body: new URLSearchParams({
+          grant_type: 'client_credentials',
+          client_id: c.clientId,
+          client_secret: c.clientSecret,
+          tenant_id: tenantId,
+        }).toString(),
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      });
+    // The mTLS tenant's client naming the other tenant, and the other tenant's client naming it.
+    refused(await ask(on.client, 'mtlscli-x-off'), 401, 'INVALID_CLIENT', 'naming a tenant without the rule');
+    refused(await ask(off.client, 'mtlscli-x-on'), 401, 'INVALID_CLIENT', 'naming the tenant with the rule');
+    // An account of the mTLS tenant, opened by a writing client of it over its certificate.
+    const reg = await as(on.admin, 'POST', '/v1/oauth-clients', {
+      json: {
+        name: 'opener',
+        scopes: ['core:read', 'core:write'],
+        token_endpoint_auth_method: 'client_secret_post',
+      },
+    });
+    assert.equal(reg.status, 201, reg.text);
+    const w = await callRetrying(gwTls, 'POST', '/oauth2/token', {
+      body: new URLSearchParams({
+        grant_type: 'client_credentials',
+        client_id: reg.json.client_id,
+        client_secret: reg.json.client_secret,
+        scope: 'core:read core:write',
+      }).toString(),
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      dispatcher: withAcme,
+    });
+    assert.equal(w.status, 200, w.text);
+    const opened = await as(w.json.access_token, 'POST', '/v1/core/accounts', {
+      origin: gwTls,
+      dispatcher: withAcme,
+      json: {
+        owner_type: 'customer',
+        owner_id: `x-${randomUUID()}`,
+        product_code: 'WALLET_MAIN',
+        currency: 'KES',
+      },
+    });
+    assert.equal(opened.status, 201, opened.text);
+    const account = `/v1/core/accounts/${opened.json.id}`;
+
+    // The other tenant's unbound token, naming the mTLS tenant, with and without the same certificate.
+    const token = await unboundToken(off.client);
+    const naming = { 'x-tenant-id': 'mtlscli-x-on' };
+    for (const [origin, dispatcher] of [
+      [gw, undefined],
+      [gwTls, withAcme],
+      [core, undefined],
+    ] as const) {
+      const r = await callRetrying(origin, 'GET', account, {
+        headers: { authorization: `Bearer ${token}`, 'x-request-id': randomUUID(), ...naming },
+        ...(dispatcher ? { dispatcher } : {}),
+      });
+      refused(r, 404, 'ACCOUNT_NOT_FOUND', `the other tenant's token at ${origin}: its own tenant only`);
+    }
+    const own = await as(w.json.access_token, 'GET', account, { origin: gwTls, dispatcher: withAcme });
+    assert.equal(own.status, 200, own.text);
+  });
 });
