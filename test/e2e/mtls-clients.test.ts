@@ -70,6 +70,16 @@ describe('require_mtls_for_m2m: OAuth clients need mutual TLS to get and use tok
     return rows;
   };
 
+  /** The first row `sql` selects, polled for 5 s (the edge writes its records in batches). */
+  const eventuallyRow = async (sql: string): Promise<{ actor: unknown } | undefined> => {
+    const until = Date.now() + 5000;
+    for (;;) {
+      const { rows } = await tdb.db.query<{ actor: unknown }>(sql);
+      if (rows[0] || Date.now() > until) return rows[0];
+      await new Promise((res) => setTimeout(res, 100));
+    }
+  };
+
   /** A request with `token` at `origin` (the gateway by default), on `dispatcher`'s connection. */
   const as = (
     token: string,
@@ -350,6 +360,25 @@ describe('require_mtls_for_m2m: OAuth clients need mutual TLS to get and use tok
       });
       refused(r, 400, 'UNAUTHORIZED_CLIENT', `token request with copied headers at ${origin}`);
     }
+    // The refusals' records (the edge's decisions, the token endpoint's) hold no certificate.
+    const der = new X509Certificate(acme.cert).raw.toString('base64');
+    const { rows } = await tdb.db.query<{
+      tenant_id: string;
+      actor: unknown;
+      attrs: unknown;
+      decision: unknown;
+    }>(
+      `SELECT tenant_id, actor, attrs, decision FROM audit_log
+        WHERE tenant_id IN ('mtlscli-spoof', '_platform') AND (decision->>'code' = 'mtls_required' OR action = 'oauth.token.issue')`,
+    );
+    const record = JSON.stringify(rows);
+    for (const material of [
+      der.slice(0, 40),
+      der.slice(-40),
+      encodeURIComponent(der.slice(0, 40)),
+      'CERTIFICATE',
+    ])
+      assert.ok(!record.includes(material), `no certificate in the records: ${record}`);
   });
 
   it('a DPoP-bound token (no certificate) issued before the setting was turned on stops too', async () => {
@@ -449,5 +478,19 @@ describe('require_mtls_for_m2m: OAuth clients need mutual TLS to get and use tok
     }
     const own = await as(w.json.access_token, 'GET', account, { origin: gwTls, dispatcher: withAcme });
     assert.equal(own.status, 200, own.text);
+  });
+  it("the edge's refusal of a verified client token without its certificate is recorded in that tenant's audit, naming the client", {
+    todo: 'the edge audits credential refusals as anonymous under _platform (edge/authz.ts admit), though this token verified; the fix is outside the files of this change',
+  }, async () => {
+    const { admin, client } = await tenantWithClient('mtlscli-aud');
+    await requireMtls(admin, 'mtlscli-aud', true);
+    const t = await tokenAt(gwTls, client, withAcme);
+    assert.equal(t.status, 200, t.text);
+    const r = await as(t.json.access_token, 'GET', probe());
+    refused(r, 403, 'mtls_required', 'without its certificate');
+    const row = await eventuallyRow(
+      `SELECT actor FROM audit_log WHERE tenant_id = 'mtlscli-aud' AND action = 'authz.decision' AND decision->>'code' = 'mtls_required'`,
+    );
+    assert.deepEqual(row?.actor, { type: 'service', id: client.clientId });
   });
 });
