@@ -109,6 +109,8 @@ const table = {
   device_revoked: [401, 'Unauthorized'],
   /** A DPoP-bound access token without its proof: the edge's code, and core's on the routes it checks. */
   invalid_dpop_proof: [401, 'Unauthorized'],
+  /** SPEC 2.10 require_mtls_for_m2m: a machine call without its certificate (the edge's code too). */
+  mtls_required: [403, 'Forbidden'],
   INVALID_REFRESH_TOKEN: [401, 'Unauthorized'],
   OTP_INVALID: [401, 'Unauthorized'],
   VERIFICATION_INVALID: [401, 'Unauthorized'],

@@ -33,3 +33,21 @@ export function certificateThumbprint(cert: string | X509Certificate): string | 
 export function subjectDnOf(c: X509Certificate): string {
   return c.subject.split('\n').filter(Boolean).reverse().join(',');
 }
+
+/**
+ * SPEC 2.10 `require_mtls_for_m2m` for an OAuth client token (the edge and core apply the same
+ * rule): it counts only when bound to a certificate (`cnf.x5t#S256`, which the token endpoint
+ * sets for such a tenant's clients) and presented on a connection with that very certificate
+ * (`certificate`: the URL-encoded PEM Envoy verified). A token issued before the setting was
+ * turned on is unbound, so it stops at once. Undefined when the token may be used; else why not.
+ */
+export function machineMtlsRefusal(
+  boundTo: string | undefined,
+  certificate: string | undefined,
+): string | undefined {
+  const required = 'this tenant requires mutual TLS for machine clients';
+  if (boundTo === undefined) return `${required}: the token is not bound to a client certificate`;
+  const presented = certificate ? certificateThumbprint(certificate) : undefined;
+  if (presented !== boundTo) return `${required}: the token's client certificate was not presented`;
+  return undefined;
+}

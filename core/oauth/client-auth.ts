@@ -11,13 +11,13 @@
  * - `client_secret_basic` / `client_secret_post`, unless the client's tenant forbids secrets.
  * Every failure is the same `invalid_client` (no client enumeration); the reason is audited.
  */
-import { X509Certificate } from 'node:crypto';
+import type { X509Certificate } from 'node:crypto';
 import { createLocalJWKSet, decodeJwt, decodeProtectedHeader, jwtVerify, type JSONWebKeySet } from 'jose';
 import { firstUse } from '../../shared/replay.ts';
 import { certificateThumbprint, parseForwardedCertificate, subjectDnOf } from '../../shared/mtls.ts';
 import type { Queryable } from '../../shared/db/pool.ts';
 import { findClient, secretMatches, secretMethods, type OAuthClient } from './clients.ts';
-import { oauthTenantPolicy, type OAuthTenantPolicy } from './tenant-policy.ts';
+import { issuedByTrustedCa, oauthTenantPolicy, validAt, type OAuthTenantPolicy } from './tenant-policy.ts';
 
 export const assertionType = 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer';
 export const assertionAlgorithms = ['EdDSA', 'ES256', 'PS256'] as const;
@@ -121,10 +121,6 @@ async function checkAssertion(
     throw fail('client_assertion jti replayed');
 }
 
-function validNow(c: X509Certificate, nowMs: number): boolean {
-  return Date.parse(c.validFrom) <= nowMs && nowMs <= Date.parse(c.validTo);
-}
-
 function checkCertificate(
   client: OAuthClient,
   policy: OAuthTenantPolicy,
@@ -132,16 +128,14 @@ function checkCertificate(
   nowMs: number,
 ): void {
   if (!cert) throw fail('no client certificate on the connection');
-  if (!validNow(cert, nowMs)) throw fail('client certificate is expired or not yet valid');
+  if (!validAt(cert, nowMs)) throw fail('client certificate is expired or not yet valid');
   const thumbprint = certificateThumbprint(cert);
   if (client.method === 'self_signed_tls_client_auth') {
     if (thumbprint !== client.tlsThumbprint) throw fail('client certificate is not the registered one');
     return;
   }
-  const issuedByTrusted = policy.trustedCas.some(
-    (ca) => validNow(ca, nowMs) && cert.checkIssued(ca) && cert.verify(ca.publicKey),
-  );
-  if (!issuedByTrusted) throw fail("client certificate is not issued by a CA the client's tenant trusts");
+  if (!issuedByTrustedCa(policy, cert, nowMs))
+    throw fail("client certificate is not issued by a CA the client's tenant trusts");
   const subjectOk = client.tlsSubject !== null && subjectDnOf(cert) === client.tlsSubject;
   const thumbOk = client.tlsThumbprint !== null && thumbprint === client.tlsThumbprint;
   if (!subjectOk && !thumbOk) throw fail('client certificate subject does not match the registration');

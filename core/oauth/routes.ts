@@ -4,10 +4,11 @@
  * client assertion, its TLS certificate, or a shared secret) and receives a short-lived EdDSA
  * JWT (SPEC 8: 5–10 minutes) for audience `core`, bound to its certificate (`cnf.x5t#S256`,
  * RFC 8705 §3) when it connected with one and to its DPoP key (`cnf.jkt`, RFC 9449 §5) when it
- * sent a proof. Errors are RFC 6749 §5.2 `{error, error_description}` (beside `code`, `message`).
+ * sent a proof; a tenant with `require_mtls_for_m2m` (SPEC 2.10) has its clients connect with
+ * one. Errors are RFC 6749 §5.2 `{error, error_description}` (beside `code`, `message`).
  * Its `iss` is ISSUER_URL when configured (discovery.ts), else the tenant's issuer.
  */
-import { randomUUID } from 'node:crypto';
+import { randomUUID, type X509Certificate } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
 import type { Db } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
@@ -21,6 +22,7 @@ import { dpopBinding } from '../http/dpop.ts';
 import { ClientAuthError, authenticateClient, type Authenticated } from './client-auth.ts';
 import { issuerOf, tokenEndpointOf } from './discovery.ts';
 import type { OAuthClient } from './clients.ts';
+import { issuedByTrustedCa } from './tenant-policy.ts';
 import { declared } from '../http/declared.ts';
 
 /** SPEC 8: access tokens live 5 to 10 minutes. */
@@ -223,15 +225,39 @@ async function auditIssue(
 /**
  * What the edge applies to every route naming a tenant (the policy's tenant_active and
  * tenant_ip_ranges) but not here, where the request need not name one: a suspended tenant's
- * client gets no new token, nor one outside the tenant's allowed_ip_ranges (SPEC 2.10). Answered
- * after authentication only (RFC 6749 §5.2 unauthorized_client), so nobody else learns of it.
+ * client gets no new token, nor one outside the tenant's allowed_ip_ranges (SPEC 2.10). Beside
+ * them SPEC 2.10 `require_mtls_for_m2m`: such a tenant's clients get a token only over a
+ * connection with a client certificate (the one Envoy verified and the edge forwards, as for
+ * tls_client_auth), and bindingOf binds the token to it, so every call it makes needs that
+ * certificate too. Answered after authentication only (RFC 6749 §5.2 unauthorized_client), so
+ * nobody else learns of it.
  */
-async function refuseInactiveTenant(deps: TokenDeps, ctx: Ctx, a: Authenticated): Promise<void> {
-  const refused = a.policy.suspended
-    ? 'the tenant of this client is suspended'
-    : a.policy.sourceAllowed(ctx.identity.clientIp)
-      ? undefined
-      : "the source address is outside the tenant's allowed IP ranges";
+function tenantRefusal(a: Authenticated, ctx: Ctx, nowMs: number): string | undefined {
+  if (a.policy.suspended) return 'the tenant of this client is suspended';
+  if (!a.policy.sourceAllowed(ctx.identity.clientIp))
+    return "the source address is outside the tenant's allowed IP ranges";
+  if (a.policy.requireMtls && !a.certificate)
+    return "the client's tenant requires mutual TLS: connect with a client certificate";
+  if (a.policy.requireMtls && a.certificate && !tenantTrusts(a, a.certificate, nowMs))
+    return "the client's tenant requires mutual TLS with a certificate issued by a CA it trusts (mtls_trusted_cas)";
+  return undefined;
+}
+
+/**
+ * The front door accepts a certificate any tenant's CA issued (envoy.yaml `machine_mtls`), so a
+ * tenant that names the CAs it trusts (`mtls_trusted_cas`) gets its secret and private_key_jwt
+ * clients' tokens bound only to certificates from those: otherwise a stolen secret and any
+ * certificate some other tenant's CA issued would pass its mutual-TLS requirement. The
+ * certificate methods were checked against the tenant's trust already (client-auth.ts); a tenant
+ * naming no CA takes any certificate the front door verified.
+ */
+function tenantTrusts(a: Authenticated, cert: X509Certificate, nowMs: number): boolean {
+  if (a.method === 'tls_client_auth' || a.method === 'self_signed_tls_client_auth') return true;
+  return a.policy.trustedCas.length === 0 || issuedByTrustedCa(a.policy, cert, nowMs);
+}
+
+async function refuseByTenant(deps: TokenDeps, ctx: Ctx, a: Authenticated): Promise<void> {
+  const refused = tenantRefusal(a, ctx, deps.now());
   if (refused === undefined) return;
   await auditIssue(deps, ctx, a.client, { refused });
   throw oauthError('UNAUTHORIZED_CLIENT', 'unauthorized_client', refused);
@@ -258,7 +284,7 @@ export function oauthRoutes(deps: TokenDeps): RouteSpec[] {
         200: { description: 'Access token', schema: TokenResponse },
         400: {
           description:
-            'invalid_request, unsupported_grant_type, invalid_scope, unauthorized_client (tenant suspended, source outside its allowed IP ranges), invalid_dpop_proof or use_dpop_nonce',
+            'invalid_request, unsupported_grant_type, invalid_scope, unauthorized_client (tenant suspended, source outside its allowed IP ranges, no client certificate, or one from a CA it does not list in mtls_trusted_cas, where the tenant sets require_mtls_for_m2m), invalid_dpop_proof or use_dpop_nonce',
           schema: OAuthError,
         },
         401: { description: 'invalid_client', schema: OAuthError },
@@ -273,7 +299,7 @@ export function oauthRoutes(deps: TokenDeps): RouteSpec[] {
           );
         }
         const a = await clientOf(deps, ctx, f);
-        await refuseInactiveTenant(deps, ctx, a);
+        await refuseByTenant(deps, ctx, a);
         const { client } = a;
         const requested = f.scope ? f.scope.split(' ').filter(Boolean) : client.scopes;
         if (requested.length === 0 || requested.some((s) => !client.scopes.includes(s))) {

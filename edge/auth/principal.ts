@@ -13,6 +13,8 @@ import { liveSession, verified } from './session-token.ts';
 import { checkBinding } from './dpop.ts';
 import { verifyApiKey, type ApiKeyPrincipal } from './api-key.ts';
 import { staffBearer, staffPrincipal, type StaffPrincipal } from './staff.ts';
+import { bindingOf } from '../../shared/access-token.ts';
+import { machineMtlsRefusal } from '../../shared/mtls.ts';
 
 export type Principal =
   | { kind: 'anonymous' }
@@ -130,13 +132,37 @@ async function agent(
   };
 }
 
-async function coreClient(view: RequestView, state: EdgeState, nowMs: number): Promise<Principal> {
+/**
+ * SPEC 2.10 `require_mtls_for_m2m` covers OAuth client tokens as it covers API keys (api-key.ts):
+ * such a tenant's token counts only bound to a certificate and on a connection presenting it
+ * (403 mtls_required), read from the cached tenant, dropped on `tenants_changed`, so turning the
+ * setting on stops unbound tokens from the next request. Customer, agent and staff tokens are
+ * people, not machines (SPEC 2.10 says machine-to-machine): the setting does not reach them.
+ */
+async function requireTenantMtls(
+  view: RequestView,
+  tenantOf: (id: string) => Promise<TenantState | undefined>,
+  claims: { tid: string; cnf?: unknown },
+): Promise<void> {
+  if ((await tenantOf(claims.tid))?.security.require_mtls_for_m2m !== true) return;
+  const refused = machineMtlsRefusal(bindingOf(claims.cnf).x5t, view.peerCertificate);
+  if (refused !== undefined) throw new CredentialError(403, 'mtls_required', refused);
+}
+
+async function coreClient(
+  view: RequestView,
+  state: EdgeState,
+  tenantOf: (id: string) => Promise<TenantState | undefined>,
+  nowMs: number,
+): Promise<Principal> {
   const { token, claims } = await verified(view, state, 'client', nowMs);
-  // Issue 17 item 2: a certificate- or DPoP-bound client token is refused without its proof.
-  await checkBinding(view, state, token, claims.cnf, nowMs);
   // A revoked client's tokens stop at once, not when they expire (NOTIFY oauth_clients_changed).
+  // Then the tenant's rule and the token's proof, in core's order (core/oauth/bearer.ts).
   if (!(await state.oauthClientActive(claims.tid, claims.sub)))
     throw new CredentialError(401, 'invalid_token', 'the OAuth client of this token is revoked');
+  await requireTenantMtls(view, tenantOf, claims);
+  // Issue 17 item 2: a certificate- or DPoP-bound client token is refused without its proof.
+  await checkBinding(view, state, token, claims.cnf, nowMs);
   const scopes = claims.scope !== undefined ? claims.scope.split(' ').filter(Boolean) : (claims.scp ?? []);
   return {
     kind: 'service',
@@ -204,7 +230,7 @@ export async function authenticate(
     case 'agent':
       return agent(view, state, tenantOf, nowMs);
     case 'core-client':
-      return coreClient(view, state, nowMs);
+      return coreClient(view, state, tenantOf, nowMs);
     case 'staff': {
       // Issue 14 item 5: a person's staff access token (a JWT); an opaque bearer is a service token.
       const jwt = staffBearer(view);
