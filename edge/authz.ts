@@ -353,8 +353,8 @@ async function admit(
 ): Promise<{ principal: Principal } | { refused: Decision }> {
   const tenantCache = (id: string) => deps.state.tenant(id);
   const route = resolved.route;
-  const refuse = (d: Decision) => {
-    audit(deps, deadline, view, resolved, undefined, '', d, undefined);
+  const refuse = (d: Decision, who?: CredentialError['verifiedAs']) => {
+    audit(deps, deadline, view, resolved, undefined, who?.tenantId ?? '', d, undefined, who?.actor);
     return { refused: d };
   };
   const malformed = requestShapeRefusal(view, resolved);
@@ -387,7 +387,7 @@ async function admit(
   } catch (err) {
     if (!(err instanceof CredentialError)) throw err;
     if (guarded && err.code === 'invalid_token') guarded.failed(view.sourceIp);
-    return refuse(credentialRefusal(err, view));
+    return refuse(credentialRefusal(err, view), err.verifiedAs);
   }
 }
 
@@ -781,12 +781,14 @@ function audit(
   tenantId: string,
   d: Decision,
   extra: AuditExtra | undefined,
+  /** The actor a refused credential verifiably named, when there is no principal (admit). */
+  named?: { type: string; id: string },
 ): void {
   // Past the budget the answer was already a fail-closed deny, audited by failClosedAuditor.
   if (deadline?.expired) return;
   const actor =
     !principal || principal.kind === 'anonymous'
-      ? { type: 'anonymous', id: view.sourceIp }
+      ? (named ?? { type: 'anonymous', id: view.sourceIp })
       : { type: principal.kind, id: principal.subjectId };
   const principalTenant = principal && principal.kind !== 'anonymous' ? principal.tenantId : '';
   // Requests naming no tenant (platform probes) are chained under `_platform`.

@@ -196,22 +196,9 @@ export async function recordIdpGroups(
   ]);
 }
 
-/** A mapping change took these roles: the sign-in's record no longer gives them (migration 1070). */
-export function forgetIdpRoles(
-  q: Queryable,
-  tenantId: string,
-  userId: string,
-  roles: readonly StaffRole[],
-): Promise<void> {
-  return forgetIdpRolesOf(
-    q,
-    tenantId,
-    roles.map((role) => ({ userId, role })),
-  );
-}
-
 /**
- * forgetIdpRoles for many members at once, in one statement (caller's transaction): a mapping
+ * These roles no longer count as the last sign-in's (migration 1070), for many members at once, in
+ * one statement (caller's transaction): a mapping
  * change that takes roles from thousands of members costs one UPDATE, not one per member.
  */
 export async function forgetIdpRolesOf(

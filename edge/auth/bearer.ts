@@ -22,6 +22,13 @@ export type CredentialCode =
   | 'mtls_required';
 
 export class CredentialError extends Error {
+  /**
+   * Who a refused credential verifiably named (its signature held, then a later check failed: a
+   * revoked client, a missing certificate or proof): the refusal is audited in that tenant's
+   * chain naming them, not as an anonymous caller under `_platform`.
+   */
+  verifiedAs: { tenantId: string; actor: { type: string; id: string } } | undefined;
+
   constructor(
     readonly status: 401 | 403,
     readonly code: CredentialCode,

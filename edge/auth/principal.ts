@@ -157,12 +157,19 @@ async function coreClient(
 ): Promise<Principal> {
   const { token, claims } = await verified(view, state, 'client', nowMs);
   // A revoked client's tokens stop at once, not when they expire (NOTIFY oauth_clients_changed).
-  // Then the tenant's rule and the token's proof, in core's order (core/oauth/bearer.ts).
-  if (!(await state.oauthClientActive(claims.tid, claims.sub)))
-    throw new CredentialError(401, 'invalid_token', 'the OAuth client of this token is revoked');
-  await requireTenantMtls(view, tenantOf, claims);
-  // Issue 17 item 2: a certificate- or DPoP-bound client token is refused without its proof.
-  await checkBinding(view, state, token, claims.cnf, nowMs);
+  try {
+    // Then the tenant's rule and the token's proof, in core's order (core/oauth/bearer.ts).
+    if (!(await state.oauthClientActive(claims.tid, claims.sub)))
+      throw new CredentialError(401, 'invalid_token', 'the OAuth client of this token is revoked');
+    await requireTenantMtls(view, tenantOf, claims);
+    // Issue 17 item 2: a certificate- or DPoP-bound client token is refused without its proof.
+    await checkBinding(view, state, token, claims.cnf, nowMs);
+  } catch (err) {
+    // The token's signature held: its tenant's audit shows which client was refused.
+    if (err instanceof CredentialError)
+      err.verifiedAs = { tenantId: claims.tid, actor: { type: 'service', id: claims.sub } };
+    throw err;
+  }
   const scopes = claims.scope !== undefined ? claims.scope.split(' ').filter(Boolean) : (claims.scp ?? []);
   return {
     kind: 'service',

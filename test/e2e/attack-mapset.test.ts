@@ -198,11 +198,9 @@ describe('attacks on group-mapping versions and set-based removals', () => {
     assert.equal(etag(await read()), before, 'nothing changed');
   });
 
-  // Not fixed here (core/staff/scim/groups.ts setMembers is outside this change): a SCIM add of
-  // a member already holding the role changes no row, so the role stays counted as the sign-in's.
-  it('a role SCIM asserts while the sign-in holds it is kept when the mapping goes; the sign-in alone loses it', {
-    todo: 'SCIM setMembers forgets idp_roles only for a role it inserts, not for one it asserts already held',
-  }, async () => {
+  // A SCIM add of a member already holding the role changes no row; the role still becomes SCIM's
+  // (core/staff/scim/groups.ts setMembers), so the mapping's removal leaves it.
+  it('a role SCIM asserts while the sign-in holds it is kept when the mapping goes; the sign-in alone loses it', async () => {
     assert.equal((await put([{ idp_group: 'dual', role: 'compliance' }])).status, 200);
     const { id: both } = await federated('dual-both', ['dual']);
     const { id: signInOnly } = await federated('dual-signin', ['dual']);

@@ -479,9 +479,7 @@ describe('require_mtls_for_m2m: OAuth clients need mutual TLS to get and use tok
     const own = await as(w.json.access_token, 'GET', account, { origin: gwTls, dispatcher: withAcme });
     assert.equal(own.status, 200, own.text);
   });
-  it("the edge's refusal of a verified client token without its certificate is recorded in that tenant's audit, naming the client", {
-    todo: 'the edge audits credential refusals as anonymous under _platform (edge/authz.ts admit), though this token verified; the fix is outside the files of this change',
-  }, async () => {
+  it("the edge's refusal of a verified client token without its certificate is recorded in that tenant's audit, naming the client", async () => {
     const { admin, client } = await tenantWithClient('mtlscli-aud');
     await requireMtls(admin, 'mtlscli-aud', true);
     const t = await tokenAt(gwTls, client, withAcme);

@@ -17,7 +17,7 @@ import type { Queryable, TxClient } from '../../../shared/db/pool.ts';
 import { AppError } from '../../../shared/errors.ts';
 import {
   changeStaffRole,
-  forgetIdpRoles,
+  forgetIdpRolesOf,
   lockGroupMappings,
   groupMappings,
   staffRoleGroups,
@@ -169,8 +169,14 @@ function checkName(g: RoleGroup, name: unknown): void {
 }
 
 /** The member set after the operations of a Groups PATCH (RFC 7644 section 3.5.2). */
-function patchedMembers(g: RoleGroup, ops: PatchOp[]): Set<string> {
+/** The members after `ops`, and those an add or replace names (SCIM asserts their role). */
+function patchedMembers(g: RoleGroup, ops: PatchOp[]): { members: Set<string>; asserted: Set<string> } {
   const members = new Set(g.members.map((m) => m.id));
+  const asserted = new Set<string>();
+  const apply = (op: PatchOp['op'], ids: string[]) => {
+    applyMembers(members, op, ids);
+    if (op !== 'remove') for (const id of ids) asserted.add(id);
+  };
   for (const o of ops) {
     const path = o.path?.replace(/^urn:ietf:params:scim:schemas:core:2\.0:Group:/i, '');
     if (path === undefined) {
@@ -178,7 +184,7 @@ function patchedMembers(g: RoleGroup, ops: PatchOp[]): Set<string> {
       for (const k of Object.keys(o.value)) {
         const lower = k.toLowerCase();
         if (lower === 'displayname') checkName(g, o.value[k]);
-        else if (lower === 'members') applyMembers(members, o.op, memberIds(o.value[k]));
+        else if (lower === 'members') apply(o.op, memberIds(o.value[k]));
         else if (lower === 'id' || lower === 'meta' || lower === 'externalid')
           throw new AppError('SCIM_MUTABILITY', `${k} cannot be modified`);
         else throw new AppError('SCIM_INVALID_PATH', `Groups have no attribute ${k}`);
@@ -195,18 +201,14 @@ function patchedMembers(g: RoleGroup, ops: PatchOp[]): Set<string> {
       for (const id of [...members])
         if (matches(filter, (a) => (a.toLowerCase() === 'value' ? [id] : []))) members.delete(id);
     } else if (m) {
-      applyMembers(
-        members,
-        o.op,
-        o.op === 'remove' && o.value === undefined ? [...members] : memberIds(o.value),
-      );
+      apply(o.op, o.op === 'remove' && o.value === undefined ? [...members] : memberIds(o.value));
     } else if (/^(id|meta|externalId)$/i.test(path)) {
       throw new AppError('SCIM_MUTABILITY', `${path} cannot be modified`);
     } else {
       throw new AppError('SCIM_INVALID_PATH', `Groups have no attribute ${path}`);
     }
   }
-  return members;
+  return { members, asserted };
 }
 
 function applyMembers(members: Set<string>, op: PatchOp['op'], ids: string[]): void {
@@ -217,13 +219,16 @@ function applyMembers(members: Set<string>, op: PatchOp['op'], ids: string[]): v
   }
 }
 
-/** Make `wanted` the role's members: add and remove roles, each audited naming the credential. */
+/**
+ * Make `wanted` the role's members: add and remove roles, each audited naming the credential.
+ * `asserted`: the members this request names (a PATCH's add or replace, a PUT's list).
+ */
 async function setMembers(
   q: TxClient,
   deps: ScimDeps,
   a: ScimActor,
   g: RoleGroup,
-  wanted: Set<string>,
+  { members: wanted, asserted }: { members: Set<string>; asserted: Set<string> },
 ): Promise<void> {
   const current = new Set(g.members.map((m) => m.id));
   for (const id of wanted) {
@@ -237,9 +242,7 @@ async function setMembers(
     ...[...current].filter((id) => !wanted.has(id)).map((id): [string, boolean] => [id, false]),
   ];
   for (const [userId, member] of changes) {
-    const changed = await changeStaffRole(q, a.tenantId, userId, g.role, member);
-    // A role SCIM grants is SCIM's, not the last sign-in's: a mapping removed later leaves it.
-    if (member && changed) await forgetIdpRoles(q, a.tenantId, userId, [g.role]);
+    await changeStaffRole(q, a.tenantId, userId, g.role, member);
     await appendAudit(q, [
       {
         tenantId: a.tenantId,
@@ -252,6 +255,10 @@ async function setMembers(
       },
     ]);
   }
+  // A role SCIM names is SCIM's, not the last sign-in's, whether this request granted it or the
+  // member already held it from a mapped IdP group: a mapping removed later leaves it (issue 16).
+  const claimed = [...asserted].filter((id) => wanted.has(id)).map((userId) => ({ userId, role: g.role }));
+  await forgetIdpRolesOf(q, a.tenantId, claimed);
 }
 
 async function lockRole(q: Queryable, tenantId: string, role: StaffRole): Promise<void> {
@@ -296,7 +303,8 @@ export async function replaceGroup(
     const g = await groupById(q, a.tenantId, id);
     checkVersion(ifMatch, versionOf(g));
     checkName(g, body.displayName);
-    await setMembers(q, deps, a, g, new Set(memberIds(body.members ?? [])));
+    const listed = new Set(memberIds(body.members ?? []));
+    await setMembers(q, deps, a, g, { members: listed, asserted: listed });
     const after = await groupById(q, a.tenantId, id);
     return { body: view(deps, after), version: versionOf(after) };
   });
@@ -334,8 +342,9 @@ export async function createGroup(deps: ScimDeps, a: ScimActor, body: unknown) {
     const role = roles[0] as StaffRole;
     await lockRole(q, a.tenantId, role);
     const g = await groupById(q, a.tenantId, roleGroupId(a.tenantId, role));
-    const wanted = new Set([...g.members.map((m) => m.id), ...memberIds(body.members ?? [])]);
-    await setMembers(q, deps, a, g, wanted);
+    const listed = memberIds(body.members ?? []);
+    const wanted = new Set([...g.members.map((m) => m.id), ...listed]);
+    await setMembers(q, deps, a, g, { members: wanted, asserted: new Set(listed) });
     const after = await groupById(q, a.tenantId, g.id);
     return { body: view(deps, after), version: versionOf(after) };
   });
