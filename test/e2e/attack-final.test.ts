@@ -145,7 +145,7 @@ describe('attacks on the token request and on ledger readers of a lagging core',
     assert.equal((await guess(made.json.client_secret)).status, 200, 'the right secret still works');
   });
 
-  it("the token endpoint reads a tenant's IPv6 ranges as the edge's policy does: ::/0 holds no IPv4 caller, a mapped IPv4 range does", async () => {
+  it("the token endpoint reads a tenant's IPv6 ranges as the edge's policy does: ::/0 and a mapped IPv4 range hold no IPv4 caller", async () => {
     const made = await clientOfNewTenant('atkfin-v6', 'client_secret_post');
     const grant = new URLSearchParams({
       grant_type: 'client_credentials',
@@ -169,9 +169,18 @@ describe('attacks on the token request and on ledger readers of a lagging core',
     assert.equal(edge.status, 403, `the edge refuses an IPv4 caller under ::/0: ${edge.text}`);
     const v6only = await token(grant);
     refused(v6only, 400, 'UNAUTHORIZED_CLIENT', 'a token for an IPv4 caller under ::/0');
+    // The policy's net.cidr_contains (WASM) reads ::ffff:7f00:0/104 as an IPv6 range, which holds
+    // ::ffff:127.0.0.1 but not 127.0.0.1 (test/shared/ip-ranges.test.ts): core refuses it too.
     await ranges(['::ffff:7f00:0/104']);
-    const mapped = await token(grant);
-    assert.equal(mapped.status, 200, `127.0.0.0/8 written as a mapped IPv6 range: ${mapped.text}`);
+    refused(await token(grant), 400, 'UNAUTHORIZED_CLIENT', 'an IPv4 caller under a mapped IPv6 range');
+    await ranges(['::ffff:7f00:0/104', '127.0.0.0/8']);
+    const both = await token(grant);
+    assert.equal(both.status, 200, `the IPv4 range beside it: ${both.text}`);
+    const used = await eventually(
+      () => as(both.json.access_token, 'GET', probe),
+      (r) => r.status === 404,
+    );
+    assert.equal(used.status, 404, `the edge lets it through to core (no such account): ${used.text}`);
   });
 
   describe("ledger readers on a core whose currency snapshot lags another instance's writes", () => {
