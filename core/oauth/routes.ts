@@ -11,6 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
 import type { Db } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
+import { repeatedKey } from '../../shared/json-body.ts';
 import { CoreErrorSchema } from '../http/responses.ts';
 import { defineRoute, type RequestContext, type RouteSpec } from '../http/route.ts';
 import type { KeyStore } from '../keys/keys.ts';
@@ -125,6 +126,11 @@ function fieldsOf(contentType: string | undefined, raw: Buffer): Record<string, 
     }
     if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed))
       throw oauthError('VALIDATION_FAILED', 'invalid_request', 'body must be an object');
+    // RFC 6749 §3.2, as for a form: JSON.parse keeps the last copy of a repeated key, so one
+    // body could name two scopes or clients to two readers. Refused, never resolved.
+    const twice = repeatedKey(text);
+    if (twice !== undefined)
+      throw oauthError('VALIDATION_FAILED', 'invalid_request', `parameter ${twice} is repeated`);
     const out: Record<string, string> = {};
     for (const [k, v] of Object.entries(parsed)) if (typeof v === 'string') out[k] = v;
     return out;

@@ -86,6 +86,26 @@ describe('attacks on the token request and on ledger readers of a lagging core',
     }
   });
 
+  it('a JSON token request naming a key twice is refused invalid_request as a form is, however the key is spelled', async () => {
+    const c = demo.coreClient;
+    const fields = `"grant_type":"client_credentials","client_id":${JSON.stringify(c.clientId)},"client_secret":${JSON.stringify(c.clientSecret)}`;
+    const json = (body: string) =>
+      callRetrying(gw, 'POST', '/oauth2/token', { body, headers: { 'content-type': 'application/json' } });
+    const good = await json(`{${fields},"scope":"core:read"}`);
+    assert.equal(good.status, 200, `each key once: ${good.text}`);
+    for (const [what, body] of [
+      ['scope twice', `{${fields},"scope":"core:read","scope":"core:write"}`],
+      ['scope twice, once escaped', `{${fields},"scope":"core:read","scop\\u0065":"core:write"}`],
+      ['client_secret twice', `{${fields},"client_secret":"wrong"}`],
+      ['grant_type twice', `{"grant_type":"nonsense",${fields}}`],
+    ] as const) {
+      const r = await json(body);
+      refused(r, 400, 'VALIDATION_FAILED', what);
+      assert.equal(r.json.error, 'invalid_request', what);
+      assert.equal(r.json.access_token, undefined, what);
+    }
+  });
+
   it("a Basic credential beside another client's client_id in the body is invalid_client", async () => {
     const c = demo.coreClient;
     const other = await clientOfNewTenant('atkfin-basic', 'client_secret_basic');
