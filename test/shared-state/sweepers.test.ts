@@ -3,6 +3,7 @@
  * touch each row once, whether they exclude each other (runExclusive) or race.
  */
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { runExclusive } from '../../core/db/exclusive.ts';
 import { createDb, type Db } from '../../shared/db/pool.ts';
@@ -11,6 +12,8 @@ import { Ledger } from '../../core/ledger/service.ts';
 import { createLogger } from '../../shared/log.ts';
 import { createMetrics } from '../../shared/metrics.ts';
 import { LedgerFixture, type Tenant } from '../ledger/fixture.ts';
+import { viaEdge } from '../helpers/edge-auth.ts';
+import { call } from '../helpers/http.ts';
 
 const holdCount = 40;
 
@@ -66,6 +69,16 @@ describe('sweeps with two core instances', () => {
         )
       ).rows[0]?.n,
     );
+  /** The holds among `ids` with a hold.expire record, one entry per record, sorted. */
+  const expiryRecords = async (ids: string[]): Promise<string[]> => {
+    const { rows } = await f.db.query<{ id: string }>(
+      `SELECT target->>'id' AS id FROM audit_log
+        WHERE tenant_id = $1 AND action = 'hold.expire' AND target->>'type' = 'hold' AND target->>'id' = ANY($2::text[])
+          AND actor = '{"type":"system","id":"hold-sweeper"}'::jsonb AND attrs->>'outcome' = 'ok'`,
+      [t.id, ids],
+    );
+    return rows.map((r) => r.id).sort();
+  };
   const assertExpiredOnce = async (ids: string[]) => {
     const { rows } = await f.db.query<{ status: string; events: string }>(
       `SELECT h.status, (SELECT count(*) FROM outbox o WHERE o.aggregate = 'hold' AND o.aggregate_id = h.id::text AND o.event = 'hold.expired') AS events
@@ -90,12 +103,7 @@ describe('sweeps with two core instances', () => {
     }
     assert.equal(expired, holdCount, 'the sweepers together count each hold once');
     await assertExpiredOnce(ids);
-    const { rows } = await f.db.query<{ holds: string[] }>(
-      `SELECT attrs->'holds' AS holds FROM audit_log WHERE tenant_id = $1 AND action = 'hold.expire'`,
-      [t.id],
-    );
-    const audited = rows.flatMap((r) => r.holds);
-    assert.deepEqual(audited.sort(), [...ids].sort(), 'each hold in exactly one sweeper audit record');
+    assert.deepEqual(await expiryRecords(ids), [...ids].sort(), 'one expiry record per hold');
   });
 
   it('without the exclusion, racing sweepers still expire each hold once (the ledger locks the hold and re-reads its status)', async () => {
@@ -108,6 +116,52 @@ describe('sweeps with two core instances', () => {
     );
     assert.equal(await pending(ids), 0);
     await assertExpiredOnce(ids);
+    assert.deepEqual(
+      await expiryRecords(ids),
+      [...ids].sort(),
+      'one record per hold, by the sweeper that expired it, none by the one that found it taken',
+    );
+  });
+
+  it("a sweep's records are one per hold, found by GET /v1/audit?resource=hold, all in its one transaction round trip", async () => {
+    const ids = await holds();
+    const steps: string[] = [];
+    const timed = new Ledger({
+      db: pools[0] as Db,
+      log: createLogger('silent'),
+      now: () => Date.now() + 3_600_000,
+      stepTimer: (step, _pid, run) => {
+        steps.push(step);
+        return run();
+      },
+    });
+    assert.equal(await timed.sweepExpiredHolds(), holdCount);
+    assert.deepEqual(steps, ['claim+apply', 'audit+responses+commit'], 'one batch: its records in one write');
+    for (const id of [ids[0], ids[holdCount - 1]] as string[]) {
+      const r = await call(f.origin, 'GET', `/v1/audit?resource=hold&resource_id=${id}`, {
+        headers: viaEdge({
+          'x-request-id': randomUUID(),
+          'x-tenant-id': t.id,
+          'x-principal-id': 'staff-readonly',
+          'x-roles': 'readonly',
+          'x-client-ip': '10.0.0.1',
+        }),
+      });
+      assert.equal(r.status, 200, r.text);
+      const expiry = (r.json.items as { action: string; actor: unknown; target: unknown }[]).filter(
+        (a) => a.action === 'hold.expire',
+      );
+      assert.deepEqual(
+        expiry.map((a) => [a.actor, a.target]),
+        [
+          [
+            { type: 'system', id: 'hold-sweeper' },
+            { type: 'hold', id },
+          ],
+        ],
+        `the expiry of hold ${id}`,
+      );
+    }
   });
 
   it('housekeeping runs racing each other delete each inert row once and keep the live ones', async () => {
