@@ -7,6 +7,7 @@
  *   low    — otherwise, and for callers without a session.
  * Velocity is counted per edge instance (an approximation; the ledger's limits are exact).
  */
+import { ipv6Groups } from '../../shared/ip-ranges.ts';
 import type { SessionState } from '../state/store.ts';
 
 export type Risk = 'low' | 'medium' | 'high';
@@ -14,10 +15,15 @@ export const velocityLimit = 10;
 export const velocityWindowMs = 60_000;
 const trackedSubjects = 100_000;
 
+/**
+ * The /16 or /48 an address is in. IPv6 is read by its groups (shared/ip-ranges.ts), not its
+ * text: `2001:db8::5` and `2001:db8:0:1::5` share a /48 though their texts share no three groups.
+ */
 function prefixOf(ip: string): string {
   const v4 = /^(?:::ffff:)?(\d+)\.(\d+)\.\d+\.\d+$/.exec(ip);
   if (v4) return `${v4[1]}.${v4[2]}`;
-  return ip.split(':').slice(0, 3).join(':');
+  const groups = ipv6Groups(ip);
+  return groups ? groups.slice(0, 3).join(':') : ip;
 }
 
 export class RiskEngine {

@@ -118,6 +118,22 @@ describe('risk signal', () => {
     );
   });
 
+  it('reads IPv6 by its groups: the same /48 however the addresses are written, another /48 medium', () => {
+    const risk = new RiskEngine(() => 0);
+    const from = (began: string, ip: string) =>
+      risk.assess({
+        session: session({ ip: began }),
+        deviceId: 'dev-1',
+        ip,
+        subject: 'c1',
+        moneyMoving: false,
+      }).risk;
+    assert.equal(from('2001:db8::5', '2001:db8:0:1::5'), 'low', 'a compressed and a longer text of one /48');
+    assert.equal(from('2001:DB8::5', '2001:0db8:0000:ffff::1'), 'low', 'case and leading zeros');
+    assert.equal(from('2001:db8::5', '2001:db8:1::5'), 'medium');
+    assert.equal(from('2001:db8::5', '2001:db9::5'), 'medium');
+  });
+
   it('is high past the velocity limit of money intents in the window, and low again once they age out', () => {
     let now = 1_000_000;
     const risk = new RiskEngine(() => now);
