@@ -106,6 +106,35 @@ describe('attacks on the token request and on ledger readers of a lagging core',
     }
   });
 
+  it('a JSON token request is read once whatever its content type parameters, escapes or nesting: any repeat refused', async () => {
+    const c = demo.coreClient;
+    const fields = `"grant_type":"client_credentials","client_id":${JSON.stringify(c.clientId)},"client_secret":${JSON.stringify(c.clientSecret)}`;
+    const json = (body: string, type: string) =>
+      callRetrying(gw, 'POST', '/oauth2/token', { body, headers: { 'content-type': type } });
+    const good = await json(`{${fields},"scope":"core:read"}`, 'Application/JSON; charset=UTF-8');
+    assert.equal(good.status, 200, `a parameter on the media type: ${good.text}`);
+    for (const [what, body, type] of [
+      [
+        'with a charset',
+        `{${fields},"scope":"core:read","scope":"core:write"}`,
+        'application/json; charset=utf-8',
+      ],
+      [
+        'every letter escaped',
+        `{${fields},"\u0063\u006c\u0069\u0065\u006e\u0074\u005f\u0069\u0064":"x"}`,
+        'application/json',
+      ],
+      ['a repeat inside a nested object', `{${fields},"x":{"k":1,"k":2}}`, 'application/json'],
+      ['__proto__ twice', `{${fields},"__proto__":{},"__proto__":"x"}`, 'application/json'],
+      ['a repeat after an escaped quote', `{${fields},"a\"":"\"","a\u0022":1}`, 'application/json'],
+    ] as const) {
+      const r = await json(body, type);
+      refused(r, 400, 'VALIDATION_FAILED', what);
+      assert.equal(r.json.error, 'invalid_request', what);
+      assert.equal(r.json.access_token, undefined, what);
+    }
+  });
+
   it("a Basic credential beside another client's client_id in the body is invalid_client", async () => {
     const c = demo.coreClient;
     const other = await clientOfNewTenant('atkfin-basic', 'client_secret_basic');
