@@ -110,9 +110,12 @@ function fieldsOf(contentType: string | undefined, raw: Buffer): Record<string, 
     // RFC 6749 §3.2: no parameter more than once. Taking one copy would let two readers of one
     // request (a proxy's log, core) see different scopes or clients.
     const params = new URLSearchParams(text);
-    const out: Record<string, string> = {};
+    // Own keys only: `k in {}` is true for `constructor` or `toString`, which refused a request
+    // naming such an extension parameter once (RFC 6749 §3.1: unrecognized ones are ignored).
+    const out: Record<string, string> = Object.create(null);
     for (const [k, v] of params) {
-      if (k in out) throw oauthError('VALIDATION_FAILED', 'invalid_request', `parameter ${k} is repeated`);
+      if (Object.hasOwn(out, k))
+        throw oauthError('VALIDATION_FAILED', 'invalid_request', `parameter ${k} is repeated`);
       out[k] = v;
     }
     return out;

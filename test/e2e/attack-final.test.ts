@@ -86,6 +86,19 @@ describe('attacks on the token request and on ledger readers of a lagging core',
     }
   });
 
+  it('a form token request with an extension parameter named like an object method is served as its JSON twin is (RFC 6749 §3.1: ignored)', async () => {
+    const c = demo.coreClient;
+    const once = `grant_type=client_credentials&client_id=${encodeURIComponent(c.clientId)}&client_secret=${encodeURIComponent(c.clientSecret)}`;
+    for (const name of ['constructor', 'toString', 'hasOwnProperty']) {
+      const viaForm = await token(`${once}&${name}=x`);
+      assert.equal(viaForm.status, 200, `${name} once in a form: ${viaForm.text}`);
+      const twice = await token(`${once}&${name}=x&${name}=y`);
+      refused(twice, 400, 'VALIDATION_FAILED', `${name} twice in a form`);
+    }
+    const proto = await token(`${once}&__proto__=x&__proto__=y`);
+    refused(proto, 400, 'VALIDATION_FAILED', '__proto__ twice in a form');
+  });
+
   it('a JSON token request naming a key twice is refused invalid_request as a form is, however the key is spelled', async () => {
     const c = demo.coreClient;
     const fields = `"grant_type":"client_credentials","client_id":${JSON.stringify(c.clientId)},"client_secret":${JSON.stringify(c.clientSecret)}`;
