@@ -67,6 +67,47 @@ const cases: [string, string, boolean][] = [
  */
 const undefinedInPolicy = ['10.0.0.0/8 ', '10.0.0.0/x', '10.0.0.0/8x', 'fe80::/10%eth0', '10.0.0.0/'];
 
+/**
+ * Ranges and callers in every notation a caller or an Admin may write: dotted IPv4, full,
+ * compressed and upper-case IPv6, groups with leading zeros, IPv4-mapped (dotted and hex),
+ * IPv4-compatible and NAT64 addresses. Seeded, so a disagreement is reproducible.
+ */
+function notations(seed: number): { range: string; ip: string }[] {
+  let state = seed;
+  const next = (n: number) => {
+    state = (Math.imul(state, 1103515245) + 12345) >>> 0;
+    return (state >>> 8) % n;
+  };
+  const v4 = () =>
+    next(2) ? `10.${next(4)}.${next(4)}.${next(256)}` : `${next(256)}.${next(256)}.${next(256)}.${next(256)}`;
+  const group = () =>
+    [
+      () => '0',
+      () => next(0x10000).toString(16),
+      () => next(0x10000).toString(16).toUpperCase(),
+      () => `00${next(16).toString(16)}`,
+    ][next(4)]?.() ?? '0';
+  const v6 = () => {
+    const g = Array.from({ length: 8 }, group);
+    const from = next(8);
+    const to = from + 1 + next(8 - from);
+    return [
+      `::ffff:${v4()}`,
+      `::ffff:${group()}:${group()}`,
+      `::${v4()}`,
+      `64:ff9b::${v4()}`,
+      `${g.slice(0, from).join(':')}::${g.slice(to).join(':')}`,
+      g.join(':'),
+    ][next(6)] as string;
+  };
+  const address = () => (next(2) ? v4() : v6());
+  return Array.from({ length: 3000 }, () => {
+    const a = address();
+    const range = `${a}/${next(a.includes(':') ? 129 : 33)}`;
+    return { range, ip: next(3) === 0 ? a : address() };
+  });
+}
+
 describe('IP ranges as the policy reads them (shared/ip-ranges.ts)', () => {
   let policy: PolicyRevision;
   before(async () => {
@@ -94,6 +135,16 @@ describe('IP ranges as the policy reads them (shared/ip-ranges.ts)', () => {
       assert.equal(policyInside([range], ip), inside, `the policy: ${what}`);
       assert.equal(insideRanges([range], ip), inside, `shared reader: ${what}`);
     }
+  });
+
+  it('agrees with the policy bundle on ranges and callers in every notation', () => {
+    let inside = 0;
+    for (const { range, ip } of notations(20261124)) {
+      const expected = policyInside([range], ip);
+      assert.equal(insideRanges([range], ip), expected, `${JSON.stringify(ip)} in ${JSON.stringify(range)}`);
+      if (expected) inside++;
+    }
+    assert.ok(inside > 300, `the cases hold callers inside as well as outside (${inside} inside)`);
   });
 
   it('holds nothing for a range whose prefix the policy reads as undefined, and no write path takes one', () => {
