@@ -147,6 +147,25 @@ describe('IP ranges as the policy reads them (shared/ip-ranges.ts)', () => {
     assert.ok(inside > 300, `the cases hold callers inside as well as outside (${inside} inside)`);
   });
 
+  it("a range stored before the policy's reading was enforced holds no caller, whatever another tenant's request asked just before", () => {
+    // The previous release validated allowed_ip_ranges with a trimming parser, so a tenant may
+    // hold `10.0.0.0/8 ` (a trailing space) or similar. The edge gives the stored list to the policy
+    // as it is; core (shared/ip-ranges.ts) reads such an entry as no range. The policy must agree,
+    // and above all must not take the prefix another tenant's request just used: after a /0 every
+    // caller would be inside.
+    for (const stored of undefinedInPolicy)
+      for (const previous of [['0.0.0.0/0'], ['::/0'], ['10.0.0.0/8']]) {
+        policyInside(previous, '203.0.113.9');
+        const what = `${JSON.stringify(stored)} after a request checked against ${previous[0]}`;
+        assert.equal(policyInside([stored], '203.0.113.9'), false, `${what}: 203.0.113.9`);
+        assert.equal(
+          policyInside([stored], '10.0.0.1'),
+          insideRanges([stored], '10.0.0.1'),
+          `${what}: 10.0.0.1`,
+        );
+      }
+  });
+
   it('holds nothing for a range whose prefix the policy reads as undefined, and no write path takes one', () => {
     for (const r of undefinedInPolicy) {
       assert.equal(insideRanges([r], '10.0.0.1'), false, r);
