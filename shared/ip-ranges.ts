@@ -115,3 +115,72 @@ export function insideRanges(ranges: readonly string[], ip: string): boolean {
 export function addressAllowed(ranges: readonly string[], ip: string | undefined): boolean {
   return ranges.length === 0 || (ip !== undefined && insideRanges(ranges, ip));
 }
+
+/**
+ * What the policy is given for a list of ranges (a tenant's allowed_ip_ranges, a tuple's
+ * ip_ranges caveat): each entry `readRange` reads as it stands, each other one replaced by
+ * `unreadableRange`, which has no `/` and so is no range to the policy every time. The policy's
+ * WASM `net.cidr_contains` reads a prefix that is not all digits (`10.0.0.0/8 `) as the prefix its
+ * previous evaluation left in memory: such an entry let every caller in after another tenant's
+ * request was checked against a /0, and the previous release stored such entries (its check
+ * trimmed before reading, then kept the text). The list keeps its length: an empty list restricts
+ * nothing. The same list is answered when every entry reads.
+ */
+export const unreadableRange = 'unreadable';
+
+export function rangesForPolicy(list: unknown): unknown {
+  if (!Array.isArray(list) || list.every((r) => typeof r === 'string' && readRange(r))) return list;
+  return list.map((r) => (typeof r === 'string' && readRange(r) ? r : unreadableRange));
+}
+
+const isRecord = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** A list of tuples with each `ip_ranges` caveat through `rangesForPolicy` (the same list when none changes). */
+function tuplesForPolicy(list: unknown): unknown {
+  if (!Array.isArray(list)) return list;
+  let changed = false;
+  const out = list.map((t: unknown) => {
+    if (!isRecord(t) || !isRecord(t.caveat) || !('ip_ranges' in t.caveat)) return t;
+    const ranges = rangesForPolicy(t.caveat.ip_ranges);
+    if (ranges === t.caveat.ip_ranges) return t;
+    changed = true;
+    return { ...t, caveat: { ...t.caveat, ip_ranges: ranges } };
+  });
+  return changed ? out : list;
+}
+
+/**
+ * A policy input document (SPEC 2.6) with every list of ranges it carries through
+ * `rangesForPolicy`: the tenant's `security.allowed_ip_ranges` and the `ip_ranges` caveats of the
+ * subject's and the tenant's tuples. Every evaluation goes through it (policy/runtime/bundle.ts):
+ * the edge's decisions, core's delegated-payer check, simulation and replays alike, whatever was
+ * stored or sent. The same document is answered when nothing changes.
+ */
+export function inputForPolicy(input: unknown): unknown {
+  if (!isRecord(input)) return input;
+  let out = input;
+  const tenant = input.tenant;
+  if (isRecord(tenant)) {
+    const security = tenant.security;
+    const ranges = isRecord(security) ? rangesForPolicy(security.allowed_ip_ranges) : undefined;
+    const tuples = tuplesForPolicy(tenant.tuples);
+    if ((isRecord(security) && ranges !== security.allowed_ip_ranges) || tuples !== tenant.tuples)
+      out = {
+        ...out,
+        tenant: {
+          ...tenant,
+          ...(isRecord(security) && 'allowed_ip_ranges' in security
+            ? { security: { ...security, allowed_ip_ranges: ranges } }
+            : {}),
+          ...('tuples' in tenant ? { tuples } : {}),
+        },
+      };
+  }
+  const subject = input.subject;
+  if (isRecord(subject)) {
+    const tuples = tuplesForPolicy(subject.tuples);
+    if (tuples !== subject.tuples) out = { ...out, subject: { ...subject, tuples } };
+  }
+  return out;
+}

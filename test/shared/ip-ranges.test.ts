@@ -11,7 +11,15 @@ import {
   loadTrustedKeys,
   type PolicyRevision,
 } from '../../policy/runtime/bundle.ts';
-import { addressAllowed, insideRanges, parseCidr, rangeText, readRange } from '../../shared/ip-ranges.ts';
+import {
+  addressAllowed,
+  inputForPolicy,
+  insideRanges,
+  parseCidr,
+  rangeText,
+  readRange,
+  unreadableRange,
+} from '../../shared/ip-ranges.ts';
 
 /** [range, caller, inside] as the policy reads them; each row is checked against the bundle too. */
 const cases: [string, string, boolean][] = [
@@ -164,6 +172,53 @@ describe('IP ranges as the policy reads them (shared/ip-ranges.ts)', () => {
           `${what}: 10.0.0.1`,
         );
       }
+  });
+
+  it('every evaluation is given unreadable ranges as no range: tenant settings and both kinds of tuples', () => {
+    const clean = {
+      tenant: {
+        id: 't1',
+        security: { allowed_ip_ranges: ['10.0.0.0/8'] },
+        tuples: [{ caveat: { ip_ranges: ['::/0'] } }],
+      },
+      subject: {
+        id: 'c',
+        tuples: [{ relation: 'payer', caveat: { ip_ranges: ['192.0.2.0/24'] } }, { caveat: {} }],
+      },
+    };
+    assert.equal(inputForPolicy(clean), clean, 'a document with nothing to replace is answered as it is');
+    const stored = {
+      tenant: {
+        id: 't1',
+        security: { allowed_ip_ranges: ['10.0.0.0/8 ', '10.0.0.0/8'], mfa: true },
+        tuples: [{ caveat: { ip_ranges: ['::/0x'] } }],
+      },
+      subject: {
+        id: 'c',
+        tuples: [{ relation: 'payer', caveat: { ip_ranges: ['192.0.2.0/24', 7] } }, { caveat: {} }],
+      },
+    };
+    assert.deepEqual(inputForPolicy(stored), {
+      tenant: {
+        id: 't1',
+        security: { allowed_ip_ranges: [unreadableRange, '10.0.0.0/8'], mfa: true },
+        tuples: [{ caveat: { ip_ranges: [unreadableRange] } }],
+      },
+      subject: {
+        id: 'c',
+        tuples: [
+          { relation: 'payer', caveat: { ip_ranges: ['192.0.2.0/24', unreadableRange] } },
+          { caveat: {} },
+        ],
+      },
+    });
+    assert.equal(
+      stored.tenant.security.allowed_ip_ranges[0],
+      '10.0.0.0/8 ',
+      "the caller's document is not changed",
+    );
+    for (const odd of [null, 'x', [], { tenant: 'x' }, { subject: { tuples: 'x' } }])
+      assert.equal(inputForPolicy(odd), odd);
   });
 
   it('holds nothing for a range whose prefix the policy reads as undefined, and no write path takes one', () => {
