@@ -10,7 +10,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { parseCidr } from '../core/admin/webhooks/target.ts';
+import { parseCidr } from '../shared/ip-ranges.ts';
 import { parseKey } from '../shared/sealing.ts';
 import { developmentRegion } from '../core/residency/cluster.ts';
 
@@ -49,7 +49,7 @@ const origins = (v: string) =>
     ? undefined
     : 'must be http://host:port[,…]';
 const cidrs = (v: string) =>
-  v.split(',').every((c) => parseCidr(c) !== undefined) ? undefined : 'must be CIDRs, comma-separated';
+  v.split(',').every((c) => parseCidr(c.trim()) !== undefined) ? undefined : 'must be CIDRs, comma-separated';
 /**
  * The edge sends the secret as an HTTP header value, which proxies and parsers trim and which
  * cannot carry every character: a secret with spaces or non-ASCII would start and then match

@@ -23,3 +23,49 @@ export function jsonBody(body: Buffer | string): JsonBody {
 /** A body given as bytes, text or already parsed, as a JsonBody (parsing only the first two). */
 export const asJsonBody = (body: Buffer | string | JsonBody): JsonBody =>
   typeof body === 'string' || Buffer.isBuffer(body) ? jsonBody(body) : body;
+
+/**
+ * The first key that one object of `text` (JSON) names twice, or undefined. JSON.parse keeps the
+ * last copy, so two readers of one body (a proxy's log, the edge, core) can take different
+ * values; where that matters the body is refused instead (RFC 6749 §3.2 for the token request).
+ * Keys are compared as decoded (`"a"` and `"\u0061"` are one key). Never throws: a body that is
+ * not JSON is refused by its parse, not here.
+ */
+export function repeatedKey(text: string): string | undefined {
+  // One entry per open container: the keys an object named so far; undefined for an array.
+  const open: (Set<string> | undefined)[] = [];
+  let keyNext = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22) {
+      let j = i + 1;
+      while (j < text.length && text.charCodeAt(j) !== 0x22) j += text.charCodeAt(j) === 0x5c ? 2 : 1;
+      const keys = open.at(-1);
+      if (keyNext && keys) {
+        const key = keyText(text.slice(i, j + 1));
+        if (keys.has(key)) return key;
+        keys.add(key);
+      }
+      keyNext = false;
+      i = j;
+    } else if (c === 0x7b) {
+      open.push(new Set());
+      keyNext = true;
+    } else if (c === 0x5b || c === 0x7d || c === 0x5d) {
+      if (c === 0x5b) open.push(undefined);
+      else open.pop();
+      keyNext = false;
+    } else if (c === 0x2c) keyNext = open.at(-1) !== undefined;
+  }
+  return undefined;
+}
+
+/** A quoted key as decoded; its raw text when it is not a valid JSON string. */
+function keyText(quoted: string): string {
+  if (!quoted.includes('\\')) return quoted.slice(1, -1);
+  try {
+    return String(JSON.parse(quoted));
+  } catch {
+    return quoted;
+  }
+}

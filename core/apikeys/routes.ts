@@ -1,8 +1,8 @@
 /** `/api-keys` (SPEC 4.4): create or rotate (secret shown once), list, view, revoke. Tenant admins only. */
 import { tenantAdmin } from '../http/tenant-admin.ts';
-import { isIPv4, isIPv6 } from 'node:net';
 import { Type } from '@sinclair/typebox';
 import { AppError } from '../../shared/errors.ts';
+import { parseCidr, rangeText } from '../../shared/ip-ranges.ts';
 import { cursorParam, cursorsOf, NextCursor } from '../http/cursor.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import type { KeyStore } from '../keys/keys.ts';
@@ -58,15 +58,6 @@ const ListQuery = Type.Object({
   cursor: Type.Optional(cursorParam),
 });
 
-function validCidr(c: string): boolean {
-  const [addr, bits, extra] = c.split('/');
-  if (!addr || extra !== undefined) return false;
-  const max = isIPv4(addr) ? 32 : isIPv6(addr) ? 128 : -1;
-  if (max < 0) return false;
-  if (bits === undefined) return true;
-  return /^\d{1,3}$/.test(bits) && Number(bits) <= max;
-}
-
 const caller = tenantAdmin;
 const tags = ['api-keys'];
 
@@ -90,7 +81,9 @@ function createApiKey(store: ApiKeys): RouteSpec {
         );
         return { status: 201, headers: { 'cache-control': 'no-store' }, body: { ...key, secret } };
       }
-      const bad = (b.ip_allowlist ?? []).filter((c) => !validCidr(c));
+      // Read and stored as the edge reads them (shared/ip-ranges.ts): `address/prefix`.
+      const allowlist = (b.ip_allowlist ?? []).map((c) => parseCidr(c));
+      const bad = (b.ip_allowlist ?? []).filter((_, i) => !allowlist[i]);
       if (bad.length > 0) throw new AppError('VALIDATION_FAILED', `not a CIDR: ${bad.join(', ')}`);
       if (b.budget?.daily_amount !== undefined && !b.budget.currency)
         throw new AppError('VALIDATION_FAILED', 'budget.daily_amount needs budget.currency');
@@ -100,7 +93,7 @@ function createApiKey(store: ApiKeys): RouteSpec {
         name: b.name,
         scopes: b.scopes,
         budget: b.budget ?? {},
-        ipAllowlist: b.ip_allowlist ?? [],
+        ipAllowlist: allowlist.flatMap((c) => (c ? [rangeText(c)] : [])),
         expiresAt: b.expires_at,
       });
       return { status: 201, headers: { 'cache-control': 'no-store' }, body: { ...key, secret } };

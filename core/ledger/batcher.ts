@@ -66,6 +66,12 @@ export interface Job {
   cmd: LedgerCommand;
   scope?: IdemScope;
   audit?: Omit<AuditEntry, 'attrs'> & { attrs: Record<string, unknown> };
+  /**
+   * Records whose targets only the result names, in the command's tenant (the expiry sweep: one
+   * per hold it expired). Appended with the batch's other records, in its transaction and its one
+   * insert; written outside any request (the sweeper has none), so they carry no request facts.
+   */
+  auditsOf?(result: ApplyResult): Omit<AuditEntry, 'tenantId'>[];
   /** The success response (status and JSON text) for this command's result. */
   render(result: ApplyResult & { ok: true }): { status: number; body: string };
 }
@@ -295,7 +301,10 @@ export class LedgerBatcher {
     );
     // The chain heads of the batch's audit records are locked in the same round trip, after the
     // keys and balance rows (the order every writer takes them in), and read for the hashes.
-    const auditTenants = batch.flatMap((j) => (j.audit ? [j.audit.tenantId] : []));
+    const auditTenants = batch.flatMap((j) => [
+      ...(j.audit ? [j.audit.tenantId] : []),
+      ...(j.auditsOf ? [j.cmd.tenant] : []),
+    ]);
     const headLock = auditTenants.length > 0 ? `; ${auditHeadsLock(auditTenants)}` : '';
     const first = (await this.step('claim+apply', client, () =>
       client.query(
@@ -335,6 +344,7 @@ export class LedgerBatcher {
       }
       if (j.audit)
         audits.push({ ...j.audit, attrs: { ...j.audit.attrs, outcome: result.ok ? 'ok' : result.code } });
+      for (const e of j.auditsOf?.(result) ?? []) audits.push({ ...e, tenantId: j.cmd.tenant });
     });
     // The audit records, the responses (one primary-key probe each, migration 0920) and the
     // commit in the second and last round trip.

@@ -17,7 +17,13 @@ import { principalOf, requestHash, type IdemScope, type StoredResponse } from '.
 import type { ResponseVault } from '../idempotency/secrets.ts';
 import type { CorePrincipal } from '../oauth/bearer.ts';
 import { uuidv7 } from '../../shared/uuid.ts';
-import { LedgerBatcher, type BatchStepTimer, type Job, type LedgerCommand } from './batcher.ts';
+import {
+  LedgerBatcher,
+  type ApplyResult,
+  type BatchStepTimer,
+  type Job,
+  type LedgerCommand,
+} from './batcher.ts';
 import { amountOf, buildPost, defaultTransactionType, knownCurrency } from './commands.ts';
 import { auditFeeIncomeMoves } from './fee-income.ts';
 import { parseAmount, toDb } from '../../shared/money.ts';
@@ -32,6 +38,21 @@ import {
 import { AppError } from '../../shared/errors.ts';
 import { checkMoneyMovement, type MoneyScope } from '../http/money.ts';
 import { budgetDayStart } from '../../shared/api-key-budget.ts';
+
+/** Who expires holds, in their audit records (the house's system actors: `{type: 'system', id: <job>}`). */
+const holdSweeper = { type: 'system', id: 'hold-sweeper' } as const;
+
+/**
+ * The holds an expire command expired (ledger_do_expire answers their ids); every hold it was
+ * given when it failed (each record then says why) or when a function of an earlier release
+ * answers no ids (the whole list, as that release recorded it).
+ */
+function expiredHolds(r: ApplyResult, given: { id: string }[]): string[] {
+  const ids = r.ok ? r.holds : undefined;
+  return Array.isArray(ids)
+    ? ids.filter((id): id is string => typeof id === 'string')
+    : given.map((h) => h.id);
+}
 
 /** How often expired holds are swept, and how many per sweep. */
 export const holdSweepIntervalMs = 1000;
@@ -228,7 +249,13 @@ export class Ledger {
     return this.run(ctx, cmd, holdRender(200), 'hold.void', { type: 'hold', id: holdId.toLowerCase() });
   }
 
-  /** Expire pending holds past their time, one command per tenant; returns how many. */
+  /**
+   * Expire pending holds past their time, one command per tenant; returns how many. Each hold it
+   * expired gets its own record, `hold.expire` on target {type: 'hold', id} as its capture and void
+   * are, so `GET /v1/audit?resource=hold&resource_id=` finds it; written in the sweep's transaction
+   * (the batcher's one insert), naming only the holds this sweep expired, not those a capture or
+   * another sweeper took first.
+   */
   async sweepExpiredHolds(): Promise<number> {
     const now = new Date(this.deps.now()).toISOString();
     const { rows } = await this.deps.db.query<{ tenant_id: string; id: string }>(
@@ -240,23 +267,22 @@ export class Ledger {
       byTenant.set(r.tenant_id, [...(byTenant.get(r.tenant_id) ?? []), { tenant: r.tenant_id, id: r.id }]);
     let expired = 0;
     await Promise.all(
-      [...byTenant].map(async ([tenant, holds]) => {
-        const res = await this.batcher.submit({
+      [...byTenant].map(([tenant, holds]) =>
+        this.batcher.submit({
           cmd: { op: 'expire', tenant, holds, now },
           render: (r) => {
             expired += typeof r.expired === 'number' ? r.expired : 0;
             return { status: 200, body: '{}' };
           },
-          audit: {
-            tenantId: tenant,
-            actor: { type: 'system', id: 'hold-sweeper' },
-            action: 'hold.expire',
-            target: { type: 'holds', id: String(holds.length) },
-            attrs: { holds: holds.map((h) => h.id) },
-          },
-        });
-        return res;
-      }),
+          auditsOf: (r) =>
+            expiredHolds(r, holds).map((id) => ({
+              actor: holdSweeper,
+              action: 'hold.expire',
+              target: { type: 'hold', id },
+              attrs: { outcome: r.ok ? 'ok' : r.code },
+            })),
+        }),
+      ),
     );
     return expired;
   }

@@ -17,7 +17,8 @@ import type { RequestContext } from '../http/route.ts';
 import { AppError } from '../../shared/errors.ts';
 import { certificateThumbprint, machineMtlsRefusal } from '../../shared/mtls.ts';
 import { requireTokenProof } from '../http/dpop.ts';
-import { addressAllowed, rangesOf } from '../staff/tenant-rules.ts';
+import { addressAllowed } from '../../shared/ip-ranges.ts';
+import { rangesOf } from '../staff/tenant-rules.ts';
 import type { CoreScope } from './clients.ts';
 
 export { coreAudience };

@@ -12,6 +12,7 @@ import { randomUUID, type X509Certificate } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
 import type { Db } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
+import { repeatedKey } from '../../shared/json-body.ts';
 import { CoreErrorSchema } from '../http/responses.ts';
 import { defineRoute, type RequestContext, type RouteSpec } from '../http/route.ts';
 import type { KeyStore } from '../keys/keys.ts';
@@ -111,9 +112,12 @@ function fieldsOf(contentType: string | undefined, raw: Buffer): Record<string, 
     // RFC 6749 §3.2: no parameter more than once. Taking one copy would let two readers of one
     // request (a proxy's log, core) see different scopes or clients.
     const params = new URLSearchParams(text);
-    const out: Record<string, string> = {};
+    // Own keys only: `k in {}` is true for `constructor` or `toString`, which refused a request
+    // naming such an extension parameter once (RFC 6749 §3.1: unrecognized ones are ignored).
+    const out: Record<string, string> = Object.create(null);
     for (const [k, v] of params) {
-      if (k in out) throw oauthError('VALIDATION_FAILED', 'invalid_request', `parameter ${k} is repeated`);
+      if (Object.hasOwn(out, k))
+        throw oauthError('VALIDATION_FAILED', 'invalid_request', `parameter ${k} is repeated`);
       out[k] = v;
     }
     return out;
@@ -127,6 +131,11 @@ function fieldsOf(contentType: string | undefined, raw: Buffer): Record<string, 
     }
     if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed))
       throw oauthError('VALIDATION_FAILED', 'invalid_request', 'body must be an object');
+    // RFC 6749 §3.2, as for a form: JSON.parse keeps the last copy of a repeated key, so one
+    // body could name two scopes or clients to two readers. Refused, never resolved.
+    const twice = repeatedKey(text);
+    if (twice !== undefined)
+      throw oauthError('VALIDATION_FAILED', 'invalid_request', `parameter ${twice} is repeated`);
     const out: Record<string, string> = {};
     for (const [k, v] of Object.entries(parsed)) if (typeof v === 'string') out[k] = v;
     return out;

@@ -13,7 +13,8 @@ import { X509Certificate } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import type { Queryable } from '../../shared/db/pool.ts';
-import { addressAllowed, rangesOf } from '../staff/tenant-rules.ts';
+import { addressAllowed } from '../../shared/ip-ranges.ts';
+import { rangesOf } from '../staff/tenant-rules.ts';
 
 const Security = Type.Object({
   oauth_client_secrets_forbidden: Type.Optional(Type.Boolean()),
@@ -65,7 +66,7 @@ function certificates(pems: string[]): X509Certificate[] {
 
 /**
  * Malformed settings fail closed: secrets forbidden, no CA trusted, nonces and mTLS required. The ranges
- * are read as core's staff rules read them (core/staff/tenant-rules.ts). A tenant that is not
+ * are read as the edge's policy reads them (shared/ip-ranges.ts). A tenant that is not
  * ACTIVE (or gone) counts as suspended.
  */
 export async function oauthTenantPolicy(q: Queryable, tenantId: string): Promise<OAuthTenantPolicy> {

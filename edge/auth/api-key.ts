@@ -9,8 +9,8 @@
  * nonce_reused) — last, so nobody without the secret can burn a client's nonces.
  */
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
-import { BlockList, isIPv4 } from 'node:net';
 import { canonicalString } from '../../shared/api-key-signing.ts';
+import { addressAllowed } from '../../shared/ip-ranges.ts';
 import type { RequestView } from '../check.ts';
 import type { ApiKeyState, EdgeState, TenantState } from '../state/store.ts';
 import { CredentialError } from './bearer.ts';
@@ -38,19 +38,6 @@ function equal(a: Buffer, b: Buffer): boolean {
   return a.length === b.length && timingSafeEqual(a, b);
 }
 
-export function inAllowlist(ip: string, cidrs: string[]): boolean {
-  if (cidrs.length === 0) return true;
-  const list = new BlockList();
-  const addr = ip.replace(/^::ffff:(\d+\.\d+\.\d+\.\d+)$/, '$1');
-  for (const c of cidrs) {
-    const [net, bits] = c.split('/');
-    if (!net) continue;
-    const type = isIPv4(net) ? 'ipv4' : 'ipv6';
-    list.addSubnet(net, Number(bits ?? (type === 'ipv4' ? 32 : 128)), type);
-  }
-  return list.check(addr, isIPv4(addr) ? 'ipv4' : 'ipv6');
-}
-
 export async function verifyApiKey(
   view: RequestView,
   state: EdgeState,
@@ -67,7 +54,8 @@ export async function verifyApiKey(
   if (!key || key.revoked) throw new CredentialError(403, 'invalid_key', 'unknown or revoked API key');
   if (key.expiresAtMs !== null && key.expiresAtMs <= nowMs)
     throw new CredentialError(403, 'key_expired', 'API key has expired');
-  if (!inAllowlist(view.sourceIp, key.ipAllowlist))
+  // Read as the policy and core read ranges (shared/ip-ranges.ts): an IPv4 caller is not inside ::/0.
+  if (!addressAllowed(key.ipAllowlist, view.sourceIp))
     throw new CredentialError(403, 'ip_not_allowed', 'source address is not in the key allowlist');
   const tenant = await tenantOf(key.tenantId);
   if (tenant?.security.require_mtls_for_m2m === true && !view.peerCertificate) {

@@ -7,6 +7,7 @@
  *   low    — otherwise, and for callers without a session.
  * Velocity is counted per edge instance (an approximation; the ledger's limits are exact).
  */
+import { ipv6Groups } from '../../shared/ip-ranges.ts';
 import type { SessionState } from '../state/store.ts';
 
 export type Risk = 'low' | 'medium' | 'high';
@@ -14,10 +15,30 @@ export const velocityLimit = 10;
 export const velocityWindowMs = 60_000;
 const trackedSubjects = 100_000;
 
+/**
+ * Whether an IPv6 address carries an IPv4 address in its last 32 bits: IPv4-mapped
+ * (`::ffff:0:0/96`, however written) or NAT64's well-known prefix (`64:ff9b::/96`, RFC 6052).
+ * Either /96 lies inside one /48, so read as IPv6 every IPv4 caller would share the session's network.
+ */
+function carriesV4(g: number[]): boolean {
+  const [a, b, c, d, e, f] = g;
+  const mapped = a === 0 && b === 0 && f === 0xffff;
+  const nat64 = a === 0x64 && b === 0xff9b && f === 0;
+  return c === 0 && d === 0 && e === 0 && (mapped || nat64);
+}
+
+/**
+ * The /16 or /48 an address is in. IPv6 is read by its groups (shared/ip-ranges.ts), not its
+ * text: `2001:db8::5` and `2001:db8:0:1::5` share a /48 though their texts share no three groups.
+ * An IPv4 address carried in IPv6 (carriesV4) is judged by its IPv4 /16.
+ */
 function prefixOf(ip: string): string {
   const v4 = /^(?:::ffff:)?(\d+)\.(\d+)\.\d+\.\d+$/.exec(ip);
   if (v4) return `${v4[1]}.${v4[2]}`;
-  return ip.split(':').slice(0, 3).join(':');
+  const groups = ipv6Groups(ip);
+  if (!groups) return ip;
+  const high = groups[6] ?? 0;
+  return carriesV4(groups) ? `${high >> 8}.${high & 0xff}` : groups.slice(0, 3).join(':');
 }
 
 export class RiskEngine {

@@ -13,6 +13,7 @@ import { loadPolicy } from '@open-policy-agent/opa-wasm';
 import { Type, type Static } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { request } from 'undici';
+import { inputForPolicy } from '../../shared/ip-ranges.ts';
 import type { RouteDeclaration } from '../../shared/routes/types.ts';
 import { publicKeysFromJwks, verifyDocument } from '../../shared/signing.ts';
 
@@ -220,14 +221,15 @@ export async function instantiateBundle(
     registry: reg,
     routes,
     routesSha256: routes ? manifest.routes_sha256 : undefined,
+    // Ranges the WASM cannot read are handed over as no range (shared/ip-ranges.ts inputForPolicy).
     evaluate(input) {
-      const results = policy.evaluate(input, traced) as { result?: unknown }[] | undefined;
+      const results = policy.evaluate(inputForPolicy(input), traced) as { result?: unknown }[] | undefined;
       const result = results?.[0]?.result;
       if (!checkDecision.Check(result)) throw new Error('policy produced no well-formed decision');
       return result;
     },
     decide(input) {
-      const results = policy.evaluate(input, entry) as { result?: unknown }[] | undefined;
+      const results = policy.evaluate(inputForPolicy(input), entry) as { result?: unknown }[] | undefined;
       const result = results?.[0]?.result;
       if (!checkVerdict.Check(result)) throw new Error('policy produced no well-formed decision');
       return result;

@@ -268,6 +268,32 @@ describe('administration API through the gateway', () => {
     );
   });
 
+  it("an API key's allowlist is read as the policy reads ranges: ::/0 holds no IPv4 caller (403 ip_not_allowed)", async () => {
+    const demo = JSON.parse(await readFile(join(dataDir, 'demo.json'), 'utf8')) as {
+      settlementAccounts: Record<string, string>;
+    };
+    const path = `/v1/core/accounts/${demo.settlementAccounts.KES}`;
+    const read = async (allowlist: string[]): Promise<Res> => {
+      const k = await as('admin')('POST', '/api-keys', {
+        json: { name: `allow-${allowlist.join('-')}`, scopes: ['core:read'], ip_allowlist: allowlist },
+      });
+      assert.equal(k.status, 201, k.text);
+      assert.deepEqual(k.json.ip_allowlist, allowlist);
+      return call(gw, 'GET', path, {
+        headers: {
+          'x-request-id': randomUUID(),
+          ...signRequest({ method: 'GET', path, keyId: k.json.id, secret: k.json.secret }),
+        },
+      });
+    };
+    // This test reaches the gateway from 127.0.0.1 (IPv4 loopback).
+    const v6 = await read(['::/0']);
+    assert.equal(v6.status, 403, v6.text);
+    assert.equal(v6.json.code, 'ip_not_allowed');
+    const loopback = await read(['127.0.0.0/8']);
+    assert.equal(loopback.status, 200, `the same request from inside the allowlist: ${loopback.text}`);
+  });
+
   it('staff manage a tenant their tenant created (owner tuple) through the gateway, and no other tenant', async () => {
     const admin = as('admin');
     await tdb.db.query(

@@ -16,6 +16,16 @@ const session = (over: Partial<SessionState> = {}): SessionState => ({
   ...over,
 });
 
+/** The risk of a request from `ip` in a session begun at `began` (same device, no money moved). */
+const from = (began: string, ip: string) =>
+  new RiskEngine(() => 0).assess({
+    session: session({ ip: began }),
+    deviceId: 'dev-1',
+    ip,
+    subject: 'c1',
+    moneyMoving: false,
+  }).risk;
+
 describe('risk signal', () => {
   it('is high for a device other than the one the session signed in with', () => {
     const risk = new RiskEngine(() => 0);
@@ -116,6 +126,24 @@ describe('risk signal', () => {
       }).risk,
       'low',
     );
+  });
+
+  it('reads IPv6 by its groups: the same /48 however the addresses are written, another /48 medium', () => {
+    assert.equal(from('2001:db8::5', '2001:db8:0:1::5'), 'low', 'a compressed and a longer text of one /48');
+    assert.equal(from('2001:DB8::5', '2001:0db8:0000:ffff::1'), 'low', 'case and leading zeros');
+    assert.equal(from('2001:db8::5', '2001:db8:1::5'), 'medium');
+    assert.equal(from('2001:db8::5', '2001:db9::5'), 'medium');
+  });
+
+  it('reads the IPv4 network inside NAT64 (64:ff9b::/96) and hex IPv4-mapped addresses: not one /48 for every IPv4 caller', () => {
+    // RFC 6052: behind a NAT64/SIIT translator every IPv4 client arrives as 64:ff9b::a.b.c.d, all
+    // in one /48, so a session begun on one IPv4 network moved to any other one unnoticed.
+    assert.equal(from('64:ff9b::c000:201', '64:ff9b::cb00:7109'), 'medium', '192.0.2.1 then 203.0.113.9');
+    assert.equal(from('64:ff9b::192.0.2.1', '64:ff9b::c000:3301'), 'low', 'one IPv4 /16 however written');
+    assert.equal(from('192.0.2.1', '64:ff9b::c000:3301'), 'low', 'the same IPv4 /16 through the translator');
+    // An IPv4-mapped address is one IPv4 address however it is written.
+    assert.equal(from('::ffff:c000:201', '::ffff:cb00:7109'), 'medium', 'two IPv4 networks, hex-mapped');
+    assert.equal(from('::ffff:192.0.2.1', '::ffff:c000:3301'), 'low', 'one /16, dotted and hex');
   });
 
   it('is high past the velocity limit of money intents in the window, and low again once they age out', () => {

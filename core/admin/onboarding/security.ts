@@ -22,8 +22,7 @@ import {
   defaultDeviceCooloffHours,
   defaultSessionTimeoutMinutes,
 } from '../../identity/settings.ts';
-import { parseCidr } from '../webhooks/target.ts';
-import { insideRanges } from '../../staff/tenant-rules.ts';
+import { insideRanges, readRange } from '../../../shared/ip-ranges.ts';
 import { adminRoute, checkIfMatch, etagOf, type AdminDeps, type Caller } from '../http.ts';
 import { CountryCode } from '../schemas.ts';
 import { managedTenant } from '../tenants/routes.ts';
@@ -124,7 +123,8 @@ function knownZone(zone: string): boolean {
 export function securityProblems(s: Settings, caller: Caller, ownTenant: boolean): string[] {
   const problems = [...addressThrottleProblems(s.address_throttle)];
   const ranges = s.allowed_ip_ranges.map((r, i) => {
-    const c = r.includes('/') ? parseCidr(r) : undefined;
+    // Stored as sent, so exactly what the policy reads (no spaces, no bare address).
+    const c = readRange(r);
     if (!c) problems.push(`allowed_ip_ranges[${i}]: ${r} is not a CIDR (a.b.c.d/n or x::/n)`);
     return c;
   });
@@ -138,8 +138,9 @@ export function securityProblems(s: Settings, caller: Caller, ownTenant: boolean
   });
   if (!knownZone(s.timezone)) problems.push(`timezone: ${s.timezone} is not a known IANA time zone`);
   // An Admin cannot lock their own tenant out from where they stand (they would need the platform to
-  // undo it), judged as core and the policy judge the ranges (insideRanges: ::ffff: forms as IPv4,
-  // an IPv6 range holds no IPv4 address).
+  // undo it), judged as core and the policy judge the ranges (shared/ip-ranges.ts: a range holds
+  // addresses of its own notation's family only, so ::/0 holds no IPv4 caller and 10.0.0.0/8 no
+  // ::ffff:10.x caller).
   if (
     ownTenant &&
     ranges.length > 0 &&

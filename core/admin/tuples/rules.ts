@@ -15,7 +15,7 @@
 import type { Queryable } from '../../../shared/db/pool.ts';
 import { AppError } from '../../../shared/errors.ts';
 import { accountRef } from '../../ledger/reads.ts';
-import { parseCidr } from '../webhooks/target.ts';
+import { parseCidr, rangeText } from '../../../shared/ip-ranges.ts';
 
 export const namespaces = ['tenant', 'customer', 'user', 'staff', 'account'] as const;
 export type Namespace = (typeof namespaces)[number];
@@ -87,10 +87,9 @@ function checkCaveat(c: Caveat | undefined, nowMs: number): void {
   if (c.hours && c.hours.from >= c.hours.to)
     throw invalid('caveat.hours needs from < to (tenant-local hours, to exclusive)');
   // An IPv6 zone (`%eth0`) is an interface of one host, not part of an address a request comes
-  // from: node's isIP takes it, but the policy's net.cidr_contains never matches it.
+  // from: node's isIP takes it, but the policy's net.cidr_contains never matches it (parseCidr).
   for (const cidr of c.ip_ranges ?? [])
-    if (!parseCidr(cidr) || cidr.includes('%'))
-      throw invalid(`caveat.ip_ranges: ${cidr} is not a CIDR range`);
+    if (!parseCidr(cidr)) throw invalid(`caveat.ip_ranges: ${cidr} is not a CIDR range`);
 }
 
 /**
@@ -108,7 +107,7 @@ export function storedCaveat(c: Caveat | undefined): Caveat {
       ? {
           ip_ranges: c.ip_ranges.map((text) => {
             const r = parseCidr(text);
-            return r ? `${r.address}/${r.prefix}` : text;
+            return r ? rangeText(r) : text;
           }),
         }
       : {}),

@@ -14,8 +14,9 @@
  * whatever either says.
  */
 import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'node:dns';
-import { BlockList, isIP, type LookupFunction } from 'node:net';
+import { isIP, type LookupFunction } from 'node:net';
 import { Agent } from 'undici';
+import { insideRanges, ipv4Number, ipv6Groups, parseCidr, rangeText } from '../../../shared/ip-ranges.ts';
 
 export type Refusal =
   | 'metadata'
@@ -57,13 +58,9 @@ const v4Ranges: [number, number, Refusal][] = [
   [0xf0000000, 4, 'reserved'], // 240/4 and the broadcast address
 ];
 
-function v4Number(ip: string): number {
-  return ip.split('.').reduce((n, part) => n * 256 + Number(part), 0);
-}
-
 function classifyV4(ip: string): Refusal | undefined {
   if (metadataV4.has(ip)) return 'metadata';
-  const n = v4Number(ip);
+  const n = ipv4Number(ip);
   for (const [base, bits, kind] of v4Ranges) {
     const mask = bits === 0 ? 0 : (0xffffffff << (32 - bits)) >>> 0;
     if ((n & mask) >>> 0 === base) return kind;
@@ -71,30 +68,8 @@ function classifyV4(ip: string): Refusal | undefined {
   return undefined;
 }
 
-/** The eight 16-bit groups of an IPv6 address (an embedded dotted IPv4 tail allowed); undefined if malformed. */
-function v6Groups(ip: string): number[] | undefined {
-  let text = ip.toLowerCase().split('%')[0] ?? '';
-  const dotted = /(\d+\.\d+\.\d+\.\d+)$/.exec(text);
-  if (dotted?.[1]) {
-    const n = v4Number(dotted[1]);
-    text = `${text.slice(0, -dotted[1].length)}${(n >>> 16).toString(16)}:${(n & 0xffff).toString(16)}`;
-  }
-  const halves = text.split('::');
-  if (halves.length > 2) return undefined;
-  const part = (s: string | undefined) => (s ? s.split(':').map((g) => parseInt(g, 16)) : []);
-  const head = part(halves[0]);
-  const tail = part(halves[1]);
-  const groups =
-    halves.length === 2
-      ? [...head, ...new Array<number>(8 - head.length - tail.length).fill(0), ...tail]
-      : head;
-  return groups.length === 8 && groups.every((g) => Number.isInteger(g) && g >= 0 && g <= 0xffff)
-    ? groups
-    : undefined;
-}
-
 function classifyV6(ip: string): Refusal | undefined {
-  const g = v6Groups(ip);
+  const g = ipv6Groups(ip);
   if (!g) return 'reserved';
   const [g0 = 0, g1 = 0, g2 = 0, g3 = 0, g4 = 0, g5 = 0, g6 = 0, g7 = 0] = g;
   const v4Tail = `${g6 >> 8}.${g6 & 0xff}.${g7 >> 8}.${g7 & 0xff}`;
@@ -142,19 +117,6 @@ export function classifyAddress(ip: string): Refusal | undefined {
   return 'reserved';
 }
 
-/** `a.b.c.d/n` or `x:y::/n` (a bare address is a /32 or /128); undefined when it is neither. */
-export function parseCidr(
-  text: string,
-): { address: string; prefix: number; family: 'ipv4' | 'ipv6' } | undefined {
-  const [address = '', bits] = text.trim().split('/');
-  const v = isIP(address);
-  if (v === 0) return undefined;
-  const max = v === 4 ? 32 : 128;
-  const prefix = bits === undefined ? max : /^\d{1,3}$/.test(bits) ? Number(bits) : Number.NaN;
-  if (!Number.isInteger(prefix) || prefix < 0 || prefix > max) return undefined;
-  return { address, prefix, family: v === 4 ? 'ipv4' : 'ipv6' };
-}
-
 export class TargetRefused extends Error {
   constructor(
     readonly host: string,
@@ -188,15 +150,16 @@ export class TargetGuard {
   private readonly resolve: (host: string) => Promise<LookupAddress[]>;
   private readonly resolveTimeoutMs: number;
   private agent: Agent | undefined;
-  private readonly allowed = new BlockList();
+  /** The listed ranges as `address/prefix`, judged as every range is (shared/ip-ranges.ts). */
+  private readonly allowed: string[];
 
   constructor(opts: TargetGuardOptions = {}) {
     this.allowPrivate = opts.allowPrivateTargets ?? false;
-    for (const cidr of opts.allowedCidrs ?? []) {
+    this.allowed = (opts.allowedCidrs ?? []).map((cidr) => {
       const parsed = parseCidr(cidr);
       if (!parsed) throw new Error(`not a CIDR: ${cidr}`);
-      this.allowed.addSubnet(parsed.address, parsed.prefix, parsed.family);
-    }
+      return rangeText(parsed);
+    });
     this.resolve = opts.lookup ?? systemLookup;
     this.resolveTimeoutMs = opts.resolveTimeoutMs ?? 2000;
   }
@@ -206,8 +169,7 @@ export class TargetGuard {
     const kind = classifyAddress(ip);
     if (kind === undefined || kind === 'metadata') return kind;
     if (this.allowPrivate && privateKinds.has(kind)) return undefined;
-    const family = isIP(ip) === 6 ? 'ipv6' : 'ipv4';
-    return this.allowed.check(ip, family) ? undefined : kind;
+    return insideRanges(this.allowed, ip) ? undefined : kind;
   }
 
   /** The URL's host without IPv6 brackets or a trailing dot, lower case. */
