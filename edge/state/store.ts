@@ -186,7 +186,11 @@ export class EdgeState {
   private usedGrantsComplete = false;
   private listener: pg.Client | undefined;
   private connecting: Promise<void> | undefined;
-  /** The client `connecting` is opening: stop() ends it rather than wait for its deadlines. */
+  /**
+   * The client `connecting` has connected and is readying: stop() ends it rather than wait for its
+   * deadline. Not while it connects: pg never settles a connect() whose client was ended meanwhile
+   * (its connectionTimeoutMillis bounds that phase instead).
+   */
   private opening: pg.Client | undefined;
   private healthyAt = 0;
   private timers: NodeJS.Timeout[] = [];
@@ -251,10 +255,10 @@ export class EdgeState {
       void this.dropListener(client);
     });
     client.on('notification', (n) => this.onNotify(n.channel, n.payload ?? ''));
-    this.opening = client;
     try {
       // pg's connectionTimeoutMillis bounds the connect; nothing bounds a query but `within`.
       await client.connect();
+      this.opening = client;
       await within(client, listenerReadyMs, this.listen(client));
       this.healthyAt = this.now();
     } catch (err) {

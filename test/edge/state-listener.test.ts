@@ -31,6 +31,8 @@ class Relay {
   /** New connections fall silent at their first query (authenticated, then nothing answers). */
   silenceAtFirstQuery = false;
   readonly open = new Set<Socket>();
+  /** Connections accepted so far. */
+  accepted = 0;
   private readonly silent = new Set<Socket>();
   private readonly releasedByEdge = new Set<Socket>();
   private server: Server | undefined;
@@ -45,6 +47,7 @@ class Relay {
 
   private relay(inbound: Socket, target: { host: string; port: number }): void {
     this.open.add(inbound);
+    this.accepted++;
     inbound.on('close', () => {
       this.open.delete(inbound);
       this.silent.delete(inbound);
@@ -253,6 +256,25 @@ describe('edge state listener on a network that goes silent', () => {
     const stopped = await Promise.race([state.stop().then(() => true), sleep(15_000).then(() => false)]);
     assert.ok(stopped, 'stop() returned');
     assert.equal(relay.heldByEdge(), 0, 'no listener connection left open by the edge');
+    assert.ok(
+      await eventually(async () => (await listenerBackends(tdb, name)) === 0, 5_000),
+      'no listening backend',
+    );
+  });
+
+  it('stop() while a connect is still being answered returns and leaves no connection open', async () => {
+    const { relay, state, name } = await started();
+    relay.delayMs = 1_500;
+    const before = relay.accepted;
+    relay.cutAll();
+    // The heartbeat's reconnect is held at the relay, before PostgreSQL has seen it.
+    assert.ok(await eventually(() => relay.accepted > before, 5_000), 'a reconnect under way');
+    const stopped = await Promise.race([state.stop().then(() => true), sleep(15_000).then(() => false)]);
+    assert.ok(stopped, 'stop() returned');
+    assert.ok(
+      await eventually(() => relay.heldByEdge() === 0, 5_000),
+      'no listener connection left open by the edge',
+    );
     assert.ok(
       await eventually(async () => (await listenerBackends(tdb, name)) === 0, 5_000),
       'no listening backend',
