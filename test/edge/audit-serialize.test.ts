@@ -141,9 +141,10 @@ describe('decision audit batch serialisation on the real thread', () => {
     try {
       await sink.write([]);
       const batch = Array.from({ length: 200 }, (_, i) => decision(i));
-      const write = sink.write(batch);
+      // Its refusal is awaited from the start: it comes while close() is still under way.
+      const refused = assert.rejects(sink.write(batch), /closed/);
       await sink.close();
-      await assert.rejects(write, /closed/);
+      await refused;
       assert.deepEqual(await written(t), []);
     } finally {
       await t.drop();
