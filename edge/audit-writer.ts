@@ -318,17 +318,26 @@ export class AuditWriter {
     });
   }
 
+  /**
+   * Queue the record of the fail-closed denials counted past the reserve, once the queue is back
+   * under the bound. Checked after every batch too: a flush (stop()'s last one) that starts at or
+   * past the bound drains below it, and the record must go with that flush, not wait for a tick
+   * that never comes.
+   */
+  private queueUnrecorded(): void {
+    if (!this.unrecorded || this.queue.length >= this.bound) return;
+    const u = this.unrecorded;
+    this.unrecorded = undefined;
+    this.queue.push({
+      ...u.sample,
+      action: 'authz.unrecorded',
+      ts: u.to,
+      attrs: { ...u.sample.attrs, count: u.count, from: u.from.toISOString(), to: u.to.toISOString() },
+    });
+  }
+
   private async drain(all: boolean): Promise<void> {
-    if (this.unrecorded && this.queue.length < this.bound) {
-      const u = this.unrecorded;
-      this.unrecorded = undefined;
-      this.queue.push({
-        ...u.sample,
-        action: 'authz.unrecorded',
-        ts: u.to,
-        attrs: { ...u.sample.attrs, count: u.count, from: u.from.toISOString(), to: u.to.toISOString() },
-      });
-    }
+    this.queueUnrecorded();
     let first = true;
     while (this.queue.length > 0 && (all || first || this.queue.length >= auditBatchMax)) {
       first = false;
@@ -336,6 +345,7 @@ export class AuditWriter {
       try {
         await this.sink.write(batch);
         this.queue.splice(0, batch.length);
+        this.queueUnrecorded();
         // Let waiting Checks run between batches of a backlog.
         if (this.queue.length > 0) await new Promise<void>((r) => setImmediate(r));
       } catch (err) {
@@ -350,6 +360,7 @@ export class AuditWriter {
         // decisions): the batch is written entry by entry, a bad entry replaced by a record of it.
         const written = await this.oneByOne(batch);
         this.queue.splice(0, written);
+        this.queueUnrecorded();
         if (written < batch.length) return;
       }
     }

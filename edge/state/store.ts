@@ -88,6 +88,32 @@ export const heartbeatMs = 1_000;
 export const entryTtlMs = 30_000;
 /** last_seen updates are written in batches at most this often. */
 export const lastSeenFlushMs = 1_000;
+/**
+ * The longest the listener may take to answer the heartbeat, or to LISTEN and load the used
+ * grants once connected, before its connection is given up and another is opened. A peer that is
+ * gone without a word (failover, a dropped NAT entry) never answers, and the kernel gives up on
+ * it only after about 15 minutes: until a new listener answers, every decision is a deny.
+ */
+export const listenerAnswerMs = 2_000;
+export const listenerReadyMs = maxStalenessMs;
+
+/**
+ * `work` on `client`, its socket destroyed when it has not settled within `ms` (which rejects
+ * it: pg fails a query whose connection ends). Ending gracefully would wait on the silent peer.
+ */
+async function within<T>(client: pg.Client, ms: number, work: Promise<T>): Promise<T> {
+  const timer = setTimeout(() => client.connection.stream.destroy(), ms);
+  try {
+    return await work;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** End `client`: gracefully (a Terminate the server logs as a clean exit), its socket destroyed if that is not answered. */
+async function endClient(client: pg.Client): Promise<void> {
+  await within(client, listenerAnswerMs, client.end()).catch(() => undefined);
+}
 
 export interface ApiKeyState {
   id: string;
@@ -160,6 +186,12 @@ export class EdgeState {
   private usedGrantsComplete = false;
   private listener: pg.Client | undefined;
   private connecting: Promise<void> | undefined;
+  /**
+   * The client `connecting` has connected and is readying: stop() ends it rather than wait for its
+   * deadline. Not while it connects: pg never settles a connect() whose client was ended meanwhile
+   * (its connectionTimeoutMillis bounds that phase instead).
+   */
+  private opening: pg.Client | undefined;
   private healthyAt = 0;
   private timers: NodeJS.Timeout[] = [];
   private closed = false;
@@ -193,8 +225,9 @@ export class EdgeState {
     this.closed = true;
     for (const t of this.timers) clearInterval(t);
     await this.flushLastSeen();
+    if (this.opening) void endClient(this.opening);
     await this.connecting?.catch(() => undefined);
-    await this.listener?.end().catch(() => undefined);
+    if (this.listener) await endClient(this.listener);
   }
 
   /**
@@ -219,30 +252,50 @@ export class EdgeState {
         { err: err.message },
         'edge state listener lost; serving cache within the staleness bound',
       );
-      // A late error of a client already replaced must not take the current one's place.
-      if (this.listener === client) {
-        this.listener = undefined;
-        this.usedGrantsComplete = false;
-      }
-      void client.end().catch(() => undefined);
+      void this.dropListener(client);
     });
     client.on('notification', (n) => this.onNotify(n.channel, n.payload ?? ''));
     try {
+      // pg's connectionTimeoutMillis bounds the connect; nothing bounds a query but `within`.
       await client.connect();
-      for (const ch of channels) await client.query(`LISTEN ${ch}`);
-      if (this.closed) throw new Error('edge state stopped while its listener connected');
-      this.listener = client;
-      // Anything may have changed while we were not listening.
-      this.invalidateAll();
-      await this.loadUsedGrants(client);
+      this.opening = client;
+      await within(client, listenerReadyMs, this.listen(client));
       this.healthyAt = this.now();
     } catch (err) {
       // A half-open client (connected, not listening or not loaded) is closed, not left behind.
-      if (this.listener === client) this.listener = undefined;
-      this.usedGrantsComplete = false;
-      await client.end().catch(() => undefined);
+      await this.dropListener(client);
       throw err;
+    } finally {
+      this.opening = undefined;
     }
+  }
+
+  /**
+   * LISTEN on every channel, load what may have been missed, then take `client` as the listener.
+   * Not before the load: the heartbeat's SELECT 1 would queue behind a slow load on the same
+   * connection and, past its deadline, end it (a reconnect that never completes); until then the
+   * heartbeat joins this attempt and used grants are read from their rows.
+   */
+  private async listen(client: pg.Client): Promise<void> {
+    for (const ch of channels) await client.query(`LISTEN ${ch}`);
+    if (this.closed) throw new Error('edge state stopped while its listener connected');
+    // Anything may have changed while we were not listening.
+    this.invalidateAll();
+    await this.loadUsedGrants(client);
+    this.listener = client;
+  }
+
+  /**
+   * End `client`, lost or given up. When it is the listener, there is none until the heartbeat
+   * reconnects (and used grants are read from their rows meanwhile); a late error of a client
+   * already replaced must not take the current one's place.
+   */
+  private dropListener(client: pg.Client): Promise<void> {
+    if (this.listener === client) {
+      this.listener = undefined;
+      this.usedGrantsComplete = false;
+    }
+    return endClient(client);
   }
 
   /**
@@ -281,15 +334,20 @@ export class EdgeState {
 
   private async heartbeat(): Promise<void> {
     if (this.closed) return;
+    // The client asked: a failure ends it, never a listener that replaced it meanwhile.
+    let client = this.listener;
     try {
-      if (!this.listener) await this.connectListener();
-      await this.listener?.query('SELECT 1');
-      this.healthyAt = this.now();
+      if (!client) {
+        await this.connectListener();
+        client = this.listener;
+      }
+      if (!client) return;
+      await within(client, listenerAnswerMs, client.query('SELECT 1'));
+      // Only the listener's answer says notifications are arriving.
+      if (this.listener === client) this.healthyAt = this.now();
     } catch (err) {
       this.log.debug({ err: (err as Error).message }, 'edge state heartbeat failed');
-      await this.listener?.end().catch(() => undefined);
-      this.listener = undefined;
-      this.usedGrantsComplete = false;
+      if (client) void this.dropListener(client);
     }
   }
 

@@ -2,10 +2,12 @@
  * The edge's LISTEN client (edge/state/store.ts): the heartbeat reconnects it every second after
  * a loss, and a connect may take up to its 2 s timeout. One attempt at a time: a slow reconnect
  * must not leave a second client connected and forgotten (one database connection leaked per
- * slow reconnect, for the life of the process).
+ * slow reconnect, for the life of the process). A connection that goes silent (a peer gone
+ * without a word: failover, a dropped NAT entry) must not hold the edge: its heartbeat or its
+ * connect is given up and another is opened, and stop() never waits on one.
  */
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import type { Db } from '../../shared/db/pool.ts';
@@ -15,64 +17,127 @@ import { TokenVerifier } from '../../shared/token-keys.ts';
 import { EdgeState } from '../../edge/state/store.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 
-/** A TCP relay to PostgreSQL that can hold each new connection before relaying it, and counts them. */
-class SlowRelay {
+/** PostgreSQL's simple-query message type ('Q'): LISTEN and SELECT 1 travel as one. */
+const queryMessage = 0x51;
+
+/**
+ * A TCP relay to PostgreSQL that can hold each new connection before relaying it, and counts
+ * them. A silenced connection carries nothing more either way and is never closed by the relay
+ * (the edge's FIN goes unanswered, as with a peer that is gone); its database side is closed once
+ * the edge lets go, so that pg_stat_activity counts what the edge holds.
+ */
+class Relay {
   delayMs = 0;
+  /** New connections fall silent at their first query (authenticated, then nothing answers). */
+  silenceAtFirstQuery = false;
   readonly open = new Set<Socket>();
+  /** Connections accepted so far. */
+  accepted = 0;
+  private readonly silent = new Set<Socket>();
+  private readonly releasedByEdge = new Set<Socket>();
   private server: Server | undefined;
 
   async start(target: { host: string; port: number }): Promise<number> {
-    this.server = createServer((inbound) => {
-      this.open.add(inbound);
-      inbound.on('close', () => this.open.delete(inbound));
-      inbound.on('error', () => inbound.destroy());
-      setTimeout(() => {
-        if (inbound.destroyed) return;
-        const outbound = connect(target.port, target.host);
-        outbound.on('error', () => inbound.destroy());
-        inbound.on('close', () => outbound.destroy());
-        outbound.on('close', () => inbound.destroy());
-        inbound.pipe(outbound).pipe(inbound);
-      }, this.delayMs);
-    });
+    this.server = createServer({ allowHalfOpen: true }, (inbound) => this.relay(inbound, target));
     await new Promise<void>((r) => this.server?.listen(0, '127.0.0.1', r));
     const address = this.server.address();
     if (!address || typeof address === 'string') throw new Error('relay has no port');
     return address.port;
   }
 
-  async stop(): Promise<void> {
+  private relay(inbound: Socket, target: { host: string; port: number }): void {
+    this.open.add(inbound);
+    this.accepted++;
+    inbound.on('close', () => {
+      this.open.delete(inbound);
+      this.silent.delete(inbound);
+    });
+    inbound.on('error', () => inbound.destroy());
+    inbound.on('end', () => this.releasedByEdge.add(inbound));
+    const silenceAtFirstQuery = this.silenceAtFirstQuery;
+    setTimeout(() => {
+      if (inbound.destroyed) return;
+      const outbound = connect(target.port, target.host);
+      outbound.on('error', () => inbound.destroy());
+      inbound.on('close', () => outbound.destroy());
+      outbound.on('close', () => {
+        if (!this.silent.has(inbound)) inbound.destroy();
+      });
+      inbound.on('end', () => (this.silent.has(inbound) ? outbound.destroy() : outbound.end()));
+      inbound.on('data', (d: Buffer) => {
+        if (silenceAtFirstQuery && d[0] === queryMessage) this.silent.add(inbound);
+        if (!this.silent.has(inbound)) outbound.write(d);
+      });
+      outbound.on('data', (d: Buffer) => {
+        if (!this.silent.has(inbound)) inbound.write(d);
+      });
+    }, this.delayMs);
+  }
+
+  /** Every connection open now falls silent. */
+  silenceAll(): void {
+    for (const s of this.open) this.silent.add(s);
+  }
+
+  silentCount(): number {
+    return this.silent.size;
+  }
+
+  /** Connections the edge has not closed on its side. */
+  heldByEdge(): number {
+    return [...this.open].filter((s) => !this.releasedByEdge.has(s)).length;
+  }
+
+  cutAll(): void {
     for (const s of this.open) s.destroy();
+  }
+
+  async stop(): Promise<void> {
+    this.cutAll();
     await new Promise((r) => this.server?.close(r));
   }
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Poll `check` until it holds or `capMs` passes; returns whether it held (a liveness bound, not a timing claim). */
+async function eventually(check: () => boolean | Promise<boolean>, capMs: number): Promise<boolean> {
+  for (const end = Date.now() + capMs; Date.now() < end; await sleep(100)) if (await check()) return true;
+  return check();
+}
+
+/** An EdgeState whose listener connects through `relay`; every other query goes straight to the database. */
+async function stateThrough(tdb: TestDb, relay: Relay, name: string): Promise<EdgeState> {
+  const url = new URL((tdb.db.pool.options as { connectionString: string }).connectionString);
+  const port = await relay.start({ host: url.hostname, port: Number(url.port) });
+  url.hostname = '127.0.0.1';
+  url.port = String(port);
+  url.searchParams.set('application_name', name);
+  const db: Db = {
+    ...tdb.db,
+    pool: { ...tdb.db.pool, options: { connectionString: url.toString() } } as Db['pool'],
+  };
+  const keys = new KeyStore(tdb.db, randomBytes(32));
+  return new EdgeState(db, new TokenVerifier(tdb.db), keys.apiKeySecrets, createLogger('silent'));
+}
+
+/** Backends of the listener of the EdgeState named `name` (its connections' application_name). */
+async function listenerBackends(tdb: TestDb, name: string): Promise<number> {
+  const { rows } = await tdb.db.query<{ n: number }>(
+    'SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1',
+    [name],
+  );
+  return rows[0]?.n ?? 0;
 }
 
 describe('edge state listener reconnects', () => {
   let tdb: TestDb;
   let state: EdgeState;
-  const relay = new SlowRelay();
-
-  const listenerBackends = async () =>
-    (
-      await tdb.db.query<{ pid: number }>(
-        `SELECT pid FROM pg_stat_activity
-          WHERE datname = current_database() AND pid <> pg_backend_pid() AND (query LIKE 'LISTEN %' OR query = 'SELECT 1')`,
-      )
-    ).rows.map((r) => r.pid);
+  const relay = new Relay();
 
   before(async () => {
     tdb = await freshDatabase();
-    const url = new URL((tdb.db.pool.options as { connectionString: string }).connectionString);
-    const port = await relay.start({ host: url.hostname, port: Number(url.port) });
-    url.hostname = '127.0.0.1';
-    url.port = String(port);
-    // The listener connects through the relay; every other query goes straight to the database.
-    const db: Db = {
-      ...tdb.db,
-      pool: { ...tdb.db.pool, options: { connectionString: url.toString() } } as Db['pool'],
-    };
-    const keys = new KeyStore(tdb.db, randomBytes(32));
-    state = new EdgeState(db, new TokenVerifier(tdb.db), keys.apiKeySecrets, createLogger('silent'));
+    state = await stateThrough(tdb, relay, 'edge-listener');
     await state.start();
   });
   after(async () => {
@@ -87,10 +152,166 @@ describe('edge state listener reconnects', () => {
     relay.delayMs = 1_600;
     for (const s of relay.open) s.destroy();
     // Long enough for three heartbeats to find no listener while the first reconnect is slow.
-    await new Promise((r) => setTimeout(r, 4_500));
+    await sleep(4_500);
     assert.equal(relay.open.size, 1, 'one listener connection after the reconnect');
-    for (let i = 0; i < 50 && (await listenerBackends()).length !== 1; i++)
-      await new Promise((r) => setTimeout(r, 100));
-    assert.equal((await listenerBackends()).length, 1, 'one listening backend');
+    assert.ok(
+      await eventually(async () => (await listenerBackends(tdb, 'edge-listener')) === 1, 5_000),
+      'one listening backend',
+    );
+  });
+});
+
+describe('edge state listener on a network that goes silent', () => {
+  let tdb: TestDb;
+  const relays: Relay[] = [];
+  const states: EdgeState[] = [];
+
+  const started = async (): Promise<{ relay: Relay; state: EdgeState; name: string }> => {
+    const relay = new Relay();
+    relays.push(relay);
+    const name = `edge-listener-${relays.length}`;
+    const state = await stateThrough(tdb, relay, name);
+    states.push(state);
+    await state.start();
+    assert.ok(state.isFresh(), 'fresh once started');
+    return { relay, state, name };
+  };
+
+  before(async () => {
+    tdb = await freshDatabase();
+  });
+  after(async () => {
+    // Relays first: a stop() that waits on a silent connection is released by the relay's close.
+    await Promise.all(relays.map((r) => r.stop()));
+    await Promise.all(states.map((s) => s.stop()));
+    await tdb.drop();
+  });
+
+  /** A live session, read once so that the edge caches it; `revoke()` revokes its row. */
+  const cachedSession = async (state: EdgeState) => {
+    const tenant = `tl${randomBytes(3).toString('hex')}`;
+    const sid = randomUUID();
+    await tdb.db.query(
+      `INSERT INTO tenants (id, name, country, base_currency) VALUES ($1, $1, 'KE', 'KES')`,
+      [tenant],
+    );
+    await tdb.db.query(
+      `INSERT INTO sessions (id, tenant_id, subject_type, subject_id, jti, aal, created_at, last_seen) VALUES ($1, $2, 'customer', 'c1', 'j', 1, now(), now())`,
+      [sid, tenant],
+    );
+    assert.equal((await state.session(tenant, sid))?.revoked, false, 'cached as live');
+    return {
+      revoke: () => tdb.db.query('UPDATE sessions SET revoked_at = now() WHERE id = $1', [sid]),
+      /** Refused as revoked; false while the state is stale too (every decision is a deny then). */
+      refused: async () => {
+        try {
+          return (await state.session(tenant, sid))?.revoked === true;
+        } catch {
+          return false;
+        }
+      },
+    };
+  };
+
+  it('refuses a session revoked while the listener was silent, then replaces the listener and is fresh again', async () => {
+    const { relay, state, name } = await started();
+    const session = await cachedSession(state);
+    relay.silenceAll();
+    // The NOTIFY of this revocation never reaches the edge.
+    await session.revoke();
+    assert.ok(await eventually(session.refused, 20_000), 'the revoked session is refused');
+    assert.ok(
+      await eventually(() => state.isFresh(), 20_000),
+      'a new listener connection is opened while the old one stays silent',
+    );
+    assert.ok(await eventually(() => relay.heldByEdge() === 1, 5_000), 'the silent connection is let go');
+    assert.ok(
+      await eventually(async () => (await listenerBackends(tdb, name)) === 1, 5_000),
+      'one listening backend',
+    );
+  });
+
+  it('gives up a reconnect that falls silent after authenticating, and reconnects once the network heals', async () => {
+    const { relay, state } = await started();
+    relay.silenceAtFirstQuery = true;
+    relay.cutAll();
+    assert.ok(
+      await eventually(() => relay.silentCount() > 0, 10_000),
+      'a reconnect hangs at its first LISTEN',
+    );
+    assert.ok(await eventually(() => !state.isFresh(), 15_000), 'no listener: the cache goes stale');
+    relay.silenceAtFirstQuery = false;
+    assert.ok(await eventually(() => state.isFresh(), 20_000), 'a later reconnect succeeds');
+    assert.ok(await eventually(() => relay.heldByEdge() === 1, 5_000), 'the hung attempt is let go');
+  });
+
+  it('stop() during a connect that never answers returns and leaves no connection open', async () => {
+    const { relay, state, name } = await started();
+    relay.silenceAtFirstQuery = true;
+    relay.cutAll();
+    assert.ok(
+      await eventually(() => relay.silentCount() > 0, 10_000),
+      'a reconnect hangs at its first LISTEN',
+    );
+    const stopped = await Promise.race([state.stop().then(() => true), sleep(15_000).then(() => false)]);
+    assert.ok(stopped, 'stop() returned');
+    assert.equal(relay.heldByEdge(), 0, 'no listener connection left open by the edge');
+    assert.ok(
+      await eventually(async () => (await listenerBackends(tdb, name)) === 0, 5_000),
+      'no listening backend',
+    );
+  });
+
+  it('stop() while a connect is still being answered returns and leaves no connection open', async () => {
+    const { relay, state, name } = await started();
+    relay.delayMs = 1_500;
+    const before = relay.accepted;
+    relay.cutAll();
+    // The heartbeat's reconnect is held at the relay, before PostgreSQL has seen it.
+    assert.ok(await eventually(() => relay.accepted > before, 5_000), 'a reconnect under way');
+    const stopped = await Promise.race([state.stop().then(() => true), sleep(15_000).then(() => false)]);
+    assert.ok(stopped, 'stop() returned');
+    assert.ok(
+      await eventually(() => relay.heldByEdge() === 0, 5_000),
+      'no listener connection left open by the edge',
+    );
+    assert.ok(
+      await eventually(async () => (await listenerBackends(tdb, name)) === 0, 5_000),
+      'no listening backend',
+    );
+  });
+
+  it('stop() with a silent listener returns and closes it', async () => {
+    const { relay, state } = await started();
+    relay.silenceAll();
+    const stopped = await Promise.race([state.stop().then(() => true), sleep(15_000).then(() => false)]);
+    assert.ok(stopped, 'stop() returned');
+    assert.equal(relay.heldByEdge(), 0, 'the silent connection is closed');
+  });
+
+  it('refuses a session revoked while the listener was down, and repeated cuts leak nothing', async () => {
+    const { relay, state, name } = await started();
+    const session = await cachedSession(state);
+    relay.delayMs = 1_600;
+    relay.cutAll();
+    // The NOTIFY of this revocation reaches no listener.
+    await session.revoke();
+    assert.ok(
+      await eventually(session.refused, 15_000),
+      'the revoked session is refused after the reconnect',
+    );
+    for (let i = 0; i < 3; i++) {
+      relay.cutAll();
+      await sleep(700);
+    }
+    relay.delayMs = 0;
+    assert.ok(
+      await eventually(() => state.isFresh() && relay.heldByEdge() === 1, 15_000),
+      'one listener again',
+    );
+    assert.ok(
+      await eventually(async () => (await listenerBackends(tdb, name)) === 1, 5_000),
+      'one listening backend',
+    );
   });
 });
