@@ -31,6 +31,17 @@ function testOnlyEnv(kind: ServiceKind, env: Record<string, string>): Record<str
   return kind === 'core' && env.MODE !== 'production' ? { RESPONSE_SCHEMA_CHECK: '1' } : {};
 }
 
+/**
+ * Every service this test process started that has not exited. A test file that ends before its
+ * own cleanup (a stack that never warmed up, a test cancelled at its time limit) would otherwise
+ * leave its services running under init, holding ports and databases: they are killed when this
+ * process exits.
+ */
+const running = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const child of running) child.kill('SIGKILL');
+});
+
 export function runService(kind: ServiceKind, env: Record<string, string>): Service {
   const child = spawn(process.execPath, ['--import', 'tsx', `bin/services/${kind}.ts`], {
     cwd: root,
@@ -50,7 +61,13 @@ export function runService(kind: ServiceKind, env: Record<string, string>): Serv
   child.stderr?.on('data', (c: Buffer) => {
     out += c.toString();
   });
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  running.add(child);
+  const exited = new Promise<number | null>((resolve) =>
+    child.on('exit', (code) => {
+      running.delete(child);
+      resolve(code);
+    }),
+  );
   return { kind, child, exited, output: () => out };
 }
 
