@@ -32,7 +32,8 @@ interface Ended {
 
 /**
  * A test process that starts a gateway (it needs no database: it listens whatever its upstreams)
- * and prints its pid, then ends as `end` says without stopping it: `exit` calls process.exit(3),
+ * and prints its pid (once it is known to be running, so that a gateway failing to start cannot
+ * pass), then ends as `end` says without stopping it: `exit` calls process.exit(3),
  * a signal is sent to that process alone (not its process group, which the service shares).
  */
 async function leaveAService(end: 'exit' | NodeJS.Signals): Promise<Ended> {
@@ -44,7 +45,7 @@ async function leaveAService(end: 'exit' | NodeJS.Signals): Promise<Ended> {
     `import { runService } from ${JSON.stringify(services)};
 const s = runService('gateway', { GATEWAY_PORT: '0', AUTHZ_ADDRESSES: '127.0.0.1:9', CORE_ORIGINS: 'http://127.0.0.1:9' });
 await new Promise((r) => setTimeout(r, 1500));
-process.stdout.write(String(s.child.pid) + '\\n');
+process.stdout.write(s.child.exitCode === null && s.child.signalCode === null ? String(s.child.pid) + '\\n' : 'the service had already exited\\n');
 ${last}
 `,
   );
