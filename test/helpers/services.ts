@@ -38,9 +38,21 @@ function testOnlyEnv(kind: ServiceKind, env: Record<string, string>): Record<str
  * process exits.
  */
 const running = new Set<ChildProcess>();
-process.once('exit', () => {
+const killRunning = (): void => {
   for (const child of running) child.kill('SIGKILL');
-});
+};
+process.once('exit', killRunning);
+/**
+ * A signal ends a process without 'exit': node's test runner stops a file's process with SIGTERM
+ * when it is itself stopped, and a test cancelled at its time limit leaves that file's process
+ * waiting on its services until then. Kill them, then let the signal end us as it would have.
+ */
+for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) {
+  process.once(signal, () => {
+    killRunning();
+    if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
+  });
+}
 
 export function runService(kind: ServiceKind, env: Record<string, string>): Service {
   const child = spawn(process.execPath, ['--import', 'tsx', `bin/services/${kind}.ts`], {
