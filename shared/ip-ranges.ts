@@ -128,9 +128,22 @@ export function addressAllowed(ranges: readonly string[], ip: string | undefined
  */
 export const unreadableRange = 'unreadable';
 
+/**
+ * Lists already read, with what the policy is given for each: the edge hands the policy the same
+ * cached tenant and tuple lists on every Check, so each is read once, not on every decision.
+ * Lists are never changed in place (rows from the database, request bodies parsed afresh).
+ */
+const forPolicy = new WeakMap<unknown[], unknown[]>();
+
 export function rangesForPolicy(list: unknown): unknown {
-  if (!Array.isArray(list) || list.every((r) => typeof r === 'string' && readRange(r))) return list;
-  return list.map((r) => (typeof r === 'string' && readRange(r) ? r : unreadableRange));
+  if (!Array.isArray(list)) return list;
+  const known = forPolicy.get(list);
+  if (known) return known;
+  const out = list.every((r) => typeof r === 'string' && readRange(r))
+    ? list
+    : list.map((r) => (typeof r === 'string' && readRange(r) ? r : unreadableRange));
+  forPolicy.set(list, out);
+  return out;
 }
 
 const isRecord = (v: unknown): v is Record<string, unknown> =>
