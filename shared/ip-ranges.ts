@@ -128,29 +128,42 @@ export function addressAllowed(ranges: readonly string[], ip: string | undefined
  */
 export const unreadableRange = 'unreadable';
 
-/**
- * Lists already read, with what the policy is given for each: the edge hands the policy the same
- * cached tenant and tuple lists on every Check, so each is read once, not on every decision.
- * Lists are never changed in place (rows from the database, request bodies parsed afresh).
- */
-const forPolicy = new WeakMap<unknown[], unknown[]>();
-
-export function rangesForPolicy(list: unknown): unknown {
-  if (!Array.isArray(list)) return list;
-  const known = forPolicy.get(list);
-  if (known) return known;
-  const out = list.every((r) => typeof r === 'string' && readRange(r))
-    ? list
-    : list.map((r) => (typeof r === 'string' && readRange(r) ? r : unreadableRange));
-  forPolicy.set(list, out);
-  return out;
-}
-
 const isRecord = (v: unknown): v is Record<string, unknown> =>
   typeof v === 'object' && v !== null && !Array.isArray(v);
 
+/**
+ * Lists already read, with what the policy is given for each: the edge hands the policy the same
+ * cached tenant and tuple lists on every Check, so each is read once, not on every decision. A
+ * list is answered from memory only while it holds the same entries it was read with (comparing
+ * them costs less than reading them): a list changed in place is read again, so an unreadable
+ * entry put into a clean list never reaches the policy.
+ */
+const forPolicy = new WeakMap<unknown[], { seen: unknown[]; out: unknown[] }>();
+
+const sameEntries = (a: readonly unknown[], b: readonly unknown[]): boolean =>
+  a.length === b.length && a.every((v, i) => v === b[i]);
+
+/**
+ * The policy iterates an object's values as it iterates a list (`some cidr in ...`, `count`), so
+ * an object in place of a list is read as the list of its values: an unreadable entry inside one
+ * is no range either (the simulation endpoint takes any document).
+ */
+export function rangesForPolicy(list: unknown): unknown {
+  if (isRecord(list)) return rangesForPolicy(Object.values(list));
+  if (!Array.isArray(list)) return list;
+  const known = forPolicy.get(list);
+  if (known && sameEntries(known.seen, list)) return known.out;
+  const out = list.every((r) => typeof r === 'string' && readRange(r))
+    ? list
+    : list.map((r) => (typeof r === 'string' && readRange(r) ? r : unreadableRange));
+  forPolicy.set(list, { seen: [...list], out });
+  return out;
+}
+
 /** A list of tuples with each `ip_ranges` caveat through `rangesForPolicy` (the same list when none changes). */
 function tuplesForPolicy(list: unknown): unknown {
+  // An object of tuples is iterated by the policy as the list of its values.
+  if (isRecord(list)) return tuplesForPolicy(Object.values(list));
   if (!Array.isArray(list)) return list;
   let changed = false;
   const out = list.map((t: unknown) => {

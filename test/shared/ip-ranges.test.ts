@@ -123,7 +123,7 @@ describe('IP ranges as the policy reads them (shared/ip-ranges.ts)', () => {
   });
 
   /** The policy's own answer: its tenant_ip_ranges check for a tenant with these ranges. */
-  const policyInside = (ranges: string[], ip: string): boolean => {
+  const policyInside = (ranges: unknown, ip: string): boolean => {
     const d = policy.evaluate({
       tenant: { id: 't1', security: { allowed_ip_ranges: ranges } },
       subject: { id: 'c', type: 'customer', aal: 1, tuples: [] },
@@ -172,6 +172,37 @@ describe('IP ranges as the policy reads them (shared/ip-ranges.ts)', () => {
           `${what}: 10.0.0.1`,
         );
       }
+  });
+
+  it('reads an object of ranges as the policy does, by its values: an unreadable one is no range there either', () => {
+    policyInside(['0.0.0.0/0'], '203.0.113.9');
+    assert.equal(policyInside({ a: '10.0.0.0/8 ' }, '203.0.113.9'), false, 'after a /0');
+    assert.equal(policyInside({ a: '10.0.0.0/8' }, '10.0.0.1'), true);
+    assert.deepEqual(
+      inputForPolicy({
+        tenant: { id: 't1', tuples: { x: { caveat: { ip_ranges: ['10.0.0.0/8 '] } } } },
+        subject: { id: 'c', tuples: { y: { caveat: { ip_ranges: { z: '::/0x' } } } } },
+      }),
+      {
+        tenant: { id: 't1', tuples: [{ caveat: { ip_ranges: [unreadableRange] } }] },
+        subject: { id: 'c', tuples: [{ caveat: { ip_ranges: [unreadableRange] } }] },
+      },
+      'tuples given as an object are read by their values',
+    );
+  });
+
+  it('reads a remembered list again once it is changed in place', () => {
+    const list = ['10.0.0.0/8'];
+    assert.equal(policyInside(list, '203.0.113.9'), false);
+    list[0] = '10.0.0.0/8 ';
+    policyInside(['0.0.0.0/0'], '203.0.113.9');
+    assert.equal(
+      policyInside(list, '203.0.113.9'),
+      false,
+      'an unreadable entry put into a clean list, after a /0',
+    );
+    list[0] = '10.0.0.0/8';
+    assert.equal(policyInside(list, '10.0.0.1'), true, 'the entry mended in place');
   });
 
   it('every evaluation is given unreadable ranges as no range: tenant settings and both kinds of tuples', () => {
