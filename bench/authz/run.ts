@@ -25,9 +25,9 @@
  * decision's policy input as production does by default (issue 22 item 1), and one more line
  * runs the transfer for a tenant with a shadow candidate loaded (issue 22 item 3: its cost).
  *   npx tsx bench/authz/run.ts [--requests 10000] [--rps 1000] [--no-plugin 1] [--no-search 1] [--rounds 1]
- *     [--in-process 1] [--edge-node-flag --trace-gc] [--edge-node-flag --cpu-prof …]
+ *     [--in-process 1] [--pin 1] [--edge-node-flag --trace-gc] [--edge-node-flag --cpu-prof …]
  */
-import { execFile, execFileSync, fork, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { promisify } from 'node:util';
 import { randomUUID } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
@@ -61,6 +61,13 @@ const p99TargetNs = 5e6;
  * `--edge-node-flag <flag>` (repeatable): a node flag for the servers' process, e.g. `--trace-gc`
  * or `--cpu-prof` (what the edge's own profile needs; this process only drives ghz).
  */
+/**
+ * `--pin 1`: the servers' process (the edge, its audit thread, the floors) on CPU 0, and
+ * PostgreSQL and ghz on CPU 1 (taskset). A diagnostic of what sharing the two cores costs: in
+ * production PostgreSQL and the load's clients run on hosts of their own, here they preempt the
+ * edge's thread. The floor is pinned the same way, so the ratios still compare like with like.
+ */
+const pinned = option('pin', 0) === 1;
 const edgeNodeFlags = process.argv.flatMap((a, i) =>
   a === '--edge-node-flag' && process.argv[i + 1] ? [process.argv[i + 1] as string] : [],
 );
@@ -120,7 +127,10 @@ async function ghz(
   if (opts.rps > 0) args.push('--rps', String(opts.rps));
   // The servers' process measures itself over the run (its loop, GC and CPU).
   await servers().ask({ t: 'probe-start' }, 'probe-started');
-  const { stdout: out } = await execFileAsync(ghzPath(), [...args, address], { maxBuffer: 64 * 1024 * 1024 });
+  const command = pinned ? ['taskset', '-c', '1', ghzPath()] : [ghzPath()];
+  const { stdout: out } = await execFileAsync(command[0] as string, [...command.slice(1), ...args, address], {
+    maxBuffer: 64 * 1024 * 1024,
+  });
   const { loop } = await servers().ask({ t: 'probe-stop', requests: opts.n }, 'probe');
   const report = JSON.parse(out) as GhzReport;
   if (!report.latencyDistribution)
@@ -265,10 +275,11 @@ class Servers {
   static async start(url: string): Promise<{ servers: Servers; ready: Ready }> {
     const file = join(import.meta.dirname, 'servers.ts');
     const args = [url, inProcessOnly ? 'in-process' : 'load'];
-    const child = fork(file, args, {
-      execArgv: [...process.execArgv, ...edgeNodeFlags],
+    const node = [process.execPath, ...process.execArgv, ...edgeNodeFlags, file, ...args];
+    const command = pinned ? ['taskset', '-c', '0', ...node] : node;
+    const child = spawn(command[0] as string, command.slice(1), {
       serialization: 'advanced',
-      stdio: 'inherit',
+      stdio: ['inherit', 'inherit', 'inherit', 'ipc'],
     });
     const servers = new Servers(child);
     return { servers, ready: await servers.wait('ready') };
@@ -293,6 +304,25 @@ const servers = (): Servers => {
   if (!running) throw new Error('the servers have not been started');
   return running;
 };
+
+/** `--pin 1`: PostgreSQL's postmaster and its processes (later backends inherit it) on CPU 1. */
+function pinPostgres(dir: string): void {
+  // pgrep exits 1 when nothing matches.
+  const pids = (args: string[]) => {
+    try {
+      return execFileSync('pgrep', args, { encoding: 'utf8' }).trim().split('\n').filter(Boolean);
+    } catch {
+      return [];
+    }
+  };
+  const postmaster = pids(['-f', '--', `-D ${join(dir, 'pg')}`]);
+  if (postmaster.length === 0) throw new Error('--pin 1: the bench PostgreSQL was not found');
+  for (const pid of postmaster)
+    for (const p of [pid, ...pids(['-P', pid])]) execFileSync('taskset', ['-a', '-p', '-c', '1', p]);
+  process.stdout.write(
+    'pinned: PostgreSQL and ghz on CPU 1, the servers (edge, audit thread, floors) on CPU 0\n',
+  );
+}
 
 /** Each scenario's decision, checked once before the load (ghz sees only the gRPC status). */
 async function decisionsOf(address: string, scenarios: Scenario[]): Promise<string[]> {
@@ -482,6 +512,7 @@ async function compareWithPlugin(
 
 async function measure(): Promise<void> {
   await withDatabase('authz', async (_db, dir, url) => {
+    if (pinned) pinPostgres(dir);
     const { servers: started, ready } = await Servers.start(url);
     running = started;
     try {
