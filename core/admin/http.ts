@@ -35,6 +35,7 @@ import { ProblemSchema } from './schemas.ts';
 import type { Cursors } from '../http/cursor.ts';
 import type { RateLimiter } from './rate-limit.ts';
 import type { TargetGuard } from './webhooks/target.ts';
+import { noneMatch } from '../http/conditional.ts';
 
 export interface AdminDeps {
   db: Db;
@@ -335,7 +336,7 @@ export function adminRoute<P extends TSchema, Q extends TSchema, B extends TSche
         const reply = await spec.read(ctx, caller);
         if (reply.status !== 200 || reply.body === undefined) return reply;
         const etag = etagOf(reply.body);
-        if (ctx.headers['if-none-match'] === etag) return { status: 304, headers: { etag } };
+        if (noneMatch(ctx.headers['if-none-match'], etag)) return { status: 304, headers: { etag } };
         return { ...reply, headers: { ...reply.headers, etag } };
       }
       await deps.limiter.take(caller, deps.now());

@@ -96,6 +96,19 @@ describe('administration API: conventions and bad input (issue 6)', () => {
     const etag = got.headers.etag;
     assert.ok(etag);
     assert.equal((await ro('GET', '/v1/countries/UG', { headers: { 'if-none-match': etag } })).status, 304);
+    // RFC 9110 13.1.2: a list of tags, a weak copy of the tag, or `*` all name the current one.
+    for (const given of [`"other", ${etag}`, `W/${etag}`, '*'])
+      assert.equal(
+        (await ro('GET', '/v1/countries/UG', { headers: { 'if-none-match': given } })).status,
+        304,
+        given,
+      );
+    for (const given of ['"other"', 'W/"other"', ''])
+      assert.equal(
+        (await ro('GET', '/v1/countries/UG', { headers: { 'if-none-match': given } })).status,
+        200,
+        given,
+      );
     assert.equal(
       (await admin('PATCH', '/v1/countries/UG', { json: { metadata: { note: 'a' } } })).status,
       428,

@@ -224,6 +224,17 @@ describe('SCIM /scim/v2 in core', () => {
     assert.equal(put.json.displayName, 'Put Person');
     assert.equal(put.json.title, undefined, 'PUT replaces: attributes not sent are gone');
     assert.equal(put.json.meta.version, 'W/"2"');
+    // If-None-Match compares weakly (RFC 9110 13.1.2): the tag with or without W/, or in a list.
+    for (const given of ['W/"2"', '"2"', '"1", W/"2"', '*'])
+      assert.equal(
+        (await scim('GET', `/Users/${made.json.id}`, undefined, { ...h, 'if-none-match': given })).status,
+        304,
+        given,
+      );
+    assert.equal(
+      (await scim('GET', `/Users/${made.json.id}`, undefined, { ...h, 'if-none-match': 'W/"1"' })).status,
+      200,
+    );
     scimError(
       await scim('PUT', `/Users/${made.json.id}`, user('put@example.org'), {
         ...h,

@@ -14,6 +14,7 @@ import { createGroup, getGroup, listGroups, patchGroup, replaceGroup } from './g
 import type { StaffUser } from '../store.ts';
 import { etagOfVersion, project } from './resource.ts';
 import { declared } from '../../http/declared.ts';
+import { noneMatch } from '../../http/conditional.ts';
 import {
   ScimGroup,
   ScimGroupListed,
@@ -280,13 +281,7 @@ const scimGetUserRoute = (opts: ScimOpts): RouteSpec =>
       const deps = depsFor(opts, ctx);
       const u = await getUser(deps, actorOf(ctx).tenantId, ctx.params.id);
       const etag = etagOfVersion(u.version);
-      if (
-        ctx.headers['if-none-match']
-          ?.split(',')
-          .map((t) => t.trim())
-          .includes(etag)
-      )
-        return { status: 304, headers: { etag } };
+      if (noneMatch(ctx.headers['if-none-match'], etag)) return { status: 304, headers: { etag } };
       return scim(200, project(userView(deps, u), ctx.query.attributes, ctx.query.excludedAttributes), etag);
     },
   });
