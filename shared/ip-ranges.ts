@@ -100,6 +100,19 @@ function within(net: number[], prefix: number, ip: number[]): boolean {
   return true;
 }
 
+/**
+ * Whether a range has address bits set past its prefix (`10.0.0.1/8`): PostgreSQL's `cidr`
+ * refuses it, and the writer most likely meant either the network (`10.0.0.0/8`) or the host
+ * (`10.0.0.1/32`), so the API asks rather than guesses.
+ */
+export function hostBitsSet(c: Cidr): boolean {
+  return (bytesOf(c.address) ?? []).some((b, i) => {
+    const bits = c.prefix - i * 8;
+    const mask = bits >= 8 ? 0xff : bits <= 0 ? 0 : (0xff << (8 - bits)) & 0xff;
+    return (b & mask) !== b;
+  });
+}
+
 /** Whether `ip` is inside one of `ranges` (each `address/prefix`); anything else holds nothing. */
 export function insideRanges(ranges: readonly string[], ip: string): boolean {
   const caller = bytesOf(ip);

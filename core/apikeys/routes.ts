@@ -2,7 +2,7 @@
 import { tenantAdmin } from '../http/tenant-admin.ts';
 import { Type } from '@sinclair/typebox';
 import { AppError } from '../../shared/errors.ts';
-import { parseCidr, rangeText } from '../../shared/ip-ranges.ts';
+import { hostBitsSet, parseCidr, rangeText } from '../../shared/ip-ranges.ts';
 import { cursorParam, cursorsOf, NextCursor } from '../http/cursor.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
 import type { KeyStore } from '../keys/keys.ts';
@@ -85,6 +85,12 @@ function createApiKey(store: ApiKeys): RouteSpec {
       const allowlist = (b.ip_allowlist ?? []).map((c) => parseCidr(c));
       const bad = (b.ip_allowlist ?? []).filter((_, i) => !allowlist[i]);
       if (bad.length > 0) throw new AppError('VALIDATION_FAILED', `not a CIDR: ${bad.join(', ')}`);
+      const loose = allowlist.flatMap((c) => (c && hostBitsSet(c) ? [rangeText(c)] : []));
+      if (loose.length > 0)
+        throw new AppError(
+          'VALIDATION_FAILED',
+          `address bits set past the prefix (give the network address, or /32 or /128 for one host): ${loose.join(', ')}`,
+        );
       if (b.budget?.daily_amount !== undefined && !b.budget.currency)
         throw new AppError('VALIDATION_FAILED', 'budget.daily_amount needs budget.currency');
       if (b.expires_at && Date.parse(b.expires_at) <= Date.now())

@@ -83,16 +83,32 @@ describe('/api-keys routes', () => {
       { name: 'x', scopes: ['Payments Write'] },
       { name: 'x', scopes: ['payments:write'], ip_allowlist: ['10.0.0.0/33'] },
       { name: 'x', scopes: ['payments:write'], ip_allowlist: ['not-an-ip'] },
+      { name: 'x', scopes: ['payments:write'], ip_allowlist: ['10.0.0.1/8'] },
+      { name: 'x', scopes: ['payments:write'], ip_allowlist: ['2001:db8::1/32'] },
       { name: 'x', scopes: ['payments:write'], budget: { daily_amount: '1.1234567', currency: 'KES' } },
       { name: 'x', scopes: ['payments:write'], budget: { daily_amount: '100.00' } },
       { name: 'x', scopes: ['payments:write'], expires_at: '2001-01-01T00:00:00Z' },
     ];
-    for (const json of bad)
-      assert.equal(
-        (await call(t.origin, 'POST', '/api-keys', { json, headers: admin })).status,
-        400,
-        JSON.stringify(json),
-      );
+    for (const json of bad) {
+      const r = await call(t.origin, 'POST', '/api-keys', { json, headers: admin });
+      assert.equal(r.status, 400, JSON.stringify(json));
+      assert.equal(r.json.code, 'VALIDATION_FAILED', r.text);
+    }
+    // Bits past the prefix are named with what to write instead; a network or host range is kept.
+    const loose = await call(t.origin, 'POST', '/api-keys', {
+      json: { name: 'x', scopes: ['payments:write'], ip_allowlist: ['198.51.100.7/24'] },
+      headers: admin,
+    });
+    assert.match(loose.json.message, /address bits set past the prefix.*198\.51\.100\.7\/24/);
+    const fine = await call(t.origin, 'POST', '/api-keys', {
+      json: {
+        name: 'x',
+        scopes: ['payments:write'],
+        ip_allowlist: ['198.51.100.0/24', '198.51.100.7/32', '::/0', '0.0.0.0/0'],
+      },
+      headers: admin,
+    });
+    assert.equal(fine.status, 201, fine.text);
   });
 
   it('keeps tenants apart and needs the admin role to change keys', async () => {
