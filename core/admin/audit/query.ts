@@ -128,6 +128,14 @@ const ChainReport = Type.Union([
   }),
 ]);
 
+/**
+ * Ids the platform makes are UUIDs, stored in their canonical lower case (RFC 9562 4: read case-
+ * insensitively): one given in upper case names the same record. Other ids (country codes, tenant
+ * ids) are matched as given.
+ */
+const uuidShape = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const uuidCase = (id: string | undefined) => (id !== undefined && uuidShape.test(id) ? id.toLowerCase() : id);
+
 export function auditRoutes(deps: AdminDeps): RouteSpec[] {
   const tags = ['admin.audit'];
   return [
@@ -148,10 +156,10 @@ export function auditRoutes(deps: AdminDeps): RouteSpec[] {
             deps.db,
             chain,
             {
-              actor: ctx.query.actor,
+              actor: uuidCase(ctx.query.actor),
               action: ctx.query.action,
               targetType: ctx.query.resource,
-              targetId: ctx.query.resource_id,
+              targetId: uuidCase(ctx.query.resource_id),
               from: ctx.query.from,
               to: ctx.query.to,
             },
