@@ -118,3 +118,21 @@ export async function portFree(port: number): Promise<boolean> {
   if (free) await new Promise<void>((r) => srv.close(() => r()));
   return free;
 }
+
+/**
+ * Run `kill` when this test process ends, whether it exits or is stopped by a signal: a test file
+ * that ends before its own cleanup (a stack that never warmed up, a test cancelled at its time
+ * limit) would otherwise leave what it started running under init, holding ports and databases.
+ * A signal ends a process without 'exit' (node's test runner stops a file's process with SIGTERM
+ * when it is itself stopped): `kill` runs, then the signal ends this process as it would have
+ * once no other handler is left for it.
+ */
+export function onTestProcessEnd(kill: () => void): void {
+  process.once('exit', kill);
+  for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) {
+    process.once(signal, () => {
+      kill();
+      if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
+    });
+  }
+}

@@ -9,6 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { newWebhookSecret } from '../../core/admin/webhooks/sign.ts';
 import { defaultTrustFile } from '../../policy/runtime/bundle.ts';
 import { call } from './http.ts';
+import { onTestProcessEnd } from './process.ts';
 
 const root = new URL('../../', import.meta.url);
 
@@ -31,28 +32,11 @@ function testOnlyEnv(kind: ServiceKind, env: Record<string, string>): Record<str
   return kind === 'core' && env.MODE !== 'production' ? { RESPONSE_SCHEMA_CHECK: '1' } : {};
 }
 
-/**
- * Every service this test process started that has not exited. A test file that ends before its
- * own cleanup (a stack that never warmed up, a test cancelled at its time limit) would otherwise
- * leave its services running under init, holding ports and databases: they are killed when this
- * process exits.
- */
+/** Every service this test process started that has not exited: killed when this process ends. */
 const running = new Set<ChildProcess>();
-const killRunning = (): void => {
+onTestProcessEnd(() => {
   for (const child of running) child.kill('SIGKILL');
-};
-process.once('exit', killRunning);
-/**
- * A signal ends a process without 'exit': node's test runner stops a file's process with SIGTERM
- * when it is itself stopped, and a test cancelled at its time limit leaves that file's process
- * waiting on its services until then. Kill them, then let the signal end us as it would have.
- */
-for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) {
-  process.once(signal, () => {
-    killRunning();
-    if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
-  });
-}
+});
 
 export function runService(kind: ServiceKind, env: Record<string, string>): Service {
   const child = spawn(process.execPath, ['--import', 'tsx', `bin/services/${kind}.ts`], {

@@ -10,6 +10,7 @@ import {
   alive,
   childEnv,
   commandOf,
+  onTestProcessEnd,
   processTree,
   repoRoot,
   waitFor,
@@ -40,9 +41,24 @@ export const cases: Case[] = [
   },
 ];
 
+/**
+ * The process groups of `npm` runs not yet ended: Ctrl-C'd (SIGINT to the group, which stops
+ * `npm start` with its PostgreSQL as a user's would) when this test process ends first.
+ */
+const groups = new Set<number>();
+onTestProcessEnd(() => {
+  for (const group of groups) {
+    try {
+      process.kill(-group, 'SIGINT');
+    } catch {
+      // already gone
+    }
+  }
+});
+
 /** `npm <args>` in its own process group, as a shell runs a foreground job. */
 export function npm(args: string[], env: Record<string, string>): Started {
-  return watch(
+  const started = watch(
     spawn('npm', args, {
       cwd: repoRoot,
       env: childEnv(env),
@@ -50,6 +66,12 @@ export function npm(args: string[], env: Record<string, string>): Started {
       detached: true,
     }),
   );
+  const group = started.child.pid;
+  if (group !== undefined) {
+    groups.add(group);
+    void started.exited.then(() => groups.delete(group));
+  }
+  return started;
 }
 
 /** The node process npm runs (`exec` in the script: npm's own child). */
