@@ -136,8 +136,15 @@ function fieldsOf(contentType: string | undefined, raw: Buffer): Record<string, 
     const twice = repeatedKey(text);
     if (twice !== undefined)
       throw oauthError('VALIDATION_FAILED', 'invalid_request', `parameter ${twice} is repeated`);
+    // Every token request parameter is a string (RFC 6749 appendix A). One that is not was once
+    // dropped in silence: `"scope": ["core:read"]` then asked for no scope, which grants all of
+    // the client's. Refused, naming it.
     const out: Record<string, string> = {};
-    for (const [k, v] of Object.entries(parsed)) if (typeof v === 'string') out[k] = v;
+    for (const [k, v] of Object.entries(parsed)) {
+      if (typeof v !== 'string')
+        throw oauthError('VALIDATION_FAILED', 'invalid_request', `parameter ${k} must be a string`);
+      out[k] = v;
+    }
     return out;
   }
   throw new AppError(

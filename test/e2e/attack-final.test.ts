@@ -99,7 +99,7 @@ describe('attacks on the token request and on ledger readers of a lagging core',
     refused(proto, 400, 'VALIDATION_FAILED', '__proto__ twice in a form');
   });
 
-  it('a JSON token request naming a key twice is refused invalid_request as a form is, however the key is spelled', async () => {
+  it('a JSON token request naming a key twice (however spelled) or a parameter that is not a string is refused invalid_request', async () => {
     const c = demo.coreClient;
     const fields = `"grant_type":"client_credentials","client_id":${JSON.stringify(c.clientId)},"client_secret":${JSON.stringify(c.clientSecret)}`;
     const json = (body: string) =>
@@ -111,6 +111,13 @@ describe('attacks on the token request and on ledger readers of a lagging core',
       ['scope twice, once escaped', `{${fields},"scope":"core:read","scop\\u0065":"core:write"}`],
       ['client_secret twice', `{${fields},"client_secret":"wrong"}`],
       ['grant_type twice', `{"grant_type":"nonsense",${fields}}`],
+      // Not a string: once dropped in silence, so a scope list asked for every scope of the client.
+      ['scope as a list', `{${fields},"scope":["core:read"]}`],
+      ['scope as null', `{${fields},"scope":null}`],
+      [
+        'a client_secret as a number',
+        `{"grant_type":"client_credentials","client_id":${JSON.stringify(c.clientId)},"client_secret":1}`,
+      ],
     ] as const) {
       const r = await json(body);
       refused(r, 400, 'VALIDATION_FAILED', what);
