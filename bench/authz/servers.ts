@@ -3,7 +3,7 @@
  * `bench/authz/run.ts`, which drives them with ghz and reads the reports): the real edge
  * (cached state, signed bundle, decision audit on its own thread, gRPC), the floors (the same
  * gRPC server with an empty decision, and with the read's answer), the same edge with its audit
- * discarded, and with a shadow candidate. Issue 18 item 1: the edge runs in a process of its own
+ * discarded, without decision inputs, and with a shadow candidate. Issue 18 item 1: the edge runs in a process of its own
  * in production (edge/main.ts); in the bench's own process its heap also held ghz's buffered
  * output and the reports kept for pooling, which survived scavenges and brought on major GCs
  * the edge would not have. Here the heap, the event loop and the GC pauses are the servers'
@@ -193,30 +193,45 @@ async function startFloors(log: Log, decide: Decide, readRequest: CheckRequest) 
   return { floorServer, floorAddress, answerServer, answerAddress };
 }
 
-/** The same edge with its decision audit discarded (a diagnostic, not a configuration). */
-async function startUnaudited(db: Db, log: Log, keys: KeyStore, edge: Edge) {
-  // Diagnostic, not a configuration: the same edge with its decision audit discarded instead of
-  // written to PostgreSQL, which shares this machine's two cores (what the audit's write costs here).
-  const discarded = new AuditWriter(db, log, maxQueued, failClosedReserve, {
-    write: async () => undefined,
-  });
-  discarded.start();
-  const unauditedDecide = createDecider({
+/** The same edge's state and policies behind a decider with another decision audit, on a server of its own. */
+async function edgeWith(log: Log, keys: KeyStore, edge: Edge, audit: AuditWriter) {
+  const decide = createDecider({
     state: edge.state,
     challenges: keys.challenges,
     policies: edge.policies,
-    audit: discarded,
+    audit,
     risk: new RiskEngine(),
     log,
     edgeSecret: 'bench',
   });
-  const unaudited = createEdgeServer({
-    log,
-    decide: unauditedDecide,
-    resolve: buildRouteTable(routeDeclarations),
+  const server = createEdgeServer({ log, decide, resolve: buildRouteTable(routeDeclarations) });
+  return { decide, server, address: `127.0.0.1:${await bindEdge(server, 0)}` };
+}
+
+/**
+ * Two diagnostics, not configurations: the same edge with its decision audit discarded instead of
+ * written to PostgreSQL, which shares this machine's two cores (what the audit's write costs
+ * here), and with the audit written but no decision inputs recorded (what recording every
+ * decision's policy input, issue 22 item 1, adds to it).
+ */
+async function startAuditVariants(db: Db, url: string, log: Log, keys: KeyStore, edge: Edge) {
+  const discarded = new AuditWriter(db, log, maxQueued, failClosedReserve, {
+    write: async () => undefined,
   });
-  const unauditedAddress = `127.0.0.1:${await bindEdge(unaudited, 0)}`;
-  return { discarded, unauditedDecide, unaudited, unauditedAddress };
+  discarded.start();
+  const unaudited = await edgeWith(log, keys, edge, discarded);
+  const withoutInputs = new AuditWriter(db, log, maxQueued, failClosedReserve, new AuditThread(url));
+  withoutInputs.start();
+  const uninputted = await edgeWith(log, keys, edge, withoutInputs);
+  return {
+    discarded,
+    unauditedDecide: unaudited.decide,
+    unaudited: unaudited.server,
+    unauditedAddress: unaudited.address,
+    withoutInputs,
+    uninputted: uninputted.server,
+    uninputtedAddress: uninputted.address,
+  };
 }
 
 /** The same edge with today's bundle loaded as t1's shadow candidate. */
@@ -267,7 +282,7 @@ async function startComparisons(
   scenarios: Scenario[],
 ) {
   const floors = await startFloors(log, edge.decide, scenarios[1]?.[1] as CheckRequest);
-  const unaudited = await startUnaudited(db, log, f.keys, edge);
+  const unaudited = await startAuditVariants(db, url, log, f.keys, edge);
   const shadowed = await startShadowed(db, url, log, f.keys, edge);
   return { ...floors, ...unaudited, ...shadowed };
 }
@@ -395,6 +410,7 @@ export type FromServers =
       floor: string;
       answer: string;
       unaudited: string;
+      uninputted: string;
       shadowed: string;
       scenarios: Scenario[];
       plugin: AdapterState;
@@ -414,10 +430,18 @@ const send = (m: FromServers) => process.send?.(m);
 
 /** Everything stopped, after the timings that need the edge's state and policies in process. */
 async function finish(f: Fixture, edge: Edge, cmp: Comparisons, scenarios: Scenario[]): Promise<void> {
-  for (const s of [cmp.floorServer, cmp.answerServer, cmp.unaudited, cmp.shadowed, edge.server])
+  for (const s of [
+    cmp.floorServer,
+    cmp.answerServer,
+    cmp.unaudited,
+    cmp.uninputted,
+    cmp.shadowed,
+    edge.server,
+  ])
     s.forceShutdown();
   await cmp.shadow.stop();
   await cmp.discarded.stop();
+  await cmp.withoutInputs.stop();
   await timeTokenCheck(edge.state, viewOf(scenarios[1]?.[1] as CheckRequest));
   timePolicyEvaluation(edge.policies, f.customerId);
   await edge.audit.stop();
@@ -452,6 +476,7 @@ async function serve(url: string, inProcessOnly: boolean): Promise<void> {
     floor: cmp.floorAddress,
     answer: cmp.answerAddress,
     unaudited: cmp.unauditedAddress,
+    uninputted: cmp.uninputtedAddress,
     shadowed: cmp.shadowedAddress,
     scenarios,
     plugin: inProcessOnly ? ({} as AdapterState) : await pluginState(f, edge.state),
