@@ -142,6 +142,12 @@ describe('require_mtls_for_m2m: OAuth clients need mutual TLS to get and use tok
       },
     });
     assert.equal(put.status, 200, put.text);
+    // Turned off, the Admin's plain calls pass again once the edge has heard of it (NOTIFY).
+    if (!on)
+      await eventually(
+        () => as(admin, 'GET', path),
+        (r) => r.status === 200,
+      );
   }
 
   /** A token of `c` over plain HTTP (no certificate): unbound. */
@@ -315,6 +321,19 @@ describe('require_mtls_for_m2m: OAuth clients need mutual TLS to get and use tok
       assert.equal(r.status, 200, r.text);
       assert.equal(claimsOf(r.json.access_token).cnf?.['x5t#S256'], x5t(acme.cert));
     }
+  });
+
+  it('a bound token stops once its tenant no longer lists the CA of its certificate', async () => {
+    const { admin, client } = await tenantWithClient('mtlscli-drop');
+    await requireMtls(admin, 'mtlscli-drop', true, { mtls_trusted_cas: [pki.ca.cert] });
+    const t = await tokenAt(gwTls, client, withAcme);
+    assert.equal(t.status, 200, t.text);
+    const use = () => as(t.json.access_token, 'GET', probe(), { origin: gwTls, dispatcher: withAcme });
+    assert.equal((await use()).status, 404, 'its CA listed');
+    await requireMtls(admin, 'mtlscli-drop', true, { mtls_trusted_cas: [m.foreignPki.ca.cert] });
+    const r = await eventually(use, (res) => res.status === 403);
+    refused(r, 403, 'mtls_required', 'its CA no longer listed');
+    assert.equal(r.json.reason, 'mtls_required', `refused by the edge: ${r.text}`);
   });
 
   it('a certificate is public: copied into headers it gets no bound token used and no token issued, at the gateway or core', async () => {
