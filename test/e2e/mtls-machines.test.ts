@@ -151,4 +151,17 @@ describe('require_mtls_for_m2m: service tokens and SCIM credentials need a certi
       assert.doesNotMatch(r.text, /mutual TLS|mtls/, what);
     }
   });
+  it('core reached directly acts on neither credential: it trusts only what the edge vouched for', async () => {
+    const on = await tenantWithMachines('mtlsmach-core');
+    await requireMtls(on, [pki.ca.cert]);
+    for (const [what, token, path] of [
+      ['service token', on.admin, '/v1/service-tokens'],
+      ['SCIM credential', on.scim, '/scim/v2/Users'],
+    ] as const) {
+      const r = await callRetrying(m.e2e.core, 'GET', path, {
+        headers: { authorization: `Bearer ${token}`, 'x-request-id': randomUUID() },
+      });
+      assert.equal(r.status, 401, `${what} at core: ${r.text}`);
+    }
+  });
 });
