@@ -6,6 +6,8 @@
  * base64url SHA-256 of its DER encoding (RFC 8705 §3.1).
  */
 import { X509Certificate, createHash } from 'node:crypto';
+import { Type } from '@sinclair/typebox';
+import { TypeCompiler } from '@sinclair/typebox/compiler';
 
 /** Header carrying the verified client certificate from the edge to core (edge-set only). */
 export const clientCertificateHeader = 'x-client-certificate';
@@ -50,4 +52,115 @@ export function machineMtlsRefusal(
   const presented = certificate ? certificateThumbprint(certificate) : undefined;
   if (presented !== boundTo) return `${required}: the token's client certificate was not presented`;
   return undefined;
+}
+
+/** Whether `c` is within its validity period at `nowMs`. */
+export function validAt(c: X509Certificate, nowMs: number): boolean {
+  return Date.parse(c.validFrom) <= nowMs && nowMs <= Date.parse(c.validTo);
+}
+
+/**
+ * Whether one of `cas` (valid now) issued `cert`. The front door verifies a certificate against
+ * every CA some tenant trusts (deploy/envoy/envoy.yaml `machine_mtls`), so only this says the
+ * certificate is one this tenant trusts.
+ */
+export function issuedByTrustedCa(
+  cas: readonly X509Certificate[],
+  cert: X509Certificate,
+  nowMs: number,
+): boolean {
+  return cas.some((ca) => validAt(ca, nowMs) && cert.checkIssued(ca) && cert.verify(ca.publicKey));
+}
+
+/** PEM certificates read; an unreadable entry trusts nothing. */
+export function certificatesOf(pems: readonly string[]): X509Certificate[] {
+  const out: X509Certificate[] = [];
+  for (const pem of pems) {
+    try {
+      out.push(new X509Certificate(pem));
+    } catch {
+      // an unreadable entry trusts nothing
+    }
+  }
+  return out;
+}
+
+/** What a tenant's SPEC 2.10 settings say about machine calls. */
+export interface MachineMtlsRule {
+  /** `require_mtls_for_m2m`: `true` only (as the edge and core have always read it). */
+  required: boolean;
+  /**
+   * `mtls_trusted_cas`, read: undefined when the tenant lists none (any certificate the front
+   * door verified will do); a listed entry that cannot be read trusts nothing, and a list that
+   * is not one trusts no CA at all (fail closed).
+   */
+  trustedCas: readonly X509Certificate[] | undefined;
+}
+
+const MtlsSettings = Type.Object({
+  require_mtls_for_m2m: Type.Optional(Type.Unknown()),
+  mtls_trusted_cas: Type.Optional(Type.Unknown()),
+});
+const checkMtlsSettings = TypeCompiler.Compile(MtlsSettings);
+const CaList = Type.Array(Type.String({ maxLength: 16384 }), { maxItems: 20 });
+const checkCaList = TypeCompiler.Compile(CaList);
+
+/** Rules already read, by the settings object (the edge's cached tenant keeps the same one until NOTIFY). */
+const rulesRead = new WeakMap<object, MachineMtlsRule>();
+
+/** The rule of a tenant's stored `security` JSON (SPEC 2.10); settings that are not an object require nothing. */
+export function machineMtlsRule(security: unknown): MachineMtlsRule {
+  if (!checkMtlsSettings.Check(security)) return { required: false, trustedCas: undefined };
+  const known = rulesRead.get(security);
+  if (known) return known;
+  const cas = security.mtls_trusted_cas;
+  const rule: MachineMtlsRule = {
+    required: security.require_mtls_for_m2m === true,
+    trustedCas:
+      cas === undefined || (Array.isArray(cas) && cas.length === 0)
+        ? undefined
+        : checkCaList.Check(cas)
+          ? certificatesOf(cas)
+          : [],
+  };
+  rulesRead.set(security, rule);
+  return rule;
+}
+
+/**
+ * SPEC 2.10 `require_mtls_for_m2m` for every machine call (OAuth client tokens, API keys,
+ * service tokens, SCIM credentials; DESIGN "People and machines"): when the tenant requires it,
+ * the call came with a client certificate (`certificate`: the URL-encoded PEM Envoy verified)
+ * that is valid now and, when the tenant lists `mtls_trusted_cas`, issued by one of them (the
+ * front door accepts any CA some tenant trusts). The token endpoint, the edge and core apply this
+ * one rule; OAuth tokens are also checked for their binding (machineMtlsRefusal). Undefined when
+ * the call may go on; else why not (no certificate material in it).
+ */
+export function tenantMtlsRefusal(
+  rule: MachineMtlsRule,
+  certificate: string | X509Certificate | undefined,
+  nowMs: number,
+): string | undefined {
+  if (!rule.required) return undefined;
+  const required = 'this tenant requires mutual TLS for machine clients';
+  const cert = typeof certificate === 'string' ? parseForwardedCertificate(certificate) : certificate;
+  if (!cert) return `${required}: connect with a client certificate`;
+  if (!validAt(cert, nowMs)) return `${required}: the client certificate is expired or not yet valid`;
+  if (rule.trustedCas !== undefined && !issuedByTrustedCa(rule.trustedCas, cert, nowMs))
+    return `${required}: the client certificate is not issued by a CA it trusts (mtls_trusted_cas)`;
+  return undefined;
+}
+
+/**
+ * An OAuth client token of a tenant that requires mutual TLS: the tenant's rule for every machine
+ * call, then the token's binding to the very certificate presented (machineMtlsRefusal).
+ */
+export function clientTokenMtlsRefusal(
+  rule: MachineMtlsRule,
+  boundTo: string | undefined,
+  certificate: string | undefined,
+  nowMs: number,
+): string | undefined {
+  if (!rule.required) return undefined;
+  return tenantMtlsRefusal(rule, certificate, nowMs) ?? machineMtlsRefusal(boundTo, certificate);
 }

@@ -15,7 +15,13 @@ import type { KeyStore } from '../keys/keys.ts';
 import type { Queryable } from '../../shared/db/pool.ts';
 import type { RequestContext } from '../http/route.ts';
 import { AppError } from '../../shared/errors.ts';
-import { certificateThumbprint, machineMtlsRefusal } from '../../shared/mtls.ts';
+import {
+  certificateThumbprint,
+  machineMtlsRefusal,
+  machineMtlsRule,
+  tenantMtlsRefusal,
+  type MachineMtlsRule,
+} from '../../shared/mtls.ts';
 import { requireTokenProof } from '../http/dpop.ts';
 import { addressAllowed } from '../../shared/ip-ranges.ts';
 import { rangesOf } from '../staff/tenant-rules.ts';
@@ -85,16 +91,12 @@ async function requireClientBinding(deps: Deps, ctx: Ctx, token: string, claims:
  * the policy's tenant_active and tenant_ip_ranges), a revoked client's tokens stop at once, a
  * suspended tenant's clients act no more, and outside the tenant's SPEC 2.10 allowed_ip_ranges
  * (the edge's x-client-ip; no address when core is reached without the edge) nothing is done.
- * Says whether the tenant sets SPEC 2.10 require_mtls_for_m2m (as the edge reads it: `true` only).
+ * Returns the tenant's SPEC 2.10 mutual-TLS rule for machine calls, read as the edge reads it
+ * (shared/mtls.ts machineMtlsRule).
  */
-async function requireLiveClient(
-  deps: Deps,
-  ctx: Ctx,
-  claims: ClientTokenClaims,
-): Promise<{ requireMtls: boolean }> {
-  const { rows } = await deps.db.query<{ status: string; ranges: unknown; require_mtls: boolean }>(
-    `SELECT t.status, t.security -> 'allowed_ip_ranges' AS ranges,
-            COALESCE(t.security -> 'require_mtls_for_m2m' = 'true'::jsonb, false) AS require_mtls
+async function requireLiveClient(deps: Deps, ctx: Ctx, claims: ClientTokenClaims): Promise<MachineMtlsRule> {
+  const { rows } = await deps.db.query<{ status: string; ranges: unknown; security: unknown }>(
+    `SELECT t.status, t.security -> 'allowed_ip_ranges' AS ranges, t.security
        FROM oauth_clients c JOIN tenants t ON t.id = c.tenant_id
       WHERE c.client_id = $1 AND c.tenant_id = $2 AND c.revoked_at IS NULL`,
     [claims.sub, claims.tid],
@@ -105,19 +107,22 @@ async function requireLiveClient(
   if (row.status !== 'ACTIVE') throw new AppError('FORBIDDEN', 'the tenant is suspended');
   if (!addressAllowed(rangesOf(row.ranges), ctx.identity.clientIp))
     throw new AppError('FORBIDDEN', "the source address is outside the tenant's allowed IP ranges");
-  return { requireMtls: row.require_mtls };
+  return machineMtlsRule(row.security);
 }
 
 /**
- * SPEC 2.10 require_mtls_for_m2m, the edge's rule (shared/mtls.ts): the token is bound to a
- * certificate and the request came with it (only the edge forwards one, so never on core reached
- * directly). Checked even when the edge vouched: a certificate, unlike a DPoP proof, is not used
- * up. Customer, agent and staff tokens never come here: people, not machines (SPEC 2.10).
+ * SPEC 2.10 require_mtls_for_m2m, the edge's rule (shared/mtls.ts): the request came with a
+ * certificate the tenant trusts, and the token is bound to that very certificate (only the edge
+ * forwards one, so never on core reached directly). Checked even when the edge vouched: a
+ * certificate, unlike a DPoP proof, is not used up. Customer, agent and staff tokens never come
+ * here: people, not machines (SPEC 2.10).
  */
-function requireTenantMtls(ctx: Ctx, claims: ClientTokenClaims): void {
+function requireTenantMtls(ctx: Ctx, claims: ClientTokenClaims, rule: MachineMtlsRule, nowMs: number): void {
+  if (!rule.required) return;
   const id = ctx.identity;
   const certificate = id.fromEdge ? id.clientCertificate : undefined;
-  const refused = machineMtlsRefusal(bindingOf(claims.cnf).x5t, certificate);
+  const refused =
+    tenantMtlsRefusal(rule, certificate, nowMs) ?? machineMtlsRefusal(bindingOf(claims.cnf).x5t, certificate);
   if (refused !== undefined) throw new AppError('mtls_required', refused);
 }
 
@@ -146,8 +151,8 @@ export async function authenticate(deps: Deps, ctx: Ctx, need: CoreScope): Promi
   }
   const { token, claims } = verified;
   // The client and its tenant first: what the tenant requires (mTLS) decides the refusal's code.
-  const tenant = await requireLiveClient(deps, ctx, claims);
-  if (tenant.requireMtls) requireTenantMtls(ctx, claims);
+  const mtls = await requireLiveClient(deps, ctx, claims);
+  requireTenantMtls(ctx, claims, mtls, keys.now());
   await requireClientBinding(deps, ctx, token, claims);
   const scopes = scopesOf(claims);
   if (!hasScope(scopes, need)) throw new AppError('INSUFFICIENT_SCOPE', `scope ${need} is required`);

@@ -14,10 +14,16 @@
 import type { X509Certificate } from 'node:crypto';
 import { createLocalJWKSet, decodeJwt, decodeProtectedHeader, jwtVerify, type JSONWebKeySet } from 'jose';
 import { firstUse } from '../../shared/replay.ts';
-import { certificateThumbprint, parseForwardedCertificate, subjectDnOf } from '../../shared/mtls.ts';
+import {
+  certificateThumbprint,
+  issuedByTrustedCa,
+  parseForwardedCertificate,
+  subjectDnOf,
+  validAt,
+} from '../../shared/mtls.ts';
 import type { Queryable } from '../../shared/db/pool.ts';
 import { findClient, secretMatches, secretMethods, type OAuthClient } from './clients.ts';
-import { issuedByTrustedCa, oauthTenantPolicy, validAt, type OAuthTenantPolicy } from './tenant-policy.ts';
+import { oauthTenantPolicy, type OAuthTenantPolicy } from './tenant-policy.ts';
 
 export const assertionType = 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer';
 export const assertionAlgorithms = ['EdDSA', 'ES256', 'PS256'] as const;
@@ -134,7 +140,7 @@ function checkCertificate(
     if (thumbprint !== client.tlsThumbprint) throw fail('client certificate is not the registered one');
     return;
   }
-  if (!issuedByTrustedCa(policy, cert, nowMs))
+  if (!issuedByTrustedCa(policy.trustedCas, cert, nowMs))
     throw fail("client certificate is not issued by a CA the client's tenant trusts");
   const subjectOk = client.tlsSubject !== null && subjectDnOf(cert) === client.tlsSubject;
   const thumbOk = client.tlsThumbprint !== null && thumbprint === client.tlsThumbprint;

@@ -8,7 +8,7 @@
  * one. Errors are RFC 6749 §5.2 `{error, error_description}` (beside `code`, `message`).
  * Its `iss` is ISSUER_URL when configured (discovery.ts), else the tenant's issuer.
  */
-import { randomUUID, type X509Certificate } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
 import type { Db } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
@@ -18,12 +18,11 @@ import { defineRoute, type RequestContext, type RouteSpec } from '../http/route.
 import type { KeyStore } from '../keys/keys.ts';
 import { accessTokenType, coreAudience } from './bearer.ts';
 import { audit } from '../../shared/audit.ts';
-import { certificateThumbprint } from '../../shared/mtls.ts';
+import { certificateThumbprint, tenantMtlsRefusal, type MachineMtlsRule } from '../../shared/mtls.ts';
 import { dpopBinding } from '../http/dpop.ts';
 import { ClientAuthError, authenticateClient, type Authenticated } from './client-auth.ts';
 import { issuerOf, tokenEndpointOf } from './discovery.ts';
 import type { OAuthClient } from './clients.ts';
-import { issuedByTrustedCa } from './tenant-policy.ts';
 import { declared } from '../http/declared.ts';
 
 /** SPEC 8: access tokens live 5 to 10 minutes. */
@@ -252,24 +251,20 @@ function tenantRefusal(a: Authenticated, ctx: Ctx, nowMs: number): string | unde
   if (a.policy.suspended) return 'the tenant of this client is suspended';
   if (!a.policy.sourceAllowed(ctx.identity.clientIp))
     return "the source address is outside the tenant's allowed IP ranges";
-  if (a.policy.requireMtls && !a.certificate)
-    return "the client's tenant requires mutual TLS: connect with a client certificate";
-  if (a.policy.requireMtls && a.certificate && !tenantTrusts(a, a.certificate, nowMs))
-    return "the client's tenant requires mutual TLS with a certificate issued by a CA it trusts (mtls_trusted_cas)";
-  return undefined;
+  return tenantMtlsRefusal(mtlsRuleFor(a), a.certificate, nowMs);
 }
 
 /**
- * The front door accepts a certificate any tenant's CA issued (envoy.yaml `machine_mtls`), so a
- * tenant that names the CAs it trusts (`mtls_trusted_cas`) gets its secret and private_key_jwt
- * clients' tokens bound only to certificates from those: otherwise a stolen secret and any
- * certificate some other tenant's CA issued would pass its mutual-TLS requirement. The
- * certificate methods were checked against the tenant's trust already (client-auth.ts); a tenant
- * naming no CA takes any certificate the front door verified.
+ * The tenant's one rule for machine calls (shared/mtls.ts): the front door accepts a certificate
+ * any tenant's CA issued (envoy.yaml `machine_mtls`), so a tenant that names the CAs it trusts
+ * (`mtls_trusted_cas`) gets its secret and private_key_jwt clients' tokens bound only to
+ * certificates from those: otherwise a stolen secret and any certificate some other tenant's CA
+ * issued would pass its mutual-TLS requirement. The certificate methods were checked against the
+ * tenant's trust already (client-auth.ts; a self-signed one is its own registration).
  */
-function tenantTrusts(a: Authenticated, cert: X509Certificate, nowMs: number): boolean {
-  if (a.method === 'tls_client_auth' || a.method === 'self_signed_tls_client_auth') return true;
-  return a.policy.trustedCas.length === 0 || issuedByTrustedCa(a.policy, cert, nowMs);
+function mtlsRuleFor(a: Authenticated): MachineMtlsRule {
+  const certificateMethod = a.method === 'tls_client_auth' || a.method === 'self_signed_tls_client_auth';
+  return certificateMethod ? { required: a.policy.mtls.required, trustedCas: undefined } : a.policy.mtls;
 }
 
 async function refuseByTenant(deps: TokenDeps, ctx: Ctx, a: Authenticated): Promise<void> {

@@ -9,12 +9,13 @@
  * the edge applies to every route naming the tenant but cannot apply to `/oauth2/token` (a public
  * route that need not name one): the tenant's status and its `allowed_ip_ranges`.
  */
-import { X509Certificate } from 'node:crypto';
+import type { X509Certificate } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import type { Queryable } from '../../shared/db/pool.ts';
 import { addressAllowed } from '../../shared/ip-ranges.ts';
 import { rangesOf } from '../staff/tenant-rules.ts';
+import { machineMtlsRule, type MachineMtlsRule } from '../../shared/mtls.ts';
 
 const Security = Type.Object({
   oauth_client_secrets_forbidden: Type.Optional(Type.Boolean()),
@@ -26,42 +27,19 @@ const checkSecurity = TypeCompiler.Compile(Security);
 
 export interface OAuthTenantPolicy {
   secretsForbidden: boolean;
-  trustedCas: X509Certificate[];
+  /** `mtls_trusted_cas`: whom `tls_client_auth` accepts (readable entries only). */
+  trustedCas: readonly X509Certificate[];
   requireDpopNonce: boolean;
-  /** SPEC 2.10 require_mtls_for_m2m: no token without a client certificate on the connection. */
-  requireMtls: boolean;
+  /**
+   * SPEC 2.10 require_mtls_for_m2m with mtls_trusted_cas: no token without a client certificate
+   * on the connection, from a CA the tenant lists when it lists any (shared/mtls.ts, the rule the
+   * edge applies to every machine call).
+   */
+  mtls: MachineMtlsRule;
   /** The platform suspended the tenant (tenants.status): its clients get no new token. */
   suspended: boolean;
   /** SPEC 2.10 allowed_ip_ranges: when the tenant sets any, only a source inside one (the edge's x-client-ip). */
   sourceAllowed: (ip: string | undefined) => boolean;
-}
-
-/** Whether `c` is within its validity period at `nowMs`. */
-export function validAt(c: X509Certificate, nowMs: number): boolean {
-  return Date.parse(c.validFrom) <= nowMs && nowMs <= Date.parse(c.validTo);
-}
-
-/**
- * Whether one of the tenant's `mtls_trusted_cas` (valid now) issued `cert`. The front door
- * verifies a certificate against every CA some tenant trusts (deploy/envoy/envoy.yaml
- * `machine_mtls`), so only this says the certificate is one this tenant trusts.
- */
-export function issuedByTrustedCa(policy: OAuthTenantPolicy, cert: X509Certificate, nowMs: number): boolean {
-  return policy.trustedCas.some(
-    (ca) => validAt(ca, nowMs) && cert.checkIssued(ca) && cert.verify(ca.publicKey),
-  );
-}
-
-function certificates(pems: string[]): X509Certificate[] {
-  const out: X509Certificate[] = [];
-  for (const pem of pems) {
-    try {
-      out.push(new X509Certificate(pem));
-    } catch {
-      // an unreadable entry trusts nothing
-    }
-  }
-  return out;
 }
 
 /**
@@ -81,12 +59,19 @@ export async function oauthTenantPolicy(q: Queryable, tenantId: string): Promise
     sourceAllowed: (ip: string | undefined) => addressAllowed(ranges, ip),
   };
   if (!checkSecurity.Check(sec))
-    return { secretsForbidden: true, trustedCas: [], requireDpopNonce: true, requireMtls: true, ...tenant };
+    return {
+      secretsForbidden: true,
+      trustedCas: [],
+      requireDpopNonce: true,
+      mtls: { required: true, trustedCas: [] },
+      ...tenant,
+    };
+  const mtls = machineMtlsRule(sec);
   return {
     secretsForbidden: sec.oauth_client_secrets_forbidden === true,
-    trustedCas: certificates(sec.mtls_trusted_cas ?? []),
+    trustedCas: [...(mtls.trustedCas ?? [])],
     requireDpopNonce: sec.require_dpop_nonce === true,
-    requireMtls: sec.require_mtls_for_m2m === true,
+    mtls,
     ...tenant,
   };
 }

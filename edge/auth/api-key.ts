@@ -2,11 +2,14 @@
  * Signed requests from machine clients (SPEC 5.4; canonical form in shared/api-key-signing.ts).
  * Checked in this order, each failure with its own code: headers present (401
  * missing_signature_headers), key known and not revoked (403 invalid_key), not expired (403
- * key_expired), source address in the key's allowlist (403 ip_not_allowed), mTLS when the
- * tenant requires it for machine clients (403 mtls_required), x-api-key-secret when sent
- * (403 bad_secret), date inside the replay window (401 stale_date), signature (401
- * bad_signature; constant-time), and last the nonce, once per key across every edge (401
- * nonce_reused) — last, so nobody without the secret can burn a client's nonces.
+ * key_expired), x-api-key-secret when sent (403 bad_secret), date inside the replay window (401
+ * stale_date), signature (401 bad_signature; constant-time); then, the request proven to come
+ * from the key's holder, source address in the key's allowlist (403 ip_not_allowed), the
+ * tenant's mutual-TLS rule for machine clients (403 mtls_required; shared/mtls.ts), and last the
+ * nonce, once per key across every edge (401 nonce_reused) — last, so nobody without the secret
+ * can burn a client's nonces. SPEC 5.4 names the codes but fixes no order: the allowlist and the
+ * tenant's setting come after the signature so that a caller holding only a key id learns
+ * neither. Refusals after the signature are audited in the key's tenant, naming the key.
  */
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import { canonicalString } from '../../shared/api-key-signing.ts';
@@ -14,6 +17,7 @@ import { addressAllowed } from '../../shared/ip-ranges.ts';
 import type { RequestView } from '../check.ts';
 import type { ApiKeyState, EdgeState, TenantState } from '../state/store.ts';
 import { CredentialError } from './bearer.ts';
+import { asVerified, requireMachineMtls } from './machine-mtls.ts';
 
 /** SPEC 8: request nonce replay window, 5 to 10 minutes. */
 export const defaultReplayWindowMs = 5 * 60_000;
@@ -54,13 +58,6 @@ export async function verifyApiKey(
   if (!key || key.revoked) throw new CredentialError(403, 'invalid_key', 'unknown or revoked API key');
   if (key.expiresAtMs !== null && key.expiresAtMs <= nowMs)
     throw new CredentialError(403, 'key_expired', 'API key has expired');
-  // Read as the policy and core read ranges (shared/ip-ranges.ts): an IPv4 caller is not inside ::/0.
-  if (!addressAllowed(key.ipAllowlist, view.sourceIp))
-    throw new CredentialError(403, 'ip_not_allowed', 'source address is not in the key allowlist');
-  const tenant = await tenantOf(key.tenantId);
-  if (tenant?.security.require_mtls_for_m2m === true && !view.peerCertificate) {
-    throw new CredentialError(403, 'mtls_required', 'this tenant requires mutual TLS for machine clients');
-  }
   const secrets = [key.secret];
   const hashes = [key.secretHash];
   if (key.previous && key.previous.validUntilMs > nowMs) {
@@ -91,8 +88,14 @@ export async function verifyApiKey(
     equal(Buffer.from(createHmac('sha256', s).update(canonical, 'utf8').digest('base64url'), 'utf8'), given),
   );
   if (!ok) throw new CredentialError(401, 'bad_signature', 'signature does not match the request');
-  if (!(await state.firstUse('nonce', `${key.id}:${nonce}`, 2 * window)))
-    throw new CredentialError(401, 'nonce_reused', 'nonce already used');
+  await asVerified(key.tenantId, key.id, async () => {
+    // Read as the policy and core read ranges (shared/ip-ranges.ts): an IPv4 caller is not inside ::/0.
+    if (!addressAllowed(key.ipAllowlist, view.sourceIp))
+      throw new CredentialError(403, 'ip_not_allowed', 'source address is not in the key allowlist');
+    await requireMachineMtls(view, tenantOf, key.tenantId, nowMs);
+    if (!(await state.firstUse('nonce', `${key.id}:${nonce}`, 2 * window)))
+      throw new CredentialError(401, 'nonce_reused', 'nonce already used');
+  });
   return {
     kind: 'service',
     via: 'api-key',

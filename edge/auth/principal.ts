@@ -14,7 +14,8 @@ import { checkBinding } from './dpop.ts';
 import { verifyApiKey, type ApiKeyPrincipal } from './api-key.ts';
 import { staffBearer, staffPrincipal, type StaffPrincipal } from './staff.ts';
 import { bindingOf } from '../../shared/access-token.ts';
-import { machineMtlsRefusal } from '../../shared/mtls.ts';
+import { clientTokenMtlsRefusal } from '../../shared/mtls.ts';
+import { asVerified, requireMachineMtls, tenantMtlsRule } from './machine-mtls.ts';
 
 export type Principal =
   | { kind: 'anonymous' }
@@ -133,19 +134,19 @@ async function agent(
 }
 
 /**
- * SPEC 2.10 `require_mtls_for_m2m` covers OAuth client tokens as it covers API keys (api-key.ts):
- * such a tenant's token counts only bound to a certificate and on a connection presenting it
- * (403 mtls_required), read from the cached tenant, dropped on `tenants_changed`, so turning the
- * setting on stops unbound tokens from the next request. Customer, agent and staff tokens are
- * people, not machines (SPEC 2.10 says machine-to-machine): the setting does not reach them.
+ * SPEC 2.10 `require_mtls_for_m2m` covers OAuth client tokens as it covers every machine credential
+ * (machine-mtls.ts): the tenant's rule, and the token bound to the very certificate presented
+ * (403 mtls_required). Customer, agent and staff tokens are people, not machines (SPEC 2.10 says
+ * machine-to-machine): the setting does not reach them.
  */
 async function requireTenantMtls(
   view: RequestView,
   tenantOf: (id: string) => Promise<TenantState | undefined>,
   claims: { tid: string; cnf?: unknown },
+  nowMs: number,
 ): Promise<void> {
-  if ((await tenantOf(claims.tid))?.security.require_mtls_for_m2m !== true) return;
-  const refused = machineMtlsRefusal(bindingOf(claims.cnf).x5t, view.peerCertificate);
+  const rule = await tenantMtlsRule(tenantOf, claims.tid);
+  const refused = clientTokenMtlsRefusal(rule, bindingOf(claims.cnf).x5t, view.peerCertificate, nowMs);
   if (refused !== undefined) throw new CredentialError(403, 'mtls_required', refused);
 }
 
@@ -156,20 +157,16 @@ async function coreClient(
   nowMs: number,
 ): Promise<Principal> {
   const { token, claims } = await verified(view, state, 'client', nowMs);
-  // A revoked client's tokens stop at once, not when they expire (NOTIFY oauth_clients_changed).
-  try {
-    // Then the tenant's rule and the token's proof, in core's order (core/oauth/bearer.ts).
+  // The token's signature held: its tenant's audit shows which client was refused.
+  await asVerified(claims.tid, claims.sub, async () => {
+    // A revoked client's tokens stop at once, not when they expire (NOTIFY oauth_clients_changed).
     if (!(await state.oauthClientActive(claims.tid, claims.sub)))
       throw new CredentialError(401, 'invalid_token', 'the OAuth client of this token is revoked');
-    await requireTenantMtls(view, tenantOf, claims);
+    // Then the tenant's rule and the token's proof, in core's order (core/oauth/bearer.ts).
+    await requireTenantMtls(view, tenantOf, claims, nowMs);
     // Issue 17 item 2: a certificate- or DPoP-bound client token is refused without its proof.
     await checkBinding(view, state, token, claims.cnf, nowMs);
-  } catch (err) {
-    // The token's signature held: its tenant's audit shows which client was refused.
-    if (err instanceof CredentialError)
-      err.verifiedAs = { tenantId: claims.tid, actor: { type: 'service', id: claims.sub } };
-    throw err;
-  }
+  });
   const scopes = claims.scope !== undefined ? claims.scope.split(' ').filter(Boolean) : (claims.scp ?? []);
   return {
     kind: 'service',
@@ -181,16 +178,27 @@ async function coreClient(
   };
 }
 
-async function serviceToken(view: RequestView, state: EdgeState, nowMs: number): Promise<Principal> {
+/**
+ * A service token (SPEC 5.5; issue 14 item 6): a machine of its tenant, so once the token is
+ * known and live, the tenant's mutual-TLS rule for machines (machine-mtls.ts).
+ */
+async function serviceToken(
+  view: RequestView,
+  state: EdgeState,
+  tenantOf: (id: string) => Promise<TenantState | undefined>,
+  nowMs: number,
+): Promise<Principal> {
   const token = bearerOf(view.headers);
   if (!token) throw new CredentialError(401, 'UNAUTHENTICATED', 'a service token is required');
   const st = await state.serviceToken(token);
   if (!st || st.revoked || (st.expiresAtMs !== null && st.expiresAtMs <= nowMs))
     throw invalid('service token is not valid');
+  const subjectId = `service-token:${st.id}`;
+  await asVerified(st.tenantId, subjectId, () => requireMachineMtls(view, tenantOf, st.tenantId, nowMs));
   return {
     kind: 'service',
     tenantId: st.tenantId,
-    subjectId: `service-token:${st.id}`,
+    subjectId,
     roles: st.roles,
     scopes: [],
     via: 'service-token',
@@ -200,16 +208,25 @@ async function serviceToken(view: RequestView, state: EdgeState, nowMs: number):
 /**
  * A SCIM client (issue 14 item 1): the tenant's SCIM bearer credential, looked up by hash. The
  * principal is `scim-credential:<id>` with the one role `scim`, in the credential's tenant only.
+ * The identity provider's SCIM client is a machine (DESIGN "People and machines"): the tenant's
+ * mutual-TLS rule for machines applies to it (machine-mtls.ts).
  */
-async function scimCredential(view: RequestView, state: EdgeState): Promise<Principal> {
+async function scimCredential(
+  view: RequestView,
+  state: EdgeState,
+  tenantOf: (id: string) => Promise<TenantState | undefined>,
+  nowMs: number,
+): Promise<Principal> {
   const token = bearerOf(view.headers);
   if (!token) throw new CredentialError(401, 'UNAUTHENTICATED', 'a SCIM bearer credential is required');
   const c = await state.scimCredential(token);
   if (!c || c.revoked) throw invalid('SCIM credential is not valid');
+  const subjectId = `scim-credential:${c.id}`;
+  await asVerified(c.tenantId, subjectId, () => requireMachineMtls(view, tenantOf, c.tenantId, nowMs));
   return {
     kind: 'service',
     tenantId: c.tenantId,
-    subjectId: `scim-credential:${c.id}`,
+    subjectId,
     roles: ['scim'],
     scopes: [],
     via: 'scim-credential',
@@ -241,12 +258,12 @@ export async function authenticate(
     case 'staff': {
       // Issue 14 item 5: a person's staff access token (a JWT); an opaque bearer is a service token.
       const jwt = staffBearer(view);
-      return jwt ? staffPrincipal(view, state, tenantOf, nowMs) : serviceToken(view, state, nowMs);
+      return jwt ? staffPrincipal(view, state, tenantOf, nowMs) : serviceToken(view, state, tenantOf, nowMs);
     }
     case 'service':
-      return serviceToken(view, state, nowMs);
+      return serviceToken(view, state, tenantOf, nowMs);
     case 'scim':
-      return scimCredential(view, state);
+      return scimCredential(view, state, tenantOf, nowMs);
     default:
       return { kind: 'anonymous' };
   }

@@ -18,6 +18,7 @@ import { EdgeState } from '../../edge/state/store.ts';
 import type { CheckResponse } from '../../edge/types.ts';
 import { canonicalString, signRequest } from '../../shared/api-key-signing.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
+import { makePki } from '../helpers/pki.ts';
 import { envoyRequest, headerOf, startTestEdge, type TestEdge } from '../helpers/edge.ts';
 
 const log = createLogger(process.env.DEBUG_EDGE ? 'warn' : 'silent');
@@ -129,6 +130,15 @@ describe('API keys at the edge', () => {
       },
       ip: '198.51.100.10',
     });
+  /** The API keys the edges' audit records (written out now) name for refusals `code` in `tenants`. */
+  const auditedKeys = async (tenants: string[], code: string): Promise<string[]> => {
+    for (const a of audits) await a.flush();
+    const { rows } = await t.db.query<{ actor: { type: string; id: string } }>(
+      `SELECT actor FROM audit_log WHERE tenant_id = ANY($1) AND decision->>'code' = $2`,
+      [tenants, code],
+    );
+    return rows.map((r) => (r.actor.type === 'service' ? r.actor.id : JSON.stringify(r.actor))).sort();
+  };
   const transfer = (amount = '100.00', currency = 'KES') =>
     JSON.stringify({ amount, currency, beneficiaryId: 'b1' });
 
@@ -286,6 +296,13 @@ describe('API keys at the edge', () => {
     }
     const fenced = await newKey('t1', { ipAllowlist: ['203.0.113.0/24'] });
     assert.equal(body(await edge.check(signed(fenced, 'GET', '/t/transactions'))).code, 'ip_not_allowed');
+    // Only a caller who can sign learns of the allowlist: a wrong signature from outside it is just that.
+    const forged = await edge.check(
+      signed({ ...fenced, secret: 'sk_live_guessed' }, 'GET', '/t/transactions'),
+    );
+    assert.equal(body(forged).code, 'bad_signature', forged.denied_response?.body);
+    assert.equal(forged.denied_response?.status.code, 401);
+    assert.deepEqual(await auditedKeys(['t1'], 'ip_not_allowed'), [fenced.key.id], 'audited naming the key');
     const inside = await edge.check(
       envoyRequest('GET', '/t/transactions', {
         headers: signRequest({
@@ -417,16 +434,56 @@ describe('API keys at the edge', () => {
     }
   });
 
-  it('requires a verified client certificate when the tenant demands mTLS for machine clients', async () => {
-    await t.db.query(
-      `INSERT INTO tenants (id, name, country, base_currency, security) VALUES ('t3', 't3', 'KE', 'KES', '{"require_mtls_for_m2m": true}')`,
-    );
-    const k = await newKey('t3');
-    assert.equal(body(await edge.check(signed(k, 'GET', '/t/transactions'))).code, 'mtls_required');
-    const req = signed(k, 'GET', '/t/transactions');
-    (req.attributes?.source as Record<string, unknown>).certificate =
-      '-----BEGIN%20CERTIFICATE-----%0AMIIB...';
-    assert.equal((await edge.check(req)).status.code, 0);
+  it("applies the tenant's mutual-TLS rule after the signature: a valid certificate, from a CA it lists", async () => {
+    const pki = await makePki();
+    const foreignPki = await makePki();
+    try {
+      const trusted = await pki.client('/O=T3/CN=payouts');
+      // The same subject under a CA the front door may trust for some other tenant.
+      const foreign = await foreignPki.client('/O=T3/CN=payouts');
+      const security = (cas: string[]) =>
+        JSON.stringify({ require_mtls_for_m2m: true, mtls_trusted_cas: cas });
+      await t.db.query(
+        `INSERT INTO tenants (id, name, country, base_currency, security) VALUES ('t3', 't3', 'KE', 'KES', $1), ('t4', 't4', 'KE', 'KES', $2)`,
+        [security([pki.ca.cert]), security([])],
+      );
+      const k = await newKey('t3');
+      const anyCa = await newKey('t4');
+      const own = await newKey('t1');
+      /** A signed request of `key` on a connection that presented `cert` (Envoy's URL-encoded PEM). */
+      const over = (key: typeof k, cert: string | undefined, extra: Record<string, string> = {}) => {
+        const req = signed(key, 'GET', '/t/transactions', '', extra);
+        if (cert) (req.attributes?.source as Record<string, unknown>).certificate = encodeURIComponent(cert);
+        return req;
+      };
+      const codeOf = async (req: ReturnType<typeof over>) => {
+        const r = await edge.check(req);
+        return r.status.code === 0 ? 'allowed' : `${r.denied_response?.status.code} ${body(r).code}`;
+      };
+      assert.equal(await codeOf(over(k, undefined)), '403 mtls_required', 'no certificate');
+      assert.equal(await codeOf(over(k, foreign.cert)), '403 mtls_required', "another tenant's CA");
+      assert.equal(await codeOf(over(k, trusted.cert)), 'allowed', 'its own CA');
+      // A tenant listing no CA takes any certificate the front door verified, and needs one.
+      assert.equal(await codeOf(over(anyCa, foreign.cert)), 'allowed', 'no CA listed');
+      assert.equal(await codeOf(over(anyCa, undefined)), '403 mtls_required', 'no CA listed, no certificate');
+      // Nobody who cannot sign learns of the setting: a wrong signature or secret is answered as such.
+      const forged = { ...k, secret: 'sk_live_guessed' };
+      assert.equal(await codeOf(over(forged, undefined)), '401 bad_signature');
+      assert.equal(
+        await codeOf(over(k, undefined, { 'x-api-key-secret': 'sk_live_guessed' })),
+        '403 bad_secret',
+      );
+      // A tenant without the setting is untouched.
+      assert.equal(await codeOf(over(own, undefined)), 'allowed', 'other tenant');
+      // The refusals name the key in its tenant's audit chain; the forged request names nobody.
+      assert.deepEqual(
+        await auditedKeys(['t3', 't4'], 'mtls_required'),
+        [k.key.id, k.key.id, anyCa.key.id].sort(),
+      );
+    } finally {
+      await pki.dispose();
+      await foreignPki.dispose();
+    }
   });
 });
 

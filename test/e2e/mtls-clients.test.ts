@@ -10,13 +10,14 @@ import assert from 'node:assert/strict';
 import { createHash, generateKeyPairSync, randomUUID, X509Certificate } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { SignJWT, type JWK } from 'jose';
-import { Agent } from 'undici';
+import type { Agent } from 'undici';
 import { dpopCall, dpopKey } from '../helpers/dpop.ts';
 import type { TestDb } from '../helpers/db.ts';
-import { startE2eStack, type E2eStack } from '../helpers/e2e-stack.ts';
+import type { E2eStack } from '../helpers/e2e-stack.ts';
+import { startMtlsStack, type MtlsStack } from '../helpers/mtls-stack.ts';
 import { callRetrying } from '../helpers/gateway.ts';
 import { eventually, type Res } from '../helpers/http.ts';
-import { makePki, type Issued, type Pki } from '../helpers/pki.ts';
+import type { Issued, Pki } from '../helpers/pki.ts';
 import { tenantWithAdmin as createTenant } from '../helpers/tenants.ts';
 
 type Client = { clientId: string; clientSecret: string };
@@ -27,6 +28,8 @@ type DemoFile = {
 };
 
 describe('require_mtls_for_m2m: OAuth clients need mutual TLS to get and use tokens', () => {
+  /** The front door also trusts another tenant's CA (envoy.yaml: every CA some tenant trusts). */
+  let m: MtlsStack;
   let e2e: E2eStack;
   let tdb: TestDb;
   let gw: string;
@@ -35,16 +38,10 @@ describe('require_mtls_for_m2m: OAuth clients need mutual TLS to get and use tok
   let demo: DemoFile;
   let pki: Pki;
   let acme: Issued;
-  let other: Issued;
   let withAcme: Agent;
   let withOther: Agent;
-  /** Another tenant's CA, which the front door trusts as well (envoy.yaml: every CA some tenant trusts). */
-  let foreignPki: Pki;
   let foreign: Issued;
   let withForeign: Agent;
-
-  const tlsAgent = (cert: Issued) =>
-    new Agent({ connect: { ca: pki.ca.cert, key: cert.key, cert: cert.cert, servername: '127.0.0.1' } });
   const x5t = (pem: string) => createHash('sha256').update(new X509Certificate(pem).raw).digest('base64url');
   const claimsOf = (jwt: string) =>
     JSON.parse(Buffer.from(jwt.split('.')[1] ?? '', 'base64url').toString('utf8'));
@@ -120,7 +117,11 @@ describe('require_mtls_for_m2m: OAuth clients need mutual TLS to get and use tok
     return { admin, client: { clientId: r.json.client_id, clientSecret: r.json.client_secret } };
   }
 
-  /** The tenant's Admin turns require_mtls_for_m2m on or off through the settings API (GET, PUT If-Match). */
+  /**
+   * The tenant's Admin turns require_mtls_for_m2m on or off through the settings API (GET, PUT
+   * If-Match). The Admin's service token is a machine credential of the tenant, under the same
+   * rule once it is on: it calls over the mTLS listener with a certificate the tenant trusts.
+   */
   async function requireMtls(
     admin: string,
     tenantId: string,
@@ -128,9 +129,10 @@ describe('require_mtls_for_m2m: OAuth clients need mutual TLS to get and use tok
     also: Record<string, unknown> = {},
   ): Promise<void> {
     const path = `/v1/tenants/${tenantId}/security`;
-    const read = await as(admin, 'GET', path);
+    const read = await as(admin, 'GET', path, { origin: gwTls, dispatcher: withAcme });
     assert.equal(read.status, 200, read.text);
-    const put = await callRetrying(gw, 'PUT', path, {
+    const put = await callRetrying(gwTls, 'PUT', path, {
+      dispatcher: withAcme,
       json: { ...read.json, require_mtls_for_m2m: on, ...also },
       headers: {
         authorization: `Bearer ${admin}`,
@@ -140,6 +142,12 @@ describe('require_mtls_for_m2m: OAuth clients need mutual TLS to get and use tok
       },
     });
     assert.equal(put.status, 200, put.text);
+    // Turned off, the Admin's plain calls pass again once the edge has heard of it (NOTIFY).
+    if (!on)
+      await eventually(
+        () => as(admin, 'GET', path),
+        (r) => r.status === 200,
+      );
   }
 
   /** A token of `c` over plain HTTP (no certificate): unbound. */
@@ -171,33 +179,19 @@ describe('require_mtls_for_m2m: OAuth clients need mutual TLS to get and use tok
   }
 
   before(async () => {
-    pki = await makePki();
-    foreignPki = await makePki();
-    acme = await pki.client('/O=Acme/CN=payouts');
-    other = await pki.client('/O=Other/CN=payouts');
-    // The same subject as Acme's, under a CA only some other tenant trusts.
-    foreign = await foreignPki.client('/O=Acme/CN=payouts');
-    e2e = await startE2eStack('mtlscli', {
-      gatewayTls: {
-        key: pki.server.key,
-        cert: pki.server.cert,
-        clientCa: `${pki.ca.cert}\n${foreignPki.ca.cert}`,
-      },
-    });
+    m = await startMtlsStack('mtlscli');
+    ({ e2e, gwTls, pki } = m);
     ({ tdb, gw, core } = e2e);
-    gwTls = `https://127.0.0.1:${e2e.stack.ports.gatewayTls}`;
     demo = e2e.demo as DemoFile;
-    withAcme = tlsAgent(acme);
-    withOther = tlsAgent(other);
-    withForeign = tlsAgent(foreign);
+    acme = await pki.client('/O=Acme/CN=payouts');
+    // The same subject as Acme's, under a CA only some other tenant trusts.
+    foreign = await m.foreignPki.client('/O=Acme/CN=payouts');
+    withAcme = m.agent(acme);
+    withOther = m.agent(await pki.client('/O=Other/CN=payouts'));
+    withForeign = m.agent(foreign);
   });
   after(async () => {
-    await withAcme?.close();
-    await withOther?.close();
-    await withForeign?.close();
-    await e2e?.stop();
-    await pki?.dispose();
-    await foreignPki?.dispose();
+    await m?.stop();
   });
 
   it('issues a token only to a client that connected with a certificate, bound to it; refusals audited', async () => {
@@ -329,6 +323,19 @@ describe('require_mtls_for_m2m: OAuth clients need mutual TLS to get and use tok
     }
   });
 
+  it('a bound token stops once its tenant no longer lists the CA of its certificate', async () => {
+    const { admin, client } = await tenantWithClient('mtlscli-drop');
+    await requireMtls(admin, 'mtlscli-drop', true, { mtls_trusted_cas: [pki.ca.cert] });
+    const t = await tokenAt(gwTls, client, withAcme);
+    assert.equal(t.status, 200, t.text);
+    const use = () => as(t.json.access_token, 'GET', probe(), { origin: gwTls, dispatcher: withAcme });
+    assert.equal((await use()).status, 404, 'its CA listed');
+    await requireMtls(admin, 'mtlscli-drop', true, { mtls_trusted_cas: [m.foreignPki.ca.cert] });
+    const r = await eventually(use, (res) => res.status === 403);
+    refused(r, 403, 'mtls_required', 'its CA no longer listed');
+    assert.equal(r.json.reason, 'mtls_required', `refused by the edge: ${r.text}`);
+  });
+
   it('a certificate is public: copied into headers it gets no bound token used and no token issued, at the gateway or core', async () => {
     const { admin, client } = await tenantWithClient('mtlscli-spoof');
     await requireMtls(admin, 'mtlscli-spoof', true);
@@ -431,6 +438,8 @@ describe('require_mtls_for_m2m: OAuth clients need mutual TLS to get and use tok
     refused(await ask(off.client, 'mtlscli-x-on'), 401, 'INVALID_CLIENT', 'naming the tenant with the rule');
     // An account of the mTLS tenant, opened by a writing client of it over its certificate.
     const reg = await as(on.admin, 'POST', '/v1/oauth-clients', {
+      origin: gwTls,
+      dispatcher: withAcme,
       json: {
         name: 'opener',
         scopes: ['core:read', 'core:write'],
