@@ -6,6 +6,7 @@
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { authorizationPackage } from './proto.ts';
+import { checkResponseSerializer } from './encode.ts';
 import { toCheckResponse, unavailable, viewOf, type Decision, type RequestView } from './check.ts';
 import {
   countDecision,
@@ -132,10 +133,19 @@ export async function check(deps: EdgeDeps, req: CheckRequest): Promise<CheckRes
   }
 }
 
+/** The Authorization service with the Check answer written by edge/encode.ts (one buffer, no protobufjs objects). */
+function withCheckSerializer(service: grpc.ServiceDefinition): grpc.ServiceDefinition {
+  const check = service.Check as grpc.MethodDefinition<CheckRequest, CheckResponse>;
+  return {
+    ...service,
+    Check: { ...check, responseSerialize: checkResponseSerializer(check.responseSerialize) },
+  };
+}
+
 export function createEdgeServer(deps: EdgeDeps): grpc.Server {
   const server = new grpc.Server();
   const { Authorization } = authorizationPackage();
-  server.addService(Authorization.service, {
+  server.addService(withCheckSerializer(Authorization.service), {
     Check: (
       call: grpc.ServerUnaryCall<CheckRequest, CheckResponse>,
       callback: grpc.sendUnaryData<CheckResponse>,
