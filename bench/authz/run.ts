@@ -139,6 +139,8 @@ async function ghz(
   const { stdout: out } = await execFileAsync(command[0] as string, [...command.slice(1), ...args, address], {
     maxBuffer: 64 * 1024 * 1024,
     signal: stopping.signal,
+  }).catch((err: unknown) => {
+    throw interrupted ? new Error('interrupted by a signal') : err;
   });
   const { loop } = await servers().ask({ t: 'probe-stop', requests: opts.n }, 'probe');
   const report = JSON.parse(out) as GhzReport;
