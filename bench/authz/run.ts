@@ -72,6 +72,13 @@ const edgeNodeFlags = process.argv.flatMap((a, i) =>
   a === '--edge-node-flag' && process.argv[i + 1] ? [process.argv[i + 1] as string] : [],
 );
 
+/** The servers' process while it runs. */
+let running: Servers | undefined;
+/** A signal asked the bench to stop (see the handlers at the end). */
+let interrupted = false;
+/** Aborted by that signal: stops a ghz run under way. */
+const stopping = new AbortController();
+
 function ghzPath(): string {
   const gopath = execFileSync('go', ['env', 'GOPATH']).toString().trim();
   return join(gopath, 'bin', 'ghz');
@@ -125,11 +132,15 @@ async function ghz(
     '1s',
   ];
   if (opts.rps > 0) args.push('--rps', String(opts.rps));
+  if (interrupted) throw new Error('interrupted by a signal');
   // The servers' process measures itself over the run (its loop, GC and CPU).
   await servers().ask({ t: 'probe-start' }, 'probe-started');
   const command = pinned ? ['taskset', '-c', '1', ghzPath()] : [ghzPath()];
   const { stdout: out } = await execFileAsync(command[0] as string, [...command.slice(1), ...args, address], {
     maxBuffer: 64 * 1024 * 1024,
+    signal: stopping.signal,
+  }).catch((err: unknown) => {
+    throw interrupted ? new Error('interrupted by a signal') : err;
   });
   const { loop } = await servers().ask({ t: 'probe-stop', requests: opts.n }, 'probe');
   const report = JSON.parse(out) as GhzReport;
@@ -214,9 +225,15 @@ const sayRate = (name: string, m: SustainedRate) =>
     }\n`,
   );
 
+/** The hogs running, stopped however the bench ends. */
+const hogs = new Set<ChildProcess>();
+
 /** A busy loop on one core for the hog scenario (issue 18 item 1): another tenant of the machine. */
 function startHog(): ChildProcess {
-  return spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' });
+  const hog = spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' });
+  hogs.add(hog);
+  hog.once('exit', () => hogs.delete(hog));
+  return hog;
 }
 
 type CheckClient = grpc.Client & {
@@ -252,27 +269,48 @@ async function outcomeOf(address: string, r: CheckRequest): Promise<string> {
 type Scenario = [string, CheckRequest];
 type Ready = Extract<FromServers, { t: 'ready' }>;
 
-/** The servers' process (bench/authz/servers.ts): started, asked, and waited for, one message at a time. */
+/**
+ * The servers' process (bench/authz/servers.ts): started, asked, and waited for, one message at a
+ * time. It never outlives this process: a failure here or there, or a signal, stops it (`stop`).
+ */
 class Servers {
   private readonly waiting: { t: FromServers['t']; resolve(m: FromServers): void; reject(e: Error): void }[] =
     [];
   private ended: Error | undefined;
+  /** What the servers reported failing, if they did: the reason any later question fails. */
+  private failure: string | undefined;
 
   private constructor(readonly child: ChildProcess) {
     child.on('message', (m: FromServers) => {
+      if (m.t === 'failed') {
+        this.failure = m.error;
+        for (const w of this.waiting.splice(0)) w.reject(new Error(m.error));
+        return;
+      }
       const w = this.waiting.shift();
       if (!w) return;
       if (m.t === w.t) w.resolve(m);
-      else w.reject(new Error(m.t === 'failed' ? m.error : `servers answered ${m.t}, expected ${w.t}`));
+      else w.reject(new Error(`servers answered ${m.t}, expected ${w.t}`));
     });
-    child.on('exit', (code) => {
-      this.ended = new Error(`the servers' process exited (${code})`);
-      for (const w of this.waiting.splice(0)) w.reject(this.ended);
-    });
+    // A send on a channel the child already closed is reported here, not thrown.
+    child.on('error', (err) => this.end(err));
+    child.on('exit', (code, signal) =>
+      this.end(
+        new Error(
+          `the servers' process exited (${signal ?? code})${this.failure ? `: ${this.failure}` : ''}`,
+        ),
+      ),
+    );
+  }
+
+  private end(err: Error): void {
+    this.ended ??= err;
+    for (const w of this.waiting.splice(0)) w.reject(this.ended);
   }
 
   /** Fork the servers on the bench's database; resolves once they are listening, with their addresses. */
   static async start(url: string): Promise<{ servers: Servers; ready: Ready }> {
+    if (interrupted) throw new Error('interrupted by a signal');
     const file = join(import.meta.dirname, 'servers.ts');
     const args = [url, inProcessOnly ? 'in-process' : 'load'];
     const node = [process.execPath, ...process.execArgv, ...edgeNodeFlags, file, ...args];
@@ -282,24 +320,57 @@ class Servers {
       stdio: ['inherit', 'inherit', 'inherit', 'ipc'],
     });
     const servers = new Servers(child);
-    return { servers, ready: await servers.wait('ready') };
+    running = servers;
+    try {
+      return { servers, ready: await servers.wait('ready') };
+    } catch (err) {
+      servers.stop();
+      throw err;
+    }
   }
 
   wait<T extends FromServers['t']>(t: T): Promise<Extract<FromServers, { t: T }>> {
     if (this.ended) return Promise.reject(this.ended);
+    if (this.failure) return Promise.reject(new Error(this.failure));
     return new Promise((resolve, reject) =>
       this.waiting.push({ t, resolve: resolve as (m: FromServers) => void, reject }),
     );
   }
 
   ask<T extends FromServers['t']>(m: ToServers, t: T): Promise<Extract<FromServers, { t: T }>> {
+    if (!this.child.connected)
+      return Promise.reject(this.ended ?? new Error(`the servers' channel is closed: ${m.t} not sent`));
     const answer = this.wait(t);
     this.child.send(m);
     return answer;
   }
+
+  private get exited(): boolean {
+    return this.child.exitCode !== null || this.child.signalCode !== null;
+  }
+
+  /** Kill the process if it still runs (its gRPC servers and database connections go with it). */
+  stop(): void {
+    if (!this.exited) this.child.kill('SIGKILL');
+  }
+
+  /**
+   * Let the process end of itself after `finished` (a `--cpu-prof` profile is written as it
+   * exits), killing it if it has not within `ms`.
+   */
+  async stopWithin(ms: number): Promise<void> {
+    if (!this.exited)
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, ms);
+        this.child.once('exit', () => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    this.stop();
+  }
 }
 
-let running: Servers | undefined;
 const servers = (): Servers => {
   if (!running) throw new Error('the servers have not been started');
   return running;
@@ -515,8 +586,8 @@ async function measure(): Promise<void> {
   await withDatabase('authz', async (_db, dir, url) => {
     if (pinned) pinPostgres(dir);
     const { servers: started, ready } = await Servers.start(url);
-    running = started;
     try {
+      if (interrupted) throw new Error('interrupted by a signal');
       if (inProcessOnly) return;
       const outcomes = await decisionsOf(ready.edge, ready.scenarios);
       process.stdout.write(
@@ -525,11 +596,40 @@ async function measure(): Promise<void> {
       const load = await loadRuns(ready, dir);
       if (withPlugin) await compareWithPlugin(dir, ready, outcomes, load);
     } finally {
-      // The timings that need the edge in process (token check, policy alone), then everything stopped.
-      await started.ask({ t: 'finish' }, 'finished');
-      running = undefined;
+      try {
+        // The timings that need the edge in process (token check, policy alone), then everything stopped.
+        if (!interrupted) {
+          await started.ask({ t: 'finish' }, 'finished');
+          await started.stopWithin(10_000);
+        }
+      } finally {
+        // Whatever failed, the servers do not outlive the database this then stops.
+        started.stop();
+        running = undefined;
+      }
     }
   });
 }
+
+/**
+ * Ctrl-C (or SIGTERM, SIGHUP) mid-run: the servers' process and the hog are stopped at once, so
+ * what awaited them fails and the run unwinds through withDatabase, which stops PostgreSQL (in a
+ * process group of its own, the terminal's Ctrl-C never reaches it) and removes its directory.
+ * A second signal exits at once; PostgreSQL is still told to stop on the way out
+ * (core/db/embedded.ts stops it on 'exit'), but its directory may stay.
+ */
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const)
+  process.on(signal, () => {
+    if (interrupted) process.exit(130);
+    interrupted = true;
+    process.stderr.write(`\n${signal}: stopping the bench\n`);
+    stopping.abort();
+    running?.stop();
+    hogs.forEach((h) => h.kill('SIGKILL'));
+  });
+process.once('exit', () => {
+  running?.stop();
+  hogs.forEach((h) => h.kill('SIGKILL'));
+});
 
 runBench(() => showingLoad(measure));

@@ -491,11 +491,28 @@ if (!url || !process.send) {
   process.stderr.write('bench/authz/servers.ts is started by bench/authz/run.ts\n');
   process.exit(2);
 }
+/**
+ * The driver gone (killed, or its channel closed before `finish`): nothing will stop the gRPC
+ * servers, the audit thread and the database pool, which would keep this process running
+ * orphaned, so it exits.
+ */
+let finished = false;
+process.on('disconnect', () => {
+  if (!finished) process.exit(1);
+});
 serve(url, mode === 'in-process').then(
-  () => process.disconnect(),
-  (err: unknown) => {
-    send({ t: 'failed', error: (err as Error).stack ?? String(err) });
-    process.exitCode = 1;
+  () => {
+    finished = true;
     process.disconnect();
+  },
+  (err: unknown) => {
+    // What was started before the failure may still listen: the process ends once the driver has the reason.
+    finished = true;
+    process.exitCode = 1;
+    if (process.send)
+      process.send({ t: 'failed', error: (err as Error).stack ?? String(err) }, undefined, undefined, () =>
+        process.exit(1),
+      );
+    else process.exit(1);
   },
 );

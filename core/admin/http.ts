@@ -336,7 +336,10 @@ export function adminRoute<P extends TSchema, Q extends TSchema, B extends TSche
         const reply = await spec.read(ctx, caller);
         if (reply.status !== 200 || reply.body === undefined) return reply;
         const etag = etagOf(reply.body);
-        if (noneMatch(ctx.headers['if-none-match'], etag)) return { status: 304, headers: { etag } };
+        // RFC 9110 15.4.5: a 304 carries the Cache-Control (and ETag) the 200 would have, or a
+        // cache revalidating a reference table would keep its entry with what it last stored.
+        if (noneMatch(ctx.headers['if-none-match'], etag))
+          return { status: 304, headers: { ...reply.headers, etag } };
         return { ...reply, headers: { ...reply.headers, etag } };
       }
       await deps.limiter.take(caller, deps.now());

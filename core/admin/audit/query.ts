@@ -49,25 +49,39 @@ export interface AuditFilter {
   to?: string | undefined;
 }
 
+/**
+ * Ids the platform makes are UUIDs, canonically lower case but read in any case (RFC 9562 4):
+ * one given in any case names the same record, and so does one a writer stored as its caller
+ * spelled it (a fraud hold placed naming the wallet in upper case: core/ledger/reads.ts reads
+ * any case, and the hold's audit record keeps the spelling), so a UUID is compared without case
+ * on both sides. Other ids (country codes, tenant ids, idempotency keys) are matched as given.
+ */
+const uuidShape = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const isUuid = (id: string | undefined): boolean => id !== undefined && uuidShape.test(id);
+const uuidCase = (id: string | undefined) => (isUuid(id) ? id?.toLowerCase() : id);
+
 /** Newest first; the cursor is the last id seen (ids only grow, so the order is stable). */
 export async function auditPage(q: Queryable, tenantId: string, f: AuditFilter, page: PageRequest) {
   const before = page.after?.[0];
   const { rows } = await q.query<AuditRow>(
     `SELECT id, ts, tenant_id, actor, action, target, decision, attrs, prev_hash, row_hash FROM audit_log
-      WHERE tenant_id = $1 AND ($2::text IS NULL OR actor->>'id' = $2) AND ($3::text IS NULL OR action = $3 OR action LIKE $3 || '.%')
-        AND ($4::text IS NULL OR target->>'type' = $4) AND ($5::text IS NULL OR target->>'id' = $5)
+      WHERE tenant_id = $1 AND ($2::text IS NULL OR actor->>'id' = $2 OR ($10 AND lower(actor->>'id') = $2))
+        AND ($3::text IS NULL OR action = $3 OR action LIKE $3 || '.%')
+        AND ($4::text IS NULL OR target->>'type' = $4) AND ($5::text IS NULL OR target->>'id' = $5 OR ($11 AND lower(target->>'id') = $5))
         AND ($6::timestamptz IS NULL OR ts >= $6) AND ($7::timestamptz IS NULL OR ts < $7) AND ($8::bigint IS NULL OR id < $8)
       ORDER BY id DESC LIMIT $9`,
     [
       tenantId,
-      f.actor ?? null,
+      uuidCase(f.actor) ?? null,
       f.action ?? null,
       f.targetType ?? null,
-      f.targetId ?? null,
+      uuidCase(f.targetId) ?? null,
       f.from ?? null,
       f.to ?? null,
       before ?? null,
       page.limit + 1,
+      isUuid(f.actor),
+      isUuid(f.targetId),
     ],
   );
   const { items, next_cursor } = page.finish(rows, (r) => [Number(r.id)]);
@@ -128,14 +142,6 @@ const ChainReport = Type.Union([
   }),
 ]);
 
-/**
- * Ids the platform makes are UUIDs, stored in their canonical lower case (RFC 9562 4: read case-
- * insensitively): one given in upper case names the same record. Other ids (country codes, tenant
- * ids) are matched as given.
- */
-const uuidShape = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-const uuidCase = (id: string | undefined) => (id !== undefined && uuidShape.test(id) ? id.toLowerCase() : id);
-
 export function auditRoutes(deps: AdminDeps): RouteSpec[] {
   const tags = ['admin.audit'];
   return [
@@ -156,10 +162,10 @@ export function auditRoutes(deps: AdminDeps): RouteSpec[] {
             deps.db,
             chain,
             {
-              actor: uuidCase(ctx.query.actor),
+              actor: ctx.query.actor,
               action: ctx.query.action,
               targetType: ctx.query.resource,
-              targetId: uuidCase(ctx.query.resource_id),
+              targetId: ctx.query.resource_id,
               from: ctx.query.from,
               to: ctx.query.to,
             },

@@ -1,0 +1,90 @@
+/**
+ * SCIM If-None-Match on GET /Users/{id} (RFC 7644 3.14, RFC 9110 13.1.2): a 304 only while the
+ * representation the client holds is still current, and never for another tenant's User.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { roleGroupId } from '../../core/staff/scim/groups.ts';
+import { startTestCore, type TestCore } from '../helpers/core.ts';
+import { viaEdge } from '../helpers/edge-auth.ts';
+import { call } from '../helpers/http.ts';
+
+const userSchema = 'urn:ietf:params:scim:schemas:core:2.0:User';
+const patchSchema = 'urn:ietf:params:scim:api:messages:2.0:PatchOp';
+
+describe('SCIM conditional GET', () => {
+  let t: TestCore;
+  const scimOf = (tenant: string) =>
+    viaEdge({
+      'x-tenant-id': tenant,
+      'x-principal-id': 'scim-credential:c1',
+      'x-roles': 'scim',
+      'x-credential': 'scim-credential',
+      'content-type': 'application/scim+json',
+    });
+  const scim = (
+    method: string,
+    path: string,
+    json?: unknown,
+    extra: Record<string, string> = {},
+    tenant = 't1',
+  ) =>
+    call(t.origin, method, `/scim/v2${path}`, {
+      ...(json === undefined ? {} : { json }),
+      headers: { ...scimOf(tenant), ...extra },
+    });
+
+  before(async () => {
+    t = await startTestCore();
+    await t.tdb.db.query(
+      `INSERT INTO tenants (id, name, country, base_currency) VALUES ('t1', 't1', 'KE', 'KES'), ('t2', 't2', 'KE', 'KES')`,
+    );
+  });
+  after(() => t.close());
+
+  // Known break, not fixed here (core/staff/store.ts is outside this change): changeStaffRole,
+  // setStaffRoles and removeStaffRoles change a member's roles, which its representation lists as
+  // `groups`, without bumping staff_users.version, the User's ETag; so a client holding the old
+  // copy is told 304 and keeps it. Marked todo so it runs and reports without failing the suite.
+  it("a User's ETag changes when a group change gives it a role: no 304 for the copy without it", {
+    todo: 'a role change does not bump the User version (core/staff/store.ts)',
+  }, async () => {
+    const made = await scim('POST', '/Users', { schemas: [userSchema], userName: 'etag-groups@example.org' });
+    assert.equal(made.status, 201, made.text);
+    const before = await scim('GET', `/Users/${made.json.id}`);
+    const held = before.headers.etag as string;
+    assert.deepEqual(before.json.groups ?? [], []);
+    assert.equal(
+      (await scim('GET', `/Users/${made.json.id}`, undefined, { 'if-none-match': held })).status,
+      304,
+    );
+    const add = await scim('PATCH', `/Groups/${roleGroupId('t1', 'admin')}`, {
+      schemas: [patchSchema],
+      Operations: [{ op: 'add', path: 'members', value: [{ value: made.json.id }] }],
+    });
+    assert.equal(add.status, 200, add.text);
+    const after = await scim('GET', `/Users/${made.json.id}`, undefined, { 'if-none-match': held });
+    assert.equal(after.status, 200, 'the User now lists the Admin group: the held copy is stale');
+    assert.deepEqual(
+      after.json.groups.map((g: { display: string }) => g.display),
+      ['Admin'],
+    );
+    assert.notEqual(after.headers.etag, held);
+    assert.equal(after.headers.etag, after.json.meta.version);
+  });
+
+  it("answers another tenant's User 404 whatever tag it names, never 304", async () => {
+    const made = await scim('POST', '/Users', { schemas: [userSchema], userName: 'elsewhere@example.org' });
+    assert.equal(made.status, 201, made.text);
+    for (const given of ['*', made.headers.etag as string, '"1"']) {
+      const r = await scim('GET', `/Users/${made.json.id}`, undefined, { 'if-none-match': given }, 't2');
+      assert.equal(r.status, 404, `${given}: ${r.text}`);
+      assert.equal(r.headers.etag, undefined);
+    }
+    assert.equal(
+      (await scim('GET', `/Users/${made.json.id}`, undefined, { 'if-none-match': '"1"' })).status,
+      304,
+      'its own tenant is told 304',
+    );
+  });
+});
