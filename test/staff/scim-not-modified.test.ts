@@ -42,13 +42,8 @@ describe('SCIM conditional GET', () => {
   });
   after(() => t.close());
 
-  // Known break, not fixed here (core/staff/store.ts is outside this change): changeStaffRole,
-  // setStaffRoles and removeStaffRoles change a member's roles, which its representation lists as
-  // `groups`, without bumping staff_users.version, the User's ETag; so a client holding the old
-  // copy is told 304 and keeps it. Marked todo so it runs and reports without failing the suite.
-  it("a User's ETag changes when a group change gives it a role: no 304 for the copy without it", {
-    todo: 'a role change does not bump the User version (core/staff/store.ts)',
-  }, async () => {
+  // A member's roles are its `groups`: granting one bumps its version (migration 1080).
+  it("a User's ETag changes when a group change gives it a role: no 304 for the copy without it", async () => {
     const made = await scim('POST', '/Users', { schemas: [userSchema], userName: 'etag-groups@example.org' });
     assert.equal(made.status, 201, made.text);
     const before = await scim('GET', `/Users/${made.json.id}`);
