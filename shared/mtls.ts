@@ -72,17 +72,35 @@ export function issuedByTrustedCa(
   return cas.some((ca) => validAt(ca, nowMs) && cert.checkIssued(ca) && cert.verify(ca.publicKey));
 }
 
+/**
+ * Certificates already read, by their PEM text (null: unreadable). Core reads a tenant's settings
+ * afresh on every client-token call and token request, so the rule's WeakMap below never holds
+ * them there, and 20 CAs parsed each time cost milliseconds a call. A text reads the same every
+ * time, so this can never answer for an old setting; bounded, the oldest text goes first.
+ */
+const pemsRead = new Map<string, X509Certificate | null>();
+const maxPemsRead = 512;
+
+function certificateOf(pem: string): X509Certificate | undefined {
+  const known = pemsRead.get(pem);
+  if (known !== undefined) return known ?? undefined;
+  let cert: X509Certificate | null = null;
+  try {
+    cert = new X509Certificate(pem);
+  } catch {
+    // an unreadable entry trusts nothing
+  }
+  if (pemsRead.size >= maxPemsRead) pemsRead.delete(pemsRead.keys().next().value as string);
+  pemsRead.set(pem, cert);
+  return cert ?? undefined;
+}
+
 /** PEM certificates read; an unreadable entry trusts nothing. */
 export function certificatesOf(pems: readonly string[]): X509Certificate[] {
-  const out: X509Certificate[] = [];
-  for (const pem of pems) {
-    try {
-      out.push(new X509Certificate(pem));
-    } catch {
-      // an unreadable entry trusts nothing
-    }
-  }
-  return out;
+  return pems.flatMap((pem) => {
+    const cert = certificateOf(pem);
+    return cert ? [cert] : [];
+  });
 }
 
 /** What a tenant's SPEC 2.10 settings say about machine calls. */

@@ -259,12 +259,15 @@ function tenantRefusal(a: Authenticated, ctx: Ctx, nowMs: number): string | unde
  * any tenant's CA issued (envoy.yaml `machine_mtls`), so a tenant that names the CAs it trusts
  * (`mtls_trusted_cas`) gets its secret and private_key_jwt clients' tokens bound only to
  * certificates from those: otherwise a stolen secret and any certificate some other tenant's CA
- * issued would pass its mutual-TLS requirement. The certificate methods were checked against the
- * tenant's trust already (client-auth.ts; a self-signed one is its own registration).
+ * issued would pass its mutual-TLS requirement. `tls_client_auth` was checked against the same
+ * CAs already (client-auth.ts). A self-signed client's certificate is its own registration, from
+ * none of them: where the tenant lists CAs, the edge and core refuse each call of its tokens (the
+ * rule for every machine call), so it gets no token rather than one it cannot use.
  */
 function mtlsRuleFor(a: Authenticated): MachineMtlsRule {
-  const certificateMethod = a.method === 'tls_client_auth' || a.method === 'self_signed_tls_client_auth';
-  return certificateMethod ? { required: a.policy.mtls.required, trustedCas: undefined } : a.policy.mtls;
+  return a.method === 'tls_client_auth'
+    ? { required: a.policy.mtls.required, trustedCas: undefined }
+    : a.policy.mtls;
 }
 
 async function refuseByTenant(deps: TokenDeps, ctx: Ctx, a: Authenticated): Promise<void> {

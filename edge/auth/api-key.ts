@@ -4,12 +4,16 @@
  * missing_signature_headers), key known and not revoked (403 invalid_key), not expired (403
  * key_expired), x-api-key-secret when sent (403 bad_secret), date inside the replay window (401
  * stale_date), signature (401 bad_signature; constant-time); then, the request proven to come
- * from the key's holder, source address in the key's allowlist (403 ip_not_allowed), the
- * tenant's mutual-TLS rule for machine clients (403 mtls_required; shared/mtls.ts), and last the
- * nonce, once per key across every edge (401 nonce_reused) — last, so nobody without the secret
- * can burn a client's nonces. SPEC 5.4 names the codes but fixes no order: the allowlist and the
- * tenant's setting come after the signature so that a caller holding only a key id learns
- * neither. Refusals after the signature are audited in the key's tenant, naming the key.
+ * from the key's holder, the nonce, once per key across every edge (401 nonce_reused), source
+ * address in the key's allowlist (403 ip_not_allowed) and the tenant's mutual-TLS rule for
+ * machine clients (403 mtls_required; shared/mtls.ts). The nonce comes after the signature, so
+ * nobody without the secret can burn a client's nonces, and before where the request came from,
+ * so a signed request refused for that is used up: its sender was told it was refused, and the
+ * same bytes sent again from inside the allowlist or over a certificate must not then go through
+ * (a transfer the client gave up on, made minutes later). SPEC 5.4 names the codes but fixes no
+ * order: the allowlist and the tenant's setting come after the signature so that a caller holding
+ * only a key id learns neither. Refusals after the signature are audited in the key's tenant,
+ * naming the key.
  */
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import { canonicalString } from '../../shared/api-key-signing.ts';
@@ -89,12 +93,13 @@ export async function verifyApiKey(
   );
   if (!ok) throw new CredentialError(401, 'bad_signature', 'signature does not match the request');
   await asVerified(key.tenantId, key.id, async () => {
+    // Used up once the signature held, whatever is refused below (see the order above).
+    if (!(await state.firstUse('nonce', `${key.id}:${nonce}`, 2 * window)))
+      throw new CredentialError(401, 'nonce_reused', 'nonce already used');
     // Read as the policy and core read ranges (shared/ip-ranges.ts): an IPv4 caller is not inside ::/0.
     if (!addressAllowed(key.ipAllowlist, view.sourceIp))
       throw new CredentialError(403, 'ip_not_allowed', 'source address is not in the key allowlist');
     await requireMachineMtls(view, tenantOf, key.tenantId, nowMs);
-    if (!(await state.firstUse('nonce', `${key.id}:${nonce}`, 2 * window)))
-      throw new CredentialError(401, 'nonce_reused', 'nonce already used');
   });
   return {
     kind: 'service',

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { TokenVerifier } from '../../shared/token-keys.ts';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, X509Certificate } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { ApiKeys } from '../../core/apikeys/store.ts';
 import { KeyStore } from '../../core/keys/keys.ts';
@@ -19,6 +19,7 @@ import type { CheckResponse } from '../../edge/types.ts';
 import { canonicalString, signRequest } from '../../shared/api-key-signing.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { makePki } from '../helpers/pki.ts';
+import { makeForge } from '../helpers/pki-forge.ts';
 import { envoyRequest, headerOf, startTestEdge, type TestEdge } from '../helpers/edge.ts';
 
 const log = createLogger(process.env.DEBUG_EDGE ? 'warn' : 'silent');
@@ -483,6 +484,199 @@ describe('API keys at the edge', () => {
     } finally {
       await pki.dispose();
       await foreignPki.dispose();
+    }
+  });
+
+  it('a signed request refused for its source or its missing certificate is used up: replayed from where it would pass, it is refused', async () => {
+    const forge = makeForge();
+    try {
+      const ca = forge.ca({ subject: '/O=T12/CN=T12 CA', days: 2 });
+      const cert = forge.client(ca, { subject: '/O=T12/CN=payouts', days: 2 });
+      await t.db.query(
+        `INSERT INTO tenants (id, name, country, base_currency, security) VALUES ('t12', 't12', 'KE', 'KES', '{"require_mtls_for_m2m": true}')`,
+      );
+      /** The very request `req` carried (its signature, date and nonce), sent again from `ip`, over `certificate`. */
+      const again = (req: ReturnType<typeof signed>, ip: string, certificate?: string) => {
+        const copy = envoyRequest('POST', '/t/transfers', {
+          headers: { ...req.attributes?.request?.http?.headers },
+          body: transfer(),
+          ip,
+        });
+        if (certificate)
+          (copy.attributes?.source as Record<string, unknown>).certificate = encodeURIComponent(certificate);
+        return copy;
+      };
+      const outcome = async (req: ReturnType<typeof signed>) => {
+        const r = await edge.check(req);
+        return r.status.code === 0 ? 'allowed' : `${r.denied_response?.status.code} ${body(r).code}`;
+      };
+      // The key's holder (or whoever saw the request) was told 403 ip_not_allowed; a transfer
+      // that was refused must not go through when the same bytes come again from inside the allowlist.
+      const fenced = await newKey('t1', { ipAllowlist: ['203.0.113.0/24'] });
+      const outside = signed(fenced, 'POST', '/t/transfers', transfer());
+      assert.equal(await outcome(outside), '403 ip_not_allowed');
+      assert.equal(
+        await outcome(again(outside, '203.0.113.5')),
+        '401 nonce_reused',
+        'replayed inside the allowlist',
+      );
+      // The same for a request refused for want of a client certificate, replayed over one.
+      const k = await newKey('t12');
+      const bare = signed(k, 'POST', '/t/transfers', transfer());
+      assert.equal(await outcome(bare), '403 mtls_required');
+      assert.equal(
+        await outcome(again(bare, '198.51.100.10', cert.cert)),
+        '401 nonce_reused',
+        'replayed over a certificate',
+      );
+      // A forged signature still burns nothing: the holder's own request with that nonce passes.
+      const nonce = 'n-forged-then-genuine-0001';
+      const forged = signed(
+        { ...k, secret: 'sk_live_guessed' },
+        'POST',
+        '/t/transfers',
+        transfer(),
+        {},
+        { nonce },
+      );
+      assert.equal(await outcome(forged), '401 bad_signature');
+      const genuine = signed(k, 'POST', '/t/transfers', transfer(), {}, { nonce });
+      assert.equal(await outcome(again(genuine, '198.51.100.10', cert.cert)), 'allowed');
+    } finally {
+      forge.dispose();
+    }
+  });
+
+  it("the mutual-TLS rule refuses certificates out of date, CAs out of date, forged issuers and unreadable CA lists; the setting's changes apply at once", async () => {
+    const forge = makeForge();
+    const day = 24 * 3600_000;
+    try {
+      const ca = forge.ca({ subject: '/O=T5/CN=T5 CA', days: 1 });
+      const longCa = forge.ca({ subject: '/O=T5/CN=T5 long CA', days: 10 });
+      // Another tenant's CA (the front door trusts it) named and keyed like T5's, with its own key.
+      const clone = forge.ca({ subject: '/O=T5/CN=T5 CA', days: 1, cloneOf: ca.cert });
+      const leaf = forge.client(ca, { subject: '/O=T5/CN=payouts', days: 1 });
+      const outlivesCa = forge.client(ca, { subject: '/O=T5/CN=payouts', days: 3 });
+      const longLeaf = forge.client(longCa, { subject: '/O=T5/CN=payouts', days: 3 });
+      const forged = forge.client(clone, { subject: '/O=T5/CN=payouts', days: 1 });
+      // Only the signature tells the forged certificate from one T5's CA issued.
+      assert.ok(
+        new X509Certificate(forged.cert).checkIssued(new X509Certificate(ca.cert)),
+        'issuer and key id match',
+      );
+
+      const tenants: [string, unknown][] = [
+        ['t5', { require_mtls_for_m2m: true, mtls_trusted_cas: [ca.cert, longCa.cert] }],
+        ['t6', { require_mtls_for_m2m: true, mtls_trusted_cas: ['not a certificate', ca.cert] }],
+        ['t7', { require_mtls_for_m2m: true, mtls_trusted_cas: ca.cert }],
+        [
+          't8',
+          {
+            require_mtls_for_m2m: true,
+            mtls_trusted_cas: [...Array.from({ length: 20 }, () => longCa.cert), ca.cert],
+          },
+        ],
+        [
+          't9',
+          {
+            require_mtls_for_m2m: true,
+            mtls_trusted_cas: [...Array.from({ length: 19 }, () => longCa.cert), ca.cert],
+          },
+        ],
+        ['t10', { require_mtls_for_m2m: true, mtls_trusted_cas: [{ pem: ca.cert }] }],
+        ['t11', { require_mtls_for_m2m: true }],
+      ];
+      for (const [id, security] of tenants)
+        await t.db.query(
+          `INSERT INTO tenants (id, name, country, base_currency, security) VALUES ($1, $1, 'KE', 'KES', $2)`,
+          [id, JSON.stringify(security)],
+        );
+      const key: Record<string, Awaited<ReturnType<typeof newKey>>> = {};
+      for (const [id] of tenants) key[id] = await newKey(id);
+      /** The edge's answer to `id`'s key over `cert` (and `headers`), its clock `skewMs` ahead. */
+      const outcome = async (
+        id: string,
+        cert: string | undefined,
+        o: { skewMs?: number; headers?: Record<string, string> } = {},
+      ) => {
+        const date = new Date(Date.now() + (o.skewMs ?? 0)).toUTCString();
+        const req = signed(
+          key[id] as Awaited<ReturnType<typeof newKey>>,
+          'GET',
+          '/t/transactions',
+          '',
+          o.headers,
+          { date },
+        );
+        if (cert) (req.attributes?.source as Record<string, unknown>).certificate = encodeURIComponent(cert);
+        clock.skewMs = o.skewMs ?? 0;
+        try {
+          const r = await edge.check(req);
+          return r.status.code === 0
+            ? 'allowed'
+            : `${r.denied_response?.status.code} ${body(r).code} ${body(r).message}`;
+        } finally {
+          clock.skewMs = 0;
+        }
+      };
+      const refused = (got: string, why: RegExp, what: string) => {
+        assert.match(got, /^403 mtls_required /, what);
+        assert.match(got, why, what);
+      };
+      const untrusted = /not issued by a CA it trusts/;
+      const outOfDate = /expired or not yet valid/;
+
+      assert.equal(await outcome('t5', leaf.cert), 'allowed', 'its CA, in date');
+      refused(await outcome('t5', forged.cert), untrusted, "the clone's certificate");
+      // Two days on: the leaf has expired; the longer one has not, but its CA has.
+      refused(await outcome('t5', leaf.cert, { skewMs: 2 * day }), outOfDate, 'expired certificate');
+      refused(await outcome('t5', outlivesCa.cert, { skewMs: 2 * day }), untrusted, 'its CA expired');
+      assert.equal(await outcome('t5', longLeaf.cert, { skewMs: 2 * day }), 'allowed', 'both in date');
+      // An hour back: not yet valid.
+      refused(await outcome('t5', leaf.cert, { skewMs: -3600_000 }), outOfDate, 'not yet valid');
+      // A Client certificate header is the edge's word to core, never the client's.
+      refused(
+        await outcome('t5', undefined, {
+          headers: { 'x-client-certificate': encodeURIComponent(leaf.cert) },
+        }),
+        /connect with a client certificate/,
+        'a client-sent x-client-certificate',
+      );
+
+      // CA lists: an unreadable entry trusts nothing but spoils no other; what is not a list of
+      // at most 20 PEM strings trusts no CA at all.
+      assert.equal(await outcome('t6', leaf.cert), 'allowed', 'an unreadable entry beside its CA');
+      refused(await outcome('t7', leaf.cert), untrusted, 'a string, not a list');
+      refused(await outcome('t8', leaf.cert), untrusted, '21 entries');
+      assert.equal(await outcome('t9', leaf.cert), 'allowed', '20 entries');
+      refused(await outcome('t10', leaf.cert), untrusted, 'a list of objects');
+      assert.equal(
+        await outcome('t11', forged.cert),
+        'allowed',
+        'no list: any certificate the front door verified',
+      );
+
+      // Turned off and on again (NOTIFY tenants_changed): each change from the next request.
+      refused(await outcome('t11', undefined), /connect with a client certificate/, 'on');
+      const setTo = async (security: unknown, want: (got: string) => boolean) => {
+        await t.db.query('UPDATE tenants SET security = $2 WHERE id = $1', ['t11', JSON.stringify(security)]);
+        const until = Date.now() + 5000;
+        let got = await outcome('t11', undefined);
+        while (!want(got) && Date.now() < until) {
+          await new Promise((res) => setTimeout(res, 50));
+          got = await outcome('t11', undefined);
+        }
+        return got;
+      };
+      assert.equal(await setTo({ require_mtls_for_m2m: false }, (g) => g === 'allowed'), 'allowed', 'off');
+      refused(
+        await setTo({ require_mtls_for_m2m: true }, (g) => g !== 'allowed'),
+        /connect with a client certificate/,
+        'on again',
+      );
+    } finally {
+      clock.skewMs = 0;
+      forge.dispose();
     }
   });
 });

@@ -126,6 +126,35 @@ describe('attacks on the token request and on ledger readers of a lagging core',
     }
   });
 
+  it('a JSON token request with any parameter as an object, number, boolean, list or null is refused and issues nothing', async () => {
+    const c = demo.coreClient;
+    const base: Record<string, string> = {
+      grant_type: 'client_credentials',
+      client_id: c.clientId,
+      client_secret: c.clientSecret,
+      scope: 'core:read',
+    };
+    const names = [
+      ...Object.keys(base),
+      'client_assertion',
+      'client_assertion_type',
+      'resource',
+      'x_extension',
+    ];
+    const values: unknown[] = [{ scope: 'core:read' }, 1, false, ['core:read'], null];
+    for (const name of names)
+      for (const value of values) {
+        const what = `${name}: ${JSON.stringify(value)}`;
+        const r = await callRetrying(gw, 'POST', '/oauth2/token', {
+          body: JSON.stringify({ ...base, [name]: value }),
+          headers: { 'content-type': 'application/json' },
+        });
+        refused(r, 400, 'VALIDATION_FAILED', what);
+        assert.equal(r.json.error, 'invalid_request', what);
+        assert.equal(r.json.access_token, undefined, what);
+      }
+  });
+
   it('a JSON token request is read once whatever its content type parameters, escapes or nesting: any repeat refused', async () => {
     const c = demo.coreClient;
     const fields = `"grant_type":"client_credentials","client_id":${JSON.stringify(c.clientId)},"client_secret":${JSON.stringify(c.clientSecret)}`;

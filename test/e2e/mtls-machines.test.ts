@@ -147,6 +147,61 @@ describe('require_mtls_for_m2m: service tokens and SCIM credentials need a certi
     assert.equal((await scimRead(off)).status, 200, 'other tenant, SCIM credential');
   });
 
+  it("on the plain listener a certificate in a header is no certificate; an Admin's tooling that turned the setting on from there gets back in over a trusted certificate", async () => {
+    const t = await tenantWithMachines('mtlsmach-spoof');
+    const path = `/v1/tenants/${t.tenantId}/security`;
+    /** The Admin's PUT of the settings with `require_mtls_for_m2m: on`, over `dispatcher` (plain HTTP without). */
+    const put = async (on: boolean, dispatcher?: Agent) => {
+      const read = await as(t.admin, 'GET', path, dispatcher ? { dispatcher } : {});
+      assert.equal(read.status, 200, read.text);
+      return callRetrying(dispatcher ? gwTls : gw, 'PUT', path, {
+        json: { ...read.json, require_mtls_for_m2m: on, mtls_trusted_cas: [pki.ca.cert] },
+        headers: {
+          authorization: `Bearer ${t.admin}`,
+          'x-request-id': randomUUID(),
+          'idempotency-key': `k-${randomUUID()}`,
+          'if-match': read.headers.etag ?? '',
+        },
+        ...(dispatcher ? { dispatcher } : {}),
+      });
+    };
+    // Turned on from plain HTTP: the tooling that did it is refused from its next call there.
+    const on = await put(true);
+    assert.equal(on.status, 200, on.text);
+    mtlsRefused(
+      await eventually(
+        () => adminRead(t),
+        (r) => r.status === 403,
+      ),
+      'the tooling on plain HTTP once the setting is on',
+    );
+    // A certificate copied into any header the front door or the edge might be thought to read.
+    const pem = encodeURIComponent((await pki.client('/O=Acme/CN=provisioning')).cert);
+    for (const header of [
+      'x-client-certificate',
+      'x-forwarded-client-cert',
+      'x-ssl-client-cert',
+      'ssl-client-cert',
+    ])
+      for (const [token, p] of [
+        [t.admin, '/v1/service-tokens'],
+        [t.scim, '/scim/v2/Users'],
+      ] as const) {
+        const r = await callRetrying(gw, 'GET', p, {
+          headers: { authorization: `Bearer ${token}`, 'x-request-id': randomUUID(), [header]: pem },
+        });
+        mtlsRefused(r, `${p} with the certificate in ${header}`);
+      }
+    // The way back: the same tooling over a certificate the tenant trusts turns it off.
+    const off = await put(false, withTrusted);
+    assert.equal(off.status, 200, off.text);
+    const plain = await eventually(
+      () => adminRead(t),
+      (r) => r.status === 200,
+    );
+    assert.equal(plain.status, 200, `plain HTTP once the setting is off: ${plain.text}`);
+  });
+
   it('a credential nobody issued is refused as before, telling nothing of any setting', async () => {
     const on = await tenantWithMachines('mtlsmach-guess');
     await requireMtls(on, [pki.ca.cert]);

@@ -26,7 +26,7 @@ import { loadOrCreateMasterKey } from '../../shared/sealing.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { dpopKey, proof } from '../helpers/dpop.ts';
 import { testEdgeSecrets } from '../helpers/edge-auth.ts';
-import { call, serve, type Res } from '../helpers/http.ts';
+import { call, eventually, serve, type Res } from '../helpers/http.ts';
 import { makePki, type Issued, type Pki } from '../helpers/pki.ts';
 
 /**
@@ -85,6 +85,14 @@ describe('OAuth clients: private_key_jwt, mTLS, DPoP, discovery', () => {
       },
     });
   const x5t = (pem: string) => createHash('sha256').update(new X509Certificate(pem).raw).digest('base64url');
+  /** A `self_signed_tls_client_auth` client of `selfSigned`, reading only. */
+  const registerSelfSigned = (name: string) =>
+    register({
+      name,
+      scopes: ['core:read'],
+      token_endpoint_auth_method: 'self_signed_tls_client_auth',
+      tls_client_certificate_thumbprint: x5t(selfSigned.cert),
+    });
 
   async function keyClient(
     alg: 'ES256' | 'EdDSA' | 'PS256',
@@ -512,12 +520,7 @@ describe('OAuth clients: private_key_jwt, mTLS, DPoP, discovery', () => {
   });
 
   it('mTLS: self_signed_tls_client_auth by thumbprint; the TLS listener refuses a connection without a certificate', async () => {
-    const reg = await register({
-      name: 'self',
-      scopes: ['core:read'],
-      token_endpoint_auth_method: 'self_signed_tls_client_auth',
-      tls_client_certificate_thumbprint: x5t(selfSigned.cert),
-    });
+    const reg = await registerSelfSigned('self');
     assert.equal(reg.status, 201, reg.text);
     const agent = tlsAgent(selfSigned);
     const none = tlsAgent();
@@ -536,6 +539,40 @@ describe('OAuth clients: private_key_jwt, mTLS, DPoP, discovery', () => {
     } finally {
       await agent.close();
       await none.close();
+    }
+  });
+
+  it('require_mtls_for_m2m with mtls_trusted_cas: a self-signed client gets no token its every call would be refused', async () => {
+    const reg = await registerSelfSigned('self-m2m');
+    assert.equal(reg.status, 201, reg.text);
+    const fields = { grant_type: 'client_credentials', client_id: reg.json.client_id as string };
+    const agent = tlsAgent(selfSigned);
+    // The demo tenant lists pki's CA (before); the self-signed certificate is not from it.
+    await tdb.db.query(
+      `UPDATE tenants SET security = security || '{"require_mtls_for_m2m": true}'::jsonb WHERE id = 'demo'`,
+    );
+    try {
+      const t = await tokenAt(gwTls, fields, {}, agent);
+      if (t.status === 200) {
+        // What became of such a token: refused on use (once the edge has heard of the setting).
+        const auth = { authorization: `Bearer ${t.json.access_token}` };
+        const used = await eventually(
+          () => call(gwTls, 'GET', `/v1/core/accounts/${account}`, { headers: auth, dispatcher: agent }),
+          (r) => r.status !== 200,
+        );
+        assert.fail(
+          `a token was issued (${t.text}); over its own certificate it got ${used.status} ${used.text}`,
+        );
+      }
+      // Every call of such a tenant's machines needs a certificate from a CA it lists (README,
+      // SPEC 2.10 require_mtls_for_m2m): the edge and core refuse this one's token on each call,
+      // so the token endpoint refuses it too rather than hand out a token that cannot be used.
+      assert.equal(t.status, 400, t.text);
+      assert.equal(t.json.error, 'unauthorized_client', t.text);
+      assert.match(t.json.error_description, /not issued by a CA it trusts/);
+    } finally {
+      await agent.close();
+      await tdb.db.query(`UPDATE tenants SET security = security - 'require_mtls_for_m2m' WHERE id = 'demo'`);
     }
   });
 });

@@ -19,6 +19,26 @@ export interface Pki {
   dispose(): Promise<void>;
 }
 
+/**
+ * openssl arguments for a new P-256 key `name`.key and its signing request `name`.csr of
+ * `subject`; with `selfSignedDays`, a self-signed certificate `name`.crt valid that long instead.
+ */
+export const keyAndRequestArgs = (name: string, subject: string, selfSignedDays?: number): string[] => [
+  'req',
+  selfSignedDays === undefined ? '-new' : '-x509',
+  '-newkey',
+  'ec',
+  '-pkeyopt',
+  'ec_paramgen_curve:P-256',
+  '-nodes',
+  '-keyout',
+  `${name}.key`,
+  '-out',
+  ...(selfSignedDays === undefined ? [`${name}.csr`] : [`${name}.crt`, '-days', String(selfSignedDays)]),
+  '-subj',
+  subject,
+];
+
 export async function makePki(): Promise<Pki> {
   const dir = await mkdtemp(join(tmpdir(), 'pki-'));
   let n = 0;
@@ -30,21 +50,7 @@ export async function makePki(): Promise<Pki> {
   });
   const issue = async (subject: string, ext?: string): Promise<Issued> => {
     const name = `c${++n}`;
-    ssl(
-      'req',
-      '-new',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:P-256',
-      '-nodes',
-      '-keyout',
-      `${name}.key`,
-      '-out',
-      `${name}.csr`,
-      '-subj',
-      subject,
-    );
+    ssl(...keyAndRequestArgs(name, subject));
     const extArgs: string[] = [];
     if (ext) {
       await writeFile(join(dir, `${name}.ext`), ext);
@@ -69,23 +75,7 @@ export async function makePki(): Promise<Pki> {
     );
     return read(name);
   };
-  ssl(
-    'req',
-    '-x509',
-    '-newkey',
-    'ec',
-    '-pkeyopt',
-    'ec_paramgen_curve:P-256',
-    '-nodes',
-    '-keyout',
-    'ca.key',
-    '-out',
-    'ca.crt',
-    '-days',
-    '2',
-    '-subj',
-    '/O=Test/CN=Test client CA',
-  );
+  ssl(...keyAndRequestArgs('ca', '/O=Test/CN=Test client CA', 2));
   const ca = await read('ca');
   const server = await issue('/CN=127.0.0.1', 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n');
   return {
@@ -94,23 +84,7 @@ export async function makePki(): Promise<Pki> {
     client: (subject) => issue(subject, 'extendedKeyUsage=clientAuth\n'),
     async selfSigned(subject) {
       const name = `s${++n}`;
-      ssl(
-        'req',
-        '-x509',
-        '-newkey',
-        'ec',
-        '-pkeyopt',
-        'ec_paramgen_curve:P-256',
-        '-nodes',
-        '-keyout',
-        `${name}.key`,
-        '-out',
-        `${name}.crt`,
-        '-days',
-        '2',
-        '-subj',
-        subject,
-      );
+      ssl(...keyAndRequestArgs(name, subject, 2));
       return read(name);
     },
     dispose: () => rm(dir, { recursive: true, force: true }),
