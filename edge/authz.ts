@@ -88,14 +88,34 @@ export function targetTenantOf(view: RequestView, resolved: ResolvedRoute): stri
   return checkedTenant([...named][0] as string);
 }
 
-function tenantInput(
+/**
+ * The tenant's security settings as the policy sees them: every SPEC 2.10 field but
+ * `mtls_trusted_cas`, whose PEM certificates (up to 20 of 16 KiB) no policy reads (machine mTLS is
+ * edge/auth/machine-mtls.ts's) and which would otherwise be serialised into every evaluation and
+ * every recorded decision input. One copy per cached settings object (dropped with it on
+ * `tenants_changed`), so a Check allocates none.
+ */
+const policySecurityOf = new WeakMap<object, Record<string, unknown>>();
+function policySecurity(security: TenantState['security']): Record<string, unknown> {
+  if (!('mtls_trusted_cas' in security)) return security;
+  let seen = policySecurityOf.get(security);
+  if (!seen) {
+    const { mtls_trusted_cas: _left, ...rest } = security;
+    seen = rest;
+    policySecurityOf.set(security, seen);
+  }
+  return seen;
+}
+
+/** The policy input's `tenant`: id, status, the settings the policy may read, tuples, platform. */
+export function tenantInput(
   id: string,
   t: TenantState | undefined,
   tuples: TupleState[] = [],
 ): Record<string, unknown> {
   if (!id) return { id: '' };
   if (!t) return { id, status: 'UNKNOWN', security: {} };
-  return { id, status: t.status, security: t.security, tuples, platform: t.platform };
+  return { id, status: t.status, security: policySecurity(t.security), tuples, platform: t.platform };
 }
 
 /** Actions that start a new money intent: velocity (risk) counts them. */
