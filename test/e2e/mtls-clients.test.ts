@@ -302,6 +302,14 @@ describe('require_mtls_for_m2m: OAuth clients need mutual TLS to get and use tok
       });
     };
     await requireMtls(admin, 'mtlscli-cas', true, { mtls_trusted_cas: [pki.ca.cert] });
+    // The settings change is audited naming the CA by its fingerprint, not with its PEM text.
+    const put = await tdb.db.query<{ attrs: { values: { mtls_trusted_cas?: string[] } } }>(
+      `SELECT attrs FROM audit_log WHERE tenant_id = 'mtlscli-cas' AND action = 'tenant.security.put' ORDER BY id DESC LIMIT 1`,
+    );
+    assert.deepEqual(put.rows[0]?.attrs.values.mtls_trusted_cas, [
+      `sha256:${new X509Certificate(pki.ca.cert).fingerprint256}`,
+    ]);
+    assert.ok(!JSON.stringify(put.rows).includes('CERTIFICATE'));
 
     // The front door accepts the foreign certificate (some tenant trusts its CA); this tenant does not.
     const answers = {

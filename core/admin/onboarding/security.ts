@@ -23,6 +23,7 @@ import {
   defaultSessionTimeoutMinutes,
 } from '../../identity/settings.ts';
 import { insideRanges, readRange } from '../../../shared/ip-ranges.ts';
+import { certificatesOf } from '../../../shared/mtls.ts';
 import { adminRoute, checkIfMatch, etagOf, type AdminDeps, type Caller } from '../http.ts';
 import { CountryCode } from '../schemas.ts';
 import { managedTenant } from '../tenants/routes.ts';
@@ -86,6 +87,19 @@ function stored(security: unknown, name: string): unknown {
 }
 
 /** The effective settings of a stored `security` value: what identity and the edge apply. */
+/**
+ * What the audit record keeps of a changed setting: the value, except trusted CAs, named by the
+ * SHA-256 fingerprint of each certificate (what tells one CA from another) instead of up to 20
+ * PEM texts of 16 KiB in every record.
+ */
+function auditedValue(key: string, value: unknown): unknown {
+  if (key !== 'mtls_trusted_cas' || !Array.isArray(value)) return value;
+  return value.map((pem) => {
+    const cert = typeof pem === 'string' ? certificatesOf([pem])[0] : undefined;
+    return cert ? `sha256:${cert.fingerprint256}` : 'unreadable';
+  });
+}
+
 export function settingsOf(security: unknown): Settings {
   const t: Static<typeof AddressThrottle> = stored(security, 'address_throttle') ?? {};
   const d = defaultAddressPolicy;
@@ -216,7 +230,7 @@ export function securityRoutes(deps: AdminDeps): RouteSpec[] {
         await w.audit(
           'tenant.security.put',
           { type: 'tenant', id: t.id },
-          { changed, values: Object.fromEntries(changed.map((k) => [k, ctx.body[k]])) },
+          { changed, values: Object.fromEntries(changed.map((k) => [k, auditedValue(k, ctx.body[k])])) },
         );
         return { status: 200, headers: { etag: etagOf(ctx.body) }, body: ctx.body };
       },
