@@ -25,33 +25,13 @@ import { authorizationPackage } from '../../edge/proto.ts';
 import type { CheckRequest, CheckResponse } from '../../edge/types.ts';
 import type { ErrorFormat } from '../../shared/errors.ts';
 import { headerMutations, readCheckResponse, wellFormed } from '../helpers/check-wire.ts';
+import { Rand } from '../helpers/rand.ts';
 
 const method = (authorizationPackage().Authorization.service as grpc.ServiceDefinition)
   .Check as grpc.MethodDefinition<CheckRequest, CheckResponse>;
 const generic = (r: CheckResponse) => method.responseSerialize(r);
 const decode = (b: Buffer) => method.responseDeserialize(b);
 const serialize = checkResponseSerializer(generic);
-
-/** mulberry32: a small seeded generator, so every run checks the same answers. */
-class Rand {
-  constructor(private state: number) {}
-  next(): number {
-    this.state = (this.state + 0x6d2b79f5) | 0;
-    let t = this.state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-  }
-  int(n: number): number {
-    return Math.floor(this.next() * n);
-  }
-  pick<T>(xs: readonly T[]): T {
-    return xs[this.int(xs.length)] as T;
-  }
-  chance(p: number): boolean {
-    return this.next() < p;
-  }
-}
 
 /** Every length at which a varint (a string's or an enclosing message's length) gains a byte. */
 const boundaries = [127, 128, 16_383, 16_384, 2_097_151, 2_097_152];

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
 import { toCheckResponse, viewOf } from '../../edge/check.ts';
-import { checkResponseSerializer } from '../../edge/encode.ts';
+import { checkResponseSerializer, writable } from '../../edge/encode.ts';
 import { authorizationPackage } from '../../edge/proto.ts';
 import { buildRouteTable } from '../../edge/routes.ts';
 import { bindEdge, createEdgeServer } from '../../edge/server.ts';
@@ -16,6 +16,7 @@ import type { CheckRequest, CheckResponse } from '../../edge/types.ts';
 import { createLogger } from '../../shared/log.ts';
 import { routeDeclarations } from '../../shared/routes/index.ts';
 import { readCheckResponse } from '../helpers/check-wire.ts';
+import { Rand } from '../helpers/rand.ts';
 
 const method = (authorizationPackage().Authorization.service as grpc.ServiceDefinition)
   .Check as grpc.MethodDefinition<CheckRequest, CheckResponse>;
@@ -60,6 +61,122 @@ function allowAnswer(): CheckResponse {
     },
   });
   return toCheckResponse(view, { allow: true, status: 200, set: { 'x-tenant-id': 't1' } });
+}
+
+/** Values no field of an answer should hold, each made fresh (a shared array would alias two fields). */
+const oddValues: (() => unknown)[] = [
+  () => undefined,
+  () => null,
+  () => Number.NaN,
+  () => -1,
+  () => -0,
+  () => 0,
+  () => 1.5,
+  () => 2 ** 31 - 1,
+  () => 2 ** 31,
+  () => 2 ** 32,
+  () => Number.POSITIVE_INFINITY,
+  () => '',
+  () => '5',
+  () => '__proto__',
+  () => true,
+  () => false,
+  () => [],
+  () => ({}),
+  () => new String('x'),
+  () => Object(5),
+  () => [option('x-tenant-id', 'extra')],
+];
+/** Names protobufjs knows in one message or another, and names every object has. */
+const extraNames = [
+  'extra',
+  '__proto__',
+  'constructor',
+  'toString',
+  'response_headers_to_add',
+  'query_parameters_to_remove',
+  'raw_value',
+  'append_action',
+  'keep_empty_value',
+  'details',
+  'numberValue',
+  'dynamic_metadata',
+];
+
+function containers(v: unknown, out: object[] = []): object[] {
+  if (typeof v !== 'object' || v === null || v instanceof String || v instanceof Number) return out;
+  out.push(v);
+  for (const k of Object.keys(v)) containers((v as Record<string, unknown>)[k], out);
+  return out;
+}
+
+/** Sets `c[k]` as a plain data property, whatever it was (a getter, non-enumerable). */
+const put = (c: object, k: string, value: unknown) =>
+  Object.defineProperty(c, k, { value, enumerable: true, writable: true, configurable: true });
+
+/** One change to one object of the answer, of a kind a bug elsewhere could make. */
+function mutate(r: Rand, answer: object): void {
+  const c = r.pick(containers(answer)) as Record<string, unknown>;
+  const keys = Object.keys(c);
+  const k = keys.length > 0 ? r.pick(keys) : undefined;
+  const odd = () => (r.pick(oddValues) as () => unknown)();
+  switch (r.int(8)) {
+    case 0:
+      if (k !== undefined) put(c, k, odd());
+      return;
+    case 1:
+      if (k !== undefined) delete c[k];
+      return;
+    case 2:
+      Object.defineProperty(c, r.pick(extraNames), {
+        value: odd(),
+        enumerable: r.chance(0.7),
+        configurable: true,
+        writable: true,
+      });
+      return;
+    case 3:
+      if (k !== undefined) {
+        const v = c[k];
+        Object.defineProperty(c, k, { get: () => v, enumerable: true, configurable: true });
+      }
+      return;
+    case 4:
+      if (k !== undefined) Object.defineProperty(c, k, { enumerable: false });
+      return;
+    case 5:
+      if (Array.isArray(c)) c.length += 1;
+      else if ('key' in c) put(c, 'key', r.pick(['__proto__', 'constructor', 'x-tenant-id', '']));
+      return;
+    case 6:
+      Object.setPrototypeOf(c, r.chance(0.5) ? null : { [r.pick(extraNames)]: odd() });
+      return;
+    default:
+      if (k !== undefined && Array.isArray(c[k]))
+        put(c, k, { ...(c[k] as unknown[]), length: (c[k] as unknown[]).length });
+  }
+}
+
+function baseAnswers(): CheckResponse[] {
+  const view = viewOf({
+    attributes: {
+      request: {
+        http: {
+          id: 'r-2',
+          method: 'GET',
+          path: '/v1/accounts',
+          headers: { 'x-tenant-id': 'x', 'x-roles': 'y' },
+        },
+      },
+    },
+  });
+  return [
+    allowAnswer(),
+    toCheckResponse(view, { allow: true, status: 200, set: { 'x-principal-id': 'p1', 'x-masking': '{}' } }),
+    toCheckResponse(view, { allow: false, status: 403, code: 'POLICY_DENIED', message: 'no' }, 'problem'),
+    toCheckResponse(view, { allow: false, status: 429, responseHeaders: { 'retry-after': '1' } }, 'scim'),
+    toCheckResponse(view, { allow: false, status: 401, code: 'UNAUTHENTICATED' }),
+  ];
 }
 
 describe('the Check answer writer given shapes the edge does not make (edge/encode.ts)', () => {
@@ -145,6 +262,37 @@ describe('the Check answer writer given shapes the edge does not make (edge/enco
     assert.doesNotThrow(() => readCheckResponse(bytes), 'Envoy can parse the answer');
     assert.equal(fallbacks, 1, 'the refusal is told (the edge logs it)');
     assert.ok(method.responseDeserialize(bytes));
+  });
+
+  it('writes thousands of randomly broken answers as the generic serialiser does, or refuses them as it does', () => {
+    const r = new Rand(0xbad_5ea);
+    const bases = baseAnswers();
+    let handWritten = 0;
+    for (let i = 0; i < 5000; i++) {
+      const answer = structuredClone(r.pick(bases));
+      const changes = 1 + r.int(3);
+      for (let n = 0; n < changes; n++) mutate(r, answer);
+      if (writable(answer)) handWritten++;
+      assertAsGeneric(answer, `broken answer ${i}`);
+    }
+    // Many changes leave a shape the writer knows (a getter, an extra key, an odd string): it is tested too.
+    assert.ok(handWritten > 500, `${handWritten} broken answers written by hand`);
+  });
+
+  it('writes __proto__ and constructor as header keys and metadata field names', () => {
+    const base = allowAnswer();
+    const fields = JSON.parse('{"__proto__": {"stringValue": "a"}, "constructor": {"stringValue": "b"}}');
+    const answer = {
+      ...base,
+      ok_response: {
+        headers: [option('__proto__', 'a'), option('constructor', 'b')],
+        headers_to_remove: ['__proto__', 'constructor'],
+      },
+      dynamic_metadata: { fields },
+    };
+    assertAsGeneric(answer, '__proto__ and constructor');
+    const read = readCheckResponse(serialize(answer as CheckResponse));
+    assert.equal(read.dynamic_metadata?.length, 1);
   });
 
   it('answers every Check even when the answer cannot be serialised, and keeps serving', async () => {
