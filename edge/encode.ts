@@ -37,10 +37,13 @@ const known = (o: unknown, keys: readonly string[]) =>
  * through the prototype and non-enumerable properties too, where `known` sees only own enumerable keys:
  * a field held there would be written by the generic serialiser and dropped here.
  */
-const unset = (o: object, fields: readonly string[]) =>
-  fields.every(
-    (f) => (o as Record<string, unknown>)[f] === undefined || (o as Record<string, unknown>)[f] === null,
-  );
+function unset(o: object, fields: readonly string[]): boolean {
+  for (let i = 0; i < fields.length; i++) {
+    const v = (o as Record<string, unknown>)[fields[i] as string];
+    if (v !== undefined && v !== null) return false;
+  }
+  return true;
+}
 /**
  * Every element of `a` by index, as protobufjs reads an array: a hole is an element `fits` refuses
  * (`every` would skip it), and an overridden iterator is never consulted.
