@@ -133,6 +133,8 @@ function metadataFits(md: CheckResponse['dynamic_metadata']): boolean {
 export function writable(r: CheckResponse): boolean {
   return (
     isObject(r) &&
+    // @grpc/proto-loader refuses an array as a message (the only array check it makes).
+    !Array.isArray(r) &&
     known(r, ['status', 'ok_response', 'denied_response', 'dynamic_metadata']) &&
     isObject(r.status) &&
     statusFits(r.status) &&

@@ -295,6 +295,14 @@ describe('the Check answer writer given shapes the edge does not make (edge/enco
     assert.equal(read.dynamic_metadata?.length, 1);
   });
 
+  it('leaves an answer that is an array to the generic serialiser, which refuses it', () => {
+    const answer = Object.assign([], {
+      status: { code: 0 },
+      ok_response: { headers: [], headers_to_remove: [] },
+    });
+    assertAsGeneric(answer, 'an array holding an answer');
+  });
+
   it('answers every Check even when the answer cannot be serialised, and keeps serving', async () => {
     let poison = true;
     const unprintable = {
