@@ -32,52 +32,118 @@ const isObject = (o: unknown): o is object => typeof o === 'object' && o !== nul
 /** An object whose own keys are all among `keys`, none of them holding undefined (protobufjs skips those). */
 const known = (o: unknown, keys: readonly string[]) =>
   isObject(o) && Object.entries(o).every(([k, v]) => keys.includes(k) && v !== undefined);
+/**
+ * None of the message's other fields set. protobufjs reads each field by name (`object.field != null`),
+ * through the prototype and non-enumerable properties too, where `known` sees only own enumerable keys:
+ * a field held there would be written by the generic serialiser and dropped here.
+ */
+function unset(o: object, fields: readonly string[]): boolean {
+  for (let i = 0; i < fields.length; i++) {
+    const v = (o as Record<string, unknown>)[fields[i] as string];
+    if (v !== undefined && v !== null) return false;
+  }
+  return true;
+}
+/**
+ * Every element of `a` by index, as protobufjs reads an array: a hole is an element `fits` refuses
+ * (`every` would skip it), and an overridden iterator is never consulted.
+ */
+function each<T>(a: readonly T[], fits: (x: T) => boolean): boolean {
+  for (let i = 0; i < a.length; i++) if (!fits(a[i] as T)) return false;
+  return true;
+}
+/** Absent, or an object: protobufjs refuses any other value of a message field. */
+const absentOrObject = (o: unknown) => o === undefined || o === null || isObject(o);
+
+// The fields of each message this file does not write (the .proto files named above).
+const otherFields = {
+  status: ['details'],
+  ok: [
+    'dynamic_metadata',
+    'response_headers_to_add',
+    'query_parameters_to_set',
+    'query_parameters_to_remove',
+  ],
+  option: ['append_action', 'keep_empty_value'],
+  header: ['raw_value'],
+  value: ['nullValue', 'numberValue', 'boolValue', 'structValue', 'listValue'],
+} as const;
 
 function headerFits(h: HeaderValueOption): boolean {
   return (
     known(h, ['header', 'append']) &&
+    unset(h, otherFields.option) &&
     known(h.header, ['key', 'value']) &&
+    unset(h.header, otherFields.header) &&
     typeof h.header.key === 'string' &&
     typeof h.header.value === 'string' &&
     (h.append === undefined || (known(h.append, ['value']) && typeof h.append.value === 'boolean'))
   );
 }
 
-/** Whether `r` holds only what this file writes; otherwise the generic serialiser writes it. */
-export function writable(r: CheckResponse): boolean {
-  if (!isObject(r) || !known(r, ['status', 'ok_response', 'denied_response', 'dynamic_metadata']))
-    return false;
-  if (!isObject(r.status) || !known(r.status, ['code', 'message']) || !isSmallInt(r.status.code))
-    return false;
-  if (r.status.message !== undefined && typeof r.status.message !== 'string') return false;
-  if (r.ok_response && r.denied_response) return false;
-  const ok = r.ok_response;
-  if (
-    ok &&
-    (!known(ok, ['headers', 'headers_to_remove']) ||
-      !Array.isArray(ok.headers) ||
-      !Array.isArray(ok.headers_to_remove) ||
-      !ok.headers.every(headerFits) ||
-      !ok.headers_to_remove.every((h) => typeof h === 'string'))
-  )
-    return false;
-  const denied = r.denied_response;
-  if (
-    denied &&
-    (!known(denied, ['status', 'headers', 'body']) ||
-      !known(denied.status, ['code']) ||
-      !isSmallInt(denied.status.code) ||
-      !Array.isArray(denied.headers) ||
-      !denied.headers.every(headerFits) ||
-      typeof denied.body !== 'string')
-  )
-    return false;
-  const md = r.dynamic_metadata;
+const stringFits = (s: unknown) => typeof s === 'string';
+
+function statusFits(s: CheckResponse['status']): boolean {
+  return (
+    known(s, ['code', 'message']) &&
+    unset(s, otherFields.status) &&
+    isSmallInt(s.code) &&
+    (s.message === undefined || typeof s.message === 'string')
+  );
+}
+
+function okFits(ok: CheckResponse['ok_response']): boolean {
+  return (
+    ok === undefined ||
+    ok === null ||
+    (known(ok, ['headers', 'headers_to_remove']) &&
+      unset(ok, otherFields.ok) &&
+      Array.isArray(ok.headers) &&
+      Array.isArray(ok.headers_to_remove) &&
+      each(ok.headers, headerFits) &&
+      each(ok.headers_to_remove, stringFits))
+  );
+}
+
+function deniedFits(denied: CheckResponse['denied_response']): boolean {
+  return (
+    denied === undefined ||
+    denied === null ||
+    (known(denied, ['status', 'headers', 'body']) &&
+      known(denied.status, ['code']) &&
+      isSmallInt(denied.status.code) &&
+      Array.isArray(denied.headers) &&
+      each(denied.headers, headerFits) &&
+      typeof denied.body === 'string')
+  );
+}
+
+function metadataFits(md: CheckResponse['dynamic_metadata']): boolean {
   return (
     md === undefined ||
     (known(md, ['fields']) &&
       isObject(md.fields) &&
-      Object.values(md.fields).every((v) => known(v, ['stringValue']) && typeof v.stringValue === 'string'))
+      Object.values(md.fields).every(
+        (v) => known(v, ['stringValue']) && unset(v, otherFields.value) && typeof v.stringValue === 'string',
+      ))
+  );
+}
+
+/** Whether `r` holds only what this file writes; otherwise the generic serialiser writes it. */
+export function writable(r: CheckResponse): boolean {
+  return (
+    isObject(r) &&
+    // @grpc/proto-loader refuses an array as a message (the only array check it makes).
+    !Array.isArray(r) &&
+    known(r, ['status', 'ok_response', 'denied_response', 'dynamic_metadata']) &&
+    isObject(r.status) &&
+    statusFits(r.status) &&
+    absentOrObject(r.ok_response) &&
+    absentOrObject(r.denied_response) &&
+    !(r.ok_response && r.denied_response) &&
+    okFits(r.ok_response) &&
+    deniedFits(r.denied_response) &&
+    metadataFits(r.dynamic_metadata)
   );
 }
 
@@ -85,12 +151,20 @@ export function writable(r: CheckResponse): boolean {
 const headerValueLength = (h: HeaderValueOption) => textLength(h.header.key) + textLength(h.header.value);
 /** HeaderValueOption{header, append}: its length (BoolValue written even when false, as protobufjs writes it). */
 const optionLength = (h: HeaderValueOption) => framed(headerValueLength(h)) + (h.append ? framed(2) : 0);
-const headersLength = (hs: readonly HeaderValueOption[]) =>
-  hs.reduce((n, h) => n + framed(optionLength(h)), 0);
+function headersLength(hs: readonly HeaderValueOption[]): number {
+  let n = 0;
+  for (let i = 0; i < hs.length; i++) n += framed(optionLength(hs[i] as HeaderValueOption));
+  return n;
+}
+function textsLength(ss: readonly string[]): number {
+  let n = 0;
+  for (let i = 0; i < ss.length; i++) n += textLength(ss[i] as string);
+  return n;
+}
 const statusLength = (s: CheckResponse['status']) =>
   1 + varintLength(s.code) + (s.message === undefined ? 0 : textLength(s.message));
 const okLength = (ok: NonNullable<CheckResponse['ok_response']>) =>
-  headersLength(ok.headers) + ok.headers_to_remove.reduce((n, h) => n + textLength(h), 0);
+  headersLength(ok.headers) + textsLength(ok.headers_to_remove);
 const deniedLength = (d: NonNullable<CheckResponse['denied_response']>) =>
   framed(1 + varintLength(d.status.code)) + headersLength(d.headers) + textLength(d.body);
 /** Struct map entry {key, Value{string_value}}. */
@@ -98,6 +172,11 @@ const entryLength = (k: string, v: string) => textLength(k) + framed(textLength(
 const metadataLength = (md: NonNullable<CheckResponse['dynamic_metadata']>) =>
   Object.entries(md.fields).reduce((n, [k, v]) => n + framed(entryLength(k, v.stringValue)), 0);
 
+/**
+ * Lengths are measured before the content is written, each value read again to write it: every
+ * message is checked to end where its length said (`close`), so a value that reads differently the
+ * second time (a getter) can never leave framing Envoy would misparse; the writer throws instead.
+ */
 class Writer {
   at = 0;
   constructor(readonly buf: Buffer) {}
@@ -111,15 +190,22 @@ class Writer {
     this.buf[this.at++] = v;
   }
 
-  /** The key and length of a length-delimited field; its content follows. */
-  open(field: number, length: number): void {
+  /** The key and length of a length-delimited field; returns where its content must end. */
+  open(field: number, length: number): number {
     this.buf[this.at++] = key(field, wire.bytes);
     this.varint(length);
+    return this.at + length;
+  }
+
+  close(end: number): void {
+    if (this.at !== end)
+      throw new Error(`CheckResponse field written to ${this.at}, measured to end at ${end}`);
   }
 
   text(field: number, s: string): void {
-    this.open(field, Buffer.byteLength(s));
+    const end = this.open(field, Buffer.byteLength(s));
     this.at += this.buf.write(s, this.at, 'utf8');
+    this.close(end);
   }
 
   number(field: number, n: number): void {
@@ -128,58 +214,90 @@ class Writer {
   }
 
   headers(field: number, hs: readonly HeaderValueOption[]): void {
-    for (const h of hs) {
-      this.open(field, optionLength(h));
-      this.open(1, headerValueLength(h));
+    for (let i = 0; i < hs.length; i++) {
+      const h = hs[i] as HeaderValueOption;
+      const option = this.open(field, optionLength(h));
+      const header = this.open(1, headerValueLength(h));
       this.text(1, h.header.key);
       this.text(2, h.header.value);
+      this.close(header);
       if (h.append) {
-        this.open(2, 2);
+        const append = this.open(2, 2);
         this.number(1, h.append.value ? 1 : 0);
+        this.close(append);
       }
+      this.close(option);
     }
   }
 }
 
-/** `r` in protobuf wire format; `r` must be `writable`. */
+function writeDenied(w: Writer, denied: NonNullable<CheckResponse['denied_response']>): void {
+  const end = w.open(2, deniedLength(denied));
+  const status = w.open(1, 1 + varintLength(denied.status.code));
+  w.number(1, denied.status.code);
+  w.close(status);
+  w.headers(2, denied.headers);
+  w.text(3, denied.body);
+  w.close(end);
+}
+
+function writeOk(w: Writer, ok: NonNullable<CheckResponse['ok_response']>): void {
+  const end = w.open(3, okLength(ok));
+  w.headers(2, ok.headers);
+  for (let i = 0; i < ok.headers_to_remove.length; i++) w.text(5, ok.headers_to_remove[i] as string);
+  w.close(end);
+}
+
+function writeMetadata(w: Writer, md: NonNullable<CheckResponse['dynamic_metadata']>): void {
+  const end = w.open(4, metadataLength(md));
+  for (const [k, v] of Object.entries(md.fields)) {
+    const entry = w.open(1, entryLength(k, v.stringValue));
+    w.text(1, k);
+    const value = w.open(2, textLength(v.stringValue));
+    w.text(3, v.stringValue);
+    w.close(value);
+    w.close(entry);
+  }
+  w.close(end);
+}
+
+/** `r` in protobuf wire format; `r` must be `writable`. Throws rather than write framing that disagrees. */
 export function encodeCheckResponse(r: CheckResponse): Buffer {
-  const status = statusLength(r.status);
   const { ok_response: ok, denied_response: denied, dynamic_metadata: md } = r;
+  const status = statusLength(r.status);
   const total =
     framed(status) +
     (ok ? framed(okLength(ok)) : 0) +
     (denied ? framed(deniedLength(denied)) : 0) +
     (md ? framed(metadataLength(md)) : 0);
   const w = new Writer(Buffer.allocUnsafe(total));
-  w.open(1, status);
+  const end = w.open(1, status);
   w.number(1, r.status.code);
   if (r.status.message !== undefined) w.text(2, r.status.message);
-  if (denied) {
-    w.open(2, deniedLength(denied));
-    w.open(1, 1 + varintLength(denied.status.code));
-    w.number(1, denied.status.code);
-    w.headers(2, denied.headers);
-    w.text(3, denied.body);
-  }
-  if (ok) {
-    w.open(3, okLength(ok));
-    w.headers(2, ok.headers);
-    for (const h of ok.headers_to_remove) w.text(5, h);
-  }
-  if (md) {
-    w.open(4, metadataLength(md));
-    for (const [k, v] of Object.entries(md.fields)) {
-      w.open(1, entryLength(k, v.stringValue));
-      w.text(1, k);
-      w.open(2, textLength(v.stringValue));
-      w.text(3, v.stringValue);
-    }
-  }
-  if (w.at !== total) throw new Error(`CheckResponse written as ${w.at} bytes, measured ${total}`);
+  w.close(end);
+  if (denied) writeDenied(w, denied);
+  if (ok) writeOk(w, ok);
+  if (md) writeMetadata(w, md);
+  w.close(total);
   return w.buf;
 }
 
-/** The Check method's response serialiser: this file's writer, the generic one for anything else. */
-export function checkResponseSerializer(generic: (r: CheckResponse) => Buffer): (r: CheckResponse) => Buffer {
-  return (r) => (writable(r) ? encodeCheckResponse(r) : generic(r));
+/**
+ * The Check method's response serialiser: this file's writer, the generic one for anything else,
+ * and for an answer this writer refuses half way (`onFallback` is told, without the answer's content:
+ * it holds headers such as credentials' ids). Whatever the generic serialiser throws, grpc-js answers
+ * INTERNAL, which Envoy treats as a deny (failure_mode_allow off, SPEC 1).
+ */
+export function checkResponseSerializer(
+  generic: (r: CheckResponse) => Buffer,
+  onFallback: () => void = () => {},
+): (r: CheckResponse) => Buffer {
+  return (r) => {
+    try {
+      if (writable(r)) return encodeCheckResponse(r);
+    } catch {
+      onFallback();
+    }
+    return generic(r);
+  };
 }

@@ -16,6 +16,7 @@ import { buildRouteTable } from '../../edge/routes.ts';
 import type { CheckRequest, CheckResponse } from '../../edge/types.ts';
 import { routeDeclarations } from '../../shared/routes/index.ts';
 import { createLogger } from '../../shared/log.ts';
+import { wellFormed } from '../helpers/check-wire.ts';
 
 const check = (authorizationPackage().Authorization.service as grpc.ServiceDefinition)
   .Check as grpc.MethodDefinition<CheckRequest, CheckResponse>;
@@ -96,15 +97,6 @@ function answers(): CheckResponse[] {
   out.push(unavailable(undefined, 'authorization is unavailable'));
   out.push(unavailable(view, 'authorization is unavailable', 'scim'));
   return out;
-}
-
-/** `v` with every string made well-formed (lone surrogates replaced by U+FFFD, as a UTF-8 round trip does). */
-function wellFormed<T>(v: T): T {
-  if (typeof v === 'string') return Buffer.from(v, 'utf8').toString('utf8') as T;
-  if (Array.isArray(v)) return v.map(wellFormed) as T;
-  if (typeof v === 'object' && v !== null)
-    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, wellFormed(x)])) as T;
-  return v;
 }
 
 describe('the Check answer written by hand (edge/encode.ts)', () => {
