@@ -30,8 +30,15 @@ const isSmallInt = (n: unknown): n is number =>
 
 const isObject = (o: unknown): o is object => typeof o === 'object' && o !== null;
 /** An object whose own keys are all among `keys`, none of them holding undefined (protobufjs skips those). */
-const known = (o: unknown, keys: readonly string[]) =>
-  isObject(o) && Object.entries(o).every(([k, v]) => keys.includes(k) && v !== undefined);
+function known(o: unknown, keys: readonly string[]): boolean {
+  if (!isObject(o)) return false;
+  // A loop over the keys, not Object.entries: no array per object checked on every Check.
+  for (const k in o) {
+    if (!Object.hasOwn(o, k)) continue;
+    if (!keys.includes(k) || (o as Record<string, unknown>)[k] === undefined) return false;
+  }
+  return true;
+}
 /**
  * None of the message's other fields set. protobufjs reads each field by name (`object.field != null`),
  * through the prototype and non-enumerable properties too, where `known` sees only own enumerable keys:
