@@ -40,6 +40,7 @@ import { TokenVerifier } from '../../shared/token-keys.ts';
 import { percentile } from '../lib/harness.ts';
 import { LoopProbe, cpuPerRequest, formatLoop } from '../lib/probe.ts';
 import { routesForRego, type AdapterState } from './opa-envoy.ts';
+import { benchCustomer } from './customer.ts';
 
 const ms = (ns: number) => (ns / 1e6).toFixed(3);
 
@@ -54,25 +55,11 @@ async function seedCustomer(db: Db) {
       t,
     ]);
   const keys = new KeyStore(db, randomBytes(32));
-  const customerId = randomUUID();
-  const sid = randomUUID();
-  await db.query(
-    `INSERT INTO customers (id, tenant_id, phone_e164, created_at) VALUES ($1, 't1', '+254700000001', now())`,
-    [customerId],
-  );
-  await db.query(
-    `INSERT INTO sessions (id, tenant_id, subject_type, subject_id, jti, aal, ip, created_at, last_seen) VALUES ($1, 't1', 'customer', $2, 'j', 2, '127.0.0.1', now(), now())`,
-    [sid, customerId],
-  );
-  await db.query(
-    `INSERT INTO relationship_tuples (tenant_id, subject_ns, subject_id, relation, object_ns, object_id) VALUES ('t1', 'customer', $1, 'member', 'tenant', 't1')`,
-    [customerId],
-  );
-  const token = await keys.sign(
-    't1',
-    { sub: customerId, sid, aal: 2, amr: ['pin', 'otp'], jti: randomUUID(), aud: 'payments-api' },
-    { expiresInS: 3600, typ: 'at+jwt' },
-  );
+  const { customerId, sid, token } = await benchCustomer(db, keys, 't1', {
+    phone: '+254700000001',
+    aal: 2,
+    amr: ['pin', 'otp'],
+  });
   return { keys, customerId, sid, token };
 }
 type Fixture = Awaited<ReturnType<typeof seedCustomer>>;

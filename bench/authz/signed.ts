@@ -14,6 +14,7 @@ import { KeyStore, deriveApiKeySealKey, deriveChallengeKey } from '../../core/ke
 import { createLogger } from '../../shared/log.ts';
 import { buildEdge } from '../../edge/main.ts';
 import { option, percentile, runBench, withDatabase } from '../lib/harness.ts';
+import { benchCustomer } from './customer.ts';
 
 const execFileAsync = promisify(execFile);
 const requests = option('requests', 10_000);
@@ -75,25 +76,7 @@ async function main(): Promise<void> {
       ipAllowlist: [],
       expiresAt: undefined,
     });
-    const customerId = randomUUID();
-    const sid = randomUUID();
-    await db.query(
-      `INSERT INTO customers (id, tenant_id, phone_e164, created_at) VALUES ($1, 't1', '+254700000009', now())`,
-      [customerId],
-    );
-    await db.query(
-      `INSERT INTO sessions (id, tenant_id, subject_type, subject_id, jti, aal, ip, created_at, last_seen) VALUES ($1, 't1', 'customer', $2, 'j', 1, '127.0.0.1', now(), now())`,
-      [sid, customerId],
-    );
-    await db.query(
-      `INSERT INTO relationship_tuples (tenant_id, subject_ns, subject_id, relation, object_ns, object_id) VALUES ('t1', 'customer', $1, 'member', 'tenant', 't1')`,
-      [customerId],
-    );
-    const token = await keys.sign(
-      't1',
-      { sub: customerId, sid, aal: 1, amr: ['pin'], jti: randomUUID(), aud: 'payments-api' },
-      { expiresInS: 3600, typ: 'at+jwt' },
-    );
+    const { token } = await benchCustomer(db, keys, 't1', { phone: '+254700000009', aal: 1, amr: ['pin'] });
 
     await drive(address, 'signed', key.id, secret); // warm-up
     const signed = await drive(address, 'signed', key.id, secret);
