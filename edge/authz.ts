@@ -97,7 +97,10 @@ export function targetTenantOf(view: RequestView, resolved: ResolvedRoute): stri
  */
 const policySecurityOf = new WeakMap<object, Record<string, unknown>>();
 function policySecurity(security: TenantState['security']): Record<string, unknown> {
-  if (!('mtls_trusted_cas' in security)) return security;
+  // The row's jsonb is not checked on the way in: a scalar there goes to the policy as it always
+  // did (`in` would throw on it, failing every Check of the tenant).
+  const stored: unknown = security;
+  if (typeof stored !== 'object' || stored === null || !('mtls_trusted_cas' in security)) return security;
   let seen = policySecurityOf.get(security);
   if (!seen) {
     const { mtls_trusted_cas: _left, ...rest } = security;

@@ -11,6 +11,7 @@ import { createHash, generateKeyPairSync, randomUUID, X509Certificate } from 'no
 import { after, before, describe, it } from 'node:test';
 import { SignJWT, type JWK } from 'jose';
 import type { Agent } from 'undici';
+import { verifyChain } from '../../shared/audit.ts';
 import { dpopCall, dpopKey } from '../helpers/dpop.ts';
 import type { TestDb } from '../helpers/db.ts';
 import type { E2eStack } from '../helpers/e2e-stack.ts';
@@ -310,6 +311,9 @@ describe('require_mtls_for_m2m: OAuth clients need mutual TLS to get and use tok
       `sha256:${new X509Certificate(pki.ca.cert).fingerprint256}`,
     ]);
     assert.ok(!JSON.stringify(put.rows).includes('CERTIFICATE'));
+    // The record is hashed as stored: the tenant's audit chain still verifies.
+    const chain = await verifyChain(tdb.db, 'mtlscli-cas');
+    assert.ok(chain.ok && chain.count > 0, JSON.stringify(chain));
 
     // The front door accepts the foreign certificate (some tenant trusts its CA); this tenant does not.
     const answers = {

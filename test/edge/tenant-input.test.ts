@@ -48,3 +48,17 @@ describe('the policy input of a tenant', () => {
     assert.equal((tenantInput('t2', plain) as { security: object }).security, plain.security);
   });
 });
+
+describe('the policy input of a tenant whose stored settings are not an object', () => {
+  // tenants.security is any jsonb (NOT NULL only): a scalar there reached the policy as it was,
+  // and the edge's other readers (`security.timezone`) read nothing from it; the copy must not
+  // turn it into a TypeError on every Check of the tenant (`in` refuses a primitive).
+  it('passes a scalar through as it was, without throwing', () => {
+    for (const stored of ['strict', 42, true]) {
+      const t = tenant({}) as unknown as { security: unknown };
+      t.security = stored;
+      const input = tenantInput('t1', t as unknown as TenantState) as { security: unknown };
+      assert.equal(input.security, stored);
+    }
+  });
+});

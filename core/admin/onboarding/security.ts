@@ -86,7 +86,6 @@ function stored(security: unknown, name: string): unknown {
   return v !== undefined && fieldChecks.get(name)?.Check(v) === true ? v : undefined;
 }
 
-/** The effective settings of a stored `security` value: what identity and the edge apply. */
 /**
  * What the audit record keeps of a changed setting: the value, except trusted CAs, named by the
  * SHA-256 fingerprint of each certificate (what tells one CA from another) instead of up to 20
@@ -100,6 +99,7 @@ function auditedValue(key: string, value: unknown): unknown {
   });
 }
 
+/** The effective settings of a stored `security` value: what identity and the edge apply. */
 export function settingsOf(security: unknown): Settings {
   const t: Static<typeof AddressThrottle> = stored(security, 'address_throttle') ?? {};
   const d = defaultAddressPolicy;
