@@ -109,12 +109,25 @@ export async function staffUserByName(
 }
 
 /** Replace a staff member's roles (caller's transaction; the trigger tells the edges). */
+/**
+ * Lock the members' rows (in id order) before their role rows: a role change bumps the member's
+ * version (migration 1080), so it takes the member row after the role row unless it holds it
+ * first, the reverse of a deletion (lockStaffUser, then its roles): the two deadlocked.
+ */
+async function lockMembers(q: Queryable, tenantId: string, ids: readonly string[]): Promise<void> {
+  await q.query(
+    'SELECT 1 FROM staff_users WHERE tenant_id = $1 AND id = ANY($2::uuid[]) ORDER BY id FOR NO KEY UPDATE',
+    [tenantId, [...new Set(ids)]],
+  );
+}
+
 export async function setStaffRoles(
   q: Queryable,
   tenantId: string,
   userId: string,
   roles: readonly StaffRole[],
 ): Promise<void> {
+  await lockMembers(q, tenantId, [userId]);
   await q.query(
     'DELETE FROM staff_user_roles WHERE tenant_id = $1 AND user_id = $2 AND NOT (role = ANY($3))',
     [tenantId, userId, roles],
@@ -337,7 +350,7 @@ export async function updateStaffUser(
   await writeUser(
     q,
     `UPDATE staff_users SET user_name = $3, external_id = $4, display_name = $5, attributes = $6, active = $7,
-       version = version + 1, updated_at = to_timestamp($8 / 1000.0)
+       version = version + 1, updated_at = to_timestamp($8 / 1000.0), roles_bumped_in = pg_current_xact_id()
      WHERE tenant_id = $1 AND id = $2 AND deleted_at IS NULL`,
     [tenantId, id, f.userName, f.externalId, f.displayName, JSON.stringify(f.attributes), f.active, now],
   );
@@ -437,6 +450,7 @@ export async function changeStaffRole(
   role: StaffRole,
   member: boolean,
 ): Promise<boolean> {
+  await lockMembers(q, tenantId, [userId]);
   const { rowCount } = member
     ? await q.query(
         'INSERT INTO staff_user_roles (tenant_id, user_id, role) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING',
@@ -460,6 +474,11 @@ export async function removeStaffRoles(
   pairs: readonly { userId: string; role: StaffRole }[],
 ): Promise<{ userId: string; role: string }[]> {
   if (pairs.length === 0) return [];
+  await lockMembers(
+    q,
+    tenantId,
+    pairs.map((p) => p.userId),
+  );
   const { rows } = await q.query<{ user_id: string; role: string }>(
     `DELETE FROM staff_user_roles r USING unnest($2::uuid[], $3::text[]) AS p(user_id, role)
      WHERE r.tenant_id = $1 AND r.user_id = p.user_id AND r.role = p.role

@@ -143,14 +143,9 @@ describe('staff role changes and the member version', () => {
     assert.deepEqual(rows, [{ version: 3, n: 2000 }]);
   });
 
-  // Known break (migration 1080's premise "xmin is this transaction: bumped already" is false for
-  // a write of the member's row that does not bump: idp_groups and idp_roles, migrations 1050 and
-  // 1070, "bumps neither version nor updated_at"). Today every caller writes those after the role
-  // change; one that wrote them first would lose the bump, and the client holding the copy without
-  // the role would be told 304. Not fixable here: migrations are append-only.
-  it('bumps for a role granted after a write of the member that does not bump', {
-    todo: 'migration 1080 skips a row written earlier in the transaction whatever the write',
-  }, async () => {
+  // A write of the member's row that does not bump (idp_groups, idp_roles) does not count as the
+  // bump: the transaction that bumped is recorded in the row (migration 1081), not read from xmin.
+  it('bumps for a role granted after a write of the member that does not bump', async () => {
     const id = await member();
     const v = await versionOf(id);
     await tdb.db.tx(async (q) => {
@@ -160,13 +155,9 @@ describe('staff role changes and the member version', () => {
     assert.equal(await versionOf(id), v + 1);
   });
 
-  // Known break: a member's write under a savepoint (writeUser) stamps the row with the
-  // subtransaction's id, which is not pg_current_xact_id(): a role change after it in the same
-  // transaction bumps a second time, and the version updateStaffUser answered is no longer the
-  // one a following GET shows. No caller does both today (SCIM User writes never touch roles).
-  it("answers the version a following read shows when a member's write and a role change share a transaction", {
-    todo: 'xmin of a row written under a savepoint is the subtransaction id',
-  }, async () => {
+  // A member's write under a savepoint marks the row with the top-level transaction (migration 1081):
+  // a role change after it in the same transaction does not bump again.
+  it("answers the version a following read shows when a member's write and a role change share a transaction", async () => {
     const id = await member();
     const answered = await tdb.db.tx(async (q) => {
       const u = await updateStaffUser(q, tenant, id, fields(`renamed-${id}@example.org`), Date.now());
@@ -176,15 +167,10 @@ describe('staff role changes and the member version', () => {
     assert.equal(await versionOf(id), answered);
   });
 
-  // Known break: a SCIM DELETE of a member (lockStaffUser, then tombstoneStaffUser) and a Group
-  // PATCH or mapping change taking one of its roles at the same moment. The PATCH deletes the role
-  // row, then migration 1080's trigger waits for the member row the DELETE holds; the DELETE then
-  // waits to delete that role row: PostgreSQL aborts one with 40P01 after deadlock_timeout (Db.tx
-  // retries it, so callers see a stall, not an error). Before 1080 the PATCH never touched the
-  // member row. A fix locks the member rows before their roles (core/staff/store.ts).
-  it('never deadlocks a member deletion against a concurrent removal of its role', {
-    todo: 'the role removal locks the role row, then the member row: the reverse of a deletion',
-  }, async () => {
+  // A SCIM DELETE (lockStaffUser, then its roles) against a role removal of the same member: the
+  // removal locks the member row before the role row (core/staff/store.ts lockMembers), the order a
+  // deletion takes them in, so it waits instead of deadlocking.
+  it('never deadlocks a member deletion against a concurrent removal of its role', async () => {
     const id = await member();
     await setStaffRoles(tdb.db, tenant, id, ['ops']);
     const del = await begin();

@@ -108,12 +108,9 @@ describe('SCIM conditional GET', () => {
     assert.deepEqual(taken.json.groups ?? [], []);
   });
 
-  // Known break: migration 1080 bumps the version (meta.version, the ETag) but not updated_at
-  // (meta.lastModified): the representation's `groups` changed, yet a client syncing by
-  // `filter=meta.lastModified gt "<last sync>"` (RFC 7644 3.4.2.2) never sees the member again.
-  it('lists a User whose groups changed since a time under meta.lastModified gt', {
-    todo: 'a role change bumps meta.version but not meta.lastModified (migration 1080)',
-  }, async () => {
+  // A role change moves meta.lastModified with meta.version (migration 1081), so a client syncing by
+  // `filter=meta.lastModified gt "<last sync>"` (RFC 7644 3.4.2.2) sees the member again.
+  it('lists a User whose groups changed since a time under meta.lastModified gt', async () => {
     const made = await scim('POST', '/Users', { schemas: [userSchema], userName: 'etag-sync@example.org' });
     assert.equal(made.status, 201, made.text);
     const since = made.json.meta.lastModified as string;
