@@ -343,7 +343,9 @@ describe('require_mtls_for_m2m: OAuth clients need mutual TLS to get and use tok
     const use = () => as(t.json.access_token, 'GET', probe(), { origin: gwTls, dispatcher: withAcme });
     assert.equal((await use()).status, 404, 'its CA listed');
     await requireMtls(admin, 'mtlscli-drop', true, { mtls_trusted_cas: [m.foreignPki.ca.cert] });
-    const r = await eventually(use, (res) => res.status === 403);
+    // Core reads the settings afresh and refuses at once; the edge once its cached tenant hears of
+    // the change (NOTIFY): wait for the edge's own refusal (its body names the reason).
+    const r = await eventually(use, (res) => res.status === 403 && res.json?.reason === 'mtls_required');
     refused(r, 403, 'mtls_required', 'its CA no longer listed');
     assert.equal(r.json.reason, 'mtls_required', `refused by the edge: ${r.text}`);
   });
