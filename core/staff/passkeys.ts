@@ -5,7 +5,7 @@
  */
 import { appendAudit } from '../../shared/audit.ts';
 import type { Queryable, TxClient } from '../../shared/db/pool.ts';
-import { uuidv7 } from '../../shared/uuid.ts';
+import { uuidText, uuidv7 } from '../../shared/uuid.ts';
 import { staffSubject } from './store.ts';
 import type { NewCredential, StoredCredential } from './webauthn.ts';
 
@@ -46,8 +46,6 @@ const toPasskey = (r: Row): Passkey => ({
   counter: Number(r.counter),
   transports: r.transports,
 });
-
-const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export async function passkeyByCredential(
   q: Queryable,
@@ -156,7 +154,7 @@ export async function renamePasskey(
   requestId: string,
   now: number,
 ): Promise<boolean> {
-  if (!uuidPattern.test(id)) return false;
+  if (!uuidText.test(id)) return false;
   const { rows } = await q.query(
     'UPDATE staff_passkeys SET name = $4 WHERE tenant_id = $1 AND user_id = $2 AND id = $3 RETURNING id',
     [tenantId, userId, id, name],
@@ -175,7 +173,7 @@ export async function removePasskey(
   requestId: string,
   now: number,
 ): Promise<boolean> {
-  if (!uuidPattern.test(id)) return false;
+  if (!uuidText.test(id)) return false;
   const { rows } = await q.query(
     'DELETE FROM staff_passkeys WHERE tenant_id = $1 AND user_id = $2 AND id = $3 RETURNING id',
     [tenantId, userId, id],

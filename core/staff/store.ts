@@ -5,6 +5,7 @@
  * federation and passkeys build on it.
  */
 import type { Queryable } from '../../shared/db/pool.ts';
+import { uuidText } from '../../shared/uuid.ts';
 
 /**
  * The staff roles; SCIM Groups carry these display names, tokens the lower-case role.
@@ -82,15 +83,13 @@ function toUser(r: Row): StaffUser {
   };
 }
 
-const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
 /** A staff member of the tenant by id (tombstones included: check `deletedAt`). */
 export async function staffUserById(
   q: Queryable,
   tenantId: string,
   id: string,
 ): Promise<StaffUser | undefined> {
-  if (!uuidPattern.test(id)) return undefined;
+  if (!uuidText.test(id)) return undefined;
   const { rows } = await q.query<Row>(`${selectUser} WHERE u.tenant_id = $1 AND u.id = $2`, [tenantId, id]);
   return rows[0] ? toUser(rows[0]) : undefined;
 }
@@ -330,7 +329,7 @@ export async function lockStaffUser(
   tenantId: string,
   id: string,
 ): Promise<StaffUser | undefined> {
-  if (!uuidPattern.test(id)) return undefined;
+  if (!uuidText.test(id)) return undefined;
   await q.query(
     'SELECT 1 FROM staff_users WHERE tenant_id = $1 AND id = $2 AND deleted_at IS NULL FOR UPDATE',
     [tenantId, id],

@@ -13,6 +13,7 @@ import { adminRoute, type AdminDeps, type Caller } from '../http.ts';
 import type { PageRequest } from '../../http/cursor.ts';
 import { AuditPage, AuditRecord, pageQuery } from '../schemas.ts';
 import { declared } from '../../http/declared.ts';
+import { uuidText } from '../../../shared/uuid.ts';
 
 interface AuditRow {
   id: string;
@@ -56,8 +57,7 @@ export interface AuditFilter {
  * any case, and the hold's audit record keeps the spelling), so a UUID is compared without case
  * on both sides. Other ids (country codes, tenant ids, idempotency keys) are matched as given.
  */
-const uuidShape = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-const isUuid = (id: string | undefined): boolean => id !== undefined && uuidShape.test(id);
+const isUuid = (id: string | undefined): boolean => id !== undefined && uuidText.test(id);
 const uuidCase = (id: string | undefined) => (isUuid(id) ? id?.toLowerCase() : id);
 
 /** Newest first; the cursor is the last id seen (ids only grow, so the order is stable). */
