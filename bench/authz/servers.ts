@@ -64,6 +64,27 @@ async function seedCustomer(db: Db) {
 }
 type Fixture = Awaited<ReturnType<typeof seedCustomer>>;
 
+/** A gRPC Check server on a free loopback port answering with `decide`. */
+async function listen(log: Log, decide: Parameters<typeof createEdgeServer>[0]['decide']) {
+  const server = createEdgeServer({ log, decide, resolve: buildRouteTable(routeDeclarations) });
+  return { server, address: `127.0.0.1:${await bindEdge(server, 0)}` };
+}
+
+/** The edge's decider over `state` and `policies`, writing its decisions to `audit` (and `shadow`). */
+function deciderOf(
+  log: Log,
+  keys: KeyStore,
+  on: { state: EdgeState; policies: PolicyStore; audit: AuditWriter; shadow?: ShadowFeed },
+): Decide {
+  return createDecider({
+    ...on,
+    challenges: keys.challenges,
+    risk: new RiskEngine(),
+    log,
+    edgeSecret: 'bench',
+  });
+}
+
 /** The edge as production runs it: cached state, the signed bundle, the decision audit, gRPC. */
 async function startEdge(db: Db, url: string, keys: KeyStore, log: Log) {
   const state = new EdgeState(db, new TokenVerifier(db), keys.apiKeySecrets, log);
@@ -81,17 +102,8 @@ async function startEdge(db: Db, url: string, keys: KeyStore, log: Log) {
   );
   audit.recordInputs({ sample: 1, retentionDays: () => undefined });
   audit.start();
-  const decide = createDecider({
-    state,
-    challenges: keys.challenges,
-    policies,
-    audit,
-    risk: new RiskEngine(),
-    log,
-    edgeSecret: 'bench',
-  });
-  const server = createEdgeServer({ log, decide, resolve: buildRouteTable(routeDeclarations) });
-  const address = `127.0.0.1:${await bindEdge(server, 0)}`;
+  const decide = deciderOf(log, keys, { state, policies, audit });
+  const { server, address } = await listen(log, decide);
   return { state, policies, audit, decide, server, address };
 }
 type Edge = Awaited<ReturnType<typeof startEdge>>;
@@ -158,12 +170,10 @@ async function scenariosOf(f: Fixture): Promise<Scenario[]> {
 async function startFloors(log: Log, decide: Decide, readRequest: CheckRequest) {
   // The machine's floor: the same gRPC server and request with a decision that does nothing
   // (no token, state, policy or audit), under the same load, sharing the same cores with ghz.
-  const floorServer = createEdgeServer({
-    log,
-    decide: () => ({ allow: true, status: 200 }),
-    resolve: buildRouteTable(routeDeclarations),
-  });
-  const floorAddress = `127.0.0.1:${await bindEdge(floorServer, 0)}`;
+  const { server: floorServer, address: floorAddress } = await listen(log, () => ({
+    allow: true,
+    status: 200,
+  }));
   // The floor answering what the read scenario answers (its identity headers and masking):
   // what encoding the answer costs, apart from deciding it.
   const readView = viewOf(readRequest);
@@ -171,28 +181,14 @@ async function startFloors(log: Log, decide: Decide, readRequest: CheckRequest) 
     readView,
     buildRouteTable(routeDeclarations)(readView.method, readView.path),
   );
-  const answerServer = createEdgeServer({
-    log,
-    decide: () => readAnswer,
-    resolve: buildRouteTable(routeDeclarations),
-  });
-  const answerAddress = `127.0.0.1:${await bindEdge(answerServer, 0)}`;
+  const { server: answerServer, address: answerAddress } = await listen(log, () => readAnswer);
   return { floorServer, floorAddress, answerServer, answerAddress };
 }
 
 /** The same edge's state and policies behind a decider with another decision audit, on a server of its own. */
 async function edgeWith(log: Log, keys: KeyStore, edge: Edge, audit: AuditWriter) {
-  const decide = createDecider({
-    state: edge.state,
-    challenges: keys.challenges,
-    policies: edge.policies,
-    audit,
-    risk: new RiskEngine(),
-    log,
-    edgeSecret: 'bench',
-  });
-  const server = createEdgeServer({ log, decide, resolve: buildRouteTable(routeDeclarations) });
-  return { decide, server, address: `127.0.0.1:${await bindEdge(server, 0)}` };
+  const decide = deciderOf(log, keys, { state: edge.state, policies: edge.policies, audit });
+  return { decide, ...(await listen(log, decide)) };
 }
 
 /**
@@ -241,21 +237,10 @@ async function startShadowed(db: Db, url: string, log: Log, keys: KeyStore, edge
   const shadow = new ShadowFeed({ db, databaseUrl: url, trustedKeys: await loadTrustedKeys(), log });
   shadow.start();
   await shadow.refresh();
-  const shadowed = createEdgeServer({
+  const { server: shadowed, address: shadowedAddress } = await listen(
     log,
-    decide: createDecider({
-      state: edge.state,
-      challenges: keys.challenges,
-      policies: edge.policies,
-      audit: edge.audit,
-      shadow,
-      risk: new RiskEngine(),
-      log,
-      edgeSecret: 'bench',
-    }),
-    resolve: buildRouteTable(routeDeclarations),
-  });
-  const shadowedAddress = `127.0.0.1:${await bindEdge(shadowed, 0)}`;
+    deciderOf(log, keys, { state: edge.state, policies: edge.policies, audit: edge.audit, shadow }),
+  );
   return { shadow, shadowed, shadowedAddress };
 }
 
