@@ -7,22 +7,11 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { verifyChain } from '../../shared/audit.ts';
 import { LedgerFixture, type Tenant } from './fixture.ts';
+import { Rand } from '../helpers/rand.ts';
 
 const operations = 2500;
 const concurrency = 16;
 const accountCount = 24;
-
-/** Deterministic PRNG (mulberry32) so a failure can be replayed with the same seed. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function micro(text: string): bigint {
   const [w, f = ''] = text.split('.');
@@ -41,7 +30,9 @@ describe('ledger property test', () => {
   after(() => f.close());
 
   it(`${operations} random concurrent operations keep every guarantee (seed ${seed})`, async () => {
-    const rand = rng(seed);
+    // Deterministic (test/helpers/rand.ts) so a failure can be replayed with the same seed.
+    const source = new Rand(seed);
+    const rand = () => source.next();
     const pick = <T>(xs: T[]): T => xs[Math.floor(rand() * xs.length)] as T;
     const amount = () => `${Math.floor(rand() * 300)}.${String(Math.floor(rand() * 100)).padStart(2, '0')}`;
     const accounts: string[] = [];
