@@ -107,7 +107,6 @@ export async function staffUserByName(
   return rows[0] ? toUser(rows[0]) : undefined;
 }
 
-/** Replace a staff member's roles (caller's transaction; the trigger tells the edges). */
 /**
  * Lock the members' rows (in id order) before their role rows: a role change bumps the member's
  * version (migration 1080), so it takes the member row after the role row unless it holds it
@@ -120,6 +119,7 @@ async function lockMembers(q: Queryable, tenantId: string, ids: readonly string[
   );
 }
 
+/** Replace a staff member's roles (caller's transaction; the trigger tells the edges). */
 export async function setStaffRoles(
   q: Queryable,
   tenantId: string,
@@ -449,6 +449,8 @@ export async function changeStaffRole(
   role: StaffRole,
   member: boolean,
 ): Promise<boolean> {
+  // Not a UUID: no member (as staffUserById reads it), not a uuid cast error.
+  if (!uuidText.test(userId)) return false;
   await lockMembers(q, tenantId, [userId]);
   const { rowCount } = member
     ? await q.query(
@@ -472,17 +474,18 @@ export async function removeStaffRoles(
   tenantId: string,
   pairs: readonly { userId: string; role: StaffRole }[],
 ): Promise<{ userId: string; role: string }[]> {
-  if (pairs.length === 0) return [];
+  const members = pairs.filter((p) => uuidText.test(p.userId));
+  if (members.length === 0) return [];
   await lockMembers(
     q,
     tenantId,
-    pairs.map((p) => p.userId),
+    members.map((p) => p.userId),
   );
   const { rows } = await q.query<{ user_id: string; role: string }>(
     `DELETE FROM staff_user_roles r USING unnest($2::uuid[], $3::text[]) AS p(user_id, role)
      WHERE r.tenant_id = $1 AND r.user_id = p.user_id AND r.role = p.role
      RETURNING r.user_id, r.role`,
-    [tenantId, pairs.map((p) => p.userId), pairs.map((p) => p.role)],
+    [tenantId, members.map((p) => p.userId), members.map((p) => p.role)],
   );
   return rows.map((r) => ({ userId: r.user_id, role: r.role }));
 }
