@@ -15,6 +15,7 @@ import { tenantIdPattern } from '../shared/tenant-id.ts';
 import {
   emptyInputStats,
   InputRecorder,
+  recordedEntryJson,
   sampled,
   type DecisionInputsConfig,
   type InputStats,
@@ -66,7 +67,7 @@ export async function serializeInSlices(batch: RecordedEntry[]): Promise<string>
   const parts: string[] = [];
   let sliceStart = performance.now();
   for (const entry of batch) {
-    parts.push(JSON.stringify(entry, refuseNonFinite));
+    parts.push(recordedEntryJson(entry, refuseNonFinite));
     if (performance.now() - sliceStart >= serializeSliceMs) {
       await new Promise<void>((r) => setImmediate(r));
       sliceStart = performance.now();

@@ -23,7 +23,14 @@ export interface DecisionInputsConfig {
 
 /** What a decision hands the audit writer for replay: the input as the policy saw it. */
 export interface ReplayInput {
-  input: unknown;
+  input?: unknown;
+  /**
+   * The input as JSON text instead of `input`: the text the Check serialised once for its
+   * evaluation (policy/runtime/bundle.ts policyInputJson). It is written into the batch's JSON as
+   * `input` (replayJson), so the audit thread reads an `input` either way, and the answering
+   * thread neither serialises the input a second time nor keeps its objects queued (issue 18).
+   */
+  inputJson?: string;
   /** The policy's verdict (an allow can still be refused later, e.g. by an API-key budget). */
   allow: boolean;
   policyVersion: string;
@@ -37,6 +44,36 @@ export interface ReplayInput {
 }
 
 export type RecordedEntry = AuditEntry & { replay?: ReplayInput };
+
+/**
+ * `record`'s JSON with one more member, `key`, whose value is `json` (JSON text, written as is).
+ * `record` must not have `key` itself.
+ */
+export function withJsonMember(
+  record: object,
+  key: string,
+  json: string,
+  replacer?: (this: unknown, key: string, value: unknown) => unknown,
+): string {
+  const head = JSON.stringify(record, replacer);
+  return `${head.slice(0, -1)}${head === '{}' ? '' : ','}${JSON.stringify(key)}:${json}}`;
+}
+
+/** An entry's JSON, its replay input written from the text it carries when it carries one. */
+export function recordedEntryJson(
+  entry: RecordedEntry,
+  replacer?: (this: unknown, key: string, value: unknown) => unknown,
+): string {
+  const replay = entry.replay;
+  if (replay?.inputJson === undefined) return JSON.stringify(entry, replacer);
+  const { replay: _replay, ...rest } = entry;
+  const { inputJson, input: _input, ...meta } = replay;
+  return withJsonMember(rest, 'replay', withJsonMember(meta, 'input', inputJson, replacer), replacer);
+}
+
+/** The input a replay carries, as a value (parsed from its text when it carries text). */
+export const replayInputOf = (r: ReplayInput): unknown =>
+  r.inputJson === undefined ? r.input : (JSON.parse(r.inputJson) as unknown);
 
 /** Counters reported to the edge's metrics (edge_decision_inputs). */
 export interface InputStats {
@@ -191,7 +228,7 @@ export async function recordDecisionInputs(
       code: String(d.code ?? ''),
       policy_version: r.policyVersion,
       expires_at: new Date(at + keepMs).toISOString(),
-      input: scrubber.scrub(e.tenantId, r.input),
+      input: scrubber.scrub(e.tenantId, replayInputOf(r)),
     });
   }
   if (rows.length === 0) return 0;

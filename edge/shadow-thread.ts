@@ -17,7 +17,9 @@ import { Scrubber } from './decision-inputs.ts';
 /** One live decision offered to its tenant's shadow. */
 export interface ShadowItem {
   t: string;
-  input: unknown;
+  input?: unknown;
+  /** The input as JSON text instead of `input` (written into the batch as `input`, edge/shadow.ts). */
+  inputJson?: string;
   allow: boolean;
   d: string;
   p: string;

@@ -14,8 +14,16 @@ import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import type { Db } from '../shared/db/pool.ts';
 import type { FromShadow, ShadowItem, ToShadow } from './shadow-thread.ts';
+import { withJsonMember } from './decision-inputs.ts';
 
 export const shadowFlushMs = 50;
+
+/** An item's JSON, its input written from the text the Check serialised when it carries one. */
+function shadowItemJson(item: ShadowItem): string {
+  if (item.inputJson === undefined) return JSON.stringify(item);
+  const { inputJson, input: _input, ...rest } = item;
+  return withJsonMember(rest, 'input', inputJson);
+}
 export const shadowBatchMax = 256;
 /** How often the edge re-reads which tenants have a shadow (policy_shadows, migration 0911). */
 export const shadowPollMs = 2000;
@@ -190,7 +198,7 @@ export class ShadowFeed {
     const tenant = batch[0]?.t ?? '';
     let items: string;
     try {
-      items = JSON.stringify(batch);
+      items = `[${batch.map(shadowItemJson).join(',')}]`;
     } catch {
       this.stats.dropped += batch.length;
       return;

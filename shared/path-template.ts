@@ -11,6 +11,8 @@ export interface CompiledTemplate {
   readonly specificity: number;
   /** The anchored pattern `match` uses (RE2-compatible: literals escaped, `([^/]+?)` per parameter). */
   readonly source: string;
+  /** The literal text before the first parameter: a path that does not start with it cannot match. */
+  readonly prefix: string;
   match(path: string): Record<string, string> | undefined;
 }
 
@@ -43,6 +45,7 @@ export function compileTemplate(template: string): CompiledTemplate {
     paramNames,
     specificity: literal,
     source: regex.source,
+    prefix: template.split('{', 1)[0] as string,
     match(path: string) {
       const m = regex.exec(path);
       if (!m) return undefined;
@@ -85,8 +88,11 @@ export class TemplateTable<T> {
 
   find(method: string, path: string): TemplateMatch<T> | undefined {
     const upper = method.toUpperCase();
+    // Most templates are ruled out by their literal prefix, without running their pattern (a
+    // route table of a few hundred patterns cost the edge about 10 µs per Check, issue 18).
     for (const e of this.entries) {
       if (e.method !== upper && !(upper === 'HEAD' && e.method === 'GET')) continue;
+      if (!path.startsWith(e.compiled.prefix)) continue;
       const params = e.compiled.match(path);
       if (params) return { entry: e.entry, params };
     }
@@ -96,7 +102,8 @@ export class TemplateTable<T> {
   /** Methods that have a template matching `path` (empty when the path is unknown). */
   allowedMethods(path: string): string[] {
     const out = new Set<string>();
-    for (const e of this.entries) if (e.compiled.match(path)) out.add(e.method);
+    for (const e of this.entries)
+      if (path.startsWith(e.compiled.prefix) && e.compiled.match(path)) out.add(e.method);
     return [...out];
   }
 
@@ -104,7 +111,8 @@ export class TemplateTable<T> {
   templateOf(method: string, path: string): string | undefined {
     const upper = method.toUpperCase();
     for (const e of this.entries) {
-      if (e.method === upper && e.compiled.match(path)) return e.compiled.template;
+      if (e.method === upper && path.startsWith(e.compiled.prefix) && e.compiled.match(path))
+        return e.compiled.template;
     }
     return undefined;
   }

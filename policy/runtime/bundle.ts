@@ -97,6 +97,14 @@ const checkRegistry = TypeCompiler.Compile(Registry);
 const checkRoutes = TypeCompiler.Compile(RouteTable);
 const checkDecision = TypeCompiler.Compile(PolicyDecision);
 const checkVerdict = TypeCompiler.Compile(PolicyVerdict);
+const utf8 = new TextEncoder();
+
+/** The verdict entry point's answer, checked. */
+function verdictOf(results: unknown): PolicyVerdict {
+  const result = (results as { result?: unknown }[] | undefined)?.[0]?.result;
+  if (!checkVerdict.Check(result)) throw new Error('policy produced no well-formed decision');
+  return result;
+}
 
 export class BundleError extends Error {}
 
@@ -121,6 +129,23 @@ export interface PolicyRevision {
    * point existed (an old `policy_ref`) answers with its traced decision.
    */
   decide(input: unknown): PolicyVerdict;
+  /**
+   * decide() of an input given as its JSON text as the policy reads it (policyInputJson): the
+   * edge serialises each Check's input once, evaluates that text and records the same text for
+   * replay, where the WASM host would serialise it again (issue 18 item 1).
+   */
+  decideJson(inputJson: string): PolicyVerdict;
+}
+
+/**
+ * The input's JSON text as the policy reads it (through inputForPolicy, as every evaluation is),
+ * and as it is recorded for replay: the same text unless inputForPolicy changed a range the WASM
+ * cannot read, in which case the input as it came is recorded (a replay goes through it again).
+ */
+export function policyInputJson(input: unknown): { evaluated: string; recorded: string } {
+  const forPolicy = inputForPolicy(input);
+  const evaluated = JSON.stringify(forPolicy);
+  return { evaluated, recorded: forPolicy === input ? evaluated : JSON.stringify(input) };
 }
 
 /**
@@ -229,10 +254,12 @@ export async function instantiateBundle(
       return result;
     },
     decide(input) {
-      const results = policy.evaluate(inputForPolicy(input), entry) as { result?: unknown }[] | undefined;
-      const result = results?.[0]?.result;
-      if (!checkVerdict.Check(result)) throw new Error('policy produced no well-formed decision');
-      return result;
+      return verdictOf(policy.evaluate(inputForPolicy(input), entry));
+    },
+    // The WASM host reads an ArrayBuffer as JSON text already made; encode() answers a buffer of
+    // exactly the text's bytes.
+    decideJson(inputJson) {
+      return verdictOf(policy.evaluate(utf8.encode(inputJson).buffer, entry));
     },
   };
 }

@@ -34,6 +34,33 @@ describe('decision audit batch serialisation', () => {
     assert.equal(await serializeInSlices([]), '[]');
   });
 
+  it('writes an input carried as JSON text where the input object would be, and nothing else', async () => {
+    const withText = (i: number): RecordedEntry => {
+      const e = entry(i);
+      const { input, ...meta } = e.replay as NonNullable<RecordedEntry['replay']>;
+      return { ...e, replay: { ...meta, inputJson: JSON.stringify(input) } };
+    };
+    const batch = [entry(0), withText(1), { ...entry(2), replay: undefined }, withText(3)];
+    const text = await serializeInSlices(batch);
+    assert.deepEqual(
+      JSON.parse(text),
+      JSON.parse(
+        JSON.stringify(
+          [entry(0), entry(1), entry(2), entry(3)].map((e, i) => (i === 2 ? { ...e, replay: undefined } : e)),
+        ),
+      ),
+    );
+    assert.ok(!text.includes('inputJson'), 'the text field itself is not written');
+    // A bare entry and a bare replay still make valid JSON.
+    const bare = { replay: { inputJson: '{"a":[1]}' } } as unknown as RecordedEntry;
+    assert.deepEqual(JSON.parse(await serializeInSlices([bare])), [{ replay: { input: { a: [1] } } }]);
+    // The rest of the entry is still refused for a number canonical JSON cannot hold.
+    await assert.rejects(
+      serializeInSlices([{ ...withText(4), attrs: { risk: Number.POSITIVE_INFINITY } }]),
+      /audit value risk is Infinity/,
+    );
+  });
+
   it('refuses a number canonical JSON cannot hold, naming its key', async () => {
     const bad = { ...entry(1), attrs: { risk: Number.NaN } };
     await assert.rejects(serializeInSlices([entry(0), bad]), /audit value risk is NaN/);

@@ -5,7 +5,9 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { tenantInput } from '../../edge/authz.ts';
+import { malformedTenant, targetTenantOf, tenantInput } from '../../edge/authz.ts';
+import type { RequestView } from '../../edge/check.ts';
+import type { ResolvedRoute } from '../../edge/routes.ts';
 import type { TenantState } from '../../edge/state/store.ts';
 
 const pem = `-----BEGIN CERTIFICATE-----\n${'A'.repeat(16_000)}\n-----END CERTIFICATE-----`;
@@ -60,5 +62,39 @@ describe('the policy input of a tenant whose stored settings are not an object',
       const input = tenantInput('t1', t as unknown as TenantState) as { security: unknown };
       assert.equal(input.security, stored);
     }
+  });
+});
+
+/** The tenant a request names (targetTenantOf): the query is everything after the first `?`, as core's URL parser reads it. */
+describe('the tenant a request names', () => {
+  const view = (pathWithQuery: string, body = ''): RequestView => ({
+    method: 'POST',
+    pathWithQuery,
+    path: pathWithQuery.split('?')[0] as string,
+    headers: body ? { 'content-type': 'application/json' } : {},
+    body: Buffer.from(body),
+    sourceIp: '203.0.113.9',
+    requestId: 'r',
+    decisionId: 'd',
+    scheme: 'https',
+  });
+  const resolved = (params: Record<string, string> = {}) => ({ params }) as unknown as ResolvedRoute;
+
+  it('reads the path, the query and the body, and refuses two different names', () => {
+    assert.equal(targetTenantOf(view('/v1/x'), resolved()), undefined);
+    assert.equal(targetTenantOf(view('/v1/x', '{"tenant_id":"t1"}'), resolved()), 't1');
+    assert.equal(targetTenantOf(view('/v1/x?tenant=t1'), resolved()), 't1');
+    assert.equal(targetTenantOf(view('/v1/x?tenantId=t1&tenant=t1'), resolved({ tenantId: 't1' })), 't1');
+    assert.equal(targetTenantOf(view('/v1/x?tenant=t2'), resolved({ tenantId: 't1' })), malformedTenant);
+    assert.equal(targetTenantOf(view('/v1/x?tenant=t2', '{"tenantId":"t1"}'), resolved()), malformedTenant);
+  });
+
+  it('reads a query value holding a second `?` whole, as core does', () => {
+    const url = new URL('http://core/v1/x?tenant=t1?b=c');
+    assert.equal(url.searchParams.get('tenant'), 't1?b=c');
+    // The whole value is not a tenant id: judged as a malformed one, never as `t1`.
+    assert.equal(targetTenantOf(view('/v1/x?tenant=t1?b=c'), resolved()), malformedTenant);
+    assert.equal(new URL('http://core/v1/x??tenant=t1').searchParams.get('tenant'), null);
+    assert.equal(targetTenantOf(view('/v1/x??tenant=t1'), resolved()), undefined);
   });
 });

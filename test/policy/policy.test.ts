@@ -9,6 +9,7 @@ import {
   BundleError,
   defaultBundleDir,
   instantiateBundle,
+  policyInputJson,
   loadBundle,
   loadTrustedKeys,
 } from '../../policy/runtime/bundle.ts';
@@ -93,6 +94,37 @@ describe('policy bundle verification', () => {
     assert.equal(d.allow, false);
     assert.equal(d.policy_version, rev.policyVersion);
     assert.ok(d.reasons.some((r) => r.check === 'resource_tenant' && !r.ok));
+  });
+
+  it('decides an input given as its JSON text as it decides the input (issue 18: serialised once per Check)', async () => {
+    const rev = await loadBundle(defaultBundleDir, await loadTrustedKeys());
+    const input = (tenantOfResource: string, ranges: unknown) => ({
+      tenant: { id: 't1', status: 'ACTIVE', security: { allowed_ip_ranges: ranges } },
+      subject: { id: 'c', type: 'customer', aal: 1, tuples: [] },
+      resource: { type: 'account', tenant_id: tenantOfResource },
+      action: 'account.read',
+      purpose: 'customer.account.view',
+      context: { ip: '10.0.0.1', risk: 'low', now_ns: Date.now() * 1e6 },
+    });
+    for (const i of [
+      input('t1', []),
+      input('t2', []),
+      input('t1', ['10.0.0.0/8']),
+      input('t1', ['10.0.0.0/8x']),
+    ]) {
+      const json = policyInputJson(i);
+      assert.deepEqual(rev.decideJson(json.evaluated), rev.decide(i), JSON.stringify(i));
+    }
+    // The same text is recorded, unless a range the WASM cannot read was handed over as no range:
+    // then the input as it came is recorded (a replay hands it over the same way again).
+    const plain = input('t1', ['10.0.0.0/8']);
+    assert.equal(policyInputJson(plain).recorded, policyInputJson(plain).evaluated);
+    assert.deepEqual(JSON.parse(policyInputJson(plain).recorded), plain);
+    const unreadable = input('t1', ['10.0.0.0/8x']);
+    const texts = policyInputJson(unreadable);
+    assert.deepEqual(JSON.parse(texts.recorded), unreadable);
+    assert.notEqual(texts.evaluated, texts.recorded);
+    assert.equal(rev.decideJson(texts.evaluated).allow, false, 'an unreadable range holds no caller');
   });
 
   it('refuses a registry whose content or signature was changed', async () => {
