@@ -59,7 +59,9 @@ const rounds = Math.max(1, option('rounds', 1));
 const p99TargetNs = 5e6;
 /**
  * `--edge-node-flag <flag>` (repeatable): a node flag for the servers' process, e.g. `--trace-gc`
- * or `--cpu-prof` (what the edge's own profile needs; this process only drives ghz).
+ * or `--cpu-prof` (what the edge's own profile needs; this process only drives ghz), or
+ * `--heap-growing-percent=0` to measure V8's own heap growth instead of the edge's bound
+ * (edge/heap.ts).
  */
 /**
  * `--pin 1`: the servers' process (the edge, its audit thread, the floors) on CPU 0, and

@@ -26,6 +26,7 @@ import { createDecider } from '../../edge/authz.ts';
 import { viewOf } from '../../edge/check.ts';
 import { buildRouteTable } from '../../edge/routes.ts';
 import { bindEdge, check, createEdgeServer } from '../../edge/server.ts';
+import { boundHeapGrowth } from '../../edge/heap.ts';
 import { ShadowFeed } from '../../edge/shadow.ts';
 import { EdgeState } from '../../edge/state/store.ts';
 import type { CheckRequest } from '../../edge/types.ts';
@@ -422,6 +423,9 @@ async function finish(f: Fixture, edge: Edge, cmp: Comparisons, scenarios: Scena
 
 /** Start everything, answer the driver's messages until it says finish. */
 async function serve(url: string, inProcessOnly: boolean): Promise<void> {
+  // As the edge process bounds its heap's growth (edge/heap.ts), unless the driver was given
+  // another growth to compare (`--edge-node-flag --heap-growing-percent=0`: V8's own).
+  if (!process.execArgv.some((a) => a.startsWith('--heap-growing-percent'))) boundHeapGrowth();
   const log = createLogger('silent');
   const db: Db = createDb({ connectionString: url, metrics: createMetrics(), log, max: 20 });
   const f = await seedCustomer(db);

@@ -6,6 +6,7 @@
  * turns NOT_SERVING, new calls are refused, calls in flight finish, the audit queue is flushed.
  */
 import { buildEdge } from '../../edge/main.ts';
+import { boundHeapGrowth } from '../../edge/heap.ts';
 import { createOpsServer } from '../../edge/metrics.ts';
 import { createDb } from '../../shared/db/pool.ts';
 import { createMetrics } from '../../shared/metrics.ts';
@@ -32,6 +33,7 @@ async function decisionInputs(config: ServiceConfig): Promise<{ decisionInputs?:
 }
 
 async function main(): Promise<void> {
+  boundHeapGrowth();
   const config = configOrExit('edge');
   const log = loggerOf(config, 'edge');
   const databaseUrl =
