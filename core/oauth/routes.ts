@@ -103,8 +103,41 @@ function oauthError(
   });
 }
 
+/** Token request parameters this endpoint reads (RFC 6749 §4.4, RFC 7523 client assertions). */
+const tokenParameters = new Set([
+  'grant_type',
+  'scope',
+  'client_id',
+  'client_secret',
+  'client_assertion',
+  'client_assertion_type',
+]);
+
+/**
+ * A parameter written the way some form libraries write a list (`scope[]=core:read`,
+ * `scope[0]=…`). RFC 6749 §3.1 has unrecognised parameters ignored, but ignoring this one asked
+ * for no scope, which grants every scope of the client: the caller meant less and got more.
+ * Refused, naming it.
+ */
+function refuseListedParameters(fields: Record<string, string>): Record<string, string> {
+  for (const k of Object.keys(fields)) {
+    const base = /^([^[\]]+)\[[^\]]*\]/.exec(k)?.[1];
+    if (base !== undefined && tokenParameters.has(base))
+      throw oauthError(
+        'VALIDATION_FAILED',
+        'invalid_request',
+        `${base} is one string parameter, not a list (scopes are separated by spaces)`,
+      );
+  }
+  return fields;
+}
+
 /** Form or JSON body into string fields; anything else is an invalid request. */
 function fieldsOf(contentType: string | undefined, raw: Buffer): Record<string, string> {
+  return refuseListedParameters(parsedFields(contentType, raw));
+}
+
+function parsedFields(contentType: string | undefined, raw: Buffer): Record<string, string> {
   const type = (contentType ?? '').split(';')[0]?.trim().toLowerCase();
   const text = raw.toString('utf8');
   if (type === 'application/x-www-form-urlencoded') {

@@ -126,6 +126,37 @@ describe('attacks on the token request and on ledger readers of a lagging core',
     }
   });
 
+  it('a token parameter written as a form list (scope[]=…) is refused, never ignored into every scope of the client', async () => {
+    const c = demo.coreClient;
+    const creds = `grant_type=client_credentials&client_id=${encodeURIComponent(c.clientId)}&client_secret=${encodeURIComponent(c.clientSecret)}`;
+    const ok = await token(`${creds}&scope=core:read`);
+    assert.equal(ok.status, 200, ok.text);
+    for (const [what, body] of [
+      ['scope[]', `${creds}&scope[]=core:read`],
+      ['scope[0]', `${creds}&scope%5B0%5D=core:read`],
+      ['scope[] beside scope', `${creds}&scope=core:read&scope[]=core:write`],
+      ['client_id[]', `${creds}&client_id[]=x`],
+    ] as const) {
+      const r = await token(body);
+      refused(r, 400, 'VALIDATION_FAILED', what);
+      assert.equal(r.json.error, 'invalid_request', what);
+      assert.equal(r.json.access_token, undefined, what);
+      assert.ok(!r.text.includes(c.clientSecret), `${what}: the secret is not echoed`);
+    }
+    const json = await callRetrying(gw, 'POST', '/oauth2/token', {
+      json: {
+        grant_type: 'client_credentials',
+        client_id: c.clientId,
+        client_secret: c.clientSecret,
+        'scope[]': 'core:read',
+      },
+    });
+    refused(json, 400, 'VALIDATION_FAILED', 'JSON scope[]');
+    // An extension parameter that only looks like one is still ignored (RFC 6749 §3.1).
+    const other = await token(`${creds}&scope=core:read&filter[x]=1`);
+    assert.equal(other.status, 200, other.text);
+  });
+
   it('a JSON token request with any parameter as an object, number, boolean, list or null is refused and issues nothing', async () => {
     const c = demo.coreClient;
     const base: Record<string, string> = {
