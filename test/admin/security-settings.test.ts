@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { securityProblems, settingsOf } from '../../core/admin/onboarding/security.ts';
 import type { Caller } from '../../core/admin/http.ts';
+import { makeForge } from '../helpers/pki-forge.ts';
 
 const caller = (ip: string): Caller => ({
   tenantId: 't',
@@ -61,6 +62,21 @@ describe('tenant security settings', () => {
       'mtls_trusted_cas[0]',
     ])
       assert.match(problems, new RegExp(p.replace(/[[\]]/g, '\\$&')));
+  });
+
+  it('refuses a trusted CA outside its validity, naming it, and takes it within', () => {
+    const forge = makeForge();
+    try {
+      const ca = forge.ca({ subject: '/CN=Operator CA', days: 2 }).cert;
+      const listing = { ...settingsOf({}), mtls_trusted_cas: [ca] };
+      const day = 86_400_000;
+      const at = (ms: number) => securityProblems(listing, caller('127.0.0.1'), true, ms).join('\n');
+      assert.equal(at(Date.now()), '');
+      assert.match(at(Date.now() + 3 * day), /mtls_trusted_cas\[0\]: not valid now \(valid from .* to .*\)/);
+      assert.match(at(Date.now() - day), /mtls_trusted_cas\[0\]: not valid now/);
+    } finally {
+      forge.dispose();
+    }
   });
 
   it("refuses ranges that shut the Admin out of their own tenant, not a platform admin setting another tenant's", () => {

@@ -23,7 +23,7 @@ import {
   defaultSessionTimeoutMinutes,
 } from '../../identity/settings.ts';
 import { insideRanges, readRange } from '../../../shared/ip-ranges.ts';
-import { certificatesOf } from '../../../shared/mtls.ts';
+import { certificatesOf, validAt } from '../../../shared/mtls.ts';
 import { adminRoute, checkIfMatch, etagOf, type AdminDeps, type Caller } from '../http.ts';
 import { CountryCode } from '../schemas.ts';
 import { managedTenant } from '../tenants/routes.ts';
@@ -133,8 +133,30 @@ function knownZone(zone: string): boolean {
   }
 }
 
+/**
+ * A trusted CA that is not one, or not valid now: a CA outside its validity vouches for no
+ * certificate (shared/mtls.ts checks it at every use), so listing one would refuse every client
+ * certificate it issued while the settings looked as if they allowed them.
+ */
+function caProblems(pem: string, i: number, nowMs: number): string[] {
+  let ca: X509Certificate;
+  try {
+    ca = new X509Certificate(pem);
+  } catch {
+    return [`mtls_trusted_cas[${i}]: not a PEM certificate`];
+  }
+  if (!ca.ca) return [`mtls_trusted_cas[${i}]: not a CA certificate`];
+  if (validAt(ca, nowMs)) return [];
+  return [`mtls_trusted_cas[${i}]: not valid now (valid from ${ca.validFrom} to ${ca.validTo})`];
+}
+
 /** Every problem the schema cannot express; [] when the document may be stored. */
-export function securityProblems(s: Settings, caller: Caller, ownTenant: boolean): string[] {
+export function securityProblems(
+  s: Settings,
+  caller: Caller,
+  ownTenant: boolean,
+  nowMs = Date.now(),
+): string[] {
   const problems = [...addressThrottleProblems(s.address_throttle)];
   const ranges = s.allowed_ip_ranges.map((r, i) => {
     // Stored as sent, so exactly what the policy reads (no spaces, no bare address).
@@ -143,13 +165,7 @@ export function securityProblems(s: Settings, caller: Caller, ownTenant: boolean
     return c;
   });
   if (s.require_dpop_nonce && !s.require_dpop) problems.push('require_dpop_nonce: needs require_dpop');
-  s.mtls_trusted_cas.forEach((pem, i) => {
-    try {
-      if (!new X509Certificate(pem).ca) problems.push(`mtls_trusted_cas[${i}]: not a CA certificate`);
-    } catch {
-      problems.push(`mtls_trusted_cas[${i}]: not a PEM certificate`);
-    }
-  });
+  s.mtls_trusted_cas.forEach((pem, i) => problems.push(...caProblems(pem, i, nowMs)));
   if (!knownZone(s.timezone)) problems.push(`timezone: ${s.timezone} is not a known IANA time zone`);
   // An Admin cannot lock their own tenant out from where they stand (they would need the platform to
   // undo it), judged as core and the policy judge the ranges (shared/ip-ranges.ts: a range holds
