@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { createHash, generateKeyPairSync } from 'node:crypto';
+import { loadPolicy } from '@open-policy-agent/opa-wasm';
+import { inputForPolicy } from '../../shared/ip-ranges.ts';
 import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -125,6 +127,43 @@ describe('policy bundle verification', () => {
     assert.deepEqual(JSON.parse(texts.recorded), unreadable);
     assert.notEqual(texts.evaluated, texts.recorded);
     assert.equal(rev.decideJson(texts.evaluated).allow, false, 'an unreadable range holds no caller');
+  });
+
+  it("evaluates through opa_eval directly as the WASM host's own evaluate does, growing memory as inputs need and within a bound", async () => {
+    const f = await files();
+    const rev = await instantiateBundle(f, await loadTrustedKeys());
+    const host = await loadPolicy(f.wasm);
+    const registry = JSON.parse(f.registry.toString());
+    const manifest = JSON.parse(f.manifest.toString());
+    host.setData({ registry, meta: { policy_version: manifest.policy_version } });
+    const entry = (host.entrypoints as Record<string, number>)[manifest.entrypoint] as number;
+    const hostSays = (input: unknown) =>
+      (host.evaluate(inputForPolicy(input), entry) as { result?: unknown }[] | undefined)?.[0]?.result;
+    const base = {
+      tenant: { id: 't1', status: 'ACTIVE', security: {} },
+      subject: { id: 'c', type: 'customer', aal: 1, tuples: [] },
+      resource: { type: 'account', tenant_id: 't1' },
+      action: 'account.read',
+      purpose: 'customer.account.view',
+      context: { ip: '10.0.0.1', risk: 'low', now_ns: Date.now() * 1e6 },
+    };
+    const inputs: unknown[] = [
+      base,
+      { ...base, resource: { type: 'account', tenant_id: 't2' } },
+      { ...base, context: { ...base.context, ua: 'ü€😀\u2028' } },
+      // Far more than the memory the instance has: it grows for the text.
+      { ...base, context: { ...base.context, ua: 'x'.repeat(3_000_000) } },
+      { ...base, subject: { ...base.subject, name: '😀'.repeat(400_000) } },
+    ];
+    for (const input of inputs) assert.deepEqual(rev.evaluate(input), hostSays(input));
+    // A falsy input is no input, as the host has it: the policy decides on nothing.
+    for (const input of [undefined, null, 0, ''])
+      assert.throws(() => rev.evaluate(input), /no well-formed decision/);
+    // A bounded instance refuses an input past its bound instead of growing without end.
+    const bounded = await instantiateBundle(f, await loadTrustedKeys(), { maxMemoryPages: 64 });
+    assert.deepEqual(bounded.decide(base), rev.decide(base));
+    assert.throws(() => bounded.decide({ ...base, context: { ...base.context, ua: 'x'.repeat(5_000_000) } }));
+    assert.deepEqual(bounded.decide(base), rev.decide(base), 'and still decides afterwards');
   });
 
   it('refuses a registry whose content or signature was changed', async () => {
