@@ -12,7 +12,7 @@
  * - `nonce` is the `x-nonce` header: 16–128 characters of [A-Za-z0-9_-], never reused per key.
  * - base64url is RFC 4648 §5 without padding.
  */
-import { createHash, createHmac, randomBytes } from 'node:crypto';
+import { createHmac, hash, randomBytes } from 'node:crypto';
 
 export interface SignInput {
   method: string;
@@ -34,7 +34,7 @@ export function canonicalString(
   date: string,
   nonce: string,
 ): string {
-  const bodyHash = createHash('sha256').update(body).digest('hex');
+  const bodyHash = hash('sha256', body, 'hex');
   return `${method.toUpperCase()}\n${path}\n${bodyHash}\n${date}\n${nonce}`;
 }
 

@@ -24,7 +24,7 @@
  *   claims {kind: "stepup", sub, tid, orig, methods[], jti, iat, exp = iat + 300, iss, aud: "payments-stepup"}
  * It is single use: stepup/complete records its jti (table used_challenges).
  */
-import { createHash } from 'node:crypto';
+import { createHash, hash } from 'node:crypto';
 import { SignJWT, decodeProtectedHeader, jwtVerify, type JWTPayload } from 'jose';
 import { canonicalJson } from './canonical-json.ts';
 import { asJsonBody, type JsonBody } from './json-body.ts';
@@ -57,9 +57,8 @@ export function normalizedBody(body: Buffer | string | JsonBody): string {
 
 /** base64url(SHA-256(`METHOD|path[?query]|normalized body`)). */
 export function origOf(method: string, path: string, body: Buffer | string | JsonBody): string {
-  return createHash('sha256')
-    .update(`${method.toUpperCase()}|${path}|${normalizedBody(body)}`, 'utf8')
-    .digest('base64url');
+  // One-shot: no Hash object per Check (issue 18 item 1).
+  return hash('sha256', `${method.toUpperCase()}|${path}|${normalizedBody(body)}`, 'base64url');
 }
 
 /**

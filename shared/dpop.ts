@@ -6,7 +6,7 @@
  * used once across every process (the caller's `firstUse`, a database table), `ath` is the
  * access token's hash when one is presented, and `nonce` is a server nonce when one is asked for.
  */
-import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac, hash, timingSafeEqual } from 'node:crypto';
 import { EmbeddedJWK, calculateJwkThumbprint, decodeProtectedHeader, jwtVerify, type JWK } from 'jose';
 
 /** RFC 9449 §11.1: accept proofs issued within this many seconds of now. */
@@ -92,7 +92,7 @@ export async function verifyDpopProof(c: ProofCheck): Promise<{ jkt: string }> {
   if (!(Math.abs(c.nowMs / 1000 - iat) <= dpopWindowS))
     throw invalid('DPoP proof is outside its time window');
   if (c.accessToken !== undefined) {
-    const ath = createHash('sha256').update(c.accessToken).digest('base64url');
+    const ath = hash('sha256', c.accessToken, 'base64url');
     if (payload.ath !== ath) throw invalid('DPoP ath does not match the access token');
   }
   if (typeof payload.jti !== 'string' || payload.jti.length < 8 || payload.jti.length > 256)

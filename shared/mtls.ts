@@ -5,7 +5,7 @@
  * client-sent copy never arrives). Tokens bound to a certificate carry `cnf.x5t#S256`, the
  * base64url SHA-256 of its DER encoding (RFC 8705 §3.1).
  */
-import { X509Certificate, createHash } from 'node:crypto';
+import { X509Certificate, hash } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 
@@ -24,7 +24,7 @@ export function parseForwardedCertificate(encoded: string): X509Certificate | un
 /** `x5t#S256` of a certificate given as URL-encoded PEM (or a parsed one). */
 export function certificateThumbprint(cert: string | X509Certificate): string | undefined {
   const c = typeof cert === 'string' ? parseForwardedCertificate(cert) : cert;
-  return c ? createHash('sha256').update(c.raw).digest('base64url') : undefined;
+  return c ? hash('sha256', c.raw, 'base64url') : undefined;
 }
 
 /**

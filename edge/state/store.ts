@@ -6,7 +6,7 @@
  * `assertFresh()` throws and every decision is a deny.
  */
 import { firstUse } from '../../shared/replay.ts';
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import pg from 'pg';
 import type { Logger } from 'pino';
 import type { Db } from '../../shared/db/pool.ts';
@@ -671,13 +671,13 @@ export class EdgeState {
    * expiry is then the earlier of the token's and the grace period's.
    */
   serviceToken(token: string): Promise<ServiceTokenState | undefined> {
-    const hash = createHash('sha256').update(token).digest();
-    return this.cached(this.serviceTokens, hash.toString('hex'), async () => {
+    const hex = hash('sha256', token);
+    return this.cached(this.serviceTokens, hex, async () => {
       const { rows } = await this.db.query<ServiceTokenRow>(
         `SELECT id, tenant_id, name, roles, revoked_at,
                 CASE WHEN token_hash = $1 THEN expires_at ELSE LEAST(expires_at, prev_valid_until) END AS expires_at
          FROM service_tokens WHERE token_hash = $1 OR prev_token_hash = $1`,
-        [hash],
+        [Buffer.from(hex, 'hex')],
       );
       return rows[0] && serviceTokenState(rows[0]);
     });
@@ -685,11 +685,11 @@ export class EdgeState {
 
   /** A SCIM credential by its bearer value (SHA-256; dropped on `scim_credentials_changed`). */
   scimCredential(token: string): Promise<ScimCredentialState | undefined> {
-    const hash = createHash('sha256').update(token).digest();
-    return this.cached(this.scimCredentials, hash.toString('hex'), async () => {
+    const hex = hash('sha256', token);
+    return this.cached(this.scimCredentials, hex, async () => {
       const { rows } = await this.db.query<{ id: string; tenant_id: string; revoked_at: Date | null }>(
         'SELECT id, tenant_id, revoked_at FROM scim_credentials WHERE token_hash = $1',
-        [hash],
+        [Buffer.from(hex, 'hex')],
       );
       const r = rows[0];
       return r && { id: r.id, tenantId: r.tenant_id, revoked: r.revoked_at !== null };
