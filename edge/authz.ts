@@ -71,11 +71,14 @@ export function targetTenantOf(view: RequestView, resolved: ResolvedRoute): stri
   const named = new Set<string>();
   const fromPath = resolved.params.tenantId ?? resolved.params.tenant_id;
   if (fromPath) named.add(fromPath);
-  // The query is everything after the first `?`, read as core's URL parser reads it (a second
-  // `?` is part of it; URLSearchParams would drop a leading one, which URL does not).
+  // The query as core reads it (core/http/server.ts, validate.ts parseQuery): URL's `search`,
+  // everything after the first `?` up to a `#` (Node hands core a target with a `#` as it came),
+  // less that `?`, then read by URLSearchParams, which drops one more leading `?` (`??tenant=t`
+  // names `t` to core).
   const query = view.pathWithQuery.indexOf('?');
   if (query >= 0) {
-    const q = new URLSearchParams(`&${view.pathWithQuery.slice(query + 1)}`);
+    const fragment = view.pathWithQuery.indexOf('#', query);
+    const q = new URLSearchParams(view.pathWithQuery.slice(query + 1, fragment < 0 ? undefined : fragment));
     for (const k of ['tenantId', 'tenant']) for (const v of q.getAll(k)) named.add(v);
   }
   // A malformed body (no `json`) is core's to refuse with 400; it names no tenant.
