@@ -27,6 +27,7 @@ import { tenantIdPattern } from '../shared/tenant-id.ts';
 import { clientCertificateHeader } from '../shared/mtls.ts';
 import type { EdgeState, TenantState, TupleState } from './state/store.ts';
 import { localHour } from '../shared/local-hour.ts';
+import { storable } from '../shared/audit.ts';
 
 // Tests and tools import it from here; it lives in shared/ because core evaluates caveats too.
 export { localHour };
@@ -239,7 +240,10 @@ function resourceAttrs(p: Principal, resolved: ResolvedRoute, view: RequestView)
   if (payerActions.has(resolved.action)) {
     const payer = jsonField(view, 'payerCustomerId');
     if (payer === undefined || payer === null) return {};
-    return { payer_for: typeof payer === 'string' && payer !== '' ? payer : malformedPayer };
+    // A lone surrogate (a JSON escape in the body) is no id, and the policy's JSON parser refuses
+    // the input that carries one: handed on, it failed the Check closed (503) instead of refusing.
+    const id = typeof payer === 'string' && payer !== '' && storable(payer) === payer;
+    return { payer_for: id ? payer : malformedPayer };
   }
   // Issue 16 item 2: rotating a webhook's secret needs AAL 2; pausing or resuming does not.
   if (resolved.action === 'webhook.update_webhook')
