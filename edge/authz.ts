@@ -27,6 +27,7 @@ import { tenantIdPattern } from '../shared/tenant-id.ts';
 import { clientCertificateHeader } from '../shared/mtls.ts';
 import type { EdgeState, TenantState, TupleState } from './state/store.ts';
 import { localHour } from '../shared/local-hour.ts';
+import { storable } from '../shared/audit.ts';
 
 // Tests and tools import it from here; it lives in shared/ because core evaluates caveats too.
 export { localHour };
@@ -71,11 +72,14 @@ export function targetTenantOf(view: RequestView, resolved: ResolvedRoute): stri
   const named = new Set<string>();
   const fromPath = resolved.params.tenantId ?? resolved.params.tenant_id;
   if (fromPath) named.add(fromPath);
-  // The query is everything after the first `?`, read as core's URL parser reads it (a second
-  // `?` is part of it; URLSearchParams would drop a leading one, which URL does not).
+  // The query as core reads it (core/http/server.ts, validate.ts parseQuery): URL's `search`,
+  // everything after the first `?` up to a `#` (Node hands core a target with a `#` as it came),
+  // less that `?`, then read by URLSearchParams, which drops one more leading `?` (`??tenant=t`
+  // names `t` to core).
   const query = view.pathWithQuery.indexOf('?');
   if (query >= 0) {
-    const q = new URLSearchParams(`&${view.pathWithQuery.slice(query + 1)}`);
+    const fragment = view.pathWithQuery.indexOf('#', query);
+    const q = new URLSearchParams(view.pathWithQuery.slice(query + 1, fragment < 0 ? undefined : fragment));
     for (const k of ['tenantId', 'tenant']) for (const v of q.getAll(k)) named.add(v);
   }
   // A malformed body (no `json`) is core's to refuse with 400; it names no tenant.
@@ -236,7 +240,10 @@ function resourceAttrs(p: Principal, resolved: ResolvedRoute, view: RequestView)
   if (payerActions.has(resolved.action)) {
     const payer = jsonField(view, 'payerCustomerId');
     if (payer === undefined || payer === null) return {};
-    return { payer_for: typeof payer === 'string' && payer !== '' ? payer : malformedPayer };
+    // A lone surrogate (a JSON escape in the body) is no id, and the policy's JSON parser refuses
+    // the input that carries one: handed on, it failed the Check closed (503) instead of refusing.
+    const id = typeof payer === 'string' && payer !== '' && storable(payer) === payer;
+    return { payer_for: id ? payer : malformedPayer };
   }
   // Issue 16 item 2: rotating a webhook's secret needs AAL 2; pausing or resuming does not.
   if (resolved.action === 'webhook.update_webhook')

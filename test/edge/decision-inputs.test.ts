@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { describe, it } from 'node:test';
-import { AuditThread, AuditWriter } from '../../edge/audit-writer.ts';
+import { AuditThread, AuditWriter, inlineSink, type AuditSink } from '../../edge/audit-writer.ts';
 import {
   expireDecisionInputs,
   recordDecisionInputs,
@@ -152,6 +152,56 @@ describe('decision inputs recorded for replay (issue 22 item 1)', () => {
     } finally {
       await audit.stop();
       await t.drop();
+    }
+  });
+
+  /**
+   * The Check hands its input as the JSON text it evaluated (policy/runtime/bundle.ts
+   * policyInputJson), spliced into the batch as `input`: each sink must keep exactly what it kept
+   * from the input as an object, scrubbed alike, whatever the text holds.
+   */
+  it('keeps an input given as JSON text exactly as the same input given as an object, on either sink', async () => {
+    const hostile = inputOf('cust-x', {
+      // Keys a splice could confuse, and text JSON writes escaped or not at all.
+      input: { replay: 1, inputJson: '{"a":1}', __proto__text: '}' },
+      resource: {
+        type: 'transfer',
+        id: '</script><!--',
+        tenant_id: 'ta',
+        attrs: { payer_for: 'cust-y', note: 'a\u2028b\u2029c "q" \\ }' },
+      },
+      extra: JSON.parse('{"__proto__":{"allow":true},"n":1e300,"neg":-0}') as unknown,
+    });
+    const attrs = { method: 'POST', replay: 'x', inputJson: '"y"', input: null };
+    for (const which of ['thread', 'inline'] as const) {
+      const t = await freshDatabase();
+      const sink: AuditSink =
+        which === 'thread'
+          ? new AuditThread(t.url, undefined, { key, retentionHours: 24, maxBytes: 1 << 30 })
+          : inlineSink(t.db, { key, retentionHours: 24, maxBytes: 1 << 30 });
+      const audit = new AuditWriter(t.db, log, 1000, 100, sink);
+      audit.recordInputs({ sample: 1, retentionDays: () => undefined });
+      try {
+        audit.push({ ...entry(0), attrs }, { input: hostile, allow: true, policyVersion: 'v1' });
+        audit.push(
+          { ...entry(1), attrs },
+          { inputJson: JSON.stringify(hostile), allow: true, policyVersion: 'v1' },
+        );
+        await audit.flush();
+        assert.equal(await eventuallyCount(t, 2), 2, which);
+        const { rows } = await t.db.query<{ input: unknown; attrs: unknown }>(
+          `SELECT i.input, a.attrs FROM decision_inputs i JOIN audit_log a ON a.id = i.audit_id ORDER BY i.audit_id`,
+        );
+        assert.equal(rows.length, 2);
+        assert.deepEqual(rows[1]?.input, rows[0]?.input, which);
+        assert.deepEqual(rows[1]?.attrs, rows[0]?.attrs, which);
+        const kept = rows[1]?.input as { subject: { id: string }; input: unknown };
+        assert.ok(kept.subject.id.startsWith('p_'), `${which}: the subject is pseudonymised`);
+        assert.deepEqual(kept.input, { replay: 1, inputJson: '{"a":1}', __proto__text: '}' });
+      } finally {
+        await audit.stop();
+        await t.drop();
+      }
     }
   });
 

@@ -9,6 +9,8 @@ import { malformedTenant, targetTenantOf, tenantInput } from '../../edge/authz.t
 import type { RequestView } from '../../edge/check.ts';
 import type { ResolvedRoute } from '../../edge/routes.ts';
 import type { TenantState } from '../../edge/state/store.ts';
+import { parseQuery } from '../../core/http/validate.ts';
+import { tenantIdPattern } from '../../shared/tenant-id.ts';
 
 const pem = `-----BEGIN CERTIFICATE-----\n${'A'.repeat(16_000)}\n-----END CERTIFICATE-----`;
 
@@ -94,7 +96,52 @@ describe('the tenant a request names', () => {
     assert.equal(url.searchParams.get('tenant'), 't1?b=c');
     // The whole value is not a tenant id: judged as a malformed one, never as `t1`.
     assert.equal(targetTenantOf(view('/v1/x?tenant=t1?b=c'), resolved()), malformedTenant);
-    assert.equal(new URL('http://core/v1/x??tenant=t1').searchParams.get('tenant'), null);
-    assert.equal(targetTenantOf(view('/v1/x??tenant=t1'), resolved()), undefined);
+    // Core reads `search` less its `?` through URLSearchParams (parseQuery), which drops a second one.
+    assert.equal(parseQuery(new URL('http://core/v1/x??tenant=t1').search).tenant, 't1');
+    assert.equal(targetTenantOf(view('/v1/x??tenant=t1'), resolved()), 't1');
+  });
+});
+
+/**
+ * The edge must judge the tenant core reads. Core reads the query as its URL parser does
+ * (core/http/server.ts: `new URL(req.url).search`), which ends at a `#`; Node's HTTP parser hands a
+ * request target with a `#` on as it came, so the edge sees the same text.
+ */
+describe('the tenant a query names, as core reads it', () => {
+  const viewOf = (pathWithQuery: string): RequestView => ({
+    method: 'GET',
+    pathWithQuery,
+    path: pathWithQuery.split('?')[0] as string,
+    headers: {},
+    body: Buffer.alloc(0),
+    sourceIp: '203.0.113.9',
+    requestId: 'r',
+    decisionId: 'd',
+    scheme: 'https',
+  });
+  const none = { params: {} } as unknown as ResolvedRoute;
+  const coreReads = (pathWithQuery: string): string | undefined => {
+    const q = parseQuery(new URL(pathWithQuery, 'http://core.invalid').search);
+    const t = q.tenantId ?? q.tenant;
+    // A value that is no tenant id is judged as a malformed one (refused), never as another tenant.
+    return t === undefined || tenantIdPattern.test(t) ? t : malformedTenant;
+  };
+
+  it('names no tenant core does not read, after a `#` or anywhere else', () => {
+    for (const p of [
+      '/v1/x?a=1#tenant=t2',
+      '/v1/x?#tenant=t2',
+      '/v1/x?a=1#&tenant=t2',
+      '/v1/x?#&tenantId=t2',
+      '/v1/x?tenant=t1#tenant=t2',
+      '/v1/x?tenant=t1#&tenant=t2',
+      '/v1/x?tenant=t1&&a=%3Ftenant%3Dt2',
+      '/v1/x?a=%23&tenant=t1',
+      '/v1/x?tenant=t1?tenant=t2',
+      '/v1/x??tenant=t2',
+      '/v1/x?&tenant=t1&',
+    ]) {
+      assert.equal(targetTenantOf(viewOf(p), none), coreReads(p), p);
+    }
   });
 });

@@ -58,6 +58,41 @@ describe('route templates', () => {
     assert.ok(matched >= routeDeclarations.length, 'every declared route matched its own path');
   });
 
+  it('skips by prefix without changing a match when the literal text holds regex metacharacters or a `{` that is no parameter', () => {
+    const t = new TemplateTable<string>();
+    for (const tpl of [
+      '/v1/a.b/{id}',
+      '/v1/a{1}b/{id}',
+      '/v1/(x)+$/{id}:suspend',
+      '/v1/{9}/{id}',
+      '/v1/[q]*/{id}',
+    ])
+      t.add('POST', tpl, tpl);
+    const cases: [string, string | undefined][] = [
+      ['/v1/a.b/z', '/v1/a.b/{id}'],
+      ['/v1/aXb/z', undefined],
+      ['/v1/a{1}b/z', '/v1/a{1}b/{id}'],
+      ['/v1/ab/z', undefined],
+      ['/v1/(x)+$/z:suspend', '/v1/(x)+$/{id}:suspend'],
+      ['/v1/xx$/z:suspend', undefined],
+      ['/v1/(x)+$/z', undefined],
+      ['/v1/{9}/z', '/v1/{9}/{id}'],
+      ['/v1/9/z', undefined],
+      ['/v1/[q]*/z', '/v1/[q]*/{id}'],
+      ['/v1/q/z', undefined],
+    ];
+    for (const [path, want] of cases) {
+      assert.equal(t.find('POST', path)?.entry, want, path);
+      assert.deepEqual(t.allowedMethods(path), want ? ['POST'] : [], path);
+      for (const v of t.values())
+        assert.equal(
+          v.template === want,
+          compileTemplate(v.template).match(path) !== undefined,
+          `${v.template} by its pattern alone against ${path}`,
+        );
+    }
+  });
+
   it('keeps decoding parameters and refusing undecodable ones', () => {
     const t = new TemplateTable<string>();
     t.add('GET', '/v1/things/{id}', 'thing');
