@@ -15,7 +15,13 @@ import { setFlagsFromString } from 'node:v8';
 /** V8's `--heap-growing-percent`: the old generation's growth past a major GC's survivors. */
 export const edgeHeapGrowingPercent = 100;
 
-/** Set once at the start of an edge process, before its load (bin/services/edge.ts, the authz bench). */
-export function boundHeapGrowth(): void {
+/**
+ * Set once at the start of an edge process, before its load (bin/services/edge.ts, the authz
+ * bench), unless the process was started with a growth of its own (`node --heap-growing-percent=N`;
+ * 0 is V8's own): an operator's or a benchmark's choice stands.
+ */
+export function boundHeapGrowth(execArgv: readonly string[] = process.execArgv): boolean {
+  if (execArgv.some((a) => a.startsWith('--heap-growing-percent'))) return false;
   setFlagsFromString(`--heap-growing-percent=${edgeHeapGrowingPercent}`);
+  return true;
 }

@@ -425,7 +425,7 @@ async function finish(f: Fixture, edge: Edge, cmp: Comparisons, scenarios: Scena
 async function serve(url: string, inProcessOnly: boolean): Promise<void> {
   // As the edge process bounds its heap's growth (edge/heap.ts), unless the driver was given
   // another growth to compare (`--edge-node-flag --heap-growing-percent=0`: V8's own).
-  if (!process.execArgv.some((a) => a.startsWith('--heap-growing-percent'))) boundHeapGrowth();
+  boundHeapGrowth();
   const log = createLogger('silent');
   const db: Db = createDb({ connectionString: url, metrics: createMetrics(), log, max: 20 });
   const f = await seedCustomer(db);

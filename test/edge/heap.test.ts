@@ -9,6 +9,7 @@ import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { promisify } from 'node:util';
+import { boundHeapGrowth } from '../../edge/heap.ts';
 
 const run = promisify(execFile);
 const load = join(import.meta.dirname, '../fixtures/promoting-load.ts');
@@ -32,5 +33,12 @@ describe('the edge process heap', () => {
       `largest heap at a major: bound ${largest(bound)} MB, V8's own growth ${largest(own)} MB`,
     );
     assert.ok(bound.length > own.length, `majors: bound ${bound.length}, V8's own ${own.length}`);
+  });
+});
+
+describe('the edge process heap bound, chosen otherwise', () => {
+  it('leaves a growth the process was started with (an operator’s or a benchmark’s) as it is', () => {
+    assert.equal(boundHeapGrowth(['--heap-growing-percent=0']), false);
+    assert.equal(boundHeapGrowth(['--heap-growing-percent', '40']), false);
   });
 });
