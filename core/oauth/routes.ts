@@ -115,19 +115,23 @@ const tokenParameters = new Set([
 
 /**
  * A parameter written the way some form libraries write a list (`scope[]=core:read`,
- * `scope[0]=…`). RFC 6749 §3.1 has unrecognised parameters ignored, but ignoring this one asked
+ * `scope[0]=…`), or a token parameter misspelt only in case or by a stray bracket (`Scope=…`,
+ * `scope[=…`). RFC 6749 §3.1 has unrecognised parameters ignored, but ignoring one of these asked
  * for no scope, which grants every scope of the client: the caller meant less and got more.
- * Refused, naming it.
+ * Refused, naming the parameter it was meant as (never the key or value as sent).
  */
 function refuseListedParameters(fields: Record<string, string>): Record<string, string> {
   for (const k of Object.keys(fields)) {
-    const base = /^([^[\]]+)\[[^\]]*\]/.exec(k)?.[1];
-    if (base !== undefined && tokenParameters.has(base))
-      throw oauthError(
-        'VALIDATION_FAILED',
-        'invalid_request',
-        `${base} is one string parameter, not a list (scopes are separated by spaces)`,
-      );
+    if (tokenParameters.has(k)) continue;
+    const base = /^[^[\]]+/.exec(k)?.[0].toLowerCase();
+    if (base === undefined || !tokenParameters.has(base)) continue;
+    throw oauthError(
+      'VALIDATION_FAILED',
+      'invalid_request',
+      base === k.toLowerCase()
+        ? `${base} is spelt in lower case (parameter names are case-sensitive)`
+        : `${base} is one string parameter, not a list (scopes are separated by spaces)`,
+    );
   }
   return fields;
 }

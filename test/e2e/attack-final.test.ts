@@ -136,12 +136,22 @@ describe('attacks on the token request and on ledger readers of a lagging core',
       ['scope[0]', `${creds}&scope%5B0%5D=core:read`],
       ['scope[] beside scope', `${creds}&scope=core:read&scope[]=core:write`],
       ['client_id[]', `${creds}&client_id[]=x`],
+      // A stray bracket or another case is not a different parameter either: ignored, it too
+      // asked for no scope and got every scope of the client.
+      ['scope[', `${creds}&scope[=core:read`],
+      ['scope]', `${creds}&scope]=core:read`],
+      ['scope[][]', `${creds}&scope[][]=core:read`],
+      ['scope%5B%5D', `${creds}&scope%5B%5D=core:read`],
+      ['SCOPE[]', `${creds}&SCOPE[]=core:read`],
+      ['Scope', `${creds}&Scope=core:read`],
+      ['client_secret[', `${creds}&client_secret[=${encodeURIComponent(c.clientSecret)}`],
     ] as const) {
       const r = await token(body);
       refused(r, 400, 'VALIDATION_FAILED', what);
       assert.equal(r.json.error, 'invalid_request', what);
       assert.equal(r.json.access_token, undefined, what);
       assert.ok(!r.text.includes(c.clientSecret), `${what}: the secret is not echoed`);
+      assert.ok(!r.text.includes('core:'), `${what}: nor the value`);
     }
     const json = await callRetrying(gw, 'POST', '/oauth2/token', {
       json: {
@@ -153,7 +163,7 @@ describe('attacks on the token request and on ledger readers of a lagging core',
     });
     refused(json, 400, 'VALIDATION_FAILED', 'JSON scope[]');
     // An extension parameter that only looks like one is still ignored (RFC 6749 §3.1).
-    const other = await token(`${creds}&scope=core:read&filter[x]=1`);
+    const other = await token(`${creds}&scope=core:read&filter[x]=1&Filter=2`);
     assert.equal(other.status, 200, other.text);
   });
 

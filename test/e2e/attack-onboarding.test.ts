@@ -3,8 +3,9 @@
  * tenant: secrets a first-admin answer carries must not be readable from where they are stored.
  */
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -13,6 +14,8 @@ import { startStack, type Stack } from '../../bin/stack.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { callRetrying } from '../helpers/gateway.ts';
 import type { Res } from '../helpers/http.ts';
+import { makeForge } from '../helpers/pki-forge.ts';
+import { keyAndRequestArgs } from '../helpers/pki.ts';
 
 interface DemoFile {
   serviceTokens: Record<'admin', { token: string }>;
@@ -58,17 +61,23 @@ describe('onboarding under attack', () => {
       headers: { authorization: `Bearer ${token}`, 'x-request-id': randomUUID(), ...extra },
     });
 
-  it("a first Admin's enrolment link is not readable from the stored idempotency record", async () => {
-    const admin = demo.serviceTokens.admin.token;
-    const tenantId = `atk-${randomUUID().slice(0, 8)}`;
+  /** A new tenant the operator's Admin creates; its id. */
+  async function newTenant(name: string): Promise<string> {
+    const id = `atk-${randomUUID().slice(0, 8)}`;
     const t = await send(
       'POST',
       '/v1/tenants',
-      admin,
-      { id: tenantId, name: 'Attack B', country: 'KE', baseCurrency: 'KES' },
+      demo.serviceTokens.admin.token,
+      { id, name, country: 'KE', baseCurrency: 'KES' },
       { 'idempotency-key': `k-${randomUUID()}` },
     );
     assert.equal(t.status, 201, t.text);
+    return id;
+  }
+
+  it("a first Admin's enrolment link is not readable from the stored idempotency record", async () => {
+    const admin = demo.serviceTokens.admin.token;
+    const tenantId = await newTenant('Attack B');
     const key = `k-${randomUUID()}`;
     const first = await send(
       'POST',
@@ -112,6 +121,112 @@ describe('onboarding under attack', () => {
     const tenant = await send('GET', '/v1/tenants/demo', admin);
     assert.equal(tenant.status, 200, tenant.text);
     assert.equal(tenant.json.residentRegions, undefined);
+  });
+
+  /** A self-signed CA valid from `start` to `end` (openssl ca: `openssl x509` of OpenSSL 3.0 takes no start date). */
+  async function caBetween(name: string, start: string, end: string): Promise<string> {
+    const dir = await mkdtemp(join(tmpdir(), 'ca-dates-'));
+    try {
+      const conf = [
+        '[ca]',
+        'default_ca = d',
+        '[d]',
+        'database = index.txt',
+        'new_certs_dir = .',
+        'serial = serial',
+        'default_md = sha256',
+        'policy = p',
+        '[p]',
+        'commonName = supplied',
+        '[v3]',
+        'basicConstraints = critical,CA:TRUE',
+        'keyUsage = critical,keyCertSign,cRLSign',
+      ].join('\n');
+      await writeFile(join(dir, 'ca.cnf'), `${conf}\n`);
+      await writeFile(join(dir, 'index.txt'), '');
+      await writeFile(join(dir, 'serial'), '01\n');
+      const ssl = (...args: string[]) =>
+        execFileSync('openssl', args, { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
+      ssl(...keyAndRequestArgs('r', `/CN=${name}`));
+      ssl(
+        'ca',
+        '-batch',
+        '-config',
+        'ca.cnf',
+        '-selfsign',
+        '-keyfile',
+        'r.key',
+        '-in',
+        'r.csr',
+        '-startdate',
+        start,
+        '-enddate',
+        end,
+        '-extensions',
+        'v3',
+        '-notext',
+        '-out',
+        'ca.pem',
+      );
+      return await readFile(join(dir, 'ca.pem'), 'utf8');
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  }
+
+  it('an Admin PUT of security settings refuses a trusted CA outside its validity, naming its index and dates, never its PEM', async () => {
+    const admin = demo.serviceTokens.admin.token;
+    const tenantId = await newTenant('Attack CA');
+    const forge = makeForge();
+    try {
+      const valid = forge.ca({ subject: '/CN=Valid CA', days: 30 }).cert;
+      const expired = await caBetween('Expired CA', '20200101000000Z', '20210101000000Z');
+      const future = await caBetween('Future CA', '20900101000000Z', '20910101000000Z');
+      const path = `/v1/tenants/${tenantId}/security`;
+      const put = async (cas: string[]) => {
+        const read = await send('GET', path, admin);
+        assert.equal(read.status, 200, read.text);
+        const etag = read.headers.etag;
+        assert.ok(typeof etag === 'string');
+        return send(
+          'PUT',
+          path,
+          admin,
+          { ...read.json, mtls_trusted_cas: cas },
+          {
+            'if-match': etag,
+            'idempotency-key': `k-${randomUUID()}`,
+          },
+        );
+      };
+      const pemBody = (pem: string) => pem.split('\n')[1] ?? pem;
+      for (const [what, cas, bad] of [
+        ['expired', [expired], [0]],
+        ['not yet valid', [future], [0]],
+        ['one expired in a list', [valid, expired], [1]],
+        ['one not yet valid in a list', [future, valid], [0]],
+      ] as const) {
+        const r = await put([...cas]);
+        assert.equal(r.status, 422, `${what}: ${r.text}`);
+        assert.equal(r.json.code, 'SECURITY_INVALID', `${what}: ${r.text}`);
+        for (const i of [0, 1])
+          assert.equal(
+            r.text.includes(`mtls_trusted_cas[${i}]: not valid now`),
+            (bad as readonly number[]).includes(i),
+            `${what}: index ${i} in ${r.text}`,
+          );
+        assert.match(r.text, /valid from \w{3} +\d+ [\d:]+ \d{4} GMT to \w{3} +\d+ [\d:]+ \d{4} GMT/, what);
+        for (const pem of cas) assert.ok(!r.text.includes(pemBody(pem)), `${what}: no PEM text echoed`);
+      }
+      const ok = await put([valid]);
+      assert.equal(ok.status, 200, ok.text);
+      assert.deepEqual(ok.json.mtls_trusted_cas, [valid]);
+      // Nothing refused was stored.
+      const after = await send('GET', path, admin);
+      assert.deepEqual(after.json.mtls_trusted_cas, [valid]);
+    } finally {
+      forge.dispose();
+    }
   });
 
   it('two creations of the same agent at once: one 201, the others 409 AGENT_EXISTS, never a 500', async () => {

@@ -14,6 +14,7 @@ import {
   policyInputJson,
   loadBundle,
   loadTrustedKeys,
+  verdictEntrypoint,
 } from '../../policy/runtime/bundle.ts';
 import { PolicyStore } from '../../policy/runtime/store.ts';
 import { build, policyDir, staleSources } from '../../policy/build.ts';
@@ -129,14 +130,27 @@ describe('policy bundle verification', () => {
     assert.equal(rev.decideJson(texts.evaluated).allow, false, 'an unreadable range holds no caller');
   });
 
+  /** The library's own LoadedPolicy over the bundle's WASM with the data instantiateBundle gives it. */
+  const wasmHost = async (f: Awaited<ReturnType<typeof files>>, entrypoint?: string) => {
+    const host = await loadPolicy(f.wasm);
+    const manifest = JSON.parse(f.manifest.toString());
+    host.setData({
+      registry: JSON.parse(f.registry.toString()),
+      meta: { policy_version: manifest.policy_version },
+    });
+    const entry = (host.entrypoints as Record<string, number>)[entrypoint ?? manifest.entrypoint] as number;
+    // Its memory and heap start (fields of opa-wasm 1.10's LoadedPolicy), to aim inputs at the end of memory.
+    const room = () => {
+      const h = host as unknown as { mem: { buffer: ArrayBuffer }; dataHeapPtr: number };
+      return h.mem.buffer.byteLength - h.dataHeapPtr;
+    };
+    return { host, entry, room };
+  };
+
   it("evaluates through opa_eval directly as the WASM host's own evaluate does, growing memory as inputs need and within a bound", async () => {
     const f = await files();
     const rev = await instantiateBundle(f, await loadTrustedKeys());
-    const host = await loadPolicy(f.wasm);
-    const registry = JSON.parse(f.registry.toString());
-    const manifest = JSON.parse(f.manifest.toString());
-    host.setData({ registry, meta: { policy_version: manifest.policy_version } });
-    const entry = (host.entrypoints as Record<string, number>)[manifest.entrypoint] as number;
+    const { host, entry } = await wasmHost(f);
     const hostSays = (input: unknown) =>
       (host.evaluate(inputForPolicy(input), entry) as { result?: unknown }[] | undefined)?.[0]?.result;
     const base = {
@@ -164,6 +178,51 @@ describe('policy bundle verification', () => {
     assert.deepEqual(bounded.decide(base), rev.decide(base));
     assert.throws(() => bounded.decide({ ...base, context: { ...base.context, ua: 'x'.repeat(5_000_000) } }));
     assert.deepEqual(bounded.decide(base), rev.decide(base), 'and still decides afterwards');
+  });
+
+  it('decides as the WASM host does for input text ending at, just short of and just past the end of memory, whatever character straddles it', async () => {
+    const f = await files();
+    const trusted = await loadTrustedKeys();
+    const base = JSON.stringify({
+      tenant: { id: 't1', status: 'ACTIVE', security: {} },
+      subject: { id: 'c', type: 'customer', aal: 1, tuples: [] },
+      resource: { type: 'account', tenant_id: 't1' },
+      action: 'account.read',
+      purpose: 'customer.account.view',
+      context: { ip: '10.0.0.1', risk: 'low', now_ns: 1, ua: 'PAD' },
+    });
+    /** The input text of exactly `bytes` UTF-8 bytes, its padding ending in `tail` as it is (a lone surrogate unescaped). */
+    const textOf = (bytes: number, tail: string) =>
+      base.replace('PAD', 'x'.repeat(bytes - Buffer.byteLength(base) + 3 - Buffer.byteLength(tail)) + tail);
+    const said = (decide: () => unknown) => {
+      try {
+        return decide();
+      } catch (e) {
+        return `threw ${String(e)}`;
+      }
+    };
+    // An evaluation grows the memory past its input, so each case starts on a fresh pair; the two
+    // start with the same memory and heap and grow alike, so the host's room is the revision's.
+    for (const tail of ['', '€', '😀', '\uD800'])
+      for (let d = -3; d <= 3; d++) {
+        const rev = await instantiateBundle(f, trusted);
+        const { host, entry, room } = await wasmHost(f, verdictEntrypoint);
+        const hostSays = (text: string) =>
+          (host.evaluate(new TextEncoder().encode(text).buffer, entry) as { result?: unknown }[])[0]?.result;
+        for (const step of ['first', 'after it']) {
+          const text = textOf(room() + d, tail);
+          const what = `${JSON.stringify(tail)} ${d} bytes from the end, ${step}`;
+          const decision = said(() => rev.decideJson(text));
+          assert.deepEqual(
+            decision,
+            said(() => hostSays(text)),
+            what,
+          );
+          assert.equal(typeof decision, 'object', `${what}: ${String(decision)}`);
+        }
+        const short = textOf(Buffer.byteLength(base), '');
+        assert.deepEqual(rev.decideJson(short), hostSays(short), 'a short input after the long ones');
+      }
   });
 
   it('refuses a registry whose content or signature was changed', async () => {
