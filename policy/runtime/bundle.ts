@@ -102,13 +102,17 @@ const utf8Out = new TextDecoder();
 
 /**
  * The fields of opa-wasm's LoadedPolicy (1.10, ABI 1.2 and later) that its own `evaluate` uses
- * for the `opa_eval` fast path; `fastPathOf` checks them at load, else evaluation goes through
- * the library.
+ * for the `opa_eval` fast path, read from the instance at every call (`setData` moves the data
+ * and the heap's start); `fastPathOf` checks them at load, else evaluation goes through the library.
  */
+interface WasmHost {
+  readonly mem: WasmMemory;
+  readonly dataAddr: number;
+  readonly dataHeapPtr: number;
+}
+
 interface WasmPolicy {
-  mem: WasmMemory;
-  dataAddr: number;
-  dataHeapPtr: number;
+  host: WasmHost;
   opaEval: (
     reserved: number,
     entrypoint: number,
@@ -136,12 +140,7 @@ function fastPathOf(policy: unknown): WasmPolicy | undefined {
     return undefined;
   if (!(mem?.buffer instanceof ArrayBuffer) || typeof mem.grow !== 'function') return undefined;
   if (typeof p.dataAddr !== 'number' || typeof p.dataHeapPtr !== 'number') return undefined;
-  return {
-    mem: mem as WasmMemory,
-    dataAddr: p.dataAddr,
-    dataHeapPtr: p.dataHeapPtr,
-    opaEval: opaEval as WasmPolicy['opaEval'],
-  };
+  return { host: policy as WasmHost, opaEval: opaEval as WasmPolicy['opaEval'] };
 }
 
 /**
@@ -152,21 +151,21 @@ function fastPathOf(policy: unknown): WasmPolicy | undefined {
  * Memory grows only as much as the text needs (a bundle's page limit still applies).
  */
 function evaluateJson(p: WasmPolicy, inputJson: string | undefined, entrypoint: number): unknown {
-  const at = p.dataHeapPtr;
-  if (inputJson === undefined) return resultAt(p, p.opaEval(0, entrypoint, p.dataAddr, 0, 0, at, 0));
-  let { read, written } = utf8In.encodeInto(inputJson, new Uint8Array(p.mem.buffer, at));
+  const { mem, dataAddr, dataHeapPtr: at } = p.host;
+  if (inputJson === undefined) return resultAt(mem, p.opaEval(0, entrypoint, dataAddr, 0, 0, at, 0));
+  let { read, written } = utf8In.encodeInto(inputJson, new Uint8Array(mem.buffer, at));
   if (read < inputJson.length) {
-    const needed = at + Buffer.byteLength(inputJson) - p.mem.buffer.byteLength;
-    p.mem.grow(Math.ceil(needed / wasmPageBytes));
-    ({ written } = utf8In.encodeInto(inputJson, new Uint8Array(p.mem.buffer, at)));
+    const needed = at + Buffer.byteLength(inputJson) - mem.buffer.byteLength;
+    mem.grow(Math.ceil(needed / wasmPageBytes));
+    ({ written } = utf8In.encodeInto(inputJson, new Uint8Array(mem.buffer, at)));
   }
-  return resultAt(p, p.opaEval(0, entrypoint, p.dataAddr, at, written, at + written, 0));
+  return resultAt(mem, p.opaEval(0, entrypoint, dataAddr, at, written, at + written, 0));
 }
 
 /** The JSON text `opa_eval` left at `address` (NUL-terminated), parsed. */
-function resultAt(p: WasmPolicy, address: number): unknown {
+function resultAt(memory: WasmMemory, address: number): unknown {
   // The evaluation may have grown the memory: a view of its buffer now.
-  const mem = new Uint8Array(p.mem.buffer);
+  const mem = new Uint8Array(memory.buffer);
   return JSON.parse(utf8Out.decode(mem.subarray(address, mem.indexOf(0, address))));
 }
 
