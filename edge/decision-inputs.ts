@@ -27,7 +27,7 @@ export interface ReplayInput {
   /**
    * The input as JSON text instead of `input`: the text the Check serialised once for its
    * evaluation (policy/runtime/bundle.ts policyInputJson). It is written into the batch's JSON as
-   * `input` (replayJson), so the audit thread reads an `input` either way, and the answering
+   * `input` (recordedEntryJson), so the audit thread reads an `input` either way, and the answering
    * thread neither serialises the input a second time nor keeps its objects queued (issue 18).
    */
   inputJson?: string;

@@ -17,13 +17,6 @@ import type { FromShadow, ShadowItem, ToShadow } from './shadow-thread.ts';
 import { withJsonMember } from './decision-inputs.ts';
 
 export const shadowFlushMs = 50;
-
-/** An item's JSON, its input written from the text the Check serialised when it carries one. */
-function shadowItemJson(item: ShadowItem): string {
-  if (item.inputJson === undefined) return JSON.stringify(item);
-  const { inputJson, input: _input, ...rest } = item;
-  return withJsonMember(rest, 'input', inputJson);
-}
 export const shadowBatchMax = 256;
 /** How often the edge re-reads which tenants have a shadow (policy_shadows, migration 0911). */
 export const shadowPollMs = 2000;
@@ -35,6 +28,13 @@ export const shadowHeapMb = 256;
  * `errors`, instead of growing the edge process towards 4 GiB per tenant with a shadow.
  */
 export const shadowWasmMaxPages = 1024;
+
+/** An item's JSON, its input written from the text the Check serialised when it carries one. */
+function shadowItemJson(item: ShadowItem): string {
+  if (item.inputJson === undefined) return JSON.stringify(item);
+  const { inputJson, input: _input, ...rest } = item;
+  return withJsonMember(rest, 'input', inputJson);
+}
 
 export interface ShadowStats {
   evaluated: number;
