@@ -9,7 +9,7 @@ import { createHash, type KeyObject } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { loadPolicy } from '@open-policy-agent/opa-wasm';
+import { type LoadedPolicy, loadPolicy } from '@open-policy-agent/opa-wasm';
 import { Type, type Static } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { request } from 'undici';
@@ -160,6 +160,21 @@ function evaluateJson(p: WasmPolicy, inputJson: string | undefined, entrypoint: 
     ({ written } = utf8In.encodeInto(inputJson, new Uint8Array(mem.buffer, at)));
   }
   return resultAt(mem, p.opaEval(0, entrypoint, dataAddr, at, written, at + written, 0));
+}
+
+/**
+ * How a loaded policy evaluates input JSON text (none: no input) at an entry point: `opa_eval`
+ * directly where the instance has the fields its own fast path uses (checked once, read at every
+ * call), else the library's `evaluate` of the text's bytes. Its answer is the library's result set.
+ */
+export function evaluatorOf(
+  policy: Pick<LoadedPolicy, 'evaluate'>,
+): (inputJson: string | undefined, entrypoint: number) => unknown {
+  const fast = fastPathOf(policy);
+  return fast
+    ? (inputJson, entrypoint) => evaluateJson(fast, inputJson, entrypoint)
+    : (inputJson, entrypoint) =>
+        policy.evaluate(inputJson === undefined ? undefined : utf8In.encode(inputJson).buffer, entrypoint);
 }
 
 /** The JSON text `opa_eval` left at `address` (NUL-terminated), parsed. */
@@ -313,11 +328,7 @@ export async function instantiateBundle(
   const entrypoints = policy.entrypoints as Record<string, number>;
   const traced = entrypoints[manifest.entrypoint] ?? 0;
   const entry = entrypoints[verdictEntrypoint] ?? traced;
-  const fast = fastPathOf(policy);
-  const run = (inputJson: string | undefined, entrypoint: number): unknown =>
-    fast
-      ? evaluateJson(fast, inputJson, entrypoint)
-      : policy.evaluate(inputJson === undefined ? undefined : utf8In.encode(inputJson).buffer, entrypoint);
+  const run = evaluatorOf(policy);
   return {
     policyVersion: manifest.policy_version,
     files,

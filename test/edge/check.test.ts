@@ -50,6 +50,27 @@ describe('edge Check wire format (stand-in decision)', () => {
     assert.equal(res.denied_response?.status.code, 403);
   });
 
+  it('decides a Check whose 64-bit fields are past 2^53 or negative (body size, request time), as Envoy or a client could send them', async () => {
+    for (const [size, seconds] of [
+      ['9223372036854775807', '9223372036854775807'],
+      ['-1', '-9223372036854775808'],
+      ['9007199254740993', '253402300799'],
+    ] as const) {
+      const req = envoyRequest('GET', '/v1/health');
+      const http = req.attributes?.request?.http;
+      assert.ok(http);
+      http.size = size;
+      // `time` (google.protobuf.Timestamp) is not in CheckRequest's type: nothing on the edge reads it.
+      Object.assign(req.attributes?.request ?? {}, { time: { seconds, nanos: 999_999_999 } });
+      const res = await edge.check(req);
+      assert.equal(res.status.code, 0, `size ${size}, time ${seconds}`);
+      assert.equal(headerOf(res, 'x-purpose'), 'operational');
+    }
+    const denied = envoyRequest('GET', '/v1/unknown/thing');
+    if (denied.attributes?.request?.http) denied.attributes.request.http.size = '9223372036854775807';
+    assert.equal((await edge.check(denied)).denied_response?.status.code, 403);
+  });
+
   it('fails closed on a malformed CheckRequest', async () => {
     const res = await edge.check({ attributes: {} });
     assert.equal(res.denied_response?.status.code, 503);

@@ -10,6 +10,7 @@ import { describe, it } from 'node:test';
 import {
   BundleError,
   defaultBundleDir,
+  evaluatorOf,
   instantiateBundle,
   policyInputJson,
   loadBundle,
@@ -130,6 +131,16 @@ describe('policy bundle verification', () => {
     assert.equal(rev.decideJson(texts.evaluated).allow, false, 'an unreadable range holds no caller');
   });
 
+  /** A customer's read of an account of their own tenant (allowed), `context` added to its context. */
+  const accountRead = (context: Record<string, unknown> = {}) => ({
+    tenant: { id: 't1', status: 'ACTIVE', security: {} },
+    subject: { id: 'c', type: 'customer', aal: 1, tuples: [] },
+    resource: { type: 'account', tenant_id: 't1' },
+    action: 'account.read',
+    purpose: 'customer.account.view',
+    context: { ip: '10.0.0.1', risk: 'low', now_ns: 1, ...context },
+  });
+
   /** The library's own LoadedPolicy over the bundle's WASM with the data instantiateBundle gives it. */
   const wasmHost = async (f: Awaited<ReturnType<typeof files>>, entrypoint?: string) => {
     const host = await loadPolicy(f.wasm);
@@ -183,14 +194,7 @@ describe('policy bundle verification', () => {
   it('decides as the WASM host does for input text ending at, just short of and just past the end of memory, whatever character straddles it', async () => {
     const f = await files();
     const trusted = await loadTrustedKeys();
-    const base = JSON.stringify({
-      tenant: { id: 't1', status: 'ACTIVE', security: {} },
-      subject: { id: 'c', type: 'customer', aal: 1, tuples: [] },
-      resource: { type: 'account', tenant_id: 't1' },
-      action: 'account.read',
-      purpose: 'customer.account.view',
-      context: { ip: '10.0.0.1', risk: 'low', now_ns: 1, ua: 'PAD' },
-    });
+    const base = JSON.stringify(accountRead({ ua: 'PAD' }));
     /** The input text of exactly `bytes` UTF-8 bytes, its padding ending in `tail` as it is (a lone surrogate unescaped). */
     const textOf = (bytes: number, tail: string) =>
       base.replace('PAD', 'x'.repeat(bytes - Buffer.byteLength(base) + 3 - Buffer.byteLength(tail)) + tail);
@@ -223,6 +227,37 @@ describe('policy bundle verification', () => {
         const short = textOf(Buffer.byteLength(base), '');
         assert.deepEqual(rev.decideJson(short), hostSays(short), 'a short input after the long ones');
       }
+  });
+
+  it('evaluates with the data the instance holds at each call: after a later setData as the host does, and through the host where its fast-path fields are missing', async () => {
+    const f = await files();
+    const { host, entry } = await wasmHost(f, verdictEntrypoint);
+    const run = evaluatorOf(host);
+    const input = JSON.stringify(accountRead());
+    const verdict = (rs: unknown) => (rs as { result?: { policy_version?: unknown } }[])[0]?.result;
+    const hostSays = () => verdict(host.evaluate(new TextEncoder().encode(input).buffer, entry));
+    const first = verdict(run(input, entry));
+    assert.equal(first?.policy_version, JSON.parse(f.manifest.toString()).policy_version);
+    assert.deepEqual(first, hostSays());
+    // New data, larger than the first (the heap's start moves) and then smaller (it moves back).
+    const registry = JSON.parse(f.registry.toString());
+    const padded = { ...registry, padding: 'p'.repeat(200_000) };
+    for (const [data, version] of [
+      [{ registry: padded, meta: { policy_version: 'v-later' } }, 'v-later'],
+      [{ registry, meta: { policy_version: 'v-again' } }, 'v-again'],
+    ] as const) {
+      host.setData(data);
+      const now = verdict(run(input, entry));
+      assert.equal(now?.policy_version, version);
+      assert.deepEqual(now, hostSays());
+    }
+    // No fast-path fields (a wrapper), or an ABI before 1.2: the library evaluates, with the same answer.
+    const wrapped = evaluatorOf({ evaluate: (i: unknown, e?: number | string) => host.evaluate(i, e) });
+    assert.deepEqual(verdict(wrapped(input, entry)), hostSays());
+    const oldAbi = evaluatorOf(Object.assign(Object.create(host) as typeof host, { minorVersion: 1 }));
+    assert.deepEqual(verdict(oldAbi(input, entry)), hostSays());
+    assert.deepEqual(verdict(oldAbi(undefined, entry)), verdict(host.evaluate(undefined, entry)), 'no input');
+    assert.deepEqual(verdict(run(undefined, entry)), verdict(host.evaluate(undefined, entry)), 'no input');
   });
 
   it('refuses a registry whose content or signature was changed', async () => {
