@@ -19,7 +19,7 @@ import type { CredentialGuard, RateLimiter } from './auth/rate-limit.ts';
 import type { RiskEngine } from './auth/risk.ts';
 import { bodyOf, maxCheckBodyBytes, type Decision, type RequestView } from './check.ts';
 import type { PolicyStore } from '../policy/runtime/store.ts';
-import { policyInputJson } from '../policy/runtime/bundle.ts';
+import { policyInputJson, type PolicyInputJson } from '../policy/runtime/bundle.ts';
 import type { ResolvedRoute } from './routes.ts';
 import { FailClosedError } from './metrics.ts';
 import type { Deadline, FailClosed } from './server.ts';
@@ -338,7 +338,7 @@ export function createDecider(deps: DeciderDeps) {
     const result = policy.decideJson(inputJson.evaluated);
     const masking = JSON.stringify((result.obligations as { masking?: unknown }).masking ?? {});
     /** What every audit of this decision carries (a refusal below, or the answer). */
-    const facts = { result, risk: assessed, masking, input, inputJson: inputJson.recorded };
+    const facts = { result, risk: assessed, masking, input: inputJson };
     let budget: { amount: string; counted: boolean } | undefined;
     let budgetTaken: BudgetCount | undefined;
     if (result.allow && principal.kind === 'service' && principal.via === 'api-key') {
@@ -771,10 +771,11 @@ async function policyRefusal(
 
 interface AuditExtra {
   result: { allow: boolean; policy_version: string; registry_version: string };
-  /** The policy input (a denial's trace evaluates it again). */
-  input?: unknown;
-  /** Its JSON text, recorded for replay when the writer records inputs (issue 22 item 1). */
-  inputJson?: string;
+  /**
+   * The policy input as evaluated (a denial's trace evaluates the same text) and as recorded for
+   * replay when the writer records inputs (issue 22 item 1).
+   */
+  input?: PolicyInputJson;
   risk: { risk: string; signals: string[] };
   masking: string;
   budget?: { amount: string; counted: boolean };
@@ -802,7 +803,9 @@ function auditDenial(
   setImmediate(() => {
     let failedChecks: unknown[] | undefined;
     try {
-      failedChecks = policy.evaluate(extra.input).reasons.filter((r) => !r.ok);
+      failedChecks = extra.input
+        ? policy.evaluateJson(extra.input.evaluated).reasons.filter((r) => !r.ok)
+        : undefined;
     } catch (err) {
       deps.log.warn(
         { reqId: view.requestId, err: (err as Error).message },
@@ -851,7 +854,7 @@ function audit(
   if (extra?.input !== undefined && deps.shadow?.wants(chain)) {
     deps.shadow.offer({
       t: chain,
-      ...(extra.inputJson === undefined ? { input: extra.input } : { inputJson: extra.inputJson }),
+      inputJson: extra.input.recorded,
       allow: extra.result.allow,
       d: view.decisionId,
       p: resolved.purpose,
@@ -897,7 +900,7 @@ function audit(
     extra?.input === undefined
       ? undefined
       : {
-          ...(extra.inputJson === undefined ? { input: extra.input } : { inputJson: extra.inputJson }),
+          inputJson: extra.input.recorded,
           allow: extra.result.allow,
           policyVersion: extra.result.policy_version,
           route: routeLabel,

@@ -188,6 +188,13 @@ function resultAt(memory: WasmMemory, address: number): unknown {
 const inputText = (input: unknown): string | undefined =>
   input ? (JSON.stringify(inputForPolicy(input)) as string | undefined) : undefined;
 
+/** The traced entry point's answer, checked. */
+function decisionOf(results: unknown): PolicyDecision {
+  const result = (results as { result?: unknown }[] | undefined)?.[0]?.result;
+  if (!checkDecision.Check(result)) throw new Error('policy produced no well-formed decision');
+  return result;
+}
+
 /** The verdict entry point's answer, checked. */
 function verdictOf(results: unknown): PolicyVerdict {
   const result = (results as { result?: unknown }[] | undefined)?.[0]?.result;
@@ -224,6 +231,8 @@ export interface PolicyRevision {
    * replay, where the WASM host would serialise it again (issue 18 item 1).
    */
   decideJson(inputJson: string): PolicyVerdict;
+  /** evaluate() of an input given as that text: a denial's audit traces the text its Check decided. */
+  evaluateJson(inputJson: string): PolicyDecision;
 }
 
 /**
@@ -231,7 +240,12 @@ export interface PolicyRevision {
  * and as it is recorded for replay: the same text unless inputForPolicy changed a range the WASM
  * cannot read, in which case the input as it came is recorded (a replay goes through it again).
  */
-export function policyInputJson(input: unknown): { evaluated: string; recorded: string } {
+export interface PolicyInputJson {
+  evaluated: string;
+  recorded: string;
+}
+
+export function policyInputJson(input: unknown): PolicyInputJson {
   const forPolicy = inputForPolicy(input);
   const evaluated = JSON.stringify(forPolicy);
   return { evaluated, recorded: forPolicy === input ? evaluated : JSON.stringify(input) };
@@ -338,10 +352,10 @@ export async function instantiateBundle(
     routesSha256: routes ? manifest.routes_sha256 : undefined,
     // Ranges the WASM cannot read are handed over as no range (shared/ip-ranges.ts inputForPolicy).
     evaluate(input) {
-      const results = run(inputText(input), traced) as { result?: unknown }[] | undefined;
-      const result = results?.[0]?.result;
-      if (!checkDecision.Check(result)) throw new Error('policy produced no well-formed decision');
-      return result;
+      return decisionOf(run(inputText(input), traced));
+    },
+    evaluateJson(inputJson) {
+      return decisionOf(run(inputJson, traced));
     },
     decide(input) {
       return verdictOf(run(inputText(input), entry));

@@ -17,6 +17,7 @@ import { createLogger } from '../../shared/log.ts';
 import { routeDeclarations } from '../../shared/routes/index.ts';
 import { readCheckResponse } from '../helpers/check-wire.ts';
 import { Rand } from '../helpers/rand.ts';
+import { envoyRequest } from '../helpers/edge.ts';
 
 const method = (authorizationPackage().Authorization.service as grpc.ServiceDefinition)
   .Check as grpc.MethodDefinition<CheckRequest, CheckResponse>;
@@ -47,19 +48,11 @@ function assertAsGeneric(r: unknown, what: string): void {
 const option = (key: string, value: string) => ({ header: { key, value }, append: { value: false } });
 
 function allowAnswer(): CheckResponse {
-  const view = viewOf({
-    attributes: {
-      source: { address: { socket_address: { address: '203.0.113.9' } } },
-      request: {
-        http: {
-          id: 'r-1',
-          method: 'POST',
-          path: '/v1/transfers',
-          headers: { 'x-tenant-id': 'spoofed', 'x-roles': 'admin', 'x-api-key-secret': 's' },
-        },
-      },
-    },
-  });
+  const view = viewOf(
+    envoyRequest('POST', '/v1/transfers', {
+      headers: { 'x-tenant-id': 'spoofed', 'x-roles': 'admin', 'x-api-key-secret': 's' },
+    }),
+  );
   return toCheckResponse(view, { allow: true, status: 200, set: { 'x-tenant-id': 't1' } });
 }
 

@@ -17,28 +17,14 @@ import type { CheckRequest, CheckResponse } from '../../edge/types.ts';
 import { routeDeclarations } from '../../shared/routes/index.ts';
 import { createLogger } from '../../shared/log.ts';
 import { wellFormed } from '../helpers/check-wire.ts';
+import { envoyRequest } from '../helpers/edge.ts';
 
 const check = (authorizationPackage().Authorization.service as grpc.ServiceDefinition)
   .Check as grpc.MethodDefinition<CheckRequest, CheckResponse>;
 const decode = (b: Buffer) => check.responseDeserialize(b);
 
-function request(headers: Record<string, string>, path = '/v1/accounts'): CheckRequest {
-  return {
-    attributes: {
-      source: { address: { socket_address: { address: '203.0.113.9', port_value: 5000 } } },
-      request: {
-        http: {
-          id: 'r-1',
-          method: 'GET',
-          path,
-          host: 'api',
-          scheme: 'https',
-          headers: { ':path': path, ...headers },
-        },
-      },
-    },
-  };
-}
+const request = (headers: Record<string, string>, path = '/v1/accounts'): CheckRequest =>
+  envoyRequest('GET', path, { headers });
 
 /** Header values across every length class of a varint and of UTF-8. */
 const values = [

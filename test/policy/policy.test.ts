@@ -118,6 +118,7 @@ describe('policy bundle verification', () => {
     ]) {
       const json = policyInputJson(i);
       assert.deepEqual(rev.decideJson(json.evaluated), rev.decide(i), JSON.stringify(i));
+      assert.deepEqual(rev.evaluateJson(json.evaluated), rev.evaluate(i), `traced: ${JSON.stringify(i)}`);
     }
     // The same text is recorded, unless a range the WASM cannot read was handed over as no range:
     // then the input as it came is recorded (a replay hands it over the same way again).
