@@ -7,11 +7,11 @@ import { verifyChain } from '../../shared/audit.ts';
 import { origOf, verifyChallenge } from '../../shared/challenge.ts';
 import { KeyStore } from '../../core/keys/keys.ts';
 import { createLogger } from '../../shared/log.ts';
-import { AuditWriter } from '../../edge/audit-writer.ts';
+import { AuditWriter, inlineSink } from '../../edge/audit-writer.ts';
 import { RiskEngine } from '../../edge/auth/risk.ts';
 import { createDecider, failClosedAuditor } from '../../edge/authz.ts';
 import { viewOf } from '../../edge/check.ts';
-import { defaultBundleDir, loadTrustedKeys } from '../../policy/runtime/bundle.ts';
+import { defaultBundleDir, loadTrustedKeys, type PolicyRevision } from '../../policy/runtime/bundle.ts';
 import { PolicyStore } from '../../policy/runtime/store.ts';
 import { buildRouteTable, type EdgeRoute } from '../../edge/routes.ts';
 import { routeDeclarations } from '../../shared/routes/index.ts';
@@ -140,7 +140,10 @@ describe('edge authorization with the policy bundle', () => {
     await state.start();
     policies = new PolicyStore(await loadTrustedKeys());
     await policies.load(defaultBundleDir);
-    audit = new AuditWriter(t.db, log);
+    // Every decision's input is recorded (issue 22 item 1): what replay keeps is asserted below.
+    const sink = inlineSink(t.db, { key: randomBytes(32), retentionHours: 24, maxBytes: 1 << 30 });
+    audit = new AuditWriter(t.db, log, undefined, undefined, sink);
+    audit.recordInputs({ sample: 1, retentionDays: () => undefined });
     const decide = createDecider({
       state,
       challenges: keys.challenges,
@@ -732,26 +735,39 @@ describe('edge authorization with the policy bundle', () => {
     assert.equal(missing.denied_response?.status.code, 401);
   });
 
-  it('audits a policy denial with the checks that failed and their details (the traced entry point), an allow without', async () => {
+  type Recorded = {
+    decision: Record<string, unknown>;
+    attrs: Record<string, unknown>;
+    input: Record<string, unknown> | null;
+  };
+  /** The audit rows of these Checks with their recorded inputs, once written (a denial's after its answer). */
+  const recorded = async (checks: CheckResponse[]) => {
+    const ids = checks.map((r) => r.dynamic_metadata?.fields?.decision_id?.stringValue);
+    let rows: Recorded[] = [];
+    for (let i = 0; i < 100 && !(rows.length === ids.length && rows.every((r) => r.input)); i++) {
+      await audit.flush();
+      rows = (
+        await t.db.query<Recorded>(
+          `SELECT a.decision, a.attrs, i.input FROM audit_log a LEFT JOIN decision_inputs i ON i.audit_id = a.id
+           WHERE a.action = 'authz.decision' AND a.decision->>'decision_id' = ANY($1) ORDER BY a.id`,
+          [ids],
+        )
+      ).rows;
+      if (rows.length < ids.length || !rows.every((r) => r.input))
+        await new Promise((r) => setTimeout(r, 20));
+    }
+    return rows;
+  };
+
+  it('audits a policy denial with the checks that failed and their details (the traced entry point), an allow without; both inputs recorded', async () => {
     const c = await customer('t1');
     const tok = await token('t1', c);
     const denied = await edge.check(
       envoyRequest('GET', '/t/transactions?tenantId=t2', { headers: bearer(tok) }),
     );
     const allowed = await edge.check(envoyRequest('GET', '/t/transactions', { headers: bearer(tok) }));
-    const decisionIds = [denied, allowed].map((r) => r.dynamic_metadata?.fields?.decision_id?.stringValue);
-    let rows: { decision: Record<string, unknown>; attrs: Record<string, unknown> }[] = [];
     // The trace of a denial is made once the answer has gone: wait for both records.
-    for (let i = 0; i < 50 && rows.length < 2; i++) {
-      await audit.flush();
-      rows = (
-        await t.db.query<{ decision: Record<string, unknown>; attrs: Record<string, unknown> }>(
-          `SELECT decision, attrs FROM audit_log WHERE action = 'authz.decision' AND decision->>'decision_id' = ANY($1) ORDER BY id`,
-          [decisionIds],
-        )
-      ).rows;
-      if (rows.length < 2) await new Promise((r) => setTimeout(r, 20));
-    }
+    const rows = await recorded([denied, allowed]);
     const deny = rows.find((r) => r.decision.allow === false);
     const allow = rows.find((r) => r.decision.allow === true);
     assert.deepEqual(deny?.attrs.failed_checks, [
@@ -759,6 +775,65 @@ describe('edge authorization with the policy bundle', () => {
     ]);
     assert.ok(allow, 'the allow is audited');
     assert.equal(allow.attrs.failed_checks, undefined);
+    // Both inputs are recorded for replay as the policy saw them, scrubbed (issue 22 item 1).
+    for (const r of rows) {
+      assert.match(String((r.input?.subject as { id?: unknown }).id), /^p_/, 'the subject is pseudonymised');
+      assert.equal((r.input?.tenant as { id?: unknown }).id, 't1');
+      assert.equal((r.input?.resource as { tenant_id?: unknown }).tenant_id, r.decision.allow ? 't1' : 't2');
+    }
+  });
+
+  it('traces a denial on the ranges the policy decided on, and records the ranges as stored', async () => {
+    // A range whose prefix is not all digits the WASM reads as the prefix its previous evaluation
+    // left (shared/ip-ranges.ts unreadableRange): after a /0 tenant's Check the stored text would
+    // let the caller in. Handed over as no range, it refuses them; the trace must say so.
+    const withRanges = (id: string, ranges: string[]) =>
+      t.db.query(
+        `INSERT INTO tenants (id, name, country, base_currency, security) VALUES ($1, $1, 'KE', 'KES', $2)`,
+        [id, JSON.stringify({ allowed_ip_ranges: ranges })],
+      );
+    await withRanges('t-ranges-open', ['0.0.0.0/0']);
+    await withRanges('t-ranges-bad', ['10.0.0.0/8x']);
+    const open = await customer('t-ranges-open');
+    const bad = await customer('t-ranges-bad');
+    const openCheck = await edge.check(
+      envoyRequest('GET', '/t/transactions', { headers: bearer(await token('t-ranges-open', open)) }),
+    );
+    assert.equal(openCheck.status.code, 0, openCheck.denied_response?.body);
+    const denied = await edge.check(
+      envoyRequest('GET', '/t/transactions', { headers: bearer(await token('t-ranges-bad', bad)) }),
+    );
+    assert.equal(denied.denied_response?.status.code, 403, denied.denied_response?.body);
+    const [row] = await recorded([denied]);
+    assert.deepEqual(row?.attrs.failed_checks, [
+      { ok: false, check: 'tenant_ip_ranges', detail: '203.0.113.9' },
+    ]);
+    // Replay hands the recorded input through inputForPolicy again: it keeps the ranges as stored.
+    const security = (row?.input?.tenant as { security?: { allowed_ip_ranges?: unknown } }).security;
+    assert.deepEqual(security?.allowed_ip_ranges, ['10.0.0.0/8x']);
+  });
+
+  it('answers and audits a denial whose trace cannot be made, without failed checks', async () => {
+    const rev = policies.current as PolicyRevision;
+    const { evaluate, evaluateJson } = rev;
+    const unavailable = () => {
+      throw new Error('trace unavailable');
+    };
+    rev.evaluate = unavailable;
+    rev.evaluateJson = unavailable;
+    try {
+      const tok = await token('t1', await customer('t1'));
+      const denied = await edge.check(
+        envoyRequest('GET', '/t/transactions?tenantId=t2', { headers: bearer(tok) }),
+      );
+      assert.equal(denied.denied_response?.status.code, 403);
+      const [row] = await recorded([denied]);
+      assert.equal(row?.decision.allow, false);
+      assert.equal(row?.attrs.failed_checks, undefined);
+    } finally {
+      rev.evaluate = evaluate;
+      rev.evaluateJson = evaluateJson;
+    }
   });
 
   it('audits every decision, allow and deny, into the hash chain with policy and registry versions', async () => {
