@@ -128,6 +128,30 @@ describe('edge authorization with the policy bundle', () => {
     );
   const bearer = (tok: string) => ({ authorization: `Bearer ${tok}` });
 
+  type Recorded = {
+    decision: Record<string, unknown>;
+    attrs: Record<string, unknown>;
+    input: Record<string, unknown> | null;
+  };
+  /** The audit rows of these Checks with their recorded inputs, once written (a denial's after its answer). */
+  const recorded = async (checks: CheckResponse[]) => {
+    const ids = checks.map((r) => r.dynamic_metadata?.fields?.decision_id?.stringValue);
+    let rows: Recorded[] = [];
+    for (let i = 0; i < 100 && !(rows.length === ids.length && rows.every((r) => r.input)); i++) {
+      await audit.flush();
+      rows = (
+        await t.db.query<Recorded>(
+          `SELECT a.decision, a.attrs, i.input FROM audit_log a LEFT JOIN decision_inputs i ON i.audit_id = a.id
+           WHERE a.action = 'authz.decision' AND a.decision->>'decision_id' = ANY($1) ORDER BY a.id`,
+          [ids],
+        )
+      ).rows;
+      if (rows.length < ids.length || !rows.every((r) => r.input))
+        await new Promise((r) => setTimeout(r, 20));
+    }
+    return rows;
+  };
+
   before(async () => {
     t = await freshDatabase();
     for (const id of ['t1', 't2'])
@@ -653,7 +677,7 @@ describe('edge authorization with the policy bundle', () => {
     );
   });
 
-  it('lets only ops service tokens simulate', async () => {
+  it('lets only ops service tokens simulate, and audits the refusal with the roles check that failed', async () => {
     const mk = async (roles: string[]) => {
       const tok = `svc_${randomBytes(24).toString('base64url')}`;
       await t.db.query(
@@ -671,6 +695,9 @@ describe('edge authorization with the policy bundle', () => {
       envoyRequest('POST', '/t/simulate', { headers: bearer(await mk(['readonly'])) }),
     );
     assert.match(body(ro).message, /roles/);
+    // The service's denial is audited with the check that failed (traced on the decided input).
+    const [row] = await recorded([ro]);
+    assert.deepEqual(row?.attrs.failed_checks, [{ ok: false, check: 'roles', detail: ['ops', 'admin'] }]);
     assert.equal(
       (await edge.check(envoyRequest('POST', '/t/simulate', { headers: bearer('svc_unknown') })))
         .denied_response?.status.code,
@@ -690,13 +717,21 @@ describe('edge authorization with the policy bundle', () => {
     );
     await t.db.query(`UPDATE tenants SET status = 'SUSPENDED' WHERE id = 't3'`);
     let msg = '';
+    let refused: CheckResponse | undefined;
     for (let i = 0; i < 50 && !/tenant_active/.test(msg); i++) {
       await new Promise((r) => setTimeout(r, 20));
-      msg =
-        body(await edge.check(envoyRequest('GET', '/t/transactions', { headers: bearer(tok) }))).message ??
-        '';
+      refused = await edge.check(envoyRequest('GET', '/t/transactions', { headers: bearer(tok) }));
+      msg = body(refused).message ?? '';
     }
     assert.match(msg, /tenant_active/);
+    // Its audit names the failed check, traced on the input the Check decided.
+    const [row] = refused ? await recorded([refused]) : [];
+    const failed = row?.attrs.failed_checks as { check: string; ok: boolean }[] | undefined;
+    assert.ok(
+      failed?.some((c) => c.check === 'tenant_active' && !c.ok),
+      JSON.stringify(row?.attrs),
+    );
+    assert.equal((row?.input?.tenant as { status?: unknown }).status, 'SUSPENDED');
   });
 
   it('verifies DPoP proofs when the tenant requires them', async () => {
@@ -734,30 +769,6 @@ describe('edge authorization with the policy bundle', () => {
     );
     assert.equal(missing.denied_response?.status.code, 401);
   });
-
-  type Recorded = {
-    decision: Record<string, unknown>;
-    attrs: Record<string, unknown>;
-    input: Record<string, unknown> | null;
-  };
-  /** The audit rows of these Checks with their recorded inputs, once written (a denial's after its answer). */
-  const recorded = async (checks: CheckResponse[]) => {
-    const ids = checks.map((r) => r.dynamic_metadata?.fields?.decision_id?.stringValue);
-    let rows: Recorded[] = [];
-    for (let i = 0; i < 100 && !(rows.length === ids.length && rows.every((r) => r.input)); i++) {
-      await audit.flush();
-      rows = (
-        await t.db.query<Recorded>(
-          `SELECT a.decision, a.attrs, i.input FROM audit_log a LEFT JOIN decision_inputs i ON i.audit_id = a.id
-           WHERE a.action = 'authz.decision' AND a.decision->>'decision_id' = ANY($1) ORDER BY a.id`,
-          [ids],
-        )
-      ).rows;
-      if (rows.length < ids.length || !rows.every((r) => r.input))
-        await new Promise((r) => setTimeout(r, 20));
-    }
-    return rows;
-  };
 
   it('audits a policy denial with the checks that failed and their details (the traced entry point), an allow without; both inputs recorded', async () => {
     const c = await customer('t1');
