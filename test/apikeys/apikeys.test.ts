@@ -347,10 +347,25 @@ describe('API keys at the edge', () => {
     assert.equal((await edge.check(signed(noGrace, 'GET', '/t/transactions'))).status.code, 0);
   });
 
-  it('never lets a key act on another tenant, and scopes gate purposes', async () => {
+  it('never lets a key act on another tenant (audited with the failed check), and scopes gate purposes', async () => {
     const k2 = await newKey('t2');
     const cross = await edge.check(signed(k2, 'GET', '/t/transactions?tenantId=t1'));
     assert.match(body(cross).message, /resource_tenant/);
+    // Its audit names the check that failed, traced (after the answer) on the input it decided.
+    const id = cross.dynamic_metadata?.fields?.decision_id?.stringValue;
+    let failed: unknown;
+    for (let i = 0; i < 100 && failed === undefined; i++) {
+      for (const a of audits) await a.flush();
+      const { rows } = await t.db.query<{ failed: unknown }>(
+        `SELECT attrs->'failed_checks' AS failed FROM audit_log WHERE decision->>'decision_id' = $1`,
+        [id],
+      );
+      failed = rows[0]?.failed ?? undefined;
+      if (failed === undefined) await new Promise((r) => setTimeout(r, 20));
+    }
+    assert.deepEqual(failed, [
+      { ok: false, check: 'resource_tenant', detail: 'resource tenant t1, request tenant t2' },
+    ]);
     const readOnly = await newKey('t1', { scopes: ['payments:read'] });
     assert.match(
       body(await edge.check(signed(readOnly, 'POST', '/t/transfers', transfer()))).message,
