@@ -106,7 +106,7 @@ describe('staff tokens at the edge', () => {
     assert.equal((await as(`${h}.${p}.${'A'.repeat(86)}`, 'GET', '/v1/countries')).status, 401);
   });
 
-  it('a ReadOnly member is refused a mutation at the edge', async () => {
+  it('a ReadOnly member is refused a mutation at the edge, audited with the roles check that failed', async () => {
     const id = await addStaff(tdb.db, 'demo', 'ro@demo.example', ['readonly']);
     const ro = (await signIn(tdb.db, keys, 'demo', id)).accessToken;
     assert.equal((await as(ro, 'GET', '/v1/countries')).status, 200);
@@ -116,6 +116,19 @@ describe('staff tokens at the edge', () => {
     });
     assert.equal(r.status, 403, r.text);
     assert.match(r.headers['content-type'] ?? '', /problem\+json/);
+    // The edge audits the person's refusal with the check that failed (its trace comes after the answer).
+    const denial = await eventually(
+      async () => {
+        const d = await tdb.db.query<{ failed: unknown }>(
+          `SELECT attrs->'failed_checks' AS failed FROM audit_log WHERE action = 'authz.decision' AND actor->>'id' = $1 AND decision->>'allow' = 'false' AND attrs ? 'failed_checks'`,
+          [`staff:${id}`],
+        );
+        return { status: d.rows.length, headers: {}, text: '', json: d.rows[0] } as unknown as Res;
+      },
+      (x) => x.status === 1,
+    );
+    assert.equal(denial.status, 1, 'the refusal is audited with its failed checks');
+    assert.deepEqual(denial.json.failed, [{ ok: false, check: 'roles', detail: ['admin'] }]);
   });
 
   it("a deprovisioned member's still-valid access token is refused at once", async () => {
