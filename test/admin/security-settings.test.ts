@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { securityProblems, settingsOf } from '../../core/admin/onboarding/security.ts';
+import { securityProblems, settingsOf, storedCaFingerprints } from '../../core/admin/onboarding/security.ts';
 import type { Caller } from '../../core/admin/http.ts';
 import { makeForge } from '../helpers/pki-forge.ts';
 
@@ -74,6 +74,41 @@ describe('tenant security settings', () => {
       assert.equal(at(Date.now()), '');
       assert.match(at(Date.now() + 3 * day), /mtls_trusted_cas\[0\]: not valid now \(valid from .* to .*\)/);
       assert.match(at(Date.now() - day), /mtls_trusted_cas\[0\]: not valid now/);
+    } finally {
+      forge.dispose();
+    }
+  });
+
+  it('keeps a CA the tenant already trusts once it expires, and still refuses a new one outside its validity', () => {
+    const forge = makeForge();
+    try {
+      const stored = forge.ca({ subject: '/CN=Stored CA', days: 2 }).cert;
+      const fresh = forge.ca({ subject: '/CN=New CA', days: 2 }).cert;
+      const later = Date.now() + 3 * 86_400_000;
+      const kept = storedCaFingerprints([stored, 'not a certificate']);
+      assert.equal(kept.size, 1, 'a stored value that is no certificate is not kept');
+      const problems = (cas: string[]) =>
+        securityProblems(
+          { ...settingsOf({}), mtls_trusted_cas: cas },
+          caller('127.0.0.1'),
+          true,
+          later,
+          kept,
+        );
+      assert.deepEqual(problems([stored]), [], 'the stored CA, expired, put back unchanged');
+      const both = problems([stored, fresh]).join('\n');
+      assert.doesNotMatch(both, /mtls_trusted_cas\[0\]/);
+      assert.match(both, /mtls_trusted_cas\[1\]: not valid now/, 'a newly listed expired CA is refused');
+      assert.match(
+        securityProblems(
+          { ...settingsOf({}), mtls_trusted_cas: [stored] },
+          caller('127.0.0.1'),
+          true,
+          later,
+        ).join(),
+        /mtls_trusted_cas\[0\]: not valid now/,
+        'not stored: refused',
+      );
     } finally {
       forge.dispose();
     }

@@ -224,6 +224,28 @@ describe('onboarding under attack', () => {
       // Nothing refused was stored.
       const after = await send('GET', path, admin);
       assert.deepEqual(after.json.mtls_trusted_cas, [valid]);
+      // A CA the tenant trusts that has since expired (stored as time would leave it) does not
+      // block the Admin's other changes: the list GET shows goes back as it was; a newly listed
+      // expired CA is still refused.
+      await tdb.db.query(
+        `UPDATE tenants SET security = jsonb_set(security, '{mtls_trusted_cas}', $2::jsonb) WHERE id = $1`,
+        [tenantId, JSON.stringify([valid, expired])],
+      );
+      const read = await send('GET', path, admin);
+      assert.deepEqual(read.json.mtls_trusted_cas, [valid, expired]);
+      const other = await send(
+        'PUT',
+        path,
+        admin,
+        { ...read.json, session_timeout_minutes: 20 },
+        { 'if-match': read.headers.etag as string, 'idempotency-key': `k-${randomUUID()}` },
+      );
+      assert.equal(other.status, 200, other.text);
+      assert.deepEqual(other.json.mtls_trusted_cas, [valid, expired]);
+      const added = await put([valid, expired, future]);
+      assert.equal(added.status, 422, added.text);
+      assert.match(added.text, /mtls_trusted_cas\[2\]: not valid now/);
+      assert.doesNotMatch(added.text, /mtls_trusted_cas\[1\]/);
     } finally {
       forge.dispose();
     }

@@ -134,11 +134,14 @@ function knownZone(zone: string): boolean {
 }
 
 /**
- * A trusted CA that is not one, or not valid now: a CA outside its validity vouches for no
- * certificate (shared/mtls.ts checks it at every use), so listing one would refuse every client
- * certificate it issued while the settings looked as if they allowed them.
+ * A trusted CA that is not one, or a newly listed one not valid now: a CA outside its validity
+ * vouches for no certificate (shared/mtls.ts checks it at every use), so listing one would refuse
+ * every client certificate it issued while the settings looked as if they allowed them. A CA the
+ * tenant already trusts (`kept`: the SHA-256 fingerprints of the stored list) stays acceptable after
+ * it expires: an Admin changing any other setting puts back the list GET showed them, and removing
+ * an expired CA is theirs to decide, not a precondition of every other change.
  */
-function caProblems(pem: string, i: number, nowMs: number): string[] {
+function caProblems(pem: string, i: number, nowMs: number, kept: ReadonlySet<string>): string[] {
   let ca: X509Certificate;
   try {
     ca = new X509Certificate(pem);
@@ -146,8 +149,21 @@ function caProblems(pem: string, i: number, nowMs: number): string[] {
     return [`mtls_trusted_cas[${i}]: not a PEM certificate`];
   }
   if (!ca.ca) return [`mtls_trusted_cas[${i}]: not a CA certificate`];
-  if (validAt(ca, nowMs)) return [];
+  if (validAt(ca, nowMs) || kept.has(ca.fingerprint256)) return [];
   return [`mtls_trusted_cas[${i}]: not valid now (valid from ${ca.validFrom} to ${ca.validTo})`];
+}
+
+/** The SHA-256 fingerprints of the CAs a tenant trusts now (what caProblems lets stay once expired). */
+export function storedCaFingerprints(stored: readonly string[]): Set<string> {
+  const out = new Set<string>();
+  for (const pem of stored) {
+    try {
+      out.add(new X509Certificate(pem).fingerprint256);
+    } catch {
+      // A stored value that is no certificate vouches for nothing; it is not kept either.
+    }
+  }
+  return out;
 }
 
 /** Every problem the schema cannot express; [] when the document may be stored. */
@@ -156,6 +172,7 @@ export function securityProblems(
   caller: Caller,
   ownTenant: boolean,
   nowMs = Date.now(),
+  keptCas: ReadonlySet<string> = new Set(),
 ): string[] {
   const problems = [...addressThrottleProblems(s.address_throttle)];
   const ranges = s.allowed_ip_ranges.map((r, i) => {
@@ -165,7 +182,7 @@ export function securityProblems(
     return c;
   });
   if (s.require_dpop_nonce && !s.require_dpop) problems.push('require_dpop_nonce: needs require_dpop');
-  s.mtls_trusted_cas.forEach((pem, i) => problems.push(...caProblems(pem, i, nowMs)));
+  s.mtls_trusted_cas.forEach((pem, i) => problems.push(...caProblems(pem, i, nowMs, keptCas)));
   if (!knownZone(s.timezone)) problems.push(`timezone: ${s.timezone} is not a known IANA time zone`);
   // An Admin cannot lock their own tenant out from where they stand (they would need the platform to
   // undo it), judged as core and the policy judge the ranges (shared/ip-ranges.ts: a range holds
@@ -225,7 +242,13 @@ export function securityRoutes(deps: AdminDeps): RouteSpec[] {
         );
         const before = settingsOf(rows[0]?.security);
         checkIfMatch(ctx.headers, before);
-        const problems = securityProblems(ctx.body, w.caller, t.id === w.caller.tenantId);
+        const problems = securityProblems(
+          ctx.body,
+          w.caller,
+          t.id === w.caller.tenantId,
+          Date.now(),
+          storedCaFingerprints(before.mtls_trusted_cas),
+        );
         if (problems.length > 0) throw new AppError('SECURITY_INVALID', problems.join('; '));
         // Kept whole: fields a newer release reads but this one does not know survive the write.
         const current = rows[0]?.security;
