@@ -41,7 +41,12 @@ const KeyView = Type.Object({
   name: Type.String(),
   scopes: Type.Array(Type.String()),
   budget: Type.Record(Type.String(), Type.Unknown()),
-  ip_allowlist: Type.Array(Type.String()),
+  ip_allowlist: Type.Array(Type.String(), {
+    description:
+      'CIDR ranges (SPEC 2.9) as stored and as the edge reads them, the same on create, GET and list: ' +
+      "PostgreSQL's cidr text, always address/prefix (10.0.0.1 is 10.0.0.1/32), IPv6 lower-case and " +
+      'shortest (2001:DB8::/32 is 2001:db8::/32), an IPv4-mapped address with its dotted tail (::ffff:10.0.0.1/128)',
+  }),
   expires_at: Type.Union([Type.String(), Type.Null()]),
   created_by: Type.String(),
   created_at: Type.String(),

@@ -135,12 +135,15 @@ export class ApiKeys {
           typeof actor === 'string' ? actor : actor.id,
         ],
       );
+      const key = view(rows[0] as Row);
+      // The ranges as stored and shown (`cidr::text`: `2001:db8::/32` for `2001:DB8::/32`), not
+      // as sent, so the audit names what GET and the edge read.
       await this.audit(q, tenantId, actor, 'apikey.create', id, {
         scopes: k.scopes,
         budget: k.budget,
-        ip_allowlist: k.ipAllowlist,
+        ip_allowlist: key.ip_allowlist,
       });
-      return { key: view(rows[0] as Row), secret };
+      return { key, secret };
     });
   }
 

@@ -81,4 +81,47 @@ describe('API-key allowlist spellings', () => {
       assert.equal(r.json.code, 'VALIDATION_FAILED', r.text);
     }
   });
+
+  // SPEC 2.9: `ip_allowlist` is an array of CIDR. The create answer, GET, the list and the audit
+  // record show each range in one form: what the edge reads from the table (`cidr::text`).
+  it('shows the allowlist in one form on create, GET, list and in the audit record', async () => {
+    const given = [
+      '10.0.0.1',
+      '2001:DB8::/32',
+      '2001:0db8:0000::/48',
+      '::ffff:10.0.0.0/104',
+      '::ffff:a00:1',
+      '10.0.0.0/08',
+      ' 192.0.2.0/24 ',
+      '1:2:3:4:5:6:7::/128',
+      '0:0:0:0:0:0:0:0/0',
+    ];
+    const canonical = [
+      '10.0.0.1/32',
+      '2001:db8::/32',
+      '2001:db8::/48',
+      '::ffff:10.0.0.0/104',
+      '::ffff:10.0.0.1/128',
+      '10.0.0.0/8',
+      '192.0.2.0/24',
+      '1:2:3:4:5:6:7:0/128',
+      '::/0',
+    ];
+    const r = await call(t.origin, 'POST', '/api-keys', {
+      json: { name: 'forms', scopes: ['payments:write'], ip_allowlist: given },
+      headers: admin,
+    });
+    assert.equal(r.status, 201, r.text);
+    assert.deepEqual(r.json.ip_allowlist, canonical);
+    const got = await call(t.origin, 'GET', `/api-keys/${r.json.id}`, { headers: admin });
+    assert.deepEqual(got.json.ip_allowlist, r.json.ip_allowlist);
+    const listed = await call(t.origin, 'GET', '/api-keys?limit=100', { headers: admin });
+    const item = listed.json.items.find((k: { id: string }) => k.id === r.json.id);
+    assert.deepEqual(item?.ip_allowlist, r.json.ip_allowlist);
+    const { rows } = await t.tdb.db.query<{ attrs: { ip_allowlist: string[] } }>(
+      `SELECT attrs FROM audit_log WHERE action = 'apikey.create' AND target->>'id' = $1`,
+      [r.json.id],
+    );
+    assert.deepEqual(rows[0]?.attrs.ip_allowlist, r.json.ip_allowlist, 'the audit names the ranges stored');
+  });
 });

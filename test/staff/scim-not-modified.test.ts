@@ -1,6 +1,7 @@
 /**
- * SCIM If-None-Match on GET /Users/{id} (RFC 7644 3.14, RFC 9110 13.1.2): a 304 only while the
- * representation the client holds is still current, and never for another tenant's User.
+ * SCIM If-None-Match on GET /Users/{id} and /Groups/{id} (RFC 7644 3.14, RFC 9110 13.1.2): a 304
+ * only while the representation the client holds is still current, and never for another
+ * tenant's resource.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -139,5 +140,88 @@ describe('SCIM conditional GET', () => {
       304,
       'its own tenant is told 304',
     );
+  });
+
+  const groupOf = (role: 'ops' | 'fraud' | 'compliance', tenant = 't1') =>
+    `/Groups/${roleGroupId(tenant, role)}`;
+  const getGroup = (path: string, tag?: string, tenant = 't1') =>
+    scim('GET', path, undefined, tag === undefined ? {} : { 'if-none-match': tag }, tenant);
+
+  it("answers 304 with the Group's ETag when If-None-Match names it (weakly, in a list, or *)", async () => {
+    const path = groupOf('compliance');
+    const first = await getGroup(path);
+    assert.equal(first.status, 200, first.text);
+    const held = first.headers.etag as string;
+    assert.match(held, /^W\/".+"$/);
+    assert.equal(held, first.json.meta.version);
+    for (const given of [held, held.slice(2), `"other", ${held}`, '*']) {
+      const r = await getGroup(path, given);
+      assert.equal(r.status, 304, `${given}: ${r.text}`);
+      assert.equal(r.headers.etag, held, 'a 304 carries the ETag the 200 would have');
+      assert.equal(r.text, '', 'a 304 has no body');
+    }
+    const other = await getGroup(path, 'W/"not-this-one"');
+    assert.equal(other.status, 200);
+    assert.equal(other.headers.etag, held);
+  });
+
+  it("changes a Group's ETag with its members: no 304 for the copy from before", async () => {
+    const path = groupOf('ops');
+    const held = (await getGroup(path)).headers.etag as string;
+    const made = await scim('POST', '/Users', { schemas: [userSchema], userName: 'group-etag@example.org' });
+    assert.equal(made.status, 201, made.text);
+    assert.equal((await grant(made.json.id, 'ops')).status, 200);
+    const added = await getGroup(path, held);
+    assert.equal(added.status, 200, 'the Group now lists the new member');
+    assert.ok(added.json.members.some((m: { value: string }) => m.value === made.json.id));
+    assert.notEqual(added.headers.etag, held);
+    assert.equal((await getGroup(path, added.headers.etag as string)).status, 304);
+    assert.equal((await grant(made.json.id, 'ops', 'remove')).status, 200);
+    const removed = await getGroup(path, added.headers.etag as string);
+    assert.equal(removed.status, 200, 'the member is gone again');
+    assert.notEqual(removed.headers.etag, added.headers.etag);
+  });
+
+  // A Group lists each member's userName as `display`: renaming a member changes the Group.
+  it("changes a Group's ETag when a member's userName changes", async () => {
+    const path = groupOf('fraud');
+    const made = await scim('POST', '/Users', {
+      schemas: [userSchema],
+      userName: 'before-rename@example.org',
+    });
+    assert.equal(made.status, 201, made.text);
+    assert.equal((await grant(made.json.id, 'fraud')).status, 200);
+    const held = (await getGroup(path)).headers.etag as string;
+    const put = await scim('PUT', `/Users/${made.json.id}`, {
+      schemas: [userSchema],
+      userName: 'after-rename@example.org',
+    });
+    assert.equal(put.status, 200, put.text);
+    const after = await getGroup(path, held);
+    assert.equal(after.status, 200, 'the held copy shows the old userName');
+    assert.deepEqual(
+      after.json.members
+        .filter((m: { value: string }) => m.value === made.json.id)
+        .map((m: { display: string }) => m.display),
+      ['after-rename@example.org'],
+    );
+    assert.notEqual(after.headers.etag, held);
+    // A write naming the tag from before the rename is refused: it did not see the current Group.
+    const stale = await scim(
+      'PATCH',
+      path,
+      { schemas: [patchSchema], Operations: [{ op: 'remove', path: `members[value eq "${made.json.id}"]` }] },
+      { 'if-match': held },
+    );
+    assert.equal(stale.status, 412, stale.text);
+  });
+
+  it("answers another tenant's Group 404 whatever tag it names, never 304", async () => {
+    const held = (await getGroup(groupOf('ops'))).headers.etag as string;
+    for (const given of ['*', held]) {
+      const r = await getGroup(groupOf('ops'), given, 't2');
+      assert.equal(r.status, 404, `${given}: ${r.text}`);
+      assert.equal(r.headers.etag, undefined);
+    }
   });
 });

@@ -62,9 +62,15 @@ async function roleGroups(q: Queryable, tenantId: string): Promise<RoleGroup[]> 
   return out;
 }
 
+/**
+ * A Group's ETag: a hash of what changes in its representation. The id and displayName are fixed
+ * per role; the members are, each with its userName (the `display` the view shows), so a member
+ * renamed through /Users makes a held copy stale as an added or removed member does (RFC 7644
+ * 3.14: the version changes whenever the resource does).
+ */
 function versionOf(g: RoleGroup): string {
   return `W/"${createHash('sha256')
-    .update(g.members.map((m) => m.id).join(','))
+    .update(JSON.stringify(g.members.map((m) => [m.id, m.userName])))
     .digest('base64url')
     .slice(0, 16)}"`;
 }

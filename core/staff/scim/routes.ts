@@ -98,6 +98,13 @@ const ifMatchHeader = {
   required: false,
   description: 'The ETag (meta.version) of a GET; a stale one is 412',
 };
+/** RFC 7644 3.14: a GET naming the current version answers 304 with the ETag and no body. */
+const ifNoneMatchHeader = {
+  name: 'If-None-Match',
+  required: false,
+  description: 'An ETag: 304 when unchanged',
+};
+const notModified = { description: 'Not modified' };
 const ok = (description: string, schema: TSchema) => ({ description, schema, contentType: scimContentType });
 
 type ScimOpts = { db: Db; now: () => number; onProvisioned?: ScimDeps['onProvisioned'] };
@@ -275,8 +282,8 @@ const scimGetUserRoute = (opts: ScimOpts): RouteSpec =>
     tags,
     params: Id,
     query: ProjectionQuery,
-    headers: [{ name: 'If-None-Match', required: false, description: 'An ETag: 304 when unchanged' }],
-    responses: { 200: ok('The User', ScimUserProjected), 304: { description: 'Not modified' } },
+    headers: [ifNoneMatchHeader],
+    responses: { 200: ok('The User', ScimUserProjected), 304: notModified },
     handler: async (ctx) => {
       const deps = depsFor(opts, ctx);
       const u = await getUser(deps, actorOf(ctx).tenantId, ctx.params.id);
@@ -333,9 +340,12 @@ const scimGetGroupRoute = (opts: ScimOpts): RouteSpec =>
     summary: 'One role group with its members',
     tags,
     params: Id,
-    responses: { 200: ok('The Group', ScimGroup) },
+    headers: [ifNoneMatchHeader],
+    responses: { 200: ok('The Group', ScimGroup), 304: notModified },
     handler: async (ctx) => {
       const g = await getGroup(depsFor(opts, ctx), actorOf(ctx).tenantId, ctx.params.id);
+      if (noneMatch(ctx.headers['if-none-match'], g.version))
+        return { status: 304, headers: { etag: g.version } };
       return scim(200, g.body, g.version);
     },
   });
