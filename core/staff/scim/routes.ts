@@ -312,7 +312,7 @@ const scimListGroupsRoute = (opts: ScimOpts): RouteSpec =>
   defineRoute({
     ...declared('GET', p('/Groups')),
     operationId: 'scimListGroups',
-    summary: 'The six role groups (filter, startIndex, count)',
+    summary: 'The role groups, one per staff role (filter, startIndex, count)',
     tags,
     query: ListQuery,
     responses: { 200: ok('ListResponse', ScimListResponse(ScimGroupListed)) },
