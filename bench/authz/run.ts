@@ -29,14 +29,13 @@
  */
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { promisify } from 'node:util';
-import { randomUUID } from 'node:crypto';
-import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import { authorizationPackage, envoyProtoIncludeDirs } from '../../edge/proto.ts';
+import { authorizationPackage } from '../../edge/proto.ts';
 import type { CheckRequest, CheckResponse } from '../../edge/types.ts';
-import { option, percentile, runBench, withDatabase } from '../lib/harness.ts';
+import { option, runBench, withDatabase } from '../lib/harness.ts';
 import { machineLoad, showingLoad } from '../lib/probe.ts';
+import { type GhzReport, ghzArgs, ghzPath, ghzRequestFile, latencyAt as at, pooled } from './ghz.ts';
 import { ensureOpaEnvoyPlugin, opaEnvoyPluginVersion, startOpaEnvoyPlugin } from './opa-envoy.ts';
 import type { FromServers, ToServers } from './servers.ts';
 
@@ -81,22 +80,7 @@ let interrupted = false;
 /** Aborted by that signal: stops a ghz run under way. */
 const stopping = new AbortController();
 
-function ghzPath(): string {
-  const gopath = execFileSync('go', ['env', 'GOPATH']).toString().trim();
-  return join(gopath, 'bin', 'ghz');
-}
-
 const ms = (ns: number) => (ns / 1e6).toFixed(3);
-
-interface GhzReport {
-  rps: number;
-  count: number;
-  latencyDistribution: { percentage: number; latency: number }[];
-  statusCodeDistribution: Record<string, number>;
-  errorDistribution?: Record<string, number>;
-  details?: { latency: number }[];
-  loop?: string;
-}
 
 async function ghz(
   address: string,
@@ -104,36 +88,7 @@ async function ghz(
   opts: { rps: number; n: number; c: number },
   dir: string,
 ): Promise<GhzReport> {
-  const file = join(dir, `req-${randomUUID()}.json`);
-  const raw = data.attributes?.request?.http?.raw_body;
-  const json = JSON.parse(
-    JSON.stringify(data, (k, v: unknown) => (k === 'raw_body' ? undefined : v)),
-  ) as CheckRequest;
-  if (raw && json.attributes?.request?.http)
-    (json.attributes.request.http as Record<string, unknown>).raw_body = Buffer.from(raw).toString('base64');
-  await writeFile(file, JSON.stringify(json));
-  const args = [
-    '--insecure',
-    '--proto',
-    'envoy/service/auth/v3/external_auth.proto',
-    '--import-paths',
-    envoyProtoIncludeDirs.join(','),
-    '--call',
-    'envoy.service.auth.v3.Authorization.Check',
-    '-D',
-    file,
-    '-n',
-    String(opts.n),
-    '-c',
-    String(opts.c),
-    '--connections',
-    '2',
-    '--format',
-    'json',
-    '--timeout',
-    '1s',
-  ];
-  if (opts.rps > 0) args.push('--rps', String(opts.rps));
+  const args = ghzArgs(await ghzRequestFile(dir, data), opts);
   if (interrupted) throw new Error('interrupted by a signal');
   // The servers' process measures itself over the run (its loop, GC and CPU).
   await servers().ask({ t: 'probe-start' }, 'probe-started');
@@ -152,14 +107,6 @@ async function ghz(
     );
   return { ...report, loop };
 }
-
-// ghz's summary stops at p99; the per-call details give p99.9.
-const at = (r: GhzReport, p: number) =>
-  r.latencyDistribution.find((d) => d.percentage === p)?.latency ??
-  percentile(
-    (r.details ?? []).map((d) => d.latency).sort((x, y) => x - y),
-    p,
-  );
 
 function line(name: string, r: GhzReport, offered = 0): string {
   const saturated = offered > 0 && r.rps < offered * 0.95 ? '  (below the offered rate: saturated)' : '';
@@ -413,28 +360,6 @@ async function loadLine(name: string, address: string, r: CheckRequest, dir: str
   const report = await ghz(address, r, { rps, n: requests, c: 16 }, dir);
   process.stdout.write(`${line(name, report, rps)}\n`);
   return report;
-}
-
-/** Several runs of one line as one: their per-call latencies pooled, their counts summed. */
-function pooled(runs: GhzReport[]): GhzReport {
-  const first = runs[0];
-  if (!first || runs.length === 1) return first as GhzReport;
-  const lat = runs.flatMap((r) => (r.details ?? []).map((d) => d.latency)).sort((x, y) => x - y);
-  const codes: Record<string, number> = {};
-  for (const r of runs)
-    for (const [k, n] of Object.entries(r.statusCodeDistribution)) codes[k] = (codes[k] ?? 0) + n;
-  return {
-    ...first,
-    rps: runs.reduce((a, r) => a + r.rps, 0) / runs.length,
-    count: runs.reduce((a, r) => a + r.count, 0),
-    latencyDistribution: [50, 99, 99.9].map((percentage) => ({
-      percentage,
-      latency: percentile(lat, percentage),
-    })),
-    statusCodeDistribution: codes,
-    details: lat.map((latency) => ({ latency })),
-    loop: 'pooled (each run above)',
-  };
 }
 
 /** The floor and every scenario at the offered rate, after a warm-up of each; `rounds` times, pooled. */
