@@ -23,7 +23,7 @@ import { createLogger } from '../../shared/log.ts';
 import { routeDeclarations } from '../../shared/routes/index.ts';
 import { option, runBench } from '../lib/harness.ts';
 import { showingLoad } from '../lib/probe.ts';
-import { type GhzReport, ghzArgs, ghzPath, ghzRequestFile, latencyAt, pooled } from './ghz.ts';
+import { checkRequest, type GhzReport, ghzArgs, ghzPath, ghzRequestFile, latencyAt, pooled } from './ghz.ts';
 
 const execFileAsync = promisify(execFile);
 const requests = option('requests', 5000);
@@ -85,32 +85,7 @@ function spinner(): { ask(us: number): Promise<void>; stop(): Promise<number> } 
 /** A transfer-sized CheckRequest (a JWT-sized bearer, a JSON body) on a route the table knows. */
 function transferRequest(): CheckRequest {
   const body = JSON.stringify({ amount: '250.00', currency: 'KES', beneficiaryId: 'b1', reference: 'r1' });
-  const path = '/v1/transfers';
-  return {
-    attributes: {
-      source: { address: { socket_address: { address: '127.0.0.1', port_value: 40000 } } },
-      request: {
-        http: {
-          id: 'bench',
-          method: 'POST',
-          path,
-          host: 'api.example',
-          scheme: 'https',
-          protocol: 'HTTP/2',
-          headers: {
-            ':method': 'POST',
-            ':path': path,
-            ':authority': 'api.example',
-            authorization: `Bearer ${'x'.repeat(720)}`,
-            'content-type': 'application/json',
-            'user-agent': 'bench',
-          },
-          raw_body: Buffer.from(body),
-          size: String(body.length),
-        },
-      },
-    },
-  };
+  return checkRequest('POST', '/v1/transfers', body, 'x'.repeat(720));
 }
 
 /** ghz at `rate` (0: unthrottled) against `address`, 16 concurrent. */

@@ -1,6 +1,6 @@
 /**
- * ghz, the gRPC load generator the authz benches drive the Check from (a process of its own):
- * where it is, the request file it reads, its arguments and the latencies of its JSON report.
+ * ghz, the gRPC load generator the authz benches drive the Check from (a process of its own), and the
+ * CheckRequests they send: where ghz is, the request file it reads, its arguments and the latencies of its JSON report.
  * Install: `go install github.com/bojand/ghz/cmd/ghz@v0.120.0`.
  */
 import { execFileSync } from 'node:child_process';
@@ -93,5 +93,39 @@ export function pooled(runs: GhzReport[]): GhzReport {
     statusCodeDistribution: codes,
     details: lat.map((latency) => ({ latency })),
     loop: 'pooled (each run above)',
+  };
+}
+
+/** A CheckRequest as Envoy sends it for this method, path, body and bearer token. */
+export function checkRequest(
+  method: string,
+  path: string,
+  body: string | undefined,
+  bearer: string,
+): CheckRequest {
+  return {
+    attributes: {
+      source: { address: { socket_address: { address: '127.0.0.1', port_value: 40000 } } },
+      request: {
+        http: {
+          id: 'bench',
+          method,
+          path,
+          host: 'api.example',
+          scheme: 'https',
+          protocol: 'HTTP/2',
+          headers: {
+            ':method': method,
+            ':path': path,
+            ':authority': 'api.example',
+            authorization: `Bearer ${bearer}`,
+            'content-type': 'application/json',
+            'user-agent': 'bench',
+          },
+          raw_body: Buffer.from(body ?? ''),
+          size: String(body?.length ?? 0),
+        },
+      },
+    },
   };
 }

@@ -42,6 +42,7 @@ import { percentile } from '../lib/harness.ts';
 import { LoopProbe, cpuPerRequest, formatLoop } from '../lib/probe.ts';
 import { routesForRego, type AdapterState } from './opa-envoy.ts';
 import { benchCustomer } from './customer.ts';
+import { checkRequest } from './ghz.ts';
 
 const ms = (ns: number) => (ns / 1e6).toFixed(3);
 
@@ -108,35 +109,6 @@ async function startEdge(db: Db, url: string, keys: KeyStore, log: Log) {
   return { state, policies, audit, decide, server, address };
 }
 type Edge = Awaited<ReturnType<typeof startEdge>>;
-
-/** A CheckRequest as Envoy sends it for this method, path, body and bearer token. */
-function checkRequest(method: string, path: string, body: string | undefined, bearer: string): CheckRequest {
-  return {
-    attributes: {
-      source: { address: { socket_address: { address: '127.0.0.1', port_value: 40000 } } },
-      request: {
-        http: {
-          id: 'bench',
-          method,
-          path,
-          host: 'api.example',
-          scheme: 'https',
-          protocol: 'HTTP/2',
-          headers: {
-            ':method': method,
-            ':path': path,
-            ':authority': 'api.example',
-            authorization: `Bearer ${bearer}`,
-            'content-type': 'application/json',
-            'user-agent': 'bench',
-          },
-          raw_body: Buffer.from(body ?? ''),
-          size: String(body?.length ?? 0),
-        },
-      },
-    },
-  };
-}
 
 /** The three scenarios: an allowed transfer, an allowed masked read, a denied cross-tenant read. */
 async function scenariosOf(f: Fixture): Promise<Scenario[]> {
