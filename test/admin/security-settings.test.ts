@@ -114,6 +114,50 @@ describe('tenant security settings', () => {
     }
   });
 
+  it('takes one PEM certificate an entry: nothing hides behind a kept or valid CA that the check, the audit and the rule would not read', () => {
+    const forge = makeForge();
+    try {
+      const storedCa = forge.ca({ subject: '/CN=Stored CA', days: 2 });
+      const stored = storedCa.cert;
+      const valid = forge.ca({ subject: '/CN=Valid CA', days: 30 }).cert;
+      const leaf = forge.client(storedCa, { subject: '/CN=Not a CA', days: 30 });
+      const stale = forge.ca({ subject: '/CN=Also expired', days: 2 }).cert;
+      const later = Date.now() + 3 * 86_400_000;
+      const kept = storedCaFingerprints([stored]);
+      const problems = (cas: string[], nowMs = later) =>
+        securityProblems(
+          { ...settingsOf({}), mtls_trusted_cas: cas },
+          caller('127.0.0.1'),
+          true,
+          nowMs,
+          kept,
+        ).join('\n');
+      // X509Certificate reads the first certificate of a text and skips other PEM blocks before it.
+      for (const [what, pem, nowMs] of [
+        ['a stored CA, expired, with a leaf after it', stored + leaf.cert, later],
+        ['a stored CA, expired, with an expired CA after it', `${stored}\n${stale}`, later],
+        ['a valid CA with a leaf after it', valid + leaf.cert, Date.now()],
+        ['a private key before a valid CA', leaf.key + valid, Date.now()],
+        [
+          'a label other than CERTIFICATE',
+          valid.replaceAll(' CERTIFICATE', ' TRUSTED CERTIFICATE'),
+          Date.now(),
+        ],
+        ['text before the block', `issuer: Valid CA\n${valid}`, Date.now()],
+      ] as const) {
+        const p = problems([valid, pem], nowMs);
+        assert.match(p, /mtls_trusted_cas\[1\]: not one PEM certificate/, what);
+        assert.doesNotMatch(p, /mtls_trusted_cas\[0\]/, what);
+        assert.ok(!p.includes('MII'), `${what}: no PEM text echoed`);
+      }
+      // The same certificate written as tools write it is still that one certificate.
+      assert.equal(problems([stored.replaceAll('\n', '\r\n'), `\n\n${stored}\n\n`]), '');
+      assert.equal(problems([valid.trimEnd()], Date.now()), '');
+    } finally {
+      forge.dispose();
+    }
+  });
+
   it("refuses ranges that shut the Admin out of their own tenant, not a platform admin setting another tenant's", () => {
     const fenced = { ...settingsOf({}), allowed_ip_ranges: ['10.0.0.0/8', '2001:db8::/32'] };
     assert.match(securityProblems(fenced, caller('192.0.2.7'), true).join(), /your own address/);

@@ -246,6 +246,14 @@ describe('onboarding under attack', () => {
       assert.equal(added.status, 422, added.text);
       assert.match(added.text, /mtls_trusted_cas\[2\]: not valid now/);
       assert.doesNotMatch(added.text, /mtls_trusted_cas\[1\]/);
+      // Nothing rides in behind the kept CA: X509Certificate reads the first certificate of a text
+      // only, so a CA appended to the expired one would be stored never checked, its fingerprint
+      // in no audit record and no tenant's rule.
+      const smuggled = await put([valid, expired + future]);
+      assert.equal(smuggled.status, 422, smuggled.text);
+      assert.match(smuggled.text, /mtls_trusted_cas\[1\]: not one PEM certificate/);
+      assert.ok(!smuggled.text.includes(pemBody(future)), 'no PEM text echoed');
+      assert.deepEqual((await send('GET', path, admin)).json.mtls_trusted_cas, [valid, expired]);
     } finally {
       forge.dispose();
     }
