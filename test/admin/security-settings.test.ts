@@ -5,9 +5,11 @@
  * test/e2e/onboarding.test.ts.
  */
 import assert from 'node:assert/strict';
+import { X509Certificate } from 'node:crypto';
 import { describe, it } from 'node:test';
 import { securityProblems, settingsOf, storedCaFingerprints } from '../../core/admin/onboarding/security.ts';
 import type { Caller } from '../../core/admin/http.ts';
+import { issuedByTrustedCa, machineMtlsRule, tenantMtlsRefusal } from '../../shared/mtls.ts';
 import { makeForge } from '../helpers/pki-forge.ts';
 
 const caller = (ip: string): Caller => ({
@@ -109,6 +111,32 @@ describe('tenant security settings', () => {
         /mtls_trusted_cas\[0\]: not valid now/,
         'not stored: refused',
       );
+    } finally {
+      forge.dispose();
+    }
+  });
+
+  it('a kept CA, expired, vouches for no certificate at use: listed and moved, alone or twice', () => {
+    const forge = makeForge();
+    try {
+      const ca = forge.ca({ subject: '/CN=Stored CA', days: 2 });
+      const other = forge.ca({ subject: '/CN=Other CA', days: 30 }).cert;
+      // Its client certificate outlives it: only the CA's own validity can refuse it.
+      const leaf = forge.client(ca, { subject: '/CN=payouts', days: 5 }).cert;
+      const later = Date.now() + 3 * 86_400_000;
+      const kept = storedCaFingerprints([other, ca.cert]);
+      for (const cas of [
+        [ca.cert, other],
+        [other, ca.cert, ca.cert],
+      ]) {
+        const listing = { ...settingsOf({}), require_mtls_for_m2m: true, mtls_trusted_cas: cas };
+        assert.deepEqual(securityProblems(listing, caller('127.0.0.1'), true, later, kept), []);
+        // The one rule the token endpoint (client-auth.ts, routes.ts) and the edge apply.
+        const rule = machineMtlsRule(JSON.parse(JSON.stringify(listing)));
+        assert.equal(tenantMtlsRefusal(rule, leaf, Date.now()), undefined, 'in date, it vouches');
+        assert.match(tenantMtlsRefusal(rule, leaf, later) ?? '', /not issued by a CA it trusts/);
+        assert.equal(issuedByTrustedCa(rule.trustedCas ?? [], new X509Certificate(leaf), later), false);
+      }
     } finally {
       forge.dispose();
     }
