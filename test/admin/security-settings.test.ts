@@ -5,9 +5,11 @@
  * test/e2e/onboarding.test.ts.
  */
 import assert from 'node:assert/strict';
+import { X509Certificate } from 'node:crypto';
 import { describe, it } from 'node:test';
 import { securityProblems, settingsOf, storedCaFingerprints } from '../../core/admin/onboarding/security.ts';
 import type { Caller } from '../../core/admin/http.ts';
+import { issuedByTrustedCa, machineMtlsRule, tenantMtlsRefusal } from '../../shared/mtls.ts';
 import { makeForge } from '../helpers/pki-forge.ts';
 
 const caller = (ip: string): Caller => ({
@@ -109,6 +111,76 @@ describe('tenant security settings', () => {
         /mtls_trusted_cas\[0\]: not valid now/,
         'not stored: refused',
       );
+    } finally {
+      forge.dispose();
+    }
+  });
+
+  it('a kept CA, expired, vouches for no certificate at use: listed and moved, alone or twice', () => {
+    const forge = makeForge();
+    try {
+      const ca = forge.ca({ subject: '/CN=Stored CA', days: 2 });
+      const other = forge.ca({ subject: '/CN=Other CA', days: 30 }).cert;
+      // Its client certificate outlives it: only the CA's own validity can refuse it.
+      const leaf = forge.client(ca, { subject: '/CN=payouts', days: 5 }).cert;
+      const later = Date.now() + 3 * 86_400_000;
+      const kept = storedCaFingerprints([other, ca.cert]);
+      for (const cas of [
+        [ca.cert, other],
+        [other, ca.cert, ca.cert],
+      ]) {
+        const listing = { ...settingsOf({}), require_mtls_for_m2m: true, mtls_trusted_cas: cas };
+        assert.deepEqual(securityProblems(listing, caller('127.0.0.1'), true, later, kept), []);
+        // The one rule the token endpoint (client-auth.ts, routes.ts) and the edge apply.
+        const rule = machineMtlsRule(JSON.parse(JSON.stringify(listing)));
+        assert.equal(tenantMtlsRefusal(rule, leaf, Date.now()), undefined, 'in date, it vouches');
+        assert.match(tenantMtlsRefusal(rule, leaf, later) ?? '', /not issued by a CA it trusts/);
+        assert.equal(issuedByTrustedCa(rule.trustedCas ?? [], new X509Certificate(leaf), later), false);
+      }
+    } finally {
+      forge.dispose();
+    }
+  });
+
+  it('takes one PEM certificate an entry: nothing hides behind a kept or valid CA that the check, the audit and the rule would not read', () => {
+    const forge = makeForge();
+    try {
+      const storedCa = forge.ca({ subject: '/CN=Stored CA', days: 2 });
+      const stored = storedCa.cert;
+      const valid = forge.ca({ subject: '/CN=Valid CA', days: 30 }).cert;
+      const leaf = forge.client(storedCa, { subject: '/CN=Not a CA', days: 30 });
+      const stale = forge.ca({ subject: '/CN=Also expired', days: 2 }).cert;
+      const later = Date.now() + 3 * 86_400_000;
+      const kept = storedCaFingerprints([stored]);
+      const problems = (cas: string[], nowMs = later) =>
+        securityProblems(
+          { ...settingsOf({}), mtls_trusted_cas: cas },
+          caller('127.0.0.1'),
+          true,
+          nowMs,
+          kept,
+        ).join('\n');
+      // X509Certificate reads the first certificate of a text and skips other PEM blocks before it.
+      for (const [what, pem, nowMs] of [
+        ['a stored CA, expired, with a leaf after it', stored + leaf.cert, later],
+        ['a stored CA, expired, with an expired CA after it', `${stored}\n${stale}`, later],
+        ['a valid CA with a leaf after it', valid + leaf.cert, Date.now()],
+        ['a private key before a valid CA', leaf.key + valid, Date.now()],
+        [
+          'a label other than CERTIFICATE',
+          valid.replaceAll(' CERTIFICATE', ' TRUSTED CERTIFICATE'),
+          Date.now(),
+        ],
+        ['text before the block', `issuer: Valid CA\n${valid}`, Date.now()],
+      ] as const) {
+        const p = problems([valid, pem], nowMs);
+        assert.match(p, /mtls_trusted_cas\[1\]: not one PEM certificate/, what);
+        assert.doesNotMatch(p, /mtls_trusted_cas\[0\]/, what);
+        assert.ok(!p.includes('MII'), `${what}: no PEM text echoed`);
+      }
+      // The same certificate written as tools write it is still that one certificate.
+      assert.equal(problems([stored.replaceAll('\n', '\r\n'), `\n\n${stored}\n\n`]), '');
+      assert.equal(problems([valid.trimEnd()], Date.now()), '');
     } finally {
       forge.dispose();
     }

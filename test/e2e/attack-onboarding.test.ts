@@ -246,8 +246,57 @@ describe('onboarding under attack', () => {
       assert.equal(added.status, 422, added.text);
       assert.match(added.text, /mtls_trusted_cas\[2\]: not valid now/);
       assert.doesNotMatch(added.text, /mtls_trusted_cas\[1\]/);
+      // Nothing rides in behind the kept CA: X509Certificate reads the first certificate of a text
+      // only, so a CA appended to the expired one would be stored never checked, its fingerprint
+      // in no audit record and no tenant's rule.
+      const smuggled = await put([valid, expired + future]);
+      assert.equal(smuggled.status, 422, smuggled.text);
+      assert.match(smuggled.text, /mtls_trusted_cas\[1\]: not one PEM certificate/);
+      assert.ok(!smuggled.text.includes(pemBody(future)), 'no PEM text echoed');
+      assert.deepEqual((await send('GET', path, admin)).json.mtls_trusted_cas, [valid, expired]);
     } finally {
       forge.dispose();
+    }
+  });
+
+  it("a CA kept through expiry is the target tenant's own: not the Admin's tenant's, nor another managed tenant's", async () => {
+    const admin = demo.serviceTokens.admin.token;
+    const target = await newTenant('Attack kept target');
+    const sibling = await newTenant('Attack kept sibling');
+    const { rows } = await tdb.db.query<{ owner: string; security: unknown }>(
+      `SELECT o.owner_tenant_id AS owner, t.security FROM admin_tenant_owners o
+         JOIN tenants t ON t.id = o.owner_tenant_id WHERE o.tenant_id = $1`,
+      [target],
+    );
+    const owner = rows[0];
+    assert.ok(owner, 'the tenant has an owner');
+    const expired = await caBetween('Kept elsewhere CA', '20200101000000Z', '20210101000000Z');
+    const store = (id: string, security: unknown) =>
+      tdb.db.query('UPDATE tenants SET security = $2::jsonb WHERE id = $1', [id, JSON.stringify(security)]);
+    const putCas = async (id: string, cas: string[]) => {
+      const path = `/v1/tenants/${id}/security`;
+      const read = await send('GET', path, admin);
+      assert.equal(read.status, 200, read.text);
+      return send(
+        'PUT',
+        path,
+        admin,
+        { ...read.json, mtls_trusted_cas: cas },
+        { 'if-match': read.headers.etag as string, 'idempotency-key': `k-${randomUUID()}` },
+      );
+    };
+    try {
+      await store(owner.owner, { ...(owner.security as object), mtls_trusted_cas: [expired] });
+      await store(sibling, { mtls_trusted_cas: [expired] });
+      const refused = await putCas(target, [expired]);
+      assert.equal(refused.status, 422, refused.text);
+      assert.match(refused.text, /mtls_trusted_cas\[0\]: not valid now/);
+      const own = await send('GET', `/v1/tenants/${target}/security`, admin);
+      assert.deepEqual(own.json.mtls_trusted_cas, [], 'nothing stored');
+      // The tenant that does list it keeps it.
+      assert.equal((await putCas(sibling, [expired])).status, 200);
+    } finally {
+      await store(owner.owner, owner.security);
     }
   });
 

@@ -134,6 +134,22 @@ function knownZone(zone: string): boolean {
 }
 
 /**
+ * One PEM certificate and nothing but blank space around it (LF or CRLF line ends). X509Certificate
+ * reads the first certificate of a text and skips other PEM blocks before it, so anything more (a
+ * second certificate, a key, another label it also reads) would be stored beside a CA that the
+ * checks below, the audit's fingerprint and the rule (shared/mtls.ts) each read alone: a
+ * certificate never checked, behind a valid CA or a kept one long expired. The body must be
+ * exactly the certificate's DER, so no trailing bytes ride along either.
+ */
+const onePemCertificate =
+  /^\s*-----BEGIN CERTIFICATE-----\r?\n([A-Za-z0-9+/=\r\n]+)-----END CERTIFICATE-----\s*$/;
+
+function soleCertificate(pem: string, ca: X509Certificate): boolean {
+  const body = onePemCertificate.exec(pem)?.[1];
+  return body !== undefined && Buffer.from(body.replace(/\s/g, ''), 'base64').equals(ca.raw);
+}
+
+/**
  * A trusted CA that is not one, or a newly listed one not valid now: a CA outside its validity
  * vouches for no certificate (shared/mtls.ts checks it at every use), so listing one would refuse
  * every client certificate it issued while the settings looked as if they allowed them. A CA the
@@ -148,6 +164,8 @@ function caProblems(pem: string, i: number, nowMs: number, kept: ReadonlySet<str
   } catch {
     return [`mtls_trusted_cas[${i}]: not a PEM certificate`];
   }
+  if (!soleCertificate(pem, ca))
+    return [`mtls_trusted_cas[${i}]: not one PEM certificate (one CERTIFICATE block, nothing else)`];
   if (!ca.ca) return [`mtls_trusted_cas[${i}]: not a CA certificate`];
   if (validAt(ca, nowMs) || kept.has(ca.fingerprint256)) return [];
   return [`mtls_trusted_cas[${i}]: not valid now (valid from ${ca.validFrom} to ${ca.validTo})`];
