@@ -22,7 +22,14 @@ import {
  * answering thread about 3 ms per batch (a sixth of its time at 1,000 Checks/s, issue 18
  * item 1); JSON.stringify of the same batch costs a few per cent of that.
  */
-export type ToThread = { type: 'write'; id: number; entries: string } | { type: 'close' };
+export type ToThread =
+  | {
+      type: 'write';
+      id: number;
+      /** The batch's JSON array: text, or its UTF-8 bytes (entries the writer encoded as they came). */
+      entries: string | Uint8Array;
+    }
+  | { type: 'close' };
 export type FromThread =
   | { type: 'done'; id: number; error?: { message: string; code?: string; poison: boolean } }
   | { type: 'closed' }
@@ -35,6 +42,7 @@ if (!port) throw new Error('audit-thread.ts runs as a worker thread');
 const { url, inputs } = workerData as { url: string; inputs?: ThreadInputs };
 const db = createDb({ connectionString: url, metrics: createMetrics(), log: createLogger('silent'), max: 2 });
 const reply = (m: FromThread) => port.postMessage(m);
+const utf8 = new TextDecoder();
 // Inputs are written after their audit batch is answered: the audit never waits for them.
 const recorder = inputs
   ? new InputRecorder(db, { ...inputs, key: Buffer.from(inputs.key) }, (stats) =>
@@ -51,7 +59,8 @@ port.on('message', (m: ToThread) => {
       .finally(() => reply({ type: 'closed' }));
     return;
   }
-  const entries = (JSON.parse(m.entries) as (Omit<RecordedEntry, 'ts'> & { ts?: string })[]).map(
+  const text = typeof m.entries === 'string' ? m.entries : utf8.decode(m.entries);
+  const entries = (JSON.parse(text) as (Omit<RecordedEntry, 'ts'> & { ts?: string })[]).map(
     ({ ts, ...e }): RecordedEntry => (ts === undefined ? e : { ...e, ts: new Date(ts) }),
   );
   db.tx((client) => appendAudit(client, entries)).then(

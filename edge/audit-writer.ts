@@ -26,6 +26,11 @@ import {
 /** Where a batch goes: one transaction that appends it to the hash chain. */
 export interface AuditSink {
   write(batch: RecordedEntry[]): Promise<void>;
+  /**
+   * The same, for entries already encoded (`encodeEntry`): a sink that takes them has the writer
+   * encode each entry once, off the answer, and keep only its bytes queued (issue 18 item 1).
+   */
+  writeEncoded?(batch: readonly Buffer[]): Promise<void>;
   close?(): Promise<void>;
   /** Issue 22 item 1: what the decision-input recorder did so far (metrics). */
   inputStats?(): InputStats;
@@ -51,6 +56,39 @@ function refuseNonFinite(key: string, value: unknown): unknown {
   if (typeof value === 'number' && !Number.isFinite(value))
     throw new TypeError(`audit value ${key} is ${value}: not storable in canonical JSON`);
   return value;
+}
+
+/**
+ * An entry as the audit thread reads it: its JSON (recordedEntryJson, numbers JSON cannot hold
+ * refused) as UTF-8 bytes outside the JavaScript heap. Queued as objects, a decision's entry and
+ * its recorded input (about 1.6 KB a Check at 1,000 Checks/s) outlived two scavenges whenever the
+ * audit thread's transaction took longer than the gap between them, and were promoted into the old
+ * generation, whose growth brings on the major GCs that make the edge's tail (issue 18 item 1).
+ * Throws (TypeError) for an entry that cannot be encoded: it stays an object, for the poison path.
+ */
+export function encodeEntry(entry: RecordedEntry): Buffer {
+  return Buffer.from(recordedEntryJson(entry, refuseNonFinite));
+}
+
+/** An encoded entry back as an object (what an inline sink and the poison path take). */
+export function decodeEntry(bytes: Buffer): RecordedEntry {
+  const { ts, ...e } = JSON.parse(bytes.toString('utf8')) as Omit<RecordedEntry, 'ts'> & { ts?: string };
+  return ts === undefined ? e : { ...e, ts: new Date(ts) };
+}
+
+/** The JSON array of encoded entries, in a buffer of its own (so that it can be transferred). */
+export function encodedBatch(parts: readonly Buffer[]): Buffer {
+  let length = 2 + Math.max(0, parts.length - 1);
+  for (const p of parts) length += p.length;
+  const out = Buffer.allocUnsafeSlow(length);
+  let at = 0;
+  out[at++] = 0x5b; // [
+  for (const [i, p] of parts.entries()) {
+    if (i > 0) out[at++] = 0x2c; // ,
+    at += p.copy(out, at);
+  }
+  out[at++] = 0x5d; // ]
+  return out;
 }
 
 /** The longest the answering thread serialises a batch before letting waiting Checks run. */
@@ -145,7 +183,17 @@ export class AuditThread implements AuditSink {
   async write(batch: RecordedEntry[]): Promise<void> {
     if (this.closed) throw new Error('audit thread is closed');
     const text = await serializeInSlices(batch);
-    if (this.closed) throw new Error('audit thread is closed');
+    return this.send(text);
+  }
+
+  /** Entries the writer encoded as they came: one buffer, handed over (transferred, not copied). */
+  writeEncoded(batch: readonly Buffer[]): Promise<void> {
+    if (this.closed) return Promise.reject(new Error('audit thread is closed'));
+    return this.send(encodedBatch(batch));
+  }
+
+  private send(entries: string | Buffer): Promise<void> {
+    if (this.closed) return Promise.reject(new Error('audit thread is closed'));
     const w = (this.worker ??= this.spawn());
     const id = ++this.seq;
     return new Promise((resolve, reject) => {
@@ -155,7 +203,9 @@ export class AuditThread implements AuditSink {
         void w.terminate();
       }, this.timeoutMs);
       this.waiting.set(id, { resolve, reject, timer });
-      w.postMessage({ type: 'write', id, entries: text } satisfies ToThread);
+      const message = { type: 'write', id, entries } satisfies ToThread;
+      if (typeof entries === 'string') w.postMessage(message);
+      else w.postMessage(message, [entries.buffer as ArrayBuffer]);
     });
   }
 
@@ -202,8 +252,28 @@ function unwritable(e: AuditEntry, err: unknown): AuditEntry {
   };
 }
 
+/** A queued entry: encoded (encodeEntry) for a sink that takes encoded entries, else the entry itself. */
+type Queued = RecordedEntry | Buffer;
+const entryOf = (q: Queued): RecordedEntry => (Buffer.isBuffer(q) ? decodeEntry(q) : q);
+/** The batch's buffers when every entry in it is encoded; undefined when one is not (an entry that cannot be). */
+function encodedOnly(batch: readonly Queued[]): Buffer[] | undefined {
+  const out: Buffer[] = [];
+  for (const q of batch) {
+    if (!Buffer.isBuffer(q)) return undefined;
+    out.push(q);
+  }
+  return out;
+}
+
 export class AuditWriter {
-  private queue: RecordedEntry[] = [];
+  private queue: Queued[] = [];
+  /**
+   * Entries pushed this turn of the event loop, for a sink that takes encoded entries: encoded
+   * together once the turn's answers have gone (setImmediate), so a Check never waits for its
+   * audit entry's JSON, and the objects die young.
+   */
+  private fresh: RecordedEntry[] = [];
+  private encodeScheduled = false;
   /** Issue 22 item 1: which decisions' inputs travel with their audit entry (none until set). */
   private inputs: { sample: number; retentionDays: (purpose: string) => number | undefined } | undefined;
   private sampledOut = 0;
@@ -236,7 +306,7 @@ export class AuditWriter {
 
   /** True when decisions must stop: the writer is too far behind. */
   overloaded(): boolean {
-    return this.queue.length >= this.bound;
+    return this.pending() >= this.bound;
   }
 
   /** Record decision inputs for replay: a `sample` of decisions, kept at most a purpose's `retentionDays`. */
@@ -254,8 +324,38 @@ export class AuditWriter {
    * with its batch at flush time, and scrubbed and written by the sink (the audit thread).
    */
   push(entry: AuditEntry, replay?: ReplayInput): void {
-    this.queue.push(replay ? this.withInput(entry, replay) : entry);
+    const e = replay ? this.withInput(entry, replay) : entry;
+    if (!this.sink.writeEncoded) {
+      this.queue.push(e);
+      if (this.queue.length >= auditBatchMax) this.tick();
+      return;
+    }
+    this.fresh.push(e);
+    if (!this.encodeScheduled) {
+      this.encodeScheduled = true;
+      setImmediate(this.encodeTurn);
+    }
+  }
+
+  /** After a turn's answers: its entries encoded, and a whole batch sent at once as push() would. */
+  private readonly encodeTurn = (): void => {
+    this.encodeScheduled = false;
+    this.encodeFresh();
     if (this.queue.length >= auditBatchMax) this.tick();
+  };
+
+  /** The entries pushed since the last time, encoded into the queue in push order (one that cannot be stays an object). */
+  private encodeFresh(): void {
+    const fresh = this.fresh;
+    if (fresh.length === 0) return;
+    this.fresh = [];
+    for (const e of fresh) {
+      try {
+        this.queue.push(encodeEntry(e));
+      } catch {
+        this.queue.push(e);
+      }
+    }
   }
 
   /** The entry carrying its input when recording is on and the decision is sampled. */
@@ -275,7 +375,7 @@ export class AuditWriter {
    * one `authz.unrecorded` entry (count, first and last time, one example) when the queue drains.
    */
   pushFailClosed(entry: AuditEntry): void {
-    if (this.queue.length < this.bound + this.reserve) {
+    if (this.pending() < this.bound + this.reserve) {
       this.push(entry);
       return;
     }
@@ -289,7 +389,7 @@ export class AuditWriter {
   }
 
   pending(): number {
-    return this.queue.length;
+    return this.queue.length + this.fresh.length;
   }
 
   /** Fail-closed denials counted past the reserve and not yet recorded (edge_audit_unrecorded). */
@@ -326,7 +426,9 @@ export class AuditWriter {
    * that never comes.
    */
   private queueUnrecorded(): void {
-    if (!this.unrecorded || this.queue.length >= this.bound) return;
+    if (!this.unrecorded || this.pending() >= this.bound) return;
+    // In push order: what was pushed before goes first.
+    this.encodeFresh();
     const u = this.unrecorded;
     this.unrecorded = undefined;
     this.queue.push({
@@ -338,13 +440,14 @@ export class AuditWriter {
   }
 
   private async drain(all: boolean): Promise<void> {
+    this.encodeFresh();
     this.queueUnrecorded();
     let first = true;
     while (this.queue.length > 0 && (all || first || this.queue.length >= auditBatchMax)) {
       first = false;
       const batch = this.queue.slice(0, auditBatchMax);
       try {
-        await this.sink.write(batch);
+        await this.writeBatch(batch);
         this.queue.splice(0, batch.length);
         this.queueUnrecorded();
         // Let waiting Checks run between batches of a backlog.
@@ -367,13 +470,22 @@ export class AuditWriter {
     }
   }
 
+  /** One batch to the sink: as bytes when it takes them and every entry is encoded, else as objects. */
+  private writeBatch(batch: readonly Queued[]): Promise<void> {
+    const encoded = this.sink.writeEncoded ? encodedOnly(batch) : undefined;
+    return encoded && this.sink.writeEncoded
+      ? this.sink.writeEncoded(encoded)
+      : this.sink.write(batch.map(entryOf));
+  }
+
   /** Write `batch` an entry at a time; returns how many were dealt with before a transient error. */
-  private async oneByOne(batch: AuditEntry[]): Promise<number> {
-    for (const [i, entry] of batch.entries()) {
+  private async oneByOne(batch: readonly Queued[]): Promise<number> {
+    for (const [i, queued] of batch.entries()) {
       try {
-        await this.sink.write([entry]);
+        await this.writeBatch([queued]);
       } catch (err) {
         if (!isPoison(err)) return i;
+        const entry = entryOf(queued);
         this.log.error(
           { err: (err as Error).message, action: entry.action },
           'decision audit entry cannot be stored; recorded as audit.unwritable',
@@ -392,9 +504,9 @@ export class AuditWriter {
     if (this.timer) clearInterval(this.timer);
     await this.flush();
     await this.sink.close?.();
-    if (this.queue.length > 0 || this.unrecorded) {
+    if (this.pending() > 0 || this.unrecorded) {
       this.log.error(
-        { pending: this.queue.length, unrecorded: this.unrecorded?.count ?? 0 },
+        { pending: this.pending(), unrecorded: this.unrecorded?.count ?? 0 },
         'decision audit stopped with entries it could not write',
       );
     }
