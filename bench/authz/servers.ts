@@ -39,7 +39,7 @@ import { createMetrics } from '../../shared/metrics.ts';
 import { routeDeclarations } from '../../shared/routes/index.ts';
 import { TokenVerifier } from '../../shared/token-keys.ts';
 import { percentile } from '../lib/harness.ts';
-import { LoopProbe, cpuPerRequest, formatLoop } from '../lib/probe.ts';
+import { LoopProbe, cpuPerRequest, formatLoop, oldGrowthPerRequest } from '../lib/probe.ts';
 import { routesForRego, type AdapterState } from './opa-envoy.ts';
 import { benchCustomer } from './customer.ts';
 import { checkRequest } from './ghz.ts';
@@ -413,7 +413,10 @@ async function serve(url: string, inProcessOnly: boolean): Promise<void> {
         send({ t: 'probe-started' });
       } else if (m.t === 'probe-stop') {
         const summary = probe.stop();
-        send({ t: 'probe', loop: `${formatLoop(summary)}, ${cpuPerRequest(summary, m.requests)}` });
+        send({
+          t: 'probe',
+          loop: `${formatLoop(summary)}, ${cpuPerRequest(summary, m.requests)}, ${oldGrowthPerRequest(summary, m.requests)}`,
+        });
       } else if (m.t === 'shadow-stats') send({ t: 'shadow', stats: JSON.stringify(cmp.shadow.stats) });
       else if (m.t === 'finish') finish(f, edge, cmp, scenarios).then(resolve, reject);
     });

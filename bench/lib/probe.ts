@@ -7,11 +7,13 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import {
   PerformanceObserver,
+  constants,
   monitorEventLoopDelay,
   performance,
   type EventLoopUtilization,
   type IntervalHistogram,
 } from 'node:perf_hooks';
+import { getHeapSpaceStatistics } from 'node:v8';
 
 /** `load 1.02 0.88 0.70, runnable 3/415`: load averages and the runnable tasks right now (/proc/loadavg). */
 export function machineLoad(): string {
@@ -49,6 +51,13 @@ export interface LoopSummary {
   gcCount: number;
   gcTotalMs: number;
   gcMaxMs: number;
+  /** Full (mark-compact) GCs of the main thread's heap over the scenario. */
+  majorGcs: number;
+  /**
+   * How much the main thread's old generation grew over the scenario (bytes): what was promoted or
+   * allocated old, when no major GC fell in it; the rate that brings major GCs on (issue 18 item 1).
+   */
+  oldGrowthBytes: number;
   /** CPU time of the whole process (every thread) over the scenario, in ms. */
   cpuMs: number;
   /** Share of the wall time the main thread's event loop was busy (0–1). */
@@ -77,6 +86,21 @@ export const formatLoop = (s: LoopSummary): string =>
     ? ''
     : `; machine (all cores, every process) busy ${(s.machineBusy * 100).toFixed(0)} %`);
 
+/** Bytes used now in the main thread's old generation (old, code and large-object spaces). */
+function oldGenerationBytes(): number {
+  let n = 0;
+  for (const space of getHeapSpaceStatistics())
+    if (['old_space', 'code_space', 'large_object_space'].includes(space.space_name))
+      n += space.space_used_size;
+  return n;
+}
+
+/** The old generation's growth per request, or why it cannot be read (a major GC freed some of it). */
+export const oldGrowthPerRequest = (s: LoopSummary, requests: number): string =>
+  s.majorGcs > 0
+    ? `old generation: ${s.majorGcs} major GC${s.majorGcs > 1 ? 's' : ''} in the scenario`
+    : `old generation +${(s.oldGrowthBytes / Math.max(1, requests)).toFixed(0)} B/request`;
+
 /** CPU per request: the process's CPU over a scenario divided by the requests it served. */
 export const cpuPerRequest = (s: LoopSummary, requests: number): string =>
   `${((s.cpuMs * 1000) / Math.max(1, requests)).toFixed(0)} µs CPU/request (all threads)`;
@@ -90,13 +114,17 @@ export class LoopProbe {
   private gcCount = 0;
   private gcTotal = 0;
   private gcMax = 0;
+  private majors = 0;
+  private oldStart = 0;
   private cpu: NodeJS.CpuUsage = process.cpuUsage();
   private elu: EventLoopUtilization = performance.eventLoopUtilization();
   private ticks = machineTicks();
   private readonly observer = new PerformanceObserver((list) => this.count(list.getEntries()));
 
-  private count(entries: { duration: number }[]): void {
+  private count(entries: { duration: number; detail?: unknown }[]): void {
     for (const e of entries) {
+      if ((e.detail as { kind?: number } | undefined)?.kind === constants.NODE_PERFORMANCE_GC_MAJOR)
+        this.majors++;
       this.gcCount++;
       this.gcTotal += e.duration;
       this.gcMax = Math.max(this.gcMax, e.duration);
@@ -109,6 +137,8 @@ export class LoopProbe {
     this.gcCount = 0;
     this.gcTotal = 0;
     this.gcMax = 0;
+    this.majors = 0;
+    this.oldStart = oldGenerationBytes();
     this.cpu = process.cpuUsage();
     this.elu = performance.eventLoopUtilization();
     this.ticks = machineTicks();
@@ -126,6 +156,7 @@ export class LoopProbe {
         : undefined;
     this.count(this.observer.takeRecords());
     this.observer.disconnect();
+    const oldGrowthBytes = oldGenerationBytes() - this.oldStart;
     const ms = (ns: number) => ns / 1e6;
     return {
       delayP50Ms: ms(this.histogram.percentile(50)),
@@ -134,6 +165,8 @@ export class LoopProbe {
       gcCount: this.gcCount,
       gcTotalMs: this.gcTotal,
       gcMaxMs: this.gcMax,
+      majorGcs: this.majors,
+      oldGrowthBytes,
       cpuMs: (cpu.user + cpu.system) / 1000,
       loopUtilization: elu.utilization,
       machineBusy,
