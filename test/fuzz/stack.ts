@@ -21,6 +21,20 @@ const { startStack } = await import('../../bin/stack.ts');
 for (const s of signals)
   for (const l of process.listeners(s)) if (!before.get(s)?.has(l)) process.removeListener(s, l);
 
+// A signal while the stack starts stops it once it is up (PostgreSQL must not be left running):
+// the handlers are in place before anything starts.
+let stack: Awaited<ReturnType<typeof startStack>> | undefined;
+let stopping = false;
+const stop = () => {
+  if (stopping) return;
+  stopping = true;
+  stack?.stop().then(
+    () => process.exit(0),
+    () => process.exit(1),
+  );
+};
+for (const s of signals) process.on(s, stop);
+
 const config = loadConfig({
   GATEWAY_PORT: '0',
   CORE_PORT: '0',
@@ -28,16 +42,8 @@ const config = loadConfig({
   DATA_DIR: dataDir,
   LOG_LEVEL: 'error',
 });
-const stack = await startStack(config, { checkResponses: true, checkTimeoutMs: Number(timeout) });
-process.stdout.write(`gateway http://127.0.0.1:${stack.ports.gateway}\n`);
-let stopping = false;
-for (const s of signals) {
-  process.on(s, () => {
-    if (stopping) return;
-    stopping = true;
-    stack.stop().then(
-      () => process.exit(0),
-      () => process.exit(1),
-    );
-  });
-}
+stack = await startStack(config, { checkResponses: true, checkTimeoutMs: Number(timeout) });
+if (stopping) {
+  stopping = false;
+  stop();
+} else process.stdout.write(`gateway http://127.0.0.1:${stack.ports.gateway}\n`);
