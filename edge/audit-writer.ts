@@ -443,7 +443,7 @@ export class AuditWriter {
     this.encodeFresh();
     this.queueUnrecorded();
     let first = true;
-    while (this.queue.length > 0 && (all || first || this.queue.length >= auditBatchMax)) {
+    while (this.more(all, first)) {
       first = false;
       const batch = this.queue.slice(0, auditBatchMax);
       try {
@@ -468,6 +468,17 @@ export class AuditWriter {
         if (written < batch.length) return;
       }
     }
+  }
+
+  /**
+   * Whether drain() writes another batch. A flush writes everything, entries pushed during its
+   * writes too: those still waiting for their turn's encoding (a Check answered in the turn its
+   * batch's answer came) are encoded now, or flush() (stop()'s last one) would return with them
+   * unwritten. A tick leaves them to that encoding, which starts a write of its own for a whole batch.
+   */
+  private more(all: boolean, first: boolean): boolean {
+    if (all) this.encodeFresh();
+    return this.queue.length > 0 && (all || first || this.queue.length >= auditBatchMax);
   }
 
   /** One batch to the sink: as bytes when it takes them and every entry is encoded, else as objects. */
