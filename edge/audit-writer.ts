@@ -123,9 +123,10 @@ export class AuditThread implements AuditSink {
   private worker: Worker | undefined;
   private seq = 0;
   private closed = false;
+  /** Batches sent and not answered, each with the thread it went to. */
   private readonly waiting = new Map<
     number,
-    { resolve: () => void; reject: (err: Error) => void; timer: NodeJS.Timeout }
+    { resolve: () => void; reject: (err: Error) => void; timer: NodeJS.Timeout; worker: Worker }
   >();
   private stats = emptyInputStats();
 
@@ -166,9 +167,11 @@ export class AuditThread implements AuditSink {
           m.error ? new AuditWriteError(m.error.message, m.error.code, m.error.poison) : undefined,
         );
     });
+    // Only this thread's batches: a thread replaced after a timeout exits while its successor
+    // may already hold batches, which failing here would have written twice (retried once done).
     const fail = (err: Error) => {
       if (this.worker === w) this.worker = undefined;
-      for (const id of [...this.waiting.keys()]) this.settle(id, err);
+      for (const [id, p] of [...this.waiting]) if (p.worker === w) this.settle(id, err);
     };
     w.on('error', fail);
     w.on('messageerror', fail);
@@ -202,7 +205,7 @@ export class AuditThread implements AuditSink {
         if (this.worker === w) this.worker = undefined;
         void w.terminate();
       }, this.timeoutMs);
-      this.waiting.set(id, { resolve, reject, timer });
+      this.waiting.set(id, { resolve, reject, timer, worker: w });
       const message = { type: 'write', id, entries } satisfies ToThread;
       if (typeof entries === 'string') w.postMessage(message);
       else w.postMessage(message, [entries.buffer as ArrayBuffer]);
