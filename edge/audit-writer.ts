@@ -123,9 +123,10 @@ export class AuditThread implements AuditSink {
   private worker: Worker | undefined;
   private seq = 0;
   private closed = false;
+  /** Batches sent and not answered, each with the thread it went to. */
   private readonly waiting = new Map<
     number,
-    { resolve: () => void; reject: (err: Error) => void; timer: NodeJS.Timeout }
+    { resolve: () => void; reject: (err: Error) => void; timer: NodeJS.Timeout; worker: Worker }
   >();
   private stats = emptyInputStats();
 
@@ -166,9 +167,11 @@ export class AuditThread implements AuditSink {
           m.error ? new AuditWriteError(m.error.message, m.error.code, m.error.poison) : undefined,
         );
     });
+    // Only this thread's batches: a thread replaced after a timeout exits while its successor
+    // may already hold batches, which failing here would have written twice (retried once done).
     const fail = (err: Error) => {
       if (this.worker === w) this.worker = undefined;
-      for (const id of [...this.waiting.keys()]) this.settle(id, err);
+      for (const [id, p] of [...this.waiting]) if (p.worker === w) this.settle(id, err);
     };
     w.on('error', fail);
     w.on('messageerror', fail);
@@ -202,7 +205,7 @@ export class AuditThread implements AuditSink {
         if (this.worker === w) this.worker = undefined;
         void w.terminate();
       }, this.timeoutMs);
-      this.waiting.set(id, { resolve, reject, timer });
+      this.waiting.set(id, { resolve, reject, timer, worker: w });
       const message = { type: 'write', id, entries } satisfies ToThread;
       if (typeof entries === 'string') w.postMessage(message);
       else w.postMessage(message, [entries.buffer as ArrayBuffer]);
@@ -443,7 +446,7 @@ export class AuditWriter {
     this.encodeFresh();
     this.queueUnrecorded();
     let first = true;
-    while (this.queue.length > 0 && (all || first || this.queue.length >= auditBatchMax)) {
+    while (this.more(all, first)) {
       first = false;
       const batch = this.queue.slice(0, auditBatchMax);
       try {
@@ -468,6 +471,17 @@ export class AuditWriter {
         if (written < batch.length) return;
       }
     }
+  }
+
+  /**
+   * Whether drain() writes another batch. A flush writes everything, entries pushed during its
+   * writes too: those still waiting for their turn's encoding (a Check answered in the turn its
+   * batch's answer came) are encoded now, or flush() (stop()'s last one) would return with them
+   * unwritten. A tick leaves them to that encoding, which starts a write of its own for a whole batch.
+   */
+  private more(all: boolean, first: boolean): boolean {
+    if (all) this.encodeFresh();
+    return this.queue.length > 0 && (all || first || this.queue.length >= auditBatchMax);
   }
 
   /** One batch to the sink: as bytes when it takes them and every entry is encoded, else as objects. */
