@@ -70,6 +70,15 @@ export function encodeEntry(entry: RecordedEntry): Buffer {
   return Buffer.from(recordedEntryJson(entry, refuseNonFinite));
 }
 
+/** encodeEntry's text, or undefined for an entry that cannot be encoded. */
+function entryJson(entry: RecordedEntry): string | undefined {
+  try {
+    return recordedEntryJson(entry, refuseNonFinite);
+  } catch {
+    return undefined;
+  }
+}
+
 /** An encoded entry back as an object (what an inline sink and the poison path take). */
 export function decodeEntry(bytes: Buffer): RecordedEntry {
   const { ts, ...e } = JSON.parse(bytes.toString('utf8')) as Omit<RecordedEntry, 'ts'> & { ts?: string };
@@ -347,17 +356,29 @@ export class AuditWriter {
     if (this.queue.length >= auditBatchMax) this.tick();
   };
 
-  /** The entries pushed since the last time, encoded into the queue in push order (one that cannot be stays an object). */
+  /**
+   * The entries pushed since the last time, encoded into the queue in push order (one that cannot
+   * be stays an object). The turn's entries share one buffer of their own, exactly their size: a
+   * small Buffer.from would be a slice of Node's shared 8 KB pool, and a queued entry would keep a
+   * whole pool chunk (other buffers' bytes included) alive for as long as the database is behind.
+   */
   private encodeFresh(): void {
     const fresh = this.fresh;
     if (fresh.length === 0) return;
     this.fresh = [];
-    for (const e of fresh) {
-      try {
-        this.queue.push(encodeEntry(e));
-      } catch {
-        this.queue.push(e);
+    const texts = fresh.map(entryJson);
+    let length = 0;
+    for (const t of texts) if (t !== undefined) length += Buffer.byteLength(t);
+    const chunk = Buffer.allocUnsafeSlow(length);
+    let at = 0;
+    for (const [i, t] of texts.entries()) {
+      if (t === undefined) {
+        this.queue.push(fresh[i] as RecordedEntry);
+        continue;
       }
+      const n = chunk.write(t, at);
+      this.queue.push(chunk.subarray(at, at + n));
+      at += n;
     }
   }
 

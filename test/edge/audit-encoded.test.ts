@@ -94,6 +94,30 @@ describe('decision audit entries encoded as they come', () => {
     await audit.stop();
   });
 
+  it("encodes a turn's entries into one buffer of their own, exactly their size (no slice of Node's shared pool)", async () => {
+    const { sink, got } = recordingSink();
+    const audit = new AuditWriter(noDb, log, 1000, 100, sink);
+    for (let i = 0; i < 3; i++) audit.push(entry(i));
+    await new Promise<void>((r) => setImmediate(r));
+    await audit.flush();
+    const parts = got.encoded.flat();
+    assert.equal(parts.length, 3);
+    const backing = parts[0]?.buffer;
+    assert.ok(
+      parts.every((b) => b.buffer === backing),
+      'one buffer for the turn',
+    );
+    assert.equal(
+      backing?.byteLength,
+      parts.reduce((n, b) => n + b.length, 0),
+    );
+    assert.deepEqual(
+      parts.map((b) => b.toString('utf8')),
+      [0, 1, 2].map((i) => recordedEntryJson(entry(i))),
+    );
+    await audit.stop();
+  });
+
   it('refuses decisions once entries not yet encoded reach the bound', () => {
     const { sink } = recordingSink();
     const audit = new AuditWriter(noDb, log, 10, 5, sink);
