@@ -114,6 +114,7 @@ async function main(): Promise<void> {
     'core-client': () => coreClientHeaders(demo),
     customer: customerHeaders,
     agent: () => agentHeaders(demo),
+    scim: async () => ({ Authorization: `Bearer ${(demo.scim as Json).token}` }),
   };
   await mkdir(out, { recursive: true });
   for (const [credential, all] of byCredential) {

@@ -7,7 +7,7 @@
 # embedded PostgreSQL and demo seed in a temporary DATA_DIR), fetches credentials from its
 # development data (test/fuzz/prepare.ts), then runs schemathesis (PyPI; installed into
 # .venv-fuzz on first use) once per credential the edge knows (public, staff, service,
-# core-client, customer, agent; the operations that end the caller's session or tenant run
+# core-client, customer, agent, scim; the operations that end the caller's session or tenant run
 # last), with the check "not a server error" and the examples, coverage and fuzzing phases
 # against GET /v1/openapi.json. Every request goes through the dev gateway and the edge.
 # Reports (JUnit XML, NDJSON) and logs stay in the printed work directory. Exits non-zero when
@@ -52,7 +52,7 @@ echo "stack up at $GW; work directory $WORK"
 
 status=0
 # Staff operations change the demo tenant's settings: they run after the other credentials'.
-for pass in public service core-client customer agent staff customer-late agent-late staff-late; do
+for pass in public service core-client customer agent scim staff customer-late agent-late staff-late; do
   # Fresh tokens for every pass (customer and agent access tokens live 10 minutes).
   npx tsx test/fuzz/prepare.ts "$GW" "$WORK/data" "$WORK/args" >"$WORK/prepare.log" 2>&1 || { echo "=== pass $pass: no credentials"; tail -5 "$WORK/prepare.log"; status=1; continue; }
   [ -f "$WORK/args/$pass.args" ] || continue
