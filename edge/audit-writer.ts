@@ -332,8 +332,9 @@ export class AuditWriter {
   }
 
   /**
-   * `replay`: the decision's policy input. Only a reference is kept in the Check: it is serialised
-   * with its batch at flush time, and scrubbed and written by the sink (the audit thread).
+   * `replay`: the decision's policy input. Nothing is serialised in the Check: for the audit thread
+   * the entry is encoded after the turn's answers (encodeFresh), for another sink with its batch at
+   * flush time; the sink (the audit thread) scrubs and writes the input.
    */
   push(entry: AuditEntry, replay?: ReplayInput): void {
     const e = replay ? this.withInput(entry, replay) : entry;
