@@ -52,6 +52,14 @@ const recorder = inputs
 recorder?.start();
 void recorder?.housekeep();
 
+/** A batch's entries as sent (JSON text or its UTF-8 bytes), their times as Dates. */
+function batchOf(sent: string | Uint8Array): RecordedEntry[] {
+  const text = typeof sent === 'string' ? sent : utf8.decode(sent);
+  return (JSON.parse(text) as (Omit<RecordedEntry, 'ts'> & { ts?: string })[]).map(
+    ({ ts, ...e }): RecordedEntry => (ts === undefined ? e : { ...e, ts: new Date(ts) }),
+  );
+}
+
 port.on('message', (m: ToThread) => {
   if (m.type === 'close') {
     void (recorder?.settle() ?? Promise.resolve())
@@ -59,10 +67,16 @@ port.on('message', (m: ToThread) => {
       .finally(() => reply({ type: 'closed' }));
     return;
   }
-  const text = typeof m.entries === 'string' ? m.entries : utf8.decode(m.entries);
-  const entries = (JSON.parse(text) as (Omit<RecordedEntry, 'ts'> & { ts?: string })[]).map(
-    ({ ts, ...e }): RecordedEntry => (ts === undefined ? e : { ...e, ts: new Date(ts) }),
-  );
+  let entries: RecordedEntry[];
+  try {
+    entries = batchOf(m.entries);
+  } catch (err) {
+    // A batch that does not read (cannot happen while every text comes from JSON.stringify) is
+    // refused as poison: the writer then records its entries one by one, the bad one as
+    // audit.unwritable, instead of this thread dying and the batch being retried for ever.
+    reply({ type: 'done', id: m.id, error: { message: (err as Error).message, poison: true } });
+    return;
+  }
   db.tx((client) => appendAudit(client, entries)).then(
     (ids) => {
       reply({ type: 'done', id: m.id });

@@ -81,7 +81,14 @@ function entryJson(entry: RecordedEntry): string | undefined {
 
 /** An encoded entry back as an object (what an inline sink and the poison path take). */
 export function decodeEntry(bytes: Buffer): RecordedEntry {
-  const { ts, ...e } = JSON.parse(bytes.toString('utf8')) as Omit<RecordedEntry, 'ts'> & { ts?: string };
+  let read: Omit<RecordedEntry, 'ts'> & { ts?: string };
+  try {
+    read = JSON.parse(bytes.toString('utf8')) as typeof read;
+  } catch (err) {
+    // A poison entry (audit-poison.ts): written around, recorded as unwritable, never retried.
+    throw new TypeError(`audit entry does not read as JSON: ${(err as Error).message}`);
+  }
+  const { ts, ...e } = read;
   return ts === undefined ? e : { ...e, ts: new Date(ts) };
 }
 
@@ -267,6 +274,19 @@ function unwritable(e: AuditEntry, err: unknown): AuditEntry {
 /** A queued entry: encoded (encodeEntry) for a sink that takes encoded entries, else the entry itself. */
 type Queued = RecordedEntry | Buffer;
 const entryOf = (q: Queued): RecordedEntry => (Buffer.isBuffer(q) ? decodeEntry(q) : q);
+/** entryOf for the poison path: an encoded entry that no longer reads still gets its audit.unwritable record. */
+function readableEntryOf(q: Queued): AuditEntry {
+  try {
+    return entryOf(q);
+  } catch {
+    return {
+      tenantId: '_platform',
+      actor: { type: 'unknown', id: '' },
+      action: 'audit.unreadable',
+      target: { type: 'unknown', id: '' },
+    };
+  }
+}
 /** The batch's buffers when every entry in it is encoded; undefined when one is not (an entry that cannot be). */
 function encodedOnly(batch: readonly Queued[]): Buffer[] | undefined {
   const out: Buffer[] = [];
@@ -521,7 +541,7 @@ export class AuditWriter {
         await this.writeBatch([queued]);
       } catch (err) {
         if (!isPoison(err)) return i;
-        const entry = entryOf(queued);
+        const entry = readableEntryOf(queued);
         this.log.error(
           { err: (err as Error).message, action: entry.action },
           'decision audit entry cannot be stored; recorded as audit.unwritable',

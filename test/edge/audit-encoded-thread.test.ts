@@ -168,3 +168,41 @@ describe('encoded audit batches on the real thread', () => {
     }
   });
 });
+
+describe('an encoded entry that does not read as JSON', () => {
+  it('is recorded as audit.unwritable and the others are written, the thread answering instead of dying', async () => {
+    const t = await freshDatabase();
+    const audit = new AuditWriter(t.db, log, 1000, 100, new AuditThread(t.url));
+    audit.recordInputs({ sample: 1, retentionDays: () => undefined });
+    const replay = (inputJson: string) => ({
+      inputJson,
+      allow: true,
+      policyVersion: 'p',
+      route: 'POST /v1/transfers',
+    });
+    try {
+      audit.push(oddEntry('tz', 0), replay('{"a":1}'));
+      audit.push(oddEntry('tz', 1), replay('{"a":')); // what policyInputJson can never give
+      audit.push(oddEntry('tz', 2), replay('{"b":2}'));
+      await new Promise<void>((r) => setImmediate(r));
+      await audit.flush();
+      assert.equal(audit.pending(), 0, 'nothing left to retry for ever');
+      const rows = await rowsOf(t, 'tz');
+      assert.deepEqual(
+        rows.map((r) => (r.decision as { n: number }).n),
+        [0, 2],
+      );
+      const lost = await t.db.query<{ action: string; attrs: Record<string, unknown> }>(
+        `SELECT action, attrs FROM audit_log WHERE tenant_id = '_platform' ORDER BY id`,
+      );
+      assert.deepEqual(
+        lost.rows.map((r) => r.action),
+        ['audit.unwritable'],
+      );
+      assert.match(String(lost.rows[0]?.attrs.error), /JSON/);
+    } finally {
+      await audit.stop();
+      await t.drop();
+    }
+  });
+});
