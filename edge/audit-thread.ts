@@ -70,11 +70,12 @@ port.on('message', (m: ToThread) => {
   let entries: RecordedEntry[];
   try {
     entries = batchOf(m.entries);
-  } catch (err) {
+  } catch {
     // A batch that does not read (cannot happen while every text comes from JSON.stringify) is
     // refused as poison: the writer then records its entries one by one, the bad one as
     // audit.unwritable, instead of this thread dying and the batch being retried for ever.
-    reply({ type: 'done', id: m.id, error: { message: (err as Error).message, poison: true } });
+    // Not JSON.parse's message: it quotes the text around the error, the unscrubbed input.
+    reply({ type: 'done', id: m.id, error: { message: 'audit batch does not read as JSON', poison: true } });
     return;
   }
   db.tx((client) => appendAudit(client, entries)).then(

@@ -84,9 +84,10 @@ export function decodeEntry(bytes: Buffer): RecordedEntry {
   let read: Omit<RecordedEntry, 'ts'> & { ts?: string };
   try {
     read = JSON.parse(bytes.toString('utf8')) as typeof read;
-  } catch (err) {
+  } catch {
     // A poison entry (audit-poison.ts): written around, recorded as unwritable, never retried.
-    throw new TypeError(`audit entry does not read as JSON: ${(err as Error).message}`);
+    // Not JSON.parse's message: it quotes the text around the error, the unscrubbed input.
+    throw new TypeError('audit entry does not read as JSON');
   }
   const { ts, ...e } = read;
   return ts === undefined ? e : { ...e, ts: new Date(ts) };

@@ -206,3 +206,41 @@ describe('an encoded entry that does not read as JSON', () => {
     }
   });
 });
+
+describe('the record of an encoded entry that does not read', () => {
+  it('carries no text of the unscrubbed input (JSON.parse quotes the bytes around the error)', async () => {
+    const t = await freshDatabase();
+    const messages: string[] = [];
+    const spy = {
+      ...log,
+      error: (o: { err?: unknown }) => messages.push(String(o.err)),
+      warn: (o: { err?: unknown }) => messages.push(String(o.err)),
+    } as unknown as typeof log;
+    const audit = new AuditWriter(t.db, spy, 1000, 100, new AuditThread(t.url));
+    audit.recordInputs({ sample: 1, retentionDays: () => undefined });
+    try {
+      audit.push(oddEntry('tz', 0), {
+        inputJson: '{"password":["hunter2",]}',
+        allow: true,
+        policyVersion: 'p',
+        route: 'POST /v1/transfers',
+      });
+      await new Promise<void>((r) => setImmediate(r));
+      await audit.flush();
+      assert.equal(audit.pending(), 0);
+      const lost = await t.db.query<{ action: string; attrs: Record<string, unknown> }>(
+        `SELECT action, attrs FROM audit_log WHERE tenant_id = '_platform' ORDER BY id`,
+      );
+      assert.deepEqual(
+        lost.rows.map((r) => r.action),
+        ['audit.unwritable'],
+      );
+      assert.match(String(lost.rows[0]?.attrs.error), /JSON/);
+      assert.doesNotMatch(JSON.stringify(lost.rows), /hunter2/);
+      assert.doesNotMatch(messages.join('\n'), /hunter2/);
+    } finally {
+      await audit.stop();
+      await t.drop();
+    }
+  });
+});
