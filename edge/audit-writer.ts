@@ -280,14 +280,45 @@ function readableEntryOf(q: Queued): AuditEntry {
   try {
     return entryOf(q);
   } catch {
-    return {
-      tenantId: '_platform',
-      actor: { type: 'unknown', id: '' },
-      action: 'audit.unreadable',
-      target: { type: 'unknown', id: '' },
-    };
+    return (
+      (Buffer.isBuffer(q) && headOf(q)) || {
+        tenantId: '_platform',
+        actor: { type: 'unknown', id: '' },
+        action: 'audit.unreadable',
+        target: { type: 'unknown', id: '' },
+      }
+    );
   }
 }
+/**
+ * Who, what and when of an encoded entry whose replay input does not read: recordedEntryJson writes
+ * `replay` last, so the text before its top-level `,"replay":` is the rest of the entry (an earlier
+ * occurrence, nested in the entry's own members, leaves braces open and does not parse).
+ */
+function headOf(bytes: Buffer): AuditEntry | undefined {
+  const text = bytes.toString('utf8');
+  let at = text.indexOf(',"replay":');
+  for (let tries = 0; at > 0 && tries < 16; tries += 1, at = text.indexOf(',"replay":', at + 1)) {
+    let head: Partial<Record<keyof AuditEntry, unknown>>;
+    try {
+      head = JSON.parse(`${text.slice(0, at)}}`) as typeof head;
+    } catch {
+      continue;
+    }
+    const { tenantId, actor, action, target, ts } = head;
+    if (typeof tenantId !== 'string' || !isObject(actor) || !isObject(target)) return undefined;
+    const when = typeof ts === 'string' ? new Date(ts) : undefined;
+    return {
+      tenantId,
+      actor: actor as AuditEntry['actor'],
+      action: typeof action === 'string' ? action : 'audit.unreadable',
+      target: target as AuditEntry['target'],
+      ...(when && !Number.isNaN(when.getTime()) ? { ts: when } : {}),
+    };
+  }
+  return undefined;
+}
+const isObject = (v: unknown): boolean => typeof v === 'object' && v !== null && !Array.isArray(v);
 /** The batch's buffers when every entry in it is encoded; undefined when one is not (an entry that cannot be). */
 function encodedOnly(batch: readonly Queued[]): Buffer[] | undefined {
   const out: Buffer[] = [];

@@ -169,6 +169,11 @@ describe('encoded audit batches on the real thread', () => {
   });
 });
 
+const platformActions = async (t: TestDb) =>
+  (
+    await t.db.query<{ action: string }>(`SELECT action FROM audit_log WHERE tenant_id = '_platform'`)
+  ).rows.map((r) => r.action);
+
 describe('an encoded entry that does not read as JSON', () => {
   it('is recorded as audit.unwritable and the others are written, the thread answering instead of dying', async () => {
     const t = await freshDatabase();
@@ -187,19 +192,23 @@ describe('an encoded entry that does not read as JSON', () => {
       await new Promise<void>((r) => setImmediate(r));
       await audit.flush();
       assert.equal(audit.pending(), 0, 'nothing left to retry for ever');
+      // Its record goes into its own tenant's chain, saying who, what and when (all but the input reads).
       const rows = await rowsOf(t, 'tz');
       assert.deepEqual(
-        rows.map((r) => (r.decision as { n: number }).n),
-        [0, 2],
+        rows.map((r) => [r.action, (r.decision as { n: number } | null)?.n]),
+        [
+          ['authz.decision', 0],
+          ['audit.unwritable', undefined],
+          ['authz.decision', 2],
+        ],
       );
-      const lost = await t.db.query<{ action: string; attrs: Record<string, unknown> }>(
-        `SELECT action, attrs FROM audit_log WHERE tenant_id = '_platform' ORDER BY id`,
-      );
-      assert.deepEqual(
-        lost.rows.map((r) => r.action),
-        ['audit.unwritable'],
-      );
-      assert.match(String(lost.rows[0]?.attrs.error), /JSON/);
+      const lost = rows[1];
+      assert.deepEqual(lost?.actor, { type: 'customer', id: 'c1lone high ? end' }); // unwritable()'s printable ASCII
+      assert.deepEqual(lost?.target, oddEntry('tz', 1).target);
+      assert.equal(lost?.ts.getTime(), oddEntry('tz', 1).ts?.getTime());
+      assert.equal((lost?.attrs as Record<string, unknown>).original_action, 'authz.decision');
+      assert.match(String((lost?.attrs as Record<string, unknown>).error), /JSON/);
+      assert.deepEqual(await platformActions(t), []);
     } finally {
       await audit.stop();
       await t.drop();
@@ -228,15 +237,13 @@ describe('the record of an encoded entry that does not read', () => {
       await new Promise<void>((r) => setImmediate(r));
       await audit.flush();
       assert.equal(audit.pending(), 0);
-      const lost = await t.db.query<{ action: string; attrs: Record<string, unknown> }>(
-        `SELECT action, attrs FROM audit_log WHERE tenant_id = '_platform' ORDER BY id`,
-      );
+      const rows = await rowsOf(t, 'tz');
       assert.deepEqual(
-        lost.rows.map((r) => r.action),
+        rows.map((r) => r.action),
         ['audit.unwritable'],
       );
-      assert.match(String(lost.rows[0]?.attrs.error), /JSON/);
-      assert.doesNotMatch(JSON.stringify(lost.rows), /hunter2/);
+      assert.match(String((rows[0]?.attrs as Record<string, unknown>).error), /JSON/);
+      assert.doesNotMatch(JSON.stringify(rows), /hunter2/);
       assert.doesNotMatch(messages.join('\n'), /hunter2/);
     } finally {
       await audit.stop();
