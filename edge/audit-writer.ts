@@ -268,7 +268,8 @@ function unwritable(e: AuditEntry, err: unknown): AuditEntry {
     action: 'audit.unwritable',
     target: { type: safe(e.target.type), id: safe(e.target.id) },
     attrs: { original_action: safe(e.action), error: safe((err as Error).message) },
-    ...(e.ts ? { ts: e.ts } : {}),
+    // An invalid Date (a RangeError to store) would make the record as poison as the entry: retried for ever.
+    ...(e.ts instanceof Date && !Number.isNaN(e.ts.getTime()) ? { ts: e.ts } : {}),
   };
 }
 

@@ -156,3 +156,76 @@ describe('decision audit entries encoded as they come', () => {
     await audit.stop();
   });
 });
+
+describe('a batch of 128 mixing an unencodable object, unreadable bytes and a transient failure', () => {
+  it('writes every good entry once, records both bad ones once, and loses nothing', async () => {
+    const written: RecordedEntry[] = [];
+    let calls = 0;
+    const sink: AuditSink = {
+      async write(batch) {
+        for (const e of batch)
+          if (Number.isNaN((e.attrs as { risk?: number } | undefined)?.risk))
+            throw new TypeError('not storable');
+        written.push(...batch);
+      },
+      async writeEncoded(batch) {
+        calls += 1;
+        if (calls === 40) throw new Error('connection refused'); // in the middle of the one-by-one pass
+        let read: RecordedEntry[];
+        try {
+          read = JSON.parse(encodedBatch(batch).toString('utf8')) as RecordedEntry[];
+        } catch {
+          throw Object.assign(new Error('audit batch does not read as JSON'), { poison: true });
+        }
+        written.push(...read);
+      },
+    };
+    const audit = new AuditWriter(noDb, log, 1000, 100, sink);
+    audit.recordInputs({ sample: 1, retentionDays: () => undefined });
+    for (let i = 0; i < 128; i++) {
+      if (i === 5) audit.push({ ...entry(i), attrs: { risk: Number.NaN } });
+      else if (i === 60) audit.push(entry(i), { ...input(i), inputJson: '{"a":' });
+      else audit.push(entry(i));
+    }
+    await new Promise<void>((r) => setImmediate(r));
+    await audit.flush();
+    await audit.flush(); // the one after the transient failure, if the first drain was the full batch's tick
+    assert.ok(calls > 40, 'the transient failure happened');
+    assert.equal(audit.pending(), 0);
+    const good = written.filter((e) => e.action === 'authz.decision').map(n);
+    assert.deepEqual(
+      good,
+      [...Array(128).keys()].filter((i) => i !== 5 && i !== 60),
+    );
+    const lost = written.filter((e) => e.action === 'audit.unwritable');
+    assert.deepEqual(
+      lost.map((e) => [e.tenantId, e.actor.id, e.attrs?.original_action]),
+      [
+        ['ta', 'c5', 'authz.decision'],
+        ['ta', 'c60', 'authz.decision'],
+      ],
+    );
+  });
+});
+
+describe('an entry whose time is not a time', () => {
+  it('is recorded as audit.unwritable without it instead of being retried for ever', async () => {
+    const written: RecordedEntry[] = [];
+    const sink: AuditSink = {
+      async write(batch) {
+        for (const e of batch) e.ts?.toISOString(); // what appendAudit does: RangeError for an invalid Date
+        written.push(...batch);
+      },
+    };
+    const audit = new AuditWriter(noDb, log, 1000, 100, sink);
+    audit.push(entry(0));
+    audit.push({ ...entry(1), ts: new Date(Number.NaN) });
+    audit.push(entry(2));
+    await audit.flush();
+    assert.equal(audit.pending(), 0);
+    assert.deepEqual(
+      written.map((e) => e.action),
+      ['authz.decision', 'audit.unwritable', 'authz.decision'],
+    );
+  });
+});
