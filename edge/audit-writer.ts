@@ -67,13 +67,16 @@ function refuseNonFinite(key: string, value: unknown): unknown {
  * Throws (TypeError) for an entry that cannot be encoded: it stays an object, for the poison path.
  */
 export function encodeEntry(entry: RecordedEntry): Buffer {
-  return Buffer.from(recordedEntryJson(entry, refuseNonFinite));
+  return Buffer.from(entryText(entry));
 }
 
-/** encodeEntry's text, or undefined for an entry that cannot be encoded. */
+/** An entry's JSON as the audit thread reads it: recordedEntryJson, numbers JSON cannot hold refused (TypeError). */
+const entryText = (entry: RecordedEntry): string => recordedEntryJson(entry, refuseNonFinite);
+
+/** entryText, or undefined for an entry that cannot be encoded. */
 function entryJson(entry: RecordedEntry): string | undefined {
   try {
-    return recordedEntryJson(entry, refuseNonFinite);
+    return entryText(entry);
   } catch {
     return undefined;
   }
@@ -122,7 +125,7 @@ export async function serializeInSlices(batch: RecordedEntry[]): Promise<string>
   const parts: string[] = [];
   let sliceStart = performance.now();
   for (const entry of batch) {
-    parts.push(recordedEntryJson(entry, refuseNonFinite));
+    parts.push(entryText(entry));
     if (performance.now() - sliceStart >= serializeSliceMs) {
       await new Promise<void>((r) => setImmediate(r));
       sliceStart = performance.now();
