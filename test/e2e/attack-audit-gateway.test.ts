@@ -116,11 +116,12 @@ describe('decision audit under hostile input through the gateway', () => {
       return (rows[0] as { tenant_id: string }).tenant_id;
     });
     type Sent = { id: string; tenant: string; ua: string; status: Promise<number> };
-    const sent: Sent[] = [];
+    let sent: Sent[] = [];
     const paths = [
       Buffer.from('/v1/countries'),
       Buffer.from('/v1/x%22,%22replay%22:%7B%7D%7D%7D'),
       Buffer.from('/v1/","replay":{}}}/%E2%80%A8'),
+      Buffer.from([0x2f, 0x76, 0x31, 0x2f, 0xed, 0xa0, 0x80, 0x22, 0x7d, 0x7d]), // /v1/ + a CESU lone surrogate + "}}
     ];
     for (let round = 0; round < 6; round++) {
       for (const [i, ua] of hostile.entries()) {
@@ -143,7 +144,7 @@ describe('decision audit under hostile input through the gateway', () => {
           const mapped = post || path.toString() === '/v1/countries';
           sent.push({
             id,
-            tenant: mapped ? tenant : '_platform',
+            tenant: path.some((b) => b > 0x7f) ? 'unparsed' : mapped ? tenant : '_platform',
             ua: ua.toString('latin1'),
             status: rawRequest(
               port,
@@ -156,8 +157,14 @@ describe('decision audit under hostile input through the gateway', () => {
         }
       }
     }
-    const statuses = await Promise.all(sent.map((s) => s.status));
-    for (const [i, s] of statuses.entries()) assert.ok(s < 500, `request ${i} answered ${s}`);
+    const answered = await Promise.all(sent.map((s) => s.status));
+    for (const [i, s] of answered.entries()) assert.ok(s < 500, `request ${i} answered ${s}`);
+    // A request line with bytes outside ASCII is refused by the HTTP parser: no decision to audit.
+    const unparsed = sent.filter((s) => s.tenant === 'unparsed');
+    assert.ok(unparsed.length > 0);
+    for (const [i, s] of sent.entries()) if (s.tenant === 'unparsed') assert.equal(answered[i], 400);
+    const statuses = answered.filter((_, i) => sent[i]?.tenant !== 'unparsed');
+    sent = sent.filter((s) => s.tenant !== 'unparsed');
 
     const rows = await poll(async () => {
       const { rows } = await e2e.tdb.db.query<{
