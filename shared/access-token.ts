@@ -24,7 +24,7 @@
 import { type Static, type TSchema, Type } from '@sinclair/typebox';
 import { TypeCompiler, type TypeCheck } from '@sinclair/typebox/compiler';
 import { bearerToken } from './bearer.ts';
-import type { TokenVerifier } from './token-keys.ts';
+import { isTokenFault, type TokenVerifier } from './token-keys.ts';
 
 export type TokenRefusalCode =
   | 'UNAUTHENTICATED'
@@ -145,6 +145,8 @@ export async function verifyAccessToken<K extends TokenKind>(
   try {
     raw = await verifier.verify(token, { audience: k.audience, typ: accessTokenTyp });
   } catch (err) {
+    // Only the token's own faults are refusals; a key set that could not be read is not one.
+    if (!isTokenFault(err)) throw err;
     const expired = (err as { code?: unknown }).code === 'ERR_JWT_EXPIRED';
     throw new TokenRefusal('invalid_token', expired ? 'access token expired' : 'access token is not valid');
   }

@@ -5,7 +5,7 @@
  * on NOTIFY `keys_changed` (shared/notify.ts) or after `cacheTtlMs`.
  */
 import { createPublicKey, type KeyObject } from 'node:crypto';
-import { decodeJwt, decodeProtectedHeader, jwtVerify, type JWK, type JWTPayload } from 'jose';
+import { decodeJwt, decodeProtectedHeader, errors, jwtVerify, type JWK, type JWTPayload } from 'jose';
 import type { Db } from './db/pool.ts';
 import { tenantIdPattern } from './tenant-id.ts';
 
@@ -28,6 +28,18 @@ export class KeyError extends Error {
   ) {
     super(message);
   }
+}
+
+/**
+ * Whether `verify` refused the token itself (its form, key id, signature or claims) rather than
+ * failed to judge it: a key set that could not be read (the database away, its pool exhausted) or
+ * a stored key that cannot be used is the service's fault. A caller answers the first 401
+ * invalid_token and must let the second through as unavailable (503): a client told its token is
+ * invalid throws it away and signs in again, and the edge would count it as a wrong credential
+ * against the caller's address.
+ */
+export function isTokenFault(err: unknown): boolean {
+  return err instanceof KeyError || err instanceof errors.JOSEError;
 }
 
 /** Cached key sets are re-read at least this often, NOTIFY or not. */
