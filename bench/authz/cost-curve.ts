@@ -8,7 +8,7 @@
  * Driven by ghz from its own process with a transfer-sized request, as `run.ts` drives the edge,
  * the configurations interleaved round by round and pooled; ratios to the floor (no decision) of
  * the same run. Prints; asserts nothing.
- *   npx tsx bench/authz/cost-curve.ts [--requests 5000] [--rps 1000] [--rounds 2]
+ *   npx tsx bench/authz/cost-curve.ts [--requests 5000] [--rps 1000] [--rounds 2] [--only background,stall]
  */
 import { execFile } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -16,6 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Worker } from 'node:worker_threads';
+import { auditFlushMs } from '../../edge/audit-writer.ts';
 import { buildRouteTable } from '../../edge/routes.ts';
 import { bindEdge, createEdgeServer } from '../../edge/server.ts';
 import type { CheckRequest } from '../../edge/types.ts';
@@ -35,33 +36,63 @@ interface Config {
   name: string;
   us: number;
   onWorker?: boolean;
+  /**
+   * CPU per Check spent later on a background thread, as the audit thread spends it: the Checks'
+   * share gathered and handed over every 50 ms (auditFlushMs), never awaited by a Check.
+   */
+  backgroundUs?: number;
+  /** The background thread's nice value (Linux: per thread), 0 when not given. */
+  backgroundNice?: number;
   /** One stall of the answering thread this long, half way through the measured run. */
   stallMs?: number;
 }
 
-const configs: Config[] = [
+const allConfigs: Config[] = [
   { name: 'floor: no decision', us: 0 },
   { name: '100 µs on the answering thread', us: 100 },
   { name: '200 µs on the answering thread', us: 200 },
   { name: '300 µs on the answering thread', us: 300 },
   { name: '200 µs on a worker thread', us: 200, onWorker: true },
+  { name: '200 µs + 100 µs in the background', us: 200, backgroundUs: 100 },
+  { name: 'the same, background thread nice 10', us: 200, backgroundUs: 100, backgroundNice: 10 },
   { name: 'floor + one 30 ms stall', us: 0, stallMs: 30 },
   { name: '200 µs + one 30 ms stall', us: 200, stallMs: 30 },
 ];
+
+/** `--only a,b`: the floor and the configurations whose names contain one of the words. */
+const onlyAt = process.argv.indexOf('--only');
+const only = onlyAt > 0 ? (process.argv[onlyAt + 1] ?? '').split(',') : undefined;
+const configs = allConfigs.filter(
+  (c, i) => i === 0 || only === undefined || only.some((w) => w !== '' && c.name.includes(w)),
+);
 
 function spin(us: number): void {
   const end = performance.now() + us / 1000;
   while (performance.now() < end);
 }
 
-/** A worker thread that spins `us` for each message and answers it. */
-function spinner(): { ask(us: number): Promise<void>; stop(): Promise<number> } {
+/**
+ * A worker thread that spins `us` for each message and answers it; `background` spins without an
+ * answer; `nice` sets the thread's own nice value (Linux: setpriority on its thread id).
+ */
+function spinner(): {
+  ask(us: number): Promise<void>;
+  background(us: number): void;
+  nice(value: number): void;
+  stop(): Promise<number>;
+} {
   const w = new Worker(
     `const { parentPort } = require('node:worker_threads');
-     parentPort.on('message', ({ id, us }) => {
+     const { readlinkSync } = require('node:fs');
+     const { setPriority } = require('node:os');
+     parentPort.on('message', ({ id, us, nice }) => {
+       if (nice !== undefined) {
+         setPriority(Number(readlinkSync('/proc/thread-self').split('/').pop()), nice);
+         return;
+       }
        const end = performance.now() + us / 1000;
        while (performance.now() < end);
-       parentPort.postMessage(id);
+       if (id !== undefined) parentPort.postMessage(id);
      });`,
     { eval: true },
   );
@@ -78,6 +109,8 @@ function spinner(): { ask(us: number): Promise<void>; stop(): Promise<number> } 
         waiting.set(id, resolve);
         w.postMessage({ id, us });
       }),
+    background: (us) => w.postMessage({ us }),
+    nice: (value) => w.postMessage({ nice: value }),
     stop: () => w.terminate(),
   };
 }
@@ -109,6 +142,11 @@ async function main(): Promise<void> {
   const worker = spinner();
   let current: Config = configs[0] as Config;
   let stallAt = Number.POSITIVE_INFINITY;
+  let owed = 0;
+  const handOver = setInterval(() => {
+    if (owed > 0) worker.background(owed);
+    owed = 0;
+  }, auditFlushMs);
   const server = createEdgeServer({
     log: createLogger('silent'),
     resolve: buildRouteTable(routeDeclarations),
@@ -119,6 +157,7 @@ async function main(): Promise<void> {
       }
       if (current.onWorker) await worker.ask(current.us);
       else if (current.us > 0) spin(current.us);
+      owed += current.backgroundUs ?? 0;
       return { allow: true, status: 200 };
     },
   });
@@ -132,6 +171,7 @@ async function main(): Promise<void> {
     for (let round = 1; round <= rounds; round++) {
       for (const [i, c] of configs.entries()) {
         current = c;
+        worker.nice(c.backgroundNice ?? 0);
         await ghz(address, file, 2000, rps); // warm-up
         stallAt = c.stallMs ? performance.now() + (requests / rps / 2) * 1000 : Number.POSITIVE_INFINITY;
         const r = await ghz(address, file, requests, rps);
@@ -145,6 +185,7 @@ async function main(): Promise<void> {
     );
     for (const [i, c] of configs.entries()) process.stdout.write(row(c.name, pooled(runs[i] ?? []), floor));
   } finally {
+    clearInterval(handOver);
     server.forceShutdown();
     await worker.stop();
     await rm(dir, { recursive: true, force: true });

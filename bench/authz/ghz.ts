@@ -39,8 +39,14 @@ export async function ghzRequestFile(dir: string, data: CheckRequest): Promise<s
   return file;
 }
 
-/** ghz's arguments for `n` Checks from `file` over `c` concurrent calls on two connections (`rps` 0: unthrottled). */
-export function ghzArgs(file: string, opts: { rps: number; n: number; c: number }): string[] {
+/**
+ * ghz's arguments for `n` Checks from `file` over `c` concurrent calls on two connections (`rps` 0:
+ * unthrottled); `metadata`: gRPC metadata sent with each call (HTTP/2 headers of the call).
+ */
+export function ghzArgs(
+  file: string,
+  opts: { rps: number; n: number; c: number; metadata?: Record<string, string> },
+): string[] {
   const args = [
     '--insecure',
     '--proto',
@@ -63,6 +69,7 @@ export function ghzArgs(file: string, opts: { rps: number; n: number; c: number 
     '1s',
   ];
   if (opts.rps > 0) args.push('--rps', String(opts.rps));
+  if (opts.metadata) args.push('-m', JSON.stringify(opts.metadata));
   return args;
 }
 
