@@ -23,6 +23,7 @@ import {
   loginPolicy,
   phonePolicy,
   refusalError,
+  judgedAttempt,
   settleFailure,
   settleSuccess,
   type Check,
@@ -126,9 +127,8 @@ async function admitted(
   },
 ): Promise<LoginResult> {
   const { db } = deps;
-  const { tenantId, phone, pin } = input;
-  const { settings, secrets, ip, device, slot, pop } = t0;
-  const cnf = pop ? { jkt: pop.jkt } : undefined;
+  const { tenantId, phone } = input;
+  const { settings, secrets, ip, device, slot } = t0;
   const phoneKey = phoneKeyOf(secrets, tenantId, phone);
   const checks = loginChecks(secrets, tenantId, phoneKey, ip, device, settings.addressThrottle);
   const anon = { type: 'anonymous', id: phoneRef(phoneKey) };
@@ -142,24 +142,51 @@ async function admitted(
   });
   if (!gate.ok) throw refusalError(gate);
 
-  const { usable, ok } = await checkPin(deps, input, slot, secrets.pin);
-  const t = deps.now();
-  if (!ok || !usable) {
-    await db.tx(async (q) => {
-      await settleFailure(q, tenantId, checks, t);
-      await auditAuth(
-        q,
-        audit(
-          false,
-          usable ? 'bad_pin' : 'unknown_or_no_pin',
-          usable ? { type: 'customer', id: usable.id } : anon,
-        ),
-        t,
-      );
-    });
-    throw invalid();
-  }
+  // Counted on admission; taken back if the service fails before the attempt is answered.
+  return judgedAttempt(deps, tenantId, checks, async (answered) => {
+    const { usable, ok } = await checkPin(deps, input, slot, secrets.pin);
+    const t = deps.now();
+    if (!ok || !usable) {
+      // A PIN judged wrong stays counted, whatever becomes of its record.
+      answered();
+      await db.tx(async (q) => {
+        await settleFailure(q, tenantId, checks, t);
+        await auditAuth(
+          q,
+          audit(
+            false,
+            usable ? 'bad_pin' : 'unknown_or_no_pin',
+            usable ? { type: 'customer', id: usable.id } : anon,
+          ),
+          t,
+        );
+      });
+      throw invalid();
+    }
+    return signedIn(deps, input, { ...t0, checks, audit, usable, t, answered });
+  });
+}
 
+/** A right PIN: the access token, the counters settled, the session and its record; then the rest. */
+async function signedIn(
+  deps: IdentityDeps,
+  input: LoginInput,
+  s: {
+    settings: NonNullable<Awaited<ReturnType<typeof tenantSettings>>>;
+    secrets: TenantSecrets;
+    ip: string;
+    device: string | undefined;
+    pop: { jkt: string } | undefined;
+    checks: Check[];
+    audit: ReturnType<typeof loginAudit>;
+    usable: CredentialRow;
+    t: number;
+    answered: () => void;
+  },
+): Promise<LoginResult> {
+  const { tenantId, pin } = input;
+  const { settings, secrets, ip, device, pop, checks, audit, usable, t } = s;
+  const cnf = pop ? { jkt: pop.jkt } : undefined;
   const customerId = usable.id;
   const sessionId = uuidv7(t);
   const mfaPending = settings.mfaRequiredForAll;
@@ -168,7 +195,7 @@ async function admitted(
     { tenantId, sub: customerId, sid: sessionId, aal: 1, amr: ['pin'], ...(cnf ? { cnf } : {}) },
     t,
   );
-  const refreshToken = await db.tx(async (q) => {
+  const refreshToken = await deps.db.tx(async (q) => {
     await settleSuccess(q, tenantId, checks, t);
     const rt = await createSession(
       q,
@@ -186,6 +213,7 @@ async function admitted(
     );
     return rt;
   });
+  s.answered();
   if (needsRehash(usable.kdf_version as number)) {
     inBackground(deps, 'pin rehash', () =>
       rehash(deps, tenantId, customerId, pin, secrets.pin, usable.kdf_version as number),

@@ -12,13 +12,16 @@
  * - For the phone scope, `dayLimit` attempts within the window set `needs_otp`: no PIN attempt
  *   is admitted until an OTP verification clears it (SPEC 8 "daily failures").
  * - Counters of unknown phones behave exactly like those of known ones, so the answers match.
- * - A refused attempt is not counted anywhere.
+ * - A refused attempt is not counted anywhere. Nor, in the end, is one the service failed before
+ *   answering it (a database, pool, PIN queue, hash or record): judgedAttempt takes its count
+ *   back (best effort: a database that failed the attempt may fail that too).
  * - The source address (scope 'ip') is the exception: it counts failures only, after the
  *   secret was checked (settleFailure), never sign-ins in flight (issue 13 item 4: customers
  *   signing in together behind one NAT must not throttle each other).
  */
+import type { Logger } from 'pino';
 import { AppError } from '../../shared/errors.ts';
-import type { Queryable } from '../../shared/db/pool.ts';
+import type { Db, Queryable } from '../../shared/db/pool.ts';
 import { addressFailed, gateAddress, type AddressPolicy } from './address-throttle.ts';
 
 export type Scope = 'phone' | 'ip' | 'device' | 'otp' | 'otp_send';
@@ -116,6 +119,23 @@ export function succeeded(c: Counter, reset: boolean): Counter {
     dayFails: Math.max(0, c.dayFails - 1),
     lockedUntil: undefined,
     needsOtp: false,
+  };
+}
+
+/**
+ * Pure: take back a counted attempt the caller was never answered on (the service failed before
+ * the secret was judged, or after it was judged right): as if it had not been admitted. The lock
+ * and the OTP requirement stay only where the remaining count still reaches them.
+ */
+export function uncounted(c: Counter, policy: ThrottlePolicy): Counter {
+  const fails = Math.max(0, c.fails - 1);
+  const dayFails = Math.max(0, c.dayFails - 1);
+  return {
+    ...c,
+    fails,
+    dayFails,
+    lockedUntil: fails >= policy.threshold ? c.lockedUntil : undefined,
+    needsOtp: c.needsOtp && policy.dayLimit !== undefined && dayFails >= policy.dayLimit,
   };
 }
 
@@ -265,6 +285,53 @@ export async function settleFailure(
   for (const c of addresses) {
     const next = addressFailed(rows.get(idOf(c)), now, c.policy);
     if (next) await write(q, tenantId, c, next);
+  }
+}
+
+/** Take back the attempt every non-address check counted on admission (see `uncounted`). */
+export async function settleUnanswered(
+  q: Queryable,
+  tenantId: string,
+  checks: Check[],
+  now: number,
+): Promise<void> {
+  const counted = checks.filter((c): c is Check & { policy: ThrottlePolicy } => !isAddress(c));
+  const rows = await lockRows(q, tenantId, counted, now);
+  for (const c of counted) {
+    const row = rows.get(idOf(c));
+    if (row) await write(q, tenantId, c, uncounted(row, c.policy));
+  }
+}
+
+/**
+ * Judge an attempt `admitAll` has counted. `judge` calls `answered()` once the attempt is settled
+ * (a wrong secret is counted for good as soon as it is judged wrong; a success once its counters
+ * and record commit). When `judge` throws before that, the failure was the service's (a database
+ * or pool that did not answer, the PIN queue full, a hash or a record that failed), not a wrong
+ * guess: the attempt is taken back, so that no lockout comes of it. A caller answered an error
+ * learns nothing about the secret. Taking it back is best effort: a database that failed the
+ * attempt may fail this too (logged), and the original error is what the caller is answered.
+ */
+export async function judgedAttempt<T>(
+  deps: { db: Pick<Db, 'tx'>; log: Logger; now: () => number },
+  tenantId: string,
+  checks: Check[],
+  judge: (answered: () => void) => Promise<T>,
+): Promise<T> {
+  let settled = false;
+  try {
+    return await judge(() => {
+      settled = true;
+    });
+  } catch (err) {
+    if (!settled) {
+      await deps.db
+        .tx((q) => settleUnanswered(q, tenantId, checks, deps.now()))
+        .catch((e: unknown) =>
+          deps.log.warn({ err: (e as Error).message }, 'an unanswered sign-in attempt stays counted'),
+        );
+    }
+    throw err;
   }
 }
 

@@ -1,7 +1,7 @@
 /** A core with identity on a fresh database, an injected clock and a capturing SMS sender. */
 import { randomBytes } from 'node:crypto';
 import { buildCore } from '../../core/app.ts';
-import type { Queryable } from '../../shared/db/pool.ts';
+import type { Db, Queryable } from '../../shared/db/pool.ts';
 import type { SmsMessage, SmsSender } from '../../core/identity/sms.ts';
 import type { IdentityOptions } from '../../core/identity/context.ts';
 import { KeyStore } from '../../core/keys/keys.ts';
@@ -55,6 +55,8 @@ export function freshIp(): string {
 export async function startHarness(
   tenants: { id: string; security?: Record<string, unknown> }[] = [{ id: 'ta' }, { id: 'tb' }],
   identity: Omit<IdentityOptions, 'sms'> = {},
+  /** The database as core and its key store see it (a test injecting failures wraps it). */
+  dbOf: (db: Db) => Db = (db) => db,
 ): Promise<Harness> {
   const clock = { t: Date.parse('2026-03-01T08:00:00Z') };
   const now = () => clock.t;
@@ -66,10 +68,11 @@ export async function startHarness(
       [t.id, JSON.stringify(t.security ?? {})],
     );
   }
-  const keys = new KeyStore(tdb.db, randomBytes(32), { now });
+  const db = dbOf(tdb.db);
+  const keys = new KeyStore(db, randomBytes(32), { now });
   const sms = new CapturingSender();
   const core = buildCore({
-    db: tdb.db,
+    db,
     log: createLogger('silent'),
     metrics,
     build: readBuildInfo(),

@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import { normalizedBody, origOf } from '../../shared/challenge.ts';
 import { isWeakPin } from '../../core/identity/routes-phone.ts';
 import { Semaphore, SemaphoreFull } from '../../core/identity/semaphore.ts';
-import { admit, phonePolicy, succeeded } from '../../core/identity/throttle.ts';
+import { admit, phonePolicy, succeeded, uncounted } from '../../core/identity/throttle.ts';
 
 describe('identity units', () => {
   it('semaphore: never more than `limit` at once, bounded queue refuses', async () => {
@@ -51,6 +51,27 @@ describe('identity units', () => {
     assert.equal(ok.fails, 0);
     assert.equal(ok.lockedUntil, undefined);
     assert.equal(ok.dayFails, 5, 'a success takes back only its own attempt from the daily count');
+  });
+
+  it('throttle: an unanswered attempt is taken back, the lock and OTP requirement only where it made them', () => {
+    const now = 0;
+    let c = admit(undefined, now, phonePolicy);
+    for (let i = 2; i <= 5; i++) c = c.ok ? admit(c.next, now, phonePolicy) : c;
+    assert.ok(c.ok);
+    const fifth = c.next;
+    assert.equal(fifth.lockedUntil, 15 * 60_000, 'the fifth counted attempt locks');
+    const back = uncounted(fifth, phonePolicy);
+    assert.deepEqual([back.fails, back.dayFails, back.lockedUntil], [4, 4, undefined]);
+    // Six counted (the sixth admitted once the first lock ran out): taking one back keeps a lock.
+    const later = 15 * 60_000;
+    const sixth = admit(fifth, later, phonePolicy);
+    assert.ok(sixth.ok);
+    assert.equal(uncounted(sixth.next, phonePolicy).lockedUntil, sixth.next.lockedUntil);
+    // The tenth attempt of the day asks for an OTP; taken back, it no longer does.
+    const tenth = { ...fifth, fails: 0, dayFails: 10, lockedUntil: undefined, needsOtp: true };
+    assert.equal(uncounted(tenth, phonePolicy).needsOtp, false);
+    assert.equal(uncounted({ ...tenth, dayFails: 11 }, phonePolicy).needsOtp, true);
+    assert.equal(uncounted({ ...fifth, fails: 0, dayFails: 0 }, phonePolicy).fails, 0, 'never below zero');
   });
 
   it('orig: canonical JSON body, raw text otherwise, empty for none', () => {
