@@ -22,6 +22,7 @@ import { insertRefreshToken, revokeSession, sessionMaxAgeMs } from '../identity/
 import { tenantSettings } from '../identity/settings.ts';
 import {
   admitAll,
+  judgedAttempt,
   loginPolicy,
   phonePolicy,
   refusalError,
@@ -243,37 +244,44 @@ export async function agentLogin(deps: AgentDeps, ctx: AnyCtx, input: LoginInput
     return g;
   });
   if (!gate.ok) throw refusalError(gate);
-  const row = await findAgentByCode(db, tenantId, agentCode);
-  const usable = row && row.status === 'active' ? row : undefined;
-  const pinOk = await pinMatches(deps, secrets, usable, pin);
-  const t = deps.now();
-  const result = await db.tx(async (q) => {
-    if (!usable || !pinOk) {
-      await settleFailure(q, tenantId, checks, t);
-      await audit(
+  // Counted on admission; taken back if the service fails before the attempt is answered (a
+  // busy PIN queue, a database that does not answer): only the agent's own failures count.
+  return judgedAttempt(deps, tenantId, checks, async (answered) => {
+    const row = await findAgentByCode(db, tenantId, agentCode);
+    const usable = row && row.status === 'active' ? row : undefined;
+    const pinOk = await pinMatches(deps, secrets, usable, pin);
+    const t = deps.now();
+    // A PIN judged wrong stays counted, whatever becomes of its record.
+    if (!usable || !pinOk) answered();
+    const result = await db.tx(async (q) => {
+      if (!usable || !pinOk) {
+        await settleFailure(q, tenantId, checks, t);
+        await audit(
+          q,
+          false,
+          usable ? 'bad_pin' : 'unknown_or_inactive',
+          t,
+          usable ? { type: 'agent', id: usable.id } : anon,
+        );
+        return undefined;
+      }
+      const actor = { type: 'agent', id: usable.id };
+      if (!(await checkDeviceProof(q, 'agent-login', tenantId, usable, device, t))) {
+        await settleFailure(q, tenantId, checks, t);
+        await audit(q, false, 'device_not_bound_or_bad_proof', t, actor);
+        return undefined;
+      }
+      return openAgentSession(
+        deps,
         q,
-        false,
-        usable ? 'bad_pin' : 'unknown_or_inactive',
+        { tenantId, agentId: usable.id, device: device.deviceId, ip, requestId: ctx.requestId, pop, checks },
         t,
-        usable ? { type: 'agent', id: usable.id } : anon,
       );
-      return undefined;
-    }
-    const actor = { type: 'agent', id: usable.id };
-    if (!(await checkDeviceProof(q, 'agent-login', tenantId, usable, device, t))) {
-      await settleFailure(q, tenantId, checks, t);
-      await audit(q, false, 'device_not_bound_or_bad_proof', t, actor);
-      return undefined;
-    }
-    return openAgentSession(
-      deps,
-      q,
-      { tenantId, agentId: usable.id, device: device.deviceId, ip, requestId: ctx.requestId, pop, checks },
-      t,
-    );
+    });
+    answered();
+    if (!result) throw invalid();
+    return result;
   });
-  if (!result) throw invalid();
-  return result;
 }
 
 interface RefreshRow {

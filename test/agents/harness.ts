@@ -10,6 +10,7 @@ import { readBuildInfo } from '../../core/platform/build-info.ts';
 import { provisionAgent, type ProvisionedAgent } from '../../core/agents/provision.ts';
 import { proofMessage, type ProofPurpose } from '../../core/agents/device.ts';
 import { platformAccounts } from '../../core/agents/ledger.ts';
+import type { Db } from '../../shared/db/pool.ts';
 import { CapturingSender, freshIp } from '../identity/harness.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { call, serve, type Res } from '../helpers/http.ts';
@@ -57,7 +58,11 @@ export interface AgentHarness {
   close(): Promise<void>;
 }
 
-export async function startAgentHarness(tenants: string[] = ['ta', 'tb']): Promise<AgentHarness> {
+export async function startAgentHarness(
+  tenants: string[] = ['ta', 'tb'],
+  /** The database as core and its key store see it (a test injecting failures wraps it). */
+  dbOf: (db: Db) => Db = (db) => db,
+): Promise<AgentHarness> {
   const clock = { t: Date.parse('2026-03-02T08:00:00Z') };
   const now = () => clock.t;
   const metrics = createMetrics();
@@ -67,11 +72,12 @@ export async function startAgentHarness(tenants: string[] = ['ta', 'tb']): Promi
       `INSERT INTO tenants (id, name, country, base_currency) VALUES ($1, $1, 'KE', 'KES')`,
       [id],
     );
-  const keys = new KeyStore(tdb.db, randomBytes(32), { now });
+  const db = dbOf(tdb.db);
+  const keys = new KeyStore(db, randomBytes(32), { now });
   const sms = new CapturingSender();
   const log = createLogger('silent');
   const core = buildCore({
-    db: tdb.db,
+    db,
     log,
     metrics,
     build: readBuildInfo(),
