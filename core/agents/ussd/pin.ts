@@ -2,14 +2,15 @@
  * PINs typed on USSD are verified like any login (SPEC 5.2, 8): the same argon2id PinHasher
  * (its semaphore), the same lockout counters as the app login for that subject (customer: the
  * tenant+phone HMAC key; agent: the agent-code HMAC key), counted before the check and taken
- * back after a success, and every attempt audited (never the PIN). The source address is the
- * gateway's, shared by every subscriber, so it is not counted (it would lock everyone out).
+ * back after a success or when the service fails before answering (throttle.ts judgedAttempt),
+ * and every attempt audited (never the PIN). The source address is the gateway's, shared by
+ * every subscriber, so it is not counted (it would lock everyone out).
  */
 import { AppError } from '../../../shared/errors.ts';
 import { auditAuth, phoneKeyOf, phoneRef } from '../../identity/context.ts';
 import { pinResetHold, utcMinute } from '../../identity/pin-hold.ts';
 import { SemaphoreFull } from '../../identity/semaphore.ts';
-import { admitAll, phonePolicy, settleSuccess, type Check } from '../../identity/throttle.ts';
+import { admitAll, judgedAttempt, phonePolicy, settleSuccess, type Check } from '../../identity/throttle.ts';
 import { agentKeyOf, agentRef } from '../auth.ts';
 import { auditAgent, type AgentDeps, type AnyCtx } from '../context.ts';
 import { end } from './protocol.ts';
@@ -61,26 +62,33 @@ export async function verifyUssdPin(
       'too many failed PIN attempts',
     );
   }
-  let ok: boolean;
-  try {
-    ok = s.stored
-      ? await identity.pins.verify(pin, secrets.pin, s.stored)
-      : await identity.pins.verifyDummy(pin, secrets.pin);
-  } catch (err) {
-    if (err instanceof SemaphoreFull) throw new AppError('SERVICE_UNAVAILABLE', 'busy');
-    throw err;
-  }
-  const t = deps.now();
-  if (!ok) {
-    await audit(false, s.stored ? 'bad_pin' : 'no_pin', t);
-    return false;
-  }
-  // The counters cleared and the success recorded commit together.
-  await db.tx(async (q) => {
-    await settleSuccess(q, s.tenantId, checks, t);
-    await auditAuth(q, record(true, 'success'), t);
+  // Counted on admission; taken back if the service fails before the attempt is answered (the
+  // PIN queue full, a hash or a record that failed): only the subscriber's own failures count.
+  return judgedAttempt(deps, s.tenantId, checks, async (answered) => {
+    let ok: boolean;
+    try {
+      ok = s.stored
+        ? await identity.pins.verify(pin, secrets.pin, s.stored)
+        : await identity.pins.verifyDummy(pin, secrets.pin);
+    } catch (err) {
+      if (err instanceof SemaphoreFull) throw new AppError('SERVICE_UNAVAILABLE', 'busy');
+      throw err;
+    }
+    const t = deps.now();
+    if (!ok) {
+      // A PIN judged wrong stays counted, whatever becomes of its record.
+      answered();
+      await audit(false, s.stored ? 'bad_pin' : 'no_pin', t);
+      return false;
+    }
+    // The counters cleared and the success recorded commit together.
+    await db.tx(async (q) => {
+      await settleSuccess(q, s.tenantId, checks, t);
+      await auditAuth(q, record(true, 'success'), t);
+    });
+    answered();
+    return true;
   });
-  return true;
 }
 
 /**
