@@ -101,12 +101,26 @@ export const defaultLimitRows: readonly LimitRow[] = [
   },
 ];
 
+/** Tenants whose default rows this process has seen committed: nothing is inserted for them again. */
 const ready = new Set<string>();
+/**
+ * The transactions (each `Db.tx` hands its callback a client of its own) that inserted a tenant's
+ * default rows: until one commits, nobody knows it will, so they are not `ready` yet.
+ */
+const insertedIn = new WeakMap<Queryable, Set<string>>();
 
-/** Insert the tenant's default rows once per process (ON CONFLICT DO NOTHING: re-runs are free). */
+/**
+ * Insert the tenant's default rows (ON CONFLICT DO NOTHING: re-runs are free), once per process
+ * once they are known committed. A transaction that inserted them may still roll back (a failed
+ * record, a pool or connection that gave out, a deadlock `Db.tx` retries): taken as done then,
+ * the rows would be gone and every later account of the tenant refused 422 UNKNOWN_PRODUCT until
+ * a restart. So the tenant is `ready` only when a call finds every row there already, inserted by
+ * another transaction (which therefore committed), or through the pool, where each statement
+ * commits at once.
+ */
 export async function ensureTenantLedger(q: Queryable, tenantId: string): Promise<void> {
   if (ready.has(tenantId)) return;
-  await q.query(
+  const types = await q.query(
     `INSERT INTO ledger_account_types (tenant_id, code, description, debits_must_not_exceed_credits, open_via_api)
      SELECT $1, * FROM unnest($2::text[], $3::text[], $4::boolean[], $5::boolean[]) ON CONFLICT DO NOTHING`,
     [
@@ -117,7 +131,7 @@ export async function ensureTenantLedger(q: Queryable, tenantId: string): Promis
       defaultAccountTypes.map((t) => t.openViaApi),
     ],
   );
-  await q.query(
+  const txnTypes = await q.query(
     `INSERT INTO ledger_transaction_types (tenant_id, code, description, requires_two_factor)
      SELECT $1, * FROM unnest($2::text[], $3::text[], $4::boolean[]) ON CONFLICT DO NOTHING`,
     [
@@ -127,7 +141,7 @@ export async function ensureTenantLedger(q: Queryable, tenantId: string): Promis
       defaultTransactionTypes.map((t) => t.requiresTwoFactor),
     ],
   );
-  await q.query(
+  const limits = await q.query(
     `INSERT INTO ledger_limit_rows (tenant_id, product_code, action, currency, period, max_amount, max_count)
      SELECT $1, * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::numeric[], $7::int[]) ON CONFLICT DO NOTHING`,
     [
@@ -140,7 +154,10 @@ export async function ensureTenantLedger(q: Queryable, tenantId: string): Promis
       defaultLimitRows.map((r) => r.maxCount),
     ],
   );
-  ready.add(tenantId);
+  const inserted = (types.rowCount ?? 0) + (txnTypes.rowCount ?? 0) + (limits.rowCount ?? 0);
+  const pool = 'tx' in q;
+  if (pool || (inserted === 0 && !insertedIn.get(q)?.has(tenantId))) ready.add(tenantId);
+  else if (inserted > 0) insertedIn.set(q, (insertedIn.get(q) ?? new Set<string>()).add(tenantId));
 }
 
 /** Account types a module needs beyond the defaults (idempotent; never opened through the API). */
