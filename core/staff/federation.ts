@@ -260,6 +260,23 @@ async function refusal(
 
 type Refuse = (tenantId: string, outcome: string) => Promise<AppError>;
 
+/**
+ * Whether the token request failed for want of an answer, not on one: the provider could not be
+ * reached (fetch's TypeError), did not answer in time, or answered a server error (5xx,
+ * `temporarily_unavailable`, `server_error`). Everything else is the provider's or openid-client's
+ * verdict on this code and ID token: a refused sign-in.
+ */
+function providerDidNotAnswer(err: unknown): boolean {
+  if (err instanceof TypeError) return true;
+  const e = err as { code?: unknown; status?: unknown; error?: unknown; cause?: unknown };
+  if (e.code === 'OAUTH_TIMEOUT' || e.code === 'OAUTH_ABORT') return true;
+  if (e.error === 'temporarily_unavailable' || e.error === 'server_error') return true;
+  // ResponseBodyError carries the status; an unexpected non-OAuth answer carries its Response.
+  const status =
+    typeof e.status === 'number' ? e.status : (e.cause as { status?: unknown } | undefined)?.status;
+  return typeof status === 'number' && status >= 500;
+}
+
 /** Exchanges the authorization code (PKCE, state, nonce) and returns the verified ID token's claims. */
 async function idTokenClaims(
   deps: FederationDeps,
@@ -272,16 +289,21 @@ async function idTokenClaims(
   const config = await configOf(deps, idp);
   const callbackUrl = new URL(idp.redirectUri);
   for (const [k, v] of Object.entries(query)) callbackUrl.searchParams.set(k, v);
+  // Our own sealed verifier: a failure to open it is ours, never the sign-in's.
+  const pkceCodeVerifier = deps.keys.openSecret(taken.verifier_enc, verifierAad(taken.hash)).toString('utf8');
   let claims: oidc.IDToken | undefined;
   try {
     const tokens = await oidc.authorizationCodeGrant(config, callbackUrl, {
-      pkceCodeVerifier: deps.keys.openSecret(taken.verifier_enc, verifierAad(taken.hash)).toString('utf8'),
+      pkceCodeVerifier,
       expectedState: query.state ?? '',
       expectedNonce: taken.nonce,
       idTokenExpected: true,
     });
     claims = tokens.claims();
   } catch (err) {
+    // As when its discovery document cannot be fetched (configOf): the person did nothing wrong.
+    if (providerDidNotAnswer(err))
+      throw new AppError('IDP_UNREACHABLE', 'the identity provider could not be reached');
     // The reason is recorded by its class only: openid-client's messages can quote what it received.
     throw await refuse(tenantId, `id_token_or_code_refused:${(err as { code?: string }).code ?? 'error'}`);
   }

@@ -208,6 +208,27 @@ describe('federated staff sign-in', () => {
     });
   }
 
+  it('a provider that does not answer the token request is 502 IDP_UNREACHABLE, not a refused sign-in', async () => {
+    const id = await addStaff(tdb.db, 'demo', 'down@demo.example', ['ops']);
+    idp.nextAccount = { sub: 'idp-sub-down', preferred_username: 'down@demo.example' };
+    const refusals = async () =>
+      (
+        await tdb.db.query(
+          `SELECT 1 FROM audit_log WHERE tenant_id = 'demo' AND action = 'auth.staff_login' AND attrs->>'outcome' LIKE 'id_token_or_code_refused%'`,
+        )
+      ).rows.length;
+    const before = await refusals();
+    const query = await idp.authorize(await begin());
+    idp.tamper = 'unavailable';
+    const r = await callback(query);
+    assert.equal(r.status, 502, r.text);
+    assert.equal(r.json.code, 'IDP_UNREACHABLE');
+    assert.equal(await sessionsOf(id), 0);
+    assert.equal(await refusals(), before, 'no record says the code or ID token was refused');
+    // The person starts again and signs in.
+    assert.equal((await signIn()).status, 200);
+  });
+
   it('a state is single use: the same callback again is refused', async () => {
     await addStaff(tdb.db, 'demo', 'replay@demo.example', ['ops']);
     idp.nextAccount = { sub: 'idp-sub-replay', preferred_username: 'replay@demo.example' };

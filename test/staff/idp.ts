@@ -2,8 +2,8 @@
  * A real OpenID Connect provider for tests (panva's oidc-provider) on 127.0.0.1, port 0, behind a
  * small proxy that is its public issuer URL. The proxy can tamper with the ID token of the next
  * token response (bad signature, wrong audience, wrong nonce, expired), re-signing it with the
- * provider's own key (or a stranger's), so the platform's checks are exercised against real
- * protocol traffic. Sign-in is automatic: the interaction logs in `nextAccount` with its `amr`/`acr`.
+ * provider's own key (or a stranger's), or answer it 503 as a provider that is down, so the
+ * platform's checks are exercised against real protocol traffic. Sign-in is automatic: the interaction logs in `nextAccount` with its `amr`/`acr`.
  */
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import {
@@ -28,7 +28,7 @@ export interface TestAccount {
   acr?: string;
 }
 
-export type Tamper = 'none' | 'bad_signature' | 'wrong_audience' | 'wrong_nonce' | 'expired';
+export type Tamper = 'none' | 'bad_signature' | 'wrong_audience' | 'wrong_nonce' | 'expired' | 'unavailable';
 
 export interface TestIdp {
   issuer: string;
@@ -160,6 +160,13 @@ export async function startTestIdp(redirectUri: string): Promise<TestIdp> {
   proxy.on('request', (req: IncomingMessage, res: ServerResponse) => {
     void (async () => {
       const body = await readBody(req);
+      if (req.url?.startsWith('/token') && idp.tamper === 'unavailable') {
+        // The provider down behind its load balancer: the next token request is not answered.
+        idp.tamper = 'none';
+        res.writeHead(503, { 'content-type': 'text/html' });
+        res.end('<html><body>503 Service Unavailable</body></html>');
+        return;
+      }
       const up = httpRequest(
         { host: '127.0.0.1', port: innerPort, method: req.method, path: req.url, headers: req.headers },
         async (upRes) => {
