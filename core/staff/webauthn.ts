@@ -71,10 +71,17 @@ export type AuthenticationResponse = Static<typeof AuthenticationResponse>;
 
 /**
  * @simplewebauthn/server is loaded on the first ceremony, not at start: it adds seconds to every
- * core process's start on a loaded machine, and most requests never need it.
+ * core process's start on a loaded machine, and most requests never need it. A load that fails
+ * (out of file descriptors, a package replaced under the running process) fails that request as
+ * the service's error and is tried again by the next one: kept, it failed every ceremony until a
+ * restart.
  */
 let library: Promise<typeof import('@simplewebauthn/server')> | undefined;
-const webauthn = () => (library ??= import('@simplewebauthn/server'));
+const webauthn = () =>
+  (library ??= import('@simplewebauthn/server').catch((err: unknown) => {
+    library = undefined;
+    throw err;
+  }));
 
 const ClientData = TypeCompiler.Compile(
   Type.Object({ challenge: Type.String({ minLength: 16, maxLength: 256 }) }),
@@ -186,8 +193,10 @@ export async function verifyRegistration(
   response: RegistrationResponse,
   challenge: string,
 ): Promise<NewCredential | undefined> {
+  // Outside the try: a library that cannot be loaded is the service's failure, not a bad registration.
+  const lib = await webauthn();
   try {
-    const r = await (await webauthn()).verifyRegistrationResponse({
+    const r = await lib.verifyRegistrationResponse({
       response: response as Parameters<typeof verifyRegistrationResponse>[0]['response'],
       expectedChallenge: challenge,
       expectedOrigin: cfg.origins,
@@ -250,8 +259,10 @@ export async function verifyAssertion(
   challenge: string,
   cred: StoredCredential,
 ): Promise<number | undefined> {
+  // Outside the try: a library that cannot be loaded is the service's failure, not a bad assertion.
+  const lib = await webauthn();
   try {
-    const r = await (await webauthn()).verifyAuthenticationResponse({
+    const r = await lib.verifyAuthenticationResponse({
       response: response as Parameters<typeof verifyAuthenticationResponse>[0]['response'],
       expectedChallenge: challenge,
       expectedOrigin: cfg.origins,
