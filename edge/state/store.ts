@@ -760,14 +760,12 @@ export class EdgeState {
       );
       const r = rows[0];
       if (!r) return undefined;
-      if (r.seal !== apiKeySealVersion) {
-        // Sealed with the master key, which the edge does not hold: core re-seals at start-up.
-        this.log.warn(
-          { apiKeyId: r.id },
-          'API key not yet re-sealed for the edge; refused until core has started',
-        );
-        return undefined;
-      }
+      // Sealed with the master key, which the edge does not hold: core re-seals it at start-up.
+      // Until then the edge cannot judge the request; the key is the client's and valid, so the
+      // answer is not invalid_key (a client told so discards it) but a fail-closed 503, and
+      // nothing is cached: the next request after the re-seal reads the row again.
+      if (r.seal !== apiKeySealVersion)
+        throw new Error(`API key ${r.id} is not yet re-sealed for the edge (core re-seals it at start-up)`);
       return {
         id: r.id,
         tenantId: r.tenant_id,

@@ -268,6 +268,21 @@ describe('API keys at the edge', () => {
     assert.equal((await edge2.check(fresh)).status.code, 0);
   });
 
+  it('a key core has not re-sealed for the edge yet fails closed (503), not 403 invalid_key; re-sealed, it passes', async () => {
+    const k = await newKey('t2');
+    // As a key created before migration 0790 was stored: sealed with the master key, seal = 1.
+    await t.db.query('UPDATE api_keys SET secret_enc = $2, seal = 1 WHERE id = $1', [
+      k.key.id,
+      keys.sealSecret(Buffer.from(k.secret), `apikey:${k.key.id}`),
+    ]);
+    const during = await edge.check(signed(k, 'GET', '/t/transactions'));
+    assert.equal(during.denied_response?.status.code, 503, during.denied_response?.body);
+    assert.equal(body(during).code, 'authz_unavailable');
+    assert.equal(await store.resealLegacySecrets(), 1);
+    const afterwards = await edge.check(signed(k, 'GET', '/t/transactions'));
+    assert.equal(afterwards.status.code, 0, afterwards.denied_response?.body);
+  });
+
   it('refuses unknown and revoked keys (invalid_key), expired keys and sources outside the allowlist', async () => {
     const unknown = await edge.check(
       signed({ key: { id: 'pk_live_UNKNOWNUNKNOWNUNKNOWN00' }, secret: 'x' }, 'GET', '/t/transactions'),
