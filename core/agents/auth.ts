@@ -246,7 +246,7 @@ export async function agentLogin(deps: AgentDeps, ctx: AnyCtx, input: LoginInput
   if (!gate.ok) throw refusalError(gate);
   // Counted on admission; taken back if the service fails before the attempt is answered (a
   // busy PIN queue, a database that does not answer): only the agent's own failures count.
-  return judgedAttempt(deps, tenantId, checks, async (answered) => {
+  return judgedAttempt(deps, { tenantId, checks, at: start }, async (answered) => {
     const row = await findAgentByCode(db, tenantId, agentCode);
     const usable = row && row.status === 'active' ? row : undefined;
     const pinOk = await pinMatches(deps, secrets, usable, pin);

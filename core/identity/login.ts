@@ -143,7 +143,7 @@ async function admitted(
   if (!gate.ok) throw refusalError(gate);
 
   // Counted on admission; taken back if the service fails before the attempt is answered.
-  return judgedAttempt(deps, tenantId, checks, async (answered) => {
+  return judgedAttempt(deps, { tenantId, checks, at: start }, async (answered) => {
     const { usable, ok } = await checkPin(deps, input, slot, secrets.pin);
     const t = deps.now();
     if (!ok || !usable) {

@@ -104,11 +104,18 @@ export function admit(row: Counter | undefined, now: number, policy: ThrottlePol
   }
   const fails = c.fails + 1;
   const dayFails = c.dayFails + 1;
-  const over = fails - policy.threshold;
-  const lockedUntil =
-    over >= 0 ? now + Math.min(policy.lockMs * 2 ** Math.min(over, 20), policy.maxLockMs) : c.lockedUntil;
+  const lockedUntil = lockAhead(fails, now, policy) ?? c.lockedUntil;
   const needsOtp = policy.dayLimit !== undefined && dayFails >= policy.dayLimit;
   return { ok: true, next: { ...c, fails, dayFails, lockedUntil, needsOtp } };
+}
+
+/**
+ * The end of the lock an attempt admitted at `now` as the `fails`th sets: none below the
+ * threshold, `lockMs` at it, doubling with each further attempt (progressive), up to `maxLockMs`.
+ */
+function lockAhead(fails: number, now: number, policy: ThrottlePolicy): number | undefined {
+  const over = fails - policy.threshold;
+  return over >= 0 ? now + Math.min(policy.lockMs * 2 ** Math.min(over, 20), policy.maxLockMs) : undefined;
 }
 
 /** Pure: take back a counted attempt that succeeded. `reset` (phone, otp): consecutive count to 0. */
@@ -123,18 +130,24 @@ export function succeeded(c: Counter, reset: boolean): Counter {
 }
 
 /**
- * Pure: take back a counted attempt the caller was never answered on (the service failed before
- * the secret was judged, or after it was judged right): as if it had not been admitted. The lock
- * and the OTP requirement stay only where the remaining count still reaches them.
+ * Pure: take back a counted attempt, admitted at `admittedAt`, the caller was never answered on
+ * (the service failed before the secret was judged, or after it was judged right): as if it had
+ * not been admitted. The OTP requirement stays only where the remaining count still reaches it.
+ * The lock goes where the remaining count no longer reaches the threshold, and where it is the
+ * lock this attempt's own admission set: an attempt admitted past the threshold (once an earlier
+ * lock ran out) locks ahead, and no attempt is admitted after it while that lock holds, so a lock
+ * ending exactly where its admission put it is its own. Kept, an outage would lock out for 30
+ * minutes and more a customer whose first lock had run out and who typed the right PIN.
  */
-export function uncounted(c: Counter, policy: ThrottlePolicy): Counter {
+export function uncounted(c: Counter, policy: ThrottlePolicy, admittedAt: number): Counter {
   const fails = Math.max(0, c.fails - 1);
   const dayFails = Math.max(0, c.dayFails - 1);
+  const own = c.lockedUntil !== undefined && c.lockedUntil === lockAhead(c.fails, admittedAt, policy);
   return {
     ...c,
     fails,
     dayFails,
-    lockedUntil: fails >= policy.threshold ? c.lockedUntil : undefined,
+    lockedUntil: fails >= policy.threshold && !own ? c.lockedUntil : undefined,
     needsOtp: c.needsOtp && policy.dayLimit !== undefined && dayFails >= policy.dayLimit,
   };
 }
@@ -288,18 +301,20 @@ export async function settleFailure(
   }
 }
 
+/** An attempt `admitAll` counted: where, against what, and when (its `now`). */
+export interface Admitted {
+  tenantId: string;
+  checks: Check[];
+  at: number;
+}
+
 /** Take back the attempt every non-address check counted on admission (see `uncounted`). */
-export async function settleUnanswered(
-  q: Queryable,
-  tenantId: string,
-  checks: Check[],
-  now: number,
-): Promise<void> {
-  const counted = checks.filter((c): c is Check & { policy: ThrottlePolicy } => !isAddress(c));
-  const rows = await lockRows(q, tenantId, counted, now);
+export async function settleUnanswered(q: Queryable, a: Admitted, now: number): Promise<void> {
+  const counted = a.checks.filter((c): c is Check & { policy: ThrottlePolicy } => !isAddress(c));
+  const rows = await lockRows(q, a.tenantId, counted, now);
   for (const c of counted) {
     const row = rows.get(idOf(c));
-    if (row) await write(q, tenantId, c, uncounted(row, c.policy));
+    if (row) await write(q, a.tenantId, c, uncounted(row, c.policy, a.at));
   }
 }
 
@@ -314,8 +329,7 @@ export async function settleUnanswered(
  */
 export async function judgedAttempt<T>(
   deps: { db: Pick<Db, 'tx'>; log: Logger; now: () => number },
-  tenantId: string,
-  checks: Check[],
+  admitted: Admitted,
   judge: (answered: () => void) => Promise<T>,
 ): Promise<T> {
   let settled = false;
@@ -326,7 +340,7 @@ export async function judgedAttempt<T>(
   } catch (err) {
     if (!settled) {
       await deps.db
-        .tx((q) => settleUnanswered(q, tenantId, checks, deps.now()))
+        .tx((q) => settleUnanswered(q, admitted, deps.now()))
         .catch((e: unknown) =>
           deps.log.warn({ err: (e as Error).message }, 'an unanswered sign-in attempt stays counted'),
         );

@@ -60,18 +60,28 @@ describe('identity units', () => {
     assert.ok(c.ok);
     const fifth = c.next;
     assert.equal(fifth.lockedUntil, 15 * 60_000, 'the fifth counted attempt locks');
-    const back = uncounted(fifth, phonePolicy);
+    const back = uncounted(fifth, phonePolicy, now);
     assert.deepEqual([back.fails, back.dayFails, back.lockedUntil], [4, 4, undefined]);
-    // Six counted (the sixth admitted once the first lock ran out): taking one back keeps a lock.
+    // The sixth, admitted once the first lock ran out, locks 30 minutes ahead: taken back, that
+    // lock is its own and goes (the first one had run out); the five failures stay counted.
     const later = 15 * 60_000;
     const sixth = admit(fifth, later, phonePolicy);
     assert.ok(sixth.ok);
-    assert.equal(uncounted(sixth.next, phonePolicy).lockedUntil, sixth.next.lockedUntil);
+    assert.equal(sixth.next.lockedUntil, later + 30 * 60_000);
+    const sixthBack = uncounted(sixth.next, phonePolicy, later);
+    assert.deepEqual([sixthBack.fails, sixthBack.lockedUntil], [5, undefined]);
+    assert.ok(admit(sixthBack, later + 1, phonePolicy).ok, 'the next attempt is admitted');
+    // A lock another attempt's admission set stays while the remaining count reaches the threshold.
+    assert.equal(uncounted(sixth.next, phonePolicy, later - 1).lockedUntil, sixth.next.lockedUntil);
     // The tenth attempt of the day asks for an OTP; taken back, it no longer does.
     const tenth = { ...fifth, fails: 0, dayFails: 10, lockedUntil: undefined, needsOtp: true };
-    assert.equal(uncounted(tenth, phonePolicy).needsOtp, false);
-    assert.equal(uncounted({ ...tenth, dayFails: 11 }, phonePolicy).needsOtp, true);
-    assert.equal(uncounted({ ...fifth, fails: 0, dayFails: 0 }, phonePolicy).fails, 0, 'never below zero');
+    assert.equal(uncounted(tenth, phonePolicy, now).needsOtp, false);
+    assert.equal(uncounted({ ...tenth, dayFails: 11 }, phonePolicy, now).needsOtp, true);
+    assert.equal(
+      uncounted({ ...fifth, fails: 0, dayFails: 0 }, phonePolicy, now).fails,
+      0,
+      'never below zero',
+    );
   });
 
   it('orig: canonical JSON body, raw text otherwise, empty for none', () => {

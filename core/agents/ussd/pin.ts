@@ -64,7 +64,7 @@ export async function verifyUssdPin(
   }
   // Counted on admission; taken back if the service fails before the attempt is answered (the
   // PIN queue full, a hash or a record that failed): only the subscriber's own failures count.
-  return judgedAttempt(deps, s.tenantId, checks, async (answered) => {
+  return judgedAttempt(deps, { tenantId: s.tenantId, checks, at: start }, async (answered) => {
     let ok: boolean;
     try {
       ok = s.stored
