@@ -264,11 +264,13 @@ type Refuse = (tenantId: string, outcome: string) => Promise<AppError>;
  * Whether the token request failed for want of an answer, not on one: the provider could not be
  * reached (fetch's TypeError), did not answer in time, or answered a server error (5xx,
  * `temporarily_unavailable`, `server_error`). Everything else is the provider's or openid-client's
- * verdict on this code and ID token: a refused sign-in.
+ * verdict on this code and ID token: a refused sign-in. openid-client and oauth4webapi throw
+ * TypeErrors of their own for an answer they cannot use (an ID token whose signature is not even
+ * base64url: ERR_INVALID_ARG_VALUE); those carry a code, fetch's carries none.
  */
 function providerDidNotAnswer(err: unknown): boolean {
-  if (err instanceof TypeError) return true;
   const e = err as { code?: unknown; status?: unknown; error?: unknown; cause?: unknown };
+  if (err instanceof TypeError) return e.code === undefined;
   if (e.code === 'OAUTH_TIMEOUT' || e.code === 'OAUTH_ABORT') return true;
   if (e.error === 'temporarily_unavailable' || e.error === 'server_error') return true;
   // ResponseBodyError carries the status; an unexpected non-OAuth answer carries its Response.

@@ -195,7 +195,13 @@ describe('federated staff sign-in', () => {
     assert.equal(await sessionsOf(id), 0);
   });
 
-  for (const tamper of ['bad_signature', 'wrong_audience', 'wrong_nonce', 'expired'] as const) {
+  for (const tamper of [
+    'bad_signature',
+    'garbled_signature',
+    'wrong_audience',
+    'wrong_nonce',
+    'expired',
+  ] as const) {
     it(`refuses an ID token with ${tamper.replace('_', ' ')}`, async () => {
       const id = await addStaff(tdb.db, 'demo', `${tamper}@demo.example`, ['admin']);
       idp.nextAccount = { sub: `idp-sub-${tamper}`, preferred_username: `${tamper}@demo.example` };

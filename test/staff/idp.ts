@@ -1,8 +1,9 @@
 /**
  * A real OpenID Connect provider for tests (panva's oidc-provider) on 127.0.0.1, port 0, behind a
  * small proxy that is its public issuer URL. The proxy can tamper with the ID token of the next
- * token response (bad signature, wrong audience, wrong nonce, expired), re-signing it with the
- * provider's own key (or a stranger's), or answer it 503 as a provider that is down, so the
+ * token response (bad signature, a signature that is not base64url, wrong audience, wrong nonce,
+ * expired), re-signing it with the provider's own key (or a stranger's), or answer it 503 as a
+ * provider that is down, so the
  * platform's checks are exercised against real protocol traffic. Sign-in is automatic: the interaction logs in `nextAccount` with its `amr`/`acr`.
  */
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
@@ -28,7 +29,14 @@ export interface TestAccount {
   acr?: string;
 }
 
-export type Tamper = 'none' | 'bad_signature' | 'wrong_audience' | 'wrong_nonce' | 'expired' | 'unavailable';
+export type Tamper =
+  | 'none'
+  | 'bad_signature'
+  | 'garbled_signature'
+  | 'wrong_audience'
+  | 'wrong_nonce'
+  | 'expired'
+  | 'unavailable';
 
 export interface TestIdp {
   issuer: string;
@@ -192,6 +200,8 @@ export async function startTestIdp(redirectUri: string): Promise<TestIdp> {
 }
 
 async function tampered(idToken: string, how: Tamper, key: JWK, stranger: JWK): Promise<string> {
+  // A signature that is not base64url at all (a character outside the alphabet).
+  if (how === 'garbled_signature') return `${idToken.slice(0, idToken.lastIndexOf('.'))}.not*base64url`;
   const claims = decodeJwt(idToken);
   const nowS = Math.floor(Date.now() / 1000);
   if (how === 'wrong_audience') claims.aud = 'another-client';
