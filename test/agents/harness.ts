@@ -2,7 +2,7 @@
 import { generateKeyPairSync, sign, type KeyObject } from 'node:crypto';
 import { randomBytes } from 'node:crypto';
 import { buildCore } from '../../core/app.ts';
-import { identityDeps } from '../../core/identity/context.ts';
+import { identityDeps, type IdentityOptions } from '../../core/identity/context.ts';
 import { KeyStore } from '../../core/keys/keys.ts';
 import { createLogger } from '../../shared/log.ts';
 import { createMetrics } from '../../shared/metrics.ts';
@@ -62,6 +62,8 @@ export async function startAgentHarness(
   tenants: string[] = ['ta', 'tb'],
   /** The database as core and its key store see it (a test injecting failures wraps it). */
   dbOf: (db: Db) => Db = (db) => db,
+  /** Identity options beyond the SMS sender (say, a smaller PIN queue). */
+  identity: Omit<IdentityOptions, 'sms'> = {},
 ): Promise<AgentHarness> {
   const clock = { t: Date.parse('2026-03-02T08:00:00Z') };
   const now = () => clock.t;
@@ -83,7 +85,7 @@ export async function startAgentHarness(
     build: readBuildInfo(),
     keys,
     now,
-    identity: { sms },
+    identity: { ...identity, sms },
     edgeSecrets: testEdgeSecrets,
     checkResponses: true,
   });

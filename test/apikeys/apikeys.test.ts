@@ -278,6 +278,9 @@ describe('API keys at the edge', () => {
     const during = await edge.check(signed(k, 'GET', '/t/transactions'));
     assert.equal(during.denied_response?.status.code, 503, during.denied_response?.body);
     assert.equal(body(during).code, 'authz_unavailable');
+    // Nothing of the key in the answer: not its id, not its secret.
+    const answer = JSON.stringify(during.denied_response);
+    assert.ok(!answer.includes(k.key.id) && !answer.includes(k.secret), answer);
     assert.equal(await store.resealLegacySecrets(), 1);
     const afterwards = await edge.check(signed(k, 'GET', '/t/transactions'));
     assert.equal(afterwards.status.code, 0, afterwards.denied_response?.body);

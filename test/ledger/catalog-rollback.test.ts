@@ -10,7 +10,12 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { openAccount } from '../../core/ledger/accounts.ts';
-import { ensureTenantLedger } from '../../core/ledger/catalog.ts';
+import {
+  defaultAccountTypes,
+  defaultLimitRows,
+  defaultTransactionTypes,
+  ensureTenantLedger,
+} from '../../core/ledger/catalog.ts';
 import type { Queryable } from '../../shared/db/pool.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { poolTimeout } from '../helpers/outage.ts';
@@ -67,6 +72,43 @@ describe('the ledger catalogue of a tenant whose first use rolled back', () => {
     });
     assert.equal(attempts, 2);
     assert.equal(opened.product_code, 'WALLET_MAIN');
+  });
+
+  it('first uses raced with one that inserted it and rolls back: every other opens its account, each row once', async () => {
+    await tenant('tcat4');
+    let inserted!: () => void;
+    const insertedNow = new Promise<void>((r) => {
+      inserted = r;
+    });
+    const failure = poolTimeout();
+    const doomed = tdb.db.tx(async (q) => {
+      await ensureTenantLedger(q, 'tcat4');
+      inserted();
+      // The others meet its rows uncommitted and wait for it.
+      await new Promise((r) => setTimeout(r, 300));
+      throw failure;
+    });
+    await insertedNow;
+    const raced = Array.from({ length: 6 }, () =>
+      tdb.db.tx(async (q) => {
+        await ensureTenantLedger(q, 'tcat4');
+        return wallet(q, 'tcat4');
+      }),
+    );
+    await assert.rejects(doomed, (err) => err === failure);
+    for (const opened of await Promise.all(raced)) assert.equal(opened.product_code, 'WALLET_MAIN');
+    assert.equal((await wallet(tdb.db, 'tcat4')).product_code, 'WALLET_MAIN', 'and later ones');
+    const { rows } = await tdb.db.query<{ types: number; txn: number; limits: number }>(
+      `SELECT (SELECT count(*)::int FROM ledger_account_types WHERE tenant_id = $1) AS types,
+              (SELECT count(*)::int FROM ledger_transaction_types WHERE tenant_id = $1) AS txn,
+              (SELECT count(*)::int FROM ledger_limit_rows WHERE tenant_id = $1) AS limits`,
+      ['tcat4'],
+    );
+    assert.deepEqual(rows[0], {
+      types: defaultAccountTypes.length,
+      txn: defaultTransactionTypes.length,
+      limits: defaultLimitRows.length,
+    });
   });
 
   it('once seen committed, it costs no statement', async () => {

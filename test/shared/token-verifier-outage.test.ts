@@ -73,6 +73,66 @@ describe('the token verifier when the key set cannot be read', () => {
     );
   });
 
+  it('every malformed or forged token is a refusal while the key set reads, never a thrown failure', async () => {
+    const { privateKey, publicKey } = generateKeyPairSync('ed25519');
+    const kid = 'demo-0011223344556677';
+    const row = { kid, public_jwk: publicKey.export({ format: 'jwk' }), state: 'active', grace_until: null };
+    const verifier = new TokenVerifier({ query: () => Promise.resolve({ rows: [row] }) } as unknown as Db);
+    const good = await new SignJWT({
+      tid: 'demo',
+      sub: randomUUID(),
+      sid: randomUUID(),
+      aal: 1,
+      amr: ['pin'],
+    })
+      .setProtectedHeader({ alg: 'EdDSA', kid, typ: 'at+jwt' })
+      .setIssuer(issuerFor('demo'))
+      .setAudience('payments-api')
+      .setIssuedAt()
+      .setExpirationTime('10m')
+      .sign(privateKey);
+    const [, payload, signature] = good.split('.') as [string, string, string];
+    const part = (v: unknown) =>
+      Buffer.from(typeof v === 'string' ? v : JSON.stringify(v)).toString('base64url');
+    const headers: unknown[] = [
+      { alg: 'EdDSA', kid, typ: 'at+jwt', crit: ['b64'], b64: false },
+      { alg: 'EdDSA', kid, typ: 'at+jwt', crit: ['x'] },
+      { alg: 'EdDSA', kid, typ: 'at+jwt', crit: 'x' },
+      { alg: 'Ed25519', kid, typ: 'at+jwt' },
+      { alg: 'none', kid },
+      { alg: 'HS256', kid, typ: 'at+jwt' },
+      { alg: 5, kid },
+      { kid },
+      { alg: 'EdDSA', kid, typ: 5 },
+      { alg: 'EdDSA', kid: [kid] },
+      { alg: 'EdDSA', kid: { kid } },
+      { alg: 'EdDSA', kid: 5 },
+      [1],
+      null,
+      '{"alg":"EdDSA"',
+    ];
+    const payloads: unknown[] = [
+      JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')),
+      { tid: 5 },
+      { tid: 'demo', exp: 'soon' },
+      { tid: 'demo', aud: 5 },
+      [1],
+      'text',
+    ];
+    const signatures = [signature, '', 'AAAA', 'A'.repeat(87), '!!!!', `${signature}=`];
+    const tokens = [
+      ...headers.flatMap((h) => payloads.flatMap((p) => signatures.map((s) => `${part(h)}.${part(p)}.${s}`))),
+      ...['', '.', '...', 'a.b', 'a.b.c.d', `${good}.`, `${good.slice(0, -2)}`, 'é.é.é'],
+    ];
+    for (const token of tokens) {
+      await assert.rejects(
+        verifyAccessToken(verifier, `Bearer ${token}`, 'customer', Date.now()),
+        (err) => err instanceof TokenRefusal,
+        token,
+      );
+    }
+  });
+
   describe('through the edge and at core', () => {
     const tenant = 'keyout';
     const down = { keys: false };
