@@ -472,13 +472,13 @@ describe('probes, dashboards and alerts against the running processes', () => {
       async () =>
         (await call(`http://127.0.0.1:${ports.core}`, 'GET', '/v1/ready')).status === 200 ? true : undefined,
       60_000,
-      `core (${core.output()})`,
+      () => `core (${core.output()})`,
     );
     await until(
       async () =>
         (await call(`http://127.0.0.1:${ports.metrics}`, 'GET', '/ready')).status === 200 ? true : undefined,
       60_000,
-      `edge (${edge.output()})`,
+      () => `edge (${edge.output()})`,
     );
     coreMetrics = (await call(`http://127.0.0.1:${ports.core}`, 'GET', '/v1/metrics')).text;
     edgeMetrics = (await call(`http://127.0.0.1:${ports.metrics}`, 'GET', '/metrics')).text;

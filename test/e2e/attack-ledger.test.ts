@@ -140,7 +140,8 @@ describe('attacks on the ledger posting path through the gateway, two cores as p
       .split('\n')
       .filter((l) => l.includes('retrying one by one'));
 
-  const ready = (origin: string, path: string) => untilServing(origin, path, 120_000, procs);
+  const ready = (origin: string, path: string, service?: Service) =>
+    untilServing(origin, path, 120_000, procs, service);
 
   before(async () => {
     tdb = await freshDatabase({ migrate: false });
@@ -182,11 +183,11 @@ describe('attacks on the ledger posting path through the gateway, two cores as p
     });
     gw = `http://127.0.0.1:${ports.gateway}`;
     await Promise.all([
-      ready(`http://127.0.0.1:${ports.coreA}`, '/v1/ready'),
-      ready(`http://127.0.0.1:${ports.coreB}`, '/v1/ready'),
-      ready(`http://127.0.0.1:${ports.metrics}`, '/ready'),
+      ready(`http://127.0.0.1:${ports.coreA}`, '/v1/ready', procs.coreA),
+      ready(`http://127.0.0.1:${ports.coreB}`, '/v1/ready', procs.coreB),
+      ready(`http://127.0.0.1:${ports.metrics}`, '/ready', procs.edge),
     ]);
-    await ready(gw, '/v1/ready');
+    await ready(gw, '/v1/ready', procs.gateway);
   });
 
   // Access tokens live 10 minutes (core/oauth/routes.ts): each test starts with fresh ones.

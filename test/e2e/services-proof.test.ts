@@ -186,7 +186,8 @@ describe('two cores and two edges as production services, under SIGKILL and SIGT
     return procs[`${kind}${name}`] as Service;
   }
 
-  const ready = (origin: string, path: string) => untilServing(origin, path, 90_000, procs);
+  const ready = (origin: string, path: string, service?: Service) =>
+    untilServing(origin, path, 90_000, procs, service);
 
   before(async () => {
     tdb = await freshDatabase({ migrate: false });
@@ -236,17 +237,13 @@ describe('two cores and two edges as production services, under SIGKILL and SIGT
     });
     gw = `http://127.0.0.1:${ports.gateway}`;
     await Promise.all([
-      ready(core('A'), '/v1/ready'),
-      ready(core('B'), '/v1/ready'),
-      ready(core('D'), '/v1/ready'),
-      ready(`http://127.0.0.1:${ports.metricsA}`, '/ready'),
-      ready(`http://127.0.0.1:${ports.metricsB}`, '/ready'),
+      ready(core('A'), '/v1/ready', procs.coreA),
+      ready(core('B'), '/v1/ready', procs.coreB),
+      ready(core('D'), '/v1/ready', procs.coreD),
+      ready(`http://127.0.0.1:${ports.metricsA}`, '/ready', procs.edgeA),
+      ready(`http://127.0.0.1:${ports.metricsB}`, '/ready', procs.edgeB),
     ]);
-    await until(
-      async () => ((await call(gw, 'GET', '/v1/ready')).status === 200 ? true : undefined),
-      30_000,
-      'the gateway',
-    );
+    await untilServing(gw, '/v1/ready', 30_000, procs, procs.gateway);
 
     outboxBefore = new Set(
       (await tdb.db.query<{ id: string }>('SELECT id FROM outbox')).rows.map((r) => r.id),
@@ -416,7 +413,7 @@ describe('two cores and two edges as production services, under SIGKILL and SIGT
         EDGE_SHARED_SECRET: randomBytes(32).toString('base64url'),
         EDGE_SHARED_SECRET_PREVIOUS: env.EDGE_SHARED_SECRET ?? '',
       });
-      await ready(core('C'), '/v1/ready');
+      await ready(core('C'), '/v1/ready', procs.coreC);
       assert.equal(
         (await call(core('C'), 'GET', '/v1/webhooks', { headers: forwarded })).status,
         200,

@@ -67,13 +67,21 @@ export function runService(kind: ServiceKind, env: Record<string, string>): Serv
   return { kind, child, exited, output: () => out };
 }
 
-/** Poll `fn` (errors count as "not yet") until it gives a value or `ms` pass. */
-export async function until<T>(fn: () => Promise<T | undefined>, ms: number, what: string): Promise<T> {
+/**
+ * Poll `fn` (errors count as "not yet") until it gives a value or `ms` pass. `what` names what
+ * is awaited; as a function it is read when the wait fails, so it can tell what happened meanwhile.
+ */
+export async function until<T>(
+  fn: () => Promise<T | undefined>,
+  ms: number,
+  what: string | (() => string),
+): Promise<T> {
   const end = Date.now() + ms;
   for (;;) {
     const v = await fn().catch(() => undefined);
     if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    if (Date.now() > end)
+      throw new Error(`timed out waiting for ${typeof what === 'string' ? what : what()}`);
     await new Promise((r) => setTimeout(r, 200));
   }
 }
@@ -116,25 +124,57 @@ export function edgeEnv(env: Record<string, string>): Record<string, string> {
   return Object.fromEntries(read.map((k) => [k, env[k] ?? '']));
 }
 
-/** The last output of each process, for a failure message. */
+/** The last output of each process, and how it ended if it has, for a failure message. */
 export function outputsOf(procs: Record<string, Service>): string {
   return Object.entries(procs)
-    .map(([n, p]) => `--- ${n}\n${p.output().slice(-3000)}`)
+    .map(([n, p]) => {
+      const { exitCode, signalCode } = p.child;
+      const ended =
+        exitCode !== null ? ` (exited with code ${exitCode})` : signalCode ? ` (ended by ${signalCode})` : '';
+      return `--- ${n}${ended}\n${p.output().slice(-3000)}`;
+    })
     .join('\n');
 }
 
-/** Until `origin` answers 200 on `path` (within `ms`); a timeout names every process's output. */
+/** The last answer (or error) of each readiness URL being awaited, for the failure message of any wait. */
+const lastAnswers = new Map<string, string>();
+
+async function isReady(origin: string, path: string): Promise<boolean> {
+  const url = `${origin}${path}`;
+  try {
+    const r = await call(origin, 'GET', path);
+    lastAnswers.set(url, `${r.status} ${r.text.slice(0, 500)}`);
+    return r.status === 200;
+  } catch (err) {
+    lastAnswers.set(url, `no answer: ${(err as Error).message}`);
+    return false;
+  }
+}
+
+/**
+ * Until `origin` answers 200 on `path` (within `ms`). A failure says, as they are when it fails,
+ * what every readiness URL still awaited last answered, and each process's state and output; it
+ * fails at once when `service`, the process that serves `origin`, has exited.
+ */
 export async function untilServing(
   origin: string,
   path: string,
   ms: number,
   procs: Record<string, Service>,
+  service?: Service,
 ): Promise<void> {
-  await until(
-    async () => ((await call(origin, 'GET', path)).status === 200 ? true : undefined),
-    ms,
-    `${origin}${path} (${outputsOf(procs)})`,
-  );
+  const url = `${origin}${path}`;
+  const why = () =>
+    `${url}\n${[...lastAnswers].map(([u, a]) => `${u} last answered: ${a}`).join('\n')}\n${outputsOf(procs)}`;
+  for (const end = Date.now() + ms; ; await new Promise((r) => setTimeout(r, 200))) {
+    if (await isReady(origin, path)) {
+      lastAnswers.delete(url);
+      return;
+    }
+    if (service && (service.child.exitCode !== null || service.child.signalCode !== null))
+      throw new Error(`the ${service.kind} serving ${url} exited before it was ready: ${why()}`);
+    if (Date.now() > end) throw new Error(`timed out waiting for ${why()}`);
+  }
 }
 
 /** `migrate` run once on `databaseUrl` as an operator runs it before any service starts. */

@@ -120,7 +120,7 @@ describe('attack23: identity headers and tenant creation, production processes',
       async () =>
         (await call(`http://127.0.0.1:${gatewayPort}`, 'GET', '/v1/ready')).status === 200 ? true : undefined,
       60_000,
-      `the stack (${core.output()} ${edge.output()})`,
+      () => `the stack (${core.output()} ${edge.output()})`,
     );
     await until(
       async () =>
@@ -434,7 +434,7 @@ describe('attack23: identity headers and tenant creation, production processes',
           return r.status === 200 ? r : undefined;
         },
         60_000,
-        `rotating core (${rotating.output()})`,
+        () => `rotating core (${rotating.output()})`,
       );
       assert.equal(ok.status, 200);
     } finally {

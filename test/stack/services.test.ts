@@ -106,7 +106,7 @@ describe('services in production mode', () => {
           return r.status === 200 ? r : undefined;
         },
         60_000,
-        `the stack (${core.output()} ${edge.output()} ${gateway.output()})`,
+        () => `the stack (${core.output()} ${edge.output()} ${gateway.output()})`,
       );
       assert.equal(ready.status, 200);
       const edgeReady = await call(`http://127.0.0.1:${metricsPort}`, 'GET', '/ready');
