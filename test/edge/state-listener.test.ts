@@ -8,7 +8,6 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { createServer, connect, type Server, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import type { Db } from '../../shared/db/pool.ts';
 import { KeyStore } from '../../core/keys/keys.ts';
@@ -16,87 +15,7 @@ import { createLogger } from '../../shared/log.ts';
 import { TokenVerifier } from '../../shared/token-keys.ts';
 import { EdgeState } from '../../edge/state/store.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
-
-/** PostgreSQL's simple-query message type ('Q'): LISTEN and SELECT 1 travel as one. */
-const queryMessage = 0x51;
-
-/**
- * A TCP relay to PostgreSQL that can hold each new connection before relaying it, and counts
- * them. A silenced connection carries nothing more either way and is never closed by the relay
- * (the edge's FIN goes unanswered, as with a peer that is gone); its database side is closed once
- * the edge lets go, so that pg_stat_activity counts what the edge holds.
- */
-class Relay {
-  delayMs = 0;
-  /** New connections fall silent at their first query (authenticated, then nothing answers). */
-  silenceAtFirstQuery = false;
-  readonly open = new Set<Socket>();
-  /** Connections accepted so far. */
-  accepted = 0;
-  private readonly silent = new Set<Socket>();
-  private readonly releasedByEdge = new Set<Socket>();
-  private server: Server | undefined;
-
-  async start(target: { host: string; port: number }): Promise<number> {
-    this.server = createServer({ allowHalfOpen: true }, (inbound) => this.relay(inbound, target));
-    await new Promise<void>((r) => this.server?.listen(0, '127.0.0.1', r));
-    const address = this.server.address();
-    if (!address || typeof address === 'string') throw new Error('relay has no port');
-    return address.port;
-  }
-
-  private relay(inbound: Socket, target: { host: string; port: number }): void {
-    this.open.add(inbound);
-    this.accepted++;
-    inbound.on('close', () => {
-      this.open.delete(inbound);
-      this.silent.delete(inbound);
-    });
-    inbound.on('error', () => inbound.destroy());
-    inbound.on('end', () => this.releasedByEdge.add(inbound));
-    const silenceAtFirstQuery = this.silenceAtFirstQuery;
-    setTimeout(() => {
-      if (inbound.destroyed) return;
-      const outbound = connect(target.port, target.host);
-      outbound.on('error', () => inbound.destroy());
-      inbound.on('close', () => outbound.destroy());
-      outbound.on('close', () => {
-        if (!this.silent.has(inbound)) inbound.destroy();
-      });
-      inbound.on('end', () => (this.silent.has(inbound) ? outbound.destroy() : outbound.end()));
-      inbound.on('data', (d: Buffer) => {
-        if (silenceAtFirstQuery && d[0] === queryMessage) this.silent.add(inbound);
-        if (!this.silent.has(inbound)) outbound.write(d);
-      });
-      outbound.on('data', (d: Buffer) => {
-        if (!this.silent.has(inbound)) inbound.write(d);
-      });
-    }, this.delayMs);
-  }
-
-  /** Every connection open now falls silent. */
-  silenceAll(): void {
-    for (const s of this.open) this.silent.add(s);
-  }
-
-  silentCount(): number {
-    return this.silent.size;
-  }
-
-  /** Connections the edge has not closed on its side. */
-  heldByEdge(): number {
-    return [...this.open].filter((s) => !this.releasedByEdge.has(s)).length;
-  }
-
-  cutAll(): void {
-    for (const s of this.open) s.destroy();
-  }
-
-  async stop(): Promise<void> {
-    this.cutAll();
-    await new Promise((r) => this.server?.close(r));
-  }
-}
+import { Relay, throughRelay } from '../helpers/pg-relay.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -108,10 +27,7 @@ async function eventually(check: () => boolean | Promise<boolean>, capMs: number
 
 /** An EdgeState whose listener connects through `relay`; every other query goes straight to the database. */
 async function stateThrough(tdb: TestDb, relay: Relay, name: string): Promise<EdgeState> {
-  const url = new URL((tdb.db.pool.options as { connectionString: string }).connectionString);
-  const port = await relay.start({ host: url.hostname, port: Number(url.port) });
-  url.hostname = '127.0.0.1';
-  url.port = String(port);
+  const url = new URL(await throughRelay(relay, tdb.url));
   url.searchParams.set('application_name', name);
   const db: Db = {
     ...tdb.db,
