@@ -7,6 +7,7 @@ import type * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
 import type { Db } from '../shared/db/pool.ts';
+import { reportNotReady, StartupSteps, type WaitingFor } from '../shared/startup.ts';
 import { ApiKeySecrets } from '../shared/api-key-secrets.ts';
 import { ChallengeKeys } from '../shared/challenge.ts';
 import { TokenVerifier } from '../shared/token-keys.ts';
@@ -75,6 +76,12 @@ export interface Edge {
   listen(port: number, host?: string): Promise<number>;
   /** Whether the gRPC health protocol answers SERVING (see edge/health.ts). */
   serving(): boolean;
+  /**
+   * What the edge waits for before it is ready (empty once it is): start-up steps under way, the
+   * policy bundle, the database listener, the warm-up; each with its last error. Said at warn
+   * when it lasts (shared/startup.ts reportNotReady) and named by /ready.
+   */
+  waiting(): WaitingFor[];
   /** Health turns NOT_SERVING, new calls are refused, calls in flight finish (at most `graceMs`). */
   drain(graceMs?: number): Promise<void>;
   stop(): Promise<void>;
@@ -180,6 +187,45 @@ function deciderOf(
   });
 }
 
+/** The edge's metrics, in the process's registry when it gives one. */
+function metricsOf(
+  deps: EdgeDeps,
+  parts: { state: EdgeState; audit: AuditWriter; policies: PolicyStore; shadow: ShadowFeed | undefined },
+): EdgeMetrics {
+  const { state, audit, policies, shadow } = parts;
+  return createEdgeMetrics(deps.registry ?? new Registry(), {
+    stateAgeS: () => state.ageSeconds(),
+    cacheEntries: () => state.cacheSizes(),
+    auditQueued: () => audit.pending(),
+    auditUnrecorded: () => audit.unrecordedCount(),
+    policy: () => policies.current,
+    decisionInputs: () => ({ ...audit.inputStats() }),
+    ...(shadow ? { shadow: () => ({ ...shadow.stats }) } : {}),
+  });
+}
+
+/** What the edge waits for before it is ready (Edge.waiting). */
+function waitingOf(parts: {
+  steps: StartupSteps;
+  state: EdgeState;
+  policies: PolicyStore;
+  warmed: () => boolean;
+  draining: () => boolean;
+}): () => WaitingFor[] {
+  const { steps, state, policies } = parts;
+  return () => {
+    const underWay = steps.waiting();
+    const listenerError = state.listenerError();
+    return [
+      ...(listenerError === undefined ? [] : [{ what: 'database listener', lastError: listenerError }]),
+      ...underWay,
+      ...(policies.current?.routes === undefined ? [{ what: 'a verified policy bundle' }] : []),
+      ...(parts.warmed() || underWay.length > 0 ? [] : [{ what: 'warm-up' }]),
+      ...(parts.draining() ? [{ what: 'stopping' }] : []),
+    ];
+  };
+}
+
 export async function buildEdge(deps: EdgeDeps): Promise<Edge> {
   const source = deps.bundleSource ?? defaultBundleDir;
   const trustedKeys = deps.trustedKeys ?? (await loadTrustedKeys());
@@ -199,15 +245,7 @@ export async function buildEdge(deps: EdgeDeps): Promise<Edge> {
   const shadow = startShadow(deps, trustedKeys);
   const decide = deciderOf(deps, { state, challenges, policies, audit, shadow });
 
-  const metrics = createEdgeMetrics(deps.registry ?? new Registry(), {
-    stateAgeS: () => state.ageSeconds(),
-    cacheEntries: () => state.cacheSizes(),
-    auditQueued: () => audit.pending(),
-    auditUnrecorded: () => audit.unrecordedCount(),
-    policy: () => policies.current,
-    decisionInputs: () => ({ ...audit.inputStats() }),
-    ...(shadow ? { shadow: () => ({ ...shadow.stats }) } : {}),
-  });
+  const metrics = metricsOf(deps, { state, audit, policies, shadow });
   // The route table is the current bundle's (issue 21 item 1): swapped with the policy.
   const resolve = bundleRouteTable(policies);
   const server = createEdgeServer({
@@ -222,6 +260,9 @@ export async function buildEdge(deps: EdgeDeps): Promise<Edge> {
   let draining = false;
   const serving = () => !draining && policies.current?.routes !== undefined && state.isFresh();
   addHealthService(server, serving);
+  const steps = new StartupSteps(deps.log);
+  const waiting = waitingOf({ steps, state, policies, warmed: () => warmed, draining: () => draining });
+  const stopReports = reportNotReady(deps.log, 'edge', waiting);
   return {
     server,
     state,
@@ -229,6 +270,7 @@ export async function buildEdge(deps: EdgeDeps): Promise<Edge> {
     audit,
     metrics,
     serving,
+    waiting,
     async warm() {
       await warmEdge({
         resolve,
@@ -239,6 +281,7 @@ export async function buildEdge(deps: EdgeDeps): Promise<Edge> {
         audit,
         log: deps.log,
         edgeSecret: deps.edgeSecret,
+        steps,
       });
       warmed = true;
     },
@@ -248,10 +291,13 @@ export async function buildEdge(deps: EdgeDeps): Promise<Edge> {
     listen: (port, host) => bindEdge(server, port, host),
     async drain(graceMs = 5000) {
       draining = true;
+      stopReports();
       await drainServer(server, graceMs);
     },
     async stop() {
       draining = true;
+      stopReports();
+      steps.stop();
       server.forceShutdown();
       policies.stop();
       await shadow?.stop();

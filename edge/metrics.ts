@@ -6,6 +6,7 @@
  */
 import { createServer, type Server } from 'node:http';
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import type { WaitingFor } from '../shared/startup.ts';
 
 /** Why a Check was answered `authz_unavailable` (fail closed, SPEC 1). */
 export type FailClosedReason =
@@ -209,11 +210,15 @@ export function countFailClosed(m: EdgeMetrics, reason: FailClosedReason): void 
 /**
  * The edge process's HTTP side port (EDGE_METRICS_PORT): `/metrics` for Prometheus (the registry
  * the edge's metrics are in), `/ready` for the kubelet's readiness (as gRPC health: NOT_SERVING
- * when the edge would only deny) and `/health` for its liveness: the process answers, whatever
- * the database does, so a database blip takes edges out of rotation without restarting every one
- * (issue 19 item 1; deploy/k8s/edge.yaml).
+ * when the edge would only deny; its body names what it waits for) and `/health` for its
+ * liveness: the process answers, whatever the database does, so a database blip takes edges out
+ * of rotation without restarting every one (issue 19 item 1; deploy/k8s/edge.yaml).
  */
-export function createOpsServer(registry: Registry, ready: () => boolean): Server {
+export function createOpsServer(
+  registry: Registry,
+  ready: () => boolean,
+  waiting: () => WaitingFor[] = () => [],
+): Server {
   return createServer((req, res) => {
     if (req.url === '/metrics') {
       registry.metrics().then(
@@ -228,7 +233,9 @@ export function createOpsServer(registry: Registry, ready: () => boolean): Serve
     } else if (req.url === '/ready') {
       const ok = ready();
       res.writeHead(ok ? 200 : 503, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ status: ok ? 'ready' : 'not ready' }));
+      // What it waits for, by name only (the errors behind them are in the log).
+      const names = ok ? [] : waiting().map((w) => w.what);
+      res.end(JSON.stringify(ok ? { status: 'ready' } : { status: 'not ready', waiting: names }));
     } else {
       res
         .writeHead(404, { 'content-type': 'application/json' })

@@ -10,6 +10,7 @@
  */
 import type { Logger } from 'pino';
 import { warmPool, type Db } from '../shared/db/pool.ts';
+import type { StartupSteps } from '../shared/startup.ts';
 import { AuditWriter } from './audit-writer.ts';
 import { RiskEngine } from './auth/risk.ts';
 import { createDecider } from './authz.ts';
@@ -59,6 +60,16 @@ function checkRequest(r: (typeof rehearsalRequests)[number], i: number): CheckRe
   };
 }
 
+/**
+ * What warm-up waits for, as readiness and the log name it. Each is retried until it succeeds: a
+ * step that failed once (a connect timing out on a loaded machine) made the edge exit.
+ */
+export const warmSteps = {
+  pool: 'database pool',
+  audit: 'decision audit thread',
+  state: 'tenants, keys and service tokens',
+} as const;
+
 export interface WarmDeps {
   /** The edge's route table (the bundle's), which the rehearsal resolves its requests with. */
   resolve: ResolveRoute;
@@ -69,11 +80,26 @@ export interface WarmDeps {
   audit: AuditWriter;
   log: Logger;
   edgeSecret: string;
+  /** Runs each step until it succeeds, and says what is awaited meanwhile. */
+  steps: StartupSteps;
 }
 
-/** Pool connections, the audit thread, tenants, keys and service tokens, then the rehearsal. */
+/**
+ * Pool connections, the audit thread, tenants, keys and service tokens (each retried until it
+ * succeeds: the cached state loads once the LISTEN client answers), then the rehearsal.
+ */
 export async function warmEdge(deps: WarmDeps): Promise<void> {
-  await Promise.all([warmPool(deps.db), deps.audit.warm(), deps.state.warm()]);
+  const { steps } = deps;
+  await Promise.all([
+    steps.run(warmSteps.pool, () => warmPool(deps.db)),
+    steps.run(warmSteps.audit, () => deps.audit.warm()),
+    // Loaded once the LISTEN client answers (changes from then on reach the cache), and before
+    // the rehearsal, whose Checks would otherwise each fail closed.
+    steps.run(warmSteps.state, async () => {
+      deps.state.assertFresh();
+      await deps.state.warm();
+    }),
+  ]);
   const discard = new AuditWriter(deps.db, deps.log, Number.MAX_SAFE_INTEGER, 0, {
     write: async () => undefined,
   });

@@ -56,6 +56,9 @@ async function main(): Promise<void> {
     ...(await decisionInputs(config)),
   }).catch((err: unknown) => fail(`edge failed to start: ${(err as Error).message}`));
   // Issue 15 item 9: caches, pool and decision path warm before the first Check is accepted.
+  // Warm-up waits for PostgreSQL and the audit thread however long they take, saying at warn what
+  // it waits for after a few seconds (shared/startup.ts): exiting on one failed connect left an
+  // edge that was never ready.
   await edge.warm().catch((err: unknown) => fail(`edge failed to warm up: ${(err as Error).message}`));
   const port = await edge
     .listen(Number(config.values.AUTHZ_PORT), config.values.AUTHZ_HOST)
@@ -64,7 +67,7 @@ async function main(): Promise<void> {
     );
 
   // Metrics and readiness for Prometheus and the kubelet (HTTP, beside the gRPC port).
-  const ops = createOpsServer(edge.metrics.registry, () => edge.serving());
+  const ops = createOpsServer(edge.metrics.registry, () => edge.serving(), edge.waiting);
   const opsPort = await listen(ops, Number(config.values.EDGE_METRICS_PORT), config.values.AUTHZ_HOST).catch(
     (err: unknown) =>
       fail(

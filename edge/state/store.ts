@@ -193,6 +193,8 @@ export class EdgeState {
    */
   private opening: pg.Client | undefined;
   private healthyAt = 0;
+  /** The last connect or heartbeat failure of the listener, cleared when it answers. */
+  private lastListenerError: string | undefined;
   private timers: NodeJS.Timeout[] = [];
   private closed = false;
   private readonly now: () => number;
@@ -212,13 +214,25 @@ export class EdgeState {
     this.stalenessMs = opts.maxStalenessMs ?? maxStalenessMs;
   }
 
-  /** Connect the LISTEN client and start the heartbeat and last-seen flusher. */
+  /**
+   * Start the heartbeat and last-seen flusher, and connect the LISTEN client once. A first connect
+   * that fails is not fatal: the heartbeat tries again every second, and until one succeeds the
+   * state is not fresh (decisions deny, the edge is not ready, listenerError() says why). Failing
+   * here made the edge exit when one connect timed out on a loaded machine.
+   */
   async start(): Promise<void> {
-    await this.connectListener();
     this.timers.push(setInterval(() => void this.heartbeat(), heartbeatMs));
     this.timers.push(setInterval(() => void this.flushLastSeen(), lastSeenFlushMs));
     this.timers.push(setInterval(() => this.pruneUsedGrants(), entryTtlMs));
     for (const t of this.timers) t.unref();
+    await this.connectListener().catch((err: unknown) =>
+      this.log.debug({ err: (err as Error).message }, 'edge state listener not connected yet'),
+    );
+  }
+
+  /** Why the listener is not answering (its last connect or heartbeat error), while it is not. */
+  listenerError(): string | undefined {
+    return this.isFresh() ? undefined : (this.lastListenerError ?? 'not connected yet');
   }
 
   async stop(): Promise<void> {
@@ -248,6 +262,7 @@ export class EdgeState {
       connectionTimeoutMillis: 2000,
     });
     client.on('error', (err) => {
+      this.lastListenerError = err.message;
       this.log.warn(
         { err: err.message },
         'edge state listener lost; serving cache within the staleness bound',
@@ -261,7 +276,9 @@ export class EdgeState {
       this.opening = client;
       await within(client, listenerReadyMs, this.listen(client));
       this.healthyAt = this.now();
+      this.lastListenerError = undefined;
     } catch (err) {
+      this.lastListenerError = (err as Error).message;
       // A half-open client (connected, not listening or not loaded) is closed, not left behind.
       await this.dropListener(client);
       throw err;
@@ -344,8 +361,12 @@ export class EdgeState {
       if (!client) return;
       await within(client, listenerAnswerMs, client.query('SELECT 1'));
       // Only the listener's answer says notifications are arriving.
-      if (this.listener === client) this.healthyAt = this.now();
+      if (this.listener === client) {
+        this.healthyAt = this.now();
+        this.lastListenerError = undefined;
+      }
     } catch (err) {
+      this.lastListenerError = (err as Error).message;
       this.log.debug({ err: (err as Error).message }, 'edge state heartbeat failed');
       if (client) void this.dropListener(client);
     }

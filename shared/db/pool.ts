@@ -5,6 +5,7 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
 import type { Metrics } from '../metrics.ts';
+import { withDeadline } from '../startup.ts';
 
 /** Anything that runs a parameterised query: the pool wrapper, a pool client in a transaction. */
 export interface Queryable {
@@ -142,19 +143,34 @@ export function createDb(opts: {
   };
 }
 
+/** How long warmPool waits for each opened connection's `SELECT 1`. */
+export const warmAnswerMs = 5_000;
+
 /**
  * Open up to `connections` of the pool's connections now and check each answers (issue 15
  * item 9: the first requests after start must not each pay for connecting and authenticating).
+ * A connection that authenticated but does not answer within `answerMs` is destroyed, not put
+ * back (a SELECT 1 without a deadline held start-up for ever, and its client the pool's slot).
  */
-export async function warmPool(db: Db, connections = poolMax): Promise<void> {
+export async function warmPool(db: Db, connections = poolMax, answerMs = warmAnswerMs): Promise<void> {
   const n = Math.min(connections, db.pool.options.max ?? poolMax);
   const opened = await Promise.allSettled(Array.from({ length: n }, () => db.pool.connect()));
   const clients = opened.flatMap((o) => (o.status === 'fulfilled' ? [o.value] : []));
-  try {
-    await Promise.all(clients.map((c) => c.query('SELECT 1')));
-  } finally {
-    for (const c of clients) c.release();
-  }
-  const failed = opened.find((o): o is PromiseRejectedResult => o.status === 'rejected');
+  const answers = await Promise.allSettled(
+    clients.map(async (c) => {
+      try {
+        await withDeadline(
+          c.query('SELECT 1'),
+          answerMs,
+          `a database connection did not answer within ${answerMs} ms`,
+        );
+        c.release();
+      } catch (err) {
+        c.release(err instanceof Error ? err : new Error(String(err)));
+        throw err;
+      }
+    }),
+  );
+  const failed = [...opened, ...answers].find((o): o is PromiseRejectedResult => o.status === 'rejected');
   if (failed) throw failed.reason instanceof Error ? failed.reason : new Error(String(failed.reason));
 }
