@@ -21,8 +21,9 @@ import { KeyStore } from '../../core/keys/keys.ts';
 import { readBuildInfo } from '../../core/platform/build-info.ts';
 import { defaultBundleDir } from '../../policy/runtime/bundle.ts';
 import { PolicyStore } from '../../policy/runtime/store.ts';
-import { createDb, type Db } from '../../shared/db/pool.ts';
+import { createDb, databaseUnreachable, type Db } from '../../shared/db/pool.ts';
 import { createMetrics } from '../../shared/metrics.ts';
+import { reportNotReady, StartupSteps } from '../../shared/startup.ts';
 import { closeHttpGracefully, listen } from '../../shared/net.ts';
 import { labelCluster } from '../../core/residency/cluster.ts';
 import {
@@ -49,8 +50,17 @@ function smsSenderOf(config: ServiceConfig, guard: TargetGuard, log: Log): SmsSe
   });
 }
 
-/** The database, refused unless every migration is applied (`npm run migrate` runs them once per release). */
-async function migratedDb(config: ServiceConfig, log: Log, metrics: ReturnType<typeof createMetrics>) {
+/**
+ * The database, refused unless every migration is applied (`npm run migrate` runs them once per
+ * release). Waited for while it does not answer (shared/startup.ts): exiting on one connect that
+ * timed out left a core that was never ready.
+ */
+async function migratedDb(
+  config: ServiceConfig,
+  log: Log,
+  metrics: ReturnType<typeof createMetrics>,
+  steps: StartupSteps,
+) {
   const databaseUrl =
     config.values.DATABASE_URL ??
     fail(
@@ -58,9 +68,9 @@ async function migratedDb(config: ServiceConfig, log: Log, metrics: ReturnType<t
       2,
     );
   const db = createDb({ connectionString: databaseUrl, metrics, log });
-  const pending = await pendingMigrations(db).catch((err: unknown) =>
-    fail(`database unreachable: ${(err as Error).message}`),
-  );
+  const pending = await steps
+    .run('the database', () => pendingMigrations(db), databaseUnreachable)
+    .catch((err: unknown) => fail(`database unreachable: ${(err as Error).message}`));
   if (pending.length > 0)
     fail(
       `the database lacks ${pending.length} migration(s) (${pending[0]} first): run \`npm run migrate\` once for this release`,
@@ -83,13 +93,17 @@ async function placedRegion(config: ServiceConfig, db: Db, log: Log): Promise<st
 }
 
 /** The key store; API-key secrets sealed before their own key existed are re-sealed with it. */
-async function keyStore(config: ServiceConfig, db: Db, log: Log): Promise<KeyStore> {
+async function keyStore(config: ServiceConfig, db: Db, log: Log, steps: StartupSteps): Promise<KeyStore> {
   const keys = new KeyStore(db, await secretKey(config, 'MASTER_KEY', 'master.key'), {
     apiKeySealKey: await secretKey(config, 'API_KEY_SEAL_KEY', 'api-key-seal.key'),
     challengeKeys: await secretKeys(config, 'CHALLENGE_KEY', 'challenge.key'),
     issuerUrl: config.values.ISSUER_URL,
   });
-  const resealed = await new ApiKeys(db, keys).resealLegacySecrets();
+  const resealed = await steps.run(
+    'the database (API-key secrets to re-seal)',
+    () => new ApiKeys(db, keys).resealLegacySecrets(),
+    databaseUnreachable,
+  );
   if (resealed > 0) log.info({ resealed }, 'API-key secrets re-sealed with their own key');
   return keys;
 }
@@ -110,16 +124,23 @@ async function main(): Promise<void> {
   const log = loggerOf(config, 'core');
   const dev = config.mode === 'development';
   const metrics = createMetrics();
-  const db = await migratedDb(config, log, metrics);
-  const region = await placedRegion(config, db, log);
-  const keys = await keyStore(config, db, log);
+  // Until it listens, a core waiting for its database says so at warn after a few seconds.
+  const steps = new StartupSteps(log);
+  const stopReports = reportNotReady(log, 'core', () => steps.waiting());
+  const db = await migratedDb(config, log, metrics, steps);
+  const region = await steps.run(
+    'the database (cluster region)',
+    () => placedRegion(config, db, log),
+    databaseUnreachable,
+  );
+  const keys = await keyStore(config, db, log, steps);
   const policies = await policyStore(config, log);
 
   const allowedCidrs = listOf(config, 'PRIVATE_TARGETS_ALLOWED');
   const guard = new TargetGuard({ allowPrivateTargets: dev, allowedCidrs });
   const sms = smsSenderOf(config, guard, log);
   // The ledger's currencies (issue 21 item 2) before the first request.
-  await loadLedgerCurrencies(db);
+  await steps.run('the database (ledger currencies)', () => loadLedgerCurrencies(db), databaseUnreachable);
   const core = buildCore({
     db,
     log,
@@ -162,6 +183,7 @@ async function main(): Promise<void> {
   // Issue 20 item 3: a payer tuple past its expires_at releases its delegate's pending transfers.
   const payerSweeper = new LapsedPayerSweeper(db, log.child({ component: 'payer-sweeper' }));
   payerSweeper.start();
+  stopReports();
   log.info({ port, host: config.values.CORE_HOST }, 'core is serving');
 
   onShutdown(log, async () => {

@@ -5,7 +5,7 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
 import type { Metrics } from '../metrics.ts';
-import { withDeadline } from '../startup.ts';
+import { OverdueError, withDeadline } from '../startup.ts';
 
 /** Anything that runs a parameterised query: the pool wrapper, a pool client in a transaction. */
 export interface Queryable {
@@ -141,6 +141,36 @@ export function createDb(opts: {
     },
     close: () => pool.end(),
   };
+}
+
+/** Node's errors of a connection that could not be made or was cut (the database is not there, yet). */
+const socketErrors = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EPIPE',
+  'EAI_AGAIN',
+  'ENOTFOUND',
+]);
+
+/**
+ * Whether `err` says the database did not answer, rather than answered with a refusal: a socket
+ * error, pg's connect timeout or cut connection, work past its deadline, or SQLSTATE class 08
+ * (connection exception), 53 (insufficient resources: too many connections) or 57P01-57P03
+ * (shutting down, starting up). Start-up waits these out; a wrong password (28P01), a missing
+ * database (3D000) or anything else is a fault to report, not to wait for.
+ */
+export function databaseUnreachable(err: unknown): boolean {
+  if (err instanceof OverdueError) return true;
+  const { code, message } = (err ?? {}) as { code?: unknown; message?: unknown };
+  if (typeof code === 'string' && socketErrors.has(code)) return true;
+  if (typeof code === 'string' && /^(08|53|57P0[123])/.test(code)) return true;
+  return (
+    typeof message === 'string' &&
+    /^(timeout expired|Connection terminated|timeout exceeded when trying to connect)/.test(message)
+  );
 }
 
 /** How long warmPool waits for each opened connection's `SELECT 1`. */
