@@ -9,7 +9,7 @@
  * limiter: they are not requests anyone made, so they are neither audited nor counted.
  */
 import type { Logger } from 'pino';
-import { warmPool, type Db } from '../shared/db/pool.ts';
+import { databaseUnreachable, warmPool, type Db } from '../shared/db/pool.ts';
 import type { StartupSteps } from '../shared/startup.ts';
 import { AuditWriter } from './audit-writer.ts';
 import { RiskEngine } from './auth/risk.ts';
@@ -91,7 +91,9 @@ export interface WarmDeps {
 export async function warmEdge(deps: WarmDeps): Promise<void> {
   const { steps } = deps;
   await Promise.all([
-    steps.run(warmSteps.pool, () => warmPool(deps.db)),
+    // A database that answers with a refusal (a wrong password, no such database) is not waited
+    // for: warm-up fails with its message. The other steps wait out whatever they meet.
+    steps.run(warmSteps.pool, () => warmPool(deps.db), databaseUnreachable),
     steps.run(warmSteps.audit, () => deps.audit.warm()),
     // Loaded once the LISTEN client answers (changes from then on reach the cache), and before
     // the rehearsal, whose Checks would otherwise each fail closed.

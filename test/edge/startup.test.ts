@@ -46,10 +46,14 @@ describe('edge start-up while PostgreSQL is not answering', () => {
     await tdb.drop();
   });
 
-  /** An edge (its pool and LISTEN client) on PostgreSQL through `relay`; its log lines kept in `lines`. */
-  async function edgeThrough(relay: Relay, lines: string[] = []): Promise<Edge> {
+  /**
+   * An edge (its pool and LISTEN client) on PostgreSQL through `relay`, its log lines kept in
+   * `lines`; with `password`, the database URL's password replaced.
+   */
+  async function edgeThrough(relay: Relay, lines: string[] = [], password?: string): Promise<Edge> {
     relays.push(relay);
-    const url = await throughRelay(relay, tdb.url);
+    const url = new URL(await throughRelay(relay, tdb.url));
+    if (password !== undefined) url.password = password;
     const log = createLogger(
       'info',
       new Writable({
@@ -59,7 +63,7 @@ describe('edge start-up while PostgreSQL is not answering', () => {
         },
       }),
     );
-    const db = createDb({ connectionString: url, metrics: createMetrics(), log });
+    const db = createDb({ connectionString: url.toString(), metrics: createMetrics(), log });
     dbs.push(db);
     const masterKey = randomBytes(32);
     const edge = await buildEdge({
@@ -113,6 +117,19 @@ describe('edge start-up while PostgreSQL is not answering', () => {
     } finally {
       await ops.close();
     }
+  });
+
+  it('does not wait for a database that refuses its password: warm-up fails with the refusal', async () => {
+    const edge = await edgeThrough(new Relay(), [], 'not-the-password');
+    const outcome = await within(
+      edge.warm().then(
+        () => 'warmed',
+        (err: Error) => err.message,
+      ),
+      capMs,
+    );
+    assert.match(outcome, /password authentication failed/);
+    assert.doesNotMatch(outcome, /not-the-password/);
   });
 
   it('a pool connection that authenticates and then never answers does not hold the warm-up', async () => {
