@@ -13,6 +13,11 @@ import type { Logger } from 'pino';
 
 /** An attempt not finished by then is abandoned and another started (a connection that went silent). */
 export const attemptDeadlineMs = 10_000;
+/**
+ * A start-up statement not answered by then fails and its connection is destroyed (createDb
+ * queryTimeoutMs): well within the attempt's deadline, so an abandoned attempt holds none.
+ */
+export const startupQueryTimeoutMs = 5_000;
 /** Between two attempts of one step. */
 export const retryPauseMs = 500;
 /** Not ready for this long: say at warn what is awaited (a normal start takes about a second). */

@@ -49,6 +49,26 @@ export function trustedSigners(config: ServiceConfig): Promise<KeyObject[]> {
   return loadTrustedKeys(config.values.POLICY_TRUSTED_KEYS ?? defaultTrustFile);
 }
 
+/**
+ * Until onShutdown takes over: SIGTERM or SIGINT ends a process still starting (waiting for its
+ * database) at once with exit 0, as nothing is served or in flight yet; without it the signal
+ * killed the process (no exit code). Returns the function that removes these handlers.
+ */
+export function exitWhileStarting(log: Logger): () => void {
+  const exit = (signal: string) => {
+    log.info({ signal }, 'stopping before serving');
+    process.exit(0);
+  };
+  const onTerm = () => exit('SIGTERM');
+  const onInt = () => exit('SIGINT');
+  process.on('SIGTERM', onTerm);
+  process.on('SIGINT', onInt);
+  return () => {
+    process.off('SIGTERM', onTerm);
+    process.off('SIGINT', onInt);
+  };
+}
+
 /** On SIGTERM or SIGINT run `drain` once, then exit 0 (or 1 if it failed or took too long). */
 export function onShutdown(log: Logger, drain: () => Promise<void>): void {
   let stopping = false;

@@ -23,7 +23,7 @@ import { defaultBundleDir } from '../../policy/runtime/bundle.ts';
 import { PolicyStore } from '../../policy/runtime/store.ts';
 import { createDb, databaseUnreachable, type Db } from '../../shared/db/pool.ts';
 import { createMetrics } from '../../shared/metrics.ts';
-import { reportNotReady, StartupSteps } from '../../shared/startup.ts';
+import { reportNotReady, StartupSteps, startupQueryTimeoutMs } from '../../shared/startup.ts';
 import { closeHttpGracefully, listen } from '../../shared/net.ts';
 import { labelCluster } from '../../core/residency/cluster.ts';
 import {
@@ -34,7 +34,7 @@ import {
   secretText,
   type ServiceConfig,
 } from '../service-config.ts';
-import { configOrExit, fail, loggerOf, onShutdown, trustedSigners } from './common.ts';
+import { configOrExit, exitWhileStarting, fail, loggerOf, onShutdown, trustedSigners } from './common.ts';
 import { edgeRouteAccess } from '../docs.ts';
 
 type Log = ReturnType<typeof loggerOf>;
@@ -53,7 +53,10 @@ function smsSenderOf(config: ServiceConfig, guard: TargetGuard, log: Log): SmsSe
 /**
  * The database, refused unless every migration is applied (`npm run migrate` runs them once per
  * release). Waited for while it does not answer (shared/startup.ts): exiting on one connect that
- * timed out left a core that was never ready.
+ * timed out left a core that was never ready. `startDb`, for the start-up steps only (closed once
+ * they are done), destroys a connection whose statement goes unanswered: an attempt abandoned at
+ * its deadline otherwise kept its connection waiting on a silent database for ever, one more each
+ * attempt, until the pool held only those and the core could not start once the database answered.
  */
 async function migratedDb(
   config: ServiceConfig,
@@ -68,22 +71,33 @@ async function migratedDb(
       2,
     );
   const db = createDb({ connectionString: databaseUrl, metrics, log });
+  const startDb = createDb({
+    connectionString: databaseUrl,
+    metrics,
+    log,
+    max: 2,
+    queryTimeoutMs: startupQueryTimeoutMs,
+  });
   const pending = await steps
-    .run('the database', () => pendingMigrations(db), databaseUnreachable)
+    .run('the database', () => pendingMigrations(startDb), databaseUnreachable)
     .catch((err: unknown) => fail(`database unreachable: ${(err as Error).message}`));
   if (pending.length > 0)
     fail(
       `the database lacks ${pending.length} migration(s) (${pending[0]} first): run \`npm run migrate\` once for this release`,
     );
-  return db;
+  return { db, startDb };
 }
 
 /** This deployment's region, warning when the database cluster is labelled with another. */
-async function placedRegion(config: ServiceConfig, db: Db, log: Log): Promise<string> {
+async function placedRegion(config: ServiceConfig, db: Db, log: Log, steps: StartupSteps): Promise<string> {
   // Issue 20 item 2: tenants are placed by the region the database records (`npm run migrate`
   // labels a new cluster; a cluster migrated before migration 0900 is labelled here, once).
   const region = deploymentRegion(config);
-  const databaseRegion = await labelCluster(db, region, 'core');
+  const databaseRegion = await steps.run(
+    'the database (cluster region)',
+    () => labelCluster(db, region, 'core'),
+    databaseUnreachable,
+  );
   if (databaseRegion !== region)
     log.warn(
       { deploymentRegion: region, databaseRegion },
@@ -93,7 +107,13 @@ async function placedRegion(config: ServiceConfig, db: Db, log: Log): Promise<st
 }
 
 /** The key store; API-key secrets sealed before their own key existed are re-sealed with it. */
-async function keyStore(config: ServiceConfig, db: Db, log: Log, steps: StartupSteps): Promise<KeyStore> {
+async function keyStore(
+  config: ServiceConfig,
+  dbs: { db: Db; startDb: Db },
+  log: Log,
+  steps: StartupSteps,
+): Promise<KeyStore> {
+  const { db, startDb } = dbs;
   const keys = new KeyStore(db, await secretKey(config, 'MASTER_KEY', 'master.key'), {
     apiKeySealKey: await secretKey(config, 'API_KEY_SEAL_KEY', 'api-key-seal.key'),
     challengeKeys: await secretKeys(config, 'CHALLENGE_KEY', 'challenge.key'),
@@ -101,7 +121,7 @@ async function keyStore(config: ServiceConfig, db: Db, log: Log, steps: StartupS
   });
   const resealed = await steps.run(
     'the database (API-key secrets to re-seal)',
-    () => new ApiKeys(db, keys).resealLegacySecrets(),
+    () => new ApiKeys(startDb, keys).resealLegacySecrets(),
     databaseUnreachable,
   );
   if (resealed > 0) log.info({ resealed }, 'API-key secrets re-sealed with their own key');
@@ -126,21 +146,24 @@ async function main(): Promise<void> {
   const metrics = createMetrics();
   // Until it listens, a core waiting for its database says so at warn after a few seconds.
   const steps = new StartupSteps(log);
+  const starting = exitWhileStarting(log);
   const stopReports = reportNotReady(log, 'core', () => steps.waiting());
-  const db = await migratedDb(config, log, metrics, steps);
-  const region = await steps.run(
-    'the database (cluster region)',
-    () => placedRegion(config, db, log),
-    databaseUnreachable,
-  );
-  const keys = await keyStore(config, db, log, steps);
+  const { db, startDb } = await migratedDb(config, log, metrics, steps);
+  const region = await placedRegion(config, startDb, log, steps);
+  const keys = await keyStore(config, { db, startDb }, log, steps);
   const policies = await policyStore(config, log);
 
   const allowedCidrs = listOf(config, 'PRIVATE_TARGETS_ALLOWED');
   const guard = new TargetGuard({ allowPrivateTargets: dev, allowedCidrs });
   const sms = smsSenderOf(config, guard, log);
   // The ledger's currencies (issue 21 item 2) before the first request.
-  await steps.run('the database (ledger currencies)', () => loadLedgerCurrencies(db), databaseUnreachable);
+  await steps.run(
+    'the database (ledger currencies)',
+    () => loadLedgerCurrencies(startDb),
+    databaseUnreachable,
+  );
+  // Its connections of abandoned attempts end at their query timeout, then the pool ends.
+  void startDb.close().catch(() => undefined);
   const core = buildCore({
     db,
     log,
@@ -185,6 +208,7 @@ async function main(): Promise<void> {
   payerSweeper.start();
   stopReports();
   log.info({ port, host: config.values.CORE_HOST }, 'core is serving');
+  starting();
 
   onShutdown(log, async () => {
     // No new connections; requests in flight finish; kept-alive connections close after their answer.

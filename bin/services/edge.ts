@@ -13,7 +13,7 @@ import { createMetrics } from '../../shared/metrics.ts';
 import { listen } from '../../shared/net.ts';
 import type { DecisionInputsConfig } from '../../edge/decision-inputs.ts';
 import { secretKey, secretKeys, secretText, type ServiceConfig } from '../service-config.ts';
-import { configOrExit, fail, loggerOf, onShutdown, trustedSigners } from './common.ts';
+import { configOrExit, exitWhileStarting, fail, loggerOf, onShutdown, trustedSigners } from './common.ts';
 
 /**
  * Issue 22 item 1: recording is on when a sample is configured and a pseudonym key exists
@@ -36,6 +36,7 @@ async function main(): Promise<void> {
   boundHeapGrowth();
   const config = configOrExit('edge');
   const log = loggerOf(config, 'edge');
+  const starting = exitWhileStarting(log);
   const databaseUrl =
     config.values.DATABASE_URL ??
     fail('DATABASE_URL is required (the edge reads sessions, keys and settings from PostgreSQL)', 2);
@@ -75,6 +76,7 @@ async function main(): Promise<void> {
       ),
   );
   log.info({ port, metricsPort: opsPort }, 'edge is serving');
+  starting();
 
   onShutdown(log, async () => {
     await edge.drain(5000);

@@ -61,12 +61,19 @@ export function createDb(opts: {
   metrics: Metrics;
   log: Logger;
   max?: number;
+  /**
+   * Each statement not answered by then fails and its connection is destroyed (pg's
+   * query_timeout): for work abandoned at a deadline, whose connection would otherwise wait on a
+   * silent peer for ever. None by default.
+   */
+  queryTimeoutMs?: number;
 }): Db {
   const pool = new pg.Pool({
     connectionString: opts.connectionString,
     max: opts.max ?? poolMax,
     connectionTimeoutMillis: connectTimeoutMs,
     idleTimeoutMillis: 30_000,
+    ...(opts.queryTimeoutMs === undefined ? {} : { query_timeout: opts.queryTimeoutMs }),
   });
   // An idle client losing its server must not crash the process; the next query reports it.
   pool.on('error', (err) => opts.log.warn({ err: err.message }, 'idle database connection lost'));
@@ -157,7 +164,7 @@ const socketErrors = new Set([
 
 /**
  * Whether `err` says the database did not answer, rather than answered with a refusal: a socket
- * error, pg's connect timeout or cut connection, work past its deadline, or SQLSTATE class 08
+ * error, pg's connect timeout, query timeout or cut connection, work past its deadline, or SQLSTATE class 08
  * (connection exception), 53 (insufficient resources: too many connections) or 57P01-57P03
  * (shutting down, starting up). Start-up waits these out; a wrong password (28P01), a missing
  * database (3D000) or anything else is a fault to report, not to wait for.
@@ -169,7 +176,9 @@ export function databaseUnreachable(err: unknown): boolean {
   if (typeof code === 'string' && /^(08|53|57P0[123])/.test(code)) return true;
   return (
     typeof message === 'string' &&
-    /^(timeout expired|Connection terminated|timeout exceeded when trying to connect)/.test(message)
+    /^(timeout expired|Connection terminated|timeout exceeded when trying to connect|Query read timeout)/.test(
+      message,
+    )
   );
 }
 
