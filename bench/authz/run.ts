@@ -400,6 +400,7 @@ async function ghzRoundOnce(
   for (const [name, r] of scenarios) out.push(await loadLine(name, live.edge, r, dir));
   await loadLine('transfer, audit discarded (diagnostic)', live.unaudited, transfer, dir);
   await loadLine('transfer, audit without inputs (diagnostic)', live.uninputted, transfer, dir);
+  await loadLine('transfer, audit flushed every 10 ms (diagnostic)', live.oftener, transfer, dir);
   await loadLine('transfer, tenant with a shadow candidate', live.shadowed, transfer, dir);
   const { stats } = await servers().ask({ t: 'shadow-stats' }, 'shadow');
   process.stdout.write(`${' '.repeat(32)}shadow thread so far: ${stats}\n`);

@@ -87,6 +87,10 @@ function deciderOf(
   });
 }
 
+/** The audit thread as production starts it: recording decision inputs under a key of its own. */
+const productionAuditThread = (url: string) =>
+  new AuditThread(url, undefined, { key: randomBytes(32), retentionHours: 168, maxBytes: 1024 ** 3 });
+
 /** The edge as production runs it: cached state, the signed bundle, the decision audit, gRPC. */
 async function startEdge(db: Db, url: string, keys: KeyStore, log: Log) {
   const state = new EdgeState(db, new TokenVerifier(db), keys.apiKeySecrets, log);
@@ -95,13 +99,7 @@ async function startEdge(db: Db, url: string, keys: KeyStore, log: Log) {
   await policies.load(defaultBundleDir);
   // As in production (edge/main.ts, default settings): the decision audit is written by its own
   // thread, which also records every decision's policy input for replay (issue 22 item 1).
-  const audit = new AuditWriter(
-    db,
-    log,
-    maxQueued,
-    failClosedReserve,
-    new AuditThread(url, undefined, { key: randomBytes(32), retentionHours: 168, maxBytes: 1024 ** 3 }),
-  );
+  const audit = new AuditWriter(db, log, maxQueued, failClosedReserve, productionAuditThread(url));
   audit.recordInputs({ sample: 1, retentionDays: () => undefined });
   audit.start();
   const decide = deciderOf(log, keys, { state, policies, audit });
@@ -165,10 +163,12 @@ async function edgeWith(log: Log, keys: KeyStore, edge: Edge, audit: AuditWriter
 }
 
 /**
- * Two diagnostics, not configurations: the same edge with its decision audit discarded instead of
+ * Three diagnostics, not configurations: the same edge with its decision audit discarded instead of
  * written to PostgreSQL, which shares this machine's two cores (what the audit's write costs
- * here), and with the audit written but no decision inputs recorded (what recording every
- * decision's policy input, issue 22 item 1, adds to it).
+ * here), with the audit written but no decision inputs recorded (what recording every
+ * decision's policy input, issue 22 item 1, adds to it), and with the audit as production writes
+ * it but flushed every 10 ms instead of every 50 (whether smaller bursts beside the answering
+ * thread cost its tail less).
  */
 async function startAuditVariants(db: Db, url: string, log: Log, keys: KeyStore, edge: Edge) {
   const discarded = new AuditWriter(db, log, maxQueued, failClosedReserve, {
@@ -179,7 +179,16 @@ async function startAuditVariants(db: Db, url: string, log: Log, keys: KeyStore,
   const withoutInputs = new AuditWriter(db, log, maxQueued, failClosedReserve, new AuditThread(url));
   withoutInputs.start();
   const uninputted = await edgeWith(log, keys, edge, withoutInputs);
+  // As production writes it (inputs recorded), its batches handed to the thread every 10 ms instead
+  // of 50: the same work in smaller bursts beside the answering thread (bench/authz/cost-curve.ts).
+  const oftener = new AuditWriter(db, log, maxQueued, failClosedReserve, productionAuditThread(url));
+  oftener.recordInputs({ sample: 1, retentionDays: () => undefined });
+  oftener.start(10);
+  const flushedOftener = await edgeWith(log, keys, edge, oftener);
   return {
+    oftener,
+    oftenerServer: flushedOftener.server,
+    oftenerAddress: flushedOftener.address,
     discarded,
     unauditedDecide: unaudited.decide,
     unaudited: unaudited.server,
@@ -356,6 +365,7 @@ export type FromServers =
       answer: string;
       unaudited: string;
       uninputted: string;
+      oftener: string;
       shadowed: string;
       scenarios: Scenario[];
       plugin: AdapterState;
@@ -380,6 +390,7 @@ async function finish(f: Fixture, edge: Edge, cmp: Comparisons, scenarios: Scena
     cmp.answerServer,
     cmp.unaudited,
     cmp.uninputted,
+    cmp.oftenerServer,
     cmp.shadowed,
     edge.server,
   ])
@@ -387,6 +398,7 @@ async function finish(f: Fixture, edge: Edge, cmp: Comparisons, scenarios: Scena
   await cmp.shadow.stop();
   await cmp.discarded.stop();
   await cmp.withoutInputs.stop();
+  await cmp.oftener.stop();
   await timeTokenCheck(edge.state, viewOf(scenarios[1]?.[1] as CheckRequest));
   timePolicyEvaluation(edge.policies, f.customerId);
   await edge.audit.stop();
@@ -428,6 +440,7 @@ async function serve(url: string, inProcessOnly: boolean): Promise<void> {
     answer: cmp.answerAddress,
     unaudited: cmp.unauditedAddress,
     uninputted: cmp.uninputtedAddress,
+    oftener: cmp.oftenerAddress,
     shadowed: cmp.shadowedAddress,
     scenarios,
     plugin: inProcessOnly ? ({} as AdapterState) : await pluginState(f, edge.state),
