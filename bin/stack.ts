@@ -104,6 +104,8 @@ export interface StackOptions {
   webhookAllowPrivateTargets?: boolean;
   /** Tests only (issue 15 item 4): core checks every response against its declared schema. */
   checkResponses?: boolean;
+  /** Tests only: a policy-impact page's deadline (a looping candidate's job fails sooner than 20 s). */
+  impactPageDeadlineMs?: number;
   /** Issue 17 item 4: a mutual-TLS listener for machine clients (tests; production runs Envoy). */
   gatewayTls?: { key: string | Buffer; cert: string | Buffer; clientCa: string | Buffer; port?: number };
 }
@@ -180,6 +182,7 @@ async function startParts(
     edgeWarm: () => edge.warmed,
     webhookAllowPrivateTargets: opts.webhookAllowPrivateTargets ?? false,
     checkResponses: opts.checkResponses ?? false,
+    ...(opts.impactPageDeadlineMs === undefined ? {} : { impactPageDeadlineMs: opts.impactPageDeadlineMs }),
     webauthn,
     residency: { deploymentRegion: config.deploymentRegion, labelUnlabelled: false },
     // Issue 15 item 3: the docs page's security per operation, and the demo tenant's ids as its examples.

@@ -79,6 +79,8 @@ export interface CoreDeps {
   webhookAllowedCidrs?: string[];
   /** Tests only (issue 15 item 4): every response is checked against its declared schema (core/http/response-check.ts). */
   checkResponses?: boolean;
+  /** Tests only: how long a page of replayed decisions may take before its impact job fails (default 20 s). */
+  impactPageDeadlineMs?: number;
   /** Called in the transaction that provisions a staff member over SCIM (issue 16: enrolment links). */
   onStaffProvisioned?: ScimDeps['onProvisioned'];
   /**
@@ -266,6 +268,7 @@ export function buildCore(deps: CoreDeps): Core {
     policies: deps.policies,
     log: deps.log.child({ component: 'policy-impact' }),
     now,
+    ...(deps.impactPageDeadlineMs === undefined ? {} : { pageDeadlineMs: deps.impactPageDeadlineMs }),
   });
   routes.push(...impact.routes);
   routes.push(...staffSignInRoutes(deps, now, federation));

@@ -90,6 +90,8 @@ export interface PolicyImpactDeps {
   policies: PolicyStore | undefined;
   log: Logger;
   now: () => number;
+  /** How long a page of replayed decisions may take before its job fails (impactPageDeadlineMs; tests). */
+  pageDeadlineMs?: number;
 }
 
 export function policyImpactRoutes(deps: PolicyImpactDeps): {
@@ -98,7 +100,14 @@ export function policyImpactRoutes(deps: PolicyImpactDeps): {
 } {
   // A core without a policy store (tools, tests) serves the routes but verifies nothing and runs no jobs.
   const policies = deps.policies;
-  const runner = policies ? new ImpactRunner({ db: deps.db, log: deps.log, policies }) : undefined;
+  const runner = policies
+    ? new ImpactRunner({
+        db: deps.db,
+        log: deps.log,
+        policies,
+        ...(deps.pageDeadlineMs === undefined ? {} : { pageDeadlineMs: deps.pageDeadlineMs }),
+      })
+    : undefined;
   return { routes: impactRouteList(deps, runner), runner };
 }
 

@@ -131,7 +131,12 @@ describe('policy impact and shadow stay bounded; candidates are capped per tenan
       DATABASE_URL: tdb.url,
       LOG_LEVEL: 'silent',
     });
-    stack = await startStack(config, { checkTimeoutMs: 3000, checkResponses: true });
+    // A page's deadline of 8 s instead of 20: the looping candidate burns a core until it passes.
+    stack = await startStack(config, {
+      checkTimeoutMs: 3000,
+      checkResponses: true,
+      impactPageDeadlineMs: 8000,
+    });
     gw = `http://127.0.0.1:${stack.ports.gateway}`;
     const demo = JSON.parse(await readFile(join(dataDir, 'demo.json'), 'utf8')) as Demo;
     author = await putServiceToken(tdb.db, 'demo', 'e2e-bounds-author', ['policy_author']);
@@ -160,7 +165,7 @@ describe('policy impact and shadow stay bounded; candidates are capped per tenan
     assert.equal(job.status, 'failed', JSON.stringify(job));
     assert.match(
       job.error,
-      /^a page of 200 decisions was not replayed within 20 s \(does the candidate loop\?\)/,
+      /^a page of 200 decisions was not replayed within 8 s \(does the candidate loop\?\)/,
     );
     assert.equal(job.result.complete, false);
     assert.ok(answeredWhileRunning > 0, 'core answered requests while the job ran');
