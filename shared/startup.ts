@@ -10,6 +10,7 @@
  * a password; readiness answers name the steps only.
  */
 import type { Logger } from 'pino';
+import { withDeadline } from './deadline.ts';
 
 /** An attempt not finished by then is abandoned and another started (a connection that went silent). */
 export const attemptDeadlineMs = 10_000;
@@ -29,18 +30,6 @@ export const notReadyRepeatMs = 30_000;
 export interface WaitingFor {
   what: string;
   lastError?: string;
-}
-
-/** The error of work that did not finish within its deadline. */
-export class OverdueError extends Error {}
-
-/** `work`, rejected with an OverdueError if it has not settled within `ms` (it is not cancelled). */
-export function withDeadline<T>(work: Promise<T>, ms: number, message: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const overdue = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new OverdueError(message)), ms);
-  });
-  return Promise.race([work, overdue]).finally(() => clearTimeout(timer));
 }
 
 const messageOf = (err: unknown): string => (err instanceof Error ? err.message : String(err));

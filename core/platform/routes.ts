@@ -5,6 +5,7 @@ import { dirname, join } from 'node:path';
 import { Type } from '@sinclair/typebox';
 import type { Db } from '../../shared/db/pool.ts';
 import { schemaHash } from '../db/migrate.ts';
+import { withDeadline } from '../../shared/deadline.ts';
 import { AppError } from '../../shared/errors.ts';
 import { CoreErrorSchema } from '../http/responses.ts';
 import { defineRoute, type RouteSpec } from '../http/route.ts';
@@ -73,18 +74,6 @@ const docsInit = `const filter = new URLSearchParams(window.location.search).get
 window.ui = SwaggerUIBundle({ url: '/v1/openapi.json', dom_id: '#ui', deepLinking: true, filter: filter || true,
   presets: [SwaggerUIBundle.presets.apis, SwaggerUIStandalonePreset], layout: 'StandaloneLayout' });`;
 
-async function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms);
-  });
-  try {
-    return await Promise.race([p, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 const tags = ['platform'];
 
 const healthRoute = (deps: PlatformDeps): RouteSpec =>
@@ -123,9 +112,10 @@ const readyRoute = (deps: PlatformDeps): RouteSpec =>
     handler: async () => {
       let migrated: boolean;
       try {
-        const { rows } = await withTimeout(
+        const { rows } = await withDeadline(
           deps.db.query<{ t: string | null }>("SELECT to_regclass('public.schema_migrations')::text AS t"),
           readyTimeoutMs,
+          `timed out after ${readyTimeoutMs} ms`,
         );
         migrated = rows[0]?.t != null;
       } catch (err) {
@@ -164,7 +154,11 @@ const versionRoute = (deps: PlatformDeps): RouteSpec =>
     tags,
     responses: { 200: { description: 'Version', schema: Version } },
     handler: async () => {
-      const hash = await withTimeout(schemaHash(deps.db), readyTimeoutMs).catch(() => 'unavailable');
+      const hash = await withDeadline(
+        schemaHash(deps.db),
+        readyTimeoutMs,
+        `timed out after ${readyTimeoutMs} ms`,
+      ).catch(() => 'unavailable');
       return {
         status: 200,
         body: { commit: deps.build.commit, version: deps.build.version, schema_hash: hash },

@@ -5,7 +5,8 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
 import type { Metrics } from '../metrics.ts';
-import { OverdueError, withDeadline } from '../startup.ts';
+import { OverdueError, withDeadline } from '../deadline.ts';
+import { isPoolExhausted } from '../errors.ts';
 
 /** Anything that runs a parameterised query: the pool wrapper, a pool client in a transaction. */
 export interface Queryable {
@@ -170,15 +171,12 @@ const socketErrors = new Set([
  * database (3D000) or anything else is a fault to report, not to wait for.
  */
 export function databaseUnreachable(err: unknown): boolean {
-  if (err instanceof OverdueError) return true;
+  if (err instanceof OverdueError || isPoolExhausted(err)) return true;
   const { code, message } = (err ?? {}) as { code?: unknown; message?: unknown };
   if (typeof code === 'string' && socketErrors.has(code)) return true;
   if (typeof code === 'string' && /^(08|53|57P0[123])/.test(code)) return true;
   return (
-    typeof message === 'string' &&
-    /^(timeout expired|Connection terminated|timeout exceeded when trying to connect|Query read timeout)/.test(
-      message,
-    )
+    typeof message === 'string' && /^(timeout expired|Connection terminated|Query read timeout)/.test(message)
   );
 }
 

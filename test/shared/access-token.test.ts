@@ -8,20 +8,12 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { KeyStore } from '../../core/keys/keys.ts';
-import { AuditWriter } from '../../edge/audit-writer.ts';
-import { RiskEngine } from '../../edge/auth/risk.ts';
-import { createDecider } from '../../edge/authz.ts';
-import { buildRouteTable } from '../../edge/routes.ts';
-import { routeDeclarations } from '../../shared/routes/index.ts';
-import { EdgeState } from '../../edge/state/store.ts';
 import type { CheckResponse } from '../../edge/types.ts';
-import { defaultBundleDir, loadTrustedKeys } from '../../policy/runtime/bundle.ts';
-import { PolicyStore } from '../../policy/runtime/store.ts';
 import { createLogger } from '../../shared/log.ts';
-import { TokenVerifier } from '../../shared/token-keys.ts';
 import { tokenKinds } from '../../shared/access-token.ts';
 import { startTestCore, type TestCore } from '../helpers/core.ts';
-import { envoyRequest, startTestEdge, type TestEdge } from '../helpers/edge.ts';
+import { startBundleEdge, type BundleEdge } from '../helpers/bundle-edge.ts';
+import { envoyRequest, type TestEdge } from '../helpers/edge.ts';
 import { call } from '../helpers/http.ts';
 
 const log = createLogger('silent');
@@ -29,8 +21,7 @@ const tenant = 'tok';
 
 describe('one bearer-token verifier: the same code per refusal at the edge and at core', () => {
   let c: TestCore;
-  let state: EdgeState;
-  let audit: AuditWriter;
+  let running: BundleEdge;
   let edge: TestEdge;
 
   /** A customer with a session of `subjectType` (revoked when asked). */
@@ -86,27 +77,11 @@ describe('one bearer-token verifier: the same code per refusal at the edge and a
       "INSERT INTO tenants (id, name, country, base_currency) VALUES ($1, $1, 'KE', 'KES')",
       [tenant],
     );
-    state = new EdgeState(c.tdb.db, new TokenVerifier(c.tdb.db), c.keys.apiKeySecrets, log);
-    await state.start();
-    const policies = new PolicyStore(await loadTrustedKeys());
-    await policies.load(defaultBundleDir);
-    audit = new AuditWriter(c.tdb.db, log);
-    const decide = createDecider({
-      state,
-      challenges: c.keys.challenges,
-      policies,
-      audit,
-      risk: new RiskEngine(),
-      log,
-      edgeSecret: 'token-test-edge-secret',
-    });
-    // Outcomes, not timing: a generous decision budget.
-    edge = await startTestEdge({ log, decide, resolve: buildRouteTable(routeDeclarations), budgetMs: 2000 });
+    running = await startBundleEdge(c.tdb.db, c.keys, { log, edgeSecret: 'token-test-edge-secret' });
+    edge = running.edge;
   });
   after(async () => {
-    await edge.close();
-    await audit.stop();
-    await state.stop();
+    await running.stop();
     await c.close();
   });
 

@@ -9,7 +9,8 @@ import { Writable } from 'node:stream';
 import { describe, it } from 'node:test';
 import { databaseUnreachable } from '../../shared/db/pool.ts';
 import { createLogger } from '../../shared/log.ts';
-import { OverdueError, reportNotReady, StartupSteps } from '../../shared/startup.ts';
+import { OverdueError } from '../../shared/deadline.ts';
+import { reportNotReady, StartupSteps } from '../../shared/startup.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

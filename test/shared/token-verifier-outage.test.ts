@@ -12,21 +12,15 @@ import { after, before, describe, it } from 'node:test';
 import { SignJWT } from 'jose';
 import { verifiedToken } from '../../core/http/access-token.ts';
 import { KeyStore } from '../../core/keys/keys.ts';
-import { AuditWriter } from '../../edge/audit-writer.ts';
-import { RiskEngine } from '../../edge/auth/risk.ts';
-import { createDecider } from '../../edge/authz.ts';
-import { buildRouteTable } from '../../edge/routes.ts';
 import { EdgeState } from '../../edge/state/store.ts';
-import { defaultBundleDir, loadTrustedKeys } from '../../policy/runtime/bundle.ts';
-import { PolicyStore } from '../../policy/runtime/store.ts';
 import { TokenRefusal, verifyAccessToken } from '../../shared/access-token.ts';
 import type { Db } from '../../shared/db/pool.ts';
 import { asAppError } from '../../shared/errors.ts';
 import { createLogger } from '../../shared/log.ts';
-import { routeDeclarations } from '../../shared/routes/index.ts';
 import { issuerFor, TokenVerifier } from '../../shared/token-keys.ts';
 import { startTestCore, type TestCore } from '../helpers/core.ts';
-import { envoyRequest, startTestEdge, type TestEdge } from '../helpers/edge.ts';
+import { startBundleEdge, type BundleEdge } from '../helpers/bundle-edge.ts';
+import { envoyRequest, type TestEdge } from '../helpers/edge.ts';
 
 const log = createLogger('silent');
 
@@ -137,8 +131,8 @@ describe('the token verifier when the key set cannot be read', () => {
     const tenant = 'keyout';
     const down = { keys: false };
     let c: TestCore;
+    let running: BundleEdge | undefined;
     let state: EdgeState;
-    let audit: AuditWriter;
     let edge: TestEdge;
 
     before(async () => {
@@ -147,37 +141,16 @@ describe('the token verifier when the key set cannot be read', () => {
         "INSERT INTO tenants (id, name, country, base_currency) VALUES ($1, $1, 'KE', 'KES')",
         [tenant],
       );
-      state = new EdgeState(
-        c.tdb.db,
-        new TokenVerifier(keysOutage(c.tdb.db, down)),
-        c.keys.apiKeySecrets,
-        log,
-      );
-      await state.start();
-      const policies = new PolicyStore(await loadTrustedKeys());
-      await policies.load(defaultBundleDir);
-      audit = new AuditWriter(c.tdb.db, log);
-      const decide = createDecider({
-        state,
-        challenges: c.keys.challenges,
-        policies,
-        audit,
-        risk: new RiskEngine(),
+      running = await startBundleEdge(c.tdb.db, c.keys, {
         log,
         edgeSecret: 'key-outage-edge-secret',
+        verifier: new TokenVerifier(keysOutage(c.tdb.db, down)),
       });
-      edge = await startTestEdge({
-        log,
-        decide,
-        resolve: buildRouteTable(routeDeclarations),
-        budgetMs: 2000,
-      });
+      ({ state, edge } = running);
     });
     after(async () => {
       down.keys = false;
-      await edge?.close();
-      await audit?.stop();
-      await state?.stop();
+      await running?.stop();
       await c?.close();
     });
 
