@@ -21,7 +21,7 @@ const units = (n: bigint) => n * microPerUnit;
 const clamp = (v: Micro, lo: Micro, hi: Micro) => (v < lo ? lo : v > hi ? hi : v);
 /**
  * Whole minor units of the currency (2 decimals for KES, none for UGX): fees and commissions never
- * carry dust the currency cannot hold, which the ledger refuses (ledger_amount_misfit). Cutting
+ * carry dust the currency cannot hold, which the ledger refuses (ledger_apply checks amounts against admin_currencies). Cutting
  * to 2 decimals made a UGX fee of 123.45.
  */
 const whole = (v: Micro, minor: number) => (v / minorStep(minor)) * minorStep(minor);

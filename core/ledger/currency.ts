@@ -8,7 +8,7 @@
  * update it at once. A currency some ledger account holds keeps its minor units (the admin
  * route refuses the change), but a snapshot loaded before another instance re-scaled a currency
  * that held none, then opened accounts in it, keeps the old minor units until its next reload:
- * the write path (ledger_amount_misfit in ledger_apply) checks amounts against the table itself.
+ * the write path (ledger_apply) checks amounts against the table itself.
  */
 import { AppError } from '../../shared/errors.ts';
 

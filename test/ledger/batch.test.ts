@@ -178,6 +178,90 @@ describe('ledger set-based posting batch', () => {
     assert.deepEqual((await t.db.query('SELECT ledger_apply($1::jsonb) AS r', ['[]'])).rows[0]?.r, []);
   });
 
+  it("ledger_apply's first checks for a whole batch at once: amounts finer than the table's minor units (legs, a new hold, a partial capture in its hold's currency) before a fraud hold, each command answered in place", async () => {
+    const hold = (debit: string, amount: string) => ({
+      op: 'hold',
+      tenant,
+      id: randomUUID(),
+      transaction_id: randomUUID(),
+      type: 'TRANSFER',
+      debit_account_id: debit,
+      credit_account_id: settlement,
+      currency: 'KES',
+      amount,
+      description: 'held',
+      metadata: {},
+      expires_at: new Date(Date.now() + 3_600_000).toISOString(),
+    });
+    const capture = (holdId: string, amount: string) => ({
+      op: 'capture',
+      tenant,
+      hold_id: holdId,
+      amount,
+      id: randomUUID(),
+      now: new Date().toISOString(),
+    });
+    const open = hold(kes[6]!, '1.00');
+    const opened = await t.db.query<{ r: { ok: boolean }[] }>('SELECT ledger_apply($1::jsonb) AS r', [
+      JSON.stringify([open]),
+    ]);
+    assert.equal(opened.rows[0]!.r[0]!.ok, true);
+    const frozen = kes[5]!;
+    await t.db.query(
+      `INSERT INTO wallet_fraud_holds (tenant_id, id, account_id, reason, placed_by, placed_at)
+       VALUES ($1, $2, $3, 'batch check', 'staff-1', now())`,
+      [tenant, randomUUID(), frozen],
+    );
+    const fine = (from: string) =>
+      post([
+        [from, 'debit', '0.010000'],
+        [settlement, 'credit', '0.010000'],
+      ]);
+    const cmds = [
+      fine(kes[0]!),
+      post([
+        [kes[1]!, 'debit', '0.001000'],
+        [settlement, 'credit', '0.001000'],
+      ]),
+      fine(frozen),
+      post([
+        [frozen, 'debit', '0.005000'],
+        [settlement, 'credit', '0.005000'],
+      ]),
+      hold(kes[2]!, '0.015'),
+      hold(frozen, '0.01'),
+      capture(open.id, '0.001'),
+      post([
+        [settlement, 'debit', '0.010000'],
+        [frozen, 'credit', '0.010000'],
+      ]),
+      fine(kes[3]!),
+    ];
+    const { rows } = await t.db.query<{ r: { ok: boolean; code?: string }[] }>(
+      'SELECT ledger_apply($1::jsonb) AS r',
+      [JSON.stringify(cmds)],
+    );
+    assert.deepEqual(
+      rows[0]!.r.map((r) => r.ok || r.code),
+      [
+        true,
+        'INVALID_AMOUNT',
+        'ACCOUNT_FROZEN',
+        'INVALID_AMOUNT',
+        'INVALID_AMOUNT',
+        'ACCOUNT_FROZEN',
+        'INVALID_AMOUNT',
+        true,
+        true,
+      ],
+    );
+    const { rows: held } = await t.db.query<{ n: string }>(
+      `SELECT count(*) AS n FROM ledger_holds WHERE tenant_id = $1 AND id = ANY($2::uuid[])`,
+      [tenant, [cmds[4]!.id, cmds[5]!.id]],
+    );
+    assert.equal(held[0]!.n, '0', 'refused holds leave no row');
+  });
+
   it('the entries trigger refuses, for a whole multi-posting statement: a posting short of a leg, an unbalanced one, a foreign currency, a balance below its line', async () => {
     const header = async (c: pg.ClientBase, id: string, n: number) =>
       c.query(
