@@ -7,10 +7,10 @@
  * `tenants_changed` (a tenant's id, or empty after a relabel); while the listener is down
  * nothing is cached, so a change is never missed.
  */
-import pg from 'pg';
 import { Counter, Gauge } from 'prom-client';
 import type { Logger } from 'pino';
 import { audit } from '../../shared/audit.ts';
+import { Listener } from '../../shared/db/listener.ts';
 import type { Db } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
 import type { Metrics } from '../../shared/metrics.ts';
@@ -45,10 +45,7 @@ export class ResidencyGate {
   private readonly placements = new Map<string, Placement & { at: number }>();
   /** Bumped on every notification: a read that started before one is not cached. */
   private generation = 0;
-  private listener: pg.Client | undefined;
-  private connecting = false;
-  private lastAttempt = 0;
-  private closed = false;
+  private readonly listener: Listener;
   /** The database region last warned about (a differing DEPLOYMENT_REGION is said once, not per request). */
   private warnedFor: string | undefined;
   private readonly refusals: Counter<'tenant'>;
@@ -60,6 +57,23 @@ export class ResidencyGate {
     private readonly opts: ResidencyOptions,
     private readonly now: () => number = Date.now,
   ) {
+    this.listener = new Listener(
+      db,
+      log,
+      {
+        name: 'residency listener',
+        whileDown: 'placements are read per request',
+        channels: [channels.tenants],
+        reconnectEveryMs,
+        now,
+      },
+      {
+        onNotify: (_channel, payload) => this.drop(payload),
+        // Anything may have changed before we listened.
+        onListening: () => this.drop(''),
+        onLost: () => this.drop(''),
+      },
+    );
     const registry = metrics.registry;
     this.refusals =
       (registry.getSingleMetric('tenant_residency_refusals_total') as Counter<'tenant'> | undefined) ??
@@ -89,12 +103,12 @@ export class ResidencyGate {
 
   /** Whether placements are being cached (the LISTEN connection is up). */
   get listening(): boolean {
-    return this.listener !== undefined;
+    return this.listener.listening;
   }
 
   /** This cluster's region (cached; labelled first where allowed), or undefined while unlabelled. */
   async clusterRegion(): Promise<string | undefined> {
-    this.listen();
+    this.listener.ensure();
     if (this.region !== undefined) return this.region;
     const generation = this.generation;
     const region = this.opts.labelUnlabelled
@@ -178,7 +192,7 @@ export class ResidencyGate {
   }
 
   private cacheable(generation: number): boolean {
-    return this.listener !== undefined && generation === this.generation;
+    return this.listener.listening && generation === this.generation;
   }
 
   private drop(payload: string): void {
@@ -191,50 +205,7 @@ export class ResidencyGate {
     }
   }
 
-  /** Start (or restart, at most every few seconds) the LISTEN connection; never blocks a request. */
-  private listen(): void {
-    if (this.closed || this.listener || this.connecting || this.now() - this.lastAttempt < reconnectEveryMs)
-      return;
-    this.connecting = true;
-    this.lastAttempt = this.now();
-    const client = new pg.Client({
-      connectionString: (this.db.pool.options as { connectionString?: string }).connectionString,
-      connectionTimeoutMillis: 2000,
-    });
-    const lost = (err?: Error) => {
-      if (this.listener === client)
-        this.log.warn(
-          { err: err?.message },
-          'residency listener lost; placements are read per request until it is back',
-        );
-      if (this.listener === client) this.listener = undefined;
-      this.drop('');
-    };
-    client.on('error', lost);
-    client.on('end', () => lost());
-    client.on('notification', (n) => this.drop(n.payload ?? ''));
-    client
-      .connect()
-      .then(() => client.query(`LISTEN ${channels.tenants}`))
-      .then(async () => {
-        if (this.closed) return client.end();
-        // Anything may have changed before we listened.
-        this.drop('');
-        this.listener = client;
-      })
-      .catch((err: unknown) => {
-        this.log.warn({ err: (err as Error).message }, 'residency listener could not connect');
-        void client.end().catch(() => undefined);
-      })
-      .finally(() => {
-        this.connecting = false;
-      });
-  }
-
   async close(): Promise<void> {
-    this.closed = true;
-    const l = this.listener;
-    this.listener = undefined;
-    await l?.end().catch(() => undefined);
+    await this.listener.close();
   }
 }
