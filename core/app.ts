@@ -42,7 +42,7 @@ import { policyImpactRoutes } from './policy/routes.ts';
 import type { WebAuthnConfig } from './staff/webauthn.ts';
 import { ResidencyGate, type ResidencyOptions } from './residency/gate.ts';
 import { developmentRegion } from './residency/cluster.ts';
-import { reloadCurrencies } from './admin/reference/currencies.ts';
+import { CurrencySync } from './admin/reference/currency-sync.ts';
 
 /** Development default: browsers accept `localhost` as an RP ID (never an IP address). */
 export const defaultWebAuthn = (): WebAuthnConfig => ({
@@ -165,7 +165,11 @@ function serveRoutes(deps: CoreDeps, routes: RouteSpec[]): { server: Server; res
   return { server, residency };
 }
 
-/** The ledger's batcher, the impact runner and the currency reload start now and stop with the server. */
+/**
+ * The ledger's batcher, the impact runner and the currency reloads start now, the currency
+ * listener once the server listens (building a core for its routes opens no connection), and
+ * all stop with the server.
+ */
 function startBackgroundWork(
   deps: CoreDeps,
   server: Server,
@@ -173,9 +177,11 @@ function startBackgroundWork(
 ): void {
   w.ledger.start();
   w.impact.runner?.start();
-  const currencies = reloadCurrencies(deps.db, deps.log);
+  const currencies = new CurrencySync(deps.db, deps.log.child({ component: 'currencies' }));
+  currencies.start();
+  server.once('listening', () => currencies.listen());
   server.on('close', () => {
-    clearInterval(currencies);
+    void currencies.close();
     w.ledger.stop();
     void w.residency.close();
     void w.impact.runner?.stop();

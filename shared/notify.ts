@@ -1,5 +1,5 @@
 /**
- * LISTEN/NOTIFY channels by which core (and the tables' triggers, migrations 0200, 0300, 0301)
+ * LISTEN/NOTIFY channels by which core (and the tables' triggers, migrations 0200, 0300, 0301, 1101)
  * tell every edge and core process that cached state changed, with the payload each carries.
  * Payloads are hints for dropping cache entries; a process that missed one re-reads everything
  * when its listener reconnects, and caches expire on their own bound regardless.
@@ -29,6 +29,8 @@ export const channels = {
   oauthClients: 'oauth_clients_changed',
   /** payload: JSON `{tenantId, grantJti, idempotencyKey, expiresAtMs}` of a request-bound step-up used up (migration 0870). */
   stepUpUsed: 'stepup_used',
+  /** payload: empty (every core reloads its snapshot of admin_currencies; migration 1101). */
+  currencies: 'currencies_changed',
 } as const;
 
 /** One field of a JSON payload, or undefined when the payload is not JSON or lacks it. */

@@ -4,11 +4,12 @@
  * this file used to hard-code). The ledger checks amounts synchronously, so it keeps a snapshot:
  * core loads it before it serves (core/admin/reference/currencies.ts loadLedgerCurrencies; buildCore
  * starts a load too, and until one lands amounts answer 503, never a wrong refusal),
- * reloads it periodically for what other instances change, and this process's admin writes
- * update it at once. A currency some ledger account holds keeps its minor units (the admin
- * route refuses the change), but a snapshot loaded before another instance re-scaled a currency
- * that held none, then opened accounts in it, keeps the old minor units until its next reload:
- * the write path (ledger_apply) checks amounts against the table itself.
+ * reloads it when any writer changes the table (NOTIFY `currencies_changed` at commit, so what
+ * another instance changes is known here within moments; core/admin/reference/currency-sync.ts)
+ * and every 30 s as a fallback, and this process's admin writes update it at once. A currency
+ * some ledger account holds keeps its minor units (the admin route refuses the change); a
+ * snapshot can lag the table only between a commit and its NOTIFY's reload, or while this
+ * core's listener is down: the write path (ledger_apply) checks amounts against the table itself.
  */
 import { AppError } from '../../shared/errors.ts';
 

@@ -1,5 +1,4 @@
 /** Minor units of a currency: the platform's local override when one is stored, else ISO 4217. */
-import type { Logger } from 'pino';
 import type { Queryable } from '../../../shared/db/pool.ts';
 import { AppError } from '../../../shared/errors.ts';
 import { setCurrencies } from '../../ledger/currency.ts';
@@ -23,30 +22,11 @@ export async function requireMinorUnits(q: Queryable, code: string): Promise<num
 /**
  * Load the currencies this table holds into the ledger's snapshot (core/ledger/currency.ts):
  * the currencies the ledger accepts and their minor units (issue 21 item 2). Core runs it
- * before it serves and then every `currencyReloadMs`.
+ * before it serves, then on every change announced and periodically (./currency-sync.ts).
  */
 export async function loadLedgerCurrencies(q: Queryable): Promise<void> {
   const { rows } = await q.query<{ code: string; minor_units: number }>(
     'SELECT code, minor_units FROM admin_currencies',
   );
   setCurrencies(rows.map((r) => [r.code, r.minor_units] as const));
-}
-
-/** How often a core reloads the snapshot, for currencies another instance's admin changed. */
-export const currencyReloadMs = 30_000;
-
-/**
- * Load the snapshot now (an entry point that did not await its own load serves 503 until this
- * lands, never a wrong refusal) and again every `currencyReloadMs` until the returned timer is
- * cleared.
- */
-export function reloadCurrencies(q: Queryable, log: Logger): NodeJS.Timeout {
-  const load = () =>
-    loadLedgerCurrencies(q).catch((err: unknown) =>
-      log.warn({ err: (err as Error).message }, 'loading the ledger currencies failed'),
-    );
-  void load();
-  const timer = setInterval(load, currencyReloadMs);
-  timer.unref();
-  return timer;
 }

@@ -1,0 +1,278 @@
+/**
+ * The ledger's currency snapshot follows admin's table (core/admin/reference/currency-sync.ts):
+ * a change committed by any writer reaches it by NOTIFY `currencies_changed` (migration 1101);
+ * a change announced while a reload runs is followed by one more reload; while the LISTEN
+ * connection is down the periodic reload keeps it current, and its return reloads once; a failed
+ * or unanswered reload keeps the last snapshot, says so without secrets, and is tried again.
+ * Real PostgreSQL; the snapshot is this process's (core/ledger/currency.ts).
+ */
+import assert from 'node:assert/strict';
+import { Writable } from 'node:stream';
+import { after, afterEach, before, describe, it } from 'node:test';
+import pg from 'pg';
+import { CurrencySync, type CurrencySyncOptions } from '../../core/admin/reference/currency-sync.ts';
+import { minorUnitsOf, setCurrencies } from '../../core/ledger/currency.ts';
+import type { Db, Queryable } from '../../shared/db/pool.ts';
+import { createLogger } from '../../shared/log.ts';
+import { freshDatabase, type TestDb } from '../helpers/db.ts';
+import { Relay, throughRelay } from '../helpers/pg-relay.ts';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** Long enough that a test's change can only reach the snapshot by the path it tests. */
+const never = 3_600_000;
+
+/** Poll `check` every 20 ms until it holds, or fail after `capMs` (a liveness bound). */
+async function until(check: () => boolean, capMs: number, what: string): Promise<void> {
+  for (const end = Date.now() + capMs; !check(); await sleep(20))
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+}
+
+/** A logger whose lines this test reads. */
+function capturedLog() {
+  const lines: string[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      lines.push(...chunk.toString().split('\n').filter(Boolean));
+      done();
+    },
+  });
+  return { log: createLogger('info', sink), lines };
+}
+
+/**
+ * `db` with another address for new connections (its `pool.options`, which the listener reads)
+ * while queries still go through `db`'s own pool.
+ */
+function listenVia(db: Db, url: string): Db {
+  const pool = new Proxy(db.pool, {
+    get(target, prop) {
+      if (prop === 'options') return { ...target.options, connectionString: url };
+      const v = Reflect.get(target, prop, target) as unknown;
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+    },
+  });
+  return { ...db, pool };
+}
+
+/**
+ * The real load's work (the table into the snapshot), counting its calls and the SELECTs that
+ * answered; while `hold` is set, a load waits on it between its SELECT and setting the snapshot.
+ */
+function countedLoad() {
+  const c = { loads: 0, selected: 0, hold: undefined as Promise<void> | undefined };
+  const load = async (q: Queryable) => {
+    c.loads++;
+    const { rows } = await q.query<{ code: string; minor_units: number }>(
+      'SELECT code, minor_units FROM admin_currencies',
+    );
+    c.selected++;
+    await c.hold;
+    setCurrencies(rows.map((r) => [r.code, r.minor_units] as const));
+  };
+  return { c, load };
+}
+
+describe('the ledger currency snapshot follows admin_currencies', () => {
+  let tdb: TestDb;
+  const syncs: CurrencySync[] = [];
+  const relays: Relay[] = [];
+
+  const sync = (db: Db, opts: CurrencySyncOptions = {}, log = createLogger('silent')) => {
+    const s = new CurrencySync(db, log, { reconnectEveryMs: 100, ...opts });
+    syncs.push(s);
+    return s;
+  };
+  const put = (code: string, minor: number) =>
+    tdb.db.query(
+      `INSERT INTO admin_currencies (code, name, minor_units) VALUES ($1, $1, $2)
+         ON CONFLICT (code) DO UPDATE SET minor_units = EXCLUDED.minor_units`,
+      [code, minor],
+    );
+
+  before(async () => {
+    tdb = await freshDatabase();
+  });
+  afterEach(async () => {
+    for (const s of syncs.splice(0)) await s.close();
+    for (const r of relays.splice(0)) await r.stop();
+  });
+  after(async () => {
+    await tdb.drop();
+  });
+
+  it('reloads on a change committed by any writer, at its commit', async () => {
+    const s = sync(tdb.db, { reloadEveryMs: never });
+    s.start();
+    s.listen();
+    await until(() => s.listening, 5_000, 'the listener');
+    await s.idle();
+    assert.equal(minorUnitsOf('MUR'), undefined);
+
+    await put('MUR', 3);
+    await until(() => minorUnitsOf('MUR') === 3, 5_000, 'MUR added');
+    await tdb.db.query(`UPDATE admin_currencies SET minor_units = 1 WHERE code = 'MUR'`);
+    await until(() => minorUnitsOf('MUR') === 1, 5_000, 'MUR re-scaled');
+    await tdb.db.query(`DELETE FROM admin_currencies WHERE code = 'MUR'`);
+    await until(() => minorUnitsOf('MUR') === undefined, 5_000, 'MUR removed');
+
+    // Announced at commit: a change not yet committed is not announced, and one rolled back never is.
+    const c = new pg.Client({ connectionString: tdb.url });
+    await c.connect();
+    await c.query('BEGIN');
+    await c.query(`INSERT INTO admin_currencies (code, name, minor_units) VALUES ('SCR', 'SCR', 2)`);
+    await sleep(300);
+    assert.equal(minorUnitsOf('SCR'), undefined, 'not announced before its commit');
+    await c.query('COMMIT');
+    await c.end();
+    await until(() => minorUnitsOf('SCR') === 2, 5_000, 'SCR added at commit');
+  });
+
+  it('follows a reload that read the table before a change with one more reload', async () => {
+    // The SELECT of the held load runs before the change commits; its snapshot is set after it.
+    const { c, load } = countedLoad();
+    let release = () => {};
+    const s = sync(tdb.db, { reloadEveryMs: never, load });
+    s.start();
+    s.listen();
+    await until(() => s.listening, 5_000, 'the listener');
+    await s.idle();
+    const before = c.loads;
+
+    c.hold = new Promise<void>((r) => {
+      release = r;
+    });
+    s.reload();
+    await until(() => c.selected === before + 1, 5_000, 'the held reload to read the table');
+    await put('BND', 3);
+    await until(() => s.queued, 5_000, 'the announcement while the reload runs');
+    // Further asks while it still runs are the same one reload after it.
+    s.reload();
+    s.reload();
+    release();
+    await s.idle();
+    assert.equal(minorUnitsOf('BND'), 3, 'the later reload read the change');
+    assert.equal(c.loads, before + 2, 'one more reload after the held one');
+  });
+
+  it('while its listener is down, keeps the snapshot by the periodic reload, and reloads once when it is back', async () => {
+    const relay = new Relay();
+    relays.push(relay);
+    const db = listenVia(tdb.db, await throughRelay(relay, tdb.url));
+    const { log, lines } = capturedLog();
+
+    // Down: the periodic reload (here every 200 ms) is what keeps the snapshot.
+    const periodic = sync(db, { reloadEveryMs: 200 }, log);
+    periodic.start();
+    periodic.listen();
+    await until(() => periodic.listening, 5_000, 'the listener');
+    relay.refuse = true;
+    relay.cutAll();
+    await until(() => !periodic.listening, 5_000, 'the listener lost');
+    assert.ok(
+      lines.some((l) => l.includes('currency listener lost')),
+      lines.join('\n'),
+    );
+    await put('LSL', 2);
+    await until(() => minorUnitsOf('LSL') === 2, 5_000, 'LSL by the periodic reload');
+    assert.equal(periodic.listening, false);
+    await periodic.close();
+
+    // Back: without a periodic reload, only the reload at reconnect can bring what it missed.
+    const { c, load } = countedLoad();
+    const back = sync(db, { reloadEveryMs: never, load });
+    back.start();
+    await back.idle();
+    relay.refuse = false;
+    back.listen();
+    await until(() => back.listening, 5_000, 'the listener');
+    await back.idle();
+    const before = c.loads;
+    relay.refuse = true;
+    relay.cutAll();
+    await until(() => !back.listening, 5_000, 'the listener lost');
+    await put('LSL', 0);
+    await sleep(300);
+    assert.equal(minorUnitsOf('LSL'), 2, 'announced to no one: not reloaded yet');
+    relay.refuse = false;
+    await until(() => back.listening, 5_000, 'the listener back');
+    await back.idle();
+    assert.equal(minorUnitsOf('LSL'), 0, 'reloaded when it came back');
+    assert.equal(c.loads, before + 1, 'once');
+  });
+
+  it('gives up a LISTEN the database does not answer and listens on another connection', async () => {
+    const relay = new Relay();
+    relays.push(relay);
+    const db = listenVia(tdb.db, await throughRelay(relay, tdb.url));
+    const { log, lines } = capturedLog();
+    relay.silenceAtFirstQuery = true;
+    const s = sync(db, { reloadEveryMs: never }, log);
+    s.listen();
+    await until(
+      () => lines.some((l) => l.includes('currency listener could not connect')),
+      10_000,
+      'the silent attempt given up',
+    );
+    relay.silenceAtFirstQuery = false;
+    await until(() => s.listening, 5_000, 'the listener on a connection that answers');
+    await put('SLE', 2);
+    await until(() => minorUnitsOf('SLE') === 2, 5_000, 'SLE announced');
+  });
+
+  it('keeps the last snapshot when a reload fails, says so at warn without secrets, and tries again', async () => {
+    await put('KMF', 0);
+    const { log, lines } = capturedLog();
+    const url = new URL(tdb.url);
+    url.password = 'not-the-password-Zq81';
+    const wrong: Db = {
+      ...tdb.db,
+      pool: new pg.Pool({ connectionString: url.toString(), connectionTimeoutMillis: 2_000 }),
+    };
+    // Another process already changed the table: this one's snapshot stays what it was.
+    setCurrencies([['KMF', 2]]);
+    const s = sync(wrong, { reloadEveryMs: never, retryMs: 200 }, log);
+    s.start();
+    const failures = () =>
+      lines
+        .filter((l) => l.includes('reloading the ledger currencies failed'))
+        .map((l) => JSON.parse(l) as { level: number; time: string; err: string; code?: string });
+    await until(() => failures().length >= 3, 10_000, 'a failed reload and two retries');
+    assert.equal(minorUnitsOf('KMF'), 2, 'the last snapshot stays');
+    const [first] = failures();
+    assert.equal(first?.level, 40);
+    assert.match(first?.err ?? '', /password authentication failed/);
+    assert.equal(first?.code, '28P01');
+    assert.doesNotMatch(lines.join('\n'), /not-the-password-Zq81/);
+    // Tried again after 200 ms, then after 400 ms: a database that keeps failing is asked less often.
+    const [t0, t1, t2] = failures().map((f) => Date.parse(f.time)) as [number, number, number];
+    assert.ok(t2 - t1 > t1 - t0 + 100, `failed at ${failures().map((f) => f.time)}`);
+    await s.close();
+    await wrong.pool.end();
+  });
+
+  it('gives up a reload the database does not answer and reloads again later; requests never wait for it', async () => {
+    const relay = new Relay();
+    relays.push(relay);
+    const silentUrl = await throughRelay(relay, tdb.url);
+    relay.silenceAtFirstQuery = true;
+    const silent: Db = { ...tdb.db, pool: new pg.Pool({ connectionString: silentUrl, max: 2 }) };
+    const { log, lines } = capturedLog();
+    await put('GMD', 2);
+    setCurrencies([['GMD', 1]]);
+    const s = sync(silent, { reloadEveryMs: never, retryMs: 100, answerMs: 300 }, log);
+    s.start();
+    // The snapshot answers at once while its reload hangs.
+    const t0 = performance.now();
+    assert.equal(minorUnitsOf('GMD'), 1);
+    assert.ok(performance.now() - t0 < 5);
+    await until(
+      () => lines.some((l) => l.includes('Query read timeout')),
+      5_000,
+      'the unanswered reload given up',
+    );
+    relay.silenceAtFirstQuery = false;
+    await until(() => minorUnitsOf('GMD') === 2, 5_000, 'a later reload');
+    await s.close();
+    await silent.pool.end();
+  });
+});
