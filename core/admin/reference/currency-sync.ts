@@ -151,20 +151,25 @@ export class CurrencySync {
         this.failures = 0;
       } catch (err) {
         const { message, code } = err as { message?: unknown; code?: unknown };
+        this.failures++;
+        const retryInMs = this.retryDelayMs();
         this.log.warn(
-          { err: String(message), ...(typeof code === 'string' ? { code } : {}) },
+          { err: String(message), ...(typeof code === 'string' ? { code } : {}), retryInMs },
           'reloading the ledger currencies failed; the last snapshot stays',
         );
-        this.retrySoon();
+        this.retrySoon(retryInMs);
         return;
       }
     } while (this.again && !this.closed);
   }
 
-  private retrySoon(): void {
-    this.failures++;
+  /** Backoff after the n-th failure in a row: retryMs, doubling, at most the periodic reload. */
+  private retryDelayMs(): number {
+    return Math.min(this.opts.retryMs * 2 ** (this.failures - 1), this.opts.reloadEveryMs);
+  }
+
+  private retrySoon(delayMs: number): void {
     if (this.retry || this.closed) return;
-    const delayMs = Math.min(this.opts.retryMs * 2 ** (this.failures - 1), this.opts.reloadEveryMs);
     this.retry = setTimeout(() => {
       this.retry = undefined;
       this.reload();
