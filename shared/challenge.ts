@@ -25,8 +25,9 @@
  * It is single use: stepup/complete records its jti (table used_challenges).
  */
 import { createHash, hash } from 'node:crypto';
-import { SignJWT, decodeProtectedHeader, jwtVerify, type JWTPayload } from 'jose';
+import { SignJWT, decodeProtectedHeader, type JWTPayload } from 'jose';
 import { canonicalJson } from './canonical-json.ts';
+import { verifyJwt } from './jws.ts';
 import { asJsonBody, type JsonBody } from './json-body.ts';
 import { uuidv7 } from './uuid.ts';
 import { AppError } from './errors.ts';
@@ -105,7 +106,7 @@ export class ChallengeKeys {
     const kid = decodeProtectedHeader(token).kid;
     const key = this.keys.find((k) => k.kid === kid);
     if (!key) throw new Error('unknown challenge key');
-    const { payload } = await jwtVerify(token, key.key, {
+    const { payload } = await verifyJwt(token, key.key, {
       algorithms: ['HS256'],
       audience: opts.audience,
       currentDate: new Date(this.now()),

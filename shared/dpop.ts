@@ -7,7 +7,8 @@
  * access token's hash when one is presented, and `nonce` is a server nonce when one is asked for.
  */
 import { createHmac, hash, timingSafeEqual } from 'node:crypto';
-import { EmbeddedJWK, calculateJwkThumbprint, decodeProtectedHeader, jwtVerify, type JWK } from 'jose';
+import { EmbeddedJWK, calculateJwkThumbprint, decodeProtectedHeader, type JWK } from 'jose';
+import { verifyJwt } from './jws.ts';
 
 /** RFC 9449 §11.1: accept proofs issued within this many seconds of now. */
 export const dpopWindowS = 60;
@@ -69,7 +70,7 @@ async function verified(proof: string): Promise<{ payload: Record<string, unknow
     const jwk = header.jwk;
     // A private key in the header would be the client's secret sent in the clear: refused.
     if (!jwk || 'd' in jwk || 'k' in jwk) throw new Error('no public jwk');
-    const { payload } = await jwtVerify(proof, EmbeddedJWK, {
+    const { payload } = await verifyJwt(proof, EmbeddedJWK, {
       typ: 'dpop+jwt',
       algorithms: [...dpopAlgorithms],
     });

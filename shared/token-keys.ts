@@ -5,8 +5,9 @@
  * on NOTIFY `keys_changed` (shared/notify.ts) or after `cacheTtlMs`.
  */
 import { createPublicKey, type KeyObject } from 'node:crypto';
-import { decodeJwt, decodeProtectedHeader, errors, jwtVerify, type JWK, type JWTPayload } from 'jose';
+import { decodeJwt, decodeProtectedHeader, errors, type JWK, type JWTPayload } from 'jose';
 import type { Db } from './db/pool.ts';
+import { verifyJwt } from './jws.ts';
 import { tenantIdPattern } from './tenant-id.ts';
 
 export interface VerificationKey {
@@ -154,7 +155,7 @@ export class TokenVerifier {
       throw new KeyError('BAD_TOKEN', 'token has no tenant or key id');
     const key = (await this.verificationKeys(tid)).find((k) => k.kid === kid);
     if (!key) throw new KeyError('UNKNOWN_KID', 'token key is unknown, retired or of another tenant');
-    const { payload } = await jwtVerify(token, key.key, {
+    const { payload } = await verifyJwt(token, key.key, {
       algorithms: ['EdDSA'],
       issuer: this.issuerUrl ? [issuerFor(tid), this.issuerUrl] : issuerFor(tid),
       audience: opts.audience,

@@ -12,7 +12,8 @@
  * Every failure is the same `invalid_client` (no client enumeration); the reason is audited.
  */
 import type { X509Certificate } from 'node:crypto';
-import { createLocalJWKSet, decodeJwt, decodeProtectedHeader, jwtVerify, type JSONWebKeySet } from 'jose';
+import { createLocalJWKSet, decodeJwt, decodeProtectedHeader, type JSONWebKeySet } from 'jose';
+import { verifyJwt } from '../../shared/jws.ts';
 import { firstUse } from '../../shared/replay.ts';
 import {
   certificateThumbprint,
@@ -104,7 +105,7 @@ async function checkAssertion(
   if (!client.jwks) throw fail('client has no registered keys');
   let payload: Record<string, unknown>;
   try {
-    ({ payload } = await jwtVerify(assertion, createLocalJWKSet(client.jwks as unknown as JSONWebKeySet), {
+    ({ payload } = await verifyJwt(assertion, createLocalJWKSet(client.jwks as unknown as JSONWebKeySet), {
       algorithms: [...assertionAlgorithms],
       issuer: client.clientId,
       subject: client.clientId,

@@ -8,6 +8,7 @@
  *   A replayed or unknown state is refused before the provider is asked anything.
  * - The ID token is checked by openid-client: signature against the provider's JWKS, iss, aud
  *   (our client id), exp/iat, nonce; a code obtained for another sign-in fails PKCE at the provider.
+ *   Its spelling too (shared/jws.ts): padding or unused bits the decoder would overlook refuse it.
  * - The person: an active `staff_users` row of the tenant, matched first by the ID token's `sub`
  *   against `externalId` (what SCIM provisions from the same provider: stable across renames),
  *   else by `preferred_username`, else by a verified `email`, against `userName` (case-insensitive),
@@ -26,8 +27,10 @@
 import { signInBinding } from '../http/dpop.ts';
 import { tenantSettings } from '../identity/settings.ts';
 import { createHash } from 'node:crypto';
+import { errors } from 'jose';
 import * as oidc from 'openid-client';
 import type { Db, Queryable, TxClient } from '../../shared/db/pool.ts';
+import { isCompactJws } from '../../shared/jws.ts';
 import { storable } from '../../shared/audit.ts';
 import { AppError } from '../../shared/errors.ts';
 import type { TargetGuard } from '../admin/webhooks/target.ts';
@@ -301,6 +304,9 @@ async function idTokenClaims(
       expectedNonce: taken.nonce,
       idTokenExpected: true,
     });
+    // openid-client decodes base64url leniently: a second spelling of the token is refused here.
+    if (tokens.id_token !== undefined && !isCompactJws(tokens.id_token))
+      throw new errors.JWSInvalid('the ID token is not a compact JWS in its one spelling');
     claims = tokens.claims();
   } catch (err) {
     // As when its discovery document cannot be fetched (configOf): the person did nothing wrong.

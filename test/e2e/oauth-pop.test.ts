@@ -28,6 +28,7 @@ import { dpopKey, proof } from '../helpers/dpop.ts';
 import { testEdgeSecrets } from '../helpers/edge-auth.ts';
 import { call, eventually, serve, type Res } from '../helpers/http.ts';
 import { makePki, type Issued, type Pki } from '../helpers/pki.ts';
+import { respellings } from '../helpers/respell.ts';
 
 /**
  * Issue 17 items 1, 2, 5, 6 through the gateway: OAuth client registration, the token endpoint
@@ -413,6 +414,8 @@ describe('OAuth clients: private_key_jwt, mTLS, DPoP, discovery', () => {
       ['exp too far ahead', await assertion(c, 'ES256', { expS: now + 3600 })],
       ['iss not the client', await assertion(c, 'ES256', { iss: 'cc_demo_someoneelse' })],
       ['a client of another tenant', await assertion(c, 'ES256'), { tenant_id: 'other' }],
+      // A valid assertion spelled a second way (shared/jws.ts), each with a fresh jti.
+      ...respellings(await assertion(c, 'ES256')).map(([n, a]): [string, string] => [`${n} (assertion)`, a]),
     ];
     for (const [name, a, extra] of cases) {
       const r = await tokenAt(issuer, assertionFields(a, extra ?? {}));
@@ -448,6 +451,7 @@ describe('OAuth clients: private_key_jwt, mTLS, DPoP, discovery', () => {
       ['wrong htm', await proof(key, 'GET', url)],
       ['wrong htu', await proof(key, 'POST', `${issuer}/oauth2/other`)],
       ['stale iat', await proof(key, 'POST', url, { iatS: Math.floor(Date.now() / 1000) - 300 })],
+      ...respellings(await proof(key, 'POST', url)),
     ];
     for (const [name, p] of cases) {
       const r = await tokenAt(issuer, assertionFields(await assertion(c, 'ES256')), { dpop: p });

@@ -198,11 +198,13 @@ describe('federated staff sign-in', () => {
   for (const tamper of [
     'bad_signature',
     'garbled_signature',
+    'padded_signature',
+    'spare_bits_signature',
     'wrong_audience',
     'wrong_nonce',
     'expired',
   ] as const) {
-    it(`refuses an ID token with ${tamper.replace('_', ' ')}`, async () => {
+    it(`refuses an ID token with ${tamper.replaceAll('_', ' ')}`, async () => {
       const id = await addStaff(tdb.db, 'demo', `${tamper}@demo.example`, ['admin']);
       idp.nextAccount = { sub: `idp-sub-${tamper}`, preferred_username: `${tamper}@demo.example` };
       const query = await idp.authorize(await begin());

@@ -19,6 +19,7 @@ import { EdgeState } from '../../edge/state/store.ts';
 import type { CheckResponse } from '../../edge/types.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { envoyRequest, headerOf, startTestEdge, type TestEdge } from '../helpers/edge.ts';
+import { respellings } from '../helpers/respell.ts';
 
 const log = createLogger('silent');
 const edgeSecret = 'test-edge-secret';
@@ -764,6 +765,13 @@ describe('edge authorization with the policy bundle', () => {
       }),
     );
     assert.equal(wrongHtu.denied_response?.status.code, 401);
+    // A fresh proof spelled a second way (shared/jws.ts) is no proof.
+    for (const [name, other] of respellings(await proof(htu))) {
+      const respelled = await edge.check(
+        envoyRequest('GET', '/t/transactions', { headers: { authorization: `DPoP ${tok}`, dpop: other } }),
+      );
+      assert.equal(body(respelled).reason, 'invalid_dpop_proof', name);
+    }
     const missing = await edge.check(
       envoyRequest('GET', '/t/transactions', { headers: { authorization: `DPoP ${tok}` } }),
     );

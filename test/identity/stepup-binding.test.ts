@@ -4,6 +4,7 @@ import { after, before, describe, it } from 'node:test';
 import { decodeJwt } from 'jose';
 import { issueChallenge, origOf } from '../../shared/challenge.ts';
 import { enrolmentCodesPerDay, stepUpCodesPerDay } from '../../core/identity/throttle.ts';
+import { respellings } from '../helpers/respell.ts';
 import { bearer, count, startHarness, withStepUp, type Harness, type Tokens } from './harness.ts';
 
 /**
@@ -113,6 +114,43 @@ describe('request-bound step-ups and device cool-off (core)', () => {
       [['device.register', decodeJwt(reg.token).jti]],
     );
     assert.equal(await count(h, 'customer_devices'), 1);
+  });
+
+  it('a second spelling of a challenge is refused as a malformed one: padding by the schema, spare bits as challenge_mismatch', async () => {
+    const ch = await issueChallenge(
+      h.keys.challenges,
+      { tenantId: 'ta', sub: customerId, orig: 'some-request', methods: ['otp'] },
+      h.clock.t,
+    );
+    const [[, padded], [, spareBits]] = respellings(ch) as [[string, string], [string, string]];
+    const codeOf = async (path: string, body: Record<string, unknown>) => {
+      const r = await h.post(path, body, bearer(tok.accessToken));
+      return `${r.status} ${r.json.code}`;
+    };
+    for (const path of ['/customers/auth/stepup/otp', '/customers/auth/stepup/complete']) {
+      const garbled = `${ch.slice(0, -1)}*`;
+      assert.equal(await codeOf(path, { challengeToken: padded, otp: '000000' }), '400 VALIDATION_FAILED');
+      assert.equal(
+        await codeOf(path, { challengeToken: padded, otp: '000000' }),
+        await codeOf(path, { challengeToken: garbled, otp: '000000' }),
+      );
+    }
+    assert.equal(
+      await codeOf('/customers/auth/stepup/otp', { challengeToken: spareBits }),
+      '403 challenge_mismatch',
+    );
+    await h.post('/customers/auth/stepup/otp', { challengeToken: ch }, bearer(tok.accessToken));
+    const otp = h.sms.lastCode(phone);
+    assert.equal(
+      await codeOf('/customers/auth/stepup/complete', { challengeToken: spareBits, otp }),
+      '403 challenge_mismatch',
+    );
+    const done = await h.post(
+      '/customers/auth/stepup/complete',
+      { challengeToken: ch, otp },
+      bearer(tok.accessToken),
+    );
+    assert.equal(done.status, 200, done.text);
   });
 
   it('a new key can neither step up nor be offered until the cool-off has passed; then it can, and its use is listed', async () => {

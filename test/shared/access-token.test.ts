@@ -15,6 +15,7 @@ import { startTestCore, type TestCore } from '../helpers/core.ts';
 import { startBundleEdge, type BundleEdge } from '../helpers/bundle-edge.ts';
 import { envoyRequest, type TestEdge } from '../helpers/edge.ts';
 import { call } from '../helpers/http.ts';
+import { respellings } from '../helpers/respell.ts';
 
 const log = createLogger('silent');
 const tenant = 'tok';
@@ -106,6 +107,25 @@ describe('one bearer-token verifier: the same code per refusal at the edge and a
     await expect('GET', '/customers/sessions', `Bearer ${await sign(gone)}`, 'session_revoked');
     const agentSession = await person({ subjectType: 'agent' });
     await expect('GET', '/customers/sessions', `Bearer ${await sign(agentSession)}`, 'session_revoked');
+  });
+
+  it('a second spelling of a valid token (padding, spare bits in its signature) is invalid_token at the edge and at core', async () => {
+    const p = await person();
+    const good = await sign(p);
+    // The token itself is verified first by both (and so cached as verified): the edge answers
+    // its session rule or the policy (this person has no tuples), core serves it.
+    const atEdge = await edge.check(
+      envoyRequest('GET', '/customers/sessions', { headers: { authorization: `Bearer ${good}` } }),
+    );
+    assert.notEqual(JSON.parse(atEdge.denied_response?.body ?? '{}').code, 'invalid_token');
+    const ok = await call(c.origin, 'GET', '/customers/sessions', {
+      headers: { authorization: `Bearer ${good}`, 'x-request-id': 'r0' },
+    });
+    assert.equal(ok.status, 200, ok.text);
+    for (const [name, other] of respellings(good)) {
+      const got = await codes('GET', '/customers/sessions', `Bearer ${other}`);
+      assert.deepEqual(got, { edge: 'invalid_token', core: 'invalid_token' }, name);
+    }
   });
 
   it('a token stepped up by a removed device: device_revoked', async () => {

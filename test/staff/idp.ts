@@ -1,8 +1,8 @@
 /**
  * A real OpenID Connect provider for tests (panva's oidc-provider) on 127.0.0.1, port 0, behind a
  * small proxy that is its public issuer URL. The proxy can tamper with the ID token of the next
- * token response (bad signature, a signature that is not base64url, wrong audience, wrong nonce,
- * expired), re-signing it with the provider's own key (or a stranger's), or answer it 503 as a
+ * token response (bad signature, a signature that is not base64url or is spelled a second way,
+ * wrong audience, wrong nonce, expired), re-signing it with the provider's own key (or a stranger's), or answer it 503 as a
  * provider that is down, so the
  * platform's checks are exercised against real protocol traffic. Sign-in is automatic: the interaction logs in `nextAccount` with its `amr`/`acr`.
  */
@@ -18,6 +18,7 @@ import type { AddressInfo } from 'node:net';
 import { SignJWT, decodeJwt, importJWK, type JWK } from 'jose';
 import Provider from 'oidc-provider';
 import { callRetrying } from '../helpers/gateway.ts';
+import { paddedSignature, spareBitsSignature } from '../helpers/respell.ts';
 import type { Res } from '../helpers/http.ts';
 
 export interface TestAccount {
@@ -33,6 +34,8 @@ export type Tamper =
   | 'none'
   | 'bad_signature'
   | 'garbled_signature'
+  | 'padded_signature'
+  | 'spare_bits_signature'
   | 'wrong_audience'
   | 'wrong_nonce'
   | 'expired'
@@ -202,6 +205,9 @@ export async function startTestIdp(redirectUri: string): Promise<TestIdp> {
 async function tampered(idToken: string, how: Tamper, key: JWK, stranger: JWK): Promise<string> {
   // A signature that is not base64url at all (a character outside the alphabet).
   if (how === 'garbled_signature') return `${idToken.slice(0, idToken.lastIndexOf('.'))}.not*base64url`;
+  // The provider's own token spelled a second way (shared/jws.ts): lenient decoders read the same bytes.
+  if (how === 'padded_signature') return paddedSignature(idToken);
+  if (how === 'spare_bits_signature') return spareBitsSignature(idToken);
   const claims = decodeJwt(idToken);
   const nowS = Math.floor(Date.now() / 1000);
   if (how === 'wrong_audience') claims.aud = 'another-client';
