@@ -236,7 +236,7 @@ function agentOtpVerify(deps: AgentDeps): RouteSpec {
           t,
         );
         if (!ok || !agent) return { kind: 'bad' as const };
-        await settleSuccess(q, tenantId, checks, t);
+        await settleSuccess(q, { tenantId, checks, at: t, epochs: g.epochs }, t);
         await clearOtpRequirement(q, tenantId, key);
         const token = randomBytes(32).toString('base64url');
         await q.query(

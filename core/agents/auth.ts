@@ -28,6 +28,7 @@ import {
   refusalError,
   settleFailure,
   settleSuccess,
+  type Admitted,
   type Check,
 } from '../identity/throttle.ts';
 import { accessTtlS, hashRefreshToken, issueAccessToken } from '../identity/tokens.ts';
@@ -130,7 +131,8 @@ interface LoginSuccess {
   ip: string;
   requestId: string;
   pop: { jkt: string } | undefined;
-  checks: Check[];
+  /** The attempt as admitted: its counts are taken back. */
+  admitted: Admitted;
 }
 
 /**
@@ -158,7 +160,7 @@ async function openAgentSession(
     },
     t,
   );
-  await settleSuccess(q, tenantId, s.checks, t);
+  await settleSuccess(q, s.admitted, t);
   const refreshToken = await createAgentSession(
     q,
     {
@@ -197,6 +199,22 @@ async function openAgentSession(
   };
 }
 
+/** What an agent's sign-in is counted against: the agent code, the source address, the device. */
+function agentLoginChecks(
+  secrets: TenantSecrets,
+  tenantId: string,
+  agentKey: Buffer,
+  ip: string,
+  settings: NonNullable<Awaited<ReturnType<typeof tenantSettings>>>,
+  deviceId: string,
+): Check[] {
+  return [
+    { scope: 'phone', key: agentKey, policy: phonePolicy },
+    addressCheck(secrets, tenantId, ip, settings.addressThrottle),
+    { scope: 'device', key: lookupKey(secrets.lookup, 'device', tenantId, deviceId), policy: loginPolicy },
+  ];
+}
+
 export async function agentLogin(deps: AgentDeps, ctx: AnyCtx, input: LoginInput): Promise<TokenPair> {
   const { db, identity } = deps;
   const { tenantId, agentCode, pin, device } = input;
@@ -210,15 +228,7 @@ export async function agentLogin(deps: AgentDeps, ctx: AnyCtx, input: LoginInput
   const pop = await signInBinding(deps, ctx, settings);
   const ip = clientIpOf(ctx);
   const agentKey = agentKeyOf(secrets, tenantId, agentCode);
-  const checks: Check[] = [
-    { scope: 'phone', key: agentKey, policy: phonePolicy },
-    addressCheck(secrets, tenantId, ip, settings.addressThrottle),
-    {
-      scope: 'device',
-      key: lookupKey(secrets.lookup, 'device', tenantId, device.deviceId),
-      policy: loginPolicy,
-    },
-  ];
+  const checks = agentLoginChecks(secrets, tenantId, agentKey, ip, settings, device.deviceId);
   const anon = { type: 'anonymous', id: agentRef(agentKey) };
   const target = { type: 'agent_code', id: agentRef(agentKey) };
   const audit = (q: TxClient, allow: boolean, outcome: string, t: number, actor = anon) =>
@@ -244,9 +254,10 @@ export async function agentLogin(deps: AgentDeps, ctx: AnyCtx, input: LoginInput
     return g;
   });
   if (!gate.ok) throw refusalError(gate);
+  const admitted = { tenantId, checks, at: start, epochs: gate.epochs };
   // Counted on admission; taken back if the service fails before the attempt is answered (a
   // busy PIN queue, a database that does not answer): only the agent's own failures count.
-  return judgedAttempt(deps, { tenantId, checks, at: start }, async (answered) => {
+  return judgedAttempt(deps, admitted, async (answered) => {
     const row = await findAgentByCode(db, tenantId, agentCode);
     const usable = row && row.status === 'active' ? row : undefined;
     const pinOk = await pinMatches(deps, secrets, usable, pin);
@@ -274,7 +285,15 @@ export async function agentLogin(deps: AgentDeps, ctx: AnyCtx, input: LoginInput
       return openAgentSession(
         deps,
         q,
-        { tenantId, agentId: usable.id, device: device.deviceId, ip, requestId: ctx.requestId, pop, checks },
+        {
+          tenantId,
+          agentId: usable.id,
+          device: device.deviceId,
+          ip,
+          requestId: ctx.requestId,
+          pop,
+          admitted,
+        },
         t,
       );
     });

@@ -26,7 +26,7 @@
  */
 import { isIPv4, isIPv6 } from 'node:net';
 import { lookupKey, type TenantSecrets } from './secrets.ts';
-import type { Admission, Check, Counter } from './throttle.ts';
+import { type Admission, type Check, type Counter, emptyCounter } from './throttle.ts';
 
 export interface AddressPolicy {
   /** Counted failures (across phones) in one window at which the address is delayed. */
@@ -81,14 +81,7 @@ export function addressGroupOf(raw: string): string {
 
 /** Pure admission for one address counter: refuse while delayed, else admit without counting. */
 export function gateAddress(row: Counter | undefined, now: number): Admission {
-  const c: Counter = row ?? {
-    fails: 0,
-    dayFails: 0,
-    windowStart: now,
-    lockedUntil: undefined,
-    needsOtp: false,
-    strikes: 0,
-  };
+  const c = row ?? emptyCounter(now);
   if (c.lockedUntil !== undefined && c.lockedUntil > now) {
     return { ok: false, reason: 'throttled', retryAfterS: Math.ceil((c.lockedUntil - now) / 1000) };
   }
@@ -103,14 +96,7 @@ export function addressFailed(row: Counter | undefined, now: number, p: AddressP
 
 /** Pure decision for one address counter: refuse while delayed, else count the attempt. */
 export function admitAddress(row: Counter | undefined, now: number, p: AddressPolicy): Admission {
-  let c: Counter = row ?? {
-    fails: 0,
-    dayFails: 0,
-    windowStart: now,
-    lockedUntil: undefined,
-    needsOtp: false,
-    strikes: 0,
-  };
+  let c = row ?? emptyCounter(now);
   if (c.lockedUntil !== undefined && c.lockedUntil > now) {
     return { ok: false, reason: 'throttled', retryAfterS: Math.ceil((c.lockedUntil - now) / 1000) };
   }

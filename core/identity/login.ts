@@ -26,6 +26,7 @@ import {
   judgedAttempt,
   settleFailure,
   settleSuccess,
+  type Admitted,
   type Check,
 } from './throttle.ts';
 import { accessTtlS, issueAccessToken } from './tokens.ts';
@@ -141,9 +142,10 @@ async function admitted(
     return g;
   });
   if (!gate.ok) throw refusalError(gate);
+  const admitted = { tenantId, checks, at: start, epochs: gate.epochs };
 
   // Counted on admission; taken back if the service fails before the attempt is answered.
-  return judgedAttempt(deps, { tenantId, checks, at: start }, async (answered) => {
+  return judgedAttempt(deps, admitted, async (answered) => {
     const { usable, ok } = await checkPin(deps, input, slot, secrets.pin);
     const t = deps.now();
     if (!ok || !usable) {
@@ -163,7 +165,7 @@ async function admitted(
       });
       throw invalid();
     }
-    return signedIn(deps, input, { ...t0, checks, audit, usable, t, answered });
+    return signedIn(deps, input, { ...t0, admitted, audit, usable, t, answered });
   });
 }
 
@@ -177,7 +179,8 @@ async function signedIn(
     ip: string;
     device: string | undefined;
     pop: { jkt: string } | undefined;
-    checks: Check[];
+    /** The attempt as admitted: its counts are taken back. */
+    admitted: Admitted;
     audit: ReturnType<typeof loginAudit>;
     usable: CredentialRow;
     t: number;
@@ -185,7 +188,7 @@ async function signedIn(
   },
 ): Promise<LoginResult> {
   const { tenantId, pin } = input;
-  const { settings, secrets, ip, device, pop, checks, audit, usable, t } = s;
+  const { settings, secrets, ip, device, pop, admitted, audit, usable, t } = s;
   const cnf = pop ? { jkt: pop.jkt } : undefined;
   const customerId = usable.id;
   const sessionId = uuidv7(t);
@@ -196,7 +199,7 @@ async function signedIn(
     t,
   );
   const refreshToken = await deps.db.tx(async (q) => {
-    await settleSuccess(q, tenantId, checks, t);
+    await settleSuccess(q, admitted, t);
     const rt = await createSession(
       q,
       sessionId,

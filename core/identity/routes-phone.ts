@@ -185,7 +185,7 @@ async function verifyCode(q: TxClient, ctx: Ctx<typeof VerifyBody>, secrets: Ten
     await auditAuth(q, refusal('bad_code'), t);
     return { kind: 'bad' as const };
   }
-  await settleSuccess(q, tenantId, checks, t);
+  await settleSuccess(q, { tenantId, checks, at: t, epochs: gate.epochs }, t);
   const customerId = await markPhoneVerified(q, tenantId, phone, t);
   await clearOtpRequirement(q, tenantId, phoneKey);
   const token = randomBytes(32).toString('base64url');

@@ -262,7 +262,7 @@ async function checkFactor(
       await note(false, 'bad_otp');
       return { ok: false, err: new AppError('OTP_INVALID', 'the code is wrong, expired or already used') };
     }
-    await settleSuccess(q, tenantId, checks, t);
+    await settleSuccess(q, { tenantId, checks, at: t, epochs: gate.epochs }, t);
     return { ok: true, deviceUsableFrom: undefined };
   }
   const r = input.deviceAssertion

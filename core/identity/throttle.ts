@@ -15,6 +15,11 @@
  * - A refused attempt is not counted anywhere. Nor, in the end, is one the service failed before
  *   answering it (a database, pool, PIN queue, hash or record): judgedAttempt takes its count
  *   back (best effort: a database that failed the attempt may fail that too).
+ * - A take-back (of a success's own count, or of an unanswered attempt) subtracts only from a count
+ *   that was not reset since the attempt was counted: each count has an epoch, renewed by every
+ *   reset (migration 1090), which the admission records and the take-back must match. A success,
+ *   a window that ran out or an OTP verification in between would otherwise have the take-back
+ *   subtract an attempt counted after the reset, one more guess for whoever made it.
  * - The source address (scope 'ip') is the exception: it counts failures only, after the
  *   secret was checked (settleFailure), never sign-ins in flight (issue 13 item 4: customers
  *   signing in together behind one NAT must not throttle each other).
@@ -79,6 +84,24 @@ export interface Counter {
   needsOtp: boolean;
   /** Address scope only: delays started in this and the window before (progression). */
   strikes: number;
+  /**
+   * The epochs of `fails` and `dayFails` (migration 1090), as read; undefined where this counter
+   * resets that count (a new epoch is drawn when it is written).
+   */
+  failsEpoch: string | undefined;
+  dayEpoch: string | undefined;
+}
+
+/** The epochs an admission counted its attempt in, per check. */
+export interface Epochs {
+  fails: string;
+  day: string;
+}
+
+/** Whether the count an admission added is still in the counter's epochs (not reset since). */
+export interface Within {
+  fails: boolean;
+  day: boolean;
 }
 
 /** `locked`: the phone, device or code is locked out; `throttled`: the address is slowed down. */
@@ -87,17 +110,23 @@ export type Admission =
   | { ok: false; reason: 'verification_required' }
   | { ok: false; reason: 'locked' | 'throttled'; retryAfterS: number };
 
+/** A key's counter before its first attempt: a window starting `now`. */
+export const emptyCounter = (now: number): Counter => ({
+  fails: 0,
+  dayFails: 0,
+  windowStart: now,
+  lockedUntil: undefined,
+  needsOtp: false,
+  strikes: 0,
+  failsEpoch: undefined,
+  dayEpoch: undefined,
+});
+
 /** Pure decision for one key: refuse, or count the attempt (and lock ahead when due). */
 export function admit(row: Counter | undefined, now: number, policy: ThrottlePolicy): Admission {
-  let c: Counter = row ?? {
-    fails: 0,
-    dayFails: 0,
-    windowStart: now,
-    lockedUntil: undefined,
-    needsOtp: false,
-    strikes: 0,
-  };
-  if (now - c.windowStart >= policy.windowMs) c = { ...c, fails: 0, dayFails: 0, windowStart: now };
+  let c = row ?? emptyCounter(now);
+  if (now - c.windowStart >= policy.windowMs)
+    c = { ...c, fails: 0, dayFails: 0, windowStart: now, failsEpoch: undefined, dayEpoch: undefined };
   if (c.needsOtp) return { ok: false, reason: 'verification_required' };
   if (c.lockedUntil !== undefined && c.lockedUntil > now) {
     return { ok: false, reason: 'locked', retryAfterS: Math.ceil((c.lockedUntil - now) / 1000) };
@@ -118,14 +147,18 @@ function lockAhead(fails: number, now: number, policy: ThrottlePolicy): number |
   return over >= 0 ? now + Math.min(policy.lockMs * 2 ** Math.min(over, 20), policy.maxLockMs) : undefined;
 }
 
-/** Pure: take back a counted attempt that succeeded. `reset` (phone, otp): consecutive count to 0. */
-export function succeeded(c: Counter, reset: boolean): Counter {
+/**
+ * Pure: take back a counted attempt that succeeded, from the counts it is still `within`.
+ * `reset` (phone, otp): the consecutive count to 0, in a new epoch.
+ */
+export function succeeded(c: Counter, reset: boolean, within: Within): Counter {
   return {
     ...c,
-    fails: reset ? 0 : Math.max(0, c.fails - 1),
-    dayFails: Math.max(0, c.dayFails - 1),
+    fails: reset ? 0 : within.fails ? Math.max(0, c.fails - 1) : c.fails,
+    dayFails: within.day ? Math.max(0, c.dayFails - 1) : c.dayFails,
     lockedUntil: undefined,
     needsOtp: false,
+    failsEpoch: reset ? undefined : c.failsEpoch,
   };
 }
 
@@ -138,17 +171,21 @@ export function succeeded(c: Counter, reset: boolean): Counter {
  * lock ran out) locks ahead, and no attempt is admitted after it while that lock holds, so a lock
  * ending exactly where its admission put it is its own. Kept, an outage would lock out for 30
  * minutes and more a customer whose first lock had run out and who typed the right PIN.
+ * Only from the counts the attempt is still `within`: a count reset since holds later attempts
+ * only, and what they made (a lock, the OTP requirement) is left as it is.
  */
-export function uncounted(c: Counter, policy: ThrottlePolicy, admittedAt: number): Counter {
-  const fails = Math.max(0, c.fails - 1);
-  const dayFails = Math.max(0, c.dayFails - 1);
+export function uncounted(c: Counter, policy: ThrottlePolicy, admittedAt: number, within: Within): Counter {
+  const fails = within.fails ? Math.max(0, c.fails - 1) : c.fails;
+  const dayFails = within.day ? Math.max(0, c.dayFails - 1) : c.dayFails;
   const own = c.lockedUntil !== undefined && c.lockedUntil === lockAhead(c.fails, admittedAt, policy);
+  const keepLock = !within.fails || (fails >= policy.threshold && !own);
+  const keepOtp = !within.day || (policy.dayLimit !== undefined && dayFails >= policy.dayLimit);
   return {
     ...c,
     fails,
     dayFails,
-    lockedUntil: fails >= policy.threshold && !own ? c.lockedUntil : undefined,
-    needsOtp: c.needsOtp && policy.dayLimit !== undefined && dayFails >= policy.dayLimit,
+    lockedUntil: keepLock ? c.lockedUntil : undefined,
+    needsOtp: c.needsOtp && keepOtp,
   };
 }
 
@@ -173,6 +210,8 @@ interface Row {
   locked_until: Date | null;
   needs_otp: boolean;
   strikes: number;
+  fails_epoch: string;
+  day_epoch: string;
 }
 
 async function lockRows(
@@ -191,7 +230,7 @@ async function lockRows(
     const { rows } = await q.query<Row>(
       `INSERT INTO auth_throttle (tenant_id, scope, key, window_start) VALUES ($1, $2, $3, to_timestamp($4 / 1000.0))
        ON CONFLICT (tenant_id, scope, key) DO UPDATE SET tenant_id = EXCLUDED.tenant_id
-       RETURNING scope, key, fails, day_fails, window_start, locked_until, needs_otp, strikes`,
+       RETURNING scope, key, fails, day_fails, window_start, locked_until, needs_otp, strikes, fails_epoch, day_epoch`,
       [tenantId, c.scope, c.key, now],
     );
     const r = rows[0];
@@ -203,6 +242,8 @@ async function lockRows(
         lockedUntil: r.locked_until?.getTime(),
         needsOtp: r.needs_otp,
         strikes: r.strikes,
+        failsEpoch: r.fails_epoch,
+        dayEpoch: r.day_epoch,
       });
     }
   }
@@ -211,11 +252,14 @@ async function lockRows(
 
 const idOf = (c: { scope: string; key: Buffer }) => `${c.scope}:${c.key.toString('hex')}`;
 
-async function write(q: Queryable, tenantId: string, c: Check, v: Counter): Promise<void> {
-  await q.query(
+/** Write `v` to the (locked) row of `c`: its counts' epochs as they are now. */
+async function write(q: Queryable, tenantId: string, c: Check, v: Counter): Promise<Epochs> {
+  const { rows } = await q.query<{ fails_epoch: string; day_epoch: string }>(
     `UPDATE auth_throttle SET fails = $4, day_fails = $5, window_start = to_timestamp($6 / 1000.0),
-       locked_until = CASE WHEN $7::double precision IS NULL THEN NULL ELSE to_timestamp($7 / 1000.0) END, needs_otp = $8, strikes = $9
-     WHERE tenant_id = $1 AND scope = $2 AND key = $3`,
+       locked_until = CASE WHEN $7::double precision IS NULL THEN NULL ELSE to_timestamp($7 / 1000.0) END, needs_otp = $8, strikes = $9,
+       fails_epoch = COALESCE($10::bigint, nextval('auth_throttle_epoch')), day_epoch = COALESCE($11::bigint, nextval('auth_throttle_epoch'))
+     WHERE tenant_id = $1 AND scope = $2 AND key = $3
+     RETURNING fails_epoch, day_epoch`,
     [
       tenantId,
       c.scope,
@@ -226,37 +270,51 @@ async function write(q: Queryable, tenantId: string, c: Check, v: Counter): Prom
       v.lockedUntil ?? null,
       v.needsOtp,
       v.strikes,
+      v.failsEpoch ?? null,
+      v.dayEpoch ?? null,
     ],
   );
+  const r = rows[0];
+  // The row is locked (lockRows) by this transaction: it cannot have gone.
+  if (!r) throw new Error('auth_throttle row vanished while locked');
+  return { fails: r.fails_epoch, day: r.day_epoch };
 }
+
+/** Whether the count an admission added in `epochs` is still in `row`'s (none recorded: neither). */
+const withinOf = (row: Counter, epochs: Epochs | undefined): Within => ({
+  fails: epochs !== undefined && row.failsEpoch === epochs.fails,
+  day: epochs !== undefined && row.dayEpoch === epochs.day,
+});
 
 /**
  * Admit one attempt against every check, inside the caller's transaction: either every key
  * counts it, or none does and one refusal is returned: the OTP requirement first, else the
  * longest wait (its reason; a lock before a throttle of the same length) with that Retry-After.
+ * Admitted, the epochs each check counted the attempt in (by check), for its take-back.
  */
 export async function admitAll(
   q: Queryable,
   tenantId: string,
   checks: Check[],
   now: number,
-): Promise<Admission> {
+): Promise<Refusal | { ok: true; epochs: ReadonlyMap<string, Epochs> }> {
   const rows = await lockRows(q, tenantId, checks, now);
   const decisions = checks.map((c) => ({ c, d: decide(c, rows.get(idOf(c)), now) }));
-  const needsOtp = decisions.find((x) => !x.d.ok && x.d.reason === 'verification_required');
-  if (needsOtp) return needsOtp.d;
+  const needsOtp = decisions.find((x) => !x.d.ok && x.d.reason === 'verification_required')?.d;
+  if (needsOtp && !needsOtp.ok) return needsOtp;
   const waits = decisions.flatMap((x) => (!x.d.ok && x.d.reason !== 'verification_required' ? [x.d] : []));
   const longest = waits.sort((a, b) => b.retryAfterS - a.retryAfterS || (a.reason === 'locked' ? -1 : 1))[0];
   if (longest) return longest;
-  for (const { c, d } of decisions) if (d.ok) await write(q, tenantId, c, d.next);
-  return {
-    ok: true,
-    next: { fails: 0, dayFails: 0, windowStart: now, lockedUntil: undefined, needsOtp: false, strikes: 0 },
-  };
+  const epochs = new Map<string, Epochs>();
+  for (const { c, d } of decisions) if (d.ok) epochs.set(idOf(c), await write(q, tenantId, c, d.next));
+  return { ok: true, epochs };
 }
 
+/** A refused admission. */
+export type Refusal = Exclude<Admission, { ok: true }>;
+
 /** The answer to a refused sign-in attempt (customer and agent login). */
-export function refusalError(g: Exclude<Admission, { ok: true }>): AppError {
+export function refusalError(g: Refusal): AppError {
   if (g.reason === 'verification_required') {
     return new AppError(
       'VERIFICATION_REQUIRED',
@@ -271,18 +329,17 @@ export function refusalError(g: Exclude<Admission, { ok: true }>): AppError {
   return new AppError('LOCKED', 'too many failed attempts; try again later', { headers });
 }
 
-/** Take back the counted attempt of every check after a success (phone and otp reset to 0; the address counted nothing). */
-export async function settleSuccess(
-  q: Queryable,
-  tenantId: string,
-  checks: Check[],
-  now: number,
-): Promise<void> {
-  const counted = checks.filter((c) => !isAddress(c));
-  const rows = await lockRows(q, tenantId, counted, now);
+/**
+ * Take back the counted attempt of every check after a success, from the counts not reset since
+ * its admission (phone and otp reset to 0; the address counted nothing).
+ */
+export async function settleSuccess(q: Queryable, a: Admitted, now: number): Promise<void> {
+  const counted = a.checks.filter((c) => !isAddress(c));
+  const rows = await lockRows(q, a.tenantId, counted, now);
   for (const c of counted) {
     const row = rows.get(idOf(c));
-    if (row) await write(q, tenantId, c, succeeded(row, c.scope === 'phone' || c.scope === 'otp'));
+    const reset = c.scope === 'phone' || c.scope === 'otp';
+    if (row) await write(q, a.tenantId, c, succeeded(row, reset, withinOf(row, a.epochs.get(idOf(c)))));
   }
 }
 
@@ -301,11 +358,12 @@ export async function settleFailure(
   }
 }
 
-/** An attempt `admitAll` counted: where, against what, and when (its `now`). */
+/** An attempt `admitAll` counted: where, against what, when (its `now`) and in which epochs (its answer's). */
 export interface Admitted {
   tenantId: string;
   checks: Check[];
   at: number;
+  epochs: ReadonlyMap<string, Epochs>;
 }
 
 /** Take back the attempt every non-address check counted on admission (see `uncounted`). */
@@ -314,7 +372,10 @@ export async function settleUnanswered(q: Queryable, a: Admitted, now: number): 
   const rows = await lockRows(q, a.tenantId, counted, now);
   for (const c of counted) {
     const row = rows.get(idOf(c));
-    if (row) await write(q, a.tenantId, c, uncounted(row, c.policy, a.at));
+    const within = row && withinOf(row, a.epochs.get(idOf(c)));
+    // Reset in both counts since: nothing of this attempt is left to take back.
+    if (row && within && (within.fails || within.day))
+      await write(q, a.tenantId, c, uncounted(row, c.policy, a.at, within));
   }
 }
 
@@ -349,10 +410,11 @@ export async function judgedAttempt<T>(
   }
 }
 
-/** A verified OTP proves the phone: clear the daily-failure requirement (SPEC 8). */
+/** A verified OTP proves the phone: clear the daily-failure requirement (SPEC 8), the day's count in a new epoch. */
 export async function clearOtpRequirement(q: Queryable, tenantId: string, phoneKey: Buffer): Promise<void> {
   await q.query(
-    `UPDATE auth_throttle SET needs_otp = false, day_fails = 0 WHERE tenant_id = $1 AND scope = 'phone' AND key = $2`,
+    `UPDATE auth_throttle SET needs_otp = false, day_fails = 0, day_epoch = nextval('auth_throttle_epoch')
+     WHERE tenant_id = $1 AND scope = 'phone' AND key = $2`,
     [tenantId, phoneKey],
   );
 }

@@ -5,6 +5,9 @@ import { isWeakPin } from '../../core/identity/routes-phone.ts';
 import { Semaphore, SemaphoreFull } from '../../core/identity/semaphore.ts';
 import { admit, phonePolicy, succeeded, uncounted } from '../../core/identity/throttle.ts';
 
+/** An attempt whose counts were not reset since it was counted. */
+const both = { fails: true, day: true };
+
 describe('identity units', () => {
   it('semaphore: never more than `limit` at once, bounded queue refuses', async () => {
     const s = new Semaphore(2, 3);
@@ -47,7 +50,7 @@ describe('identity units', () => {
     const sixth = admit(c.next, now, phonePolicy);
     assert.ok(sixth.ok);
     assert.equal(sixth.next.lockedUntil, now + 30 * 60_000);
-    const ok = succeeded(sixth.next, true);
+    const ok = succeeded(sixth.next, true, both);
     assert.equal(ok.fails, 0);
     assert.equal(ok.lockedUntil, undefined);
     assert.equal(ok.dayFails, 5, 'a success takes back only its own attempt from the daily count');
@@ -60,7 +63,7 @@ describe('identity units', () => {
     assert.ok(c.ok);
     const fifth = c.next;
     assert.equal(fifth.lockedUntil, 15 * 60_000, 'the fifth counted attempt locks');
-    const back = uncounted(fifth, phonePolicy, now);
+    const back = uncounted(fifth, phonePolicy, now, both);
     assert.deepEqual([back.fails, back.dayFails, back.lockedUntil], [4, 4, undefined]);
     // The sixth, admitted once the first lock ran out, locks 30 minutes ahead: taken back, that
     // lock is its own and goes (the first one had run out); the five failures stay counted.
@@ -68,19 +71,57 @@ describe('identity units', () => {
     const sixth = admit(fifth, later, phonePolicy);
     assert.ok(sixth.ok);
     assert.equal(sixth.next.lockedUntil, later + 30 * 60_000);
-    const sixthBack = uncounted(sixth.next, phonePolicy, later);
+    const sixthBack = uncounted(sixth.next, phonePolicy, later, both);
     assert.deepEqual([sixthBack.fails, sixthBack.lockedUntil], [5, undefined]);
     assert.ok(admit(sixthBack, later + 1, phonePolicy).ok, 'the next attempt is admitted');
     // A lock another attempt's admission set stays while the remaining count reaches the threshold.
-    assert.equal(uncounted(sixth.next, phonePolicy, later - 1).lockedUntil, sixth.next.lockedUntil);
+    assert.equal(uncounted(sixth.next, phonePolicy, later - 1, both).lockedUntil, sixth.next.lockedUntil);
     // The tenth attempt of the day asks for an OTP; taken back, it no longer does.
     const tenth = { ...fifth, fails: 0, dayFails: 10, lockedUntil: undefined, needsOtp: true };
-    assert.equal(uncounted(tenth, phonePolicy, now).needsOtp, false);
-    assert.equal(uncounted({ ...tenth, dayFails: 11 }, phonePolicy, now).needsOtp, true);
+    assert.equal(uncounted(tenth, phonePolicy, now, both).needsOtp, false);
+    assert.equal(uncounted({ ...tenth, dayFails: 11 }, phonePolicy, now, both).needsOtp, true);
     assert.equal(
-      uncounted({ ...fifth, fails: 0, dayFails: 0 }, phonePolicy, now).fails,
+      uncounted({ ...fifth, fails: 0, dayFails: 0 }, phonePolicy, now, both).fails,
       0,
       'never below zero',
+    );
+  });
+
+  it('throttle: a take-back leaves a count reset since its admission, and what later attempts made there', () => {
+    const now = 0;
+    let c = admit(undefined, now, phonePolicy);
+    for (let i = 2; i <= 5; i++) c = c.ok ? admit(c.next, now, phonePolicy) : c;
+    assert.ok(c.ok);
+    const fifth = { ...c.next, dayFails: 10, needsOtp: true };
+    // The consecutive count was reset since (a success): only the day's is this attempt's.
+    const dayOnly = uncounted(fifth, phonePolicy, now, { fails: false, day: true });
+    assert.deepEqual(
+      [dayOnly.fails, dayOnly.dayFails, dayOnly.lockedUntil, dayOnly.needsOtp],
+      [5, 9, fifth.lockedUntil, false],
+    );
+    // The day's count was reset since (an OTP verification): its OTP requirement is a later attempt's.
+    const failsOnly = uncounted(fifth, phonePolicy, now, { fails: true, day: false });
+    assert.deepEqual(
+      [failsOnly.fails, failsOnly.dayFails, failsOnly.lockedUntil, failsOnly.needsOtp],
+      [4, 10, undefined, true],
+    );
+    const neither = { fails: false, day: false };
+    assert.deepEqual(uncounted(fifth, phonePolicy, now, neither), fifth);
+    // A success: the consecutive count reset in a new epoch either way; the day's only where its own.
+    const s = succeeded({ ...fifth, failsEpoch: '7', dayEpoch: '8' }, true, neither);
+    assert.deepEqual([s.fails, s.dayFails, s.failsEpoch, s.dayEpoch], [0, 10, undefined, '8']);
+    const device = succeeded({ ...fifth, failsEpoch: '7', dayEpoch: '8' }, false, neither);
+    assert.deepEqual([device.fails, device.dayFails, device.failsEpoch], [5, 10, '7']);
+    // A window that ran out resets both counts, in new epochs.
+    const renewed = admit(
+      { ...fifth, failsEpoch: '7', dayEpoch: '8', needsOtp: false },
+      phonePolicy.windowMs,
+      phonePolicy,
+    );
+    assert.ok(renewed.ok);
+    assert.deepEqual(
+      [renewed.next.fails, renewed.next.failsEpoch, renewed.next.dayEpoch],
+      [1, undefined, undefined],
     );
   });
 

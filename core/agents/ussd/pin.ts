@@ -64,7 +64,8 @@ export async function verifyUssdPin(
   }
   // Counted on admission; taken back if the service fails before the attempt is answered (the
   // PIN queue full, a hash or a record that failed): only the subscriber's own failures count.
-  return judgedAttempt(deps, { tenantId: s.tenantId, checks, at: start }, async (answered) => {
+  const admitted = { tenantId: s.tenantId, checks, at: start, epochs: gate.epochs };
+  return judgedAttempt(deps, admitted, async (answered) => {
     let ok: boolean;
     try {
       ok = s.stored
@@ -83,7 +84,7 @@ export async function verifyUssdPin(
     }
     // The counters cleared and the success recorded commit together.
     await db.tx(async (q) => {
-      await settleSuccess(q, s.tenantId, checks, t);
+      await settleSuccess(q, admitted, t);
       await auditAuth(q, record(true, 'success'), t);
     });
     answered();
