@@ -41,6 +41,9 @@ export function inlineSink(db: Db, inputs?: Omit<DecisionInputsConfig, 'sample'>
   const recorder = inputs ? new InputRecorder(db, inputs) : undefined;
   return {
     write: async (batch) => {
+      // Nothing to write (AuditWriter.warm: this sink has no thread to start, and the pool is
+      // warmed by warmPool): no transaction, which on a silent database would hold a connection.
+      if (batch.length === 0) return;
       const ids = await db.tx((client) => appendAudit(client, batch));
       recorder?.afterAudit(batch, ids);
     },

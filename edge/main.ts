@@ -74,7 +74,11 @@ export interface Edge {
   /** True once warm() has finished: readiness reports it. */
   readonly warmed: boolean;
   listen(port: number, host?: string): Promise<number>;
-  /** Whether the gRPC health protocol answers SERVING (see edge/health.ts). */
+  /**
+   * Whether the gRPC health protocol answers SERVING (see edge/health.ts): once warmed, with a
+   * policy and fresh state, until it drains. Before warm-up its first Checks would meet cold
+   * caches and pools and fail closed (the warm-up's reason to be).
+   */
   serving(): boolean;
   /**
    * What the edge waits for before it is ready (empty once it is): start-up steps under way, the
@@ -258,7 +262,7 @@ export async function buildEdge(deps: EdgeDeps): Promise<Edge> {
   });
   let warmed = false;
   let draining = false;
-  const serving = () => !draining && policies.current?.routes !== undefined && state.isFresh();
+  const serving = () => warmed && !draining && policies.current?.routes !== undefined && state.isFresh();
   addHealthService(server, serving);
   const steps = new StartupSteps(deps.log);
   const waiting = waitingOf({ steps, state, policies, warmed: () => warmed, draining: () => draining });

@@ -10,7 +10,7 @@
  */
 import type { Logger } from 'pino';
 import { databaseUnreachable, warmPool, type Db } from '../shared/db/pool.ts';
-import type { StartupSteps } from '../shared/startup.ts';
+import { type StartupSteps, startupPool } from '../shared/startup.ts';
 import { AuditWriter } from './audit-writer.ts';
 import { RiskEngine } from './auth/risk.ts';
 import { createDecider } from './authz.ts';
@@ -85,23 +85,37 @@ export interface WarmDeps {
 }
 
 /**
- * Pool connections, the audit thread, tenants, keys and service tokens (each retried until it
- * succeeds: the cached state loads once the LISTEN client answers), then the rehearsal.
+ * The steps' sources, each retried until it succeeds, every statement with a deadline: pool
+ * connections (warmPool's answer deadline), the audit thread, then tenants, keys and service
+ * tokens once the LISTEN client answers, read through a start-up pool of their own
+ * (shared/startup.ts startupPool, closed after): on the serving pool, without a query timeout, each
+ * attempt a silent database outlasted kept its connections for ever, and an edge whose pool they
+ * filled never warmed once the database answered.
  */
-export async function warmEdge(deps: WarmDeps): Promise<void> {
+async function warmSources(deps: WarmDeps): Promise<void> {
   const { steps } = deps;
-  await Promise.all([
-    // A database that answers with a refusal (a wrong password, no such database) is not waited
-    // for: warm-up fails with its message. The other steps wait out whatever they meet.
-    steps.run(warmSteps.pool, () => warmPool(deps.db), databaseUnreachable),
-    steps.run(warmSteps.audit, () => deps.audit.warm()),
-    // Loaded once the LISTEN client answers (changes from then on reach the cache), and before
-    // the rehearsal, whose Checks would otherwise each fail closed.
-    steps.run(warmSteps.state, async () => {
-      deps.state.assertFresh();
-      await deps.state.warm();
-    }),
-  ]);
+  const startDb = startupPool(deps.db);
+  try {
+    await Promise.all([
+      // A database that answers with a refusal (a wrong password, no such database) is not waited
+      // for: warm-up fails with its message. The other steps wait out whatever they meet.
+      steps.run(warmSteps.pool, () => warmPool(deps.db), databaseUnreachable),
+      steps.run(warmSteps.audit, () => deps.audit.warm()),
+      // Loaded once the LISTEN client answers (changes from then on reach the cache), and before
+      // the rehearsal, whose Checks would otherwise each fail closed.
+      steps.run(warmSteps.state, async () => {
+        deps.state.assertFresh();
+        await deps.state.warm(startDb);
+      }),
+    ]);
+  } finally {
+    await startDb.close();
+  }
+}
+
+/** Pool connections, the audit thread, tenants, keys and service tokens (warmSources), then the rehearsal. */
+export async function warmEdge(deps: WarmDeps): Promise<void> {
+  await warmSources(deps);
   const discard = new AuditWriter(deps.db, deps.log, Number.MAX_SAFE_INTEGER, 0, {
     write: async () => undefined,
   });

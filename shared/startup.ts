@@ -10,6 +10,7 @@
  * a password; readiness answers name the steps only.
  */
 import type { Logger } from 'pino';
+import type { Db } from './db/pool.ts';
 import { withDeadline } from './deadline.ts';
 
 /** An attempt not finished by then is abandoned and another started (a connection that went silent). */
@@ -19,12 +20,25 @@ export const attemptDeadlineMs = 10_000;
  * queryTimeoutMs): well within the attempt's deadline, so an abandoned attempt holds none.
  */
 export const startupQueryTimeoutMs = 5_000;
+/** Connections of a start-up pool: its steps run a statement or two at a time. */
+export const startupPoolMax = 2;
 /** Between two attempts of one step. */
 export const retryPauseMs = 500;
 /** Not ready for this long: say at warn what is awaited (a normal start takes about a second). */
 export const notReadyQuietMs = 5_000;
 /** Still not ready: say it again this often. */
 export const notReadyRepeatMs = 30_000;
+
+/**
+ * The pool start-up steps query through (core's, the edge's warm-up), beside `db` and closed by
+ * the caller once they are done: each statement not answered within startupQueryTimeoutMs fails
+ * and its connection is destroyed. An attempt abandoned at its deadline otherwise kept its
+ * connection waiting on a silent database for ever, one more each attempt, until the serving
+ * pool held only those and the process could not start once the database answered.
+ */
+export function startupPool(db: Db): Db {
+  return db.sibling({ max: startupPoolMax, queryTimeoutMs: startupQueryTimeoutMs });
+}
 
 /** Something a process waits for before it is ready, and the last error it gave, if any. */
 export interface WaitingFor {

@@ -6,7 +6,7 @@
  */
 import { createPublicKey, type KeyObject } from 'node:crypto';
 import { decodeJwt, decodeProtectedHeader, errors, type JWK, type JWTPayload } from 'jose';
-import type { Db } from './db/pool.ts';
+import type { Db, Queryable } from './db/pool.ts';
 import { verifyJwt } from './jws.ts';
 import { tenantIdPattern } from './tenant-id.ts';
 
@@ -89,10 +89,10 @@ export class TokenVerifier {
     else this.publicSets.clear();
   }
 
-  private async loadPublic(tenantId: string): Promise<PublicKeySet> {
+  private async loadPublic(tenantId: string, q: Queryable): Promise<PublicKeySet> {
     const hit = this.publicSets.get(tenantId);
     if (hit && this.now() - hit.loadedAt < keyCacheTtlMs) return hit;
-    const { rows } = await this.db.query<{
+    const { rows } = await q.query<{
       kid: string;
       public_jwk: JWK;
       state: 'active' | 'grace';
@@ -116,9 +116,12 @@ export class TokenVerifier {
     return entry;
   }
 
-  /** Keys a verifier may use now: active, and grace keys inside their window. */
-  async verificationKeys(tenantId: string): Promise<VerificationKey[]> {
-    const keys = await this.loadPublic(tenantId);
+  /**
+   * Keys a verifier may use now: active, and grace keys inside their window. A key set not cached
+   * is read through `q` (the edge's warm-up passes its start-up pool).
+   */
+  async verificationKeys(tenantId: string, q: Queryable = this.db): Promise<VerificationKey[]> {
+    const keys = await this.loadPublic(tenantId, q);
     const now = this.now();
     return keys.verifiers.filter(
       (k) => k.state === 'active' || (k.graceUntil !== undefined && k.graceUntil > now),

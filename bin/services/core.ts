@@ -23,7 +23,7 @@ import { defaultBundleDir } from '../../policy/runtime/bundle.ts';
 import { PolicyStore } from '../../policy/runtime/store.ts';
 import { createDb, databaseUnreachable, type Db } from '../../shared/db/pool.ts';
 import { createMetrics } from '../../shared/metrics.ts';
-import { reportNotReady, StartupSteps, startupQueryTimeoutMs } from '../../shared/startup.ts';
+import { reportNotReady, StartupSteps, startupPool } from '../../shared/startup.ts';
 import { closeHttpGracefully, listen } from '../../shared/net.ts';
 import { labelCluster } from '../../core/residency/cluster.ts';
 import {
@@ -71,13 +71,7 @@ async function migratedDb(
       2,
     );
   const db = createDb({ connectionString: databaseUrl, metrics, log });
-  const startDb = createDb({
-    connectionString: databaseUrl,
-    metrics,
-    log,
-    max: 2,
-    queryTimeoutMs: startupQueryTimeoutMs,
-  });
+  const startDb = startupPool(db);
   const pending = await steps
     .run('the database', () => pendingMigrations(startDb), databaseUnreachable)
     .catch((err: unknown) => fail(`database unreachable: ${(err as Error).message}`));

@@ -9,7 +9,8 @@ import { firstUse } from '../../shared/replay.ts';
 import { hash } from 'node:crypto';
 import pg from 'pg';
 import type { Logger } from 'pino';
-import type { Db } from '../../shared/db/pool.ts';
+import type { Db, Queryable } from '../../shared/db/pool.ts';
+import { startupPoolMax } from '../../shared/startup.ts';
 import { stepUpUseOf } from '../../shared/stepup-uses.ts';
 import { tenantIdPattern } from '../../shared/tenant-id.ts';
 import { apiKeySealVersion, type ApiKeySecrets } from '../../shared/api-key-secrets.ts';
@@ -640,12 +641,13 @@ export class EdgeState {
       .catch((err: unknown) => this.log.warn({ err: (err as Error).message }, 'last_seen flush failed'));
   }
 
-  tenant(id: string): Promise<TenantState | undefined> {
+  /** A tenant's state; read through `q` when not cached (the warm-up passes its start-up pool). */
+  tenant(id: string, q: Queryable = this.db): Promise<TenantState | undefined> {
     // Not a tenant id (the tenants table's CHECK): no such tenant, and no query with bytes
     // PostgreSQL would refuse (a NUL from a JSON body made the lookup throw: a 503 for bad input).
     if (!tenantIdPattern.test(id)) return Promise.resolve(undefined);
     return this.cached(this.tenants, id, async () => {
-      const { rows } = await this.db.query<TenantState>(
+      const { rows } = await q.query<TenantState>(
         'SELECT id, status, security, EXISTS (SELECT 1 FROM platform_operator p WHERE p.tenant_id = tenants.id) AS platform FROM tenants WHERE id = $1',
         [id],
       );
@@ -720,13 +722,15 @@ export class EdgeState {
   /**
    * Issue 15 item 9: what the first requests after start need, loaded before the edge reports
    * ready: every tenant (up to `warmEntriesMax`) with its verification keys, and the live
-   * service tokens (machine clients and staff tooling are often the first callers).
+   * service tokens (machine clients and staff tooling are often the first callers). Read through
+   * `q`, the warm-up's start-up pool (shared/startup.ts startupPool: each statement bounded), one
+   * tenant at a time per connection of it.
    */
-  async warm(): Promise<void> {
+  async warm(q: Queryable, connections = startupPoolMax): Promise<void> {
     const generation = this.generation;
     const [{ rows: tenants }, { rows: tokens }] = await Promise.all([
-      this.db.query<{ id: string }>('SELECT id FROM tenants ORDER BY id LIMIT $1', [warmEntriesMax]),
-      this.db.query<ServiceTokenRow & { token_hash: Buffer }>(
+      q.query<{ id: string }>('SELECT id FROM tenants ORDER BY id LIMIT $1', [warmEntriesMax]),
+      q.query<ServiceTokenRow & { token_hash: Buffer }>(
         `SELECT ${serviceTokenColumns}, token_hash FROM service_tokens WHERE revoked_at IS NULL ORDER BY id LIMIT $1`,
         [warmEntriesMax],
       ),
@@ -736,13 +740,15 @@ export class EdgeState {
       for (const t of tokens)
         this.serviceTokens.set(t.token_hash.toString('hex'), { value: serviceTokenState(t), at: this.now() });
     }
-    await Promise.all(
-      tenants.map(async ({ id }) => {
-        await this.tenant(id);
+    const ids = tenants.map((t) => t.id);
+    const loadNext = async (): Promise<void> => {
+      for (let id = ids.pop(); id !== undefined; id = ids.pop()) {
+        await this.tenant(id, q);
         // A tenant without a signing key yet has nothing to verify.
-        await this.keys.verificationKeys(id).catch(() => undefined);
-      }),
-    );
+        await this.keys.verificationKeys(id, q).catch(() => undefined);
+      }
+    };
+    await Promise.all(Array.from({ length: connections }, loadNext));
   }
 
   /** Whether the OAuth client `clientId` of `tenantId` exists and is not revoked. */

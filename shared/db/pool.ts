@@ -38,6 +38,11 @@ export interface Db {
     opts?: { isolation?: 'read committed' | 'repeatable read' | 'serializable' },
   ): Promise<T>;
   close(): Promise<void>;
+  /**
+   * Another pool on the same database, with the same metrics and log and its own bounds: the
+   * start-up steps' own (shared/startup.ts startupPool), closed by its user.
+   */
+  sibling(bounds: { max?: number; queryTimeoutMs?: number }): Db;
 }
 
 /** A connection attempt that has not succeeded by then is an outage, not a slow query. */
@@ -148,6 +153,7 @@ export function createDb(opts: {
       }
     },
     close: () => pool.end(),
+    sibling: (bounds) => createDb({ ...opts, ...bounds }),
   };
 }
 

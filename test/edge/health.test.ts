@@ -95,7 +95,10 @@ describe('the edge process serves health', () => {
     await t.drop();
   });
 
-  it('is SERVING with a policy loaded and fresh state, and stops serving when it drains', async () => {
+  it('is SERVING once warmed, with a policy loaded and fresh state, and stops serving when it drains', async () => {
+    assert.equal(edge.state.isFresh(), true, 'policy and state are there before the warm-up');
+    assert.equal(await check(c, ''), ServingStatus.NOT_SERVING, 'not before its warm-up');
+    await edge.warm();
     assert.equal(await check(c, ''), ServingStatus.SERVING);
     assert.equal(edge.serving(), true);
     await edge.drain(1000);

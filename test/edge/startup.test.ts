@@ -11,6 +11,7 @@ import { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import { deriveApiKeySealKey, deriveChallengeKey } from '../../core/keys/keys.ts';
 import { buildEdge, type Edge } from '../../edge/main.ts';
+import { warmSteps } from '../../edge/warm.ts';
 import { createOpsServer } from '../../edge/metrics.ts';
 import { createDb, type Db } from '../../shared/db/pool.ts';
 import { createLogger } from '../../shared/log.ts';
@@ -141,5 +142,31 @@ describe('edge start-up while PostgreSQL is not answering', () => {
     assert.ok(edge.serving());
     assert.equal(relay.silentCount(), 1, 'a connection fell silent');
     assert.equal(relay.silentHeldByEdge(), 0, 'the edge let it go');
+  });
+
+  it('a database silent during the state step: not serving meanwhile, no connection kept, ready once it answers', async () => {
+    const relay = new Relay();
+    const edge = await edgeThrough(relay);
+    // The LISTEN client is connected and answering: the state is fresh, the policy loaded. Every
+    // connection from now on falls silent at its first statement, the state step's among them.
+    assert.ok(edge.state.isFresh());
+    relay.silenceAtFirstQuery = true;
+    const warming = edge.warm();
+    // Past the start-up pool's query timeout (5 s): its first attempt failed, a second is under way.
+    await sleep(6_000);
+    assert.equal(edge.serving(), false, 'not serving before its warm-up is done');
+    assert.ok(
+      edge.waiting().some((w) => w.what === warmSteps.state),
+      JSON.stringify(edge.waiting()),
+    );
+    // The database answers again before the 10 s attempt deadline would abandon a statement
+    // that had no timeout (and leave its connection waiting on the silence for ever).
+    relay.silenceAtFirstQuery = false;
+    assert.equal(await within(warming, capMs), undefined, 'warmed once it answers');
+    assert.ok(edge.serving());
+    assert.ok(relay.silentCount() > 0, 'connections fell silent');
+    // Every silenced statement had a deadline: no connection is left waiting on the silence.
+    for (let i = 0; i < 50 && relay.silentHeldByEdge() > 0; i++) await sleep(100);
+    assert.equal(relay.silentHeldByEdge(), 0, 'the edge let every silenced connection go');
   });
 });

@@ -13,8 +13,11 @@ export interface ConnectionPlan {
   refuse?: boolean;
 }
 
-/** PostgreSQL's simple-query message type ('Q'): LISTEN and SELECT 1 travel as one. */
-const queryMessage = 0x51;
+/**
+ * The message types that start a statement: a simple query ('Q': LISTEN, SELECT 1) and the
+ * extended protocol's Parse ('P': any statement with parameters).
+ */
+const queryMessages = new Set([0x51, 0x50]);
 
 /**
  * A TCP relay to PostgreSQL that can hold each new connection before relaying it, and counts
@@ -70,7 +73,7 @@ export class Relay {
       });
       inbound.on('end', () => (this.silent.has(inbound) ? outbound.destroy() : outbound.end()));
       inbound.on('data', (d: Buffer) => {
-        if (silenceAtFirstQuery && d[0] === queryMessage) this.silent.add(inbound);
+        if (silenceAtFirstQuery && queryMessages.has(d[0] as number)) this.silent.add(inbound);
         if (!this.silent.has(inbound)) outbound.write(d);
       });
       outbound.on('data', (d: Buffer) => {
