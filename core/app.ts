@@ -246,7 +246,7 @@ export function buildCore(deps: CoreDeps): Core {
     ...oauthClientRoutes({ db: deps.db, keys: deps.keys, now }),
     ...ledgerRoutes({ db: deps.db, keys: deps.keys, log: deps.log, now, ledger }),
   );
-  routes.push(...authzRoutes({ policies: deps.policies }));
+  routes.push(...authzRoutes({ policies: deps.policies, log: deps.log.child({ component: 'simulate' }) }));
   // One SSRF guard for every outbound target an administrator names: webhooks and identity providers.
   const targets = new TargetGuard({
     allowPrivateTargets: deps.webhookAllowPrivateTargets ?? false,

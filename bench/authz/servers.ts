@@ -208,7 +208,7 @@ async function startShadowed(db: Db, url: string, log: Log, keys: KeyStore, edge
   const [manifest, registryText, wasm] = await Promise.all(
     ['manifest.json', 'registry.json', 'policy.wasm'].map(bundleFile),
   );
-  const { candidate } = await storeCandidate(db, edge.policies, 't1', 'bench', {
+  const { candidate } = await storeCandidate(db, { policies: edge.policies, log }, 't1', 'bench', {
     manifest: String(manifest),
     registry: String(registryText),
     wasm: (wasm as Buffer).toString('base64'),

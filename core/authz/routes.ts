@@ -8,7 +8,9 @@ import { Type } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { PolicyDecision } from '../../policy/runtime/bundle.ts';
 import type { PolicyStore } from '../../policy/runtime/store.ts';
+import type { Logger } from 'pino';
 import { AppError } from '../../shared/errors.ts';
+import { policyToolingError } from '../policy/faults.ts';
 import { defineRoute, type RequestContext, type RouteSpec } from '../http/route.ts';
 import { declared } from '../http/declared.ts';
 
@@ -109,9 +111,18 @@ function requireOps(ctx: RequestContext<unknown, unknown, unknown>): void {
     throw new AppError('FORBIDDEN', 'simulation needs the ops or admin role');
 }
 
-async function evaluate(policies: PolicyStore | undefined, ref: string | undefined, input: unknown) {
+interface SimulateDeps {
+  policies: PolicyStore | undefined;
+  log: Logger;
+}
+
+async function evaluate(deps: SimulateDeps, ref: string | undefined, input: unknown) {
+  const { policies } = deps;
   if (!policies?.current) throw new AppError('POLICY_UNAVAILABLE', 'no policy bundle is loaded');
-  const rev = await policies.resolve(ref);
+  // A bundle source that cannot be read is this service's failure, not an unknown ref (faults.ts).
+  const rev = await policies.resolve(ref).catch((err: unknown) => {
+    throw policyToolingError(err, deps.log, 'loading the revision of that policy_ref');
+  });
   if (!rev)
     throw new AppError(
       'POLICY_REF_NOT_FOUND',
@@ -124,7 +135,7 @@ async function evaluate(policies: PolicyStore | undefined, ref: string | undefin
   }
 }
 
-export function authzRoutes(deps: { policies: PolicyStore | undefined }): RouteSpec[] {
+export function authzRoutes(deps: SimulateDeps): RouteSpec[] {
   const tags = ['authz'];
   const responses = { 200: { description: 'Decision with its explanation trace', schema: Result } };
   const post = (path: string, operationId: string, summary: string) =>
@@ -138,7 +149,7 @@ export function authzRoutes(deps: { policies: PolicyStore | undefined }): RouteS
       responses,
       handler: async (ctx) => {
         requireOps(ctx);
-        return { status: 200, body: await evaluate(deps.policies, ctx.query.policy_ref, ctx.body.input) };
+        return { status: 200, body: await evaluate(deps, ctx.query.policy_ref, ctx.body.input) };
       },
     });
   return [
@@ -170,7 +181,7 @@ export function authzRoutes(deps: { policies: PolicyStore | undefined }): RouteS
             `query/input is not an authorization input document (SPEC 2.6): ${first?.path || '/'} ${first?.message ?? ''}`.trim(),
           );
         }
-        return { status: 200, body: await evaluate(deps.policies, ctx.query.policy_ref, doc) };
+        return { status: 200, body: await evaluate(deps, ctx.query.policy_ref, doc) };
       },
     }),
   ];

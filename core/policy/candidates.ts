@@ -7,10 +7,12 @@
  */
 import { createHash } from 'node:crypto';
 import { Type, type Static } from '@sinclair/typebox';
-import { BundleError, type BundleFiles, type PolicyRevision } from '../../policy/runtime/bundle.ts';
+import type { Logger } from 'pino';
+import type { BundleFiles, PolicyRevision } from '../../policy/runtime/bundle.ts';
 import type { PolicyStore } from '../../policy/runtime/store.ts';
 import type { Queryable } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
+import { policyToolingError } from './faults.ts';
 
 /** The bundle's three files as uploaded: the two JSON documents as their exact text (their hashes are over bytes), the WASM as base64. */
 export const CandidateBody = Type.Object(
@@ -47,20 +49,20 @@ export type Candidate = Static<typeof Candidate>;
 export const candidateRefOf = (manifest: Buffer): string =>
   `cand-${createHash('sha256').update(manifest).digest('hex').slice(0, 16)}`;
 
-async function verified(policies: PolicyStore, files: BundleFiles): Promise<PolicyRevision> {
+/** The candidate verified and instantiated: 422 for a fault of the bundle, never for one of ours (faults.ts). */
+async function verified(policies: PolicyStore, files: BundleFiles, log: Logger): Promise<PolicyRevision> {
   try {
     return await policies.verify(files);
   } catch (err) {
     // The verifier's messages name which check failed (signature, hash, shape); they carry no secret.
-    if (err instanceof BundleError) throw new AppError('BUNDLE_INVALID', err.message);
-    throw new AppError('BUNDLE_INVALID', 'the candidate is not a loadable policy bundle');
+    throw policyToolingError(err, log, 'verifying a candidate');
   }
 }
 
 /** Verify and store a candidate for `tenantId` (caller's transaction), within the tenant's cap; returns it as stored. */
 export async function storeCandidate(
   q: Queryable,
-  policies: PolicyStore,
+  verifier: { policies: PolicyStore; log: Logger },
   tenantId: string,
   uploadedBy: string,
   body: CandidateBody,
@@ -70,7 +72,7 @@ export async function storeCandidate(
     registry: Buffer.from(body.registry, 'utf8'),
     wasm: Buffer.from(body.wasm, 'base64'),
   };
-  const rev = await verified(policies, files);
+  const rev = await verified(verifier.policies, files, verifier.log);
   const ref = candidateRefOf(files.manifest);
   await lockTenantPolicy(q, tenantId);
   await ensureRoom(q, tenantId, ref);

@@ -192,6 +192,9 @@ export class ImpactRunner {
       throw err;
     }
     if (reply.type === 'refused') throw new JobFailed('other', reply.reason);
+    // Not the candidate's failure: the job is left to be taken over once its lease lapses (run()).
+    if (reply.type === 'unavailable')
+      throw new Error(`the replay worker could not load the candidate: ${reply.reason}`);
     if (reply.type !== want) throw new JobFailed('other', 'the replay worker answered out of turn');
     return reply as Extract<FromImpact, { type: T }>;
   }

@@ -10,7 +10,12 @@
  */
 import { createPublicKey, type JsonWebKey } from 'node:crypto';
 import { parentPort, workerData } from 'node:worker_threads';
-import { type BundleFiles, instantiateBundle, type PolicyRevision } from '../../policy/runtime/bundle.ts';
+import {
+  BundleError,
+  type BundleFiles,
+  instantiateBundle,
+  type PolicyRevision,
+} from '../../policy/runtime/bundle.ts';
 import { type ImpactResult, type InputRow, replayOne, Tally } from './replay.ts';
 
 /** Baseline revisions one job instantiates; a recorded decision of any further version is compared with its recorded verdict. */
@@ -22,7 +27,10 @@ export type ToImpact =
 export type FromImpact =
   | { type: 'ready' }
   | { type: 'loaded'; id: string }
+  /** The candidate is at fault (a BundleError): the job fails with the reason. */
   | { type: 'refused'; id: string; reason: string }
+  /** This thread is (the WASM runtime short of memory, say): the job is not the candidate's failure. */
+  | { type: 'unavailable'; id: string; reason: string }
   | { type: 'paged'; id: string; result: ImpactResult };
 
 export interface ImpactThreadData {
@@ -61,7 +69,10 @@ async function start(m: Extract<ToImpact, { type: 'job' }>): Promise<FromImpact>
     return { type: 'loaded', id: m.id };
   } catch (err) {
     // The verifier's messages name the failed check (signature, hash, shape); they carry no secret.
-    return { type: 'refused', id: m.id, reason: `the candidate does not verify: ${(err as Error).message}` };
+    if (err instanceof BundleError)
+      return { type: 'refused', id: m.id, reason: `the candidate does not verify: ${err.message}` };
+    const reason = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+    return { type: 'unavailable', id: m.id, reason: reason.slice(0, 200) };
   }
 }
 

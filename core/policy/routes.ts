@@ -135,7 +135,13 @@ const policyCandidateUploadRoute = (deps: PolicyImpactDeps): RouteSpec =>
     handler: async (ctx) => {
       const c = callerOf(ctx);
       const stored = await deps.db.tx(async (q) => {
-        const s = await storeCandidate(q, verifier(deps), c.tenantId, c.principalId, ctx.body);
+        const s = await storeCandidate(
+          q,
+          { policies: verifier(deps), log: deps.log },
+          c.tenantId,
+          c.principalId,
+          ctx.body,
+        );
         if (s.created) {
           await appendAudit(q, [
             auditOf(

@@ -202,6 +202,12 @@ function verdictOf(results: unknown): PolicyVerdict {
   return result;
 }
 
+/**
+ * A bundle refused for what it is: a file missing from its source, its signature, a hash or its
+ * shape, or a WASM that does not load as an OPA policy. Anything else thrown while loading or
+ * running one (the WASM runtime short of memory, the source unreadable) is the service's failure,
+ * never the bundle's: policy tooling answers it as unavailable, not as a bad bundle.
+ */
 export class BundleError extends Error {}
 
 export interface PolicyRevision {
@@ -310,6 +316,41 @@ export interface InstantiateOptions {
   maxMemoryPages?: number;
 }
 
+/** WebAssembly's error classes (the ES library this project compiles against does not declare the namespace). */
+const wasmErrors = (
+  globalThis as unknown as {
+    WebAssembly: Record<'CompileError' | 'LinkError' | 'RuntimeError', new () => Error>;
+  }
+).WebAssembly;
+
+/**
+ * What loading a WASM throws that its bytes are to blame for: a module that does not compile,
+ * link or start, an ABI opa-wasm does not know and its other refusals (it throws strings), an
+ * export it expects and does not find (a TypeError). The runtime failing for want of resources (a
+ * RangeError: memory it could not allocate) is not among them.
+ */
+const isWasmFault = (err: unknown): boolean =>
+  !(err instanceof Error) ||
+  err instanceof TypeError ||
+  [wasmErrors.CompileError, wasmErrors.LinkError, wasmErrors.RuntimeError].some((c) => err instanceof c);
+
+/** The bundle's WASM (its signature verified) loaded with its data; a BundleError where the bytes are at fault. */
+async function loadedPolicy(
+  wasm: Buffer,
+  memory: { initial: number; maximum: number } | undefined,
+  data: Record<string, unknown>,
+): Promise<LoadedPolicy> {
+  try {
+    const policy = await loadPolicy(wasm, memory, hostBuiltins);
+    policy.setData(data);
+    return policy;
+  } catch (err) {
+    if (!isWasmFault(err)) throw err;
+    const why = (err instanceof Error ? err.message : String(err)).slice(0, 200);
+    throw new BundleError(`policy.wasm does not load as an OPA policy: ${why}`);
+  }
+}
+
 /** Verify and instantiate a bundle from its files. */
 export async function instantiateBundle(
   files: BundleFiles,
@@ -336,8 +377,10 @@ export async function instantiateBundle(
     throw new BundleError('registry version differs from the manifest');
   const routes = routeTableOf(manifest, files.routes);
   const memory = opts.maxMemoryPages ? { initial: 5, maximum: opts.maxMemoryPages } : undefined;
-  const policy = await loadPolicy(files.wasm, memory, hostBuiltins);
-  policy.setData({ registry, meta: { policy_version: manifest.policy_version } });
+  const policy = await loadedPolicy(files.wasm, memory, {
+    registry,
+    meta: { policy_version: manifest.policy_version },
+  });
   const reg = registry;
   const entrypoints = policy.entrypoints as Record<string, number>;
   const traced = entrypoints[manifest.entrypoint] ?? 0;
@@ -373,11 +416,21 @@ export function bundleFileReader(source: string): (name: string) => Promise<Buff
         const res = await request(new URL(name, source.endsWith('/') ? source : `${source}/`));
         if (res.statusCode !== 200) {
           await res.body.dump();
-          throw new BundleError(`GET ${name}: HTTP ${res.statusCode}`);
+          // Not there is the bundle's (or the ref's) answer; any other status is the source failing.
+          const message = `GET ${name}: HTTP ${res.statusCode}`;
+          throw res.statusCode === 404 || res.statusCode === 410
+            ? new BundleError(message)
+            : new Error(message);
         }
         return Buffer.from(await res.body.arrayBuffer());
       }
-    : (name: string) => readFile(join(source, name));
+    : (name: string) =>
+        readFile(join(source, name)).catch((err: unknown) => {
+          // A file that is not there is the bundle's answer; another I/O error is the source failing.
+          if ((err as { code?: unknown }).code === 'ENOENT')
+            throw new BundleError(`${name} is not in the bundle`);
+          throw err;
+        });
 }
 
 /** The SHA-256 of a source's manifest: equal digests name the same (signed) bundle. */

@@ -10,6 +10,7 @@
 import type { KeyObject } from 'node:crypto';
 import type { Logger } from 'pino';
 import {
+  BundleError,
   type BundleFiles,
   instantiateBundle,
   loadBundle,
@@ -62,7 +63,8 @@ export class PolicyStore {
 
   /**
    * A revision by `policy_ref`: kept in memory, or fetched (verified like any bundle) from the
-   * source's `revisions/<ref>/`; undefined when neither has it.
+   * source's `revisions/<ref>/`; undefined when neither has it (or the source's is no verified
+   * bundle). A source that cannot be read throws.
    */
   async resolve(ref?: string): Promise<PolicyRevision | undefined> {
     const kept = this.get(ref) ?? (ref ? this.fetched.get(ref) : undefined);
@@ -71,7 +73,10 @@ export class PolicyStore {
     try {
       rev = await loadBundle(revisionSource(this.source, ref), this.trusted);
     } catch (err) {
-      this.log?.debug({ ref, err: (err as Error).message }, 'policy revision not found in the bundle source');
+      // The source could not be read (I/O, a server error): the revision may well be there, so
+      // the failure goes up as the service's, never as an unknown ref.
+      if (!(err instanceof BundleError)) throw err;
+      this.log?.debug({ ref, err: err.message }, 'policy revision not found in the bundle source');
       return undefined;
     }
     if (rev.policyVersion !== ref) return undefined;

@@ -7,16 +7,15 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import { deriveApiKeySealKey, deriveChallengeKey } from '../../core/keys/keys.ts';
 import { buildEdge, type Edge } from '../../edge/main.ts';
 import { warmSteps } from '../../edge/warm.ts';
 import { createOpsServer } from '../../edge/metrics.ts';
 import { createDb, type Db } from '../../shared/db/pool.ts';
-import { createLogger } from '../../shared/log.ts';
 import { createMetrics } from '../../shared/metrics.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
+import { loggerInto } from '../helpers/log-lines.ts';
 import { call, serve } from '../helpers/http.ts';
 import { Relay, throughRelay } from '../helpers/pg-relay.ts';
 
@@ -55,15 +54,7 @@ describe('edge start-up while PostgreSQL is not answering', () => {
     relays.push(relay);
     const url = new URL(await throughRelay(relay, tdb.url));
     if (password !== undefined) url.password = password;
-    const log = createLogger(
-      'info',
-      new Writable({
-        write(chunk: Buffer, _enc, done) {
-          lines.push(chunk.toString());
-          done();
-        },
-      }),
-    );
+    const log = loggerInto(lines);
     const db = createDb({ connectionString: url.toString(), metrics: createMetrics(), log });
     dbs.push(db);
     const masterKey = randomBytes(32);

@@ -87,25 +87,29 @@ export async function regoCandidate(rego: string, policyVersion: string): Promis
       },
     );
     await run('tar', ['-xzf', tarball, '-C', dir, '/policy.wasm']);
-    const wasm = await readFile(join(dir, 'policy.wasm'));
-    const registryText = await readFile(join(defaultBundleDir, 'registry.json'), 'utf8');
-    const registry = JSON.parse(registryText) as { version: string };
-    const manifest = signDocument(
-      {
-        policy_version: policyVersion,
-        registry_version: registry.version,
-        entrypoint,
-        wasm_sha256: sha256(wasm),
-        registry_sha256: sha256(registryText),
-      },
-      await devKey(),
-    );
-    return {
-      manifest: `${JSON.stringify(manifest, null, 2)}\n`,
-      registry: registryText,
-      wasm: wasm.toString('base64'),
-    };
+    return await wasmCandidate(await readFile(join(dir, 'policy.wasm')), policyVersion);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
+}
+
+/** A bundle of `wasm`, whatever it holds, with the development registry, named `policyVersion`, signed with the development key. */
+export async function wasmCandidate(wasm: Buffer, policyVersion: string): Promise<CandidateUpload> {
+  const registryText = await readFile(join(defaultBundleDir, 'registry.json'), 'utf8');
+  const registry = JSON.parse(registryText) as { version: string };
+  const manifest = signDocument(
+    {
+      policy_version: policyVersion,
+      registry_version: registry.version,
+      entrypoint,
+      wasm_sha256: sha256(wasm),
+      registry_sha256: sha256(registryText),
+    },
+    await devKey(),
+  );
+  return {
+    manifest: `${JSON.stringify(manifest, null, 2)}\n`,
+    registry: registryText,
+    wasm: wasm.toString('base64'),
+  };
 }

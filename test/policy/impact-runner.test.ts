@@ -2,11 +2,14 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { Worker } from 'node:worker_threads';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { ImpactRunner, type ImpactRunnerDeps } from '../../core/policy/impact-runner.ts';
-import { loadTrustedKeys } from '../../policy/runtime/bundle.ts';
+import { defaultBundleDir, loadTrustedKeys } from '../../policy/runtime/bundle.ts';
 import { PolicyStore } from '../../policy/runtime/store.ts';
 import { createLogger } from '../../shared/log.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
+import { loggerInto } from '../helpers/log-lines.ts';
 
 /**
  * Stand-in impact threads (CommonJS, evaluated) speaking impact-thread.ts's protocol: `onPage`
@@ -30,6 +33,9 @@ const counting = `state.scanned += m.rows.length; state.unchanged += m.rows.leng
   parentPort.postMessage({ type: 'paged', id: m.id, result: state });`;
 
 const candidateRef = 'cand-00000000000000a1';
+/** A candidate whose files verify: the development bundle. */
+const sound = 'cand-00000000000000b2';
+type TestLog = ReturnType<typeof createLogger>;
 
 describe('impact runner: bounded, failing with a reason, resumable (issue 22 item 2)', () => {
   let tdb: TestDb;
@@ -53,12 +59,12 @@ describe('impact runner: bounded, failing with a reason, resumable (issue 22 ite
     await tdb?.drop();
   });
 
-  const queue = async (): Promise<string> => {
+  const queue = async (ref = candidateRef): Promise<string> => {
     const id = randomUUID();
     await tdb.db.query(
       `INSERT INTO policy_impact_jobs (id, tenant_id, candidate_ref, since, until, requested_by)
        VALUES ($1, 'ta', $2, now() - interval '1 hour', now() + interval '1 hour', 'x')`,
-      [id, candidateRef],
+      [id, ref],
     );
     return id;
   };
@@ -137,5 +143,41 @@ describe('impact runner: bounded, failing with a reason, resumable (issue 22 ite
     const j = await job(id);
     assert.equal(j?.status, 'done', j?.error ?? '');
     assert.deepEqual([j?.result.scanned, j?.result.complete], [450, true], 'each decision replayed once');
+  });
+
+  it('a candidate the real worker cannot load for a reason of its own is no failed job; one that does not verify is', async () => {
+    // A candidate that verifies (the development bundle), replayed by the real impact thread whose
+    // WASM runtime cannot start an instance (the injected failure: a memory bound below what one needs).
+    const bundle = (f: string) => readFile(join(defaultBundleDir, f));
+    await tdb.db.query(
+      `INSERT INTO policy_candidates (tenant_id, ref, policy_version, registry_version, manifest, registry, wasm, uploaded_by)
+       VALUES ('ta', $1, 'v', 'r', $2, $3, $4, 'x')`,
+      [sound, await bundle('manifest.json'), await bundle('registry.json'), await bundle('policy.wasm')],
+    );
+    const lines: string[] = [];
+    const watched = loggerInto(lines, 'warn');
+    const realThread = (onto: TestLog) =>
+      new ImpactRunner({ db: tdb.db, log: onto, policies, worker: { maxMemoryPages: 1 } });
+    const id = await queue(sound);
+    const r = realThread(watched);
+    r.poke();
+    await until(async () => lines.some((l) => l.includes('policy impact runner failed; will retry')));
+    await r.stop();
+    const j = await job(id);
+    assert.deepEqual(
+      [j?.status, j?.error],
+      ['running', null],
+      'not failed: taken over once its lease lapses',
+    );
+    assert.match(lines.join(''), /could not load the candidate: RangeError/);
+    // The same worker, a candidate that does not verify: that one is the candidate's fault.
+    const bad = await queue();
+    const r2 = realThread(log);
+    r2.poke();
+    await until(ended(bad));
+    await r2.stop();
+    const b = await job(bad);
+    assert.equal(b?.status, 'failed');
+    assert.match(b?.error ?? '', /^the candidate does not verify: /);
   });
 });

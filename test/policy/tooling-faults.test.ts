@@ -1,0 +1,166 @@
+/**
+ * Policy tooling blames a bundle only for the bundle's faults (core/policy/faults.ts). A candidate
+ * upload whose verification fails for a reason of ours (the WASM runtime that cannot start, an
+ * I/O error: injected into the verifier) is 503 with Retry-After and logged, a defect of our code
+ * 500 without detail, and only a bundle that does not verify 422. Simulate's `policy_ref` whose
+ * revision the bundle source fails to serve is 503, not an unknown ref (404).
+ */
+import assert from 'node:assert/strict';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { buildCore } from '../../core/app.ts';
+import { KeyStore } from '../../core/keys/keys.ts';
+import { readBuildInfo } from '../../core/platform/build-info.ts';
+import {
+  type BundleFiles,
+  defaultBundleDir,
+  loadTrustedKeys,
+  type PolicyRevision,
+} from '../../policy/runtime/bundle.ts';
+import { PolicyStore } from '../../policy/runtime/store.ts';
+import { createMetrics } from '../../shared/metrics.ts';
+import { wasmCandidate } from '../helpers/candidates.ts';
+import { freshDatabase, type TestDb } from '../helpers/db.ts';
+import { loggerInto } from '../helpers/log-lines.ts';
+import { testEdgeSecrets, viaEdge } from '../helpers/edge-auth.ts';
+import { call, serve } from '../helpers/http.ts';
+
+/** A policy store whose verifier fails as told (the injected failure), else verifies. */
+class FaultyStore extends PolicyStore {
+  fault: unknown;
+  override verify(files: BundleFiles): Promise<PolicyRevision> {
+    return this.fault === undefined ? super.verify(files) : Promise.reject(this.fault);
+  }
+}
+
+describe('policy tooling: 422 for the bundle, 503 or 500 for us', () => {
+  let tdb: TestDb;
+  let origin: string;
+  let closeCore: () => Promise<void>;
+  let source: Server;
+  let store: FaultyStore;
+  const lines: string[] = [];
+
+  before(async () => {
+    // The bundle source: the development bundle, one revision it fails to serve (503), none else.
+    source = createServer(async (req, res) => {
+      const path = req.url ?? '/';
+      if (path.startsWith('/revisions/broken-ref/')) {
+        res.writeHead(503).end();
+        return;
+      }
+      try {
+        res.end(await readFile(join(defaultBundleDir, path.replace(/^\//, ''))));
+      } catch {
+        res.writeHead(404).end();
+      }
+    });
+    await new Promise<void>((r) => source.listen(0, '127.0.0.1', r));
+    store = new FaultyStore(await loadTrustedKeys());
+    await store.load(`http://127.0.0.1:${(source.address() as { port: number }).port}/`);
+    tdb = await freshDatabase();
+    await tdb.db.query(
+      `INSERT INTO tenants (id, name, country, base_currency) VALUES ('tp', 'tp', 'KE', 'KES')`,
+    );
+    const log = loggerInto(lines);
+    const core = buildCore({
+      db: tdb.db,
+      log,
+      metrics: createMetrics(),
+      build: readBuildInfo(),
+      keys: new KeyStore(tdb.db, randomBytes(32)),
+      edgeSecrets: testEdgeSecrets,
+      checkResponses: true,
+      policies: store,
+    });
+    const s = await serve(core.server);
+    origin = s.origin;
+    closeCore = s.close;
+  });
+  after(async () => {
+    await closeCore();
+    source.close();
+    await tdb.drop();
+  });
+
+  const as = (role: string) => (method: string, path: string, json?: unknown) =>
+    call(origin, method, path, {
+      ...(json === undefined ? {} : { json }),
+      headers: viaEdge({
+        'x-request-id': randomUUID(),
+        'x-tenant-id': 'tp',
+        'x-principal-id': `staff-${role}`,
+        'x-roles': role,
+        'x-client-ip': '10.0.0.1',
+      }),
+    });
+  const upload = (body: unknown) => as('policy_author')('POST', '/v1/policy/candidates', body);
+
+  it('a candidate that does not verify, or whose WASM does not load, is 422 BUNDLE_INVALID', async () => {
+    const unsigned = await upload({ manifest: '{}', registry: '{}', wasm: 'AAAA' });
+    assert.equal(unsigned.status, 422, unsigned.text);
+    assert.equal(unsigned.json.code, 'BUNDLE_INVALID');
+    const broken = await upload(await wasmCandidate(Buffer.from('not a wasm module'), 'broken-wasm'));
+    assert.equal(broken.status, 422, broken.text);
+    assert.match(broken.json.message, /policy\.wasm does not load as an OPA policy/);
+  });
+
+  it('our failure while verifying a candidate is 503 with Retry-After, logged, never 422', async () => {
+    const candidate = await wasmCandidate(await readFile(join(defaultBundleDir, 'policy.wasm')), 'fine');
+    for (const fault of [
+      new RangeError('WebAssembly.Memory(): could not allocate memory'),
+      Object.assign(new Error('EIO: i/o error, read'), { code: 'EIO' }),
+    ]) {
+      store.fault = fault;
+      const r = await upload(candidate);
+      assert.equal(r.status, 503, `${fault.message}: ${r.text}`);
+      assert.equal(r.json.code, 'POLICY_UNAVAILABLE');
+      assert.equal(r.headers['retry-after'], '5');
+      assert.doesNotMatch(r.text, /allocate|EIO|at /, 'neither its message nor a stack');
+      assert.ok(
+        lines.some((l) => l.includes(fault.message) && JSON.parse(l).level === 50),
+        'logged at error with its cause',
+      );
+    }
+    store.fault = undefined;
+    const stored = await upload(candidate);
+    assert.equal(stored.status, 201, stored.text);
+  });
+
+  it('a defect of ours while verifying is 500 INTERNAL without detail, not 422', async () => {
+    store.fault = new TypeError("Cannot read properties of undefined (reading 'wasm')");
+    try {
+      const r = await upload(await wasmCandidate(Buffer.from('ignored'), 'defect'));
+      assert.equal(r.status, 500, r.text);
+      assert.equal(r.json.code, 'INTERNAL');
+      assert.doesNotMatch(r.text, /Cannot read|TypeError|at /);
+    } finally {
+      store.fault = undefined;
+    }
+  });
+
+  it('simulate: a revision the bundle source fails to serve is 503; one it does not have is 404', async () => {
+    const simulate = (ref: string) =>
+      as('ops')('POST', `/v1/auth/simulate?policy_ref=${ref}`, {
+        input: {
+          tenant: { id: 'tp' },
+          subject: { id: 'c1', type: 'customer', aal: 1 },
+          resource: { type: 'account', tenant_id: 'tp' },
+          action: 'account.read',
+          purpose: 'customer.account.view',
+          context: { ip: '10.0.0.1', risk: 'low' },
+        },
+      });
+    assert.equal((await simulate(store.current?.policyVersion ?? '')).status, 200);
+    const unknown = await simulate('no-such-ref');
+    assert.equal(unknown.status, 404, unknown.text);
+    assert.equal(unknown.json.code, 'POLICY_REF_NOT_FOUND');
+    const failing = await simulate('broken-ref');
+    assert.equal(failing.status, 503, failing.text);
+    assert.equal(failing.json.code, 'POLICY_UNAVAILABLE');
+    assert.equal(failing.headers['retry-after'], '5');
+  });
+});
