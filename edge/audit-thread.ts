@@ -28,6 +28,13 @@ export type ToThread =
       id: number;
       /** The batch's JSON array: text, or its UTF-8 bytes (entries the writer encoded as they came). */
       entries: string | Uint8Array;
+      /**
+       * How many entries the writer put in it. An entry's replay input is spliced in as JSON text
+       * (recordedEntryJson): were a text ever to close its entry and open another, the array would
+       * read as more entries than were sent, one of them of the text's making (another tenant's,
+       * say). A batch that does not read as exactly this many is refused as poison.
+       */
+      count: number;
     }
   | { type: 'close' };
 export type FromThread =
@@ -52,10 +59,24 @@ const recorder = inputs
 recorder?.start();
 void recorder?.housekeep();
 
-/** A batch's entries as sent (JSON text or its UTF-8 bytes), their times as Dates. */
-function batchOf(sent: string | Uint8Array): RecordedEntry[] {
+/** Why a batch is refused whole as poison (never the text's own words: they are the unscrubbed input). */
+class PoisonBatch extends Error {}
+
+/** A batch's entries as sent (JSON text or its UTF-8 bytes), `count` of them, their times as Dates. */
+function batchOf(sent: string | Uint8Array, count: number): RecordedEntry[] {
   const text = typeof sent === 'string' ? sent : utf8.decode(sent);
-  return (JSON.parse(text) as (Omit<RecordedEntry, 'ts'> & { ts?: string })[]).map(
+  let read: unknown;
+  try {
+    read = JSON.parse(text);
+  } catch {
+    // Not JSON.parse's message: it quotes the text around the error, the unscrubbed input.
+    throw new PoisonBatch('audit batch does not read as JSON');
+  }
+  if (!Array.isArray(read) || read.length !== count)
+    throw new PoisonBatch(
+      `audit batch reads as ${Array.isArray(read) ? read.length : 'no'} entries, not the ${count} sent`,
+    );
+  return (read as (Omit<RecordedEntry, 'ts'> & { ts?: string })[]).map(
     ({ ts, ...e }): RecordedEntry => (ts === undefined ? e : { ...e, ts: new Date(ts) }),
   );
 }
@@ -69,13 +90,14 @@ port.on('message', (m: ToThread) => {
   }
   let entries: RecordedEntry[];
   try {
-    entries = batchOf(m.entries);
-  } catch {
-    // A batch that does not read (cannot happen while every text comes from JSON.stringify) is
-    // refused as poison: the writer then records its entries one by one, the bad one as
-    // audit.unwritable, instead of this thread dying and the batch being retried for ever.
-    // Not JSON.parse's message: it quotes the text around the error, the unscrubbed input.
-    reply({ type: 'done', id: m.id, error: { message: 'audit batch does not read as JSON', poison: true } });
+    entries = batchOf(m.entries, m.count);
+  } catch (err) {
+    // A batch that does not read, or not as the entries sent (neither can happen while every text
+    // comes from JSON.stringify), is refused as poison, none of it written: the writer then
+    // records its entries one by one, the bad one as audit.unwritable in its own tenant, instead
+    // of this thread dying and the batch being retried for ever.
+    const message = err instanceof PoisonBatch ? err.message : 'audit batch does not read';
+    reply({ type: 'done', id: m.id, error: { message, poison: true } });
     return;
   }
   db.tx((client) => appendAudit(client, entries)).then(

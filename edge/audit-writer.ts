@@ -209,16 +209,17 @@ export class AuditThread implements AuditSink {
   async write(batch: RecordedEntry[]): Promise<void> {
     if (this.closed) throw new Error('audit thread is closed');
     const text = await serializeInSlices(batch);
-    return this.send(text);
+    return this.send(text, batch.length);
   }
 
   /** Entries the writer encoded as they came: one buffer, handed over (transferred, not copied). */
   writeEncoded(batch: readonly Buffer[]): Promise<void> {
     if (this.closed) return Promise.reject(new Error('audit thread is closed'));
-    return this.send(encodedBatch(batch));
+    return this.send(encodedBatch(batch), batch.length);
   }
 
-  private send(entries: string | Buffer): Promise<void> {
+  /** `entries`, the JSON array of `count` entries, to the thread (which refuses it read as any other count). */
+  private send(entries: string | Buffer, count: number): Promise<void> {
     if (this.closed) return Promise.reject(new Error('audit thread is closed'));
     const w = (this.worker ??= this.spawn());
     const id = ++this.seq;
@@ -229,7 +230,7 @@ export class AuditThread implements AuditSink {
         void w.terminate();
       }, this.timeoutMs);
       this.waiting.set(id, { resolve, reject, timer, worker: w });
-      const message = { type: 'write', id, entries } satisfies ToThread;
+      const message = { type: 'write', id, entries, count } satisfies ToThread;
       if (typeof entries === 'string') w.postMessage(message);
       else w.postMessage(message, [entries.buffer as ArrayBuffer]);
     });

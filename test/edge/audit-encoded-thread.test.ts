@@ -251,3 +251,65 @@ describe('the record of an encoded entry that does not read', () => {
     }
   });
 });
+
+describe('a batch that reads as more entries than were sent', () => {
+  /** A replay input that closes its entry and opens one of tenant `victim`: balanced, and never what policyInputJson gives. */
+  const forging = (victim: string) =>
+    `{}}},{"tenantId":"${victim}","actor":{"type":"staff","id":"forged"},"action":"authz.decision",` +
+    `"target":{"type":"transaction","id":"x"},"decision":{"allow":true},"attrs":{},"replay":{"input":{}`;
+  const replay = (inputJson: string) => ({ inputJson, allow: true, policyVersion: 'p', route: 'POST /v1/x' });
+
+  it('is refused as poison: nothing in the other tenant, the entry recorded as unwritable in its own, the rest written', async () => {
+    const t = await freshDatabase();
+    const audit = new AuditWriter(t.db, log, 1000, 100, new AuditThread(t.url));
+    audit.recordInputs({ sample: 1, retentionDays: () => undefined });
+    try {
+      const crafted: RecordedEntry = { ...oddEntry('tz', 1), replay: replay(forging('victim')) };
+      // As it would cross to the thread: a second, well-formed entry of the other tenant appears.
+      const read = JSON.parse(`[${recordedEntryJson(crafted)}]`) as { tenantId: string }[];
+      assert.deepEqual(
+        read.map((e) => e.tenantId),
+        ['tz', 'victim'],
+      );
+      audit.push(oddEntry('tz', 0), replay('{"a":1}'));
+      audit.push(oddEntry('tz', 1), replay(forging('victim')));
+      audit.push(oddEntry('tz', 2), replay('{"b":2}'));
+      await new Promise<void>((r) => setImmediate(r));
+      await audit.flush();
+      assert.equal(audit.pending(), 0);
+      assert.deepEqual(await rowsOf(t, 'victim'), [], "nothing written in the other tenant's chain");
+      const rows = await rowsOf(t, 'tz');
+      assert.deepEqual(
+        rows.map((r) => [r.action, (r.decision as { n: number } | null)?.n]),
+        [
+          ['authz.decision', 0],
+          ['audit.unwritable', undefined],
+          ['authz.decision', 2],
+        ],
+      );
+      assert.match(
+        String((rows[1]?.attrs as Record<string, unknown>).error),
+        /reads as 2 entries, not the 1 sent/,
+      );
+      assert.deepEqual(await verifyChain(t.db, 'tz'), { ok: true, count: 3 });
+      assert.deepEqual(await platformActions(t), []);
+    } finally {
+      await audit.stop();
+      await t.drop();
+    }
+  });
+
+  it('is refused whole on the text path too (entries sent as objects)', async () => {
+    const t = await freshDatabase();
+    const sink = new AuditThread(t.url);
+    try {
+      const crafted: RecordedEntry = { ...oddEntry('tz', 1), replay: replay(forging('victim')) };
+      await assert.rejects(sink.write([oddEntry('tz', 0), crafted]), { poison: true });
+      assert.deepEqual(await rowsOf(t, 'victim'), []);
+      assert.deepEqual(await rowsOf(t, 'tz'), [], 'none of the batch');
+    } finally {
+      await sink.close();
+      await t.drop();
+    }
+  });
+});
