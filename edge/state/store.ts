@@ -9,6 +9,7 @@ import { firstUse } from '../../shared/replay.ts';
 import { hash } from 'node:crypto';
 import pg from 'pg';
 import type { Logger } from 'pino';
+import { within } from '../../shared/db/listener.ts';
 import type { Db, Queryable } from '../../shared/db/pool.ts';
 import { startupPoolMax } from '../../shared/startup.ts';
 import { stepUpUseOf } from '../../shared/stepup-uses.ts';
@@ -97,19 +98,6 @@ export const lastSeenFlushMs = 1_000;
  */
 export const listenerAnswerMs = 2_000;
 export const listenerReadyMs = maxStalenessMs;
-
-/**
- * `work` on `client`, its socket destroyed when it has not settled within `ms` (which rejects
- * it: pg fails a query whose connection ends). Ending gracefully would wait on the silent peer.
- */
-async function within<T>(client: pg.Client, ms: number, work: Promise<T>): Promise<T> {
-  const timer = setTimeout(() => client.connection.stream.destroy(), ms);
-  try {
-    return await work;
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 /** End `client`: gracefully (a Terminate the server logs as a clean exit), its socket destroyed if that is not answered. */
 async function endClient(client: pg.Client): Promise<void> {

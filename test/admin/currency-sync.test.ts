@@ -15,17 +15,11 @@ import { minorUnitsOf, setCurrencies } from '../../core/ledger/currency.ts';
 import type { Db, Queryable } from '../../shared/db/pool.ts';
 import { createLogger } from '../../shared/log.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
+import { listenVia, sleep, untilHolds } from '../helpers/listening.ts';
 import { Relay, throughRelay } from '../helpers/pg-relay.ts';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** Long enough that a test's change can only reach the snapshot by the path it tests. */
 const never = 3_600_000;
-
-/** Poll `check` every 20 ms until it holds, or fail after `capMs` (a liveness bound). */
-async function until(check: () => boolean, capMs: number, what: string): Promise<void> {
-  for (const end = Date.now() + capMs; !check(); await sleep(20))
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-}
 
 /** A logger whose lines this test reads. */
 function capturedLog() {
@@ -37,21 +31,6 @@ function capturedLog() {
     },
   });
   return { log: createLogger('info', sink), lines };
-}
-
-/**
- * `db` with another address for new connections (its `pool.options`, which the listener reads)
- * while queries still go through `db`'s own pool.
- */
-function listenVia(db: Db, url: string): Db {
-  const pool = new Proxy(db.pool, {
-    get(target, prop) {
-      if (prop === 'options') return { ...target.options, connectionString: url };
-      const v = Reflect.get(target, prop, target) as unknown;
-      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
-    },
-  });
-  return { ...db, pool };
 }
 
 /**
@@ -104,16 +83,16 @@ describe('the ledger currency snapshot follows admin_currencies', () => {
     const s = sync(tdb.db, { reloadEveryMs: never });
     s.start();
     s.listen();
-    await until(() => s.listening, 5_000, 'the listener');
+    await untilHolds(() => s.listening, 5_000, 'the listener');
     await s.idle();
     assert.equal(minorUnitsOf('MUR'), undefined);
 
     await put('MUR', 3);
-    await until(() => minorUnitsOf('MUR') === 3, 5_000, 'MUR added');
+    await untilHolds(() => minorUnitsOf('MUR') === 3, 5_000, 'MUR added');
     await tdb.db.query(`UPDATE admin_currencies SET minor_units = 1 WHERE code = 'MUR'`);
-    await until(() => minorUnitsOf('MUR') === 1, 5_000, 'MUR re-scaled');
+    await untilHolds(() => minorUnitsOf('MUR') === 1, 5_000, 'MUR re-scaled');
     await tdb.db.query(`DELETE FROM admin_currencies WHERE code = 'MUR'`);
-    await until(() => minorUnitsOf('MUR') === undefined, 5_000, 'MUR removed');
+    await untilHolds(() => minorUnitsOf('MUR') === undefined, 5_000, 'MUR removed');
 
     // Announced at commit: a change not yet committed is not announced, and one rolled back never is.
     const c = new pg.Client({ connectionString: tdb.url });
@@ -124,7 +103,7 @@ describe('the ledger currency snapshot follows admin_currencies', () => {
     assert.equal(minorUnitsOf('SCR'), undefined, 'not announced before its commit');
     await c.query('COMMIT');
     await c.end();
-    await until(() => minorUnitsOf('SCR') === 2, 5_000, 'SCR added at commit');
+    await untilHolds(() => minorUnitsOf('SCR') === 2, 5_000, 'SCR added at commit');
   });
 
   it('follows a reload that read the table before a change with one more reload', async () => {
@@ -134,7 +113,7 @@ describe('the ledger currency snapshot follows admin_currencies', () => {
     const s = sync(tdb.db, { reloadEveryMs: never, load });
     s.start();
     s.listen();
-    await until(() => s.listening, 5_000, 'the listener');
+    await untilHolds(() => s.listening, 5_000, 'the listener');
     await s.idle();
     const before = c.loads;
 
@@ -142,9 +121,9 @@ describe('the ledger currency snapshot follows admin_currencies', () => {
       release = r;
     });
     s.reload();
-    await until(() => c.selected === before + 1, 5_000, 'the held reload to read the table');
+    await untilHolds(() => c.selected === before + 1, 5_000, 'the held reload to read the table');
     await put('BND', 3);
-    await until(() => s.queued, 5_000, 'the announcement while the reload runs');
+    await untilHolds(() => s.queued, 5_000, 'the announcement while the reload runs');
     // Further asks while it still runs are the same one reload after it.
     s.reload();
     s.reload();
@@ -164,16 +143,16 @@ describe('the ledger currency snapshot follows admin_currencies', () => {
     const periodic = sync(db, { reloadEveryMs: 200 }, log);
     periodic.start();
     periodic.listen();
-    await until(() => periodic.listening, 5_000, 'the listener');
+    await untilHolds(() => periodic.listening, 5_000, 'the listener');
     relay.refuse = true;
     relay.cutAll();
-    await until(() => !periodic.listening, 5_000, 'the listener lost');
+    await untilHolds(() => !periodic.listening, 5_000, 'the listener lost');
     assert.ok(
       lines.some((l) => l.includes('currency listener lost')),
       lines.join('\n'),
     );
     await put('LSL', 2);
-    await until(() => minorUnitsOf('LSL') === 2, 5_000, 'LSL by the periodic reload');
+    await untilHolds(() => minorUnitsOf('LSL') === 2, 5_000, 'LSL by the periodic reload');
     assert.equal(periodic.listening, false);
     await periodic.close();
 
@@ -184,17 +163,17 @@ describe('the ledger currency snapshot follows admin_currencies', () => {
     await back.idle();
     relay.refuse = false;
     back.listen();
-    await until(() => back.listening, 5_000, 'the listener');
+    await untilHolds(() => back.listening, 5_000, 'the listener');
     await back.idle();
     const before = c.loads;
     relay.refuse = true;
     relay.cutAll();
-    await until(() => !back.listening, 5_000, 'the listener lost');
+    await untilHolds(() => !back.listening, 5_000, 'the listener lost');
     await put('LSL', 0);
     await sleep(300);
     assert.equal(minorUnitsOf('LSL'), 2, 'announced to no one: not reloaded yet');
     relay.refuse = false;
-    await until(() => back.listening, 5_000, 'the listener back');
+    await untilHolds(() => back.listening, 5_000, 'the listener back');
     await back.idle();
     assert.equal(minorUnitsOf('LSL'), 0, 'reloaded when it came back');
     assert.equal(c.loads, before + 1, 'once');
@@ -208,15 +187,15 @@ describe('the ledger currency snapshot follows admin_currencies', () => {
     relay.silenceAtFirstQuery = true;
     const s = sync(db, { reloadEveryMs: never }, log);
     s.listen();
-    await until(
+    await untilHolds(
       () => lines.some((l) => l.includes('currency listener could not connect')),
       10_000,
       'the silent attempt given up',
     );
     relay.silenceAtFirstQuery = false;
-    await until(() => s.listening, 5_000, 'the listener on a connection that answers');
+    await untilHolds(() => s.listening, 5_000, 'the listener on a connection that answers');
     await put('SLE', 2);
-    await until(() => minorUnitsOf('SLE') === 2, 5_000, 'SLE announced');
+    await untilHolds(() => minorUnitsOf('SLE') === 2, 5_000, 'SLE announced');
   });
 
   it('keeps the last snapshot when a reload fails, says so at warn without secrets, and tries again', async () => {
@@ -236,7 +215,7 @@ describe('the ledger currency snapshot follows admin_currencies', () => {
       lines
         .filter((l) => l.includes('reloading the ledger currencies failed'))
         .map((l) => JSON.parse(l) as { level: number; err: string; code?: string; retryInMs: number });
-    await until(() => failures().length >= 3, 10_000, 'a failed reload and two retries');
+    await untilHolds(() => failures().length >= 3, 10_000, 'a failed reload and two retries');
     assert.equal(minorUnitsOf('KMF'), 2, 'the last snapshot stays');
     const [first] = failures();
     assert.equal(first?.level, 40);
@@ -267,13 +246,13 @@ describe('the ledger currency snapshot follows admin_currencies', () => {
     s.start();
     // The snapshot answers (synchronously: a request never waits for a reload) while its reload hangs.
     assert.equal(minorUnitsOf('GMD'), 1);
-    await until(
+    await untilHolds(
       () => lines.some((l) => l.includes('Query read timeout')),
       5_000,
       'the unanswered reload given up',
     );
     relay.silenceAtFirstQuery = false;
-    await until(() => minorUnitsOf('GMD') === 2, 5_000, 'a later reload');
+    await untilHolds(() => minorUnitsOf('GMD') === 2, 5_000, 'a later reload');
     await s.close();
     await silent.pool.end();
   });

@@ -12,8 +12,8 @@
  * - when the listener connects (again) the table is reloaded once: changes made while nobody
  *   listened were announced to no one;
  * - the table is also reloaded every `reloadEveryMs` whatever was heard (the fallback): a NOTIFY
- *   reaches only a live connection, and one can die without a word (a peer gone without FIN is
- *   noticed by the kernel only after minutes), so this bounds how stale a snapshot can get.
+ *   reaches only a live connection, and one that dies without a word is noticed only by the
+ *   listener's heartbeat (shared/db/listener.ts), so this bounds how stale a snapshot can get.
  */
 import type pg from 'pg';
 import type { Logger } from 'pino';
