@@ -10,7 +10,11 @@ import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { after, afterEach, before, describe, it } from 'node:test';
 import pg from 'pg';
-import { CurrencySync, type CurrencySyncOptions } from '../../core/admin/reference/currency-sync.ts';
+import {
+  CurrencySync,
+  type CurrencySyncOptions,
+  currencyReloadGapMs,
+} from '../../core/admin/reference/currency-sync.ts';
 import { minorUnitsOf, setCurrencies } from '../../core/ledger/currency.ts';
 import type { Db, Queryable } from '../../shared/db/pool.ts';
 import { createLogger } from '../../shared/log.ts';
@@ -68,6 +72,16 @@ describe('the ledger currency snapshot follows admin_currencies', () => {
       [code, minor],
     );
 
+  /** A sync that reloads only when told (no periodic reload), listening, its first load done. */
+  const listening = async (load: (q: Queryable) => Promise<void>) => {
+    const s = sync(tdb.db, { reloadEveryMs: never, load });
+    s.start();
+    s.listen();
+    await untilHolds(() => s.listening, 5_000, 'the listener');
+    await s.idle();
+    return s;
+  };
+
   before(async () => {
     tdb = await freshDatabase();
   });
@@ -110,11 +124,7 @@ describe('the ledger currency snapshot follows admin_currencies', () => {
     // The SELECT of the held load runs before the change commits; its snapshot is set after it.
     const { c, load } = countedLoad();
     let release = () => {};
-    const s = sync(tdb.db, { reloadEveryMs: never, load });
-    s.start();
-    s.listen();
-    await untilHolds(() => s.listening, 5_000, 'the listener');
-    await s.idle();
+    const s = await listening(load);
     const before = c.loads;
 
     c.hold = new Promise<void>((r) => {
@@ -131,6 +141,29 @@ describe('the ledger currency snapshot follows admin_currencies', () => {
     await s.idle();
     assert.equal(minorUnitsOf('BND'), 3, 'the later reload read the change');
     assert.equal(c.loads, before + 2, 'one more reload after the held one');
+  });
+
+  it('folds a storm of notifications from any session into one reload per gap, and ends current', async () => {
+    const { c, load } = countedLoad();
+    const s = await listening(load);
+    const before = c.loads;
+
+    // Any session may NOTIFY the channel; each statement its own transaction, so none is folded.
+    const storm = new pg.Client({ connectionString: tdb.url });
+    await storm.connect();
+    const started = Date.now();
+    for (let i = 0; i < 400; i++) await storm.query(`SELECT pg_notify('currencies_changed', $1)`, [`${i}`]);
+    await put('STM', 4);
+    const stormMs = Date.now() - started;
+    await storm.end();
+    await untilHolds(() => minorUnitsOf('STM') === 4, 5_000, 'the change made at the end of the storm');
+    await s.idle();
+    const reloads = c.loads - before;
+    // One per gap, and the first at once; not one per notification (each a SELECT of the table).
+    assert.ok(
+      reloads <= Math.ceil(stormMs / currencyReloadGapMs) + 2,
+      `${reloads} reloads for 401 notifications over ${stormMs} ms`,
+    );
   });
 
   it('while its listener is down, keeps the snapshot by the periodic reload, and reloads once when it is back', async () => {

@@ -9,6 +9,8 @@
  * - no request waits for a reload: requests read the snapshot in place, a reload swaps it;
  * - one reload at a time, and a change announced while one runs is followed by one more reload
  *   after it: the running SELECT may have read the table before that change committed;
+ * - reloads start at least `currencyReloadGapMs` apart: the first after a quiet spell at once, and a storm of
+ *   announcements (a burst of writes, or NOTIFYs any session may send) costs one per gap;
  * - when the listener connects (again) the table is reloaded once: changes made while nobody
  *   listened were announced to no one;
  * - the table is also reloaded every `reloadEveryMs` whatever was heard (the fallback): a NOTIFY
@@ -34,6 +36,11 @@ export const currencyRetryMs = 2_000;
 export const currencyAnswerMs = 5_000;
 /** Reconnect attempts of a lost listener are at least this far apart. */
 export const currencyReconnectMs = 5_000;
+/**
+ * Reloads start at least this far apart: changes announced meanwhile are read by the next one. A
+ * burst of writes, or NOTIFYs sent by any session, costs a core one reload per gap, not one each.
+ */
+export const currencyReloadGapMs = 100;
 
 export interface CurrencySyncOptions {
   reloadEveryMs?: number;
@@ -54,6 +61,10 @@ export class CurrencySync {
   private running: Promise<void> | undefined;
   /** A change was announced (or a reload asked for) while one ran: run one more after it. */
   private again = false;
+  /** When the last reload started (the gap before the next). */
+  private lastStart = Number.NEGATIVE_INFINITY;
+  /** Ends the wait for the gap at once (close). */
+  private wake: (() => void) | undefined;
   private closed = false;
   private readonly q: Queryable;
   private readonly load: (q: Queryable) => Promise<void>;
@@ -145,7 +156,11 @@ export class CurrencySync {
 
   private async reloadUntilCurrent(): Promise<void> {
     do {
+      await this.gap();
+      if (this.closed) return;
+      // What was announced before this point is read by the load that starts now.
       this.again = false;
+      this.lastStart = Date.now();
       try {
         await this.load(this.q);
         this.failures = 0;
@@ -161,6 +176,20 @@ export class CurrencySync {
         return;
       }
     } while (this.again && !this.closed);
+  }
+
+  /** Resolves `currencyReloadGapMs` after the last reload started (at once when that is past), or at close(). */
+  private gap(): Promise<void> {
+    const waitMs = this.lastStart + currencyReloadGapMs - Date.now();
+    if (waitMs <= 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => this.wake?.(), waitMs);
+      this.wake = () => {
+        clearTimeout(timer);
+        this.wake = undefined;
+        resolve();
+      };
+    });
   }
 
   /** Backoff after the n-th failure in a row: retryMs, doubling, at most the periodic reload. */
@@ -179,6 +208,7 @@ export class CurrencySync {
 
   async close(): Promise<void> {
     this.closed = true;
+    this.wake?.();
     for (const t of this.timers) clearInterval(t);
     if (this.retry) clearTimeout(this.retry);
     await this.listener.close();
