@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import type { TestDb } from '../helpers/db.ts';
+import { accountOpenedElsewhere } from '../helpers/ledger-rows.ts';
 import { startE2eStack, type E2eStack } from '../helpers/e2e-stack.ts';
 import { priceOf } from '../../core/agents/pricing.ts';
 import { format, microPerUnit } from '../../shared/money.ts';
@@ -326,20 +327,8 @@ describe('attacks on the token request and on ledger readers of a lagging core',
     let client: string;
     const tenant = 'demo';
 
-    /** An account opened by another core instance: the rows its openAccount writes, nothing here. */
-    async function openedElsewhere(currency: string, floor: boolean): Promise<string> {
-      const id = randomUUID();
-      await tdb.db.query(
-        `INSERT INTO ledger_accounts (tenant_id, id, owner_type, owner_id, product_code, currency, debits_must_not_exceed_credits)
-         VALUES ($1, $2, 'customer', $3, 'WALLET_MAIN', $4, $5)`,
-        [tenant, id, `elsewhere-${id}`, currency, floor],
-      );
-      await tdb.db.query(
-        'INSERT INTO ledger_balances (tenant_id, account_id, currency, debits_must_not_exceed_credits) VALUES ($1, $2, $3, $4)',
-        [tenant, id, currency, floor],
-      );
-      return id;
-    }
+    const openedElsewhere = (currency: string, floor: boolean) =>
+      accountOpenedElsewhere(tdb.db, tenant, currency, floor);
 
     before(async () => {
       const t = await callRetrying(

@@ -82,7 +82,9 @@ const CountryParams = Type.Object({ code: CountryCode });
 /**
  * Issue 21 item 2: this table is the ledger's source of minor units, and amounts already booked
  * in a currency are exact in its minor units: once a ledger account holds the currency they
- * cannot change (409 CURRENCY_MINOR_UNITS_LOCKED).
+ * cannot change (409 CURRENCY_MINOR_UNITS_LOCKED). A write here reaches this core's snapshot
+ * (core/ledger/currency.ts) once it has committed (`afterCommit`): one that rolls back (its
+ * COMMIT refused, its connection lost) announces nothing, so no reload would undo it.
  */
 async function checkMinorUnitsChange(
   q: Queryable,
@@ -180,7 +182,8 @@ const createCurrencyRoute = (deps: AdminDeps): RouteSpec =>
       );
       if (!rows[0]) throw new AppError('CURRENCY_EXISTS', `currency ${ref.code} already has local metadata`);
       await w.audit('currency.create', { type: 'currency', id: ref.code });
-      setCurrency(ref.code, rows[0].minor_units);
+      const minor = rows[0].minor_units;
+      w.afterCommit(() => setCurrency(ref.code, minor));
       return { status: 201, body: view(ref.code, rows[0]) };
     },
   });
@@ -238,7 +241,8 @@ const updateCurrencyRoute = (deps: AdminDeps): RouteSpec =>
         ],
       );
       await w.audit('currency.update', { type: 'currency', id: ctx.params.code }, { fields: Object.keys(b) });
-      if (rows[0]) setCurrency(ctx.params.code, rows[0].minor_units);
+      const minor = rows[0]?.minor_units;
+      if (minor !== undefined) w.afterCommit(() => setCurrency(ctx.params.code, minor));
       return { status: 200, body: view(ctx.params.code, rows[0]) };
     },
   });
@@ -260,7 +264,7 @@ const deleteCurrencyRoute = (deps: AdminDeps): RouteSpec =>
       if (use) throw new AppError('CURRENCY_IN_USE', `currency ${ctx.params.code} is used by a ${use}`);
       await w.q.query('DELETE FROM admin_currencies WHERE code = $1', [ctx.params.code]);
       await w.audit('currency.delete', { type: 'currency', id: ctx.params.code });
-      setCurrency(ctx.params.code, undefined);
+      w.afterCommit(() => setCurrency(ctx.params.code, undefined));
       return { status: 204 };
     },
   });
