@@ -47,6 +47,22 @@ describe('attacks on the currency table through the gateway', () => {
     });
   const openedElsewhere = (currency: string, floor: boolean) =>
     accountOpenedElsewhere(tdb.db, tenant, currency, floor);
+  /** The platform tenant's active TRANSFER fee schedule in `currency`: fixed 0.125 plus 1%. */
+  async function activeFeeSchedule(currency: string): Promise<(to: string) => Promise<Res>> {
+    const fee = await as(platform, 'POST', '/v1/schedules', { kind: 'FEE', product: 'TRANSFER', currency });
+    assert.equal(fee.status, 201, fee.text);
+    const added = await as(platform, 'POST', `/v1/schedules/${fee.json.id}/fees`, {
+      items: [{ min_amount: '0', fixed: '0.125', percent_bps: 100 }],
+    });
+    assert.equal(added.status, 200, added.text);
+    const status = async (to: string) => {
+      const etag = (await as(platform, 'GET', `/v1/schedules/${fee.json.id}`)).headers.etag ?? '';
+      return as(platform, 'PATCH', `/v1/schedules/${fee.json.id}`, { status: to }, { 'if-match': etag });
+    };
+    const active = await status('ACTIVE');
+    assert.equal(active.status, 200, active.text);
+    return status;
+  }
   /** The next write to `code`'s row fails at its COMMIT. */
   const refuseCommitOf = (code: string) =>
     tdb.db.query('INSERT INTO test_commit_refusals (code) VALUES ($1)', [code]);
@@ -134,5 +150,44 @@ describe('attacks on the currency table through the gateway', () => {
     const unknown = await move('MOP', randomUUID(), randomUUID(), '1');
     assert.equal(unknown.status, 422, `MOP is not in the table: ${unknown.text}`);
     assert.equal(unknown.json.code, 'UNKNOWN_CURRENCY');
+  });
+  it("keeps minor units an active fee schedule's amounts need; the schedule's quote stays a bookable fee", async () => {
+    const made = await as(platform, 'POST', '/v1/currencies', { code: 'SCR', minor_units: 3 });
+    assert.equal(made.status, 201, made.text);
+    const status = await activeFeeSchedule('SCR');
+    const quote = () =>
+      as(platform, 'POST', '/v1/fees:quote', { product: 'TRANSFER', amount: '10', currency: 'SCR' });
+    assert.equal((await quote()).json.fee, '0.225', 'fixed 0.125 and 1% of 10');
+
+    // No account holds SCR, but every transfer in it would carry a fee of 0.225: at 2 minor
+    // units the ledger refuses that amount, and each transfer with it.
+    const rescale = (minor: number) =>
+      as(platform, 'PATCH', '/v1/currencies/SCR', { minor_units: minor }, { 'if-match': '*' });
+    const fewer = await rescale(2);
+    assert.equal(fewer.status, 409, fewer.text);
+    assert.equal(fewer.json.code, 'CURRENCY_MINOR_UNITS_LOCKED');
+    assert.match(fewer.json.detail, /active .*schedule/);
+    assert.equal((await as(platform, 'GET', '/v1/currencies/SCR')).json.minor_units, 3);
+    assert.equal((await quote()).json.fee, '0.225');
+    assert.equal((await rescale(4)).status, 200, 'more decimals hold every amount it has');
+    assert.equal((await rescale(3)).status, 200, '0.125 still fits');
+
+    // Deactivated, it is checked again when activated (SCHEDULE_PRECISION), not here.
+    assert.equal((await status('INACTIVE')).status, 200);
+    assert.equal((await rescale(2)).status, 200);
+    const again = await status('ACTIVE');
+    assert.equal(again.status, 400, again.text);
+    assert.equal(again.json.code, 'SCHEDULE_PRECISION');
+  });
+
+  it("adds no currency with fewer minor units than an active schedule's amounts in it have", async () => {
+    // LYD is not in the table: its schedules were validated against ISO 4217's 3 minor units.
+    await activeFeeSchedule('LYD');
+    const fewer = await as(platform, 'POST', '/v1/currencies', { code: 'LYD', minor_units: 2 });
+    assert.equal(fewer.status, 409, fewer.text);
+    assert.equal(fewer.json.code, 'CURRENCY_MINOR_UNITS_LOCKED');
+    const iso = await as(platform, 'POST', '/v1/currencies', { code: 'LYD' });
+    assert.equal(iso.status, 201, iso.text);
+    assert.equal(iso.json.minor_units, 3);
   });
 });

@@ -11,6 +11,7 @@ import type { Queryable } from '../../../shared/db/pool.ts';
 import { declared } from '../../http/declared.ts';
 import { setCurrency } from '../../ledger/currency.ts';
 import { currencyHeld } from '../../ledger/reads.ts';
+import { activeScheduleFinerThan } from '../schedules/store.ts';
 
 interface LocalRow {
   code: string;
@@ -91,10 +92,25 @@ async function checkMinorUnitsChange(
   local: LocalRow,
   minor: number | undefined,
 ): Promise<void> {
-  if (minor === undefined || minor === local.minor_units || !(await currencyHeld(q, local.code))) return;
+  if (minor === undefined || minor === local.minor_units) return;
+  if (await currencyHeld(q, local.code))
+    throw new AppError(
+      'CURRENCY_MINOR_UNITS_LOCKED',
+      `${local.code} has ${local.minor_units} minor units and ledger accounts hold it: its minor units cannot change`,
+    );
+  if (minor < local.minor_units) await checkSchedulesFit(q, local.code, minor);
+}
+
+/**
+ * Fees, commissions and limits of an active schedule are amounts in the currency (validated
+ * against its minor units when activated): fewer minor units than they need would make every fee
+ * quoted from them one the ledger refuses, and each transfer with it.
+ */
+async function checkSchedulesFit(q: Queryable, code: string, minor: number): Promise<void> {
+  if (!(await activeScheduleFinerThan(q, code, minor))) return;
   throw new AppError(
     'CURRENCY_MINOR_UNITS_LOCKED',
-    `${local.code} has ${local.minor_units} minor units and ledger accounts hold it: its minor units cannot change`,
+    `an active fee, commission or limit schedule has ${code} amounts with more than ${minor} decimals: deactivate or replace it first`,
   );
 }
 
@@ -168,6 +184,9 @@ const createCurrencyRoute = (deps: AdminDeps): RouteSpec =>
       await platformTable(w, 'the currency table');
       const ref = /^[A-Z]{3}$/.test(ctx.body.code) ? isoCurrency(ctx.body.code) : undefined;
       if (!ref) throw new AppError('CURRENCY_INVALID', `${ctx.body.code} is not an ISO 4217 currency code`);
+      // Until now its ISO minor units were the schedules' (core/admin/reference/currencies.ts).
+      if ((ctx.body.minor_units ?? ref.minorUnits) < ref.minorUnits)
+        await checkSchedulesFit(w.q, ref.code, ctx.body.minor_units ?? ref.minorUnits);
       const { rows } = await w.q.query<LocalRow>(
         `INSERT INTO admin_currencies (code, name, minor_units, symbol, format, metadata) VALUES ($1, $2, $3, $4, $5, $6)
            ON CONFLICT (code) DO NOTHING RETURNING code, name, minor_units, symbol, format, metadata`,

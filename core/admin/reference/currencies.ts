@@ -4,17 +4,28 @@ import { AppError } from '../../../shared/errors.ts';
 import { setCurrencies } from '../../ledger/currency.ts';
 import { isoCurrency } from './iso.ts';
 
-export async function minorUnitsOf(q: Queryable, code: string): Promise<number | undefined> {
+export async function minorUnitsOf(
+  q: Queryable,
+  code: string,
+  opts: { lock?: boolean } = {},
+): Promise<number | undefined> {
   const { rows } = await q.query<{ minor_units: number }>(
-    'SELECT minor_units FROM admin_currencies WHERE code = $1',
+    `SELECT minor_units FROM admin_currencies WHERE code = $1${opts.lock ? ' FOR SHARE' : ''}`,
     [code],
   );
   return rows[0]?.minor_units ?? isoCurrency(code)?.minorUnits;
 }
 
-/** Minor units, or 400 CURRENCY_INVALID for a code that is not ISO 4217. */
-export async function requireMinorUnits(q: Queryable, code: string): Promise<number> {
-  const m = await minorUnitsOf(q, code);
+/**
+ * Minor units, or 400 CURRENCY_INVALID for a code that is not ISO 4217. `lock` holds the row
+ * until the transaction ends: a change of the minor units waits for it, then sees what it wrote.
+ */
+export async function requireMinorUnits(
+  q: Queryable,
+  code: string,
+  opts: { lock?: boolean } = {},
+): Promise<number> {
+  const m = await minorUnitsOf(q, code, opts);
   if (m === undefined) throw new AppError('CURRENCY_INVALID', `${code} is not an ISO 4217 currency code`);
   return m;
 }

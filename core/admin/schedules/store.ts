@@ -46,6 +46,33 @@ export async function getSchedule(
 
 const micro = (v: string | null): Micro | null => (v === null ? null : fromDb(v));
 
+/**
+ * Whether an ACTIVE schedule in `currency` has an amount with more decimals than `minorUnits`
+ * (an INACTIVE one is validated again when activated). Every tenant's, on purpose: the currency
+ * table is the platform's, and a change of its minor units must fit each tenant's use of it.
+ */
+export async function activeScheduleFinerThan(
+  q: Queryable,
+  currency: string,
+  minorUnits: number,
+): Promise<boolean> {
+  const { rows } = await q.query(
+    `SELECT 1 FROM admin_schedules s
+      WHERE s.currency = $1 AND s.status = 'ACTIVE'
+        AND (EXISTS (SELECT 1 FROM admin_schedule_tiers t
+                      WHERE t.tenant_id = s.tenant_id AND t.schedule_id = s.id
+                        AND (t.min_amount <> round(t.min_amount, $2) OR t.max_amount <> round(t.max_amount, $2)
+                             OR t.fixed <> round(t.fixed, $2) OR t.fee_min <> round(t.fee_min, $2)
+                             OR t.fee_max <> round(t.fee_max, $2)))
+             OR EXISTS (SELECT 1 FROM admin_schedule_limits l
+                         WHERE l.tenant_id = s.tenant_id AND l.schedule_id = s.id
+                           AND l.max_amount <> round(l.max_amount, $2)))
+      LIMIT 1`,
+    [currency, minorUnits],
+  );
+  return rows.length > 0;
+}
+
 export async function tiersOf(
   q: Queryable,
   tenantId: string,

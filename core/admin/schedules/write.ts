@@ -111,7 +111,9 @@ export async function issuesOf(
   s: Pick<ScheduleRow, 'tenant_id' | 'id' | 'kind' | 'currency'>,
   extra: { tiers?: Tier[]; limits?: LimitItem[] } = {},
 ): Promise<Issue[]> {
-  const minor = await requireMinorUnits(q, s.currency);
+  // Locked: a change of the currency's minor units (which checks active schedules) waits for
+  // this activation, or this one reads the minor units it left.
+  const minor = await requireMinorUnits(q, s.currency, { lock: true });
   if (tieredKinds.includes(s.kind))
     return validateTiers([...(await tiersOf(q, s.tenant_id, s.id)), ...(extra.tiers ?? [])], minor);
   return validateLimits([...(await limitsOf(q, s.tenant_id, s.id)), ...(extra.limits ?? [])], minor);
