@@ -131,6 +131,15 @@ describe('attacks on the currency table through the gateway', () => {
     const finer = await move('MUR', from, to, '0.0005');
     assert.equal(finer.status, 422, finer.text);
     assert.equal(finer.json.code, 'INVALID_AMOUNT');
+    // Audited in the transaction of the change: the addition is, the re-scale that failed is not.
+    const records = await tdb.db.query<{ action: string; actor: { type: string; id: string } }>(
+      `SELECT action, actor FROM audit_log WHERE target->>'type' = 'currency' AND target->>'id' = 'MUR' ORDER BY id`,
+    );
+    assert.deepEqual(
+      records.rows.map((r) => r.action),
+      ['currency.create'],
+    );
+    assert.match(records.rows[0]?.actor.id ?? '', /^service-token:/, 'naming who made it');
   });
 
   it('a currency whose removal did not commit stays known; one whose addition did not commit stays unknown', async () => {
