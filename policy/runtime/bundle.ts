@@ -316,36 +316,38 @@ export interface InstantiateOptions {
   maxMemoryPages?: number;
 }
 
-/** WebAssembly's error classes (the ES library this project compiles against does not declare the namespace). */
-const wasmErrors = (
+/** WebAssembly's memory constructor (the ES library this project compiles against does not declare the namespace). */
+const WasmMemory = (
   globalThis as unknown as {
-    WebAssembly: Record<'CompileError' | 'LinkError' | 'RuntimeError', new () => Error>;
+    WebAssembly: { Memory: new (descriptor: { initial: number; maximum?: number }) => unknown };
   }
-).WebAssembly;
+).WebAssembly.Memory;
+
+/** The linear memory opa-wasm gives an instance when none is asked for (its default). */
+const defaultMemory = { initial: 5 };
 
 /**
- * What loading a WASM throws that its bytes are to blame for: a module that does not compile,
- * link or start, an ABI opa-wasm does not know and its other refusals (it throws strings), an
- * export it expects and does not find (a TypeError). The runtime failing for want of resources (a
- * RangeError: memory it could not allocate) is not among them.
+ * The bundle's WASM (its signature verified) loaded with its data; a BundleError where the bytes
+ * are at fault. The one step of loading that is ours alone, the instance's linear memory, is taken
+ * first on its own: a RangeError there is the runtime short of memory, a failure of this service.
+ * Everything after it runs the module or reads what it answers (its start function, `builtins`,
+ * `entrypoints`, its allocator and JSON parser), so whatever it throws is the bundle's: a module
+ * that does not compile, link or start, opa-wasm's refusals (it throws strings), an export it
+ * lacks (TypeError), a recursion without end (RangeError: the call stack), an address outside its
+ * memory (RangeError) or text that is not JSON (SyntaxError). Told apart by class alone, those
+ * two were answered as ours (503, retried for ever) or as a defect of ours (500).
  */
-const isWasmFault = (err: unknown): boolean =>
-  !(err instanceof Error) ||
-  err instanceof TypeError ||
-  [wasmErrors.CompileError, wasmErrors.LinkError, wasmErrors.RuntimeError].some((c) => err instanceof c);
-
-/** The bundle's WASM (its signature verified) loaded with its data; a BundleError where the bytes are at fault. */
 async function loadedPolicy(
   wasm: Buffer,
   memory: { initial: number; maximum: number } | undefined,
   data: Record<string, unknown>,
 ): Promise<LoadedPolicy> {
+  new WasmMemory(memory ?? defaultMemory);
   try {
-    const policy = await loadPolicy(wasm, memory, hostBuiltins);
+    const policy = await loadPolicy(wasm, memory ? { ...memory } : undefined, hostBuiltins);
     policy.setData(data);
     return policy;
   } catch (err) {
-    if (!isWasmFault(err)) throw err;
     const why = (err instanceof Error ? err.message : String(err)).slice(0, 200);
     throw new BundleError(`policy.wasm does not load as an OPA policy: ${why}`);
   }

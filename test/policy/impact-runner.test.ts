@@ -10,6 +10,8 @@ import { PolicyStore } from '../../policy/runtime/store.ts';
 import { createLogger } from '../../shared/log.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { loggerInto } from '../helpers/log-lines.ts';
+import { wasmCandidate } from '../helpers/candidates.ts';
+import { probeWasm } from '../helpers/probe-wasm.ts';
 
 /**
  * Stand-in impact threads (CommonJS, evaluated) speaking impact-thread.ts's protocol: `onPage`
@@ -179,5 +181,30 @@ describe('impact runner: bounded, failing with a reason, resumable (issue 22 ite
     const b = await job(bad);
     assert.equal(b?.status, 'failed');
     assert.match(b?.error ?? '', /^the candidate does not verify: /);
+  });
+  it("a candidate whose WASM recurses without end while it loads fails its job as the candidate's fault, not taken over for ever", async () => {
+    // Signed like a release, stored as an upload would store it; the real impact thread loads it.
+    const c = await wasmCandidate(probeWasm('recursing'), 'probe-recursing');
+    const ref = 'cand-00000000000000c3';
+    await tdb.db.query(
+      `INSERT INTO policy_candidates (tenant_id, ref, policy_version, registry_version, manifest, registry, wasm, uploaded_by)
+       VALUES ('ta', $1, 'probe-recursing', 'r', $2, $3, $4, 'x')`,
+      [ref, Buffer.from(c.manifest), Buffer.from(c.registry), Buffer.from(c.wasm, 'base64')],
+    );
+    const id = await queue(ref);
+    const r = new ImpactRunner({ db: tdb.db, log, policies });
+    r.poke();
+    await until(ended(id));
+    await r.stop();
+    const j = await job(id);
+    assert.equal(
+      j?.status,
+      'failed',
+      'before, a RangeError while loading was ours: the job stayed running, taken over and failing again',
+    );
+    assert.match(
+      j?.error ?? '',
+      /^the candidate does not verify: policy\.wasm does not load as an OPA policy: .*Maximum call stack/,
+    );
   });
 });

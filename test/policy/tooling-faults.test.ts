@@ -23,6 +23,7 @@ import {
 import { PolicyStore } from '../../policy/runtime/store.ts';
 import { createMetrics } from '../../shared/metrics.ts';
 import { wasmCandidate } from '../helpers/candidates.ts';
+import { probeWasm } from '../helpers/probe-wasm.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { loggerInto } from '../helpers/log-lines.ts';
 import { testEdgeSecrets, viaEdge } from '../helpers/edge-auth.ts';
@@ -106,6 +107,22 @@ describe('policy tooling: 422 for the bundle, 503 or 500 for us', () => {
     const broken = await upload(await wasmCandidate(Buffer.from('not a wasm module'), 'broken-wasm'));
     assert.equal(broken.status, 422, broken.text);
     assert.match(broken.json.message, /policy\.wasm does not load as an OPA policy/);
+  });
+
+  it("a WASM that recurses without end or answers text that is not JSON while loading is the bundle's fault: 422, not 503 or 500", async () => {
+    for (const [kind, why] of [
+      ['recursing', /Maximum call stack/],
+      ['notJson', /not valid JSON/],
+    ] as const) {
+      const r = await upload(await wasmCandidate(probeWasm(kind), `probe-${kind}`));
+      assert.equal(r.status, 422, `${kind}: ${r.text}`);
+      assert.equal(r.json.code, 'BUNDLE_INVALID');
+      assert.match(r.json.message, /policy\.wasm does not load as an OPA policy/);
+      assert.match(r.json.message, why);
+      assert.equal(r.headers['retry-after'], undefined, 'nothing to retry');
+    }
+    const sound = await upload(await wasmCandidate(probeWasm('sound'), 'probe-sound'));
+    assert.equal(sound.status, 201, `the same module answering JSON loads: ${sound.text}`);
   });
 
   it('our failure while verifying a candidate is 503 with Retry-After, logged, never 422', async () => {

@@ -1,0 +1,113 @@
+/**
+ * Hand-made WASM modules that speak the part of OPA's ABI that loading a policy calls (opa-wasm's
+ * loadPolicy and setData: `builtins`, `entrypoints`, `opa_json_dump`, `opa_malloc`,
+ * `opa_json_parse`, the heap pointer), so a test can give a candidate a module that misbehaves
+ * while it loads, as no `opa build` output does. Only `builtins` differs between them.
+ */
+
+/** Unsigned LEB128. */
+const uleb = (n: number): number[] => {
+  const out: number[] = [];
+  let v = n;
+  do {
+    let b = v & 0x7f;
+    v >>>= 7;
+    if (v) b |= 0x80;
+    out.push(b);
+  } while (v);
+  return out;
+};
+
+/** Signed LEB128 (i32.const immediates). */
+const sleb = (n: number): number[] => {
+  const out: number[] = [];
+  let v = n;
+  for (;;) {
+    const b = v & 0x7f;
+    v >>= 7;
+    if ((v === 0 && !(b & 0x40)) || (v === -1 && b & 0x40)) {
+      out.push(b);
+      return out;
+    }
+    out.push(b | 0x80);
+  }
+};
+
+const vec = (items: number[][]) => [...uleb(items.length), ...items.flat()];
+const name = (t: string) => [...uleb(t.length), ...Buffer.from(t)];
+const section = (id: number, body: number[]) => [id, ...uleb(body.length), ...body];
+const body = (code: number[]) => {
+  const b = [0, ...code, 0x0b];
+  return [...uleb(b.length), ...b];
+};
+
+/** Where the module keeps `{}` (every JSON it answers) and a text that is not JSON. */
+const emptyObjectAt = 16;
+const notJsonAt = 32;
+
+/** What `builtins` (function 0, `() -> i32`, the address of its JSON) does while the policy loads. */
+export const builtinsBodies = {
+  /** Answers `{}`: the module loads. */
+  sound: [0x41, ...sleb(emptyObjectAt)],
+  /** Calls itself without end: the call stack runs out (a RangeError). */
+  recursing: [0x10, 0],
+  /** Answers text that is not JSON (a SyntaxError in the host). */
+  notJson: [0x41, ...sleb(notJsonAt)],
+  /** Loops for ever. */
+  looping: [0x03, 0x40, 0x0c, 0x00, 0x0b, 0x00],
+  /** Answers an address past its memory: opa-wasm's host looks for the text's end there for ever. */
+  pointingOutside: [0x41, ...sleb(0x40000000)],
+} as const;
+
+/** A module whose `builtins` does `kind`; everything else answers as a policy with no entry points. */
+export function probeWasm(kind: keyof typeof builtinsBodies): Buffer {
+  const types = vec([
+    [0x60, 0, 1, 0x7f], // () -> i32
+    [0x60, 1, 0x7f, 1, 0x7f], // (i32) -> i32
+    [0x60, 2, 0x7f, 0x7f, 1, 0x7f], // (i32, i32) -> i32
+    [0x60, 1, 0x7f, 0], // (i32) -> ()
+  ]);
+  const imports = vec([[...name('env'), ...name('memory'), 0x02, 0x00, 1]]);
+  const exported = [
+    'builtins',
+    'entrypoints',
+    'opa_json_dump',
+    'opa_malloc',
+    'opa_json_parse',
+    'opa_heap_ptr_get',
+    'opa_heap_ptr_set',
+  ];
+  const functions = vec([[0], [0], [1], [1], [2], [0], [3]]);
+  const globals = vec([
+    [0x7f, 0, 0x41, 1, 0x0b],
+    [0x7f, 0, 0x41, 1, 0x0b],
+  ]);
+  const exports = vec([
+    ...exported.map((n, i) => [...name(n), 0x00, i]),
+    [...name('opa_wasm_abi_version'), 0x03, 0],
+    [...name('opa_wasm_abi_minor_version'), 0x03, 1],
+  ]);
+  const code = vec([
+    body([...builtinsBodies[kind]]),
+    body([0x41, ...sleb(emptyObjectAt)]), // entrypoints: {}
+    body([0x20, 0]), // opa_json_dump: a value's address is its text's
+    body([0x41, ...sleb(4096)]), // opa_malloc: one fixed place
+    body([0x41, 1]), // opa_json_parse: some value
+    body([0x41, ...sleb(65_536)]), // opa_heap_ptr_get
+    body([]), // opa_heap_ptr_set
+  ]);
+  const data = vec([
+    [0, 0x41, ...sleb(emptyObjectAt), 0x0b, ...uleb(3), ...Buffer.from('{}\0')],
+    [0, 0x41, ...sleb(notJsonAt), 0x0b, ...uleb(9), ...Buffer.from('not json\0')],
+  ]);
+  return Buffer.from([
+    ...[0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00],
+    ...section(1, types),
+    ...section(2, imports),
+    ...section(3, functions),
+    ...section(6, globals),
+    ...section(7, exports),
+    ...section(10, code),
+    ...section(11, data),
+  ]);
+}
