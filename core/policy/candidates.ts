@@ -8,11 +8,12 @@
 import { createHash } from 'node:crypto';
 import { Type, type Static } from '@sinclair/typebox';
 import type { Logger } from 'pino';
-import type { BundleFiles, PolicyRevision } from '../../policy/runtime/bundle.ts';
+import type { BundleFiles, CheckedBundle } from '../../policy/runtime/bundle.ts';
 import type { PolicyStore } from '../../policy/runtime/store.ts';
 import type { Queryable } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
 import { policyToolingError } from './faults.ts';
+import { loadCandidate } from './candidate-loader.ts';
 
 /** The bundle's three files as uploaded: the two JSON documents as their exact text (their hashes are over bytes), the WASM as base64. */
 export const CandidateBody = Type.Object(
@@ -49,17 +50,36 @@ export type Candidate = Static<typeof Candidate>;
 export const candidateRefOf = (manifest: Buffer): string =>
   `cand-${createHash('sha256').update(manifest).digest('hex').slice(0, 16)}`;
 
-/** The candidate verified and instantiated: 422 for a fault of the bundle, never for one of ours (faults.ts). */
-async function verified(policies: PolicyStore, files: BundleFiles, log: Logger): Promise<PolicyRevision> {
+/**
+ * The candidate checked (signatures, hashes, shapes: on this thread, running nothing of it) and
+ * its WASM loaded off core's event loop: 422 for a fault of the bundle, never for one of ours (faults.ts).
+ */
+export async function verifyCandidate(
+  verifier: { policies: PolicyStore; log: Logger },
+  files: BundleFiles,
+): Promise<CheckedBundle> {
   try {
-    return await policies.verify(files);
+    const checked = await verifier.policies.verify(files);
+    await loadCandidate(verifier.policies, files);
+    return checked;
   } catch (err) {
     // The verifier's messages name which check failed (signature, hash, shape); they carry no secret.
-    throw policyToolingError(err, log, 'verifying a candidate');
+    throw policyToolingError(err, verifier.log, 'verifying a candidate');
   }
 }
 
-/** Verify and store a candidate for `tenantId` (caller's transaction), within the tenant's cap; returns it as stored. */
+/** A candidate's files as uploaded. */
+export const candidateFilesOf = (body: CandidateBody): BundleFiles => ({
+  manifest: Buffer.from(body.manifest, 'utf8'),
+  registry: Buffer.from(body.registry, 'utf8'),
+  wasm: Buffer.from(body.wasm, 'base64'),
+});
+
+/**
+ * Verify (verifyCandidate) and store a candidate for `tenantId` (caller's transaction), within the
+ * tenant's cap; returns it as stored. A caller with a request to answer verifies first, outside
+ * its transaction (storeVerified): loading takes up to candidateLoadMs, a connection held meanwhile.
+ */
 export async function storeCandidate(
   q: Queryable,
   verifier: { policies: PolicyStore; log: Logger },
@@ -67,12 +87,19 @@ export async function storeCandidate(
   uploadedBy: string,
   body: CandidateBody,
 ): Promise<{ candidate: Candidate; created: boolean }> {
-  const files = {
-    manifest: Buffer.from(body.manifest, 'utf8'),
-    registry: Buffer.from(body.registry, 'utf8'),
-    wasm: Buffer.from(body.wasm, 'base64'),
-  };
-  const rev = await verified(verifier.policies, files, verifier.log);
+  const files = candidateFilesOf(body);
+  return storeVerified(q, tenantId, uploadedBy, files, await verifyCandidate(verifier, files));
+}
+
+/** Store `files`, which verifyCandidate verified as `checked`, for `tenantId` within the tenant's cap. */
+export async function storeVerified(
+  q: Queryable,
+  tenantId: string,
+  uploadedBy: string,
+  files: BundleFiles,
+  checked: CheckedBundle,
+): Promise<{ candidate: Candidate; created: boolean }> {
+  const rev = { policyVersion: checked.manifest.policy_version, registryVersion: checked.registry.version };
   const ref = candidateRefOf(files.manifest);
   await lockTenantPolicy(q, tenantId);
   await ensureRoom(q, tenantId, ref);

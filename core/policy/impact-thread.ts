@@ -23,6 +23,8 @@ export const maxBaselinesPerJob = 16;
 
 export type ToImpact =
   | { type: 'job'; id: string; candidate: BundleFiles; result: ImpactResult }
+  /** A candidate being uploaded: loaded as a job would load it, answered, and not kept. */
+  | { type: 'load'; id: string; candidate: BundleFiles }
   | { type: 'page'; id: string; baselines: { ref: string; files: BundleFiles | null }[]; rows: InputRow[] };
 export type FromImpact =
   | { type: 'ready' }
@@ -61,19 +63,39 @@ let job:
     }
   | undefined;
 
-async function start(m: Extract<ToImpact, { type: 'job' }>): Promise<FromImpact> {
-  job = undefined;
+/**
+ * The candidate of `m` loaded here: its revision, or the answer that refuses it (a BundleError: its
+ * reason is the check that failed, after `refusedAs`) or says we could not.
+ */
+async function loaded(
+  m: { id: string; candidate: BundleFiles },
+  refusedAs: string,
+): Promise<PolicyRevision | FromImpact> {
   try {
-    const candidate = await instantiate(m.candidate);
-    job = { id: m.id, candidate, tally: new Tally(m.result), baselines: new Map() };
-    return { type: 'loaded', id: m.id };
+    return await instantiate(m.candidate);
   } catch (err) {
     // The verifier's messages name the failed check (signature, hash, shape); they carry no secret.
     if (err instanceof BundleError)
-      return { type: 'refused', id: m.id, reason: `the candidate does not verify: ${err.message}` };
+      return { type: 'refused', id: m.id, reason: `${refusedAs}${err.message}` };
     const reason = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
     return { type: 'unavailable', id: m.id, reason: reason.slice(0, 200) };
   }
+}
+
+const isAnswer = (r: PolicyRevision | FromImpact): r is FromImpact => 'type' in r;
+
+async function start(m: Extract<ToImpact, { type: 'job' }>): Promise<FromImpact> {
+  job = undefined;
+  const candidate = await loaded(m, 'the candidate does not verify: ');
+  if (isAnswer(candidate)) return candidate;
+  job = { id: m.id, candidate, tally: new Tally(m.result), baselines: new Map() };
+  return { type: 'loaded', id: m.id };
+}
+
+/** An uploaded candidate's WASM loaded off core's event loop (core/policy/candidates.ts), then dropped. */
+async function load(m: Extract<ToImpact, { type: 'load' }>): Promise<FromImpact> {
+  const candidate = await loaded(m, '');
+  return isAnswer(candidate) ? candidate : { type: 'loaded', id: m.id };
 }
 
 async function page(m: Extract<ToImpact, { type: 'page' }>): Promise<FromImpact> {
@@ -94,6 +116,8 @@ async function page(m: Extract<ToImpact, { type: 'page' }>): Promise<FromImpact>
 }
 
 port.on('message', (m: ToImpact) => {
-  void (m.type === 'job' ? start(m) : page(m)).then((reply) => port.postMessage(reply));
+  void (m.type === 'job' ? start(m) : m.type === 'load' ? load(m) : page(m)).then((reply) =>
+    port.postMessage(reply),
+  );
 });
 port.postMessage({ type: 'ready' } satisfies FromImpact);

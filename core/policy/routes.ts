@@ -21,7 +21,9 @@ import {
   listCandidates,
   lockTenantPolicy,
   maxCandidatesPerTenant,
-  storeCandidate,
+  candidateFilesOf,
+  storeVerified,
+  verifyCandidate,
 } from './candidates.ts';
 import { ImpactJob, impactJob, impactMaxWindowMs, queueImpactJob } from './impact.ts';
 import { ImpactRunner } from './impact-runner.ts';
@@ -134,14 +136,11 @@ const policyCandidateUploadRoute = (deps: PolicyImpactDeps): RouteSpec =>
     },
     handler: async (ctx) => {
       const c = callerOf(ctx);
+      // Verified before the transaction: loading the WASM (off this thread) takes a while.
+      const files = candidateFilesOf(ctx.body);
+      const checked = await verifyCandidate({ policies: verifier(deps), log: deps.log }, files);
       const stored = await deps.db.tx(async (q) => {
-        const s = await storeCandidate(
-          q,
-          { policies: verifier(deps), log: deps.log },
-          c.tenantId,
-          c.principalId,
-          ctx.body,
-        );
+        const s = await storeVerified(q, c.tenantId, c.principalId, files, checked);
         if (s.created) {
           await appendAudit(q, [
             auditOf(

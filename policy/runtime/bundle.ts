@@ -353,12 +353,19 @@ async function loadedPolicy(
   }
 }
 
-/** Verify and instantiate a bundle from its files. */
-export async function instantiateBundle(
-  files: BundleFiles,
-  trusted: KeyObject[],
-  opts: InstantiateOptions = {},
-): Promise<PolicyRevision> {
+/** A bundle's files whose signatures, hashes and shapes verify: nothing of its WASM has run yet. */
+export interface CheckedBundle {
+  manifest: Static<typeof Manifest>;
+  registry: Registry;
+  routes: readonly RouteDeclaration[] | undefined;
+}
+
+/**
+ * Verify a bundle's files without running any of it: the manifest and registry signed by a
+ * trusted key, the WASM and registry (and route table) those the manifest names. A BundleError
+ * names the check that failed.
+ */
+export function checkBundle(files: BundleFiles, trusted: KeyObject[]): CheckedBundle {
   let manifest: unknown;
   let registry: unknown;
   try {
@@ -377,7 +384,16 @@ export async function instantiateBundle(
   if (!verifyDocument(registry, trusted)) throw new BundleError('purpose registry signature does not verify');
   if (registry.version !== manifest.registry_version)
     throw new BundleError('registry version differs from the manifest');
-  const routes = routeTableOf(manifest, files.routes);
+  return { manifest, registry, routes: routeTableOf(manifest, files.routes) };
+}
+
+/** Verify (checkBundle) and instantiate a bundle from its files. */
+export async function instantiateBundle(
+  files: BundleFiles,
+  trusted: KeyObject[],
+  opts: InstantiateOptions = {},
+): Promise<PolicyRevision> {
+  const { manifest, registry, routes } = checkBundle(files, trusted);
   const memory = opts.maxMemoryPages ? { initial: 5, maximum: opts.maxMemoryPages } : undefined;
   const policy = await loadedPolicy(files.wasm, memory, {
     registry,

@@ -12,7 +12,8 @@ import type { Logger } from 'pino';
 import {
   BundleError,
   type BundleFiles,
-  instantiateBundle,
+  type CheckedBundle,
+  checkBundle,
   loadBundle,
   manifestDigest,
   type PolicyRevision,
@@ -87,11 +88,12 @@ export class PolicyStore {
   }
 
   /**
-   * Verify and instantiate a bundle given as its three files (a candidate uploaded for impact
-   * analysis, issue 22) against this store's trusted keys; it is not installed.
+   * Check a bundle given as its three files (a candidate uploaded for impact analysis, issue 22)
+   * against this store's trusted keys, running none of its WASM (checkBundle): the caller loads
+   * that off its event loop (core/policy/candidates.ts). It is not installed.
    */
-  verify(files: BundleFiles): Promise<PolicyRevision> {
-    return instantiateBundle(files, this.trusted);
+  async verify(files: BundleFiles): Promise<CheckedBundle> {
+    return checkBundle(files, this.trusted);
   }
 
   versions(): string[] {

@@ -12,13 +12,14 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { buildCore } from '../../core/app.ts';
+import { candidateLoadMs } from '../../core/policy/candidate-loader.ts';
 import { KeyStore } from '../../core/keys/keys.ts';
 import { readBuildInfo } from '../../core/platform/build-info.ts';
 import {
   type BundleFiles,
   defaultBundleDir,
   loadTrustedKeys,
-  type PolicyRevision,
+  type CheckedBundle,
 } from '../../policy/runtime/bundle.ts';
 import { PolicyStore } from '../../policy/runtime/store.ts';
 import { createMetrics } from '../../shared/metrics.ts';
@@ -32,7 +33,7 @@ import { call, serve } from '../helpers/http.ts';
 /** A policy store whose verifier fails as told (the injected failure), else verifies. */
 class FaultyStore extends PolicyStore {
   fault: unknown;
-  override verify(files: BundleFiles): Promise<PolicyRevision> {
+  override verify(files: BundleFiles): Promise<CheckedBundle> {
     return this.fault === undefined ? super.verify(files) : Promise.reject(this.fault);
   }
 }
@@ -123,6 +124,29 @@ describe('policy tooling: 422 for the bundle, 503 or 500 for us', () => {
     }
     const sound = await upload(await wasmCandidate(probeWasm('sound'), 'probe-sound'));
     assert.equal(sound.status, 201, `the same module answering JSON loads: ${sound.text}`);
+  });
+
+  it("a WASM that loops while loading is refused past the load deadline, off core's event loop: core goes on answering", async () => {
+    for (const kind of ['looping', 'pointingOutside'] as const) {
+      const started = Date.now();
+      const pending = upload(await wasmCandidate(probeWasm(kind), `probe-${kind}`));
+      // While the candidate loads, core answers others (before, it loaded on core's event loop, for ever).
+      const meanwhile = await call(origin, 'GET', '/v1/health');
+      assert.equal(meanwhile.status, 200);
+      assert.ok(Date.now() - started < candidateLoadMs, `${kind}: answered while the candidate loads`);
+      const r = await pending;
+      assert.equal(r.status, 422, `${kind}: ${r.text}`);
+      assert.equal(r.json.code, 'BUNDLE_INVALID');
+      assert.match(
+        r.json.message,
+        new RegExp(`policy\\.wasm did not load within ${candidateLoadMs / 1000} s`),
+      );
+    }
+    const listed = await as('policy_author')('GET', '/v1/policy/candidates');
+    assert.ok(
+      !listed.text.includes('probe-looping') && !listed.text.includes('probe-pointingOutside'),
+      'neither is stored',
+    );
   });
 
   it('our failure while verifying a candidate is 503 with Retry-After, logged, never 422', async () => {
