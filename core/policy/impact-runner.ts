@@ -153,12 +153,36 @@ export class ImpactRunner {
       await this.replay(job, lease, result, { budgetEnd, elapsed });
     } catch (err) {
       if (this.stopped) return; // stopping core: the job is resumed from its last committed page
-      // Anything else (the database, say) is not the job's fault: it is taken over once its lease lapses.
-      if (!(err instanceof JobFailed || err instanceof ImpactWorkerError)) throw err;
+      // Anything else (the database, the worker that could not load the candidate) is not the
+      // job's fault: it is taken over once its lease lapses, that wait charged to its budget.
+      if (!(err instanceof JobFailed || err instanceof ImpactWorkerError)) {
+        await this.charge(job, lease.at, result, elapsed() + leaseMs).catch(() => undefined);
+        throw err;
+      }
       result.run_ms = elapsed();
       if (err instanceof JobFailed && err.kind === 'budget') result.stopped = 'time_limit';
       await this.finish(job, lease.at, 'failed', result, this.reason(err, result));
     }
+  }
+
+  /**
+   * After a failure of this service: the job's time so far plus the lease it now waits out before
+   * it is tried again. A job whose attempts keep failing so (a candidate the worker cannot load
+   * for a reason of ours, on every core) was taken over without end, `running` for ever and its
+   * candidate undeletable: once this spends its budget it fails, saying it was not the candidate.
+   */
+  private async charge(job: JobRow, lease: Date, result: ImpactResult, runMs: number): Promise<void> {
+    const budgetMs = this.deps.budgetMs ?? impactBudgetMs;
+    const charged = { ...result, run_ms: Math.min(runMs, budgetMs) };
+    if (runMs < budgetMs) {
+      await this.deps.db.query(
+        'UPDATE policy_impact_jobs SET result = $3, updated_at = now() WHERE id = $1 AND lease_until = $2',
+        [job.id, lease, JSON.stringify(charged)],
+      );
+      return;
+    }
+    const reason = `this service could not run the job within its time budget of ${budgetMs / 1000} s (a failure of ours, not of the candidate); queue it again`;
+    await this.finish(job, lease, 'failed', { ...charged, stopped: 'time_limit' }, reason);
   }
 
   private reason(err: JobFailed | ImpactWorkerError, result: ImpactResult): string {

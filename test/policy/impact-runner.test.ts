@@ -182,6 +182,29 @@ describe('impact runner: bounded, failing with a reason, resumable (issue 22 ite
     assert.equal(b?.status, 'failed');
     assert.match(b?.error ?? '', /^the candidate does not verify: /);
   });
+  it('a job the worker cannot load for a reason of its own, attempt after attempt, fails once the waits spend its budget', async () => {
+    // The same injected failure of ours as above (the `sound` candidate stored there); a budget
+    // shorter than the lease the job waits out before it is tried again.
+    const id = await queue(sound);
+    const r = new ImpactRunner({
+      db: tdb.db,
+      log,
+      policies,
+      budgetMs: 20_000,
+      worker: { maxMemoryPages: 1 },
+    });
+    r.poke();
+    await until(ended(id));
+    await r.stop();
+    const j = await job(id);
+    assert.equal(j?.status, 'failed', 'before, it stayed running, taken over and failing again for ever');
+    assert.equal(
+      j?.error,
+      'this service could not run the job within its time budget of 20 s (a failure of ours, not of the candidate); queue it again',
+    );
+    assert.deepEqual([j?.result.stopped, j?.result.complete], ['time_limit', false]);
+  });
+
   it("a candidate whose WASM recurses without end while it loads fails its job as the candidate's fault, not taken over for ever", async () => {
     // Signed like a release, stored as an upload would store it; the real impact thread loads it.
     const c = await wasmCandidate(probeWasm('recursing'), 'probe-recursing');
