@@ -7,12 +7,13 @@
  *   `${purpose}|${tenantId}|${agentCode}|${deviceId}|${timestamp}` ) )
  * where purpose is "agent-login" or "agent-refresh" and timestamp is milliseconds since the
  * epoch as decimal text. A proof is accepted within ±`proofSkewMs` of the server clock and only
- * once (its hash is recorded in `used_challenges` until it would have expired), so a captured
- * proof cannot be replayed. PIN + device key = two factors: agent sessions are AAL 2.
+ * once (its signature's hash is recorded in `used_challenges` until it would have expired; the
+ * signature in its one base64url spelling), so a captured proof cannot be replayed. PIN + device key = two factors: agent sessions are AAL 2.
  */
 import { createHash, createPublicKey, verify } from 'node:crypto';
 import { Type, type Static } from '@sinclair/typebox';
 import type { Queryable } from '../../shared/db/pool.ts';
+import { isCanonicalBase64url } from '../../shared/jws.ts';
 import { Uuid } from '../ledger/schemas.ts';
 
 /** A device clock may differ from ours by this much either way. */
@@ -57,6 +58,10 @@ export async function checkDeviceProof(
 ): Promise<boolean> {
   const ts = Number(p.timestamp);
   if (!Number.isSafeInteger(ts) || Math.abs(ts - now) > proofSkewMs) return false;
+  // One spelling per signature (shared/jws.ts): 86 characters carry its 64 bytes and 4 bits more,
+  // which the decoder ignores; set, they made the same proof another text, and another use.
+  if (!isCanonicalBase64url(p.signature)) return false;
+  const signature = Buffer.from(p.signature, 'base64url');
   const { rows } = await q.query<{ public_key: Buffer }>(
     'SELECT public_key FROM agent_devices WHERE tenant_id = $1 AND agent_id = $2 AND id = $3 AND revoked_at IS NULL',
     [tenantId, agent.id, p.deviceId],
@@ -73,13 +78,14 @@ export async function checkDeviceProof(
       null,
       Buffer.from(proofMessage(purpose, tenantId, agent.code, p.deviceId, p.timestamp), 'utf8'),
       key,
-      Buffer.from(p.signature, 'base64url'),
+      signature,
     );
   } catch {
     ok = false;
   }
   if (!ok) return false;
-  const jti = `agent-proof:${createHash('sha256').update(p.signature).digest('base64url')}`;
+  // Used once by its bytes, whatever text carried them.
+  const jti = `agent-proof:${createHash('sha256').update(signature).digest('base64url')}`;
   const ins = await q.query(
     `INSERT INTO used_challenges (tenant_id, jti, used_at, expires_at) VALUES ($1, $2, to_timestamp($3 / 1000.0), to_timestamp($4 / 1000.0))
      ON CONFLICT DO NOTHING`,

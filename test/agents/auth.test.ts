@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { spareBitsSignature } from '../helpers/respell.ts';
 import { bearer, startAgentHarness, type AgentHarness, type TestAgent } from './harness.ts';
 
 describe('agent auth: OTP, device bind, login, refresh, logout', () => {
@@ -168,5 +169,24 @@ describe('agent auth: OTP, device bind, login, refresh, logout', () => {
     const l2 = await h.login(a);
     assert.equal((await h.post('/v1/agent/auth/logout', {}, bearer(l2.accessToken))).status, 204);
     assert.equal((await h.post('/v1/agent/auth/logout', {}, bearer(l2.accessToken))).status, 401);
+  });
+
+  it('a captured device proof replayed with its signature spelled otherwise (spare bits set) is refused too', async () => {
+    h.clock.t += 20 * 60_000; // past the lockout the previous cases earned
+    const d = a.device!;
+    const proof = h.proof('agent-login', a, d);
+    const body = { tenantId: 'ta', agentCode: a.code, pin: a.pin, device: proof };
+    const first = await h.post('/v1/agent/auth/login', body);
+    assert.equal(first.status, 200, first.text);
+    // 86 characters carry 64 bytes and 4 bits more: the same signature, another text.
+    const respelled = spareBitsSignature(proof.signature);
+    assert.notEqual(respelled, proof.signature);
+    assert.deepEqual(Buffer.from(respelled, 'base64url'), Buffer.from(proof.signature, 'base64url'));
+    const replay = await h.post('/v1/agent/auth/login', {
+      ...body,
+      device: { ...proof, signature: respelled },
+    });
+    assert.equal(replay.status, 401, `a device proof works once, whatever its spelling: ${replay.text}`);
+    assert.deepEqual(replay.json, { code: 'INVALID_CREDENTIALS', message: 'invalid credentials' });
   });
 });
