@@ -16,6 +16,7 @@ import { request } from 'undici';
 import { inputForPolicy } from '../../shared/ip-ranges.ts';
 import type { RouteDeclaration } from '../../shared/routes/types.ts';
 import { publicKeysFromJwks, verifyDocument } from '../../shared/signing.ts';
+import { declaresOwnMemory } from './wasm-memory.ts';
 
 export const defaultBundleDir = fileURLToPath(new URL('../dist/', import.meta.url));
 export const defaultTrustFile = fileURLToPath(new URL('../keys/trusted.json', import.meta.url));
@@ -378,6 +379,9 @@ export function checkBundle(files: BundleFiles, trusted: KeyObject[]): CheckedBu
   if (!verifyDocument(manifest, trusted)) throw new BundleError('bundle manifest signature does not verify');
   if (sha256(files.wasm) !== manifest.wasm_sha256)
     throw new BundleError('policy.wasm does not match the manifest');
+  // Its own memory would be allocated at its size, past the bound of the one we give it (wasm-memory.ts).
+  if (declaresOwnMemory(files.wasm))
+    throw new BundleError('policy.wasm declares its own memory; an OPA policy imports env.memory');
   if (sha256(files.registry) !== manifest.registry_sha256)
     throw new BundleError('registry.json does not match the manifest');
   if (!checkRegistry.Check(registry)) throw new BundleError('purpose registry is malformed');

@@ -57,17 +57,33 @@ export const builtinsBodies = {
   looping: [0x03, 0x40, 0x0c, 0x00, 0x0b, 0x00],
   /** Answers an address past its memory: opa-wasm's host looks for the text's end there for ever. */
   pointingOutside: [0x41, ...sleb(0x40000000)],
+  /** Writes ones over the first 1.5 GiB of its memory (memory.fill: every page of it in use), then answers `{}`. */
+  filling: [0x41, 0, 0x41, 1, 0x41, ...sleb(0x60000000), 0xfc, 0x0b, 0x00, 0x41, ...sleb(emptyObjectAt)],
 } as const;
 
-/** A module whose `builtins` does `kind`; everything else answers as a policy with no entry points. */
-export function probeWasm(kind: keyof typeof builtinsBodies): Buffer {
+/**
+ * Linear memory a module may declare as its own instead of importing opa-wasm's `env.memory`
+ * (64 KiB pages): 24,576 = 1.5 GiB, allocated at instantiation whatever bound the host gave the
+ * memory it imports.
+ */
+export const ownMemoryPages = 24_576;
+
+/**
+ * A module whose `builtins` does `kind`; everything else answers as a policy with no entry points.
+ * `memory: 'own'` declares its own linear memory of ownMemoryPages instead of importing `env.memory`.
+ */
+export function probeWasm(
+  kind: keyof typeof builtinsBodies,
+  memory: 'imported' | 'own' = 'imported',
+): Buffer {
   const types = vec([
     [0x60, 0, 1, 0x7f], // () -> i32
     [0x60, 1, 0x7f, 1, 0x7f], // (i32) -> i32
     [0x60, 2, 0x7f, 0x7f, 1, 0x7f], // (i32, i32) -> i32
     [0x60, 1, 0x7f, 0], // (i32) -> ()
   ]);
-  const imports = vec([[...name('env'), ...name('memory'), 0x02, 0x00, 1]]);
+  const imports = vec(memory === 'own' ? [] : [[...name('env'), ...name('memory'), 0x02, 0x00, 1]]);
+  const memories = memory === 'own' ? section(5, vec([[0x00, ...uleb(ownMemoryPages)]])) : [];
   const exported = [
     'builtins',
     'entrypoints',
@@ -105,6 +121,7 @@ export function probeWasm(kind: keyof typeof builtinsBodies): Buffer {
     ...section(1, types),
     ...section(2, imports),
     ...section(3, functions),
+    ...memories,
     ...section(6, globals),
     ...section(7, exports),
     ...section(10, code),

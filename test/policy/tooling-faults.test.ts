@@ -3,7 +3,8 @@
  * upload whose verification fails for a reason of ours (the WASM runtime that cannot start, an
  * I/O error: injected into the verifier) is 503 with Retry-After and logged, a defect of our code
  * 500 without detail, and only a bundle that does not verify 422. Simulate's `policy_ref` whose
- * revision the bundle source fails to serve is 503, not an unknown ref (404).
+ * revision the bundle source fails to serve is 503, not an unknown ref (404). A WASM declaring
+ * linear memory of its own (allocated past the bound of the one it is given) is refused unrun.
  */
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
@@ -147,6 +148,25 @@ describe('policy tooling: 422 for the bundle, 503 or 500 for us', () => {
       !listed.text.includes('probe-looping') && !listed.text.includes('probe-pointingOutside'),
       'neither is stored',
     );
+  });
+
+  it("a WASM declaring its own linear memory (past the loader's bound) is refused 422 before any of it runs", async () => {
+    let peak = 0;
+    const base = process.memoryUsage().rss;
+    const sampler = setInterval(() => {
+      peak = Math.max(peak, process.memoryUsage().rss);
+    }, 5);
+    try {
+      const r = await upload(await wasmCandidate(probeWasm('filling', 'own'), 'probe-own-memory'));
+      assert.equal(r.status, 422, r.text);
+      assert.equal(r.json.code, 'BUNDLE_INVALID');
+      assert.match(r.json.message, /policy\.wasm declares its own memory/);
+    } finally {
+      clearInterval(sampler);
+    }
+    // Before, it was instantiated with 1.5 GiB of memory of its own in core's process, and filled it.
+    const rose = Math.round((peak - base) / 2 ** 20);
+    assert.ok(rose < 512, `core's memory rose by ${rose} MiB`);
   });
 
   it('our failure while verifying a candidate is 503 with Retry-After, logged, never 422', async () => {
