@@ -3,10 +3,12 @@
  * worker thread, the same heap and WASM memory bounds), never on core's event loop: loading runs
  * the module's own code (its start function, `builtins`, `entrypoints`, its allocator and JSON
  * parser), and a module that loops there held core's event loop for ever. One load at a time per
- * core, on one thread kept for the next upload while uploads come.
+ * core, on one thread kept for the next upload while uploads come, and one waiting or running per
+ * tenant (429 past it): one tenant's uploads do not queue ahead of another's.
  */
 import { BundleError, type BundleFiles } from '../../policy/runtime/bundle.ts';
 import type { PolicyStore } from '../../policy/runtime/store.ts';
+import { AppError } from '../../shared/errors.ts';
 import { ImpactWorker, ImpactWorkerError, impactHeapMb } from './impact-worker.ts';
 
 /**
@@ -76,9 +78,27 @@ async function loadOffThread(policies: PolicyStore, files: BundleFiles): Promise
   }
 }
 
-/** Load `files`' WASM off this thread (after the loads before it); throws what loadOffThread throws. */
-export function loadCandidate(policies: PolicyStore, files: BundleFiles): Promise<void> {
-  const turn = loading.then(() => loadOffThread(policies, files));
+/**
+ * Tenants with a candidate load waiting or running on this core: one each, so one tenant's
+ * uploads cannot queue ahead of another's (each may hold the thread for candidateLoadMs).
+ */
+const loadingTenants = new Set<string>();
+
+/**
+ * Load `files`' WASM, uploaded by `tenantId`, off this thread (after the loads before it); throws
+ * what loadOffThread throws, or 429 RATE_LIMITED while the tenant has a load waiting or running here.
+ */
+export function loadCandidate(policies: PolicyStore, files: BundleFiles, tenantId: string): Promise<void> {
+  if (loadingTenants.has(tenantId))
+    return Promise.reject(
+      new AppError('RATE_LIMITED', 'a candidate of this tenant is being loaded; retry once it is answered', {
+        headers: { 'retry-after': String(candidateLoadMs / 1000) },
+      }),
+    );
+  loadingTenants.add(tenantId);
+  const turn = loading
+    .then(() => loadOffThread(policies, files))
+    .finally(() => loadingTenants.delete(tenantId));
   loading = turn.catch(() => undefined);
   return turn;
 }

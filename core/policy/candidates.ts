@@ -57,10 +57,11 @@ export const candidateRefOf = (manifest: Buffer): string =>
 export async function verifyCandidate(
   verifier: { policies: PolicyStore; log: Logger },
   files: BundleFiles,
+  tenantId: string,
 ): Promise<CheckedBundle> {
   try {
     const checked = await verifier.policies.verify(files);
-    await loadCandidate(verifier.policies, files);
+    await loadCandidate(verifier.policies, files, tenantId);
     return checked;
   } catch (err) {
     // The verifier's messages name which check failed (signature, hash, shape); they carry no secret.
@@ -88,7 +89,7 @@ export async function storeCandidate(
   body: CandidateBody,
 ): Promise<{ candidate: Candidate; created: boolean }> {
   const files = candidateFilesOf(body);
-  return storeVerified(q, tenantId, uploadedBy, files, await verifyCandidate(verifier, files));
+  return storeVerified(q, tenantId, uploadedBy, files, await verifyCandidate(verifier, files, tenantId));
 }
 
 /** Store `files`, which verifyCandidate verified as `checked`, for `tenantId` within the tenant's cap. */

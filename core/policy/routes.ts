@@ -138,7 +138,7 @@ const policyCandidateUploadRoute = (deps: PolicyImpactDeps): RouteSpec =>
       const c = callerOf(ctx);
       // Verified before the transaction: loading the WASM (off this thread) takes a while.
       const files = candidateFilesOf(ctx.body);
-      const checked = await verifyCandidate({ policies: verifier(deps), log: deps.log }, files);
+      const checked = await verifyCandidate({ policies: verifier(deps), log: deps.log }, files, c.tenantId);
       const stored = await deps.db.tx(async (q) => {
         const s = await storeVerified(q, c.tenantId, c.principalId, files, checked);
         if (s.created) {

@@ -4,7 +4,8 @@
  * I/O error: injected into the verifier) is 503 with Retry-After and logged, a defect of our code
  * 500 without detail, and only a bundle that does not verify 422. Simulate's `policy_ref` whose
  * revision the bundle source fails to serve is 503, not an unknown ref (404). A WASM declaring
- * linear memory of its own (allocated past the bound of the one it is given) is refused unrun.
+ * linear memory of its own (allocated past the bound of the one it is given) is refused unrun;
+ * a tenant loads one candidate at a time (429 past it), so it cannot queue ahead of another tenant.
  */
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
@@ -66,7 +67,7 @@ describe('policy tooling: 422 for the bundle, 503 or 500 for us', () => {
     await store.load(`http://127.0.0.1:${(source.address() as { port: number }).port}/`);
     tdb = await freshDatabase();
     await tdb.db.query(
-      `INSERT INTO tenants (id, name, country, base_currency) VALUES ('tp', 'tp', 'KE', 'KES')`,
+      `INSERT INTO tenants (id, name, country, base_currency) VALUES ('tp', 'tp', 'KE', 'KES'), ('tq', 'tq', 'KE', 'KES')`,
     );
     const log = loggerInto(lines);
     const core = buildCore({
@@ -89,17 +90,19 @@ describe('policy tooling: 422 for the bundle, 503 or 500 for us', () => {
     await tdb.drop();
   });
 
-  const as = (role: string) => (method: string, path: string, json?: unknown) =>
-    call(origin, method, path, {
-      ...(json === undefined ? {} : { json }),
-      headers: viaEdge({
-        'x-request-id': randomUUID(),
-        'x-tenant-id': 'tp',
-        'x-principal-id': `staff-${role}`,
-        'x-roles': role,
-        'x-client-ip': '10.0.0.1',
-      }),
-    });
+  const as =
+    (role: string, tenant = 'tp') =>
+    (method: string, path: string, json?: unknown) =>
+      call(origin, method, path, {
+        ...(json === undefined ? {} : { json }),
+        headers: viaEdge({
+          'x-request-id': randomUUID(),
+          'x-tenant-id': tenant,
+          'x-principal-id': `staff-${role}`,
+          'x-roles': role,
+          'x-client-ip': '10.0.0.1',
+        }),
+      });
   const upload = (body: unknown) => as('policy_author')('POST', '/v1/policy/candidates', body);
 
   it('a candidate that does not verify, or whose WASM does not load, is 422 BUNDLE_INVALID', async () => {
@@ -148,6 +151,33 @@ describe('policy tooling: 422 for the bundle, 503 or 500 for us', () => {
       !listed.text.includes('probe-looping') && !listed.text.includes('probe-pointingOutside'),
       'neither is stored',
     );
+  });
+
+  it("one tenant's concurrent uploads do not queue ahead of another tenant's: one load at a time per tenant, the rest 429 with Retry-After", async () => {
+    const looping = await Promise.all(
+      [1, 2, 3].map((i) => wasmCandidate(probeWasm('looping'), `probe-loop-${i}`)),
+    );
+    const theirs = await wasmCandidate(probeWasm('sound'), 'probe-tq');
+    const ours = looping.map((c) => upload(c));
+    await new Promise((r) => setTimeout(r, 200));
+    const started = Date.now();
+    const other = await as('policy_author', 'tq')('POST', '/v1/policy/candidates', theirs);
+    const waited = Date.now() - started;
+    assert.equal(other.status, 201, other.text);
+    // Behind one load of tp's at most, then its own; before, behind all three of tp's (15 s).
+    assert.ok(waited < 2 * candidateLoadMs, `tq waited ${waited} ms behind tp's loads`);
+    const answers = await Promise.all(ours);
+    assert.deepEqual(
+      answers.map((r) => r.status).sort(),
+      [422, 429, 429],
+      answers.map((r) => r.text).join('\n'),
+    );
+    for (const r of answers.filter((x) => x.status === 429)) {
+      assert.equal(r.json.code, 'RATE_LIMITED');
+      assert.equal(r.headers['retry-after'], String(candidateLoadMs / 1000));
+    }
+    const next = await upload(await wasmCandidate(probeWasm('sound'), 'probe-tp-after'));
+    assert.equal(next.status, 201, `once its load is answered, tp's next upload is taken: ${next.text}`);
   });
 
   it("a WASM declaring its own linear memory (past the loader's bound) is refused 422 before any of it runs", async () => {
