@@ -36,8 +36,9 @@ const sleb = (n: number): number[] => {
 const vec = (items: number[][]) => [...uleb(items.length), ...items.flat()];
 const name = (t: string) => [...uleb(t.length), ...Buffer.from(t)];
 const section = (id: number, body: number[]) => [id, ...uleb(body.length), ...body];
-const body = (code: number[]) => {
-  const b = [0, ...code, 0x0b];
+/** A function body: `i32Locals` locals of type i32, then `code`. */
+const body = (code: number[], i32Locals = 0) => {
+  const b = [...(i32Locals ? [1, i32Locals, 0x7f] : [0]), ...code, 0x0b];
   return [...uleb(b.length), ...b];
 };
 
@@ -59,6 +60,22 @@ export const builtinsBodies = {
   pointingOutside: [0x41, ...sleb(0x40000000)],
   /** Writes ones over the first 1.5 GiB of its memory (memory.fill: every page of it in use), then answers `{}`. */
   filling: [0x41, 0, 0x41, 1, 0x41, ...sleb(0x60000000), 0xfc, 0x0b, 0x00, 0x41, ...sleb(emptyObjectAt)],
+  /**
+   * Grows its memory a page at a time as far as the host lets it, fills it with `[[],[],…]` and
+   * answers that: the host parses into its heap about 14 times the text (21 million empty arrays
+   * for the 62 MiB of a 64 MiB memory).
+   */
+  inflating: [
+    ...[0x03, 0x40, 0x41, 1, 0x40, 0x00, 0x41, 0x7f, 0x47, 0x0d, 0, 0x0b], // loop: grow 1 until it answers -1
+    ...[0x41, ...sleb(65_536), 0x41, ...sleb(0x5b), 0x3a, 0, 0], // '[' at 65536
+    ...[0x41, ...sleb(65_537), 0x21, 0], // local 0 = 65537
+    ...[0x03, 0x40], // loop
+    ...[0x20, 0, 0x41, ...sleb(0x2c5d5b), 0x36, 0, 0], // '[],' and a NUL at local 0
+    ...[0x20, 0, 0x41, 3, 0x6a, 0x22, 0], // local 0 += 3
+    ...[0x3f, 0, 0x41, 16, 0x74, 0x41, 8, 0x6b, 0x49, 0x0d, 0, 0x0b], // while below its size less 8; end
+    ...[0x20, 0, 0x41, 1, 0x6b, 0x41, ...sleb(0x5d), 0x3a, 0, 0], // the last ',' made ']'
+    ...[0x41, ...sleb(65_536)],
+  ],
 } as const;
 
 /**
@@ -104,7 +121,7 @@ export function probeWasm(
     [...name('opa_wasm_abi_minor_version'), 0x03, 1],
   ]);
   const code = vec([
-    body([...builtinsBodies[kind]]),
+    body([...builtinsBodies[kind]], 1),
     body([0x41, ...sleb(emptyObjectAt)]), // entrypoints: {}
     body([0x20, 0]), // opa_json_dump: a value's address is its text's
     body([0x41, ...sleb(4096)]), // opa_malloc: one fixed place

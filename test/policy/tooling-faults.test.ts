@@ -180,6 +180,25 @@ describe('policy tooling: 422 for the bundle, 503 or 500 for us', () => {
     assert.equal(next.status, 201, `once its load is answered, tp's next upload is taken: ${next.text}`);
   });
 
+  it("a WASM answering more JSON than the worker's heap holds parsed is refused 422 at once, no thread left running", async () => {
+    const started = Date.now();
+    const r = await upload(await wasmCandidate(probeWasm('inflating'), 'probe-inflating'));
+    assert.equal(r.status, 422, r.text);
+    assert.match(
+      r.json.message,
+      /policy\.wasm does not load as an OPA policy: a JSON text of \d+ characters/,
+    );
+    assert.ok(Date.now() - started < candidateLoadMs, 'answered before the load deadline');
+    // Before, its 62 MiB parsed into some 900 MB of heap: past the bound the worker was told to
+    // stop, which a JSON.parse does not heed; it went on in core's process, a core's worth of CPU
+    // in GC for minutes, and V8 aborted the process when the thread was torn down.
+    const cpu = process.cpuUsage();
+    await new Promise((done) => setTimeout(done, 2_000));
+    const spent = process.cpuUsage(cpu);
+    const ms = (spent.user + spent.system) / 1000;
+    assert.ok(ms < 700, `core spent ${Math.round(ms)} ms of CPU in the 2 s after the answer`);
+  });
+
   it("a WASM declaring its own linear memory (past the loader's bound) is refused 422 before any of it runs", async () => {
     let peak = 0;
     const base = process.memoryUsage().rss;
