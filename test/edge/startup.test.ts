@@ -18,14 +18,11 @@ import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { loggerInto } from '../helpers/log-lines.ts';
 import { call, serve } from '../helpers/http.ts';
 import { Relay, throughRelay } from '../helpers/pg-relay.ts';
+import { within } from '../helpers/within.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** A liveness bound for the tests, far above what each start takes once the database answers. */
 const capMs = 30_000;
-
-/** `work`'s value, or 'overdue' when it has not settled within `ms`. */
-const within = <T>(work: Promise<T>, ms: number): Promise<T | 'overdue'> =>
-  Promise.race([work, sleep(ms).then(() => 'overdue' as const)]);
 
 describe('edge start-up while PostgreSQL is not answering', () => {
   let tdb: TestDb;

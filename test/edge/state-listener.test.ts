@@ -16,6 +16,7 @@ import { TokenVerifier } from '../../shared/token-keys.ts';
 import { EdgeState } from '../../edge/state/store.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { Relay, throughRelay } from '../helpers/pg-relay.ts';
+import { within } from '../helpers/within.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -169,7 +170,7 @@ describe('edge state listener on a network that goes silent', () => {
       await eventually(() => relay.silentCount() > 0, 10_000),
       'a reconnect hangs at its first LISTEN',
     );
-    const stopped = await Promise.race([state.stop().then(() => true), sleep(15_000).then(() => false)]);
+    const stopped = (await within(state.stop(), 15_000)) !== 'overdue';
     assert.ok(stopped, 'stop() returned');
     assert.equal(relay.heldByEdge(), 0, 'no listener connection left open by the edge');
     assert.ok(
@@ -185,7 +186,7 @@ describe('edge state listener on a network that goes silent', () => {
     relay.cutAll();
     // The heartbeat's reconnect is held at the relay, before PostgreSQL has seen it.
     assert.ok(await eventually(() => relay.accepted > before, 5_000), 'a reconnect under way');
-    const stopped = await Promise.race([state.stop().then(() => true), sleep(15_000).then(() => false)]);
+    const stopped = (await within(state.stop(), 15_000)) !== 'overdue';
     assert.ok(stopped, 'stop() returned');
     assert.ok(
       await eventually(() => relay.heldByEdge() === 0, 5_000),
@@ -200,7 +201,7 @@ describe('edge state listener on a network that goes silent', () => {
   it('stop() with a silent listener returns and closes it', async () => {
     const { relay, state } = await started();
     relay.silenceAll();
-    const stopped = await Promise.race([state.stop().then(() => true), sleep(15_000).then(() => false)]);
+    const stopped = (await within(state.stop(), 15_000)) !== 'overdue';
     assert.ok(stopped, 'stop() returned');
     assert.equal(relay.heldByEdge(), 0, 'the silent connection is closed');
   });

@@ -18,6 +18,7 @@ import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { callRetrying } from '../helpers/gateway.ts';
 import { call } from '../helpers/http.ts';
 import { key32, productionEnv, runService as run, until, type Service } from '../helpers/services.ts';
+import { within } from '../helpers/within.ts';
 
 /** A raw HTTP/1.1 request, so a header can be sent twice. */
 function rawGet(port: number, path: string, headers: [string, string][]): Promise<number> {
@@ -39,12 +40,10 @@ async function stop(...ps: Service[]): Promise<void> {
 
 /** Exit code within `ms`, or 'running' (then the process is stopped). */
 async function exitWithin(p: Service, ms: number): Promise<number | null | 'running'> {
-  const r = await Promise.race([
-    p.exited,
-    new Promise<'running'>((res) => setTimeout(() => res('running'), ms)),
-  ]);
-  if (r === 'running') await stop(p);
-  return r;
+  const r = await within(p.exited, ms);
+  if (r !== 'overdue') return r;
+  await stop(p);
+  return 'running';
 }
 
 describe('attack23: identity headers and tenant creation, production processes', () => {
