@@ -18,9 +18,9 @@ import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { loggerInto } from '../helpers/log-lines.ts';
 import { call, serve } from '../helpers/http.ts';
 import { Relay, throughRelay } from '../helpers/pg-relay.ts';
+import { waitFor } from '../helpers/process.ts';
 import { within } from '../helpers/within.ts';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** A liveness bound for the tests, far above what each start takes once the database answers. */
 const capMs = 30_000;
 
@@ -84,14 +84,18 @@ describe('edge start-up while PostgreSQL is not answering', () => {
     const warming = edge.warm();
     const ops = await serve(createOpsServer(edge.metrics.registry, () => edge.serving(), edge.waiting));
     try {
-      await sleep(6_500);
+      // Said once not ready for 5 s (shared/startup.ts notReadyQuietMs): awaited, not slept through.
+      const warning = 'edge not ready: waiting for';
+      await waitFor(() => (lines.some((l) => l.includes(warning)) ? true : undefined), capMs).catch(() =>
+        assert.fail(`no warning: ${lines.join('')}`),
+      );
       const ready = await call(ops.origin, 'GET', '/ready');
       assert.equal(ready.status, 503);
       assert.equal(ready.json.status, 'not ready');
       assert.ok(ready.json.waiting.includes('database listener'), ready.text);
       assert.ok(ready.json.waiting.includes('database pool'), ready.text);
       // Said at warn (seen at the default level, info), with the last error and never the URL.
-      const warned = lines.find((l) => l.includes('edge not ready: waiting for'));
+      const warned = lines.find((l) => l.includes(warning));
       assert.ok(warned, lines.join(''));
       assert.match(warned, /"what":"database listener","lastError":"[^"]+"/);
       assert.equal(JSON.parse(warned).level, 40);
