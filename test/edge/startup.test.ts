@@ -24,7 +24,8 @@ import { within } from '../helpers/within.ts';
 /** A liveness bound for the tests, far above what each start takes once the database answers. */
 const capMs = 30_000;
 
-describe('edge start-up while PostgreSQL is not answering', () => {
+// Each test has its own relay and edge: they wait side by side (each waits out timeouts).
+describe('edge start-up while PostgreSQL is not answering', { concurrency: true }, () => {
   let tdb: TestDb;
   const relays: Relay[] = [];
   const edges: Edge[] = [];

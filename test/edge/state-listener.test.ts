@@ -78,7 +78,8 @@ describe('edge state listener reconnects', () => {
   });
 });
 
-describe('edge state listener on a network that goes silent', () => {
+// Each test has its own relay, listener and session: they wait side by side (each waits out timeouts).
+describe('edge state listener on a network that goes silent', { concurrency: true }, () => {
   let tdb: TestDb;
   const relays: Relay[] = [];
   const states: EdgeState[] = [];

@@ -93,7 +93,8 @@ async function leftRunning(pid: number): Promise<boolean> {
   return left;
 }
 
-describe('services started by a test process', () => {
+// Each test starts its own test process and service, and mostly waits: they run side by side.
+describe('services started by a test process', { concurrency: true }, () => {
   it('are gone once that process exits without stopping them', async () => {
     const ended = await leaveAService('exit');
     assert.equal(ended.code, 3, 'the test process ended without stopping its service');
@@ -109,7 +110,9 @@ describe('services started by a test process', () => {
   }
 });
 
-describe('npm runs started by a test process in a process group of their own (the signal tests)', () => {
+describe('npm runs started by a test process in a process group of their own (the signal tests)', {
+  concurrency: true,
+}, () => {
   for (const end of ['exit', 'SIGTERM'] as const) {
     it(`are stopped, npm and its node, once that process ends by ${end}`, async () => {
       const ended = await leaveAService(end, 'npm');

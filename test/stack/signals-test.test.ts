@@ -12,7 +12,10 @@ import { describe, it } from 'node:test';
 import { processTree, waitFor } from '../helpers/process.ts';
 import { cases, nodeOf, npm, postmasterPid, stopsWithin } from '../helpers/signals.ts';
 
-describe('npm test stops as a whole on every signal and removes its PostgreSQL and temporary files', () => {
+// Each case has its own npm run, TMPDIR and PostgreSQL, and mostly waits: they run side by side.
+describe('npm test stops as a whole on every signal and removes its PostgreSQL and temporary files', {
+  concurrency: true,
+}, () => {
   // Each target and each signal once (a run costs an initdb and a test file's start-up).
   const testCases = cases.filter((c) =>
     [

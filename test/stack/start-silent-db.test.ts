@@ -12,7 +12,8 @@ import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { Relay, throughRelay } from '../helpers/pg-relay.ts';
 import { productionEnv, runService, until, untilServing, type Service } from '../helpers/services.ts';
 
-describe('a core started while PostgreSQL answers nothing', () => {
+// Each test has its own relay and core, and waits out production timeouts: they run side by side.
+describe('a core started while PostgreSQL answers nothing', { concurrency: true }, () => {
   let tdb: TestDb;
   const relay = new Relay();
   const procs: Record<string, Service> = {};
