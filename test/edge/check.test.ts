@@ -96,7 +96,8 @@ describe('edge Check fails closed on decision faults', () => {
     ],
     [
       'a decision slower than the budget',
-      () => new Promise((r) => setTimeout(() => r({ allow: true, status: 200 }), 3000)),
+      // Unref'd: the slow decision's timer does not hold the test file's process 3 s after its tests.
+      () => new Promise((r) => setTimeout(() => r({ allow: true, status: 200 }), 3000).unref()),
       /exceeded 50 ms/,
     ],
   ];
