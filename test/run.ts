@@ -1,7 +1,8 @@
 /**
  * `npm test`: one fresh embedded PostgreSQL on a free port in a temporary directory, then
  * node's test runner over every `test/**\/*.test.ts`. Each test file makes its own database on
- * that server, so the suite is safe to run twice in a row and while `npm start` is running.
+ * that server (a migrated one is a copy of a template migrated once here), so the suite is safe to
+ * run twice in a row and while `npm start` is running.
  *
  * Issue 15 items 1 and 2: the temporary directory (PostgreSQL's data and, through TMPDIR, every
  * temporary file the tests make) is removed however the run ends: success, failure, a failed
@@ -12,7 +13,9 @@ import { chmod, mkdir, mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import pg from 'pg';
 import { EmbeddedError, startEmbedded, type EmbeddedServer } from '../core/db/embedded.ts';
+import { migrate } from '../core/db/migrate.ts';
 import { freePort } from '../shared/net.ts';
 
 const root = fileURLToPath(new URL('../', import.meta.url));
@@ -22,6 +25,8 @@ const fileConcurrency = 4;
 const testTimeoutMs = 240_000;
 /** Issue 15 item 2: an interrupted run is gone within 10 s; the test processes get most of it. */
 const childStopMs = 5_000;
+/** The migrated database the test files copy (TEST_TEMPLATE_DATABASE). */
+const templateDatabase = 'test_template';
 /** How often we check that the process that started us is still there. */
 const parentCheckMs = 500;
 
@@ -77,6 +82,33 @@ class Run {
   }
 }
 
+/**
+ * The migrated database test files copy (test/helpers/db.ts): migrating one costs about a third of
+ * a CPU second, most of it PostgreSQL's, and a copy a fraction of that; about a hundred files
+ * migrate one each. When migrating fails, none: each file then migrates and reports the failure.
+ */
+async function migratedTemplate(server: EmbeddedServer): Promise<string | undefined> {
+  const admin = new pg.Client({ connectionString: server.url('postgres') });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE DATABASE ${templateDatabase}`);
+  } finally {
+    await admin.end();
+  }
+  const pool = new pg.Pool({ connectionString: server.url(templateDatabase), max: 1 });
+  try {
+    await migrate(pool);
+    return templateDatabase;
+  } catch (err) {
+    const message = err instanceof Error ? err.message : String(err);
+    process.stderr.write(`no template database (each file migrates its own): ${message.split('\n')[0]}\n`);
+    return undefined;
+  } finally {
+    // No session may stay on a template while it is copied.
+    await pool.end();
+  }
+}
+
 async function main(run: Run): Promise<number> {
   const filter = process.argv.slice(2);
   const files = (await testFiles(join(root, 'test'))).filter(
@@ -93,6 +125,8 @@ async function main(run: Run): Promise<number> {
   await mkdir(testTmp, { mode: 0o711 });
   await chmod(testTmp, 0o711);
   run.pg = await startEmbedded({ dir: join(run.dir, 'pg'), port: await freePort() });
+  if (run.releasing) return 1;
+  const template = await migratedTemplate(run.pg);
   if (run.releasing) return 1;
   // Its own process group (detached) so that stopping it reaches every process it started.
   const child = spawn(
@@ -112,7 +146,13 @@ async function main(run: Run): Promise<number> {
       cwd: root,
       stdio: 'inherit',
       detached: true,
-      env: { ...process.env, TEST_DATABASE_URL: run.pg.url('postgres'), TMPDIR: testTmp },
+      env: {
+        ...process.env,
+        TEST_DATABASE_URL: run.pg.url('postgres'),
+        // Empty when there is none (never one of an outer run's).
+        TEST_TEMPLATE_DATABASE: template ?? '',
+        TMPDIR: testTmp,
+      },
     },
   );
   run.child = child;

@@ -14,6 +14,19 @@ import {
 import { seedDemo } from '../../core/seed.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 
+/** Every column, index and function body of the public schema, in one comparable list. */
+async function catalog(t: TestDb): Promise<string[]> {
+  const { rows } = await t.db.query<{ item: string }>(
+    `SELECT format('%s.%s %s %s', table_name, column_name, data_type, column_default) AS item
+       FROM information_schema.columns WHERE table_schema = 'public'
+     UNION ALL SELECT indexdef FROM pg_indexes WHERE schemaname = 'public'
+     UNION ALL SELECT format('%s(%s) %s', p.proname, pg_get_function_arguments(p.oid), md5(p.prosrc))
+       FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'public'
+     ORDER BY 1`,
+  );
+  return rows.map((r) => r.item);
+}
+
 describe('migrations', () => {
   it('apply to an empty database, then the ledger function files; then are a no-op; the schema hash is stable', async () => {
     const t = await freshDatabase({ migrate: false });
@@ -28,6 +41,20 @@ describe('migrations', () => {
       assert.equal(await schemaHash(t.db), hash);
     } finally {
       await t.drop();
+    }
+  });
+
+  it("a migrated test database (test/run.ts's template, copied) is what migrate makes of an empty one", async () => {
+    const made = await freshDatabase({ migrate: false });
+    const copied = await freshDatabase();
+    try {
+      await migrate(made.db.pool);
+      assert.deepEqual(await migrate(copied.db.pool), [], 'nothing left to apply');
+      assert.equal(await schemaHash(copied.db), await schemaHash(made.db));
+      assert.deepEqual(await catalog(copied), await catalog(made));
+    } finally {
+      await copied.drop();
+      await made.drop();
     }
   });
 
