@@ -17,6 +17,7 @@ import pg from 'pg';
 import { EmbeddedError, startEmbedded, type EmbeddedServer } from '../core/db/embedded.ts';
 import { migrate } from '../core/db/migrate.ts';
 import { freePort } from '../shared/net.ts';
+import { inRunOrder } from './run-order.ts';
 
 const root = fileURLToPath(new URL('../', import.meta.url));
 /** Test files run side by side; each has its own database. */
@@ -134,13 +135,14 @@ async function main(run: Run): Promise<number> {
     [
       '--import',
       'tsx',
-      '--test',
-      `--test-concurrency=${fileConcurrency}`,
       // A test that hangs fails after this long (the longest passes in under a minute) instead of
-      // holding the run until CI's own limit, and the report names it.
+      // holding the run until CI's own limit, and the report names it. Each test file's process
+      // is started with this process's flags.
       `--test-timeout=${testTimeoutMs}`,
-      '--test-reporter=spec',
-      ...files,
+      'test/run-files.ts',
+      `--concurrency=${fileConcurrency}`,
+      `--timeout=${testTimeoutMs}`,
+      ...inRunOrder(files),
     ],
     {
       cwd: root,
