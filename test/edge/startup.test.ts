@@ -19,6 +19,7 @@ import { loggerInto } from '../helpers/log-lines.ts';
 import { call, serve } from '../helpers/http.ts';
 import { Relay, throughRelay } from '../helpers/pg-relay.ts';
 import { waitFor } from '../helpers/process.ts';
+import { sleep } from '../helpers/listening.ts';
 import { within } from '../helpers/within.ts';
 
 /** A liveness bound for the tests, far above what each start takes once the database answers. */
