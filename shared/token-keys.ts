@@ -45,6 +45,12 @@ export function isTokenFault(err: unknown): boolean {
 
 /** Cached key sets are re-read at least this often, NOTIFY or not. */
 export const keyCacheTtlMs = 60_000;
+/**
+ * A token naming a key its tenant's cached set lacks re-reads the set once this long after it was
+ * read (a key made since, whose NOTIFY was missed or raced the read); forged key ids cost a tenant
+ * at most one read per interval.
+ */
+export const unknownKidReloadMs = 1_000;
 /** Bound on remembered verified tokens (oldest dropped first). */
 const verifiedCacheMax = 20_000;
 /**
@@ -83,8 +89,12 @@ export class TokenVerifier {
     this.keySetsMax = opts.keySetsMax ?? keySetCacheMax;
   }
 
+  /** Counts invalidations: a key set read while one happened is used once, not cached. */
+  private generation = 0;
+
   /** Drop one tenant's cached keys (or all): called on NOTIFY `keys_changed`. */
   invalidate(tenantId?: string): void {
+    this.generation++;
     if (tenantId) this.publicSets.delete(tenantId);
     else this.publicSets.clear();
   }
@@ -92,6 +102,7 @@ export class TokenVerifier {
   private async loadPublic(tenantId: string, q: Queryable): Promise<PublicKeySet> {
     const hit = this.publicSets.get(tenantId);
     if (hit && this.now() - hit.loadedAt < keyCacheTtlMs) return hit;
+    const generation = this.generation;
     const { rows } = await q.query<{
       kid: string;
       public_jwk: JWK;
@@ -109,6 +120,9 @@ export class TokenVerifier {
       key: createPublicKey({ key: r.public_jwk as import('node:crypto').JsonWebKey, format: 'jwk' }),
     }));
     const entry = { verifiers, loadedAt: this.now() };
+    // An invalidation while the query ran may announce a key it did not see: answer with what was
+    // read, keep nothing (caching it would hide the new key until the TTL).
+    if (generation !== this.generation) return entry;
     this.publicSets.delete(tenantId);
     this.publicSets.set(tenantId, entry);
     if (this.publicSets.size > this.keySetsMax)
@@ -156,7 +170,12 @@ export class TokenVerifier {
     // CHECK) is refused before any lookup, so forged tokens cost no query and no cache entry.
     if (typeof tid !== 'string' || !tenantIdPattern.test(tid) || !kid)
       throw new KeyError('BAD_TOKEN', 'token has no tenant or key id');
-    const key = (await this.verificationKeys(tid)).find((k) => k.kid === kid);
+    let key = (await this.verificationKeys(tid)).find((k) => k.kid === kid);
+    const cached = this.publicSets.get(tid);
+    if (!key && cached && this.now() - cached.loadedAt >= unknownKidReloadMs) {
+      this.publicSets.delete(tid);
+      key = (await this.verificationKeys(tid)).find((k) => k.kid === kid);
+    }
     if (!key) throw new KeyError('UNKNOWN_KID', 'token key is unknown, retired or of another tenant');
     const { payload } = await verifyJwt(token, key.key, {
       algorithms: ['EdDSA'],
