@@ -63,6 +63,14 @@ const keySetCacheMax = 100_000;
 interface PublicKeySet {
   verifiers: VerificationKey[];
   loadedAt: number;
+  /** When a token naming a key the set lacks last had it re-read (the read itself, at first). */
+  reloadAt: number;
+}
+
+/** A read of one tenant's key set under way; `current` is cleared when an invalidation overtakes it. */
+interface KeySetRead {
+  promise: Promise<PublicKeySet>;
+  current: boolean;
 }
 
 export class TokenVerifier {
@@ -89,20 +97,63 @@ export class TokenVerifier {
     this.keySetsMax = opts.keySetsMax ?? keySetCacheMax;
   }
 
-  /** Counts invalidations: a key set read while one happened is used once, not cached. */
-  private generation = 0;
+  /**
+   * Key-set reads under way, one per tenant: callers that miss the cache meanwhile share it, so a
+   * burst of tokens (forged key ids included) costs one query, not one each.
+   */
+  private readonly reads = new Map<string, KeySetRead>();
 
-  /** Drop one tenant's cached keys (or all): called on NOTIFY `keys_changed`. */
+  /**
+   * Drop one tenant's cached keys (or all): called on NOTIFY `keys_changed`. A read of that tenant
+   * (or any, for all) under way is used by those already waiting for it and not cached: it may
+   * predate the key announced. Reads of other tenants are untouched.
+   */
   invalidate(tenantId?: string): void {
-    this.generation++;
-    if (tenantId) this.publicSets.delete(tenantId);
-    else this.publicSets.clear();
+    if (tenantId) {
+      this.publicSets.delete(tenantId);
+      const read = this.reads.get(tenantId);
+      if (read) read.current = false;
+      this.reads.delete(tenantId);
+      return;
+    }
+    this.publicSets.clear();
+    for (const read of this.reads.values()) read.current = false;
+    this.reads.clear();
   }
 
-  private async loadPublic(tenantId: string, q: Queryable): Promise<PublicKeySet> {
+  private loadPublic(tenantId: string, q: Queryable): Promise<PublicKeySet> {
     const hit = this.publicSets.get(tenantId);
-    if (hit && this.now() - hit.loadedAt < keyCacheTtlMs) return hit;
-    const generation = this.generation;
+    if (hit && this.now() - hit.loadedAt < keyCacheTtlMs) return Promise.resolve(hit);
+    return this.readShared(tenantId, q);
+  }
+
+  /** The tenant's key set read once for every caller until it answers (see `reads`). */
+  private readShared(tenantId: string, q: Queryable): Promise<PublicKeySet> {
+    const pending = this.reads.get(tenantId);
+    if (pending) return pending.promise;
+    const read: KeySetRead = {
+      current: true,
+      promise: this.readPublic(tenantId, q)
+        .then((entry) => {
+          if (read.current) this.keep(tenantId, entry);
+          return entry;
+        })
+        .finally(() => {
+          if (this.reads.get(tenantId) === read) this.reads.delete(tenantId);
+        }),
+    };
+    this.reads.set(tenantId, read);
+    return read.promise;
+  }
+
+  private keep(tenantId: string, entry: PublicKeySet): void {
+    this.publicSets.delete(tenantId);
+    this.publicSets.set(tenantId, entry);
+    if (this.publicSets.size > this.keySetsMax)
+      this.publicSets.delete(this.publicSets.keys().next().value as string);
+  }
+
+  private async readPublic(tenantId: string, q: Queryable): Promise<PublicKeySet> {
     const { rows } = await q.query<{
       kid: string;
       public_jwk: JWK;
@@ -119,15 +170,8 @@ export class TokenVerifier {
       graceUntil: r.grace_until?.getTime(),
       key: createPublicKey({ key: r.public_jwk as import('node:crypto').JsonWebKey, format: 'jwk' }),
     }));
-    const entry = { verifiers, loadedAt: this.now() };
-    // An invalidation while the query ran may announce a key it did not see: answer with what was
-    // read, keep nothing (caching it would hide the new key until the TTL).
-    if (generation !== this.generation) return entry;
-    this.publicSets.delete(tenantId);
-    this.publicSets.set(tenantId, entry);
-    if (this.publicSets.size > this.keySetsMax)
-      this.publicSets.delete(this.publicSets.keys().next().value as string);
-    return entry;
+    const loadedAt = this.now();
+    return { verifiers, loadedAt, reloadAt: loadedAt };
   }
 
   /**
@@ -135,11 +179,30 @@ export class TokenVerifier {
    * is read through `q` (the edge's warm-up passes its start-up pool).
    */
   async verificationKeys(tenantId: string, q: Queryable = this.db): Promise<VerificationKey[]> {
-    const keys = await this.loadPublic(tenantId, q);
+    return this.usable(await this.loadPublic(tenantId, q));
+  }
+
+  private usable(keys: PublicKeySet): VerificationKey[] {
     const now = this.now();
     return keys.verifiers.filter(
       (k) => k.state === 'active' || (k.graceUntil !== undefined && k.graceUntil > now),
     );
+  }
+
+  /**
+   * The tenant's keys read again for a token naming a key its cached set lacks (a key made since,
+   * whose NOTIFY was missed or raced the read), or undefined when the set is not cached or was
+   * (re)read less than `unknownKidReloadMs` ago: forged key ids cost a tenant at most one read per
+   * interval, failed reads included, and the cached set keeps serving the other tokens meanwhile
+   * (also while the database is away). A read already under way is joined.
+   */
+  private async reread(tenantId: string): Promise<VerificationKey[] | undefined> {
+    if (!this.reads.has(tenantId)) {
+      const cached = this.publicSets.get(tenantId);
+      if (!cached || this.now() - cached.reloadAt < unknownKidReloadMs) return undefined;
+      cached.reloadAt = this.now();
+    }
+    return this.usable(await this.readShared(tenantId, this.db));
   }
 
   /**
@@ -170,12 +233,8 @@ export class TokenVerifier {
     // CHECK) is refused before any lookup, so forged tokens cost no query and no cache entry.
     if (typeof tid !== 'string' || !tenantIdPattern.test(tid) || !kid)
       throw new KeyError('BAD_TOKEN', 'token has no tenant or key id');
-    let key = (await this.verificationKeys(tid)).find((k) => k.kid === kid);
-    const cached = this.publicSets.get(tid);
-    if (!key && cached && this.now() - cached.loadedAt >= unknownKidReloadMs) {
-      this.publicSets.delete(tid);
-      key = (await this.verificationKeys(tid)).find((k) => k.kid === kid);
-    }
+    const byKid = (k: VerificationKey) => k.kid === kid;
+    const key = (await this.verificationKeys(tid)).find(byKid) ?? (await this.reread(tid))?.find(byKid);
     if (!key) throw new KeyError('UNKNOWN_KID', 'token key is unknown, retired or of another tenant');
     const { payload } = await verifyJwt(token, key.key, {
       algorithms: ['EdDSA'],
