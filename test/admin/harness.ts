@@ -1,5 +1,5 @@
 /** A core on a fresh, seeded database and admin-call helpers sending identity headers as the edge does (with its secret). */
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { buildCore } from '../../core/app.ts';
 import { KeyStore } from '../../core/keys/keys.ts';
 import { readBuildInfo } from '../../core/platform/build-info.ts';
@@ -8,7 +8,7 @@ import { createMetrics } from '../../shared/metrics.ts';
 import { seedDemo } from '../../core/seed.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { call, serve, type Res } from '../helpers/http.ts';
-import { testEdgeSecrets, viaEdge } from '../helpers/edge-auth.ts';
+import { staffViaEdge, testEdgeSecrets } from '../helpers/edge-auth.ts';
 
 export interface AdminHarness {
   tdb: TestDb;
@@ -69,14 +69,7 @@ export async function startAdmin(
       (method, path, o = {}) =>
         call(s.origin, method, path, {
           ...(o.json !== undefined ? { json: o.json } : {}),
-          headers: viaEdge({
-            'x-request-id': randomUUID(),
-            'x-tenant-id': tenant,
-            'x-principal-id': `staff-${role}`,
-            'x-roles': role,
-            'x-client-ip': '10.0.0.1',
-            ...o.headers,
-          }),
+          headers: staffViaEdge(role, tenant, o.headers),
         }),
     async close() {
       await s.close();

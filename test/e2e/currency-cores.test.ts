@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { ensureTenantLedger } from '../../core/ledger/catalog.ts';
-import { openAccount } from '../../core/ledger/accounts.ts';
+import { openSettlement } from '../ledger/tenant-db.ts';
 import { createClient } from '../../core/oauth/clients.ts';
 import { freePort } from '../../shared/net.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
@@ -64,20 +64,7 @@ describe('a currency changed through one core is applied by another at once', { 
 
   /** A settlement account (not opened through the API) and a wallet opened through core A, in `currency`. */
   async function accountsIn(currency: string): Promise<{ settlement: string; wallet: string }> {
-    const s = await tdb.db.tx((q) =>
-      openAccount(
-        q,
-        {
-          tenantId,
-          ownerType: 'platform',
-          ownerId: `settlement-${currency}`,
-          productCode: 'SETTLEMENT',
-          currency,
-          viaApi: false,
-        },
-        Date.now(),
-      ),
-    );
+    const settlement = await openSettlement(tdb.db, tenantId, currency);
     const w = await ledger('A', 'POST', '/v1/core/accounts', {
       owner_type: 'customer',
       owner_id: `cust-${currency}`,
@@ -85,7 +72,7 @@ describe('a currency changed through one core is applied by another at once', { 
       currency,
     });
     assert.equal(w.status, 201, w.text);
-    return { settlement: s.id, wallet: w.json.id as string };
+    return { settlement, wallet: w.json.id as string };
   }
 
   before(async () => {

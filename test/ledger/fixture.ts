@@ -4,8 +4,8 @@ import { randomBytes } from 'node:crypto';
 import { startTestCore, type TestCore } from '../helpers/core.ts';
 import { call, type Res } from '../helpers/http.ts';
 import { createClient, type CoreScope } from '../../core/oauth/clients.ts';
-import { openAccount } from '../../core/ledger/accounts.ts';
 import { ensureTenantLedger } from '../../core/ledger/catalog.ts';
+import { openSettlement } from './tenant-db.ts';
 
 export interface Tenant {
   id: string;
@@ -51,23 +51,7 @@ export class LedgerFixture {
     ]);
     await ensureTenantLedger(db, id);
     const settlement: Record<string, string> = {};
-    for (const currency of currencies) {
-      const a = await db.tx((c) =>
-        openAccount(
-          c,
-          {
-            tenantId: id,
-            ownerType: 'platform',
-            ownerId: `settlement-${currency}`,
-            productCode: 'SETTLEMENT',
-            currency,
-            viaApi: false,
-          },
-          Date.now(),
-        ),
-      );
-      settlement[currency] = a.id;
-    }
+    for (const currency of currencies) settlement[currency] = await openSettlement(db, id, currency);
     return {
       id,
       write: await this.token(id, ['core:write']),

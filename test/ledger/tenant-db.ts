@@ -32,6 +32,25 @@ export async function ledgerTenant(
     ).id;
 }
 
+/** The tenant's platform settlement account in `currency`, opened as core does (not through the API); its id. */
+export async function openSettlement(db: Db, tenant: string, currency: string): Promise<string> {
+  const a = await db.tx((c) =>
+    openAccount(
+      c,
+      {
+        tenantId: tenant,
+        ownerType: 'platform',
+        ownerId: `settlement-${currency}`,
+        productCode: 'SETTLEMENT',
+        currency,
+        viaApi: false,
+      },
+      Date.now(),
+    ),
+  );
+  return a.id;
+}
+
 /** A KES `post` command for ledger_apply moving `amount` (numeric text) from one account to another. */
 export function transferCmd(
   tenant: string,

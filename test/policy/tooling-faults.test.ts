@@ -8,7 +8,7 @@
  * a tenant loads one candidate at a time (429 past it), so it cannot queue ahead of another tenant.
  */
 import assert from 'node:assert/strict';
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -29,7 +29,7 @@ import { wasmCandidate } from '../helpers/candidates.ts';
 import { probeWasm } from '../helpers/probe-wasm.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { loggerInto } from '../helpers/log-lines.ts';
-import { testEdgeSecrets, viaEdge } from '../helpers/edge-auth.ts';
+import { staffViaEdge, testEdgeSecrets } from '../helpers/edge-auth.ts';
 import { call, serve } from '../helpers/http.ts';
 
 /** A policy store whose verifier fails as told (the injected failure), else verifies. */
@@ -95,13 +95,7 @@ describe('policy tooling: 422 for the bundle, 503 or 500 for us', () => {
     (method: string, path: string, json?: unknown) =>
       call(origin, method, path, {
         ...(json === undefined ? {} : { json }),
-        headers: viaEdge({
-          'x-request-id': randomUUID(),
-          'x-tenant-id': tenant,
-          'x-principal-id': `staff-${role}`,
-          'x-roles': role,
-          'x-client-ip': '10.0.0.1',
-        }),
+        headers: staffViaEdge(role, tenant),
       });
   const upload = (body: unknown) => as('policy_author')('POST', '/v1/policy/candidates', body);
 
