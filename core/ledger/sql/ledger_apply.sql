@@ -16,7 +16,8 @@
 -- request fails several checks"; test/e2e/staff-purposes.test.ts › "a fraud hold refuses a
 -- transfer out and a cash-out debit, …"; test/ledger/property.test.ts; test/e2e/attack-final.test.ts ›
 -- "amounts in a currency another instance re-scaled and opened accounts in are read with the
--- minor units of the table".
+-- minor units of the table"; test/ledger/batch-checks-gateway.test.ts (the refusal names the
+-- misfit amount's currency, a partial capture's its hold's).
 CREATE OR REPLACE FUNCTION ledger_apply(p_cmds jsonb) RETURNS jsonb LANGUAGE plpgsql
   SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off AS $$
 DECLARE
@@ -40,19 +41,21 @@ BEGIN
                          AND h.id = CASE WHEN c.c->>'op' = 'capture' THEN (c.c->>'hold_id')::uuid END
      WHERE c.c->>'op' = 'capture' AND c.c->>'amount' IS NOT NULL),
   misfit AS (
-    SELECT DISTINCT a.n FROM amounts a JOIN admin_currencies m ON m.code = a.currency
-     WHERE a.amount IS NOT NULL AND a.amount::numeric <> round(a.amount::numeric, m.minor_units)),
+    SELECT a.n, min(a.currency) AS currency FROM amounts a JOIN admin_currencies m ON m.code = a.currency
+     WHERE a.amount IS NOT NULL AND a.amount::numeric <> round(a.amount::numeric, m.minor_units)
+     GROUP BY a.n),
   frozen AS (
     SELECT DISTINCT c.n FROM c CROSS JOIN LATERAL ledger_debited_accounts(c.c) d
       JOIN wallet_fraud_holds h ON h.tenant_id = c.c->>'tenant' AND h.account_id = d.account_id AND h.lifted_at IS NULL)
   SELECT array_agg(x.n ORDER BY x.n), array_agg(x.fail ORDER BY x.n) INTO v_refused, v_fails
     FROM (SELECT c.n, CASE
-                   WHEN c.n IN (SELECT n FROM misfit)
-                     THEN ledger_fail('INVALID_AMOUNT', format('an amount has more decimals than %s has minor units', c.c->>'currency'))
+                   -- the currency of the misfit amount: a capture names none (its hold's is meant)
+                   WHEN m.n IS NOT NULL
+                     THEN ledger_fail('INVALID_AMOUNT', format('an amount has more decimals than %s has minor units', m.currency))
                    WHEN c.n IN (SELECT n FROM frozen)
                      THEN ledger_fail('ACCOUNT_FROZEN', 'the account is under a fraud hold: debits and new holds are refused')
                  END AS fail
-            FROM c) x
+            FROM c LEFT JOIN misfit m ON m.n = c.n) x
    WHERE x.fail IS NOT NULL;
   IF v_refused IS NULL THEN RETURN ledger_apply_unfrozen(p_cmds); END IF;
   SELECT array_agg(g ORDER BY g) INTO v_run FROM generate_series(1, jsonb_array_length(p_cmds)) g WHERE NOT g = ANY (v_refused);
