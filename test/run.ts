@@ -18,6 +18,7 @@ import { EmbeddedError, startEmbedded, type EmbeddedServer } from '../core/db/em
 import { migrate } from '../core/db/migrate.ts';
 import { freePort } from '../shared/net.ts';
 import { inRunOrder } from './run-order.ts';
+import { buildTestTree, compiledPath } from './tree.ts';
 
 const root = fileURLToPath(new URL('../', import.meta.url));
 /** Test files run side by side; each has its own database. */
@@ -129,23 +130,27 @@ async function main(run: Run): Promise<number> {
   if (run.releasing) return 1;
   const template = await migratedTemplate(run.pg);
   if (run.releasing) return 1;
+  // The test files run compiled, from a copy of the tree (test/tree.ts).
+  const tree = join(run.dir, 'tree');
+  await buildTestTree(root, tree);
+  if (run.releasing) return 1;
   // Its own process group (detached) so that stopping it reaches every process it started.
   const child = spawn(
     process.execPath,
     [
-      '--import',
-      'tsx',
+      // Stacks name the `.ts` lines (the compiled files carry inline source maps).
+      '--enable-source-maps',
       // A test that hangs fails after this long (the longest passes in under a minute) instead of
       // holding the run until CI's own limit, and the report names it. Each test file's process
       // is started with this process's flags.
       `--test-timeout=${testTimeoutMs}`,
-      'test/run-files.ts',
+      compiledPath(tree, 'test/run-files.ts'),
       `--concurrency=${fileConcurrency}`,
       `--timeout=${testTimeoutMs}`,
-      ...inRunOrder(files),
+      ...inRunOrder(files).map((file) => file.replace(/\.ts$/, '.js')),
     ],
     {
-      cwd: root,
+      cwd: tree,
       stdio: 'inherit',
       detached: true,
       env: {
