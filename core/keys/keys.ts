@@ -44,11 +44,19 @@ export function deriveDecisionInputKey(masterKey: Buffer): Buffer {
   return Buffer.from(hkdfSync('sha256', masterKey, Buffer.alloc(0), 'payments/decision-inputs/v1', 32));
 }
 
+/** A tenant's active private key, opened. */
+type Signer = { kid: string; key: KeyObject };
+/** A read of one tenant's active key under way; `current` is cleared when an invalidation overtakes it. */
+type SignerRead = { promise: Promise<Signer | undefined>; current: boolean };
+
 export class KeyStore extends TokenVerifier {
-  private readonly signers = new Map<
-    string,
-    { signer: { kid: string; key: KeyObject } | undefined; loadedAt: number }
-  >();
+  private readonly signers = new Map<string, { signer: Signer | undefined; loadedAt: number }>();
+  /**
+   * Reads of a tenant's active key under way, one per tenant, shared by every token signed while
+   * it runs. One an invalidation overtakes may have read the key just replaced: it answers those
+   * already waiting for it and is not cached (cached, it signed with that key for keyCacheTtlMs).
+   */
+  private readonly signerReads = new Map<string, SignerRead>();
   /** Seals API-key secrets (the edge opens them with the same key, never with the master key). */
   readonly apiKeySecrets: ApiKeySecrets;
   /** Signs and verifies step-up challenges (the edge holds the same key; it mints nothing else). */
@@ -79,33 +87,60 @@ export class KeyStore extends TokenVerifier {
     );
   }
 
+  /**
+   * Drop one tenant's cached keys, public and private (or all), e.g. after this process changed
+   * them. Reads under way are not cached.
+   */
   override invalidate(tenantId?: string): void {
     super.invalidate(tenantId);
-    if (tenantId) this.signers.delete(tenantId);
-    else this.signers.clear();
+    if (tenantId) {
+      this.signers.delete(tenantId);
+      const read = this.signerReads.get(tenantId);
+      if (read) read.current = false;
+      this.signerReads.delete(tenantId);
+      return;
+    }
+    this.signers.clear();
+    for (const read of this.signerReads.values()) read.current = false;
+    this.signerReads.clear();
   }
 
   /** The tenant's active private key, opened with the master key (cached like the public set). */
-  private async signerOf(tenantId: string): Promise<{ kid: string; key: KeyObject } | undefined> {
+  private signerOf(tenantId: string): Promise<Signer | undefined> {
     const hit = this.signers.get(tenantId);
-    if (hit && this.now() - hit.loadedAt < keyCacheTtlMs) return hit.signer;
+    if (hit && this.now() - hit.loadedAt < keyCacheTtlMs) return Promise.resolve(hit.signer);
+    const pending = this.signerReads.get(tenantId);
+    if (pending) return pending.promise;
+    const read: SignerRead = {
+      current: true,
+      promise: this.readSigner(tenantId)
+        .then((signer) => {
+          if (read.current) this.signers.set(tenantId, { signer, loadedAt: this.now() });
+          return signer;
+        })
+        .finally(() => {
+          if (this.signerReads.get(tenantId) === read) this.signerReads.delete(tenantId);
+        }),
+    };
+    this.signerReads.set(tenantId, read);
+    return read.promise;
+  }
+
+  private async readSigner(tenantId: string): Promise<Signer | undefined> {
     const { rows } = await this.db.query<{ kid: string; private_enc: Buffer }>(
       `SELECT kid, private_enc FROM signing_keys WHERE tenant_id = $1 AND state = 'active' ORDER BY created_at DESC LIMIT 1`,
       [tenantId],
     );
     const r = rows[0];
-    const signer = r
-      ? {
-          kid: r.kid,
-          key: createPrivateKey({
-            key: open(this.masterKey, r.private_enc, r.kid),
-            format: 'der',
-            type: 'pkcs8',
-          }),
-        }
-      : undefined;
-    this.signers.set(tenantId, { signer, loadedAt: this.now() });
-    return signer;
+    if (!r) return undefined;
+    return {
+      kid: r.kid,
+      key: createPrivateKey({
+        key: open(this.masterKey, r.private_enc, r.kid),
+        format: 'der',
+        type: 'pkcs8',
+      }),
+    };
   }
 
   /** Create the tenant's first active key if it has none (idempotent, race-safe). */
