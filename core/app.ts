@@ -43,6 +43,7 @@ import type { WebAuthnConfig } from './staff/webauthn.ts';
 import { ResidencyGate, type ResidencyOptions } from './residency/gate.ts';
 import { developmentRegion } from './residency/cluster.ts';
 import { CurrencySync } from './admin/reference/currency-sync.ts';
+import { KeySync } from './keys/key-sync.ts';
 
 /** Development default: browsers accept `localhost` as an RP ID (never an IP address). */
 export const defaultWebAuthn = (): WebAuthnConfig => ({
@@ -108,6 +109,8 @@ export interface Core {
   routes: RouteSpec[];
   /** Which tenants this core may serve, by the cluster's region (core/residency/gate.ts). */
   residency: ResidencyGate;
+  /** Drops `keys`' cached tenant keys when any core changes them (NOTIFY keys_changed, core/keys/key-sync.ts). */
+  keyChanges: KeySync;
 }
 
 /** The OpenAPI document of `routes`, built again only when the registry version changes. */
@@ -166,26 +169,32 @@ function serveRoutes(deps: CoreDeps, routes: RouteSpec[]): { server: Server; res
 }
 
 /**
- * The ledger's batcher, the impact runner and the currency reloads start now, the currency
- * listener once the server listens (building a core for its routes opens no connection), and
+ * The ledger's batcher, the impact runner and the currency reloads start now, the currency and
+ * key listeners once the server listens (building a core for its routes opens no connection), and
  * all stop with the server.
  */
 function startBackgroundWork(
   deps: CoreDeps,
   server: Server,
   w: { ledger: Ledger; impact: ReturnType<typeof policyImpactRoutes>; residency: ResidencyGate },
-): void {
+): KeySync {
   w.ledger.start();
   w.impact.runner?.start();
   const currencies = new CurrencySync(deps.db, deps.log.child({ component: 'currencies' }));
   currencies.start();
-  server.once('listening', () => currencies.listen());
+  const keyChanges = new KeySync(deps.db, deps.log.child({ component: 'keys' }), deps.keys);
+  server.once('listening', () => {
+    currencies.listen();
+    keyChanges.listen();
+  });
   server.on('close', () => {
     void currencies.close();
+    void keyChanges.close();
     w.ledger.stop();
     void w.residency.close();
     void w.impact.runner?.stop();
   });
+  return keyChanges;
 }
 
 /** Staff sign-in (passkeys and the tenant's identity providers) and the staff pages. */
@@ -279,6 +288,6 @@ export function buildCore(deps: CoreDeps): Core {
   routes.push(...impact.routes);
   routes.push(...staffSignInRoutes(deps, now, federation));
   const { server, residency } = serveRoutes(deps, routes);
-  startBackgroundWork(deps, server, { ledger, impact, residency });
-  return { server, routes, residency };
+  const keyChanges = startBackgroundWork(deps, server, { ledger, impact, residency });
+  return { server, routes, residency, keyChanges };
 }

@@ -3,7 +3,8 @@
  * key stays `grace` (verifies, never signs) until `grace_until`, then is `retired` (SPEC 3,
  * at most 24 h overlap). Verification (public halves only) is shared/token-keys.ts, which the
  * edge uses alone; this store adds the private halves, opened with the master key, and only core
- * holds it. A change NOTIFYs `keys_changed` so other processes drop their cache.
+ * holds it. A change NOTIFYs `keys_changed` so other processes drop their cache: every edge
+ * (edge/state/store.ts) and every core (core/keys/key-sync.ts).
  */
 import { DpopNonces } from '../../shared/dpop.ts';
 import { createPrivateKey, generateKeyPairSync, hkdfSync, randomBytes, type KeyObject } from 'node:crypto';
@@ -88,8 +89,8 @@ export class KeyStore extends TokenVerifier {
   }
 
   /**
-   * Drop one tenant's cached keys, public and private (or all), e.g. after this process changed
-   * them. Reads under way are not cached.
+   * Drop one tenant's cached keys, public and private (or all): after this process changed them,
+   * and on NOTIFY `keys_changed` (core/keys/key-sync.ts). Reads under way are not cached.
    */
   override invalidate(tenantId?: string): void {
     super.invalidate(tenantId);

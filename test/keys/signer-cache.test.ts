@@ -1,6 +1,6 @@
 /**
  * The signer cache (core/keys/keys.ts) against a rotation announced while it reads the active key:
- * a read an invalidation overtook (as NOTIFY keys_changed announces a rotation) is not kept, so the
+ * a read an invalidation overtook (NOTIFY keys_changed, core/keys/key-sync.ts) is not kept, so the
  * next token is signed with the key the invalidation announced, not with the replaced one for the
  * cache's 60 s.
  */
