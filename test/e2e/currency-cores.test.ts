@@ -11,7 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { ensureTenantLedger } from '../../core/ledger/catalog.ts';
 import { openSettlement } from '../ledger/tenant-db.ts';
-import { createClient } from '../../core/oauth/clients.ts';
+import { clientToken } from '../helpers/core-client.ts';
 import { freePort } from '../../shared/net.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { call, type Res } from '../helpers/http.ts';
@@ -84,7 +84,6 @@ describe('a currency changed through one core is applied by another at once', { 
     // Its Admins are the platform admins: the only ones who may change the currency table.
     await tdb.db.query('INSERT INTO platform_operator (tenant_id) VALUES ($1)', [tenantId]);
     await ensureTenantLedger(tdb.db, tenantId);
-    const client = await createClient(tdb.db, { tenantId, scopes: ['core:read', 'core:write'] });
     env = productionEnv(tdb.url);
     for (const name of ['A', 'B'] as const) {
       const port = await freePort();
@@ -94,15 +93,7 @@ describe('a currency changed through one core is applied by another at once', { 
     await Promise.all(
       (['A', 'B'] as const).map((n) => untilServing(origin[n], '/v1/ready', 120_000, procs, procs[n])),
     );
-    const r = await call(origin.A, 'POST', '/oauth2/token', {
-      json: {
-        grant_type: 'client_credentials',
-        client_id: client.clientId,
-        client_secret: client.clientSecret,
-      },
-    });
-    assert.equal(r.status, 200, r.text);
-    token = r.json.access_token as string;
+    token = await clientToken(tdb.db, origin.A, tenantId, ['core:read', 'core:write']);
   });
 
   after(async () => {
