@@ -428,6 +428,16 @@ export const databaseBusy = (): AppError =>
   });
 // --- end issue 18 item 4 ---
 
+/**
+ * SQLSTATEs of migration 1104 (a configured amount finer than its currency's minor units, or in
+ * a currency the table lacks) and the refusal each is: their messages name the field, the amount
+ * and the currency only.
+ */
+const currencyGuardCodes: Partial<Record<string, 'INVALID_AMOUNT' | 'UNKNOWN_CURRENCY'>> = {
+  CU001: 'INVALID_AMOUNT',
+  CU002: 'UNKNOWN_CURRENCY',
+};
+
 /** Any thrown value becomes an AppError; unknown failures become INTERNAL without detail. */
 export function asAppError(err: unknown): AppError {
   if (err instanceof AppError) return err;
@@ -437,5 +447,8 @@ export function asAppError(err: unknown): AppError {
   // Issue 20 item 2: migration 0900's guard under every writer of a tenant's resident_regions.
   if ((err as { code?: unknown } | null)?.code === 'RS001')
     return new AppError('RESIDENCY_REGION_MISMATCH', (err as Error).message);
+  // Migration 1104's guards under every writer of an amount configured in a currency.
+  const guard = currencyGuardCodes[String((err as { code?: unknown } | null)?.code)];
+  if (guard) return new AppError(guard, (err as Error).message);
   return new AppError('INTERNAL', 'internal error');
 }

@@ -201,7 +201,9 @@ function createAgent(deps: AdminDeps, identity: IdentityDeps): RouteSpec {
       const b = ctx.body;
       await requireOutletAndFreeAgent(w.q, tenantId, b);
       const currency = await tenantCurrency(w.q, tenantId);
-      const minor = await requireMinorUnits(w.q, currency);
+      // Locked, as a schedule's validation reads it: a change of the minor units waits for this
+      // agent (then finds its accounts and refuses), or its limits are read with what it left.
+      const minor = await requireMinorUnits(w.q, currency, { lock: true });
       const txnMaxAmount = limitOf(b.txn_max_amount, minor, 'txn_max_amount');
       const dayMaxAmount = limitOf(b.day_max_amount, minor, 'day_max_amount');
       const pin = String(randomInt(100_000, 1_000_000));

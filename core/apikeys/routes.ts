@@ -20,7 +20,12 @@ const Budget = Type.Object(
     currency: Type.Optional(Type.String({ pattern: '^[A-Z]{3}$' })),
     per_minute: Type.Optional(Type.Integer({ minimum: 1, maximum: 100_000 })),
   },
-  { additionalProperties: false },
+  {
+    additionalProperties: false,
+    // Migration 1104's guard under the key's INSERT.
+    description:
+      '`daily_amount` is exact in the minor units of `currency`, a currency of the platform table (422 INVALID_AMOUNT, 422 UNKNOWN_CURRENCY)',
+  },
 );
 const Scope = Type.String({ pattern: '^[a-z][a-z_]*:[a-z_]+$', maxLength: 64 });
 const CreateBody = Type.Object(

@@ -2,7 +2,9 @@
  * Attacks through the gateway on the currency table as the ledger's source of minor units: a
  * platform admin's write to it that does not commit must leave this core's snapshot
  * (core/ledger/currency.ts) as the table is. The commit is refused here by a deferred trigger the
- * test installs (as a lost connection, a failover or a full disk refuse one in production).
+ * test installs (as a lost connection, a failover or a full disk refuse one in production). Nor
+ * may a re-scale leave an amount configured in the currency (a schedule's fee, a savings product's
+ * min_balance, an API key's budget, a ledger limit) finer than its minor units.
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
@@ -63,6 +65,8 @@ describe('attacks on the currency table through the gateway', () => {
     assert.equal(active.status, 200, active.text);
     return status;
   }
+  const rescale = (code: string, minor: number) =>
+    as(platform, 'PATCH', `/v1/currencies/${code}`, { minor_units: minor }, { 'if-match': '*' });
   /** The next write to `code`'s row fails at its COMMIT. */
   const refuseCommitOf = (code: string) =>
     tdb.db.query('INSERT INTO test_commit_refusals (code) VALUES ($1)', [code]);
@@ -170,20 +174,18 @@ describe('attacks on the currency table through the gateway', () => {
 
     // No account holds SCR, but every transfer in it would carry a fee of 0.225: at 2 minor
     // units the ledger refuses that amount, and each transfer with it.
-    const rescale = (minor: number) =>
-      as(platform, 'PATCH', '/v1/currencies/SCR', { minor_units: minor }, { 'if-match': '*' });
-    const fewer = await rescale(2);
+    const fewer = await rescale('SCR', 2);
     assert.equal(fewer.status, 409, fewer.text);
     assert.equal(fewer.json.code, 'CURRENCY_MINOR_UNITS_LOCKED');
     assert.match(fewer.json.detail, /active .*schedule/);
     assert.equal((await as(platform, 'GET', '/v1/currencies/SCR')).json.minor_units, 3);
     assert.equal((await quote()).json.fee, '0.225');
-    assert.equal((await rescale(4)).status, 200, 'more decimals hold every amount it has');
-    assert.equal((await rescale(3)).status, 200, '0.125 still fits');
+    assert.equal((await rescale('SCR', 4)).status, 200, 'more decimals hold every amount it has');
+    assert.equal((await rescale('SCR', 3)).status, 200, '0.125 still fits');
 
     // Deactivated, it is checked again when activated (SCHEDULE_PRECISION), not here.
     assert.equal((await status('INACTIVE')).status, 200);
-    assert.equal((await rescale(2)).status, 200);
+    assert.equal((await rescale('SCR', 2)).status, 200);
     const again = await status('ACTIVE');
     assert.equal(again.status, 400, again.text);
     assert.equal(again.json.code, 'SCHEDULE_PRECISION');
@@ -198,5 +200,90 @@ describe('attacks on the currency table through the gateway', () => {
     const iso = await as(platform, 'POST', '/v1/currencies', { code: 'LYD' });
     assert.equal(iso.status, 201, iso.text);
     assert.equal(iso.json.minor_units, 3);
+  });
+
+  it("keeps minor units a savings product's min_balance needs, naming the product", async () => {
+    const made = await as(platform, 'POST', '/v1/currencies', { code: 'MVR', minor_units: 3 });
+    assert.equal(made.status, 201, made.text);
+    const product = await as(client, 'POST', '/v1/core/savings-products', {
+      code: 'SAVE_MVR',
+      name: 'MVR saver',
+      currency: 'MVR',
+      interest_rate_bps: 300,
+      min_balance: '10.125',
+    });
+    assert.equal(product.status, 201, product.text);
+    // No account holds MVR: only the product's floor needs its third decimal.
+    const fewer = await rescale('MVR', 2);
+    assert.equal(fewer.status, 409, fewer.text);
+    assert.equal(fewer.json.code, 'CURRENCY_MINOR_UNITS_LOCKED');
+    assert.match(
+      fewer.json.detail,
+      /savings product SAVE_MVR of tenant demo has a min_balance of 10\.125 MVR/,
+    );
+    assert.equal((await as(platform, 'GET', '/v1/currencies/MVR')).json.minor_units, 3);
+    assert.equal((await rescale('MVR', 4)).status, 200, 'more decimals hold every amount it has');
+    assert.equal((await rescale('MVR', 3)).status, 200, '10.125 still fits');
+    const gone = await as(platform, 'DELETE', '/v1/currencies/MVR');
+    assert.equal(gone.status, 409, gone.text);
+    assert.equal(gone.json.code, 'CURRENCY_IN_USE');
+    assert.match(gone.json.detail, /savings product/);
+    // Each re-scale that changed the table is audited naming who made it; the refused one is not.
+    const records = await tdb.db.query<{ actor: { id: string } }>(
+      `SELECT actor FROM audit_log WHERE action = 'currency.update' AND target->>'id' = 'MVR' ORDER BY id`,
+    );
+    assert.equal(records.rows.length, 2);
+    for (const r of records.rows) assert.match(r.actor.id, /^service-token:/);
+  });
+
+  it("keeps minor units an API key's daily amount budget needs, without naming the key; a revoked key holds nothing", async () => {
+    const made = await as(platform, 'POST', '/v1/currencies', { code: 'KYD', minor_units: 3 });
+    assert.equal(made.status, 201, made.text);
+    const key = await as(platform, 'POST', '/api-keys', {
+      name: 'kyd-budget',
+      scopes: ['core:write'],
+      budget: { daily_amount: '5.125', currency: 'KYD' },
+    });
+    assert.equal(key.status, 201, key.text);
+    const fewer = await rescale('KYD', 2);
+    assert.equal(fewer.status, 409, fewer.text);
+    assert.equal(fewer.json.code, 'CURRENCY_MINOR_UNITS_LOCKED');
+    assert.match(fewer.json.detail, /an API key of tenant demo has a daily amount budget of 5\.125 KYD/);
+    assert.ok(!fewer.text.includes(key.json.id) && !fewer.text.includes(key.json.secret), fewer.text);
+    const revoked = await as(platform, 'DELETE', `/api-keys/${key.json.id}`);
+    assert.equal(revoked.status, 204, revoked.text);
+    assert.equal((await rescale('KYD', 2)).status, 200, 'a revoked key counts no budget again');
+  });
+
+  it('refuses a configured amount finer than its currency, or in a currency the table lacks, with a 422', async () => {
+    const key = (budget: unknown) =>
+      as(platform, 'POST', '/api-keys', { name: 'fine-budget', scopes: ['core:write'], budget });
+    const finer = await key({ daily_amount: '5.125', currency: 'KES' });
+    assert.equal(finer.status, 422, finer.text);
+    assert.equal(finer.json.code, 'INVALID_AMOUNT');
+    assert.match(
+      finer.json.message,
+      /budget\.daily_amount: 5\.125 has more decimals than the 2 minor units of KES/,
+    );
+    const unknown = await key({ daily_amount: '5', currency: 'XAU' });
+    assert.equal(unknown.status, 422, unknown.text);
+    assert.equal(unknown.json.code, 'UNKNOWN_CURRENCY');
+    assert.equal((await key({ daily_amount: '5.12', currency: 'KES' })).status, 201);
+  });
+
+  it('keeps minor units an active ledger limit needs', async () => {
+    const made = await as(platform, 'POST', '/v1/currencies', { code: 'BZD', minor_units: 3 });
+    assert.equal(made.status, 201, made.text);
+    // Written by an operator's SQL (the admin API writes these only from active limit schedules).
+    await tdb.db.query(
+      `INSERT INTO ledger_limit_rows (tenant_id, product_code, action, currency, period, max_amount)
+       VALUES ($1, 'WALLET_MAIN', 'TRANSFER', 'BZD', 'day', 250.125)`,
+      [tenant],
+    );
+    const fewer = await rescale('BZD', 2);
+    assert.equal(fewer.status, 409, fewer.text);
+    assert.match(fewer.json.detail, /active ledger limit \(WALLET_MAIN TRANSFER per day\) of tenant demo/);
+    await tdb.db.query(`UPDATE ledger_limit_rows SET active = false WHERE currency = 'BZD'`);
+    assert.equal((await rescale('BZD', 2)).status, 200, 'an inactive limit is not applied');
   });
 });

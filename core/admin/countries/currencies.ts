@@ -11,7 +11,7 @@ import type { Queryable } from '../../../shared/db/pool.ts';
 import { declared } from '../../http/declared.ts';
 import { setCurrency } from '../../ledger/currency.ts';
 import { currencyHeld } from '../../ledger/reads.ts';
-import { activeScheduleFinerThan } from '../schedules/store.ts';
+import { configuredAmountFinerThan } from '../reference/configured-amounts.ts';
 
 interface LocalRow {
   code: string;
@@ -98,29 +98,33 @@ async function checkMinorUnitsChange(
       'CURRENCY_MINOR_UNITS_LOCKED',
       `${local.code} has ${local.minor_units} minor units and ledger accounts hold it: its minor units cannot change`,
     );
-  if (minor < local.minor_units) await checkSchedulesFit(q, local.code, minor);
+  if (minor < local.minor_units) await checkAmountsFit(q, local.code, minor);
 }
 
 /**
- * Fees, commissions and limits of an active schedule are amounts in the currency (validated
- * against its minor units when activated): fewer minor units than they need would make every fee
- * quoted from them one the ledger refuses, and each transfer with it.
+ * Amounts configured in the currency (active schedules' fees, commissions and limits, savings
+ * products' min_balance, API-key budgets, ledger limits: ../reference/configured-amounts.ts),
+ * each validated against its minor units when written: fewer minor units than one needs would
+ * make it an amount the ledger refuses, and each transfer or account that uses it. The caller
+ * holds the currency's row FOR UPDATE; those writers share it, so none slips in beside this check.
  */
-async function checkSchedulesFit(q: Queryable, code: string, minor: number): Promise<void> {
-  if (!(await activeScheduleFinerThan(q, code, minor))) return;
-  throw new AppError(
-    'CURRENCY_MINOR_UNITS_LOCKED',
-    `an active fee, commission or limit schedule has ${code} amounts with more than ${minor} decimals: deactivate or replace it first`,
-  );
+async function checkAmountsFit(q: Queryable, code: string, minor: number): Promise<void> {
+  const finer = await configuredAmountFinerThan(q, code, minor);
+  if (finer)
+    throw new AppError('CURRENCY_MINOR_UNITS_LOCKED', `${code} cannot have ${minor} minor units: ${finer}`);
 }
 
 async function currencyInUse(q: Queryable, code: string): Promise<string | undefined> {
-  // The ledger accepts exactly this table's currencies: one an account holds stays.
-  if (await currencyHeld(q, code)) return 'ledger account';
+  // The ledger accepts exactly this table's currencies: one an account holds stays, and so does
+  // one an amount is configured in (migration 1104 refuses such amounts in a currency it lacks).
+  if (await currencyHeld(q, code)) return 'a ledger account';
   const { rows } = await q.query<{ what: string }>(
-    `SELECT 'country' AS what FROM admin_countries WHERE base_currency = $1 OR $1 = ANY(allowed_currencies)
-     UNION ALL SELECT 'tenant' FROM tenants WHERE base_currency = $1
-     UNION ALL SELECT 'schedule' FROM admin_schedules WHERE currency = $1 AND status <> 'ARCHIVED' LIMIT 1`,
+    `SELECT 'a country' AS what FROM admin_countries WHERE base_currency = $1 OR $1 = ANY(allowed_currencies)
+     UNION ALL SELECT 'a tenant' FROM tenants WHERE base_currency = $1
+     UNION ALL SELECT 'a schedule' FROM admin_schedules WHERE currency = $1 AND status <> 'ARCHIVED'
+     UNION ALL SELECT 'a savings product' FROM ledger_savings_products WHERE currency = $1
+     UNION ALL SELECT 'an API key budget' FROM api_keys
+                WHERE revoked_at IS NULL AND budget ->> 'currency' = $1 AND budget ? 'daily_amount' LIMIT 1`,
     [code],
   );
   return rows[0]?.what;
@@ -186,7 +190,7 @@ const createCurrencyRoute = (deps: AdminDeps): RouteSpec =>
       if (!ref) throw new AppError('CURRENCY_INVALID', `${ctx.body.code} is not an ISO 4217 currency code`);
       // Until now its ISO minor units were the schedules' (core/admin/reference/currencies.ts).
       if ((ctx.body.minor_units ?? ref.minorUnits) < ref.minorUnits)
-        await checkSchedulesFit(w.q, ref.code, ctx.body.minor_units ?? ref.minorUnits);
+        await checkAmountsFit(w.q, ref.code, ctx.body.minor_units ?? ref.minorUnits);
       const { rows } = await w.q.query<LocalRow>(
         `INSERT INTO admin_currencies (code, name, minor_units, symbol, format, metadata) VALUES ($1, $2, $3, $4, $5, $6)
            ON CONFLICT (code) DO NOTHING RETURNING code, name, minor_units, symbol, format, metadata`,
@@ -280,7 +284,7 @@ const deleteCurrencyRoute = (deps: AdminDeps): RouteSpec =>
       if (!(await locals(w.q, ctx.params.code, true)).has(ctx.params.code))
         throw new AppError('CURRENCY_NOT_FOUND', `currency ${ctx.params.code} has no local metadata`);
       const use = await currencyInUse(w.q, ctx.params.code);
-      if (use) throw new AppError('CURRENCY_IN_USE', `currency ${ctx.params.code} is used by a ${use}`);
+      if (use) throw new AppError('CURRENCY_IN_USE', `currency ${ctx.params.code} is used by ${use}`);
       await w.q.query('DELETE FROM admin_currencies WHERE code = $1', [ctx.params.code]);
       await w.audit('currency.delete', { type: 'currency', id: ctx.params.code });
       w.afterCommit(() => setCurrency(ctx.params.code, undefined));

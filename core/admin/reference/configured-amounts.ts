@@ -1,0 +1,60 @@
+/**
+ * Amounts configured in a currency and kept, each exact in the currency's minor units when it was
+ * written: fewer minor units than one of them needs would make it an amount the ledger refuses
+ * (a fee quoted from a schedule, a savings product's floor, a key's budget compared with what
+ * moves). A change of the minor units (core/admin/countries/currencies.ts) asks here first, with
+ * the currency's row locked FOR UPDATE: every writer of these amounts shares that row until it
+ * commits (schedules: core/admin/schedules/write.ts issuesOf; savings products and API-key
+ * budgets: migration 1104's guards), so what this reads is every amount that change must fit.
+ *
+ * Every tenant's, on purpose: the currency table is the platform's. The answer names the kind of
+ * configuration and its tenant (and a savings product's code), never a key's id or secret.
+ */
+import type { Queryable } from '../../../shared/db/pool.ts';
+import { activeScheduleFinerThan } from '../schedules/store.ts';
+
+interface Finer {
+  kind: 'savings_product' | 'api_key_budget' | 'ledger_limit';
+  tenant_id: string;
+  ref: string;
+  amount: string;
+}
+
+/**
+ * The first stored amount in `currency` with more decimals than `minorUnits`, said as the
+ * configuration that holds it and what to do first; undefined when every one fits.
+ */
+export async function configuredAmountFinerThan(
+  q: Queryable,
+  currency: string,
+  minorUnits: number,
+): Promise<string | undefined> {
+  if (await activeScheduleFinerThan(q, currency, minorUnits))
+    return `an active fee, commission or limit schedule has ${currency} amounts with more than ${minorUnits} decimals: deactivate or replace it first`;
+  // Revoked keys count nothing again; products are kept whatever their status (accounts name them).
+  const { rows } = await q.query<Finer>(
+    `SELECT 'savings_product' AS kind, tenant_id, code AS ref, trim_scale(min_balance)::text AS amount
+       FROM ledger_savings_products WHERE currency = $1 AND min_balance <> round(min_balance, $2)
+     UNION ALL
+     SELECT 'api_key_budget', tenant_id, '', trim_scale((budget ->> 'daily_amount')::numeric)::text
+       FROM api_keys
+      WHERE revoked_at IS NULL AND budget ->> 'currency' = $1 AND budget ? 'daily_amount'
+        AND (budget ->> 'daily_amount')::numeric <> round((budget ->> 'daily_amount')::numeric, $2)
+     UNION ALL
+     SELECT 'ledger_limit', tenant_id, product_code || ' ' || action || ' per ' || period, trim_scale(max_amount)::text
+       FROM ledger_limit_rows WHERE currency = $1 AND active AND max_amount <> round(max_amount, $2)
+     LIMIT 1`,
+    [currency, minorUnits],
+  );
+  const f = rows[0];
+  if (!f) return undefined;
+  const more = `${f.amount} ${currency}, more than ${minorUnits} decimals`;
+  switch (f.kind) {
+    case 'savings_product':
+      return `savings product ${f.ref} of tenant ${f.tenant_id} has a min_balance of ${more}`;
+    case 'api_key_budget':
+      return `an API key of tenant ${f.tenant_id} has a daily amount budget of ${more}: revoke it first (a new key takes a budget that fits)`;
+    case 'ledger_limit':
+      return `an active ledger limit (${f.ref}) of tenant ${f.tenant_id} has a maximum of ${more}`;
+  }
+}
