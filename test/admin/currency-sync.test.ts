@@ -1,12 +1,14 @@
 /**
  * The ledger's currency snapshot follows admin's table (core/admin/reference/currency-sync.ts):
  * a change committed by any writer reaches it by NOTIFY `currencies_changed` (migration 1101);
- * a change announced while a reload runs is followed by one more reload; while the LISTEN
+ * a change announced while a reload runs is followed by one more reload; a reload that read the
+ * table before this core's own write committed never puts the older value back; while the LISTEN
  * connection is down the periodic reload keeps it current, and its return reloads once; a failed
  * or unanswered reload keeps the last snapshot, says so without secrets, and is tried again.
  * Real PostgreSQL; the snapshot is this process's (core/ledger/currency.ts).
  */
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import { Writable } from 'node:stream';
 import { after, afterEach, before, describe, it } from 'node:test';
 import pg from 'pg';
@@ -15,12 +17,19 @@ import {
   type CurrencySyncOptions,
   currencyReloadGapMs,
 } from '../../core/admin/reference/currency-sync.ts';
+import {
+  applyCommittedCurrency,
+  applyLedgerCurrencies,
+  type CurrencyRead,
+  readLedgerCurrencies,
+} from '../../core/admin/reference/currencies.ts';
 import { minorUnitsOf, setCurrencies } from '../../core/ledger/currency.ts';
 import type { Db, Queryable } from '../../shared/db/pool.ts';
 import { createLogger } from '../../shared/log.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { listenVia, sleep, untilHolds } from '../helpers/listening.ts';
 import { Relay, throughRelay } from '../helpers/pg-relay.ts';
+import { startAdmin, type AdminHarness } from './harness.ts';
 
 /** Long enough that a test's change can only reach the snapshot by the path it tests. */
 const never = 3_600_000;
@@ -38,21 +47,19 @@ function capturedLog() {
 }
 
 /**
- * The real load's work (the table into the snapshot), counting its calls and the SELECTs that
- * answered; while `hold` is set, a load waits on it between its SELECT and setting the snapshot.
+ * The real read of the table, counting its calls and the SELECTs that answered; while `hold` is
+ * set, a read waits on it between its SELECT and handing its rows to be applied.
  */
 function countedLoad() {
   const c = { loads: 0, selected: 0, hold: undefined as Promise<void> | undefined };
-  const load = async (q: Queryable) => {
+  const read = async (q: Queryable): Promise<CurrencyRead> => {
     c.loads++;
-    const { rows } = await q.query<{ code: string; minor_units: number }>(
-      'SELECT code, minor_units FROM admin_currencies',
-    );
+    const rows = await readLedgerCurrencies(q);
     c.selected++;
     await c.hold;
-    setCurrencies(rows.map((r) => [r.code, r.minor_units] as const));
+    return rows;
   };
-  return { c, load };
+  return { c, read };
 }
 
 describe('the ledger currency snapshot follows admin_currencies', () => {
@@ -73,8 +80,8 @@ describe('the ledger currency snapshot follows admin_currencies', () => {
     );
 
   /** A sync that reloads only when told (no periodic reload), listening, its first load done. */
-  const listening = async (load: (q: Queryable) => Promise<void>) => {
-    const s = sync(tdb.db, { reloadEveryMs: never, load });
+  const listening = async (read: (q: Queryable) => Promise<CurrencyRead>) => {
+    const s = sync(tdb.db, { reloadEveryMs: never, read });
     s.start();
     s.listen();
     await untilHolds(() => s.listening, 5_000, 'the listener');
@@ -122,9 +129,9 @@ describe('the ledger currency snapshot follows admin_currencies', () => {
 
   it('follows a reload that read the table before a change with one more reload', async () => {
     // The SELECT of the held load runs before the change commits; its snapshot is set after it.
-    const { c, load } = countedLoad();
+    const { c, read } = countedLoad();
     let release = () => {};
-    const s = await listening(load);
+    const s = await listening(read);
     const before = c.loads;
 
     c.hold = new Promise<void>((r) => {
@@ -143,9 +150,35 @@ describe('the ledger currency snapshot follows admin_currencies', () => {
     assert.equal(c.loads, before + 2, 'one more reload after the held one');
   });
 
+  it("never puts back what this core's own committed write applied: a reload that read the table before it reads it again", async () => {
+    await put('WST', 2);
+    // Not listening, no periodic reload: the write's NOTIFY brings no reload here, so only the
+    // sync's own re-read can bring the snapshot back to the table.
+    const { c, read } = countedLoad();
+    const s = sync(tdb.db, { reloadEveryMs: never, read });
+    s.start();
+    await s.idle();
+    assert.equal(minorUnitsOf('WST'), 2);
+    const before = c.loads;
+    let release = () => {};
+    c.hold = new Promise<void>((r) => {
+      release = r;
+    });
+    s.reload();
+    await untilHolds(() => c.selected === before + 1, 5_000, 'the held reload to read the table');
+    // This core's admin write commits after that SELECT, then applies itself (its afterCommit).
+    await tdb.db.query(`UPDATE admin_currencies SET minor_units = 3 WHERE code = 'WST'`);
+    applyCommittedCurrency('WST', 3);
+    c.hold = undefined;
+    release();
+    await s.idle();
+    assert.equal(minorUnitsOf('WST'), 3, 'the read from before the write did not put 2 back');
+    assert.equal(c.loads, before + 2, 'the table was read once more, after the write');
+  });
+
   it('folds a storm of notifications from any session into one reload per gap, and ends current', async () => {
-    const { c, load } = countedLoad();
-    const s = await listening(load);
+    const { c, read } = countedLoad();
+    const s = await listening(read);
     const before = c.loads;
 
     // Any session may NOTIFY the channel; each statement its own transaction, so none is folded.
@@ -190,8 +223,8 @@ describe('the ledger currency snapshot follows admin_currencies', () => {
     await periodic.close();
 
     // Back: without a periodic reload, only the reload at reconnect can bring what it missed.
-    const { c, load } = countedLoad();
-    const back = sync(db, { reloadEveryMs: never, load });
+    const { c, read } = countedLoad();
+    const back = sync(db, { reloadEveryMs: never, read });
     back.start();
     await back.idle();
     relay.refuse = false;
@@ -288,5 +321,41 @@ describe('the ledger currency snapshot follows admin_currencies', () => {
     await untilHolds(() => minorUnitsOf('GMD') === 2, 5_000, 'a later reload');
     await s.close();
     await silent.pool.end();
+  });
+});
+
+describe("a core's own currency writes count as local writes for its reloads", () => {
+  let h: AdminHarness;
+  const admin = (method: string, path: string, json?: unknown) =>
+    h.as('admin')(method, path, {
+      ...(json === undefined ? {} : { json }),
+      headers: { 'idempotency-key': `local-${randomUUID()}`, 'if-match': '*' },
+    });
+
+  before(async () => {
+    h = await startAdmin({ seed: false });
+  });
+  after(async () => {
+    await h?.close();
+  });
+
+  it('a read of the table taken before an admin write through the API is not applied after it', async () => {
+    const writes: [string, string, unknown?][] = [
+      ['POST', '/v1/currencies', { code: 'TOP', minor_units: 2 }],
+      ['PATCH', '/v1/currencies/TOP', { minor_units: 3 }],
+      ['DELETE', '/v1/currencies/TOP'],
+    ];
+    for (const [method, path, json] of writes) {
+      const before = await readLedgerCurrencies(h.tdb.db);
+      const r = await admin(method, path, json);
+      assert.ok(r.status < 300, `${method} ${path}: ${r.status} ${r.text}`);
+      assert.equal(applyLedgerCurrencies(before), false, `${method}: the older read is dropped`);
+      assert.equal(
+        applyLedgerCurrencies(await readLedgerCurrencies(h.tdb.db)),
+        true,
+        'a read after it applies',
+      );
+    }
+    assert.equal(minorUnitsOf('TOP'), undefined);
   });
 });

@@ -9,9 +9,9 @@ import { CountryCode, CurrencyCode, JsonObject, Metadata, Nullable, Page, pageQu
 import { Country, countryView, requireCountry } from './routes.ts';
 import type { Queryable } from '../../../shared/db/pool.ts';
 import { declared } from '../../http/declared.ts';
-import { setCurrency } from '../../ledger/currency.ts';
 import { currencyHeld } from '../../ledger/reads.ts';
 import { configuredAmountFinerThan } from '../reference/configured-amounts.ts';
+import { applyCommittedCurrency } from '../reference/currencies.ts';
 
 interface LocalRow {
   code: string;
@@ -206,7 +206,7 @@ const createCurrencyRoute = (deps: AdminDeps): RouteSpec =>
       if (!rows[0]) throw new AppError('CURRENCY_EXISTS', `currency ${ref.code} already has local metadata`);
       await w.audit('currency.create', { type: 'currency', id: ref.code });
       const minor = rows[0].minor_units;
-      w.afterCommit(() => setCurrency(ref.code, minor));
+      w.afterCommit(() => applyCommittedCurrency(ref.code, minor));
       return { status: 201, body: view(ref.code, rows[0]) };
     },
   });
@@ -265,7 +265,7 @@ const updateCurrencyRoute = (deps: AdminDeps): RouteSpec =>
       );
       await w.audit('currency.update', { type: 'currency', id: ctx.params.code }, { fields: Object.keys(b) });
       const minor = rows[0]?.minor_units;
-      if (minor !== undefined) w.afterCommit(() => setCurrency(ctx.params.code, minor));
+      if (minor !== undefined) w.afterCommit(() => applyCommittedCurrency(ctx.params.code, minor));
       return { status: 200, body: view(ctx.params.code, rows[0]) };
     },
   });
@@ -287,7 +287,7 @@ const deleteCurrencyRoute = (deps: AdminDeps): RouteSpec =>
       if (use) throw new AppError('CURRENCY_IN_USE', `currency ${ctx.params.code} is used by ${use}`);
       await w.q.query('DELETE FROM admin_currencies WHERE code = $1', [ctx.params.code]);
       await w.audit('currency.delete', { type: 'currency', id: ctx.params.code });
-      w.afterCommit(() => setCurrency(ctx.params.code, undefined));
+      w.afterCommit(() => applyCommittedCurrency(ctx.params.code, undefined));
       return { status: 204 };
     },
   });

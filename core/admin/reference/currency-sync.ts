@@ -9,6 +9,14 @@
  * - no request waits for a reload: requests read the snapshot in place, a reload swaps it;
  * - one reload at a time, and a change announced while one runs is followed by one more reload
  *   after it: the running SELECT may have read the table before that change committed;
+ * - a reload never puts back what this core's own admin write replaced: the write applies itself
+ *   to the snapshot after its commit (applyCommittedCurrency), and a reload whose SELECT began
+ *   before that is dropped and followed by one more (its read may predate the commit; the
+ *   write's NOTIFY may not come, the listener being down). Other writers' changes reach the
+ *   snapshot only by reloads, one at a time, each read after the last: none is undone by an
+ *   older. Not counted: an account opened here sets its currency from the row it locks
+ *   (core/ledger/accounts.ts); an older read differs from that only by a re-scale committed in
+ *   between, whose NOTIFY brings one more reload;
  * - reloads start at least `currencyReloadGapMs` apart: the first after a quiet spell at once, and a storm of
  *   announcements (a burst of writes, or NOTIFYs any session may send) costs one per gap;
  * - when the listener connects (again) the table is reloaded once: changes made while nobody
@@ -22,7 +30,7 @@ import type { Logger } from 'pino';
 import { Listener } from '../../../shared/db/listener.ts';
 import type { Db, Queryable } from '../../../shared/db/pool.ts';
 import { channels } from '../../../shared/notify.ts';
-import { loadLedgerCurrencies } from './currencies.ts';
+import { applyLedgerCurrencies, type CurrencyRead, readLedgerCurrencies } from './currencies.ts';
 
 /** The fallback: how often a core reloads the snapshot even with nothing announced. */
 export const currencyReloadMs = 30_000;
@@ -47,8 +55,11 @@ export interface CurrencySyncOptions {
   retryMs?: number;
   answerMs?: number;
   reconnectEveryMs?: number;
-  /** The load itself (tests hold one to send a NOTIFY meanwhile); default: loadLedgerCurrencies. */
-  load?: (q: Queryable) => Promise<void>;
+  /**
+   * The read of the table (tests hold one between its SELECT and its application, to change the
+   * table meanwhile); default: readLedgerCurrencies. Its result is applied by applyLedgerCurrencies.
+   */
+  read?: (q: Queryable) => Promise<CurrencyRead>;
 }
 
 export class CurrencySync {
@@ -67,8 +78,8 @@ export class CurrencySync {
   private wake: (() => void) | undefined;
   private closed = false;
   private readonly q: Queryable;
-  private readonly load: (q: Queryable) => Promise<void>;
-  private readonly opts: Required<Omit<CurrencySyncOptions, 'load'>>;
+  private readonly read: (q: Queryable) => Promise<CurrencyRead>;
+  private readonly opts: Required<Omit<CurrencySyncOptions, 'read'>>;
 
   constructor(
     db: Db,
@@ -81,7 +92,7 @@ export class CurrencySync {
       answerMs: opts.answerMs ?? currencyAnswerMs,
       reconnectEveryMs: opts.reconnectEveryMs ?? currencyReconnectMs,
     };
-    this.load = opts.load ?? loadLedgerCurrencies;
+    this.read = opts.read ?? readLedgerCurrencies;
     // pg fails the query past its read timeout (a per-query option its types omit), and the pool
     // discards that connection.
     this.q = {
@@ -162,7 +173,8 @@ export class CurrencySync {
       this.again = false;
       this.lastStart = Date.now();
       try {
-        await this.load(this.q);
+        // Overtaken by a local write: this read may be older than it; read again after the gap.
+        if (!applyLedgerCurrencies(await this.read(this.q))) this.again = true;
         this.failures = 0;
       } catch (err) {
         const { message, code } = err as { message?: unknown; code?: unknown };
