@@ -184,3 +184,42 @@ export async function currencyHeld(q: Queryable, currency: string): Promise<bool
   const { rows } = await q.query('SELECT 1 FROM ledger_accounts WHERE currency = $1 LIMIT 1', [currency]);
   return rows.length > 0;
 }
+
+/** Whether a savings product, of any tenant, is in `currency` (a product's accounts name it). */
+export async function currencyInSavingsProduct(q: Queryable, currency: string): Promise<boolean> {
+  const { rows } = await q.query('SELECT 1 FROM ledger_savings_products WHERE currency = $1 LIMIT 1', [
+    currency,
+  ]);
+  return rows.length > 0;
+}
+
+/** An amount the ledger keeps configured in a currency (core/admin/reference/configured-amounts.ts). */
+export interface ConfiguredLedgerAmount {
+  kind: 'savings_product' | 'ledger_limit';
+  tenant_id: string;
+  /** The product's code; for a limit, its product, action and period. */
+  ref: string;
+  amount: string;
+}
+
+/**
+ * The first savings product's `min_balance` or active limit's maximum in `currency`, of any
+ * tenant, with more decimals than `minorUnits`; undefined when every one fits. Products are kept
+ * whatever their status (accounts name them); inactive limits are not applied.
+ */
+export async function ledgerAmountFinerThan(
+  q: Queryable,
+  currency: string,
+  minorUnits: number,
+): Promise<ConfiguredLedgerAmount | undefined> {
+  const { rows } = await q.query<ConfiguredLedgerAmount>(
+    `SELECT 'savings_product' AS kind, tenant_id, code AS ref, trim_scale(min_balance)::text AS amount
+       FROM ledger_savings_products WHERE currency = $1 AND min_balance <> round(min_balance, $2)
+     UNION ALL
+     SELECT 'ledger_limit', tenant_id, product_code || ' ' || action || ' per ' || period, trim_scale(max_amount)::text
+       FROM ledger_limit_rows WHERE currency = $1 AND active AND max_amount <> round(max_amount, $2)
+     LIMIT 1`,
+    [currency, minorUnits],
+  );
+  return rows[0];
+}

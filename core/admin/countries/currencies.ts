@@ -9,7 +9,7 @@ import { CountryCode, CurrencyCode, JsonObject, Metadata, Nullable, Page, pageQu
 import { Country, countryView, requireCountry } from './routes.ts';
 import type { Queryable } from '../../../shared/db/pool.ts';
 import { declared } from '../../http/declared.ts';
-import { currencyHeld } from '../../ledger/reads.ts';
+import { currencyHeld, currencyInSavingsProduct } from '../../ledger/reads.ts';
 import { configuredAmountFinerThan } from '../reference/configured-amounts.ts';
 import { applyCommittedCurrency } from '../reference/currencies.ts';
 
@@ -118,11 +118,11 @@ async function currencyInUse(q: Queryable, code: string): Promise<string | undef
   // The ledger accepts exactly this table's currencies: one an account holds stays, and so does
   // one an amount is configured in (migration 1104 refuses such amounts in a currency it lacks).
   if (await currencyHeld(q, code)) return 'a ledger account';
+  if (await currencyInSavingsProduct(q, code)) return 'a savings product';
   const { rows } = await q.query<{ what: string }>(
     `SELECT 'a country' AS what FROM admin_countries WHERE base_currency = $1 OR $1 = ANY(allowed_currencies)
      UNION ALL SELECT 'a tenant' FROM tenants WHERE base_currency = $1
      UNION ALL SELECT 'a schedule' FROM admin_schedules WHERE currency = $1 AND status <> 'ARCHIVED'
-     UNION ALL SELECT 'a savings product' FROM ledger_savings_products WHERE currency = $1
      UNION ALL SELECT 'an API key budget' FROM api_keys
                 WHERE revoked_at IS NULL AND budget ->> 'currency' = $1 AND budget ? 'daily_amount' LIMIT 1`,
     [code],

@@ -11,14 +11,10 @@
  * configuration and its tenant (and a savings product's code), never a key's id or secret.
  */
 import type { Queryable } from '../../../shared/db/pool.ts';
+import { type ConfiguredLedgerAmount, ledgerAmountFinerThan } from '../../ledger/reads.ts';
 import { activeScheduleFinerThan } from '../schedules/store.ts';
 
-interface Finer {
-  kind: 'savings_product' | 'api_key_budget' | 'ledger_limit';
-  tenant_id: string;
-  ref: string;
-  amount: string;
-}
+type Finer = ConfiguredLedgerAmount | { kind: 'api_key_budget'; tenant_id: string; amount: string };
 
 /**
  * The first stored amount in `currency` with more decimals than `minorUnits`, said as the
@@ -31,22 +27,16 @@ export async function configuredAmountFinerThan(
 ): Promise<string | undefined> {
   if (await activeScheduleFinerThan(q, currency, minorUnits))
     return `an active fee, commission or limit schedule has ${currency} amounts with more than ${minorUnits} decimals: deactivate or replace it first`;
-  // Revoked keys count nothing again; products are kept whatever their status (accounts name them).
+  // Revoked keys count nothing again.
   const { rows } = await q.query<Finer>(
-    `SELECT 'savings_product' AS kind, tenant_id, code AS ref, trim_scale(min_balance)::text AS amount
-       FROM ledger_savings_products WHERE currency = $1 AND min_balance <> round(min_balance, $2)
-     UNION ALL
-     SELECT 'api_key_budget', tenant_id, '', trim_scale((budget ->> 'daily_amount')::numeric)::text
+    `SELECT 'api_key_budget' AS kind, tenant_id, trim_scale((budget ->> 'daily_amount')::numeric)::text AS amount
        FROM api_keys
       WHERE revoked_at IS NULL AND budget ->> 'currency' = $1 AND budget ? 'daily_amount'
         AND (budget ->> 'daily_amount')::numeric <> round((budget ->> 'daily_amount')::numeric, $2)
-     UNION ALL
-     SELECT 'ledger_limit', tenant_id, product_code || ' ' || action || ' per ' || period, trim_scale(max_amount)::text
-       FROM ledger_limit_rows WHERE currency = $1 AND active AND max_amount <> round(max_amount, $2)
-     LIMIT 1`,
+      LIMIT 1`,
     [currency, minorUnits],
   );
-  const f = rows[0];
+  const f = (await ledgerAmountFinerThan(q, currency, minorUnits)) ?? rows[0];
   if (!f) return undefined;
   const more = `${f.amount} ${currency}, more than ${minorUnits} decimals`;
   switch (f.kind) {

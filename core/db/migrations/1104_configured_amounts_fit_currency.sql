@@ -6,6 +6,8 @@
 -- row until their write commits, as a schedule's validation does (core/admin/schedules/write.ts
 -- issuesOf), so the two cannot pass their checks beside each other: the change waits for the
 -- write and then sees its amount, or the write waits for the change and reads what it left.
+-- The savings products' guard is the ledger's (core/ledger/sql/savings_product_amount_guard.sql,
+-- applied after the migrations); the API keys' is here.
 -- SQLSTATE CU001 is answered 422 INVALID_AMOUNT, CU002 422 UNKNOWN_CURRENCY (shared/errors.ts
 -- asAppError); the messages name the field, the amount and the currency, nothing else.
 CREATE FUNCTION currency_amount_fits(p_currency text, p_amount numeric, p_field text) RETURNS void
@@ -23,14 +25,6 @@ BEGIN
       USING ERRCODE = 'CU001';
   END IF;
 END $$;
-
-CREATE FUNCTION savings_product_amount_guard() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  PERFORM currency_amount_fits(NEW.currency, NEW.min_balance, 'min_balance');
-  RETURN NEW;
-END $$;
-CREATE TRIGGER savings_product_amount_guard BEFORE INSERT OR UPDATE OF currency, min_balance
-  ON ledger_savings_products FOR EACH ROW EXECUTE FUNCTION savings_product_amount_guard();
 
 -- A budget without daily_amount names no amount (per_minute alone, or nothing).
 CREATE FUNCTION api_key_budget_amount_guard() RETURNS trigger LANGUAGE plpgsql AS $$
