@@ -20,6 +20,12 @@
  *   reset (migration 1090), which the admission records and the take-back must match. A success,
  *   a window that ran out or an OTP verification in between would otherwise have the take-back
  *   subtract an attempt counted after the reset, one more guess for whoever made it.
+ * - A success resets only what it can answer for: a lock or OTP requirement that attempts counted
+ *   after its admission brought about without it (its own count taken back, `overtaken`) is not
+ *   cleared. The success is then answered as the refusal it would meet now (VERIFICATION_REQUIRED:
+ *   the right PIN leads to the OTP step; LOCKED), as if it had come after those attempts, and is
+ *   counted nowhere. Cleared, the requirement would give whoever made those attempts one more guess
+ *   (the count stays at the limit) and the customer a session the OTP step was to stand before.
  * - The source address (scope 'ip') is the exception: it counts failures only, after the
  *   secret was checked (settleFailure), never sign-ins in flight (issue 13 item 4: customers
  *   signing in together behind one NAT must not throttle each other).
@@ -149,7 +155,8 @@ function lockAhead(fails: number, now: number, policy: ThrottlePolicy): number |
 
 /**
  * Pure: take back a counted attempt that succeeded, from the counts it is still `within`.
- * `reset` (phone, otp): the consecutive count to 0, in a new epoch.
+ * `reset` (phone, otp): the consecutive count to 0, in a new epoch. For a success not `overtaken`
+ * only: the lock and OTP requirement it clears are then its own count's (or ran out).
  */
 export function succeeded(c: Counter, reset: boolean, within: Within): Counter {
   return {
@@ -189,6 +196,23 @@ export function uncounted(c: Counter, policy: ThrottlePolicy, admittedAt: number
   };
 }
 
+/**
+ * Pure: the refusal a right secret, admitted at `admittedAt` and judged at `now`, meets because of
+ * attempts counted since its admission, if any: what an attempt would meet now were this one never
+ * counted (`uncounted`). Its own count is no part of it (the tenth attempt of the day, the right
+ * PIN, asks for no OTP); a lock or OTP requirement the others made without it is.
+ */
+export function overtaken(
+  c: Counter,
+  policy: ThrottlePolicy,
+  admittedAt: number,
+  within: Within,
+  now: number,
+): Refusal | undefined {
+  const d = admit(uncounted(c, policy, admittedAt, within), now, policy);
+  return d.ok ? undefined : d;
+}
+
 export interface Check {
   scope: Scope;
   key: Buffer;
@@ -197,6 +221,9 @@ export interface Check {
 }
 
 const isAddress = (c: Check): c is Check & { policy: AddressPolicy } => 'failures' in c.policy;
+/** A check that counts attempts on admission (every scope but the address). */
+type Counted = Check & { policy: ThrottlePolicy };
+const isCounted = (c: Check): c is Counted => !isAddress(c);
 
 const decide = (c: Check, row: Counter | undefined, now: number): Admission =>
   'failures' in c.policy ? gateAddress(row, now) : admit(row, now, c.policy);
@@ -300,11 +327,8 @@ export async function admitAll(
 ): Promise<Refusal | { ok: true; epochs: ReadonlyMap<string, Epochs> }> {
   const rows = await lockRows(q, tenantId, checks, now);
   const decisions = checks.map((c) => ({ c, d: decide(c, rows.get(idOf(c)), now) }));
-  const needsOtp = decisions.find((x) => !x.d.ok && x.d.reason === 'verification_required')?.d;
-  if (needsOtp && !needsOtp.ok) return needsOtp;
-  const waits = decisions.flatMap((x) => (!x.d.ok && x.d.reason !== 'verification_required' ? [x.d] : []));
-  const longest = waits.sort((a, b) => b.retryAfterS - a.retryAfterS || (a.reason === 'locked' ? -1 : 1))[0];
-  if (longest) return longest;
+  const refusal = firstRefusal(decisions.flatMap((x) => (x.d.ok ? [] : [x.d])));
+  if (refusal) return refusal;
   const epochs = new Map<string, Epochs>();
   for (const { c, d } of decisions) if (d.ok) epochs.set(idOf(c), await write(q, tenantId, c, d.next));
   return { ok: true, epochs };
@@ -312,6 +336,14 @@ export async function admitAll(
 
 /** A refused admission. */
 export type Refusal = Exclude<Admission, { ok: true }>;
+
+/** The one refusal answered of several: the OTP requirement first, else the longest wait (a lock before a throttle). */
+function firstRefusal(refusals: Refusal[]): Refusal | undefined {
+  const needsOtp = refusals.find((r) => r.reason === 'verification_required');
+  if (needsOtp) return needsOtp;
+  const waits = refusals.flatMap((r) => (r.reason === 'verification_required' ? [] : [r]));
+  return waits.sort((a, b) => b.retryAfterS - a.retryAfterS || (a.reason === 'locked' ? -1 : 1))[0];
+}
 
 /** The answer to a refused sign-in attempt (customer and agent login). */
 export function refusalError(g: Refusal): AppError {
@@ -330,17 +362,34 @@ export function refusalError(g: Refusal): AppError {
 }
 
 /**
- * Take back the counted attempt of every check after a success, from the counts not reset since
- * its admission (phone and otp reset to 0; the address counted nothing).
+ * Settle a right secret. Unless attempts counted since its admission have locked a check or made
+ * it require an OTP without it (`overtaken`), it stands: the counted attempt of every check is
+ * taken back from the counts not reset since its admission (phone and otp reset to 0; the address
+ * counted nothing), and `{ ok: true }` is answered. Overtaken, it is taken back as if never
+ * admitted (`uncounted`), what the others made stays, and the refusal it would meet now is
+ * answered: the caller must answer that, never a session. An attempt admitted and settled in one
+ * transaction (an OTP check) holds its rows locked throughout, so nothing can overtake it.
  */
-export async function settleSuccess(q: Queryable, a: Admitted, now: number): Promise<void> {
-  const counted = a.checks.filter((c) => !isAddress(c));
+export async function settleSuccess(q: Queryable, a: Admitted, now: number): Promise<{ ok: true } | Refusal> {
+  const counted = a.checks.filter(isCounted);
   const rows = await lockRows(q, a.tenantId, counted, now);
+  const refusal = firstRefusal(
+    counted.flatMap((c) => {
+      const row = rows.get(idOf(c));
+      const r = row && overtaken(row, c.policy, a.at, withinOf(row, a.epochs.get(idOf(c))), now);
+      return r ? [r] : [];
+    }),
+  );
+  if (refusal) {
+    await takeBack(q, a, counted, rows);
+    return refusal;
+  }
   for (const c of counted) {
     const row = rows.get(idOf(c));
     const reset = c.scope === 'phone' || c.scope === 'otp';
     if (row) await write(q, a.tenantId, c, succeeded(row, reset, withinOf(row, a.epochs.get(idOf(c)))));
   }
+  return { ok: true };
 }
 
 /** Count a failed attempt against the address checks (the other scopes counted it on admission). */
@@ -368,8 +417,17 @@ export interface Admitted {
 
 /** Take back the attempt every non-address check counted on admission (see `uncounted`). */
 export async function settleUnanswered(q: Queryable, a: Admitted, now: number): Promise<void> {
-  const counted = a.checks.filter((c): c is Check & { policy: ThrottlePolicy } => !isAddress(c));
-  const rows = await lockRows(q, a.tenantId, counted, now);
+  const counted = a.checks.filter(isCounted);
+  await takeBack(q, a, counted, await lockRows(q, a.tenantId, counted, now));
+}
+
+/** Write every counted check of `a` back as if it had never been admitted, from its locked `rows`. */
+async function takeBack(
+  q: Queryable,
+  a: Admitted,
+  counted: Counted[],
+  rows: Map<string, Counter>,
+): Promise<void> {
   for (const c of counted) {
     const row = rows.get(idOf(c));
     const within = row && withinOf(row, a.epochs.get(idOf(c)));

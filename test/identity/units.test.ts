@@ -3,7 +3,15 @@ import { describe, it } from 'node:test';
 import { normalizedBody, origOf } from '../../shared/challenge.ts';
 import { isWeakPin } from '../../core/identity/routes-phone.ts';
 import { Semaphore, SemaphoreFull } from '../../core/identity/semaphore.ts';
-import { admit, phonePolicy, succeeded, uncounted } from '../../core/identity/throttle.ts';
+import {
+  admit,
+  type Counter,
+  emptyCounter,
+  overtaken,
+  phonePolicy,
+  succeeded,
+  uncounted,
+} from '../../core/identity/throttle.ts';
 
 /** An attempt whose counts were not reset since it was counted. */
 const both = { fails: true, day: true };
@@ -122,6 +130,36 @@ describe('identity units', () => {
     assert.deepEqual(
       [renewed.next.fails, renewed.next.failsEpoch, renewed.next.dayEpoch],
       [1, undefined, undefined],
+    );
+  });
+
+  it('throttle: a success is overtaken only by what attempts counted since its admission made without it', () => {
+    const c = (over: Partial<Counter>): Counter => ({ ...emptyCounter(0), ...over });
+    // Its own count completed the day's limit (nine others and itself): it stands.
+    assert.equal(
+      overtaken(c({ fails: 0, dayFails: 10, needsOtp: true }), phonePolicy, 0, both, 1),
+      undefined,
+    );
+    // Ten others without it, or the requirement made in a day count reset since: refused.
+    const ten = c({ fails: 0, dayFails: 11, needsOtp: true });
+    assert.deepEqual(overtaken(ten, phonePolicy, 0, both, 1), { ok: false, reason: 'verification_required' });
+    const reset = c({ fails: 0, dayFails: 10, needsOtp: true });
+    const dayReset = { fails: true, day: false };
+    assert.deepEqual(overtaken(reset, phonePolicy, 0, dayReset, 1), {
+      ok: false,
+      reason: 'verification_required',
+    });
+    // A lock five others set without it holds; one its own count completed does not.
+    const lock = 60_000 + phonePolicy.lockMs;
+    const five = c({ fails: 6, dayFails: 6, lockedUntil: lock });
+    assert.deepEqual(overtaken(five, phonePolicy, 0, both, 60_000), {
+      ok: false,
+      reason: 'locked',
+      retryAfterS: 900,
+    });
+    assert.equal(
+      overtaken(c({ fails: 5, dayFails: 5, lockedUntil: lock }), phonePolicy, 0, both, 60_000),
+      undefined,
     );
   });
 
