@@ -5,6 +5,9 @@
  * - Lockout (throttle.ts) counts per tenant+phone (HMAC) and device, and is applied identically
  *   to unknown phones, so a locked answer does not reveal a customer. The source address is
  *   only throttled past a carrier-NAT-sized threshold (address-throttle.ts; issue 13 item 4).
+ * - A right PIN judged after attempts counted since its admission locked the phone or device or
+ *   made the phone need an OTP (throttle.ts settleSuccess) opens no session and clears neither: it
+ *   is answered their refusal (403 VERIFICATION_REQUIRED, the OTP step; 429 LOCKED).
  * - Every attempt writes an audit record; none contains the PIN.
  * - An older kdf_version is rehashed after the response, off the login's path.
  */
@@ -198,8 +201,15 @@ async function signedIn(
     { tenantId, sub: customerId, sid: sessionId, aal: 1, amr: ['pin'], ...(cnf ? { cnf } : {}) },
     t,
   );
-  const refreshToken = await deps.db.tx(async (q) => {
-    await settleSuccess(q, admitted, t);
+  const actor = { type: 'customer', id: customerId };
+  const opened = await deps.db.tx(async (q) => {
+    const settled = await settleSuccess(q, admitted, t);
+    // Attempts counted since this one's admission locked the phone or device or made the phone need
+    // an OTP: the right PIN is answered as if it came after them (the OTP step), with no session.
+    if (!settled.ok) {
+      await auditAuth(q, audit(false, settled.reason, actor), t);
+      return settled;
+    }
     const rt = await createSession(
       q,
       sessionId,
@@ -208,15 +218,14 @@ async function signedIn(
     );
     await auditAuth(
       q,
-      {
-        ...audit(true, 'success', { type: 'customer', id: customerId }, 1),
-        target: { type: 'session', id: sessionId },
-      },
+      { ...audit(true, 'success', actor, 1), target: { type: 'session', id: sessionId } },
       t,
     );
-    return rt;
+    return { ok: true as const, refreshToken: rt };
   });
   s.answered();
+  if (!opened.ok) throw refusalError(opened);
+  const { refreshToken } = opened;
   if (needsRehash(usable.kdf_version as number)) {
     inBackground(deps, 'pin rehash', () =>
       rehash(deps, tenantId, customerId, pin, secrets.pin, usable.kdf_version as number),
