@@ -7,6 +7,8 @@
  * - Unknown tenant or agent, suspended agent, wrong PIN, unbound device and bad device proof
  *   all answer the same 401 INVALID_CREDENTIALS after the same argon2 work.
  * - Every attempt is audited (outcome in attrs; never the PIN, OTP or a token).
+ * - A right PIN overtaken by attempts counted since its admission (a lock or the OTP requirement
+ *   they made; throttle.ts settleSuccess) opens no session: it is answered their refusal.
  * - A session is subject_type 'agent'; its access token is AAL 2 (PIN + bound device key).
  * - Refresh rotates; a rotated token presented again revokes the session; refresh also needs
  *   a fresh device proof, so a stolen refresh token alone is useless.
@@ -30,6 +32,7 @@ import {
   settleSuccess,
   type Admitted,
   type Check,
+  type Refusal,
 } from '../identity/throttle.ts';
 import { accessTtlS, hashRefreshToken, issueAccessToken } from '../identity/tokens.ts';
 import type { Queryable, TxClient } from '../../shared/db/pool.ts';
@@ -136,16 +139,20 @@ interface LoginSuccess {
 }
 
 /**
- * A login that passed every check, in its transaction: the AAL 2 access token, the counters
- * settled, the session with its first refresh token, and the success audited.
+ * A login that passed every check, in its transaction: the counters settled, the AAL 2 access
+ * token, the session with its first refresh token, and the success audited. Attempts counted
+ * since its admission that locked the agent code or device, or made the code need an OTP, overtake
+ * it (throttle.ts settleSuccess): their refusal is answered instead, and no session opened.
  */
 async function openAgentSession(
   deps: AgentDeps,
   q: TxClient,
   s: LoginSuccess,
   t: number,
-): Promise<TokenPair> {
+): Promise<TokenPair | Refusal> {
   const { tenantId, pop, ip } = s;
+  const settled = await settleSuccess(q, s.admitted, t);
+  if (!settled.ok) return settled;
   const actor = { type: 'agent', id: s.agentId };
   const sessionId = uuidv7(t);
   const access = await issueAccessToken(
@@ -160,7 +167,6 @@ async function openAgentSession(
     },
     t,
   );
-  await settleSuccess(q, s.admitted, t);
   const refreshToken = await createAgentSession(
     q,
     {
@@ -215,6 +221,33 @@ function agentLoginChecks(
   ];
 }
 
+/** The audit record of an agent's login outcome (the agent code by reference only, never in clear). */
+function agentLoginAudit(
+  ctx: AnyCtx,
+  tenantId: string,
+  agentKey: Buffer,
+  attrs: { ip: string; device: string },
+) {
+  const anon = { type: 'anonymous', id: agentRef(agentKey) };
+  const target = { type: 'agent_code', id: agentRef(agentKey) };
+  const audit = (q: TxClient, allow: boolean, outcome: string, t: number, actor = anon) =>
+    auditAuth(
+      q,
+      {
+        tenantId,
+        action: 'agent.auth.login',
+        actor,
+        target,
+        allow,
+        attrs: { ...attrs, outcome },
+        requestId: ctx.requestId,
+        ...(allow ? { aal: 2 } : {}),
+      },
+      t,
+    );
+  return { anon, audit };
+}
+
 export async function agentLogin(deps: AgentDeps, ctx: AnyCtx, input: LoginInput): Promise<TokenPair> {
   const { db, identity } = deps;
   const { tenantId, agentCode, pin, device } = input;
@@ -229,23 +262,7 @@ export async function agentLogin(deps: AgentDeps, ctx: AnyCtx, input: LoginInput
   const ip = clientIpOf(ctx);
   const agentKey = agentKeyOf(secrets, tenantId, agentCode);
   const checks = agentLoginChecks(secrets, tenantId, agentKey, ip, settings, device.deviceId);
-  const anon = { type: 'anonymous', id: agentRef(agentKey) };
-  const target = { type: 'agent_code', id: agentRef(agentKey) };
-  const audit = (q: TxClient, allow: boolean, outcome: string, t: number, actor = anon) =>
-    auditAuth(
-      q,
-      {
-        tenantId,
-        action: 'agent.auth.login',
-        actor,
-        target,
-        allow,
-        attrs: { ip, device: device.deviceId, outcome },
-        requestId: ctx.requestId,
-        ...(allow ? { aal: 2 } : {}),
-      },
-      t,
-    );
+  const { anon, audit } = agentLoginAudit(ctx, tenantId, agentKey, { ip, device: device.deviceId });
 
   const start = deps.now();
   const gate = await db.tx(async (q) => {
@@ -282,7 +299,7 @@ export async function agentLogin(deps: AgentDeps, ctx: AnyCtx, input: LoginInput
         await audit(q, false, 'device_not_bound_or_bad_proof', t, actor);
         return undefined;
       }
-      return openAgentSession(
+      const opened = await openAgentSession(
         deps,
         q,
         {
@@ -296,9 +313,12 @@ export async function agentLogin(deps: AgentDeps, ctx: AnyCtx, input: LoginInput
         },
         t,
       );
+      if ('reason' in opened) await audit(q, false, opened.reason, t, actor);
+      return opened;
     });
     answered();
     if (!result) throw invalid();
+    if ('reason' in result) throw refusalError(result);
     return result;
   });
 }

@@ -198,3 +198,15 @@ export const bearer = (token: string, extra: Record<string, string> = {}) => ({
   authorization: `Bearer ${token}`,
   ...extra,
 });
+
+/** The USSD agent menu, as the USSD gateway calls it for the agent's phone (`text`: the answers so far). */
+export const ussdAgentMenu = (h: AgentHarness, a: TestAgent, text: string, sessionId: string): Promise<Res> =>
+  call(h.origin, 'POST', '/v1/ussd/agent/menu', {
+    body: new URLSearchParams({ sessionId, serviceCode: '*384*7#', phoneNumber: a.phone, text }).toString(),
+    headers: viaEdge({
+      'content-type': 'application/x-www-form-urlencoded',
+      'x-tenant-id': a.tenantId,
+      'x-principal-id': 'service-token:ussd-gw',
+      'x-roles': 'ussd',
+    }),
+  });

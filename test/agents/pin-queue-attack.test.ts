@@ -9,9 +9,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { viaEdge } from '../helpers/edge-auth.ts';
-import { call, type Res } from '../helpers/http.ts';
-import { startAgentHarness, type AgentHarness, type TestAgent } from './harness.ts';
+import type { Res } from '../helpers/http.ts';
+import { startAgentHarness, ussdAgentMenu, type AgentHarness, type TestAgent } from './harness.ts';
 
 describe('PIN guesses raced while the PIN queue turns most of them away', () => {
   let h: AgentHarness;
@@ -28,21 +27,7 @@ describe('PIN guesses raced while the PIN queue turns most of them away', () => 
     });
   };
   /** The USSD agent menu's float balance, which asks for the agent's PIN. */
-  const menu = (pin: string): Promise<Res> =>
-    call(h.origin, 'POST', '/v1/ussd/agent/menu', {
-      body: new URLSearchParams({
-        sessionId: `pq-${++session}`,
-        serviceCode: '*384*7#',
-        phoneNumber: a.phone,
-        text: `1*${pin}`,
-      }).toString(),
-      headers: viaEdge({
-        'content-type': 'application/x-www-form-urlencoded',
-        'x-tenant-id': a.tenantId,
-        'x-principal-id': 'service-token:ussd-gw',
-        'x-roles': 'ussd',
-      }),
-    });
+  const menu = (pin: string): Promise<Res> => ussdAgentMenu(h, a, `1*${pin}`, `pq-${++session}`);
   const counted = async (): Promise<number> => {
     const { rows } = await h.tdb.db.query<{ fails: number }>(
       `SELECT fails FROM auth_throttle WHERE tenant_id = $1 AND scope = 'phone'`,

@@ -10,7 +10,14 @@ import { AppError } from '../../../shared/errors.ts';
 import { auditAuth, phoneKeyOf, phoneRef } from '../../identity/context.ts';
 import { pinResetHold, utcMinute } from '../../identity/pin-hold.ts';
 import { SemaphoreFull } from '../../identity/semaphore.ts';
-import { admitAll, judgedAttempt, phonePolicy, settleSuccess, type Check } from '../../identity/throttle.ts';
+import {
+  admitAll,
+  judgedAttempt,
+  phonePolicy,
+  settleSuccess,
+  type Check,
+  type Refusal,
+} from '../../identity/throttle.ts';
 import { agentKeyOf, agentRef } from '../auth.ts';
 import { auditAgent, type AgentDeps, type AnyCtx } from '../context.ts';
 import { end } from './protocol.ts';
@@ -57,10 +64,7 @@ export async function verifyUssdPin(
   const gate = await db.tx(async (q) => admitAll(q, s.tenantId, checks, start));
   if (!gate.ok) {
     await audit(false, gate.reason, start);
-    throw new AppError(
-      gate.reason === 'verification_required' ? 'VERIFICATION_REQUIRED' : 'LOCKED',
-      'too many failed PIN attempts',
-    );
+    throw refused(gate);
   }
   // Counted on admission; taken back if the service fails before the attempt is answered (the
   // PIN queue full, a hash or a record that failed): only the subscriber's own failures count.
@@ -82,15 +86,26 @@ export async function verifyUssdPin(
       await audit(false, s.stored ? 'bad_pin' : 'no_pin', t);
       return false;
     }
-    // The counters cleared and the success recorded commit together.
-    await db.tx(async (q) => {
-      await settleSuccess(q, admitted, t);
-      await auditAuth(q, record(true, 'success'), t);
+    // The counters cleared and the success recorded commit together; attempts counted since this
+    // one's admission that locked the key or made it need an OTP refuse it (throttle.ts
+    // settleSuccess), as if it came after them.
+    const settled = await db.tx(async (q) => {
+      const r = await settleSuccess(q, admitted, t);
+      await auditAuth(q, record(r.ok, r.ok ? 'success' : r.reason), t);
+      return r;
     });
     answered();
+    if (!settled.ok) throw refused(settled);
     return true;
   });
 }
+
+/** The answer to a PIN refused by its lockout counters (VERIFICATION_REQUIRED or LOCKED). */
+const refused = (r: Refusal): AppError =>
+  new AppError(
+    r.reason === 'verification_required' ? 'VERIFICATION_REQUIRED' : 'LOCKED',
+    'too many failed PIN attempts',
+  );
 
 /**
  * Issue 13 item 1: during a PIN-reset hold (identity/pin-hold.ts) a customer's PIN, even the
