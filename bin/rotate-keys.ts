@@ -38,7 +38,12 @@ async function main(): Promise<void> {
           actor: { type: 'operator', id: userInfo().username },
           action: 'keys.rotate',
           target: { type: 'signing_key', id: r.kid },
-          attrs: { previous: r.previous ?? null, graceSeconds: graceS, via: 'bin/rotate-keys.ts' },
+          attrs: {
+            previous: r.previous ?? null,
+            graceSeconds: graceS,
+            ...(r.retired.length ? { retired: r.retired } : {}),
+            via: 'bin/rotate-keys.ts',
+          },
         },
       ]);
       return r;

@@ -51,6 +51,17 @@ export const keyCacheTtlMs = 60_000;
  * at most one read per interval.
  */
 export const unknownKidReloadMs = 1_000;
+/**
+ * Keys a tenant holds in grace at most: each rotation retires the older ones at once
+ * (core/keys/keys.ts), and a key set is read as the active key and at most this many grace keys
+ * within their window, the newest first. Every key of a set is parsed at each read and searched at
+ * each token, and a set is re-read at every rotation's NOTIFY and for forged key ids (once a
+ * second): unbounded, one tenant's Admin or service token rotating in a loop (the admin rate limit
+ * allows 600 a minute, each key in grace up to 24 h) grew its set to tens of thousands of keys, and
+ * each read of it held the edge's and core's event loop for most of a second, for every tenant.
+ * Tokens live at most 10 minutes: only a sixth rotation within ten minutes cuts one short.
+ */
+export const graceKeysMax = 5;
 /** Bound on remembered verified tokens (oldest dropped first). */
 const verifiedCacheMax = 20_000;
 /**
@@ -153,17 +164,22 @@ export class TokenVerifier {
       this.publicSets.delete(this.publicSets.keys().next().value as string);
   }
 
-  private async readPublic(tenantId: string, q: Queryable): Promise<PublicKeySet> {
-    const { rows } = await q.query<{
-      kid: string;
-      public_jwk: JWK;
-      state: 'active' | 'grace';
-      grace_until: Date | null;
-    }>(
+  /**
+   * The tenant's active key and its newest grace keys still within their window, at most
+   * `graceKeysMax` of them however many the table holds (keys put in grace before rotations
+   * retired the older ones).
+   */
+  private keyRows(tenantId: string, q: Queryable) {
+    return q.query<{ kid: string; public_jwk: JWK; state: 'active' | 'grace'; grace_until: Date | null }>(
       `SELECT kid, public_jwk, state, grace_until FROM signing_keys
-       WHERE tenant_id = $1 AND state IN ('active', 'grace') ORDER BY created_at DESC`,
-      [tenantId],
+       WHERE tenant_id = $1 AND (state = 'active' OR (state = 'grace' AND grace_until > to_timestamp($2 / 1000.0)))
+       ORDER BY state = 'active' DESC, created_at DESC LIMIT $3`,
+      [tenantId, this.now(), graceKeysMax + 1],
     );
+  }
+
+  private async readPublic(tenantId: string, q: Queryable): Promise<PublicKeySet> {
+    const { rows } = await this.keyRows(tenantId, q);
     const verifiers = rows.map((r) => ({
       kid: r.kid,
       state: r.state,
@@ -253,17 +269,9 @@ export class TokenVerifier {
     return result;
   }
 
-  /** The tenant's public JWKS: active and grace keys. */
+  /** The tenant's public JWKS: the keys its tokens verify with (`keyRows`). */
   async jwks(tenantId: string): Promise<{ keys: JWK[] }> {
-    const { rows } = await this.db.query<{ public_jwk: JWK; state: string; grace_until: Date | null }>(
-      `SELECT public_jwk, state, grace_until FROM signing_keys WHERE tenant_id = $1 AND state IN ('active', 'grace') ORDER BY created_at DESC`,
-      [tenantId],
-    );
-    const now = this.now();
-    return {
-      keys: rows
-        .filter((r) => r.state === 'active' || (r.grace_until && r.grace_until.getTime() > now))
-        .map((r) => r.public_jwk),
-    };
+    const { rows } = await this.keyRows(tenantId, this.db);
+    return { keys: rows.map((r) => r.public_jwk) };
   }
 }

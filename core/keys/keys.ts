@@ -1,7 +1,8 @@
 /**
  * Per-tenant EdDSA (Ed25519) signing keys: one `active` key signs; after a rotation the old
  * key stays `grace` (verifies, never signs) until `grace_until`, then is `retired` (SPEC 3,
- * at most 24 h overlap). Verification (public halves only) is shared/token-keys.ts, which the
+ * at most 24 h overlap); a tenant holds at most `graceKeysMax` keys in grace, a rotation retiring
+ * the older ones. Verification (public halves only) is shared/token-keys.ts, which the
  * edge uses alone; this store adds the private halves, opened with the master key, and only core
  * holds it. A change NOTIFYs `keys_changed` so other processes drop their cache: every edge
  * (edge/state/store.ts) and every core (core/keys/key-sync.ts).
@@ -14,9 +15,9 @@ import { ApiKeySecrets } from '../../shared/api-key-secrets.ts';
 import { ChallengeKeys } from '../../shared/challenge.ts';
 import { channels } from '../../shared/notify.ts';
 import { open, seal } from '../../shared/sealing.ts';
-import { KeyError, TokenVerifier, issuerFor, keyCacheTtlMs } from '../../shared/token-keys.ts';
+import { KeyError, TokenVerifier, graceKeysMax, issuerFor, keyCacheTtlMs } from '../../shared/token-keys.ts';
 
-export { KeyError, issuerFor, type VerificationKey } from '../../shared/token-keys.ts';
+export { KeyError, graceKeysMax, issuerFor, type VerificationKey } from '../../shared/token-keys.ts';
 
 /** SPEC 3: at most 24 hours of overlap between an old and a new key. */
 export const maxGraceS = 24 * 60 * 60;
@@ -43,6 +44,14 @@ export function deriveChallengeKey(masterKey: Buffer): Buffer {
  */
 export function deriveDecisionInputKey(masterKey: Buffer): Buffer {
   return Buffer.from(hkdfSync('sha256', masterKey, Buffer.alloc(0), 'payments/decision-inputs/v1', 32));
+}
+
+/** What a rotation did: the new active key, the one it put in grace, and grace keys it retired early. */
+export interface Rotation {
+  kid: string;
+  previous: string | undefined;
+  /** Grace keys beyond the newest `graceKeysMax`, retired by this rotation (none in the usual case). */
+  retired: string[];
 }
 
 /** A tenant's active private key, opened. */
@@ -175,12 +184,10 @@ export class KeyStore extends TokenVerifier {
 
   /**
    * Rotate: a new active key; the previous active key becomes `grace` for `graceS` seconds
-   * (capped at 24 h); grace keys past their window become `retired`.
+   * (capped at 24 h); grace keys past their window become `retired`, and so do those beyond the
+   * newest `graceKeysMax` (named in `retired`).
    */
-  async rotate(
-    tenantId: string,
-    graceS = defaultGraceS,
-  ): Promise<{ kid: string; previous: string | undefined }> {
+  async rotate(tenantId: string, graceS = defaultGraceS): Promise<Rotation> {
     const result = await this.db.tx((client) => this.rotateIn(client, tenantId, graceS));
     this.invalidate(tenantId);
     return result;
@@ -191,11 +198,7 @@ export class KeyStore extends TokenVerifier {
    * The caller drops this process's cache (`invalidate`) after commit; other processes drop
    * theirs on the NOTIFY, which is delivered at commit.
    */
-  async rotateIn(
-    client: Queryable,
-    tenantId: string,
-    graceS = defaultGraceS,
-  ): Promise<{ kid: string; previous: string | undefined }> {
+  async rotateIn(client: Queryable, tenantId: string, graceS = defaultGraceS): Promise<Rotation> {
     const grace = Math.min(Math.max(graceS, 0), maxGraceS);
     await client.query('SELECT 1 FROM tenants WHERE id = $1 FOR NO KEY UPDATE', [tenantId]);
     await this.retireExpired(client, tenantId);
@@ -204,8 +207,22 @@ export class KeyStore extends TokenVerifier {
        WHERE tenant_id = $1 AND state = 'active' RETURNING kid`,
       [tenantId, this.now(), grace],
     );
+    const retired = await this.retireBeyondBound(client, tenantId);
     const kid = await this.insertKey(client, tenantId);
-    return { kid, previous: rows[0]?.kid };
+    return { kid, previous: rows[0]?.kid, retired };
+  }
+
+  /** Grace keys beyond the newest `graceKeysMax` retired now (shared/token-keys.ts says why); their ids. */
+  private async retireBeyondBound(client: Queryable, tenantId: string): Promise<string[]> {
+    const { rows } = await client.query<{ kid: string }>(
+      `UPDATE signing_keys SET state = 'retired', retired_at = now()
+       WHERE tenant_id = $1 AND state = 'grace' AND kid NOT IN (
+         SELECT kid FROM signing_keys WHERE tenant_id = $1 AND state = 'grace'
+         ORDER BY created_at DESC, kid DESC LIMIT $2)
+       RETURNING kid`,
+      [tenantId, graceKeysMax],
+    );
+    return rows.map((r) => r.kid).sort();
   }
 
   private async retireExpired(client: Queryable, tenantId: string): Promise<void> {

@@ -404,7 +404,11 @@ const rotateKeysRoute = (deps: AdminDeps): RouteSpec =>
       await w.audit(
         'keys.rotate',
         { type: 'signing_key', id: r.kid },
-        { previous: r.previous ?? null, graceSeconds: grace },
+        {
+          previous: r.previous ?? null,
+          graceSeconds: grace,
+          ...(r.retired.length ? { retired: r.retired } : {}),
+        },
       );
       return { status: 200, body: { active: r.kid, grace: r.previous ?? null, graceSeconds: grace } };
     },
