@@ -11,6 +11,7 @@ import pg from 'pg';
 import type { Logger } from 'pino';
 import { within } from '../../shared/db/listener.ts';
 import type { Db, Queryable } from '../../shared/db/pool.ts';
+import { KeyDrops } from '../../shared/key-drops.ts';
 import { startupPoolMax } from '../../shared/startup.ts';
 import { stepUpUseOf } from '../../shared/stepup-uses.ts';
 import { tenantIdPattern } from '../../shared/tenant-id.ts';
@@ -189,6 +190,11 @@ export class EdgeState {
   private readonly now: () => number;
 
   private readonly stalenessMs: number;
+  /**
+   * Drops of `keys` on NOTIFY keys_changed, rate-bounded as every core's (shared/key-drops.ts): a
+   * storm of payloads naming no tenant re-read every tenant's key set once per notification.
+   */
+  private readonly keyDrops: KeyDrops;
 
   constructor(
     private readonly db: Db,
@@ -201,6 +207,7 @@ export class EdgeState {
   ) {
     this.now = opts.now ?? Date.now;
     this.stalenessMs = opts.maxStalenessMs ?? maxStalenessMs;
+    this.keyDrops = new KeyDrops(log, keys);
   }
 
   /**
@@ -227,6 +234,7 @@ export class EdgeState {
   async stop(): Promise<void> {
     this.closed = true;
     for (const t of this.timers) clearInterval(t);
+    this.keyDrops.close();
     await this.flushLastSeen();
     if (this.opening) void endClient(this.opening);
     await this.connecting?.catch(() => undefined);
@@ -395,7 +403,7 @@ export class EdgeState {
     } else if (channel === notifyChannels.oauthClients) {
       this.oauthClients.delete(payload);
     } else if (channel === notifyChannels.keys) {
-      this.keys.invalidate(payload || undefined);
+      this.keyDrops.notified(payload);
     } else if (channel === notifyChannels.stepUpUsed) {
       this.noteUsedGrant(payload);
     }
