@@ -6,7 +6,7 @@ import { Type } from '@sinclair/typebox';
 import type { Queryable } from '../../../shared/db/pool.ts';
 import { AppError } from '../../../shared/errors.ts';
 import type { RouteSpec } from '../../http/route.ts';
-import { maxGraceS } from '../../keys/keys.ts';
+import { graceKeysMax, maxGraceS } from '../../keys/keys.ts';
 import { adminRoute, type AdminDeps } from '../http.ts';
 import { Nullable, Page, Timestamp, Uuid, pageQuery } from '../schemas.ts';
 import { declared } from '../../http/declared.ts';
@@ -379,7 +379,7 @@ const rotateKeysRoute = (deps: AdminDeps): RouteSpec =>
   adminRoute(deps, {
     ...declared('POST', '/v1/admin/rotate-keys'),
     operationId: 'rotateKeys',
-    summary: "Internal: rotate the tenant's signing keys (previous key in grace, ≤ 24 h)",
+    summary: `Internal: rotate the tenant's signing keys (previous key in grace, ≤ 24 h; the ${graceKeysMax} newest previous keys at most stay in grace, older ones are retired and named in the audit record)`,
     tags: ['platform'],
     mode: 'write',
     body: Type.Object(
