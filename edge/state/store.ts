@@ -156,7 +156,7 @@ export class EdgeState {
   private readonly tuples = new Map<string, Entry<TupleState[]>>();
   /** A customer's live consents (purpose names), by `tenant:customer`. */
   private readonly consents = new Map<string, Entry<string[]>>();
-  /** Bumped on every change notification: loads that started before one are not cached. */
+  /** Bumped on every change notification of what these maps hold (not keys_changed): loads that started before one are not cached. */
   private generation = 0;
   private readonly serviceTokens = new Map<string, Entry<ServiceTokenState>>();
   private readonly apiKeys = new Map<string, Entry<ApiKeyState>>();
@@ -370,6 +370,13 @@ export class EdgeState {
   }
 
   private onNotify(channel: string, payload: string): void {
+    if (channel === notifyChannels.keys) {
+      // Key sets are the verifier's, whose reads under way are not cached after a drop; no entry
+      // here changes. Bumping `generation` made a storm of these (any session may send them)
+      // discard every lookup under way, so that a Check met a session or tenant read each time.
+      this.keyDrops.notified(payload);
+      return;
+    }
     // A lookup already in flight when this arrives may carry the old row: it must not be cached.
     this.generation++;
     if (channel === notifyChannels.sessions) {
@@ -402,8 +409,6 @@ export class EdgeState {
       this.scimCredentials.clear();
     } else if (channel === notifyChannels.oauthClients) {
       this.oauthClients.delete(payload);
-    } else if (channel === notifyChannels.keys) {
-      this.keyDrops.notified(payload);
     } else if (channel === notifyChannels.stepUpUsed) {
       this.noteUsedGrant(payload);
     }

@@ -4,7 +4,8 @@
  * tenant drops every tenant's key set. A storm of them must cost each tenant one read of its key
  * set per gap, not one per notification for every tenant whose tokens the edge checks (each read
  * a query on the edge's pool, on the way of a Check with a 100 ms budget); the last drop asked for
- * is still applied, and a tenant named during the storm is dropped at once.
+ * is still applied, and a tenant named during the storm is dropped at once. Nor may such a storm
+ * keep the edge from caching its other lookups (sessions, tenants, ...), which it changes nothing of.
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -49,6 +50,8 @@ describe('an edge told of key changes by NOTIFY keys_changed', () => {
   let state: EdgeState;
   let verifier: RecordingVerifier;
   const tokens: string[] = [];
+  /** The edge's reads of sessions (its own pool, not the verifier's). */
+  let sessionReads = 0;
 
   before(async () => {
     tdb = await freshDatabase();
@@ -61,7 +64,14 @@ describe('an edge told of key changes by NOTIFY keys_changed', () => {
       tokens.push(await keys.sign(t, { sub: 'u', aud: 'api' }, { expiresInS: 600 }));
     }
     verifier = new RecordingVerifier(tdb.db);
-    state = new EdgeState(tdb.db, verifier, keys.apiKeySecrets, createLogger('silent'));
+    const edgeDb: Db = {
+      ...tdb.db,
+      query: ((text: string, params?: unknown[]) => {
+        if (text.includes('FROM sessions')) sessionReads++;
+        return tdb.db.query(text, params);
+      }) as Db['query'],
+    };
+    state = new EdgeState(edgeDb, verifier, keys.apiKeySecrets, createLogger('silent'));
     await state.start();
     await untilHolds(() => state.isFresh(), 5_000, 'the edge listener');
     sender = new pg.Client({ connectionString: tdb.url });
@@ -139,5 +149,24 @@ describe('an edge told of key changes by NOTIFY keys_changed', () => {
       `${drops.length} drops of ks5 for 200 notifications over ${ended - started} ms`,
     );
     assert.ok((drops.at(-1)?.at ?? 0) >= lastSentAt, 'the drop asked for last in the storm was applied');
+  });
+
+  it('keeps caching what it reads through a storm of key changes (they drop key sets only)', async () => {
+    // Sessions first looked up during the storm (unknown ids: a miss is cached like a row).
+    const ids = Array.from({ length: 10 }, (_, i) => `00000000-0000-7000-8000-00000000001${i}`);
+    let storming = true;
+    const storm = (async () => {
+      for (let i = 0; storming; i++)
+        await sender.query(`SELECT pg_notify('keys_changed', $1)`, [tenants[i % tenants.length] as string]);
+    })();
+    await sleep(100);
+    const before = sessionReads;
+    for (let round = 0; round < 100; round++) {
+      for (const id of ids) await state.session('ks0', id);
+      await sleep(1);
+    }
+    storming = false;
+    await storm;
+    assert.equal(sessionReads - before, ids.length, 'each session read once, then cached for its 30 s');
   });
 });
