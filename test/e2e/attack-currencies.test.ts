@@ -271,6 +271,60 @@ describe('attacks on the currency table through the gateway', () => {
     assert.equal((await key({ daily_amount: '5.12', currency: 'KES' })).status, 201);
   });
 
+  it('stores no configured amount that is no amount, whoever writes it', async () => {
+    // An operator's SQL, as migration 1104's guards promise to hold under every writer.
+    const keyWith = (budget: string) =>
+      tdb.db.query(
+        `INSERT INTO api_keys (id, tenant_id, name, secret_enc, secret_hash, budget, created_by)
+         VALUES ($1, $2, 'by-sql', '\\x00', '\\x00', $3::jsonb, 'operator')`,
+        [`pk_test_${randomUUID().replaceAll('-', '')}`, tenant, budget],
+      );
+    // None of these is an amount the edge reads (shared/money.ts parseAmount): stored, the key
+    // would move money with no daily budget applied at all.
+    for (const amount of [
+      '5',
+      '5.12',
+      'null',
+      '"NaN"',
+      '"Infinity"',
+      '"-5"',
+      '" 5 "',
+      '"1e3"',
+      '"05"',
+      '{}',
+    ]) {
+      await assert.rejects(
+        keyWith(`{"daily_amount": ${amount}, "currency": "KES"}`),
+        { code: 'CU001', message: /budget\.daily_amount: must be a decimal string/ },
+        `daily_amount ${amount}`,
+      );
+    }
+    await assert.rejects(keyWith('{"daily_amount": "5"}'), {
+      code: 'CU002',
+      message: 'budget.daily_amount needs budget.currency',
+    });
+    await keyWith('{"daily_amount": "5.12", "currency": "KES", "per_minute": 10}');
+    // A min_balance of NaN fits numeric(20,6) and its CHECK (>= 0); stored, every read of the
+    // tenant's savings products failed.
+    await assert.rejects(
+      tdb.db.query(
+        `INSERT INTO ledger_savings_products (tenant_id, code, name, currency, interest_rate_bps, min_balance)
+         VALUES ($1, 'SAVE_NAN', 'by SQL', 'KES', 100, 'NaN')`,
+        [tenant],
+      ),
+      { code: 'CU001', message: 'min_balance: NaN is not an amount' },
+    );
+    const products = await as(client, 'GET', '/v1/core/savings-products');
+    assert.equal(products.status, 200, products.text);
+    // Through the API, as before: the route's own checks answer first.
+    const numeric = await as(platform, 'POST', '/api-keys', {
+      name: 'numeric-budget',
+      scopes: ['core:write'],
+      budget: { daily_amount: 5, currency: 'KES' },
+    });
+    assert.equal(numeric.status, 400, numeric.text);
+  });
+
   it('keeps minor units an active ledger limit needs', async () => {
     const made = await as(platform, 'POST', '/v1/currencies', { code: 'BZD', minor_units: 3 });
     assert.equal(made.status, 201, made.text);
