@@ -325,6 +325,41 @@ describe('attacks on the currency table through the gateway', () => {
     assert.equal(numeric.status, 400, numeric.text);
   });
 
+  it('changes minor units past an API key budget stored before the guards that is no number; a finer number still holds', async () => {
+    const made = await as(platform, 'POST', '/v1/currencies', { code: 'AWG', minor_units: 3 });
+    assert.equal(made.status, 201, made.text);
+    // Rows as an earlier release or an operator's SQL left them, before migrations 1104 and 1112.
+    const legacy = async (budgets: string[]) => {
+      await tdb.db.query('ALTER TABLE api_keys DISABLE TRIGGER api_key_budget_amount_guard');
+      try {
+        for (const budget of budgets)
+          await tdb.db.query(
+            `INSERT INTO api_keys (id, tenant_id, name, secret_enc, secret_hash, budget, created_by)
+             VALUES ($1, $2, 'legacy', '\\x00', '\\x00', $3::jsonb, 'operator')`,
+            [`pk_test_${randomUUID().replaceAll('-', '')}`, tenant, budget],
+          );
+      } finally {
+        await tdb.db.query('ALTER TABLE api_keys ENABLE TRIGGER api_key_budget_amount_guard');
+      }
+    };
+    await legacy(
+      ['"abc"', '""', '{"x": 1}', '"1e999999"', '"NaN"', 'null'].map(
+        (a) => `{"daily_amount": ${a}, "currency": "AWG"}`,
+      ),
+    );
+    await legacy(['{"daily_amount": 5.125, "currency": "AWG"}']);
+    // The finer number is found and named; the rest need no decimals, and fail nothing.
+    const fewer = await rescale('AWG', 2);
+    assert.equal(fewer.status, 409, fewer.text);
+    assert.match(fewer.json.detail, /an API key of tenant demo has a daily amount budget of 5\.125 AWG/);
+    await tdb.db.query(
+      `UPDATE api_keys SET revoked_at = now() WHERE budget ->> 'currency' = 'AWG' AND budget ->> 'daily_amount' = '5.125'`,
+    );
+    const changed = await rescale('AWG', 2);
+    assert.equal(changed.status, 200, changed.text);
+    assert.equal(changed.json.minor_units, 2);
+  });
+
   it('keeps minor units an active ledger limit needs', async () => {
     const made = await as(platform, 'POST', '/v1/currencies', { code: 'BZD', minor_units: 3 });
     assert.equal(made.status, 201, made.text);

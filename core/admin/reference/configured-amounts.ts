@@ -27,12 +27,15 @@ export async function configuredAmountFinerThan(
 ): Promise<string | undefined> {
   if (await activeScheduleFinerThan(q, currency, minorUnits))
     return `an active fee, commission or limit schedule has ${currency} amounts with more than ${minorUnits} decimals: deactivate or replace it first`;
-  // Revoked keys count nothing again.
+  // Revoked keys count nothing again. A daily_amount that is no number (stored before migration
+  // 1112 refused one) needs no decimals, and is read past: cast, it failed this whole query, and
+  // every change of the currency's minor units with it, as the caller's bad input (400).
   const { rows } = await q.query<Finer>(
-    `SELECT 'api_key_budget' AS kind, tenant_id, trim_scale((budget ->> 'daily_amount')::numeric)::text AS amount
-       FROM api_keys
-      WHERE revoked_at IS NULL AND budget ->> 'currency' = $1 AND budget ? 'daily_amount'
-        AND (budget ->> 'daily_amount')::numeric <> round((budget ->> 'daily_amount')::numeric, $2)
+    `SELECT 'api_key_budget' AS kind, tenant_id, trim_scale(amount)::text AS amount
+       FROM (SELECT tenant_id, CASE WHEN pg_input_is_valid(budget ->> 'daily_amount', 'numeric')
+                                    THEN (budget ->> 'daily_amount')::numeric END AS amount
+               FROM api_keys WHERE revoked_at IS NULL AND budget ->> 'currency' = $1) k
+      WHERE amount <> round(amount, $2)
       LIMIT 1`,
     [currency, minorUnits],
   );
