@@ -5,7 +5,9 @@
  * commit, and each writer reads the row FOR SHARE (migration 1104's guards; the agent route), so
  * one waits for the other and then sees what it did. Each interleaving is made here, not hoped
  * for: the first party's transaction is held open on a connection of the test until the second
- * is seen waiting on it (pg_blocking_pids), then committed.
+ * is seen waiting on it (pg_blocking_pids), then committed. A currency the table lacks has no row
+ * to share: its addition and the writers that read ISO 4217's minor units for it meet on a lock of
+ * its code instead (core/admin/reference/currencies.ts lockCurrencyCode).
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
@@ -144,6 +146,86 @@ describe('a re-scale and a write of an amount in the currency are serialised', (
     assert.equal(r.status, 422, r.text);
     assert.equal(r.json.code, 'INVALID_AMOUNT');
     assert.doesNotMatch(r.text, /sk_live_|pk_live_/, 'no key named');
+  });
+
+  /**
+   * A route's transaction paused inside `table`'s `op` trigger (after the route's checks, before
+   * its change) while the test holds advisory lock `key`; `release` lets every paused one go on.
+   */
+  async function pauseIn(table: string, op: 'INSERT' | 'UPDATE', key: number) {
+    await h.tdb.db.query(`
+      CREATE FUNCTION test_pause_${key}() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN PERFORM pg_advisory_xact_lock(${key}); RETURN NEW; END $$;
+      CREATE TRIGGER test_pause_${key} BEFORE ${op} ON ${table} FOR EACH ROW EXECUTE FUNCTION test_pause_${key}();`);
+    const c = await h.tdb.db.pool.connect();
+    held.push(c);
+    await c.query('SELECT pg_advisory_lock($1)', [key]);
+    const pid = (await c.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid ?? 0;
+    return {
+      pid,
+      /** The backend of the route paused on it, once it is. */
+      async paused(pending: Promise<Res>): Promise<number> {
+        assert.ok(await waitsOn(pid, pending), `the route pauses in the ${table} trigger`);
+        const { rows } = await h.tdb.db.query<{ pid: number }>(
+          'SELECT pid FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))',
+          [pid],
+        );
+        return rows[0]?.pid ?? 0;
+      },
+      async release() {
+        await c.query('SELECT pg_advisory_unlock_all()');
+        await h.tdb.db.query(`DROP TRIGGER test_pause_${key} ON ${table}; DROP FUNCTION test_pause_${key}()`);
+      },
+    };
+  }
+  /** An inactive TRANSFER fee schedule in `currency` whose fixed fee has three decimals, and its activation. */
+  async function feeSchedule(currency: string): Promise<() => Promise<Res>> {
+    const fee = await admin('POST', '/v1/schedules', { kind: 'FEE', product: 'TRANSFER', currency });
+    assert.equal(fee.status, 201, fee.text);
+    const items = [{ min_amount: '0', fixed: '0.125', percent_bps: 100 }];
+    const added = await admin('POST', `/v1/schedules/${fee.json.id}/fees`, { items });
+    assert.equal(added.status, 200, added.text);
+    const etag = (await admin('GET', `/v1/schedules/${fee.json.id}`)).headers.etag ?? '';
+    return () => admin('PATCH', `/v1/schedules/${fee.json.id}`, { status: 'ACTIVE' }, { 'if-match': etag });
+  }
+
+  it("a currency added with fewer minor units than ISO 4217's while a schedule in it is activated waits for it and is refused", async () => {
+    // LYD is not in the table: the schedule is validated against ISO 4217's 3 minor units.
+    const activate = await feeSchedule('LYD');
+    const pause = await pauseIn('admin_schedules', 'UPDATE', 7101);
+    const activation = activate();
+    let added: Promise<Res> | undefined;
+    try {
+      const activating = await pause.paused(activation);
+      added = admin('POST', '/v1/currencies', { code: 'LYD', minor_units: 2 });
+      assert.ok(await waitsOn(activating, added), 'the addition waits for the activation');
+    } finally {
+      await pause.release();
+    }
+    const [a, r] = await Promise.all([activation, added]);
+    assert.equal(a.status, 200, a.text);
+    assert.equal(r.status, 409, r.text);
+    assert.equal(r.json.code, 'CURRENCY_MINOR_UNITS_LOCKED');
+    const { rows } = await h.tdb.db.query(`SELECT 1 FROM admin_currencies WHERE code = 'LYD'`);
+    assert.equal(rows.length, 0, 'not added');
+  });
+
+  it("a schedule activated while its currency is added with fewer minor units than ISO 4217's waits for it and is refused", async () => {
+    const activate = await feeSchedule('IQD');
+    const pause = await pauseIn('admin_currencies', 'INSERT', 7102);
+    const added = admin('POST', '/v1/currencies', { code: 'IQD', minor_units: 2 });
+    let activation: Promise<Res> | undefined;
+    try {
+      const adding = await pause.paused(added);
+      activation = activate();
+      assert.ok(await waitsOn(adding, activation), 'the activation waits for the addition');
+    } finally {
+      await pause.release();
+    }
+    const [r, a] = await Promise.all([added, activation]);
+    assert.equal(r.status, 201, r.text);
+    assert.equal(a.status, 400, a.text);
+    assert.equal(a.json.code, 'SCHEDULE_PRECISION');
   });
 
   it("an agent created during a re-scale of its tenant's currency waits for it and is refused with the new minor units", async () => {

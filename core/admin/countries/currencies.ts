@@ -11,7 +11,7 @@ import type { Queryable } from '../../../shared/db/pool.ts';
 import { declared } from '../../http/declared.ts';
 import { currencyHeld, currencyInSavingsProduct } from '../../ledger/reads.ts';
 import { configuredAmountFinerThan } from '../reference/configured-amounts.ts';
-import { applyCommittedCurrency } from '../reference/currencies.ts';
+import { applyCommittedCurrency, lockCurrencyCode } from '../reference/currencies.ts';
 
 interface LocalRow {
   code: string;
@@ -188,7 +188,9 @@ const createCurrencyRoute = (deps: AdminDeps): RouteSpec =>
       await platformTable(w, 'the currency table');
       const ref = /^[A-Z]{3}$/.test(ctx.body.code) ? isoCurrency(ctx.body.code) : undefined;
       if (!ref) throw new AppError('CURRENCY_INVALID', `${ctx.body.code} is not an ISO 4217 currency code`);
-      // Until now its ISO minor units were the schedules' (core/admin/reference/currencies.ts).
+      // Until now its ISO minor units were the schedules' (core/admin/reference/currencies.ts);
+      // a schedule validated against them meanwhile is waited for, and seen.
+      await lockCurrencyCode(w.q, ref.code, 'exclusive');
       if ((ctx.body.minor_units ?? ref.minorUnits) < ref.minorUnits)
         await checkAmountsFit(w.q, ref.code, ctx.body.minor_units ?? ref.minorUnits);
       const { rows } = await w.q.query<LocalRow>(

@@ -9,11 +9,39 @@ export async function minorUnitsOf(
   code: string,
   opts: { lock?: boolean } = {},
 ): Promise<number | undefined> {
-  const { rows } = await q.query<{ minor_units: number }>(
-    `SELECT minor_units FROM admin_currencies WHERE code = $1${opts.lock ? ' FOR SHARE' : ''}`,
-    [code],
-  );
-  return rows[0]?.minor_units ?? isoCurrency(code)?.minorUnits;
+  const read = async () =>
+    (
+      await q.query<{ minor_units: number }>(
+        `SELECT minor_units FROM admin_currencies WHERE code = $1${opts.lock ? ' FOR SHARE' : ''}`,
+        [code],
+      )
+    ).rows[0]?.minor_units;
+  let minor = await read();
+  if (minor === undefined && opts.lock) {
+    // No row to share: its ISO 4217 units hold until an addition stores others, which takes this
+    // code's lock (lockCurrencyCode) before it checks what is configured in the currency. Taken,
+    // the row is read again: an addition committed meanwhile is what this reads.
+    await lockCurrencyCode(q, code, 'shared');
+    minor = await read();
+  }
+  return minor ?? isoCurrency(code)?.minorUnits;
+}
+
+/**
+ * The lock of a currency code the table may lack, until the transaction ends: an addition of the
+ * currency takes it exclusively, a locked read that finds no row shares it (minorUnitsOf). A
+ * FOR SHARE of a row not there yet waits for nothing, so without it a schedule activated while
+ * the currency was added with fewer minor units than ISO 4217's was validated against the ISO
+ * units and the addition's check missed it (neither had committed): both passed.
+ */
+export async function lockCurrencyCode(
+  q: Queryable,
+  code: string,
+  mode: 'shared' | 'exclusive',
+): Promise<void> {
+  await q.query(`SELECT pg_advisory_xact_lock${mode === 'shared' ? '_shared' : ''}(hashtext($1))`, [
+    `currency-units:${code}`,
+  ]);
 }
 
 /**
