@@ -360,6 +360,37 @@ describe('attacks on the currency table through the gateway', () => {
     assert.equal(changed.json.minor_units, 2);
   });
 
+  it('audits each change of the table with the minor units it leaves the ledger, naming who made it', async () => {
+    assert.equal((await as(platform, 'POST', '/v1/currencies', { code: 'TOP', minor_units: 3 })).status, 201);
+    assert.equal((await rescale('TOP', 4)).status, 200);
+    const renamed = await as(
+      platform,
+      'PATCH',
+      '/v1/currencies/TOP',
+      { name: 'Paanga' },
+      { 'if-match': '*' },
+    );
+    assert.equal(renamed.status, 200, renamed.text);
+    assert.equal((await as(platform, 'DELETE', '/v1/currencies/TOP')).status, 204);
+    const { rows } = await tdb.db.query<{
+      action: string;
+      actor: { id: string };
+      attrs: { minor_units: unknown };
+    }>(
+      `SELECT action, actor, attrs FROM audit_log WHERE target->>'type' = 'currency' AND target->>'id' = 'TOP' ORDER BY id`,
+    );
+    assert.deepEqual(
+      rows.map((r) => [r.action, r.attrs.minor_units]),
+      [
+        ['currency.create', 3],
+        ['currency.update', { from: 3, to: 4 }],
+        ['currency.update', { from: 4, to: 4 }],
+        ['currency.delete', 4],
+      ],
+    );
+    for (const r of rows) assert.match(r.actor.id, /^service-token:/);
+  });
+
   it('keeps minor units an active ledger limit needs', async () => {
     const made = await as(platform, 'POST', '/v1/currencies', { code: 'BZD', minor_units: 3 });
     assert.equal(made.status, 201, made.text);

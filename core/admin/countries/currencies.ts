@@ -206,8 +206,8 @@ const createCurrencyRoute = (deps: AdminDeps): RouteSpec =>
         ],
       );
       if (!rows[0]) throw new AppError('CURRENCY_EXISTS', `currency ${ref.code} already has local metadata`);
-      await w.audit('currency.create', { type: 'currency', id: ref.code });
       const minor = rows[0].minor_units;
+      await w.audit('currency.create', { type: 'currency', id: ref.code }, { minor_units: minor });
       w.afterCommit(() => applyCommittedCurrency(ref.code, minor));
       return { status: 201, body: view(ref.code, rows[0]) };
     },
@@ -265,7 +265,12 @@ const updateCurrencyRoute = (deps: AdminDeps): RouteSpec =>
           b.metadata ? JSON.stringify(b.metadata) : null,
         ],
       );
-      await w.audit('currency.update', { type: 'currency', id: ctx.params.code }, { fields: Object.keys(b) });
+      // What the ledger's amounts are read with, before and after: the record says both.
+      await w.audit(
+        'currency.update',
+        { type: 'currency', id: ctx.params.code },
+        { fields: Object.keys(b), minor_units: { from: local.minor_units, to: rows[0]?.minor_units } },
+      );
       const minor = rows[0]?.minor_units;
       if (minor !== undefined) w.afterCommit(() => applyCommittedCurrency(ctx.params.code, minor));
       return { status: 200, body: view(ctx.params.code, rows[0]) };
@@ -283,12 +288,17 @@ const deleteCurrencyRoute = (deps: AdminDeps): RouteSpec =>
     responses: { 204: { description: 'Deleted' } },
     write: async (ctx, w) => {
       await platformTable(w, 'the currency table');
-      if (!(await locals(w.q, ctx.params.code, true)).has(ctx.params.code))
+      const local = (await locals(w.q, ctx.params.code, true)).get(ctx.params.code);
+      if (!local)
         throw new AppError('CURRENCY_NOT_FOUND', `currency ${ctx.params.code} has no local metadata`);
       const use = await currencyInUse(w.q, ctx.params.code);
       if (use) throw new AppError('CURRENCY_IN_USE', `currency ${ctx.params.code} is used by ${use}`);
       await w.q.query('DELETE FROM admin_currencies WHERE code = $1', [ctx.params.code]);
-      await w.audit('currency.delete', { type: 'currency', id: ctx.params.code });
+      await w.audit(
+        'currency.delete',
+        { type: 'currency', id: ctx.params.code },
+        { minor_units: local.minor_units },
+      );
       w.afterCommit(() => applyCommittedCurrency(ctx.params.code, undefined));
       return { status: 204 };
     },
