@@ -249,6 +249,8 @@ describe('attacks on the currency table through the gateway', () => {
     assert.equal(fewer.status, 409, fewer.text);
     assert.equal(fewer.json.code, 'CURRENCY_MINOR_UNITS_LOCKED');
     assert.match(fewer.json.detail, /an API key of tenant demo has a daily amount budget of 5\.125 KYD/);
+    // Said to whoever can act on it: the platform's Admins cannot revoke another tenant's key.
+    assert.match(fewer.json.detail, /that tenant's Admin revokes it first/);
     assert.ok(!fewer.text.includes(key.json.id) && !fewer.text.includes(key.json.secret), fewer.text);
     const revoked = await as(platform, 'DELETE', `/api-keys/${key.json.id}`);
     assert.equal(revoked.status, 204, revoked.text);

@@ -46,7 +46,8 @@ export async function configuredAmountFinerThan(
     case 'savings_product':
       return `savings product ${f.ref} of tenant ${f.tenant_id} has a min_balance of ${more}`;
     case 'api_key_budget':
-      return `an API key of tenant ${f.tenant_id} has a daily amount budget of ${more}: revoke it first (a new key takes a budget that fits)`;
+      // Told to the platform's Admins, who cannot revoke another tenant's key: its own Admins can.
+      return `an API key of tenant ${f.tenant_id} has a daily amount budget of ${more}: that tenant's Admin revokes it first (a new key takes a budget that fits)`;
     case 'ledger_limit':
       return `an active ledger limit (${f.ref}) of tenant ${f.tenant_id} has a maximum of ${more}`;
   }
