@@ -4,6 +4,7 @@
  */
 import { createPublicKey, sign, verify, type KeyObject } from 'node:crypto';
 import { canonicalJson } from './canonical-json.ts';
+import { isCanonicalBase64url } from './jws.ts';
 
 function payloadOf(doc: Record<string, unknown>): Buffer {
   const { signature: _ignored, ...rest } = doc;
@@ -17,10 +18,14 @@ export function signDocument<T extends Record<string, unknown>>(
   return { ...doc, signature: sign(null, payloadOf(doc), privateKey).toString('base64url') };
 }
 
-/** True when `doc.signature` verifies under any of `trusted`. */
+/**
+ * True when `doc.signature` verifies under any of `trusted`. The signature is read in its one
+ * spelling only (shared/jws.ts): Node's base64url decoder also takes `=` padding, `+` and `/`, and
+ * ignores the bits past the last whole byte, so the same signed document had other texts.
+ */
 export function verifyDocument(doc: Record<string, unknown>, trusted: KeyObject[]): boolean {
   const sig = doc.signature;
-  if (typeof sig !== 'string' || sig.length === 0) return false;
+  if (typeof sig !== 'string' || sig.length === 0 || !isCanonicalBase64url(sig)) return false;
   const payload = payloadOf(doc);
   const bytes = Buffer.from(sig, 'base64url');
   return trusted.some((key) => {

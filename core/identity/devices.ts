@@ -12,6 +12,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import type { Queryable } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
 import { ed25519KeyProblem } from '../../shared/ed25519-key.ts';
+import { isCanonicalBase64url } from '../../shared/jws.ts';
 
 export const DeviceJwk = Type.Object({
   kty: Type.Literal('OKP'),
@@ -79,6 +80,9 @@ export async function verifyDeviceAssertion(
   a: Static<typeof DeviceAssertion>,
   nowMs: number,
 ): Promise<AssertionResult> {
+  // One spelling per signature (shared/jws.ts): the decoder also reads `=`, `+`, `/` and ignores
+  // the 4 spare bits of its 86th character; an intent signature (a header) has no schema before this.
+  if (!isCanonicalBase64url(a.signature)) return { ok: false, reason: 'invalid' };
   const { rows } = await q.query<{ public_key: Buffer; usable_from: Date; notified_at: Date | null }>(
     `SELECT public_key, usable_from, notified_at FROM customer_devices WHERE tenant_id = $1 AND customer_id = $2 AND id = $3 AND revoked_at IS NULL`,
     [tenantId, customerId, a.deviceId],

@@ -31,3 +31,18 @@ export const respellings = (token: string): [string, string][] => [
   ['a padded signature', paddedSignature(token)],
   ['a signature with spare bits set', spareBitsSignature(token)],
 ];
+
+/**
+ * Second spellings of a detached base64url signature (a bundle manifest's or registry's, a device
+ * assertion's) that Node's base64url decoder reads as the same bytes: padded with `=`, in the
+ * `+` `/` alphabet (when it has a `-` or `_` to respell), and with a spare low bit set.
+ */
+export function detachedRespellings(sig: string): [string, string][] {
+  const out: [string, string][] = [
+    ['a padded signature', paddedSignature(`.${sig}`).slice(1)],
+    ['a signature with spare bits set', spareBitsSignature(`.${sig}`).slice(1)],
+  ];
+  if (/[-_]/.test(sig))
+    out.push(['a signature in the base64 alphabet', sig.replaceAll('-', '+').replaceAll('_', '/')]);
+  return out;
+}

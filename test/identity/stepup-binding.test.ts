@@ -4,7 +4,7 @@ import { after, before, describe, it } from 'node:test';
 import { decodeJwt } from 'jose';
 import { issueChallenge, origOf } from '../../shared/challenge.ts';
 import { enrolmentCodesPerDay, stepUpCodesPerDay } from '../../core/identity/throttle.ts';
-import { respellings } from '../helpers/respell.ts';
+import { detachedRespellings, respellings } from '../helpers/respell.ts';
 import { bearer, count, startHarness, withStepUp, type Harness, type Tokens } from './harness.ts';
 
 /**
@@ -27,9 +27,9 @@ describe('request-bound step-ups and device cool-off (core)', () => {
   };
   const login = async (tenantId = 'ta', p = phone) =>
     (await h.post('/customers/auth/login', { tenantId, phone: p, pin })).json as Tokens;
-  const assertion = (challenge: string, deviceId: string, key: KeyObject) => ({
+  const assertion = (challenge: string, deviceId: string, key: KeyObject, spell = (sig: string) => sig) => ({
     deviceId,
-    signature: sign(null, Buffer.from(challenge), key).toString('base64url'),
+    signature: spell(sign(null, Buffer.from(challenge), key).toString('base64url')),
   });
   const deviceStepUp = async (
     t: Tokens,
@@ -37,6 +37,7 @@ describe('request-bound step-ups and device cool-off (core)', () => {
     key: KeyObject,
     tenantId = 'ta',
     sub = customerId,
+    spell?: (sig: string) => string,
   ) => {
     const ch = await issueChallenge(
       h.keys.challenges,
@@ -45,7 +46,7 @@ describe('request-bound step-ups and device cool-off (core)', () => {
     );
     return h.post(
       '/customers/auth/stepup/complete',
-      { challengeToken: ch, deviceAssertion: assertion(ch, deviceId, key) },
+      { challengeToken: ch, deviceAssertion: assertion(ch, deviceId, key, spell) },
       bearer(t.accessToken),
     );
   };
@@ -186,6 +187,18 @@ describe('request-bound step-ups and device cool-off (core)', () => {
     );
     h.clock.t += 60_000;
     tok = await login();
+    // The key's own signature of the challenge, with a spare bit set: the same bytes, another text
+    // (padding and the base64 alphabet are refused by the schema, 400).
+    const spelled = await deviceStepUp(
+      tok,
+      deviceId,
+      privateKey,
+      'ta',
+      customerId,
+      (sig) => Object.fromEntries(detachedRespellings(sig))['a signature with spare bits set'] ?? '',
+    );
+    assert.equal(spelled.status, 401, spelled.text);
+    assert.equal(spelled.json.code, 'DEVICE_ASSERTION_INVALID', 'a second spelling is a bad signature');
     const ok = await deviceStepUp(tok, deviceId, privateKey);
     assert.equal(ok.status, 200, ok.text);
     assert.deepEqual(decodeJwt(ok.json.accessToken).amr, ['pin', 'device']);

@@ -23,6 +23,7 @@ import { AppError } from '../../shared/errors.ts';
 import { createLogger } from '../../shared/log.ts';
 import { uuidv7 } from '../../shared/uuid.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
+import { detachedRespellings } from '../helpers/respell.ts';
 
 interface Person {
   id: string;
@@ -258,7 +259,7 @@ describe('customer transfers at core level', () => {
     assert.deepEqual(await balance(alice.wallet), before, 'nothing moved');
   });
 
-  it('refuses, moving nothing: a step-up for another request or at AAL 1, a used step-up, a bad or reused intent signature, an unknown payee, a device in cool-off, the limit, the funds', async () => {
+  it('refuses, moving nothing: a step-up for another request or at AAL 1, a used step-up, a bad, respelled or reused intent signature, an unknown payee, a device in cool-off, the limit, the funds', async () => {
     const before = await balance(alice.wallet);
     const i = input('5.00');
     const f = factsOf(alice, i);
@@ -268,6 +269,14 @@ describe('customer transfers at core level', () => {
       create(callerOf(alice, f.orig), i, factsOf(alice, i, { orig: f.orig, signer: bob.key })),
       refused('INTENT_SIGNATURE_INVALID'),
     );
+    // The payer's own signature of this very transfer, spelled otherwise (the header has no schema).
+    for (const [name, other] of detachedRespellings(f.intentSignature ?? '')) {
+      await assert.rejects(
+        create(callerOf(alice, f.orig), i, { ...f, intentSignature: other }),
+        refused('INTENT_SIGNATURE_INVALID'),
+        name,
+      );
+    }
     const grant = callerOf(alice, f.orig);
     const ok = await create(grant, i, f);
     assert.equal(ok.status, 'PENDING');

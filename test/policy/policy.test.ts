@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { createHash, generateKeyPairSync } from 'node:crypto';
+import { createHash, createPrivateKey, generateKeyPairSync } from 'node:crypto';
 import { loadPolicy } from '@open-policy-agent/opa-wasm';
 import { inputForPolicy } from '../../shared/ip-ranges.ts';
 import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import {
   BundleError,
+  checkBundle,
   defaultBundleDir,
   evaluatorOf,
   instantiateBundle,
@@ -21,6 +22,7 @@ import { PolicyStore } from '../../policy/runtime/store.ts';
 import { build, policyDir, staleSources } from '../../policy/build.ts';
 import { findOpa } from '../../policy/opa.ts';
 import { signDocument } from '../../shared/signing.ts';
+import { detachedRespellings } from '../helpers/respell.ts';
 
 const opa = findOpa();
 // Under CI the policy tests must run: a missing opa is a failure, never a silent skip.
@@ -290,6 +292,38 @@ describe('policy bundle verification', () => {
       ),
       /signature does not verify/,
     );
+  });
+
+  it('refuses a manifest or registry whose signature is a second spelling of its own (padding, alphabet, spare bits)', async () => {
+    const f = await files();
+    const trusted = await loadTrustedKeys();
+    const devKey = createPrivateKey({
+      key: JSON.parse(await readFile(join(policyDir, 'keys', 'dev-signing.private.jwk'), 'utf8')),
+      format: 'jwk',
+    });
+    const manifest = JSON.parse(f.manifest.toString()) as Record<string, unknown>;
+    const registry = JSON.parse(f.registry.toString()) as { signature: string };
+    for (const [name, other] of detachedRespellings(String(manifest.signature))) {
+      const respelled = Buffer.from(JSON.stringify({ ...manifest, signature: other }));
+      assert.throws(
+        () => checkBundle({ ...f, manifest: respelled }, trusted),
+        /bundle manifest signature does not verify/,
+        name,
+      );
+    }
+    for (const [name, other] of detachedRespellings(registry.signature)) {
+      const regBuf = Buffer.from(JSON.stringify({ ...registry, signature: other }));
+      const { signature: _old, ...unsigned } = manifest;
+      const signed = signDocument(
+        { ...unsigned, registry_sha256: createHash('sha256').update(regBuf).digest('hex') },
+        devKey,
+      );
+      assert.throws(
+        () => checkBundle({ ...f, registry: regBuf, manifest: Buffer.from(JSON.stringify(signed)) }, trusted),
+        /purpose registry signature does not verify/,
+        name,
+      );
+    }
   });
 
   it('refuses a WASM that does not match the manifest', async () => {

@@ -27,6 +27,7 @@ import { PolicyStore } from '../../policy/runtime/store.ts';
 import { createMetrics } from '../../shared/metrics.ts';
 import { wasmCandidate } from '../helpers/candidates.ts';
 import { probeWasm } from '../helpers/probe-wasm.ts';
+import { detachedRespellings } from '../helpers/respell.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { loggerInto } from '../helpers/log-lines.ts';
 import { staffViaEdge, testEdgeSecrets } from '../helpers/edge-auth.ts';
@@ -103,6 +104,15 @@ describe('policy tooling: 422 for the bundle, 503 or 500 for us', () => {
     const unsigned = await upload({ manifest: '{}', registry: '{}', wasm: 'AAAA' });
     assert.equal(unsigned.status, 422, unsigned.text);
     assert.equal(unsigned.json.code, 'BUNDLE_INVALID');
+    // A signed candidate whose manifest signature is spelled otherwise (the same bytes): refused as unsigned.
+    const sound = await wasmCandidate(probeWasm('sound'), 'respelled');
+    const manifest = JSON.parse(sound.manifest) as { signature: string };
+    for (const [name, other] of detachedRespellings(manifest.signature)) {
+      const r = await upload({ ...sound, manifest: JSON.stringify({ ...manifest, signature: other }) });
+      assert.equal(r.status, 422, `${name}: ${r.text}`);
+      assert.equal(r.json.code, 'BUNDLE_INVALID');
+      assert.match(r.json.message, /bundle manifest signature does not verify/);
+    }
     const broken = await upload(await wasmCandidate(Buffer.from('not a wasm module'), 'broken-wasm'));
     assert.equal(broken.status, 422, broken.text);
     assert.match(broken.json.message, /policy\.wasm does not load as an OPA policy/);
