@@ -8,7 +8,12 @@
 import { createHash } from 'node:crypto';
 import { Type, type Static } from '@sinclair/typebox';
 import type { Logger } from 'pino';
-import type { BundleFiles, CheckedBundle } from '../../policy/runtime/bundle.ts';
+import {
+  type BundleFiles,
+  type CheckedBundle,
+  manifestMaxBytes,
+  registryMaxBytes,
+} from '../../policy/runtime/bundle.ts';
 import type { PolicyStore } from '../../policy/runtime/store.ts';
 import type { Queryable } from '../../shared/db/pool.ts';
 import { AppError } from '../../shared/errors.ts';
@@ -18,10 +23,14 @@ import { loadCandidate } from './candidate-loader.ts';
 /** The bundle's three files as uploaded: the two JSON documents as their exact text (their hashes are over bytes), the WASM as base64. */
 export const CandidateBody = Type.Object(
   {
-    manifest: Type.String({ minLength: 2, maxLength: 65_536, description: 'manifest.json, its exact text' }),
+    manifest: Type.String({
+      minLength: 2,
+      maxLength: manifestMaxBytes,
+      description: 'manifest.json, its exact text',
+    }),
     registry: Type.String({
       minLength: 2,
-      maxLength: 1_048_576,
+      maxLength: registryMaxBytes,
       description: 'registry.json, its exact text',
     }),
     wasm: Type.String({

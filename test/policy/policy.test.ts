@@ -16,6 +16,9 @@ import {
   policyInputJson,
   loadBundle,
   loadTrustedKeys,
+  manifestMaxBytes,
+  registryMaxBytes,
+  routesMaxBytes,
   verdictEntrypoint,
 } from '../../policy/runtime/bundle.ts';
 import { PolicyStore } from '../../policy/runtime/store.ts';
@@ -393,6 +396,81 @@ describe('policy bundle verification', () => {
         store.current?.routes?.some((r) => r.template === '/v1/health'),
         false,
       );
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  /** The lengths of the JSON texts parsed (JSON.parse) while `run` runs. */
+  async function parsedTexts(run: () => unknown): Promise<number[]> {
+    const parse = JSON.parse;
+    const lengths: number[] = [];
+    JSON.parse = (text: string, reviver?: Parameters<typeof JSON.parse>[1]) => {
+      lengths.push(String(text).length);
+      return parse(text, reviver);
+    };
+    try {
+      await run();
+    } catch {
+      // what it refused with is asserted by the caller
+    } finally {
+      JSON.parse = parse;
+    }
+    return lengths;
+  }
+  /** `bytes` of JSON nested as deep as it goes: some 29 times that in heap once parsed. */
+  const nested = (bytes: number) => Buffer.from(`${'['.repeat(bytes / 2)}${']'.repeat(bytes / 2)}`);
+
+  it('refuses a bundle its trusted signers did not sign before parsing its registry, whatever its registry holds', async () => {
+    const f = await files();
+    const { privateKey } = generateKeyPairSync('ed25519');
+    const registry = nested(1_000_000);
+    const { signature: _s, ...unsigned } = JSON.parse(f.manifest.toString()) as Record<string, unknown>;
+    const forged = signDocument(
+      { ...unsigned, registry_sha256: createHash('sha256').update(registry).digest('hex') },
+      privateKey,
+    );
+    const bundle = { ...f, manifest: Buffer.from(JSON.stringify(forged)), registry };
+    const trusted = await loadTrustedKeys();
+    assert.throws(() => checkBundle(bundle, trusted), /bundle manifest signature does not verify/);
+    const unsignedBundle = { ...bundle, manifest: Buffer.from(JSON.stringify(unsigned)) };
+    assert.throws(() => checkBundle(unsignedBundle, trusted), /bundle manifest is malformed/);
+    for (const b of [bundle, unsignedBundle]) {
+      const lengths = await parsedTexts(() => checkBundle(b, trusted));
+      assert.deepEqual(lengths, [b.manifest.length], 'the manifest alone is parsed');
+    }
+  });
+
+  it("refuses a registry whose bytes are not the signed manifest's before parsing it", async () => {
+    const f = await files();
+    const registry = nested(1_000_000);
+    const trusted = await loadTrustedKeys();
+    assert.throws(
+      () => checkBundle({ ...f, registry }, trusted),
+      /registry\.json does not match the manifest/,
+    );
+    const lengths = await parsedTexts(() => checkBundle({ ...f, registry }, trusted));
+    assert.ok(!lengths.includes(registry.length), 'the registry is not parsed');
+  });
+
+  it('refuses a JSON file past its size before parsing anything, loaded from a source or given', async () => {
+    const f = await files();
+    const trusted = await loadTrustedKeys();
+    for (const [name, change] of [
+      ['manifest.json', { manifest: nested(manifestMaxBytes + 2) }],
+      ['registry.json', { registry: nested(registryMaxBytes + 2) }],
+      ['routes.json', { routes: nested(routesMaxBytes + 2) }],
+    ] as const) {
+      const bundle = { ...f, ...change };
+      assert.throws(() => checkBundle(bundle, trusted), new RegExp(`${name} is larger than \\d+ bytes`));
+      assert.deepEqual(await parsedTexts(() => checkBundle(bundle, trusted)), [], `${name}: nothing parsed`);
+    }
+    const dir = await mkdtemp(join(tmpdir(), 'bundle-'));
+    try {
+      await cp(defaultBundleDir, dir, { recursive: true });
+      await writeFile(join(dir, 'manifest.json'), nested(4_000_000));
+      await assert.rejects(loadBundle(dir, trusted), /manifest\.json is larger than/);
+      assert.deepEqual(await parsedTexts(() => loadBundle(dir, trusted)), [], 'nor by the loader');
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
