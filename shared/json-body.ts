@@ -69,3 +69,31 @@ function keyText(quoted: string): string {
     return quoted;
   }
 }
+
+/**
+ * What `text`, read as JSON, holds past the bounds outside its strings: containers nested deeper
+ * than `maxDepth` (`depth`) or more than `maxCommas` commas (`commas`: an object of n members has
+ * n - 1), else undefined. Checked before a JSON.parse that would otherwise build up to 29 times
+ * the text in heap (nested empty arrays) to find it is not the shape a route takes. Never throws,
+ * allocates nothing; text that is not JSON is left to the parse.
+ */
+export function jsonStructureProblem(
+  text: string,
+  maxDepth: number,
+  maxCommas: number,
+): 'depth' | 'commas' | undefined {
+  let depth = 0;
+  let commas = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22) {
+      let j = i + 1;
+      while (j < text.length && text.charCodeAt(j) !== 0x22) j += text.charCodeAt(j) === 0x5c ? 2 : 1;
+      i = j;
+    } else if (c === 0x7b || c === 0x5b) {
+      if (++depth > maxDepth) return 'depth';
+    } else if (c === 0x7d || c === 0x5d) depth -= 1;
+    else if (c === 0x2c && ++commas > maxCommas) return 'commas';
+  }
+  return undefined;
+}

@@ -2,8 +2,9 @@
 import type { IncomingMessage } from 'node:http';
 import { AppError } from '../../shared/errors.ts';
 import { isJsonMedia, mediaType } from '../../shared/http/media-type.ts';
-import type { BodyKind } from './route.ts';
-import { parseQuery } from './validate.ts';
+import { jsonStructureProblem } from '../../shared/json-body.ts';
+import type { BodyKind, JsonBodyStructure } from './route.ts';
+import { maxNestingDepth, parseQuery } from './validate.ts';
 
 /** SPEC-independent default: a JSON API body never needs more than this. */
 export const defaultBodyLimitBytes = 1024 * 1024;
@@ -29,8 +30,22 @@ export async function readBody(req: IncomingMessage, limitBytes: number): Promis
   return Buffer.concat(chunks);
 }
 
-/** Decode a body by the route's kind; wrong media type → 415, bad JSON → 400. */
-export function decodeBody(kind: BodyKind, contentType: string | undefined, raw: Buffer): unknown {
+/**
+ * What every JSON body is held to before it is parsed: no deeper than any route takes (the bound
+ * `storable` applies to the parsed value; a parse of 5 MB nested as deep as it goes builds 155 MB).
+ */
+const anyJsonBody: JsonBodyStructure = { maxDepth: maxNestingDepth, maxCommas: Number.POSITIVE_INFINITY };
+
+/**
+ * Decode a body by the route's kind; wrong media type → 415, bad JSON → 400. A JSON body nesting
+ * or listing more than `structure` (the route's, else anyJsonBody) is refused 400 before its parse.
+ */
+export function decodeBody(
+  kind: BodyKind,
+  contentType: string | undefined,
+  raw: Buffer,
+  structure: JsonBodyStructure = anyJsonBody,
+): unknown {
   if (kind === 'raw') return undefined;
   if (raw.length === 0) return undefined;
   const type = mediaType(contentType);
@@ -50,6 +65,16 @@ export function decodeBody(kind: BodyKind, contentType: string | undefined, raw:
     throw new AppError('UNSUPPORTED_MEDIA_TYPE', 'expected application/json');
   }
   const text = utf8Of(raw, 'MALFORMED_JSON');
+  const problem = jsonStructureProblem(text, structure.maxDepth, structure.maxCommas);
+  if (problem) {
+    const message =
+      problem === 'depth'
+        ? `is nested more than ${structure.maxDepth} levels deep`
+        : `holds more than ${structure.maxCommas + 1} members and elements`;
+    throw new AppError('VALIDATION_FAILED', `body: ${message}`, {
+      extra: { errors: [{ path: 'body', message }] },
+    });
+  }
   try {
     return JSON.parse(text) as unknown;
   } catch {

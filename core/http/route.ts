@@ -14,6 +14,11 @@ export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
 /** How the request body is read. `none` refuses a body; `json` is the default for writes. */
 export type BodyKind = 'none' | 'json' | 'form' | 'raw';
+/** How deep a JSON body may nest its containers and how many commas it may hold outside strings. */
+export interface JsonBodyStructure {
+  maxDepth: number;
+  maxCommas: number;
+}
 
 /** Which error body a route answers with: core `{code, message}`, Problem+JSON or a SCIM error. */
 export type { ErrorFormat } from '../../shared/errors.ts';
@@ -102,6 +107,8 @@ export interface RouteSpec<
   body?: B;
   bodyKind?: BodyKind;
   bodyLimitBytes?: number;
+  /** A JSON body nesting or listing more than this is refused (400) before it is parsed (body.ts). */
+  bodyStructure?: JsonBodyStructure;
   /** For `raw` bodies: the media type and schema the OpenAPI document shows (e.g. multipart), and other media types taking the same fields. */
   rawBody?: { contentType: string; schema: Record<string, unknown>; also?: string[] };
   /**

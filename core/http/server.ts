@@ -276,7 +276,7 @@ function routeInputs(
   rawBody: Buffer,
 ) {
   const kind = route.bodyKind ?? (route.body ? 'json' : 'none');
-  const decoded = decodeBody(kind, contentType, rawBody);
+  const decoded = decodeBody(kind, contentType, rawBody, route.bodyStructure);
   const body = route.body ? validate(route.body, decoded, 'body') : storable(decoded, 'body');
   const query = route.query ? validate(route.query, parseQuery(search), 'query', true) : {};
   const params = route.params ? validate(route.params, pathParams, 'params') : storable(pathParams, 'params');

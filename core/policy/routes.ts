@@ -16,6 +16,7 @@ import {
   Candidate,
   CandidateBody,
   candidateBodyLimitBytes,
+  candidateBodyStructure,
   candidateExists,
   deleteCandidate,
   listCandidates,
@@ -129,6 +130,7 @@ const policyCandidateUploadRoute = (deps: PolicyImpactDeps): RouteSpec =>
     tags,
     body: CandidateBody,
     bodyLimitBytes: candidateBodyLimitBytes,
+    bodyStructure: candidateBodyStructure,
     summary: `Upload a signed candidate bundle (manifest and registry as their exact text, policy.wasm as base64); verified against the trusted signers like any bundle. A tenant stores at most ${maxCandidatesPerTenant} (409 CANDIDATE_LIMIT; delete one to free a slot). The edge does not buffer this body.`,
     responses: {
       201: { description: 'Stored', schema: Candidate },

@@ -71,6 +71,32 @@ describe('values no route can store', () => {
       refusal(() => storable(deep, 'body')),
       new RegExp(`more than ${maxNestingDepth}`),
     );
+    // A body is held to the same bound before it is parsed: the same answer, without the parse.
+    const nested = (n: number) => Buffer.from(`{"v":${'['.repeat(n - 1)}${']'.repeat(n - 1)}}`);
+    assert.deepEqual(decodeBody('json', 'application/json', nested(maxNestingDepth)), {
+      v: JSON.parse(nested(maxNestingDepth).toString()).v,
+    });
+    assert.doesNotThrow(() => storable(JSON.parse(nested(maxNestingDepth).toString()), 'body'));
+    assert.match(
+      refusal(() => storable(JSON.parse(nested(maxNestingDepth + 1).toString()), 'body')),
+      new RegExp(`more than ${maxNestingDepth}`),
+    );
+    const parse = JSON.parse;
+    let parsed = 0;
+    JSON.parse = (text: string) => {
+      parsed += 1;
+      return parse(text);
+    };
+    try {
+      for (const n of [maxNestingDepth + 1, 2_000_000])
+        assert.match(
+          refusal(() => decodeBody('json', 'application/json', nested(n))),
+          new RegExp(`^body: is nested more than ${maxNestingDepth} levels deep`),
+        );
+    } finally {
+      JSON.parse = parse;
+    }
+    assert.equal(parsed, 0, 'refused before any parse');
     assert.match(
       refusal(() =>
         validate(

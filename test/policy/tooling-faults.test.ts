@@ -118,6 +118,39 @@ describe('policy tooling: 422 for the bundle, 503 or 500 for us', () => {
     assert.match(broken.json.message, /policy\.wasm does not load as an OPA policy/);
   });
 
+  it('a body that is not one object of three strings is refused 400 before its megabytes are parsed', async () => {
+    const body = (inner: string) => Buffer.from(`{"manifest":${inner},"registry":"{}","wasm":"AAAA"}`);
+    const bodies = [
+      ['nested as deep as it goes', Buffer.from(`${'['.repeat(2_650_000)}${']'.repeat(2_650_000)}`)],
+      ['a member nested as deep as it goes', body(`${'['.repeat(2_600_000)}${']'.repeat(2_600_000)}`)],
+      ['a member of a million empty arrays', body(`[${'[],'.repeat(1_000_000)}[]]`)],
+      ['half a million members', body(`"{}"${',"m":""'.repeat(500_000)}`)],
+    ] as const;
+    const parse = JSON.parse;
+    const parsed: number[] = [];
+    JSON.parse = (text: string, reviver?: Parameters<typeof JSON.parse>[1]) => {
+      parsed.push(String(text).length);
+      return parse(text, reviver);
+    };
+    try {
+      for (const [name, raw] of bodies) {
+        const r = await call(origin, 'POST', '/v1/policy/candidates', {
+          body: raw,
+          headers: { ...staffViaEdge('policy_author', 'tp'), 'content-type': 'application/json' },
+        });
+        assert.equal(r.status, 400, `${name}: ${r.text}`);
+        assert.equal(r.json.code, 'VALIDATION_FAILED', name);
+      }
+    } finally {
+      JSON.parse = parse;
+    }
+    assert.deepEqual(
+      parsed.filter((n) => n > 100_000),
+      [],
+      'no body was parsed (the 5 MB nested one built 155 MB of heap to be refused)',
+    );
+  });
+
   it("a WASM that recurses without end or answers text that is not JSON while loading is the bundle's fault: 422, not 503 or 500", async () => {
     for (const [kind, why] of [
       ['recursing', /Maximum call stack/],

@@ -1,7 +1,10 @@
-/** shared/json-body.ts repeatedKey: the key one JSON object names twice, which JSON.parse would hide. */
+/**
+ * shared/json-body.ts repeatedKey: the key one JSON object names twice, which JSON.parse would hide;
+ * jsonStructureProblem: a JSON text nested or listing past a bound, found before it is parsed.
+ */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { repeatedKey } from '../../shared/json-body.ts';
+import { jsonStructureProblem, repeatedKey } from '../../shared/json-body.ts';
 
 describe('repeatedKey', () => {
   it('finds a key named twice in one object, at any depth, however it is spelled', () => {
@@ -37,5 +40,26 @@ describe('repeatedKey', () => {
   it('never throws on text that is not JSON', () => {
     for (const text of ['{"a', '{"a":1,"a', '}}]]', '{"\\u00zz":1,"\\u00zz":2}', '{"a\\', '"\\'])
       assert.doesNotThrow(() => repeatedKey(text), text);
+  });
+});
+
+describe('jsonStructureProblem', () => {
+  it('counts containers and commas outside strings only', () => {
+    assert.equal(jsonStructureProblem('{"a":"[[[,,,{{{","b":"\\"[,"}', 1, 1), undefined);
+    assert.equal(jsonStructureProblem('{"a":"x","b":"y","c":"z"}', 1, 2), undefined);
+    assert.equal(jsonStructureProblem('{"a":"x","b":"y","c":"z","d":""}', 1, 2), 'commas');
+    assert.equal(jsonStructureProblem('{"a":["x"]}', 1, 2), 'depth');
+    assert.equal(jsonStructureProblem('{"a":{}}', 1, 2), 'depth');
+    assert.equal(jsonStructureProblem('[[],[],[]]', 2, 1), 'commas');
+    assert.equal(jsonStructureProblem('"[[["', 0, 0), undefined);
+    for (const text of ['', '{"a', '"\\', ']]]]', '{"a\\'])
+      assert.doesNotThrow(() => jsonStructureProblem(text, 1, 1), text);
+  });
+
+  it('finds the depth past its bound as a parse would, at any length', () => {
+    const deep = (n: number) => `${'['.repeat(n)}${']'.repeat(n)}`;
+    assert.equal(jsonStructureProblem(deep(32), 32, Number.POSITIVE_INFINITY), undefined);
+    assert.equal(jsonStructureProblem(deep(33), 32, Number.POSITIVE_INFINITY), 'depth');
+    assert.equal(jsonStructureProblem(deep(2_700_000), 32, Number.POSITIVE_INFINITY), 'depth');
   });
 });
