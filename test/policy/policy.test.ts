@@ -25,6 +25,7 @@ import { PolicyStore } from '../../policy/runtime/store.ts';
 import { build, policyDir, staleSources } from '../../policy/build.ts';
 import { findOpa } from '../../policy/opa.ts';
 import { signDocument } from '../../shared/signing.ts';
+import { parsedTexts } from '../helpers/json-parses.ts';
 import { detachedRespellings } from '../helpers/respell.ts';
 
 const opa = findOpa();
@@ -401,23 +402,6 @@ describe('policy bundle verification', () => {
     }
   });
 
-  /** The lengths of the JSON texts parsed (JSON.parse) while `run` runs. */
-  async function parsedTexts(run: () => unknown): Promise<number[]> {
-    const parse = JSON.parse;
-    const lengths: number[] = [];
-    JSON.parse = (text: string, reviver?: Parameters<typeof JSON.parse>[1]) => {
-      lengths.push(String(text).length);
-      return parse(text, reviver);
-    };
-    try {
-      await run();
-    } catch {
-      // what it refused with is asserted by the caller
-    } finally {
-      JSON.parse = parse;
-    }
-    return lengths;
-  }
   /** `bytes` of JSON nested as deep as it goes: some 29 times that in heap once parsed. */
   const nested = (bytes: number) => Buffer.from(`${'['.repeat(bytes / 2)}${']'.repeat(bytes / 2)}`);
 
@@ -432,11 +416,12 @@ describe('policy bundle verification', () => {
     );
     const bundle = { ...f, manifest: Buffer.from(JSON.stringify(forged)), registry };
     const trusted = await loadTrustedKeys();
-    assert.throws(() => checkBundle(bundle, trusted), /bundle manifest signature does not verify/);
     const unsignedBundle = { ...bundle, manifest: Buffer.from(JSON.stringify(unsigned)) };
-    assert.throws(() => checkBundle(unsignedBundle, trusted), /bundle manifest is malformed/);
-    for (const b of [bundle, unsignedBundle]) {
-      const lengths = await parsedTexts(() => checkBundle(b, trusted));
+    for (const [b, why] of [
+      [bundle, /bundle manifest signature does not verify/],
+      [unsignedBundle, /bundle manifest is malformed/],
+    ] as const) {
+      const lengths = await parsedTexts(() => assert.throws(() => checkBundle(b, trusted), why));
       assert.deepEqual(lengths, [b.manifest.length], 'the manifest alone is parsed');
     }
   });
@@ -445,11 +430,12 @@ describe('policy bundle verification', () => {
     const f = await files();
     const registry = nested(1_000_000);
     const trusted = await loadTrustedKeys();
-    assert.throws(
-      () => checkBundle({ ...f, registry }, trusted),
-      /registry\.json does not match the manifest/,
+    const lengths = await parsedTexts(() =>
+      assert.throws(
+        () => checkBundle({ ...f, registry }, trusted),
+        /registry\.json does not match the manifest/,
+      ),
     );
-    const lengths = await parsedTexts(() => checkBundle({ ...f, registry }, trusted));
     assert.ok(!lengths.includes(registry.length), 'the registry is not parsed');
   });
 
@@ -462,15 +448,18 @@ describe('policy bundle verification', () => {
       ['routes.json', { routes: nested(routesMaxBytes + 2) }],
     ] as const) {
       const bundle = { ...f, ...change };
-      assert.throws(() => checkBundle(bundle, trusted), new RegExp(`${name} is larger than \\d+ bytes`));
-      assert.deepEqual(await parsedTexts(() => checkBundle(bundle, trusted)), [], `${name}: nothing parsed`);
+      const why = new RegExp(`${name} is larger than \\d+ bytes`);
+      const lengths = await parsedTexts(() => assert.throws(() => checkBundle(bundle, trusted), why));
+      assert.deepEqual(lengths, [], `${name}: nothing parsed`);
     }
     const dir = await mkdtemp(join(tmpdir(), 'bundle-'));
     try {
       await cp(defaultBundleDir, dir, { recursive: true });
       await writeFile(join(dir, 'manifest.json'), nested(4_000_000));
-      await assert.rejects(loadBundle(dir, trusted), /manifest\.json is larger than/);
-      assert.deepEqual(await parsedTexts(() => loadBundle(dir, trusted)), [], 'nor by the loader');
+      const lengths = await parsedTexts(() =>
+        assert.rejects(loadBundle(dir, trusted), /manifest\.json is larger than/),
+      );
+      assert.deepEqual(lengths, [], 'nor by the loader');
     } finally {
       await rm(dir, { recursive: true, force: true });
     }

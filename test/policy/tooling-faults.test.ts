@@ -27,6 +27,7 @@ import { PolicyStore } from '../../policy/runtime/store.ts';
 import { createMetrics } from '../../shared/metrics.ts';
 import { wasmCandidate } from '../helpers/candidates.ts';
 import { probeWasm } from '../helpers/probe-wasm.ts';
+import { parsedTexts } from '../helpers/json-parses.ts';
 import { detachedRespellings } from '../helpers/respell.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { loggerInto } from '../helpers/log-lines.ts';
@@ -126,13 +127,7 @@ describe('policy tooling: 422 for the bundle, 503 or 500 for us', () => {
       ['a member of a million empty arrays', body(`[${'[],'.repeat(1_000_000)}[]]`)],
       ['half a million members', body(`"{}"${',"m":""'.repeat(500_000)}`)],
     ] as const;
-    const parse = JSON.parse;
-    const parsed: number[] = [];
-    JSON.parse = (text: string, reviver?: Parameters<typeof JSON.parse>[1]) => {
-      parsed.push(String(text).length);
-      return parse(text, reviver);
-    };
-    try {
+    const parsed = await parsedTexts(async () => {
       for (const [name, raw] of bodies) {
         const r = await call(origin, 'POST', '/v1/policy/candidates', {
           body: raw,
@@ -141,9 +136,7 @@ describe('policy tooling: 422 for the bundle, 503 or 500 for us', () => {
         assert.equal(r.status, 400, `${name}: ${r.text}`);
         assert.equal(r.json.code, 'VALIDATION_FAILED', name);
       }
-    } finally {
-      JSON.parse = parse;
-    }
+    });
     assert.deepEqual(
       parsed.filter((n) => n > 100_000),
       [],
