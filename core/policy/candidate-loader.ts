@@ -7,16 +7,11 @@
  * tenant (429 past it): one tenant's uploads do not queue ahead of another's.
  */
 import { BundleError, type BundleFiles } from '../../policy/runtime/bundle.ts';
+import { candidateLoadMs } from '../../policy/runtime/candidate-thread.ts';
 import type { PolicyStore } from '../../policy/runtime/store.ts';
 import { AppError } from '../../shared/errors.ts';
 import { ImpactWorker, ImpactWorkerError, impactHeapMb } from './impact-worker.ts';
 
-/**
- * How long an uploaded candidate's WASM may take to load on the worker (its start function,
- * `builtins`, its data parsed): the development bundle takes a few milliseconds. A module that
- * loops while loading is refused past it; before, it ran on core's event loop and held it for ever.
- */
-export const candidateLoadMs = 5_000;
 /** How long a verification waits for its worker thread to start (loading tsx and the runtime) on a busy machine. */
 const workerStartMs = 60_000;
 

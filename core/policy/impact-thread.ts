@@ -16,6 +16,7 @@ import {
   instantiateBundle,
   type PolicyRevision,
 } from '../../policy/runtime/bundle.ts';
+import { boundJsonParse } from '../../policy/runtime/candidate-thread.ts';
 import { type ImpactResult, type InputRow, replayOne, Tally } from './replay.ts';
 
 /** Baseline revisions one job instantiates; a recorded decision of any further version is compared with its recorded verdict. */
@@ -43,23 +44,9 @@ export interface ImpactThreadData {
 const port = parentPort;
 if (!port) throw new Error('impact-thread.ts runs as a worker thread');
 
-/**
- * The longest JSON text this thread parses (characters). opa-wasm parses what a candidate answers
- * (`builtins`, `entrypoints`, a result, a builtin's arguments) as text read from its memory (up to
- * impactWasmMaxPages: 64 MiB), and a JSON.parse builds up to 29 times its text in heap (nested
- * empty arrays): 4 MiB stays inside impactHeapMb. A parse does not heed the worker's termination:
- * a candidate answering 62 MiB of `[[],[],…]` grew this thread to about 900 MB, 16 MB at a time
- * past its bound, in GC for minutes after it was told to stop, and V8 then aborted core's process.
- * Past the bound the parse throws (a RangeError): the candidate does not load, or that evaluation
- * fails. Nothing else here parses JSON but the bundle's manifest and registry, far smaller.
- */
-export const maxJsonTextChars = 4 * 2 ** 20;
-const parseJson = JSON.parse;
-JSON.parse = (text: string, reviver?: Parameters<typeof JSON.parse>[1]): unknown => {
-  if (typeof text === 'string' && text.length > maxJsonTextChars)
-    throw new RangeError(`a JSON text of ${text.length} characters, past ${maxJsonTextChars}`);
-  return parseJson(text, reviver);
-};
+// A candidate's JSON is bounded here (policy/runtime/candidate-thread.ts); nothing else here
+// parses JSON but the bundle's manifest and registry, far smaller.
+boundJsonParse();
 const { trusted, maxMemoryPages } = workerData as ImpactThreadData;
 const trustedKeys = trusted.map((k) => createPublicKey({ key: k, format: 'jwk' }));
 

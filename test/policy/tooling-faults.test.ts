@@ -14,7 +14,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { buildCore } from '../../core/app.ts';
-import { candidateLoadMs } from '../../core/policy/candidate-loader.ts';
+import { candidateLoadMs } from '../../policy/runtime/candidate-thread.ts';
 import { KeyStore } from '../../core/keys/keys.ts';
 import { readBuildInfo } from '../../core/platform/build-info.ts';
 import {
