@@ -1,14 +1,18 @@
 /**
  * Shadow evaluation thread (issue 22 item 3; ShadowFeed in shadow.ts): evaluates live decisions'
  * inputs against each tenant's shadow candidate, after the real answers were sent, and answers
- * each batch with its counts. WASM evaluation is synchronous: a shadow bundle that loops blocks
- * this thread only, and the feed terminates it when a batch is not answered in time; one that
- * allocates without end reaches its instance's memory bound and that evaluation counts as an error.
+ * each batch with its counts. Loading and evaluating a candidate run its WASM synchronously: a
+ * shadow bundle that loops blocks this thread only, and the feed terminates it when a batch is not
+ * answered in time, or a load not ended within candidateLoadMs (this thread says when each load
+ * and each batch starts, so the feed blames the one that hangs). One that allocates without end
+ * reaches its instance's memory bound and that evaluation counts as an error; one that answers
+ * more JSON than the heap holds parsed is refused at core's impact thread's bound (candidate-thread.ts).
  * Divergences are written (a bounded sample, inputs scrubbed like recorded decision inputs).
  */
 import { createPublicKey, type JsonWebKey } from 'node:crypto';
 import { parentPort, workerData } from 'node:worker_threads';
 import { instantiateBundle, type PolicyRevision } from '../policy/runtime/bundle.ts';
+import { boundJsonParse } from '../policy/runtime/candidate-thread.ts';
 import { createDb } from '../shared/db/pool.ts';
 import { createLogger } from '../shared/log.ts';
 import { createMetrics } from '../shared/metrics.ts';
@@ -30,6 +34,12 @@ export type ToShadow =
   | { type: 'eval'; id: number; items: string };
 export type FromShadow =
   | { type: 'ready' }
+  /** The tenant's candidate starts to load (its files read): its WASM runs until `loaded`. */
+  | { type: 'loading'; t: string; ref: string }
+  /** That load ended: loaded, or refused for `refused` (the candidate is not evaluated). */
+  | { type: 'loaded'; t: string; ref: string; refused?: string }
+  /** The batch starts to evaluate: its candidate's WASM runs until `evaluated`. */
+  | { type: 'evaluating'; id: number }
   | { type: 'evaluated'; id: number; evaluated: number; divergent: number; errors: number };
 
 /** Divergences written per tenant and candidate by one thread (the rest are counted only). */
@@ -37,6 +47,10 @@ const maxWrittenPerCandidate = 200;
 
 const port = parentPort;
 if (!port) throw new Error('shadow-thread.ts runs as a worker thread');
+// What a candidate answers is parsed within the bound core's impact thread applies; a batch's
+// text is held to it by the feed (shadow.ts).
+boundJsonParse();
+const post = (m: FromShadow) => port.postMessage(m);
 const { url, trusted, key, maxMemoryPages } = workerData as {
   url: string;
   trusted: JsonWebKey[];
@@ -46,19 +60,42 @@ const { url, trusted, key, maxMemoryPages } = workerData as {
 const trustedKeys = trusted.map((k) => createPublicKey({ key: k, format: 'jwk' }));
 const db = createDb({ connectionString: url, metrics: createMetrics(), log: createLogger('silent'), max: 1 });
 const scrubber = key ? new Scrubber(Buffer.from(key)) : undefined;
-const shadows = new Map<string, { ref: string; rev?: PolicyRevision; written: number }>();
+type Shadow = { ref: string; rev?: PolicyRevision; written: number };
+const shadows = new Map<string, Shadow>();
 
-async function load(tenantId: string, ref: string): Promise<void> {
-  const entry = { ref, written: 0 } as { ref: string; rev?: PolicyRevision; written: number };
+/** One load at a time: the feed's deadline is for the load it was told of, not for a queue of them. */
+let loads: Promise<void> = Promise.resolve();
+
+/** Load the tenant's candidate after the loads before it; a candidate that fails to is forgotten (tried again with the next list). */
+function load(tenantId: string, ref: string): void {
+  const entry: Shadow = { ref, written: 0 };
   shadows.set(tenantId, entry);
+  loads = loads
+    .then(() => loadOne(tenantId, entry))
+    .catch(() => {
+      if (shadows.get(tenantId) === entry) shadows.delete(tenantId);
+    });
+}
+
+async function loadOne(tenantId: string, entry: Shadow): Promise<void> {
+  if (shadows.get(tenantId) !== entry) return;
   const { rows } = await db.query<{ manifest: Buffer; registry: Buffer; wasm: Buffer }>(
     'SELECT manifest, registry, wasm FROM policy_candidates WHERE tenant_id = $1 AND ref = $2',
-    [tenantId, ref],
+    [tenantId, entry.ref],
   );
   const files = rows[0];
-  // Verified like any bundle: a shadow that no longer verifies is not evaluated.
-  if (files && shadows.get(tenantId) === entry)
+  if (!files || shadows.get(tenantId) !== entry) return;
+  post({ type: 'loading', t: tenantId, ref: entry.ref });
+  try {
+    // Verified like any bundle: a shadow that no longer verifies is not evaluated.
     entry.rev = await instantiateBundle(files, trustedKeys, { maxMemoryPages });
+    post({ type: 'loaded', t: tenantId, ref: entry.ref });
+  } catch (err) {
+    // The verifier's and loader's messages name what failed; they carry no secret.
+    const reason = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+    post({ type: 'loaded', t: tenantId, ref: entry.ref, refused: reason.slice(0, 200) });
+    throw err;
+  }
 }
 
 function evaluate(item: ShadowItem): { allow: boolean | null; code: string } {
@@ -108,9 +145,10 @@ port.on('message', (m: ToShadow) => {
   if (m.type === 'shadows') {
     const wanted = new Map(m.list);
     for (const t of [...shadows.keys()]) if (wanted.get(t) !== shadows.get(t)?.ref) shadows.delete(t);
-    for (const [t, ref] of wanted) if (!shadows.has(t)) void load(t, ref).catch(() => shadows.delete(t));
+    for (const [t, ref] of wanted) if (!shadows.has(t)) load(t, ref);
     return;
   }
+  post({ type: 'evaluating', id: m.id });
   const items = JSON.parse(m.items) as ShadowItem[];
   let divergent = 0;
   let errors = 0;
@@ -123,13 +161,7 @@ port.on('message', (m: ToShadow) => {
       diverged.push({ item, ...out });
     }
   }
-  port.postMessage({
-    type: 'evaluated',
-    id: m.id,
-    evaluated: items.length,
-    divergent,
-    errors,
-  } satisfies FromShadow);
+  post({ type: 'evaluated', id: m.id, evaluated: items.length, divergent, errors });
   void writeDivergences(diverged).catch(() => undefined);
 });
-port.postMessage({ type: 'ready' } satisfies FromShadow);
+post({ type: 'ready' });

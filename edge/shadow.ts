@@ -3,20 +3,26 @@
  * decisions, on a worker thread (shadow-thread.ts), after the real answer was sent. The Check
  * only hands over a reference (and only for tenants with a shadow); batches cross as JSON text
  * every `shadowFlushMs`. Nothing the shadow does reaches a live answer: the queue is bounded
- * (past it decisions are counted as dropped), a batch not answered within `timeoutMs` (a looping
- * bundle) terminates the thread, and a thread that throws is replaced on the next batch. A batch
- * holds one tenant's decisions, and a tenant whose batch timed out is set aside until its shadow
- * changes: one tenant's looping candidate must not blind every other tenant's shadow.
+ * (past it decisions are counted as dropped), a batch not answered within `timeoutMs` or a
+ * candidate not loaded within candidateLoadMs (a looping bundle) terminates the thread, and a
+ * thread that throws is replaced on the next batch. A batch holds one tenant's decisions (and at
+ * most the JSON the thread parses), and a tenant whose batch or load timed out is set aside until
+ * its shadow changes, its candidate not loaded again: one tenant's looping candidate must not
+ * blind every other tenant's shadow. The thread says when a load and a batch start: a batch that
+ * waits behind a load that hangs is not its tenant's fault, and the load's deadline decides.
  * Promoting a shadow is the ordinary hot swap of the bundle.
  */
 import type { KeyObject } from 'node:crypto';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
+import { candidateLoadMs, maxJsonTextChars } from '../policy/runtime/candidate-thread.ts';
 import type { Db } from '../shared/db/pool.ts';
+import { takeBatch } from './shadow-batch.ts';
 import type { FromShadow, ShadowItem, ToShadow } from './shadow-thread.ts';
-import { withJsonMember } from './decision-inputs.ts';
 
 export const shadowFlushMs = 50;
+/** A batch not answered by then (ShadowFeedOptions.timeoutMs): its candidate is taken to hang. */
+export const shadowBatchTimeoutMs = 2000;
 export const shadowBatchMax = 256;
 /** How often the edge re-reads which tenants have a shadow (policy_shadows, migration 0911). */
 export const shadowPollMs = 2000;
@@ -28,13 +34,8 @@ export const shadowHeapMb = 256;
  * `errors`, instead of growing the edge process towards 4 GiB per tenant with a shadow.
  */
 export const shadowWasmMaxPages = 1024;
-
-/** An item's JSON, its input written from the text the Check serialised when it carries one. */
-function shadowItemJson(item: ShadowItem): string {
-  if (item.inputJson === undefined) return JSON.stringify(item);
-  const { inputJson, input: _input, ...rest } = item;
-  return withJsonMember(rest, 'input', inputJson);
-}
+/** A batch's JSON text at most: the thread parses nothing longer (candidate-thread.ts). */
+export const shadowBatchMaxChars = maxJsonTextChars;
 
 export interface ShadowStats {
   evaluated: number;
@@ -56,6 +57,8 @@ export interface ShadowFeedOptions {
   log: Logger;
   /** A batch not answered by then: the thread is terminated (counted in `timeouts`). */
   timeoutMs?: number;
+  /** A candidate not loaded by then (candidateLoadMs): the thread is terminated (counted in `timeouts`). */
+  loadTimeoutMs?: number;
   maxQueued?: number;
   /** Tests: start something else than shadow-thread.ts. */
   spawn?: () => Worker;
@@ -73,13 +76,18 @@ export class ShadowFeed {
   };
   private shadows: [string, string][] = [];
   private readonly tenants = new Set<string>();
-  /** Tenant → the candidate whose batch timed out; cleared when the tenant's shadow changes. */
+  /** Tenant → the candidate whose batch or load timed out; cleared when the tenant's shadow changes. */
   private readonly suspended = new Map<string, string>();
   private queue: ShadowItem[] = [];
   private worker: Worker | undefined;
   /** The thread said it is ready: only then does a batch's timeout start (booting is not looping). */
   private ready = false;
-  private inFlight: { id: number; timer: NodeJS.Timeout; size: number; tenant: string } | undefined;
+  /** The batch sent; `started` once the thread said it evaluates it. */
+  private inFlight:
+    | { id: number; timer: NodeJS.Timeout; size: number; tenant: string; started: boolean }
+    | undefined;
+  /** The candidate the thread said it loads, until it says the load ended. */
+  private loading: { tenant: string; ref: string; timer: NodeJS.Timeout } | undefined;
   private seq = 0;
   private timers: NodeJS.Timeout[] = [];
 
@@ -110,7 +118,12 @@ export class ShadowFeed {
     this.stats.suspended = this.suspended.size;
     this.stats.active = list.length;
     if (list.length === 0) this.queue = [];
-    this.post({ type: 'shadows', list });
+    this.post({ type: 'shadows', list: this.loadable() });
+  }
+
+  /** The shadows the thread loads: none set aside (a candidate that looped loading would loop again). */
+  private loadable(): [string, string][] {
+    return this.shadows.filter(([t]) => !this.suspended.has(t));
   }
 
   async refresh(): Promise<void> {
@@ -150,22 +163,88 @@ export class ShadowFeed {
       });
     w.unref();
     w.on('message', (m: FromShadow) => {
-      if (m.type === 'ready' && this.worker === w) {
-        this.ready = true;
-        this.flush();
-      }
-      if (m.type !== 'evaluated' || this.inFlight?.id !== m.id) return;
+      if (this.worker === w) this.heard(w, m);
+    });
+    const gone = () => this.discard(w);
+    w.on('error', gone);
+    w.on('exit', gone);
+    w.postMessage({ type: 'shadows', list: this.loadable() } satisfies ToShadow);
+    return w;
+  }
+
+  /** What the current thread says: ready, a load started or ended, a batch started or answered. */
+  private heard(w: Worker, m: FromShadow): void {
+    if (m.type === 'ready') {
+      this.ready = true;
+      this.flush();
+    } else if (m.type === 'loading') {
+      if (this.loading) clearTimeout(this.loading.timer);
+      const { t: tenant, ref } = m;
+      const timer = this.after(this.opts.loadTimeoutMs ?? candidateLoadMs, () =>
+        this.loadOverdue(w, tenant, ref),
+      );
+      this.loading = { tenant, ref, timer };
+    } else if (m.type === 'loaded') {
+      // The thread loads one candidate at a time: this ends the load it said it started.
+      if (this.loading) clearTimeout(this.loading.timer);
+      this.loading = undefined;
+      if (m.refused !== undefined)
+        this.opts.log.warn(
+          { tenantId: m.t, candidate: m.ref, reason: m.refused },
+          'shadow candidate not loaded',
+        );
+    } else if (m.type === 'evaluating') {
+      if (this.inFlight?.id === m.id) this.inFlight.started = true;
+    } else if (this.inFlight?.id === m.id) {
       clearTimeout(this.inFlight.timer);
       this.inFlight = undefined;
       this.stats.evaluated += m.evaluated;
       this.stats.divergent += m.divergent;
       this.stats.errors += m.errors;
-    });
-    const gone = () => this.discard(w);
-    w.on('error', gone);
-    w.on('exit', gone);
-    w.postMessage({ type: 'shadows', list: this.shadows } satisfies ToShadow);
-    return w;
+    }
+  }
+
+  private get batchTimeoutMs(): number {
+    return this.opts.timeoutMs ?? shadowBatchTimeoutMs;
+  }
+
+  private after(ms: number, run: () => void): NodeJS.Timeout {
+    const timer = setTimeout(run, ms);
+    timer.unref();
+    return timer;
+  }
+
+  /**
+   * A batch not answered in time: its tenant's candidate hangs, unless the thread has not started
+   * the batch because it is loading a candidate; then the load's deadline decides, and the batch
+   * waits another `timeoutMs`.
+   */
+  private batchOverdue(w: Worker, id: number): void {
+    const batch = this.inFlight;
+    if (this.worker !== w || batch?.id !== id) return;
+    if (!batch.started && this.loading) {
+      batch.timer = this.after(this.batchTimeoutMs, () => this.batchOverdue(w, id));
+      return;
+    }
+    this.stats.timeouts += 1;
+    this.suspend(batch.tenant, 'did not answer in time');
+    this.discard(w);
+  }
+
+  /**
+   * A candidate not loaded in time: it hangs while loading, unless the thread is evaluating a
+   * batch (that began during one of the load's awaits); then the batch's deadline decides.
+   */
+  private loadOverdue(w: Worker, tenant: string, ref: string): void {
+    const load = this.loading;
+    if (this.worker !== w || load?.tenant !== tenant || load.ref !== ref) return;
+    if (this.inFlight?.started) {
+      load.timer = this.after(this.batchTimeoutMs, () => this.loadOverdue(w, tenant, ref));
+      return;
+    }
+    this.stats.timeouts += 1;
+    this.suspend(tenant, 'did not load in time', ref);
+    this.discard(w);
   }
 
   /** Forget a thread that died or hung; its batch in flight is lost (counted as dropped). */
@@ -178,6 +257,8 @@ export class ShadowFeed {
       this.stats.dropped += this.inFlight.size;
       this.inFlight = undefined;
     }
+    if (this.loading) clearTimeout(this.loading.timer);
+    this.loading = undefined;
     void w.terminate();
   }
 
@@ -194,41 +275,20 @@ export class ShadowFeed {
     }
     if (!this.ready) return;
     const w = this.worker;
-    const batch = this.nextBatch();
-    const tenant = batch[0]?.t ?? '';
-    let items: string;
-    try {
-      items = `[${batch.map(shadowItemJson).join(',')}]`;
-    } catch {
-      this.stats.dropped += batch.length;
-      return;
-    }
-    const id = ++this.seq;
-    const timer = setTimeout(() => {
-      this.stats.timeouts += 1;
-      this.suspend(tenant);
-      this.discard(w);
-    }, this.opts.timeoutMs ?? 2000);
-    timer.unref();
-    this.inFlight = { id, timer, size: batch.length, tenant };
-    w.postMessage({ type: 'eval', id, items } satisfies ToShadow);
-  }
-
-  /** The first queued decision's tenant's decisions (up to a batch), the rest kept in order. */
-  private nextBatch(): ShadowItem[] {
-    const tenant = this.queue[0]?.t;
-    const batch: ShadowItem[] = [];
-    const rest: ShadowItem[] = [];
-    for (const item of this.queue)
-      (item.t === tenant && batch.length < shadowBatchMax ? batch : rest).push(item);
+    const { batch, rest, dropped } = takeBatch(this.queue, shadowBatchMax, shadowBatchMaxChars);
     this.queue = rest;
-    return batch;
+    this.stats.dropped += dropped;
+    if (!batch) return;
+    const id = ++this.seq;
+    const timer = this.after(this.batchTimeoutMs, () => this.batchOverdue(w, id));
+    this.inFlight = { id, timer, size: batch.size, tenant: batch.tenant, started: false };
+    w.postMessage({ type: 'eval', id, items: batch.items } satisfies ToShadow);
   }
 
-  /** Set a tenant's shadow aside after its batch timed out, until the tenant's shadow changes. */
-  private suspend(tenant: string): void {
+  /** Set a tenant's shadow (`ref`, when it is still the one) aside after it timed out, until the tenant's shadow changes. */
+  private suspend(tenant: string, why: string, only?: string): void {
     const ref = this.shadows.find(([t]) => t === tenant)?.[1];
-    if (ref === undefined) return;
+    if (ref === undefined || (only !== undefined && ref !== only)) return;
     this.suspended.set(tenant, ref);
     this.stats.suspended = this.suspended.size;
     const before = this.queue.length;
@@ -236,13 +296,14 @@ export class ShadowFeed {
     this.stats.dropped += before - this.queue.length;
     this.opts.log.warn(
       { tenantId: tenant, candidate: ref },
-      'shadow candidate did not answer in time; set aside until the shadow changes',
+      `shadow candidate ${why}; set aside until the shadow changes`,
     );
   }
 
   async stop(): Promise<void> {
     for (const t of this.timers) clearInterval(t);
     if (this.inFlight) clearTimeout(this.inFlight.timer);
+    if (this.loading) clearTimeout(this.loading.timer);
     const w = this.worker;
     this.worker = undefined;
     this.ready = false;

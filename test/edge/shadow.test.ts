@@ -2,18 +2,29 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Worker } from 'node:worker_threads';
 import { ShadowFeed } from '../../edge/shadow.ts';
+import { maxJsonTextChars } from '../../policy/runtime/candidate-thread.ts';
 import type { Db } from '../../shared/db/pool.ts';
 import { createLogger } from '../../shared/log.ts';
 
 const log = createLogger('silent');
-/** A stand-in for shadow-thread.ts whose answer to a batch is `onEval` (CommonJS, evaluated). */
-const fakeThread = (onEval: string) => () =>
-  new Worker(
-    `const { parentPort } = require('node:worker_threads');
-   parentPort.postMessage({ type: 'ready' });
-   parentPort.on('message', (m) => { if (m.type !== 'eval') return; const items = JSON.parse(m.items); ${onEval} });`,
-    { eval: true },
-  );
+/**
+ * A stand-in for shadow-thread.ts whose answer to a batch is `onEval` and to a list of shadows
+ * `onShadows` (CommonJS, evaluated; `post` posts to the feed).
+ */
+const fakeThread =
+  (onEval: string, onShadows = '') =>
+  () =>
+    new Worker(
+      `const { parentPort } = require('node:worker_threads');
+   const post = (m) => parentPort.postMessage(m);
+   post({ type: 'ready' });
+   parentPort.on('message', (m) => {
+     if (m.type === 'shadows') { ${onShadows} return; }
+     const items = JSON.parse(m.items); ${onEval} });`,
+      { eval: true },
+    );
+/** The thread's answer to a batch it evaluates. */
+const answer = `post({ type: 'evaluating', id: m.id }); post({ type: 'evaluated', id: m.id, evaluated: items.length, divergent: 0, errors: 0 });`;
 const item = (i: number) => ({
   t: 'ta',
   input: { n: i },
@@ -27,16 +38,34 @@ async function until(ok: () => boolean): Promise<void> {
   for (let i = 0; i < 400 && !ok(); i++) await new Promise((r) => setTimeout(r, 25));
 }
 
-function feed(onEval: string): ShadowFeed {
+/** Flush the feed until `ok` (the thread answers each batch in turn). */
+async function flushUntil(f: ShadowFeed, ok: () => boolean): Promise<void> {
+  for (let i = 0; i < 80 && !ok(); i++) {
+    f.flush();
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+const twoTenants: [string, string][] = [
+  ['ta', 'cand-0000000000000000'],
+  ['tb', 'cand-2222222222222222'],
+];
+
+/** A feed of the stand-in thread, with ta's shadow (or `o.shadows`). */
+function feed(
+  onEval: string,
+  o: { onShadows?: string; timeoutMs?: number; loadTimeoutMs?: number; shadows?: [string, string][] } = {},
+): ShadowFeed {
   const f = new ShadowFeed({
     db: {} as Db,
     databaseUrl: 'postgres://unused',
     trustedKeys: [],
     log,
-    timeoutMs: 300,
-    spawn: fakeThread(onEval),
+    timeoutMs: o.timeoutMs ?? 300,
+    ...(o.loadTimeoutMs === undefined ? {} : { loadTimeoutMs: o.loadTimeoutMs }),
+    spawn: fakeThread(onEval, o.onShadows),
   });
-  f.setShadows([['ta', 'cand-0000000000000000']]);
+  f.setShadows(o.shadows ?? [['ta', 'cand-0000000000000000']]);
   return f;
 }
 
@@ -87,10 +116,7 @@ describe('shadow evaluation is isolated from live decisions (issue 22 item 3)', 
     const f = feed(
       `if (items.some((x) => x.t === 'ta')) for (;;) {} parentPort.postMessage({ type: 'evaluated', id: m.id, evaluated: items.length, divergent: 0, errors: 0 });`,
     );
-    f.setShadows([
-      ['ta', 'cand-0000000000000000'],
-      ['tb', 'cand-2222222222222222'],
-    ]);
+    f.setShadows(twoTenants);
     try {
       f.offer(item(0));
       for (let i = 1; i < 4; i++) f.offer({ ...item(i), t: 'tb' });
@@ -101,10 +127,7 @@ describe('shadow evaluation is isolated from live decisions (issue 22 item 3)', 
         f.offer(item(i));
         f.offer({ ...item(i), t: 'tb' });
       }
-      for (let i = 0; i < 40 && f.stats.evaluated < 5; i++) {
-        f.flush();
-        await new Promise((r) => setTimeout(r, 25));
-      }
+      await flushUntil(f, () => f.stats.evaluated >= 5);
       assert.equal(f.stats.evaluated, 5, "every tb decision is evaluated after ta's timeout");
       assert.equal(f.stats.timeouts, 1, 'ta is not tried again');
       assert.equal(f.stats.dropped, 3, "ta's later decisions are counted as dropped");
@@ -125,6 +148,74 @@ describe('shadow evaluation is isolated from live decisions (issue 22 item 3)', 
       f.flush();
       await until(() => f.stats.evaluated === 1);
       assert.deepEqual([f.stats.dropped, f.stats.evaluated, f.stats.timeouts], [1, 1, 0]);
+    } finally {
+      await f.stop();
+    }
+  });
+
+  it('a candidate that loops while loading is ended past the load deadline, and its tenant alone set aside; it is not loaded again', async () => {
+    // ta's candidate loops while it loads, whichever thread loads it; tb's loads.
+    const f = feed(answer, {
+      onShadows: `for (const [t, ref] of m.list) { post({ type: 'loading', t, ref }); if (t === 'ta') for (;;) {} post({ type: 'loaded', t, ref }); }`,
+      timeoutMs: 200,
+      loadTimeoutMs: 800,
+      shadows: twoTenants,
+    });
+    try {
+      f.offer({ ...item(0), t: 'tb' });
+      f.flush();
+      await until(() => f.stats.timeouts === 1);
+      assert.equal(f.stats.timeouts, 1, 'the load is ended: it held the thread, with no end of its own');
+      assert.equal(f.stats.dropped, 1, "tb's batch is lost with the thread, waiting behind ta's load");
+      for (let i = 1; i < 4; i++) f.offer({ ...item(i), t: 'tb' });
+      f.offer(item(9));
+      assert.equal(f.stats.dropped, 2, "ta is set aside: its decision is dropped, tb's are queued");
+      await flushUntil(f, () => f.stats.evaluated >= 3);
+      assert.equal(f.stats.evaluated, 3, "tb's later decisions are evaluated on a new thread");
+      assert.equal(f.stats.timeouts, 1, "ta's candidate is not loaded again, so nothing hangs again");
+      assert.equal(f.stats.suspended, 1);
+    } finally {
+      await f.stop();
+    }
+  });
+
+  it("a batch that hangs while a load awaits is its own tenant's fault, not the loading one's", async () => {
+    // tb's load is under way (awaiting) when ta's batch loops.
+    const f = feed(
+      `if (items[0].t === 'ta') { post({ type: 'evaluating', id: m.id }); for (;;) {} } ${answer}`,
+      {
+        onShadows: `for (const [t, ref] of m.list) if (t === 'tb') post({ type: 'loading', t, ref });`,
+        loadTimeoutMs: 60_000,
+        shadows: twoTenants,
+      },
+    );
+    try {
+      f.offer(item(0));
+      f.flush();
+      await until(() => f.stats.timeouts === 1);
+      assert.deepEqual([f.stats.timeouts, f.stats.dropped, f.stats.suspended], [1, 1, 1]);
+      f.offer(item(1));
+      f.offer({ ...item(2), t: 'tb' });
+      assert.equal(f.stats.dropped, 2, 'ta is the one set aside');
+      await flushUntil(f, () => f.stats.evaluated >= 1);
+      assert.equal(f.stats.evaluated, 1, "tb's decision is evaluated");
+    } finally {
+      await f.stop();
+    }
+  });
+
+  it('a batch carries at most the JSON text the thread parses; a decision past it alone is dropped', async () => {
+    // The stand-in counts a batch past the bound the real thread parses as an error.
+    const f = feed(
+      `post({ type: 'evaluated', id: m.id, evaluated: items.length, divergent: 0, errors: m.items.length > ${maxJsonTextChars} ? 1 : 0 });`,
+      { timeoutMs: 5_000 },
+    );
+    const big = (i: number, chars: number) => ({ ...item(i), input: { pad: 'x'.repeat(chars) } });
+    try {
+      for (let i = 0; i < 3; i++) f.offer(big(i, maxJsonTextChars * 0.4));
+      f.offer(big(3, maxJsonTextChars));
+      await flushUntil(f, () => f.stats.evaluated >= 3);
+      assert.deepEqual([f.stats.evaluated, f.stats.errors, f.stats.dropped], [3, 0, 1]);
     } finally {
       await f.stop();
     }
