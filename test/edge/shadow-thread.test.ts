@@ -2,7 +2,8 @@
  * The edge's real shadow thread (edge/shadow-thread.ts) holds a candidate to the bounds core's
  * impact thread does (policy/runtime/candidate-thread.ts): a signed candidate whose WASM answers
  * 62 MiB of `[[],[],…]` while loading is refused at the 4 MiB JSON bound, named in the feed's log,
- * and the thread goes on evaluating; before, its parse grew the thread past its heap bound.
+ * and the thread goes on evaluating; before, its parse grew the thread past its heap bound (and
+ * V8 aborted the process). A candidate that loops while loading is ended past the load deadline.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -14,57 +15,78 @@ import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { loggerInto } from '../helpers/log-lines.ts';
 import { probeWasm } from '../helpers/probe-wasm.ts';
 
-describe("the edge's shadow thread bounds a candidate's JSON as core's impact thread does", () => {
+describe("the edge's shadow thread bounds a candidate as core's impact thread does", () => {
   let tdb: TestDb;
-  const ref = 'cand-1111111111111111';
+  const inflatingRef = 'cand-1111111111111111';
+  const loopingRef = 'cand-2222222222222222';
+  const decision = (i: number, t: string) => ({
+    t,
+    input: { n: i },
+    allow: true,
+    d: `d${i}`,
+    p: 'x',
+    r: 'GET /x',
+  });
 
   before(async () => {
     tdb = await freshDatabase();
     await tdb.db.query(
-      `INSERT INTO tenants (id, name, country, base_currency) VALUES ('ts', 'ts', 'KE', 'KES')`,
+      `INSERT INTO tenants (id, name, country, base_currency) VALUES ('ts', 'ts', 'KE', 'KES'), ('tl', 'tl', 'KE', 'KES')`,
     );
-    const c = await wasmCandidate(probeWasm('inflating'), 'probe-inflating');
-    await tdb.db.query(
-      `INSERT INTO policy_candidates (tenant_id, ref, policy_version, registry_version, manifest, registry, wasm, uploaded_by)
-       VALUES ('ts', $1, 'probe-inflating', 'r', $2, $3, $4, 'author')`,
-      [ref, Buffer.from(c.manifest), Buffer.from(c.registry), Buffer.from(c.wasm, 'base64')],
-    );
+    for (const [tenant, ref, kind] of [
+      ['ts', inflatingRef, 'inflating'],
+      ['tl', loopingRef, 'looping'],
+    ] as const) {
+      const c = await wasmCandidate(probeWasm(kind), `probe-${kind}`);
+      await tdb.db.query(
+        `INSERT INTO policy_candidates (tenant_id, ref, policy_version, registry_version, manifest, registry, wasm, uploaded_by)
+         VALUES ($1, $2, $3, 'r', $4, $5, $6, 'author')`,
+        [
+          tenant,
+          ref,
+          `probe-${kind}`,
+          Buffer.from(c.manifest),
+          Buffer.from(c.registry),
+          Buffer.from(c.wasm, 'base64'),
+        ],
+      );
+    }
   });
   after(() => tdb.drop());
 
-  it('refuses a candidate answering more JSON than the bound while loading, and goes on evaluating', async () => {
-    const lines: string[] = [];
-    const f = new ShadowFeed({
+  /** A feed of the real shadow thread on the test database, logging into `lines`. */
+  const feedInto = async (lines: string[], loadTimeoutMs?: number) =>
+    new ShadowFeed({
       db: tdb.db,
       databaseUrl: tdb.url,
       trustedKeys: await loadTrustedKeys(),
       log: loggerInto(lines),
+      ...(loadTimeoutMs === undefined ? {} : { loadTimeoutMs }),
     });
+
+  /** Offer the tenant's decisions and flush until `done` (the thread boots with tsx: seconds on a busy machine). */
+  async function runUntil(f: ShadowFeed, tenant: string, done: () => boolean): Promise<void> {
+    for (let i = 0; i < 1200 && !done(); i++) {
+      if (i % 40 === 0) f.offer(decision(i, tenant));
+      f.flush();
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  it('refuses a candidate answering more JSON than the bound while loading, and goes on evaluating', async () => {
+    const lines: string[] = [];
+    const f = await feedInto(lines);
     const refused = () => lines.find((l) => l.includes('shadow candidate not loaded'));
     try {
-      f.setShadows([['ts', ref]]);
-      const decision = (i: number) => ({
-        t: 'ts',
-        input: { n: i },
-        allow: true,
-        d: `d${i}`,
-        p: 'x',
-        r: 'GET /x',
-      });
-      f.offer(decision(0));
-      // The thread boots (tsx, on a busy machine: seconds), reads the candidate and loads it.
-      for (let i = 0; i < 1200 && !(refused() && f.stats.evaluated >= 1); i++) {
-        f.flush();
-        if (i % 40 === 0) f.offer(decision(i + 1));
-        await new Promise((r) => setTimeout(r, 50));
-      }
+      f.setShadows([['ts', inflatingRef]]);
+      await runUntil(f, 'ts', () => refused() !== undefined && f.stats.evaluated >= 1);
       const line = JSON.parse(refused() ?? '{}') as {
         tenantId?: string;
         candidate?: string;
         reason?: string;
       };
       assert.equal(line.tenantId, 'ts');
-      assert.equal(line.candidate, ref);
+      assert.equal(line.candidate, inflatingRef);
       assert.match(
         line.reason ?? '',
         new RegExp(
@@ -76,6 +98,22 @@ describe("the edge's shadow thread bounds a candidate's JSON as core's impact th
         'the thread answers batches (the candidate not loaded: no divergence)',
       );
       assert.deepEqual([f.stats.timeouts, f.stats.errors, f.stats.divergent], [0, 0, 0]);
+    } finally {
+      await f.stop();
+    }
+  });
+
+  it('ends a thread whose candidate loops while loading, past the load deadline, and sets that tenant aside', async () => {
+    const lines: string[] = [];
+    const f = await feedInto(lines, 1_500);
+    try {
+      f.setShadows([['tl', loopingRef]]);
+      await runUntil(f, 'tl', () => f.stats.timeouts > 0);
+      assert.deepEqual([f.stats.timeouts, f.stats.suspended], [1, 1]);
+      assert.ok(
+        lines.some((l) => l.includes('shadow candidate did not load in time') && l.includes(loopingRef)),
+        lines.join(''),
+      );
     } finally {
       await f.stop();
     }
