@@ -11,7 +11,8 @@ import { loadLedgerCurrencies } from '../core/admin/reference/currencies.ts';
 import { startEmbedded, type EmbeddedServer } from '../core/db/embedded.ts';
 import { migrate } from '../core/db/migrate.ts';
 import { labelCluster } from '../core/residency/cluster.ts';
-import { createDb, warmPool, type Db } from '../shared/db/pool.ts';
+import { createDb, databaseUnreachable, warmPool, type Db } from '../shared/db/pool.ts';
+import { StartupSteps } from '../shared/startup.ts';
 import { loadOrCreateMasterKey } from '../shared/sealing.ts';
 import { ApiKeys } from '../core/apikeys/store.ts';
 import { defaultBundleDir, loadTrustedKeys } from '../policy/runtime/bundle.ts';
@@ -196,9 +197,16 @@ async function startParts(
   });
   startBackgroundWork(opts, { db, keys, log, metrics }, life);
 
-  // Issue 15 item 9: the first requests must not meet cold caches, pools or code.
+  // Issue 15 item 9: the first requests must not meet cold caches, pools or code. Core's pool
+  // is warmed as the edge's is (edge/warm.ts): a connect timing out on a loaded machine is tried
+  // again, not the end of the start (the database answered the migrations and the seed just now).
+  const steps = new StartupSteps(log);
+  life.cleanups.push(async () => steps.stop());
   try {
-    await Promise.all([warmPool(db), edge.warm()]);
+    await Promise.all([
+      steps.run('core database pool', () => warmPool(db), databaseUnreachable),
+      edge.warm(),
+    ]);
   } catch (err) {
     throw new StartError(`warming up failed: ${(err as Error).message.split('\n')[0]}`);
   }
