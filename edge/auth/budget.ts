@@ -22,7 +22,7 @@ export type BudgetResult =
   | { ok: true; amountMicros: bigint; counted: boolean; taken?: BudgetCount }
   | {
       ok: false;
-      reason: 'per_minute' | 'daily_amount' | 'currency_mismatch' | 'amount_unreadable';
+      reason: 'per_minute' | 'daily_amount' | 'currency_mismatch' | 'amount_unreadable' | 'budget_unreadable';
       retryAfterS: number;
     };
 
@@ -80,6 +80,11 @@ export async function consumeBudget(
     key.budget.daily_amount !== undefined
       ? parseAmount(key.budget.daily_amount, { allowZero: true })
       : undefined;
+  // A daily budget this edge cannot read (stored before migrations 1104 and 1112 refused such
+  // budgets: a JSON number, no currency, no amount) counts nothing: the key moves no money, never
+  // money without a limit.
+  if (money !== undefined && daily !== undefined && !(daily.ok && key.budget.currency))
+    return { ok: false, reason: 'budget_unreadable', retryAfterS: 0 };
   let amount = 0n;
   if (money === 'request' && daily?.ok) {
     const a = requestAmount(body);

@@ -180,6 +180,32 @@ describe('API-key amount budgets count every movement (through the gateway)', ()
     assert.equal(await used(k), '0', 'refusals consume nothing');
   });
 
+  it('a key whose stored daily budget is no amount moves no money, at the edge or in the ledger', async () => {
+    const h = await hold('1.00');
+    for (const legacy of ['10', '"abc"', '"NaN"']) {
+      const k = await newKey('10.00');
+      // Written before migrations 1104 and 1112 refused such budgets (an operator's SQL); the edge
+      // reads the key again at the NOTIFY its change sends.
+      await tdb.db.tx(async (q) => {
+        await q.query('ALTER TABLE api_keys DISABLE TRIGGER api_key_budget_amount_guard');
+        await q.query(
+          `UPDATE api_keys SET budget = jsonb_set(budget, '{daily_amount}', $2::jsonb) WHERE id = $1`,
+          [k.id, legacy],
+        );
+        await q.query('ALTER TABLE api_keys ENABLE TRIGGER api_key_budget_amount_guard');
+        await q.query('SELECT pg_notify($1, $2)', ['api_keys_changed', k.id]);
+      });
+      const post = await signed(k, '/v1/core/postings', legs(payer, payee, '5.00'));
+      assert.equal(post.status, 403, `${legacy}: ${post.text}`);
+      assert.equal(post.json.code, 'POLICY_DENIED');
+      assert.match(post.json.message, /budget_unreadable/);
+      const cap = await signed(k, `/v1/core/holds/${h}/capture`, {});
+      assert.equal(cap.status, 403, `${legacy}: ${cap.text}`);
+      assert.match(cap.json.message, /budget_unreadable/);
+      assert.equal(await holdStatus(h), 'pending', 'the capture moved nothing');
+    }
+  });
+
   it('counts reversals and captures within the budget, in the same record as the edge counts postings', async () => {
     const k = await newKey('10.00');
     const rev = await signed(k, `/v1/core/postings/${await posting('4.00')}/reverse`, {});

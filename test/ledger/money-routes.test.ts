@@ -193,7 +193,7 @@ describe('routes that move money must declare it', () => {
     assert.equal(claimed.status, 401, claimed.text);
   });
 
-  it('a key whose stored budget is no amount has its capture refused BUDGET_EXCEEDED, not blamed on the request; others go through', async () => {
+  it('a key whose stored budget is no amount has its capture refused, not blamed on the request; others go through', async () => {
     const kes = await f.tenant();
     const [payer, payee] = [await f.account(kes), await f.account(kes)];
     await f.fund(kes, payer, '100.00');
@@ -241,8 +241,9 @@ describe('routes that move money must declare it', () => {
       capture(bad, viaKey, 'legacy-budget-01'),
       capture(good, { authorization: `Bearer ${kes.write}` }, 'legacy-budget-02'),
     ]);
-    assert.equal(refused.status, 429, refused.text);
-    assert.equal(refused.json.code, 'BUDGET_EXCEEDED');
+    assert.equal(refused.status, 403, refused.text);
+    assert.equal(refused.json.code, 'POLICY_DENIED');
+    assert.match(refused.json.message, /budget_unreadable/);
     assert.equal(captured.status, 200, captured.text);
     const { rows } = await f.t.tdb.db.query<{ id: string; status: string }>(
       'SELECT id, status FROM ledger_holds WHERE tenant_id = $1 AND id = ANY($2::uuid[])',

@@ -2,9 +2,10 @@
 -- amount budget (SPEC 5.4.5) in the key's day row, the same row the edge counts postings and
 -- holds in, so together they never pass the budget. NULL when counted (or the key has no amount
 -- budget); otherwise the refusal as a ledger result: BUDGET_EXCEEDED past the budget (or an
--- unknown key, or a budget stored before migrations 1104 and 1112 refused what is no amount:
--- refused, as the edge cannot count against it either, and without aborting the batch on a cast),
--- POLICY_DENIED for a leg in another currency than the budget's (as at the edge).
+-- unknown key), POLICY_DENIED for a leg in another currency than the budget's (as at the edge) and
+-- for a budget stored before migrations 1104 and 1112 refused what is no amount (the edge refuses
+-- such a key's money movements too, edge/auth/budget.ts `budget_unreadable`; here the cast failed
+-- and blamed the request).
 -- Proved by: test/e2e/apikey-budgets.test.ts › "counts reversals and captures within the budget,
 -- in the same record as the edge counts postings"; test/ledger/money-routes.test.ts › "a capture
 -- in another currency than the key budget is refused as at the edge, and moves nothing".
@@ -24,7 +25,7 @@ BEGIN
   -- At most 9e12 (its micro-units fit a bigint); NaN is greater than every number.
   IF pg_input_is_valid(b->>'daily_amount', 'numeric') THEN v_limit := (b->>'daily_amount')::numeric; END IF;
   IF v_limit IS NULL OR NOT (v_limit >= 0 AND v_limit <= 9e12) THEN
-    RETURN ledger_fail('BUDGET_EXCEEDED', 'API key budget exceeded (its daily_amount is not an amount)');
+    RETURN ledger_fail('POLICY_DENIED', 'API key budget cannot count this request (budget_unreadable)');
   END IF;
   SELECT bool_or(currency IS DISTINCT FROM v_currency), (coalesce(sum(amount) FILTER (WHERE side = 'debit'), 0) * 1000000)::bigint
     INTO v_other, v_micros
