@@ -8,6 +8,8 @@
  * - A right PIN judged after attempts counted since its admission locked the phone or device or
  *   made the phone need an OTP (throttle.ts settleSuccess) opens no session and clears neither: it
  *   is answered their refusal (403 VERIFICATION_REQUIRED, the OTP step; 429 LOCKED).
+ * - A right PIN whose PIN was reset before it settled (pin/set revokes every session it sees) opens
+ *   no session: it is answered and counted as a wrong PIN (401), audited `pin_changed`.
  * - Every attempt writes an audit record; none contains the PIN.
  * - An older kdf_version is rehashed after the response, off the login's path.
  */
@@ -36,6 +38,7 @@ import { accessTtlS, issueAccessToken } from './tokens.ts';
 import { tenantSettings } from './settings.ts';
 import { SemaphoreFull } from './semaphore.ts';
 import { signInBinding } from '../http/dpop.ts';
+import type { Queryable } from '../../shared/db/pool.ts';
 
 export interface LoginInput {
   tenantId: string;
@@ -64,6 +67,8 @@ interface CredentialRow {
   pin_hash: Buffer | null;
   pin_salt: Buffer | null;
   kdf_version: number | null;
+  /** When the PIN was set, in microseconds since the epoch (a reset changes it, a rehash does not). */
+  pin_set_us: string | null;
 }
 
 /**
@@ -203,6 +208,14 @@ async function signedIn(
   );
   const actor = { type: 'customer', id: customerId };
   const opened = await deps.db.tx(async (q) => {
+    // The PIN judged is the one still set (locked against a reset until this commits): a reset
+    // since (OTP verification, then pin/set) revoked every session it saw, so a session opened
+    // now with the PIN it replaced would outlive it. Judged wrong, as if it came after the reset.
+    if (!(await pinStillSet(q, tenantId, usable))) {
+      await settleFailure(q, tenantId, admitted.checks, t);
+      await auditAuth(q, audit(false, 'pin_changed', actor), t);
+      return 'pin_changed' as const;
+    }
     const settled = await settleSuccess(q, admitted, t);
     // Attempts counted since this one's admission locked the phone or device or made the phone need
     // an OTP: the right PIN is answered as if it came after them (the OTP step), with no session.
@@ -224,6 +237,7 @@ async function signedIn(
     return { ok: true as const, refreshToken: rt };
   });
   s.answered();
+  if (opened === 'pin_changed') throw invalid();
   if (!opened.ok) throw refusalError(opened);
   const { refreshToken } = opened;
   if (needsRehash(usable.kdf_version as number)) {
@@ -294,7 +308,8 @@ async function checkPin(
 ): Promise<{ usable: CredentialRow | undefined; ok: boolean }> {
   const { tenantId, phone, pin } = input;
   const { rows } = await deps.db.query<CredentialRow>(
-    `SELECT c.id, c.status, cr.pin_hash, cr.pin_salt, cr.kdf_version FROM customers c
+    `SELECT c.id, c.status, cr.pin_hash, cr.pin_salt, cr.kdf_version,
+            (extract(epoch FROM cr.pin_set_at) * 1000000)::bigint::text AS pin_set_us FROM customers c
      LEFT JOIN credentials cr ON cr.tenant_id = c.tenant_id AND cr.customer_id = c.id
      WHERE c.tenant_id = $1 AND c.phone_e164 = $2`,
     [tenantId, phone],
@@ -312,6 +327,22 @@ async function checkPin(
       })
     : await slot.verifyDummy(pin, pepper);
   return { usable, ok };
+}
+
+/**
+ * Whether the PIN `usable` was read with is still the customer's, its credential row locked
+ * (FOR SHARE) until the caller's transaction ends: a reset (pin/set locks the row FOR UPDATE)
+ * either committed before, and this answers false, or waits for the caller and then revokes the
+ * session the caller opened. Every hash has a salt of its own: the same salt is the same PIN
+ * setting; a new one with the same pin_set_at and a newer kdf_version is its rehash (`rehash`).
+ */
+async function pinStillSet(q: Queryable, tenantId: string, usable: CredentialRow): Promise<boolean> {
+  const { rows } = await q.query(
+    `SELECT 1 FROM credentials WHERE tenant_id = $1 AND customer_id = $2 AND (pin_salt = $3
+        OR (kdf_version > $4 AND (extract(epoch FROM pin_set_at) * 1000000)::bigint::text = $5)) FOR SHARE`,
+    [tenantId, usable.id, usable.pin_salt, usable.kdf_version, usable.pin_set_us],
+  );
+  return rows.length > 0;
 }
 
 /** SPEC 2.10 mfa_required_for_all_users: the session must step up before it is refreshed. */
