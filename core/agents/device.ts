@@ -62,8 +62,15 @@ export async function checkDeviceProof(
   // which the decoder ignores; set, they made the same proof another text, and another use.
   if (!isCanonicalBase64url(p.signature)) return false;
   const signature = Buffer.from(p.signature, 'base64url');
+  // A login locks the device row until its session is open (FOR SHARE): a bind revoking it either
+  // committed before (the device is no longer bound) or waits, then revokes that session too; not
+  // locked, its revocation missed a session opened by a proof it checked first. A refresh holds its
+  // session row (FOR UPDATE), which the bind's revocation waits for; locking the device there too
+  // would take the two in the bind's opposite order.
   const { rows } = await q.query<{ public_key: Buffer }>(
-    'SELECT public_key FROM agent_devices WHERE tenant_id = $1 AND agent_id = $2 AND id = $3 AND revoked_at IS NULL',
+    `SELECT public_key FROM agent_devices WHERE tenant_id = $1 AND agent_id = $2 AND id = $3 AND revoked_at IS NULL${
+      purpose === 'agent-login' ? ' FOR SHARE' : ''
+    }`,
     [tenantId, agent.id, p.deviceId],
   );
   const row = rows[0];
