@@ -151,7 +151,7 @@ async function openAgentSession(
   t: number,
 ): Promise<TokenPair | Refusal> {
   const { tenantId, pop, ip } = s;
-  const settled = await settleSuccess(q, s.admitted, t);
+  const settled = await settleSuccess(q, s.admitted, deps.now);
   if (!settled.ok) return settled;
   const actor = { type: 'agent', id: s.agentId };
   const sessionId = uuidv7(t);
@@ -313,7 +313,7 @@ export async function agentLogin(deps: AgentDeps, ctx: AnyCtx, input: LoginInput
         },
         t,
       );
-      if ('reason' in opened) await audit(q, false, opened.reason, t, actor);
+      if ('reason' in opened) await audit(q, false, opened.reason, deps.now(), actor);
       return opened;
     });
     answered();

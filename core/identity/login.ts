@@ -216,11 +216,11 @@ async function signedIn(
       await auditAuth(q, audit(false, 'pin_changed', actor), t);
       return 'pin_changed' as const;
     }
-    const settled = await settleSuccess(q, admitted, t);
+    const settled = await settleSuccess(q, admitted, deps.now);
     // Attempts counted since this one's admission locked the phone or device or made the phone need
     // an OTP: the right PIN is answered as if it came after them (the OTP step), with no session.
     if (!settled.ok) {
-      await auditAuth(q, audit(false, settled.reason, actor), t);
+      await auditAuth(q, audit(false, settled.reason, actor), deps.now());
       return settled;
     }
     const rt = await createSession(

@@ -369,14 +369,23 @@ export function refusalError(g: Refusal): AppError {
  * admitted (`uncounted`), what the others made stays, and the refusal it would meet now is
  * answered: the caller must answer that, never a session. An attempt admitted and settled in one
  * transaction (an OTP check) holds its rows locked throughout, so nothing can overtake it.
+ * `now` is the time, or a clock read once the rows are locked: a secret judged before this
+ * transaction (a sign-in) is judged against the counters as they are when it settles, so a lock
+ * that overtook it is answered with the wait left then, not with the time since it was judged.
  */
-export async function settleSuccess(q: Queryable, a: Admitted, now: number): Promise<{ ok: true } | Refusal> {
+export async function settleSuccess(
+  q: Queryable,
+  a: Admitted,
+  now: number | (() => number),
+): Promise<{ ok: true } | Refusal> {
+  const clock = typeof now === 'number' ? () => now : now;
   const counted = a.checks.filter(isCounted);
-  const rows = await lockRows(q, a.tenantId, counted, now);
+  const rows = await lockRows(q, a.tenantId, counted, clock());
+  const at = clock();
   const refusal = firstRefusal(
     counted.flatMap((c) => {
       const row = rows.get(idOf(c));
-      const r = row && overtaken(row, c.policy, a.at, withinOf(row, a.epochs.get(idOf(c))), now);
+      const r = row && overtaken(row, c.policy, a.at, withinOf(row, a.epochs.get(idOf(c))), at);
       return r ? [r] : [];
     }),
   );

@@ -90,8 +90,8 @@ export async function verifyUssdPin(
     // one's admission that locked the key or made it need an OTP refuse it (throttle.ts
     // settleSuccess), as if it came after them.
     const settled = await db.tx(async (q) => {
-      const r = await settleSuccess(q, admitted, t);
-      await auditAuth(q, record(r.ok, r.ok ? 'success' : r.reason), t);
+      const r = await settleSuccess(q, admitted, deps.now);
+      await auditAuth(q, record(r.ok, r.ok ? 'success' : r.reason), r.ok ? t : deps.now());
       return r;
     });
     answered();
