@@ -12,6 +12,7 @@ import { loginPolicy, phonePolicy } from '../../core/identity/throttle.ts';
 import { viaEdge } from '../helpers/edge-auth.ts';
 import { call } from '../helpers/http.ts';
 import { queryHold } from '../helpers/query-hold.ts';
+import { setPinByOtp } from '../identity/harness.ts';
 import { startAgentHarness, type AgentHarness } from './harness.ts';
 
 const pin = '2580';
@@ -46,19 +47,7 @@ describe('a USSD customer PIN overtaken by a lock', () => {
 
   it("held across the window's end while five wrong PINs lock the phone: the session ends locked, no balance", async () => {
     const phone = '+254722840001';
-    assert.equal((await h.post('/customers/auth/otp/send', { tenantId: 'ta', phone })).status, 202);
-    const v = await h.post('/customers/auth/otp/verify', {
-      tenantId: 'ta',
-      phone,
-      otp: h.sms.lastCode(phone),
-    });
-    const set = await h.post('/customers/auth/pin/set', {
-      tenantId: 'ta',
-      phone,
-      pin,
-      verificationToken: v.json.verificationToken,
-    });
-    assert.equal(set.status, 204, set.text);
+    await setPinByOtp(h.post, h.sms, 'ta', phone, pin);
     assert.equal((await login(phone, pin)).status, 200, 'the sign-in opens the window');
     const windowEnd = h.clock.t + phonePolicy.windowMs;
     h.clock.t = windowEnd - 1000;

@@ -88,17 +88,7 @@ export async function startHarness(
   const get = (path: string, headers: Record<string, string> = {}) =>
     call(s.origin, 'GET', path, { headers: viaEdge(headers) });
   const onboard = async (tenantId: string, phone: string, pin: string): Promise<Tokens> => {
-    const sent = await post('/customers/auth/otp/send', { tenantId, phone });
-    if (sent.status !== 202) throw new Error(`otp/send ${sent.status} ${sent.text}`);
-    const v = await post('/customers/auth/otp/verify', { tenantId, phone, otp: sms.lastCode(phone) });
-    if (v.status !== 200) throw new Error(`otp/verify ${v.status} ${v.text}`);
-    const set = await post('/customers/auth/pin/set', {
-      tenantId,
-      phone,
-      pin,
-      verificationToken: v.json.verificationToken,
-    });
-    if (set.status !== 204) throw new Error(`pin/set ${set.status} ${set.text}`);
+    await setPinByOtp(post, sms, tenantId, phone, pin);
     const l = await post('/customers/auth/login', { tenantId, phone, pin });
     if (l.status !== 200) throw new Error(`login ${l.status} ${l.text}`);
     return l.json as Tokens;
@@ -117,6 +107,27 @@ export async function startHarness(
       await tdb.drop();
     },
   };
+}
+
+/** A PIN set (or reset) through `post` by the OTP step: a code sent to the phone and verified, then pin/set. */
+export async function setPinByOtp(
+  post: (path: string, json: unknown) => Promise<Res>,
+  sms: CapturingSender,
+  tenantId: string,
+  phone: string,
+  pin: string,
+): Promise<void> {
+  const sent = await post('/customers/auth/otp/send', { tenantId, phone });
+  if (sent.status !== 202) throw new Error(`otp/send ${sent.status} ${sent.text}`);
+  const v = await post('/customers/auth/otp/verify', { tenantId, phone, otp: sms.lastCode(phone) });
+  if (v.status !== 200) throw new Error(`otp/verify ${v.status} ${v.text}`);
+  const set = await post('/customers/auth/pin/set', {
+    tenantId,
+    phone,
+    pin,
+    verificationToken: v.json.verificationToken,
+  });
+  if (set.status !== 204) throw new Error(`pin/set ${set.status} ${set.text}`);
 }
 
 export const bearer = (token: string, extra: Record<string, string> = {}) => ({

@@ -13,7 +13,7 @@ import { decodeJwt } from 'jose';
 import { PinHasher } from '../../core/identity/pin.ts';
 import { SecretStore } from '../../core/identity/secrets.ts';
 import { queryHold } from '../helpers/query-hold.ts';
-import { bearer, startHarness, type Harness } from './harness.ts';
+import { bearer, setPinByOtp, startHarness, type Harness } from './harness.ts';
 
 const oldPin = '4826';
 const newPin = '7391';
@@ -34,22 +34,7 @@ describe('a login judged with the old PIN and settled after a PIN reset', () => 
 
   const login = (phone: string, pin: string) =>
     h.post('/customers/auth/login', { tenantId: 'ta', phone, pin });
-  const reset = async (phone: string, pin: string) => {
-    assert.equal((await h.post('/customers/auth/otp/send', { tenantId: 'ta', phone })).status, 202);
-    const v = await h.post('/customers/auth/otp/verify', {
-      tenantId: 'ta',
-      phone,
-      otp: h.sms.lastCode(phone),
-    });
-    assert.equal(v.status, 200, v.text);
-    const set = await h.post('/customers/auth/pin/set', {
-      tenantId: 'ta',
-      phone,
-      pin,
-      verificationToken: v.json.verificationToken,
-    });
-    assert.equal(set.status, 204, set.text);
-  };
+  const reset = (phone: string, pin: string) => setPinByOtp(h.post, h.sms, 'ta', phone, pin);
 
   const liveSessions = async (phone: string) =>
     (
