@@ -1,29 +1,48 @@
 /**
- * A LISTEN connection that restarts itself, for a core cache told of changes by NOTIFY
+ * A LISTEN connection that restarts itself, for a cache told of changes by NOTIFY
  * (shared/notify.ts): one client of its own outside the pool, listening on the owner's channels.
  * Each notification goes to `onNotify`. When the connection is lost, `onLost` runs (the owner
  * stops trusting what NOTIFY kept current) and the next `ensure()` opens another, at most every
  * `reconnectEveryMs`; once that one listens, `onListening` runs, since anything may have changed
  * while nobody listened. `ensure()` only starts an attempt: it never makes its caller wait.
+ * `keep()` does that now and every `reconnectEveryMs` until close() (the caller may await the
+ * first attempt).
  *
  * A listening connection is asked to answer (`SELECT 1`) every `heartbeatMs`: one that fell silent
  * (a peer gone without a FIN, a hung server, a middlebox that drops the flow) delivers no NOTIFY
  * and says nothing, and a connection that only listens never writes, so nothing else would ever
- * notice. One that does not answer within `listenerConnectMs` is lost like a closed one.
+ * notice. One that does not answer within `listenerConnectMs` is lost like a closed one. Each
+ * answer is told to `onAnswered`: until the next one is due, nothing announced was missed.
  *
- * The edge keeps its own (edge/state/store.ts): it adds a staleness bound that fails decisions
- * closed, which no core cache needs.
+ * The edge's state (edge/state/store.ts) is an owner too: from `onListening` and `onAnswered` it
+ * keeps the time the database last answered, and fails its decisions closed past a staleness
+ * bound; in `prepare` it loads, on the new connection, what it keeps from notifications alone.
+ *
+ * Guarantees: one attempt at a time, each connect, LISTEN and `prepare` bounded (`within`); a
+ * client that is not (or no longer) the listener never takes its place; close() ends the
+ * connection and any attempt under way, and returns once their clients are ended.
  */
 import pg from 'pg';
 import type { Logger } from 'pino';
-import type { Db } from './pool.ts';
+import type { Db, Queryable } from './pool.ts';
 
 /** What the owner does when the connection listens, is told of a change, or is lost. */
 export interface ListenerHooks {
   onNotify(channel: string, payload: string): void;
   /** Runs once the connection listens (again): reload or drop what may have changed meanwhile. */
   onListening(): void;
-  onLost(): void;
+  /** The listening connection is lost (closed, failed, or silent past a heartbeat's deadline), and why. */
+  onLost(why: string): void;
+  /**
+   * Runs on a new connection once it LISTENs, before it counts as listening (within `readyMs` of
+   * the connect, with the LISTENs): what must be read after LISTEN so that nothing announced is
+   * missed. A failure gives the attempt up.
+   */
+  prepare?(client: Queryable): Promise<void>;
+  /** The listening connection answered a heartbeat. */
+  onAnswered?(): void;
+  /** An attempt failed before the connection listened, and why (not called once close() began). */
+  onAttemptFailed?(why: string): void;
 }
 
 export interface ListenerOptions {
@@ -32,10 +51,17 @@ export interface ListenerOptions {
   /** What the owner does without it, said when it is lost (`placements are read per request`). */
   whileDown: string;
   channels: readonly string[];
-  /** Attempts to connect are at least this far apart. */
+  /** Attempts to connect are at least this far apart (`keep()`: this often while not listening). */
   reconnectEveryMs: number;
   /** How often a listening connection must answer; default `listenerHeartbeatMs`. */
   heartbeatMs?: number;
+  /** How long the LISTENs and `prepare` may take once connected; default `listenerConnectMs`. */
+  readyMs?: number;
+  /**
+   * The level a failed attempt is logged at; default warn. The edge says debug: it retries every
+   * second and says itself what it waits for (shared/startup.ts reportNotReady).
+   */
+  attemptLogLevel?: 'warn' | 'debug';
   now?: () => number;
 }
 
@@ -68,10 +94,19 @@ function endClient(client: pg.Client): Promise<void> {
 
 export class Listener {
   private client: pg.Client | undefined;
-  private connecting = false;
+  /** The attempt under way: one at a time (a second would open a client the first then overwrites and leaks). */
+  private attempt: Promise<void> | undefined;
+  /**
+   * The attempt's client once connected, while it LISTENs and prepares: close() ends it rather than
+   * wait for its deadline. Not while it connects: pg never settles a connect() whose client was
+   * ended meanwhile (its connectionTimeoutMillis bounds that phase instead).
+   */
+  private readying: pg.Client | undefined;
   private lastAttempt = Number.NEGATIVE_INFINITY;
   private closed = false;
   private heartbeat: NodeJS.Timeout | undefined;
+  /** keep()'s timer: a new attempt every `reconnectEveryMs` while not listening. */
+  private keeper: NodeJS.Timeout | undefined;
   /** A heartbeat is waiting for its answer (the next one waits its turn, never queues behind it). */
   private beating = false;
   private readonly now: () => number;
@@ -92,53 +127,72 @@ export class Listener {
 
   /** Start (or restart, at most every `reconnectEveryMs`) the connection; returns at once. */
   ensure(): void {
-    if (
-      this.closed ||
-      this.client ||
-      this.connecting ||
-      this.now() - this.lastAttempt < this.opts.reconnectEveryMs
-    )
-      return;
-    this.connecting = true;
+    if (this.now() - this.lastAttempt < this.opts.reconnectEveryMs) return;
+    this.begin();
+  }
+
+  /**
+   * Connect now, and again every `reconnectEveryMs` while not listening, until close(). Resolves
+   * once the attempt it started (or found under way) has settled, listening or not; never rejects.
+   */
+  keep(): Promise<void> {
+    if (!this.keeper && !this.closed) {
+      // The timer paces the attempts: no spacing check, which a timer firing a millisecond early
+      // by the wall clock would fail, skipping a whole period.
+      this.keeper = setInterval(() => this.begin(), this.opts.reconnectEveryMs);
+      this.keeper.unref();
+    }
+    this.begin();
+    return this.attempt ?? Promise.resolve();
+  }
+
+  /** Start an attempt unless closed, listening, or one is under way. */
+  private begin(): void {
+    if (this.closed || this.client || this.attempt) return;
     this.lastAttempt = this.now();
     const client = new pg.Client({
       connectionString: (this.db.pool.options as { connectionString?: string }).connectionString,
       connectionTimeoutMillis: listenerConnectMs,
     });
     client.on('error', (err) => this.lose(client, err.message));
-    client.on('end', () => this.lose(client));
+    client.on('end', () => this.lose(client, 'connection ended'));
     client.on('notification', (n) => this.hooks.onNotify(n.channel, n.payload ?? ''));
-    void this.connect(client).finally(() => {
-      this.connecting = false;
+    this.attempt = this.connect(client).finally(() => {
+      this.attempt = undefined;
     });
   }
 
+  /** Connect, LISTEN and prepare `client`, then take it as the listener; never rejects. */
   private async connect(client: pg.Client): Promise<void> {
     try {
       await client.connect();
+      if (this.closed) throw new Error(`${this.opts.name} closed while it connected`);
+      this.readying = client;
       // A peer that went silent after the connect would hold the attempt (and every later one) for ever.
-      await within(
-        client,
-        listenerConnectMs,
-        (async () => {
-          for (const channel of this.opts.channels) await client.query(`LISTEN ${channel}`);
-        })(),
-      );
-      if (this.closed) {
-        void endClient(client);
-        return;
-      }
-      this.client = client;
-      this.heartbeat = setInterval(
-        () => void this.beat(client),
-        this.opts.heartbeatMs ?? listenerHeartbeatMs,
-      );
-      this.heartbeat.unref();
-      this.hooks.onListening();
+      await within(client, this.opts.readyMs ?? listenerConnectMs, this.ready(client));
+      if (this.closed) throw new Error(`${this.opts.name} closed while it connected`);
     } catch (err) {
-      this.log.warn({ err: (err as Error).message }, `${this.opts.name} could not connect`);
-      void endClient(client);
+      const why = (err as Error).message;
+      // Ended before the attempt settles: close() awaits it to leave no connection open.
+      await endClient(client);
+      if (this.closed) return;
+      this.log[this.opts.attemptLogLevel ?? 'warn']({ err: why }, `${this.opts.name} could not connect`);
+      this.hooks.onAttemptFailed?.(why);
+      return;
+    } finally {
+      this.readying = undefined;
     }
+    this.client = client;
+    this.heartbeat = setInterval(() => void this.beat(client), this.opts.heartbeatMs ?? listenerHeartbeatMs);
+    this.heartbeat.unref();
+    this.hooks.onListening();
+  }
+
+  /** LISTEN on every channel, then let the owner read what notifications alone would not tell it. */
+  private async ready(client: pg.Client): Promise<void> {
+    for (const channel of this.opts.channels) await client.query(`LISTEN ${channel}`);
+    if (this.closed) throw new Error(`${this.opts.name} closed while it connected`);
+    await this.hooks.prepare?.(client);
   }
 
   /** Ask the listening connection to answer; one that does not in time is lost. */
@@ -150,6 +204,8 @@ export class Listener {
     }, listenerConnectMs);
     try {
       await client.query('SELECT 1');
+      // Only the listener's own answer says notifications are arriving.
+      if (this.client === client) this.hooks.onAnswered?.();
     } catch (err) {
       this.lose(client, (err as Error).message);
     } finally {
@@ -159,20 +215,25 @@ export class Listener {
   }
 
   /** `client` is no longer the listener (when it still was): the owner is told, and it is ended. */
-  private lose(client: pg.Client, why?: string): void {
+  private lose(client: pg.Client, why: string): void {
     if (this.client !== client) return;
     this.client = undefined;
     clearInterval(this.heartbeat);
     this.heartbeat = undefined;
     this.log.warn({ err: why }, `${this.opts.name} lost; ${this.opts.whileDown} until it is back`);
-    this.hooks.onLost();
+    this.hooks.onLost(why);
     void endClient(client);
   }
 
+  /** Stop: no attempt after this, the listener and an attempt under way ended, no timer left. */
   async close(): Promise<void> {
     this.closed = true;
+    clearInterval(this.keeper);
+    this.keeper = undefined;
     clearInterval(this.heartbeat);
     this.heartbeat = undefined;
+    if (this.readying) void endClient(this.readying);
+    await this.attempt;
     const client = this.client;
     this.client = undefined;
     if (client) await endClient(client);
