@@ -1,15 +1,14 @@
 /**
  * What the edge needs from PostgreSQL, cached in memory (DESIGN.md "State the edge needs"):
  * sessions, tenants, relationship tuples and service tokens; signing keys through the
- * KeyStore. `LISTEN` on the change channels drops entries as soon as a change commits, and a
- * heartbeat bounds staleness: when the database has not answered for `maxStalenessMs`,
- * `assertFresh()` throws and every decision is a deny.
+ * KeyStore. `LISTEN` on the change channels (shared/db/listener.ts, as every core cache's) drops
+ * entries as soon as a change commits, and its heartbeat bounds staleness: when the listener has
+ * not answered for `maxStalenessMs`, `assertFresh()` throws and every decision is a deny.
  */
 import { firstUse } from '../../shared/replay.ts';
 import { hash } from 'node:crypto';
-import pg from 'pg';
 import type { Logger } from 'pino';
-import { within } from '../../shared/db/listener.ts';
+import { Listener } from '../../shared/db/listener.ts';
 import type { Db, Queryable } from '../../shared/db/pool.ts';
 import { KeyDrops } from '../../shared/key-drops.ts';
 import { startupPoolMax } from '../../shared/startup.ts';
@@ -86,24 +85,23 @@ export interface ScimCredentialState {
 
 /** Past this without a database answer, cached state is not trusted (fail closed). */
 export const maxStalenessMs = 5_000;
+/**
+ * The listener answers a heartbeat this often (each answer keeps the state fresh for
+ * `maxStalenessMs`), and a lost one is reconnected this often, one attempt at a time.
+ */
 export const heartbeatMs = 1_000;
 /** Entries are re-read at least this often even without a notification (safety net). */
 export const entryTtlMs = 30_000;
 /** last_seen updates are written in batches at most this often. */
 export const lastSeenFlushMs = 1_000;
 /**
- * The longest the listener may take to answer the heartbeat, or to LISTEN and load the used
- * grants once connected, before its connection is given up and another is opened. A peer that is
- * gone without a word (failover, a dropped NAT entry) never answers, and the kernel gives up on
- * it only after about 15 minutes: until a new listener answers, every decision is a deny.
+ * The longest the listener may take to LISTEN and load the used grants once connected, before
+ * its connection is given up and another is opened (a heartbeat may go unanswered for
+ * shared/db/listener.ts's listenerConnectMs, 2 s). A peer that is gone without a word (failover,
+ * a dropped NAT entry) never answers, and the kernel gives up on it only after about 15 minutes:
+ * until a new listener answers, every decision is a deny.
  */
-export const listenerAnswerMs = 2_000;
 export const listenerReadyMs = maxStalenessMs;
-
-/** End `client`: gracefully (a Terminate the server logs as a clean exit), its socket destroyed if that is not answered. */
-async function endClient(client: pg.Client): Promise<void> {
-  await within(client, listenerAnswerMs, client.end()).catch(() => undefined);
-}
 
 export interface ApiKeyState {
   id: string;
@@ -174,19 +172,12 @@ export class EdgeState {
    */
   private readonly usedGrants = new Map<string, { key: string; expiresAtMs: number }>();
   private usedGrantsComplete = false;
-  private listener: pg.Client | undefined;
-  private connecting: Promise<void> | undefined;
-  /**
-   * The client `connecting` has connected and is readying: stop() ends it rather than wait for its
-   * deadline. Not while it connects: pg never settles a connect() whose client was ended meanwhile
-   * (its connectionTimeoutMillis bounds that phase instead).
-   */
-  private opening: pg.Client | undefined;
+  private readonly listener: Listener;
+  /** When the listener last answered (listening, or a heartbeat): the staleness bound counts from it. */
   private healthyAt = 0;
   /** The last connect or heartbeat failure of the listener, cleared when it answers. */
   private lastListenerError: string | undefined;
   private timers: NodeJS.Timeout[] = [];
-  private closed = false;
   private readonly now: () => number;
 
   private readonly stalenessMs: number;
@@ -208,22 +199,45 @@ export class EdgeState {
     this.now = opts.now ?? Date.now;
     this.stalenessMs = opts.maxStalenessMs ?? maxStalenessMs;
     this.keyDrops = new KeyDrops(log, keys);
+    this.listener = new Listener(
+      db,
+      log,
+      {
+        name: 'edge state listener',
+        whileDown: 'serving cache within the staleness bound',
+        channels,
+        reconnectEveryMs: heartbeatMs,
+        heartbeatMs,
+        readyMs: listenerReadyMs,
+        attemptLogLevel: 'debug',
+      },
+      {
+        onNotify: (channel, payload) => this.onNotify(channel, payload),
+        prepare: (client) => this.prepareListener(client),
+        onListening: () => this.answered(),
+        onAnswered: () => this.answered(),
+        onLost: (why) => {
+          this.lastListenerError = why;
+          this.usedGrantsComplete = false;
+        },
+        onAttemptFailed: (why) => {
+          this.lastListenerError = why;
+        },
+      },
+    );
   }
 
   /**
-   * Start the heartbeat and last-seen flusher, and connect the LISTEN client once. A first connect
-   * that fails is not fatal: the heartbeat tries again every second, and until one succeeds the
-   * state is not fresh (decisions deny, the edge is not ready, listenerError() says why). Failing
-   * here made the edge exit when one connect timed out on a loaded machine.
+   * Start the last-seen flusher, and the listener: connected once now, again every second while
+   * lost. A first connect that fails is not fatal: until one succeeds the state is not fresh
+   * (decisions deny, the edge is not ready, listenerError() says why). Failing here made the edge
+   * exit when one connect timed out on a loaded machine.
    */
   async start(): Promise<void> {
-    this.timers.push(setInterval(() => void this.heartbeat(), heartbeatMs));
     this.timers.push(setInterval(() => void this.flushLastSeen(), lastSeenFlushMs));
     this.timers.push(setInterval(() => this.pruneUsedGrants(), entryTtlMs));
     for (const t of this.timers) t.unref();
-    await this.connectListener().catch((err: unknown) =>
-      this.log.debug({ err: (err as Error).message }, 'edge state listener not connected yet'),
-    );
+    await this.listener.keep();
   }
 
   /** Why the listener is not answering (its last connect or heartbeat error), while it is not. */
@@ -231,92 +245,36 @@ export class EdgeState {
     return this.isFresh() ? undefined : (this.lastListenerError ?? 'not connected yet');
   }
 
+  /** Stop: last-seen flushed, the listener (and an attempt under way) ended, no timer left. */
   async stop(): Promise<void> {
-    this.closed = true;
     for (const t of this.timers) clearInterval(t);
     this.keyDrops.close();
     await this.flushLastSeen();
-    if (this.opening) void endClient(this.opening);
-    await this.connecting?.catch(() => undefined);
-    if (this.listener) await endClient(this.listener);
+    await this.listener.close();
+  }
+
+  /** The listener answered: notifications are arriving, the cached state is fresh from now. */
+  private answered(): void {
+    this.healthyAt = this.now();
+    this.lastListenerError = undefined;
   }
 
   /**
-   * One connection attempt at a time: the heartbeat runs every second and a connect may take up
-   * to its 2 s timeout, so a second heartbeat must join the attempt under way rather than open
-   * another client (which the first would then overwrite and leak).
+   * On a new listener connection, once it LISTENs and before it counts as listening: drop every
+   * entry (anything may have changed while nobody listened), then load the used grants on it. Not
+   * after: the heartbeat's SELECT 1 would queue behind a slow load on the same connection and, past
+   * its deadline, end it; until then used grants are read from their rows.
    */
-  private connectListener(): Promise<void> {
-    this.connecting ??= this.openListener().finally(() => {
-      this.connecting = undefined;
-    });
-    return this.connecting;
-  }
-
-  private async openListener(): Promise<void> {
-    const client = new pg.Client({
-      connectionString: (this.db.pool.options as { connectionString?: string }).connectionString,
-      connectionTimeoutMillis: 2000,
-    });
-    client.on('error', (err) => {
-      this.lastListenerError = err.message;
-      this.log.warn(
-        { err: err.message },
-        'edge state listener lost; serving cache within the staleness bound',
-      );
-      void this.dropListener(client);
-    });
-    client.on('notification', (n) => this.onNotify(n.channel, n.payload ?? ''));
-    try {
-      // pg's connectionTimeoutMillis bounds the connect; nothing bounds a query but `within`.
-      await client.connect();
-      this.opening = client;
-      await within(client, listenerReadyMs, this.listen(client));
-      this.healthyAt = this.now();
-      this.lastListenerError = undefined;
-    } catch (err) {
-      this.lastListenerError = (err as Error).message;
-      // A half-open client (connected, not listening or not loaded) is closed, not left behind.
-      await this.dropListener(client);
-      throw err;
-    } finally {
-      this.opening = undefined;
-    }
-  }
-
-  /**
-   * LISTEN on every channel, load what may have been missed, then take `client` as the listener.
-   * Not before the load: the heartbeat's SELECT 1 would queue behind a slow load on the same
-   * connection and, past its deadline, end it (a reconnect that never completes); until then the
-   * heartbeat joins this attempt and used grants are read from their rows.
-   */
-  private async listen(client: pg.Client): Promise<void> {
-    for (const ch of channels) await client.query(`LISTEN ${ch}`);
-    if (this.closed) throw new Error('edge state stopped while its listener connected');
-    // Anything may have changed while we were not listening.
+  private async prepareListener(client: Queryable): Promise<void> {
     this.invalidateAll();
     await this.loadUsedGrants(client);
-    this.listener = client;
-  }
-
-  /**
-   * End `client`, lost or given up. When it is the listener, there is none until the heartbeat
-   * reconnects (and used grants are read from their rows meanwhile); a late error of a client
-   * already replaced must not take the current one's place.
-   */
-  private dropListener(client: pg.Client): Promise<void> {
-    if (this.listener === client) {
-      this.listener = undefined;
-      this.usedGrantsComplete = false;
-    }
-    return endClient(client);
   }
 
   /**
    * Every live used grant, read after LISTEN so that none committed meanwhile is missed (a
    * notification arriving during the read only adds what the read may also return).
    */
-  private async loadUsedGrants(client: pg.Client): Promise<void> {
+  private async loadUsedGrants(client: Queryable): Promise<void> {
     this.usedGrantsComplete = false;
     const { rows } = await client.query<{
       tenant_id: string;
@@ -343,29 +301,6 @@ export class EdgeState {
     if (this.usedGrants.size > maxCachedEntries) {
       this.usedGrants.clear();
       this.usedGrantsComplete = false;
-    }
-  }
-
-  private async heartbeat(): Promise<void> {
-    if (this.closed) return;
-    // The client asked: a failure ends it, never a listener that replaced it meanwhile.
-    let client = this.listener;
-    try {
-      if (!client) {
-        await this.connectListener();
-        client = this.listener;
-      }
-      if (!client) return;
-      await within(client, listenerAnswerMs, client.query('SELECT 1'));
-      // Only the listener's answer says notifications are arriving.
-      if (this.listener === client) {
-        this.healthyAt = this.now();
-        this.lastListenerError = undefined;
-      }
-    } catch (err) {
-      this.lastListenerError = (err as Error).message;
-      this.log.debug({ err: (err as Error).message }, 'edge state heartbeat failed');
-      if (client) void this.dropListener(client);
     }
   }
 

@@ -4,17 +4,20 @@
  * must not leave a second client connected and forgotten (one database connection leaked per
  * slow reconnect, for the life of the process). A connection that goes silent (a peer gone
  * without a word: failover, a dropped NAT entry) must not hold the edge: its heartbeat or its
- * connect is given up and another is opened, and stop() never waits on one.
+ * connect is given up and another is opened, and stop() never waits on one. The connection is
+ * shared/db/listener.ts's, as every core cache's; the edge keeps its staleness bound from it.
  */
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
+import type { Logger } from 'pino';
 import type { Db } from '../../shared/db/pool.ts';
 import { KeyStore } from '../../core/keys/keys.ts';
 import { createLogger } from '../../shared/log.ts';
 import { TokenVerifier } from '../../shared/token-keys.ts';
 import { EdgeState } from '../../edge/state/store.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
+import { loggerInto } from '../helpers/log-lines.ts';
 import { Relay, throughRelay } from '../helpers/pg-relay.ts';
 import { within } from '../helpers/within.ts';
 
@@ -27,7 +30,12 @@ async function eventually(check: () => boolean | Promise<boolean>, capMs: number
 }
 
 /** An EdgeState whose listener connects through `relay`; every other query goes straight to the database. */
-async function stateThrough(tdb: TestDb, relay: Relay, name: string): Promise<EdgeState> {
+async function stateThrough(
+  tdb: TestDb,
+  relay: Relay,
+  name: string,
+  log: Logger = createLogger('silent'),
+): Promise<EdgeState> {
   const url = new URL(await throughRelay(relay, tdb.url));
   url.searchParams.set('application_name', name);
   const db: Db = {
@@ -35,7 +43,7 @@ async function stateThrough(tdb: TestDb, relay: Relay, name: string): Promise<Ed
     pool: { ...tdb.db.pool, options: { connectionString: url.toString() } } as Db['pool'],
   };
   const keys = new KeyStore(tdb.db, randomBytes(32));
-  return new EdgeState(db, new TokenVerifier(tdb.db), keys.apiKeySecrets, createLogger('silent'));
+  return new EdgeState(db, new TokenVerifier(tdb.db), keys.apiKeySecrets, log);
 }
 
 /** Backends of the listener of the EdgeState named `name` (its connections' application_name). */
@@ -84,11 +92,11 @@ describe('edge state listener on a network that goes silent', { concurrency: tru
   const relays: Relay[] = [];
   const states: EdgeState[] = [];
 
-  const started = async (): Promise<{ relay: Relay; state: EdgeState; name: string }> => {
+  const started = async (log?: Logger): Promise<{ relay: Relay; state: EdgeState; name: string }> => {
     const relay = new Relay();
     relays.push(relay);
     const name = `edge-listener-${relays.length}`;
-    const state = await stateThrough(tdb, relay, name);
+    const state = await stateThrough(tdb, relay, name, log);
     states.push(state);
     await state.start();
     assert.ok(state.isFresh(), 'fresh once started');
@@ -231,5 +239,21 @@ describe('edge state listener on a network that goes silent', { concurrency: tru
       await eventually(async () => (await listenerBackends(tdb, name)) === 1, 5_000),
       'one listening backend',
     );
+  });
+
+  it('says at warn, once, that a silent listener is lost and why, and is fresh again on its replacement', async () => {
+    const lines: string[] = [];
+    const { relay, state } = await started(loggerInto(lines));
+    relay.silenceAll();
+    const lost = () => lines.filter((l) => l.includes('edge state listener lost'));
+    assert.ok(await eventually(() => lost().length > 0, 10_000), lines.join(''));
+    const line = JSON.parse(lost()[0] as string) as { level: number; err: string; msg: string };
+    assert.equal(line.level, 40, 'at warn');
+    assert.match(line.err, /no answer to a heartbeat/);
+    assert.match(line.msg, /serving cache within the staleness bound/);
+    assert.ok(await eventually(() => relay.heldByEdge() === 1 && relay.open.size === 2, 5_000), 'replaced');
+    assert.ok(await eventually(() => state.isFresh(), 10_000), 'fresh again');
+    assert.equal(state.listenerError(), undefined);
+    assert.equal(lost().length, 1, 'one loss, said once');
   });
 });
