@@ -154,7 +154,10 @@ export class EdgeState {
   private readonly tuples = new Map<string, Entry<TupleState[]>>();
   /** A customer's live consents (purpose names), by `tenant:customer`. */
   private readonly consents = new Map<string, Entry<string[]>>();
-  /** Bumped on every change notification of what these maps hold (not keys_changed): loads that started before one are not cached. */
+  /**
+   * Bumped on every change notification of what these maps hold (not keys_changed, not
+   * stepup_used: neither changes an entry here): loads that started before one are not cached.
+   */
   private generation = 0;
   private readonly serviceTokens = new Map<string, Entry<ServiceTokenState>>();
   private readonly apiKeys = new Map<string, Entry<ApiKeyState>>();
@@ -312,6 +315,13 @@ export class EdgeState {
       this.keyDrops.notified(payload);
       return;
     }
+    if (channel === notifyChannels.stepUpUsed) {
+      // Only the used set changes, which no lookup above reads: a step-up lookup reads the set or
+      // the row, and caches neither. Bumping `generation` made every transfer's use discard every
+      // session, tenant and other lookup under way at every edge.
+      this.noteUsedGrant(payload);
+      return;
+    }
     // A lookup already in flight when this arrives may carry the old row: it must not be cached.
     this.generation++;
     if (channel === notifyChannels.sessions) {
@@ -344,8 +354,6 @@ export class EdgeState {
       this.scimCredentials.clear();
     } else if (channel === notifyChannels.oauthClients) {
       this.oauthClients.delete(payload);
-    } else if (channel === notifyChannels.stepUpUsed) {
-      this.noteUsedGrant(payload);
     }
   }
 

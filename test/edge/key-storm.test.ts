@@ -10,15 +10,14 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import pg from 'pg';
-import { EdgeState } from '../../edge/state/store.ts';
+import type pg from 'pg';
 import { KeyStore } from '../../core/keys/keys.ts';
 import type { Db } from '../../shared/db/pool.ts';
 import { allDropGapMs, tenantDropGapMs } from '../../shared/key-drops.ts';
-import { createLogger } from '../../shared/log.ts';
 import { TokenVerifier } from '../../shared/token-keys.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
-import { sleep, untilHolds } from '../helpers/listening.ts';
+import { type NotifiedEdge, notifiedEdge, sessionReadsWhile } from '../helpers/edge-notify.ts';
+import { sleep } from '../helpers/listening.ts';
 
 const tenants = Array.from({ length: 10 }, (_, i) => `ks${i}`);
 
@@ -46,12 +45,10 @@ class RecordingVerifier extends TokenVerifier {
 
 describe('an edge told of key changes by NOTIFY keys_changed', () => {
   let tdb: TestDb;
+  let edge: NotifiedEdge;
   let sender: pg.Client;
-  let state: EdgeState;
   let verifier: RecordingVerifier;
   const tokens: string[] = [];
-  /** The edge's reads of sessions (its own pool, not the verifier's). */
-  let sessionReads = 0;
 
   before(async () => {
     tdb = await freshDatabase();
@@ -64,22 +61,11 @@ describe('an edge told of key changes by NOTIFY keys_changed', () => {
       tokens.push(await keys.sign(t, { sub: 'u', aud: 'api' }, { expiresInS: 600 }));
     }
     verifier = new RecordingVerifier(tdb.db);
-    const edgeDb: Db = {
-      ...tdb.db,
-      query: ((text: string, params?: unknown[]) => {
-        if (text.includes('FROM sessions')) sessionReads++;
-        return tdb.db.query(text, params);
-      }) as Db['query'],
-    };
-    state = new EdgeState(edgeDb, verifier, keys.apiKeySecrets, createLogger('silent'));
-    await state.start();
-    await untilHolds(() => state.isFresh(), 5_000, 'the edge listener');
-    sender = new pg.Client({ connectionString: tdb.url });
-    await sender.connect();
+    edge = await notifiedEdge(tdb, verifier, keys.apiKeySecrets);
+    ({ sender } = edge);
   });
   after(async () => {
-    await sender?.end();
-    await state?.stop();
+    await edge?.stop();
     await tdb?.drop();
   });
 
@@ -152,21 +138,10 @@ describe('an edge told of key changes by NOTIFY keys_changed', () => {
   });
 
   it('keeps caching what it reads through a storm of key changes (they drop key sets only)', async () => {
-    // Sessions first looked up during the storm (unknown ids: a miss is cached like a row).
-    const ids = Array.from({ length: 10 }, (_, i) => `00000000-0000-7000-8000-00000000001${i}`);
-    let storming = true;
-    const storm = (async () => {
-      for (let i = 0; storming; i++)
-        await sender.query(`SELECT pg_notify('keys_changed', $1)`, [tenants[i % tenants.length] as string]);
-    })();
-    await sleep(100);
-    const before = sessionReads;
-    for (let round = 0; round < 100; round++) {
-      for (const id of ids) await state.session('ks0', id);
-      await sleep(1);
-    }
-    storming = false;
-    await storm;
-    assert.equal(sessionReads - before, ids.length, 'each session read once, then cached for its 30 s');
+    // Sessions first looked up during the storm.
+    const { reads } = await sessionReadsWhile(edge, 'ks0', (i) =>
+      sender.query(`SELECT pg_notify('keys_changed', $1)`, [tenants[i % tenants.length] as string]),
+    );
+    assert.equal(reads, 10, 'each session read once, then cached for its 30 s');
   });
 });
