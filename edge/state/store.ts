@@ -175,6 +175,12 @@ export class EdgeState {
    */
   private readonly usedGrants = new Map<string, { key: string; expiresAtMs: number }>();
   private usedGrantsComplete = false;
+  /**
+   * The step-up lookups' generation: bumped when the used set may have missed a use (a
+   * `stepup_used` not understood, the set cleared past its cap). A load of the set under way
+   * meanwhile keeps its rows but does not make the set complete.
+   */
+  private usedGrantsGeneration = 0;
   private readonly listener: Listener;
   /** When the listener last answered (listening, or a heartbeat): the staleness bound counts from it. */
   private healthyAt = 0;
@@ -279,6 +285,7 @@ export class EdgeState {
    */
   private async loadUsedGrants(client: Queryable): Promise<void> {
     this.usedGrantsComplete = false;
+    const generation = this.usedGrantsGeneration;
     const { rows } = await client.query<{
       tenant_id: string;
       grant_jti: string;
@@ -295,7 +302,9 @@ export class EdgeState {
         key: r.idempotency_key ?? '',
         expiresAtMs: Number(r.expires_ms),
       });
-    this.usedGrantsComplete = true;
+    // A notification not understood while we read (it arrives before the read's answer) may have
+    // been a use this read missed: the set is not complete.
+    this.usedGrantsComplete = generation === this.usedGrantsGeneration;
   }
 
   private pruneUsedGrants(): void {
@@ -304,6 +313,7 @@ export class EdgeState {
     if (this.usedGrants.size > maxCachedEntries) {
       this.usedGrants.clear();
       this.usedGrantsComplete = false;
+      this.usedGrantsGeneration++;
     }
   }
 
@@ -369,8 +379,10 @@ export class EdgeState {
       typeof g.grantJti !== 'string' ||
       typeof g.expiresAtMs !== 'number'
     ) {
-      // Not understood: lookups read the rows until the listener reconnects and reloads them.
+      // Not understood: lookups read the rows until the listener reconnects and reloads them
+      // (a load under way would otherwise make the set complete again without this use).
       this.usedGrantsComplete = false;
+      this.usedGrantsGeneration++;
       return;
     }
     this.usedGrants.set(`${g.tenantId}\u0000${g.grantJti}`, {
