@@ -33,14 +33,12 @@ export const keysReconnectMs = 5_000;
 export class KeySync {
   private readonly listener: Listener;
   private readonly drops: KeyDrops;
-  private reconnect: NodeJS.Timeout | undefined;
-  private closed = false;
 
   constructor(
     db: Db,
     log: Logger,
     keys: Pick<KeyStore, 'invalidate'>,
-    private readonly opts: {
+    opts: {
       reconnectEveryMs?: number;
       /** Default `tenantDropGapMs` (tests lengthen it to hold tenants within their gap). */
       tenantDropGapMs?: number;
@@ -74,18 +72,13 @@ export class KeySync {
     return this.listener.listening;
   }
 
-  /** Connect the listener now, and again whenever it is lost, until close(). */
+  /** Connect the listener now, and again whenever it is lost (every `reconnectEveryMs`), until close(). */
   listen(): void {
-    if (this.closed || this.reconnect) return;
-    this.listener.ensure();
-    this.reconnect = setInterval(() => this.listener.ensure(), this.opts.reconnectEveryMs ?? keysReconnectMs);
-    this.reconnect.unref();
+    void this.listener.keep();
   }
 
   /** Stop listening: the connection is ended and no timer is left behind. */
   async close(): Promise<void> {
-    this.closed = true;
-    clearInterval(this.reconnect);
     this.drops.close();
     await this.listener.close();
   }
