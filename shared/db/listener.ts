@@ -76,7 +76,6 @@ export const listenerHeartbeatMs = 5_000;
 /**
  * `work` on `client`, its socket destroyed when it has not settled within `ms` (which rejects
  * it: pg fails a query whose connection ends). Ending gracefully would wait on the silent peer.
- * The edge's listener (edge/state/store.ts) bounds its queries with it too.
  */
 export async function within<T>(client: pg.Client, ms: number, work: Promise<T>): Promise<T> {
   const timer = setTimeout(() => client.connection.stream.destroy(), ms);
