@@ -18,6 +18,15 @@ export type MoneyMovement = 'request' | 'ledger' | 'no-api-keys';
 
 export const budgetDayMs = 86_400_000;
 
+/**
+ * The largest daily amount budget, in units: its micro-units and the day's count fit a bigint
+ * (api_key_budget_take, migration 0730; the ledger's api_key_budget_count_posting refuses a larger
+ * one as unreadable). The API refuses more (422 INVALID_AMOUNT), so does migration 1118's guard,
+ * and the edge reads a larger stored one as no amount (`budget_unreadable`).
+ */
+export const dailyBudgetMaxUnits = 9_000_000_000_000n;
+export const dailyBudgetMaxMicros = dailyBudgetMaxUnits * 1_000_000n;
+
 /** Start of the UTC day `nowMs` falls in: the window of the daily amount budget. */
 export function budgetDayStart(nowMs: number): Date {
   return new Date(Math.floor(nowMs / budgetDayMs) * budgetDayMs);

@@ -9,6 +9,8 @@ import type { KeyStore } from '../keys/keys.ts';
 import type { Db } from '../../shared/db/pool.ts';
 import { ApiKeys, defaultRotationGraceS, maxRotationGraceS } from './store.ts';
 import { declared } from '../http/declared.ts';
+import { parseAmount } from '../../shared/money.ts';
+import { dailyBudgetMaxMicros, dailyBudgetMaxUnits } from '../../shared/api-key-budget.ts';
 
 const Decimal = Type.String({
   pattern: '^(0|[1-9][0-9]{0,13})(\\.[0-9]{1,6})?$',
@@ -24,7 +26,7 @@ const Budget = Type.Object(
     additionalProperties: false,
     // Migration 1104's guard under the key's INSERT.
     description:
-      '`daily_amount` is exact in the minor units of `currency`, a currency of the platform table (422 INVALID_AMOUNT, 422 UNKNOWN_CURRENCY)',
+      '`daily_amount` is exact in the minor units of `currency`, a currency of the platform table, and at most 9000000000000 (422 INVALID_AMOUNT, 422 UNKNOWN_CURRENCY)',
   },
 );
 const Scope = Type.String({ pattern: '^[a-z][a-z_]*:[a-z_]+$', maxLength: 64 });
@@ -103,6 +105,15 @@ function createApiKey(store: ApiKeys): RouteSpec {
         );
       if (b.budget?.daily_amount !== undefined && !b.budget.currency)
         throw new AppError('VALIDATION_FAILED', 'budget.daily_amount needs budget.currency');
+      const daily =
+        b.budget?.daily_amount !== undefined
+          ? parseAmount(b.budget.daily_amount, { allowZero: true })
+          : undefined;
+      if (daily?.ok && daily.micro > dailyBudgetMaxMicros)
+        throw new AppError(
+          'INVALID_AMOUNT',
+          `budget.daily_amount: at most ${dailyBudgetMaxUnits} (migration 1118)`,
+        );
       if (b.expires_at && Date.parse(b.expires_at) <= Date.now())
         throw new AppError('VALIDATION_FAILED', 'expires_at is in the past');
       const { key, secret } = await store.create(tenantId, actor, {

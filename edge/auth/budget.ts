@@ -13,6 +13,7 @@ import type { Queryable } from '../../shared/db/pool.ts';
 import {
   budgetDayMs,
   budgetDayStart,
+  dailyBudgetMaxMicros,
   type BudgetCount,
   type MoneyMovement,
 } from '../../shared/api-key-budget.ts';
@@ -81,9 +82,14 @@ export async function consumeBudget(
       ? parseAmount(key.budget.daily_amount, { allowZero: true })
       : undefined;
   // A daily budget this edge cannot read (stored before migrations 1104 and 1112 refused such
-  // budgets: a JSON number, no currency, no amount) counts nothing: the key moves no money, never
-  // money without a limit.
-  if (money !== undefined && daily !== undefined && !(daily.ok && key.budget.currency))
+  // budgets: a JSON number, no currency, no amount; or past dailyBudgetMaxUnits, before migration
+  // 1118, whose micro-units overflow api_key_budget_take's bigint) counts nothing: the key moves no
+  // money, never money without a limit.
+  if (
+    money !== undefined &&
+    daily !== undefined &&
+    !(daily.ok && daily.micro <= dailyBudgetMaxMicros && key.budget.currency)
+  )
     return { ok: false, reason: 'budget_unreadable', retryAfterS: 0 };
   let amount = 0n;
   if (money === 'request' && daily?.ok) {

@@ -206,6 +206,54 @@ describe('API-key amount budgets count every movement (through the gateway)', ()
     }
   });
 
+  it('a daily budget is at most 9e12: counted at the edge and in the ledger up to it, refused past it', async () => {
+    const past = await call(gw, 'POST', '/api-keys', {
+      json: {
+        name: 'budget-past',
+        scopes: ['core:write'],
+        budget: { daily_amount: '9000000000000.01', currency: 'KES' },
+      },
+      headers: { authorization: `Bearer ${adminToken}`, 'x-request-id': randomUUID() },
+    });
+    assert.equal(past.status, 422, past.text);
+    assert.equal(past.json.code, 'INVALID_AMOUNT');
+    const k = await newKey('9000000000000.00');
+    const post = await signed(k, '/v1/core/postings', legs(payer, payee, '5.00'));
+    assert.equal(post.status, 201, post.text);
+    const cap = await signed(k, `/v1/core/holds/${await hold('3.00')}/capture`, {});
+    assert.equal(cap.status, 200, cap.text);
+    assert.equal(await used(k), '8000000');
+    // An operator's SQL is held to the same bound (migration 1118); a row stored before it (the
+    // guard set aside) moves no money, answered 403 rather than 503 at the edge.
+    await assert.rejects(
+      tdb.db.query(
+        `UPDATE api_keys SET budget = jsonb_set(budget, '{daily_amount}', '"99999999999999.99"') WHERE id = $1`,
+        [k.id],
+      ),
+      (e: { code?: string }) => e.code === 'CU001',
+    );
+    await tdb.db.tx(async (q) => {
+      await q.query('ALTER TABLE api_keys DISABLE TRIGGER api_key_budget_bound_guard');
+      await q.query(
+        `UPDATE api_keys SET budget = jsonb_set(budget, '{daily_amount}', '"99999999999999.99"') WHERE id = $1`,
+        [k.id],
+      );
+      await q.query('ALTER TABLE api_keys ENABLE TRIGGER api_key_budget_bound_guard');
+      await q.query('SELECT pg_notify($1, $2)', ['api_keys_changed', k.id]);
+    });
+    const h = await hold('1.00');
+    for (const [path, body] of [
+      ['/v1/core/postings', legs(payer, payee, '5.00')],
+      [`/v1/core/holds/${h}/capture`, {}],
+    ] as const) {
+      const r = await signed(k, path, body);
+      assert.equal(r.status, 403, `${path}: ${r.text}`);
+      assert.match(r.json.message, /budget_unreadable/);
+    }
+    assert.equal(await holdStatus(h), 'pending', 'the capture moved nothing');
+    assert.equal(await used(k), '8000000');
+  });
+
   it('counts reversals and captures within the budget, in the same record as the edge counts postings', async () => {
     const k = await newKey('10.00');
     const rev = await signed(k, `/v1/core/postings/${await posting('4.00')}/reverse`, {});
