@@ -207,50 +207,52 @@ describe('routes that move money must declare it', () => {
       assert.equal(held.status, 201, held.text);
       return held.json.id as string;
     };
-    const [bad, good] = [await hold(), await hold()];
-    const { key } = await new ApiKeys(f.t.tdb.db, f.t.keys).create(kes.id, 'admin-1', {
-      name: 'legacy',
-      scopes: ['core:write'],
-      budget: { daily_amount: '50.00', currency: 'KES' },
-      ipAllowlist: [],
-      expiresAt: undefined,
-    });
-    // A budget written before migrations 1104 and 1112 refused what is no amount (an operator's SQL).
-    await f.t.tdb.db.tx(async (q) => {
-      await q.query('ALTER TABLE api_keys DISABLE TRIGGER api_key_budget_amount_guard');
-      await q.query(
-        `UPDATE api_keys SET budget = jsonb_set(budget, '{daily_amount}', '"1e999999"') WHERE tenant_id = $1 AND id = $2`,
-        [kes.id, key.id],
-      );
-      await q.query('ALTER TABLE api_keys ENABLE TRIGGER api_key_budget_amount_guard');
-    });
     const capture = (hold: string, headers: Record<string, string>, idem: string) =>
       call(origin, 'POST', `/v1/core/holds/${hold}/capture`, {
         json: {},
         headers: { ...headers, 'idempotency-key': idem },
       });
-    const viaKey = {
-      'x-edge-auth': edgeSecret,
-      'x-credential': 'api-key',
-      'x-principal-id': key.id,
-      'x-tenant-id': kes.id,
-      'x-scopes': 'core:write',
-    };
-    // Side by side, so the batcher may well put both in one batch.
-    const [refused, captured] = await Promise.all([
-      capture(bad, viaKey, 'legacy-budget-01'),
-      capture(good, { authorization: `Bearer ${kes.write}` }, 'legacy-budget-02'),
-    ]);
-    assert.equal(refused.status, 403, refused.text);
-    assert.equal(refused.json.code, 'POLICY_DENIED');
-    assert.match(refused.json.message, /budget_unreadable/);
-    assert.equal(captured.status, 200, captured.text);
-    const { rows } = await f.t.tdb.db.query<{ id: string; status: string }>(
-      'SELECT id, status FROM ledger_holds WHERE tenant_id = $1 AND id = ANY($2::uuid[])',
-      [kes.id, [bad, good]],
-    );
-    const status = new Map(rows.map((r) => [r.id, r.status]));
-    assert.equal(status.get(bad), 'pending', 'the refused capture moved nothing');
-    assert.notEqual(status.get(good), 'pending');
+    // Written before migrations 1104, 1112 and 1118 refused budgets that are no amount (an operator's SQL).
+    for (const [i, legacy] of ['"1e999999"', 'null'].entries()) {
+      const [bad, good] = [await hold(), await hold()];
+      const { key } = await new ApiKeys(f.t.tdb.db, f.t.keys).create(kes.id, 'admin-1', {
+        name: `legacy-${i}`,
+        scopes: ['core:write'],
+        budget: { daily_amount: '50.00', currency: 'KES' },
+        ipAllowlist: [],
+        expiresAt: undefined,
+      });
+      await f.t.tdb.db.tx(async (q) => {
+        await q.query('ALTER TABLE api_keys DISABLE TRIGGER USER');
+        await q.query(
+          `UPDATE api_keys SET budget = jsonb_set(budget, '{daily_amount}', $3::jsonb) WHERE tenant_id = $1 AND id = $2`,
+          [kes.id, key.id, legacy],
+        );
+        await q.query('ALTER TABLE api_keys ENABLE TRIGGER USER');
+      });
+      const viaKey = {
+        'x-edge-auth': edgeSecret,
+        'x-credential': 'api-key',
+        'x-principal-id': key.id,
+        'x-tenant-id': kes.id,
+        'x-scopes': 'core:write',
+      };
+      // Side by side, so the batcher may well put both in one batch.
+      const [refused, captured] = await Promise.all([
+        capture(bad, viaKey, `legacy-budget-${i}-1`),
+        capture(good, { authorization: `Bearer ${kes.write}` }, `legacy-budget-${i}-2`),
+      ]);
+      assert.equal(refused.status, 403, `${legacy}: ${refused.text}`);
+      assert.equal(refused.json.code, 'POLICY_DENIED');
+      assert.match(refused.json.message, /budget_unreadable/);
+      assert.equal(captured.status, 200, captured.text);
+      const { rows } = await f.t.tdb.db.query<{ id: string; status: string }>(
+        'SELECT id, status FROM ledger_holds WHERE tenant_id = $1 AND id = ANY($2::uuid[])',
+        [kes.id, [bad, good]],
+      );
+      const status = new Map(rows.map((r) => [r.id, r.status]));
+      assert.equal(status.get(bad), 'pending', `${legacy}: the refused capture moved nothing`);
+      assert.notEqual(status.get(good), 'pending');
+    }
   });
 });

@@ -20,7 +20,8 @@ DECLARE
 BEGIN
   SELECT budget INTO b FROM api_keys WHERE tenant_id = p_tenant AND id = p_key;
   IF NOT FOUND THEN RETURN ledger_fail('BUDGET_EXCEEDED', 'API key budget exceeded (unknown key)'); END IF;
-  IF b->>'daily_amount' IS NULL THEN RETURN NULL; END IF;
+  -- A daily_amount that is JSON null is a budget no one can read (refused below), not no budget.
+  IF b IS NULL OR NOT (b ? 'daily_amount') THEN RETURN NULL; END IF;
   v_currency := b->>'currency';
   -- At most 9e12 (its micro-units fit a bigint); NaN is greater than every number.
   IF pg_input_is_valid(b->>'daily_amount', 'numeric') THEN v_limit := (b->>'daily_amount')::numeric; END IF;
