@@ -271,7 +271,7 @@ export class EdgeState {
   /**
    * On a new listener connection, once it LISTENs and before it counts as listening: drop every
    * entry (anything may have changed while nobody listened), then load the used grants on it. Not
-   * after: the heartbeat's SELECT 1 would queue behind a slow load on the same connection and, past
+   * after: the heartbeat would queue behind a slow load on the same connection and, past
    * its deadline, end it; until then used grants are read from their rows.
    */
   private async prepareListener(client: Queryable): Promise<void> {

@@ -8,11 +8,15 @@
  * `keep()` does that now and every `reconnectEveryMs` until close() (the caller may await the
  * first attempt).
  *
- * A listening connection is asked to answer (`SELECT 1`) every `heartbeatMs`: one that fell silent
- * (a peer gone without a FIN, a hung server, a middlebox that drops the flow) delivers no NOTIFY
- * and says nothing, and a connection that only listens never writes, so nothing else would ever
- * notice. One that does not answer within `listenerConnectMs` is lost like a closed one. Each
- * answer is told to `onAnswered`: until the next one is due, nothing announced was missed.
+ * A listening connection is asked to answer every `heartbeatMs`: one that fell silent (a peer gone
+ * without a FIN, a hung server, a middlebox that drops the flow) delivers no NOTIFY and says
+ * nothing, and a connection that only listens never writes, so nothing else would ever notice. The
+ * question is a NOTIFY on a channel of this listener's own, and the answer is hearing it back: a
+ * connection that answers queries but hears nothing it LISTENs for (a pooler in transaction mode
+ * runs the LISTEN on one server connection and the next query on another) is not listening. A
+ * new connection is asked once before it counts as listening. One that does not answer within
+ * `listenerConnectMs` is lost like a closed one. Each answer is told to `onAnswered`: until the
+ * next one is due, nothing announced was missed.
  *
  * The edge's state (edge/state/store.ts) is an owner too: from `onListening` and `onAnswered` it
  * keeps the time the database last answered, and fails its decisions closed past a staleness
@@ -22,6 +26,7 @@
  * client that is not (or no longer) the listener never takes its place; close() ends the
  * connection and any attempt under way, and returns once their clients are ended.
  */
+import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { Logger } from 'pino';
 import type { Db, Queryable } from './pool.ts';
@@ -91,8 +96,17 @@ function endClient(client: pg.Client): Promise<void> {
   return within(client, listenerConnectMs, client.end()).catch(() => undefined);
 }
 
+/** A channel no other listener has: where a listener's heartbeats come back to it (63 bytes at most). */
+const heartbeatChannel = (): string => `listener_heartbeat_${process.pid}_${randomBytes(8).toString('hex')}`;
+
 export class Listener {
   private client: pg.Client | undefined;
+  /** This listener's own channel, on which it asks each heartbeat (never told to the owner). */
+  private readonly echoChannel = heartbeatChannel();
+  /** Heartbeats asked so far: each one's payload, so that only its own answer counts. */
+  private asked = 0;
+  /** The last heartbeat payload each client heard back. */
+  private readonly heard = new WeakMap<pg.Client, string>();
   /** The attempt under way: one at a time (a second would open a client the first then overwrites and leaks). */
   private attempt: Promise<void> | undefined;
   /**
@@ -155,7 +169,10 @@ export class Listener {
     });
     client.on('error', (err) => this.lose(client, err.message));
     client.on('end', () => this.lose(client, 'connection ended'));
-    client.on('notification', (n) => this.hooks.onNotify(n.channel, n.payload ?? ''));
+    client.on('notification', (n) => {
+      if (n.channel === this.echoChannel) this.heard.set(client, n.payload ?? '');
+      else this.hooks.onNotify(n.channel, n.payload ?? '');
+    });
     this.attempt = this.connect(client).finally(() => {
       this.attempt = undefined;
     });
@@ -189,7 +206,8 @@ export class Listener {
 
   /** LISTEN on every channel, then let the owner read what notifications alone would not tell it. */
   private async ready(client: pg.Client): Promise<void> {
-    for (const channel of this.opts.channels) await client.query(`LISTEN ${channel}`);
+    for (const channel of [...this.opts.channels, this.echoChannel]) await client.query(`LISTEN ${channel}`);
+    await this.echo(client);
     if (this.closed) throw new Error(`${this.opts.name} closed while it connected`);
     await this.hooks.prepare?.(client);
   }
@@ -202,7 +220,7 @@ export class Listener {
       this.lose(client, `no answer to a heartbeat within ${listenerConnectMs} ms`);
     }, listenerConnectMs);
     try {
-      await client.query('SELECT 1');
+      await this.echo(client);
       // Only the listener's own answer says notifications are arriving.
       if (this.client === client) this.hooks.onAnswered?.();
     } catch (err) {
@@ -211,6 +229,17 @@ export class Listener {
       clearTimeout(timer);
       this.beating = false;
     }
+  }
+
+  /**
+   * NOTIFY this listener's own channel on `client` and hear it back, or throw. PostgreSQL delivers
+   * a session's notification to itself before the answer to the statement that sent it.
+   */
+  private async echo(client: pg.Client): Promise<void> {
+    const payload = String(++this.asked);
+    await client.query('SELECT pg_notify($1, $2)', [this.echoChannel, payload]);
+    if (this.heard.get(client) !== payload)
+      throw new Error('a heartbeat was answered but its notification not heard');
   }
 
   /** `client` is no longer the listener (when it still was): the owner is told, and it is ended. */

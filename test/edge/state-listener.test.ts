@@ -128,6 +128,14 @@ describe('edge state listener on a network that goes silent', { concurrency: tru
     assert.equal((await state.session(tenant, sid))?.revoked, false, 'cached as live');
     return {
       revoke: () => tdb.db.query('UPDATE sessions SET revoked_at = now() WHERE id = $1', [sid]),
+      /** Served as a live session (false when refused as revoked, or stale: every decision is a deny then). */
+      servedLive: async () => {
+        try {
+          return (await state.session(tenant, sid))?.revoked === false;
+        } catch {
+          return false;
+        }
+      },
       /** Refused as revoked; false while the state is stale too (every decision is a deny then). */
       refused: async () => {
         try {
@@ -239,6 +247,23 @@ describe('edge state listener on a network that goes silent', { concurrency: tru
       await eventually(async () => (await listenerBackends(tdb, name)) === 1, 5_000),
       'one listening backend',
     );
+  });
+
+  it('does not serve a revoked session from a listener that answers every query but hears no notification', async () => {
+    const { relay, state } = await started();
+    const session = await cachedSession(state);
+    // Its replacement answers LISTEN and every heartbeat, and hears none of what it listens for.
+    relay.dropNotifications = true;
+    relay.cutAll();
+    await sleep(2_500);
+    // Read (and cached as live) when the replacement counts as listening; denied when stale.
+    await session.servedLive();
+    await session.revoke();
+    assert.ok(
+      await eventually(async () => !(await session.servedLive()), 10_000),
+      'the revoked session is no longer served as live past the staleness bound',
+    );
+    assert.ok(!state.isFresh(), 'a listener that hears nothing keeps the state stale');
   });
 
   it('says at warn, once, that a silent listener is lost and why, and is fresh again on its replacement', async () => {

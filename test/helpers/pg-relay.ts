@@ -11,6 +11,36 @@ export interface ConnectionPlan {
   silenceAtFirstQuery?: boolean;
   /** Closed as soon as it is accepted (a server refusing connections). */
   refuse?: boolean;
+  /**
+   * Every other message relayed both ways, but the server's notifications (NotificationResponse)
+   * dropped: a connection that answers every query yet hears nothing it LISTENs for (as through a
+   * pooler in transaction mode, whose LISTEN ran on some other server connection).
+   */
+  dropNotifications?: boolean;
+}
+
+/** PostgreSQL's NotificationResponse message type ('A'). */
+const notificationMessage = 0x41;
+
+/**
+ * The server's side of a connection, its NotificationResponse messages removed. Every message the
+ * server sends (from its first, no TLS asked) is a type byte and an int32 length counting itself.
+ */
+function withoutNotifications(): (d: Buffer) => Buffer {
+  let pending = Buffer.alloc(0);
+  return (d) => {
+    pending = Buffer.concat([pending, d]);
+    const kept: Buffer[] = [];
+    let at = 0;
+    while (pending.length - at >= 5) {
+      const end = at + 1 + pending.readInt32BE(at + 1);
+      if (end > pending.length) break;
+      if (pending[at] !== notificationMessage) kept.push(pending.subarray(at, end));
+      at = end;
+    }
+    pending = pending.subarray(at);
+    return Buffer.concat(kept);
+  };
 }
 
 /**
@@ -31,6 +61,8 @@ export class Relay {
   silenceAtFirstQuery = false;
   /** New connections are closed at once. */
   refuse = false;
+  /** New connections relay everything but the server's notifications (see ConnectionPlan). */
+  dropNotifications = false;
   /** How the next connections are treated, in order (taken before the fields above). */
   readonly plan: ConnectionPlan[] = [];
   readonly open = new Set<Socket>();
@@ -63,6 +95,8 @@ export class Relay {
     inbound.on('error', () => inbound.destroy());
     inbound.on('end', () => this.releasedByEdge.add(inbound));
     const silenceAtFirstQuery = plan.silenceAtFirstQuery ?? this.silenceAtFirstQuery;
+    const fromServer =
+      (plan.dropNotifications ?? this.dropNotifications) ? withoutNotifications() : (d: Buffer) => d;
     setTimeout(() => {
       if (inbound.destroyed) return;
       const outbound = connect(target.port, target.host);
@@ -77,7 +111,7 @@ export class Relay {
         if (!this.silent.has(inbound)) outbound.write(d);
       });
       outbound.on('data', (d: Buffer) => {
-        if (!this.silent.has(inbound)) inbound.write(d);
+        if (!this.silent.has(inbound)) inbound.write(fromServer(d));
       });
     }, plan.delayMs ?? this.delayMs);
   }
