@@ -310,11 +310,18 @@ export class EdgeState {
   private pruneUsedGrants(): void {
     const now = this.now();
     for (const [k, v] of this.usedGrants) if (v.expiresAtMs <= now) this.usedGrants.delete(k);
-    if (this.usedGrants.size > maxCachedEntries) {
-      this.usedGrants.clear();
-      this.usedGrantsComplete = false;
-      this.usedGrantsGeneration++;
-    }
+    this.boundUsedGrants();
+  }
+
+  /**
+   * Past the cap the set is cleared and no longer trusted (lookups read the rows until the next
+   * load): memory stays bounded under a storm of announced uses, not only at the next prune.
+   */
+  private boundUsedGrants(): void {
+    if (this.usedGrants.size <= maxCachedEntries) return;
+    this.usedGrants.clear();
+    this.usedGrantsComplete = false;
+    this.usedGrantsGeneration++;
   }
 
   private onNotify(channel: string, payload: string): void {
@@ -389,6 +396,7 @@ export class EdgeState {
       key: typeof g.idempotencyKey === 'string' ? g.idempotencyKey : '',
       expiresAtMs: g.expiresAtMs,
     });
+    this.boundUsedGrants();
   }
 
   invalidateAll(): void {

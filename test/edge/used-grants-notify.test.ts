@@ -48,6 +48,26 @@ describe('an edge told of step-up uses by NOTIFY stepup_used', () => {
     for (let i = 0; i < 100 && (await edge.state.stepUpUse('su1', last)) === undefined; i++) await sleep(20);
     assert.equal(await edge.state.stepUpUse('su1', last), '', 'the last use announced is known');
   });
+
+  it('stops trusting the set when a storm announces more uses than it keeps: a use no notification announced is read from its row', async () => {
+    const expiresAtMs = Date.now() + 600_000;
+    // One more than the set keeps (edge/state/store.ts maxCachedEntries), in one commit.
+    await edge.sender.query(
+      `SELECT pg_notify('stepup_used', json_build_object('tenantId', 'su1', 'grantJti', 'storm' || i,
+         'idempotencyKey', NULL, 'expiresAtMs', $1::bigint)::text) FROM generate_series(0, 100000) i`,
+      [expiresAtMs],
+    );
+    for (let i = 0; i < 250 && (await edge.state.stepUpUse('su1', 'storm100000')) === undefined; i++)
+      await sleep(20);
+    await edge.sender.query('SET session_replication_role = replica');
+    await edge.sender.query(
+      `INSERT INTO stepup_uses (tenant_id, grant_jti, session_id, customer_id, orig, action, idempotency_key, used_at, expires_at)
+       VALUES ('su1', 'unannounced', $1, $2, 'o', 'transfer.create', 'k-unannounced-1', now(), now() + interval '10 minutes')`,
+      [randomUUID(), randomUUID()],
+    );
+    await edge.sender.query('SET session_replication_role = origin');
+    assert.equal(await edge.state.stepUpUse('su1', 'unannounced'), 'k-unannounced-1');
+  });
 });
 
 describe('the used step-ups an edge loads when its listener connects', () => {
