@@ -61,7 +61,7 @@ export interface EdgeGaugeSources {
   policy(): { policyVersion: string; registryVersion: string } | undefined;
   /** Issue 22 item 1: decision inputs recorded, sampled out, failed, expired, dropped partitions, bytes kept. */
   decisionInputs?(): Record<string, number>;
-  /** Issue 22 item 3: shadow evaluation: evaluated, divergent, errors, dropped, timeouts (totals), active shadows. */
+  /** Issue 22 item 3: shadow evaluation: evaluated, divergent, errors, dropped, timeouts, ended (totals), active and suspended shadows. */
   shadow?(): Record<string, number>;
 }
 
@@ -153,7 +153,7 @@ function gauges(registers: Registry[], s: EdgeGaugeSources): void {
     statGauge(
       registers,
       'edge_policy_shadow',
-      'Shadow candidates (issue 22): decisions evaluated, divergent from the live answer, errors (no decision), dropped, timeouts (totals since start); active shadows now',
+      'Shadow candidates (issue 22): decisions evaluated, divergent from the live answer, errors (no decision), dropped, timeouts, threads a candidate ended (totals since start); active and suspended shadows now',
       s.shadow,
     );
   new Gauge({

@@ -8,7 +8,8 @@
  * thread that throws is replaced on the next batch. A batch holds one tenant's decisions (and at
  * most the JSON the thread parses), and a tenant whose batch or load timed out is set aside until
  * its shadow changes, its candidate not loaded again: one tenant's looping candidate must not
- * blind every other tenant's shadow. The thread says when a load and a batch start: a batch that
+ * blind every other tenant's shadow. So is a tenant whose candidate ends the thread (its heap
+ * bound) while its load or batch runs. The thread says when a load and a batch start: a batch that
  * waits behind a load that hangs is not its tenant's fault, and the load's deadline decides.
  * Promoting a shadow is the ordinary hot swap of the bundle.
  */
@@ -44,7 +45,9 @@ export interface ShadowStats {
   dropped: number;
   timeouts: number;
   active: number;
-  /** Tenants whose shadow timed out, set aside until their shadow changes (their decisions count as dropped). */
+  /** Threads a candidate ended (past the heap bound) while it loaded or evaluated: set aside as a timeout is. */
+  ended: number;
+  /** Tenants whose shadow timed out or ended its thread, set aside until their shadow changes (their decisions count as dropped). */
   suspended: number;
 }
 
@@ -71,6 +74,7 @@ export class ShadowFeed {
     errors: 0,
     dropped: 0,
     timeouts: 0,
+    ended: 0,
     active: 0,
     suspended: 0,
   };
@@ -165,9 +169,8 @@ export class ShadowFeed {
     w.on('message', (m: FromShadow) => {
       if (this.worker === w) this.heard(w, m);
     });
-    const gone = () => this.discard(w);
-    w.on('error', gone);
-    w.on('exit', gone);
+    w.on('error', (err) => this.ended(w, err));
+    w.on('exit', () => this.ended(w));
     w.postMessage({ type: 'shadows', list: this.loadable() } satisfies ToShadow);
     return w;
   }
@@ -244,6 +247,26 @@ export class ShadowFeed {
     }
     this.stats.timeouts += 1;
     this.suspend(tenant, 'did not load in time', ref);
+    this.discard(w);
+  }
+
+  /**
+   * The thread ended of itself: past its heap bound (ERR_WORKER_OUT_OF_MEMORY), a candidate
+   * allocating while it ran. Whose candidate ran is known as for a timeout: the batch it said it
+   * evaluates, else the load it said it started; that tenant is set aside. Left alone, each new
+   * thread loaded the same candidate and ended again, and every tenant whose candidate loads after
+   * it was never evaluated (each decision counted as evaluated, `not_loaded`). With none of them
+   * running, the next batch starts a new thread.
+   */
+  private ended(w: Worker, err?: Error): void {
+    if (this.worker !== w) return;
+    const batch = this.inFlight?.started ? this.inFlight : undefined;
+    const load = this.loading;
+    const how = (err as { code?: unknown } | undefined)?.code;
+    const why = (doing: string) => `ended the shadow thread while ${doing}${how ? ` (${String(how)})` : ''}`;
+    if (batch || load) this.stats.ended += 1;
+    if (batch) this.suspend(batch.tenant, why('evaluating'));
+    else if (load) this.suspend(load.tenant, why('loading'), load.ref);
     this.discard(w);
   }
 

@@ -6,19 +6,23 @@
  * V8 aborted the process). A candidate that loops while loading is ended past the load deadline.
  */
 import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { ShadowFeed } from '../../edge/shadow.ts';
-import { loadTrustedKeys } from '../../policy/runtime/bundle.ts';
+import { defaultBundleDir, loadTrustedKeys } from '../../policy/runtime/bundle.ts';
 import { maxJsonTextChars } from '../../policy/runtime/candidate-thread.ts';
 import { wasmCandidate } from '../helpers/candidates.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { loggerInto } from '../helpers/log-lines.ts';
-import { probeWasm } from '../helpers/probe-wasm.ts';
+import { printingWasm, probeWasm } from '../helpers/probe-wasm.ts';
 
 describe("the edge's shadow thread bounds a candidate as core's impact thread does", () => {
   let tdb: TestDb;
   const inflatingRef = 'cand-1111111111111111';
   const loopingRef = 'cand-2222222222222222';
+  const exhaustingRef = 'cand-3333333333333333';
+  const devRef = 'cand-4444444444444444';
   const decision = (i: number, t: string) => ({
     t,
     input: { n: i },
@@ -31,13 +35,18 @@ describe("the edge's shadow thread bounds a candidate as core's impact thread do
   before(async () => {
     tdb = await freshDatabase();
     await tdb.db.query(
-      `INSERT INTO tenants (id, name, country, base_currency) VALUES ('ts', 'ts', 'KE', 'KES'), ('tl', 'tl', 'KE', 'KES')`,
+      `INSERT INTO tenants (id, name, country, base_currency)
+       VALUES ('ts', 'ts', 'KE', 'KES'), ('tl', 'tl', 'KE', 'KES'), ('tx', 'tx', 'KE', 'KES'), ('tz', 'tz', 'KE', 'KES')`,
     );
-    for (const [tenant, ref, kind] of [
-      ['ts', inflatingRef, 'inflating'],
-      ['tl', loopingRef, 'looping'],
-    ] as const) {
-      const c = await wasmCandidate(probeWasm(kind), `probe-${kind}`);
+    const wasms = [
+      ['ts', inflatingRef, 'inflating', probeWasm('inflating')],
+      ['tl', loopingRef, 'looping', probeWasm('looping')],
+      // Prints 24 MiB while it loads: opa-wasm builds the text a character at a time, past the heap bound.
+      ['tx', exhaustingRef, 'exhausting', printingWasm({ bytes: 24 * 2 ** 20 })],
+      ['tz', devRef, 'development', await readFile(join(defaultBundleDir, 'policy.wasm'))],
+    ] as const;
+    for (const [tenant, ref, kind, wasm] of wasms) {
+      const c = await wasmCandidate(wasm, `probe-${kind}`);
       await tdb.db.query(
         `INSERT INTO policy_candidates (tenant_id, ref, policy_version, registry_version, manifest, registry, wasm, uploaded_by)
          VALUES ($1, $2, $3, 'r', $4, $5, $6, 'author')`,
@@ -114,6 +123,36 @@ describe("the edge's shadow thread bounds a candidate as core's impact thread do
         lines.some((l) => l.includes('shadow candidate did not load in time') && l.includes(loopingRef)),
         lines.join(''),
       );
+    } finally {
+      await f.stop();
+    }
+  });
+
+  it("a candidate that ends the thread while loading (its heap bound) is set aside, and the next tenant's shadow loads and evaluates", async () => {
+    // Only the thread's end can set tx aside here: its load deadline is far off.
+    const lines: string[] = [];
+    const f = await feedInto(lines, 600_000);
+    try {
+      // tx's candidate loads first (the thread loads them in order), then tz's.
+      f.setShadows([
+        ['tx', exhaustingRef],
+        ['tz', devRef],
+      ]);
+      await runUntil(f, 'tz', () => f.stats.suspended === 1 && f.stats.divergent >= 1);
+      assert.deepEqual(
+        [f.stats.ended, f.stats.suspended],
+        [1, 1],
+        'the candidate that ended its thread is set aside',
+      );
+      assert.ok(
+        lines.some((l) => l.includes('ended the shadow thread while loading') && l.includes(exhaustingRef)),
+        lines.join(''),
+      );
+      assert.ok(
+        f.stats.divergent >= 1,
+        "tz's candidate loaded and evaluated (before, each new thread loaded tx's again and ended)",
+      );
+      assert.equal(f.stats.timeouts, 0);
     } finally {
       await f.stop();
     }

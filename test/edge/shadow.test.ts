@@ -82,7 +82,7 @@ describe('shadow evaluation is isolated from live decisions (issue 22 item 3)', 
       await until(() => f.stats.evaluated === 3);
       assert.deepEqual(
         { ...f.stats },
-        { evaluated: 3, divergent: 1, errors: 0, dropped: 0, timeouts: 0, active: 1, suspended: 0 },
+        { evaluated: 3, divergent: 1, errors: 0, dropped: 0, timeouts: 0, ended: 0, active: 1, suspended: 0 },
       );
     } finally {
       await f.stop();
@@ -199,6 +199,33 @@ describe('shadow evaluation is isolated from live decisions (issue 22 item 3)', 
       assert.equal(f.stats.dropped, 2, 'ta is the one set aside');
       await flushUntil(f, () => f.stats.evaluated >= 1);
       assert.equal(f.stats.evaluated, 1, "tb's decision is evaluated");
+    } finally {
+      await f.stop();
+    }
+  });
+
+  it('a candidate that ends the thread while evaluating (its heap bound) is set aside; one that ends it while nothing runs is not', async () => {
+    // ta's batch ends the thread once it says it evaluates it; tb's ends it before that.
+    const f = feed(
+      `if (items[0].t === 'tb' && items[0].d === 'd1') process.exit(1); post({ type: 'evaluating', id: m.id }); if (items[0].t === 'ta') process.exit(1); ${answer}`,
+      { shadows: twoTenants },
+    );
+    try {
+      f.offer(item(0));
+      f.flush();
+      await until(() => f.stats.suspended === 1);
+      assert.deepEqual([f.stats.ended, f.stats.suspended, f.stats.dropped], [1, 1, 1]);
+      f.offer(item(1));
+      assert.equal(f.stats.dropped, 2, 'ta is set aside');
+      f.offer({ ...item(1), t: 'tb' });
+      await flushUntil(f, () => f.stats.dropped === 3);
+      f.offer({ ...item(2), t: 'tb' });
+      await flushUntil(f, () => f.stats.evaluated >= 1);
+      assert.deepEqual(
+        [f.stats.evaluated, f.stats.ended, f.stats.suspended],
+        [1, 1, 1],
+        "tb's thread ended before its batch began: not tb's fault, and its next decision is evaluated",
+      );
     } finally {
       await f.stop();
     }

@@ -2,7 +2,8 @@
  * Hand-made WASM modules that speak the part of OPA's ABI that loading a policy calls (opa-wasm's
  * loadPolicy and setData: `builtins`, `entrypoints`, `opa_json_dump`, `opa_malloc`,
  * `opa_json_parse`, the heap pointer), so a test can give a candidate a module that misbehaves
- * while it loads, as no `opa build` output does. Only `builtins` differs between them.
+ * while it loads, as no `opa build` output does. Only `builtins` differs between them (and
+ * printingWasm's, which imports `opa_println`, a function of OPA's WASM ABI the host provides).
  */
 
 /** Unsigned LEB128. */
@@ -93,14 +94,58 @@ export function probeWasm(
   kind: keyof typeof builtinsBodies,
   memory: 'imported' | 'own' = 'imported',
 ): Buffer {
+  return assemble([...builtinsBodies[kind]], { memory });
+}
+
+/** Where printingWasm keeps the text it prints. */
+const printedTextAt = 1024;
+
+/**
+ * A module whose `builtins` prints with opa-wasm's `opa_println` (the host writes it with
+ * console.log) `text`, or `bytes` letters written past its first page (its memory grown to hold
+ * them), then answers `{}`: the module loads.
+ */
+export function printingWasm(what: { text: string } | { bytes: number }): Buffer {
+  // Function 0 is the imported opa_println, (i32) -> ().
+  const print = (at: number) => [0x41, ...sleb(at), 0x10, 0];
+  if ('text' in what)
+    return assemble([...print(printedTextAt), 0x41, ...sleb(emptyObjectAt)], {
+      println: true,
+      data: [[printedTextAt, `${what.text}\0`]],
+    });
+  const pages = Math.ceil((65_536 + what.bytes + 1) / 65_536);
+  return assemble(
+    [
+      ...[0x41, ...sleb(pages), 0x40, 0x00, 0x1a], // memory.grow; drop
+      ...[0x41, ...sleb(65_536), 0x41, ...sleb(0x41), 0x41, ...sleb(what.bytes), 0xfc, 0x0b, 0x00], // memory.fill 'A'
+      ...print(65_536),
+      ...[0x41, ...sleb(emptyObjectAt)],
+    ],
+    { println: true },
+  );
+}
+
+/**
+ * The module: `builtins` runs `builtinsCode` (function 0, or 1 after an imported `opa_println`),
+ * the rest of the ABI answers as a policy with no entry points.
+ */
+function assemble(
+  builtinsCode: number[],
+  o: { memory?: 'imported' | 'own'; println?: boolean; data?: [number, string][] },
+): Buffer {
+  const own = o.memory === 'own';
   const types = vec([
     [0x60, 0, 1, 0x7f], // () -> i32
     [0x60, 1, 0x7f, 1, 0x7f], // (i32) -> i32
     [0x60, 2, 0x7f, 0x7f, 1, 0x7f], // (i32, i32) -> i32
     [0x60, 1, 0x7f, 0], // (i32) -> ()
   ]);
-  const imports = vec(memory === 'own' ? [] : [[...name('env'), ...name('memory'), 0x02, 0x00, 1]]);
-  const memories = memory === 'own' ? section(5, vec([[0x00, ...uleb(ownMemoryPages)]])) : [];
+  const imports = vec([
+    ...(own ? [] : [[...name('env'), ...name('memory'), 0x02, 0x00, 1]]),
+    ...(o.println ? [[...name('env'), ...name('opa_println'), 0x00, 3]] : []),
+  ]);
+  const first = o.println ? 1 : 0;
+  const memories = own ? section(5, vec([[0x00, ...uleb(ownMemoryPages)]])) : [];
   const exported = [
     'builtins',
     'entrypoints',
@@ -116,12 +161,12 @@ export function probeWasm(
     [0x7f, 0, 0x41, 1, 0x0b],
   ]);
   const exports = vec([
-    ...exported.map((n, i) => [...name(n), 0x00, i]),
+    ...exported.map((n, i) => [...name(n), 0x00, first + i]),
     [...name('opa_wasm_abi_version'), 0x03, 0],
     [...name('opa_wasm_abi_minor_version'), 0x03, 1],
   ]);
   const code = vec([
-    body([...builtinsBodies[kind]], 1),
+    body(builtinsCode, 1),
     body([0x41, ...sleb(emptyObjectAt)]), // entrypoints: {}
     body([0x20, 0]), // opa_json_dump: a value's address is its text's
     body([0x41, ...sleb(4096)]), // opa_malloc: one fixed place
@@ -129,10 +174,17 @@ export function probeWasm(
     body([0x41, ...sleb(65_536)]), // opa_heap_ptr_get
     body([]), // opa_heap_ptr_set
   ]);
-  const data = vec([
-    [0, 0x41, ...sleb(emptyObjectAt), 0x0b, ...uleb(3), ...Buffer.from('{}\0')],
-    [0, 0x41, ...sleb(notJsonAt), 0x0b, ...uleb(9), ...Buffer.from('not json\0')],
-  ]);
+  const segments: [number, string][] = [
+    [emptyObjectAt, '{}\0'],
+    [notJsonAt, 'not json\0'],
+    ...(o.data ?? []),
+  ];
+  const data = vec(
+    segments.map(([at, text]) => {
+      const bytes = Buffer.from(text);
+      return [0, 0x41, ...sleb(at), 0x0b, ...uleb(bytes.length), ...bytes];
+    }),
+  );
   return Buffer.from([
     ...[0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00],
     ...section(1, types),
