@@ -12,7 +12,7 @@
 import { createPublicKey, type JsonWebKey } from 'node:crypto';
 import { parentPort, workerData } from 'node:worker_threads';
 import { instantiateBundle, type PolicyRevision } from '../policy/runtime/bundle.ts';
-import { boundJsonParse } from '../policy/runtime/candidate-thread.ts';
+import { boundJsonParse, silenceConsole } from '../policy/runtime/candidate-thread.ts';
 import { createDb } from '../shared/db/pool.ts';
 import { createLogger } from '../shared/log.ts';
 import { createMetrics } from '../shared/metrics.ts';
@@ -50,6 +50,8 @@ if (!port) throw new Error('shadow-thread.ts runs as a worker thread');
 // What a candidate answers is parsed within the bound core's impact thread applies; a batch's
 // text is held to it by the feed (shadow.ts).
 boundJsonParse();
+// What a candidate prints (opa_println) is not written to this process's log stream.
+silenceConsole();
 const post = (m: FromShadow) => port.postMessage(m);
 const { url, trusted, key, maxMemoryPages } = workerData as {
   url: string;

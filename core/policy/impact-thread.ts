@@ -16,7 +16,7 @@ import {
   instantiateBundle,
   type PolicyRevision,
 } from '../../policy/runtime/bundle.ts';
-import { boundJsonParse } from '../../policy/runtime/candidate-thread.ts';
+import { boundJsonParse, silenceConsole } from '../../policy/runtime/candidate-thread.ts';
 import { type ImpactResult, type InputRow, replayOne, Tally } from './replay.ts';
 
 /** Baseline revisions one job instantiates; a recorded decision of any further version is compared with its recorded verdict. */
@@ -47,6 +47,8 @@ if (!port) throw new Error('impact-thread.ts runs as a worker thread');
 // A candidate's JSON is bounded here (policy/runtime/candidate-thread.ts); nothing else here
 // parses JSON but the bundle's manifest and registry, far smaller.
 boundJsonParse();
+// What a candidate prints (opa_println) is not written to this process's log stream.
+silenceConsole();
 const { trusted, maxMemoryPages } = workerData as ImpactThreadData;
 const trustedKeys = trusted.map((k) => createPublicKey({ key: k, format: 'jwk' }));
 

@@ -3,7 +3,8 @@
  * and uploads, core/policy/impact-thread.ts) and the edge's shadow thread (edge/shadow-thread.ts).
  * A candidate is signed, but it is an author's work under test: its WASM runs while it loads
  * (its start function, `builtins`, `entrypoints`, its allocator and JSON parser) and answers text
- * the host parses, so both threads bound how long a load takes and how much JSON they parse.
+ * the host parses, so both threads bound how long a load takes and how much JSON they parse, and
+ * write nothing it asks them to print.
  */
 
 /**
@@ -40,4 +41,20 @@ export function boundJsonParse(): void {
       throw new RangeError(`a JSON text of ${text.length} characters, past ${maxJsonTextChars}`);
     return parseJson(text, reviver);
   };
+}
+
+/**
+ * Silence this thread's console, once, first thing, on a thread that loads candidates (never on a
+ * process's main thread). opa-wasm writes the text a module hands `opa_println` (an import of
+ * OPA's WASM ABI, which a module may call as often as it likes, while it loads and at each
+ * evaluation) with console.log, and a worker's console is its process's stdout, the log stream: a
+ * candidate wrote lines of its choosing there (a forged log record; a live decision's input,
+ * unscrubbed), megabytes at a time, each crossing to the main thread to be written. Nothing else
+ * on these threads writes to the console. opa-wasm still builds the text: a long one costs the
+ * candidate its deadline or its heap bound (the thread ends, and the candidate is refused or set aside).
+ */
+export function silenceConsole(): void {
+  const nothing = (): void => undefined;
+  for (const method of ['log', 'info', 'warn', 'error', 'debug', 'trace', 'dir', 'table'] as const)
+    console[method] = nothing;
 }

@@ -6,6 +6,7 @@
  * V8 aborted the process). A candidate that loops while loading is ended past the load deadline.
  */
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -16,6 +17,7 @@ import { wasmCandidate } from '../helpers/candidates.ts';
 import { freshDatabase, type TestDb } from '../helpers/db.ts';
 import { loggerInto } from '../helpers/log-lines.ts';
 import { printingWasm, probeWasm } from '../helpers/probe-wasm.ts';
+import { stdoutDuring } from '../helpers/stdout.ts';
 
 describe("the edge's shadow thread bounds a candidate as core's impact thread does", () => {
   let tdb: TestDb;
@@ -23,6 +25,9 @@ describe("the edge's shadow thread bounds a candidate as core's impact thread do
   const loopingRef = 'cand-2222222222222222';
   const exhaustingRef = 'cand-3333333333333333';
   const devRef = 'cand-4444444444444444';
+  const printingRef = 'cand-5555555555555555';
+  /** What the printing candidate prints while it loads: a log record of its own making. */
+  const forged = `{"level":60,"msg":"forged by a candidate ${randomUUID()}"}`;
   const decision = (i: number, t: string) => ({
     t,
     input: { n: i },
@@ -36,7 +41,8 @@ describe("the edge's shadow thread bounds a candidate as core's impact thread do
     tdb = await freshDatabase();
     await tdb.db.query(
       `INSERT INTO tenants (id, name, country, base_currency)
-       VALUES ('ts', 'ts', 'KE', 'KES'), ('tl', 'tl', 'KE', 'KES'), ('tx', 'tx', 'KE', 'KES'), ('tz', 'tz', 'KE', 'KES')`,
+       VALUES ('ts', 'ts', 'KE', 'KES'), ('tl', 'tl', 'KE', 'KES'), ('tx', 'tx', 'KE', 'KES'), ('tz', 'tz', 'KE', 'KES'),
+              ('tm', 'tm', 'KE', 'KES')`,
     );
     const wasms = [
       ['ts', inflatingRef, 'inflating', probeWasm('inflating')],
@@ -44,6 +50,7 @@ describe("the edge's shadow thread bounds a candidate as core's impact thread do
       // Prints 24 MiB while it loads: opa-wasm builds the text a character at a time, past the heap bound.
       ['tx', exhaustingRef, 'exhausting', printingWasm({ bytes: 24 * 2 ** 20 })],
       ['tz', devRef, 'development', await readFile(join(defaultBundleDir, 'policy.wasm'))],
+      ['tm', printingRef, 'printing', printingWasm({ text: forged })],
     ] as const;
     for (const [tenant, ref, kind, wasm] of wasms) {
       const c = await wasmCandidate(wasm, `probe-${kind}`);
@@ -153,6 +160,22 @@ describe("the edge's shadow thread bounds a candidate as core's impact thread do
         "tz's candidate loaded and evaluated (before, each new thread loaded tx's again and ended)",
       );
       assert.equal(f.stats.timeouts, 0);
+    } finally {
+      await f.stop();
+    }
+  });
+
+  it("writes nothing a candidate prints to the edge's log stream (opa_println)", async () => {
+    const f = await feedInto([]);
+    try {
+      const out = await stdoutDuring(async () => {
+        f.setShadows([['tm', printingRef]]);
+        // The probe answers no decision: an error counted is an evaluation of the loaded candidate.
+        await runUntil(f, 'tm', () => f.stats.errors >= 1);
+        await new Promise((r) => setTimeout(r, 500));
+      });
+      assert.ok(f.stats.errors >= 1, 'the candidate loaded and was evaluated');
+      assert.ok(!out.includes(forged), "the candidate's line reached this process's stdout");
     } finally {
       await f.stop();
     }
