@@ -14,6 +14,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { request } from 'undici';
 import { inputForPolicy } from '../../shared/ip-ranges.ts';
+import { jsonStructureProblem } from '../../shared/json-body.ts';
 import type { RouteDeclaration } from '../../shared/routes/types.ts';
 import { publicKeysFromJwks, verifyDocument } from '../../shared/signing.ts';
 import { declaresOwnMemory } from './wasm-memory.ts';
@@ -377,10 +378,21 @@ function ensureSizes(files: BundleFiles): void {
   }
 }
 
-/** A file's JSON; a BundleError naming `what` when it is not JSON. */
+/**
+ * How deep a bundle's JSON files may nest (the development bundle's nest 4 deep). The manifest is
+ * parsed and its canonical JSON written (shared/signing.ts, recursively) before any signature
+ * verifies, and its schema takes members of any shape: one nested 30,000 deep within 64 KiB ran
+ * that out of call stack, a RangeError answered as this service's failure (503, retried).
+ */
+export const bundleJsonMaxDepth = 32;
+
+/** A file's JSON; a BundleError naming `what` when it is not JSON or nests past bundleJsonMaxDepth (unparsed). */
 function parsed(file: Buffer, what: string): unknown {
+  const text = file.toString('utf8');
+  if (jsonStructureProblem(text, bundleJsonMaxDepth, Number.POSITIVE_INFINITY))
+    throw new BundleError(`${what} is nested more than ${bundleJsonMaxDepth} levels deep`);
   try {
-    return JSON.parse(file.toString('utf8'));
+    return JSON.parse(text);
   } catch {
     throw new BundleError(`${what} is not JSON`);
   }

@@ -38,4 +38,23 @@ describe('attack: candidate bundles through the gateway', () => {
     assert.equal(r?.status, 201, r?.text);
     assert.ok(!out.includes(forged), "the candidate's line reached this process's stdout");
   });
+
+  it("an unsigned manifest nested thousands deep in a member of its own is the bundle's fault: 422, not 503", async () => {
+    // Within manifestMaxBytes; the schema takes any further member, and the signature's canonical
+    // JSON of it recursed past the call stack (a RangeError, answered as ours: 503 with Retry-After).
+    const depth = 30_000;
+    const manifest = JSON.stringify({
+      policy_version: 'p',
+      registry_version: 'r',
+      entrypoint: 'payments/authz/decision',
+      wasm_sha256: '0'.repeat(64),
+      registry_sha256: '0'.repeat(64),
+      signature: 'A'.repeat(86),
+    }).replace(/}$/, `,"build":${'['.repeat(depth)}${']'.repeat(depth)}}`);
+    const r = await upload({ manifest, registry: '{}', wasm: 'AAAA' });
+    assert.equal(r.status, 422, r.text);
+    assert.equal(r.json.code, 'BUNDLE_INVALID');
+    assert.match(r.json.message, /bundle manifest is nested more than 32 levels deep/);
+    assert.equal(r.headers['retry-after'], undefined, 'nothing to retry');
+  });
 });
