@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { type LoadedPolicy, loadPolicy } from '@open-policy-agent/opa-wasm';
 import { Type, type Static } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
-import { request } from 'undici';
+import { type Dispatcher, request } from 'undici';
 import { inputForPolicy } from '../../shared/ip-ranges.ts';
 import { jsonStructureProblem } from '../../shared/json-body.ts';
 import type { RouteDeclaration } from '../../shared/routes/types.ts';
@@ -366,15 +366,32 @@ export interface CheckedBundle {
 export const manifestMaxBytes = 65_536;
 export const registryMaxBytes = 1_048_576;
 export const routesMaxBytes = 4_194_304;
+/**
+ * The most a bundle's WASM may weigh (the development bundle's is 171 KB; an upload's base64 is
+ * held to 3 MiB of it): what a bundle source is read for at most.
+ */
+export const wasmMaxBytes = 16 * 2 ** 20;
 
-/** A BundleError for the first JSON file past its bound. */
+/** Each file of a bundle (policy/dist layout) and its bound. */
+const fileMaxBytes: Readonly<Record<string, number>> = {
+  'manifest.json': manifestMaxBytes,
+  'registry.json': registryMaxBytes,
+  'routes.json': routesMaxBytes,
+  'policy.wasm': wasmMaxBytes,
+};
+
+const tooLarge = (name: string, max: number) => new BundleError(`${name} is larger than ${max} bytes`);
+
+/** A BundleError for the first file past its bound. */
 function ensureSizes(files: BundleFiles): void {
-  for (const [name, file, max] of [
-    ['manifest.json', files.manifest, manifestMaxBytes],
-    ['registry.json', files.registry, registryMaxBytes],
-    ['routes.json', files.routes, routesMaxBytes],
+  for (const [name, file] of [
+    ['manifest.json', files.manifest],
+    ['registry.json', files.registry],
+    ['routes.json', files.routes],
+    ['policy.wasm', files.wasm],
   ] as const) {
-    if (file && file.length > max) throw new BundleError(`${name} is larger than ${max} bytes`);
+    const max = fileMaxBytes[name] ?? 0;
+    if (file && file.length > max) throw tooLarge(name, max);
   }
 }
 
@@ -475,6 +492,30 @@ export async function instantiateBundle(
   };
 }
 
+/**
+ * A response's body, read no further than `max` bytes: past it the response is abandoned and the
+ * file refused as checkBundle refuses it. Read whole, a source (or whoever answers for it on the
+ * way) streaming a file without end grew the reading process's memory until it died, the bounds
+ * checked only once the file had arrived.
+ */
+async function boundedBody(res: Dispatcher.ResponseData, name: string): Promise<Buffer> {
+  const max = fileMaxBytes[name] ?? 0;
+  const chunks: Buffer[] = [];
+  let size = 0;
+  try {
+    if (Number(res.headers['content-length']) > max) throw tooLarge(name, max);
+    for await (const chunk of res.body) {
+      size += (chunk as Buffer).length;
+      if (size > max) throw tooLarge(name, max);
+      chunks.push(chunk as Buffer);
+    }
+  } catch (err) {
+    res.body.destroy();
+    throw err;
+  }
+  return Buffer.concat(chunks, size);
+}
+
 /** Reads one file of a bundle from a directory (policy/dist layout) or an http(s) URL. */
 export function bundleFileReader(source: string): (name: string) => Promise<Buffer> {
   return /^https?:\/\//.test(source)
@@ -488,7 +529,7 @@ export function bundleFileReader(source: string): (name: string) => Promise<Buff
             ? new BundleError(message)
             : new Error(message);
         }
-        return Buffer.from(await res.body.arrayBuffer());
+        return boundedBody(res, name);
       }
     : (name: string) =>
         readFile(join(source, name)).catch((err: unknown) => {

@@ -476,6 +476,45 @@ describe('policy bundle verification', () => {
 });
 
 describe('policy lifecycle', () => {
+  it('reads a file from a URL source no further than its bound: one streamed without end is refused there', async () => {
+    const { createServer } = await import('node:http');
+    const streamed = 64 * 2 ** 20;
+    let sent = 0;
+    const server = createServer(async (req, res) => {
+      const name = (req.url ?? '/').replace(/^\/bundle\//, '');
+      if (name !== 'registry.json') {
+        res.end(await readFile(join(defaultBundleDir, name)).catch(() => ''));
+        return;
+      }
+      // 64 MiB of spaces as fast as the reader takes them (no length given: chunked).
+      const chunk = Buffer.alloc(65_536, 0x20);
+      const pump = () => {
+        while (sent < streamed && !res.destroyed) {
+          sent += chunk.length;
+          if (!res.write(chunk)) return void res.once('drain', pump);
+        }
+        res.end();
+      };
+      pump();
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(server.address() as { port: number }).port}/bundle/`;
+    try {
+      await assert.rejects(
+        loadBundle(url, await loadTrustedKeys()),
+        (err) =>
+          err instanceof BundleError && /registry\.json is larger than 1048576 bytes/.test(err.message),
+      );
+      assert.ok(
+        sent < 16 * 2 ** 20,
+        `the reader took ${sent} bytes of registry.json (bound ${registryMaxBytes}): it read on past the bound`,
+      );
+    } finally {
+      server.closeAllConnections();
+      server.close();
+    }
+  });
+
   it('loads a bundle from a URL and hot-swaps a newer one without a restart', async () => {
     const { createServer } = await import('node:http');
     const { cp, mkdtemp: mk, writeFile: wf } = await import('node:fs/promises');
