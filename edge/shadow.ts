@@ -9,8 +9,11 @@
  * most the JSON the thread parses), and a tenant whose batch or load timed out is set aside until
  * its shadow changes, its candidate not loaded again: one tenant's looping candidate must not
  * blind every other tenant's shadow. So is a tenant whose candidate ends the thread (its heap
- * bound) while its load or batch runs. The thread says when a load and a batch start: a batch that
- * waits behind a load that hangs is not its tenant's fault, and the load's deadline decides.
+ * bound) while its load or batch runs. A change back to a candidate set aside within
+ * shadowSetAsideMs leaves it aside: a tenant alternating between two looping candidates ended the
+ * thread at each change, every tenant's candidate loaded again on the next one. The thread says
+ * when a load and a batch start: a batch that waits behind a load that hangs is not its tenant's
+ * fault, and the load's deadline decides.
  * Promoting a shadow is the ordinary hot swap of the bundle.
  */
 import type { KeyObject } from 'node:crypto';
@@ -22,6 +25,10 @@ import { takeBatch } from './shadow-batch.ts';
 import type { FromShadow, ShadowItem, ToShadow } from './shadow-thread.ts';
 
 export const shadowFlushMs = 50;
+/** How long a candidate set aside is not loaded again, whatever its tenant's shadow does meanwhile. */
+export const shadowSetAsideMs = 10 * 60_000;
+/** Candidates remembered as set aside per tenant (a tenant stores at most 20: maxCandidatesPerTenant). */
+const setAsideMaxPerTenant = 20;
 /** A batch not answered by then (ShadowFeedOptions.timeoutMs): its candidate is taken to hang. */
 export const shadowBatchTimeoutMs = 2000;
 export const shadowBatchMax = 256;
@@ -65,6 +72,8 @@ export interface ShadowFeedOptions {
   maxQueued?: number;
   /** Tests: start something else than shadow-thread.ts. */
   spawn?: () => Worker;
+  /** Tests: the clock (ms) shadowSetAsideMs is counted on. */
+  now?: () => number;
 }
 
 export class ShadowFeed {
@@ -80,8 +89,10 @@ export class ShadowFeed {
   };
   private shadows: [string, string][] = [];
   private readonly tenants = new Set<string>();
-  /** Tenant → the candidate whose batch or load timed out; cleared when the tenant's shadow changes. */
-  private readonly suspended = new Map<string, string>();
+  /** Tenant → its candidates whose batch or load timed out or ended the thread → until when (ms) each is set aside. */
+  private readonly setAside = new Map<string, Map<string, number>>();
+  /** Tenants whose shadow is a candidate set aside: their decisions are dropped, the candidate not loaded. */
+  private readonly suspended = new Set<string>();
   private queue: ShadowItem[] = [];
   private worker: Worker | undefined;
   /** The thread said it is ready: only then does a batch's timeout start (booting is not looping). */
@@ -117,8 +128,13 @@ export class ShadowFeed {
     this.shadows = list;
     this.tenants.clear();
     for (const [t] of list) this.tenants.add(t);
-    const refs = new Map(list);
-    for (const [t, ref] of this.suspended) if (refs.get(t) !== ref) this.suspended.delete(t);
+    this.suspended.clear();
+    const now = this.now();
+    for (const [t, refs] of this.setAside) {
+      for (const [ref, until] of refs) if (until <= now) refs.delete(ref);
+      if (refs.size === 0) this.setAside.delete(t);
+    }
+    for (const [t, ref] of list) if (this.setAside.get(t)?.has(ref)) this.suspended.add(t);
     this.stats.suspended = this.suspended.size;
     this.stats.active = list.length;
     if (list.length === 0) this.queue = [];
@@ -308,11 +324,23 @@ export class ShadowFeed {
     w.postMessage({ type: 'eval', id, items: batch.items } satisfies ToShadow);
   }
 
-  /** Set a tenant's shadow (`ref`, when it is still the one) aside after it timed out, until the tenant's shadow changes. */
+  private now(): number {
+    return this.opts.now?.() ?? Date.now();
+  }
+
+  /**
+   * Set a tenant's shadow (`ref`, when it is still the one) aside after it timed out or ended the
+   * thread: until the tenant's shadow changes, and for shadowSetAsideMs should it change back.
+   */
   private suspend(tenant: string, why: string, only?: string): void {
     const ref = this.shadows.find(([t]) => t === tenant)?.[1];
     if (ref === undefined || (only !== undefined && ref !== only)) return;
-    this.suspended.set(tenant, ref);
+    const refs = this.setAside.get(tenant) ?? new Map<string, number>();
+    refs.delete(ref);
+    refs.set(ref, this.now() + shadowSetAsideMs);
+    if (refs.size > setAsideMaxPerTenant) refs.delete(refs.keys().next().value as string);
+    this.setAside.set(tenant, refs);
+    this.suspended.add(tenant);
     this.stats.suspended = this.suspended.size;
     const before = this.queue.length;
     this.queue = this.queue.filter((item) => item.t !== tenant);

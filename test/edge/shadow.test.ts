@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Worker } from 'node:worker_threads';
-import { ShadowFeed } from '../../edge/shadow.ts';
+import { ShadowFeed, shadowSetAsideMs } from '../../edge/shadow.ts';
 import { maxJsonTextChars } from '../../policy/runtime/candidate-thread.ts';
 import type { Db } from '../../shared/db/pool.ts';
 import { createLogger } from '../../shared/log.ts';
@@ -54,7 +54,13 @@ const twoTenants: [string, string][] = [
 /** A feed of the stand-in thread, with ta's shadow (or `o.shadows`). */
 function feed(
   onEval: string,
-  o: { onShadows?: string; timeoutMs?: number; loadTimeoutMs?: number; shadows?: [string, string][] } = {},
+  o: {
+    onShadows?: string;
+    timeoutMs?: number;
+    loadTimeoutMs?: number;
+    shadows?: [string, string][];
+    now?: () => number;
+  } = {},
 ): ShadowFeed {
   const f = new ShadowFeed({
     db: {} as Db,
@@ -63,6 +69,7 @@ function feed(
     log,
     timeoutMs: o.timeoutMs ?? 300,
     ...(o.loadTimeoutMs === undefined ? {} : { loadTimeoutMs: o.loadTimeoutMs }),
+    ...(o.now ? { now: o.now } : {}),
     spawn: fakeThread(onEval, o.onShadows),
   });
   f.setShadows(o.shadows ?? [['ta', 'cand-0000000000000000']]);
@@ -174,6 +181,45 @@ describe('shadow evaluation is isolated from live decisions (issue 22 item 3)', 
       assert.equal(f.stats.evaluated, 3, "tb's later decisions are evaluated on a new thread");
       assert.equal(f.stats.timeouts, 1, "ta's candidate is not loaded again, so nothing hangs again");
       assert.equal(f.stats.suspended, 1);
+    } finally {
+      await f.stop();
+    }
+  });
+
+  it('a tenant changing its shadow back to a candidate set aside a moment ago does not get it loaded again (for shadowSetAsideMs)', async () => {
+    // Each of ta's candidates loops while it loads; ta alternates between two of them.
+    const [l1, l2] = ['cand-aaaaaaaaaaaaaaaa', 'cand-bbbbbbbbbbbbbbbb'];
+    const tb = twoTenants[1] as [string, string];
+    let clock = Date.now();
+    const f = feed(answer, {
+      onShadows: `for (const [t, ref] of m.list) { post({ type: 'loading', t, ref }); if (t === 'ta') for (;;) {} post({ type: 'loaded', t, ref }); }`,
+      loadTimeoutMs: 300,
+      shadows: [['ta', l1], tb],
+      now: () => clock,
+    });
+    try {
+      for (const [ref, timeouts] of [
+        [l1, 1],
+        [l2, 2],
+      ] as const) {
+        f.setShadows([['ta', ref], tb]);
+        f.offer({ ...item(timeouts), t: 'tb' });
+        await flushUntil(f, () => f.stats.timeouts === timeouts);
+        assert.equal(f.stats.timeouts, timeouts, `${ref} loops while it loads and is set aside`);
+      }
+      f.setShadows([['ta', l1], tb]); // back to the first
+      assert.equal(f.stats.suspended, 1, 'ta is still set aside');
+      const evaluated = f.stats.evaluated;
+      for (let i = 10; i < 13; i++) f.offer({ ...item(i), t: 'tb' });
+      await flushUntil(f, () => f.stats.evaluated >= evaluated + 3);
+      await new Promise((r) => setTimeout(r, 400));
+      assert.equal(f.stats.timeouts, 2, `${l1} is not loaded again: no thread ended for it`);
+      assert.equal(f.stats.evaluated, evaluated + 3, "tb's decisions are evaluated");
+      clock += shadowSetAsideMs + 1;
+      f.setShadows([['ta', l2], tb]);
+      f.offer({ ...item(20), t: 'tb' });
+      await flushUntil(f, () => f.stats.timeouts === 3);
+      assert.equal(f.stats.timeouts, 3, `${shadowSetAsideMs} ms later, ${l2} is tried again`);
     } finally {
       await f.stop();
     }
