@@ -493,8 +493,8 @@ export async function instantiateBundle(
 }
 
 /**
- * A response's body, read no further than `max` bytes: past it the response is abandoned and the
- * file refused as checkBundle refuses it. Read whole, a source (or whoever answers for it on the
+ * A response's body, read no further than its file's bound (fileMaxBytes): past it the response is
+ * abandoned and the file refused as checkBundle refuses it. Read whole, a source (or whoever answers for it on the
  * way) streaming a file without end grew the reading process's memory until it died, the bounds
  * checked only once the file had arrived.
  */
