@@ -222,12 +222,13 @@ describe('attacks on staff roles taken away', () => {
     const id = await addStaff(tdb.db, 'demo', 'listener@demo.example', ['admin']);
     const token = (await signIn(tdb.db, keys, 'demo', id)).accessToken;
     assert.ok(ok(await putFlag(token)), 'the member is cached as an Admin');
-    // The edge's listener is the connection whose SELECT 1 (its heartbeat) repeats every second.
+    // The edge's listener is the connection whose heartbeat (a NOTIFY on its own channel,
+    // shared/db/listener.ts) repeats every second; core's listeners beat every 5 s.
     const heartbeats = async () =>
       new Map(
         (
           await tdb.db.query<{ pid: number; at: Date }>(
-            `SELECT pid, state_change AS at FROM pg_stat_activity WHERE datname = current_database() AND query = 'SELECT 1'`,
+            `SELECT pid, state_change AS at FROM pg_stat_activity WHERE datname = current_database() AND query = 'SELECT pg_notify($1, $2)'`,
           )
         ).rows.map((r) => [r.pid, r.at.getTime()]),
       );
