@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { clientToken } from '../helpers/core-client.ts';
 import { call, type Res } from '../helpers/http.ts';
+import { timed } from '../helpers/timed.ts';
 import { startAdmin, type AdminHarness } from './harness.ts';
 
 const deadlineMs = 15_000;
@@ -36,13 +37,7 @@ describe('currency writes raced against the writes that read its minor units', (
   });
   after(async () => h?.close());
 
-  const timed = async (name: string, p: Promise<Res>) => {
-    const timeout = new Promise<'hung'>((r) => setTimeout(() => r('hung'), deadlineMs).unref());
-    const r = await Promise.race([p, timeout]);
-    return r === 'hung'
-      ? { name, status: -1, text: 'hung' }
-      : { name, status: r.status, text: r.text.slice(0, 300) };
-  };
+  const timedBy = (name: string, p: Promise<Res>) => timed(name, p, deadlineMs);
 
   it('every request is answered, none 5xx or past its deadline', async () => {
     const all: { name: string; status: number; text: string }[] = [];
@@ -60,16 +55,16 @@ describe('currency writes raced against the writes that read its minor units', (
           });
           const etag = (await admin('GET', `/v1/schedules/${fee.json.id}`)).headers.etag ?? '';
           return Promise.all([
-            timed('add', admin('POST', '/v1/currencies', { code, minor_units: 2 })),
-            timed(
+            timedBy('add', admin('POST', '/v1/currencies', { code, minor_units: 2 })),
+            timedBy(
               'activate',
               admin('PATCH', `/v1/schedules/${fee.json.id}`, { status: 'ACTIVE' }, { 'if-match': etag }),
             ),
-            timed(
+            timedBy(
               'rescale',
               admin('PATCH', `/v1/currencies/${code}`, { minor_units: round % 2 }, { 'if-match': '*' }),
             ),
-            timed(
+            timedBy(
               'product',
               ledger('/v1/core/savings-products', {
                 code: `S_${code}_${round}_${i}`,
@@ -79,7 +74,7 @@ describe('currency writes raced against the writes that read its minor units', (
                 min_balance: '10.50',
               }),
             ),
-            timed(
+            timedBy(
               'key',
               admin('POST', '/api-keys', {
                 name: `k-${code}-${round}`,
@@ -87,8 +82,8 @@ describe('currency writes raced against the writes that read its minor units', (
                 budget: { daily_amount: '5.50', currency: code },
               }),
             ),
-            timed('delete', admin('DELETE', `/v1/currencies/${code}`, undefined, { 'if-match': '*' })),
-            timed(
+            timedBy('delete', admin('DELETE', `/v1/currencies/${code}`, undefined, { 'if-match': '*' })),
+            timedBy(
               'deactivate',
               admin('PATCH', `/v1/schedules/${fee.json.id}`, { status: 'ARCHIVED' }, { 'if-match': '*' }),
             ),

@@ -8,28 +8,13 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Res } from '../helpers/http.ts';
+import { broken, timed } from '../helpers/timed.ts';
 import { startAgentHarness, type AgentHarness } from './harness.ts';
 
 const rounds = 6;
 /** Far past any lock wait a retried deadlock costs (deadlock_timeout 1 s, five retries). */
 const deadlineMs = 15_000;
-
-async function timed(
-  name: string,
-  p: Promise<Res | void>,
-): Promise<{ name: string; status: number; ms: number; text: string }> {
-  const t0 = Date.now();
-  const timeout = new Promise<'hung'>((r) => setTimeout(() => r('hung'), deadlineMs).unref());
-  try {
-    const r = await Promise.race([p, timeout]);
-    if (r === 'hung') return { name, status: -1, ms: Date.now() - t0, text: 'hung' };
-    return { name, status: r ? r.status : 200, ms: Date.now() - t0, text: r ? r.text : '' };
-  } catch (e) {
-    return { name, status: 599, ms: Date.now() - t0, text: (e as Error).message };
-  }
-}
-
-const broken = (rs: { status: number }[]) => rs.filter((r) => r.status >= 500 || r.status < 0);
+const timedBy = (name: string, p: Promise<Res | void>) => timed(name, p, deadlineMs);
 
 describe('agent sign-ins raced against device binds, refreshes and logouts', () => {
   let h: AgentHarness;
@@ -59,14 +44,14 @@ describe('agent sign-ins raced against device binds, refreshes and logouts', () 
           device: h.proof('agent-login', a, d, h.clock.t + dt),
         });
       const rs = await Promise.all([
-        timed('login', login(10)),
-        timed('login', login(11)),
-        timed(
+        timedBy('login', login(10)),
+        timedBy('login', login(11)),
+        timedBy(
           'bind',
           h.bind(a).then(() => undefined),
         ),
-        timed('login', login(12)),
-        timed(
+        timedBy('login', login(12)),
+        timedBy(
           'refresh',
           h.post('/v1/agent/auth/refresh', {
             tenantId: 'ta',
@@ -74,7 +59,7 @@ describe('agent sign-ins raced against device binds, refreshes and logouts', () 
             device: h.proof('agent-refresh', a, d, h.clock.t + 13),
           }),
         ),
-        timed(
+        timedBy(
           'logout',
           h.post('/v1/agent/auth/logout', {}, { authorization: `Bearer ${second.accessToken}` }),
         ),

@@ -8,28 +8,13 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Res } from '../helpers/http.ts';
+import { broken, timed } from '../helpers/timed.ts';
 import { setPinByOtp, startHarness, type Harness } from './harness.ts';
 
 const rounds = 6;
 /** Far past any lock wait a retried deadlock costs (deadlock_timeout 1 s, five retries). */
 const deadlineMs = 15_000;
-
-async function timed(
-  name: string,
-  p: Promise<Res | void>,
-): Promise<{ name: string; status: number; ms: number; text: string }> {
-  const t0 = Date.now();
-  const timeout = new Promise<'hung'>((r) => setTimeout(() => r('hung'), deadlineMs).unref());
-  try {
-    const r = await Promise.race([p, timeout]);
-    if (r === 'hung') return { name, status: -1, ms: Date.now() - t0, text: 'hung' };
-    return { name, status: r ? r.status : 200, ms: Date.now() - t0, text: r ? r.text : '' };
-  } catch (e) {
-    return { name, status: 599, ms: Date.now() - t0, text: (e as Error).message };
-  }
-}
-
-const broken = (rs: { status: number }[]) => rs.filter((r) => r.status >= 500 || r.status < 0);
+const timedBy = (name: string, p: Promise<Res | void>) => timed(name, p, deadlineMs);
 
 describe('customer sign-ins raced against PIN resets, refreshes and logouts', () => {
   let h: Harness;
@@ -46,16 +31,16 @@ describe('customer sign-ins raced against PIN resets, refreshes and logouts', ()
       const b = (await h.post('/customers/auth/login', { tenantId: 'ta', phone, pin: '4826' })).json;
       const login = () => h.post('/customers/auth/login', { tenantId: 'ta', phone, pin: '4826' });
       const rs = await Promise.all([
-        timed('login', login()),
-        timed('login', login()),
-        timed('reset', setPinByOtp(h.post, h.sms, 'ta', phone, '7391')),
-        timed('login', login()),
-        timed(
+        timedBy('login', login()),
+        timedBy('login', login()),
+        timedBy('reset', setPinByOtp(h.post, h.sms, 'ta', phone, '7391')),
+        timedBy('login', login()),
+        timedBy(
           'refresh',
           h.post('/customers/auth/token/refresh', { tenantId: 'ta', refreshToken: a.refreshToken }),
         ),
-        timed('logout', h.post('/customers/auth/logout', {}, { authorization: `Bearer ${b.accessToken}` })),
-        timed('login-new', h.post('/customers/auth/login', { tenantId: 'ta', phone, pin: '7391' })),
+        timedBy('logout', h.post('/customers/auth/logout', {}, { authorization: `Bearer ${b.accessToken}` })),
+        timedBy('login-new', h.post('/customers/auth/login', { tenantId: 'ta', phone, pin: '7391' })),
       ]);
       all.push(...rs);
     }
