@@ -10,6 +10,9 @@ import type { Db, Queryable } from './db/pool.ts';
 import { verifyJwt } from './jws.ts';
 import { tenantIdPattern } from './tenant-id.ts';
 
+/** How far past `exp` (and before `nbf`) a token is still accepted, unless a caller says otherwise. */
+export const tokenClockToleranceS = 5;
+
 export interface VerificationKey {
   kid: string;
   state: 'active' | 'grace';
@@ -229,7 +232,7 @@ export class TokenVerifier {
     token: string,
     opts: { audience: string; typ?: string; clockToleranceS?: number },
   ): Promise<JWTPayload & { tid: string }> {
-    const tolerance = opts.clockToleranceS ?? 5;
+    const tolerance = opts.clockToleranceS ?? tokenClockToleranceS;
     const cacheKey = `${opts.audience}|${opts.typ ?? ''}|${tolerance}|${token}`;
     const hit = this.verified.get(cacheKey);
     if (hit && this.now() < hit.validUntilMs) {

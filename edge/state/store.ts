@@ -16,7 +16,7 @@ import { stepUpUseOf } from '../../shared/stepup-uses.ts';
 import { tenantIdPattern } from '../../shared/tenant-id.ts';
 import { apiKeySealVersion, type ApiKeySecrets } from '../../shared/api-key-secrets.ts';
 import { channels as notifyChannels, payloadField } from '../../shared/notify.ts';
-import type { TokenVerifier } from '../../shared/token-keys.ts';
+import { tokenClockToleranceS, type TokenVerifier } from '../../shared/token-keys.ts';
 import { FailClosedError } from '../metrics.ts';
 
 export interface SessionState {
@@ -293,8 +293,8 @@ export class EdgeState {
       expires_ms: string;
     }>(
       `SELECT tenant_id, grant_jti, idempotency_key, floor(extract(epoch FROM expires_at) * 1000)::bigint AS expires_ms
-         FROM stepup_uses WHERE expires_at > now() LIMIT $1`,
-      [maxCachedEntries + 1],
+         FROM stepup_uses WHERE expires_at > now() - make_interval(secs => $2) LIMIT $1`,
+      [maxCachedEntries + 1, tokenClockToleranceS],
     );
     if (rows.length > maxCachedEntries) return;
     for (const r of rows)
@@ -309,7 +309,9 @@ export class EdgeState {
 
   private pruneUsedGrants(): void {
     const now = this.now();
-    for (const [k, v] of this.usedGrants) if (v.expiresAtMs <= now) this.usedGrants.delete(k);
+    // Kept while its token is still accepted: until its expiry plus the verifier's clock tolerance.
+    const keepMs = tokenClockToleranceS * 1000;
+    for (const [k, v] of this.usedGrants) if (v.expiresAtMs + keepMs <= now) this.usedGrants.delete(k);
     this.boundUsedGrants();
   }
 

@@ -68,6 +68,37 @@ describe('an edge told of step-up uses by NOTIFY stepup_used', () => {
     await edge.sender.query('SET session_replication_role = origin');
     assert.equal(await edge.state.stepUpUse('su1', 'unannounced'), 'k-unannounced-1');
   });
+  it("keeps a use while its token is still accepted: through expiry plus the verifier's clock tolerance", async () => {
+    // A step-up token is accepted up to tokenClockToleranceS past its exp: its use must be known
+    // that long, whether loaded at connect or announced.
+    await tdb.db.query(
+      `INSERT INTO stepup_uses (tenant_id, grant_jti, session_id, customer_id, orig, action, idempotency_key, used_at, expires_at)
+       VALUES ('su1', 'just-expired', $1, $2, 'o', 'transfer', 'k-1', now() - interval '1 minute', now() - interval '2 seconds')`,
+      [randomUUID(), randomUUID()],
+    );
+    const keys = new KeyStore(tdb.db, randomBytes(32));
+    const fresh = await notifiedEdge(tdb, new TokenVerifier(tdb.db), keys.apiKeySecrets);
+    try {
+      assert.equal(await fresh.state.stepUpUse('su1', 'just-expired'), 'k-1', 'loaded at connect');
+      const expiresAtMs = Date.now() - 2_000;
+      await fresh.sender.query(`SELECT pg_notify('stepup_used', $1)`, [
+        JSON.stringify({
+          tenantId: 'su1',
+          grantJti: 'announced-expired',
+          idempotencyKey: 'k-2',
+          expiresAtMs,
+        }),
+      ]);
+      for (let i = 0; i < 100 && (await fresh.state.stepUpUse('su1', 'announced-expired')) === undefined; i++)
+        await sleep(20);
+      assert.equal(await fresh.state.stepUpUse('su1', 'announced-expired'), 'k-2', 'announced');
+      // The prune (every entryTtlMs) keeps it too: run it now.
+      (fresh.state as unknown as { pruneUsedGrants(): void }).pruneUsedGrants();
+      assert.equal(await fresh.state.stepUpUse('su1', 'announced-expired'), 'k-2', 'after a prune');
+    } finally {
+      await fresh.stop();
+    }
+  });
 });
 
 describe('the used step-ups an edge loads when its listener connects', () => {
