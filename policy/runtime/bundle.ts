@@ -516,21 +516,35 @@ async function boundedBody(res: Dispatcher.ResponseData, name: string): Promise<
   return Buffer.concat(chunks, size);
 }
 
-/** Reads one file of a bundle from a directory (policy/dist layout) or an http(s) URL. */
-export function bundleFileReader(source: string): (name: string) => Promise<Buffer> {
+/**
+ * How long one file of a bundle may take to arrive from an http(s) source, its answer and its
+ * body in all (the development bundle's take milliseconds). undici's own timeouts are per quiet
+ * spell (300 s each): a source answering a byte now and then held a read for hours.
+ */
+export const bundleFileReadMs = 15_000;
+
+/** A source's read abandoned past its deadline: the source failing, not the bundle's answer. */
+async function withinDeadline<T>(
+  name: string,
+  readMs: number,
+  read: (signal: AbortSignal) => Promise<T>,
+): Promise<T> {
+  const signal = AbortSignal.timeout(readMs);
+  try {
+    return await read(signal);
+  } catch (err) {
+    if (signal.aborted) throw new Error(`GET ${name}: not read within ${readMs} ms`);
+    throw err;
+  }
+}
+
+/** Reads one file of a bundle from a directory (policy/dist layout) or an http(s) URL (each within `readMs`). */
+export function bundleFileReader(
+  source: string,
+  readMs = bundleFileReadMs,
+): (name: string) => Promise<Buffer> {
   return /^https?:\/\//.test(source)
-    ? async (name: string) => {
-        const res = await request(new URL(name, source.endsWith('/') ? source : `${source}/`));
-        if (res.statusCode !== 200) {
-          await res.body.dump();
-          // Not there is the bundle's (or the ref's) answer; any other status is the source failing.
-          const message = `GET ${name}: HTTP ${res.statusCode}`;
-          throw res.statusCode === 404 || res.statusCode === 410
-            ? new BundleError(message)
-            : new Error(message);
-        }
-        return boundedBody(res, name);
-      }
+    ? (name: string) => withinDeadline(name, readMs, (signal) => readHttp(source, name, signal))
     : (name: string) =>
         readFile(join(source, name)).catch((err: unknown) => {
           // A file that is not there is the bundle's answer; another I/O error is the source failing.
@@ -538,6 +552,18 @@ export function bundleFileReader(source: string): (name: string) => Promise<Buff
             throw new BundleError(`${name} is not in the bundle`);
           throw err;
         });
+}
+
+/** One file of a bundle from an http(s) source, read until `signal` aborts. */
+async function readHttp(source: string, name: string, signal: AbortSignal): Promise<Buffer> {
+  const res = await request(new URL(name, source.endsWith('/') ? source : `${source}/`), { signal });
+  if (res.statusCode !== 200) {
+    await res.body.dump();
+    // Not there is the bundle's (or the ref's) answer; any other status is the source failing.
+    const message = `GET ${name}: HTTP ${res.statusCode}`;
+    throw res.statusCode === 404 || res.statusCode === 410 ? new BundleError(message) : new Error(message);
+  }
+  return boundedBody(res, name);
 }
 
 /** The SHA-256 of a source's manifest: equal digests name the same (signed) bundle. */

@@ -135,13 +135,24 @@ export class PolicyStore {
     return rev;
   }
 
-  /** Re-read `source` every `intervalMs`; new verified bundles are swapped in without a restart. */
+  /**
+   * Re-read `source` every `intervalMs`; new verified bundles are swapped in without a restart. A
+   * tick while the last read is still under way starts none: a source slow to answer (each file
+   * within bundleFileReadMs) had a new read begun every 2 s, each holding its connection open.
+   */
   watch(source: string, intervalMs = bundlePollMs): void {
     this.stop();
+    let reading = false;
     this.timer = setInterval(() => {
-      this.load(source).catch((err: unknown) =>
-        this.log?.warn({ err: (err as Error).message }, 'policy bundle refused; keeping the current one'),
-      );
+      if (reading) return;
+      reading = true;
+      this.load(source)
+        .catch((err: unknown) =>
+          this.log?.warn({ err: (err as Error).message }, 'policy bundle refused; keeping the current one'),
+        )
+        .finally(() => {
+          reading = false;
+        });
     }, intervalMs);
     this.timer.unref();
   }

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import {
   BundleError,
+  bundleFileReader,
   checkBundle,
   defaultBundleDir,
   evaluatorOf,
@@ -476,6 +477,43 @@ describe('policy bundle verification', () => {
 });
 
 describe('policy lifecycle', () => {
+  it('a URL source trickling a file is abandoned at the read deadline, and the poll starts no read while one is under way', async () => {
+    const { createServer } = await import('node:http');
+    let open = 0;
+    let most = 0;
+    const server = createServer((_req, res) => {
+      // The manifest's answer begun, then a space every 50 ms: never quiet long enough for undici's own timeouts.
+      open += 1;
+      most = Math.max(most, open);
+      res.writeHead(200);
+      const tick = setInterval(() => res.write(' '), 50);
+      res.on('close', () => {
+        clearInterval(tick);
+        open -= 1;
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(server.address() as { port: number }).port}/bundle/`;
+    const store = new PolicyStore(await loadTrustedKeys());
+    try {
+      const started = Date.now();
+      await assert.rejects(
+        bundleFileReader(url, 300)('manifest.json'),
+        (err) =>
+          !(err instanceof BundleError) &&
+          /manifest\.json: not read within 300 ms/.test((err as Error).message),
+      );
+      assert.ok(Date.now() - started < 2_000, `the read took ${Date.now() - started} ms`);
+      store.watch(url, 20);
+      await new Promise((r) => setTimeout(r, 600));
+      assert.equal(most, 1, `${most} reads of the trickling manifest were under way at once`);
+    } finally {
+      store.stop();
+      server.closeAllConnections();
+      server.close();
+    }
+  });
+
   it('reads a file from a URL source no further than its bound: one streamed without end is refused there', async () => {
     const { createServer } = await import('node:http');
     const streamed = 64 * 2 ** 20;
