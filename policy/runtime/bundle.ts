@@ -345,7 +345,9 @@ async function loadedPolicy(
     policy.setData(data);
     return policy;
   } catch (err) {
-    const why = (err instanceof Error ? err.message : String(err)).slice(0, 200);
+    // A module's opa_abort throws the text it hands the host, a string of its own choosing: named,
+    // never repeated (the edge logs why a shadow did not load).
+    const why = err instanceof Error ? err.message.slice(0, 200) : 'it aborted (opa_abort)';
     throw new BundleError(`policy.wasm does not load as an OPA policy: ${why}`);
   }
 }

@@ -26,6 +26,7 @@ describe("the edge's shadow thread bounds a candidate as core's impact thread do
   const exhaustingRef = 'cand-3333333333333333';
   const devRef = 'cand-4444444444444444';
   const printingRef = 'cand-5555555555555555';
+  const abortingRef = 'cand-6666666666666666';
   /** What the printing candidate prints while it loads: a log record of its own making. */
   const forged = `{"level":60,"msg":"forged by a candidate ${randomUUID()}"}`;
   const decision = (i: number, t: string) => ({
@@ -42,7 +43,7 @@ describe("the edge's shadow thread bounds a candidate as core's impact thread do
     await tdb.db.query(
       `INSERT INTO tenants (id, name, country, base_currency)
        VALUES ('ts', 'ts', 'KE', 'KES'), ('tl', 'tl', 'KE', 'KES'), ('tx', 'tx', 'KE', 'KES'), ('tz', 'tz', 'KE', 'KES'),
-              ('tm', 'tm', 'KE', 'KES')`,
+              ('tm', 'tm', 'KE', 'KES'), ('ta', 'ta', 'KE', 'KES')`,
     );
     const wasms = [
       ['ts', inflatingRef, 'inflating', probeWasm('inflating')],
@@ -51,6 +52,7 @@ describe("the edge's shadow thread bounds a candidate as core's impact thread do
       ['tx', exhaustingRef, 'exhausting', printingWasm({ bytes: 24 * 2 ** 20 })],
       ['tz', devRef, 'development', await readFile(join(defaultBundleDir, 'policy.wasm'))],
       ['tm', printingRef, 'printing', printingWasm({ text: forged })],
+      ['ta', abortingRef, 'aborting', printingWasm({ text: forged }, 'opa_abort')],
     ] as const;
     for (const [tenant, ref, kind, wasm] of wasms) {
       const c = await wasmCandidate(wasm, `probe-${kind}`);
@@ -176,6 +178,24 @@ describe("the edge's shadow thread bounds a candidate as core's impact thread do
       });
       assert.ok(f.stats.errors >= 1, 'the candidate loaded and was evaluated');
       assert.ok(!out.includes(forged), "the candidate's line reached this process's stdout");
+    } finally {
+      await f.stop();
+    }
+  });
+  it("writes nothing a candidate aborts with (opa_abort) into the edge's log", async () => {
+    const lines: string[] = [];
+    const f = await feedInto(lines);
+    const refused = () => lines.find((l) => l.includes('shadow candidate not loaded'));
+    try {
+      f.setShadows([['ta', abortingRef]]);
+      await runUntil(f, 'ta', () => refused() !== undefined);
+      const line = JSON.parse(refused() ?? '{}') as { tenantId?: string; reason?: string };
+      assert.equal(line.tenantId, 'ta');
+      assert.match(line.reason ?? '', /does not load as an OPA policy: it aborted \(opa_abort\)/);
+      assert.ok(
+        !lines.some((l) => l.includes('forged by a candidate')),
+        "the candidate's text reached the log",
+      );
     } finally {
       await f.stop();
     }

@@ -105,12 +105,15 @@ const printedTextAt = 1024;
  * console.log) `text`, or `bytes` letters written past its first page (its memory grown to hold
  * them), then answers `{}`: the module loads.
  */
-export function printingWasm(what: { text: string } | { bytes: number }): Buffer {
+export function printingWasm(
+  what: { text: string } | { bytes: number },
+  via: 'opa_println' | 'opa_abort' = 'opa_println',
+): Buffer {
   // Function 0 is the imported opa_println, (i32) -> ().
   const print = (at: number) => [0x41, ...sleb(at), 0x10, 0];
   if ('text' in what)
     return assemble([...print(printedTextAt), 0x41, ...sleb(emptyObjectAt)], {
-      println: true,
+      println: via,
       data: [[printedTextAt, `${what.text}\0`]],
     });
   const pages = Math.ceil((65_536 + what.bytes + 1) / 65_536);
@@ -121,7 +124,7 @@ export function printingWasm(what: { text: string } | { bytes: number }): Buffer
       ...print(65_536),
       ...[0x41, ...sleb(emptyObjectAt)],
     ],
-    { println: true },
+    { println: via },
   );
 }
 
@@ -131,7 +134,7 @@ export function printingWasm(what: { text: string } | { bytes: number }): Buffer
  */
 function assemble(
   builtinsCode: number[],
-  o: { memory?: 'imported' | 'own'; println?: boolean; data?: [number, string][] },
+  o: { memory?: 'imported' | 'own'; println?: 'opa_println' | 'opa_abort'; data?: [number, string][] },
 ): Buffer {
   const own = o.memory === 'own';
   const types = vec([
@@ -142,7 +145,7 @@ function assemble(
   ]);
   const imports = vec([
     ...(own ? [] : [[...name('env'), ...name('memory'), 0x02, 0x00, 1]]),
-    ...(o.println ? [[...name('env'), ...name('opa_println'), 0x00, 3]] : []),
+    ...(o.println ? [[...name('env'), ...name(o.println), 0x00, 3]] : []),
   ]);
   const first = o.println ? 1 : 0;
   const memories = own ? section(5, vec([[0x00, ...uleb(ownMemoryPages)]])) : [];
