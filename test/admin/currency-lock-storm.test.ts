@@ -4,12 +4,11 @@
  * product and API-key budget creation): each is answered 2xx or 4xx, none 5xx or hung.
  */
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { clientToken } from '../helpers/core-client.ts';
-import { call, type Res } from '../helpers/http.ts';
+import type { Res } from '../helpers/http.ts';
 import { timed } from '../helpers/timed.ts';
-import { startAdmin, type AdminHarness } from './harness.ts';
+import { freshlyKeyed, startAdmin, type AdminHarness } from './harness.ts';
 
 const deadlineMs = 15_000;
 const codes = ['LYD', 'TTD', 'JMD', 'BBD'];
@@ -17,20 +16,11 @@ const codes = ['LYD', 'TTD', 'JMD', 'BBD'];
 describe('currency writes raced against the writes that read its minor units', () => {
   let h: AdminHarness;
   let token = '';
-  const admin = (method: string, path: string, json?: unknown, headers: Record<string, string> = {}) =>
-    h.as('admin')(method, path, {
-      ...(json === undefined ? {} : { json }),
-      headers: { 'idempotency-key': `storm-${randomUUID()}`, ...headers },
-    });
-  const ledger = (path: string, json: unknown): Promise<Res> =>
-    call(h.origin, 'POST', path, {
-      json,
-      headers: {
-        authorization: `Bearer ${token}`,
-        'x-request-id': randomUUID(),
-        'idempotency-key': `s-${randomUUID()}`,
-      },
-    });
+  const { admin, ledger } = freshlyKeyed(
+    () => h,
+    () => token,
+    'storm',
+  );
   before(async () => {
     h = await startAdmin();
     token = await clientToken(h.tdb.db, h.origin, 'demo', ['core:read', 'core:write']);

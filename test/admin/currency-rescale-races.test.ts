@@ -14,9 +14,9 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import type pg from 'pg';
 import { clientToken } from '../helpers/core-client.ts';
-import { call, type Res } from '../helpers/http.ts';
+import type { Res } from '../helpers/http.ts';
 import { sleep } from '../helpers/listening.ts';
-import { startAdmin, type AdminHarness } from './harness.ts';
+import { freshlyKeyed, startAdmin, type AdminHarness } from './harness.ts';
 
 /** A liveness bound only: the waits below end as soon as what they wait for is seen. */
 const seenWithinMs = 10_000;
@@ -31,20 +31,11 @@ describe('a re-scale and a write of an amount in the currency are serialised', (
   let h: AdminHarness;
   let token = '';
   const held: pg.PoolClient[] = [];
-  const admin = (method: string, path: string, json?: unknown, headers: Record<string, string> = {}) =>
-    h.as('admin')(method, path, {
-      ...(json === undefined ? {} : { json }),
-      headers: { 'idempotency-key': `race-${randomUUID()}`, ...headers },
-    });
-  const ledger = (path: string, json: unknown): Promise<Res> =>
-    call(h.origin, 'POST', path, {
-      json,
-      headers: {
-        authorization: `Bearer ${token}`,
-        'x-request-id': randomUUID(),
-        'idempotency-key': `race-${randomUUID()}`,
-      },
-    });
+  const { admin, ledger } = freshlyKeyed(
+    () => h,
+    () => token,
+    'race',
+  );
   const addCurrency = async (code: string, minor: number) => {
     const r = await admin('POST', '/v1/currencies', { code, minor_units: minor });
     assert.equal(r.status, 201, r.text);

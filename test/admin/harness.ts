@@ -1,5 +1,5 @@
 /** A core on a fresh, seeded database and admin-call helpers sending identity headers as the edge does (with its secret). */
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { buildCore } from '../../core/app.ts';
 import { KeyStore } from '../../core/keys/keys.ts';
 import { readBuildInfo } from '../../core/platform/build-info.ts';
@@ -75,5 +75,29 @@ export async function startAdmin(
       await s.close();
       await tdb.drop();
     },
+  };
+}
+
+/**
+ * An Admin's writes and a core client's ledger writes, each with an Idempotency-Key of its own
+ * (prefixed `prefix`): what the currency race and storm tests send. `harness` and `token` are read
+ * at each call (tests set them in `before`).
+ */
+export function freshlyKeyed(harness: () => AdminHarness, token: () => string, prefix: string) {
+  return {
+    admin: (method: string, path: string, json?: unknown, headers: Record<string, string> = {}) =>
+      harness().as('admin')(method, path, {
+        ...(json === undefined ? {} : { json }),
+        headers: { 'idempotency-key': `${prefix}-${randomUUID()}`, ...headers },
+      }),
+    ledger: (path: string, json: unknown): Promise<Res> =>
+      call(harness().origin, 'POST', path, {
+        json,
+        headers: {
+          authorization: `Bearer ${token()}`,
+          'x-request-id': randomUUID(),
+          'idempotency-key': `${prefix}-${randomUUID()}`,
+        },
+      }),
   };
 }
