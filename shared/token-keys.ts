@@ -8,6 +8,7 @@ import { createPublicKey, type KeyObject } from 'node:crypto';
 import { decodeJwt, decodeProtectedHeader, errors, type JWK, type JWTPayload } from 'jose';
 import type { Db, Queryable } from './db/pool.ts';
 import { verifyJwt } from './jws.ts';
+import { SharedReads } from './shared-reads.ts';
 import { tenantIdPattern } from './tenant-id.ts';
 
 /** How far past `exp` (and before `nbf`) a token is still accepted, unless a caller says otherwise. */
@@ -81,12 +82,6 @@ interface PublicKeySet {
   reloadAt: number;
 }
 
-/** A read of one tenant's key set under way; `current` is cleared when an invalidation overtakes it. */
-interface KeySetRead {
-  promise: Promise<PublicKeySet>;
-  current: boolean;
-}
-
 export class TokenVerifier {
   private readonly publicSets = new Map<string, PublicKeySet>();
   /** Tokens already verified (a client reuses its access token): signature checks skipped until exp. */
@@ -115,7 +110,7 @@ export class TokenVerifier {
    * Key-set reads under way, one per tenant: callers that miss the cache meanwhile share it, so a
    * burst of tokens (forged key ids included) costs one query, not one each.
    */
-  private readonly reads = new Map<string, KeySetRead>();
+  private readonly reads = new SharedReads<PublicKeySet>();
 
   /**
    * Drop one tenant's cached keys (or all): called on NOTIFY `keys_changed`. A read of that tenant
@@ -123,16 +118,9 @@ export class TokenVerifier {
    * predate the key announced. Reads of other tenants are untouched.
    */
   invalidate(tenantId?: string): void {
-    if (tenantId) {
-      this.publicSets.delete(tenantId);
-      const read = this.reads.get(tenantId);
-      if (read) read.current = false;
-      this.reads.delete(tenantId);
-      return;
-    }
-    this.publicSets.clear();
-    for (const read of this.reads.values()) read.current = false;
-    this.reads.clear();
+    if (tenantId) this.publicSets.delete(tenantId);
+    else this.publicSets.clear();
+    this.reads.overtake(tenantId);
   }
 
   private loadPublic(tenantId: string, q: Queryable): Promise<PublicKeySet> {
@@ -143,21 +131,11 @@ export class TokenVerifier {
 
   /** The tenant's key set read once for every caller until it answers (see `reads`). */
   private readShared(tenantId: string, q: Queryable): Promise<PublicKeySet> {
-    const pending = this.reads.get(tenantId);
-    if (pending) return pending.promise;
-    const read: KeySetRead = {
-      current: true,
-      promise: this.readPublic(tenantId, q)
-        .then((entry) => {
-          if (read.current) this.keep(tenantId, entry);
-          return entry;
-        })
-        .finally(() => {
-          if (this.reads.get(tenantId) === read) this.reads.delete(tenantId);
-        }),
-    };
-    this.reads.set(tenantId, read);
-    return read.promise;
+    return this.reads.read(
+      tenantId,
+      () => this.readPublic(tenantId, q),
+      (entry) => this.keep(tenantId, entry),
+    );
   }
 
   private keep(tenantId: string, entry: PublicKeySet): void {

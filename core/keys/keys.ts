@@ -15,6 +15,7 @@ import { ApiKeySecrets } from '../../shared/api-key-secrets.ts';
 import { ChallengeKeys } from '../../shared/challenge.ts';
 import { channels } from '../../shared/notify.ts';
 import { open, seal } from '../../shared/sealing.ts';
+import { SharedReads } from '../../shared/shared-reads.ts';
 import { KeyError, TokenVerifier, graceKeysMax, issuerFor, keyCacheTtlMs } from '../../shared/token-keys.ts';
 
 export { KeyError, graceKeysMax, issuerFor, type VerificationKey } from '../../shared/token-keys.ts';
@@ -56,8 +57,6 @@ export interface Rotation {
 
 /** A tenant's active private key, opened. */
 type Signer = { kid: string; key: KeyObject };
-/** A read of one tenant's active key under way; `current` is cleared when an invalidation overtakes it. */
-type SignerRead = { promise: Promise<Signer | undefined>; current: boolean };
 
 export class KeyStore extends TokenVerifier {
   private readonly signers = new Map<string, { signer: Signer | undefined; loadedAt: number }>();
@@ -66,7 +65,7 @@ export class KeyStore extends TokenVerifier {
    * it runs. One an invalidation overtakes may have read the key just replaced: it answers those
    * already waiting for it and is not cached (cached, it signed with that key for keyCacheTtlMs).
    */
-  private readonly signerReads = new Map<string, SignerRead>();
+  private readonly signerReads = new SharedReads<Signer | undefined>();
   /** Seals API-key secrets (the edge opens them with the same key, never with the master key). */
   readonly apiKeySecrets: ApiKeySecrets;
   /** Signs and verifies step-up challenges (the edge holds the same key; it mints nothing else). */
@@ -103,37 +102,20 @@ export class KeyStore extends TokenVerifier {
    */
   override invalidate(tenantId?: string): void {
     super.invalidate(tenantId);
-    if (tenantId) {
-      this.signers.delete(tenantId);
-      const read = this.signerReads.get(tenantId);
-      if (read) read.current = false;
-      this.signerReads.delete(tenantId);
-      return;
-    }
-    this.signers.clear();
-    for (const read of this.signerReads.values()) read.current = false;
-    this.signerReads.clear();
+    if (tenantId) this.signers.delete(tenantId);
+    else this.signers.clear();
+    this.signerReads.overtake(tenantId);
   }
 
   /** The tenant's active private key, opened with the master key (cached like the public set). */
   private signerOf(tenantId: string): Promise<Signer | undefined> {
     const hit = this.signers.get(tenantId);
     if (hit && this.now() - hit.loadedAt < keyCacheTtlMs) return Promise.resolve(hit.signer);
-    const pending = this.signerReads.get(tenantId);
-    if (pending) return pending.promise;
-    const read: SignerRead = {
-      current: true,
-      promise: this.readSigner(tenantId)
-        .then((signer) => {
-          if (read.current) this.signers.set(tenantId, { signer, loadedAt: this.now() });
-          return signer;
-        })
-        .finally(() => {
-          if (this.signerReads.get(tenantId) === read) this.signerReads.delete(tenantId);
-        }),
-    };
-    this.signerReads.set(tenantId, read);
-    return read.promise;
+    return this.signerReads.read(
+      tenantId,
+      () => this.readSigner(tenantId),
+      (signer) => this.signers.set(tenantId, { signer, loadedAt: this.now() }),
+    );
   }
 
   private async readSigner(tenantId: string): Promise<Signer | undefined> {
