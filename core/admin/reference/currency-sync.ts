@@ -137,10 +137,7 @@ export class CurrencySync {
 
   /** Connect the listener now, and again whenever it is lost, until close(). */
   listen(): void {
-    this.listener.ensure();
-    const reconnect = setInterval(() => this.listener.ensure(), this.opts.reconnectEveryMs);
-    reconnect.unref();
-    this.timers.push(reconnect);
+    void this.listener.keep();
   }
 
   /** Reload the snapshot: now, or right after the reload under way. Never waits for it. */
