@@ -76,6 +76,11 @@ export async function consumeBudget(
   body: Buffer | JsonBody,
   nowMs: number,
 ): Promise<BudgetResult> {
+  // A budget that is no JSON object (null, a string encoded twice, an array wrapping it) names
+  // no limit this edge can read: the key is refused, never served without its limits.
+  const stored: unknown = key.budget;
+  if (stored === null || typeof stored !== 'object' || Array.isArray(stored))
+    return { ok: false, reason: 'budget_unreadable', retryAfterS: 0 };
   const perMinute = key.budget.per_minute;
   const daily =
     key.budget.daily_amount !== undefined

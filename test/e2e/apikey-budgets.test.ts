@@ -182,17 +182,21 @@ describe('API-key amount budgets count every movement (through the gateway)', ()
 
   it('a key whose stored daily budget is no amount moves no money, at the edge or in the ledger', async () => {
     const h = await hold('1.00');
-    for (const legacy of ['10', '"abc"', '"NaN"']) {
+    // A daily_amount that is no amount, and budgets that are no object (encoded twice, wrapped, null).
+    const shapes = [
+      ...['10', '"abc"', '"NaN"'].map((v) => `jsonb_set(budget, '{daily_amount}', '${v}')`),
+      'to_jsonb(budget::text)',
+      'jsonb_build_array(budget)',
+      `'null'::jsonb`,
+    ];
+    for (const legacy of shapes) {
       const k = await newKey('10.00');
-      // Written before migrations 1104 and 1112 refused such budgets (an operator's SQL); the edge
-      // reads the key again at the NOTIFY its change sends.
+      // Written before the guards refused such budgets (an operator's SQL); the edge reads the key
+      // again at the NOTIFY its change sends.
       await tdb.db.tx(async (q) => {
-        await q.query('ALTER TABLE api_keys DISABLE TRIGGER api_key_budget_amount_guard');
-        await q.query(
-          `UPDATE api_keys SET budget = jsonb_set(budget, '{daily_amount}', $2::jsonb) WHERE id = $1`,
-          [k.id, legacy],
-        );
-        await q.query('ALTER TABLE api_keys ENABLE TRIGGER api_key_budget_amount_guard');
+        await q.query('ALTER TABLE api_keys DISABLE TRIGGER USER');
+        await q.query(`UPDATE api_keys SET budget = ${legacy} WHERE id = $1`, [k.id]);
+        await q.query('ALTER TABLE api_keys ENABLE TRIGGER USER');
         await q.query('SELECT pg_notify($1, $2)', ['api_keys_changed', k.id]);
       });
       const post = await signed(k, '/v1/core/postings', legs(payer, payee, '5.00'));

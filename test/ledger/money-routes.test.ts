@@ -213,7 +213,13 @@ describe('routes that move money must declare it', () => {
         headers: { ...headers, 'idempotency-key': idem },
       });
     // Written before migrations 1104, 1112 and 1118 refused budgets that are no amount (an operator's SQL).
-    for (const [i, legacy] of ['"1e999999"', 'null'].entries()) {
+    const shapes = [
+      ...['"1e999999"', 'null'].map((v) => `jsonb_set(budget, '{daily_amount}', '${v}')`),
+      'to_jsonb(budget::text)',
+      'jsonb_build_array(budget)',
+      `'null'::jsonb`,
+    ];
+    for (const [i, legacy] of shapes.entries()) {
       const [bad, good] = [await hold(), await hold()];
       const { key } = await new ApiKeys(f.t.tdb.db, f.t.keys).create(kes.id, 'admin-1', {
         name: `legacy-${i}`,
@@ -224,10 +230,10 @@ describe('routes that move money must declare it', () => {
       });
       await f.t.tdb.db.tx(async (q) => {
         await q.query('ALTER TABLE api_keys DISABLE TRIGGER USER');
-        await q.query(
-          `UPDATE api_keys SET budget = jsonb_set(budget, '{daily_amount}', $3::jsonb) WHERE tenant_id = $1 AND id = $2`,
-          [kes.id, key.id, legacy],
-        );
+        await q.query(`UPDATE api_keys SET budget = ${legacy} WHERE tenant_id = $1 AND id = $2`, [
+          kes.id,
+          key.id,
+        ]);
         await q.query('ALTER TABLE api_keys ENABLE TRIGGER USER');
       });
       const viaKey = {

@@ -20,11 +20,12 @@ DECLARE
 BEGIN
   SELECT budget INTO b FROM api_keys WHERE tenant_id = p_tenant AND id = p_key;
   IF NOT FOUND THEN RETURN ledger_fail('BUDGET_EXCEEDED', 'API key budget exceeded (unknown key)'); END IF;
-  -- A daily_amount that is JSON null is a budget no one can read (refused below), not no budget.
-  IF b IS NULL OR NOT (b ? 'daily_amount') THEN RETURN NULL; END IF;
+  -- A budget that is no JSON object (a string encoded twice, an array wrapping it, null) or whose
+  -- daily_amount is JSON null is one no one can read (refused below), not no budget.
+  IF jsonb_typeof(b) = 'object' AND NOT (b ? 'daily_amount') THEN RETURN NULL; END IF;
   v_currency := b->>'currency';
   -- At most 9e12 (its micro-units fit a bigint); NaN is greater than every number.
-  IF pg_input_is_valid(b->>'daily_amount', 'numeric') THEN v_limit := (b->>'daily_amount')::numeric; END IF;
+  IF jsonb_typeof(b) = 'object' AND pg_input_is_valid(b->>'daily_amount', 'numeric') THEN v_limit := (b->>'daily_amount')::numeric; END IF;
   IF v_limit IS NULL OR NOT (v_limit >= 0 AND v_limit <= 9e12) THEN
     RETURN ledger_fail('POLICY_DENIED', 'API key budget cannot count this request (budget_unreadable)');
   END IF;
